@@ -1,0 +1,59 @@
+"""Per-sequence KL estimates from sampled tokens (Schulman's k1/k2/k3 estimators).
+
+With d_t = log pi_theta(y_t) - log pi_ref(y_t) on the sampled tokens:
+
+    k1 = d_t                            unbiased, high variance, can be negative
+    k2 = 0.5 * d_t^2                    biased, low variance
+    k3 = exp(-d_t) + d_t - 1            unbiased for KL(pi_theta || pi_ref) when y ~ pi_theta, >= 0
+                                        (the GRPO paper's estimator: ref/theta - log(ref/theta) - 1)
+
+The result is the masked mean over each sequence's tokens, (B,). To estimate KL(pi_old || pi_theta)
+from tokens sampled by pi_old, pass ``kl_estimate(old_logprobs, logprobs, mask)``.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ._validate import (
+    as_bool_mask,
+    check_choice,
+    check_float,
+    check_nonempty_rows,
+    check_same_shape,
+    check_tensor,
+)
+from .masked import masked_fill_zero
+
+ESTIMATORS = ("k1", "k2", "k3")
+
+
+def kl_terms(log_diff_bt: torch.Tensor, estimator: str) -> torch.Tensor:
+    """Per-token KL estimator from d = logp - ref_logp (already 0 on padding)."""
+    if estimator == "k1":
+        return log_diff_bt
+    if estimator == "k2":
+        return 0.5 * log_diff_bt.square()
+    return torch.expm1(-log_diff_bt) + log_diff_bt  # exp(-d) - 1 + d, accurate near d = 0
+
+
+def kl_estimate(
+    logprobs: torch.Tensor,
+    ref_logprobs: torch.Tensor,
+    mask: torch.Tensor,
+    *,
+    estimator: str = "k3",
+) -> torch.Tensor:
+    """(B, T) x3 -> (B,) masked mean of the chosen per-token KL estimator (see module docstring)."""
+    check_choice(estimator, "estimator", ESTIMATORS)
+    check_tensor(logprobs, "logprobs", 2, "(B, T)")
+    check_float(logprobs, "logprobs")
+    check_tensor(ref_logprobs, "ref_logprobs", 2, "(B, T)")
+    check_float(ref_logprobs, "ref_logprobs")
+    check_tensor(mask, "mask", 2, "(B, T)")
+    check_same_shape(logprobs, "logprobs", ref_logprobs=ref_logprobs, mask=mask)
+    mask_bt = as_bool_mask(mask)
+    count_b = check_nonempty_rows(mask_bt)
+    d_bt = masked_fill_zero(logprobs, mask_bt) - masked_fill_zero(ref_logprobs, mask_bt)
+    terms_bt = masked_fill_zero(kl_terms(d_bt, estimator), mask_bt)
+    return terms_bt.sum(-1) / count_b.to(terms_bt.dtype)

@@ -1,0 +1,56 @@
+"""Importance ratios in log space.
+
+Token log-ratio:     log r_t = log pi_theta(y_t) - log pi_old(y_t)
+GSPO sequence ratio: s = exp( (1/|M|) sum_{t in M} log r_t )   (Zheng et al., 2025, eq. 7; the
+geometric mean of the token ratios, length-normalised so that e^0.1 per token gives s = e^0.1 at
+any length). It is computed as a mean of log-ratios, never as a product of ratios, so a
+32,768-token sequence stays finite in float32.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ._validate import (
+    as_bool_mask,
+    check_float,
+    check_nonempty_rows,
+    check_same_shape,
+    check_tensor,
+)
+from .masked import masked_fill_zero
+
+
+def check_token_inputs(
+    logprobs: torch.Tensor, old_logprobs: torch.Tensor, mask: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Validate (B, T) inputs; returns the bool mask (B, T) and the per-row token count (B,)."""
+    check_tensor(logprobs, "logprobs", 2, "(B, T)")
+    check_float(logprobs, "logprobs")
+    check_tensor(old_logprobs, "old_logprobs", 2, "(B, T)")
+    check_float(old_logprobs, "old_logprobs")
+    check_tensor(mask, "mask", 2, "(B, T)")
+    check_same_shape(logprobs, "logprobs", old_logprobs=old_logprobs, mask=mask)
+    mask_bt = as_bool_mask(mask)
+    return mask_bt, check_nonempty_rows(mask_bt)
+
+
+def token_log_ratio(
+    logprobs: torch.Tensor, old_logprobs: torch.Tensor, mask: torch.Tensor
+) -> torch.Tensor:
+    """(B, T) log r_t = logprobs - old_logprobs on masked tokens, exactly 0 on padding."""
+    mask_bt = as_bool_mask(mask)
+    return masked_fill_zero(logprobs, mask_bt) - masked_fill_zero(old_logprobs, mask_bt)
+
+
+def sequence_log_ratio(
+    logprobs: torch.Tensor, old_logprobs: torch.Tensor, mask: torch.Tensor
+) -> torch.Tensor:
+    """log s_b = sum_t mask * (logprobs - old_logprobs) / sum_t mask, (B, T) x3 -> (B,).
+
+    Differentiable in ``logprobs``; NaN/inf at positions the mask excludes do not reach the result.
+    Raises ValueError on mismatched shapes or a row whose mask marks no token.
+    """
+    mask_bt, count_b = check_token_inputs(logprobs, old_logprobs, mask)
+    log_ratio_bt = token_log_ratio(logprobs, old_logprobs, mask_bt)
+    return log_ratio_bt.sum(-1) / count_b.to(log_ratio_bt.dtype)

@@ -1,0 +1,383 @@
+"""The on-disk format of a gspo-dash run, declared once for the writer (hooks) and the reader (app).
+
+This module imports no torch and imports pyarrow lazily, so the dashboard can use it on a laptop.
+
+Layout of a run directory::
+
+    ROOT/<run_id>/run.json               RunInfo (JSON), rewritten atomically on every flush
+    ROOT/<run_id>/steps/*.parquet        one row per optimizer step          (STEP_COLUMNS + extras)
+    ROOT/<run_id>/sequences/*.parquet    one row per sequence per step       (SEQUENCE_COLUMNS)
+    ROOT/<run_id>/tokens/*.parquet       optional: per-token log-ratios of a bounded sample of
+                                          sequences per step               (TOKEN_COLUMNS)
+
+Every Parquet file carries a ``schema_version`` column and the same value in its key-value
+metadata under ``gspo_dash.schema_version``. Part files are written to a temporary name and renamed,
+so a reader never sees half a file; names sort by the first step they hold
+(``part-<first step:09d>-<last step:09d>-<rank>-<seq>.parquet``), and ``compacted-*.parquet``
+replaces the small parts when a run closes.
+
+App code never spells a column name as a bare string: it uses the constants below (``Step.LOSS``,
+``Seq.SEQ_LOG_RATIO``, ...).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+SCHEMA_VERSION = 1
+METADATA_KEY = b"gspo_dash.schema_version"
+
+RUN_JSON = "run.json"
+STEPS_DIR = "steps"
+SEQUENCES_DIR = "sequences"
+TOKENS_DIR = "tokens"
+TABLE_DIRS = (STEPS_DIR, SEQUENCES_DIR, TOKENS_DIR)
+
+STATUS_RUNNING = "running"
+STATUS_FINISHED = "finished"
+STATUS_FAILED = "failed"
+#: Not written by the hooks: the app's verdict for a ``running`` run whose heartbeat stopped.
+STATUS_CRASHED = "crashed"
+STATUSES = (STATUS_RUNNING, STATUS_FINISHED, STATUS_FAILED)
+
+ALGORITHMS = ("grpo", "gspo")
+
+
+class Step:
+    """Column names of the per-step table (one row per optimizer step)."""
+
+    SCHEMA_VERSION = "schema_version"
+    RUN_ID = "run_id"
+    STEP = "step"
+    WALL_TIME = "wall_time"  # seconds since the epoch when log_step was called
+    ALGORITHM = "algorithm"
+    LOSS = "loss"
+    REWARD_MEAN = "reward_mean"
+    REWARD_STD = "reward_std"  # population std over the step's sequences
+    ADVANTAGE_MEAN = "advantage_mean"
+    ADVANTAGE_STD = "advantage_std"
+    ADVANTAGE_ABS_MEAN = "advantage_abs_mean"
+    SEQ_LOG_RATIO_MEAN = "seq_log_ratio_mean"
+    SEQ_LOG_RATIO_STD = "seq_log_ratio_std"
+    SEQ_LOG_RATIO_MIN = "seq_log_ratio_min"
+    SEQ_LOG_RATIO_MAX = "seq_log_ratio_max"
+    # sequence unit (GSPO's eps): fraction of sequences whose s lies outside [1-eps_low, 1+eps_high]
+    # (Tinker's gspo_clipped_fraction), and where the clip binds (s<1-eps_low & A<0 / s>1+eps_high & A>0)
+    SEQ_CLIP_FRACTION = "seq_clip_fraction"
+    SEQ_CLIP_LOW_FRACTION = "seq_clip_low_fraction"
+    SEQ_CLIP_HIGH_FRACTION = "seq_clip_high_fraction"
+    # token unit (GRPO's eps): fraction of masked tokens whose own ratio lies outside the range,
+    # and where the clip binds (TRL's clip_ratio/low_mean, clip_ratio/high_mean)
+    TOKEN_CLIP_FRACTION = "token_clip_fraction"
+    TOKEN_CLIP_LOW_FRACTION = "token_clip_low_fraction"
+    TOKEN_CLIP_HIGH_FRACTION = "token_clip_high_fraction"
+    TOKEN_LOG_RATIO_ABS_MAX = "token_log_ratio_abs_max"
+    ZERO_VARIANCE_GROUPS = "zero_variance_groups"
+    ZERO_VARIANCE_FRACTION = "zero_variance_fraction"
+    NUM_GROUPS = "num_groups"
+    NUM_SEQUENCES = "num_sequences"
+    NUM_TOKENS = "num_tokens"
+    LENGTH_MEAN = "length_mean"
+    LENGTH_MIN = "length_min"
+    LENGTH_MAX = "length_max"
+    LENGTH_P90 = "length_p90"
+    TRUNCATED_FRACTION = "truncated_fraction"
+    KL_REF_MEAN = "kl_ref_mean"  # token-weighted k3 estimate of KL(pi_theta || pi_ref)
+    KL_OLD_MEAN = "kl_old_mean"  # token-weighted k3 estimate of KL(pi_old || pi_theta)
+    ENTROPY_MEAN = "entropy_mean"  # token-weighted
+    NONFINITE_COUNT = "nonfinite_count"  # NaN/inf inside the mask, over all inputs
+    NUM_RANKS = "num_ranks"
+
+
+class Seq:
+    """Column names of the per-sequence table (one row per sequence per step and rank)."""
+
+    SCHEMA_VERSION = "schema_version"
+    RUN_ID = "run_id"
+    STEP = "step"
+    RANK = "rank"
+    GROUP = "group"  # prompt index within the step (and rank)
+    SAMPLE = "sample"  # completion index within the group
+    LENGTH = "length"  # masked tokens
+    TRUNCATED = "truncated"
+    REWARD = "reward"
+    ADVANTAGE = "advantage"  # the sequence's advantage (masked token mean if per-token)
+    SEQ_LOG_RATIO = "seq_log_ratio"  # log s, the masked mean of token log-ratios
+    SEQ_CLIPPED = "seq_clipped"  # s outside GSPO's range (sequence unit)
+    SEQ_CLIP_LOW = "seq_clip_low"  # token fraction where GSPO's clip binds low
+    SEQ_CLIP_HIGH = "seq_clip_high"  # token fraction where GSPO's clip binds high
+    TOKEN_LOG_RATIO_MIN = "token_log_ratio_min"
+    TOKEN_LOG_RATIO_MAX = "token_log_ratio_max"
+    TOKEN_LOG_RATIO_STD = "token_log_ratio_std"
+    TOKEN_CLIP_FRACTION = "token_clip_fraction"  # token unit (GRPO's eps): outside the range
+    TOKEN_CLIP_LOW_FRACTION = "token_clip_low_fraction"
+    TOKEN_CLIP_HIGH_FRACTION = "token_clip_high_fraction"
+    KL_REF = "kl_ref"
+    KL_OLD = "kl_old"
+    ENTROPY = "entropy"
+    NONFINITE_COUNT = "nonfinite_count"
+    COMPLETION = "completion"  # optional model output, untrusted text
+
+
+class Tok:
+    """Column names of the optional per-token table (one row per sampled sequence)."""
+
+    SCHEMA_VERSION = "schema_version"
+    RUN_ID = "run_id"
+    STEP = "step"
+    RANK = "rank"
+    GROUP = "group"
+    SAMPLE = "sample"
+    TOKEN_LOG_RATIOS = "token_log_ratios"  # list<float32>, masked tokens only, in order
+    ADVANTAGES = "advantages"  # list<float32>, same positions
+    TOKENS = "tokens"  # list<string> or null: decoded tokens, untrusted text
+
+
+# (name, arrow type name, nullable). Arrow types are spelled as strings so this module stays
+# importable without pyarrow; ``arrow_schema`` turns them into a ``pyarrow.Schema``.
+STEP_COLUMNS: tuple[tuple[str, str], ...] = (
+    (Step.SCHEMA_VERSION, "int16"),
+    (Step.RUN_ID, "string"),
+    (Step.STEP, "int64"),
+    (Step.WALL_TIME, "float64"),
+    (Step.ALGORITHM, "string"),
+    (Step.LOSS, "float64"),
+    (Step.REWARD_MEAN, "float64"),
+    (Step.REWARD_STD, "float64"),
+    (Step.ADVANTAGE_MEAN, "float64"),
+    (Step.ADVANTAGE_STD, "float64"),
+    (Step.ADVANTAGE_ABS_MEAN, "float64"),
+    (Step.SEQ_LOG_RATIO_MEAN, "float64"),
+    (Step.SEQ_LOG_RATIO_STD, "float64"),
+    (Step.SEQ_LOG_RATIO_MIN, "float64"),
+    (Step.SEQ_LOG_RATIO_MAX, "float64"),
+    (Step.SEQ_CLIP_FRACTION, "float64"),
+    (Step.SEQ_CLIP_LOW_FRACTION, "float64"),
+    (Step.SEQ_CLIP_HIGH_FRACTION, "float64"),
+    (Step.TOKEN_CLIP_FRACTION, "float64"),
+    (Step.TOKEN_CLIP_LOW_FRACTION, "float64"),
+    (Step.TOKEN_CLIP_HIGH_FRACTION, "float64"),
+    (Step.TOKEN_LOG_RATIO_ABS_MAX, "float64"),
+    (Step.ZERO_VARIANCE_GROUPS, "int64"),
+    (Step.ZERO_VARIANCE_FRACTION, "float64"),
+    (Step.NUM_GROUPS, "int64"),
+    (Step.NUM_SEQUENCES, "int64"),
+    (Step.NUM_TOKENS, "int64"),
+    (Step.LENGTH_MEAN, "float64"),
+    (Step.LENGTH_MIN, "float64"),
+    (Step.LENGTH_MAX, "float64"),
+    (Step.LENGTH_P90, "float64"),
+    (Step.TRUNCATED_FRACTION, "float64"),
+    (Step.KL_REF_MEAN, "float64"),
+    (Step.KL_OLD_MEAN, "float64"),
+    (Step.ENTROPY_MEAN, "float64"),
+    (Step.NONFINITE_COUNT, "int64"),
+    (Step.NUM_RANKS, "int64"),
+)
+
+SEQUENCE_COLUMNS: tuple[tuple[str, str], ...] = (
+    (Seq.SCHEMA_VERSION, "int16"),
+    (Seq.RUN_ID, "string"),
+    (Seq.STEP, "int64"),
+    (Seq.RANK, "int32"),
+    (Seq.GROUP, "int32"),
+    (Seq.SAMPLE, "int32"),
+    (Seq.LENGTH, "int32"),
+    (Seq.TRUNCATED, "bool"),
+    (Seq.REWARD, "float32"),
+    (Seq.ADVANTAGE, "float32"),
+    (Seq.SEQ_LOG_RATIO, "float32"),
+    (Seq.SEQ_CLIPPED, "bool"),
+    (Seq.SEQ_CLIP_LOW, "float32"),
+    (Seq.SEQ_CLIP_HIGH, "float32"),
+    (Seq.TOKEN_LOG_RATIO_MIN, "float32"),
+    (Seq.TOKEN_LOG_RATIO_MAX, "float32"),
+    (Seq.TOKEN_LOG_RATIO_STD, "float32"),
+    (Seq.TOKEN_CLIP_FRACTION, "float32"),
+    (Seq.TOKEN_CLIP_LOW_FRACTION, "float32"),
+    (Seq.TOKEN_CLIP_HIGH_FRACTION, "float32"),
+    (Seq.KL_REF, "float32"),
+    (Seq.KL_OLD, "float32"),
+    (Seq.ENTROPY, "float32"),
+    (Seq.NONFINITE_COUNT, "int32"),
+    (Seq.COMPLETION, "string"),
+)
+
+TOKEN_COLUMNS: tuple[tuple[str, str], ...] = (
+    (Tok.SCHEMA_VERSION, "int16"),
+    (Tok.RUN_ID, "string"),
+    (Tok.STEP, "int64"),
+    (Tok.RANK, "int32"),
+    (Tok.GROUP, "int32"),
+    (Tok.SAMPLE, "int32"),
+    (Tok.TOKEN_LOG_RATIOS, "list<float32>"),
+    (Tok.ADVANTAGES, "list<float32>"),
+    (Tok.TOKENS, "list<string>"),
+)
+
+STEP_COLUMN_NAMES = tuple(name for name, _ in STEP_COLUMNS)
+SEQUENCE_COLUMN_NAMES = tuple(name for name, _ in SEQUENCE_COLUMNS)
+TOKEN_COLUMN_NAMES = tuple(name for name, _ in TOKEN_COLUMNS)
+
+#: Columns that identify a row rather than measure something; everything else in the step table
+#: (including user extras) is a metric, logged to MLflow and drawn by the app.
+STEP_KEY_COLUMNS = (Step.SCHEMA_VERSION, Step.RUN_ID, Step.STEP, Step.WALL_TIME, Step.ALGORITHM)
+STEP_METRIC_COLUMNS = tuple(n for n in STEP_COLUMN_NAMES if n not in STEP_KEY_COLUMNS)
+
+#: The MLflow metric key of each step column (namespaced, valid under MLflow's name regex).
+MLFLOW_PREFIX = "gspo_dash/"
+
+
+def mlflow_key(column: str) -> str:
+    """MLflow metric key for a step-table column: ``loss`` -> ``gspo_dash/loss``."""
+    return MLFLOW_PREFIX + column
+
+
+def _arrow_type(spec: str):
+    import pyarrow as pa
+
+    if spec.startswith("list<") and spec.endswith(">"):
+        return pa.list_(_arrow_type(spec[5:-1]))
+    return pa.type_for_alias(spec)
+
+
+def arrow_schema(columns: tuple[tuple[str, str], ...], extra: tuple[str, ...] = ()):
+    """The ``pyarrow.Schema`` of a table: its declared columns, then ``extra`` float64 columns.
+
+    The schema's metadata carries ``gspo_dash.schema_version``.
+    """
+    import pyarrow as pa
+
+    fields = [pa.field(name, _arrow_type(spec)) for name, spec in columns]
+    declared = {name for name, _ in columns}
+    fields += [pa.field(name, pa.float64()) for name in extra if name not in declared]
+    return pa.schema(fields, metadata={METADATA_KEY: str(SCHEMA_VERSION).encode()})
+
+
+def step_schema(extra: tuple[str, ...] = ()):
+    return arrow_schema(STEP_COLUMNS, extra)
+
+
+def sequence_schema():
+    return arrow_schema(SEQUENCE_COLUMNS)
+
+
+def token_schema():
+    return arrow_schema(TOKEN_COLUMNS)
+
+
+def validate_extra_key(key: str) -> str:
+    """An ``extra`` metric name must be a non-empty string that does not shadow a declared column."""
+    if not isinstance(key, str) or not key:
+        raise ValueError(f"extra: metric names must be non-empty strings, got {key!r}")
+    if key in STEP_COLUMN_NAMES:
+        raise ValueError(
+            f"extra: {key!r} is a built-in step column; rename it (for example 'user/{key}')"
+        )
+    return key
+
+
+@dataclass
+class RunInfo:
+    """The content of ``run.json``. Unknown keys found on disk are kept in ``other``."""
+
+    run_id: str
+    name: str
+    algorithm: str
+    seq_eps_low: float = 3e-4
+    seq_eps_high: float = 4e-4
+    token_eps_low: float = 0.2
+    token_eps_high: float = 0.2
+    reduction: str = "sum"
+    group_size: int | None = None
+    config: dict[str, Any] = field(default_factory=dict)
+    versions: dict[str, str] = field(default_factory=dict)
+    created_at: float = 0.0  # seconds since the epoch
+    updated_at: float = 0.0  # heartbeat: rewritten on every flush while running
+    ended_at: float | None = None
+    status: str = STATUS_RUNNING
+    last_step: int | None = None
+    faults: list[dict[str, Any]] = field(default_factory=list)  # sink failures: sink, error, time
+    mlflow: dict[str, Any] = field(default_factory=dict)  # tracking_uri, run_id, experiment
+    source: str = "gspo_dash"  # or "trl", "tinker", "verl", "mlflow" for imported runs
+    host: str = ""
+    pid: int | None = None
+    flush_interval_s: float = 5.0
+    schema_version: int = SCHEMA_VERSION
+    other: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        other = d.pop("other")
+        return {**other, **_json_safe(d)}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> RunInfo:
+        if not isinstance(data, Mapping):
+            raise ValueError(f"run.json must hold a JSON object, got {type(data).__name__}")
+        for key in ("run_id", "name", "algorithm"):
+            if key not in data:
+                raise ValueError(f"run.json has no {key!r}")
+        known = set(cls.__dataclass_fields__) - {"other"}
+        kwargs = {k: v for k, v in data.items() if k in known}
+        other = {k: v for k, v in data.items() if k not in known}
+        return cls(**kwargs, other=other)
+
+
+def _json_safe(value: Any) -> Any:
+    """Replace non-finite floats by None (JSON has no NaN) and tuples by lists, recursively."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, Mapping):
+        return {str(k): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_safe(v) for v in value]
+    if isinstance(value, str | int | float | bool) or value is None:
+        return value
+    return repr(value)
+
+
+def write_json_atomic(path: str | os.PathLike, data: Mapping[str, Any]) -> None:
+    """Write JSON to a temporary file in the same folder, fsync it, then rename over ``path``."""
+    path = os.fspath(path)
+    folder = os.path.dirname(path) or "."
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=folder)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(_json_safe(data), f, indent=2, sort_keys=False)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def read_run_info(run_dir: str | os.PathLike) -> RunInfo:
+    """Read ``run_dir/run.json``; raises ``FileNotFoundError`` or ``ValueError`` with the reason."""
+    path = os.path.join(os.fspath(run_dir), RUN_JSON)
+    with open(path, encoding="utf-8") as f:
+        try:
+            data = json.load(f)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{path} is not valid JSON: {e}") from e
+    return RunInfo.from_json(data)
+
+
+def part_name(first_step: int, last_step: int, rank: int, seq: int) -> str:
+    """Name of a Parquet part file; sorts by first step."""
+    return f"part-{first_step:09d}-{last_step:09d}-r{rank:04d}-{seq:06d}.parquet"
+
+
+def is_data_file(name: str) -> bool:
+    """True for a finished Parquet part (not a temporary file being written)."""
+    return name.endswith(".parquet") and not name.startswith(".")
