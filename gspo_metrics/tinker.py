@@ -50,6 +50,17 @@ def _as_1d(value: Any, name: str, n: int | None, device, dtype) -> torch.Tensor:
     return t.to(device=device, dtype=dtype)
 
 
+def _length(value: Any, name: str) -> int:
+    if hasattr(value, "to_numpy") and not isinstance(value, np.ndarray | torch.Tensor):
+        value = value.to_numpy()  # Tinker TensorData
+    shape = getattr(value, "shape", None)
+    if shape is None:
+        shape = np.shape(value)
+    if len(shape) != 1:
+        raise ValueError(f"{name} must be 1-D (N,), got shape {tuple(shape)}")
+    return int(shape[0])
+
+
 def gspo_loss_fn(
     data: Sequence[Any],
     logprobs_list: Sequence[torch.Tensor],
@@ -88,11 +99,7 @@ def gspo_loss_fn(
         if not isinstance(lp, torch.Tensor) or lp.dim() != 1:
             shape = tuple(lp.shape) if isinstance(lp, torch.Tensor) else type(lp).__name__
             raise ValueError(f"logprobs_list[{i}] must be a 1-D tensor (N,), got {shape}")
-        n = (
-            int(np.asarray(inputs["target_tokens"]).shape[0])
-            if not isinstance(inputs["target_tokens"], torch.Tensor)
-            else int(inputs["target_tokens"].shape[0])
-        )
+        n = _length(inputs["target_tokens"], f"data[{i}] target_tokens")
         if lp.shape[0] != n:
             raise ValueError(
                 f"logprobs_list[{i}] has shape {tuple(lp.shape)} but target_tokens has ({n},)"
@@ -110,7 +117,7 @@ def gspo_loss_fn(
         lengths.append(n)
         rows.append((lp, q, adv, ratio_mask))
 
-    B, T = len(rows), max(lengths)
+    T = max(lengths)
     dev, dtype = rows[0][0].device, rows[0][0].dtype
     pad = torch.nn.utils.rnn.pad_sequence
     lp_bt = pad([r[0] for r in rows], batch_first=True)  # (B, T), keeps grad
@@ -139,7 +146,6 @@ def gspo_loss_fn(
     s_b = torch.exp(log_s_b)
     clipped_b = (s_b < clip_low_threshold) | (s_b > clip_high_threshold)
     stats = torch.stack([loss.detach(), log_s_b.mean(), clipped_b.to(dtype).mean()]).tolist()
-    del B
     return loss, {
         "loss:sum": stats[0],
         "gspo_sequence_log_ratio:mean": stats[1],
