@@ -139,39 +139,72 @@ def reduce_loss(
 def clipped_surrogate(
     log_rho_bt: torch.Tensor,
     adv_bt: torch.Tensor,
-    mask_bt: torch.Tensor,
     count_b: torch.Tensor,
     *,
     eps_low: float,
     eps_high: float,
     reduction: str,
-    loss_mask_bt: torch.Tensor | None = None,
-    loss_count_b: torch.Tensor | None = None,
-) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-    """-min(rho*A, clip(rho)*A) reduced over ``loss_mask_bt`` (default ``mask_bt``), plus clip stats.
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Reduced -min(rho*A, clip(rho)*A); returns (loss, detached rho (B, T)).
 
-    ``log_rho_bt`` carries the gradient and must already be 0 on padding. Clip statistics are
-    fractions of each row's ``mask_bt`` tokens.
+    Precondition (what keeps padding out without a mask multiply): ``log_rho_bt`` and ``adv_bt`` are
+    exactly 0 outside the loss's tokens, so there rho = 1 and the objective is 1 * 0 = 0 exactly.
+    ``log_rho_bt`` carries the gradient; ``count_b`` is each row's number of loss tokens.
     """
-    loss_mask_bt = mask_bt if loss_mask_bt is None else loss_mask_bt
-    loss_count_b = count_b if loss_count_b is None else loss_count_b
     rho_bt = torch.exp(log_rho_bt)
     clipped_bt = torch.clamp(rho_bt, 1.0 - eps_low, 1.0 + eps_high)
-    objective_bt = torch.minimum(rho_bt * adv_bt, clipped_bt * adv_bt)
-    per_token_loss_bt = masked_fill_zero(-objective_bt, loss_mask_bt)
-    loss = reduce_loss(per_token_loss_bt, loss_count_b, reduction)
+    per_token_loss_bt = -torch.minimum(rho_bt * adv_bt, clipped_bt * adv_bt)
+    return reduce_loss(per_token_loss_bt, count_b, reduction), rho_bt.detach()
 
-    with torch.no_grad():
-        rho_d = rho_bt.detach()
-        below_bt = rho_d < 1.0 - eps_low
-        above_bt = rho_d > 1.0 + eps_high
-        n_b = count_b.to(rho_d.dtype)
-        stats = {
-            "out_of_range": ((below_bt | above_bt) & mask_bt).sum(-1) / n_b,
-            "clip_low": (below_bt & (adv_bt < 0) & mask_bt).sum(-1) / n_b,
-            "clip_high": (above_bt & (adv_bt > 0) & mask_bt).sum(-1) / n_b,
-        }
-    return loss, stats
+
+def token_clip_stats(
+    rho_bt: torch.Tensor,
+    adv_bt: torch.Tensor,
+    count_b: torch.Tensor,
+    eps_low: float,
+    eps_high: float,
+) -> dict[str, torch.Tensor]:
+    """Per-sequence token fractions: out of range, binding low (A < 0), binding high (A > 0).
+
+    Padding has rho = 1 (inside the range, since eps >= 0) and A = 0, so it is never counted.
+    """
+    below_bt = rho_bt < 1.0 - eps_low
+    above_bt = rho_bt > 1.0 + eps_high
+    n_b = count_b.to(rho_bt.dtype)
+    return {
+        "out_of_range": (below_bt | above_bt).sum(-1) / n_b,
+        "clip_low": (below_bt & (adv_bt < 0)).sum(-1) / n_b,
+        "clip_high": (above_bt & (adv_bt > 0)).sum(-1) / n_b,
+    }
+
+
+def sequence_clip_stats(
+    log_s_b: torch.Tensor,
+    advantages: torch.Tensor,
+    adv_bt: torch.Tensor,
+    count_b: torch.Tensor,
+    eps_low: float,
+    eps_high: float,
+) -> dict[str, torch.Tensor]:
+    """The same fractions when every token carries the sequence's ratio s (GSPO-token).
+
+    A sequence is out of range as a whole (0 or 1); the clip binds on its tokens whose advantage
+    pushes past the violated bound, which for per-sequence advantages is again 0 or 1.
+    """
+    s_b = torch.exp(log_s_b)  # the exact value every token's rho takes
+    below_b = s_b < 1.0 - eps_low
+    above_b = s_b > 1.0 + eps_high
+    if advantages.dim() == 1:
+        neg_b, pos_b = (advantages < 0).to(s_b.dtype), (advantages > 0).to(s_b.dtype)
+    else:  # adv_bt is 0 on padding, so padding never counts
+        n_b = count_b.to(s_b.dtype)
+        neg_b, pos_b = (adv_bt < 0).sum(-1) / n_b, (adv_bt > 0).sum(-1) / n_b
+    zero = torch.zeros((), dtype=s_b.dtype, device=s_b.device)
+    return {
+        "out_of_range": (below_b | above_b).to(s_b.dtype),
+        "clip_low": torch.where(below_b, neg_b, zero),
+        "clip_high": torch.where(above_b, pos_b, zero),
+    }
 
 
 @register_loss("gspo")
@@ -205,15 +238,11 @@ def gspo_loss(
     log_s_b = (lp_bt.detach() - old_bt).sum(-1) / count_b.to(lp_bt.dtype)
     # log rho_t = sg[log s] + log pi_theta(y_t) - sg[log pi_theta(y_t)]       (B, T); 0 on padding
     log_rho_bt = masked_fill_zero(log_s_b[:, None] + (lp_bt - lp_bt.detach()), mask_bt)
-    loss, stats = clipped_surrogate(
-        log_rho_bt,
-        adv_bt,
-        mask_bt,
-        count_b,
-        eps_low=eps_low,
-        eps_high=eps_high,
-        reduction=reduction,
+    loss, _ = clipped_surrogate(
+        log_rho_bt, adv_bt, count_b, eps_low=eps_low, eps_high=eps_high, reduction=reduction
     )
+    with torch.no_grad():
+        stats = sequence_clip_stats(log_s_b, advantages, adv_bt, count_b, eps_low, eps_high)
     return LossOutput(loss, {"log_ratio": log_s_b.detach(), **stats, "length": count_b})
 
 
@@ -238,14 +267,10 @@ def grpo_loss(
     )
     # log rho_t = log pi_theta(y_t) - log pi_old(y_t)                          (B, T); 0 on padding
     log_rho_bt = masked_fill_zero(logprobs, mask_bt) - masked_fill_zero(old_logprobs, mask_bt)
-    loss, stats = clipped_surrogate(
-        log_rho_bt,
-        adv_bt,
-        mask_bt,
-        count_b,
-        eps_low=eps_low,
-        eps_high=eps_high,
-        reduction=reduction,
+    loss, rho_bt = clipped_surrogate(
+        log_rho_bt, adv_bt, count_b, eps_low=eps_low, eps_high=eps_high, reduction=reduction
     )
+    with torch.no_grad():
+        stats = token_clip_stats(rho_bt, adv_bt, count_b, eps_low, eps_high)
     log_s_b = log_rho_bt.detach().sum(-1) / count_b.to(log_rho_bt.dtype)
     return LossOutput(loss, {"log_ratio": log_s_b, **stats, "length": count_b})

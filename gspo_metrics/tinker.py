@@ -133,15 +133,14 @@ def gspo_loss_fn(
     )
     lp_v = masked_fill_zero(lp_bt, valid_bt)
     log_rho_bt = masked_fill_zero(log_s_b[:, None] + (lp_v - lp_v.detach()), valid_bt)
+    # adv and log rho are 0 outside the datum's N tokens: padding adds exactly 0
     loss, _ = clipped_surrogate(
         log_rho_bt,
         masked_fill_zero(adv_bt, valid_bt),
-        ratio_mask_bt,
-        ratio_count_b,
+        valid_bt.sum(-1),
         eps_low=1.0 - clip_low_threshold,
         eps_high=clip_high_threshold - 1.0,
         reduction="sum",
-        loss_mask_bt=valid_bt,
     )
     s_b = torch.exp(log_s_b)
     clipped_b = (s_b < clip_low_threshold) | (s_b > clip_high_threshold)

@@ -1,0 +1,98 @@
+"""Benchmark: loss forward+backward and per-sequence diagnostics at B=512, T=1024 on CPU.
+
+Every time is the median of several repeats, and each row also gives its ratio to the GRPO loss's
+forward+backward measured in the same run (ratios survive a noisy, shared machine better than
+seconds do). The baseline row "seed loop" is the Tinker seed's reference code applied sequence by
+sequence, the obvious way to write GSPO without vectorising.
+
+    python bench/bench_losses.py [--B 512] [--T 1024] [--repeats 7] [--threads N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import torch
+
+from gspo_metrics import grpo_loss, gspo_loss, sequence_diagnostics
+
+
+def _time(fn, repeats: int) -> float:
+    fn()  # warm-up
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--B", type=int, default=512)
+    ap.add_argument("--T", type=int, default=1024)
+    ap.add_argument("--repeats", type=int, default=7)
+    ap.add_argument("--threads", type=int, default=0, help="torch threads (0: leave default)")
+    args = ap.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    B, T = args.B, args.T
+    g = torch.Generator().manual_seed(0)
+    old = -torch.rand(B, T, generator=g) * 4
+    logits = old + 0.01 * torch.randn(B, T, generator=g)
+    lengths = torch.randint(T // 8, T + 1, (B,), generator=g)
+    mask = torch.arange(T)[None, :] < lengths[:, None]
+    adv = torch.randn(B, generator=g)
+    ref = old + 0.05 * torch.randn(B, T, generator=g)
+    ent = torch.rand(B, T, generator=g)
+
+    def fwd_bwd(fn, reduction="token_mean"):
+        def run():
+            x = logits.clone().requires_grad_()
+            fn(x, old, adv, mask, reduction=reduction).loss.backward()
+
+        return run
+
+    def seed_loop():
+        x = logits.clone().requires_grad_()
+        total = x.new_zeros(())
+        for b in range(B):
+            n = int(lengths[b])
+            lp, q = x[b, :n], old[b, :n]
+            log_ratio = (lp.detach() - q).mean()
+            ratio = torch.exp(log_ratio + lp - lp.detach())
+            clipped = torch.clamp(ratio, 1 - 3e-4, 1 + 4e-4)
+            total = total - torch.minimum(ratio * adv[b], clipped * adv[b]).sum()
+        total.backward()
+
+    def diags():
+        sequence_diagnostics(logits, old, mask, adv, ref_logprobs=ref, entropy=ent)
+
+    def forward_only():
+        with torch.no_grad():
+            gspo_loss(logits, old, adv, mask)
+
+    rows = [
+        ("grpo_loss fwd+bwd (token_mean)", fwd_bwd(grpo_loss)),
+        ("gspo_loss fwd+bwd (token_mean)", fwd_bwd(gspo_loss)),
+        ("gspo_loss fwd+bwd (seq_mean_token_mean)", fwd_bwd(gspo_loss, "seq_mean_token_mean")),
+        ("gspo_loss forward only (no grad)", forward_only),
+        ("sequence_diagnostics (both units, KL, entropy)", diags),
+        ("seed loop: Tinker reference per sequence", seed_loop),
+    ]
+    results = [(name, _time(fn, args.repeats if "seed" not in name else 3)) for name, fn in rows]
+    base = results[0][1]
+    gspo = results[1][1]
+    print(
+        f"B={B} T={T} tokens={int(mask.sum())} threads={torch.get_num_threads()} torch={torch.__version__}"
+    )
+    print(f"| {'what':<48} | {'ms':>8} | {'x grpo':>7} | {'x gspo':>7} |")
+    print(f"|{'-' * 50}|{'-' * 10}|{'-' * 9}|{'-' * 9}|")
+    for name, t in results:
+        print(f"| {name:<48} | {t * 1e3:8.2f} | {t / base:7.2f} | {t / gspo:7.2f} |")
+
+
+if __name__ == "__main__":
+    main()
