@@ -22,9 +22,13 @@ from .masked import masked_fill_zero
 
 
 def check_token_inputs(
-    logprobs: torch.Tensor, old_logprobs: torch.Tensor, mask: torch.Tensor
+    logprobs: torch.Tensor, old_logprobs: torch.Tensor, mask: torch.Tensor, *, nonempty: bool = True
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Validate (B, T) inputs; returns the bool mask (B, T) and the per-row token count (B,)."""
+    """Validate (B, T) inputs; returns the bool mask (B, T) and the per-row token count (B,).
+
+    ``nonempty=False`` skips the empty-row check (a host sync) and the count (None): the caller
+    must do both.
+    """
     check_tensor(logprobs, "logprobs", 2, "(B, T)")
     check_float(logprobs, "logprobs")
     check_tensor(old_logprobs, "old_logprobs", 2, "(B, T)")
@@ -32,6 +36,8 @@ def check_token_inputs(
     check_tensor(mask, "mask", 2, "(B, T)")
     check_same_shape(logprobs, "logprobs", old_logprobs=old_logprobs, mask=mask)
     mask_bt = as_bool_mask(mask)
+    if not nonempty:
+        return mask_bt, None
     return mask_bt, check_nonempty_rows(mask_bt)
 
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import tempfile
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
@@ -381,3 +382,61 @@ def part_name(first_step: int, last_step: int, rank: int, seq: int) -> str:
 def is_data_file(name: str) -> bool:
     """True for a finished Parquet part (not a temporary file being written)."""
     return name.endswith(".parquet") and not name.startswith(".")
+
+
+def compacted_name(first_step: int, last_step: int, rank: int, seq: int) -> str:
+    """Name of the file that replaces a rank's parts of one table when the run closes."""
+    return "compacted" + part_name(first_step, last_step, rank, seq)[len("part") :]
+
+
+_PART_RE = re.compile(
+    r"^(?:part|compacted)-(?P<first>\d+)-(?P<last>\d+)-r(?P<rank>\d+)-(?P<seq>\d+)\.parquet$"
+)
+
+
+def parse_part_name(name: str) -> dict[str, int] | None:
+    """``{"first", "last", "rank", "seq"}`` of a part or compacted file name, else None."""
+    m = _PART_RE.match(name)
+    return {k: int(v) for k, v in m.groupdict().items()} if m else None
+
+
+#: Columns that identify a row of each table; a step logged twice (a resumed run re-logging it)
+#: keeps its last-written row.
+TABLE_KEYS = {
+    STEPS_DIR: (Step.STEP,),
+    SEQUENCES_DIR: (Seq.STEP, Seq.RANK, Seq.GROUP, Seq.SAMPLE),
+    TOKENS_DIR: (Tok.STEP, Tok.RANK, Tok.GROUP, Tok.SAMPLE),
+}
+
+
+def data_files(run_dir: str | os.PathLike, table: str) -> list[str]:
+    """Paths of a table's finished Parquet files, oldest write first (by the writer's counter)."""
+    folder = os.path.join(os.fspath(run_dir), table)
+    try:
+        names = [n for n in os.listdir(folder) if is_data_file(n)]
+    except FileNotFoundError:
+        return []
+    info = {n: parse_part_name(n) for n in names}
+    names.sort(key=lambda n: (info[n]["rank"], info[n]["seq"]) if info[n] else (-1, 0))
+    return [os.path.join(folder, n) for n in names]
+
+
+def read_table(run_dir: str | os.PathLike, table: str, columns=None):
+    """A run's table as one pandas DataFrame: every file (columns may differ by extras), rows
+    deduplicated on ``TABLE_KEYS`` keeping the last written, sorted by the keys."""
+    import pandas as pd
+    import pyarrow.parquet as pq
+
+    frames = []
+    for path in data_files(run_dir, table):
+        try:
+            frames.append(pq.read_table(path, columns=columns).to_pandas())
+        except FileNotFoundError:  # compacted away between listdir and read
+            continue
+    if not frames:
+        return pd.DataFrame(columns=list(columns) if columns else [])
+    df = pd.concat(frames, ignore_index=True)
+    keys = [k for k in TABLE_KEYS.get(table, ()) if k in df.columns]
+    if keys:
+        df = df.drop_duplicates(subset=keys, keep="last").sort_values(keys, ignore_index=True)
+    return df

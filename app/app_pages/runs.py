@@ -1,0 +1,155 @@
+"""Runs: every run under the root (and MLflow-only runs), filter, pick the ones to compare."""
+
+import pandas as pd
+import streamlit as st
+
+from app import data, ui
+from app.charts import fmt_eps
+from app.health import ERROR, WARNING, run_findings
+
+STATUS_COLOR = {"running": "#1a7f37", "finished": "#57606a", "failed": "#cf222e",
+                "crashed": "#cf222e", "unknown": "#9a6700"}  # fmt: skip
+TABLE_KEY = "runs_table"
+KEYS_KEY = "_runs_table_keys"
+
+ctx = ui.page_header(
+    "Runs",
+    "Every run under the root, newest first. Select rows to compare them (the selection is kept "
+    "in the URL); the Health column counts the automatic findings (errors / warnings).",
+)
+st.caption(f"Root: `{ctx.root}`" + (f" · MLflow: `{ctx.tracking_uri}`" if ctx.tracking_uri else ""))
+
+if not ctx.runs:
+    st.info(
+        "No runs yet. Record one with `training_hooks.RunRecorder(root=...)`, run the demo "
+        "(`python -m training_hooks.demo`), or point the sidebar at another root or MLflow store.",
+        icon=":material/info:",
+    )
+    st.stop()
+
+
+def _config_summary(run: data.RunRef) -> str:
+    cfg = run.info.config if run.info else {k: v for k, v in run.params.items() if k != "_tags"}
+    items = [f"{k}={v}" for k, v in list(cfg.items())[:6]]
+    return ", ".join(items)
+
+
+def _health(run: data.RunRef) -> str:
+    if run.source != data.SOURCE_PARQUET:
+        return "open Health"
+    t = data.load_steps(run)
+    found = run_findings(
+        t.df,
+        algorithm=run.algorithm,
+        status=run.status,
+        updated_at=run.updated_at,
+        last_step=run.last_step,
+        seq_eps=ui.eps_of(run).get("seq"),
+        token_eps=ui.eps_of(run).get("token"),
+    )
+    n_err = sum(f.severity == ERROR for f in found)
+    n_warn = sum(f.severity == WARNING for f in found)
+    if not n_err and not n_warn:
+        return "ok"
+    return f"{n_err} err · {n_warn} warn" if n_err else f"{n_warn} warn"
+
+
+def _row(run: data.RunRef) -> dict:
+    info = run.info
+    eps_seq = f"{fmt_eps(info.seq_eps_low)} / {fmt_eps(info.seq_eps_high)}" if info else "–"
+    eps_tok = f"{fmt_eps(info.token_eps_low)} / {fmt_eps(info.token_eps_high)}" if info else "–"
+    return {
+        "name": run.name,
+        "algorithm": run.algorithm.upper(),
+        "status": run.status,
+        "last step": run.last_step,
+        "last update": ui.fmt_ago(run.updated_at),
+        "seq ε (low / high)": eps_seq,
+        "token ε (low / high)": eps_tok,
+        "reduction": info.reduction if info else "–",
+        "group size": info.group_size if info else None,
+        "health": _health(run),
+        "source": run.source if run.source == data.SOURCE_PARQUET else f"MLflow ({run.source})",
+        "config": _config_summary(run),
+        "problems": "; ".join(run.problems),
+        "run id": run.key,
+    }
+
+
+with st.container(horizontal=True):
+    query = st.text_input(
+        "Filter by name or config", key="runs_filter", placeholder="e.g. gspo lr=1e-06"
+    )
+    algos = st.pills("Algorithm", ["GRPO", "GSPO"], selection_mode="multi", key="runs_algo")
+    statuses = st.pills("Status", ["running", "finished", "failed", "crashed"],
+                        selection_mode="multi", key="runs_status")  # fmt: skip
+
+rows = [_row(r) for r in ctx.runs]
+df = pd.DataFrame(rows)
+keep = pd.Series(True, index=df.index)
+if query:
+    for word in query.lower().split():
+        keep &= (
+            (df["name"] + " " + df["config"] + " " + df["run id"])
+            .str.lower()
+            .str.contains(word, regex=False)
+        )
+if algos:
+    keep &= df["algorithm"].isin(algos)
+if statuses:
+    keep &= df["status"].isin(statuses)
+view = df[keep].reset_index(drop=True)
+st.session_state[KEYS_KEY] = list(view["run id"])
+
+
+def _on_select() -> None:
+    state = st.session_state.get(TABLE_KEY)
+    keys = st.session_state.get(KEYS_KEY, [])
+    if state is None:
+        return
+    rows_sel = state["selection"]["rows"]
+    st.session_state["runs"] = [keys[i] for i in rows_sel if i < len(keys)]
+
+
+selected = set(r.key for r in ctx.selected)
+
+
+def _status_css(v: str) -> str:
+    return f"color: {STATUS_COLOR.get(v, '#57606a')}; font-weight: 600"
+
+
+def _health_css(v: str) -> str:
+    if "err" in v:
+        return "color: #cf222e"
+    return "color: #9a6700" if "warn" in v else "color: #1a7f37"
+
+
+styled = view.style.map(_status_css, subset=["status"]).map(_health_css, subset=["health"])
+st.dataframe(
+    styled,
+    key=TABLE_KEY,
+    on_select=_on_select,
+    selection_mode="multi-row",
+    selection_default={
+        "selection": {"rows": [i for i, k in enumerate(view["run id"]) if k in selected]}
+    },
+    hide_index=True,
+    column_config={
+        "last step": st.column_config.NumberColumn(format="%d"),
+        "group size": st.column_config.NumberColumn(format="%d"),
+        "config": st.column_config.TextColumn(width="medium"),
+        "problems": st.column_config.TextColumn(width="medium"),
+    },
+)
+n_sel = len(ctx.selected)
+st.caption(
+    f"{len(view)} of {len(df)} runs shown · {n_sel} selected for comparison"
+    + ("" if n_sel else f" (none: Compare shows the {ui.MAX_DEFAULT_RUNS} most recent)")
+)
+c1, c2, _ = st.columns([1, 1, 4])
+if c1.button("Compare selected", type="primary", disabled=not n_sel):
+    st.switch_page("app_pages/compare.py")
+if c2.button("Health of selected", disabled=not n_sel):
+    st.switch_page("app_pages/health.py")
+
+ui.notice_problems(ctx.runs)

@@ -1,0 +1,784 @@
+"""Pure figure builders: DataFrames in, ``plotly.graph_objects.Figure`` out. No Streamlit here.
+
+Conventions on every chart: one colour per run (``run_colors``), line style by algorithm (GRPO
+dashed, GSPO solid), units on the axes, and at most ``max_points`` points per trace: long series
+are cut with min/max-preserving LTTB (``tsdownsample.MinMaxLTTBDownsampler``), so a one-step spike
+survives downsampling; bands are cut by a per-bucket min/max envelope, which keeps every extreme.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+from app.aggregate import ZV_ALL_HIGH, ZV_ALL_LOW, ZV_OTHER, StepHistogram
+from app.cols import Seq, Step
+from app.metric_map import Derived
+
+PALETTE = (
+    "#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2",
+    "#7f7f7f", "#bcbd22", "#393b79", "#ad494a", "#637939", "#7b4173", "#e7ba52", "#3182bd",
+)  # fmt: skip
+DASH_BY_ALGO = {"grpo": "dash", "gspo": "solid"}
+DEFAULT_MAX_POINTS = 2000
+PANEL_HEIGHT = 290
+
+X_STEP = Step.STEP
+X_ELAPSED = Derived.ELAPSED_MIN
+X_TOKENS = Derived.TOKENS_SEEN
+X_AXES = {X_STEP: "optimizer step", X_ELAPSED: "wall time (minutes since start)",
+          X_TOKENS: "response tokens seen"}  # fmt: skip
+
+
+def dash_for(algorithm: str) -> str:
+    return DASH_BY_ALGO.get(str(algorithm).lower(), "dot")
+
+
+def run_colors(keys: Sequence[str]) -> dict[str, str]:
+    """A stable colour per run key, in the given order."""
+    return {k: PALETTE[i % len(PALETTE)] for i, k in enumerate(keys)}
+
+
+def _rgba(hex_color: str, alpha: float) -> str:
+    h = hex_color.lstrip("#")
+    r, g, b = (int(h[i : i + 2], 16) for i in (0, 2, 4))
+    return f"rgba({r},{g},{b},{alpha})"
+
+
+# ---------------------------------------------------------------------------------------------
+# series maths (pure numpy)
+# ---------------------------------------------------------------------------------------------
+
+
+def downsample_indices(x: np.ndarray, y: np.ndarray, n_out: int) -> np.ndarray:
+    """Indices of at most ``n_out`` points of (x, y) chosen by MinMaxLTTB (keeps spikes).
+
+    ``x`` must be non-decreasing and ``y`` finite; shorter series come back whole."""
+    n = len(y)
+    if n <= n_out or n_out < 3:
+        return np.arange(n)
+    from tsdownsample import MinMaxLTTBDownsampler
+
+    xs = np.asarray(x, dtype=np.float64)
+    ys = np.ascontiguousarray(y, dtype=np.float64)
+    if np.any(np.diff(xs) < 0):  # not sorted: fall back to index order
+        xs = np.arange(n, dtype=np.float64)
+    return np.asarray(MinMaxLTTBDownsampler().downsample(xs, ys, n_out=n_out), dtype=np.int64)
+
+
+def ema(y: np.ndarray, weight: float) -> np.ndarray:
+    """Debiased exponential moving average (TensorBoard's smoothing): weight 0 = raw, 0.99 = heavy.
+
+    m_t = w m_{t-1} + (1-w) y_t,  shown as m_t / (1 - w^t); non-finite values are skipped."""
+    if not 0 <= weight < 1:
+        raise ValueError(f"weight must be in [0, 1), got {weight}")
+    y = np.asarray(y, dtype=np.float64)
+    if weight == 0 or len(y) == 0:
+        return y.copy()
+    s = pd.Series(np.where(np.isfinite(y), y, np.nan))
+    return s.ewm(alpha=1 - weight, adjust=True, ignore_na=True).mean().to_numpy()
+
+
+def envelope(
+    x: np.ndarray, lo: np.ndarray, hi: np.ndarray, n_out: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Bucket (x, lo, hi) into ``n_out`` consecutive buckets: first x, min lo, max hi of each."""
+    n = len(x)
+    if n <= n_out:
+        return np.asarray(x), np.asarray(lo), np.asarray(hi)
+    starts = np.linspace(0, n, n_out, endpoint=False).astype(np.int64)
+    starts = np.unique(starts)
+    return (
+        np.asarray(x)[starts],
+        np.minimum.reduceat(np.asarray(lo, np.float64), starts),
+        np.maximum.reduceat(np.asarray(hi, np.float64), starts),
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# the Compare page's panels
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Panel:
+    key: str
+    title: str
+    column: str
+    unit: str
+    caption: str = ""
+    band: tuple[str, str] | None = None  # (lower, upper) columns, or ("±", std column)
+    second: str | None = None  # a second column drawn thinner (e.g. p90)
+    second_label: str = ""
+    clip_unit: str | None = None  # "seq" or "token": title carries that unit's eps
+    zero_line: bool = False
+
+
+PANELS: tuple[Panel, ...] = (
+    Panel("reward", "Reward", Step.REWARD_MEAN, "reward per sequence",
+          "Mean reward of the step's sequences; band = ± one std over the step.",
+          band=("±", Step.REWARD_STD)),
+    Panel("loss", "Loss", Step.LOSS, "loss",
+          "The policy loss as the trainer reduced it (its reduction is in the runs table); "
+          "compare trends, not levels, across reductions."),
+    Panel("seq_log_ratio", "Sequence log-ratio log s", Step.SEQ_LOG_RATIO_MEAN, "log s (nats)",
+          "log s = mean over a sequence's tokens of log π/π_old (GSPO's ratio, in log space). "
+          "Mean over sequences; band = min..max. Dotted lines: GSPO's clip range "
+          "[log(1-ε_low), log(1+ε_high)]. GRPO never clips on s, so its spread is wider.",
+          band=(Step.SEQ_LOG_RATIO_MIN, Step.SEQ_LOG_RATIO_MAX), clip_unit="seq", zero_line=True),
+    Panel("seq_clip", "Sequence-unit clip fraction", Step.SEQ_CLIP_FRACTION,
+          "fraction of sequences",
+          "Share of sequences whose s lies outside [1-ε_low, 1+ε_high] with GSPO's ε "
+          "(Tinker's clipped fraction). GSPO papers report ~10-20%; on a GRPO run it shows how "
+          "often GSPO would have clipped.", clip_unit="seq"),
+    Panel("token_clip", "Token-unit clip fraction", Step.TOKEN_CLIP_FRACTION,
+          "fraction of tokens",
+          "Share of tokens whose own ratio r_t lies outside [1-ε_low, 1+ε_high] with GRPO's ε, "
+          "whatever the advantage's sign. GRPO typically sits well under 1-5%.",
+          clip_unit="token"),
+    Panel("token_clip_binding", "Token clip binding (low + high)", Derived.TOKEN_CLIP_BINDING,
+          "fraction of tokens",
+          "Tokens where the token clip zeroes the gradient: r_t < 1-ε_low with A<0, or "
+          "r_t > 1+ε_high with A>0 (TRL's clip_ratio/region_mean, verl's pg_clipfrac).",
+          clip_unit="token"),
+    Panel("zero_var", "Zero-variance groups", Step.ZERO_VARIANCE_FRACTION, "fraction of groups",
+          "Groups whose completions all got the same reward: their advantages are 0 and they "
+          "teach nothing, in GRPO and GSPO alike. Near 1 = no learning signal."),
+    Panel("length", "Completion length", Step.LENGTH_MEAN, "tokens",
+          "Mean masked length (thick) and 90th percentile (thin). GSPO's s is length-normalised; "
+          "GRPO's token-sum losses weight long completions more.",
+          second=Step.LENGTH_P90, second_label="p90"),
+    Panel("truncation", "Truncated completions", Step.TRUNCATED_FRACTION, "fraction of sequences",
+          "Completions cut at the generation limit; rising truncation usually precedes "
+          "length blow-up."),
+    Panel("kl_ref", "KL to reference", Step.KL_REF_MEAN, "nats / token",
+          "k3 estimate of KL(π_θ || π_ref), token-weighted: how far training has moved."),
+    Panel("kl_old", "KL old → new", Step.KL_OLD_MEAN, "nats / token",
+          "k3 estimate of KL(π_old || π_θ) within the step: the size of this update. 0 means the "
+          "update is fully on-policy (ratios identically 1)."),
+    Panel("entropy", "Entropy", Step.ENTROPY_MEAN, "nats / token",
+          "Token-weighted policy entropy; a collapse to ~0 means the policy stopped exploring."),
+)  # fmt: skip
+PANELS_BY_KEY = {p.key: p for p in PANELS}
+DEFAULT_PANELS = tuple(p.key for p in PANELS)
+
+#: Columns the panels draw (to project the step-table read).
+PANEL_COLUMNS = tuple(
+    dict.fromkeys(
+        c for p in PANELS for c in (p.column, *(p.band or ()), p.second) if c and c != "±"
+    )
+)
+
+
+def extra_panel(column: str, note: str = "") -> Panel:
+    """A panel for a metric the run logged beyond the schema (grad norm, learning rate, TRL...)."""
+    return Panel(f"extra:{column}", column, column, "as logged", note or "Logged by the run.")
+
+
+@dataclass
+class RunSeries:
+    """One run's step table plus what the charts need to draw it."""
+
+    key: str
+    label: str
+    algorithm: str
+    color: str
+    df: pd.DataFrame
+    eps: dict[str, tuple[float, float]] = field(default_factory=dict)  # {"seq": (lo, hi), ...}
+
+
+def fmt_eps(x: float) -> str:
+    """3e-4 style for small eps, plain otherwise."""
+    if x and abs(x) < 0.01:
+        m, e = f"{x:.1e}".split("e")
+        return f"{float(m):g}e{int(e)}"
+    return f"{x:g}"
+
+
+def eps_label(series: Sequence[RunSeries], unit: str) -> str:
+    """'ε 3e-4/4e-4' when every run shares the unit's eps; else 'ε per run'."""
+    vals = {s.eps.get(unit) for s in series if s.eps.get(unit) is not None}
+    if not vals:
+        return ""
+    if len(vals) == 1:
+        lo, hi = next(iter(vals))
+        return f"ε {fmt_eps(lo)}/{fmt_eps(hi)}"
+    return "ε differs per run (see hover)"
+
+
+def _title(panel: Panel, series: Sequence[RunSeries]) -> str:
+    t = panel.title
+    if panel.clip_unit:
+        unit = "sequence unit" if panel.clip_unit == "seq" else "token unit"
+        eps = eps_label(series, panel.clip_unit)
+        t += f" — {unit}" + (f", {eps}" if eps else "")
+    return t
+
+
+def run_traces(
+    s: RunSeries,
+    panel: Panel,
+    *,
+    x: str = X_STEP,
+    smoothing: float = 0.0,
+    log_y: bool = False,
+    max_points: int = DEFAULT_MAX_POINTS,
+    bands: bool = True,
+) -> list[dict]:
+    """The traces (plain Plotly dicts) one run contributes to ``panel``: band, raw (faint when
+    smoothed), EMA, second column. Empty when the run lacks the column or the x axis."""
+    df = s.df
+    if panel.column not in df.columns or x not in df.columns:
+        return []
+    xv_all = df[x].to_numpy(np.float64)
+    yv_all = df[panel.column].to_numpy(np.float64)
+    ok = np.isfinite(xv_all) & np.isfinite(yv_all)
+    if log_y:
+        ok &= yv_all > 0
+    if not ok.any():
+        return []
+    xv, yv = xv_all[ok], yv_all[ok]
+    dash = dash_for(s.algorithm)
+    eps_txt = ""
+    if panel.clip_unit and s.eps.get(panel.clip_unit):
+        lo, hi = s.eps[panel.clip_unit]
+        eps_txt = f" (ε {fmt_eps(lo)}/{fmt_eps(hi)})"
+    name = f"{s.label}{eps_txt}"
+    hover = f"{name}<br>{X_AXES.get(x, x)} %{{x}}<br>{panel.title} %{{y:.4g}}<extra></extra>"
+    out: list[dict] = []
+    if bands and panel.band is not None:
+        band = _band_trace(s, panel, df, x, ok, max(max_points // 4, 50), log_y)
+        if band:
+            out.append(band)
+    idx = downsample_indices(xv, yv, max_points)
+    smooth = smoothing > 0 and len(yv) > 2
+    out.append({
+        "type": "scatter", "x": xv[idx], "y": yv[idx], "mode": "lines", "name": name,
+        "legendgroup": s.key, "opacity": 0.25 if smooth else 1.0, "hovertemplate": hover,
+        "line": {"color": s.color, "dash": dash, "width": 1 if smooth else 1.8},
+    })  # fmt: skip
+    if smooth:
+        ys = ema(yv, smoothing)
+        idx_s = downsample_indices(xv, ys, max(max_points // 2, 3))
+        out.append({
+            "type": "scatter", "x": xv[idx_s], "y": ys[idx_s], "mode": "lines", "name": name,
+            "legendgroup": s.key, "line": {"color": s.color, "dash": dash, "width": 2},
+            "hovertemplate": hover.replace("%{y:.4g}", "%{y:.4g} (EMA)"),
+        })  # fmt: skip
+    if panel.second and panel.second in df.columns:
+        y2 = df[panel.second].to_numpy(np.float64)[ok]
+        fin = np.isfinite(y2)
+        if fin.any():
+            i2 = downsample_indices(xv[fin], y2[fin], max(max_points // 2, 3))
+            out.append({
+                "type": "scatter", "x": xv[fin][i2], "y": y2[fin][i2], "mode": "lines",
+                "name": f"{s.label} {panel.second_label}", "legendgroup": s.key,
+                "line": {"color": s.color, "dash": dash, "width": 0.8}, "opacity": 0.7,
+                "hovertemplate": hover.replace(panel.title, f"{panel.second_label}"),
+            })  # fmt: skip
+    return out
+
+
+def panel_figure(
+    series: Sequence[RunSeries],
+    panel: Panel,
+    traces: Sequence[dict],
+    *,
+    x: str = X_STEP,
+    log_y: bool = False,
+    height: int = PANEL_HEIGHT,
+) -> go.Figure:
+    """Assemble a small multiple from ``traces`` (``run_traces`` of each run): title with unit and
+    eps, axes, GSPO's band lines on the log-ratio panel. ``series`` supplies the eps only."""
+    shapes, notes = [], []
+    if panel.clip_unit == "seq" and panel.band is not None:
+        eps_set = {s.eps.get("seq") for s in series if s.eps.get("seq")}
+        if len(eps_set) == 1:
+            lo, hi = next(iter(eps_set))
+            for yline, txt in (
+                (math.log1p(-lo), "log(1-ε_low)"),
+                (math.log1p(hi), "log(1+ε_high)"),
+            ):
+                shapes.append(
+                    {
+                        "type": "line",
+                        "xref": "x domain",
+                        "x0": 0,
+                        "x1": 1,
+                        "y0": yline,
+                        "y1": yline,
+                        "line": {"color": "#555", "dash": "dot", "width": 1},
+                    }
+                )
+                notes.append({"text": txt, "xref": "x domain", "x": 0, "y": yline,
+                              "xanchor": "left", "yanchor": "bottom", "showarrow": False,
+                              "font": {"size": 10}})  # fmt: skip
+    if not traces:
+        notes.append({"text": "no data for the selected runs", "showarrow": False, "x": 0.5,
+                      "y": 0.5, "xref": "paper", "yref": "paper",
+                      "font": {"size": 13, "color": "#888"}})  # fmt: skip
+    layout = _layout_dict(_title(panel, series), X_AXES.get(x, x), panel.unit, height, log_y)
+    layout.update(shapes=shapes, annotations=notes, showlegend=False)
+    # traces and layout are built here from known-good dicts: skip plotly's per-property validation
+    # (it costs ~30 ms per chart; the Compare page draws a dozen)
+    return go.Figure(data=list(traces), layout=layout, _validate=False)
+
+
+def compare_figure(
+    series: Sequence[RunSeries],
+    panel: Panel,
+    *,
+    x: str = X_STEP,
+    smoothing: float = 0.0,
+    log_y: bool = False,
+    max_points: int = DEFAULT_MAX_POINTS,
+    height: int = PANEL_HEIGHT,
+    bands: bool = True,
+) -> go.Figure:
+    """One small multiple: ``panel``'s metric for every run over ``x``.
+
+    With smoothing > 0 the raw series is drawn faint and the EMA on top. Bands (std or min..max)
+    are shaded. Every trace has at most ``max_points`` points."""
+    traces = [
+        t
+        for s in series
+        for t in run_traces(
+            s, panel, x=x, smoothing=smoothing, log_y=log_y, max_points=max_points, bands=bands
+        )  # fmt: skip
+    ]
+    return panel_figure(series, panel, traces, x=x, log_y=log_y, height=height)
+
+
+def _band_trace(s: RunSeries, panel: Panel, df, x, ok, n_out, log_y) -> dict | None:
+    lo_col, hi_col = panel.band
+    xv = df[x].to_numpy(np.float64)[ok]
+    if lo_col == "±":
+        if hi_col not in df.columns:
+            return None
+        m = df[panel.column].to_numpy(np.float64)[ok]
+        sd = df[hi_col].to_numpy(np.float64)[ok]
+        lo, hi = m - sd, m + sd
+    else:
+        if lo_col not in df.columns or hi_col not in df.columns:
+            return None
+        lo = df[lo_col].to_numpy(np.float64)[ok]
+        hi = df[hi_col].to_numpy(np.float64)[ok]
+    fin = np.isfinite(lo) & np.isfinite(hi)
+    if log_y:
+        fin &= lo > 0
+    if not fin.any():
+        return None
+    bx, blo, bhi = envelope(xv[fin], lo[fin], hi[fin], n_out)
+    return {
+        "type": "scatter", "mode": "lines", "x": np.concatenate([bx, bx[::-1]]),
+        "y": np.concatenate([bhi, blo[::-1]]), "fill": "toself",
+        "fillcolor": _rgba(s.color, 0.10), "line": {"width": 0}, "hoverinfo": "skip",
+        "showlegend": False, "legendgroup": s.key, "name": f"{s.label} band",
+    }  # fmt: skip
+
+
+LEGEND_TOP = {"orientation": "h", "x": 0, "xanchor": "left", "y": 1.0, "yanchor": "bottom",
+              "font": {"size": 11}}  # fmt: skip
+
+
+def _layout_dict(title, xtitle, ytitle, height, log_y=False) -> dict:
+    yaxis = {"title": {"text": ytitle, "font": {"size": 11}}}
+    if log_y:
+        yaxis["type"] = "log"
+    return {
+        "title": {"text": title, "font": {"size": 14}, "x": 0, "xanchor": "left", "y": 0.98,
+                  "yanchor": "top", "yref": "container"},
+        "height": height,
+        "margin": {"l": 60, "r": 15, "t": 40, "b": 45},
+        "hovermode": "closest",
+        "xaxis": {"title": {"text": xtitle, "font": {"size": 11}}},
+        "yaxis": yaxis,
+    }  # fmt: skip
+
+
+def _layout(fig, title, xtitle, ytitle, height, log_y=False) -> None:
+    fig.update_layout(_layout_dict(title, xtitle, ytitle, height, log_y))
+
+
+def _empty_note(fig, text: str) -> None:
+    fig.add_annotation(text=text, showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper",
+                       font={"size": 13, "color": "#888"})  # fmt: skip
+
+
+def legend_figure(series: Sequence[RunSeries]) -> go.Figure:
+    """A legend-only strip: one entry per run (colour) with its algorithm's line style."""
+    fig = go.Figure()
+    for s in series:
+        fig.add_trace(
+            go.Scatter(
+                x=[None], y=[None], mode="lines", name=f"{s.label} · {s.algorithm.upper()}",
+                line={"color": s.color, "dash": dash_for(s.algorithm), "width": 2.5},
+            )
+        )  # fmt: skip
+    rows = max(1, math.ceil(len(series) / 4))
+    fig.update_layout(
+        height=30 + 24 * rows,
+        margin={"l": 0, "r": 0, "t": 0, "b": 0},
+        legend={"orientation": "h", "x": 0, "y": 1, "yanchor": "top", "font": {"size": 12}},
+        xaxis={"visible": False},
+        yaxis={"visible": False},
+        showlegend=True,
+    )
+    return fig
+
+
+# ---------------------------------------------------------------------------------------------
+# per-sequence pages
+# ---------------------------------------------------------------------------------------------
+
+
+def step_heatmap_figure(
+    hist: StepHistogram,
+    *,
+    title: str,
+    value_label: str,
+    hlines: Sequence[tuple[float, str]] = (),
+    lines: Sequence[tuple[np.ndarray, np.ndarray, str]] = (),
+    height: int = 380,
+) -> go.Figure:
+    """Per-step histograms as a heatmap (x step, y value, colour = share of the step's rows),
+    with optional horizontal reference lines (clip band) and overlaid line series."""
+    fig = go.Figure()
+    if hist.z.size:
+        centers = (hist.value_edges[:-1] + hist.value_edges[1:]) / 2
+        fig.add_trace(
+            go.Heatmap(
+                x=hist.step_centers, y=centers, z=hist.z, colorscale="Viridis",
+                colorbar={"title": {"text": "share", "side": "right"}, "thickness": 12},
+                hovertemplate="step %{x:.0f}<br>" + value_label + " %{y:.4g}<br>share %{z:.3f}"
+                "<extra></extra>",
+            )
+        )  # fmt: skip
+    else:
+        _empty_note(fig, "no rows")
+    for xs, ys, name in lines:
+        fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", name=name,
+                                 line={"color": "white", "width": 1.5}))  # fmt: skip
+    for y, txt in hlines:
+        fig.add_hline(y=y, line={"color": "#ff4b4b", "dash": "dash", "width": 1.5},
+                      annotation_text=txt, annotation_font_color="#ff4b4b",
+                      annotation_font_size=11, annotation_position="top right")  # fmt: skip
+    _layout(fig, title, "optimizer step", value_label, height)
+    fig.update_layout(showlegend=bool(lines), legend=LEGEND_TOP, margin={"t": 62})  # fmt: skip
+    return fig
+
+
+def token_vs_sequence_figure(
+    df: pd.DataFrame, *, seq_eps: tuple[float, float] | None = None, height: int = 420
+) -> go.Figure:
+    """Each sequence: x = its sequence log-ratio log s, y = the spread of its token log-ratios
+    (max - min), coloured by whether GSPO clipped it. Points near x = 0 high up are sequences whose
+    ratio ~1 hides large token moves (the explainer's [4, 0.5, 0.5, 1])."""
+    need = (Seq.SEQ_LOG_RATIO, Seq.TOKEN_LOG_RATIO_MIN, Seq.TOKEN_LOG_RATIO_MAX)
+    fig = go.Figure()
+    if not all(c in df.columns for c in need) or len(df) == 0:
+        _empty_note(fig, "no per-sequence token spread recorded")
+        _layout(fig, "Token vs sequence log-ratios", "log s", "token log-ratio range", height)
+        return fig
+    x = df[Seq.SEQ_LOG_RATIO].to_numpy(np.float64)
+    y = (df[Seq.TOKEN_LOG_RATIO_MAX] - df[Seq.TOKEN_LOG_RATIO_MIN]).to_numpy(np.float64)
+    clipped = (
+        df[Seq.SEQ_CLIPPED].to_numpy(bool)
+        if Seq.SEQ_CLIPPED in df.columns
+        else np.zeros(len(x), bool)
+    )
+    length = df[Seq.LENGTH].to_numpy() if Seq.LENGTH in df.columns else np.full(len(x), np.nan)
+    for mask, name, color in ((clipped, "outside GSPO range (clipped)", "#d62728"),
+                              (~clipped, "inside GSPO range", "#1f77b4")):  # fmt: skip
+        if mask.any():
+            fig.add_trace(
+                go.Scattergl(
+                    x=x[mask], y=y[mask], mode="markers", name=name,
+                    marker={"color": color, "size": 5, "opacity": 0.55},
+                    customdata=length[mask],
+                    hovertemplate="log s %{x:.3g}<br>token range %{y:.3g}<br>length %{customdata}"
+                    "<extra></extra>",
+                )
+            )  # fmt: skip
+    if seq_eps:
+        for v in (math.log1p(-seq_eps[0]), math.log1p(seq_eps[1])):
+            fig.add_vline(x=v, line={"color": "#ff4b4b", "dash": "dash", "width": 1})
+    fig.add_annotation(
+        text="[4, 0.5, 0.5, 1]: log s = 0, token range = log 8 ≈ 2.08",
+        x=0, y=math.log(8), showarrow=True, arrowhead=2, ax=90, ay=-30, font={"size": 11},
+    )  # fmt: skip
+    _layout(fig, "Token vs sequence: a ratio near 1 can hide large token moves",
+            "sequence log-ratio log s (nats)", "token log-ratio range max-min (nats)", height)  # fmt: skip
+    fig.update_layout(legend=LEGEND_TOP, margin={"t": 62})
+    return fig
+
+
+def clip_by_length_figure(df: pd.DataFrame, *, height: int = 340) -> go.Figure:
+    """Bars per length bucket: share of sequences GSPO clips, and mean share of tokens GRPO clips."""
+    fig = go.Figure()
+    if len(df) == 0:
+        _empty_note(fig, "no sequences")
+    else:
+        if Seq.SEQ_CLIPPED in df.columns:
+            fig.add_trace(go.Bar(x=df["bucket"], y=df[Seq.SEQ_CLIPPED], name="sequence unit "
+                                 "(share of sequences, GSPO ε)", marker_color="#1f77b4",
+                                 customdata=df["sequences"],
+                                 hovertemplate="%{x} tokens<br>%{y:.3f}<br>%{customdata} sequences"
+                                 "<extra></extra>"))  # fmt: skip
+        if Seq.TOKEN_CLIP_FRACTION in df.columns:
+            fig.add_trace(go.Bar(x=df["bucket"], y=df[Seq.TOKEN_CLIP_FRACTION], name="token unit "
+                                 "(share of tokens, GRPO ε)", marker_color="#ff7f0e",
+                                 customdata=df["sequences"],
+                                 hovertemplate="%{x} tokens<br>%{y:.3f}<br>%{customdata} sequences"
+                                 "<extra></extra>"))  # fmt: skip
+    _layout(fig, "Clip rate by completion length", "length bucket (tokens, quantiles)",
+            "clip fraction", height)  # fmt: skip
+    fig.update_layout(barmode="group", legend=LEGEND_TOP, margin={"t": 62})  # fmt: skip
+    return fig
+
+
+def zero_variance_figure(
+    df: pd.DataFrame, *, max_points: int = 1500, height: int = 340
+) -> go.Figure:
+    """Stacked areas over steps: share of groups with no learning signal, by shared reward."""
+    fig = go.Figure()
+    colors = {ZV_ALL_HIGH: "#2ca02c", ZV_ALL_LOW: "#d62728", ZV_OTHER: "#7f7f7f"}
+    if len(df) == 0:
+        _empty_note(fig, "no groups")
+    else:
+        step = df[Seq.STEP].to_numpy(np.float64)
+        idx = np.arange(len(df))
+        if len(df) > max_points:  # bucket means keep the areas honest (shares, not extremes)
+            b = np.linspace(0, len(df), max_points, endpoint=False).astype(np.int64)
+            idx = np.unique(b)
+        for name in (ZV_ALL_LOW, ZV_ALL_HIGH, ZV_OTHER):
+            if name not in df.columns:
+                continue
+            v = df[name].to_numpy(np.float64)
+            if len(idx) < len(v):
+                v = np.add.reduceat(v, idx) / np.diff(np.append(idx, len(v)))
+            fig.add_trace(go.Scatter(x=step[idx], y=v, name=name, stackgroup="zv", mode="lines",
+                                     line={"width": 0.5, "color": colors[name]},
+                                     hovertemplate="step %{x}<br>%{y:.3f} of groups<extra>" + name +
+                                     "</extra>"))  # fmt: skip
+    _layout(fig, "Zero-variance groups by their shared reward", "optimizer step",
+            "fraction of groups", height)  # fmt: skip
+    fig.update_yaxes(range=[0, 1])
+    fig.update_layout(legend=LEGEND_TOP, margin={"t": 62})
+    return fig
+
+
+def histogram_figure(
+    groups: Sequence[tuple[str, np.ndarray, str]], *, title: str, xlabel: str, bins: int = 60,
+    height: int = 320,
+) -> go.Figure:  # fmt: skip
+    """Overlaid histograms (probability density) of several samples: (name, values, colour)."""
+    fig = go.Figure()
+    any_ = False
+    for name, values, color in groups:
+        v = np.asarray(values, dtype=np.float64)
+        v = v[np.isfinite(v)]
+        if len(v) == 0:
+            continue
+        any_ = True
+        fig.add_trace(go.Histogram(x=v, name=name, nbinsx=bins, histnorm="probability",
+                                   marker_color=color, opacity=0.6))  # fmt: skip
+    if not any_:
+        _empty_note(fig, "no values")
+    _layout(fig, title, xlabel, "share", height)
+    fig.update_layout(barmode="overlay", legend=LEGEND_TOP, margin={"t": 62})  # fmt: skip
+    return fig
+
+
+def group_rewards_figure(df: pd.DataFrame, *, height: int = 340) -> go.Figure:
+    """One step: every sequence's reward by group (dots), the group mean (bar)."""
+    fig = go.Figure()
+    if len(df) == 0 or Seq.REWARD not in df.columns:
+        _empty_note(fig, "no sequences at this step")
+    else:
+        keys = [Seq.RANK, Seq.GROUP] if Seq.RANK in df.columns else [Seq.GROUP]
+        labels = (
+            df[keys].astype(str).agg(":".join, axis=1)
+            if len(keys) > 1
+            else df[Seq.GROUP].astype(str)
+        )
+        if Seq.RANK in df.columns and df[Seq.RANK].nunique() == 1:
+            labels = df[Seq.GROUP].astype(str)
+        d = pd.DataFrame({"g": labels.to_numpy(), "r": df[Seq.REWARD].to_numpy(np.float64)})
+        m = d.groupby("g", sort=False)["r"].agg(["mean", "std", "min", "max"])
+        zero = m["min"] == m["max"]
+        fig.add_trace(go.Bar(x=m.index, y=m["mean"], name="group mean",
+                             marker_color=np.where(zero, "#bbbbbb", "#1f77b4"),
+                             hovertemplate="group %{x}<br>mean %{y:.3f}<extra></extra>"))  # fmt: skip
+        fig.add_trace(go.Scatter(x=d["g"], y=d["r"], mode="markers", name="sequence reward",
+                                 marker={"color": "#222", "size": 5, "opacity": 0.6},
+                                 hovertemplate="group %{x}<br>reward %{y:.3f}<extra></extra>"))  # fmt: skip
+    _layout(fig, "Reward per group (grey bar = zero-variance group: no signal)", "group",
+            "reward", height)  # fmt: skip
+    fig.update_xaxes(type="category")
+    fig.update_layout(legend=LEGEND_TOP, margin={"t": 62})
+    return fig
+
+
+def scatter_figure(
+    df: pd.DataFrame, x: str, y: str, *, title: str, xlabel: str, ylabel: str,
+    color_by: str | None = None, height: int = 340,
+) -> go.Figure:  # fmt: skip
+    """A plain scatter of two per-sequence columns (caller samples the rows)."""
+    fig = go.Figure()
+    if len(df) == 0 or x not in df.columns or y not in df.columns:
+        _empty_note(fig, "no sequences")
+    else:
+        marker = {"size": 5, "opacity": 0.5, "color": "#1f77b4"}
+        if color_by and color_by in df.columns:
+            marker.update(color=df[color_by].astype(float).to_numpy(), colorscale="RdBu",
+                          showscale=True, colorbar={"title": {"text": color_by}, "thickness": 12})  # fmt: skip
+        fig.add_trace(go.Scattergl(x=df[x].to_numpy(), y=df[y].to_numpy(), mode="markers",
+                                   marker=marker, hovertemplate=f"{xlabel} %{{x:.4g}}<br>{ylabel} "
+                                   "%{y:.4g}<extra></extra>"))  # fmt: skip
+    _layout(fig, title, xlabel, ylabel, height)
+    return fig
+
+
+def token_bars_figure(
+    token_log_ratios: np.ndarray,
+    *,
+    token_eps: tuple[float, float],
+    seq_log_ratio: float | None = None,
+    tokens: Sequence[str] | None = None,
+    height: int = 320,
+) -> go.Figure:
+    """One sequence's token log-ratios as bars, the token clip band [log(1-ε), log(1+ε)] shaded,
+    bars outside it red, and the sequence's log s as a line."""
+    v = np.asarray(token_log_ratios, dtype=np.float64)
+    lo, hi = math.log1p(-token_eps[0]), math.log1p(token_eps[1])
+    outside = (v < lo) | (v > hi)
+    fig = go.Figure()
+    text = list(tokens) if tokens is not None and len(tokens) == len(v) else None
+    fig.add_trace(go.Bar(x=np.arange(len(v)), y=v, marker_color=np.where(outside, "#d62728", "#1f77b4"),
+                         hovertext=text, name="log r_t",
+                         hovertemplate="token %{x}<br>log r %{y:.4g}" + ("<br>%{hovertext}" if text else "")
+                         + "<extra></extra>"))  # fmt: skip
+    fig.add_hrect(y0=lo, y1=hi, fillcolor="rgba(44,160,44,0.12)", line_width=0, layer="below",
+                  annotation_text=f"token clip band (ε {token_eps[0]:g}/{token_eps[1]:g})",
+                  annotation_position="top left", annotation_font_size=10)  # fmt: skip
+    if seq_log_ratio is not None and math.isfinite(seq_log_ratio):
+        fig.add_hline(y=seq_log_ratio, line={"color": "#000", "dash": "dot", "width": 1.5},
+                      annotation_text=f"log s = {seq_log_ratio:.4g}", annotation_position="bottom right")  # fmt: skip
+    _layout(fig, f"Token log-ratios ({int(outside.sum())} of {len(v)} outside the token band)",
+            "token position", "log r_t = log π/π_old (nats)", height)  # fmt: skip
+    return fig
+
+
+def binned_mean_figure(
+    df: pd.DataFrame, *, title: str, xlabel: str, ylabel: str, height: int = 340
+) -> go.Figure:
+    """Mean of y per x bucket with ± 1 standard-error bars (from ``aggregate.binned_mean``)."""
+    fig = go.Figure()
+    if len(df) == 0:
+        _empty_note(fig, "no sequences")
+    else:
+        fig.add_trace(
+            go.Scatter(
+                x=df["x"], y=df["mean"], mode="lines+markers", name="mean",
+                error_y={"type": "data", "array": df["sem"].fillna(0), "visible": True},
+                customdata=df["count"], line={"color": "#1f77b4"},
+                hovertemplate=xlabel + " %{x:.0f}<br>mean %{y:.3f}<br>%{customdata} sequences"
+                "<extra></extra>",
+            )
+        )  # fmt: skip
+    _layout(fig, title, xlabel, ylabel, height)
+    return fig
+
+
+GRID_ROW_PX = 300
+GRID_TOP_PX = 28
+GRID_GAP_PX = 95  # room for a panel's x-axis title and the next panel's title
+
+
+def grid_figure(
+    series: Sequence[RunSeries],
+    panels: Sequence[Panel],
+    traces_by_panel: Sequence[Sequence[dict]],
+    *,
+    x: str = X_STEP,
+    log_panels: Sequence[str] = (),
+    columns: int = 2,
+    link_x: bool = True,
+) -> go.Figure:
+    """All small multiples in ONE figure (a browser draws one Plotly figure with 14 panels about
+    twice as fast as 14 figures): panel i gets axes x{i+1}/y{i+1}, its title above it, its unit on
+    the y axis, log y if its key is in ``log_panels``; x axes are linked (zoom one, zoom all).
+    ``traces_by_panel[i]`` are ``run_traces`` dicts for panel i."""
+    n = len(panels)
+    if n != len(traces_by_panel):
+        raise ValueError(
+            f"traces_by_panel must have one list per panel ({n}), got {len(traces_by_panel)}"
+        )
+    rows = max(1, math.ceil(n / columns))
+    height = GRID_TOP_PX + rows * GRID_ROW_PX + 10
+    row_h = 1 / rows  # of the plotting area (height minus the margins)
+    gap = GRID_GAP_PX / (rows * GRID_ROW_PX)
+    col_gap = 0.07
+    col_w = (1 - col_gap * (columns - 1)) / columns
+    layout: dict = {
+        "height": height, "showlegend": False, "hovermode": "closest",
+        "margin": {"l": 60, "r": 15, "t": GRID_TOP_PX, "b": 10},
+    }  # fmt: skip
+    shapes, notes, data = [], [], []
+    for i, (panel, traces) in enumerate(zip(panels, traces_by_panel, strict=True)):
+        k = "" if i == 0 else str(i + 1)
+        r, c = divmod(i, columns)
+        x0 = c * (col_w + col_gap)
+        top = 1 - r * row_h
+        y0, y1 = max(0.0, top - row_h + gap), top
+        yaxis = {"domain": [y0, y1], "anchor": f"x{k}",
+                 "title": {"text": panel.unit, "font": {"size": 11}}}  # fmt: skip
+        if panel.key in log_panels:
+            yaxis["type"] = "log"
+        xaxis = {"domain": [x0, x0 + col_w], "anchor": f"y{k}",
+                 "title": {"text": X_AXES.get(x, x), "font": {"size": 11}, "standoff": 4}}  # fmt: skip
+        if link_x and i > 0:
+            xaxis["matches"] = "x"
+        layout[f"xaxis{k}"] = xaxis
+        layout[f"yaxis{k}"] = yaxis
+        notes.append({"text": f"<b>{_title(panel, series)}</b>", "xref": "paper", "yref": "paper",
+                      "x": x0, "y": y1, "xanchor": "left", "yanchor": "bottom", "yshift": 4,
+                      "showarrow": False, "font": {"size": 13}})  # fmt: skip
+        for t in traces:
+            data.append({**t, "xaxis": f"x{k}", "yaxis": f"y{k}"})
+        if not traces:
+            notes.append({"text": "no data for the selected runs", "showarrow": False,
+                          "xref": f"x{k} domain", "yref": f"y{k} domain", "x": 0.5, "y": 0.5,
+                          "font": {"size": 12, "color": "#888"}})  # fmt: skip
+        if panel.clip_unit == "seq" and panel.band is not None:
+            eps_set = {s.eps.get("seq") for s in series if s.eps.get("seq")}
+            if len(eps_set) == 1:
+                lo, hi = next(iter(eps_set))
+                for yline, txt in (
+                    (math.log1p(-lo), "log(1-ε_low)"),
+                    (math.log1p(hi), "log(1+ε_high)"),
+                ):
+                    shapes.append(
+                        {
+                            "type": "line",
+                            "xref": f"x{k} domain",
+                            "yref": f"y{k}",
+                            "x0": 0,
+                            "x1": 1,
+                            "y0": yline,
+                            "y1": yline,
+                            "line": {"color": "#555", "dash": "dot", "width": 1},
+                        }
+                    )
+                    notes.append({"text": txt, "xref": f"x{k} domain", "yref": f"y{k}", "x": 0,
+                                  "y": yline, "xanchor": "left", "yanchor": "bottom",
+                                  "showarrow": False, "font": {"size": 10}})  # fmt: skip
+    layout["shapes"] = shapes
+    layout["annotations"] = notes
+    return go.Figure(data=data, layout=layout, _validate=False)

@@ -1,0 +1,52 @@
+"""gspo-dash: ``streamlit run app/main.py [-- --root DIR --tracking-uri URI]``.
+
+Only routing lives here: the sidebar (root, MLflow store, run selection, refresh) is drawn by
+``app.ui.sidebar`` and each page is its own module under ``app/app_pages/``.
+"""
+
+import sys
+import traceback
+from pathlib import Path
+
+_REPO = str(Path(__file__).resolve().parents[1])
+if _REPO not in sys.path:  # `streamlit run app/main.py` from a checkout that is not installed
+    sys.path.insert(0, _REPO)
+
+import streamlit as st  # noqa: E402
+
+from app import ui  # noqa: E402
+
+st.set_page_config(page_title="gspo-dash", page_icon=":material/monitoring:", layout="wide")
+
+PAGES = {
+    "Runs": [
+        st.Page("app_pages/runs.py", title="Runs", icon=":material/table_rows:", url_path="runs",
+                default=True),
+        st.Page("app_pages/compare.py", title="Compare", icon=":material/stacked_line_chart:",
+                url_path="compare"),
+        st.Page("app_pages/health.py", title="Health", icon=":material/health_and_safety:",
+                url_path="health"),
+    ],
+    "Inside one run": [
+        st.Page("app_pages/ratios.py", title="Ratios", icon=":material/ssid_chart:",
+                url_path="ratios"),
+        st.Page("app_pages/groups.py", title="Groups", icon=":material/groups:", url_path="groups"),
+        st.Page("app_pages/lengths.py", title="Lengths", icon=":material/straighten:",
+                url_path="lengths"),
+        st.Page("app_pages/sequences.py", title="Sequences", icon=":material/format_list_numbered:",
+                url_path="sequences"),
+    ],
+}  # fmt: skip
+
+page = st.navigation(PAGES)
+ui.sidebar()
+try:
+    page.run()
+except Exception as e:  # last resort: a message, never a bare traceback page (st.stop/rerun pass)
+    st.error(
+        f"This page could not be drawn: {type(e).__name__}: {e}. The data problems above (if any) "
+        "name the run; other pages still work.",
+        icon=":material/error:",
+    )
+    with st.expander("Technical details (for a bug report)"):
+        st.code(traceback.format_exc(), language=None)

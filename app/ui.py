@@ -1,0 +1,231 @@
+"""Widgets and layout shared by the pages: the sidebar (root, tracking URI, refresh, run selection),
+the per-page run/step pickers, and the bad-data notices. State that makes a view shareable (the
+selected runs, the run and step of single-run pages) is bound to the URL's query parameters.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import streamlit as st
+
+from app import data
+from app.charts import run_colors
+from app.cols import SEQUENCES_DIR, Step
+
+MAX_DEFAULT_RUNS = 6
+AUTO_REFRESH_S = 5
+CTX_KEY = "_gspo_ctx"
+
+
+@dataclass
+class Context:
+    settings: data.Settings
+    root: str
+    tracking_uri: str | None
+    runs: list[data.RunRef]
+    problems: list[str]
+    selected: list[data.RunRef]  # what the user picked (maybe empty)
+    colors: dict[str, str]
+    labels: dict[str, str]  # run key -> stable, URL-friendly label
+
+    @property
+    def by_key(self) -> dict[str, data.RunRef]:
+        return {r.key: r for r in self.runs}
+
+    def shown(self) -> tuple[list[data.RunRef], bool]:
+        """The runs to draw: the selection, else the most recent ones (and whether defaulted)."""
+        if self.selected:
+            return self.selected, False
+        return self.runs[:MAX_DEFAULT_RUNS], True
+
+
+def stable_labels(runs: list[data.RunRef]) -> dict[str, str]:
+    """Run key -> its name when the name is unique, else "name [key]". Bound widgets put these
+    labels in the URL, so they hold nothing that changes (no status)."""
+    counts: dict[str, int] = {}
+    for r in runs:
+        counts[r.name] = counts.get(r.name, 0) + 1
+    return {r.key: r.name if counts[r.name] == 1 else f"{r.name} [{r.key}]" for r in runs}
+
+
+def sidebar() -> Context:
+    """Draws the sidebar and returns the context every page reads (also kept for ``context()``)."""
+    settings = data.parse_settings(sys.argv[1:])
+    sb = st.sidebar
+    sb.markdown("### gspo-dash")
+    sb.caption("GRPO / GSPO update diagnostics")
+    root = sb.text_input(
+        "Runs root",
+        value=settings.root,
+        key="root",
+        help="Folder holding one sub-folder per run (set by `-- --root DIR` or GSPO_DASH_ROOT).",
+    ).strip()
+    uri = sb.text_input(
+        "MLflow tracking URI",
+        value=settings.tracking_uri or "",
+        key="tracking_uri",
+        help="Runs that exist only in this store are listed too (curves from their metric "
+        "history). Empty: none. Set by `-- --tracking-uri URI` or MLFLOW_TRACKING_URI.",
+    ).strip()
+    found = data.discover(root or data.DEFAULT_ROOT, uri or None)
+    runs = found.runs
+    keys = [r.key for r in runs]
+    labels = stable_labels(runs)
+    selected_keys = sb.multiselect(
+        "Runs to compare",
+        options=keys,
+        format_func=lambda k: labels.get(k, k),
+        key="runs",
+        bind="query-params",
+        placeholder=f"none: the {MAX_DEFAULT_RUNS} most recent",
+        help="Kept in the URL (?runs=...), so a view can be shared. Pick on the Runs page too.",
+    )
+    c1, c2 = sb.columns(2)
+    if c1.button("Refresh", help="Re-read every file now", width="stretch"):
+        data.clear_caches()
+        st.rerun()
+    live = c2.toggle("Live", value=True, key="live", help=f"Poll the root every {AUTO_REFRESH_S} s"
+                     " and redraw when a run writes new steps.")  # fmt: skip
+    if live:
+        _watch(root or data.DEFAULT_ROOT)
+    by_key = {r.key: r for r in runs}
+    selected = [by_key[k] for k in selected_keys if k in by_key]
+    ctx = Context(
+        settings, root, uri or None, runs, found.problems, selected, run_colors(keys), labels
+    )
+    st.session_state[CTX_KEY] = ctx
+    return ctx
+
+
+@st.fragment(run_every=AUTO_REFRESH_S)
+def _watch(root: str) -> None:
+    """Every few seconds, compare the root's fingerprint with the last one; rerun the app if a run
+    wrote something (new parts, a new heartbeat)."""
+    sig = data.root_signature(root)
+    key = "_gspo_sig"
+    prev = st.session_state.get(key)
+    st.session_state[key] = (root, sig)
+    if prev is not None and prev[0] == root and prev[1] != sig:
+        st.rerun(scope="app")
+
+
+def context() -> Context:
+    ctx = st.session_state.get(CTX_KEY)
+    if ctx is None:  # a page run on its own (tests): draw the sidebar first
+        ctx = sidebar()
+    return ctx
+
+
+def page_header(title: str, caption: str) -> Context:
+    ctx = context()
+    st.title(title)
+    st.caption(caption)
+    if ctx.problems:
+        for p in ctx.problems:
+            st.warning(p, icon=":material/folder_off:")
+    return ctx
+
+
+def notice_problems(runs: list[data.RunRef], extra: list[str] | None = None) -> None:
+    """One expander naming every bad run and why (never a traceback)."""
+    items = [f"**{md_escape(r.label)}**: {md_escape(p)}" for r in runs for p in r.problems]
+    items += [md_escape(p) for p in (extra or [])]
+    items = list(dict.fromkeys(items))
+    if items:
+        with st.expander(f"Data problems ({len(items)})", icon=":material/warning:"):
+            for it in items:
+                st.markdown(f"- {it}")
+
+
+def md_escape(text: str) -> str:
+    """Escape Markdown/HTML specials in names and messages coming from disk."""
+    out = str(text)
+    for ch in "\\`*_{}[]()<>#+!|~$":
+        out = out.replace(ch, "\\" + ch)
+    return out
+
+
+def pick_run(ctx: Context, *, need_sequences: bool = False, key: str = "run") -> data.RunRef | None:
+    """A single-run picker (bound to ?run=...) among the selected runs (else all runs)."""
+    pool = ctx.selected or ctx.runs
+    if need_sequences:
+        pool = [r for r in pool if r.has_sequences] or [r for r in ctx.runs if r.has_sequences]
+    if not pool:
+        st.info(
+            "No run with a sequences table here. The per-sequence pages need runs recorded by "
+            f"training_hooks (a `{SEQUENCES_DIR}/` folder); MLflow-only runs have step curves only.",
+            icon=":material/info:",
+        )
+        return None
+    keys = [r.key for r in pool]
+    by_key = {r.key: r for r in pool}
+    choice = st.selectbox(
+        "Run",
+        options=keys,
+        format_func=lambda k: ctx.labels.get(k, k),
+        key=key,
+        bind="query-params",
+    )
+    return by_key.get(choice, pool[0])
+
+
+def pick_step(steps: np.ndarray, *, key: str = "step", label: str = "Step") -> int | None:
+    """A step picker over the steps that have data (bound to ?step=...); default the last one."""
+    if len(steps) == 0:
+        return None
+    lo, hi = int(steps.min()), int(steps.max())
+    if lo == hi:
+        st.caption(f"{label}: {lo} (the only one recorded)")
+        return lo
+    value = st.number_input(
+        f"{label} ({lo}–{hi})", min_value=lo, max_value=hi, value=hi, step=1, key=key,
+        bind="query-params",
+    )  # fmt: skip
+    value = int(value)
+    if value not in set(steps.tolist()):  # snap to the nearest recorded step
+        value = int(steps[np.argmin(np.abs(steps - value))])
+    return value
+
+
+def step_window(steps: np.ndarray, *, key: str = "window") -> tuple[int, int] | None:
+    """A step range slider (for per-sequence aggregates), default the whole run."""
+    if len(steps) == 0:
+        return None
+    lo, hi = int(steps.min()), int(steps.max())
+    if lo == hi:
+        return lo, hi
+    a, b = st.slider("Steps", min_value=lo, max_value=hi, value=(lo, hi), key=key)
+    return int(a), int(b)
+
+
+def fmt_time(ts: float | None) -> str:
+    if not ts:
+        return "–"
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts))
+
+
+def fmt_ago(ts: float | None, now: float | None = None) -> str:
+    if not ts:
+        return "–"
+    d = (time.time() if now is None else now) - ts
+    if d < 90:
+        return f"{d:.0f} s ago"
+    if d < 90 * 60:
+        return f"{d / 60:.0f} min ago"
+    if d < 48 * 3600:
+        return f"{d / 3600:.1f} h ago"
+    return f"{d / 86400:.0f} d ago"
+
+
+def eps_of(run: data.RunRef) -> dict[str, tuple[float, float]]:
+    if run.info is None:
+        return {}
+    i = run.info
+    return {"seq": (i.seq_eps_low, i.seq_eps_high), "token": (i.token_eps_low, i.token_eps_high)}
+
+
+STEP_COL = Step.STEP

@@ -1,0 +1,266 @@
+"""The dashboard's data layer on real recorded runs, damaged runs and a real MLflow SQLite store."""
+# ruff: noqa: F811  (pytest fixtures imported from test_app_helpers are redefined as arguments)
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from test_app_helpers import REPO, STEPS, app_env, record_run, recorded_root, root_copy  # noqa: F401
+
+from app import data
+from app.cols import SEQUENCES_DIR, STEPS_DIR, RunInfo, Seq, Step
+from app.metric_map import Derived, map_metric_name, map_metric_names
+
+
+def _run(root, name):
+    return {r.name: r for r in data.discover(str(root)).runs}[name]
+
+
+def test_app_imports_no_torch():
+    """Importing every app module (and the schema through app.cols) never imports torch."""
+    code = (
+        "import sys, app.data, app.ui, app.charts, app.health, app.aggregate, app.metric_map;"
+        "assert 'torch' not in sys.modules, 'torch imported';"
+        "assert 'training_hooks.schema' in sys.modules"
+    )
+    r = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+
+
+def test_parse_settings_precedence(tmp_path, monkeypatch):
+    """--root/--tracking-uri beat the environment, which beats ./runs and ./mlflow.db."""
+    monkeypatch.chdir(tmp_path)
+    env = {"GSPO_DASH_ROOT": "/env/root", "MLFLOW_TRACKING_URI": "http://env:5000"}
+    s = data.parse_settings(["--root", "/cli", "--tracking-uri", "sqlite:///x.db"], env)
+    assert (s.root, s.tracking_uri) == ("/cli", "sqlite:///x.db")
+    s = data.parse_settings(["-x", "-q", "tests/foo.py"], env)  # pytest's argv is ignored
+    assert (s.root, s.tracking_uri) == ("/env/root", "http://env:5000")
+    assert data.parse_settings([], {}) == data.Settings("runs", None)
+    (tmp_path / "mlflow.db").write_bytes(b"")
+    assert data.parse_settings([], {}).tracking_uri == "sqlite:///mlflow.db"
+
+
+def test_steps_agree_with_sequences(recorded_root):
+    """Two routes: the step table's reward_mean and length_mean equal the per-sequence means."""
+    run = _run(recorded_root, "gspo-small")
+    steps = data.load_steps(run).df
+    seqs = data.load_sequences(run, [Seq.STEP, Seq.REWARD, Seq.LENGTH]).df
+    assert list(steps[Step.STEP]) == list(range(STEPS))
+    by_step = seqs.groupby(Seq.STEP)
+    np.testing.assert_allclose(steps[Step.REWARD_MEAN], by_step[Seq.REWARD].mean(), rtol=1e-6)
+    np.testing.assert_allclose(steps[Step.LENGTH_MEAN], by_step[Seq.LENGTH].mean(), rtol=1e-6)
+    # lengths: T=10 with 1 + step % 3 masked positions -> 9, 8, 7, 9, 8, 7
+    assert list(steps[Step.LENGTH_MEAN]) == [9, 8, 7, 9, 8, 7]
+    # derived: binding = low + high; tokens seen = cumulative num_tokens
+    np.testing.assert_allclose(
+        steps[Derived.TOKEN_CLIP_BINDING],
+        steps[Step.TOKEN_CLIP_LOW_FRACTION] + steps[Step.TOKEN_CLIP_HIGH_FRACTION],
+    )
+    np.testing.assert_allclose(steps[Derived.TOKENS_SEEN], np.cumsum(steps[Step.NUM_TOKENS]))
+
+
+def test_projection_and_step_filter(recorded_root):
+    """Only the asked columns are read, and a step range reads only those steps' sequences."""
+    run = _run(recorded_root, "grpo-small")
+    t = data.load_steps(run, [Step.LOSS])
+    assert set(t.df.columns) <= {Step.STEP, Step.WALL_TIME, Step.LOSS, Derived.ELAPSED_MIN}
+    s = data.load_sequences(run, [Seq.STEP, Seq.SEQ_LOG_RATIO], (2, 3)).df
+    assert list(s.columns) == [Seq.STEP, Seq.SEQ_LOG_RATIO]
+    assert sorted(set(s[Seq.STEP])) == [2, 3] and len(s) == 2 * 12
+    tok = data.load_tokens(run, 4).df
+    assert set(tok["step"]) == {4} and len(tok) == 3  # token_samples=3
+
+
+def test_live_run_refreshes(root_copy):
+    """A new step part on disk shows up on the next read (cache keyed on file mtimes)."""
+    run = _run(root_copy, "grpo-small")
+    before = data.load_steps(run).df
+    folder = root_copy / run.key / STEPS_DIR
+    part = sorted(folder.glob("*.parquet"))[0]
+    t = pq.read_table(part)
+    extra = t.slice(t.num_rows - 1, 1)
+    extra = extra.set_column(
+        extra.schema.get_field_index(Step.STEP), Step.STEP, pa.array([99], pa.int64())
+    )
+    pq.write_table(extra, folder / "part-000000099-000000099-r0000-999999.parquet")
+    after = data.load_steps(run).df
+    assert len(after) == len(before) + 1 and after[Step.STEP].iloc[-1] == 99
+
+
+def test_corrupt_and_half_written_parts(root_copy):
+    """A corrupt part is named as unreadable, the rest is still read; temp files are ignored."""
+    run = _run(root_copy, "gspo-small")
+    folder = root_copy / run.key / STEPS_DIR
+    (folder / "part-000000500-000000501-r0000-000777.parquet").write_bytes(b"PAR1 garbage")
+    (folder / ".tmp-part-000000600.parquet").write_bytes(b"half a file")
+    t = data.load_steps(run)
+    assert len(t.df) == STEPS
+    assert (
+        len(t.problems) == 1 and "part-000000500" in t.problems[0] and "unreadable" in t.problems[0]
+    )
+
+
+def test_missing_run_json(root_copy):
+    """Without run.json the run is still listed: algorithm from the step table, status unknown."""
+    run = _run(root_copy, "grpo-small")
+    (root_copy / run.key / "run.json").unlink()
+    r = {x.key: x for x in data.discover(str(root_copy)).runs}[run.key]
+    assert r.status == "unknown" and r.algorithm == "grpo" and r.info is None
+    assert any("run.json is missing" in p for p in r.problems)
+    assert len(data.load_steps(r).df) == STEPS
+
+
+def test_older_schema_and_no_sequences(root_copy):
+    """Missing columns (an older writer) are named; a run without sequences/ says so."""
+    run = _run(root_copy, "gspo-small")
+    folder = root_copy / run.key / STEPS_DIR
+    for part in folder.glob("*.parquet"):
+        t = pq.read_table(part).drop_columns([Step.KL_OLD_MEAN, Step.TOKEN_LOG_RATIO_ABS_MAX])
+        pq.write_table(t.replace_schema_metadata({b"gspo_dash.schema_version": b"0"}), part)
+    for p in (root_copy / run.key / SEQUENCES_DIR).glob("*"):
+        p.unlink()
+    (root_copy / run.key / SEQUENCES_DIR).rmdir()
+    r = {x.key: x for x in data.discover(str(root_copy)).runs}[run.key]
+    assert not r.has_sequences
+    assert any("no sequences table" in p for p in r.problems)
+    t = data.load_steps(r)
+    assert Step.KL_OLD_MEAN not in t.df.columns and len(t.df) == STEPS
+    assert any("kl_old_mean" in p and "token_log_ratio_abs_max" in p for p in t.problems)
+    assert data.load_sequences(r).df.empty
+
+
+def test_crashed_verdict():
+    """status running + heartbeat older than max(60 s, 10 flush intervals) -> crashed."""
+    info = RunInfo(run_id="a", name="a", algorithm="gspo", updated_at=1000.0, flush_interval_s=5.0)
+    assert data.effective_status(info, now=1000.0 + 59) == "running"
+    assert data.effective_status(info, now=1000.0 + 61) == "crashed"
+    info.flush_interval_s = 30.0  # 10 x 30 s = 300 s
+    assert data.effective_status(info, now=1000.0 + 299) == "running"
+    info.status = "finished"
+    assert data.effective_status(info, now=1e9) == "finished"
+
+
+def test_empty_and_missing_root(tmp_path):
+    """An empty root and a missing root give a problem sentence, no runs, no exception."""
+    assert data.discover(str(tmp_path)).problems[0].startswith("No runs under")
+    assert "does not exist" in data.discover(str(tmp_path / "nope")).problems[0]
+
+
+def test_metric_map():
+    """TRL/verl/ours map to our columns; region_mean maps to the binding fraction; rest unchanged."""
+    assert map_metric_name("clip_ratio/region_mean") == Derived.TOKEN_CLIP_BINDING
+    assert map_metric_name("clip_ratio/low_mean") == Step.TOKEN_CLIP_LOW_FRACTION
+    assert map_metric_name("frac_reward_zero_std") == Step.ZERO_VARIANCE_FRACTION
+    assert map_metric_name("completions/mean_length") == Step.LENGTH_MEAN
+    assert map_metric_name("train/kl") == Step.KL_REF_MEAN
+    assert map_metric_name("actor/pg_clipfrac") == Derived.TOKEN_CLIP_BINDING
+    assert map_metric_name("actor/ppo_kl") == Step.KL_OLD_MEAN
+    assert map_metric_name("response_length/mean") == Step.LENGTH_MEAN
+    assert map_metric_name("gspo_dash/seq_clip_fraction") == Step.SEQ_CLIP_FRACTION
+    assert map_metric_name("my/custom") == "my/custom"
+    # a clash: ours wins, the other keeps its own name
+    m = map_metric_names(["kl", "gspo_dash/kl_ref_mean"])
+    assert m == {"gspo_dash/kl_ref_mean": Step.KL_REF_MEAN, "kl": "kl"}
+
+
+def _log_trl_run(uri: str, steps: int = 30) -> str:
+    from mlflow import MlflowClient
+    from mlflow.entities import Metric, Param
+
+    client = MlflowClient(tracking_uri=uri)
+    exp = client.create_experiment("trl")
+    run = client.create_run(exp, run_name="trl-gspo")
+    now = int(time.time() * 1000)
+    metrics = []
+    for s in range(steps):
+        for key, v in {
+            "reward": 0.1 + 0.01 * s, "kl": 0.001 * s, "clip_ratio/region_mean": 0.002,
+            "completions/mean_length": 100.0 + s, "frac_reward_zero_std": 0.25, "entropy": 1.0,
+            "loss": 0.5, "custom/foo": float(s * s),
+        }.items():  # fmt: skip
+            metrics.append(Metric(key, v, now + s * 1000, s))
+    client.log_batch(run.info.run_id, metrics=metrics,
+                     params=[Param("importance_sampling_level", "sequence")])  # fmt: skip
+    client.set_terminated(run.info.run_id)
+    return run.info.run_id
+
+
+def test_mlflow_only_run(mlflow_uri, tmp_path):
+    """A TRL-style run only in MLflow is listed (algorithm from its params) and its curves come
+    back under our column names, values exact, other metrics under their own names."""
+    run_id = _log_trl_run(mlflow_uri)
+    empty = tmp_path / "empty-root"
+    empty.mkdir()
+    found = data.discover(str(empty), mlflow_uri)
+    (r,) = [x for x in found.runs if x.source == data.SOURCE_MLFLOW]
+    assert r.key == f"mlflow:{run_id}" and r.algorithm == "gspo" and r.status == "finished"
+    df = data.load_steps(r).df
+    assert list(df[Step.STEP]) == list(range(30))
+    np.testing.assert_allclose(df[Step.REWARD_MEAN], 0.1 + 0.01 * np.arange(30))
+    np.testing.assert_allclose(df[Step.KL_REF_MEAN], 0.001 * np.arange(30))
+    np.testing.assert_allclose(df[Derived.TOKEN_CLIP_BINDING], 0.002)
+    np.testing.assert_allclose(df[Step.LENGTH_MEAN], 100.0 + np.arange(30))
+    np.testing.assert_allclose(df["custom/foo"], np.arange(30) ** 2)
+    np.testing.assert_allclose(df[Step.WALL_TIME] - df[Step.WALL_TIME].iloc[0], np.arange(30))
+    assert data.load_sequences(r).df.empty
+
+
+def test_recorded_run_is_not_listed_twice(mlflow_uri, tmp_path):
+    """A run recorded to Parquet and MLflow appears once (from Parquet)."""
+    root = tmp_path / "runs"
+    pytest.importorskip("torch")
+    import torch
+
+    from training_hooks import RunRecorder
+
+    with RunRecorder(root=root, name="both", algorithm="grpo", mlflow=mlflow_uri) as rec:
+        B, T = 4, 6
+        rec.log_step(0, rewards=torch.tensor([[1.0, 0.0], [0.0, 1.0]]),
+                     logprobs=-torch.ones(B, T), old_logprobs=-torch.ones(B, T),
+                     mask=torch.ones(B, T, dtype=torch.bool))  # fmt: skip
+    info = json.loads((root / rec.run_id / "run.json").read_text())
+    assert info.get("mlflow", {}).get("run_id"), info.get("faults")
+    found = data.discover(str(root), mlflow_uri)
+    assert [r.name for r in found.runs] == ["both"]
+    assert found.runs[0].source == data.SOURCE_PARQUET
+
+
+def test_unreadable_mlflow_store(tmp_path):
+    """A tracking URI pointing nowhere is a problem sentence, not an exception."""
+    found = data.discover(str(tmp_path), f"sqlite:///{tmp_path}/missing.db")
+    assert found.runs == [] and any("does not exist" in p for p in found.problems)
+    bad = tmp_path / "bad.db"
+    bad.write_bytes(b"not a database")
+    found = data.discover(str(tmp_path), f"sqlite:///{bad}")
+    assert found.runs == [] and any("unreadable" in p for p in found.problems)
+
+
+_ = record_run  # re-exported fixture helpers
+
+
+def test_mlflow_history_is_sampled_in_the_store(mlflow_uri):
+    """3,000 logged steps come back as <= 100 evenly spaced points (first and last kept) by
+    default, and all 3,000 with max_points=None; the sampling is reported as a problem."""
+    from mlflow import MlflowClient
+    from mlflow.entities import Metric
+
+    client = MlflowClient(tracking_uri=mlflow_uri)
+    run = client.create_run(client.create_experiment("long"))
+    rid = run.info.run_id
+    ms = [Metric("gspo_dash/loss", float(s), 1000 + s, s) for s in range(3000)]
+    for i in range(0, 3000, 1000):
+        client.log_batch(rid, metrics=ms[i : i + 1000])
+    t = data.mlflow_steps(mlflow_uri, rid, ("gspo_dash/loss",), 100)
+    steps = t.df[Step.STEP].to_numpy()
+    assert 90 <= len(steps) <= 100 and steps[0] == 0 and steps[-1] == 2999
+    np.testing.assert_array_equal(t.df[Step.LOSS], steps)  # value = step: rows stay aligned
+    assert any("sampled to 100 points" in p for p in t.problems)
+    full = data.mlflow_steps(mlflow_uri, rid, ("gspo_dash/loss",), None)
+    assert len(full.df) == 3000 and not full.problems

@@ -1,0 +1,332 @@
+"""The demo: its task checker by hand, its sampler's EOS/truncation masking, and a short end-to-end
+run through the real RunRecorder into Parquet and a real MLflow SQLite store."""
+
+from __future__ import annotations
+
+import glob
+import math
+import os
+import random
+
+import pandas as pd
+import pytest
+import torch
+from torch import nn
+
+from training_hooks import schema
+from training_hooks.demo import (
+    DemoConfig,
+    RunResult,
+    StepStats,
+    build,
+    main,
+    run,
+    summary_table,
+    train,
+)
+from training_hooks.demo_policy import Policy, action_logprobs, sample
+from training_hooks.demo_task import Prompt, Task, target
+
+TASK = Task("abc", ("copy", "rev", "sort", "dup"), 1, 4)
+
+
+@pytest.fixture(autouse=True)
+def one_torch_thread():
+    """The demo's tiny matrices run fastest on one thread (a second one spins on a shared CPU)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+A, B_, C = 1, 2, 3  # action ids of a, b, c; <eos> is 0
+EOS = 0
+
+
+# ---------------------------------------------------------------- the task
+
+
+def test_targets_by_hand():
+    """copy/rev/sort/dup of 'bca' are 'bca', 'acb', 'abc', 'bbccaa'."""
+    assert target("copy", "bca") == "bca"
+    assert target("rev", "bca") == "acb"
+    assert target("sort", "bca") == "abc"
+    assert target("dup", "bca") == "bbccaa"
+    with pytest.raises(ValueError, match="op must be one of"):
+        target("shout", "abc")
+
+
+@pytest.mark.parametrize(
+    ("op", "symbols", "actions", "truncated", "reward"),
+    [
+        ("rev", "bca", [A, C, B_, EOS], False, 1.0),  # acb<eos>: right
+        ("rev", "bca", [A, C, B_, EOS, C, C], False, 1.0),  # after <eos> is ignored
+        ("rev", "bca", [B_, C, A, EOS], False, 0.0),  # that is copy, not rev
+        ("rev", "bca", [A, C, B_], False, 0.0),  # right symbols but no <eos>
+        ("rev", "bca", [A, C, B_, B_, B_, B_], True, 0.0),  # truncated
+        ("rev", "bca", [A, C, EOS], False, 0.0),  # too short
+        ("rev", "bca", [A, C, B_, A, EOS], False, 0.0),  # too long
+        ("sort", "cab", [A, B_, C, EOS], False, 1.0),
+        ("dup", "ab", [A, A, B_, B_, EOS], False, 1.0),
+        ("dup", "ab", [A, B_, EOS], False, 0.0),
+        ("copy", "c", [C, EOS], False, 1.0),
+        ("copy", "c", [EOS], False, 0.0),  # empty answer
+    ],
+)
+def test_checker_hand_cases(op, symbols, actions, truncated, reward):
+    """The checker accepts exactly target + <eos>, untruncated."""
+    assert TASK.check(Prompt(op, symbols), actions, truncated) == reward
+
+
+def test_checker_rejects_non_actions():
+    """A prompt-only token id in a completion is a ValueError naming the actions."""
+    with pytest.raises(ValueError, match="actions"):
+        TASK.check(Prompt("copy", "a"), [TASK.PAD, EOS], False)
+
+
+def test_vocabulary_and_prompt_layout():
+    """Actions come first (<eos>=0, a=1, b=2, c=3); prompts are left-padded to max_len + 3."""
+    assert (TASK.EOS, TASK.sym_id, TASK.num_actions) == (0, {"a": 1, "b": 2, "c": 3}, 4)
+    assert TASK.prompt_len == 7
+    ids = TASK.prompt_ids(Prompt("rev", "ba"))
+    assert ids == [TASK.PAD, TASK.PAD, TASK.BOS, TASK.op_id["rev"], B_, A, TASK.SEP]
+    assert TASK.vocab_size == max(TASK.op_id.values()) + 1
+    assert TASK.longest_answer == 8  # dup of 4 symbols
+    assert TASK.decode([B_, A, EOS, C], False) == "ba<eos>"
+    assert TASK.decode([B_, A, C], True) == "bac..."
+
+
+def test_teacher_demonstrations():
+    """Without noise the teacher writes answer + <eos>; rambling demos are T symbols, no <eos>."""
+    rng = random.Random(0)
+    assert TASK.demonstration(Prompt("rev", "abc"), rng, 9) == [C, B_, A, EOS]
+    assert TASK.demonstration(Prompt("dup", "abcc"), rng, 6) == [A, A, B_, B_, C, C]  # cut at T
+    demos = [TASK.demonstration(Prompt("copy", "ab"), rng, 5, noise=1.0) for _ in range(300)]
+    assert all(d != [A, B_, EOS] for d in demos)  # noise=1 always errs
+    rambling = [d for d in demos if EOS not in d]
+    assert rambling and all(len(d) == 5 for d in rambling)
+    assert 60 < len(rambling) < 140  # one error kind in three
+
+
+def test_task_argument_checks():
+    """Bad task arguments raise ValueError naming them."""
+    with pytest.raises(ValueError, match="alphabet"):
+        Task("aab")
+    with pytest.raises(ValueError, match="ops"):
+        Task(ops=("copy", "shout"))
+    with pytest.raises(ValueError, match="min_len"):
+        Task(min_len=3, max_len=2)
+
+
+# ---------------------------------------------------------------- the sampler
+
+
+class Scripted(nn.Module):
+    """A fake policy: row b emits symbol 'a' until completion position stop[b], then <eos>."""
+
+    def __init__(self, prompt_len: int, stop: list[int]):
+        super().__init__()
+        self.prompt_len = prompt_len
+        self.stop = torch.tensor(stop)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        B, L = ids.shape
+        t = torch.arange(L)[None, :] - self.prompt_len + 1  # completion position scored here
+        logits = torch.full((B, L, 4), -30.0)
+        logits[..., A] = 0.0
+        eos_now = t >= self.stop[:, None]
+        logits[..., EOS] = torch.where(eos_now, 30.0, -30.0)
+        return logits
+
+    def forward_cached(self, ids, past=None):
+        """The sampler's incremental interface; the "cache" is simply the context so far."""
+        full = ids if past is None else torch.cat([past, ids], dim=1)
+        return self.forward(full)[:, -ids.shape[1] :], full
+
+
+def test_sample_masks_after_eos_and_flags_truncation():
+    """Stops at 0, 2 and 3 give lengths 1, 3, 4 with <eos> masked in; a stop beyond T truncates."""
+    T = 4
+    prompts = TASK.encode_prompts([Prompt("copy", "ab")] * 4)
+    pol = Scripted(TASK.prompt_len, [0, 2, 3, 99])
+    ro = sample(
+        pol,
+        prompts,
+        max_new_tokens=T,
+        eos_id=EOS,
+        pad_id=TASK.PAD,
+        generator=torch.Generator().manual_seed(0),
+    )
+    assert ro.mask.sum(1).tolist() == [1, 3, 4, 4]
+    assert ro.truncated.tolist() == [False, False, False, True]
+    assert ro.actions.tolist() == [
+        [EOS, EOS, EOS, EOS],
+        [A, A, EOS, EOS],
+        [A, A, A, EOS],
+        [A, A, A, A],
+    ]
+    # after <eos> the input ids are padding, and the prompt is untouched
+    comp = ro.ids[:, TASK.prompt_len :]
+    assert comp[0].tolist() == [EOS, TASK.PAD, TASK.PAD, TASK.PAD]
+    assert comp[1].tolist() == [A, A, EOS, TASK.PAD]
+    assert torch.equal(ro.ids[:, : TASK.prompt_len], prompts)
+    # padded positions hold log-prob 0; sampled ones log(1 - ~e^-60) ~ 0 too, but finite
+    assert (ro.sample_logprobs[~ro.mask] == 0).all()
+    assert torch.isfinite(ro.sample_logprobs).all()
+    # checked as answers to "copy aa": only the 2-symbol completion aa<eos> is right
+    rewards = [
+        TASK.check(Prompt("copy", "aa"), a, t)
+        for a, t in zip(ro.actions.tolist(), ro.truncated.tolist(), strict=True)
+    ]
+    assert rewards == [0.0, 1.0, 0.0, 0.0]
+
+
+def test_sampled_logprobs_equal_one_forward():
+    """Two routes to log pi_old: the sampler's per-token log-probs equal one full forward's."""
+    torch.manual_seed(0)
+    pol = Policy(TASK.vocab_size, TASK.num_actions, TASK.prompt_len + 6).eval()
+    prompts = TASK.encode_prompts(TASK.sample_prompts(16, random.Random(0)))
+    ro = sample(
+        pol,
+        prompts,
+        max_new_tokens=6,
+        eos_id=EOS,
+        pad_id=TASK.PAD,
+        generator=torch.Generator().manual_seed(1),
+    )
+    with torch.no_grad():
+        lp, ent = action_logprobs(pol, ro.ids, ro.actions, with_entropy=True)
+    torch.testing.assert_close(torch.where(ro.mask, lp, 0.0), ro.sample_logprobs, rtol=0, atol=1e-5)
+    # a near-uniform initial policy over 4 actions has entropy close to log 4
+    assert ent.shape == (16, 6)
+    assert (ent - math.log(4)).abs().max() < 0.05
+
+
+def test_policy_size_and_shared_initialisation():
+    """The default policy has a few hundred thousand parameters; GRPO and GSPO start identical."""
+    kw = dict(warmup_steps=3, warmup_batch=8)
+    _, p1, ref1 = build(DemoConfig(algorithm="grpo", **kw))
+    _, p2, _ = build(DemoConfig(algorithm="gspo", **kw))
+    n = sum(p.numel() for p in p1.parameters())
+    assert 150_000 < n < 500_000
+    for a, b in zip(p1.state_dict().values(), p2.state_dict().values(), strict=True):
+        assert torch.equal(a, b)
+    for a, b in zip(p1.state_dict().values(), ref1.state_dict().values(), strict=True):
+        assert torch.equal(a, b)
+    assert not any(p.requires_grad for p in ref1.parameters())
+
+
+def test_config_checks():
+    """Bad configs raise ValueError naming the field."""
+    with pytest.raises(ValueError, match="algorithm"):
+        DemoConfig(algorithm="ppo")
+    with pytest.raises(ValueError, match="group_size"):
+        DemoConfig(group_size=1)
+    with pytest.raises(ValueError, match="minibatches"):
+        DemoConfig(prompts_per_step=6, minibatches=4)
+    assert (DemoConfig(algorithm="gspo").eps_low, DemoConfig(algorithm="gspo").eps_high) == (
+        3e-4,
+        4e-4,
+    )
+    assert DemoConfig(algorithm="grpo").eps_low == 0.2
+
+
+def test_off_policy_minibatches_move_the_ratio():
+    """Only the first optimizer step of a rollout is on-policy: later ones clip in GSPO's unit."""
+    cfg = DemoConfig(
+        algorithm="gspo", steps=2, prompts_per_step=8, group_size=4, minibatches=4, warmup_steps=3
+    )
+    res = train(cfg)
+    assert len(res.stats) == 8 and len(res.rollout_rewards) == 2
+    assert res.stats[0].seq_clip_fraction == 0.0  # ratio exactly 1
+    assert res.stats[4].seq_clip_fraction == 0.0
+    assert max(s.seq_clip_fraction for s in res.stats) > 0.0
+
+
+# ---------------------------------------------------------------- end to end
+
+
+def _read(run_dir: str, table: str) -> pd.DataFrame:
+    files = sorted(glob.glob(os.path.join(run_dir, table, "*.parquet")))
+    assert files, f"no {table} parquet in {run_dir}"
+    return pd.concat([pd.read_parquet(f) for f in files], ignore_index=True)
+
+
+def test_demo_end_to_end_records_every_column(tmp_path, mlflow_uri, capsys):
+    """A 3-step demo of both algorithms writes both runs with every schema column, finite."""
+    out = tmp_path / "runs"
+    args = [
+        "--out", str(out), "--steps", "3", "--group-size", "4", "--prompts-per-step", "4",
+        "--minibatches", "2", "--warmup-steps", "5", "--mlflow", mlflow_uri, "--threads", "1",
+    ]  # fmt: skip
+    results = run(args)
+    text = capsys.readouterr().out
+    assert "streamlit run app/main.py" in text and "reward first 1/5" in text
+    assert [r.config.algorithm for r in results] == ["grpo", "gspo"]
+
+    for res in results:
+        info = schema.read_run_info(res.run_dir)
+        assert info.status == schema.STATUS_FINISHED
+        assert info.algorithm == res.config.algorithm and info.group_size == 4
+        assert info.reduction == "seq_mean_token_mean"
+        steps = _read(res.run_dir, schema.STEPS_DIR)
+        assert set(schema.STEP_COLUMN_NAMES) <= set(steps.columns)
+        assert steps[schema.Step.STEP].tolist() == list(range(6))  # 3 rollouts x 2 minibatches
+        numeric = steps[list(schema.STEP_METRIC_COLUMNS) + ["lr", "grad_norm"]]
+        assert math.isfinite(numeric.to_numpy(dtype=float).sum()), "a step metric is not finite"
+        assert (steps[schema.Step.NONFINITE_COUNT] == 0).all()
+        assert (steps[schema.Step.NUM_SEQUENCES] == 8).all()  # 2 groups of 4 per minibatch
+
+        seqs = _read(res.run_dir, schema.SEQUENCES_DIR)
+        assert set(schema.SEQUENCE_COLUMN_NAMES) <= set(seqs.columns)
+        assert len(seqs) == 6 * 8
+        num = seqs.drop(columns=[schema.Seq.RUN_ID, schema.Seq.COMPLETION, schema.Seq.TRUNCATED])
+        assert math.isfinite(num.to_numpy(dtype=float).sum()), "a sequence column is not finite"
+        assert seqs[schema.Seq.COMPLETION].str.contains(" = ").all()
+        # a completion ends with <eos> exactly when it was not truncated
+        ends = seqs[schema.Seq.COMPLETION].str.endswith("<eos>")
+        assert (ends == ~seqs[schema.Seq.TRUNCATED]).all()
+        assert set(seqs[schema.Seq.REWARD].unique()) <= {0.0, 1.0}
+        toks = _read(res.run_dir, schema.TOKENS_DIR)  # --token-samples default 8 per step
+        assert set(schema.TOKEN_COLUMN_NAMES) <= set(toks.columns)
+        assert len(toks) == 6 * 8
+        lengths = toks[schema.Tok.TOKEN_LOG_RATIOS].map(len)
+        assert (lengths >= 1).all() and (lengths <= 6).all()  # masked tokens only, T = 6
+        # the in-process rewards match the recorded ones (one route per minibatch row)
+        per_rollout = seqs.groupby(seqs[schema.Seq.STEP] // 2)[schema.Seq.REWARD].mean()
+        torch.testing.assert_close(per_rollout.tolist(), res.rollout_rewards, rtol=0, atol=1e-6)
+
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=mlflow_uri)
+    exp = client.get_experiment_by_name("gspo-dash")
+    runs = client.search_runs([exp.experiment_id])
+    assert sorted(r.data.tags.get("mlflow.runName") for r in runs) == ["demo-grpo", "demo-gspo"]
+    for r in runs:
+        assert schema.mlflow_key(schema.Step.REWARD_MEAN) in r.data.metrics
+
+
+def test_cli_rejects_unknown_algorithm(capsys):
+    """--algorithms with an unknown name exits with status 2 and names the valid ones."""
+    with pytest.raises(SystemExit) as exc:
+        main(["--algorithms", "grpo,ppo", "--no-mlflow"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "unknown 'ppo'" in err and "grpo, gspo" in err
+
+
+def test_summary_fifths_and_off_policy_means():
+    """10 rollouts: first fifth = mean of 2 rollouts, last = last 2; '*' skips each batch's step 0."""
+    cfg = DemoConfig(steps=10, minibatches=2)
+    # optimizer step i: seq clip 0 on the first step of a rollout, 0.6 on the second
+    stats = [
+        StepStats(i // 2, 0.0, 0.6 * (i % 2), 0.02 * (i % 2), 3.0, 0.0, 0.5) for i in range(20)
+    ]
+    rewards = [0.1, 0.3, 0.4, 0.4, 0.4, 0.4, 0.4, 0.4, 0.7, 0.9]
+    res = RunResult(cfg, stats, rewards, wall_time=1.0)
+    assert res.fifths() == pytest.approx((0.2, 0.8))
+    assert res.mean("seq_clip_fraction") == pytest.approx(0.3)
+    assert res.mean("seq_clip_fraction", off_policy_only=True) == pytest.approx(0.6)
+    assert res.mean("token_clip_fraction", off_policy_only=True) == pytest.approx(0.02)
+    row = summary_table([res]).splitlines()[1].split()
+    assert row[:7] == ["gspo", "0.200", "0.800", "0.300", "0.01000", "0.600", "0.02000"]

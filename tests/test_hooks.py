@@ -1,0 +1,414 @@
+"""training_hooks: step scalars by hand and by two routes, the Parquet layout, validation, resume."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+
+import numpy as np
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+import torch
+
+from gspo_metrics import group_advantages, gspo_loss, sequence_diagnostics
+from training_hooks import RunRecorder, step_diagnostics
+from training_hooks.schema import (
+    SEQUENCE_COLUMN_NAMES,
+    STEP_COLUMN_NAMES,
+    TOKEN_COLUMN_NAMES,
+    Seq,
+    Step,
+    Tok,
+    read_run_info,
+)
+
+F64 = torch.float64
+NAN = float("nan")
+
+# The columns issue 3 requires, spelled out once more so a schema edit cannot silently drop one.
+REQUIRED_STEP = (
+    "run_id step wall_time algorithm loss reward_mean reward_std seq_log_ratio_mean "
+    "seq_log_ratio_std seq_log_ratio_min seq_log_ratio_max seq_clip_fraction "
+    "seq_clip_low_fraction seq_clip_high_fraction token_clip_fraction token_clip_low_fraction "
+    "token_clip_high_fraction zero_variance_groups zero_variance_fraction num_groups "
+    "num_sequences num_tokens length_mean length_min length_max length_p90 truncated_fraction "
+    "kl_ref_mean kl_old_mean entropy_mean nonfinite_count"
+).split()
+REQUIRED_SEQ = (
+    "run_id step rank group sample length truncated reward advantage seq_log_ratio seq_clipped "
+    "token_log_ratio_min token_log_ratio_max token_log_ratio_std token_clip_fraction kl_ref"
+).split()
+
+
+def hand_batch() -> dict:
+    """P=2, G=2, T=4; token log-ratios d with old = 0, lengths 1..4, garbage under the padding."""
+    d = torch.tensor(
+        [
+            [0.3, 9.0, 9.0, 9.0],  # s = 0.3: outside both ranges, A > 0 -> binds high
+            [0.1, -0.1, NAN, 9.0],  # s = 0: inside; both tokens inside 0.8..1.2
+            [-0.5, 0.0, 0.2, -9.0],  # s = -0.1: out low, but A = 0 -> never binds
+            [0.0, 0.0, 0.0, 2e-4],  # s = 5e-5: inside log1p(4e-4) = 3.9992e-4
+        ],
+        dtype=F64,
+    )
+    mask = torch.arange(4)[None, :] < torch.tensor([1, 2, 3, 4])[:, None]
+    return {
+        "rewards": torch.tensor([[1.0, 0.0], [2.0, 2.0]], dtype=F64),
+        "logprobs": d,
+        "old_logprobs": torch.zeros(4, 4, dtype=F64),
+        "mask": mask,
+        "truncated": torch.tensor([True, False, False, True]),
+        "loss": 1.5,
+        "extra": {"grad_norm": 0.25},
+    }
+
+
+def check_hand_row(row: dict) -> None:
+    a = 0.5 / 0.5001  # group 0: rewards (1, 0), mean .5, population std .5 -> A = +-0.99980
+    assert row[Step.REWARD_MEAN] == pytest.approx(1.25)  # (1 + 0 + 2 + 2) / 4
+    assert row[Step.REWARD_STD] == pytest.approx(math.sqrt(9 / 4 - 1.25**2))  # sqrt(.6875)
+    assert row[Step.ADVANTAGE_MEAN] == pytest.approx(0.0, abs=1e-12)
+    assert row[Step.ADVANTAGE_ABS_MEAN] == pytest.approx(2 * a / 4)
+    assert row[Step.SEQ_LOG_RATIO_MEAN] == pytest.approx((0.3 + 0.0 - 0.1 + 5e-5) / 4)
+    assert row[Step.SEQ_LOG_RATIO_MIN] == pytest.approx(-0.1)
+    assert row[Step.SEQ_LOG_RATIO_MAX] == pytest.approx(0.3)
+    assert row[Step.SEQ_CLIP_FRACTION] == 0.5  # rows 0 and 2 of 4 sequences
+    assert row[Step.SEQ_CLIP_LOW_FRACTION] == 0.0  # row 2 is low but has A = 0
+    assert row[Step.SEQ_CLIP_HIGH_FRACTION] == 0.25  # row 0
+    # token-weighted: 3 of 10 tokens outside 0.8..1.2 (row 0: 0.3; row 2: -0.5, 0.2); the
+    # sequence-weighted mean would be (1 + 0 + 2/3 + 0) / 4 = 0.4167
+    assert row[Step.TOKEN_CLIP_FRACTION] == pytest.approx(0.3)
+    assert row[Step.TOKEN_CLIP_HIGH_FRACTION] == pytest.approx(0.1)  # only row 0's has A > 0
+    assert row[Step.TOKEN_CLIP_LOW_FRACTION] == 0.0
+    assert row[Step.TOKEN_LOG_RATIO_ABS_MAX] == pytest.approx(0.5)
+    assert row[Step.ZERO_VARIANCE_GROUPS] == 1 and row[Step.ZERO_VARIANCE_FRACTION] == 0.5
+    assert (row[Step.NUM_GROUPS], row[Step.NUM_SEQUENCES], row[Step.NUM_TOKENS]) == (2, 4, 10)
+    assert row[Step.LENGTH_MEAN] == 2.5
+    assert (row[Step.LENGTH_MIN], row[Step.LENGTH_MAX]) == (1, 4)
+    assert row[Step.LENGTH_P90] == pytest.approx(3.7)  # 3 + 0.7 * (4 - 3), linear interpolation
+    assert row[Step.TRUNCATED_FRACTION] == 0.5
+    tokens = [0.3, 0.1, -0.1, -0.5, 0.0, 0.2, 0.0, 0.0, 0.0, 2e-4]
+    k3 = sum(math.expm1(x) - x for x in tokens) / 10  # KL(old || new), token-weighted
+    assert row[Step.KL_OLD_MEAN] == pytest.approx(k3, rel=1e-9)
+    assert math.isnan(row[Step.KL_REF_MEAN]) and math.isnan(row[Step.ENTROPY_MEAN])
+    assert row[Step.NONFINITE_COUNT] == 0  # the NaN sits under the padding
+    assert row[Step.LOSS] == 1.5 and row["grad_norm"] == 0.25
+    assert row[Step.NUM_RANKS] == 1
+
+
+def test_hand_computed_step_scalars():
+    """step_diagnostics reproduces the hand arithmetic (token- vs sequence-weighted, p90, zero-var)."""
+    row, seqs = step_diagnostics(**hand_batch(), step=7)
+    check_hand_row(row)
+    assert row[Step.STEP] == 7
+    assert seqs[Seq.GROUP].tolist() == [0, 0, 1, 1] and seqs[Seq.SAMPLE].tolist() == [0, 1, 0, 1]
+    assert seqs[Seq.LENGTH].tolist() == [1, 2, 3, 4]
+    assert seqs[Seq.SEQ_CLIPPED].tolist() == [True, False, True, False]
+    assert seqs[Seq.TRUNCATED].tolist() == [True, False, False, True]
+    np.testing.assert_allclose(seqs[Seq.ADVANTAGE], [0.5 / 0.5001, -0.5 / 0.5001, 0, 0], rtol=1e-6)
+
+
+def test_recorder_writes_the_hand_case(tmp_path):
+    """The recorder's Parquet step row and sequence rows hold the same hand-computed numbers."""
+    with RunRecorder(root=tmp_path, name="hand", algorithm="gspo", config={"lr": 1e-6}) as rec:
+        rec.log_step(3, **hand_batch())
+    steps = pd.read_parquet(os.path.join(rec.run_dir, "steps"))
+    assert len(steps) == 1
+    check_hand_row(steps.iloc[0].to_dict())
+    assert steps[Step.RUN_ID].iloc[0] == rec.run_id and steps[Step.ALGORITHM].iloc[0] == "gspo"
+    seqs = pd.read_parquet(os.path.join(rec.run_dir, "sequences"))
+    assert seqs[Seq.LENGTH].tolist() == [1, 2, 3, 4] and set(seqs[Seq.STEP]) == {3}
+    assert seqs[Seq.SEQ_LOG_RATIO].tolist() == pytest.approx([0.3, 0.0, -0.1, 5e-5], abs=1e-7)
+
+
+def test_step_scalars_equal_aggregates_of_the_sequence_table(make_batch):
+    """Two routes: every step scalar equals the matching (weighted) aggregate of its sequences."""
+    b = make_batch(6, 4, 20, seed=3, spread=0.2, dtype=F64, ref=True, entropy=True, truncated=True)
+    adv_bt = torch.randn(24, 20, dtype=F64, generator=torch.Generator().manual_seed(1))
+    row, s = step_diagnostics(**b, advantages=adv_bt)
+    n = s[Seq.LENGTH].astype(float)
+
+    def tok_w(col):
+        return (s[col].astype(float) * n).sum() / n.sum()
+
+    assert row[Step.TOKEN_CLIP_FRACTION] == pytest.approx(tok_w(Seq.TOKEN_CLIP_FRACTION), rel=1e-6)
+    assert row[Step.TOKEN_CLIP_LOW_FRACTION] == pytest.approx(
+        tok_w(Seq.TOKEN_CLIP_LOW_FRACTION), rel=1e-6
+    )
+    assert row[Step.KL_REF_MEAN] == pytest.approx(tok_w(Seq.KL_REF), rel=1e-6)
+    assert row[Step.KL_OLD_MEAN] == pytest.approx(tok_w(Seq.KL_OLD), rel=1e-6)
+    assert row[Step.ENTROPY_MEAN] == pytest.approx(tok_w(Seq.ENTROPY), rel=1e-6)
+    assert row[Step.SEQ_CLIP_FRACTION] == pytest.approx(s[Seq.SEQ_CLIPPED].mean())
+    assert row[Step.SEQ_CLIP_LOW_FRACTION] == pytest.approx(s[Seq.SEQ_CLIP_LOW].mean(), rel=1e-6)
+    assert row[Step.SEQ_LOG_RATIO_STD] == pytest.approx(
+        np.std(s[Seq.SEQ_LOG_RATIO].astype(float)), rel=1e-5
+    )
+    assert row[Step.REWARD_STD] == pytest.approx(np.std(s[Seq.REWARD].astype(float)), rel=1e-6)
+    assert row[Step.LENGTH_P90] == pytest.approx(np.percentile(n, 90))
+    assert row[Step.TRUNCATED_FRACTION] == pytest.approx(s[Seq.TRUNCATED].mean())
+    assert row[Step.NUM_TOKENS] == int(b["mask"].sum())
+    # the sequence table is gspo_metrics.sequence_diagnostics, float32 on disk
+    d = sequence_diagnostics(
+        b["logprobs"],
+        b["old_logprobs"],
+        b["mask"],
+        adv_bt,
+        ref_logprobs=b["ref_logprobs"],
+        entropy=b["entropy"],
+    )
+    for col in (Seq.SEQ_LOG_RATIO, Seq.TOKEN_LOG_RATIO_STD, Seq.KL_REF, Seq.TOKEN_CLIP_FRACTION):
+        np.testing.assert_allclose(s[col], d[col].float().numpy(), rtol=1e-6)
+
+
+def test_default_advantages_are_group_advantages_and_loss_output_is_read(make_batch):
+    """Omitted advantages are group_advantages(rewards); a LossOutput's loss becomes the loss column."""
+    b = make_batch(3, 4, 10, seed=5)
+    out = gspo_loss(b["logprobs"], b["old_logprobs"], torch.ones(12), b["mask"])
+    row, s = step_diagnostics(**b, loss=out)
+    expected = group_advantages(b["rewards"]).flatten().numpy()
+    np.testing.assert_allclose(s[Seq.ADVANTAGE], expected, rtol=1e-6)
+    assert row[Step.LOSS] == pytest.approx(out.loss.item())
+
+
+def test_parquet_layout_parts_compaction_and_run_json(tmp_path, make_batch):
+    """23 steps, 5 per part: parts while running, one zstd compacted file per table at close."""
+    cfg = {"lr": 1e-6, "group_size": 4}
+    rec = RunRecorder(root=tmp_path, name="layout", algorithm="grpo", config=cfg, steps_per_file=5)
+    expected = []
+    for step in range(23):
+        b = make_batch(seed=step, truncated=True)
+        extra = {"lr": 1e-6} if step < 10 else {"lr": 1e-6, "grad_norm": torch.tensor(0.5 + step)}
+        rec.log_step(step, **b, extra=extra)
+        expected.append(step_diagnostics(**b, extra=extra, step=step)[0])
+    assert rec.flush(timeout=30)
+    parts = sorted(os.listdir(os.path.join(rec.run_dir, "steps")))
+    assert len(parts) == 5 and parts[0].startswith("part-000000000-000000004-r0000")
+    info = read_run_info(rec.run_dir)
+    assert info.status == "running" and info.last_step == 22 and info.group_size == 4
+    rec.close()
+
+    info = read_run_info(rec.run_dir)
+    assert info.status == "finished" and info.ended_at >= info.created_at
+    assert info.config == cfg and info.algorithm == "grpo" and info.faults == []
+    assert (info.seq_eps_low, info.seq_eps_high) == (3e-4, 4e-4)
+    assert (info.token_eps_low, info.token_eps_high) == (0.2, 0.2)
+    assert info.versions["torch"] == torch.__version__
+    for table in ("steps", "sequences"):
+        files = os.listdir(os.path.join(rec.run_dir, table))
+        assert len(files) == 1 and files[0].startswith("compacted-"), files
+        meta = pq.ParquetFile(os.path.join(rec.run_dir, table, files[0])).metadata
+        assert meta.row_group(0).column(0).compression == "ZSTD"
+        assert meta.metadata[b"gspo_dash.schema_version"] == b"1"
+    steps = pd.read_parquet(os.path.join(rec.run_dir, "steps"))
+    assert list(steps.columns) == [*STEP_COLUMN_NAMES, "lr", "grad_norm"]
+    assert set(REQUIRED_STEP) <= set(steps.columns)
+    assert steps[Step.STEP].tolist() == list(range(23))
+    assert (steps[Step.SCHEMA_VERSION] == 1).all()
+    assert steps["grad_norm"].iloc[:10].isna().all()  # NaN where not given
+    assert steps["grad_norm"].iloc[10:].tolist() == [0.5 + s for s in range(10, 23)]
+    for col in (Step.SEQ_LOG_RATIO_MEAN, Step.TOKEN_CLIP_FRACTION, Step.KL_OLD_MEAN):
+        np.testing.assert_allclose(steps[col], [e[col] for e in expected], rtol=1e-12)
+    seqs = pd.read_parquet(os.path.join(rec.run_dir, "sequences"))
+    assert list(seqs.columns) == list(SEQUENCE_COLUMN_NAMES)
+    assert set(REQUIRED_SEQ) <= set(seqs.columns)
+    assert len(seqs) == 23 * 16 and (seqs[Seq.RANK] == 0).all()
+    assert not [
+        f
+        for d in ("steps", "sequences")
+        for f in os.listdir(os.path.join(rec.run_dir, d))
+        if f.startswith(".")
+    ]
+
+
+def test_periodic_flush_without_explicit_flush(tmp_path, make_batch):
+    """Parts and the run.json heartbeat appear within the flush interval with no flush() call."""
+    import time
+
+    rec = RunRecorder(root=tmp_path, name="hb", flush_interval_s=0.2, steps_per_file=1000)
+    rec.log_step(0, **make_batch())
+    t0 = read_run_info(rec.run_dir).updated_at
+    deadline = time.time() + 10
+    while time.time() < deadline and not os.listdir(os.path.join(rec.run_dir, "steps")):
+        time.sleep(0.05)
+    assert os.listdir(os.path.join(rec.run_dir, "steps"))
+    time.sleep(0.5)
+    assert read_run_info(rec.run_dir).updated_at > t0  # heartbeat keeps beating
+    rec.close()
+
+
+def test_tokens_and_completions(tmp_path, make_batch):
+    """token_samples=3 stores 3 spread sequences' masked token log-ratios; completions are kept."""
+    b = make_batch(2, 4, 9, seed=11, dtype=F64)
+    texts = [f"answer {i}" for i in range(8)]
+    with RunRecorder(root=tmp_path, name="tok", token_samples=3) as rec:
+        rec.log_step(0, **b, completions=texts)
+    tok = pd.read_parquet(os.path.join(rec.run_dir, "tokens"))
+    assert list(tok.columns) == list(TOKEN_COLUMN_NAMES)
+    assert len(tok) == 3
+    # indices 0, 4, 7 spread over B = 8 -> (group, sample) (0, 0), (1, 0), (1, 3)
+    assert list(zip(tok[Tok.GROUP], tok[Tok.SAMPLE], strict=True)) == [(0, 0), (1, 0), (1, 3)]
+    adv = group_advantages(b["rewards"]).flatten()
+    for (_, r), bi in zip(tok.iterrows(), (0, 4, 7), strict=True):
+        m = b["mask"][bi]
+        want = (b["logprobs"][bi] - b["old_logprobs"][bi])[m].float().numpy()
+        np.testing.assert_allclose(r[Tok.TOKEN_LOG_RATIOS], want, rtol=1e-6)
+        np.testing.assert_allclose(r[Tok.ADVANTAGES], np.full(int(m.sum()), adv[bi]), rtol=1e-6)
+    seqs = pd.read_parquet(os.path.join(rec.run_dir, "sequences"))
+    assert seqs[Seq.COMPLETION].tolist() == texts
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"rewards": torch.zeros(3, 4)}, r"rewards has shape \(3, 4\) but logprobs has B = 16"),
+        (
+            {"mask": torch.ones(16, 5)},
+            r"mask has shape \(16, 5\) but logprobs has shape \(16, 12\)",
+        ),
+        ({"old_logprobs": torch.zeros(16)}, r"old_logprobs must have shape \(B, T\)"),
+        ({"advantages": torch.zeros(15)}, r"advantages has shape \(15,\)"),
+        ({"truncated": torch.zeros(4, dtype=torch.bool)}, r"truncated has shape \(4,\)"),
+        ({"entropy": torch.zeros(16, 3)}, r"entropy has shape \(16, 3\)"),
+        (
+            {"extra": {"g": torch.ones(3)}},
+            r"extra\['g'\] must be a scalar, got a tensor of shape \(3,\)",
+        ),
+        ({"extra": {"loss": 1.0}}, r"'loss' is a built-in step column"),
+        ({"completions": ["a"]}, r"completions has 1 entries but there are B = 16"),
+        ({"loss": torch.ones(2)}, r"loss must be a scalar"),
+    ],
+)
+def test_bad_input_raises_before_anything_is_written(tmp_path, make_batch, change, message):
+    """Each malformed argument raises a ValueError naming it and its shape; no row is written."""
+    with RunRecorder(root=tmp_path, name="bad") as rec:
+        with pytest.raises(ValueError, match=message):
+            rec.log_step(0, **{**make_batch(), **change})
+        assert rec.flush(timeout=10)
+        assert os.listdir(os.path.join(rec.run_dir, "sequences")) == []
+
+
+def test_empty_mask_row_raises(tmp_path, make_batch):
+    """A sequence whose mask marks no token is rejected at log_step, naming the row."""
+    b = make_batch()
+    b["mask"][5] = False
+    with RunRecorder(root=tmp_path, name="empty") as rec:
+        with pytest.raises(ValueError, match=r"marks no token in row\(s\) \[5\]"):
+            rec.log_step(0, **b)
+    assert read_run_info(rec.run_dir).last_step is None
+
+
+def test_nonfinite_inside_mask_counted_writer_survives(tmp_path, make_batch):
+    """NaN/inf inside the mask land in nonfinite_count; padding garbage does not; the run finishes."""
+    b = make_batch(2, 2, 6, seed=2)
+    b["logprobs"][0, 0] = float("nan")  # inside the mask (column 0 is always marked)
+    b["old_logprobs"][3, 0] = float("inf")
+    pad = (~b["mask"]).nonzero()[0]
+    b["logprobs"][pad[0], pad[1]] = float("nan")  # under the padding: ignored
+    with RunRecorder(root=tmp_path, name="nan") as rec:
+        rec.log_step(0, **b)
+        rec.log_step(1, **make_batch(2, 2, 6, seed=3))
+    steps = pd.read_parquet(os.path.join(rec.run_dir, "steps"))
+    assert steps[Step.NONFINITE_COUNT].tolist() == [2, 0]
+    assert math.isnan(steps[Step.SEQ_LOG_RATIO_MEAN].iloc[0])
+    assert np.isfinite(steps[Step.SEQ_LOG_RATIO_MEAN].iloc[1])
+    seqs = pd.read_parquet(os.path.join(rec.run_dir, "sequences"))
+    assert seqs[seqs[Seq.STEP] == 0][Seq.NONFINITE_COUNT].tolist() == [1, 0, 0, 1]
+    info = read_run_info(rec.run_dir)
+    assert info.status == "finished" and info.faults == []
+
+
+def test_exception_in_with_block_marks_failed(tmp_path, make_batch):
+    """Leaving the with-block on an exception records status 'failed' and keeps the logged steps."""
+    with pytest.raises(RuntimeError, match="boom"):
+        with RunRecorder(root=tmp_path, name="fail") as rec:
+            rec.log_step(0, **make_batch())
+            raise RuntimeError("boom")
+    assert read_run_info(rec.run_dir).status == "failed"
+    assert len(pd.read_parquet(os.path.join(rec.run_dir, "steps"))) == 1
+    with pytest.raises(RuntimeError, match="closed"):
+        rec.log_step(1, **make_batch())
+
+
+def test_resume_appends_and_finishes(tmp_path, make_batch):
+    """Reopening a run id appends new steps to the same folder, running again, then finished."""
+    with RunRecorder(root=tmp_path, name="res", algorithm="gspo", steps_per_file=3) as rec:
+        for s in range(5):
+            rec.log_step(s, **make_batch(seed=s))
+    created = read_run_info(rec.run_dir).created_at
+    rec2 = RunRecorder(root=tmp_path, run_id=rec.run_id, algorithm="gspo", steps_per_file=3)
+    assert rec2.run_dir == rec.run_dir and rec2.resumed
+    info = read_run_info(rec.run_dir)
+    assert info.status == "running" and info.ended_at is None and info.created_at == created
+    for s in range(5, 9):
+        rec2.log_step(s, **make_batch(seed=s))
+    rec2.close()
+    info = read_run_info(rec.run_dir)
+    assert info.status == "finished" and info.name == "res" and len(info.other["resumed_at"]) == 1
+    steps = pd.read_parquet(os.path.join(rec.run_dir, "steps"))
+    assert steps[Step.STEP].tolist() == list(range(9))
+    assert len(pd.read_parquet(os.path.join(rec.run_dir, "sequences"))) == 9 * 16
+    with pytest.raises(ValueError, match="cannot resume it as 'grpo'"):
+        RunRecorder(root=tmp_path, run_id=rec.run_id, algorithm="grpo")
+
+
+def test_run_json_is_valid_json_with_schema_version(tmp_path, make_batch):
+    """run.json holds the issue's fields, JSON-clean (no NaN), with schema_version."""
+    with RunRecorder(
+        root=tmp_path,
+        name="j",
+        algorithm="gspo",
+        seq_eps=(1e-3, 2e-3),
+        token_eps=(0.2, 0.28),
+        reduction="seq_mean_token_mean",
+        config={"beta": float("nan")},
+    ) as rec:
+        rec.log_step(0, **make_batch())
+    with open(os.path.join(rec.run_dir, "run.json")) as f:
+        data = json.load(f)
+    for key in (
+        "run_id",
+        "name",
+        "algorithm",
+        "seq_eps_low",
+        "seq_eps_high",
+        "token_eps_low",
+        "token_eps_high",
+        "reduction",
+        "group_size",
+        "config",
+        "versions",
+        "created_at",
+        "ended_at",
+        "status",
+        "schema_version",
+    ):
+        assert key in data, key
+    assert data["seq_eps_high"] == 2e-3 and data["token_eps_high"] == 0.28
+    assert data["reduction"] == "seq_mean_token_mean" and data["config"] == {"beta": None}
+    # the recorder's token eps are used: step_diagnostics with the same eps agrees
+    steps = pd.read_parquet(os.path.join(rec.run_dir, "steps"))
+    row, _ = step_diagnostics(**make_batch(), seq_eps=(1e-3, 2e-3), token_eps=(0.2, 0.28))
+    assert steps[Step.SEQ_CLIP_FRACTION].iloc[0] == row[Step.SEQ_CLIP_FRACTION]
+
+
+def test_sinks_follow_the_protocol(tmp_path, make_batch):
+    """ParquetSink, MlflowSink and NullSink satisfy the Sink protocol; extra sinks see every step."""
+    from training_hooks import MlflowSink, NullSink, ParquetSink, Sink
+
+    assert isinstance(ParquetSink(str(tmp_path)), Sink)
+    assert isinstance(MlflowSink("sqlite:///x.db"), Sink) and isinstance(NullSink(), Sink)
+
+    class Counting(NullSink):
+        name = "counting"
+        steps: list = []
+
+        def write(self, record):
+            self.steps.append((record.step, record.row[Step.NUM_SEQUENCES]))
+
+    with RunRecorder(root=tmp_path, name="proto", sinks=[NullSink(), Counting()]) as rec:
+        for s in range(3):
+            rec.log_step(s, **make_batch(seed=s))
+    assert Counting.steps == [(0, 16), (1, 16), (2, 16)]
+    assert read_run_info(rec.run_dir).faults == []

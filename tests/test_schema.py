@@ -1,0 +1,127 @@
+"""training_hooks.schema: the pinned on-disk format shared by the writer and the app."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from training_hooks import schema
+from training_hooks.schema import RunInfo, Seq, Step
+
+
+def test_step_schema_golden():
+    """The rendered step-table Arrow schema is pinned: a column change must update this test."""
+    rendered = [(f.name, str(f.type)) for f in schema.step_schema(("lr",))]
+    assert rendered == [
+        ("schema_version", "int16"), ("run_id", "string"), ("step", "int64"),
+        ("wall_time", "double"), ("algorithm", "string"), ("loss", "double"),
+        ("reward_mean", "double"), ("reward_std", "double"), ("advantage_mean", "double"),
+        ("advantage_std", "double"), ("advantage_abs_mean", "double"),
+        ("seq_log_ratio_mean", "double"), ("seq_log_ratio_std", "double"),
+        ("seq_log_ratio_min", "double"), ("seq_log_ratio_max", "double"),
+        ("seq_clip_fraction", "double"), ("seq_clip_low_fraction", "double"),
+        ("seq_clip_high_fraction", "double"), ("token_clip_fraction", "double"),
+        ("token_clip_low_fraction", "double"), ("token_clip_high_fraction", "double"),
+        ("token_log_ratio_abs_max", "double"), ("zero_variance_groups", "int64"),
+        ("zero_variance_fraction", "double"), ("num_groups", "int64"),
+        ("num_sequences", "int64"), ("num_tokens", "int64"), ("length_mean", "double"),
+        ("length_min", "double"), ("length_max", "double"), ("length_p90", "double"),
+        ("truncated_fraction", "double"), ("kl_ref_mean", "double"), ("kl_old_mean", "double"),
+        ("entropy_mean", "double"), ("nonfinite_count", "int64"), ("num_ranks", "int64"),
+        ("lr", "double"),
+    ]  # fmt: skip
+    assert schema.step_schema().metadata[schema.METADATA_KEY] == b"1"
+
+
+def test_sequence_and_token_schema_golden():
+    """The sequence and token tables' Arrow schemas are pinned."""
+    assert [(f.name, str(f.type)) for f in schema.sequence_schema()] == [
+        ("schema_version", "int16"), ("run_id", "string"), ("step", "int64"), ("rank", "int32"),
+        ("group", "int32"), ("sample", "int32"), ("length", "int32"), ("truncated", "bool"),
+        ("reward", "float"), ("advantage", "float"), ("seq_log_ratio", "float"),
+        ("seq_clipped", "bool"), ("seq_clip_low", "float"), ("seq_clip_high", "float"),
+        ("token_log_ratio_min", "float"), ("token_log_ratio_max", "float"),
+        ("token_log_ratio_std", "float"), ("token_clip_fraction", "float"),
+        ("token_clip_low_fraction", "float"), ("token_clip_high_fraction", "float"),
+        ("kl_ref", "float"), ("kl_old", "float"), ("entropy", "float"),
+        ("nonfinite_count", "int32"), ("completion", "string"),
+    ]  # fmt: skip
+    assert [(f.name, str(f.type)) for f in schema.token_schema()][-3:] == [
+        ("token_log_ratios", "list<item: float>"),
+        ("advantages", "list<item: float>"),
+        ("tokens", "list<item: string>"),
+    ]
+
+
+def test_schema_imports_no_torch():
+    """The app can import the schema without torch (nor the hooks' heavy modules)."""
+    code = "import sys, training_hooks.schema; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == "False", out.stderr
+
+
+def test_run_info_round_trip_keeps_unknown_keys(tmp_path):
+    """RunInfo -> run.json -> RunInfo is lossless; unknown keys survive; NaN becomes null."""
+    info = RunInfo(run_id="r1", name="n", algorithm="gspo", config={"x": float("nan"), "t": (1, 2)})
+    info.other["world_size"] = 2
+    schema.write_json_atomic(tmp_path / "run.json", info.to_json())
+    raw = json.loads((tmp_path / "run.json").read_text())
+    assert raw["config"] == {"x": None, "t": [1, 2]} and raw["world_size"] == 2
+    back = schema.read_run_info(tmp_path)
+    assert back.other == {"world_size": 2} and back.run_id == "r1" and back.status == "running"
+    assert not [f for f in os.listdir(tmp_path) if f.startswith(".tmp")]
+    with pytest.raises(ValueError, match="run.json has no 'algorithm'"):
+        RunInfo.from_json({"run_id": "a", "name": "b"})
+
+
+def test_part_names_sort_by_step_and_parse_back():
+    """Part and compacted names sort by first step and parse back to their fields."""
+    names = [
+        schema.part_name(100, 199, 0, 2),
+        schema.part_name(5, 99, 1, 1),
+        schema.part_name(0, 4, 0, 0),
+    ]
+    assert sorted(names) == [names[2], names[1], names[0]]
+    assert schema.parse_part_name(names[1]) == {"first": 5, "last": 99, "rank": 1, "seq": 1}
+    c = schema.compacted_name(0, 199, 3, 7)
+    assert c == "compacted-000000000-000000199-r0003-000007.parquet"
+    assert schema.parse_part_name(c) == {"first": 0, "last": 199, "rank": 3, "seq": 7}
+    assert schema.parse_part_name(".tmp-1-2-part.parquet") is None
+    assert not schema.is_data_file(".tmp-12-part-000000000-000000004-r0000-000000.parquet")
+
+
+def test_read_table_unifies_extras_and_keeps_last_write(tmp_path):
+    """read_table concatenates parts whose extra columns differ and keeps a step's last row."""
+    folder = tmp_path / "steps"
+    folder.mkdir()
+    pq.write_table(
+        pa.table({Step.STEP: [0, 1], Step.LOSS: [1.0, 2.0]}), folder / schema.part_name(0, 1, 0, 0)
+    )
+    pq.write_table(
+        pa.table({Step.STEP: [1, 2], Step.LOSS: [9.0, 3.0], "lr": [0.1, 0.2]}),
+        folder / schema.part_name(1, 2, 0, 1),
+    )
+    (folder / ".tmp-half-written.parquet").write_bytes(b"PAR1 garbage")
+    df = schema.read_table(tmp_path, "steps")
+    assert df[Step.STEP].tolist() == [0, 1, 2]
+    assert df[Step.LOSS].tolist() == [1.0, 9.0, 3.0]  # step 1 from the later part
+    assert pd.isna(df["lr"].iloc[0]) and df["lr"].iloc[2] == 0.2
+    assert schema.read_table(tmp_path, "sequences").empty
+    assert schema.TABLE_KEYS["sequences"] == (Seq.STEP, Seq.RANK, Seq.GROUP, Seq.SAMPLE)
+
+
+def test_extra_keys_may_not_shadow_columns():
+    """An extra metric named like a built-in column is refused with a suggestion."""
+    assert schema.validate_extra_key("user/loss") == "user/loss"
+    with pytest.raises(ValueError, match="rename it"):
+        schema.validate_extra_key(Step.LOSS)
+    with pytest.raises(ValueError, match="non-empty"):
+        schema.validate_extra_key("")
+    assert schema.mlflow_key("loss") == "gspo_dash/loss"

@@ -1,0 +1,353 @@
+"""TRL GRPOTrainer cross-check: what gspo-dash records equals what TRL logs, and training is unchanged.
+
+A tiny randomly initialised Llama (hidden 32, 2 layers) and a WordLevel tokenizer are built in the
+test and saved to a temporary folder (nothing is downloaded), then trained for 4 steps with
+num_iterations=2, so steps 2 and 4 re-use step 1's and 3's completions with a policy that moved
+(ratios leave 1). For GRPO (importance_sampling_level="token", loss_type="dapo", recorded by the ``RecordedGRPOTrainer``
+subclass) and GSPO ("sequence", loss_type="grpo", recorded by ``attach`` on a plain trainer): our recorded clip fractions, KL, entropy, lengths, rewards and
+truncation agree with TRL's own log for the same step (same definitions), and the parameters and
+TRL's logged metrics equal those of the same run without our hooks.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+
+trl = pytest.importorskip("trl", reason="trl is not installed: pip install 'gspo-dash[trl]'")
+
+import pandas as pd  # noqa: E402
+import torch  # noqa: E402
+from datasets import Dataset  # noqa: E402
+from tokenizers import Tokenizer, models, pre_tokenizers  # noqa: E402
+from transformers import (  # noqa: E402
+    LlamaConfig,
+    LlamaForCausalLM,
+    PreTrainedTokenizerFast,
+    PrinterCallback,
+)
+from trl import GRPOConfig, GRPOTrainer  # noqa: E402
+
+from training_hooks import importers, schema  # noqa: E402
+from training_hooks.schema import Step  # noqa: E402
+from training_hooks.trl import (  # noqa: E402
+    TRL_KL,
+    RecordedGRPOTrainer,
+    attach,
+    unsupported_layout,
+)  # noqa: E402
+
+WORDS = ["a", "b", "c", "d", "e", "f", "g", "h"]
+STEPS = 4
+# fields of TRL's log that measure time, not training
+TIME_KEYS = {"step_time", "train_runtime", "train_samples_per_second", "train_steps_per_second"}
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory) -> Path:
+    """A random tiny Llama and a WordLevel tokenizer, saved like a Hub checkpoint."""
+    folder = tmp_path_factory.mktemp("tiny-llama")
+    vocab = {"<pad>": 0, "<eos>": 1, "<unk>": 2, **{w: i + 3 for i, w in enumerate(WORDS)}}
+    tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=tok, pad_token="<pad>", eos_token="<eos>", unk_token="<unk>"
+    )
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        vocab_size=len(vocab),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        max_position_embeddings=64,
+        pad_token_id=0,
+        eos_token_id=1,
+        bos_token_id=1,
+    )
+    model = LlamaForCausalLM(config)
+    model.generation_config.eos_token_id = 1
+    model.generation_config.pad_token_id = 0
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def reward_a(completions, **kwargs):
+    """Fraction of the completion's words that are "a" (continuous: groups rarely tie)."""
+    out = []
+    for c in completions:
+        w = c.split()
+        out.append(w.count("a") / len(w) if w else 0.0)
+    return out
+
+
+def _train(model_dir: Path, out: Path, level: str, *, record: bool):
+    tokenizer = PreTrainedTokenizerFast.from_pretrained(model_dir)
+    prompts = [" ".join(WORDS[i : i + 3]) for i in range(6)]
+    eps = dict(epsilon=0.2) if level == "token" else dict(epsilon=3e-4, epsilon_high=4e-4)
+    args = GRPOConfig(
+        output_dir=str(out),
+        per_device_train_batch_size=8,
+        num_generations=4,
+        max_completion_length=6,
+        max_steps=STEPS,
+        num_iterations=2,
+        learning_rate=0.05,
+        beta=0.04,
+        importance_sampling_level=level,
+        loss_type="dapo" if level == "token" else "grpo",
+        logging_steps=1,
+        report_to="none",
+        use_cpu=True,
+        seed=0,
+        save_strategy="no",
+        dataloader_num_workers=0,
+        use_bias_correction_kl=level == "token",
+        disable_tqdm=True,
+        **eps,
+    )
+    kwargs = dict(
+        model=str(model_dir),
+        reward_funcs=reward_a,
+        args=args,
+        train_dataset=Dataset.from_dict({"prompt": prompts}),
+        processing_class=tokenizer,
+    )
+    opts = {"root": str(out / "runs"), "name": f"trl-{level}"}
+    if record and level == "token":  # the subclass route
+        trainer = RecordedGRPOTrainer(**kwargs, gspo_dash=opts)
+    else:
+        trainer = GRPOTrainer(**kwargs)
+        if record:  # the two-line route on a plain trainer
+            attach(trainer, **opts)
+    trainer.remove_callback(PrinterCallback)  # keep the test output quiet
+    trainer.train()
+    return trainer
+
+
+def _logs(trainer) -> dict[int, dict]:
+    """TRL's own log, one dict per step (the end-of-training summary left out)."""
+    return {
+        e["step"]: e for e in trainer.state.log_history if "train_runtime" not in e and "loss" in e
+    }
+
+
+@pytest.fixture(scope="module", params=["token", "sequence"])
+def runs(request, model_dir, tmp_path_factory):
+    """The same TRL run twice: with our hooks attached and without."""
+    level = request.param
+    base = tmp_path_factory.mktemp(f"trl-{level}")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        recorded = _train(model_dir, base / "with", level, record=True)
+        plain = _train(model_dir, base / "without", level, record=False)
+    return level, recorded, plain
+
+
+def _our_steps(trainer) -> pd.DataFrame:
+    folder = Path(trainer.gspo_dash_run_dir) / schema.STEPS_DIR
+    return pd.read_parquet(sorted(folder.glob("*.parquet"))).set_index(Step.STEP).sort_index()
+
+
+def test_recorded_metrics_equal_trl_logged_metrics(runs):
+    """Per step: clip fractions (low/high/region), KL, entropy, lengths, rewards agree with TRL's log."""
+    level, recorded, _ = runs
+    ours, theirs = _our_steps(recorded), _logs(recorded)
+    assert list(ours.index) == list(range(1, STEPS + 1)) == sorted(theirs)
+    lo, hi = (
+        (Step.TOKEN_CLIP_LOW_FRACTION, Step.TOKEN_CLIP_HIGH_FRACTION)
+        if level == "token"
+        else (Step.SEQ_CLIP_LOW_FRACTION, Step.SEQ_CLIP_HIGH_FRACTION)
+    )
+    worst: dict[str, float] = {}
+
+    def check(step: int, ours_value: float, trl_key: str, tol: float = 1e-6) -> None:
+        diff = abs(float(ours_value) - float(theirs[step][trl_key]))
+        worst[trl_key] = max(worst.get(trl_key, 0.0), diff)
+        assert diff <= tol, (step, trl_key, ours_value, theirs[step][trl_key])
+
+    for s in ours.index:
+        row = ours.loc[s]
+        check(s, row[lo], "clip_ratio/low_mean")
+        check(s, row[hi], "clip_ratio/high_mean")
+        check(s, row[lo] + row[hi], "clip_ratio/region_mean")
+        # TRL's kl: k3 times the ratio under use_bias_correction_kl (the token run), else plain k3
+        check(s, row[TRL_KL] if level == "token" else row[Step.KL_REF_MEAN], "kl", 1e-5)
+        check(s, row[Step.ENTROPY_MEAN], "entropy", 1e-5)
+        check(s, row[Step.LOSS], "loss", 1e-5)
+        if "completions/mean_length" in theirs[s]:  # logged at generation steps (1 and 3)
+            check(s, row[Step.LENGTH_MEAN], "completions/mean_length")
+            check(s, row[Step.LENGTH_MIN], "completions/min_length")
+            check(s, row[Step.LENGTH_MAX], "completions/max_length")
+            check(s, row[Step.TRUNCATED_FRACTION], "completions/clipped_ratio")
+            check(s, row[Step.REWARD_MEAN], "reward")
+            check(s, row[Step.ZERO_VARIANCE_FRACTION], "frac_reward_zero_std")
+            # TRL's reward_std is Bessel's over the batch; ours the population std
+            n = row[Step.NUM_SEQUENCES]
+            check(s, row[Step.REWARD_STD] * math.sqrt(n / (n - 1)), "reward_std")
+    # the check is not vacuous: completions were re-used with a moved policy and clipped
+    assert (
+        set(theirs[1]) >= {"completions/mean_length"} and "completions/mean_length" not in theirs[2]
+    )
+    assert ours.loc[[2, 4], Step.SEQ_LOG_RATIO_STD].gt(0).all()
+    assert ours.loc[[2, 4], [lo, hi]].to_numpy().sum() > 0
+    assert ours[Step.KL_REF_MEAN].gt(0).any()
+    print(f"\n{level}: max |ours - TRL| per metric: {worst}")
+
+
+def test_run_json_holds_the_trl_settings(runs):
+    """run.json: source trl, algorithm from importance_sampling_level, TRL's eps in its unit."""
+    level, recorded, _ = runs
+    info = schema.read_run_info(recorded.gspo_dash_run_dir)
+    assert info.source == "trl" and info.status == schema.STATUS_FINISHED
+    assert info.algorithm == ("grpo" if level == "token" else "gspo")
+    if level == "token":
+        assert (info.token_eps_low, info.token_eps_high) == (0.2, 0.2)
+    else:
+        assert (info.seq_eps_low, info.seq_eps_high) == (3e-4, 4e-4)
+    cfg = info.config
+    assert cfg["importance_sampling_level"] == level and cfg["num_iterations"] == 2
+    assert cfg["loss_type"] == info.reduction and "scale_rewards" in cfg
+    assert cfg["steps_per_generation"] == 1 and info.group_size == 4
+    seqs = Path(recorded.gspo_dash_run_dir) / schema.SEQUENCES_DIR
+    df = pd.read_parquet(sorted(seqs.glob("*.parquet")))
+    assert len(df) == STEPS * 8 and set(df["group"]) == {0, 1} and set(df["sample"]) == {0, 1, 2, 3}
+
+
+def test_training_is_unchanged_by_the_hooks(runs):
+    """Same seed, with and without hooks: identical parameters and identical TRL logs."""
+    _, recorded, plain = runs
+    a = dict(recorded.model.named_parameters())
+    b = dict(plain.model.named_parameters())
+    assert a.keys() == b.keys()
+    for name in a:
+        assert torch.equal(a[name], b[name]), name
+    la, lb = _logs(recorded), _logs(plain)
+    assert la.keys() == lb.keys()
+    for s in la:
+        ka = {k: v for k, v in la[s].items() if k not in TIME_KEYS}
+        kb = {k: v for k, v in lb[s].items() if k not in TIME_KEYS}
+        assert ka == kb, s
+
+
+def test_trl_trainer_state_imports_beside_the_recorded_run(runs, tmp_path):
+    """The same run's trainer_state.json, imported, gives TRL's numbers in our columns."""
+    level, recorded, _ = runs
+    recorded.state.save_to_json(str(tmp_path / "trainer_state.json"))
+    res = importers.import_run(
+        "trl",
+        tmp_path,
+        root=Path(recorded.gspo_dash_run_dir).parent,
+        algorithm="grpo" if level == "token" else "gspo",
+    )
+    imported = pd.read_parquet(
+        sorted((Path(res["run_dir"]) / schema.STEPS_DIR).glob("*.parquet"))
+    ).set_index(Step.STEP)
+    ours = _our_steps(recorded)
+    lo = Step.TOKEN_CLIP_LOW_FRACTION if level == "token" else Step.SEQ_CLIP_LOW_FRACTION
+    assert (imported[lo] - ours[lo]).abs().max() < 1e-6
+    kl = TRL_KL if level == "token" else Step.KL_REF_MEAN
+    assert (imported[Step.KL_REF_MEAN] - ours[kl]).abs().max() < 1e-5
+
+
+def test_unsupported_layout_is_explained():
+    """A layout where optimizer steps do not hold whole groups is named, not silently mis-recorded."""
+
+    class Args:
+        steps_per_generation = 4
+        gradient_accumulation_steps = 2
+        per_device_train_batch_size = 8
+        num_generations = 4
+
+    assert "steps_per_generation (4) != gradient_accumulation_steps (2)" in unsupported_layout(Args)
+    Args.steps_per_generation = 2
+    Args.per_device_train_batch_size = 3
+    assert "not a multiple of num_generations (4)" in unsupported_layout(Args)
+    Args.per_device_train_batch_size = 2
+    assert unsupported_layout(Args) is None
+
+
+_DIST_SCRIPT = r"""
+import json, os, sys, warnings
+warnings.simplefilter("ignore")
+from pathlib import Path
+import pandas as pd
+from datasets import Dataset
+from transformers import PreTrainedTokenizerFast, PrinterCallback
+from trl import GRPOConfig, GRPOTrainer
+from training_hooks.trl import attach
+
+model_dir, out = Path(sys.argv[1]), Path(sys.argv[2])
+words = sys.argv[3].split(",")
+
+def reward_a(completions, **kwargs):
+    return [c.split().count("a") / len(c.split()) if c.split() else 0.0 for c in completions]
+
+args = GRPOConfig(output_dir=str(out / "o"), per_device_train_batch_size=4, num_generations=4,
+    max_completion_length=6, max_steps=4, num_iterations=2, learning_rate=0.05, beta=0.04,
+    importance_sampling_level="token", logging_steps=1, report_to="none", use_cpu=True, seed=0,
+    save_strategy="no", disable_tqdm=True)
+trainer = GRPOTrainer(model=str(model_dir), reward_funcs=reward_a, args=args,
+    train_dataset=Dataset.from_dict({"prompt": [" ".join(words[i:i + 3]) for i in range(6)]}),
+    processing_class=PreTrainedTokenizerFast.from_pretrained(model_dir))
+trainer.remove_callback(PrinterCallback)
+attach(trainer, root=str(out / "runs"), name="dist")
+trainer.train()
+if int(os.environ.get("RANK", "0")) == 0:
+    logs = [e for e in trainer.state.log_history if "loss" in e and "train_runtime" not in e]
+    (out / "result.json").write_text(json.dumps({"run_dir": trainer.gspo_dash_run_dir, "logs": logs}))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(
+    os.environ.get("GSPO_DASH_DIST_TESTS") != "1",
+    reason="2-process TRL run (~40 s on 2 cores): set GSPO_DASH_DIST_TESTS=1",
+)
+def test_two_ranks_record_what_trl_logs(model_dir, tmp_path):
+    """torchrun, 2 CPU ranks (gloo): every rank's sequences recorded; step scalars equal TRL's."""
+    script = tmp_path / "run.py"
+    script.write_text(_DIST_SCRIPT)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nproc_per_node",
+            "2",
+            str(script),
+            str(model_dir),
+            str(tmp_path),
+            ",".join(WORDS),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads((tmp_path / "result.json").read_text())
+    run_dir = Path(result["run_dir"])
+    ours = pd.read_parquet(sorted((run_dir / schema.STEPS_DIR).glob("*.parquet"))).set_index(
+        Step.STEP
+    )
+    seqs = pd.read_parquet(sorted((run_dir / schema.SEQUENCES_DIR).glob("*.parquet")))
+    assert sorted(seqs["rank"].unique()) == [0, 1] and len(seqs) == STEPS * 8
+    for e in result["logs"]:
+        row = ours.loc[e["step"]]
+        assert row[Step.NUM_RANKS] == 2 and row[Step.NUM_SEQUENCES] == 8
+        assert abs(row[Step.TOKEN_CLIP_LOW_FRACTION] - e["clip_ratio/low_mean"]) < 1e-6
+        assert abs(row[Step.TOKEN_CLIP_HIGH_FRACTION] - e["clip_ratio/high_mean"]) < 1e-6
+        assert abs(row[TRL_KL] - e["kl"]) < 1e-5
+        assert abs(row[Step.ENTROPY_MEAN] - e["entropy"]) < 1e-5
+        if "completions/mean_length" in e:
+            assert abs(row[Step.LENGTH_MEAN] - e["completions/mean_length"]) < 1e-6
+            assert abs(row[Step.REWARD_MEAN] - e["reward"]) < 1e-6

@@ -1,0 +1,461 @@
+"""Record a TRL ``GRPOTrainer`` run (trl==1.16.0) with gspo-dash, without changing its training.
+
+Two lines, on any ``GRPOTrainer`` (or subclass) instance, before ``trainer.train()``::
+
+    from training_hooks.trl import attach
+    attach(trainer, root="runs", mlflow=True)  # GRPO or GSPO (importance_sampling_level)
+
+or build the trainer from the recording class directly (same arguments as ``GRPOTrainer`` plus a
+``gspo_dash`` dict of ``RunRecorder`` arguments)::
+
+    from training_hooks.trl import RecordedGRPOTrainer
+    trainer = RecordedGRPOTrainer(model, reward_funcs, args=cfg, train_dataset=ds,
+                                  gspo_dash={"root": "runs"})
+
+What is recorded, per optimizer step, on every rank (``RunRecorder.log_step``):
+
+* inside ``_compute_loss``: the very tensors TRL's loss uses, detached: the policy's per-token
+  log-probs and entropies (captured from TRL's own ``_get_per_token_logps_and_entropies`` call, so
+  nothing is recomputed), ``old_per_token_logps`` (or the detached log-probs when TRL skips them, as
+  it does itself), ``ref_per_token_logps`` (when ``beta != 0``), ``advantages`` and the loss mask
+  (``completion_mask``, times ``tool_mask`` when present). The loss TRL returns is recorded as
+  ``loss`` (summed over the accumulation window: TRL already divides by it);
+* after generation: each completion's reward (the weighted sum of the reward functions, as TRL
+  logs ``reward``), whether it was truncated (its last token is no EOS, TRL's ``clipped_ratio``), and
+  its index in the generation batch, carried through TRL's shuffle and split in the inputs dict
+  under ``_gspo_dash_*`` keys, so the step's sequences are re-assembled group by group.
+
+Units. ``importance_sampling_level="sequence"`` is GSPO: the run's algorithm is "gspo" and our
+sequence-unit eps are TRL's ``(epsilon, epsilon_high)``; then TRL's ``clip_ratio/low_mean`` (the
+fraction of sequences whose ratio s is below 1-eps with A<0) is our ``seq_clip_low_fraction``.
+Otherwise the algorithm is "grpo", our token-unit eps are TRL's, and ``clip_ratio/low_mean`` is our
+``token_clip_low_fraction`` (token-weighted). The other unit keeps its default eps. TRL's ``kl`` is
+our ``kl_ref_mean`` (k3, token mean) and ``entropy`` our ``entropy_mean``.
+
+It does not change the training: it only reads detached tensors, draws no random numbers, adds
+keys TRL never reads, and leaves the loss TRL computes untouched (tests/test_trl.py checks equal
+parameters and logged metrics with and without it).
+
+Supported layout: every optimizer step must consume whole groups exactly once, which is TRL's
+default (``steps_per_generation == gradient_accumulation_steps``) with
+``per_device_train_batch_size * steps_per_generation`` a multiple of ``num_generations``. Other
+layouts train normally but are not recorded (a warning says why).
+
+``mask_truncated_completions=True`` zeroes a truncated completion's loss mask: such a row is
+recorded over its generated tokens (so lengths and ``truncated_fraction`` stay true), although TRL's
+loss and clip metrics ignore it; the ``trl/loss_masked_sequences`` extra counts them per step (with
+it on, our token statistics include those rows and TRL's do not). A group holding an empty
+completion (no token at all) is left out (``trl/dropped_groups``).
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from typing import Any
+
+import torch
+from transformers import TrainerCallback
+
+from .recorder import RunRecorder
+
+try:  # the optional extra: gspo-dash[trl]
+    from trl import GRPOTrainer
+except ImportError as e:  # pragma: no cover - exercised only without trl
+    raise ImportError(
+        "training_hooks.trl needs TRL: pip install 'gspo-dash[trl]' (trl==1.16.0)"
+    ) from e
+
+_KEY_REWARD = "_gspo_dash_reward"
+_KEY_INDEX = "_gspo_dash_index"
+_KEY_TRUNC = "_gspo_dash_truncated"
+_KEY_LENGTH = "_gspo_dash_length"
+
+#: Extra column: TRL's own ``kl`` definition when ``use_bias_correction_kl`` is on (TRL's default):
+#: the k3 estimate weighted by the importance ratio pi_theta/pi_old. ``kl_ref_mean`` is unweighted.
+TRL_KL = "trl/kl"
+
+#: GRPOConfig fields stored in run.json (``config``) and as MLflow params.
+TRL_SETTINGS = (
+    "epsilon",
+    "epsilon_high",
+    "delta",
+    "loss_type",
+    "scale_rewards",
+    "num_iterations",
+    "steps_per_generation",
+    "gradient_accumulation_steps",
+    "per_device_train_batch_size",
+    "num_generations",
+    "importance_sampling_level",
+    "beta",
+    "use_bias_correction_kl",
+    "learning_rate",
+    "max_completion_length",
+    "temperature",
+    "top_p",
+    "mask_truncated_completions",
+    "multi_objective_aggregation",
+    "top_entropy_quantile",
+    "seed",
+    "max_steps",
+)
+
+
+def trl_settings(trainer: Any) -> dict[str, Any]:
+    """The run's TRL settings (``TRL_SETTINGS`` of ``trainer.args``) plus the effective eps."""
+    args = trainer.args
+    out = {k: getattr(args, k) for k in TRL_SETTINGS if hasattr(args, k)}
+    out["epsilon_low_effective"] = float(trainer.epsilon_low)
+    out["epsilon_high_effective"] = float(trainer.epsilon_high)
+    out["reward_funcs"] = list(getattr(trainer, "reward_func_names", []))
+    model = getattr(trainer, "model", None)
+    cfg = getattr(model, "config", None)
+    if cfg is not None:
+        out["model"] = getattr(cfg, "_name_or_path", "") or type(model).__name__
+    out["trl_version"] = _version("trl")
+    out["transformers_version"] = _version("transformers")
+    return out
+
+
+def _version(dist: str) -> str:
+    try:
+        from importlib.metadata import version
+
+        return version(dist)
+    except Exception:  # noqa: BLE001
+        return ""
+
+
+def unsupported_layout(args: Any) -> str | None:
+    """Why this GRPOConfig cannot be recorded step by step (None when it can)."""
+    spg = args.steps_per_generation
+    ga = args.gradient_accumulation_steps
+    if spg != ga:
+        return (
+            f"steps_per_generation ({spg}) != gradient_accumulation_steps ({ga}): an optimizer step "
+            "then sees part of a generation batch, or the same completions twice"
+        )
+    local = args.per_device_train_batch_size * spg
+    if local % args.num_generations:
+        return (
+            f"per_device_train_batch_size * steps_per_generation ({local}) is not a multiple of "
+            f"num_generations ({args.num_generations}): groups straddle processes"
+        )
+    return None
+
+
+class _RecorderCallback(TrainerCallback):
+    """Opens the recorder at train start, records at each optimizer step's end, closes at the end."""
+
+    def __init__(self, trainer: GSPODashMixin):
+        self.trainer = trainer
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self.trainer._gd_open()
+
+    def on_step_end(self, args, state, control, **kwargs):
+        self.trainer._gd_record(int(state.global_step))
+
+    def on_train_end(self, args, state, control, **kwargs):
+        self.trainer._gd_close("finished")
+
+
+class GSPODashMixin:
+    """Mix into a ``GRPOTrainer`` (before it in the bases) to record every optimizer step.
+
+    Use ``attach(trainer, ...)`` or ``RecordedGRPOTrainer``; ``self.gspo_dash_recorder`` is the
+    ``RunRecorder`` while training runs (``None`` before ``train()`` and after it).
+    """
+
+    def _gd_setup(self, options: dict[str, Any] | None) -> None:
+        self._gd_options = dict(options or {})
+        self._gd_buffer: list[dict[str, torch.Tensor]] = []
+        self._gd_capture = False
+        self._gd_captured: tuple[torch.Tensor, torch.Tensor | None] | None = None
+        self._gd_pending_rewards: tuple[torch.Tensor, int] | None = None
+        self.gspo_dash_recorder: RunRecorder | None = None
+        self.gspo_dash_run_dir: str | None = None
+        self._gd_reason = unsupported_layout(self.args)
+        if self._gd_reason:
+            warnings.warn(
+                f"gspo-dash: this TRL run trains normally but is not recorded: {self._gd_reason}",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+        self.add_callback(_RecorderCallback(self))
+
+    # ------------------------------------------------------------------ recorder lifecycle
+    @property
+    def _gd_active(self) -> bool:
+        return self._gd_reason is None and self.gspo_dash_recorder is not None
+
+    def _gd_open(self) -> None:
+        if self._gd_reason is not None or self.gspo_dash_recorder is not None:
+            return
+        opts = dict(self._gd_options)
+        sequence = self.importance_sampling_level == "sequence"
+        algorithm = "gspo" if sequence else "grpo"
+        eps = (float(self.epsilon_low), float(self.epsilon_high))
+        if sequence:
+            opts.setdefault("seq_eps", eps)
+        else:
+            opts.setdefault("token_eps", eps)
+        config = trl_settings(self)
+        config.update(opts.pop("config", None) or {})
+        opts.setdefault("name", f"trl-{algorithm}")
+        opts.setdefault("reduction", str(self.loss_type))
+        opts.setdefault("group_size", int(self.num_generations))
+        self.gspo_dash_recorder = RunRecorder(algorithm=algorithm, config=config, **opts)
+        self.gspo_dash_run_dir = self.gspo_dash_recorder.run_dir
+        with self.gspo_dash_recorder.state.lock:
+            self.gspo_dash_recorder.state.info.source = "trl"
+
+    def _gd_close(self, status: str) -> None:
+        rec, self.gspo_dash_recorder = self.gspo_dash_recorder, None
+        self._gd_buffer = []
+        if rec is not None:
+            rec.close(status)
+
+    def train(self, *args: Any, **kwargs: Any):
+        try:
+            return super().train(*args, **kwargs)
+        except BaseException:
+            self._gd_close("failed")
+            raise
+
+    # ------------------------------------------------------------------ capture points
+    def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
+        rewards_per_func = super()._calculate_rewards(
+            inputs, prompts, completions, completion_ids_list
+        )
+        if self._gd_active and self.model.training:
+            self._gd_pending_rewards = (rewards_per_func, len(prompts))
+        return rewards_per_func
+
+    def _generate_and_score_completions(self, inputs):
+        output = super()._generate_and_score_completions(inputs)
+        pending, self._gd_pending_rewards = self._gd_pending_rewards, None
+        if not (self._gd_active and self.model.training and pending is not None):
+            return output
+        with torch.no_grad():
+            rewards_per_func, n_local = pending  # (N_all, F), gathered over processes
+            weights = self.reward_weights.to(rewards_per_func.device).unsqueeze(0)
+            rewards = (rewards_per_func * weights).nansum(dim=1)
+            rewards[torch.isnan(rewards_per_func).all(dim=1)] = torch.nan
+            start = self.accelerator.process_index * n_local
+            completion_ids = output["completion_ids"]
+            rewards = rewards[start : start + n_local].to(completion_ids.device)
+            cmask = output["completion_mask"]
+            length = cmask.sum(1)  # (B,)
+            last = completion_ids.gather(1, (length - 1).clamp(min=0).unsqueeze(1)).squeeze(1)
+            stop = [*self.eos_token_ids, self._tokenizer.pad_token_id]
+            stop_t = torch.tensor([s for s in stop if s is not None], device=last.device)
+            truncated = (length == 0) | ~torch.isin(last, stop_t)
+            # tokens generated, for rows whose loss mask TRL zeroed (mask_truncated_completions):
+            # the row up to its trailing padding
+            T = completion_ids.shape[1]
+            not_pad = completion_ids != self._tokenizer.pad_token_id
+            pos = torch.arange(1, T + 1, device=completion_ids.device)
+            generated = (not_pad * pos).amax(1)  # 1 + position of the last non-pad token
+            output[_KEY_LENGTH] = torch.where(length > 0, length, generated)
+            output[_KEY_REWARD] = rewards.float()
+            output[_KEY_INDEX] = torch.arange(len(rewards), device=completion_ids.device)
+            output[_KEY_TRUNC] = truncated
+        return output
+
+    def _get_per_token_logps_and_entropies(self, *args: Any, **kwargs: Any):
+        out = super()._get_per_token_logps_and_entropies(*args, **kwargs)
+        if self._gd_capture:
+            logps, entropies, _ = out
+            self._gd_captured = (logps, entropies)
+        return out
+
+    def _compute_loss(self, model, inputs):
+        if not (self._gd_active and self.model.training and _KEY_INDEX in inputs):
+            return super()._compute_loss(model, inputs)
+        self._gd_capture, self._gd_captured = True, None
+        try:
+            loss = super()._compute_loss(model, inputs)
+        finally:
+            self._gd_capture = False
+        captured, self._gd_captured = self._gd_captured, None
+        if captured is not None:
+            self._gd_buffer.append(self._gd_microbatch(inputs, captured, loss))
+        return loss
+
+    def _gd_microbatch(self, inputs, captured, loss) -> dict[str, torch.Tensor]:
+        logps, entropies = captured
+        logps = logps.detach()
+        mask = inputs["completion_mask"]
+        if "tool_mask" in inputs:
+            mask = mask * inputs["tool_mask"]
+        mask = mask.detach()
+        # a row TRL's loss ignores entirely (mask_truncated_completions): record its generated
+        # tokens, so its length and truncation still count (its ratios do not move TRL's loss)
+        empty = mask.sum(1) == 0
+        if bool(empty.any()):
+            T = mask.shape[1]
+            full = torch.arange(T, device=mask.device) < inputs[_KEY_LENGTH].unsqueeze(1)
+            mask = torch.where(empty.unsqueeze(1), full.to(mask.dtype), mask)
+        old = inputs.get("old_per_token_logps")
+        ref = inputs.get("ref_per_token_logps") if self.beta != 0.0 else None
+        mb = {
+            "logps": logps,
+            "old": logps if old is None else old.detach(),
+            "mask": mask,
+            "loss_masked": empty.to(torch.float64),
+            "adv": inputs["advantages"].detach(),
+            "reward": inputs[_KEY_REWARD],
+            "index": inputs[_KEY_INDEX],
+            "truncated": inputs[_KEY_TRUNC],
+            "loss": loss.detach().reshape(()),
+        }
+        if entropies is not None:
+            mb["entropy"] = entropies.detach()
+        if ref is not None:
+            mb["ref"] = ref.detach()
+        return mb
+
+    # ------------------------------------------------------------------ one optimizer step
+    def _gd_record(self, step: int) -> None:
+        buffer, self._gd_buffer = self._gd_buffer, []
+        rec = self.gspo_dash_recorder
+        if rec is None or not buffer:
+            return
+        G = int(self.num_generations)
+        T = max(mb["logps"].shape[1] for mb in buffer)
+
+        def cat(key: str, pad: float = 0.0) -> torch.Tensor | None:
+            if any(key not in mb for mb in buffer):
+                return None
+            parts = []
+            for mb in buffer:
+                x = mb[key]
+                if x.dim() == 2 and x.shape[1] < T:
+                    x = torch.nn.functional.pad(x, (0, T - x.shape[1]), value=pad)
+                parts.append(x)
+            return torch.cat(parts)
+
+        index = cat("index")
+        order = torch.argsort(index)  # back to generation order: group by group
+        index = index[order]
+        B = index.numel()
+        if B % G or not torch.equal(index, torch.arange(B, device=index.device)):
+            warnings.warn(
+                f"gspo-dash: step {step} did not hold whole groups once each; not recorded",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+            return
+
+        def take(key: str, pad: float = 0.0) -> torch.Tensor | None:
+            x = cat(key, pad)
+            return None if x is None else x[order]
+
+        mask = take("mask")
+        adv = take("adv")
+        if adv.dim() == 2 and adv.shape[1] == 1:
+            adv = adv.squeeze(1)
+        keep_P = (mask.sum(1) > 0).reshape(B // G, G).all(1)  # (P,) groups with no empty mask row
+        keep_B = keep_P.repeat_interleave(G)
+        dropped = int((~keep_P).sum())
+        if dropped == B // G:
+            warnings.warn(
+                f"gspo-dash: step {step}: every group holds an empty completion; not recorded",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+            return
+
+        def kept(x: torch.Tensor | None) -> torch.Tensor | None:
+            return x if x is None or not dropped else x[keep_B]
+
+        loss = torch.stack([mb["loss"] for mb in buffer]).sum()
+        extra: dict[str, Any] = {
+            "trl/dropped_groups": dropped,
+            "trl/loss_masked_sequences": cat("loss_masked").sum(),
+        }
+        ref = take("ref")
+        if ref is not None and getattr(self.args, "use_bias_correction_kl", False):
+            extra[TRL_KL] = self._gd_weighted_kl(
+                kept(take("logps")), kept(take("old")), kept(ref), kept(mask)
+            )
+        try:
+            extra["learning_rate"] = float(self._get_learning_rate())
+        except Exception:  # noqa: BLE001
+            extra["learning_rate"] = math.nan
+        rec.log_step(
+            step,
+            rewards=kept(take("reward")).reshape(-1, G),
+            logprobs=kept(take("logps")),
+            old_logprobs=kept(take("old")),
+            mask=kept(mask),
+            advantages=kept(adv),
+            ref_logprobs=kept(ref),
+            entropy=kept(take("entropy")),
+            truncated=kept(take("truncated")),
+            loss=loss,
+            extra=extra,
+        )
+
+    def _gd_weighted_kl(self, logps, old, ref, mask) -> torch.Tensor:
+        """TRL's logged ``kl`` under ``use_bias_correction_kl``: token mean of ``k3 * ratio``.
+
+        k3 = exp(ref - logp) - (ref - logp) - 1; ratio = exp(logp - old) per token, or the
+        sequence ratio exp(mean_t (logp - old)) broadcast when importance_sampling_level is
+        "sequence". Token-weighted over all ranks, as TRL logs it. (Our ``kl_ref_mean`` is the
+        unweighted k3 mean.)
+        """
+        with torch.no_grad():
+            m = mask.to(logps.dtype)
+            d = torch.where(mask.bool(), ref - logps, 0.0)
+            k3 = torch.expm1(d) - d
+            log_r = torch.where(mask.bool(), logps - old, 0.0)
+            if self.importance_sampling_level == "sequence":
+                log_r = log_r.sum(-1, keepdim=True) / m.sum(-1, keepdim=True).clamp(min=1.0)
+            totals = torch.stack([(k3 * torch.exp(log_r) * m).sum(), m.sum()])
+            if self.accelerator.num_processes > 1:  # every rank records every step: no deadlock
+                totals = self.accelerator.reduce(totals, reduction="sum")
+            return totals[0] / totals[1].clamp(min=1.0)
+
+
+def attach(trainer: GRPOTrainer, **recorder_kwargs: Any) -> GRPOTrainer:
+    """Record ``trainer`` (a ``GRPOTrainer`` or subclass instance) with gspo-dash; returns it.
+
+    ``recorder_kwargs`` go to ``RunRecorder`` (``root``, ``name``, ``mlflow``, ``config`` merged
+    over the TRL settings, ...); ``algorithm`` and the eps of TRL's unit come from the trainer.
+    The recorder opens when ``train()`` starts and closes when it ends (``failed`` on an error).
+    """
+    if not isinstance(trainer, GRPOTrainer):
+        raise ValueError(f"trainer must be a trl.GRPOTrainer, got {type(trainer).__name__}")
+    if "algorithm" in recorder_kwargs:
+        raise ValueError("algorithm comes from importance_sampling_level; do not pass it")
+    if isinstance(trainer, GSPODashMixin):
+        raise ValueError("this trainer is already recorded by gspo-dash")
+    cls = type(trainer)
+    trainer.__class__ = type(f"GSPODash{cls.__name__}", (GSPODashMixin, cls), {})
+    trainer._gd_setup(recorder_kwargs)
+    return trainer
+
+
+class RecordedGRPOTrainer(GSPODashMixin, GRPOTrainer):
+    """``GRPOTrainer`` that records with gspo-dash; ``gspo_dash`` = ``RunRecorder`` kwargs."""
+
+    def __init__(self, *args: Any, gspo_dash: dict[str, Any] | None = None, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        opts = dict(gspo_dash or {})
+        if "algorithm" in opts:
+            raise ValueError("algorithm comes from importance_sampling_level; do not pass it")
+        self._gd_setup(opts)
+
+
+__all__ = [
+    "TRL_KL",
+    "TRL_SETTINGS",
+    "GSPODashMixin",
+    "RecordedGRPOTrainer",
+    "attach",
+    "trl_settings",
+    "unsupported_layout",
+]
