@@ -18,7 +18,7 @@ import plotly.graph_objects as go
 
 from app.aggregate import ZV_ALL_HIGH, ZV_ALL_LOW, ZV_OTHER, StepHistogram
 from app.cols import Seq, Step
-from app.metric_map import Derived
+from training_hooks.metric_map import Derived
 
 PALETTE = (
     "#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2",
@@ -136,6 +136,12 @@ PANELS: tuple[Panel, ...] = (
           "Share of sequences whose s lies outside [1-ε_low, 1+ε_high] with GSPO's ε "
           "(Tinker's clipped fraction). GSPO papers report ~10-20%; on a GRPO run it shows how "
           "often GSPO would have clipped.", clip_unit="seq"),
+    Panel("seq_clip_binding", "Sequence clip binding (low + high)", Derived.SEQ_CLIP_BINDING,
+          "fraction of sequences",
+          "Where GSPO's sequence clip zeroes the gradient: s < 1-ε_low with A<0, or "
+          "s > 1+ε_high with A>0 (TRL's clip_ratio/* under importance_sampling_level="
+          "'sequence'). Out of range but not binding = the min keeps the corrective signal.",
+          clip_unit="seq"),
     Panel("token_clip", "Token-unit clip fraction", Step.TOKEN_CLIP_FRACTION,
           "fraction of tokens",
           "Share of tokens whose own ratio r_t lies outside [1-ε_low, 1+ε_high] with GRPO's ε, "
@@ -420,7 +426,7 @@ def legend_figure(series: Sequence[RunSeries]) -> go.Figure:
                 line={"color": s.color, "dash": dash_for(s.algorithm), "width": 2.5},
             )
         )  # fmt: skip
-    rows = max(1, math.ceil(len(series) / 4))
+    rows = max(1, math.ceil(len(series) / 7))  # ~7 entries fit a row of a wide page
     fig.update_layout(
         height=30 + 24 * rows,
         margin={"l": 0, "r": 0, "t": 0, "b": 0},

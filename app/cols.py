@@ -1,42 +1,11 @@
-"""The on-disk schema (``training_hooks/schema.py``), imported without running the hooks package.
-
-``training_hooks/__init__.py`` may import torch (the recorder needs it); the dashboard must not. So
-when ``training_hooks`` is not imported yet, ``schema.py`` is loaded straight from the package's
-folder and registered as ``training_hooks.schema``; a later ``import training_hooks`` (a test that
-records a run) then reuses that same module object, so the constants are never duplicated.
+"""The on-disk schema, re-exported for the app: one module (``training_hooks.schema``) is shared by
+writer and reader. ``training_hooks/__init__`` imports its torch-using parts lazily, so importing the
+schema through the package loads no torch (``tests/test_app_*`` checks it in a subprocess).
 """
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-
-
-def _load_schema():
-    name = "training_hooks.schema"
-    if name in sys.modules:
-        return sys.modules[name]
-    if "training_hooks" in sys.modules:  # the package is already imported: nothing to avoid
-        return importlib.import_module(name)
-    spec = importlib.util.find_spec("training_hooks")  # locates the package, runs nothing
-    if spec is None or not spec.submodule_search_locations:
-        raise ImportError("training_hooks is not installed: run `pip install -e .` in the repo")
-    for folder in spec.submodule_search_locations:
-        path = f"{folder}/schema.py"
-        sub = importlib.util.spec_from_file_location(name, path)
-        if sub is not None and sub.loader is not None:
-            module = importlib.util.module_from_spec(sub)
-            sys.modules[name] = module
-            try:
-                sub.loader.exec_module(module)
-            except BaseException:
-                del sys.modules[name]
-                raise
-            return module
-    raise ImportError(f"training_hooks/schema.py not found in {spec.submodule_search_locations}")
-
-
-schema = _load_schema()
+from training_hooks import schema
 
 Step = schema.Step
 Seq = schema.Seq

@@ -42,7 +42,7 @@ from app.cols import (
     is_data_file,
     read_run_info,
 )
-from app.metric_map import Derived, map_metric_names
+from training_hooks.metric_map import Derived, map_metric_names
 
 DEFAULT_ROOT = "runs"
 DEFAULT_MLFLOW_DB = "mlflow.db"
@@ -379,7 +379,12 @@ def load_steps(run: RunRef, columns: Iterable[str] | None = None) -> Table:
     history (slow: about 1 s per 1,000 points; cached)."""
     cols = tuple(dict.fromkeys(columns)) if columns is not None else None
     if run.source == SOURCE_MLFLOW:
-        t = mlflow_steps(run.tracking_uri or "", run.mlflow_run_id or "", run.metric_keys)
+        t = mlflow_steps(
+            run.tracking_uri or "",
+            run.mlflow_run_id or "",
+            run.metric_keys,
+            sequence_level=run.algorithm == "gspo",
+        )
         df = t.df
         problems = list(t.problems)
     else:
@@ -582,6 +587,7 @@ def mlflow_steps(
     run_id: str,
     keys: tuple[str, ...],
     max_points: int | None = MLFLOW_POINTS_PER_METRIC,
+    sequence_level: bool = False,
 ) -> Table:
     """One row per step from the metric history of every key, names mapped to our columns.
 
@@ -594,7 +600,7 @@ def mlflow_steps(
         client = MlflowClient(tracking_uri=tracking_uri)
     except Exception as e:  # noqa: BLE001
         return Table(pd.DataFrame(), [f"MLflow {tracking_uri!r}: {_short(e)}"])
-    names = map_metric_names(keys)
+    names = map_metric_names(keys, sequence_level=sequence_level)
     series = {}
     wall: dict[int, float] = {}
     sampled = False

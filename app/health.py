@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from app.charts import fmt_eps
 from app.cols import STATUS_CRASHED, STATUS_FAILED, STATUS_RUNNING, Step
 
 ERROR = "error"
@@ -98,7 +99,7 @@ def check_clip_range(
     if len(v) == 0:
         return []
     med = float(np.median(v))
-    eps_txt = f" with ε {eps[0]:g}/{eps[1]:g}" if eps else ""
+    eps_txt = f" with ε {fmt_eps(eps[0])}/{fmt_eps(eps[1])}" if eps else ""
     evidence = (
         f"median {column} over the second half = {med:.3g} of {what}{eps_txt}; "
         f"usual {algorithm.upper()} range {lo:g}–{hi:g}."

@@ -39,7 +39,9 @@ PAGES = {
 }  # fmt: skip
 
 page = st.navigation(PAGES)
+ui.timing("start")
 ui.sidebar()
+ui.timing("sidebar")
 try:
     page.run()
 except Exception as e:  # last resort: a message, never a bare traceback page (st.stop/rerun pass)
@@ -50,3 +52,4 @@ except Exception as e:  # last resort: a message, never a bare traceback page (s
     )
     with st.expander("Technical details (for a bug report)"):
         st.code(traceback.format_exc(), language=None)
+ui.timing("page")

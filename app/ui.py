@@ -5,6 +5,7 @@ selected runs, the run and step of single-run pages) is bound to the URL's query
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from dataclasses import dataclass
@@ -41,6 +42,19 @@ class Context:
         if self.selected:
             return self.selected, False
         return self.runs[:MAX_DEFAULT_RUNS], True
+
+
+_T0: list[float] = []
+
+
+def timing(what: str) -> None:
+    """GSPO_DASH_TIMING=1 prints how long each part of a script run took (for the benchmark)."""
+    if not os.environ.get("GSPO_DASH_TIMING"):
+        return
+    now = time.perf_counter()
+    if what == "start" or not _T0:
+        _T0[:] = [now]
+    print(f"gspo-dash {what}: {now - _T0[0]:.3f} s", file=sys.stderr, flush=True)
 
 
 def stable_labels(runs: list[data.RunRef]) -> dict[str, str]:

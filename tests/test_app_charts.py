@@ -10,7 +10,7 @@ import pytest
 
 from app import aggregate, charts
 from app.cols import Seq, Step
-from app.metric_map import Derived
+from training_hooks.metric_map import Derived
 
 
 def _steps(n: int, **cols) -> pd.DataFrame:

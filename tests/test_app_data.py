@@ -16,7 +16,7 @@ from test_app_helpers import REPO, STEPS, app_env, record_run, recorded_root, ro
 
 from app import data
 from app.cols import SEQUENCES_DIR, STEPS_DIR, RunInfo, Seq, Step
-from app.metric_map import Derived, map_metric_name, map_metric_names
+from training_hooks.metric_map import Derived, map_metric_name, map_metric_names
 
 
 def _run(root, name):
@@ -26,7 +26,7 @@ def _run(root, name):
 def test_app_imports_no_torch():
     """Importing every app module (and the schema through app.cols) never imports torch."""
     code = (
-        "import sys, app.data, app.ui, app.charts, app.health, app.aggregate, app.metric_map;"
+        "import sys, app.data, app.ui, app.charts, app.health, app.aggregate, training_hooks.metric_map;"
         "assert 'torch' not in sys.modules, 'torch imported';"
         "assert 'training_hooks.schema' in sys.modules"
     )
@@ -205,7 +205,8 @@ def test_mlflow_only_run(mlflow_uri, tmp_path):
     assert list(df[Step.STEP]) == list(range(30))
     np.testing.assert_allclose(df[Step.REWARD_MEAN], 0.1 + 0.01 * np.arange(30))
     np.testing.assert_allclose(df[Step.KL_REF_MEAN], 0.001 * np.arange(30))
-    np.testing.assert_allclose(df[Derived.TOKEN_CLIP_BINDING], 0.002)
+    # a TRL run with importance_sampling_level='sequence': clip_ratio/* are sequence-unit
+    np.testing.assert_allclose(df[Derived.SEQ_CLIP_BINDING], 0.002)
     np.testing.assert_allclose(df[Step.LENGTH_MEAN], 100.0 + np.arange(30))
     np.testing.assert_allclose(df["custom/foo"], np.arange(30) ** 2)
     np.testing.assert_allclose(df[Step.WALL_TIME] - df[Step.WALL_TIME].iloc[0], np.arange(30))

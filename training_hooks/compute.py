@@ -26,6 +26,7 @@ Step scalars (S = the step's sequences over all ranks, M = their masked tokens):
     token_clip_fraction, token_clip_low/high_fraction token-weighted: sum_b n_b f_b / sum_b n_b
     kl_ref_mean, kl_old_mean, entropy_mean            token-weighted, like the token clip fractions
     length_p90                                        numpy's linear-interpolation 90th percentile
+                                                      (of all ranks' lengths, gathered)
     loss                                              the LossOutput's loss; mean over ranks
     extra keys                                        the caller's values (rank 0's, distributed)
 """
@@ -207,6 +208,18 @@ def _token_columns(rec: StepRecord, tok: np.ndarray) -> dict[str, list]:
     return cols
 
 
+def _p90(x: np.ndarray) -> float:
+    """numpy's default ("linear") 90th percentile, without np.percentile's ~1 ms of overhead."""
+    n = len(x)
+    if n == 0:
+        return math.nan
+    a = np.sort(x)
+    h = (n - 1) * 0.9
+    lo = math.floor(h)
+    hi = min(lo + 1, n - 1)
+    return float(a[lo] + (h - lo) * (a[hi] - a[lo]))
+
+
 def _div(a: float, b: float) -> float:
     return a / b if b > 0 else math.nan
 
@@ -272,7 +285,7 @@ def _step_row(
         Step.LENGTH_MEAN: _div(n_tok, n),
         Step.LENGTH_MIN: float(mins[2]),
         Step.LENGTH_MAX: float(-mins[3]),
-        Step.LENGTH_P90: float(np.percentile(lengths, 90)) if len(lengths) else math.nan,
+        Step.LENGTH_P90: _p90(lengths),
         Step.TRUNCATED_FRACTION: _div(row_sum[Seq.TRUNCATED], c["truncated_n"]),
         Step.KL_REF_MEAN: tok_mean(Seq.KL_REF),
         Step.KL_OLD_MEAN: tok_mean(Seq.KL_OLD),
@@ -465,15 +478,17 @@ def compute_step(
     loss_t = _loss_tensor(loss, device, dtype)
 
     with torch.no_grad():
+        ddt = diag["seq_log_ratio"].dtype  # float32/float64: every row fits it exactly
         rows = [
-            rewards_P_G.detach().reshape(B),
+            rewards_P_G.detach().reshape(B).to(device=device, dtype=ddt),
             diag["advantage"],
-            diag["length"],
-            truncated.to(device)
+            diag["length"].to(ddt),
+            truncated.to(device=device, dtype=ddt)
             if truncated is not None
-            else torch.zeros(B, device=device, dtype=dtype),
+            else torch.zeros(B, device=device, dtype=ddt),
         ] + [diag[name] for name in _DIAG_ROWS]
-        seq_K_B = torch.stack([r.to(dtype) for r in rows])  # K x (B,) -> (K, B)
+        rows[-1] = rows[-1].to(ddt)  # nonfinite_count
+        seq_K_B = torch.stack(rows).to(dtype)  # K x (B,) -> (K, B), aggregated in float64
 
         # step summary on the device: sums (all-reduced with SUM), minima (with MIN)
         consts = torch.tensor(

@@ -20,7 +20,7 @@ Formats read (as the tools write them):
 * verl: the file logger (``trainer.logger=[...,'file']``) writes ``<project>/<experiment>.jsonl``,
   one ``{"step": N, "data": {metric: value}}`` object a line.
 
-Metric names are mapped with the dashboard's table (``app.metric_map``, one table for MLflow-only
+Metric names are mapped with the dashboard's table (``training_hooks.metric_map``, one table for MLflow-only
 runs and for these importers), plus what only an importer can do:
 
 * Tinker: ``zero_variance_fraction = env/all/by_group/frac_all_good + frac_all_bad`` (groups whose
@@ -40,8 +40,7 @@ runs and for these importers), plus what only an importer can do:
 * A foreign name equal to one of our column names but meaning something else (TRL's cumulative
   ``num_tokens``) is stored as ``<tool>/<name>``.
 
-This module imports no torch (the dashboard's runs page uses it): it reaches the schema through
-``app.cols``, which loads ``training_hooks/schema.py`` without running ``training_hooks/__init__``.
+This module imports no torch (the dashboard's runs page uses it; ``training_hooks/__init__`` is lazy).
 """
 
 from __future__ import annotations
@@ -59,8 +58,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from app.cols import schema
-from app.metric_map import MAPPINGS, Derived, map_metric_name
+from training_hooks import schema
+from training_hooks.metric_map import MAPPINGS, map_metric_name
 
 Step = schema.Step
 
@@ -70,12 +69,6 @@ UNKNOWN_ALGORITHM = "unknown"
 TINKER_ALL_GOOD = "env/all/by_group/frac_all_good"
 TINKER_ALL_BAD = "env/all/by_group/frac_all_bad"
 
-# TRL under importance_sampling_level="sequence": its clip metrics are sequence-unit ones
-_TRL_GSPO_CLIP = {
-    "clip_ratio/low_mean": Step.SEQ_CLIP_LOW_FRACTION,
-    "clip_ratio/high_mean": Step.SEQ_CLIP_HIGH_FRACTION,
-    "clip_ratio/region_mean": Derived.SEQ_CLIP_BINDING,
-}
 # names the dashboard's table maps (possibly to a column of the same name, like TRL's "loss")
 _TABLE_NAMES = frozenset(m.name for m in MAPPINGS if m.column)
 # an end-of-training summary entry of TRL's log_history
@@ -277,9 +270,7 @@ def _eps_from_config(cfg: Mapping[str, Any], algorithm: str) -> dict[str, float]
 
 def column_for(source: str, name: str, algorithm: str) -> str:
     """Our step column for a foreign metric (its own name when we have no equivalent)."""
-    if source == "trl" and algorithm == "gspo" and name.removeprefix("train/") in _TRL_GSPO_CLIP:
-        return _TRL_GSPO_CLIP[name.removeprefix("train/")]
-    column = map_metric_name(name)
+    column = map_metric_name(name, sequence_level=source == "trl" and algorithm == "gspo")
     in_table = name.removeprefix("train/") in _TABLE_NAMES
     if not in_table and column in schema.STEP_COLUMN_NAMES:
         return f"{source}/{name}"  # never let an unmapped namesake pose as our column

@@ -243,6 +243,8 @@ class RunRecorder:
         self.last_step: int | None = None
         self._workspace: dict = {}  # reused (B, T) scratch buffers of sequence_diagnostics
         self._compute_lock = threading.Lock()
+        self._log_step_cpu_s = 0.0  # CPU time spent inside log_step (the caller's thread)
+        self._steps_logged = 0
 
         now = time.time()
         info = RunInfo(
@@ -276,7 +278,10 @@ class RunRecorder:
         self.state = RunState(self.run_dir, info, persist=self.is_main)
 
         # --- sinks: Parquet (every rank), MLflow (rank 0), user sinks (rank 0)
-        import pyarrow.parquet  # noqa: F401 -- import once here, not on the writer thread
+        # imported once here, not on the writer thread while training runs (pyarrow imports
+        # pandas lazily when it first builds an array from a list: about a second of GIL)
+        import pandas  # noqa: F401
+        import pyarrow.parquet  # noqa: F401
 
         self._workers: list[SinkWorker] = []
         parquet_ok = True
@@ -410,6 +415,7 @@ class RunRecorder:
         """
         if self._closed:
             raise RuntimeError(f"run {self.run_id!r} is closed; log_step after close()")
+        t0 = time.thread_time()
         with self._compute_lock:  # the workspace buffers are not shareable between threads
             record = self._compute(
                 step,
@@ -434,6 +440,8 @@ class RunRecorder:
             self.state.info.last_step = record.step
         for w in self._workers:
             w.put(record)
+        self._log_step_cpu_s += time.thread_time() - t0
+        self._steps_logged += 1
 
     def _compute(self, step, rewards, logprobs, old_logprobs, mask, advantages, ref_logprobs,
                  loss, entropy, truncated, extra, completions):  # fmt: skip
@@ -463,6 +471,15 @@ class RunRecorder:
     def flush(self, timeout: float | None = 30.0) -> bool:
         """Persist everything logged so far (waits up to ``timeout`` s per sink). True if done."""
         return all([w.flush(timeout) for w in self._workers])
+
+    def cpu_stats(self) -> dict[str, float]:
+        """CPU seconds the recorder used: in ``log_step`` (the caller's thread) and, after
+        ``close``, in each sink's thread (the MLflow child process is not included)."""
+        out = {"steps": float(self._steps_logged), "log_step": self._log_step_cpu_s}
+        for w in self._workers:
+            if w.cpu_s is not None:
+                out[w.name] = w.cpu_s
+        return out
 
     @property
     def faults(self) -> list[dict[str, Any]]:

@@ -388,6 +388,7 @@ class SinkWorker:
         self.disabled = False
         self.dropped = 0
         self.busy_since: float | None = None
+        self.cpu_s: float | None = None  # the thread's CPU seconds, once it has ended
         self._queue: queue.Queue = queue.Queue(maxsize=queue_size)
         self._thread = threading.Thread(
             target=self._run, name=f"gspo-dash-{self.name}", daemon=True
@@ -480,6 +481,12 @@ class SinkWorker:
             self.busy_since = None
 
     def _run(self) -> None:
+        try:
+            self._loop()
+        finally:
+            self.cpu_s = time.thread_time()  # this thread's CPU time, for overhead accounting
+
+    def _loop(self) -> None:
         if not self._call("open", self.sink.open):
             self.disabled = True
             self._drain()

@@ -8,7 +8,7 @@ import streamlit as st
 
 from app import charts, data, ui
 from app.cols import STEP_KEY_COLUMNS
-from app.metric_map import is_known_column
+from training_hooks.metric_map import is_known_column
 
 _T0 = time.perf_counter()
 

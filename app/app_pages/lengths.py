@@ -39,7 +39,12 @@ if Step.LENGTH_MEAN in sdf.columns and len(sdf):
     idx = charts.downsample_indices(sdf[Step.STEP].to_numpy(np.float64),
                                     sdf[Step.LENGTH_MEAN].to_numpy(np.float64), 1000)  # fmt: skip
     lines.append((sdf[Step.STEP].to_numpy()[idx], sdf[Step.LENGTH_MEAN].to_numpy()[idx], "mean"))
-hist = aggregate.step_histogram(df, Seq.LENGTH)
+lo_len, hi_len = int(df[Seq.LENGTH].min()), int(df[Seq.LENGTH].max())
+if hi_len - lo_len + 1 <= 60:  # short completions: one bin per length, no empty stripes
+    hist = aggregate.step_histogram(df, Seq.LENGTH, value_bins=hi_len - lo_len + 1,
+                                    value_range=(lo_len - 0.5, hi_len + 0.5))  # fmt: skip
+else:
+    hist = aggregate.step_histogram(df, Seq.LENGTH)
 st.plotly_chart(charts.step_heatmap_figure(hist, title=f"{run.name}: completion length per step",
                                            value_label="length (tokens)", lines=lines),
                 key="length_heatmap")  # fmt: skip

@@ -48,8 +48,8 @@ if seq_eps:
 hist = aggregate.step_histogram(df, Seq.SEQ_LOG_RATIO, value_range=vrange)
 hlines = []
 if seq_eps:
-    hlines = [(math.log1p(-seq_eps[0]), f"log(1-{seq_eps[0]:g})"),
-              (math.log1p(seq_eps[1]), f"log(1+{seq_eps[1]:g})")]  # fmt: skip
+    hlines = [(math.log1p(-seq_eps[0]), f"log(1-{charts.fmt_eps(seq_eps[0])})"),
+              (math.log1p(seq_eps[1]), f"log(1+{charts.fmt_eps(seq_eps[1])})")]  # fmt: skip
 st.plotly_chart(
     charts.step_heatmap_figure(hist, title=f"{run.name}: log s per step (colour = share of the "
                                "step's sequences)", value_label="log s (nats)", hlines=hlines),
@@ -64,7 +64,7 @@ inside = (
 )  # noqa: E501
 st.caption(
     f"{hist.rows:,} sequences. Red dashed lines: GSPO's clip band (sequence unit, ε "
-    f"{seq_eps[0]:g}/{seq_eps[1]:g}); {inside:.1%} of sequences lie inside it. "
+    f"{charts.fmt_eps(seq_eps[0])}/{charts.fmt_eps(seq_eps[1])}); {inside:.1%} of sequences lie inside it. "
     + (
         f"{hist.outside:,} sequences beyond the axis range are piled on its edges. "
         if hist.outside

@@ -12,8 +12,10 @@ as more than it is:
   (ratio below 1-eps with A<0, or above 1+eps with A>0). Our ``token_clip_fraction`` counts every
   token outside the range, whatever A's sign, so these map to the derived column
   ``Derived.TOKEN_CLIP_BINDING`` (= our low + high binding fractions), not to it.
-* TRL ``reward_std`` is the mean of the per-group reward stds; ours is the std over the whole step.
-* TRL's ``kl`` is the k3 estimate of KL(pi_theta || pi_ref), as ours. verl's ``actor/ppo_kl`` is
+* TRL 1.16 ``reward_std`` is the Bessel-corrected std over the whole batch; ours is the population
+  std over the step's sequences (equal up to a factor sqrt(B/(B-1))).
+* TRL's ``kl`` is the k3 estimate of KL(pi_theta || pi_ref), as ours, except that TRL 1.16 weights
+  it by the importance ratio when ``use_bias_correction_kl`` is on (its default). verl's ``actor/ppo_kl`` is
   the k1 mean of log(pi_old/pi_theta), a (signed) estimate of the same direction as ``kl_old_mean``.
 """
 
@@ -22,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from app.cols import MLFLOW_PREFIX, STEP_COLUMN_NAMES, Step
+from training_hooks.schema import MLFLOW_PREFIX, STEP_COLUMN_NAMES, Step
 
 
 class Derived:
@@ -50,13 +52,15 @@ MAPPINGS: tuple[MetricMapping, ...] = (
     # TRL GRPOTrainer (names as logged by transformers' MLflowCallback / trainer_state.json)
     MetricMapping(_TRL, "loss", Step.LOSS),
     MetricMapping(_TRL, "reward", Step.REWARD_MEAN),
-    MetricMapping(_TRL, "reward_std", Step.REWARD_STD, "TRL: mean of per-group stds"),
+    MetricMapping(_TRL, "reward_std", Step.REWARD_STD, "batch std with Bessel's correction"),
     MetricMapping(_TRL, "frac_reward_zero_std", Step.ZERO_VARIANCE_FRACTION),
     MetricMapping(_TRL, "completions/mean_length", Step.LENGTH_MEAN),
     MetricMapping(_TRL, "completions/min_length", Step.LENGTH_MIN),
     MetricMapping(_TRL, "completions/max_length", Step.LENGTH_MAX),
     MetricMapping(_TRL, "completions/clipped_ratio", Step.TRUNCATED_FRACTION),
-    MetricMapping(_TRL, "kl", Step.KL_REF_MEAN, "k3, token mean"),
+    MetricMapping(
+        _TRL, "kl", Step.KL_REF_MEAN, "k3, token mean; ratio-weighted if use_bias_correction_kl"
+    ),
     MetricMapping(_TRL, "entropy", Step.ENTROPY_MEAN),
     MetricMapping(_TRL, "clip_ratio/low_mean", Step.TOKEN_CLIP_LOW_FRACTION),
     MetricMapping(_TRL, "clip_ratio/high_mean", Step.TOKEN_CLIP_HIGH_FRACTION),
@@ -85,11 +89,21 @@ STRIP_PREFIXES = ("train/",)
 
 _BY_NAME: dict[str, MetricMapping] = {m.name: m for m in MAPPINGS if m.column}
 
+#: TRL under ``importance_sampling_level="sequence"`` (its GSPO): ``clip_ratio/*`` test the
+#: *sequence* ratio, so they are our sequence-unit fractions.
+TRL_SEQUENCE_LEVEL_CLIP = {
+    "clip_ratio/low_mean": Step.SEQ_CLIP_LOW_FRACTION,
+    "clip_ratio/high_mean": Step.SEQ_CLIP_HIGH_FRACTION,
+    "clip_ratio/region_mean": Derived.SEQ_CLIP_BINDING,
+}
 
-def map_metric_name(name: str) -> str:
+
+def map_metric_name(name: str, *, sequence_level: bool = False) -> str:
     """Our column for a foreign metric name; unknown names come back unchanged.
 
     ``gspo_dash/<column>`` (our hooks' MLflow keys) -> ``<column>``; ``train/reward`` -> ``reward_mean``.
+    ``sequence_level``: the run clipped a sequence ratio (TRL ``importance_sampling_level="sequence"``),
+    so TRL's clip metrics map to the sequence-unit columns.
     """
     if name.startswith(MLFLOW_PREFIX):
         return name[len(MLFLOW_PREFIX) :]
@@ -97,18 +111,20 @@ def map_metric_name(name: str) -> str:
         if name.startswith(prefix) and name[len(prefix) :] in _BY_NAME:
             name = name[len(prefix) :]
             break
+    if sequence_level and name in TRL_SEQUENCE_LEVEL_CLIP:
+        return TRL_SEQUENCE_LEVEL_CLIP[name]
     mapping = _BY_NAME.get(name)
     return mapping.column if mapping else name
 
 
-def map_metric_names(names: Iterable[str]) -> dict[str, str]:
+def map_metric_names(names: Iterable[str], *, sequence_level: bool = False) -> dict[str, str]:
     """{foreign name: column} for every name; when two names map to one column, ours wins
     (``gspo_dash/...``), then the first seen, and the loser keeps its own name."""
     out: dict[str, str] = {}
     taken: dict[str, str] = {}
     ordered = sorted(names, key=lambda n: (not n.startswith(MLFLOW_PREFIX), n))
     for name in ordered:
-        column = map_metric_name(name)
+        column = map_metric_name(name, sequence_level=sequence_level)
         if column in taken:
             column = name
         taken[column] = name

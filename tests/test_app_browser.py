@@ -1,0 +1,122 @@
+"""End to end: `streamlit run app/main.py` on 127.0.0.1, opened in headless Chromium."""
+# ruff: noqa: F811  (pytest fixtures imported from test_app_helpers are redefined as arguments)
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+from test_app_helpers import MAIN, REPO, recorded_root, root_copy, run_ids  # noqa: F401
+
+CHROMIUM = "/usr/bin/chromium"
+ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--disable-background-networking",
+]
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def server(root_copy, tmp_path):
+    """A streamlit server on a free port over a copy of the recorded runs; stopped afterwards."""
+    if not os.path.exists(CHROMIUM):
+        pytest.skip(f"{CHROMIUM} is missing (Debian package 'chromium')")
+    pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
+    port = _free_port()
+    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
+    log = open(tmp_path / "streamlit.log", "w")  # noqa: SIM115 - closed below
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", MAIN, "--server.port", str(port),
+         "--server.address", "127.0.0.1", "--server.headless", "true",
+         "--browser.gatherUsageStats", "false", "--", "--root", str(root_copy)],
+        cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.time() + 30
+        while True:
+            try:
+                with urllib.request.urlopen(f"{base}/_stcore/health", timeout=1) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            if time.time() > deadline or proc.poll() is not None:
+                log.flush()
+                pytest.fail("streamlit did not start: " + (tmp_path / "streamlit.log").read_text())
+            time.sleep(0.2)
+        yield base
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+
+
+def test_compare_page_draws_in_chromium(server, root_copy, tmp_path):
+    """Chromium opens /compare?runs=<run name>: Plotly draws, the legend holds only that run, the URL
+    keeps the selection, a screenshot is saved; then a run that appears on disk shows up on the
+    open Runs page without a reload (live refresh)."""
+    from playwright.sync_api import sync_playwright
+
+    name = "gspo-small"  # bound widgets put the run's (unique) name in the URL
+    shot = tmp_path / "compare.png"
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1800})
+            t0 = time.perf_counter()
+            page.goto(f"{server}/compare?runs={name}")
+            page.wait_for_selector(".js-plotly-plot .main-svg", timeout=60_000)
+            first_chart_s = time.perf_counter() - t0
+            page.wait_for_function(
+                "() => document.querySelectorAll('.js-plotly-plot').length >= 2", timeout=60_000
+            )
+            assert page.locator("h1", has_text="Compare runs").count() == 1
+            grid = page.locator(".js-plotly-plot").nth(1)
+            for title in ("Reward", "KL to reference", "grad_norm"):
+                assert grid.locator(".annotation-text", has_text=title).count() >= 1
+            legend = page.locator(".js-plotly-plot").first.locator(".legendtext")
+            assert legend.count() == 1
+            assert "gspo-small" in (legend.first.text_content() or "")
+            assert f"runs={name}" in page.url
+            # a drawn line has a path with real coordinates
+            d = page.locator(".js-plotly-plot .scatterlayer path.js-line").first.get_attribute("d")
+            assert d and d.startswith("M") and "L" in d
+            assert not page.locator("[data-testid=stException]").count()
+            page.screenshot(path=str(shot))
+
+            page.goto(server)
+            page.wait_for_selector("text=2 of 2 runs shown", timeout=60_000)
+            src = root_copy / run_ids(root_copy)["grpo-small"]
+            dst = root_copy / "grpo-copy"
+            shutil.copytree(src, dst)
+            info = json.loads((dst / "run.json").read_text())
+            info.update(run_id="grpo-copy", name="grpo-copy")
+            (dst / "run.json").write_text(json.dumps(info))
+            page.wait_for_selector("text=3 of 3 runs shown", timeout=30_000)
+        finally:
+            browser.close()
+    assert shot.stat().st_size > 20_000
+    print(f"first chart drawn after {first_chart_s:.1f} s; screenshot {shot}")
+
+
+_ = REPO

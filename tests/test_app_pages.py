@@ -1,0 +1,232 @@
+"""AppTest drives every page on runs written by the real hooks, and on damaged and empty roots."""
+# ruff: noqa: F811  (pytest fixtures imported from test_app_helpers are redefined as arguments)
+
+from __future__ import annotations
+
+import base64
+import json
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+from streamlit.testing.v1 import AppTest
+from test_app_helpers import (  # noqa: F401
+    HTML_COMPLETION,
+    MAIN,
+    STEPS,
+    app_env,
+    recorded_root,
+    root_copy,
+    run_ids,
+)
+
+from app.cols import STEPS_DIR, Step
+from training_hooks.metric_map import Derived
+
+PAGES = ("runs", "compare", "health", "ratios", "groups", "lengths", "sequences")
+TIMEOUT = 60
+
+
+def _open(page: str, state: dict | None = None) -> AppTest:
+    at = AppTest.from_file(MAIN, default_timeout=TIMEOUT)
+    for k, v in (state or {}).items():
+        at.session_state[k] = v
+    at.run()
+    if page != "runs":
+        at.switch_page(f"app_pages/{page}.py").run()
+    return at
+
+
+def _figs(at: AppTest) -> list[dict]:
+    return [json.loads(el.proto.spec) for el in at.get("plotly_chart")]
+
+
+def _arr(v) -> np.ndarray:
+    """A Plotly JSON array: a list, or Plotly 7's typed array {"dtype": ..., "bdata": base64}."""
+    if isinstance(v, dict) and "bdata" in v:
+        return np.frombuffer(base64.b64decode(v["bdata"]), dtype=np.dtype(v["dtype"]))
+    return np.asarray(v)
+
+
+def _titles(at: AppTest) -> list[str]:
+    return [(f["layout"].get("title") or {}).get("text", "") for f in _figs(at)]
+
+
+def _grid(at: AppTest) -> dict[str, dict]:
+    """The Compare grid: {panel title: {"traces": [...], "xaxis": {...}, "yaxis": {...}}}."""
+    fig = _figs(at)[1]
+    lay = fig["layout"]
+    titles = [a["text"][3:-4] for a in lay["annotations"] if a["text"].startswith("<b>")]
+    out = {}
+    for i, title in enumerate(titles):
+        k = "" if i == 0 else str(i + 1)
+        out[title] = {
+            "traces": [t for t in fig["data"] if t.get("yaxis", "y") == f"y{k}"],
+            "xaxis": lay[f"xaxis{k}"],
+            "yaxis": lay[f"yaxis{k}"],
+        }
+    return out
+
+
+def _assert_clean(at: AppTest) -> None:
+    assert not at.exception, [e.value for e in at.exception]
+    assert not at.error, [e.value for e in at.error]
+
+
+EXPECTED_CHARTS = {"runs": 0, "compare": 2, "health": 0, "ratios": 3, "groups": 3,
+                   "lengths": 4, "sequences": 1}  # fmt: skip
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_every_page_renders_recorded_runs(page, recorded_root, app_env):
+    """Each page renders the two recorded runs: no exception, no error, the expected charts."""
+    app_env(recorded_root)
+    at = _open(page)
+    _assert_clean(at)
+    assert at.title[0].value
+    assert len(at.get("plotly_chart")) == EXPECTED_CHARTS[page], _titles(at)
+    if page == "runs":
+        df = at.dataframe[0].value
+        assert sorted(df["name"]) == ["grpo-small", "gspo-small"]
+        assert set(df["status"]) == {"finished"} and set(df["last step"]) == {STEPS - 1}
+    if page == "compare":  # a legend strip and one grid of small multiples
+        grid = _grid(at)
+        assert len(grid) == 13 + 1  # 13 built-in panels + the extra metric
+        assert "Sequence-unit clip fraction — sequence unit, ε 3e-4/4e-4" in grid
+        assert "grad_norm" in grid  # the extra metric gets its own panel
+        # two runs, bands on (<= 3 runs): reward = 2 bands + raw and EMA per run
+        assert [t.get("fill") for t in grid["Reward"]["traces"]].count("toself") == 2
+        assert len(grid["Reward"]["traces"]) == 6
+        assert all({t["legendgroup"] for t in p["traces"]} == set(run_ids(recorded_root).values())
+                   for p in grid.values())  # fmt: skip
+        loss = grid["Loss"]["traces"][0]  # raw series of the first run: the recorded 0.25 * step
+        np.testing.assert_allclose(_arr(loss["y"]), 0.25 * _arr(loss["x"]))
+    if page == "health":
+        assert len(at.expander) >= 2
+    if page == "sequences":
+        # the completion is model output: shown as plain code text, never as Markdown/HTML
+        codes = [c.value for c in at.code]
+        md = " ".join(m.value for m in at.markdown)
+        assert HTML_COMPLETION in codes
+        assert "<script>" not in md and "**not bold**" not in md
+
+
+def test_compare_widgets_change_the_figures(recorded_root, app_env):
+    """x axis, smoothing, log scale and chart choice each change the drawn figure JSON."""
+    app_env(recorded_root)
+    at = _open("compare")
+    reward = _grid(at)["Reward"]
+    assert reward["xaxis"]["title"]["text"] == "optimizer step"
+    assert len(reward["traces"]) == 6  # std band, raw (faint) and EMA for each of the 2 runs
+
+    at.button_group(key="x").set_value(Derived.TOKENS_SEEN).run()
+    _assert_clean(at)
+    assert _grid(at)["Reward"]["xaxis"]["title"]["text"] == "response tokens seen"
+
+    at.slider(key="smooth").set_value(0.0).run()
+    assert len(_grid(at)["Reward"]["traces"]) == 4  # no EMA trace for either run
+    at.toggle(key="bands").set_value(False).run()
+    assert len(_grid(at)["Reward"]["traces"]) == 2
+
+    at.button_group(key="logy").set_value(["kl_ref"]).run()
+    grid = _grid(at)
+    assert grid["KL to reference"]["yaxis"]["type"] == "log"
+    assert "type" not in grid["Reward"]["yaxis"]
+
+    at.multiselect(key="panels").set_value(["reward", "loss"]).run()
+    assert list(_grid(at)) == ["Reward", "Loss"]
+
+
+def test_selection_filters_every_chart(recorded_root, app_env):
+    """Selecting one run (the URL-bound ``runs`` widget) leaves only it in the legend and charts.
+
+    (AppTest does not load bound query parameters; the browser test checks ?runs=... itself.)"""
+    app_env(recorded_root)
+    ids = run_ids(recorded_root)
+    at = _open("compare", {"runs": [ids["gspo-small"]]})
+    _assert_clean(at)
+    assert at.sidebar.multiselect(key="runs").value == [ids["gspo-small"]]
+    figs = _figs(at)
+    assert [t["name"] for t in figs[0]["data"]] == ["gspo-small · GSPO"]
+    assert {t.get("legendgroup") for t in figs[1]["data"]} == {ids["gspo-small"]}
+    at.sidebar.multiselect(key="runs").set_value([ids["grpo-small"], ids["gspo-small"]]).run()
+    assert len(_figs(at)[0]["data"]) == 2
+
+
+def test_single_run_pages_follow_run_and_step(recorded_root, app_env):
+    """Sequences: the table has B rows of the chosen step; changing the step changes the rows."""
+    app_env(recorded_root)
+    ids = run_ids(recorded_root)
+    at = _open("sequences", {"run": ids["grpo-small"]})
+    _assert_clean(at)
+    assert at.selectbox(key="run").value == ids["grpo-small"]
+    assert at.number_input(key="step").value == STEPS - 1
+    assert len(at.dataframe[0].value) == 12
+    at.number_input(key="step").set_value(2).run()
+    _assert_clean(at)
+    assert "at step 2" in " ".join(c.value for c in at.caption)
+
+
+def test_bad_data_is_named_not_raised(root_copy, app_env):
+    """Corrupt part, missing run.json, older schema, no sequences: pages name the run and why."""
+    ids = run_ids(root_copy)
+    grpo, gspo = root_copy / ids["grpo-small"], root_copy / ids["gspo-small"]
+    (grpo / STEPS_DIR / "part-000000900-000000901-r0000-000001.parquet").write_bytes(b"garbage")
+    for part in (gspo / STEPS_DIR).glob("*.parquet"):
+        t = pq.read_table(part).drop_columns([Step.KL_OLD_MEAN])
+        pq.write_table(t, part)
+    for p in (gspo / "sequences").glob("*"):
+        p.unlink()
+    (gspo / "run.json").unlink()
+    (root_copy / "junk-run").mkdir()
+    (root_copy / "junk-run" / "run.json").write_text("{not json")
+    app_env(root_copy)
+    for page in PAGES:
+        at = _open(page)
+        _assert_clean(at)
+        text = " ".join(
+            [m.value for m in at.markdown] + [e.label for e in at.expander]
+            + [w.value for w in at.warning] + [i.value for i in at.info]
+        )  # fmt: skip
+        if page in ("runs", "compare", "health"):
+            assert "Data problems" in text, page
+            assert "unreadable" in text
+        if page == "compare":
+            assert "kl\\_old\\_mean" in text  # the missing column is named (escaped Markdown)
+            assert "run.json is missing" in text
+
+
+def test_empty_root_says_so(tmp_path, app_env):
+    """An empty root: every page shows a message instead of charts."""
+    app_env(tmp_path)
+    for page in PAGES:
+        at = _open(page)
+        _assert_clean(at)
+        msgs = " ".join([i.value for i in at.info] + [w.value for w in at.warning])
+        assert "No run" in msgs or "no run" in msgs.lower(), (page, msgs)
+        assert len(at.get("plotly_chart")) == 0
+
+
+def test_mlflow_only_run_on_the_pages(recorded_root, app_env, mlflow_uri, monkeypatch):
+    """A TRL-style run only in MLflow is listed beside the Parquet runs and drawn on Compare with
+    its names mapped (a sequence-level TRL run's clip_ratio/region_mean -> the sequence binding
+    panel); per-sequence pages skip it."""
+    from test_app_data import _log_trl_run
+
+    run_id = _log_trl_run(mlflow_uri)
+    app_env(recorded_root)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", mlflow_uri)
+    at = _open("runs")
+    _assert_clean(at)
+    df = at.dataframe[0].value
+    assert "trl-gspo" in set(df["name"]) and len(df) == 3
+    key = f"mlflow:{run_id}"
+    at = _open("compare", {"runs": [key]})
+    _assert_clean(at)
+    grid = _grid(at)
+    binding = next(p for t, p in grid.items() if t.startswith("Sequence clip binding"))
+    assert binding["traces"] and set(_arr(binding["traces"][0]["y"])) == {0.002}
+    assert "custom/foo" in grid  # an unmapped metric keeps its own name
+    at = _open("ratios", {"runs": [key]})
+    _assert_clean(at)  # falls back to the runs that have sequences
+    assert len(at.get("plotly_chart")) == 3
