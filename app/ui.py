@@ -216,6 +216,20 @@ def step_window(steps: np.ndarray, *, key: str = "window") -> tuple[int, int] | 
     return int(a), int(b)
 
 
+def sequence_run_window(ctx: Context) -> tuple[data.RunRef, tuple[int, int] | None]:
+    """The preamble of the per-sequence aggregate pages: pick a run that has a sequences table and
+    a step window over its recorded steps; stops the page with a message when there is none."""
+    run = pick_run(ctx, need_sequences=True)
+    if run is None:
+        st.stop()
+    all_steps = data.sequence_steps(run)
+    if len(all_steps) == 0:
+        st.info(f"{run.name} has no readable per-sequence rows yet.", icon=":material/info:")
+        notice_problems([run])
+        st.stop()
+    return run, step_window(all_steps)
+
+
 def fmt_time(ts: float | None) -> str:
     if not ts:
         return "–"

@@ -13,15 +13,7 @@ ctx = ui.page_header(
     "teaches nothing. These charts show how much of each step is such dead weight, and how the "
     "advantages are spread.",
 )
-run = ui.pick_run(ctx, need_sequences=True)
-if run is None:
-    st.stop()
-all_steps = data.sequence_steps(run)
-if len(all_steps) == 0:
-    st.info(f"{run.name} has no readable per-sequence rows yet.", icon=":material/info:")
-    ui.notice_problems([run])
-    st.stop()
-window = ui.step_window(all_steps)
+run, window = ui.sequence_run_window(ctx)
 t = data.load_sequences(run, [Seq.STEP, Seq.RANK, Seq.GROUP, Seq.REWARD, Seq.ADVANTAGE], window)
 df = t.df
 if not len(df):

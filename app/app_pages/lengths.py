@@ -12,15 +12,7 @@ ctx = ui.page_header(
     "drive length up; GSPO's sequence ratio is length-normalised. These charts show the length "
     "distribution over training, truncation, and whether reward or ratio depend on length.",
 )
-run = ui.pick_run(ctx, need_sequences=True)
-if run is None:
-    st.stop()
-all_steps = data.sequence_steps(run)
-if len(all_steps) == 0:
-    st.info(f"{run.name} has no readable per-sequence rows yet.", icon=":material/info:")
-    ui.notice_problems([run])
-    st.stop()
-window = ui.step_window(all_steps)
+run, window = ui.sequence_run_window(ctx)
 t = data.load_sequences(
     run, [Seq.STEP, Seq.LENGTH, Seq.TRUNCATED, Seq.REWARD, Seq.SEQ_LOG_RATIO], window
 )

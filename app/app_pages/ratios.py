@@ -14,18 +14,10 @@ ctx = ui.page_header(
     "GSPO's band, how much token moves hide inside a sequence ratio near 1, and which lengths "
     "get clipped.",
 )
-run = ui.pick_run(ctx, need_sequences=True)
-if run is None:
-    st.stop()
+run, window = ui.sequence_run_window(ctx)
 eps = ui.eps_of(run)
 seq_eps = eps.get("seq")
 tok_eps = eps.get("token")
-all_steps = data.sequence_steps(run)
-if len(all_steps) == 0:
-    st.info(f"{run.name} has no readable per-sequence rows yet.", icon=":material/info:")
-    ui.notice_problems([run])
-    st.stop()
-window = ui.step_window(all_steps)
 
 cols = [Seq.STEP, Seq.SEQ_LOG_RATIO, Seq.SEQ_CLIPPED, Seq.LENGTH, Seq.TOKEN_LOG_RATIO_MIN,
         Seq.TOKEN_LOG_RATIO_MAX, Seq.TOKEN_CLIP_FRACTION]  # fmt: skip
