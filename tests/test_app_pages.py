@@ -230,3 +230,33 @@ def test_mlflow_only_run_on_the_pages(recorded_root, app_env, mlflow_uri, monkey
     at = _open("ratios", {"runs": [key]})
     _assert_clean(at)  # falls back to the runs that have sequences
     assert len(at.get("plotly_chart")) == 3
+
+
+def test_runs_page_imports_a_verl_log(root_copy, app_env, tmp_path):
+    """The Runs page's import form turns a verl file-logger log into a run listed beside ours;
+    a bad path gives an error message naming it, not a traceback."""
+    log = tmp_path / "proj" / "exp.jsonl"
+    log.parent.mkdir()
+    log.write_text(
+        "".join(
+            json.dumps({"step": s, "data": {"critic/score/mean": 0.1 * s, "actor/ppo_kl": 1e-3}})
+            + "\n"
+            for s in (1, 2, 3)
+        )
+    )
+    app_env(root_copy)
+    at = _open("runs")
+    _assert_clean(at)
+    assert len(at.dataframe[0].value) == 2
+    at.selectbox(key="import_source").select("verl")
+    at.text_input(key="import_path").input(str(tmp_path / "missing.jsonl"))
+    at.button(key="import_submit").click().run()
+    assert not at.exception
+    assert any("missing.jsonl" in e.value for e in at.error)
+    at.text_input(key="import_path").input(str(log))
+    at.text_input(key="import_name").input("verl-exp")
+    at.button(key="import_submit").click().run()
+    _assert_clean(at)
+    df = at.dataframe[0].value
+    assert "verl-exp" in set(df["name"]) and len(df) == 3
+    assert any("Imported 3 steps" in s.value for s in at.success)

@@ -19,6 +19,53 @@ ctx = ui.page_header(
 )
 st.caption(f"Root: `{ctx.root}`" + (f" · MLflow: `{ctx.tracking_uri}`" if ctx.tracking_uri else ""))
 
+IMPORT_FLASH = "_import_flash"
+IMPORT_HINTS = {
+    "trl": "TRL: the output dir (newest checkpoint-*/trainer_state.json) or a trainer_state.json",
+    "tinker": "Tinker cookbook: the log dir or its metrics.jsonl (config.json beside it is read)",
+    "verl": "verl file logger: <project>/<experiment>.jsonl (trainer.logger=[...,'file'])",
+}
+
+
+def _import_form() -> None:
+    """Import a TRL / Tinker / verl log into the root as a run of ours (training_hooks.importers)."""
+    if flash := st.session_state.pop(IMPORT_FLASH, None):
+        st.success(flash, icon=":material/check_circle:")
+    with st.expander("Import a run logged by TRL, Tinker or verl", icon=":material/upload_file:"):
+        with st.form("import_run"):
+            source = st.selectbox(
+                "Logged by", list(IMPORT_HINTS), format_func=IMPORT_HINTS.get, key="import_source"
+            )
+            path = st.text_input("Path on this machine", key="import_path")
+            name = st.text_input("Name (optional)", key="import_name")
+            algorithm = st.selectbox(
+                "Algorithm", ["guess from its config", "grpo", "gspo"], key="import_algorithm"
+            )
+            submitted = st.form_submit_button("Import into the runs root", key="import_submit")
+        if not submitted:
+            return
+        from training_hooks.importers import import_run  # torch-free
+
+        try:
+            result = import_run(
+                source,
+                path.strip(),
+                root=ctx.root,
+                name=name.strip() or None,
+                algorithm=None if algorithm.startswith("guess") else algorithm,
+            )
+        except (ValueError, OSError) as e:
+            st.error(f"Could not import {path!r} as a {source} log: {e}", icon=":material/error:")
+            return
+        st.session_state[IMPORT_FLASH] = (
+            f"Imported {result['steps']} steps from {path} as run `{result['run_id']}`."
+        )
+        data.clear_caches()
+        st.rerun()
+
+
+_import_form()
+
 if not ctx.runs:
     st.info(
         "No runs yet. Record one with `training_hooks.RunRecorder(root=...)`, run the demo "
