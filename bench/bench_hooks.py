@@ -9,12 +9,14 @@ logprobs, old_logprobs, mask, loss) and "full" (+ ref_logprobs, entropy, truncat
 
 Part 2: wall time of a whole training loop with the recorder and both sinks against the same loop
 without it (goal: under 5% slower). The loop is the demo's (``training_hooks.demo.train``: a
-small causal transformer sampling, scoring and updating on CPU). Variants alternate (off,
-Parquet, Parquet+MLflow, off, ...) and the table reports the median of each, so drift of a shared
-machine hits all; it also reports the process's CPU time (all threads of the training process)
-and the CPU time of the MLflow child process, which a busy neighbour disturbs less than wall time.
+small causal transformer sampling, scoring and updating on CPU). After a warm-up run of each,
+the variants run in interleaved rounds (the order rotates), so drift of a shared machine hits all
+of them; the table reports medians and, per variant, the median over rounds of the overhead
+against the same round's loop without the recorder. Besides wall time it reports the process's
+CPU time (every thread of the training process), which a busy neighbour disturbs much less than
+wall time, the CPU time of the MLflow child process, and ``RunRecorder.cpu_stats()`` per step.
 
-    python bench/bench_hooks.py [--B 512] [--T 1024] [--iters 15] [--loop-steps 60] [--repeats 3]
+    python bench/bench_hooks.py [--B 512] [--T 1024] [--iters 15] [--loop-steps 60] [--repeats 5]
 """
 
 from __future__ import annotations
@@ -101,47 +103,116 @@ def bench_blocking(args, tmp: str) -> list[tuple[str, float, float, float]]:
 LOOP_VARIANTS = ("without recorder", "with Parquet", "with Parquet + MLflow")
 
 
-def bench_loop(args, tmp: str):
-    """Wall and process-CPU time of the demo loop per variant, alternating variants per repeat."""
-    from training_hooks.demo import DemoConfig, train
+def _child_cpu() -> float:
+    """CPU seconds of this process's waited-for children (the MLflow child, once it exited)."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def run_loop_variant(variant: str, config, root: str, uri: str | None, name: str) -> dict:
+    """One demo loop: wall and process CPU of the loop (recorder creation included, ``close``
+    not), then ``close`` (final flush, compaction, MLflow upload) and the child's CPU."""
+    from training_hooks.demo import train
+
+    k0 = _child_cpu()
+    c0, t0 = time.process_time(), time.perf_counter()
+    rec = None
+    if variant == LOOP_VARIANTS[0]:
+        train(config)
+    else:
+        rec = RunRecorder(
+            root=root, name=name, algorithm="gspo", config={"steps": config.steps}, mlflow=uri
+        )
+        train(config, recorder=rec)
+    out = {"wall": time.perf_counter() - t0, "cpu": time.process_time() - c0}
+    t1 = time.perf_counter()
+    if rec is not None:
+        rec.close()  # waits for the MLflow child process to exit
+        out["stats"] = rec.cpu_stats()
+    out["close"] = time.perf_counter() - t1
+    out["child"] = _child_cpu() - k0
+    return out
+
+
+def bench_loop(args, tmp: str) -> tuple[dict[str, list[dict]], int]:
+    """Every variant ``repeats`` times, interleaved (the order rotates each round), so a busy
+    neighbour's drift hits all variants alike; the first round of each is a discarded warm-up."""
+    from training_hooks.demo import DemoConfig
 
     config = DemoConfig(algorithm="gspo", steps=args.loop_steps)
-    train(DemoConfig(algorithm="gspo", steps=1))  # warm start (cached) and first-call costs
+    warm = DemoConfig(algorithm="gspo", steps=2)
     from mlflow.tracking import MlflowClient
 
     # an existing store, as after a user's first run (a new one spends seconds migrating)
-    MlflowClient(f"sqlite:///{tmp}/loop-mlflow.db").search_experiments()
-    wall: dict[str, list[float]] = {v: [] for v in LOOP_VARIANTS}
-    cpu: dict[str, list[float]] = {v: [] for v in LOOP_VARIANTS}
-    child: dict[str, list[float]] = {v: [] for v in LOOP_VARIANTS}
-    stats: dict[str, list[dict]] = {v: [] for v in LOOP_VARIANTS}
+    uri = f"sqlite:///{tmp}/loop-mlflow.db"
+    MlflowClient(uri).search_experiments()
+    root = os.path.join(tmp, "loop-runs")
+    for v in LOOP_VARIANTS:  # warm-up: imports, first-call costs, the warm-start cache
+        run_loop_variant(v, warm, root, uri if "MLflow" in v else None, "warm")
+    runs: dict[str, list[dict]] = {v: [] for v in LOOP_VARIANTS}
     for r in range(args.repeats):
-        for variant in LOOP_VARIANTS:
-            uri = f"sqlite:///{tmp}/loop-mlflow.db" if "MLflow" in variant else None
-            c0, t0 = time.process_time(), time.perf_counter()
-            if variant == LOOP_VARIANTS[0]:
-                train(config)
-            else:
-                rec = RunRecorder(
-                    root=os.path.join(tmp, "loop-runs"),
-                    name=f"loop-{r}",
-                    algorithm="gspo",
-                    config={"steps": args.loop_steps},
-                    mlflow=uri,
-                )
-                train(config, recorder=rec)
-            # the loop itself: close() (final flush, compaction, MLflow upload) comes after
-            wall[variant].append(time.perf_counter() - t0)
-            cpu[variant].append(time.process_time() - c0)
-            if variant != LOOP_VARIANTS[0]:
-                k0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-                rec.close()  # waits for the MLflow child process to exit
-                k1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-                child[variant].append(k1.ru_utime + k1.ru_stime - k0.ru_utime - k0.ru_stime)
-                stats[variant].append(rec.cpu_stats())
-            else:
-                child[variant].append(0.0)
-    return wall, cpu, child, stats, config.optimizer_steps
+        order = LOOP_VARIANTS[r % 3 :] + LOOP_VARIANTS[: r % 3]
+        for v in order:
+            out = run_loop_variant(v, config, root, uri if "MLflow" in v else None, f"loop-{r}")
+            runs[v].append(out)
+            print(
+                f"  round {r + 1}/{args.repeats} {v:<22} wall {out['wall']:6.2f} s"
+                f"  CPU {out['cpu']:6.2f} s  child CPU {out['child']:5.2f} s",
+                file=sys.stderr,
+                flush=True,
+            )
+    return runs, config.optimizer_steps
+
+
+def _paired(runs: dict[str, list[dict]], v: str, key: str) -> float:
+    """Median over rounds of (variant / baseline of the same round - 1), in percent."""
+    base = runs[LOOP_VARIANTS[0]]
+    return 100 * statistics.median(x[key] / b[key] - 1 for x, b in zip(runs[v], base, strict=True))
+
+
+def print_loop(runs: dict[str, list[dict]], n: int, repeats: int) -> None:
+    med = statistics.median
+    base = runs[LOOP_VARIANTS[0]]
+    print(
+        f"\nwhole demo loop, {n} optimizer steps, {repeats} interleaved rounds: median, and the "
+        "median of each round's overhead against that round's loop without the recorder"
+    )
+    print(
+        f"{'variant':<24} {'wall':>8} {'overhead':>9} {'process CPU':>12} {'overhead':>9}"
+        f" {'close':>7} {'child CPU':>10}"
+    )
+    for v in LOOP_VARIANTS:
+        rs = runs[v]
+        w, c = med(r["wall"] for r in rs), med(r["cpu"] for r in rs)
+        ow = "" if v == LOOP_VARIANTS[0] else f"{_paired(runs, v, 'wall'):+.1f}%"
+        oc = "" if v == LOOP_VARIANTS[0] else f"{_paired(runs, v, 'cpu'):+.1f}%"
+        print(
+            f"{v:<24} {w:>7.2f}s {ow:>9} {c:>11.2f}s {oc:>9} {med(r['close'] for r in rs):>6.2f}s"
+            f" {med(r['child'] for r in rs):>9.2f}s"
+        )
+    walls = [r["wall"] for r in base]
+    print(
+        f"(loop without the recorder: wall {min(walls):.2f}-{max(walls):.2f} s over the rounds; "
+        "process CPU counts every thread of the training process, not the MLflow child)"
+    )
+    # CPU accounting, robust to a busy machine: what the recorder itself spent per step
+    base_step = med(r["cpu"] for r in base) / n
+    print(f"\nrecorder CPU per optimizer step (the loop without it: {base_step * 1e3:.1f} ms)")
+    print(
+        f"{'variant':<24} {'log_step':>9} {'sink threads':>13} {'in-process':>11}"
+        f" {'MLflow child':>13}"
+    )
+    for v in LOOP_VARIANTS[1:]:
+        st = [r["stats"] for r in runs[v]]
+        threads = med(
+            sum(x for k, x in s.items() if k not in ("steps", "log_step")) / s["steps"] for s in st
+        )
+        ls = med(s["log_step"] / s["steps"] for s in st)
+        kid = med(r["child"] for r in runs[v]) / n
+        print(
+            f"{v:<24} {ls * 1e3:>6.2f} ms {threads * 1e3:>10.2f} ms "
+            f"{100 * (ls + threads) / base_step:>10.1f}% {kid * 1e3:>10.2f} ms"
+        )
 
 
 def main() -> None:
@@ -150,7 +221,7 @@ def main() -> None:
     ap.add_argument("--T", type=int, default=1024)
     ap.add_argument("--iters", type=int, default=15, help="timed log_step calls per config")
     ap.add_argument("--loop-steps", type=int, default=60, help="demo rollout steps per loop run")
-    ap.add_argument("--repeats", type=int, default=3, help="loop runs with and without")
+    ap.add_argument("--repeats", type=int, default=5, help="interleaved rounds of the loop runs")
     ap.add_argument("--skip-loop", action="store_true")
     ap.add_argument("--skip-blocking", action="store_true")
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0: leave default)")
@@ -169,42 +240,11 @@ def main() -> None:
         if args.skip_loop:
             return
         try:
-            wall, cpu, child, stats, n = bench_loop(args, tmp)
+            runs, n = bench_loop(args, tmp)
         except ImportError as e:
             print(f"\nloop benchmark skipped: {e}", file=sys.stderr)
             return
-        base_w = statistics.median(wall[LOOP_VARIANTS[0]])
-        base_c = statistics.median(cpu[LOOP_VARIANTS[0]])
-        print(f"\nwhole demo loop, {n} optimizer steps, median of {args.repeats} alternating runs")
-        print(
-            f"{'variant':<24} {'wall':>8} {'overhead':>9} {'process CPU':>12} {'overhead':>9}"
-            f" {'child CPU':>10}"
-        )
-        for v in LOOP_VARIANTS:
-            w, c = statistics.median(wall[v]), statistics.median(cpu[v])
-            print(
-                f"{v:<24} {w:>7.2f}s {100 * (w / base_w - 1):>+8.1f}% {c:>11.2f}s "
-                f"{100 * (c / base_c - 1):>+8.1f}% {statistics.median(child[v]):>9.2f}s"
-                "   wall runs: " + ", ".join(f"{t:.2f}" for t in wall[v])
-            )
-        # CPU accounting, robust to a busy machine: what the recorder itself spent per step
-        base_step = base_c / n
-        print(f"\nrecorder CPU per optimizer step (the loop without it: {base_step * 1e3:.1f} ms)")
-        print(
-            f"{'variant':<24} {'log_step':>9} {'sink threads':>13} {'in-process':>11} {'MLflow child':>13}"
-        )
-        for v in LOOP_VARIANTS[1:]:
-            st = stats[v]
-            threads = statistics.median(
-                sum(x for k, x in s.items() if k not in ("steps", "log_step")) / s["steps"]
-                for s in st
-            )
-            ls = statistics.median(s["log_step"] / s["steps"] for s in st)
-            kid = statistics.median(child[v]) / n
-            print(
-                f"{v:<24} {ls * 1e3:>6.2f} ms {threads * 1e3:>10.2f} ms "
-                f"{100 * (ls + threads) / base_step:>10.1f}% {kid * 1e3:>10.2f} ms"
-            )
+        print_loop(runs, n, args.repeats)
 
 
 if __name__ == "__main__":

@@ -69,10 +69,49 @@ def sequence_diagnostics(
         token_eps: (eps_low, eps_high) of the token unit (GRPO's clip range).
         ref_logprobs: optional (B, T) log pi_ref, for the KL to the reference policy.
         entropy: optional (B, T) per-token entropy of pi_theta.
-        workspace: optional dict the caller passes again on every call (one per thread): three
-            (B, T) scratch buffers are kept in it and reused instead of allocated. On CPU a fresh
+        workspace: optional dict the caller passes again on every call (one per thread): a
+            (R, B, T) scratch buffer is kept in it and reused instead of allocated. On CPU a fresh
             (B, T) allocation costs about as much in page faults as a pass over it, so a loop
             calling this every step runs about 2x faster with a workspace. Results never alias it.
+
+    ``length`` and ``nonfinite_count`` are int64, the others have the inputs' floating dtype
+    (float32 for half-precision inputs). The values are rows of ``stacked_sequence_diagnostics``.
+    """
+    out_K_B = stacked_sequence_diagnostics(
+        logprobs,
+        old_logprobs,
+        mask,
+        advantages,
+        seq_eps=seq_eps,
+        token_eps=token_eps,
+        ref_logprobs=ref_logprobs,
+        entropy=entropy,
+        workspace=workspace,
+    )
+    out = dict(zip(SEQUENCE_DIAGNOSTICS, out_K_B.unbind(0), strict=True))
+    for name in ("length", "nonfinite_count"):  # whole numbers, exact in any float dtype
+        out[name] = out[name].to(torch.int64)
+    return out
+
+
+def stacked_sequence_diagnostics(
+    logprobs: torch.Tensor,
+    old_logprobs: torch.Tensor,
+    mask: torch.Tensor,
+    advantages: torch.Tensor,
+    *,
+    seq_eps: tuple[float, float] = (3e-4, 4e-4),
+    token_eps: tuple[float, float] = (0.2, 0.2),
+    ref_logprobs: torch.Tensor | None = None,
+    entropy: torch.Tensor | None = None,
+    workspace: dict | None = None,
+) -> torch.Tensor:
+    """``sequence_diagnostics`` as one detached (K, B) tensor, K = len(SEQUENCE_DIAGNOSTICS).
+
+    Row k is ``SEQUENCE_DIAGNOSTICS[k]`` (``length`` and ``nonfinite_count`` as whole floats), in
+    the inputs' floating dtype. Same arguments and checks as ``sequence_diagnostics``; this is the
+    form a recorder wants (one tensor to move to the host), at the cost of a few dozen tensor ops
+    whatever B and T are.
     """
     with torch.no_grad():
         mask_bt, _ = check_token_inputs(logprobs, old_logprobs, mask, nonempty=False)
@@ -93,53 +132,82 @@ def sequence_diagnostics(
         # Half-precision inputs are reduced in float32 (sums of 1,000 bf16 terms are not exact).
         dtype = torch.promote_types(logprobs.dtype, torch.float32)
         args = (logprobs, old_logprobs, mask_bt, advantages, ref_logprobs, entropy, dtype)
-        out, row_sums, count_b = _fast(*args, seq_eps, token_eps, workspace)
+        out_K_B, probe = _fast(*args, seq_eps, token_eps, workspace)
         # One host sync for both data-dependent questions: is a row empty (an error), and is
-        # anything non-finite anywhere (then redo it the exact way and count it; rare).
-        empty, nonfinite = torch.stack(
-            [(count_b == 0).any(), ~torch.isfinite(torch.stack(row_sums)).all()]
-        ).tolist()
-        if empty or mask_bt.shape[-1] == 0:
+        # anything non-finite anywhere (then redo it the exact way and count it; rare). ``probe``
+        # sums the row means of every input: an empty row (0 / 0) or a NaN/inf input makes it
+        # non-finite (so can an overflow, which only costs the exact pass).
+        if not math.isfinite(probe.item()):
             check_nonempty_rows(mask_bt)  # raises, naming the rows
-        if nonfinite:
-            out = _exact(*args, seq_eps, token_eps, count_b)
-        return out
+            out_K_B = _exact(*args, seq_eps, token_eps, out_K_B[0].to(torch.int64))
+        return out_K_B
 
 
 def _finish(
-    dtype, count_b, n_b, adv, adv_b, log_s_b, tmin_b, tmax_b, tstd_b, n_below_b, n_above_b,
-    seq_eps, kl_old_b, kl_ref_b, entropy_b, nonfinite_b, low_high=None,
-) -> dict[str, torch.Tensor]:  # fmt: skip
-    """The (B,) results from the per-row reductions shared by both paths."""
-    seq_lo, seq_hi = math.log1p(-seq_eps[0]), math.log1p(seq_eps[1])
-    tok_out_b = (n_below_b + n_above_b) / n_b  # below and above are disjoint (lo <= 0 <= hi)
+    dtype, n_b, adv_b, log_s_b, tmin_b, tmax_b, tstd_b, tok_out_b, below_above_2_B, seq_eps,
+    kl_old_b, kl_ref_b, entropy_b, nonfinite_b, low_high=None,
+) -> torch.Tensor:  # fmt: skip
+    """The (K, B) stack from the per-row reductions shared by both paths (SEQUENCE_DIAGNOSTICS
+    order). ``below_above_2_B``: the fraction of a row's tokens below / above the token-unit
+    range (used with (B,) advantages). The sides are computed two rows at a time (few tensor ops
+    for small batches)."""
+    lo_2_1, hi_2_1 = _side_thresholds(seq_eps, dtype, log_s_b.device)
+    x_2_B = torch.stack([adv_b, log_s_b])
+    # [[A < 0, s below the range], [A > 0, s above it]] as 0/1
+    side_2_2_B = torch.stack([x_2_B < lo_2_1, x_2_B > hi_2_1]).to(dtype)
+    seq_side_2_B = side_2_2_B[:, 1]
     if low_high is None:  # (B,) advantages: a row binds low on all its below tokens iff A < 0
-        neg_frac_b = (adv_b < 0).to(dtype)
-        pos_frac_b = (adv_b > 0).to(dtype)
-        tok_low_b = n_below_b * neg_frac_b / n_b
-        tok_high_b = n_above_b * pos_frac_b / n_b
+        frac_2_B = side_2_2_B[:, 0]
+        # (n_below / n) * 1 == (n_below * 1) / n, and (n_below / n) * 0 == 0: exact either way
+        tok_2_B = below_above_2_B * frac_2_B
     else:
         tok_low_b, tok_high_b, neg_frac_b, pos_frac_b = low_high
-    seq_below_b = log_s_b < seq_lo
-    seq_above_b = log_s_b > seq_hi
-    return {
-        "length": count_b,
-        "advantage": adv_b,
-        "seq_log_ratio": log_s_b,
-        "seq_clipped": (seq_below_b | seq_above_b).to(dtype),
-        "seq_clip_low": torch.where(seq_below_b, neg_frac_b, 0.0),
-        "seq_clip_high": torch.where(seq_above_b, pos_frac_b, 0.0),
-        "token_log_ratio_min": tmin_b,
-        "token_log_ratio_max": tmax_b,
-        "token_log_ratio_std": tstd_b,
-        "token_clip_fraction": tok_out_b,
-        "token_clip_low_fraction": tok_low_b,
-        "token_clip_high_fraction": tok_high_b,
-        "kl_ref": kl_ref_b,
-        "kl_old": kl_old_b,
-        "entropy": entropy_b,
-        "nonfinite_count": nonfinite_b,
-    }
+        frac_2_B = torch.stack([neg_frac_b, pos_frac_b])
+        tok_2_B = torch.stack([tok_low_b, tok_high_b])
+    # GSPO binds where s is out of range on the side A pushes; fractions are finite, in [0, 1],
+    # so the product equals torch.where(side, frac, 0)
+    seq_clip_2_B = seq_side_2_B * frac_2_B
+    return torch.stack(
+        [
+            n_b,  # length
+            adv_b,
+            log_s_b,
+            seq_side_2_B.sum(0),  # seq_clipped (below and above are disjoint)
+            seq_clip_2_B[0],  # seq_clip_low
+            seq_clip_2_B[1],  # seq_clip_high
+            tmin_b,
+            tmax_b,
+            tstd_b,
+            tok_out_b,
+            tok_2_B[0],
+            tok_2_B[1],
+            kl_ref_b,
+            kl_old_b,
+            entropy_b,
+            nonfinite_b,
+        ]
+    )
+
+
+_THRESHOLDS: dict = {}
+
+
+def _side_thresholds(seq_eps, dtype, device) -> tuple[torch.Tensor, torch.Tensor]:
+    """(2, 1) columns [[0], [log(1 - eps_low)]] and [[0], [log1p(eps_high)]] in ``dtype``,
+    compared against [advantage, log s] (cached: building a tensor costs as much as using it).
+    A Python scalar is rounded to the tensor's dtype when compared, and so are these."""
+    key = (float(seq_eps[0]), float(seq_eps[1]), dtype, device)
+    out = _THRESHOLDS.get(key)
+    if out is None:
+        lo, hi = math.log1p(-seq_eps[0]), math.log1p(seq_eps[1])
+        out = (
+            torch.tensor([[0.0], [lo]], dtype=dtype, device=device),
+            torch.tensor([[0.0], [hi]], dtype=dtype, device=device),
+        )
+        if len(_THRESHOLDS) > 64:
+            _THRESHOLDS.clear()
+        _THRESHOLDS[key] = out
+    return out
 
 
 def _per_token_adv_stats(adv_bt, below_bt, above_bt, mask_bt, n_b):
@@ -153,84 +221,119 @@ def _per_token_adv_stats(adv_bt, below_bt, above_bt, mask_bt, n_b):
     )
 
 
-def _scratch(workspace: dict | None, key: str, like: torch.Tensor, dtype) -> torch.Tensor:
-    """An uninitialised tensor shaped like ``like``: a view of a reused buffer in ``workspace``."""
+def _scratch(workspace: dict | None, key: str, shape: tuple, dtype, device) -> torch.Tensor:
+    """An uninitialised tensor of ``shape``: a view of a reused buffer in ``workspace``."""
+    n = math.prod(shape)
     if workspace is None:
-        return torch.empty(like.shape, dtype=dtype, device=like.device)
+        return torch.empty(shape, dtype=dtype, device=device)
     buf = workspace.get(key)
-    n = like.numel()
-    if buf is None or buf.numel() < n or buf.dtype != dtype or buf.device != like.device:
+    if buf is None or buf.numel() < n or buf.dtype != dtype or buf.device != device:
         size = n if buf is None else max(n, buf.numel() * 5 // 4)  # grows with varying T
-        buf = workspace[key] = torch.empty(size, dtype=dtype, device=like.device)
-    return buf[:n].view(like.shape)
+        buf = workspace[key] = torch.empty(size, dtype=dtype, device=device)
+    return buf[:n].view(shape)
 
 
 def _fast(logprobs, old_logprobs, mask_bt, advantages, ref_logprobs, entropy, dtype, seq_eps,
           token_eps, workspace=None):  # fmt: skip
-    """Masking by multiplying with the 0/1 mask, through three reused (B, T) buffers.
+    """Masking by multiplying with the 0/1 mask, in one reused (R, B, T) buffer.
 
     Exact when every input is finite everywhere, padding included (``x * 1 = x``, ``x * 0 = 0``).
-    A NaN or inf anywhere, even under the padding, reaches the returned row sums
+    A NaN or inf anywhere, even under the padding, reaches the returned probe sum
     (``inf * 0 = nan``), and the caller then reruns ``_exact``. Each (B, T) pass costs about
     0.1-1 ms at B=512, T=1024 on a CPU core and each fresh (B, T) allocation about as much in
-    page faults, so passes are few and buffers are reused in place.
+    page faults, so passes are few and the buffer is reused in place. Every per-token quantity
+    that is summed over T is written to a row of the buffer and all rows are summed in one
+    reduction, so small batches pay for few tensor ops.
+
+    Returns the (K, B) stack and the probe: the sum of the row means of every input's masked
+    values, non-finite iff a row is empty (0 / 0) or an input is non-finite (barring overflow).
     """
-    mask_f = _scratch(workspace, "mask", mask_bt, dtype).copy_(mask_bt)  # buffer 1
-    n_b = mask_f.sum(-1)
-    count_b = n_b.to(torch.int64)
-    lp = logprobs.detach()
-    d_bt = _scratch(workspace, "d", mask_bt, dtype)  # buffer 2: log r, 0 on padding
+    has_ref, has_ent, per_tok = ref_logprobs is not None, entropy is not None, advantages.dim() == 2
+    # Buffer rows: 0 mask, 1 log r (0 on padding), then the other inputs' masked values (the
+    # probe sums rows 1 .. n_in), then the per-token terms of the means.
+    B, T = mask_bt.shape
+    i_ref = 2
+    i_ent = i_ref + has_ref
+    i_adv = i_ent + has_ent
+    n_in = i_adv + per_tok  # rows 1 .. n_in - 1 hold the inputs
+    i_kl_old, i_below, i_above, i_kl_ref = n_in, n_in + 1, n_in + 2, n_in + 3
+    R = i_kl_ref + has_ref
+    w = _scratch(workspace, "rows", (R, B, T), dtype, mask_bt.device)
+    # Small batches: one reduction of every row at the end (few ops). Large ones: each row is
+    # summed right after it is written, while it is still in cache (one sum of R large rows
+    # re-reads them all from memory). Same per-row reduction, same bits.
+    per_row = B * T >= 1 << 16
+    sums_R_B = torch.empty((R, B), dtype=dtype, device=mask_bt.device) if per_row else None
+
+    def written(*rows: int) -> None:
+        if per_row:
+            for r in rows:
+                torch.sum(w[r], -1, out=sums_R_B[r])
+
+    # (no .detach(): the caller runs this under torch.no_grad, so nothing here records a graph)
+    mask_f = w[0].copy_(mask_bt)
+    written(0)
+    lp = logprobs
+    d_bt = w[1]
     if lp.dtype == dtype:
-        torch.sub(lp, old_logprobs.detach(), out=d_bt)
+        torch.sub(lp, old_logprobs, out=d_bt)
     else:  # half precision: subtract in float32
-        d_bt.copy_(lp).sub_(old_logprobs.detach())
+        d_bt.copy_(lp).sub_(old_logprobs)
     d_bt.mul_(mask_f)
-    sum_d_b = d_bt.sum(-1)
-    log_s_b = sum_d_b / n_b
-    adv = advantages.detach().to(dtype)
-    if adv.dim() == 1:
-        adv_b = adv_check_b = adv
+    written(1)
+    adv = advantages.to(dtype)
+    if has_ref:
+        # k3 of d = logp - ref: exp(-d) - 1 + d = expm1(e) - e with e = ref - logp
+        e_bt = torch.sub(ref_logprobs, lp, out=w[i_ref]).mul_(mask_f)
+        written(i_ref)
+        torch.expm1(e_bt, out=w[i_kl_ref]).sub_(e_bt)
+        written(i_kl_ref)
+    if has_ent:
+        torch.mul(entropy, mask_f, out=w[i_ent])
+        written(i_ent)
+    if per_tok:
+        adv_bt = torch.mul(adv, mask_f, out=w[i_adv])
+        written(i_adv)
+    # k3 terms are exactly 0 where d = 0, so the padding needs no second mask
+    torch.expm1(d_bt, out=w[i_kl_old]).sub_(d_bt)
+    # padding has d = 0, inside every range; counts of 0/1 floats are exact below 2^24
+    tok_lo, tok_hi = math.log1p(-token_eps[0]), math.log1p(token_eps[1])
+    torch.lt(d_bt, tok_lo, out=w[i_below])
+    torch.gt(d_bt, tok_hi, out=w[i_above])
+    written(i_kl_old, i_below, i_above)
+    if not per_row:
+        sums_R_B = w.sum(-1)
+    n_b = sums_R_B[0]
+    means_R_B = sums_R_B[1:] / n_b  # row r of the buffer -> means_R_B[r - 1]
+    log_s_b = means_R_B[0]
+    probe = means_R_B[: n_in - 1].sum()  # row means of log r and every other input
+    if not per_tok:
+        probe = probe + adv.sum()
+    low_high = None
+    if per_tok:  # per-token advantages: the binding side is decided token by token
+        adv_b = means_R_B[i_adv - 1]
+        low_high = _per_token_adv_stats(adv_bt, d_bt < tok_lo, d_bt > tok_hi, mask_bt, n_b)
     else:
-        adv_bt = adv * mask_f
-        adv_check_b = adv_bt.sum(-1)
-        adv_b = adv_check_b / n_b
+        adv_b = adv
+    tok_out_b = (sums_R_B[i_below] + sums_R_B[i_above]) / n_b  # disjoint (lo <= 0 <= hi)
 
     # Padding takes the row mean, which lies inside [min, max] of the row's tokens and adds 0
     # to the squared deviations: one tensor gives exact masked min, max and std.
     # (amin + amax, not torch.aminmax: aminmax is ~100x slower on small CPU tensors.)
-    work_bt = _scratch(workspace, "work", mask_bt, dtype)  # buffer 3, reused below
-    torch.where(mask_bt, d_bt, log_s_b[:, None], out=work_bt)
+    log_s_col = log_s_b[:, None]
+    work_bt = torch.where(mask_bt, d_bt, log_s_col, out=w[i_below])  # the counts are summed
     tmin_b, tmax_b = work_bt.amin(-1), work_bt.amax(-1)
-    tstd_b = torch.linalg.vector_norm(work_bt.sub_(log_s_b[:, None]), dim=-1) / n_b.sqrt()
+    tstd_b = torch.linalg.vector_norm(work_bt.sub_(log_s_col), dim=-1) / n_b.sqrt()
 
-    tok_lo, tok_hi = math.log1p(-token_eps[0]), math.log1p(token_eps[1])
-    low_high = None
-    if adv.dim() == 2:  # per-token advantages: the binding side is decided token by token
-        low_high = _per_token_adv_stats(adv_bt, d_bt < tok_lo, d_bt > tok_hi, mask_bt, n_b)
-    # padding has d = 0, inside every range; counts of 0/1 floats are exact below 2^24
-    n_below_b = torch.lt(d_bt, tok_lo, out=work_bt).sum(-1)
-    n_above_b = torch.gt(d_bt, tok_hi, out=work_bt).sum(-1)
-
-    # k3 terms are exactly 0 where d = 0, so the padding needs no second mask
-    kl_old_b = torch.expm1(d_bt, out=work_bt).sub_(d_bt).sum(-1) / n_b
-    row_sums = [sum_d_b, adv_check_b]
     nan_b = torch.full_like(log_s_b, float("nan"))
-    kl_ref_b = entropy_b = nan_b
-    if ref_logprobs is not None:
-        # k3 of d = logp - ref: exp(-d) - 1 + d = expm1(e) - e with e = ref - logp
-        e_bt = torch.sub(ref_logprobs.detach(), lp, out=work_bt).mul_(mask_f)
-        row_sums.append(e_bt.sum(-1))
-        kl_ref_b = torch.expm1(e_bt, out=d_bt).sub_(e_bt).sum(-1) / n_b  # d_bt is done
-    if entropy is not None:
-        sum_ent_b = torch.mul(entropy.detach(), mask_f, out=work_bt).sum(-1)
-        row_sums.append(sum_ent_b)
-        entropy_b = sum_ent_b / n_b
-    nonfinite_b = torch.zeros_like(count_b)  # used only when every row sum is finite
-    out = _finish(
-        dtype, count_b, n_b, adv, adv_b, log_s_b, tmin_b, tmax_b, tstd_b, n_below_b, n_above_b,
-        seq_eps, kl_old_b, kl_ref_b, entropy_b, nonfinite_b, low_high,
+    kl_ref_b = means_R_B[i_kl_ref - 1] if has_ref else nan_b
+    entropy_b = means_R_B[i_ent - 1] if has_ent else nan_b
+    out_K_B = _finish(
+        dtype, n_b, adv_b, log_s_b, tmin_b, tmax_b, tstd_b, tok_out_b,
+        means_R_B[i_below - 1 : i_above], seq_eps, means_R_B[i_kl_old - 1], kl_ref_b, entropy_b,
+        torch.zeros_like(n_b), low_high,
     )  # fmt: skip
-    return out, row_sums, count_b
+    return out_K_B, probe
 
 
 def _exact(logprobs, old_logprobs, mask_bt, advantages, ref_logprobs, entropy, dtype, seq_eps,
@@ -268,8 +371,9 @@ def _exact(logprobs, old_logprobs, mask_bt, advantages, ref_logprobs, entropy, d
         entropy_b = ent_bt.sum(-1) / n_b
         probe_bt = probe_bt + ent_bt
     nonfinite_b = (~torch.isfinite(probe_bt) & mask_bt).sum(-1)
+    n_below_b, n_above_b = below_bt.sum(-1), above_bt.sum(-1)
     return _finish(
-        dtype, count_b, n_b, adv, adv_b, log_s_b, tmin_b, tmax_b, tstd_b,
-        below_bt.sum(-1), above_bt.sum(-1), seq_eps, kl_old_b, kl_ref_b, entropy_b, nonfinite_b,
-        low_high,
+        dtype, n_b, adv_b, log_s_b, tmin_b, tmax_b, tstd_b, (n_below_b + n_above_b) / n_b,
+        torch.stack([n_below_b / n_b, n_above_b / n_b]), seq_eps, kl_old_b, kl_ref_b, entropy_b,
+        nonfinite_b.to(dtype), low_high,
     )  # fmt: skip

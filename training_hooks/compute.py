@@ -5,17 +5,20 @@ Axes: P prompts, G completions per prompt, B = P*G sequences (group by group), T
 What ``compute_step`` does for one step, on the caller's thread:
 
 1. validate every argument (ValueError naming the argument and its shape); nothing is written;
-2. ``gspo_metrics.sequence_diagnostics`` on the inputs' device: 16 per-sequence (B,) tensors,
-   both clip units at once;
-3. stack them with rewards, advantages and truncation into ``seq_K_B`` (K, B), and reduce that to a
-   step summary on the device: a vector of sums and counts, and a vector of minima (maxima enter
-   negated). Under ``torch.distributed`` the sums are all-reduced with SUM, the minima with MIN and
-   the lengths all-gathered (for the exact p90), so every step scalar is the one a single process
-   would compute on the concatenated batch, never a mean of per-rank means;
+2. ``gspo_metrics.stacked_sequence_diagnostics`` on the inputs' device: the 16 per-sequence
+   diagnostics as one (16, B) tensor, both clip units at once;
+3. prepend rewards and truncation: ``seq_K_B`` (K, B). Under ``torch.distributed`` reduce it to a
+   step summary on the device (a vector of sums and counts, all-reduced with SUM, and a vector of
+   minima, maxima negated, all-reduced with MIN) and all-gather the lengths (for the exact p90),
+   so every step scalar is the one a single process would compute on the concatenated batch,
+   never a mean of per-rank means;
 4. start ONE device-to-host copy of everything (non-blocking into pinned memory on CUDA).
 
-The host arithmetic that turns the summary into step scalars (``StepRecord.materialize``) runs on
-the writer thread, which waits for the copy; the caller never does.
+The host arithmetic that turns this into step scalars (``StepRecord.materialize``) runs on the
+writer thread, which waits for the copy; the caller never does. Without ``torch.distributed`` the
+summary is reduced there too, from the transferred (K, B) rows with numpy (``_summary``, the same
+code as the device reduction): on small batches each tensor op costs microseconds of fixed
+overhead, which the training thread no longer pays.
 
 Step scalars (S = the step's sequences over all ranks, M = their masked tokens):
 
@@ -43,17 +46,20 @@ from typing import Any
 import numpy as np
 import torch
 
-from gspo_metrics import group_advantages, sequence_diagnostics, zero_variance_groups
+from gspo_metrics import SEQUENCE_DIAGNOSTICS, group_advantages
 from gspo_metrics._validate import check_float, check_tensor
+from gspo_metrics.diagnostics import stacked_sequence_diagnostics
 
 from .schema import Seq, Step, validate_extra_key
 
 DEFAULT_SEQ_EPS = (3e-4, 4e-4)  # GSPO's clip range (the paper, Tinker)
 DEFAULT_TOKEN_EPS = (0.2, 0.2)  # GRPO's / PPO's
 
-# Rows of the per-sequence stack (K, B), in this order. All but the first four come straight
-# from gspo_metrics.sequence_diagnostics, whose keys equal the Seq column names.
-SEQ_ROWS: tuple[str, ...] = (
+# Rows of the per-sequence stack (K, B), in this order: reward and truncation, then the rows of
+# gspo_metrics.stacked_sequence_diagnostics, whose names equal the Seq column names.
+SEQ_ROWS: tuple[str, ...] = (Seq.REWARD, Seq.TRUNCATED, *SEQUENCE_DIAGNOSTICS)
+# The per-sequence columns a record hands the sinks, in this (historical) order
+_SEQ_COLUMNS: tuple[str, ...] = (
     Seq.REWARD,
     Seq.ADVANTAGE,
     Seq.LENGTH,
@@ -73,8 +79,8 @@ SEQ_ROWS: tuple[str, ...] = (
     Seq.ENTROPY,
     Seq.NONFINITE_COUNT,
 )
+assert sorted(SEQ_ROWS) == sorted(_SEQ_COLUMNS)
 _R = {name: i for i, name in enumerate(SEQ_ROWS)}
-_DIAG_ROWS = SEQ_ROWS[4:]
 _SQ_ROWS = [_R[Seq.REWARD], _R[Seq.ADVANTAGE], _R[Seq.SEQ_LOG_RATIO]]
 _TOKW_ROWS = [
     _R[Seq.TOKEN_CLIP_FRACTION],
@@ -92,6 +98,43 @@ _NSUM = len(_CONSTS) + 1 + len(SEQ_ROWS) + len(_SQ_ROWS) + 1 + len(_TOKW_ROWS) +
 _NMIN = 6
 
 
+def _summary(seq_K_B, consts, zero_var, loss, lib):
+    """The step summary of the (K, B) per-sequence rows: ``(sums, mins)``, maxima negated.
+
+    One formula for both places it runs: torch tensors on the device (distributed: the vectors
+    are then all-reduced with SUM and MIN) and numpy arrays on the host (one process, in
+    ``StepRecord.materialize``); ``lib`` is ``torch`` or ``numpy``. ``consts`` (5,) as
+    ``_CONSTS``, ``zero_var`` (1,) zero-variance groups, ``loss`` (1,) the loss (0 when none).
+    The first five of the ``_NMIN`` minima; the sixth (-B, for the gather) is the caller's.
+    """
+    cat = torch.cat if lib is torch else np.concatenate
+    sq_3_B = seq_K_B[_SQ_ROWS]
+    length_B = seq_K_B[_R[Seq.LENGTH]]
+    sums = cat(
+        [
+            consts,
+            zero_var,
+            seq_K_B.sum(1),
+            (sq_3_B * sq_3_B).sum(1),
+            abs(seq_K_B[_R[Seq.ADVANTAGE]]).sum().reshape(1),
+            (seq_K_B[_TOKW_ROWS] * length_B).sum(1),
+            loss,
+        ]
+    )
+    slr_B = seq_K_B[_R[Seq.SEQ_LOG_RATIO]]
+    # min/max propagate NaN in both libraries (torch: not aminmax, ~100x slower on small tensors)
+    abs_max = lib.maximum(
+        abs(seq_K_B[_R[Seq.TOKEN_LOG_RATIO_MIN]]), abs(seq_K_B[_R[Seq.TOKEN_LOG_RATIO_MAX]])
+    ).max()
+    mins = lib.stack([slr_B.min(), -slr_B.max(), length_B.min(), -length_B.max(), -abs_max])
+    return sums, mins
+
+
+def _zero_var_groups(reward_P_G) -> Any:
+    """Groups whose rewards are all equal (``gspo_metrics.zero_variance_groups``), summed."""
+    return (reward_P_G == reward_P_G[:, :1]).all(-1).sum()
+
+
 @dataclass
 class StepRecord:
     """One step's diagnostics, as handed to the sinks.
@@ -99,6 +142,11 @@ class StepRecord:
     ``materialize()`` (called by the writer thread) waits for the device-to-host copy and fills
     ``row`` (the step-table row: column -> Python scalar, extras included) and ``seq`` (column ->
     (B,) numpy array of this rank's sequences).
+
+    ``host_buffer`` (float64) holds, in order: ``seq_K_B`` (K*B); then either the summary
+    (``reduced``: _NSUM sums and _NMIN minima, reduced over ranks) or the loss (if
+    ``loss_given``) and the zero-variance group count (if ``zero_var_given``); the tensor
+    extras; the gathered lengths; the sampled tokens.
     """
 
     step: int
@@ -117,6 +165,9 @@ class StepRecord:
     num_gathered_lengths: int = 0  # distributed: (world * Bmax) padded lengths in the buffer
     host_buffer: torch.Tensor | None = None
     ready_event: Any = None  # a torch.cuda.Event when the copy is asynchronous
+    reduced: bool = False  # the buffer holds the summary reduced on the device (distributed)
+    loss_given: bool = False
+    zero_var_given: bool = False  # counted on the device (rewards wider than the stack's dtype)
     row: dict[str, Any] | None = None
     seq: dict[str, np.ndarray] | None = None
     tokens: dict[str, list] | None = None
@@ -135,13 +186,27 @@ class StepRecord:
                 self.ready_event.synchronize()
             flat = self.host_buffer.numpy().astype(np.float64, copy=False)
             B, K = self.batch_size, len(SEQ_ROWS)
-            o = 0
-            seq_K_B = flat[o : o + K * B].reshape(K, B)
-            o += K * B
-            sums = flat[o : o + _NSUM]
-            o += _NSUM
-            mins = flat[o : o + _NMIN]
-            o += _NMIN
+            seq_K_B = flat[: K * B].reshape(K, B)
+            o = K * B
+            if self.reduced:
+                sums = flat[o : o + _NSUM]
+                mins = flat[o + _NSUM : o + _NSUM + _NMIN]
+                o += _NSUM + _NMIN
+            else:
+                loss = flat[o : o + self.loss_given]
+                o += self.loss_given
+                if self.zero_var_given:
+                    zero_var = flat[o : o + 1]
+                    o += 1
+                else:
+                    reward_P_G = seq_K_B[_R[Seq.REWARD]].reshape(self.num_prompts, -1)
+                    zero_var = np.array([_zero_var_groups(reward_P_G)], dtype=np.float64)
+                consts = np.array(
+                    [1.0, B, self.num_prompts, B if self.truncated_given else 0, len(loss)],
+                    dtype=np.float64,
+                )
+                loss = loss if self.loss_given else np.zeros(1)
+                sums, mins = _summary(seq_K_B, consts, zero_var, loss, np)
             n_tensor_extra = len(self.tensor_extra_keys)
             tensor_extra = flat[o : o + n_tensor_extra]
             o += n_tensor_extra
@@ -170,22 +235,25 @@ class StepRecord:
 def _sequence_columns(rec: StepRecord, seq_K_B: np.ndarray) -> dict[str, np.ndarray]:
     B, G = rec.batch_size, rec.group_size
     b = np.arange(B)
+    # one conversion of the whole stack instead of one per column (float64 -> float32 is the
+    # same rounding either way; whole numbers and 0/1 flags are exact in both)
+    f32 = seq_K_B.astype(np.float32)
     out: dict[str, Any] = {
         Seq.STEP: np.full(B, rec.step, dtype=np.int64),
         Seq.RANK: np.full(B, rec.rank, dtype=np.int32),
         Seq.GROUP: (b // G).astype(np.int32),
         Seq.SAMPLE: (b % G).astype(np.int32),
     }
-    for name in SEQ_ROWS:
-        x = seq_K_B[_R[name]]
+    for name in _SEQ_COLUMNS:
+        i = _R[name]
         if name in (Seq.LENGTH, Seq.NONFINITE_COUNT):
-            out[name] = x.astype(np.int32)
+            out[name] = seq_K_B[i].astype(np.int32)
         elif name == Seq.TRUNCATED:
-            out[name] = x.astype(bool) if rec.truncated_given else None
+            out[name] = seq_K_B[i] != 0 if rec.truncated_given else None
         elif name == Seq.SEQ_CLIPPED:
-            out[name] = x.astype(bool)
+            out[name] = seq_K_B[i] != 0
         else:
-            out[name] = x.astype(np.float32)
+            out[name] = f32[i]
     out[Seq.COMPLETION] = rec.completions
     return out
 
@@ -227,6 +295,7 @@ def _div(a: float, b: float) -> float:
 def _step_row(
     rec: StepRecord, sums: np.ndarray, mins: np.ndarray, lengths: np.ndarray
 ) -> dict[str, Any]:
+    sums, mins = sums.tolist(), mins.tolist()  # Python floats: cheaper scalar arithmetic
     c = {name: sums[i] for i, name in enumerate(_CONSTS)}
     o = len(_CONSTS)
     zero_var = sums[o]
@@ -364,11 +433,11 @@ def _check_completions(completions: object, B: int) -> list[str | None] | None:
         raise ValueError(f"completions must be a list of B = {B} strings")
     if len(completions) != B:
         raise ValueError(f"completions has {len(completions)} entries but there are B = {B}")
-    out = []
-    for i, c in enumerate(completions):
-        if c is not None and not isinstance(c, str):
-            raise ValueError(f"completions[{i}] must be a str or None, got {type(c).__name__}")
-        out.append(c)
+    out = list(completions)
+    if not all(c is None or type(c) is str for c in out):
+        for i, c in enumerate(out):
+            if c is not None and not isinstance(c, str):
+                raise ValueError(f"completions[{i}] must be a str or None, got {type(c).__name__}")
     return out
 
 
@@ -461,7 +530,7 @@ def compute_step(
     if advantages is None:
         advantages = group_advantages(rewards_P_G.detach()).reshape(B)  # (P, G) -> (B,)
     # validates logprobs/old_logprobs/mask/advantages/ref_logprobs/entropy, empty mask rows, eps
-    diag = sequence_diagnostics(
+    diag_16_B = stacked_sequence_diagnostics(
         logprobs,
         old_logprobs,
         mask,
@@ -475,76 +544,53 @@ def compute_step(
     dist_on, rank, world = _dist_info(distributed)
     device = logprobs.device
     dtype = torch.float32 if device.type == "mps" else torch.float64
-    loss_t = _loss_tensor(loss, device, dtype)
-
-    with torch.no_grad():
-        ddt = diag["seq_log_ratio"].dtype  # float32/float64: every row fits it exactly
-        rows = [
-            rewards_P_G.detach().reshape(B).to(device=device, dtype=ddt),
-            diag["advantage"],
-            diag["length"].to(ddt),
-            truncated.to(device=device, dtype=ddt)
-            if truncated is not None
-            else torch.zeros(B, device=device, dtype=ddt),
-        ] + [diag[name] for name in _DIAG_ROWS]
-        rows[-1] = rows[-1].to(ddt)  # nonfinite_count
-        seq_K_B = torch.stack(rows).to(dtype)  # K x (B,) -> (K, B), aggregated in float64
-
-        # step summary on the device: sums (all-reduced with SUM), minima (with MIN)
-        consts = torch.tensor(
-            [1.0, B, P, B if truncated is not None else 0, 0 if loss_t is None else 1],
-            dtype=dtype,
-            device=device,
-        )
-        zero_var = zero_variance_groups(rewards_P_G.detach()).sum().to(dtype).reshape(1)
-        sums = torch.cat(
-            [
-                consts,
-                zero_var,
-                seq_K_B.sum(1),
-                seq_K_B[_SQ_ROWS].square().sum(1),
-                seq_K_B[_R[Seq.ADVANTAGE]].abs().sum().reshape(1),
-                (seq_K_B[_TOKW_ROWS] * seq_K_B[_R[Seq.LENGTH]]).sum(1),
-                loss_t if loss_t is not None else torch.zeros(1, dtype=dtype, device=device),
-            ]
-        )
-        slr = seq_K_B[_R[Seq.SEQ_LOG_RATIO]]
-        length = seq_K_B[_R[Seq.LENGTH]]
-        # amin/amax (not aminmax: ~100x slower on small CPU tensors); NaN propagates
-        slr_min, slr_max = slr.amin(), slr.amax()
-        len_min, len_max = length.amin(), length.amax()
-        abs_max = torch.maximum(
-            seq_K_B[_R[Seq.TOKEN_LOG_RATIO_MIN]].abs(), seq_K_B[_R[Seq.TOKEN_LOG_RATIO_MAX]].abs()
-        ).max()
-        mins = torch.stack(
-            [
-                slr_min,
-                -slr_max,
-                len_min,
-                -len_max,
-                -abs_max,
-                torch.tensor(-float(B), dtype=dtype, device=device),
-            ]
-        )
+    with torch.no_grad():  # (so no .detach() is needed below: nothing records a graph)
+        loss_t = _loss_tensor(loss, device, dtype)
+        ddt = diag_16_B.dtype  # float32/float64: every row fits it exactly
+        reward_1_B = rewards_P_G.reshape(1, B).to(device=device, dtype=ddt)
+        if truncated is not None:
+            truncated_1_B = truncated.reshape(1, B).to(device=device, dtype=ddt)
+        else:
+            truncated_1_B = diag_16_B.new_zeros(1, B)
+        seq_K_B = torch.cat([reward_1_B, truncated_1_B, diag_16_B])  # (K, B), SEQ_ROWS order
         parts = [seq_K_B.reshape(-1)]
         num_gathered = 0
-        if dist_on:
+        # the zero-variance test must see the rewards themselves, not their rounding to ddt
+        zero_var_on_device = dist_on or rewards_P_G.dtype.itemsize > ddt.itemsize
+        zero_var = None
+        if zero_var_on_device:
+            zero_var = _zero_var_groups(rewards_P_G).to(dtype).reshape(1)
+        if dist_on:  # step summary on the device, reduced over ranks: sums (SUM), minima (MIN)
             import torch.distributed as dist
 
+            consts = torch.tensor(
+                [1.0, B, P, B if truncated is not None else 0, 0 if loss_t is None else 1],
+                dtype=dtype,
+                device=device,
+            )
+            no_loss = torch.zeros(1, dtype=dtype, device=device)
+            seq64_K_B = seq_K_B.to(dtype)
+            sums, mins5 = _summary(
+                seq64_K_B, consts, zero_var, no_loss if loss_t is None else loss_t, torch
+            )
+            mins = torch.cat([mins5, consts[1:2].neg()])  # -B: the gather needs the largest B
             dist.all_reduce(sums, op=dist.ReduceOp.SUM)
             dist.all_reduce(mins, op=dist.ReduceOp.MIN)
-            bmax = int(-mins[5].item())  # one small sync: the gather needs the largest B
+            bmax = int(-mins[5].item())  # one small sync
             padded = torch.full((bmax,), -1.0, dtype=dtype, device=device)
-            padded[:B] = length
+            padded[:B] = seq64_K_B[_R[Seq.LENGTH]]
             gathered = [torch.empty_like(padded) for _ in range(world)]
             dist.all_gather(gathered, padded)
             num_gathered = bmax * world
-        parts += [sums, mins]
+            parts += [sums, mins]
+        else:  # the host reduces seq_K_B (materialize); it needs the loss (and maybe zero_var)
+            if loss_t is not None:
+                parts.append(loss_t)
+            if zero_var is not None:
+                parts.append(zero_var)
         tensor_keys = tuple(dev_extra)
         if tensor_keys:
-            parts.append(
-                torch.stack([dev_extra[k].to(device=device, dtype=dtype) for k in tensor_keys])
-            )
+            parts += [dev_extra[k].reshape(1).to(device=device) for k in tensor_keys]
         if dist_on:
             parts += gathered
         idx = token_sample_indices(B, int(token_samples))
@@ -559,7 +605,9 @@ def compute_step(
                 adv_nt.to(dtype).reshape(-1),
                 m_nt.to(dtype).reshape(-1),
             ]
-        flat = torch.cat(parts)
+        # one buffer of everything, converted to float64 (exact for every part) by the copy
+        flat = torch.empty(sum(p.numel() for p in parts), dtype=dtype, device=device)
+        torch.cat(parts, out=flat)
         event = None
         if device.type == "cuda":
             host = torch.empty(flat.shape, dtype=dtype, pin_memory=True)
@@ -585,6 +633,9 @@ def compute_step(
         num_gathered_lengths=num_gathered,
         host_buffer=host,
         ready_event=event,
+        reduced=dist_on,
+        loss_given=loss_t is not None and not dist_on,
+        zero_var_given=zero_var is not None and not dist_on,
     )
 
 
