@@ -58,6 +58,22 @@ def resolve_tracking_uri(mlflow: Any) -> str | None:
     return uri
 
 
+def run_params(info) -> dict[str, Any]:
+    """The MLflow params of a run: its config plus the run settings, namespaced ``gspo_dash.*``."""
+    params = dict(info.config)
+    params.update(
+        {
+            "gspo_dash.algorithm": info.algorithm,
+            "gspo_dash.seq_eps_low": info.seq_eps_low,
+            "gspo_dash.seq_eps_high": info.seq_eps_high,
+            "gspo_dash.token_eps_low": info.token_eps_low,
+            "gspo_dash.token_eps_high": info.token_eps_high,
+            "gspo_dash.reduction": info.reduction,
+        }
+    )
+    return params
+
+
 def flatten_params(config: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
     """Nested dict -> {"a.b": "value"}, values as strings cut to MLflow's 6000 characters."""
     out: dict[str, str] = {}

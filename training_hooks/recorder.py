@@ -35,7 +35,7 @@ import torch
 
 from . import schema
 from .compute import DEFAULT_SEQ_EPS, DEFAULT_TOKEN_EPS, _dist_info, compute_step
-from .mlflow_sink import resolve_tracking_uri
+from .mlflow_sink import resolve_tracking_uri, run_params
 from .schema import RunInfo, write_json_atomic
 from .sinks import NullSink, ParquetSink, Sink, SinkWorker
 
@@ -318,7 +318,7 @@ class RunRecorder:
                 run_name=name,
                 gspo_run_id=run_id,
                 algorithm=algorithm,
-                params=self._params(info),
+                params=run_params(info),
                 resume_run_id=info.mlflow.get("run_id")
                 if info.mlflow.get("tracking_uri") == self.tracking_uri
                 else None,
@@ -368,20 +368,6 @@ class RunRecorder:
         old.other.setdefault("resumed_at", []).append(info.created_at)
         self.last_step = old.last_step
         return old
-
-    def _params(self, info: RunInfo) -> dict[str, Any]:
-        params = dict(info.config)
-        params.update(
-            {
-                "gspo_dash.algorithm": info.algorithm,
-                "gspo_dash.seq_eps_low": info.seq_eps_low,
-                "gspo_dash.seq_eps_high": info.seq_eps_high,
-                "gspo_dash.token_eps_low": info.token_eps_low,
-                "gspo_dash.token_eps_high": info.token_eps_high,
-                "gspo_dash.reduction": info.reduction,
-            }
-        )
-        return params
 
     def _on_mlflow_open(self, details: dict[str, Any]) -> None:
         with self.state.lock:

@@ -29,6 +29,7 @@ from .mlflow_sink import (
     log_params,
     resolve_tracking_uri,
     row_metrics,
+    run_params,
 )
 
 PROGRESS_KEY = schema.mlflow_key(schema.Step.NUM_SEQUENCES)
@@ -69,18 +70,7 @@ def sync_run(
             },
         )
     run_id = run.info.run_id
-    params = dict(info.config)
-    params.update(
-        {
-            "gspo_dash.algorithm": info.algorithm,
-            "gspo_dash.seq_eps_low": info.seq_eps_low,
-            "gspo_dash.seq_eps_high": info.seq_eps_high,
-            "gspo_dash.token_eps_low": info.token_eps_low,
-            "gspo_dash.token_eps_high": info.token_eps_high,
-            "gspo_dash.reduction": info.reduction,
-        }
-    )
-    log_params(client, run_id, params)
+    log_params(client, run_id, run_params(info))
     client.log_batch(run_id, tags=[RunTag("gspo_dash.status", info.status)])
 
     done = -1
