@@ -52,7 +52,6 @@ import os
 import re
 import secrets
 import sys
-import tempfile
 import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -377,15 +376,8 @@ def _write_steps(run_dir: Path, run_id: str, algorithm: str, rows, wall) -> list
     folder.mkdir(parents=True, exist_ok=True)
     first, last = (ordered[0], ordered[-1]) if ordered else (0, 0)
     final = folder / schema.compacted_name(first, last, 0, 0)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".parquet", dir=folder)
-    os.close(fd)
-    try:
+    with schema.atomic_path(final) as tmp:
         pq.write_table(table, tmp, compression="zstd")
-        os.replace(tmp, final)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
     return [f.name for f in arrow_schema]
 
 

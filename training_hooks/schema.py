@@ -22,12 +22,13 @@ App code never spells a column name as a bare string: it uses the constants belo
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
 import re
-import tempfile
-from collections.abc import Mapping
+import threading
+from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -344,23 +345,34 @@ def _json_safe(value: Any) -> Any:
     return repr(value)
 
 
-def write_json_atomic(path: str | os.PathLike, data: Mapping[str, Any]) -> None:
-    """Write JSON to a temporary file in the same folder, fsync it, then rename over ``path``."""
-    path = os.fspath(path)
-    folder = os.path.dirname(path) or "."
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=folder)
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike) -> Iterator[str]:
+    """Yield a hidden temporary name beside ``path`` to write to; on success fsync it and rename
+    it over ``path`` (a reader never sees half a file), on failure remove it.
+
+        with atomic_path(final) as tmp:
+            pq.write_table(table, tmp)
+    """
+    folder, base = os.path.split(os.fspath(path))
+    tmp = os.path.join(folder, f".tmp-{os.getpid()}-{threading.get_ident()}-{base}")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(_json_safe(data), f, indent=2, sort_keys=False)
-            f.flush()
-            os.fsync(f.fileno())
+        yield tmp
+        fd = os.open(tmp, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
         os.replace(tmp, path)
     except BaseException:
-        try:
+        with contextlib.suppress(OSError):
             os.unlink(tmp)
-        except OSError:
-            pass
         raise
+
+
+def write_json_atomic(path: str | os.PathLike, data: Mapping[str, Any]) -> None:
+    """Write JSON to a temporary file in the same folder, fsync it, then rename over ``path``."""
+    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
+        json.dump(_json_safe(data), f, indent=2, sort_keys=False)
 
 
 def read_run_info(run_dir: str | os.PathLike) -> RunInfo:

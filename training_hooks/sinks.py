@@ -94,22 +94,8 @@ def write_parquet_atomic(table, path: str, *, compression: str = "zstd") -> None
     """Write ``table`` to a hidden temporary name in the same folder, fsync, rename to ``path``."""
     import pyarrow.parquet as pq
 
-    folder, base = os.path.split(path)
-    tmp = os.path.join(folder, f".tmp-{os.getpid()}-{threading.get_ident()}-{base}")
-    try:
+    with schema.atomic_path(path) as tmp:
         pq.write_table(table, tmp, compression=compression, **WRITE_OPTIONS)
-        fd = os.open(tmp, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
 
 
 class ParquetSink:
@@ -254,9 +240,7 @@ def compact_parquet(paths: list[str], target: str, *, compression: str = "zstd")
     schemas = [pq.read_schema(p) for p in paths]
     unified = pa.unify_schemas(schemas, promote_options="permissive")
     unified = unified.with_metadata(schemas[0].metadata or {})
-    folder, base = os.path.split(target)
-    tmp = os.path.join(folder, f".tmp-{os.getpid()}-{base}")
-    try:
+    with schema.atomic_path(target) as tmp:
         with pq.ParquetWriter(tmp, unified, compression=compression, **WRITE_OPTIONS) as writer:
             pending, rows = [], 0
             for p in paths:
@@ -271,18 +255,6 @@ def compact_parquet(paths: list[str], target: str, *, compression: str = "zstd")
                     pending, rows = [], 0
             if pending:
                 writer.write_table(pa.concat_tables(pending))
-        fd = os.open(tmp, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, target)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
 
 
 def step_table(records: list[StepRecord], extra_keys: tuple[str, ...] = ()):
