@@ -16,6 +16,7 @@ import streamlit as st
 from app import data
 from app.charts import run_colors
 from app.cols import SEQUENCES_DIR, Step
+from app.health import run_findings
 
 MAX_DEFAULT_RUNS = 6
 AUTO_REFRESH_S = 5
@@ -214,6 +215,20 @@ def step_window(steps: np.ndarray, *, key: str = "window") -> tuple[int, int] | 
         return lo, hi
     a, b = st.slider("Steps", min_value=lo, max_value=hi, value=(lo, hi), key=key)
     return int(a), int(b)
+
+
+def findings_for(run: data.RunRef, steps_df):
+    """The health findings of one run's step table, with the run's algorithm, status and eps."""
+    eps = eps_of(run)
+    return run_findings(
+        steps_df,
+        algorithm=run.algorithm,
+        status=run.status,
+        updated_at=run.updated_at,
+        last_step=run.last_step,
+        seq_eps=eps.get("seq"),
+        token_eps=eps.get("token"),
+    )
 
 
 def sequence_run_window(ctx: Context) -> tuple[data.RunRef, tuple[int, int] | None]:

@@ -4,7 +4,7 @@ import pandas as pd
 import streamlit as st
 
 from app import data, ui
-from app.health import ERROR, INFO, OK, WARNING, run_findings
+from app.health import ERROR, INFO, OK, WARNING
 
 ICON = {ERROR: ":material/error:", WARNING: ":material/warning:", INFO: ":material/info:",
         OK: ":material/check_circle:"}  # fmt: skip
@@ -28,16 +28,7 @@ results = []
 for run in shown:
     t = data.load_steps(run)
     problems += [f"{run.label}: {p}" for p in t.problems]
-    eps = ui.eps_of(run)
-    found = run_findings(
-        t.df,
-        algorithm=run.algorithm,
-        status=run.status,
-        updated_at=run.updated_at,
-        last_step=run.last_step,
-        seq_eps=eps.get("seq"),
-        token_eps=eps.get("token"),
-    )
+    found = ui.findings_for(run, t.df)
     results.append((run, t, found))
 
 summary = pd.DataFrame(

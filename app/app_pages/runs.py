@@ -5,7 +5,7 @@ import streamlit as st
 
 from app import data, ui
 from app.charts import fmt_eps
-from app.health import ERROR, WARNING, run_findings
+from app.health import ERROR, WARNING
 
 STATUS_COLOR = {"running": "#1a7f37", "finished": "#57606a", "failed": "#cf222e",
                 "crashed": "#cf222e", "unknown": "#9a6700"}  # fmt: skip
@@ -85,15 +85,7 @@ def _health(run: data.RunRef) -> str:
     if run.source != data.SOURCE_PARQUET:
         return "open Health"
     t = data.load_steps(run)
-    found = run_findings(
-        t.df,
-        algorithm=run.algorithm,
-        status=run.status,
-        updated_at=run.updated_at,
-        last_step=run.last_step,
-        seq_eps=ui.eps_of(run).get("seq"),
-        token_eps=ui.eps_of(run).get("token"),
-    )
+    found = ui.findings_for(run, t.df)
     n_err = sum(f.severity == ERROR for f in found)
     n_warn = sum(f.severity == WARNING for f in found)
     if not n_err and not n_warn:
