@@ -19,8 +19,10 @@ import math
 import torch
 
 from ._validate import (
+    as_bool_mask,
     check_eps,
     check_float,
+    check_no_empty_rows,
     check_nonempty_rows,
     check_same_shape,
     check_tensor,
@@ -114,33 +116,62 @@ def stacked_sequence_diagnostics(
     whatever B and T are.
     """
     with torch.no_grad():
-        mask_bt, _ = check_token_inputs(logprobs, old_logprobs, mask, nonempty=False)
-        check_advantages(advantages, logprobs)
-        for name, eps in (("seq_eps", seq_eps), ("token_eps", token_eps)):
-            if not isinstance(eps, tuple | list) or len(eps) != 2:
-                raise ValueError(f"{name} must be a pair (eps_low, eps_high), got {eps!r}")
-            try:
-                check_eps(*eps)
-            except ValueError as e:
-                raise ValueError(f"{name}: {e}") from None
-        for name, x in (("ref_logprobs", ref_logprobs), ("entropy", entropy)):
-            if x is not None:
-                check_tensor(x, name, 2, "(B, T)")
-                check_float(x, name)
-                check_same_shape(logprobs, "logprobs", **{name: x})
-
+        check_diagnostics_inputs(
+            logprobs,
+            old_logprobs,
+            mask,
+            advantages,
+            seq_eps=seq_eps,
+            token_eps=token_eps,
+            ref_logprobs=ref_logprobs,
+            entropy=entropy,
+            nonempty=False,  # the probe below finds empty rows without a separate host sync
+        )
         # Half-precision inputs are reduced in float32 (sums of 1,000 bf16 terms are not exact).
         dtype = torch.promote_types(logprobs.dtype, torch.float32)
-        args = (logprobs, old_logprobs, mask_bt, advantages, ref_logprobs, entropy, dtype)
+        args = (logprobs, old_logprobs, mask, advantages, ref_logprobs, entropy, dtype)
         out_K_B, probe = _fast(*args, seq_eps, token_eps, workspace)
         # One host sync for both data-dependent questions: is a row empty (an error), and is
         # anything non-finite anywhere (then redo it the exact way and count it; rare). ``probe``
         # sums the row means of every input: an empty row (0 / 0) or a NaN/inf input makes it
         # non-finite (so can an overflow, which only costs the exact pass).
         if not math.isfinite(probe.item()):
-            check_nonempty_rows(mask_bt)  # raises, naming the rows
+            check_nonempty_rows(as_bool_mask(mask))  # raises, naming the rows
             out_K_B = _exact(*args, seq_eps, token_eps, out_K_B[0].to(torch.int64))
         return out_K_B
+
+
+def check_diagnostics_inputs(
+    logprobs: torch.Tensor,
+    old_logprobs: torch.Tensor,
+    mask: torch.Tensor,
+    advantages: torch.Tensor | None,
+    *,
+    seq_eps: tuple[float, float] = (3e-4, 4e-4),
+    token_eps: tuple[float, float] = (0.2, 0.2),
+    ref_logprobs: torch.Tensor | None = None,
+    entropy: torch.Tensor | None = None,
+    nonempty: bool = True,
+) -> None:
+    """Every check of ``sequence_diagnostics``' arguments: ValueError naming the argument and its
+    shape. ``nonempty`` also checks that every row of ``mask`` marks a token (one host sync)."""
+    check_token_inputs(logprobs, old_logprobs, mask, nonempty=False, as_bool=False)
+    if advantages is not None:  # (None: only for callers that derive them later themselves)
+        check_advantages(advantages, logprobs)
+    for name, eps in (("seq_eps", seq_eps), ("token_eps", token_eps)):
+        if not isinstance(eps, tuple | list) or len(eps) != 2:
+            raise ValueError(f"{name} must be a pair (eps_low, eps_high), got {eps!r}")
+        try:
+            check_eps(*eps)
+        except ValueError as e:
+            raise ValueError(f"{name}: {e}") from None
+    for name, x in (("ref_logprobs", ref_logprobs), ("entropy", entropy)):
+        if x is not None:
+            check_tensor(x, name, 2, "(B, T)")
+            check_float(x, name)
+            check_same_shape(logprobs, "logprobs", **{name: x})
+    if nonempty:
+        check_no_empty_rows(mask)
 
 
 def _finish(
@@ -233,7 +264,7 @@ def _scratch(workspace: dict | None, key: str, shape: tuple, dtype, device) -> t
     return buf[:n].view(shape)
 
 
-def _fast(logprobs, old_logprobs, mask_bt, advantages, ref_logprobs, entropy, dtype, seq_eps,
+def _fast(logprobs, old_logprobs, mask, advantages, ref_logprobs, entropy, dtype, seq_eps,
           token_eps, workspace=None):  # fmt: skip
     """Masking by multiplying with the 0/1 mask, in one reused (R, B, T) buffer.
 
@@ -251,19 +282,20 @@ def _fast(logprobs, old_logprobs, mask_bt, advantages, ref_logprobs, entropy, dt
     has_ref, has_ent, per_tok = ref_logprobs is not None, entropy is not None, advantages.dim() == 2
     # Buffer rows: 0 mask, 1 log r (0 on padding), then the other inputs' masked values (the
     # probe sums rows 1 .. n_in), then the per-token terms of the means.
-    B, T = mask_bt.shape
+    B, T = mask.shape
+    device = mask.device
     i_ref = 2
     i_ent = i_ref + has_ref
     i_adv = i_ent + has_ent
     n_in = i_adv + per_tok  # rows 1 .. n_in - 1 hold the inputs
     i_kl_old, i_below, i_above, i_kl_ref = n_in, n_in + 1, n_in + 2, n_in + 3
     R = i_kl_ref + has_ref
-    w = _scratch(workspace, "rows", (R, B, T), dtype, mask_bt.device)
+    w = _scratch(workspace, "rows", (R, B, T), dtype, device)
     # Small batches: one reduction of every row at the end (few ops). Large ones: each row is
     # summed right after it is written, while it is still in cache (one sum of R large rows
     # re-reads them all from memory). Same per-row reduction, same bits.
     per_row = B * T >= 1 << 16
-    sums_R_B = torch.empty((R, B), dtype=dtype, device=mask_bt.device) if per_row else None
+    sums_R_B = torch.empty((R, B), dtype=dtype, device=device) if per_row else None
 
     def written(*rows: int) -> None:
         if per_row:
@@ -271,7 +303,12 @@ def _fast(logprobs, old_logprobs, mask_bt, advantages, ref_logprobs, entropy, dt
                 torch.sum(w[r], -1, out=sums_R_B[r])
 
     # (no .detach(): the caller runs this under torch.no_grad, so nothing here records a graph)
-    mask_f = w[0].copy_(mask_bt)
+    # the 0/1 mask as floats. A bool tensor's bytes are 0/1: converting them as uint8 is the same
+    # values and about 7x faster on CPU than the bool -> float conversion
+    if mask.dtype == torch.bool:
+        mask_f = w[0].copy_(mask.view(torch.uint8))
+    else:  # any dtype: nonzero marks a token (as_bool_mask's rule), written as 0/1 floats
+        mask_f = torch.ne(mask, 0, out=w[0])
     written(0)
     lp = logprobs
     d_bt = w[1]
@@ -312,6 +349,7 @@ def _fast(logprobs, old_logprobs, mask_bt, advantages, ref_logprobs, entropy, dt
     low_high = None
     if per_tok:  # per-token advantages: the binding side is decided token by token
         adv_b = means_R_B[i_adv - 1]
+        mask_bt = as_bool_mask(mask)
         low_high = _per_token_adv_stats(adv_bt, d_bt < tok_lo, d_bt > tok_hi, mask_bt, n_b)
     else:
         adv_b = adv
@@ -320,8 +358,11 @@ def _fast(logprobs, old_logprobs, mask_bt, advantages, ref_logprobs, entropy, dt
     # Padding takes the row mean, which lies inside [min, max] of the row's tokens and adds 0
     # to the squared deviations: one tensor gives exact masked min, max and std.
     # (amin + amax, not torch.aminmax: aminmax is ~100x slower on small CPU tensors.)
+    # lerp(a, b, w) is exactly a at w = 0 and exactly b at w = 1 (torch evaluates it as
+    # a + w (b - a) for w < 0.5 and b - (b - a)(1 - w) otherwise), so this is
+    # where(mask, d, log s) in float arithmetic, about 2x faster than where on a bool mask.
     log_s_col = log_s_b[:, None]
-    work_bt = torch.where(mask_bt, d_bt, log_s_col, out=w[i_below])  # the counts are summed
+    work_bt = torch.lerp(log_s_col, d_bt, mask_f, out=w[i_below])  # the counts are summed
     tmin_b, tmax_b = work_bt.amin(-1), work_bt.amax(-1)
     tstd_b = torch.linalg.vector_norm(work_bt.sub_(log_s_col), dim=-1) / n_b.sqrt()
 
@@ -336,10 +377,11 @@ def _fast(logprobs, old_logprobs, mask_bt, advantages, ref_logprobs, entropy, dt
     return out_K_B, probe
 
 
-def _exact(logprobs, old_logprobs, mask_bt, advantages, ref_logprobs, entropy, dtype, seq_eps,
+def _exact(logprobs, old_logprobs, mask, advantages, ref_logprobs, entropy, dtype, seq_eps,
            token_eps, count_b):  # fmt: skip
     """``torch.where`` masking, which no padding value can leak through, and an exact count of
     the non-finite inputs at masked positions. Used when an input holds a NaN or inf."""
+    mask_bt = as_bool_mask(mask)
     n_b = count_b.to(dtype)
     lp = logprobs.detach().to(dtype)
     d_bt = torch.where(mask_bt, lp - old_logprobs.detach().to(dtype), 0.0)  # log r, 0 on pad

@@ -22,12 +22,17 @@ from .masked import masked_fill_zero
 
 
 def check_token_inputs(
-    logprobs: torch.Tensor, old_logprobs: torch.Tensor, mask: torch.Tensor, *, nonempty: bool = True
+    logprobs: torch.Tensor,
+    old_logprobs: torch.Tensor,
+    mask: torch.Tensor,
+    *,
+    nonempty: bool = True,
+    as_bool: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Validate (B, T) inputs; returns the bool mask (B, T) and the per-row token count (B,).
 
     ``nonempty=False`` skips the empty-row check (a host sync) and the count (None): the caller
-    must do both.
+    must do both. ``as_bool=False`` (only with ``nonempty=False``) returns ``mask`` unconverted.
     """
     check_tensor(logprobs, "logprobs", 2, "(B, T)")
     check_float(logprobs, "logprobs")
@@ -35,6 +40,8 @@ def check_token_inputs(
     check_float(old_logprobs, "old_logprobs")
     check_tensor(mask, "mask", 2, "(B, T)")
     check_same_shape(logprobs, "logprobs", old_logprobs=old_logprobs, mask=mask)
+    if not nonempty and not as_bool:
+        return mask, None
     mask_bt = as_bool_mask(mask)
     if not nonempty:
         return mask_bt, None

@@ -119,3 +119,33 @@ def test_bad_eps_pair_named():
         ValueError, match=r"entropy has shape \(1, 3\) but logprobs has shape \(1, 2\)"
     ):
         sequence_diagnostics(x, x, torch.ones(1, 2), torch.ones(1), entropy=torch.zeros(1, 3))
+
+
+@pytest.mark.parametrize("size", [(5, 7), (96, 800)])  # both reduction layouts (B*T < and >= 2^16)
+@pytest.mark.parametrize("per_token_adv", [False, True])
+def test_mask_of_any_dtype_and_the_padding_garbage_give_the_same_numbers(size, per_token_adv):
+    """Nonzero marks a token whatever the mask's dtype (bool, int64, float with 3.0 for "yes"),
+    and large finite garbage under the padding changes nothing: every diagnostic is the same
+    tensor, bit for bit, as the bool mask on clean inputs."""
+    B, T = size
+    g = torch.Generator().manual_seed(B)
+    old = -torch.rand(B, T, generator=g) * 3
+    logp = old + 0.05 * torch.randn(B, T, generator=g)
+    ref = old + 0.05 * torch.randn(B, T, generator=g)
+    ent = torch.rand(B, T, generator=g)
+    mask = torch.rand(B, T, generator=g) < 0.6
+    mask[:, 0] = True
+    adv = torch.randn(B, T, generator=g) if per_token_adv else torch.randn(B, generator=g)
+
+    def run(m, fill=None):
+        xs = [t.clone() for t in (logp, old, ref, ent)]
+        if fill is not None:  # a different large finite value under each input's padding
+            for i, x in enumerate(xs):
+                x[~mask] = fill * (i + 1) * (-1) ** i
+        lp, o, r, e = xs
+        return sequence_diagnostics(lp, o, m, adv, ref_logprobs=r, entropy=e)
+
+    want = run(mask)
+    for got in (run(mask.long()), run(mask.float() * 3), run(mask, fill=1e30)):
+        for k in SEQUENCE_DIAGNOSTICS:
+            assert torch.equal(got[k], want[k]), k

@@ -27,6 +27,19 @@ from training_hooks.schema import (
 F64 = torch.float64
 NAN = float("nan")
 
+
+@pytest.fixture(autouse=True, params=["caller", "thread"])
+def reduce_on(request, monkeypatch) -> str:
+    """Every test here runs twice: steps reduced on the caller's thread, and on the recorder's
+    background thread from a copy (``training_hooks.deferred``), whatever the batch size."""
+    import training_hooks.recorder as recorder_module
+
+    thread = request.param == "thread"
+    monkeypatch.setattr(recorder_module, "_usable_cores", lambda: 1 << 20 if thread else 1)
+    monkeypatch.setattr(RunRecorder, "defer_min_elements", 0)
+    return request.param
+
+
 # The columns issue 3 requires, spelled out once more so a schema edit cannot silently drop one.
 REQUIRED_STEP = (
     "run_id step wall_time algorithm loss reward_mean reward_std seq_log_ratio_mean "

@@ -107,8 +107,11 @@ def test_hung_sink_never_blocks_training_and_close_is_bounded(tmp_path, make_bat
     try:
         worst = 0.0
         for s in range(30):
+            batch = make_batch(seed=s)
+            time.sleep(0.02)  # the training step (a queue of 4 with no time between steps could
+            # overflow the healthy Parquet sink too)
             t0 = time.perf_counter()
-            rec.log_step(s, **make_batch(seed=s))
+            rec.log_step(s, **batch)
             worst = max(worst, time.perf_counter() - t0)
         assert worst < 1.0  # log_step never waited on the hung sink
         t0 = time.monotonic()

@@ -467,6 +467,36 @@ def _loss_tensor(loss: object, device: torch.device, dtype: torch.dtype) -> torc
 # ----------------------------------------------------------------------------- the step
 
 
+def check_step_inputs(
+    step: object,
+    *,
+    rewards: object,
+    logprobs: object,
+    truncated: object = None,
+    extra: object = None,
+    completions: object = None,
+    group_size: int | None = None,
+) -> tuple[int, torch.Tensor, torch.Tensor | None, dict, dict, list | None]:
+    """The step-level checks of ``compute_step`` (the token-level ones are
+    ``gspo_metrics.diagnostics.check_diagnostics_inputs``): ValueError naming the argument.
+
+    Returns the normalised ``(step, rewards_P_G, truncated, host_extra, tensor_extra,
+    completions)``: rewards as a floating tensor, extras split into host floats and 0-d tensors.
+    """
+    step = _check_step(step)
+    check_tensor(logprobs, "logprobs", 2, "(B, T)")
+    B = logprobs.shape[0]
+    rewards_P_G = _check_rewards(rewards, B)
+    P, G = rewards_P_G.shape
+    if group_size is not None and G != group_size:
+        raise ValueError(f"rewards has shape {(P, G)} but the run's group_size is {group_size}")
+    if truncated is not None:
+        truncated = _check_truncated(truncated, B)
+    host_extra, dev_extra = _check_extra(extra)
+    completions = _check_completions(completions, B)
+    return step, rewards_P_G, truncated, host_extra, dev_extra, completions
+
+
 def _dist_info(distributed: bool | None) -> tuple[bool, int, int]:
     import torch.distributed as dist
 
@@ -507,26 +537,29 @@ def compute_step(
     run_id: str = "",
     algorithm: str = "",
     workspace: dict | None = None,
+    wall_time: float | None = None,
 ) -> StepRecord:
     """Validate, reduce on device, and start the single host transfer; see the module docstring.
 
     The returned record is not materialised yet (call ``.materialize()``). Under an initialised
     ``torch.distributed`` process group (unless ``distributed=False``) every rank must call this
     for every step: it runs three collectives. ``workspace``: a dict reused across calls for
-    scratch buffers (see ``gspo_metrics.sequence_diagnostics``).
+    scratch buffers (see ``gspo_metrics.sequence_diagnostics``). ``wall_time``: when the step was
+    logged (default: now).
     """
-    step = _check_step(step)
-    wall_time = time.time()
-    check_tensor(logprobs, "logprobs", 2, "(B, T)")
+    wall_time = time.time() if wall_time is None else wall_time
+    c = check_step_inputs(
+        step,
+        rewards=rewards,
+        logprobs=logprobs,
+        truncated=truncated,
+        extra=extra,
+        completions=completions,
+        group_size=group_size,
+    )
+    step, rewards_P_G, truncated, host_extra, dev_extra, completions = c
     B, T = logprobs.shape
-    rewards_P_G = _check_rewards(rewards, B)
     P, G = rewards_P_G.shape
-    if group_size is not None and G != group_size:
-        raise ValueError(f"rewards has shape {(P, G)} but the run's group_size is {group_size}")
-    if truncated is not None:
-        truncated = _check_truncated(truncated, B)
-    host_extra, dev_extra = _check_extra(extra)
-    completions = _check_completions(completions, B)
     if advantages is None:
         advantages = group_advantages(rewards_P_G.detach()).reshape(B)  # (P, G) -> (B,)
     # validates logprobs/old_logprobs/mask/advantages/ref_logprobs/entropy, empty mask rows, eps

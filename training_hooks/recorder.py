@@ -33,8 +33,19 @@ from typing import Any
 
 import torch
 
+from gspo_metrics.diagnostics import check_diagnostics_inputs
+
 from . import schema
-from .compute import DEFAULT_SEQ_EPS, DEFAULT_TOKEN_EPS, _dist_info, compute_step
+from .compute import (
+    DEFAULT_SEQ_EPS,
+    DEFAULT_TOKEN_EPS,
+    StepRecord,
+    _dist_info,
+    _loss_tensor,
+    check_step_inputs,
+    compute_step,
+)
+from .deferred import DeferredCompute, SnapshotSlot
 from .mlflow_sink import resolve_tracking_uri, run_params
 from .schema import RunInfo, write_json_atomic
 from .sinks import NullSink, ParquetSink, Sink, SinkWorker
@@ -43,6 +54,13 @@ log = logging.getLogger("training_hooks")
 
 _RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _MAX_FAULTS_PER_SINK = 20
+
+
+def _usable_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
 
 
 def _slug(name: str) -> str:
@@ -172,7 +190,17 @@ class RunRecorder:
         close_timeout_s: how long ``close`` waits for each sink before abandoning it.
         sinks: extra ``Sink`` objects, each run on its own thread like the built-in ones.
         distributed: None (auto: use ``torch.distributed`` when initialised), or False.
+        compute_thread: CPU tensors of at least ``defer_min_elements`` (B * T), one process:
+            ``log_step`` checks the step and copies its tensors, and a background thread
+            reduces the copy at idle priority (``training_hooks.deferred``), as a GPU would queue
+            the work. None (default): on when torch uses fewer intra-op threads than the process
+            has cores (a spare core to reduce on); when it uses them all, a background reduction
+            only competes with training (bench/bench_hooks.py), so the caller reduces. GPU
+            tensors and ``torch.distributed`` always reduce on the caller's thread (on the
+            device).
     """
+
+    defer_min_elements = 1 << 16  # smaller CPU steps cost ~1 ms of op overhead: reduce in place
 
     def __init__(
         self,
@@ -198,6 +226,7 @@ class RunRecorder:
         queue_size: int = 1000,
         sinks: Sequence[Sink] = (),
         distributed: bool | None = None,
+        compute_thread: bool | None = None,
     ):
         if not isinstance(algorithm, str) or not algorithm:
             raise ValueError(f"algorithm must be a non-empty string, got {algorithm!r}")
@@ -334,6 +363,11 @@ class RunRecorder:
                 self._workers.append(self._worker(s, queue_size))
         for w in self._workers:
             w.start()
+        self._deferred = None
+        if compute_thread is None:
+            compute_thread = torch.get_num_threads() < _usable_cores()
+        if compute_thread and not dist_on:
+            self._deferred = DeferredCompute(self._forward, self.state.fault)
         _LIVE.add(self)
 
     # ------------------------------------------------------------------ setup helpers
@@ -402,32 +436,104 @@ class RunRecorder:
         if self._closed:
             raise RuntimeError(f"run {self.run_id!r} is closed; log_step after close()")
         t0 = time.thread_time()
-        with self._compute_lock:  # the workspace buffers are not shareable between threads
-            record = self._compute(
-                step,
-                rewards,
-                logprobs,
-                old_logprobs,
-                mask,
-                advantages,
-                ref_logprobs,
-                loss,
-                entropy,
-                truncated,
-                extra,
-                completions,
-            )
+        args = (step, rewards, logprobs, old_logprobs, mask, advantages, ref_logprobs, loss,
+                entropy, truncated, extra, completions)  # fmt: skip
+        deferred = self._deferred
+        slot = None
+        if (
+            deferred is not None
+            and isinstance(logprobs, torch.Tensor)
+            and logprobs.device.type == "cpu"  # (a GPU queues the work itself)
+            and logprobs.numel() >= self.defer_min_elements
+        ):
+            slot = deferred.acquire()  # None when the thread is behind: compute here
+        if slot is not None:
+            try:
+                step, group_size = self._submit(slot, *args)
+            except BaseException:
+                deferred.release(slot)
+                raise
+        else:
+            with self._compute_lock:  # the workspace buffers are not shareable between threads
+                record = self._compute(*args)
+            step, group_size = record.step, record.group_size
+            if deferred is not None:
+                deferred.put(record)  # after any queued steps
+            else:
+                self._forward(record)
         if self.group_size is None:
-            self.group_size = record.group_size
+            self.group_size = group_size
             with self.state.lock:
-                self.state.info.group_size = record.group_size
-        self.last_step = record.step
+                self.state.info.group_size = group_size
+        self.last_step = step
         with self.state.lock:
-            self.state.info.last_step = record.step
-        for w in self._workers:
-            w.put(record)
+            self.state.info.last_step = step
         self._log_step_cpu_s += time.thread_time() - t0
         self._steps_logged += 1
+
+    def _forward(self, record: StepRecord) -> None:
+        for w in self._workers:
+            w.put(record)
+
+    def _submit(self, slot: SnapshotSlot, step, rewards, logprobs, old_logprobs, mask, advantages,
+                ref_logprobs, loss, entropy, truncated, extra, completions):  # fmt: skip
+        """Check everything ``compute_step`` would (ValueError here, at ``log_step``), copy the
+        tensors into ``slot`` and queue ``compute_step`` on the copy. Returns (step, G)."""
+        wall_time = time.time()
+        step, rewards_P_G, truncated, host_extra, dev_extra, completions = check_step_inputs(
+            step,
+            rewards=rewards,
+            logprobs=logprobs,
+            truncated=truncated,
+            extra=extra,
+            completions=completions,
+            group_size=self.group_size,
+        )
+        check_diagnostics_inputs(
+            logprobs,
+            old_logprobs,
+            mask,
+            advantages,
+            seq_eps=self.seq_eps,
+            token_eps=self.token_eps,
+            ref_logprobs=ref_logprobs,
+            entropy=entropy,
+            nonempty=True,  # the empty-row error belongs to this call, not the thread's
+        )
+        loss_t = _loss_tensor(loss, logprobs.device, torch.float64)
+        copy = slot.copy
+        kwargs = dict(
+            rewards=rewards_P_G.detach().clone(),
+            logprobs=copy("logprobs", logprobs),
+            old_logprobs=copy("old_logprobs", old_logprobs),
+            mask=copy("mask", mask),
+            advantages=None if advantages is None else copy("advantages", advantages),
+            ref_logprobs=None if ref_logprobs is None else copy("ref_logprobs", ref_logprobs),
+            entropy=None if entropy is None else copy("entropy", entropy),
+            truncated=None if truncated is None else truncated.detach().clone(),
+            loss=None if loss_t is None else loss_t.clone(),
+            extra={**host_extra, **{k: v.clone() for k, v in dev_extra.items()}},
+            completions=completions,
+        )
+        G = rewards_P_G.shape[1]
+
+        def job(workspace: dict) -> StepRecord:
+            return compute_step(
+                step,
+                **kwargs,
+                seq_eps=self.seq_eps,
+                token_eps=self.token_eps,
+                group_size=G,
+                token_samples=self.token_samples,
+                distributed=False,
+                run_id=self.run_id,
+                algorithm=self.algorithm,
+                workspace=workspace,
+                wall_time=wall_time,
+            )
+
+        self._deferred.submit(job, slot)
+        return step, G
 
     def _compute(self, step, rewards, logprobs, old_logprobs, mask, advantages, ref_logprobs,
                  loss, entropy, truncated, extra, completions):  # fmt: skip
@@ -456,12 +562,15 @@ class RunRecorder:
 
     def flush(self, timeout: float | None = 30.0) -> bool:
         """Persist everything logged so far (waits up to ``timeout`` s per sink). True if done."""
-        return all([w.flush(timeout) for w in self._workers])
+        reduced = self._deferred is None or self._deferred.drain(timeout)
+        return all([reduced] + [w.flush(timeout) for w in self._workers])
 
     def cpu_stats(self) -> dict[str, float]:
         """CPU seconds the recorder used: in ``log_step`` (the caller's thread) and, after
         ``close``, in each sink's thread (the MLflow child process is not included)."""
         out = {"steps": float(self._steps_logged), "log_step": self._log_step_cpu_s}
+        if self._deferred is not None and self._deferred.cpu_s is not None:
+            out[self._deferred.name] = self._deferred.cpu_s
         for w in self._workers:
             if w.cpu_s is not None:
                 out[w.name] = w.cpu_s
@@ -485,6 +594,8 @@ class RunRecorder:
         status = status or schema.STATUS_FINISHED
         if status not in schema.STATUSES:
             raise ValueError(f"status must be one of {schema.STATUSES}, got {status!r}")
+        if self._deferred is not None:  # every logged step reaches the sinks before they close
+            self._deferred.close(self.close_timeout_s)
         parquet_workers = [w for w in self._workers if w.sink is self.parquet]
         other_workers = [w for w in self._workers if w.sink is not self.parquet]
         for w in parquet_workers:
