@@ -3,7 +3,8 @@
 Part 1 (B=512, T=1024): the time ``log_step`` blocks the caller, relative to ``gspo_loss``
 forward+backward on the same tensors measured alone first (goal: at most 0.5x), with Parquet only
 and with Parquet+MLflow (SQLite store in a temp folder), reducing on the recorder's background
-thread (the default for CPU tensors, ``compute_thread=True``) and on the caller's thread. Each
+thread (``compute_thread=True``; the default when torch leaves a core spare) and on the caller's
+thread (``compute_thread=False``; the default when torch uses every core). Each
 iteration runs the loss's forward+backward and then ``log_step``, as a training loop does, so the
 background threads compete with the loss for the CPU and the GIL as they would in training; the
 "iteration" column shows that cost (loss + log_step against the loss alone). Two input sets:
@@ -12,14 +13,17 @@ truncated, extras).
 
 Part 2: wall time of a whole training loop with the recorder and both sinks against the same loop
 without it (goal: under 5% slower). The loop is the demo's (``training_hooks.demo.train``: a
-small causal transformer sampling, scoring and updating on CPU). After a warm-up run of each,
-the variants run in interleaved rounds (the order rotates), so drift of a shared machine hits all
-of them; the table reports medians and, per variant, the median over rounds of the overhead
-against the same round's loop without the recorder. Besides wall time it reports the process's
-CPU time (every thread of the training process), which a busy neighbour disturbs much less than
-wall time, the CPU time of the MLflow child process, and ``RunRecorder.cpu_stats()`` per step.
+small causal transformer sampling, scoring and updating on CPU), recorder creation included,
+``close`` (final flush, compaction, MLflow upload) timed apart. This machine's speed drifts by
+10-20% over tens of seconds, more than the effect measured, so the runs go A X A Y A X ... A
+(A without the recorder) and each recorder run is compared with the mean of the two baseline
+runs around it, which cancels a drift that is linear over three runs; the table gives the mean
+overhead with a 90% bootstrap interval. Besides wall time it reports the process's CPU time
+(every thread of the training process), the CPU time of the MLflow child process, and
+``RunRecorder.cpu_stats()`` per step.
 
-    python bench/bench_hooks.py [--B 512] [--T 1024] [--iters 15] [--loop-steps 60] [--repeats 5]
+    python bench/bench_hooks.py [--B 512] [--T 1024] [--iters 30] [--loop-steps 60] [--repeats 8]
+        [--threads N] [--skip-blocking] [--skip-loop]
 """
 
 from __future__ import annotations
@@ -60,21 +64,26 @@ def _loss_step(x: dict, adv: torch.Tensor):
     return lp, out
 
 
-def bench_blocking(args, tmp: str) -> tuple[float, list[tuple]]:
-    """The loss alone (the baseline), then each configuration: (loss fwd+bwd, log_step) pairs
-    as in a training loop. Returns the baseline and, per configuration, (name, median log_step
-    blocking, median whole iteration, share of steps reduced on the background thread)."""
+def bench_blocking(args, tmp: str) -> list[tuple]:
+    """Per configuration: the loss alone (its baseline, measured right before it, as the
+    machine's speed drifts), then (loss fwd+bwd, log_step) pairs as in a training loop. Returns,
+    per configuration, (name, median loss alone, median log_step blocking, median whole
+    iteration, share of steps reduced on the background thread)."""
     x = make_inputs(args.B, args.T)
     from gspo_metrics import group_advantages
 
     adv = group_advantages(x["rewards"]).flatten()
     med = statistics.median
-    base = []
-    for i in range(args.iters + 2):
-        t0 = time.perf_counter()
-        _loss_step(x, adv)
-        if i >= 2:
-            base.append(time.perf_counter() - t0)
+
+    def loss_alone() -> float:
+        ts = []
+        for i in range(args.iters + 2):
+            t0 = time.perf_counter()
+            _loss_step(x, adv)
+            if i >= 2:
+                ts.append(time.perf_counter() - t0)
+        return med(ts)
+
     rows = []
     configs = [
         (thread, sinks, uri, full)
@@ -83,6 +92,7 @@ def bench_blocking(args, tmp: str) -> tuple[float, list[tuple]]:
         for full in (False, True)
     ]
     for thread, sinks, uri, full in configs:
+        base = loss_alone()
         log_t, it_t = [], []
         with RunRecorder(
             root=os.path.join(tmp, "runs"),
@@ -121,8 +131,8 @@ def bench_blocking(args, tmp: str) -> tuple[float, list[tuple]]:
             rec.flush()
             on_thread = deferred.computed / (args.iters + 2) if deferred is not None else 0.0
         name = f"{'thread' if thread else 'caller'}, {sinks}, {'full' if full else 'minimal'}"
-        rows.append((name, med(log_t), med(it_t), on_thread))
-    return med(base), rows
+        rows.append((name, base, med(log_t), med(it_t), on_thread))
+    return rows
 
 
 LOOP_VARIANTS = ("without recorder", "with Parquet", "with Parquet + MLflow")
@@ -163,9 +173,10 @@ def run_loop_variant(variant: str, config, root: str, uri: str | None, name: str
     return out
 
 
-def bench_loop(args, tmp: str) -> tuple[dict[str, list[dict]], int]:
-    """Every variant ``repeats`` times, interleaved (the order rotates each round), so a busy
-    neighbour's drift hits all variants alike; the first round of each is a discarded warm-up."""
+def bench_loop(args, tmp: str) -> tuple[list[dict], int]:
+    """The loop runs as A X A Y A X A Y ... A (A: without the recorder, X and Y: the two
+    recorder variants, alternating), so every recorder run has a baseline run right before and
+    right after it; a warm-up run of each variant comes first and is discarded."""
     from training_hooks.demo import DemoConfig
 
     config = DemoConfig(algorithm="gspo", steps=args.loop_steps)
@@ -178,69 +189,95 @@ def bench_loop(args, tmp: str) -> tuple[dict[str, list[dict]], int]:
     root = os.path.join(tmp, "loop-runs")
     for v in LOOP_VARIANTS:  # warm-up: imports, first-call costs, the warm-start cache
         run_loop_variant(v, warm, root, uri if "MLflow" in v else None, "warm")
-    runs: dict[str, list[dict]] = {v: [] for v in LOOP_VARIANTS}
+    base, others = LOOP_VARIANTS[0], LOOP_VARIANTS[1:]
+    order = []
     for r in range(args.repeats):
-        k = r % len(LOOP_VARIANTS)
-        order = LOOP_VARIANTS[k:] + LOOP_VARIANTS[:k]
-        for v in order:
-            out = run_loop_variant(v, config, root, uri if "MLflow" in v else None, f"loop-{r}")
-            runs[v].append(out)
-            print(
-                f"  round {r + 1}/{args.repeats} {v:<22} wall {out['wall']:6.2f} s"
-                f"  CPU {out['cpu']:6.2f} s  child CPU {out['child']:5.2f} s",
-                file=sys.stderr,
-                flush=True,
-            )
-    return runs, config.optimizer_steps
+        for v in others if r % 2 == 0 else others[::-1]:
+            order += [base, v]
+    order.append(base)
+    seq: list[dict] = []
+    for i, v in enumerate(order):
+        out = run_loop_variant(v, config, root, uri if "MLflow" in v else None, f"loop-{i}")
+        out["variant"] = v
+        seq.append(out)
+        print(
+            f"  run {i + 1}/{len(order)} {v:<22} wall {out['wall']:6.2f} s"
+            f"  CPU {out['cpu']:6.2f} s  child CPU {out['child']:5.2f} s",
+            file=sys.stderr,
+            flush=True,
+        )
+    return seq, config.optimizer_steps
 
 
-def _paired(runs: dict[str, list[dict]], v: str, key: str) -> float:
-    """Median over rounds of (variant / baseline of the same round - 1), in percent."""
-    base = runs[LOOP_VARIANTS[0]]
-    return 100 * statistics.median(x[key] / b[key] - 1 for x, b in zip(runs[v], base, strict=True))
+def _overheads(seq: list[dict], v: str, key: str) -> list[float]:
+    """Per run of variant ``v``: its ``key`` over the mean of the two baseline runs around it,
+    minus 1 (a drift of the machine's speed that is linear over the three runs cancels)."""
+    return [
+        seq[i][key] / ((seq[i - 1][key] + seq[i + 1][key]) / 2) - 1
+        for i in range(1, len(seq) - 1)
+        if seq[i]["variant"] == v
+    ]
 
 
-def print_loop(runs: dict[str, list[dict]], n: int, repeats: int) -> None:
+def _mean_ci(xs: list[float], n_boot: int = 4000, level: float = 0.9) -> tuple[float, float, float]:
+    """Mean and a bootstrap confidence interval of the mean (percentile method, fixed seed)."""
+    import random
+
+    rng = random.Random(0)
+    means = sorted(statistics.fmean(rng.choices(xs, k=len(xs))) for _ in range(n_boot))
+    lo = means[int((1 - level) / 2 * n_boot)]
+    hi = means[int((1 + level) / 2 * n_boot) - 1]
+    return statistics.fmean(xs), lo, hi
+
+
+def print_loop(seq: list[dict], n: int, repeats: int) -> None:
     med = statistics.median
-    base = runs[LOOP_VARIANTS[0]]
+    base = [r for r in seq if r["variant"] == LOOP_VARIANTS[0]]
     print(
-        f"\nwhole demo loop, {n} optimizer steps, {repeats} interleaved rounds: median, and the "
-        "median of each round's overhead against that round's loop without the recorder"
+        f"\nwhole demo loop, {n} optimizer steps, torch threads {torch.get_num_threads()}; "
+        f"{repeats} runs of each recorder variant, each between two runs without the recorder. "
+        "Overhead: mean over runs of (run / mean of its two neighbours without the recorder - 1), "
+        "with a 90% bootstrap interval"
     )
     print(
-        f"{'variant':<26} {'wall':>8} {'overhead':>9} {'process CPU':>12} {'overhead':>9}"
+        f"{'variant':<24} {'runs':>4} {'wall':>8} {'wall overhead':>24} {'CPU overhead':>24}"
         f" {'close':>7} {'child CPU':>10}"
     )
     for v in LOOP_VARIANTS:
-        rs = runs[v]
-        w, c = med(r["wall"] for r in rs), med(r["cpu"] for r in rs)
-        ow = "" if v == LOOP_VARIANTS[0] else f"{_paired(runs, v, 'wall'):+.1f}%"
-        oc = "" if v == LOOP_VARIANTS[0] else f"{_paired(runs, v, 'cpu'):+.1f}%"
+        rs = [r for r in seq if r["variant"] == v]
+        cols = []
+        for key in ("wall", "cpu"):
+            if v == LOOP_VARIANTS[0]:
+                cols.append("")
+            else:
+                m, lo, hi = _mean_ci(_overheads(seq, v, key))
+                cols.append(f"{100 * m:+.1f}% [{100 * lo:+.1f}, {100 * hi:+.1f}]")
         print(
-            f"{v:<26} {w:>7.2f}s {ow:>9} {c:>11.2f}s {oc:>9} {med(r['close'] for r in rs):>6.2f}s"
-            f" {med(r['child'] for r in rs):>9.2f}s"
+            f"{v:<24} {len(rs):>4} {med(r['wall'] for r in rs):>7.2f}s {cols[0]:>24} {cols[1]:>24}"
+            f" {med(r['close'] for r in rs):>6.2f}s {med(r['child'] for r in rs):>9.2f}s"
         )
     walls = [r["wall"] for r in base]
     print(
-        f"(loop without the recorder: wall {min(walls):.2f}-{max(walls):.2f} s over the rounds; "
-        "process CPU counts every thread of the training process, not the MLflow child)"
+        f"(loop without the recorder: wall {min(walls):.2f}-{max(walls):.2f} s over its runs; "
+        "CPU counts every thread of the training process, not the MLflow child)"
     )
     # CPU accounting, robust to a busy machine: what the recorder itself spent per step
     base_step = med(r["cpu"] for r in base) / n
     print(f"\nrecorder CPU per optimizer step (the loop without it: {base_step * 1e3:.1f} ms)")
     print(
-        f"{'variant':<26} {'log_step':>9} {'compute thread':>15} {'sink threads':>13}"
+        f"{'variant':<24} {'log_step':>9} {'compute thread':>15} {'sink threads':>13}"
         f" {'in-process':>11} {'MLflow child':>13}"
     )
     for v in LOOP_VARIANTS[1:]:
-        st = [r["stats"] for r in runs[v]]
+        rs = [r for r in seq if r["variant"] == v]
+        st = [r["stats"] for r in rs]
         skip = ("steps", "log_step", "compute")
         threads = med(sum(x for k, x in s.items() if k not in skip) / s["steps"] for s in st)
         ls = med(s["log_step"] / s["steps"] for s in st)
         comp = med(s.get("compute", 0.0) / s["steps"] for s in st)
-        kid = med(r["child"] for r in runs[v]) / n
+        kid = med(r["child"] for r in rs) / n
         print(
-            f"{v:<26} {ls * 1e3:>6.2f} ms {comp * 1e3:>12.2f} ms {threads * 1e3:>10.2f} ms "
+            f"{v:<24} {ls * 1e3:>6.2f} ms {comp * 1e3:>12.2f} ms {threads * 1e3:>10.2f} ms "
             f"{100 * (ls + comp + threads) / base_step:>10.1f}% {kid * 1e3:>10.2f} ms"
         )
 
@@ -251,7 +288,7 @@ def main() -> None:
     ap.add_argument("--T", type=int, default=1024)
     ap.add_argument("--iters", type=int, default=30, help="timed log_step calls per config")
     ap.add_argument("--loop-steps", type=int, default=60, help="demo rollout steps per loop run")
-    ap.add_argument("--repeats", type=int, default=5, help="interleaved rounds of the loop runs")
+    ap.add_argument("--repeats", type=int, default=8, help="runs of each recorder variant")
     ap.add_argument("--skip-loop", action="store_true")
     ap.add_argument("--skip-blocking", action="store_true")
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0: leave default)")
@@ -262,30 +299,31 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         os.chdir(tmp)  # MLflow puts a SQLite store's artifacts under ./mlruns: keep them here
         if not args.skip_blocking:
-            base, rows = bench_blocking(args, tmp)
+            rows = bench_blocking(args, tmp)
             print(
-                f"\nlog_step at B={args.B}, T={args.T}, medians of {args.iters}; gspo_loss "
-                f"fwd+bwd alone: {base * 1e3:.1f} ms. 'blocks': time log_step keeps the caller, "
-                "over the loss alone (goal <= 0.5x). 'iteration': loss + log_step, over the loss "
-                "alone: what the background reduction costs the next loss step too"
+                f"\nlog_step at B={args.B}, T={args.T}, torch threads {torch.get_num_threads()},"
+                f" medians of {args.iters}. 'loss': gspo_loss fwd+bwd alone, measured right "
+                "before each row. 'blocks': log_step's time on the caller over the loss (goal "
+                "<= 0.5x). 'iteration': loss + log_step over the loss alone (what a background "
+                "reduction also costs the next loss step)"
             )
             print(
-                f"{'reduce on / sinks / inputs':<38} {'log_step':>9} {'blocks':>7}"
+                f"{'reduce on / sinks / inputs':<34} {'loss':>8} {'log_step':>9} {'blocks':>7}"
                 f" {'iteration':>10} {'overhead':>9} {'on thread':>10}"
             )
-            for name, bm, it, on_thread in rows:
+            for name, base, bm, it, on_thread in rows:
                 print(
-                    f"{name:<38} {bm * 1e3:>6.1f} ms {bm / base:>6.2f}x {it * 1e3:>7.1f} ms"
-                    f" {100 * (it / base - 1):>+8.0f}% {100 * on_thread:>9.0f}%"
+                    f"{name:<34} {base * 1e3:>5.1f} ms {bm * 1e3:>6.1f} ms {bm / base:>6.2f}x"
+                    f" {it * 1e3:>7.1f} ms {100 * (it / base - 1):>+8.0f}% {100 * on_thread:>9.0f}%"
                 )
         if args.skip_loop:
             return
         try:
-            runs, n = bench_loop(args, tmp)
+            seq, n = bench_loop(args, tmp)
         except ImportError as e:
             print(f"\nloop benchmark skipped: {e}", file=sys.stderr)
             return
-        print_loop(runs, n, args.repeats)
+        print_loop(seq, n, args.repeats)
 
 
 if __name__ == "__main__":

@@ -63,7 +63,7 @@ class DeferredCompute:
     failed to reduce (it is dropped; training goes on).
 
     The thread runs its torch ops on itself only (one intra-op thread) and at the lowest CPU
-    priority (nice 19, Linux): it reduces on idle CPU, takes at most one core, and loses every
+    priority (SCHED_IDLE, Linux): it reduces on idle CPU, takes at most one core, and loses every
     contended core to the training loop. When the loop keeps every core busy the thread falls
     behind, the slots stay taken and the caller reduces the next steps itself, as without the
     thread.
@@ -185,16 +185,19 @@ class DeferredCompute:
 
 
 def _lower_priority() -> None:
-    """Nice 19 for the calling thread only (Linux schedules threads, so the priority of one
-    thread is its own): the thread then runs on idle CPU and the training loop's threads win
-    every contended core. Elsewhere (no per-thread priority) it keeps the normal priority."""
-    if not hasattr(os, "setpriority") or not hasattr(threading, "get_native_id"):
+    """The lowest CPU priority for the calling thread only (Linux schedules threads, so one
+    thread's policy is its own): SCHED_IDLE, which yields the core as soon as a training thread
+    wants it, else nice 19. Elsewhere (no per-thread priority) it keeps the normal priority."""
+    if not hasattr(threading, "get_native_id") or os.uname().sysname != "Linux":
         return
+    tid = threading.get_native_id()
     try:
-        if os.uname().sysname == "Linux":
-            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
-    except OSError:
-        pass
+        os.sched_setscheduler(tid, os.SCHED_IDLE, os.sched_param(0))
+    except (AttributeError, OSError):
+        try:
+            os.setpriority(os.PRIO_PROCESS, tid, 19)
+        except (AttributeError, OSError):
+            pass
 
 
 def _serial_torch_ops() -> None:

@@ -216,7 +216,8 @@ class _ChildBackend:
     One JSON line per call on its stdin, one JSON reply per line on its stdout. The child holds
     its own GIL: MLflow's Python-heavy client (SQLAlchemy, HTTP) and its import and SQLite
     migration never compete with the training thread for the parent's GIL, and it runs at the
-    lowest CPU priority (nice 19), so on a busy machine it lags rather than slowing training.
+    lowest CPU priority (``_idle_priority``), so on a busy machine it lags rather than slowing
+    training.
     It exits when the parent does (EOF on stdin).
     """
 
@@ -265,6 +266,22 @@ class _ChildBackend:
             self.proc.kill()
 
 
+def _idle_priority() -> None:
+    """The lowest CPU priority for this process: when cores are short, training wins and MLflow
+    lags. Linux: SCHED_IDLE, which the scheduler preempts as soon as any normal thread wants the
+    core (at nice 19 a woken training thread can wait a scheduler tick or more for the core, and
+    a training step that waits on its slowest thread stalls with it); elsewhere nice 19."""
+    try:
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+        return
+    except (AttributeError, OSError):
+        pass
+    try:
+        os.nice(19)
+    except (AttributeError, OSError):
+        pass
+
+
 def _serve(tracking_uri: str) -> int:
     """The child's loop: execute JSON calls on an ``MlflowBackend`` until stdin closes."""
     import sys
@@ -272,10 +289,7 @@ def _serve(tracking_uri: str) -> int:
 
     replies = sys.stdout
     sys.stdout = sys.stderr  # nothing but replies on the pipe
-    try:  # lowest CPU priority: when cores are short, training wins and MLflow lags
-        os.nice(19)
-    except (AttributeError, OSError):
-        pass
+    _idle_priority()
     backend = None
     for line in sys.stdin:
         try:

@@ -10,6 +10,10 @@
 starts one host transfer and enqueues the step; background threads write Parquet (the source of
 truth) and MLflow. A failing or hung sink is reported (a warning, once per sink, and
 ``run.json["faults"]``) and never stops training or the other sink.
+
+On a GPU the reductions are queued on the device (one host sync, for the data-dependent checks:
+an empty mask row, a non-finite input). On the CPU, when torch leaves a core spare, large steps
+are copied and reduced on a background thread at idle priority instead (``deferred``).
 """
 
 from __future__ import annotations
@@ -567,7 +571,8 @@ class RunRecorder:
 
     def cpu_stats(self) -> dict[str, float]:
         """CPU seconds the recorder used: in ``log_step`` (the caller's thread) and, after
-        ``close``, in each sink's thread (the MLflow child process is not included)."""
+        ``close``, in the background reduction thread ("compute", when there is one) and in
+        each sink's thread (the MLflow child process is not included)."""
         out = {"steps": float(self._steps_logged), "log_step": self._log_step_cpu_s}
         if self._deferred is not None and self._deferred.cpu_s is not None:
             out[self._deferred.name] = self._deferred.cpu_s
