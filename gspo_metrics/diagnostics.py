@@ -155,7 +155,7 @@ def check_diagnostics_inputs(
 ) -> None:
     """Every check of ``sequence_diagnostics``' arguments: ValueError naming the argument and its
     shape. ``nonempty`` also checks that every row of ``mask`` marks a token (one host sync)."""
-    check_token_inputs(logprobs, old_logprobs, mask, nonempty=False, as_bool=False)
+    check_token_inputs(logprobs, old_logprobs, mask, nonempty=False)
     if advantages is not None:  # (None: only for callers that derive them later themselves)
         check_advantages(advantages, logprobs)
     for name, eps in (("seq_eps", seq_eps), ("token_eps", token_eps)):

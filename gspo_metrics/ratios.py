@@ -27,12 +27,11 @@ def check_token_inputs(
     mask: torch.Tensor,
     *,
     nonempty: bool = True,
-    as_bool: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Validate (B, T) inputs; returns the bool mask (B, T) and the per-row token count (B,).
 
-    ``nonempty=False`` skips the empty-row check (a host sync) and the count (None): the caller
-    must do both. ``as_bool=False`` (only with ``nonempty=False``) returns ``mask`` unconverted.
+    ``nonempty=False`` only checks shapes and dtypes and returns ``(mask, None)`` with ``mask``
+    unconverted: the caller does the empty-row check (a host sync) and the count.
     """
     check_tensor(logprobs, "logprobs", 2, "(B, T)")
     check_float(logprobs, "logprobs")
@@ -40,11 +39,9 @@ def check_token_inputs(
     check_float(old_logprobs, "old_logprobs")
     check_tensor(mask, "mask", 2, "(B, T)")
     check_same_shape(logprobs, "logprobs", old_logprobs=old_logprobs, mask=mask)
-    if not nonempty and not as_bool:
+    if not nonempty:
         return mask, None
     mask_bt = as_bool_mask(mask)
-    if not nonempty:
-        return mask_bt, None
     return mask_bt, check_nonempty_rows(mask_bt)
 
 

@@ -135,9 +135,9 @@ def test_bad_input_raises_at_the_call_and_frees_the_slot(tmp_path, make_batch):
     with rec:
         b = make_batch(2, 2, 6)
         b["mask"][3] = False
-        for _ in range(3):  # more attempts than slots: each failed call gives its slot back
+        for mask in (b["mask"], b["mask"].long(), b["mask"].float()):  # 3 > 2 slots: each
             with pytest.raises(ValueError, match=r"marks no token in row\(s\) \[3\]"):
-                rec.log_step(0, **b)
+                rec.log_step(0, **{**b, "mask": mask})  # failed call gives its slot back
         with pytest.raises(ValueError, match="ref_logprobs has shape"):
             rec.log_step(0, **make_batch(2, 2, 6), ref_logprobs=torch.zeros(4, 5))
         rec.log_step(0, **make_batch(2, 2, 6))
