@@ -3,7 +3,10 @@
 Every time is the median of several repeats, and each row also gives its ratio to the GRPO loss's
 forward+backward measured in the same run (ratios survive a noisy, shared machine better than
 seconds do). The baseline row "seed loop" is the Tinker seed's reference code applied sequence by
-sequence, the obvious way to write GSPO without vectorising.
+sequence, the obvious way to write GSPO without vectorising. ``sequence_diagnostics`` (both clip
+units, both KL estimates, entropy) is timed on both of its routes: the fused numba kernel (the
+default on CPU) and eager torch ops (the route on a GPU), at the benchmark's size and at the
+demo's (64 sequences of 6 tokens).
 
     python bench/bench_losses.py [--B 512] [--T 1024] [--repeats 7] [--threads N]
 """
@@ -67,8 +70,26 @@ def main() -> None:
             total = total - torch.minimum(ratio * adv[b], clipped * adv[b]).sum()
         total.backward()
 
-    def diags():
-        sequence_diagnostics(logits, old, mask, adv, ref_logprobs=ref, entropy=ent)
+    def diags(backend):
+        def run():
+            sequence_diagnostics(
+                logits, old, mask, adv, ref_logprobs=ref, entropy=ent, backend=backend
+            )
+
+        return run
+
+    def diags_small(backend):  # the demo's batch: 64 sequences of at most 6 tokens
+        small = [x[:64, :6].contiguous() for x in (logits, old, ref, ent)]
+        m = mask[:64, :6].clone()
+        m[:, 0] = True
+        a = adv[:64].contiguous()
+
+        def run():
+            sequence_diagnostics(
+                small[0], small[1], m, a, ref_logprobs=small[2], entropy=small[3], backend=backend
+            )
+
+        return run
 
     def forward_only():
         with torch.no_grad():
@@ -79,9 +100,13 @@ def main() -> None:
         ("gspo_loss fwd+bwd (token_mean)", fwd_bwd(gspo_loss)),
         ("gspo_loss fwd+bwd (seq_mean_token_mean)", fwd_bwd(gspo_loss, "seq_mean_token_mean")),
         ("gspo_loss forward only (no grad)", forward_only),
-        ("sequence_diagnostics (both units, KL, entropy)", diags),
+        ("sequence_diagnostics, fused (numba) route", diags("fused")),
+        ("sequence_diagnostics, torch route", diags("torch")),
+        ("  same at B=64, T=6, fused route", diags_small("fused")),
+        ("  same at B=64, T=6, torch route", diags_small("torch")),
         ("seed loop: Tinker reference per sequence", seed_loop),
     ]
+    diags("fused")()  # load the fused kernel before timing
     results = [(name, _time(fn, args.repeats if "seed" not in name else 3)) for name, fn in rows]
     base = results[0][1]
     gspo = results[1][1]

@@ -15,11 +15,13 @@ All outputs are (B,) tensors on the inputs' device; nothing is transferred to th
 from __future__ import annotations
 
 import math
+import threading
 
 import torch
 
 from ._validate import (
     as_bool_mask,
+    check_choice,
     check_eps,
     check_float,
     check_no_empty_rows,
@@ -61,6 +63,7 @@ def sequence_diagnostics(
     ref_logprobs: torch.Tensor | None = None,
     entropy: torch.Tensor | None = None,
     workspace: dict | None = None,
+    backend: str = "auto",
 ) -> dict[str, torch.Tensor]:
     """Every per-sequence diagnostic in ``SEQUENCE_DIAGNOSTICS``, as detached (B,) tensors.
 
@@ -75,6 +78,11 @@ def sequence_diagnostics(
             (R, B, T) scratch buffer is kept in it and reused instead of allocated. On CPU a fresh
             (B, T) allocation costs about as much in page faults as a pass over it, so a loop
             calling this every step runs about 2x faster with a workspace. Results never alias it.
+            (Used by the torch route only.)
+        backend: ``"fused"``: one pass per row compiled with numba (``gspo_metrics.fused``), for
+            CPU tensors; ``"torch"``: eager tensor ops on the inputs' device; ``"auto"`` (the
+            default): fused on CPU when numba is installed, torch otherwise. Both give the same
+            numbers to float32 rounding (the fused route sums in float64).
 
     ``length`` and ``nonfinite_count`` are int64, the others have the inputs' floating dtype
     (float32 for half-precision inputs). The values are rows of ``stacked_sequence_diagnostics``.
@@ -89,6 +97,7 @@ def sequence_diagnostics(
         ref_logprobs=ref_logprobs,
         entropy=entropy,
         workspace=workspace,
+        backend=backend,
     )
     out = dict(zip(SEQUENCE_DIAGNOSTICS, out_K_B.unbind(0), strict=True))
     for name in ("length", "nonfinite_count"):  # whole numbers, exact in any float dtype
@@ -107,6 +116,7 @@ def stacked_sequence_diagnostics(
     ref_logprobs: torch.Tensor | None = None,
     entropy: torch.Tensor | None = None,
     workspace: dict | None = None,
+    backend: str = "auto",
 ) -> torch.Tensor:
     """``sequence_diagnostics`` as one detached (K, B) tensor, K = len(SEQUENCE_DIAGNOSTICS).
 
@@ -127,9 +137,14 @@ def stacked_sequence_diagnostics(
             entropy=entropy,
             nonempty=False,  # the probe below finds empty rows without a separate host sync
         )
+        check_choice(backend, "backend", BACKENDS)
         # Half-precision inputs are reduced in float32 (sums of 1,000 bf16 terms are not exact).
         dtype = torch.promote_types(logprobs.dtype, torch.float32)
         args = (logprobs, old_logprobs, mask, advantages, ref_logprobs, entropy, dtype)
+        if backend == "fused" or (backend == "auto" and fused_available(logprobs.device)):
+            if logprobs.device.type != "cpu":
+                raise ValueError(f"backend='fused' needs CPU tensors, got {logprobs.device}")
+            return _fused(*args, seq_eps, token_eps)
         out_K_B, probe = _fast(*args, seq_eps, token_eps, workspace)
         # One host sync for both data-dependent questions: is a row empty (an error), and is
         # anything non-finite anywhere (then redo it the exact way and count it; rare). ``probe``
@@ -139,6 +154,62 @@ def stacked_sequence_diagnostics(
             check_nonempty_rows(as_bool_mask(mask))  # raises, naming the rows
             out_K_B = _exact(*args, seq_eps, token_eps, out_K_B[0].to(torch.int64))
         return out_K_B
+
+
+BACKENDS = ("auto", "fused", "torch")
+_FUSED: list = []  # [module] once imported, [None] if numba is missing
+_FUSED_LOCK = threading.Lock()
+
+
+def fused_available(device: torch.device | str = "cpu") -> bool:
+    """Whether ``backend="auto"`` takes the fused route for tensors on ``device``: a CPU device
+    and numba installed. The first call imports ``gspo_metrics.fused`` (compiling its kernel, or
+    loading it from numba's disk cache): a few seconds once per machine, about 1 s later on."""
+    if torch.device(device).type != "cpu":
+        return False
+    if not _FUSED:
+        with _FUSED_LOCK:
+            if not _FUSED:
+                try:
+                    from . import fused
+                except ImportError:  # numba missing or broken: the torch route serves
+                    fused = None
+                _FUSED.append(fused)
+    return _FUSED[0] is not None
+
+
+def _fused(logprobs, old_logprobs, mask, advantages, ref_logprobs, entropy, dtype, seq_eps,
+           token_eps) -> torch.Tensor:  # fmt: skip
+    """The (K, B) stack by ``gspo_metrics.fused`` (CPU): numpy views of the inputs in ``dtype``,
+    C-contiguous, the mask as uint8; one kernel call, split over torch's thread count."""
+    from . import fused
+
+    def arr(x):
+        return x.detach().to(dtype).contiguous().numpy()
+
+    B = mask.shape[0]
+    mask_bt = mask.detach() if mask.dtype == torch.bool else mask.detach() != 0
+    mask_u8 = mask_bt.contiguous().view(torch.uint8).numpy()
+    adv = advantages.detach().to(dtype)
+    per_tok = adv.dim() == 2
+    thresholds = (
+        math.log1p(-token_eps[0]), math.log1p(token_eps[1]),
+        math.log1p(-seq_eps[0]), math.log1p(seq_eps[1]),
+    )  # fmt: skip
+    out = fused.fused_rows(
+        arr(logprobs),
+        arr(old_logprobs),
+        mask_u8,
+        (adv if per_tok else adv.reshape(B, 1)).contiguous().numpy(),
+        None if ref_logprobs is None else arr(ref_logprobs),
+        None if entropy is None else arr(entropy),
+        per_tok,
+        thresholds,
+        threads=torch.get_num_threads(),
+    )
+    if B and not out[0].all():  # a row without tokens
+        check_nonempty_rows(mask_bt)  # raises, naming the rows
+    return torch.from_numpy(out).to(dtype)
 
 
 def check_diagnostics_inputs(

@@ -1,5 +1,6 @@
 """sequence_diagnostics: both clip units agree with the losses' own statistics, plus hand cases."""
 
+import decimal
 import math
 
 import pytest
@@ -16,13 +17,19 @@ from gspo_metrics import (
 )
 
 F64 = torch.float64
+BACKENDS = ["fused", "torch"]  # the two routes; every hand case runs on both
 
 
-def test_explainer_case_sequence_ratio_one_hides_token_moves():
+@pytest.fixture(params=BACKENDS)
+def backend(request):
+    return request.param
+
+
+def test_explainer_case_sequence_ratio_one_hides_token_moves(backend):
     """[4,.5,.5,1]: s = 1 (no sequence clip) while 3 of 4 tokens are outside GRPO's 0.8..1.2."""
     logp = torch.log(torch.tensor([[4.0, 0.5, 0.5, 1.0]], dtype=F64))
     d = sequence_diagnostics(
-        logp, torch.zeros_like(logp), torch.ones(1, 4), torch.ones(1, dtype=F64)
+        logp, torch.zeros_like(logp), torch.ones(1, 4), torch.ones(1, dtype=F64), backend=backend
     )
     assert abs(d["seq_log_ratio"].item()) < 1e-15 and d["seq_clipped"].item() == 0.0
     assert d["token_clip_fraction"].item() == 0.75
@@ -46,8 +53,9 @@ def test_explainer_case_sequence_ratio_one_hides_token_moves():
     seed=st.integers(0, 10_000),
     per_token_adv=st.booleans(),
     spread=st.sampled_from([1e-4, 1e-3, 0.3]),
+    backend=st.sampled_from(BACKENDS),
 )
-def test_both_units_agree_with_the_losses(b, t, seed, per_token_adv, spread):
+def test_both_units_agree_with_the_losses(b, t, seed, per_token_adv, spread, backend):
     """Sequence-unit stats equal gspo_loss's, token-unit stats equal grpo_loss's (two routes)."""
     gen = torch.Generator().manual_seed(seed)
     old = -torch.rand(b, t, generator=gen, dtype=F64) * 3
@@ -59,7 +67,9 @@ def test_both_units_agree_with_the_losses(b, t, seed, per_token_adv, spread):
         if per_token_adv
         else torch.randn(b, generator=gen, dtype=F64)
     )
-    d = sequence_diagnostics(logp, old, mask, adv, seq_eps=(3e-4, 4e-4), token_eps=(0.2, 0.28))
+    d = sequence_diagnostics(
+        logp, old, mask, adv, seq_eps=(3e-4, 4e-4), token_eps=(0.2, 0.28), backend=backend
+    )
     g = gspo_loss(logp, old, adv, mask).per_sequence
     r = grpo_loss(logp, old, adv, mask, eps_low=0.2, eps_high=0.28).per_sequence
     close = lambda a, e: torch.testing.assert_close(a, e, rtol=1e-12, atol=1e-12)  # noqa: E731
@@ -82,26 +92,26 @@ def test_both_units_agree_with_the_losses(b, t, seed, per_token_adv, spread):
     assert d["length"].tolist() == mask.sum(-1).tolist()
 
 
-def test_nonfinite_counted_inside_mask_only():
+def test_nonfinite_counted_inside_mask_only(backend):
     """NaN/inf at masked positions are counted per sequence; the same values under padding are not."""
     logp = torch.tensor([[0.0, float("nan"), 0.0], [float("inf"), 0.0, float("nan")]], dtype=F64)
     mask = torch.tensor([[1, 1, 1], [0, 1, 1]])
     ent = torch.tensor([[float("inf"), 1.0, 1.0], [1.0, 1.0, 1.0]], dtype=F64)
     d = sequence_diagnostics(
-        logp, torch.zeros_like(logp), mask, torch.ones(2, dtype=F64), entropy=ent
+        logp, torch.zeros_like(logp), mask, torch.ones(2, dtype=F64), entropy=ent, backend=backend
     )
     # row 0: nan logp at t=1 and inf entropy at t=0 -> 2 positions; row 1: nan at t=2 (inf at t=0 is padding)
     assert d["nonfinite_count"].tolist() == [2, 1]
 
 
-def test_kl_ref_and_entropy_masked_means():
+def test_kl_ref_and_entropy_masked_means(backend):
     """kl_ref is the k3 masked mean against ref_logprobs; entropy the masked mean, pads ignored."""
     logp = torch.tensor([[-1.0, -2.0, 7.0]], dtype=F64)
     ref = torch.tensor([[-1.5, -2.0, float("nan")]], dtype=F64)
     ent = torch.tensor([[0.5, 1.5, float("inf")]], dtype=F64)
     mask = torch.tensor([[1, 1, 0]])
     d = sequence_diagnostics(
-        logp, logp, mask, torch.zeros(1, dtype=F64), ref_logprobs=ref, entropy=ent
+        logp, logp, mask, torch.zeros(1, dtype=F64), ref_logprobs=ref, entropy=ent, backend=backend
     )
     assert d["kl_ref"].item() == pytest.approx((math.exp(-0.5) + 0.5 - 1) / 2)
     assert d["entropy"].item() == pytest.approx(1.0)
@@ -123,7 +133,9 @@ def test_bad_eps_pair_named():
 
 @pytest.mark.parametrize("size", [(5, 7), (96, 800)])  # both reduction layouts (B*T < and >= 2^16)
 @pytest.mark.parametrize("per_token_adv", [False, True])
-def test_mask_of_any_dtype_and_the_padding_garbage_give_the_same_numbers(size, per_token_adv):
+def test_mask_of_any_dtype_and_the_padding_garbage_give_the_same_numbers(
+    size, per_token_adv, backend
+):
     """Nonzero marks a token whatever the mask's dtype (bool, int64, float with 3.0 for "yes"),
     and large finite garbage under the padding changes nothing: every diagnostic is the same
     tensor, bit for bit, as the bool mask on clean inputs."""
@@ -143,9 +155,157 @@ def test_mask_of_any_dtype_and_the_padding_garbage_give_the_same_numbers(size, p
             for i, x in enumerate(xs):
                 x[~mask] = fill * (i + 1) * (-1) ** i
         lp, o, r, e = xs
-        return sequence_diagnostics(lp, o, m, adv, ref_logprobs=r, entropy=e)
+        return sequence_diagnostics(lp, o, m, adv, ref_logprobs=r, entropy=e, backend=backend)
 
     want = run(mask)
     for got in (run(mask.long()), run(mask.float() * 3), run(mask, fill=1e30)):
         for k in SEQUENCE_DIAGNOSTICS:
             assert torch.equal(got[k], want[k]), k
+
+
+def _random_step(g, B, T, dtype, per_token_adv, spread=0.05, fill=0.6):
+    old = -torch.rand(B, T, generator=g, dtype=F64) * 4
+    logp = old + spread * torch.randn(B, T, generator=g, dtype=F64)
+    ref = logp + spread * torch.randn(B, T, generator=g, dtype=F64)
+    ent = torch.rand(B, T, generator=g, dtype=F64) * 3
+    mask = torch.rand(B, T, generator=g) < fill
+    mask[torch.arange(B), torch.randint(0, T, (B,), generator=g)] = True  # no empty row
+    adv = torch.randn(B, T, generator=g) if per_token_adv else torch.randn(B, generator=g)
+    # finite garbage under the padding: a route that reads it gives other numbers
+    for x in (logp, ref, ent):
+        x[~mask] = -1e4
+    cast = [x.to(dtype) for x in (logp, old, ref, ent)]
+    return (*cast, mask, adv.to(dtype))
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    B=st.integers(1, 9),
+    T=st.integers(1, 40),
+    seed=st.integers(0, 10_000),
+    per_token_adv=st.booleans(),
+    dtype=st.sampled_from([torch.float32, F64]),
+    spread=st.sampled_from([1e-5, 1e-2, 0.5, 3.0]),
+    with_ref=st.booleans(),
+)
+def test_fused_and_torch_routes_agree(B, T, seed, per_token_adv, dtype, spread, with_ref):
+    """The fused kernel and the eager-torch route give the same diagnostics: to float64 rounding
+    for float64 inputs, and within a few float32 ulps of the float64 answer for float32 inputs
+    (the fused route sums in float64, the torch route in float32)."""
+    g = torch.Generator().manual_seed(seed)
+    logp, old, ref, ent, mask, adv = _random_step(g, B, T, dtype, per_token_adv, spread)
+    kw = dict(ref_logprobs=ref, entropy=ent) if with_ref else {}
+    fused = sequence_diagnostics(logp, old, mask, adv, backend="fused", **kw)
+    eager = sequence_diagnostics(logp, old, mask, adv, backend="torch", **kw)
+    exact = sequence_diagnostics(  # float64 eager: the reference for float32 inputs
+        logp.double(), old.double(), mask, adv.double(), backend="torch",
+        **{k: v.double() for k, v in kw.items()},
+    )  # fmt: skip
+    for k in SEQUENCE_DIAGNOSTICS:
+        assert fused[k].dtype == eager[k].dtype, k
+        if dtype == F64:
+            torch.testing.assert_close(fused[k], eager[k], rtol=1e-10, atol=1e-12, equal_nan=True)
+        elif k in ("seq_clipped", "seq_clip_low", "seq_clip_high"):
+            # log s within float32 rounding of a bound may fall either side of it: compare only
+            # rows clear of the bounds
+            ls = exact["seq_log_ratio"]
+            clear = ((ls - math.log1p(-3e-4)).abs() > 1e-6) & ((ls - math.log1p(4e-4)).abs() > 1e-6)
+            torch.testing.assert_close(fused[k][clear], exact[k][clear].float())
+        elif k.startswith("token_clip"):
+            pass  # the same counts up to tokens within rounding of a bound: checked below
+        else:
+            # the fused route is at least as close to the float64 answer as float32 rounding
+            want = exact[k].float() if k not in ("length", "nonfinite_count") else exact[k]
+            torch.testing.assert_close(fused[k], want, rtol=2e-6, atol=1e-6, equal_nan=True)
+    if dtype == torch.float32:  # token counts: off by at most the tokens near a bound
+        d = (logp.double() - old.double())[mask]
+        near = (((d - math.log1p(-0.2)).abs() < 1e-6) | ((d - math.log1p(0.2)).abs() < 1e-6)).sum()
+        diff = (fused["token_clip_fraction"] - exact["token_clip_fraction"].float()).abs()
+        assert (diff * fused["length"]).sum() <= near + 1e-3
+
+
+@pytest.mark.parametrize(
+    "d", [0.0, 1e-7, -1e-7, 1e-4, -3e-3, 0.0624, 0.124, -0.126, 0.25, 1.0, -2.5, 7.0, -40.0]
+)
+def test_fused_k3_keeps_full_precision_for_small_log_ratios(d):
+    """kl_old of one token with log r = d is k3 = e^d - 1 - d, about d^2/2 near 0, where
+    exp(d) - 1 - d loses every digit and even expm1(d) - d loses some (at d = 1e-7, 9 digits
+    are left). The fused kernel's series below |d| = 1/8 and expm1 above must match the value
+    computed with 50 decimal digits to 1e-13 relative, on both sides of the switch."""
+    old = torch.tensor([[-1.0]], dtype=F64)
+    logp = old + d
+    out = sequence_diagnostics(
+        logp, old, torch.ones(1, 1), torch.ones(1, dtype=F64), ref_logprobs=old, backend="fused"
+    )
+
+    def k3(x: float) -> float:
+        with decimal.localcontext(prec=50):
+            x = decimal.Decimal(x)  # the float64 value, exactly
+            return float(x.exp() - 1 - x)
+
+    d_exact = (logp - old).item()  # the float64 log r the kernel sees
+    assert out["kl_old"].item() == pytest.approx(k3(d_exact), rel=1e-13, abs=1e-300)
+    assert out["kl_ref"].item() == pytest.approx(k3(-d_exact), rel=1e-13, abs=1e-300)
+
+
+def test_fused_nonfinite_inputs_propagate_like_the_torch_route():
+    """NaN and inf at masked positions: counted per row, and the row's sums and extremes carry
+    them as the torch route's do; per-token advantages too."""
+    nan, inf = float("nan"), float("inf")
+    logp = torch.tensor([[0.1, nan, 0.0], [inf, 0.2, 0.0], [0.0, 0.1, 0.3], [0.1, 0.2, 0.3]])
+    old = torch.zeros(4, 3)
+    ref = torch.tensor([[0.0, 0.0, 0.0], [0.0, 0.0, 0.0], [-inf, 0.0, 0.0], [0.0, 0.0, 0.0]])
+    adv = torch.tensor([[1.0, 1.0, 1.0], [1.0, 1.0, 1.0], [1.0, 1.0, 1.0], [1.0, nan, 1.0]])
+    mask = torch.tensor([[1, 1, 1], [0, 1, 1], [1, 1, 1], [1, 1, 1]])
+    out = {
+        b: sequence_diagnostics(logp, old, mask, adv, ref_logprobs=ref, backend=b) for b in BACKENDS
+    }
+    assert out["fused"]["nonfinite_count"].tolist() == [1, 0, 1, 1]
+    for k in SEQUENCE_DIAGNOSTICS:
+        f, e = out["fused"][k], out["torch"][k]
+        assert torch.equal(f.isnan(), e.isnan()), k
+        torch.testing.assert_close(f, e, equal_nan=True, rtol=1e-6, atol=1e-7, msg=k)
+
+
+@pytest.mark.parametrize("threads", [2, 3, 7])
+def test_fused_rows_split_over_threads_give_the_same_bits(threads):
+    """Each row is one pass whatever thread runs it: splitting the batch changes no bit."""
+    from gspo_metrics import fused
+
+    g = torch.Generator().manual_seed(threads)
+    logp, old, ref, ent, mask, adv = _random_step(g, 64, 1100, torch.float32, False)
+    args = (
+        logp.numpy(), old.numpy(), mask.view(torch.uint8).numpy(),
+        adv.reshape(-1, 1).numpy(), ref.numpy(), ent.numpy(), False, (-0.2, 0.2, -3e-4, 4e-4),
+    )  # fmt: skip
+    one = fused.fused_rows(*args, threads=1)
+    many = fused.fused_rows(*args, threads=threads)
+    assert one.tobytes() == many.tobytes()
+
+
+def test_fused_takes_strided_and_half_precision_inputs():
+    """Non-contiguous views and bf16 inputs reach the kernel as contiguous float32 copies."""
+    g = torch.Generator().manual_seed(3)
+    logp, old, ref, ent, mask, adv = _random_step(g, 6, 20, torch.float32, True)
+    wide = torch.zeros(6, 40)
+    wide[:, ::2] = logp
+    strided = wide[:, ::2]
+    assert not strided.is_contiguous()
+    a = sequence_diagnostics(strided, old, mask.t().contiguous().t(), adv, backend="fused")
+    b = sequence_diagnostics(logp, old, mask, adv, backend="torch")
+    for k in SEQUENCE_DIAGNOSTICS:
+        torch.testing.assert_close(a[k], b[k], rtol=1e-5, atol=1e-6, equal_nan=True, msg=k)
+    h = sequence_diagnostics(logp.bfloat16(), old.bfloat16(), mask, adv, backend="fused")
+    e = sequence_diagnostics(logp.bfloat16(), old.bfloat16(), mask, adv, backend="torch")
+    assert h["seq_log_ratio"].dtype == torch.float32
+    for k in SEQUENCE_DIAGNOSTICS:
+        torch.testing.assert_close(h[k], e[k], rtol=1e-5, atol=1e-6, equal_nan=True, msg=k)
+
+
+def test_fused_empty_row_and_bad_backend_are_named():
+    x = torch.zeros(2, 3)
+    mask = torch.tensor([[1, 0, 0], [0, 0, 0]])
+    with pytest.raises(ValueError, match=r"mask.*row.*1"):
+        sequence_diagnostics(x, x, mask, torch.ones(2), backend="fused")
+    with pytest.raises(ValueError, match="unknown backend 'numba'"):
+        sequence_diagnostics(x, x, torch.ones(2, 3), torch.ones(2), backend="numba")

@@ -37,7 +37,7 @@ from typing import Any
 
 import torch
 
-from gspo_metrics.diagnostics import check_diagnostics_inputs
+from gspo_metrics.diagnostics import check_diagnostics_inputs, fused_available
 
 from . import schema
 from .compute import (
@@ -94,6 +94,10 @@ def library_versions() -> dict[str, str]:
         from importlib.metadata import version
 
         out["gspo_dash"] = version("gspo-dash")
+    except Exception:  # noqa: BLE001
+        pass
+    try:  # the fused CPU kernel's compiler, when installed (read without importing it)
+        out["numba"] = version("numba")
     except Exception:  # noqa: BLE001
         pass
     out["gspo_metrics"] = getattr(gspo_metrics, "__version__", out.get("gspo_dash", ""))
@@ -372,6 +376,9 @@ class RunRecorder:
             compute_thread = torch.get_num_threads() < _usable_cores()
         if compute_thread and not dist_on:
             self._deferred = DeferredCompute(self._forward, self.state.fault)
+        # Load the fused CPU kernel (numba: ~1 s from its disk cache, a few seconds the first
+        # time on a machine) while the caller sets up its model, not in the first log_step.
+        threading.Thread(target=fused_available, name="gspo-fused-load", daemon=True).start()
         _LIVE.add(self)
 
     # ------------------------------------------------------------------ setup helpers

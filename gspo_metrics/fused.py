@@ -1,0 +1,333 @@
+"""``stacked_sequence_diagnostics`` on CPU, fused (numba): a few passes over each row, in cache.
+
+The eager-torch route (``diagnostics._fast``) makes about 20 passes over (B, T) buffers, two of
+them ``expm1``, and pays a few microseconds of dispatch per tensor op whatever B and T are. Here
+each row is read by a handful of short loops that LLVM vectorises (the row stays in L1/L2 between
+them), every per-row sum is accumulated in float64, and the kernel releases the GIL, so the
+recorder's writer threads keep running beside it and a large batch can be split over threads.
+At B=512, T=1024 this costs about half the eager route; on the demo's 64 x 6 batch, about a
+twentieth (``bench/bench_losses.py``).
+
+Per row b, over its masked tokens t (n_b of them), with d = log pi_theta - log pi_old:
+
+    log s_b             = sum_t d / n_b
+    token_log_ratio_std = sqrt(sum_t (d - log s_b)^2 / n_b)            (a second pass)
+    k3(x)               = exp(x) - 1 - x, as x^2 sum_j x^j / (j + 2)! (j <= 11) for |x| < 1/2,
+                          where exp(x) - 1 - x would cancel (next term < 6e-15 of the sum), and
+                          as expm1(x) - x in an exact scalar walk for the rare larger |x|
+    kl_old_b            = mean_t k3(d),   kl_ref_b = mean_t k3(log pi_ref - log pi_theta)
+
+and the clip fractions as in ``gspo_metrics.diagnostics``. Padding is never used (every pass
+selects 0 there), so garbage under it cannot leak. A NaN or inf at a masked position makes the
+row's probe (the sum of every input's masked values) non-finite; only then is the row walked
+again exactly, to count those tokens in ``nonfinite_count`` and let a NaN reach the row's extremes,
+as the torch route does.
+
+Compiled for float32 and float64 C-contiguous inputs when this module is first imported and cached
+on disk (numba's ``cache=True``): the first import on a machine takes about 10 s, later ones about
+1 s. ``training_hooks.RunRecorder`` imports it on a background thread when it starts.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+from numba import float32, float64, int64, njit, uint8, void
+
+# k3(x) / x^2 = sum_j c_j x^j with c_j = 1 / (j + 2)!, j = 0 .. 11 (the series to x^13)
+_C0, _C1, _C2, _C3, _C4, _C5, _C6, _C7, _C8, _C9, _C10, _C11 = (
+    1.0 / math.factorial(j + 2) for j in range(12)
+)
+SERIES_BOUND = 0.5  # |x| below it: the series (next term < 6e-15 of the sum); above: expm1
+
+# Rows of the output, in SEQUENCE_DIAGNOSTICS order
+(LENGTH, ADVANTAGE, SEQ_LOG_RATIO, SEQ_CLIPPED, SEQ_CLIP_LOW, SEQ_CLIP_HIGH, TMIN, TMAX, TSTD,
+ TOK_CLIP, TOK_LOW, TOK_HIGH, KL_REF, KL_OLD, ENTROPY, NONFINITE) = range(16)  # fmt: skip
+K = 16
+
+# The per-row passes are compiled, each as its own function (numba's IR inlining would drop
+# their flags), with these LLVM fast-math flags: sums may be reordered, which
+# lets LLVM vectorise the loops (4 float64 lanes on AVX2); NaN and inf keep their meaning
+# (no "nnan"/"ninf"), so a non-finite input still reaches the row's probe sum.
+_FM = {"reassoc", "contract", "nsz", "arcp"}
+# The extremes pass may assume no NaN (min/max reductions vectorise only then): its results are
+# replaced whenever the row's probe sum is not finite.
+_FM_NNAN = _FM | {"nnan"}
+
+
+@njit(inline="always", fastmath=_FM)
+def _k3_series(x):
+    """k3(x) = exp(x) - 1 - x for |x| < SERIES_BOUND: x^2 sum_j c_j x^j, Estrin's scheme."""
+    x2 = x * x
+    x4 = x2 * x2
+    q0 = (_C0 + x * _C1) + x2 * (_C2 + x * _C3)
+    q1 = (_C4 + x * _C5) + x2 * (_C6 + x * _C7)
+    q2 = (_C8 + x * _C9) + x2 * (_C10 + x * _C11)
+    return x2 * (q0 + x4 * (q1 + x4 * q2))
+
+
+@njit(fastmath=_FM)
+def _pass_log_ratio(lp, old, mask, b, tok_lo, tok_hi):
+    """d = lp - old over row b's tokens: count, sum, tokens below / above the token range, k3(d)
+    summed where |d| < SERIES_BOUND and the number of other tokens (left to ``_fixup``)."""
+    n = 0
+    s_d = 0.0
+    n_below = 0
+    n_above = 0
+    s_k3 = 0.0
+    n_big = 0
+    for t in range(lp.shape[1]):
+        m = mask[b, t] != 0
+        d = np.float64(lp[b, t]) - np.float64(old[b, t])
+        d = d if m else 0.0
+        n += m
+        s_d += d
+        n_below += d < tok_lo
+        n_above += d > tok_hi
+        small = abs(d) < SERIES_BOUND  # (False for NaN and inf: those go to _fixup)
+        s_k3 += _k3_series(d) if small else 0.0
+        n_big += not small
+    return n, s_d, n_below, n_above, s_k3, n_big
+
+
+@njit(fastmath=_FM)
+def _pass_ref(lp, ref, mask, b):
+    """e = ref - lp over row b's tokens: sum of k3(e) where |e| < SERIES_BOUND, the number of
+    other tokens, and the sum of e (the probe)."""
+    s_k3 = 0.0
+    n_big = 0
+    s_e = 0.0
+    for t in range(lp.shape[1]):
+        e = np.float64(ref[b, t]) - np.float64(lp[b, t])
+        e = e if mask[b, t] != 0 else 0.0
+        small = abs(e) < SERIES_BOUND
+        s_k3 += _k3_series(e) if small else 0.0
+        n_big += not small
+        s_e += e
+    return s_k3, n_big, s_e
+
+
+@njit(fastmath=_FM)
+def _pass_masked_sum(x, mask, b):
+    s = 0.0
+    for t in range(x.shape[1]):
+        s += np.float64(x[b, t]) if mask[b, t] != 0 else 0.0
+    return s
+
+
+@njit(fastmath=_FM)
+def _pass_token_adv(lp, old, adv, mask, b, tok_lo, tok_hi):
+    """Per-token advantages over row b's tokens: their sum, how many are < 0 and > 0, and how
+    many tokens are below the token range with A < 0 / above it with A > 0."""
+    s_a = 0.0
+    n_neg = 0
+    n_pos = 0
+    n_below_neg = 0
+    n_above_pos = 0
+    for t in range(lp.shape[1]):
+        m = mask[b, t] != 0
+        a = np.float64(adv[b, t])
+        a = a if m else 0.0
+        d = np.float64(lp[b, t]) - np.float64(old[b, t])
+        d = d if m else 0.0
+        neg = a < 0.0
+        pos = a > 0.0
+        s_a += a
+        n_neg += neg
+        n_pos += pos
+        n_below_neg += neg and d < tok_lo
+        n_above_pos += pos and d > tok_hi
+    return s_a, n_neg, n_pos, n_below_neg, n_above_pos
+
+
+@njit(fastmath=_FM_NNAN)
+def _pass_spread(lp, old, mask, b, mean):
+    """min, max and sum of squared deviations from ``mean`` of d over row b's tokens (valid only
+    when the row holds no NaN)."""
+    s_sq = 0.0
+    lo = np.inf
+    hi = -np.inf
+    for t in range(lp.shape[1]):
+        m = mask[b, t] != 0
+        d = np.float64(lp[b, t]) - np.float64(old[b, t])
+        dev = d - mean if m else 0.0
+        s_sq += dev * dev
+        d_lo = d if m else np.inf
+        d_hi = d if m else -np.inf
+        lo = d_lo if d_lo < lo else lo  # (compare-and-select: the form LLVM vectorises)
+        hi = d_hi if d_hi > hi else hi
+    return lo, hi, s_sq
+
+
+@njit
+def _fixup(lp, old, mask, adv, ref, ent, b, per_tok, has_ref, has_ent, a_row, count):
+    """The slow, exact walk over row b (no fast-math): k3 by expm1 for the tokens the series
+    does not cover, and, with ``count``, the tokens where an input is NaN or inf and whether
+    a NaN is among the log-ratios. Returns (k3 of d, k3 of e, non-finite tokens, NaN in d)."""
+    k_d = 0.0
+    k_e = 0.0
+    n_bad = 0
+    d_nan = False
+    for t in range(lp.shape[1]):
+        if mask[b, t] == 0:
+            continue
+        x = np.float64(lp[b, t])
+        d = x - np.float64(old[b, t])
+        if not abs(d) < SERIES_BOUND:
+            k_d += math.expm1(d) - d
+        q = d + (np.float64(adv[b, t]) if per_tok else a_row)
+        if has_ref:
+            e = np.float64(ref[b, t]) - x
+            if not abs(e) < SERIES_BOUND:
+                k_e += math.expm1(e) - e
+            q += e
+        if has_ent:
+            q += np.float64(ent[b, t])
+        if count:
+            n_bad += not math.isfinite(q)
+            d_nan = d_nan or d != d
+    return k_d, k_e, n_bad, d_nan
+
+
+def _kernel(lp, old, mask, adv, ref, ent, flags, thr, out, b0, b1):  # pragma: no cover (numba)
+    """Fill columns b0 .. b1 - 1 of ``out`` (16, B) float64, rows in SEQUENCE_DIAGNOSTICS order.
+
+    lp, old (B, T); mask (B, T) uint8, nonzero marks a token; adv (B, T) when flags[0] (per-token
+    advantages) else (B, 1); ref (B, T) when flags[1] else unused; ent (B, T) when flags[2] else
+    unused. thr = [token log lo, token log hi, seq log lo, seq log hi]. A row without tokens gets
+    length 0 (the caller raises).
+
+    Each row takes a few vectorised passes (the row stays in cache between them) and, only when
+    a log-ratio is outside the series' range or an input is non-finite (the sum of every
+    input's masked values, the probe, is then not finite), one exact scalar walk."""
+    per_tok, has_ref, has_ent = flags[0] != 0, flags[1] != 0, flags[2] != 0
+    tok_lo, tok_hi, seq_lo, seq_hi = thr[0], thr[1], thr[2], thr[3]
+    nan = np.nan
+    for b in range(b0, b1):
+        n, s_d, n_below, n_above, k_d, big = _pass_log_ratio(lp, old, mask, b, tok_lo, tok_hi)
+        probe = s_d
+        a_row = 0.0 if per_tok else np.float64(adv[b, 0])
+        if per_tok:
+            s_a, n_neg, n_pos, n_below_neg, n_above_pos = _pass_token_adv(
+                lp, old, adv, mask, b, tok_lo, tok_hi
+            )
+            probe += s_a
+        else:
+            probe += a_row
+        k_e = 0.0
+        if has_ref:
+            k_e, big_e, s_e = _pass_ref(lp, ref, mask, b)
+            big += big_e
+            probe += s_e
+        s_h = 0.0
+        if has_ent:
+            s_h = _pass_masked_sum(ent, mask, b)
+            probe += s_h
+        finite = math.isfinite(probe)
+        n_bad = 0
+        d_nan = False
+        if big > 0 or not finite:
+            fk_d, fk_e, n_bad, d_nan = _fixup(
+                lp, old, mask, adv, ref, ent, b, per_tok, has_ref, has_ent, a_row, not finite
+            )
+            k_d += fk_d
+            k_e += fk_e
+        out[LENGTH, b] = n
+        out[NONFINITE, b] = n_bad
+        if n == 0:
+            continue
+        nf = np.float64(n)
+        log_s = s_d / nf
+        d_min, d_max, s_sq = _pass_spread(lp, old, mask, b, log_s)
+        if not math.isfinite(s_d):  # an inf or NaN log-ratio: as the torch route gives
+            s_sq = nan
+        if d_nan:
+            d_min = nan
+            d_max = nan
+        seq_below = 1.0 if log_s < seq_lo else 0.0
+        seq_above = 1.0 if log_s > seq_hi else 0.0
+        if per_tok:
+            a_b = s_a / nf
+            neg_frac = n_neg / nf
+            pos_frac = n_pos / nf
+            tok_low = n_below_neg / nf
+            tok_high = n_above_pos / nf
+        else:
+            a_b = a_row
+            neg_frac = 1.0 if a_row < 0.0 else 0.0
+            pos_frac = 1.0 if a_row > 0.0 else 0.0
+            tok_low = (n_below / nf) * neg_frac
+            tok_high = (n_above / nf) * pos_frac
+        out[ADVANTAGE, b] = a_b
+        out[SEQ_LOG_RATIO, b] = log_s
+        out[SEQ_CLIPPED, b] = seq_below + seq_above
+        out[SEQ_CLIP_LOW, b] = seq_below * neg_frac
+        out[SEQ_CLIP_HIGH, b] = seq_above * pos_frac
+        out[TMIN, b] = d_min
+        out[TMAX, b] = d_max
+        out[TSTD, b] = math.sqrt(s_sq / nf)
+        out[TOK_CLIP, b] = (n_below + n_above) / nf
+        out[TOK_LOW, b] = tok_low
+        out[TOK_HIGH, b] = tok_high
+        out[KL_REF, b] = k_e / nf if has_ref else nan
+        out[KL_OLD, b] = k_d / nf
+        out[ENTROPY, b] = s_h / nf if has_ent else nan
+
+
+def _signature(ft):
+    a2 = ft[:, ::1]
+    return void(
+        a2, a2, uint8[:, ::1], a2, a2, a2, int64[::1], float64[::1], float64[:, ::1], int64, int64
+    )
+
+
+rows = njit([_signature(float32), _signature(float64)], nogil=True, cache=True)(_kernel)
+
+
+_pool: tuple[ThreadPoolExecutor, int, int] | None = None  # (pool, workers, pid)
+_pool_lock = threading.Lock()  # one splitting caller at a time; others run serially
+MIN_ELEMENTS_PER_THREAD = 1 << 15
+
+
+def fused_rows(
+    lp, old, mask_u8, adv_2d, ref, ent, per_tok, thresholds, threads: int = 1
+) -> np.ndarray:
+    """Run the kernel on numpy arrays (C-contiguous, float32 or float64 alike, mask uint8);
+    ``adv_2d`` is (B, T) with ``per_tok`` else (B, 1); ``ref``/``ent`` None when absent.
+    Returns the (16, B) float64 rows.
+
+    ``threads`` > 1 splits the rows into that many blocks (at least ``MIN_ELEMENTS_PER_THREAD``
+    elements each), the caller's thread running the first and a pool the others; the kernel
+    releases the GIL, so they run in parallel. If another call is already splitting, this one
+    runs on the caller's thread alone.
+    """
+    global _pool
+    B, T = lp.shape
+    out = np.empty((K, B), dtype=np.float64)
+    dummy = np.zeros((1, 1), dtype=lp.dtype)
+    flags = np.array([per_tok, ref is not None, ent is not None], dtype=np.int64)
+    args = (
+        lp, old, mask_u8, adv_2d, dummy if ref is None else ref, dummy if ent is None else ent,
+        flags, np.asarray(thresholds, dtype=np.float64), out,
+    )  # fmt: skip
+    blocks = max(1, min(int(threads), B, (B * T) // MIN_ELEMENTS_PER_THREAD))
+    if blocks == 1 or not _pool_lock.acquire(blocking=False):
+        rows(*args, 0, B)
+        return out
+    try:
+        # (a new pool in a forked child too: the parent's pool threads do not exist there)
+        if _pool is None or _pool[1] < blocks - 1 or _pool[2] != os.getpid():
+            pool = ThreadPoolExecutor(max_workers=blocks - 1, thread_name_prefix="gspo-fused")
+            _pool = (pool, blocks - 1, os.getpid())
+        edges = [B * i // blocks for i in range(blocks + 1)]
+        futures = [_pool[0].submit(rows, *args, edges[i], edges[i + 1]) for i in range(1, blocks)]
+        rows(*args, edges[0], edges[1])
+        for f in futures:
+            f.result()
+    finally:
+        _pool_lock.release()
+    return out
