@@ -10,12 +10,18 @@ Where the clip *binds* (the gradient is zeroed) is where the ratio is out of ran
 advantage pushes: low with A < 0, high with A > 0 (TRL's clip_ratio/low|high, verl's pg_clipfrac).
 
 All outputs are (B,) tensors on the inputs' device; nothing is transferred to the host.
+
+Two routes compute them. On CPU tensors (``backend="auto"``, numba installed) the fused kernel of
+``gspo_metrics.fused`` reads each row a few times while it is in cache; elsewhere (a GPU) eager
+tensor ops in one reused (R, B, T) buffer (``_fast``, with ``_exact`` for the rare step that
+holds a NaN or inf). They agree to float32 rounding; the tests hold them to it.
 """
 
 from __future__ import annotations
 
 import math
 import threading
+import warnings
 
 import torch
 
@@ -122,8 +128,8 @@ def stacked_sequence_diagnostics(
 
     Row k is ``SEQUENCE_DIAGNOSTICS[k]`` (``length`` and ``nonfinite_count`` as whole floats), in
     the inputs' floating dtype. Same arguments and checks as ``sequence_diagnostics``; this is the
-    form a recorder wants (one tensor to move to the host), at the cost of a few dozen tensor ops
-    whatever B and T are.
+    form a recorder wants (one tensor to move to the host). The torch route costs a few dozen
+    tensor ops whatever B and T are; the fused route one kernel call.
     """
     with torch.no_grad():
         check_diagnostics_inputs(
@@ -141,9 +147,12 @@ def stacked_sequence_diagnostics(
         # Half-precision inputs are reduced in float32 (sums of 1,000 bf16 terms are not exact).
         dtype = torch.promote_types(logprobs.dtype, torch.float32)
         args = (logprobs, old_logprobs, mask, advantages, ref_logprobs, entropy, dtype)
-        if backend == "fused" or (backend == "auto" and fused_available(logprobs.device)):
+        if backend == "fused":
             if logprobs.device.type != "cpu":
                 raise ValueError(f"backend='fused' needs CPU tensors, got {logprobs.device}")
+            if not fused_available():
+                raise ValueError(f"backend='fused' needs numba: {_FUSED_ERROR[0]}")
+        if backend == "fused" or (backend == "auto" and fused_available(logprobs.device)):
             return _fused(*args, seq_eps, token_eps)
         out_K_B, probe = _fast(*args, seq_eps, token_eps, workspace)
         # One host sync for both data-dependent questions: is a row empty (an error), and is
@@ -157,7 +166,8 @@ def stacked_sequence_diagnostics(
 
 
 BACKENDS = ("auto", "fused", "torch")
-_FUSED: list = []  # [module] once imported, [None] if numba is missing
+_FUSED: list = []  # [module] once imported, [None] if numba is missing or broken
+_FUSED_ERROR: list = [""]  # why, then
 _FUSED_LOCK = threading.Lock()
 
 
@@ -172,8 +182,15 @@ def fused_available(device: torch.device | str = "cpu") -> bool:
             if not _FUSED:
                 try:
                     from . import fused
-                except ImportError:  # numba missing or broken: the torch route serves
+                except Exception as e:  # noqa: BLE001 -- numba missing or broken: torch serves
                     fused = None
+                    _FUSED_ERROR[0] = f"{type(e).__name__}: {e}"
+                    warnings.warn(
+                        "gspo_metrics: the fused CPU kernel is unavailable "
+                        f"({_FUSED_ERROR[0]}); sequence_diagnostics uses the torch route",
+                        RuntimeWarning,
+                        stacklevel=2,
+                    )
                 _FUSED.append(fused)
     return _FUSED[0] is not None
 

@@ -50,12 +50,13 @@ SERIES_BOUND = 0.5  # |x| below it: the series (next term < 6e-15 of the sum); a
 K = 16
 
 # The per-row passes are compiled, each as its own function (numba's IR inlining would drop
-# their flags), with these LLVM fast-math flags: sums may be reordered, which
-# lets LLVM vectorise the loops (4 float64 lanes on AVX2); NaN and inf keep their meaning
-# (no "nnan"/"ninf"), so a non-finite input still reaches the row's probe sum.
+# their flags), with these LLVM fast-math flags: sums may be reordered, which lets LLVM
+# vectorise the loops (4 float64 lanes on AVX2; a row's result does not depend on which thread
+# runs it); NaN and inf keep their meaning (no "nnan"/"ninf"), so a non-finite input still
+# reaches the row's probe sum.
 _FM = {"reassoc", "contract", "nsz", "arcp"}
-# The extremes pass may assume no NaN (min/max reductions vectorise only then): its results are
-# replaced whenever the row's probe sum is not finite.
+# The spread pass (extremes, squared deviations) may also assume no NaN: its results are
+# replaced whenever the row's log-ratios are not all finite.
 _FM_NNAN = _FM | {"nnan"}
 
 

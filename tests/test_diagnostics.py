@@ -309,3 +309,21 @@ def test_fused_empty_row_and_bad_backend_are_named():
         sequence_diagnostics(x, x, mask, torch.ones(2), backend="fused")
     with pytest.raises(ValueError, match="unknown backend 'numba'"):
         sequence_diagnostics(x, x, torch.ones(2, 3), torch.ones(2), backend="numba")
+
+
+def test_without_numba_auto_takes_the_torch_route_and_fused_says_why(monkeypatch):
+    """A machine where numba cannot load still gets every diagnostic (the torch route), and
+    asking for the fused route names what is missing."""
+    import gspo_metrics.diagnostics as diag
+
+    monkeypatch.setattr(diag, "_FUSED", [None])
+    monkeypatch.setattr(diag, "_FUSED_ERROR", ["ModuleNotFoundError: No module named 'numba'"])
+    g = torch.Generator().manual_seed(5)
+    logp, old, ref, ent, mask, adv = _random_step(g, 4, 9, torch.float32, False)
+    auto = sequence_diagnostics(logp, old, mask, adv, ref_logprobs=ref)
+    eager = sequence_diagnostics(logp, old, mask, adv, ref_logprobs=ref, backend="torch")
+    for k in SEQUENCE_DIAGNOSTICS:
+        assert torch.equal(auto[k].isnan(), eager[k].isnan()), k
+        assert torch.equal(auto[k].nan_to_num(), eager[k].nan_to_num()), k
+    with pytest.raises(ValueError, match="backend='fused' needs numba: ModuleNotFoundError"):
+        sequence_diagnostics(logp, old, mask, adv, backend="fused")

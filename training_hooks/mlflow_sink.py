@@ -211,7 +211,8 @@ class MlflowBackend:
 
 
 class _ChildBackend:
-    """``MlflowBackend`` in a child process (``python -m training_hooks.mlflow_sink URI``).
+    """``MlflowBackend`` in a child process (``_CHILD_MAIN``; ``python -m training_hooks.mlflow_sink
+    URI`` runs the same loop).
 
     One JSON line per call on its stdin, one JSON reply per line on its stdout. The child holds
     its own GIL: MLflow's Python-heavy client (SQLAlchemy, HTTP) and its import and SQLite
@@ -226,7 +227,7 @@ class _ChildBackend:
         import sys
 
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "training_hooks.mlflow_sink", tracking_uri],
+            [sys.executable, "-c", _CHILD_MAIN, tracking_uri],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
@@ -264,6 +265,19 @@ class _ChildBackend:
     def kill(self) -> None:
         if self.proc.poll() is None:
             self.proc.kill()
+
+
+# The child's entry point: its priority drops before it imports anything of ours (or mlflow), so
+# only the interpreter's own start-up (about 0.1 s of CPU) runs at normal priority.
+_CHILD_MAIN = """\
+import os, sys
+try:
+    os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+except (AttributeError, OSError):
+    pass
+from training_hooks.mlflow_sink import _serve
+sys.exit(_serve(sys.argv[1]))
+"""
 
 
 def _idle_priority() -> None:

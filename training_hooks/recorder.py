@@ -12,8 +12,10 @@ truth) and MLflow. A failing or hung sink is reported (a warning, once per sink,
 ``run.json["faults"]``) and never stops training or the other sink.
 
 On a GPU the reductions are queued on the device (one host sync, for the data-dependent checks:
-an empty mask row, a non-finite input). On the CPU, when torch leaves a core spare, large steps
-are copied and reduced on a background thread at idle priority instead (``deferred``).
+an empty mask row, a non-finite input). On the CPU they are one call of the fused numba kernel
+(``gspo_metrics.fused``, loaded on a background thread when the recorder starts), and when torch
+leaves a core spare, large steps are copied and reduced on a background thread at idle priority
+instead (``deferred``).
 """
 
 from __future__ import annotations
