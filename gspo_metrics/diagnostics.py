@@ -205,7 +205,7 @@ def _fused(logprobs, old_logprobs, mask, advantages, ref_logprobs, entropy, dtyp
         return x.detach().to(dtype).contiguous().numpy()
 
     B = mask.shape[0]
-    mask_bt = mask.detach() if mask.dtype == torch.bool else mask.detach() != 0
+    mask_bt = as_bool_mask(mask.detach())
     mask_u8 = mask_bt.contiguous().view(torch.uint8).numpy()
     adv = advantages.detach().to(dtype)
     per_tok = adv.dim() == 2
