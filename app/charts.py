@@ -21,9 +21,23 @@ from app.cols import Seq, Step
 from training_hooks.metric_map import Derived
 
 PALETTE = (
-    "#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2",
-    "#7f7f7f", "#bcbd22", "#393b79", "#ad494a", "#637939", "#7b4173", "#e7ba52", "#3182bd",
-)  # fmt: skip
+    "#1f77b4",
+    "#d62728",
+    "#2ca02c",
+    "#9467bd",
+    "#ff7f0e",
+    "#17becf",
+    "#8c564b",
+    "#e377c2",
+    "#7f7f7f",
+    "#bcbd22",
+    "#393b79",
+    "#ad494a",
+    "#637939",
+    "#7b4173",
+    "#e7ba52",
+    "#3182bd",
+)
 DASH_BY_ALGO = {"grpo": "dash", "gspo": "solid"}
 DEFAULT_MAX_POINTS = 2000
 PANEL_HEIGHT = 290
@@ -31,8 +45,11 @@ PANEL_HEIGHT = 290
 X_STEP = Step.STEP
 X_ELAPSED = Derived.ELAPSED_MIN
 X_TOKENS = Derived.TOKENS_SEEN
-X_AXES = {X_STEP: "optimizer step", X_ELAPSED: "wall time (minutes since start)",
-          X_TOKENS: "response tokens seen"}  # fmt: skip
+X_AXES = {
+    X_STEP: "optimizer step",
+    X_ELAPSED: "wall time (minutes since start)",
+    X_TOKENS: "response tokens seen",
+}
 
 
 def dash_for(algorithm: str) -> str:
@@ -120,56 +137,121 @@ class Panel:
 
 
 PANELS: tuple[Panel, ...] = (
-    Panel("reward", "Reward", Step.REWARD_MEAN, "reward per sequence",
-          "Mean reward of the step's sequences; band = ± one std over the step.",
-          band=("±", Step.REWARD_STD)),
-    Panel("loss", "Loss", Step.LOSS, "loss",
-          "The policy loss as the trainer reduced it (its reduction is in the runs table); "
-          "compare trends, not levels, across reductions."),
-    Panel("seq_log_ratio", "Sequence log-ratio log s", Step.SEQ_LOG_RATIO_MEAN, "log s (nats)",
-          "log s = mean over a sequence's tokens of log π/π_old (GSPO's ratio, in log space). "
-          "Mean over sequences; band = min..max. Dotted lines: GSPO's clip range "
-          "[log(1-ε_low), log(1+ε_high)]. GRPO never clips on s, so its spread is wider.",
-          band=(Step.SEQ_LOG_RATIO_MIN, Step.SEQ_LOG_RATIO_MAX), clip_unit="seq", zero_line=True),
-    Panel("seq_clip", "Sequence-unit clip fraction", Step.SEQ_CLIP_FRACTION,
-          "fraction of sequences",
-          "Share of sequences whose s lies outside [1-ε_low, 1+ε_high] with GSPO's ε "
-          "(Tinker's clipped fraction). GSPO papers report ~10-20%; on a GRPO run it shows how "
-          "often GSPO would have clipped.", clip_unit="seq"),
-    Panel("seq_clip_binding", "Sequence clip binding (low + high)", Derived.SEQ_CLIP_BINDING,
-          "fraction of sequences",
-          "Where GSPO's sequence clip zeroes the gradient: s < 1-ε_low with A<0, or "
-          "s > 1+ε_high with A>0 (TRL's clip_ratio/* under importance_sampling_level="
-          "'sequence'). Out of range but not binding = the min keeps the corrective signal.",
-          clip_unit="seq"),
-    Panel("token_clip", "Token-unit clip fraction", Step.TOKEN_CLIP_FRACTION,
-          "fraction of tokens",
-          "Share of tokens whose own ratio r_t lies outside [1-ε_low, 1+ε_high] with GRPO's ε, "
-          "whatever the advantage's sign. GRPO typically sits well under 1-5%.",
-          clip_unit="token"),
-    Panel("token_clip_binding", "Token clip binding (low + high)", Derived.TOKEN_CLIP_BINDING,
-          "fraction of tokens",
-          "Tokens where the token clip zeroes the gradient: r_t < 1-ε_low with A<0, or "
-          "r_t > 1+ε_high with A>0 (TRL's clip_ratio/region_mean, verl's pg_clipfrac).",
-          clip_unit="token"),
-    Panel("zero_var", "Zero-variance groups", Step.ZERO_VARIANCE_FRACTION, "fraction of groups",
-          "Groups whose completions all got the same reward: their advantages are 0 and they "
-          "teach nothing, in GRPO and GSPO alike. Near 1 = no learning signal."),
-    Panel("length", "Completion length", Step.LENGTH_MEAN, "tokens",
-          "Mean masked length (thick) and 90th percentile (thin). GSPO's s is length-normalised; "
-          "GRPO's token-sum losses weight long completions more.",
-          second=Step.LENGTH_P90, second_label="p90"),
-    Panel("truncation", "Truncated completions", Step.TRUNCATED_FRACTION, "fraction of sequences",
-          "Completions cut at the generation limit; rising truncation usually precedes "
-          "length blow-up."),
-    Panel("kl_ref", "KL to reference", Step.KL_REF_MEAN, "nats / token",
-          "k3 estimate of KL(π_θ || π_ref), token-weighted: how far training has moved."),
-    Panel("kl_old", "KL old → new", Step.KL_OLD_MEAN, "nats / token",
-          "k3 estimate of KL(π_old || π_θ) within the step: the size of this update. 0 means the "
-          "update is fully on-policy (ratios identically 1)."),
-    Panel("entropy", "Entropy", Step.ENTROPY_MEAN, "nats / token",
-          "Token-weighted policy entropy; a collapse to ~0 means the policy stopped exploring."),
-)  # fmt: skip
+    Panel(
+        "reward",
+        "Reward",
+        Step.REWARD_MEAN,
+        "reward per sequence",
+        "Mean reward of the step's sequences; band = ± one std over the step.",
+        band=("±", Step.REWARD_STD),
+    ),
+    Panel(
+        "loss",
+        "Loss",
+        Step.LOSS,
+        "loss",
+        "The policy loss as the trainer reduced it (its reduction is in the runs table); "
+        "compare trends, not levels, across reductions.",
+    ),
+    Panel(
+        "seq_log_ratio",
+        "Sequence log-ratio log s",
+        Step.SEQ_LOG_RATIO_MEAN,
+        "log s (nats)",
+        "log s = mean over a sequence's tokens of log π/π_old (GSPO's ratio, in log space). "
+        "Mean over sequences; band = min..max. Dotted lines: GSPO's clip range "
+        "[log(1-ε_low), log(1+ε_high)]. GRPO never clips on s, so its spread is wider.",
+        band=(Step.SEQ_LOG_RATIO_MIN, Step.SEQ_LOG_RATIO_MAX),
+        clip_unit="seq",
+        zero_line=True,
+    ),
+    Panel(
+        "seq_clip",
+        "Sequence-unit clip fraction",
+        Step.SEQ_CLIP_FRACTION,
+        "fraction of sequences",
+        "Share of sequences whose s lies outside [1-ε_low, 1+ε_high] with GSPO's ε "
+        "(Tinker's clipped fraction). GSPO papers report ~10-20%; on a GRPO run it shows how "
+        "often GSPO would have clipped.",
+        clip_unit="seq",
+    ),
+    Panel(
+        "seq_clip_binding",
+        "Sequence clip binding (low + high)",
+        Derived.SEQ_CLIP_BINDING,
+        "fraction of sequences",
+        "Where GSPO's sequence clip zeroes the gradient: s < 1-ε_low with A<0, or "
+        "s > 1+ε_high with A>0 (TRL's clip_ratio/* under importance_sampling_level="
+        "'sequence'). Out of range but not binding = the min keeps the corrective signal.",
+        clip_unit="seq",
+    ),
+    Panel(
+        "token_clip",
+        "Token-unit clip fraction",
+        Step.TOKEN_CLIP_FRACTION,
+        "fraction of tokens",
+        "Share of tokens whose own ratio r_t lies outside [1-ε_low, 1+ε_high] with GRPO's ε, "
+        "whatever the advantage's sign. GRPO typically sits well under 1-5%.",
+        clip_unit="token",
+    ),
+    Panel(
+        "token_clip_binding",
+        "Token clip binding (low + high)",
+        Derived.TOKEN_CLIP_BINDING,
+        "fraction of tokens",
+        "Tokens where the token clip zeroes the gradient: r_t < 1-ε_low with A<0, or "
+        "r_t > 1+ε_high with A>0 (TRL's clip_ratio/region_mean, verl's pg_clipfrac).",
+        clip_unit="token",
+    ),
+    Panel(
+        "zero_var",
+        "Zero-variance groups",
+        Step.ZERO_VARIANCE_FRACTION,
+        "fraction of groups",
+        "Groups whose completions all got the same reward: their advantages are 0 and they "
+        "teach nothing, in GRPO and GSPO alike. Near 1 = no learning signal.",
+    ),
+    Panel(
+        "length",
+        "Completion length",
+        Step.LENGTH_MEAN,
+        "tokens",
+        "Mean masked length (thick) and 90th percentile (thin). GSPO's s is length-normalised; "
+        "GRPO's token-sum losses weight long completions more.",
+        second=Step.LENGTH_P90,
+        second_label="p90",
+    ),
+    Panel(
+        "truncation",
+        "Truncated completions",
+        Step.TRUNCATED_FRACTION,
+        "fraction of sequences",
+        "Completions cut at the generation limit; rising truncation usually precedes "
+        "length blow-up.",
+    ),
+    Panel(
+        "kl_ref",
+        "KL to reference",
+        Step.KL_REF_MEAN,
+        "nats / token",
+        "k3 estimate of KL(π_θ || π_ref), token-weighted: how far training has moved.",
+    ),
+    Panel(
+        "kl_old",
+        "KL old → new",
+        Step.KL_OLD_MEAN,
+        "nats / token",
+        "k3 estimate of KL(π_old || π_θ) within the step: the size of this update. 0 means the "
+        "update is fully on-policy (ratios identically 1).",
+    ),
+    Panel(
+        "entropy",
+        "Entropy",
+        Step.ENTROPY_MEAN,
+        "nats / token",
+        "Token-weighted policy entropy; a collapse to ~0 means the policy stopped exploring.",
+    ),
+)
 PANELS_BY_KEY = {p.key: p for p in PANELS}
 DEFAULT_PANELS = tuple(p.key for p in PANELS)
 
@@ -263,30 +345,52 @@ def run_traces(
             out.append(band)
     idx = downsample_indices(xv, yv, max_points)
     smooth = smoothing > 0 and len(yv) > 2
-    out.append({
-        "type": "scatter", "x": xv[idx], "y": yv[idx], "mode": "lines", "name": name,
-        "legendgroup": s.key, "opacity": 0.25 if smooth else 1.0, "hovertemplate": hover,
-        "line": {"color": s.color, "dash": dash, "width": 1 if smooth else 1.8},
-    })  # fmt: skip
+    out.append(
+        {
+            "type": "scatter",
+            "x": xv[idx],
+            "y": yv[idx],
+            "mode": "lines",
+            "name": name,
+            "legendgroup": s.key,
+            "opacity": 0.25 if smooth else 1.0,
+            "hovertemplate": hover,
+            "line": {"color": s.color, "dash": dash, "width": 1 if smooth else 1.8},
+        }
+    )
     if smooth:
         ys = ema(yv, smoothing)
         idx_s = downsample_indices(xv, ys, max(max_points // 2, 3))
-        out.append({
-            "type": "scatter", "x": xv[idx_s], "y": ys[idx_s], "mode": "lines", "name": name,
-            "legendgroup": s.key, "line": {"color": s.color, "dash": dash, "width": 2},
-            "hovertemplate": hover.replace("%{y:.4g}", "%{y:.4g} (EMA)"),
-        })  # fmt: skip
+        out.append(
+            {
+                "type": "scatter",
+                "x": xv[idx_s],
+                "y": ys[idx_s],
+                "mode": "lines",
+                "name": name,
+                "legendgroup": s.key,
+                "line": {"color": s.color, "dash": dash, "width": 2},
+                "hovertemplate": hover.replace("%{y:.4g}", "%{y:.4g} (EMA)"),
+            }
+        )
     if panel.second and panel.second in df.columns:
         y2 = df[panel.second].to_numpy(np.float64)[ok]
         fin = np.isfinite(y2)
         if fin.any():
             i2 = downsample_indices(xv[fin], y2[fin], max(max_points // 2, 3))
-            out.append({
-                "type": "scatter", "x": xv[fin][i2], "y": y2[fin][i2], "mode": "lines",
-                "name": f"{s.label} {panel.second_label}", "legendgroup": s.key,
-                "line": {"color": s.color, "dash": dash, "width": 0.8}, "opacity": 0.7,
-                "hovertemplate": hover.replace(panel.title, f"{panel.second_label}"),
-            })  # fmt: skip
+            out.append(
+                {
+                    "type": "scatter",
+                    "x": xv[fin][i2],
+                    "y": y2[fin][i2],
+                    "mode": "lines",
+                    "name": f"{s.label} {panel.second_label}",
+                    "legendgroup": s.key,
+                    "line": {"color": s.color, "dash": dash, "width": 0.8},
+                    "opacity": 0.7,
+                    "hovertemplate": hover.replace(panel.title, f"{panel.second_label}"),
+                }
+            )
     return out
 
 
@@ -321,13 +425,30 @@ def panel_figure(
                         "line": {"color": "#555", "dash": "dot", "width": 1},
                     }
                 )
-                notes.append({"text": txt, "xref": "x domain", "x": 0, "y": yline,
-                              "xanchor": "left", "yanchor": "bottom", "showarrow": False,
-                              "font": {"size": 10}})  # fmt: skip
+                notes.append(
+                    {
+                        "text": txt,
+                        "xref": "x domain",
+                        "x": 0,
+                        "y": yline,
+                        "xanchor": "left",
+                        "yanchor": "bottom",
+                        "showarrow": False,
+                        "font": {"size": 10},
+                    }
+                )
     if not traces:
-        notes.append({"text": "no data for the selected runs", "showarrow": False, "x": 0.5,
-                      "y": 0.5, "xref": "paper", "yref": "paper",
-                      "font": {"size": 13, "color": "#888"}})  # fmt: skip
+        notes.append(
+            {
+                "text": "no data for the selected runs",
+                "showarrow": False,
+                "x": 0.5,
+                "y": 0.5,
+                "xref": "paper",
+                "yref": "paper",
+                "font": {"size": 13, "color": "#888"},
+            }
+        )
     layout = _layout_dict(_title(panel, series), X_AXES.get(x, x), panel.unit, height, log_y)
     layout.update(shapes=shapes, annotations=notes, showlegend=False)
     # traces and layout are built here from known-good dicts: skip plotly's per-property validation
@@ -355,7 +476,7 @@ def compare_figure(
         for s in series
         for t in run_traces(
             s, panel, x=x, smoothing=smoothing, log_y=log_y, max_points=max_points, bands=bands
-        )  # fmt: skip
+        )
     ]
     return panel_figure(series, panel, traces, x=x, log_y=log_y, height=height)
 
@@ -381,15 +502,28 @@ def _band_trace(s: RunSeries, panel: Panel, df, x, ok, n_out, log_y) -> dict | N
         return None
     bx, blo, bhi = envelope(xv[fin], lo[fin], hi[fin], n_out)
     return {
-        "type": "scatter", "mode": "lines", "x": np.concatenate([bx, bx[::-1]]),
-        "y": np.concatenate([bhi, blo[::-1]]), "fill": "toself",
-        "fillcolor": _rgba(s.color, 0.10), "line": {"width": 0}, "hoverinfo": "skip",
-        "showlegend": False, "legendgroup": s.key, "name": f"{s.label} band",
-    }  # fmt: skip
+        "type": "scatter",
+        "mode": "lines",
+        "x": np.concatenate([bx, bx[::-1]]),
+        "y": np.concatenate([bhi, blo[::-1]]),
+        "fill": "toself",
+        "fillcolor": _rgba(s.color, 0.10),
+        "line": {"width": 0},
+        "hoverinfo": "skip",
+        "showlegend": False,
+        "legendgroup": s.key,
+        "name": f"{s.label} band",
+    }
 
 
-LEGEND_TOP = {"orientation": "h", "x": 0, "xanchor": "left", "y": 1.0, "yanchor": "bottom",
-              "font": {"size": 11}}  # fmt: skip
+LEGEND_TOP = {
+    "orientation": "h",
+    "x": 0,
+    "xanchor": "left",
+    "y": 1.0,
+    "yanchor": "bottom",
+    "font": {"size": 11},
+}
 
 
 def _layout_dict(title, xtitle, ytitle, height, log_y=False) -> dict:
@@ -397,14 +531,21 @@ def _layout_dict(title, xtitle, ytitle, height, log_y=False) -> dict:
     if log_y:
         yaxis["type"] = "log"
     return {
-        "title": {"text": title, "font": {"size": 14}, "x": 0, "xanchor": "left", "y": 0.98,
-                  "yanchor": "top", "yref": "container"},
+        "title": {
+            "text": title,
+            "font": {"size": 14},
+            "x": 0,
+            "xanchor": "left",
+            "y": 0.98,
+            "yanchor": "top",
+            "yref": "container",
+        },
         "height": height,
         "margin": {"l": 60, "r": 15, "t": 40, "b": 45},
         "hovermode": "closest",
         "xaxis": {"title": {"text": xtitle, "font": {"size": 11}}},
         "yaxis": yaxis,
-    }  # fmt: skip
+    }
 
 
 def _layout(fig, title, xtitle, ytitle, height, log_y=False) -> None:
@@ -412,8 +553,15 @@ def _layout(fig, title, xtitle, ytitle, height, log_y=False) -> None:
 
 
 def _empty_note(fig, text: str) -> None:
-    fig.add_annotation(text=text, showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper",
-                       font={"size": 13, "color": "#888"})  # fmt: skip
+    fig.add_annotation(
+        text=text,
+        showarrow=False,
+        x=0.5,
+        y=0.5,
+        xref="paper",
+        yref="paper",
+        font={"size": 13, "color": "#888"},
+    )
 
 
 def legend_figure(series: Sequence[RunSeries]) -> go.Figure:
@@ -422,10 +570,13 @@ def legend_figure(series: Sequence[RunSeries]) -> go.Figure:
     for s in series:
         fig.add_trace(
             go.Scatter(
-                x=[None], y=[None], mode="lines", name=f"{s.label} · {s.algorithm.upper()}",
+                x=[None],
+                y=[None],
+                mode="lines",
+                name=f"{s.label} · {s.algorithm.upper()}",
                 line={"color": s.color, "dash": dash_for(s.algorithm), "width": 2.5},
             )
-        )  # fmt: skip
+        )
     rows = max(1, math.ceil(len(series) / 7))  # ~7 entries fit a row of a wide page
     fig.update_layout(
         height=30 + 24 * rows,
@@ -459,23 +610,32 @@ def step_heatmap_figure(
         centers = (hist.value_edges[:-1] + hist.value_edges[1:]) / 2
         fig.add_trace(
             go.Heatmap(
-                x=hist.step_centers, y=centers, z=hist.z, colorscale="Viridis",
+                x=hist.step_centers,
+                y=centers,
+                z=hist.z,
+                colorscale="Viridis",
                 colorbar={"title": {"text": "share", "side": "right"}, "thickness": 12},
                 hovertemplate="step %{x:.0f}<br>" + value_label + " %{y:.4g}<br>share %{z:.3f}"
                 "<extra></extra>",
             )
-        )  # fmt: skip
+        )
     else:
         _empty_note(fig, "no rows")
     for xs, ys, name in lines:
-        fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", name=name,
-                                 line={"color": "white", "width": 1.5}))  # fmt: skip
+        fig.add_trace(
+            go.Scatter(x=xs, y=ys, mode="lines", name=name, line={"color": "white", "width": 1.5})
+        )
     for y, txt in hlines:
-        fig.add_hline(y=y, line={"color": "#ff4b4b", "dash": "dash", "width": 1.5},
-                      annotation_text=txt, annotation_font_color="#ff4b4b",
-                      annotation_font_size=11, annotation_position="top right")  # fmt: skip
+        fig.add_hline(
+            y=y,
+            line={"color": "#ff4b4b", "dash": "dash", "width": 1.5},
+            annotation_text=txt,
+            annotation_font_color="#ff4b4b",
+            annotation_font_size=11,
+            annotation_position="top right",
+        )
     _layout(fig, title, "optimizer step", value_label, height)
-    fig.update_layout(showlegend=bool(lines), legend=LEGEND_TOP, margin={"t": 62})  # fmt: skip
+    fig.update_layout(showlegend=bool(lines), legend=LEGEND_TOP, margin={"t": 62})
     return fig
 
 
@@ -499,27 +659,43 @@ def token_vs_sequence_figure(
         else np.zeros(len(x), bool)
     )
     length = df[Seq.LENGTH].to_numpy() if Seq.LENGTH in df.columns else np.full(len(x), np.nan)
-    for mask, name, color in ((clipped, "outside GSPO range (clipped)", "#d62728"),
-                              (~clipped, "inside GSPO range", "#1f77b4")):  # fmt: skip
+    for mask, name, color in (
+        (clipped, "outside GSPO range (clipped)", "#d62728"),
+        (~clipped, "inside GSPO range", "#1f77b4"),
+    ):
         if mask.any():
             fig.add_trace(
                 go.Scattergl(
-                    x=x[mask], y=y[mask], mode="markers", name=name,
+                    x=x[mask],
+                    y=y[mask],
+                    mode="markers",
+                    name=name,
                     marker={"color": color, "size": 5, "opacity": 0.55},
                     customdata=length[mask],
                     hovertemplate="log s %{x:.3g}<br>token range %{y:.3g}<br>length %{customdata}"
                     "<extra></extra>",
                 )
-            )  # fmt: skip
+            )
     if seq_eps:
         for v in (math.log1p(-seq_eps[0]), math.log1p(seq_eps[1])):
             fig.add_vline(x=v, line={"color": "#ff4b4b", "dash": "dash", "width": 1})
     fig.add_annotation(
         text="[4, 0.5, 0.5, 1]: log s = 0, token range = log 8 ≈ 2.08",
-        x=0, y=math.log(8), showarrow=True, arrowhead=2, ax=90, ay=-30, font={"size": 11},
-    )  # fmt: skip
-    _layout(fig, "Token vs sequence: a ratio near 1 can hide large token moves",
-            "sequence log-ratio log s (nats)", "token log-ratio range max-min (nats)", height)  # fmt: skip
+        x=0,
+        y=math.log(8),
+        showarrow=True,
+        arrowhead=2,
+        ax=90,
+        ay=-30,
+        font={"size": 11},
+    )
+    _layout(
+        fig,
+        "Token vs sequence: a ratio near 1 can hide large token moves",
+        "sequence log-ratio log s (nats)",
+        "token log-ratio range max-min (nats)",
+        height,
+    )
     fig.update_layout(legend=LEGEND_TOP, margin={"t": 62})
     return fig
 
@@ -531,20 +707,37 @@ def clip_by_length_figure(df: pd.DataFrame, *, height: int = 340) -> go.Figure:
         _empty_note(fig, "no sequences")
     else:
         if Seq.SEQ_CLIPPED in df.columns:
-            fig.add_trace(go.Bar(x=df["bucket"], y=df[Seq.SEQ_CLIPPED], name="sequence unit "
-                                 "(share of sequences, GSPO ε)", marker_color="#1f77b4",
-                                 customdata=df["sequences"],
-                                 hovertemplate="%{x} tokens<br>%{y:.3f}<br>%{customdata} sequences"
-                                 "<extra></extra>"))  # fmt: skip
+            fig.add_trace(
+                go.Bar(
+                    x=df["bucket"],
+                    y=df[Seq.SEQ_CLIPPED],
+                    name="sequence unit (share of sequences, GSPO ε)",
+                    marker_color="#1f77b4",
+                    customdata=df["sequences"],
+                    hovertemplate="%{x} tokens<br>%{y:.3f}<br>%{customdata} sequences"
+                    "<extra></extra>",
+                )
+            )
         if Seq.TOKEN_CLIP_FRACTION in df.columns:
-            fig.add_trace(go.Bar(x=df["bucket"], y=df[Seq.TOKEN_CLIP_FRACTION], name="token unit "
-                                 "(share of tokens, GRPO ε)", marker_color="#ff7f0e",
-                                 customdata=df["sequences"],
-                                 hovertemplate="%{x} tokens<br>%{y:.3f}<br>%{customdata} sequences"
-                                 "<extra></extra>"))  # fmt: skip
-    _layout(fig, "Clip rate by completion length", "length bucket (tokens, quantiles)",
-            "clip fraction", height)  # fmt: skip
-    fig.update_layout(barmode="group", legend=LEGEND_TOP, margin={"t": 62})  # fmt: skip
+            fig.add_trace(
+                go.Bar(
+                    x=df["bucket"],
+                    y=df[Seq.TOKEN_CLIP_FRACTION],
+                    name="token unit (share of tokens, GRPO ε)",
+                    marker_color="#ff7f0e",
+                    customdata=df["sequences"],
+                    hovertemplate="%{x} tokens<br>%{y:.3f}<br>%{customdata} sequences"
+                    "<extra></extra>",
+                )
+            )
+    _layout(
+        fig,
+        "Clip rate by completion length",
+        "length bucket (tokens, quantiles)",
+        "clip fraction",
+        height,
+    )
+    fig.update_layout(barmode="group", legend=LEGEND_TOP, margin={"t": 62})
     return fig
 
 
@@ -568,21 +761,37 @@ def zero_variance_figure(
             v = df[name].to_numpy(np.float64)
             if len(idx) < len(v):
                 v = np.add.reduceat(v, idx) / np.diff(np.append(idx, len(v)))
-            fig.add_trace(go.Scatter(x=step[idx], y=v, name=name, stackgroup="zv", mode="lines",
-                                     line={"width": 0.5, "color": colors[name]},
-                                     hovertemplate="step %{x}<br>%{y:.3f} of groups<extra>" + name +
-                                     "</extra>"))  # fmt: skip
-    _layout(fig, "Zero-variance groups by their shared reward", "optimizer step",
-            "fraction of groups", height)  # fmt: skip
+            fig.add_trace(
+                go.Scatter(
+                    x=step[idx],
+                    y=v,
+                    name=name,
+                    stackgroup="zv",
+                    mode="lines",
+                    line={"width": 0.5, "color": colors[name]},
+                    hovertemplate="step %{x}<br>%{y:.3f} of groups<extra>" + name + "</extra>",
+                )
+            )
+    _layout(
+        fig,
+        "Zero-variance groups by their shared reward",
+        "optimizer step",
+        "fraction of groups",
+        height,
+    )
     fig.update_yaxes(range=[0, 1])
     fig.update_layout(legend=LEGEND_TOP, margin={"t": 62})
     return fig
 
 
 def histogram_figure(
-    groups: Sequence[tuple[str, np.ndarray, str]], *, title: str, xlabel: str, bins: int = 60,
+    groups: Sequence[tuple[str, np.ndarray, str]],
+    *,
+    title: str,
+    xlabel: str,
+    bins: int = 60,
     height: int = 320,
-) -> go.Figure:  # fmt: skip
+) -> go.Figure:
     """Overlaid histograms (probability density) of several samples: (name, values, colour)."""
     fig = go.Figure()
     any_ = False
@@ -592,12 +801,15 @@ def histogram_figure(
         if len(v) == 0:
             continue
         any_ = True
-        fig.add_trace(go.Histogram(x=v, name=name, nbinsx=bins, histnorm="probability",
-                                   marker_color=color, opacity=0.6))  # fmt: skip
+        fig.add_trace(
+            go.Histogram(
+                x=v, name=name, nbinsx=bins, histnorm="probability", marker_color=color, opacity=0.6
+            )
+        )
     if not any_:
         _empty_note(fig, "no values")
     _layout(fig, title, xlabel, "share", height)
-    fig.update_layout(barmode="overlay", legend=LEGEND_TOP, margin={"t": 62})  # fmt: skip
+    fig.update_layout(barmode="overlay", legend=LEGEND_TOP, margin={"t": 62})
     return fig
 
 
@@ -618,23 +830,48 @@ def group_rewards_figure(df: pd.DataFrame, *, height: int = 340) -> go.Figure:
         d = pd.DataFrame({"g": labels.to_numpy(), "r": df[Seq.REWARD].to_numpy(np.float64)})
         m = d.groupby("g", sort=False)["r"].agg(["mean", "std", "min", "max"])
         zero = m["min"] == m["max"]
-        fig.add_trace(go.Bar(x=m.index, y=m["mean"], name="group mean",
-                             marker_color=np.where(zero, "#bbbbbb", "#1f77b4"),
-                             hovertemplate="group %{x}<br>mean %{y:.3f}<extra></extra>"))  # fmt: skip
-        fig.add_trace(go.Scatter(x=d["g"], y=d["r"], mode="markers", name="sequence reward",
-                                 marker={"color": "#222", "size": 5, "opacity": 0.6},
-                                 hovertemplate="group %{x}<br>reward %{y:.3f}<extra></extra>"))  # fmt: skip
-    _layout(fig, "Reward per group (grey bar = zero-variance group: no signal)", "group",
-            "reward", height)  # fmt: skip
+        fig.add_trace(
+            go.Bar(
+                x=m.index,
+                y=m["mean"],
+                name="group mean",
+                marker_color=np.where(zero, "#bbbbbb", "#1f77b4"),
+                hovertemplate="group %{x}<br>mean %{y:.3f}<extra></extra>",
+            )
+        )
+        fig.add_trace(
+            go.Scatter(
+                x=d["g"],
+                y=d["r"],
+                mode="markers",
+                name="sequence reward",
+                marker={"color": "#222", "size": 5, "opacity": 0.6},
+                hovertemplate="group %{x}<br>reward %{y:.3f}<extra></extra>",
+            )
+        )
+    _layout(
+        fig,
+        "Reward per group (grey bar = zero-variance group: no signal)",
+        "group",
+        "reward",
+        height,
+    )
     fig.update_xaxes(type="category")
     fig.update_layout(legend=LEGEND_TOP, margin={"t": 62})
     return fig
 
 
 def scatter_figure(
-    df: pd.DataFrame, x: str, y: str, *, title: str, xlabel: str, ylabel: str,
-    color_by: str | None = None, height: int = 340,
-) -> go.Figure:  # fmt: skip
+    df: pd.DataFrame,
+    x: str,
+    y: str,
+    *,
+    title: str,
+    xlabel: str,
+    ylabel: str,
+    color_by: str | None = None,
+    height: int = 340,
+) -> go.Figure:
     """A plain scatter of two per-sequence columns (caller samples the rows)."""
     fig = go.Figure()
     if len(df) == 0 or x not in df.columns or y not in df.columns:
@@ -642,11 +879,21 @@ def scatter_figure(
     else:
         marker = {"size": 5, "opacity": 0.5, "color": "#1f77b4"}
         if color_by and color_by in df.columns:
-            marker.update(color=df[color_by].astype(float).to_numpy(), colorscale="RdBu",
-                          showscale=True, colorbar={"title": {"text": color_by}, "thickness": 12})  # fmt: skip
-        fig.add_trace(go.Scattergl(x=df[x].to_numpy(), y=df[y].to_numpy(), mode="markers",
-                                   marker=marker, hovertemplate=f"{xlabel} %{{x:.4g}}<br>{ylabel} "
-                                   "%{y:.4g}<extra></extra>"))  # fmt: skip
+            marker.update(
+                color=df[color_by].astype(float).to_numpy(),
+                colorscale="RdBu",
+                showscale=True,
+                colorbar={"title": {"text": color_by}, "thickness": 12},
+            )
+        fig.add_trace(
+            go.Scattergl(
+                x=df[x].to_numpy(),
+                y=df[y].to_numpy(),
+                mode="markers",
+                marker=marker,
+                hovertemplate=f"{xlabel} %{{x:.4g}}<br>{ylabel} %{{y:.4g}}<extra></extra>",
+            )
+        )
     _layout(fig, title, xlabel, ylabel, height)
     return fig
 
@@ -666,18 +913,42 @@ def token_bars_figure(
     outside = (v < lo) | (v > hi)
     fig = go.Figure()
     text = list(tokens) if tokens is not None and len(tokens) == len(v) else None
-    fig.add_trace(go.Bar(x=np.arange(len(v)), y=v, marker_color=np.where(outside, "#d62728", "#1f77b4"),
-                         hovertext=text, name="log r_t",
-                         hovertemplate="token %{x}<br>log r %{y:.4g}" + ("<br>%{hovertext}" if text else "")
-                         + "<extra></extra>"))  # fmt: skip
-    fig.add_hrect(y0=lo, y1=hi, fillcolor="rgba(44,160,44,0.12)", line_width=0, layer="below",
-                  annotation_text=f"token clip band (ε {token_eps[0]:g}/{token_eps[1]:g})",
-                  annotation_position="top left", annotation_font_size=10)  # fmt: skip
+    fig.add_trace(
+        go.Bar(
+            x=np.arange(len(v)),
+            y=v,
+            marker_color=np.where(outside, "#d62728", "#1f77b4"),
+            hovertext=text,
+            name="log r_t",
+            hovertemplate="token %{x}<br>log r %{y:.4g}"
+            + ("<br>%{hovertext}" if text else "")
+            + "<extra></extra>",
+        )
+    )
+    fig.add_hrect(
+        y0=lo,
+        y1=hi,
+        fillcolor="rgba(44,160,44,0.12)",
+        line_width=0,
+        layer="below",
+        annotation_text=f"token clip band (ε {token_eps[0]:g}/{token_eps[1]:g})",
+        annotation_position="top left",
+        annotation_font_size=10,
+    )
     if seq_log_ratio is not None and math.isfinite(seq_log_ratio):
-        fig.add_hline(y=seq_log_ratio, line={"color": "#000", "dash": "dot", "width": 1.5},
-                      annotation_text=f"log s = {seq_log_ratio:.4g}", annotation_position="bottom right")  # fmt: skip
-    _layout(fig, f"Token log-ratios ({int(outside.sum())} of {len(v)} outside the token band)",
-            "token position", "log r_t = log π/π_old (nats)", height)  # fmt: skip
+        fig.add_hline(
+            y=seq_log_ratio,
+            line={"color": "#000", "dash": "dot", "width": 1.5},
+            annotation_text=f"log s = {seq_log_ratio:.4g}",
+            annotation_position="bottom right",
+        )
+    _layout(
+        fig,
+        f"Token log-ratios ({int(outside.sum())} of {len(v)} outside the token band)",
+        "token position",
+        "log r_t = log π/π_old (nats)",
+        height,
+    )
     return fig
 
 
@@ -691,13 +962,17 @@ def binned_mean_figure(
     else:
         fig.add_trace(
             go.Scatter(
-                x=df["x"], y=df["mean"], mode="lines+markers", name="mean",
+                x=df["x"],
+                y=df["mean"],
+                mode="lines+markers",
+                name="mean",
                 error_y={"type": "data", "array": df["sem"].fillna(0), "visible": True},
-                customdata=df["count"], line={"color": "#1f77b4"},
+                customdata=df["count"],
+                line={"color": "#1f77b4"},
                 hovertemplate=xlabel + " %{x:.0f}<br>mean %{y:.3f}<br>%{customdata} sequences"
                 "<extra></extra>",
             )
-        )  # fmt: skip
+        )
     _layout(fig, title, xlabel, ylabel, height)
     return fig
 
@@ -733,9 +1008,11 @@ def grid_figure(
     col_gap = 0.07
     col_w = (1 - col_gap * (columns - 1)) / columns
     layout: dict = {
-        "height": height, "showlegend": False, "hovermode": "closest",
+        "height": height,
+        "showlegend": False,
+        "hovermode": "closest",
         "margin": {"l": 60, "r": 15, "t": GRID_TOP_PX, "b": 10},
-    }  # fmt: skip
+    }
     shapes, notes, data = [], [], []
     for i, (panel, traces) in enumerate(zip(panels, traces_by_panel, strict=True)):
         k = "" if i == 0 else str(i + 1)
@@ -743,25 +1020,50 @@ def grid_figure(
         x0 = c * (col_w + col_gap)
         top = 1 - r * row_h
         y0, y1 = max(0.0, top - row_h + gap), top
-        yaxis = {"domain": [y0, y1], "anchor": f"x{k}",
-                 "title": {"text": panel.unit, "font": {"size": 11}}}  # fmt: skip
+        yaxis = {
+            "domain": [y0, y1],
+            "anchor": f"x{k}",
+            "title": {"text": panel.unit, "font": {"size": 11}},
+        }
         if panel.key in log_panels:
             yaxis["type"] = "log"
-        xaxis = {"domain": [x0, x0 + col_w], "anchor": f"y{k}",
-                 "title": {"text": X_AXES.get(x, x), "font": {"size": 11}, "standoff": 4}}  # fmt: skip
+        xaxis = {
+            "domain": [x0, x0 + col_w],
+            "anchor": f"y{k}",
+            "title": {"text": X_AXES.get(x, x), "font": {"size": 11}, "standoff": 4},
+        }
         if link_x and i > 0:
             xaxis["matches"] = "x"
         layout[f"xaxis{k}"] = xaxis
         layout[f"yaxis{k}"] = yaxis
-        notes.append({"text": f"<b>{_title(panel, series)}</b>", "xref": "paper", "yref": "paper",
-                      "x": x0, "y": y1, "xanchor": "left", "yanchor": "bottom", "yshift": 4,
-                      "showarrow": False, "font": {"size": 13}})  # fmt: skip
+        notes.append(
+            {
+                "text": f"<b>{_title(panel, series)}</b>",
+                "xref": "paper",
+                "yref": "paper",
+                "x": x0,
+                "y": y1,
+                "xanchor": "left",
+                "yanchor": "bottom",
+                "yshift": 4,
+                "showarrow": False,
+                "font": {"size": 13},
+            }
+        )
         for t in traces:
             data.append({**t, "xaxis": f"x{k}", "yaxis": f"y{k}"})
         if not traces:
-            notes.append({"text": "no data for the selected runs", "showarrow": False,
-                          "xref": f"x{k} domain", "yref": f"y{k} domain", "x": 0.5, "y": 0.5,
-                          "font": {"size": 12, "color": "#888"}})  # fmt: skip
+            notes.append(
+                {
+                    "text": "no data for the selected runs",
+                    "showarrow": False,
+                    "xref": f"x{k} domain",
+                    "yref": f"y{k} domain",
+                    "x": 0.5,
+                    "y": 0.5,
+                    "font": {"size": 12, "color": "#888"},
+                }
+            )
         if panel.clip_unit == "seq" and panel.band is not None:
             eps_set = {s.eps.get("seq") for s in series if s.eps.get("seq")}
             if len(eps_set) == 1:
@@ -782,9 +1084,19 @@ def grid_figure(
                             "line": {"color": "#555", "dash": "dot", "width": 1},
                         }
                     )
-                    notes.append({"text": txt, "xref": f"x{k} domain", "yref": f"y{k}", "x": 0,
-                                  "y": yline, "xanchor": "left", "yanchor": "bottom",
-                                  "showarrow": False, "font": {"size": 10}})  # fmt: skip
+                    notes.append(
+                        {
+                            "text": txt,
+                            "xref": f"x{k} domain",
+                            "yref": f"y{k}",
+                            "x": 0,
+                            "y": yline,
+                            "xanchor": "left",
+                            "yanchor": "bottom",
+                            "showarrow": False,
+                            "font": {"size": 10},
+                        }
+                    )
     layout["shapes"] = shapes
     layout["annotations"] = notes
     return go.Figure(data=data, layout=layout, _validate=False)

@@ -615,8 +615,9 @@ def mlflow_steps(
         sampled |= bool(max_points) and len(steps) >= max_points
         s = pd.Series(vals, index=steps)
         series[names[key]] = s[~s.index.duplicated(keep="last")]
-        for st_, t in zip(steps[:: max(1, len(steps) // 500)], ts[:: max(1, len(steps) // 500)],
-                          strict=True):  # fmt: skip
+        for st_, t in zip(
+            steps[:: max(1, len(steps) // 500)], ts[:: max(1, len(steps) // 500)], strict=True
+        ):
             wall.setdefault(int(st_), t / 1000.0)
     if not series:
         return Table(pd.DataFrame(columns=[Step.STEP]), problems)
@@ -654,9 +655,15 @@ def run_signature(run: RunRef) -> tuple:
 def run_traces(run: RunRef, series, panel, **options) -> list[dict]:
     """``charts.run_traces`` for one run, cached on the run's files, the panel and the options."""
     return _run_traces(
-        run_signature(run), series.label, series.color, repr(sorted(series.eps.items())),
-        panel.key, tuple(sorted(options.items())), series, panel,
-    )  # fmt: skip
+        run_signature(run),
+        series.label,
+        series.color,
+        repr(sorted(series.eps.items())),
+        panel.key,
+        tuple(sorted(options.items())),
+        series,
+        panel,
+    )
 
 
 @st.cache_data(show_spinner=False, max_entries=4096)

@@ -61,8 +61,11 @@ def _steps(df: pd.DataFrame) -> np.ndarray:
 
 def check_on_policy(df: pd.DataFrame) -> list[Finding]:
     """Ratios identically 1 at every step (log s and every token log r are 0)."""
-    cols = [c for c in (Step.SEQ_LOG_RATIO_MIN, Step.SEQ_LOG_RATIO_MAX,
-                        Step.TOKEN_LOG_RATIO_ABS_MAX) if c in df.columns]  # fmt: skip
+    cols = [
+        c
+        for c in (Step.SEQ_LOG_RATIO_MIN, Step.SEQ_LOG_RATIO_MAX, Step.TOKEN_LOG_RATIO_ABS_MAX)
+        if c in df.columns
+    ]
     if not cols or len(df) == 0:
         return []
     vals = np.concatenate([np.abs(_col(df, c)) for c in cols])
@@ -215,33 +218,42 @@ def check_lengths(df: pd.DataFrame) -> list[Finding]:
         if early > 0:
             r = late / early
             if r <= LENGTH_COLLAPSE:
-                out.append(Finding(
-                    WARNING, "Completion length collapsed",
-                    f"median length fell from {early:.0f} to {late:.0f} tokens ({r:.2f}x).",
-                    "Short answers are being rewarded (or long ones punished). With a token-sum or "
-                    "token-mean loss GRPO favours lengths the reward prefers; check the reward for "
-                    "a length bias and read some completions on the Sequences page.",
-                ))  # fmt: skip
+                out.append(
+                    Finding(
+                        WARNING,
+                        "Completion length collapsed",
+                        f"median length fell from {early:.0f} to {late:.0f} tokens ({r:.2f}x).",
+                        "Short answers are being rewarded (or long ones punished). With a token-sum or "
+                        "token-mean loss GRPO favours lengths the reward prefers; check the reward for "
+                        "a length bias and read some completions on the Sequences page.",
+                    )
+                )
             elif r >= LENGTH_BLOWUP:
-                out.append(Finding(
-                    WARNING, "Completion length blew up",
-                    f"median length grew from {early:.0f} to {late:.0f} tokens ({r:.1f}x).",
-                    "Long completions dominate token-summed losses and truncation follows. Check "
-                    "for repetition loops, add a length penalty or overlong filtering (DAPO), or "
-                    "compare with a length-normalised reduction.",
-                ))  # fmt: skip
+                out.append(
+                    Finding(
+                        WARNING,
+                        "Completion length blew up",
+                        f"median length grew from {early:.0f} to {late:.0f} tokens ({r:.1f}x).",
+                        "Long completions dominate token-summed losses and truncation follows. Check "
+                        "for repetition loops, add a length penalty or overlong filtering (DAPO), or "
+                        "compare with a length-normalised reduction.",
+                    )
+                )
     t = _col(df, Step.TRUNCATED_FRACTION)
     if t is not None:
         late_t = t[-max(1, len(t) // 10) :]
         late_t = late_t[np.isfinite(late_t)]
         if len(late_t) and float(np.median(late_t)) >= TRUNCATION_WARN:
-            out.append(Finding(
-                WARNING, "Many completions are truncated",
-                f"median truncated_fraction over the last 10% of steps = {np.median(late_t):.0%}.",
-                "Truncated completions usually get a wrong-answer reward for the wrong reason. "
-                "Raise the generation limit, mask truncated sequences out of the loss, or penalise "
-                "overlong answers.",
-            ))  # fmt: skip
+            out.append(
+                Finding(
+                    WARNING,
+                    "Many completions are truncated",
+                    f"median truncated_fraction over the last 10% of steps = {np.median(late_t):.0%}.",
+                    "Truncated completions usually get a wrong-answer reward for the wrong reason. "
+                    "Raise the generation limit, mask truncated sequences out of the loss, or penalise "
+                    "overlong answers.",
+                )
+            )
     return out
 
 
@@ -255,8 +267,9 @@ def check_nonfinite(df: pd.DataFrame) -> list[Finding]:
         idx = np.flatnonzero(np.nan_to_num(nf, nan=0) > 0)
         if len(idx):
             bad_steps.update(int(s) for s in steps[idx])
-            parts.append(f"{int(np.nansum(nf))} non-finite input values inside the mask at "
-                         f"{len(idx)} steps")  # fmt: skip
+            parts.append(
+                f"{int(np.nansum(nf))} non-finite input values inside the mask at {len(idx)} steps"
+            )
     for c in (Step.LOSS, Step.REWARD_MEAN, Step.SEQ_LOG_RATIO_MEAN, Step.KL_OLD_MEAN):
         y = _col(df, c)
         if y is None:
@@ -309,8 +322,14 @@ def check_status(
             )
         ]
     if status == STATUS_RUNNING:
-        return [Finding(INFO, "Running", f"last heartbeat {ago}{where}.", "Live: this page "
-                        "refreshes when new steps land.")]  # fmt: skip
+        return [
+            Finding(
+                INFO,
+                "Running",
+                f"last heartbeat {ago}{where}.",
+                "Live: this page refreshes when new steps land.",
+            )
+        ]
     return []
 
 
@@ -337,8 +356,14 @@ def run_findings(
         *check_lengths(df),
     ]
     if len(df) == 0:
-        found.append(Finding(INFO, "No steps recorded yet", "the step table is empty.",
-                             "Wait for the first flush (a few seconds) or check the run's root."))  # fmt: skip
+        found.append(
+            Finding(
+                INFO,
+                "No steps recorded yet",
+                "the step table is empty.",
+                "Wait for the first flush (a few seconds) or check the run's root.",
+            )
+        )
     if not any(f.severity in (ERROR, WARNING) for f in found):
         found.append(Finding(OK, "Nothing unusual", f"{len(df)} steps checked.", ""))
     return sorted(found, key=lambda f: SEVERITY_ORDER[f.severity])

@@ -20,23 +20,45 @@ st.set_page_config(page_title="gspo-dash", page_icon=":material/monitoring:", la
 
 PAGES = {
     "Runs": [
-        st.Page("app_pages/runs.py", title="Runs", icon=":material/table_rows:", url_path="runs",
-                default=True),
-        st.Page("app_pages/compare.py", title="Compare", icon=":material/stacked_line_chart:",
-                url_path="compare"),
-        st.Page("app_pages/health.py", title="Health", icon=":material/health_and_safety:",
-                url_path="health"),
+        st.Page(
+            "app_pages/runs.py",
+            title="Runs",
+            icon=":material/table_rows:",
+            url_path="runs",
+            default=True,
+        ),
+        st.Page(
+            "app_pages/compare.py",
+            title="Compare",
+            icon=":material/stacked_line_chart:",
+            url_path="compare",
+        ),
+        st.Page(
+            "app_pages/health.py",
+            title="Health",
+            icon=":material/health_and_safety:",
+            url_path="health",
+        ),
     ],
     "Inside one run": [
-        st.Page("app_pages/ratios.py", title="Ratios", icon=":material/ssid_chart:",
-                url_path="ratios"),
+        st.Page(
+            "app_pages/ratios.py", title="Ratios", icon=":material/ssid_chart:", url_path="ratios"
+        ),
         st.Page("app_pages/groups.py", title="Groups", icon=":material/groups:", url_path="groups"),
-        st.Page("app_pages/lengths.py", title="Lengths", icon=":material/straighten:",
-                url_path="lengths"),
-        st.Page("app_pages/sequences.py", title="Sequences", icon=":material/format_list_numbered:",
-                url_path="sequences"),
+        st.Page(
+            "app_pages/lengths.py",
+            title="Lengths",
+            icon=":material/straighten:",
+            url_path="lengths",
+        ),
+        st.Page(
+            "app_pages/sequences.py",
+            title="Sequences",
+            icon=":material/format_list_numbered:",
+            url_path="sequences",
+        ),
     ],
-}  # fmt: skip
+}
 
 page = st.navigation(PAGES)
 ui.timing("start")

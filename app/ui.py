@@ -103,8 +103,12 @@ def sidebar() -> Context:
     if c1.button("Refresh", help="Re-read every file now", width="stretch"):
         data.clear_caches()
         st.rerun()
-    live = c2.toggle("Live", value=True, key="live", help=f"Poll the root every {AUTO_REFRESH_S} s"
-                     " and redraw when a run writes new steps.")  # fmt: skip
+    live = c2.toggle(
+        "Live",
+        value=True,
+        key="live",
+        help=f"Poll the root every {AUTO_REFRESH_S} s and redraw when a run writes new steps.",
+    )
     if live:
         _watch(root or data.DEFAULT_ROOT)
     by_key = {r.key: r for r in runs}
@@ -197,9 +201,14 @@ def pick_step(steps: np.ndarray, *, key: str = "step", label: str = "Step") -> i
         st.caption(f"{label}: {lo} (the only one recorded)")
         return lo
     value = st.number_input(
-        f"{label} ({lo}–{hi})", min_value=lo, max_value=hi, value=hi, step=1, key=key,
+        f"{label} ({lo}–{hi})",
+        min_value=lo,
+        max_value=hi,
+        value=hi,
+        step=1,
+        key=key,
         bind="query-params",
-    )  # fmt: skip
+    )
     value = int(value)
     if value not in set(steps.tolist()):  # snap to the nearest recorded step
         value = int(steps[np.argmin(np.abs(steps - value))])

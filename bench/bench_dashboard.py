@@ -131,11 +131,29 @@ def bench_browser(root: Path) -> dict:
     tmp = tempfile.mkdtemp(prefix="gspo-dash-bench-")
     log = open(os.path.join(tmp, "streamlit.log"), "w")  # noqa: SIM115
     proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", MAIN, "--server.port", str(port),
-         "--server.address", "127.0.0.1", "--server.headless", "true",
-         "--browser.gatherUsageStats", "false", "--", "--root", str(root)],
-        cwd=tmp, env=env, stdout=log, stderr=subprocess.STDOUT,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "streamlit",
+            "run",
+            MAIN,
+            "--server.port",
+            str(port),
+            "--server.address",
+            "127.0.0.1",
+            "--server.headless",
+            "true",
+            "--browser.gatherUsageStats",
+            "false",
+            "--",
+            "--root",
+            str(root),
+        ],
+        cwd=tmp,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     base = f"http://127.0.0.1:{port}"
     out: dict = {}
     try:

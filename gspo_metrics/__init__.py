@@ -7,19 +7,43 @@ Axes, named once and used in variable names throughout (``rewards_P_G``, ``mask_
     B  sequences, B = P * G, ordered group by group (row b is prompt b // G, sample b % G)
     T  token positions (padded); ``mask`` (B, T) marks the real tokens
 
+Names are loaded lazily: ``gspo_metrics.spec`` (the clip-range defaults and other
+declarations) imports no torch, so the on-disk schema and the dashboard can use it.
+
 Nothing here does I/O, reads globals or transfers to the host, except ``gspo_metrics.tinker``
 (whose metrics are floats by Tinker's contract) and the argument checks (one bool for "every row
 marks a token"). Bad input raises ValueError naming the argument and its shape.
 """
 
-from .advantages import group_advantages, zero_variance_groups
-from .diagnostics import SEQUENCE_DIAGNOSTICS, sequence_diagnostics
-from .kl import kl_estimate
-from .losses import LOSSES, REDUCTIONS, LossOutput, get_loss, grpo_loss, gspo_loss, register_loss
-from .masked import masked_mean, masked_sum
-from .ratios import sequence_log_ratio, token_log_ratio
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+from .spec import GRPO_EPS, GSPO_EPS
+
+_EXPORTS = {
+    "group_advantages": "advantages",
+    "zero_variance_groups": "advantages",
+    "SEQUENCE_DIAGNOSTICS": "diagnostics",
+    "sequence_diagnostics": "diagnostics",
+    "kl_estimate": "kl",
+    "LOSSES": "losses",
+    "REDUCTIONS": "losses",
+    "LossOutput": "losses",
+    "get_loss": "losses",
+    "grpo_loss": "losses",
+    "gspo_loss": "losses",
+    "register_loss": "losses",
+    "masked_mean": "masked",
+    "masked_sum": "masked",
+    "sequence_log_ratio": "ratios",
+    "token_log_ratio": "ratios",
+}
 
 __all__ = [
+    "GRPO_EPS",
+    "GSPO_EPS",
     "LOSSES",
     "REDUCTIONS",
     "SEQUENCE_DIAGNOSTICS",
@@ -37,3 +61,32 @@ __all__ = [
     "token_log_ratio",
     "zero_variance_groups",
 ]
+
+if TYPE_CHECKING:
+    from .advantages import group_advantages, zero_variance_groups
+    from .diagnostics import SEQUENCE_DIAGNOSTICS, sequence_diagnostics
+    from .kl import kl_estimate
+    from .losses import (
+        LOSSES,
+        REDUCTIONS,
+        LossOutput,
+        get_loss,
+        grpo_loss,
+        gspo_loss,
+        register_loss,
+    )
+    from .masked import masked_mean, masked_sum
+    from .ratios import sequence_log_ratio, token_log_ratio
+
+
+def __getattr__(name: str):
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'gspo_metrics' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))

@@ -195,8 +195,9 @@ def fused_available(device: torch.device | str = "cpu") -> bool:
     return _FUSED[0] is not None
 
 
-def _fused(logprobs, old_logprobs, mask, advantages, ref_logprobs, entropy, dtype, seq_eps,
-           token_eps) -> torch.Tensor:  # fmt: skip
+def _fused(
+    logprobs, old_logprobs, mask, advantages, ref_logprobs, entropy, dtype, seq_eps, token_eps
+) -> torch.Tensor:
     """The (K, B) stack by ``gspo_metrics.fused`` (CPU): numpy views of the inputs in ``dtype``,
     C-contiguous, the mask as uint8; one kernel call, split over torch's thread count."""
     from . import fused
@@ -210,9 +211,11 @@ def _fused(logprobs, old_logprobs, mask, advantages, ref_logprobs, entropy, dtyp
     adv = advantages.detach().to(dtype)
     per_tok = adv.dim() == 2
     thresholds = (
-        math.log1p(-token_eps[0]), math.log1p(token_eps[1]),
-        math.log1p(-seq_eps[0]), math.log1p(seq_eps[1]),
-    )  # fmt: skip
+        math.log1p(-token_eps[0]),
+        math.log1p(token_eps[1]),
+        math.log1p(-seq_eps[0]),
+        math.log1p(seq_eps[1]),
+    )
     out = fused.fused_rows(
         arr(logprobs),
         arr(old_logprobs),
@@ -263,9 +266,22 @@ def check_diagnostics_inputs(
 
 
 def _finish(
-    dtype, n_b, adv_b, log_s_b, tmin_b, tmax_b, tstd_b, tok_out_b, below_above_2_B, seq_eps,
-    kl_old_b, kl_ref_b, entropy_b, nonfinite_b, low_high=None,
-) -> torch.Tensor:  # fmt: skip
+    dtype,
+    n_b,
+    adv_b,
+    log_s_b,
+    tmin_b,
+    tmax_b,
+    tstd_b,
+    tok_out_b,
+    below_above_2_B,
+    seq_eps,
+    kl_old_b,
+    kl_ref_b,
+    entropy_b,
+    nonfinite_b,
+    low_high=None,
+) -> torch.Tensor:
     """The (K, B) stack from the per-row reductions shared by both paths (SEQUENCE_DIAGNOSTICS
     order). ``below_above_2_B``: the fraction of a row's tokens below / above the token-unit
     range (used with (B,) advantages). The sides are computed two rows at a time (few tensor ops
@@ -352,8 +368,18 @@ def _scratch(workspace: dict | None, key: str, shape: tuple, dtype, device) -> t
     return buf[:n].view(shape)
 
 
-def _fast(logprobs, old_logprobs, mask, advantages, ref_logprobs, entropy, dtype, seq_eps,
-          token_eps, workspace=None):  # fmt: skip
+def _fast(
+    logprobs,
+    old_logprobs,
+    mask,
+    advantages,
+    ref_logprobs,
+    entropy,
+    dtype,
+    seq_eps,
+    token_eps,
+    workspace=None,
+):
     """Masking by multiplying with the 0/1 mask, in one reused (R, B, T) buffer.
 
     Exact when every input is finite everywhere, padding included (``x * 1 = x``, ``x * 0 = 0``).
@@ -458,15 +484,37 @@ def _fast(logprobs, old_logprobs, mask, advantages, ref_logprobs, entropy, dtype
     kl_ref_b = means_R_B[i_kl_ref - 1] if has_ref else nan_b
     entropy_b = means_R_B[i_ent - 1] if has_ent else nan_b
     out_K_B = _finish(
-        dtype, n_b, adv_b, log_s_b, tmin_b, tmax_b, tstd_b, tok_out_b,
-        means_R_B[i_below - 1 : i_above], seq_eps, means_R_B[i_kl_old - 1], kl_ref_b, entropy_b,
-        torch.zeros_like(n_b), low_high,
-    )  # fmt: skip
+        dtype,
+        n_b,
+        adv_b,
+        log_s_b,
+        tmin_b,
+        tmax_b,
+        tstd_b,
+        tok_out_b,
+        means_R_B[i_below - 1 : i_above],
+        seq_eps,
+        means_R_B[i_kl_old - 1],
+        kl_ref_b,
+        entropy_b,
+        torch.zeros_like(n_b),
+        low_high,
+    )
     return out_K_B, probe
 
 
-def _exact(logprobs, old_logprobs, mask, advantages, ref_logprobs, entropy, dtype, seq_eps,
-           token_eps, count_b):  # fmt: skip
+def _exact(
+    logprobs,
+    old_logprobs,
+    mask,
+    advantages,
+    ref_logprobs,
+    entropy,
+    dtype,
+    seq_eps,
+    token_eps,
+    count_b,
+):
     """``torch.where`` masking, which no padding value can leak through, and an exact count of
     the non-finite inputs at masked positions. Used when an input holds a NaN or inf."""
     mask_bt = as_bool_mask(mask)
@@ -503,7 +551,19 @@ def _exact(logprobs, old_logprobs, mask, advantages, ref_logprobs, entropy, dtyp
     nonfinite_b = (~torch.isfinite(probe_bt) & mask_bt).sum(-1)
     n_below_b, n_above_b = below_bt.sum(-1), above_bt.sum(-1)
     return _finish(
-        dtype, n_b, adv_b, log_s_b, tmin_b, tmax_b, tstd_b, (n_below_b + n_above_b) / n_b,
-        torch.stack([n_below_b / n_b, n_above_b / n_b]), seq_eps, kl_old_b, kl_ref_b, entropy_b,
-        nonfinite_b.to(dtype), low_high,
-    )  # fmt: skip
+        dtype,
+        n_b,
+        adv_b,
+        log_s_b,
+        tmin_b,
+        tmax_b,
+        tstd_b,
+        (n_below_b + n_above_b) / n_b,
+        torch.stack([n_below_b / n_b, n_above_b / n_b]),
+        seq_eps,
+        kl_old_b,
+        kl_ref_b,
+        entropy_b,
+        nonfinite_b.to(dtype),
+        low_high,
+    )

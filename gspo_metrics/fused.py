@@ -45,8 +45,24 @@ _C0, _C1, _C2, _C3, _C4, _C5, _C6, _C7, _C8, _C9, _C10, _C11 = (
 SERIES_BOUND = 0.5  # |x| below it: the series (next term < 6e-15 of the sum); above: expm1
 
 # Rows of the output, in SEQUENCE_DIAGNOSTICS order
-(LENGTH, ADVANTAGE, SEQ_LOG_RATIO, SEQ_CLIPPED, SEQ_CLIP_LOW, SEQ_CLIP_HIGH, TMIN, TMAX, TSTD,
- TOK_CLIP, TOK_LOW, TOK_HIGH, KL_REF, KL_OLD, ENTROPY, NONFINITE) = range(16)  # fmt: skip
+(
+    LENGTH,
+    ADVANTAGE,
+    SEQ_LOG_RATIO,
+    SEQ_CLIPPED,
+    SEQ_CLIP_LOW,
+    SEQ_CLIP_HIGH,
+    TMIN,
+    TMAX,
+    TSTD,
+    TOK_CLIP,
+    TOK_LOW,
+    TOK_HIGH,
+    KL_REF,
+    KL_OLD,
+    ENTROPY,
+    NONFINITE,
+) = range(16)
 K = 16
 
 # The per-row passes are compiled, each as its own function (numba's IR inlining would drop
@@ -312,9 +328,16 @@ def fused_rows(
     dummy = np.zeros((1, 1), dtype=lp.dtype)
     flags = np.array([per_tok, ref is not None, ent is not None], dtype=np.int64)
     args = (
-        lp, old, mask_u8, adv_2d, dummy if ref is None else ref, dummy if ent is None else ent,
-        flags, np.asarray(thresholds, dtype=np.float64), out,
-    )  # fmt: skip
+        lp,
+        old,
+        mask_u8,
+        adv_2d,
+        dummy if ref is None else ref,
+        dummy if ent is None else ent,
+        flags,
+        np.asarray(thresholds, dtype=np.float64),
+        out,
+    )
     blocks = max(1, min(int(threads), B, (B * T) // MIN_ELEMENTS_PER_THREAD))
     if blocks == 1 or not _pool_lock.acquire(blocking=False):
         rows(*args, 0, B)

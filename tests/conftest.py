@@ -109,16 +109,26 @@ def _start_mlflow_server() -> None:
     log = open(os.path.join(folder, "server.log"), "w")  # noqa: SIM115 -- closed at session end
     proc = subprocess.Popen(
         [
-            sys.executable, "-m", "mlflow", "server",
-            "--backend-store-uri", f"sqlite:///{folder}/server.db",
-            "--artifacts-destination", os.path.join(folder, "artifacts"),
-            "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
+            sys.executable,
+            "-m",
+            "mlflow",
+            "server",
+            "--backend-store-uri",
+            f"sqlite:///{folder}/server.db",
+            "--artifacts-destination",
+            os.path.join(folder, "artifacts"),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--workers",
+            "1",
         ],
         cwd=folder,
         stdout=log,
         stderr=subprocess.STDOUT,
         start_new_session=True,  # its own process group: stopped with every worker it spawns
-    )  # fmt: skip
+    )
     _SERVER.update(
         proc=proc, url=f"http://127.0.0.1:{port}", folder=folder, log=log, t0=time.monotonic()
     )

@@ -82,8 +82,14 @@ def test_compare_figure_traces_smoothing_and_points():
 def test_compare_figure_axes_units_eps_and_log():
     """x axis title follows the x choice; clip panels carry unit and eps; log y drops y <= 0."""
     n = 50
-    df = _steps(n, **{Step.SEQ_CLIP_FRACTION: np.r_[0.0, np.full(n - 1, 0.1)],
-                      Step.NUM_TOKENS: 100, Derived.TOKENS_SEEN: 100.0 * np.arange(1, n + 1)})  # fmt: skip
+    df = _steps(
+        n,
+        **{
+            Step.SEQ_CLIP_FRACTION: np.r_[0.0, np.full(n - 1, 0.1)],
+            Step.NUM_TOKENS: 100,
+            Derived.TOKENS_SEEN: 100.0 * np.arange(1, n + 1),
+        },
+    )
     s = [_series(df)]
     panel = charts.PANELS_BY_KEY["seq_clip"]
     fig = charts.compare_figure(s, panel, x=charts.X_TOKENS)
@@ -100,8 +106,14 @@ def test_compare_figure_axes_units_eps_and_log():
 
 def test_compare_figure_seq_band_lines_and_empty():
     """The log-ratio panel draws GSPO's band at log(1-eps_low), log(1+eps_high); no data -> note."""
-    df = _steps(10, **{Step.SEQ_LOG_RATIO_MEAN: 0.0, Step.SEQ_LOG_RATIO_MIN: -1e-3,
-                       Step.SEQ_LOG_RATIO_MAX: 1e-3})  # fmt: skip
+    df = _steps(
+        10,
+        **{
+            Step.SEQ_LOG_RATIO_MEAN: 0.0,
+            Step.SEQ_LOG_RATIO_MIN: -1e-3,
+            Step.SEQ_LOG_RATIO_MAX: 1e-3,
+        },
+    )
     fig = charts.compare_figure([_series(df)], charts.PANELS_BY_KEY["seq_log_ratio"])
     ys = sorted(s.y0 for s in fig.layout.shapes)
     assert ys == pytest.approx([math.log(1 - 3e-4), math.log(1 + 4e-4)])
@@ -111,8 +123,9 @@ def test_compare_figure_seq_band_lines_and_empty():
 
 def test_step_histogram_columns_sum_to_one():
     """Per-step histograms: each step column sums to 1; values outside the range are counted."""
-    df = pd.DataFrame({Seq.STEP: np.repeat([0, 1, 2], 4),
-                       Seq.SEQ_LOG_RATIO: [0, 0, 1, 1, 0, 0, 0, 0, 5, 1, 1, 1]})  # fmt: skip
+    df = pd.DataFrame(
+        {Seq.STEP: np.repeat([0, 1, 2], 4), Seq.SEQ_LOG_RATIO: [0, 0, 1, 1, 0, 0, 0, 0, 5, 1, 1, 1]}
+    )
     h = aggregate.step_histogram(df, Seq.SEQ_LOG_RATIO, value_bins=2, value_range=(0, 1))
     assert h.z.shape == (2, 3)
     np.testing.assert_allclose(h.z.sum(0), 1.0)
@@ -125,11 +138,13 @@ def test_step_histogram_columns_sum_to_one():
 
 def test_zero_variance_by_reward_hand_case():
     """Step 0: groups [1,1], [0,0], [1,0] -> 1/3 all-max, 1/3 all-min; step 1: [.5,.5],[1,0]."""
-    df = pd.DataFrame({
-        Seq.STEP: [0] * 6 + [1] * 4,
-        Seq.GROUP: [0, 0, 1, 1, 2, 2, 0, 0, 1, 1],
-        Seq.REWARD: [1, 1, 0, 0, 1, 0, 0.5, 0.5, 1, 0],
-    })  # fmt: skip
+    df = pd.DataFrame(
+        {
+            Seq.STEP: [0] * 6 + [1] * 4,
+            Seq.GROUP: [0, 0, 1, 1, 2, 2, 0, 0, 1, 1],
+            Seq.REWARD: [1, 1, 0, 0, 1, 0, 0.5, 0.5, 1, 0],
+        }
+    )
     out = aggregate.zero_variance_by_reward(df).set_index(Seq.STEP)
     assert out.loc[0, aggregate.ZV_ALL_HIGH] == pytest.approx(1 / 3)
     assert out.loc[0, aggregate.ZV_ALL_LOW] == pytest.approx(1 / 3)
@@ -141,8 +156,14 @@ def test_zero_variance_by_reward_hand_case():
 
 def test_clip_by_length_and_binned_mean():
     """Two length buckets: short sequences clipped 1/2, long 0/2; binned means by hand."""
-    df = pd.DataFrame({Seq.LENGTH: [10, 10, 100, 100], Seq.SEQ_CLIPPED: [True, False, False, False],
-                       Seq.TOKEN_CLIP_FRACTION: [0.2, 0.0, 0.1, 0.1], Seq.REWARD: [1, 0, 1, 1]})  # fmt: skip
+    df = pd.DataFrame(
+        {
+            Seq.LENGTH: [10, 10, 100, 100],
+            Seq.SEQ_CLIPPED: [True, False, False, False],
+            Seq.TOKEN_CLIP_FRACTION: [0.2, 0.0, 0.1, 0.1],
+            Seq.REWARD: [1, 0, 1, 1],
+        }
+    )
     out = aggregate.clip_by_length(df, buckets=2)
     assert list(out["sequences"]) == [2, 2]
     np.testing.assert_allclose(out[Seq.SEQ_CLIPPED], [0.5, 0.0])
@@ -156,9 +177,15 @@ def test_clip_by_length_and_binned_mean():
 def test_token_vs_sequence_and_token_bars():
     """The explainer's [4, .5, .5, 1]: log s = 0, token range log 8; bars outside 0.2 are red."""
     lr = np.log([4.0, 0.5, 0.5, 1.0])
-    df = pd.DataFrame({Seq.SEQ_LOG_RATIO: [lr.mean()], Seq.TOKEN_LOG_RATIO_MIN: [lr.min()],
-                       Seq.TOKEN_LOG_RATIO_MAX: [lr.max()], Seq.SEQ_CLIPPED: [False],
-                       Seq.LENGTH: [4]})  # fmt: skip
+    df = pd.DataFrame(
+        {
+            Seq.SEQ_LOG_RATIO: [lr.mean()],
+            Seq.TOKEN_LOG_RATIO_MIN: [lr.min()],
+            Seq.TOKEN_LOG_RATIO_MAX: [lr.max()],
+            Seq.SEQ_CLIPPED: [False],
+            Seq.LENGTH: [4],
+        }
+    )
     fig = charts.token_vs_sequence_figure(df, seq_eps=(3e-4, 4e-4))
     assert fig.data[0].x[0] == pytest.approx(0.0, abs=1e-12)
     assert fig.data[0].y[0] == pytest.approx(math.log(8))
@@ -182,9 +209,19 @@ def test_legend_and_group_rewards():
 def test_panels_cover_the_issue_metrics():
     """Every metric the Compare page must show has a panel, and each panel has a unit."""
     cols = {p.column for p in charts.PANELS}
-    for c in (Step.REWARD_MEAN, Step.LOSS, Step.SEQ_LOG_RATIO_MEAN, Step.SEQ_CLIP_FRACTION,
-              Step.TOKEN_CLIP_FRACTION, Step.ZERO_VARIANCE_FRACTION, Step.LENGTH_MEAN,
-              Step.TRUNCATED_FRACTION, Step.KL_REF_MEAN, Step.KL_OLD_MEAN, Step.ENTROPY_MEAN):  # fmt: skip
+    for c in (
+        Step.REWARD_MEAN,
+        Step.LOSS,
+        Step.SEQ_LOG_RATIO_MEAN,
+        Step.SEQ_CLIP_FRACTION,
+        Step.TOKEN_CLIP_FRACTION,
+        Step.ZERO_VARIANCE_FRACTION,
+        Step.LENGTH_MEAN,
+        Step.TRUNCATED_FRACTION,
+        Step.KL_REF_MEAN,
+        Step.KL_OLD_MEAN,
+        Step.ENTROPY_MEAN,
+    ):
         assert c in cols
     assert all(p.unit for p in charts.PANELS)
     assert charts.PANELS_BY_KEY["length"].second == Step.LENGTH_P90
@@ -194,8 +231,11 @@ def test_grid_figure_places_panels_on_their_own_axes():
     """Panel i's traces go to axes x{i+1}/y{i+1}; log panels get a log y; x axes are linked."""
     df = _steps(20, **{Step.REWARD_MEAN: np.linspace(0, 1, 20), Step.KL_REF_MEAN: 0.01})
     s = [_series(df)]
-    panels = [charts.PANELS_BY_KEY["reward"], charts.PANELS_BY_KEY["kl_ref"],
-              charts.PANELS_BY_KEY["entropy"]]  # fmt: skip
+    panels = [
+        charts.PANELS_BY_KEY["reward"],
+        charts.PANELS_BY_KEY["kl_ref"],
+        charts.PANELS_BY_KEY["entropy"],
+    ]
     traces = [charts.run_traces(s[0], p, smoothing=0.5, bands=False) for p in panels]
     fig = charts.grid_figure(s, panels, traces, log_panels=["kl_ref"])
     assert [t.yaxis for t in fig.data] == ["y", "y", "y2", "y2"]  # entropy: no column, no trace

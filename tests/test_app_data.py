@@ -181,13 +181,19 @@ def _log_trl_run(uri: str, steps: int = 30) -> str:
     metrics = []
     for s in range(steps):
         for key, v in {
-            "reward": 0.1 + 0.01 * s, "kl": 0.001 * s, "clip_ratio/region_mean": 0.002,
-            "completions/mean_length": 100.0 + s, "frac_reward_zero_std": 0.25, "entropy": 1.0,
-            "loss": 0.5, "custom/foo": float(s * s),
-        }.items():  # fmt: skip
+            "reward": 0.1 + 0.01 * s,
+            "kl": 0.001 * s,
+            "clip_ratio/region_mean": 0.002,
+            "completions/mean_length": 100.0 + s,
+            "frac_reward_zero_std": 0.25,
+            "entropy": 1.0,
+            "loss": 0.5,
+            "custom/foo": float(s * s),
+        }.items():
             metrics.append(Metric(key, v, now + s * 1000, s))
-    client.log_batch(run.info.run_id, metrics=metrics,
-                     params=[Param("importance_sampling_level", "sequence")])  # fmt: skip
+    client.log_batch(
+        run.info.run_id, metrics=metrics, params=[Param("importance_sampling_level", "sequence")]
+    )
     client.set_terminated(run.info.run_id)
     return run.info.run_id
 
@@ -223,9 +229,13 @@ def test_recorded_run_is_not_listed_twice(mlflow_uri, tmp_path):
 
     with RunRecorder(root=root, name="both", algorithm="grpo", mlflow=mlflow_uri) as rec:
         B, T = 4, 6
-        rec.log_step(0, rewards=torch.tensor([[1.0, 0.0], [0.0, 1.0]]),
-                     logprobs=-torch.ones(B, T), old_logprobs=-torch.ones(B, T),
-                     mask=torch.ones(B, T, dtype=torch.bool))  # fmt: skip
+        rec.log_step(
+            0,
+            rewards=torch.tensor([[1.0, 0.0], [0.0, 1.0]]),
+            logprobs=-torch.ones(B, T),
+            old_logprobs=-torch.ones(B, T),
+            mask=torch.ones(B, T, dtype=torch.bool),
+        )
     info = json.loads((root / rec.run_id / "run.json").read_text())
     assert info.get("mlflow", {}).get("run_id"), info.get("faults")
     found = data.discover(str(root), mlflow_uri)

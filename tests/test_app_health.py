@@ -14,23 +14,25 @@ N = 200
 def _healthy(n: int = N, seed: int = 0) -> pd.DataFrame:
     """A GSPO-ish run with nothing wrong: ratios move a little, ~15% sequence clipping."""
     rng = np.random.default_rng(seed)
-    return pd.DataFrame({
-        Step.STEP: np.arange(n),
-        Step.LOSS: rng.normal(0, 0.01, n),
-        Step.REWARD_MEAN: np.linspace(0.2, 0.6, n),
-        Step.SEQ_LOG_RATIO_MEAN: rng.normal(0, 1e-5, n),
-        Step.SEQ_LOG_RATIO_MIN: -4e-4 + rng.normal(0, 2e-5, n),
-        Step.SEQ_LOG_RATIO_MAX: 4e-4 + rng.normal(0, 2e-5, n),
-        Step.TOKEN_LOG_RATIO_ABS_MAX: 0.3 + rng.normal(0, 0.01, n),
-        Step.SEQ_CLIP_FRACTION: 0.15 + rng.normal(0, 0.01, n),
-        Step.TOKEN_CLIP_FRACTION: 0.002 + np.abs(rng.normal(0, 1e-4, n)),
-        Step.ZERO_VARIANCE_FRACTION: np.full(n, 0.2),
-        Step.LENGTH_MEAN: 200 + rng.normal(0, 5, n),
-        Step.TRUNCATED_FRACTION: np.full(n, 0.01),
-        Step.KL_REF_MEAN: 0.01 + rng.normal(0, 1e-3, n),
-        Step.KL_OLD_MEAN: 1e-4 + np.abs(rng.normal(0, 1e-5, n)),
-        Step.NONFINITE_COUNT: np.zeros(n, np.int64),
-    })  # fmt: skip
+    return pd.DataFrame(
+        {
+            Step.STEP: np.arange(n),
+            Step.LOSS: rng.normal(0, 0.01, n),
+            Step.REWARD_MEAN: np.linspace(0.2, 0.6, n),
+            Step.SEQ_LOG_RATIO_MEAN: rng.normal(0, 1e-5, n),
+            Step.SEQ_LOG_RATIO_MIN: -4e-4 + rng.normal(0, 2e-5, n),
+            Step.SEQ_LOG_RATIO_MAX: 4e-4 + rng.normal(0, 2e-5, n),
+            Step.TOKEN_LOG_RATIO_ABS_MAX: 0.3 + rng.normal(0, 0.01, n),
+            Step.SEQ_CLIP_FRACTION: 0.15 + rng.normal(0, 0.01, n),
+            Step.TOKEN_CLIP_FRACTION: 0.002 + np.abs(rng.normal(0, 1e-4, n)),
+            Step.ZERO_VARIANCE_FRACTION: np.full(n, 0.2),
+            Step.LENGTH_MEAN: 200 + rng.normal(0, 5, n),
+            Step.TRUNCATED_FRACTION: np.full(n, 0.01),
+            Step.KL_REF_MEAN: 0.01 + rng.normal(0, 1e-3, n),
+            Step.KL_OLD_MEAN: 1e-4 + np.abs(rng.normal(0, 1e-5, n)),
+            Step.NONFINITE_COUNT: np.zeros(n, np.int64),
+        }
+    )
 
 
 def _titles(found):
@@ -38,8 +40,9 @@ def _titles(found):
 
 
 def _findings(df, algorithm="gspo", status="finished", **kw):
-    return health.run_findings(df, algorithm=algorithm, status=status, seq_eps=(3e-4, 4e-4),
-                               token_eps=(0.2, 0.2), **kw)  # fmt: skip
+    return health.run_findings(
+        df, algorithm=algorithm, status=status, seq_eps=(3e-4, 4e-4), token_eps=(0.2, 0.2), **kw
+    )
 
 
 def test_healthy_run_is_ok():

@@ -29,9 +29,15 @@ def record_run(root, name: str, algorithm: str, *, seed: int, spread: float, ste
     gen = torch.Generator().manual_seed(seed)
     B = P * G
     with RunRecorder(
-        root=root, name=name, algorithm=algorithm, config={"lr": 1e-6, "seed": seed},
-        mlflow=False, group_size=G, token_samples=3, flush_interval_s=0.5,
-    ) as rec:  # fmt: skip
+        root=root,
+        name=name,
+        algorithm=algorithm,
+        config={"lr": 1e-6, "seed": seed},
+        mlflow=False,
+        group_size=G,
+        token_samples=3,
+        flush_interval_s=0.5,
+    ) as rec:
         for step in range(steps):
             old = -torch.rand(B, T, generator=gen) * 3
             logp = old + spread * torch.randn(B, T, generator=gen)
@@ -41,13 +47,18 @@ def record_run(root, name: str, algorithm: str, *, seed: int, spread: float, ste
             rewards[0] = 1.0  # one zero-variance group per step (all correct)
             completions = [HTML_COMPLETION if b == 0 else f"answer {b}" for b in range(B)]
             rec.log_step(
-                step, rewards=rewards, logprobs=logp, old_logprobs=old, mask=mask,
+                step,
+                rewards=rewards,
+                logprobs=logp,
+                old_logprobs=old,
+                mask=mask,
                 ref_logprobs=old + 0.01 * torch.randn(B, T, generator=gen),
                 entropy=torch.rand(B, T, generator=gen),
                 truncated=torch.arange(B) % 5 == 0,
-                loss=torch.tensor(0.25 * step), extra={"grad_norm": 0.5 + 0.1 * step},
+                loss=torch.tensor(0.25 * step),
+                extra={"grad_norm": 0.5 + 0.1 * step},
                 completions=completions,
-            )  # fmt: skip
+            )
         return rec.run_dir
 
 

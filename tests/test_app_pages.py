@@ -73,8 +73,15 @@ def _assert_clean(at: AppTest) -> None:
     assert not at.error, [e.value for e in at.error]
 
 
-EXPECTED_CHARTS = {"runs": 0, "compare": 2, "health": 0, "ratios": 3, "groups": 3,
-                   "lengths": 4, "sequences": 1}  # fmt: skip
+EXPECTED_CHARTS = {
+    "runs": 0,
+    "compare": 2,
+    "health": 0,
+    "ratios": 3,
+    "groups": 3,
+    "lengths": 4,
+    "sequences": 1,
+}
 
 
 @pytest.mark.parametrize("page", PAGES)
@@ -97,8 +104,10 @@ def test_every_page_renders_recorded_runs(page, recorded_root, app_env):
         # two runs, bands on (<= 3 runs): reward = 2 bands + raw and EMA per run
         assert [t.get("fill") for t in grid["Reward"]["traces"]].count("toself") == 2
         assert len(grid["Reward"]["traces"]) == 6
-        assert all({t["legendgroup"] for t in p["traces"]} == set(run_ids(recorded_root).values())
-                   for p in grid.values())  # fmt: skip
+        assert all(
+            {t["legendgroup"] for t in p["traces"]} == set(run_ids(recorded_root).values())
+            for p in grid.values()
+        )
         loss = grid["Loss"]["traces"][0]  # raw series of the first run: the recorded 0.25 * step
         np.testing.assert_allclose(_arr(loss["y"]), 0.25 * _arr(loss["x"]))
     if page == "health":
@@ -185,9 +194,11 @@ def test_bad_data_is_named_not_raised(root_copy, app_env):
         at = _open(page)
         _assert_clean(at)
         text = " ".join(
-            [m.value for m in at.markdown] + [e.label for e in at.expander]
-            + [w.value for w in at.warning] + [i.value for i in at.info]
-        )  # fmt: skip
+            [m.value for m in at.markdown]
+            + [e.label for e in at.expander]
+            + [w.value for w in at.warning]
+            + [i.value for i in at.info]
+        )
         if page in ("runs", "compare", "health"):
             assert "Data problems" in text, page
             assert "unreadable" in text

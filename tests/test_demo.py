@@ -256,9 +256,23 @@ def test_demo_end_to_end_records_every_column(tmp_path, mlflow_uri, capsys):
     """A 3-step demo of both algorithms writes both runs with every schema column, finite."""
     out = tmp_path / "runs"
     args = [
-        "--out", str(out), "--steps", "3", "--group-size", "4", "--prompts-per-step", "4",
-        "--minibatches", "2", "--warmup-steps", "5", "--mlflow", mlflow_uri, "--threads", "1",
-    ]  # fmt: skip
+        "--out",
+        str(out),
+        "--steps",
+        "3",
+        "--group-size",
+        "4",
+        "--prompts-per-step",
+        "4",
+        "--minibatches",
+        "2",
+        "--warmup-steps",
+        "5",
+        "--mlflow",
+        mlflow_uri,
+        "--threads",
+        "1",
+    ]
     results = run(args)
     text = capsys.readouterr().out
     assert "streamlit run app/main.py" in text and "reward first 1/5" in text

@@ -198,9 +198,13 @@ def test_fused_and_torch_routes_agree(B, T, seed, per_token_adv, dtype, spread, 
     fused = sequence_diagnostics(logp, old, mask, adv, backend="fused", **kw)
     eager = sequence_diagnostics(logp, old, mask, adv, backend="torch", **kw)
     exact = sequence_diagnostics(  # float64 eager: the reference for float32 inputs
-        logp.double(), old.double(), mask, adv.double(), backend="torch",
+        logp.double(),
+        old.double(),
+        mask,
+        adv.double(),
+        backend="torch",
         **{k: v.double() for k, v in kw.items()},
-    )  # fmt: skip
+    )
     for k in SEQUENCE_DIAGNOSTICS:
         assert fused[k].dtype == eager[k].dtype, k
         if dtype == F64:
@@ -275,9 +279,15 @@ def test_fused_rows_split_over_threads_give_the_same_bits(threads):
     g = torch.Generator().manual_seed(threads)
     logp, old, ref, ent, mask, adv = _random_step(g, 64, 1100, torch.float32, False)
     args = (
-        logp.numpy(), old.numpy(), mask.view(torch.uint8).numpy(),
-        adv.reshape(-1, 1).numpy(), ref.numpy(), ent.numpy(), False, (-0.2, 0.2, -3e-4, 4e-4),
-    )  # fmt: skip
+        logp.numpy(),
+        old.numpy(),
+        mask.view(torch.uint8).numpy(),
+        adv.reshape(-1, 1).numpy(),
+        ref.numpy(),
+        ent.numpy(),
+        False,
+        (-0.2, 0.2, -3e-4, 4e-4),
+    )
     one = fused.fused_rows(*args, threads=1)
     many = fused.fused_rows(*args, threads=threads)
     assert one.tobytes() == many.tobytes()

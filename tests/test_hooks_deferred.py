@@ -84,8 +84,14 @@ def test_caller_may_overwrite_its_tensors_once_log_step_returns(tmp_path, make_b
     got = read_table(rec.run_dir, "steps").set_index(Step.STEP)
     seqs = read_table(rec.run_dir, "sequences")
     for s, (row, seq) in enumerate(expected):
-        for col in (Step.REWARD_MEAN, Step.SEQ_LOG_RATIO_MEAN, Step.KL_REF_MEAN,
-                    Step.ENTROPY_MEAN, Step.TRUNCATED_FRACTION, Step.NONFINITE_COUNT):  # fmt: skip
+        for col in (
+            Step.REWARD_MEAN,
+            Step.SEQ_LOG_RATIO_MEAN,
+            Step.KL_REF_MEAN,
+            Step.ENTROPY_MEAN,
+            Step.TRUNCATED_FRACTION,
+            Step.NONFINITE_COUNT,
+        ):
             assert got.loc[s + 1, col] == pytest.approx(row[col], rel=1e-6, nan_ok=True)
         mine = seqs[seqs[Seq.STEP] == s + 1]
         assert mine[Seq.LENGTH].tolist() == seq[Seq.LENGTH].tolist()

@@ -170,9 +170,14 @@ def test_sync_command_line(mlflow_uri, tmp_path, make_batch):
 def test_against_a_live_mlflow_server(mlflow_server, tmp_path, make_batch):
     """A recorder pointed at `mlflow server` over HTTP logs metrics, params and artifacts there."""
     with RunRecorder(
-        root=tmp_path / "runs", name="remote", algorithm="grpo", config={"lr": 3e-6},
-        mlflow=mlflow_server, mlflow_steps_per_batch=10, mlflow_process=False,
-    ) as rec:  # fmt: skip
+        root=tmp_path / "runs",
+        name="remote",
+        algorithm="grpo",
+        config={"lr": 3e-6},
+        mlflow=mlflow_server,
+        mlflow_steps_per_batch=10,
+        mlflow_process=False,
+    ) as rec:
         for s in range(25):
             rec.log_step(s, **make_batch(seed=s), loss=torch.tensor(float(s)))
     info = read_run_info(rec.run_dir)

@@ -449,8 +449,20 @@ class RunRecorder:
         if self._closed:
             raise RuntimeError(f"run {self.run_id!r} is closed; log_step after close()")
         t0 = time.thread_time()
-        args = (step, rewards, logprobs, old_logprobs, mask, advantages, ref_logprobs, loss,
-                entropy, truncated, extra, completions)  # fmt: skip
+        args = (
+            step,
+            rewards,
+            logprobs,
+            old_logprobs,
+            mask,
+            advantages,
+            ref_logprobs,
+            loss,
+            entropy,
+            truncated,
+            extra,
+            completions,
+        )
         deferred = self._deferred
         slot = None
         if (
@@ -488,8 +500,22 @@ class RunRecorder:
         for w in self._workers:
             w.put(record)
 
-    def _submit(self, slot: SnapshotSlot, step, rewards, logprobs, old_logprobs, mask, advantages,
-                ref_logprobs, loss, entropy, truncated, extra, completions):  # fmt: skip
+    def _submit(
+        self,
+        slot: SnapshotSlot,
+        step,
+        rewards,
+        logprobs,
+        old_logprobs,
+        mask,
+        advantages,
+        ref_logprobs,
+        loss,
+        entropy,
+        truncated,
+        extra,
+        completions,
+    ):
         """Check everything ``compute_step`` would (ValueError here, at ``log_step``), copy the
         tensors into ``slot`` and queue ``compute_step`` on the copy. Returns (step, G)."""
         wall_time = time.time()
@@ -548,8 +574,21 @@ class RunRecorder:
         self._deferred.submit(job, slot)
         return step, G
 
-    def _compute(self, step, rewards, logprobs, old_logprobs, mask, advantages, ref_logprobs,
-                 loss, entropy, truncated, extra, completions):  # fmt: skip
+    def _compute(
+        self,
+        step,
+        rewards,
+        logprobs,
+        old_logprobs,
+        mask,
+        advantages,
+        ref_logprobs,
+        loss,
+        entropy,
+        truncated,
+        extra,
+        completions,
+    ):
         return compute_step(
             step,
             rewards=rewards,

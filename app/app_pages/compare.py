@@ -46,17 +46,29 @@ with st.container(horizontal=True, vertical_alignment="bottom"):
             charts.X_STEP: "step",
             charts.X_ELAPSED: "wall time",
             charts.X_TOKENS: "tokens",
-        }[k],  # fmt: skip
+        }[k],
         default=charts.X_STEP,
         key="x",
         bind="query-params",
         required=True,
     )
-    smoothing = st.slider("EMA smoothing", 0.0, 0.99, 0.6, 0.01, key="smooth",
-                          help="Debiased EMA (TensorBoard's); the raw series stays faint behind.")  # fmt: skip
-    max_points = st.select_slider("max points / trace", [250, 500, 1000, 2000, 4000], value=1000,
-                                  key="max_points", bind="query-params", help="Longer series are cut with min/max-"
-                                  "preserving LTTB, so spikes survive.")  # fmt: skip
+    smoothing = st.slider(
+        "EMA smoothing",
+        0.0,
+        0.99,
+        0.6,
+        0.01,
+        key="smooth",
+        help="Debiased EMA (TensorBoard's); the raw series stays faint behind.",
+    )
+    max_points = st.select_slider(
+        "max points / trace",
+        [250, 500, 1000, 2000, 4000],
+        value=1000,
+        key="max_points",
+        bind="query-params",
+        help="Longer series are cut with min/max-preserving LTTB, so spikes survive.",
+    )
 
 series: list[charts.RunSeries] = []
 problems: list[str] = []
@@ -89,12 +101,20 @@ if not series:
 panel_keys = [p.key for p in charts.PANELS] + [f"extra:{c}" for c in extra_cols]
 titles = {p.key: p.title for p in charts.PANELS} | {f"extra:{c}": c for c in extra_cols}
 with st.expander("Charts and log scales", icon=":material/tune:"):
-    chosen = st.multiselect("Charts", panel_keys, default=panel_keys, format_func=titles.get,
-                            key="panels")  # fmt: skip
-    bands = st.toggle("Bands (reward ± std, log-ratio min..max)", value=len(series) <= 3,
-                      key="bands")  # fmt: skip
-    log_keys = st.pills("Log-scale y", panel_keys, selection_mode="multi", format_func=titles.get,
-                        default=[], key="logy")  # fmt: skip
+    chosen = st.multiselect(
+        "Charts", panel_keys, default=panel_keys, format_func=titles.get, key="panels"
+    )
+    bands = st.toggle(
+        "Bands (reward ± std, log-ratio min..max)", value=len(series) <= 3, key="bands"
+    )
+    log_keys = st.pills(
+        "Log-scale y",
+        panel_keys,
+        selection_mode="multi",
+        format_func=titles.get,
+        default=[],
+        key="logy",
+    )
 
 _tick("loaded")
 st.plotly_chart(charts.legend_figure(series), key="legend", config={"displayModeBar": False})
@@ -128,8 +148,9 @@ if panels:
     st.caption("X axes are linked: zoom one chart and all follow (double-click to reset).")
     with st.expander("What each chart means", icon=":material/help:", expanded=False):
         for p in panels:
-            st.markdown(f"**{ui.md_escape(p.title)}** ({ui.md_escape(p.unit)}): "
-                        f"{ui.md_escape(p.caption)}")  # fmt: skip
+            st.markdown(
+                f"**{ui.md_escape(p.title)}** ({ui.md_escape(p.unit)}): {ui.md_escape(p.caption)}"
+            )
 else:
     st.info("No charts chosen (see 'Charts and log scales').", icon=":material/info:")
 

@@ -6,8 +6,12 @@ import streamlit as st
 from app import data, ui
 from app.health import ERROR, INFO, OK, WARNING
 
-ICON = {ERROR: ":material/error:", WARNING: ":material/warning:", INFO: ":material/info:",
-        OK: ":material/check_circle:"}  # fmt: skip
+ICON = {
+    ERROR: ":material/error:",
+    WARNING: ":material/warning:",
+    INFO: ":material/info:",
+    OK: ":material/check_circle:",
+}
 
 ctx = ui.page_header(
     "Health",
@@ -51,8 +55,9 @@ for run, t, found in results:
     worst = found[0].severity if found else OK
     n_bad = sum(f.severity in (ERROR, WARNING) for f in found)
     head = f"{run.name} · {run.algorithm.upper()} · {run.status} · {len(t.df)} steps"
-    with st.expander(f"{head} — {n_bad} finding{'s' if n_bad != 1 else ''}", expanded=n_bad > 0,
-                     icon=ICON[worst]):  # fmt: skip
+    with st.expander(
+        f"{head} — {n_bad} finding{'s' if n_bad != 1 else ''}", expanded=n_bad > 0, icon=ICON[worst]
+    ):
         for f in found:
             box = {ERROR: st.error, WARNING: st.warning, INFO: st.info, OK: st.success}[f.severity]
             text = f"**{ui.md_escape(f.title)}**  \n{ui.md_escape(f.evidence)}"

@@ -19,8 +19,15 @@ eps = ui.eps_of(run)
 seq_eps = eps.get("seq")
 tok_eps = eps.get("token")
 
-cols = [Seq.STEP, Seq.SEQ_LOG_RATIO, Seq.SEQ_CLIPPED, Seq.LENGTH, Seq.TOKEN_LOG_RATIO_MIN,
-        Seq.TOKEN_LOG_RATIO_MAX, Seq.TOKEN_CLIP_FRACTION]  # fmt: skip
+cols = [
+    Seq.STEP,
+    Seq.SEQ_LOG_RATIO,
+    Seq.SEQ_CLIPPED,
+    Seq.LENGTH,
+    Seq.TOKEN_LOG_RATIO_MIN,
+    Seq.TOKEN_LOG_RATIO_MAX,
+    Seq.TOKEN_CLIP_FRACTION,
+]
 t = data.load_sequences(run, cols, window)
 df = t.df
 if not len(df):
@@ -34,19 +41,28 @@ if seq_eps:
     near = (3 * math.log1p(-seq_eps[0]), 3 * math.log1p(seq_eps[1]))
     lr = df[Seq.SEQ_LOG_RATIO]
     share_near = float(((lr >= near[0]) & (lr <= near[1])).mean())
-    zoom = st.toggle(f"Zoom the value axis to GSPO's clip band (±3× ε; {share_near:.0%} of sequences "
-                     "lie there)", value=share_near >= 0.8, key="ratio_zoom")  # fmt: skip
+    zoom = st.toggle(
+        f"Zoom the value axis to GSPO's clip band (±3× ε; {share_near:.0%} of sequences lie there)",
+        value=share_near >= 0.8,
+        key="ratio_zoom",
+    )
     vrange = near if zoom else None
 hist = aggregate.step_histogram(df, Seq.SEQ_LOG_RATIO, value_range=vrange)
 hlines = []
 if seq_eps:
-    hlines = [(math.log1p(-seq_eps[0]), f"log(1-{charts.fmt_eps(seq_eps[0])})"),
-              (math.log1p(seq_eps[1]), f"log(1+{charts.fmt_eps(seq_eps[1])})")]  # fmt: skip
+    hlines = [
+        (math.log1p(-seq_eps[0]), f"log(1-{charts.fmt_eps(seq_eps[0])})"),
+        (math.log1p(seq_eps[1]), f"log(1+{charts.fmt_eps(seq_eps[1])})"),
+    ]
 st.plotly_chart(
-    charts.step_heatmap_figure(hist, title=f"{run.name}: log s per step (colour = share of the "
-                               "step's sequences)", value_label="log s (nats)", hlines=hlines),
+    charts.step_heatmap_figure(
+        hist,
+        title=f"{run.name}: log s per step (colour = share of the step's sequences)",
+        value_label="log s (nats)",
+        hlines=hlines,
+    ),
     key="ratio_heatmap",
-)  # fmt: skip
+)
 inside = (
     float(
         ((df[Seq.SEQ_LOG_RATIO] >= hlines[0][0]) & (df[Seq.SEQ_LOG_RATIO] <= hlines[1][0])).mean()

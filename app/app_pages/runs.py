@@ -7,8 +7,13 @@ from app import data, ui
 from app.charts import fmt_eps
 from app.health import ERROR, WARNING
 
-STATUS_COLOR = {"running": "#1a7f37", "finished": "#57606a", "failed": "#cf222e",
-                "crashed": "#cf222e", "unknown": "#9a6700"}  # fmt: skip
+STATUS_COLOR = {
+    "running": "#1a7f37",
+    "finished": "#57606a",
+    "failed": "#cf222e",
+    "crashed": "#cf222e",
+    "unknown": "#9a6700",
+}
 TABLE_KEY = "runs_table"
 KEYS_KEY = "_runs_table_keys"
 
@@ -120,8 +125,12 @@ with st.container(horizontal=True):
         "Filter by name or config", key="runs_filter", placeholder="e.g. gspo lr=1e-06"
     )
     algos = st.pills("Algorithm", ["GRPO", "GSPO"], selection_mode="multi", key="runs_algo")
-    statuses = st.pills("Status", ["running", "finished", "failed", "crashed"],
-                        selection_mode="multi", key="runs_status")  # fmt: skip
+    statuses = st.pills(
+        "Status",
+        ["running", "finished", "failed", "crashed"],
+        selection_mode="multi",
+        key="runs_status",
+    )
 
 rows = [_row(r) for r in ctx.runs]
 df = pd.DataFrame(rows)

@@ -30,10 +30,27 @@ if not len(df):
     ui.notice_problems([run], t.problems)
     st.stop()
 
-show_cols = [c for c in (Seq.RANK, Seq.GROUP, Seq.SAMPLE, Seq.SEQ_LOG_RATIO, Seq.SEQ_CLIPPED,
-                         Seq.TOKEN_CLIP_FRACTION, Seq.ADVANTAGE, Seq.REWARD, Seq.LENGTH,
-                         Seq.TRUNCATED, Seq.TOKEN_LOG_RATIO_MIN, Seq.TOKEN_LOG_RATIO_MAX,
-                         Seq.KL_OLD, Seq.KL_REF, Seq.ENTROPY) if c in df.columns]  # fmt: skip
+show_cols = [
+    c
+    for c in (
+        Seq.RANK,
+        Seq.GROUP,
+        Seq.SAMPLE,
+        Seq.SEQ_LOG_RATIO,
+        Seq.SEQ_CLIPPED,
+        Seq.TOKEN_CLIP_FRACTION,
+        Seq.ADVANTAGE,
+        Seq.REWARD,
+        Seq.LENGTH,
+        Seq.TRUNCATED,
+        Seq.TOKEN_LOG_RATIO_MIN,
+        Seq.TOKEN_LOG_RATIO_MAX,
+        Seq.KL_OLD,
+        Seq.KL_REF,
+        Seq.ENTROPY,
+    )
+    if c in df.columns
+]
 if Seq.RANK in show_cols and df[Seq.RANK].nunique() <= 1:
     show_cols.remove(Seq.RANK)
 view = df[show_cols].reset_index(drop=True)
@@ -69,8 +86,10 @@ sel = st.dataframe(
         "tokens": st.column_config.CheckboxColumn("tokens", help="token log-ratios recorded"),
     },
 )
-st.caption(f"{len(view)} sequences at step {step}; {sum(has_tokens)} with token-level records "
-           "(✓ in 'tokens'). Click a column header to sort.")  # fmt: skip
+st.caption(
+    f"{len(view)} sequences at step {step}; {sum(has_tokens)} with token-level records "
+    "(✓ in 'tokens'). Click a column header to sort."
+)
 rows = sel.selection.rows if sel is not None and hasattr(sel, "selection") else []
 if not rows:
     st.info("Select a row to see its tokens.", icon=":material/touch_app:")
@@ -83,8 +102,10 @@ ident = {
     Seq.GROUP: row.get(Seq.GROUP),
     Seq.SAMPLE: row.get(Seq.SAMPLE),
 }
-st.subheader(f"Group {ident[Seq.GROUP]}, sample {ident[Seq.SAMPLE]}"
-             + (f", rank {ident[Seq.RANK]}" if ident[Seq.RANK] not in (None, 0) else ""))  # fmt: skip
+st.subheader(
+    f"Group {ident[Seq.GROUP]}, sample {ident[Seq.SAMPLE]}"
+    + (f", rank {ident[Seq.RANK]}" if ident[Seq.RANK] not in (None, 0) else "")
+)
 match = pd.DataFrame()
 if len(tdf):
     m = (tdf[Tok.GROUP] == ident[Seq.GROUP]) & (tdf[Tok.SAMPLE] == ident[Seq.SAMPLE])
@@ -98,10 +119,14 @@ if len(match):
     tokens = rec.get(Tok.TOKENS)
     tokens = [str(x) for x in tokens] if tokens is not None else None
     st.plotly_chart(
-        charts.token_bars_figure(lr, token_eps=eps.get("token", (0.2, 0.2)),
-                                 seq_log_ratio=float(row[Seq.SEQ_LOG_RATIO]), tokens=tokens),
+        charts.token_bars_figure(
+            lr,
+            token_eps=eps.get("token", (0.2, 0.2)),
+            seq_log_ratio=float(row[Seq.SEQ_LOG_RATIO]),
+            tokens=tokens,
+        ),
         key="token_bars",
-    )  # fmt: skip
+    )
     st.caption(
         "Bars: each token's log r_t; red bars lie outside GRPO's token band (shaded), where GRPO "
         "would clip that token. The dotted line is log s, the mean of the bars, which is all GSPO "
@@ -116,8 +141,11 @@ else:
         icon=":material/info:",
     )
     if len(tdf):
-        st.caption(f"Sampled at this step: {len(tdf)} sequences (groups/samples "
-                   + ", ".join(f"{g}/{s}" for g, s in zip(tdf[Tok.GROUP], tdf[Tok.SAMPLE], strict=True)) + ").")  # fmt: skip
+        st.caption(
+            f"Sampled at this step: {len(tdf)} sequences (groups/samples "
+            + ", ".join(f"{g}/{s}" for g, s in zip(tdf[Tok.GROUP], tdf[Tok.SAMPLE], strict=True))
+            + ")."
+        )
 
 text = row.get(Seq.COMPLETION) if Seq.COMPLETION in df.columns else None
 if isinstance(text, str) and text:
