@@ -49,7 +49,6 @@ import argparse
 import json
 import math
 import os
-import re
 import secrets
 import sys
 import time
@@ -217,7 +216,7 @@ def guess_algorithm(source: str, config: Mapping[str, Any] | None) -> str:
     """
     if not config:
         return UNKNOWN_ALGORITHM
-    flat = _flatten(config)
+    flat = schema.flatten(config, "/")
 
     def find(suffix: str) -> list[str]:
         return [str(v).lower() for k, v in flat.items() if k == suffix or k.endswith("/" + suffix)]
@@ -234,21 +233,10 @@ def guess_algorithm(source: str, config: Mapping[str, Any] | None) -> str:
     return UNKNOWN_ALGORITHM
 
 
-def _flatten(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for k, v in d.items():
-        key = f"{prefix}/{k}" if prefix else str(k)
-        if isinstance(v, Mapping):
-            out.update(_flatten(v, key))
-        else:
-            out[key] = v
-    return out
-
-
 def _eps_from_config(cfg: Mapping[str, Any], algorithm: str) -> dict[str, float]:
     """The clip range a config states (TRL ``epsilon[_low|_high]``, verl ``clip_ratio[_low|_high]``)
     as RunInfo eps fields of the algorithm's unit (sequence for gspo, token otherwise)."""
-    flat = _flatten(cfg)
+    flat = schema.flatten(cfg, "/")
 
     def get(suffix: str) -> float | None:
         for k, v in flat.items():
@@ -381,11 +369,6 @@ def _write_steps(run_dir: Path, run_id: str, algorithm: str, rows, wall) -> list
     return [f.name for f in arrow_schema]
 
 
-def _slug(name: str) -> str:
-    s = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-.")
-    return s[:80] or "run"
-
-
 def import_run(
     source: str,
     path: str | os.PathLike,
@@ -427,7 +410,7 @@ def import_run(
             else file.parent.name
         )
         name = name or source
-    run_id = run_id or f"{_slug(name)}-{source}-{secrets.token_hex(2)}"
+    run_id = run_id or f"{schema.slug(name)}-{source}-{secrets.token_hex(2)}"
     run_dir = Path(root) / run_id
     if run_dir.exists():
         for sub in schema.TABLE_DIRS:

@@ -74,16 +74,9 @@ def run_params(info) -> dict[str, Any]:
     return params
 
 
-def flatten_params(config: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
+def flatten_params(config: Mapping[str, Any]) -> dict[str, str]:
     """Nested dict -> {"a.b": "value"}, values as strings cut to MLflow's 6000 characters."""
-    out: dict[str, str] = {}
-    for key, value in config.items():
-        k = f"{prefix}{key}"
-        if isinstance(value, Mapping) and value:
-            out.update(flatten_params(value, prefix=k + "."))
-        else:
-            out[k] = str(value)[:MAX_PARAM_VALUE_LENGTH]
-    return out
+    return {k: str(v)[:MAX_PARAM_VALUE_LENGTH] for k, v in schema.flatten(config, ".").items()}
 
 
 def row_metrics(row: Mapping[str, Any]) -> list[tuple[str, float]]:

@@ -69,14 +69,9 @@ def _usable_cores() -> int:
         return os.cpu_count() or 1
 
 
-def _slug(name: str) -> str:
-    s = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-.")
-    return s[:80] or "run"
-
-
 def new_run_id(name: str) -> str:
     """``<name>-<UTC yyyymmdd-HHMMSS>-<4 hex>``: sortable, unique, safe as a folder name."""
-    return f"{_slug(name)}-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}-{secrets.token_hex(2)}"
+    return f"{schema.slug(name)}-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}-{secrets.token_hex(2)}"
 
 
 def library_versions() -> dict[str, str]:
