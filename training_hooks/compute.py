@@ -47,7 +47,7 @@ import numpy as np
 import torch
 
 from gspo_metrics import SEQUENCE_DIAGNOSTICS, group_advantages
-from gspo_metrics._validate import check_float, check_tensor
+from gspo_metrics.checks import check_float, check_tensor
 from gspo_metrics.diagnostics import stacked_sequence_diagnostics
 
 from .schema import Seq, Step, validate_extra_key
