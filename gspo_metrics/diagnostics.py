@@ -41,6 +41,7 @@ from .checks import (
     check_same_shape,
     check_tensor,
 )
+from .eager import eager_diagnostics
 from .losses import check_advantages
 from .ratios import check_token_inputs
 from .spec import GRPO_EPS, GSPO_EPS, SEQUENCE_DIAGNOSTICS, WHOLE_NUMBERS
@@ -149,8 +150,6 @@ def stacked_sequence_diagnostics(
                 raise ValueError(f"backend='fused' needs numba: {_FUSED_ERROR[0]}")
         if backend == "fused" or (backend == "auto" and fused_available(logprobs.device)):
             return _FUSED[0].stacked_diagnostics(*args, seq_eps, token_eps)
-        from .eager import eager_diagnostics
-
         out_K_B, probe = eager_diagnostics(*args, seq_eps, token_eps, workspace)
         # One host sync for both data-dependent questions: is a row empty (an error), and is
         # anything non-finite anywhere (then the reference route counts it; rare). ``probe``

@@ -27,7 +27,7 @@ _INPUTS = ("ref", "entropy", "advantage")
 
 
 @functools.lru_cache(maxsize=16)
-def buffer_rows(has_ref: bool, has_ent: bool, per_tok: bool) -> dict[str, int]:
+def _buffer_rows(has_ref: bool, has_ent: bool, per_tok: bool) -> dict[str, int]:
     """Row of each per-token quantity in the (R, B, T) buffer: the 0/1 mask; log r and the other
     inputs' masked values (the rows whose means the probe sums); the terms of the means."""
     given = dict(zip(_INPUTS, (has_ref, has_ent, per_tok), strict=True))
@@ -51,12 +51,12 @@ def eager_diagnostics(
     """The (K, B) stack and the probe: the sum of the row means of every input's masked values,
     non-finite iff a row is empty (0 / 0) or an input is non-finite (barring overflow)."""
     per_tok = advantages.dim() == 2
-    row = buffer_rows(ref_logprobs is not None, entropy is not None, per_tok)
+    row = _buffer_rows(ref_logprobs is not None, entropy is not None, per_tok)
     B, T = mask.shape
     w = _scratch(workspace, "rows", (len(row), B, T), dtype, mask.device)
     tok_lo, tok_hi = math.log1p(-token_eps[0]), math.log1p(token_eps[1])
     inputs = (logprobs, old_logprobs, mask, advantages.to(dtype), ref_logprobs, entropy)
-    sums_R_B = _write_rows(w, row, *inputs, tok_lo, tok_hi)
+    sums_R_B, mask_f, d_bt = _write_rows(w, row, *inputs, tok_lo, tok_hi)
     n_b = sums_R_B[row["mask"]]
     means_R_B = sums_R_B / n_b
     log_s_b = means_R_B[row["log_ratio"]]
@@ -64,7 +64,6 @@ def eager_diagnostics(
     probe = means_R_B[row["log_ratio"] : row["kl_old"]].sum()
     adv = inputs[3]
     nan_b = torch.full_like(log_s_b, float("nan"))
-    d_bt, mask_f = w[row["log_ratio"]], w[row["mask"]]
     values = {
         "length": n_b,
         "advantage": means_R_B[row["advantage"]] if per_tok else adv,
@@ -90,7 +89,8 @@ def eager_diagnostics(
 
 
 def _write_rows(w, row, lp, old_logprobs, mask, adv, ref_logprobs, entropy, tok_lo, tok_hi):
-    """Fill the buffer's rows (``row``: name -> index) and return their sums over T, (R, B).
+    """Fill the buffer's rows (``row``: name -> index); returns their sums over T (R, B), and
+    the rows of the 0/1 mask and of log r (0 on padding), (B, T) each.
 
     Small batches: one reduction of every row at the end (few ops). Large ones: each row is
     summed right after it is written, while it is still in cache (one sum of R large rows
@@ -138,7 +138,7 @@ def _write_rows(w, row, lp, old_logprobs, mask, adv, ref_logprobs, entropy, tok_
     torch.lt(d_bt, tok_lo, out=w[row["below"]])
     torch.gt(d_bt, tok_hi, out=w[row["above"]])
     written("kl_old", "below", "above")
-    return sums_R_B if per_row else w.sum(-1)
+    return (sums_R_B if per_row else w.sum(-1)), mask_f, d_bt
 
 
 def _spread(d_bt, mask_f, log_s_b, n_b, out) -> dict[str, torch.Tensor]:

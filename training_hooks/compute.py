@@ -39,6 +39,7 @@ Step scalars (S = the step's sequences over all ranks, M = their masked tokens):
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import threading
@@ -77,13 +78,7 @@ class Layout:
     @classmethod
     def of(cls, shapes: Mapping[str, tuple[int, ...]]) -> Layout:
         """The layout of parts of these shapes, packed one after the other in this order."""
-        sizes = [math.prod(shape) for shape in shapes.values()]
-        ends = list(itertools.accumulate(sizes))
-        parts = {
-            name: (slice(end - size, end), tuple(shape))
-            for (name, shape), size, end in zip(shapes.items(), sizes, ends, strict=True)
-        }
-        return cls(parts, ends[-1] if ends else 0)
+        return _layout(tuple(shapes.items()))
 
     def __contains__(self, name: object) -> bool:
         return name in self.parts
@@ -99,11 +94,22 @@ class Layout:
         return flat[where].reshape(shape)
 
 
+@functools.lru_cache(maxsize=64)  # (a run packs the same shapes step after step)
+def _layout(shapes: tuple[tuple[str, tuple[int, ...]], ...]) -> Layout:
+    sizes = [math.prod(shape) for _, shape in shapes]
+    ends = list(itertools.accumulate(sizes))
+    parts = {
+        name: (slice(end - size, end), tuple(shape))
+        for (name, shape), size, end in zip(shapes, sizes, ends, strict=True)
+    }
+    return Layout(parts, ends[-1] if ends else 0)
+
+
 def pack(parts: Mapping[str, torch.Tensor], dtype, device) -> tuple[torch.Tensor, Layout]:
     """One flat ``dtype`` buffer of ``parts`` (converted by the copy) and its layout."""
     layout = Layout.of({name: tuple(p.shape) for name, p in parts.items()})
     flat = torch.empty(layout.size, dtype=dtype, device=device)
-    torch.cat([p.reshape(-1) for p in parts.values()], out=flat)
+    torch.cat([p if p.dim() == 1 else p.reshape(-1) for p in parts.values()], out=flat)
     return flat, layout
 
 
