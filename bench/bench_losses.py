@@ -34,12 +34,13 @@ def _time(fn, repeats: int) -> float:
 
 def make_inputs(B: int, T: int) -> dict[str, torch.Tensor]:
     """A (B, T) batch: log-probs near the old ones, lengths T/8 .. T, one advantage per row."""
-    g = torch.Generator().manual_seed(0)
+    g = torch.Generator().manual_seed(0)  # (the draws in this order: the published inputs)
     old = -torch.rand(B, T, generator=g) * 4
+    logits = old + 0.01 * torch.randn(B, T, generator=g)
     lengths = torch.randint(T // 8, T + 1, (B,), generator=g)
     return {
         "old": old,
-        "logits": old + 0.01 * torch.randn(B, T, generator=g),
+        "logits": logits,
         "lengths": lengths,
         "mask": torch.arange(T)[None, :] < lengths[:, None],
         "adv": torch.randn(B, generator=g),
