@@ -523,7 +523,7 @@ def test_summary_says_which_of_our_columns_are_filled(tmp_path):
     )
     assert set(s.settings_unknown) == {"seq_eps_low", "token_eps_low", "reduction", "group_size"}
     table = importers.markdown_table([("e.jsonl", s)])
-    assert table.splitlines()[2].startswith("| `e.jsonl` | verl unknown | 2 | ")
+    assert table.splitlines()[2].startswith("| `e.jsonl` | verl metrics, version unknown | 2 | ")
 
 
 def test_importers_import_no_torch():

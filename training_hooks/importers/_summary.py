@@ -18,6 +18,7 @@ class ImportSummary:
     tool: str
     format: str
     version: str  # exact version, else the range the names imply, else "unknown"
+    label: str  # the generation and version as the README's table shows it
     rows: int
     filled: tuple[str, ...]  # our columns with at least one value (wall_time included)
     unknown: tuple[str, ...]  # our columns with none
@@ -39,11 +40,19 @@ def summarize(run_dir: str | os.PathLike) -> ImportSummary:
         tool=rec.tool,
         format=rec.format,
         version=rec.version or rec.version_range or "unknown",
+        label=_label(rec),
         rows=len(steps),
         filled=filled,
         unknown=unknown,
         settings_unknown=tuple(f for f in run_fields if getattr(info, f) is None),
     )
+
+
+def _label(rec: schema.ImportRecord) -> str:
+    base = rec.format.split(" (>")[0].split(" (<")[0] if rec.version else rec.format
+    if rec.version:
+        return f"{base}, version {rec.version}"
+    return base if rec.version_range else f"{base}, version unknown"
 
 
 def markdown_table(rows: list[tuple[str, ImportSummary]]) -> str:
@@ -55,8 +64,7 @@ def markdown_table(rows: list[tuple[str, ImportSummary]]) -> str:
     for label, s in rows:
         filled = ", ".join(f"`{c}`" for c in s.filled) or "none"
         out.append(
-            f"| `{label}` | {s.tool} {s.version} | {s.rows} | {len(s.filled)}: {filled} "
-            f"| {len(s.unknown)} |"
+            f"| `{label}` | {s.label} | {s.rows} | {len(s.filled)}: {filled} | {len(s.unknown)} |"
         )
     return "\n".join(out)
 
