@@ -19,7 +19,7 @@ from typing import Any
 from training_hooks import schema
 from training_hooks.importers import tinker, trl, verl
 from training_hooks.importers._read import SourceLog, numeric
-from training_hooks.importers._spec import Settings, ToolSpec
+from training_hooks.importers._spec import RunSettings, Settings, ToolSpec
 from training_hooks.metric_map import (
     Context,
     Resolution,
@@ -83,6 +83,8 @@ def import_run(
     if config is not None and not isinstance(config, Mapping):
         raise ValueError(f"config must be a mapping, got {type(config).__name__}")
     given = str(path)
+    if not given.strip():
+        raise ValueError("path is empty: give the log file or the folder holding it")
     log = spec.read(Path(os.fspath(path)))
     fmt = detect_format(source, _names(log), log.version)
     settings = _settings(spec, log, fmt, config, algorithm)
@@ -96,26 +98,7 @@ def import_run(
     record = _record(spec, log, fmt, settings, mapped, given, wall_text)
     name = name or log.name or source
     run_id = run_id or f"{schema.slug(name)}-{source}-{secrets.token_hex(2)}"
-    info = schema.RunInfo(
-        run_id=run_id,
-        name=name,
-        algorithm=algo,
-        seq_eps_low=run.seq_eps[0] if run.seq_eps else None,
-        seq_eps_high=run.seq_eps[1] if run.seq_eps else None,
-        token_eps_low=run.token_eps[0] if run.token_eps else None,
-        token_eps_high=run.token_eps[1] if run.token_eps else None,
-        reduction=run.reduction,
-        group_size=run.group_size,
-        config={**log.config, **(config or {})},
-        versions=_versions(source, log),
-        created_at=log.started_at,
-        updated_at=record.imported_at,
-        ended_at=log.last_timestamp,
-        status=schema.STATUS_FINISHED,
-        last_step=max(mapped.rows),
-        source=source,
-        imported=record,
-    )
+    info = _run_info(run_id, name, algo, run, log, record, config, max(mapped.rows))
     table = step_table(run_id, algo, mapped.rows, wall)
     run_dir = write_run(Path(os.fspath(root)), run_id, info, table)
     return ImportResult(
@@ -124,6 +107,41 @@ def import_run(
         steps=len(mapped.rows),
         columns=table.column_names,
         record=record,
+    )
+
+
+def _run_info(
+    run_id: str,
+    name: str,
+    algorithm: str,
+    run: RunSettings,
+    log: SourceLog,
+    record: schema.ImportRecord,
+    config: Mapping[str, Any] | None,
+    last_step: int,
+) -> schema.RunInfo:
+    """run.json of an import: settings only where a file stated them (else null), the log's own
+    times where it has them, ``updated_at`` = when it was imported."""
+    seq, tok = run.seq_eps or (None, None), run.token_eps or (None, None)
+    return schema.RunInfo(
+        run_id=run_id,
+        name=name,
+        algorithm=algorithm,
+        seq_eps_low=seq[0],
+        seq_eps_high=seq[1],
+        token_eps_low=tok[0],
+        token_eps_high=tok[1],
+        reduction=run.reduction,
+        group_size=run.group_size,
+        config={**log.config, **(config or {})},
+        versions=_versions(record.tool, log),
+        created_at=log.started_at,
+        updated_at=record.imported_at or 0.0,
+        ended_at=log.last_timestamp,
+        status=schema.STATUS_FINISHED,
+        last_step=last_step,
+        source=record.tool,
+        imported=record,
     )
 
 

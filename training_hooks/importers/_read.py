@@ -124,6 +124,31 @@ def read_records(
     return jl, records, bad
 
 
+def json_lines_log(
+    tool: str,
+    file: Path,
+    name: str,
+    parse: Callable[[Any], tuple[int, Mapping[str, Any]] | str],
+    what: str,
+    **beside: Any,
+) -> SourceLog:
+    """A JSON-lines log read with ``read_records`` and merged by step; ``beside``: the other
+    SourceLog fields (settings, config, ...)."""
+    jl, records, bad = read_records(file, parse, what)
+    merged = merge_by_step(records)
+    return SourceLog(
+        tool=tool,
+        file=file,
+        name=name,
+        steps=merged.steps,
+        lines=jl.lines,
+        malformed=tuple(bad),
+        truncated_last_line=jl.truncated_last_line,
+        duplicate_steps=merged.duplicate_steps,
+        **beside,
+    )
+
+
 def find_file(path: Path, names: tuple[str, ...], pattern: str, what: str) -> Path:
     """``path`` itself when it is a file (whatever its name); in a folder, the first of ``names``
     there, else the newest ``checkpoint-N/`` holding one, else the single file matching

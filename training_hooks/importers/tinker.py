@@ -18,9 +18,8 @@ from training_hooks.importers._read import (
     SourceLog,
     as_step,
     find_file,
+    json_lines_log,
     load_config,
-    merge_by_step,
-    read_records,
 )
 from training_hooks.importers._spec import RunSettings, Settings, ToolSpec
 from training_hooks.metric_map import Setting, SourceFormat, read_settings
@@ -42,26 +41,16 @@ def _parse(obj: Any) -> tuple[int, Mapping[str, Any]] | str:
 
 def read(path: Path) -> SourceLog:
     file = find_file(path, ("metrics.jsonl",), "*.jsonl", "Tinker metrics.jsonl")
-    jl, records, bad = read_records(file, _parse, 'Tinker metrics record ({"step": N, ...})')
-    merged = merge_by_step(records)
-    settings: dict[str, Setting] = {}
-    files: tuple[str, ...] = ()
-    cfg = load_config(file.parent / "config.json")
-    if cfg:
-        settings = read_settings("tinker", cfg, "config.json")
-        files = (str(file.parent / "config.json"),)
-    return SourceLog(
-        tool="tinker",
-        file=file,
-        name=file.parent.name or "tinker",
-        steps=merged.steps,
-        lines=jl.lines,
-        malformed=tuple(bad),
-        truncated_last_line=jl.truncated_last_line,
-        duplicate_steps=merged.duplicate_steps,
-        settings=settings,
-        settings_files=files,
-        config=cfg or {},
+    cfg = load_config(file.parent / "config.json") or {}
+    return json_lines_log(
+        "tinker",
+        file,
+        file.parent.name or "tinker",
+        _parse,
+        'Tinker metrics record ({"step": N, ...})',
+        settings=read_settings("tinker", cfg, "config.json") if cfg else {},
+        settings_files=(str(file.parent / "config.json"),) if cfg else (),
+        config=cfg,
     )
 
 

@@ -10,6 +10,7 @@ is read from beside the log when there is one: ``<experiment>.config.json`` (``{
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from collections.abc import Mapping
 from pathlib import Path
@@ -19,9 +20,8 @@ from training_hooks.importers._read import (
     SourceLog,
     as_step,
     find_file,
+    json_lines_log,
     load_config,
-    merge_by_step,
-    read_records,
 )
 from training_hooks.importers._spec import RunSettings, Settings, ToolSpec
 from training_hooks.metric_map import (
@@ -45,25 +45,20 @@ def _parse(obj: Any) -> tuple[int, Mapping[str, Any]] | str:
 
 def read(path: Path) -> SourceLog:
     file = find_file(path, (), "*.jsonl", "verl file-logger log (*.jsonl)")
-    jl, records, bad = read_records(file, _parse, RECORD)
-    merged = merge_by_step(records)
     settings, files, started, config = _beside(file)
-    return SourceLog(
-        tool="verl",
-        file=file,
-        name=file.stem or "verl",
-        steps=merged.steps,
-        lines=jl.lines,
-        malformed=tuple(bad),
-        truncated_last_line=jl.truncated_last_line,
-        duplicate_steps=merged.duplicate_steps,
+    log = json_lines_log(
+        "verl",
+        file,
+        file.stem or "verl",
+        _parse,
+        RECORD,
         settings=settings,
         settings_files=files,
         config=config,
         started_at=started,
-        source_finished=_finished(settings, merged.steps),
         summary={"project": file.parent.name, "experiment": file.stem},
     )
+    return dataclasses.replace(log, source_finished=_finished(settings, log.steps))
 
 
 def _beside(file: Path) -> tuple[Settings, tuple[str, ...], float | None, Mapping[str, Any]]:
