@@ -187,7 +187,10 @@ def map_log(spec: ToolSpec, log: SourceLog, ctx: Context) -> Mapped:
     for n in sorted(numeric_names, key=lambda n: resolve(n, ctx).column is None):
         res = resolve(n, ctx)
         if res.stored is not None and res.stored in taken:
-            res = Resolution(n, None, f"{spec.name}/{n}", f"{res.stored} is filled by another name")
+            free = next(
+                f"{spec.name}/" * k + n for k in range(1, 9) if f"{spec.name}/" * k + n not in taken
+            )
+            res = Resolution(n, None, free, f"{res.stored} is filled by another name")
         if res.stored is not None:
             taken.add(res.stored)
         resolutions[n] = res
