@@ -28,7 +28,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from app.cols import (  # noqa: E402
+from training_hooks import schema  # noqa: E402
+from training_hooks.schema import (  # noqa: E402
     SEQUENCES_DIR,
     STATUS_FINISHED,
     STEPS_DIR,
@@ -37,7 +38,6 @@ from app.cols import (  # noqa: E402
     Seq,
     Step,
     Tok,
-    schema,
 )
 
 STEPS_PER_PART = 500
