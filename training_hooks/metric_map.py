@@ -21,7 +21,7 @@ as more than it is:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from training_hooks.schema import MLFLOW_PREFIX, STEP_COLUMN_NAMES, Step
@@ -135,13 +135,3 @@ def map_metric_names(names: Iterable[str], *, sequence_level: bool = False) -> d
 def is_known_column(column: str) -> bool:
     """True for a declared step column or a derived one."""
     return column in STEP_COLUMN_NAMES or column in vars(Derived).values()
-
-
-def notes_for(columns: Mapping[str, str]) -> dict[str, str]:
-    """{column: note} for mapped names that carry a definition note."""
-    out = {}
-    for name, column in columns.items():
-        m = _BY_NAME.get(name.removeprefix("train/"))
-        if m and m.note and m.column == column:
-            out[column] = f"{m.source} {m.name}: {m.note}"
-    return out
