@@ -752,14 +752,3 @@ def map_metric_names(
 def is_known_column(column: str) -> bool:
     """True for a declared step column or a derived one."""
     return column in STEP_COLUMN_NAMES or column in vars(Derived).values()
-
-
-def notes_for(columns: Mapping[str, str]) -> dict[str, str]:
-    """{column: note} for mapped names that carry a definition note."""
-    out = {}
-    for name, column in columns.items():
-        for m in _BY_NAME.get(name.removeprefix("train/"), ()):
-            if m.note and m.column == column:
-                out[column] = f"{m.source} {m.name}: {m.note}"
-                break
-    return out

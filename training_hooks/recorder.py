@@ -52,9 +52,9 @@ from .compute import (
     compute_step,
 )
 from .deferred import DeferredCompute, SnapshotSlot
-from .mlflow_sink import resolve_tracking_uri, run_params
 from .schema import RunInfo, write_json_atomic
 from .sinks import NullSink, ParquetSink, Sink, SinkWorker
+from .sinks.mlflow import resolve_tracking_uri, run_params
 
 log = logging.getLogger("training_hooks")
 
@@ -344,7 +344,7 @@ class RunRecorder:
             self.parquet = None
         self.mlflow_sink = None
         if self.is_main and self.tracking_uri is not None:
-            from .mlflow_sink import MlflowSink
+            from .sinks.mlflow import MlflowSink
 
             self.mlflow_sink = MlflowSink(
                 self.tracking_uri,

@@ -48,8 +48,6 @@ STATUS_FAILED = "failed"
 STATUS_CRASHED = "crashed"
 STATUSES = (STATUS_RUNNING, STATUS_FINISHED, STATUS_FAILED)
 
-ALGORITHMS = ("grpo", "gspo")
-
 
 class Step:
     """Column names of the per-step table (one row per optimizer step)."""
