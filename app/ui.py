@@ -290,4 +290,5 @@ def eps_of(run: RunRef) -> dict[str, tuple[float, float]]:
     if run.info is None:
         return {}
     i = run.info
-    return {"seq": (i.seq_eps_low, i.seq_eps_high), "token": (i.token_eps_low, i.token_eps_high)}
+    pairs = {"seq": (i.seq_eps_low, i.seq_eps_high), "token": (i.token_eps_low, i.token_eps_high)}
+    return {unit: p for unit, p in pairs.items() if None not in p}  # an unknown ε: left out

@@ -101,8 +101,9 @@ def _health(run: RunRef) -> str:
 
 def _row(run: RunRef) -> dict:
     info = run.info
-    eps_seq = f"{fmt_eps(info.seq_eps_low)} / {fmt_eps(info.seq_eps_high)}" if info else "–"
-    eps_tok = f"{fmt_eps(info.token_eps_low)} / {fmt_eps(info.token_eps_high)}" if info else "–"
+    eps = {u: f"{fmt_eps(lo)} / {fmt_eps(hi)}" for u, (lo, hi) in ui.eps_of(run).items()}
+    eps_seq = eps.get("seq", "unknown") if info else "–"
+    eps_tok = eps.get("token", "unknown") if info else "–"
     return {
         "name": run.name,
         "algorithm": run.algorithm.upper(),
