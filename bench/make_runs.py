@@ -235,7 +235,10 @@ def make_run(
         cols[Step.RUN_ID] = np.full(k, run_id, object)
         cols[Step.ALGORITHM] = np.full(k, algorithm, object)
         table = pa.table(
-            {f.name: pa.array(cols[f.name], f.type) for f in step_schema}
+            {  # columns not synthesised here (schema v2's lag/sampler) are null
+                f.name: pa.array(cols[f.name], f.type) if f.name in cols else pa.nulls(k, f.type)
+                for f in step_schema
+            }
         ).replace_schema_metadata(step_schema.metadata)
         _write(table, run_dir / STEPS_DIR, first, last, part)
 
