@@ -1,7 +1,18 @@
 """gspo-dash's Streamlit dashboard: ``streamlit run app/main.py [-- --root DIR --tracking-uri URI]``.
 
-Modules: ``cols`` (the on-disk schema, re-exported), ``training_hooks.metric_map`` (foreign metric names
--> our columns), ``data`` (the one cached data layer), ``charts`` (pure DataFrame -> Figure),
-``health`` (pure findings), ``ui`` (shared sidebar/selection widgets), ``app_pages/`` (one module
-per page). Nothing here imports torch.
+Modules, each one job (imports point down this list; ``training_hooks.schema`` and
+``training_hooks.metric_map``, both torch-free, are read by all):
+
+- ``records``: the typed records crossing module boundaries (``RunRef``, ``Table``, ``Discovery``).
+- ``settings``: the root and tracking URI from the CLI, the environment or defaults.
+- ``mlflow_store``: everything read from an MLflow store (its runs; curves of MLflow-only runs).
+- ``data``: a run's tables (Parquet parts, cached on their size and mtime; steps, sequences,
+  tokens), dispatching MLflow-only runs' step tables to ``mlflow_store``.
+- ``discovery``: which runs there are (run folders under the root plus MLflow-only runs).
+- ``aggregate``, ``charts``, ``health``: pure DataFrame -> reductions / ``go.Figure`` / findings.
+- ``traces``: the Compare page's per-run trace cache (``charts.run_traces`` behind the cache).
+- ``ui``: the sidebar and the widgets the pages share; ``app_pages/``: one script per page;
+  ``main``: routing only. ``launch``: serve the app and open it in Chromium (tests, benchmark).
+
+Nothing here imports torch (a test checks).
 """

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from app.cols import Seq
+from training_hooks.schema import Seq
 
 
 @dataclass(frozen=True)

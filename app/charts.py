@@ -17,8 +17,8 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from app.aggregate import ZV_ALL_HIGH, ZV_ALL_LOW, ZV_OTHER, StepHistogram
-from app.cols import Seq, Step
 from training_hooks.metric_map import Derived
+from training_hooks.schema import Seq, Step
 
 PALETTE = (
     "#1f77b4",
@@ -253,14 +253,6 @@ PANELS: tuple[Panel, ...] = (
     ),
 )
 PANELS_BY_KEY = {p.key: p for p in PANELS}
-DEFAULT_PANELS = tuple(p.key for p in PANELS)
-
-#: Columns the panels draw (to project the step-table read).
-PANEL_COLUMNS = tuple(
-    dict.fromkeys(
-        c for p in PANELS for c in (p.column, *(p.band or ()), p.second) if c and c != "±"
-    )
-)
 
 
 def extra_panel(column: str, note: str = "") -> Panel:
@@ -331,154 +323,117 @@ def run_traces(
     if not ok.any():
         return []
     xv, yv = xv_all[ok], yv_all[ok]
-    dash = dash_for(s.algorithm)
-    eps_txt = ""
+    name = s.label
     if panel.clip_unit and s.eps.get(panel.clip_unit):
         lo, hi = s.eps[panel.clip_unit]
-        eps_txt = f" (ε {fmt_eps(lo)}/{fmt_eps(hi)})"
-    name = f"{s.label}{eps_txt}"
+        name += f" (ε {fmt_eps(lo)}/{fmt_eps(hi)})"
     hover = f"{name}<br>{X_AXES.get(x, x)} %{{x}}<br>{panel.title} %{{y:.4g}}<extra></extra>"
     out: list[dict] = []
     if bands and panel.band is not None:
         band = _band_trace(s, panel, df, x, ok, max(max_points // 4, 50), log_y)
         if band:
             out.append(band)
-    idx = downsample_indices(xv, yv, max_points)
     smooth = smoothing > 0 and len(yv) > 2
-    out.append(
-        {
-            "type": "scatter",
-            "x": xv[idx],
-            "y": yv[idx],
-            "mode": "lines",
-            "name": name,
-            "legendgroup": s.key,
-            "opacity": 0.25 if smooth else 1.0,
-            "hovertemplate": hover,
-            "line": {"color": s.color, "dash": dash, "width": 1 if smooth else 1.8},
-        }
-    )
+    raw_width, raw_opacity = (1, 0.25) if smooth else (1.8, 1.0)
+    out.append(_line(s, xv, yv, max_points, name, hover, raw_width, raw_opacity))
+    fewer = max(max_points // 2, 3)
     if smooth:
-        ys = ema(yv, smoothing)
-        idx_s = downsample_indices(xv, ys, max(max_points // 2, 3))
-        out.append(
-            {
-                "type": "scatter",
-                "x": xv[idx_s],
-                "y": ys[idx_s],
-                "mode": "lines",
-                "name": name,
-                "legendgroup": s.key,
-                "line": {"color": s.color, "dash": dash, "width": 2},
-                "hovertemplate": hover.replace("%{y:.4g}", "%{y:.4g} (EMA)"),
-            }
-        )
+        ema_hover = hover.replace("%{y:.4g}", "%{y:.4g} (EMA)")
+        out.append(_line(s, xv, ema(yv, smoothing), fewer, name, ema_hover, 2))
     if panel.second and panel.second in df.columns:
         y2 = df[panel.second].to_numpy(np.float64)[ok]
         fin = np.isfinite(y2)
         if fin.any():
-            i2 = downsample_indices(xv[fin], y2[fin], max(max_points // 2, 3))
-            out.append(
-                {
-                    "type": "scatter",
-                    "x": xv[fin][i2],
-                    "y": y2[fin][i2],
-                    "mode": "lines",
-                    "name": f"{s.label} {panel.second_label}",
-                    "legendgroup": s.key,
-                    "line": {"color": s.color, "dash": dash, "width": 0.8},
-                    "opacity": 0.7,
-                    "hovertemplate": hover.replace(panel.title, f"{panel.second_label}"),
-                }
-            )
+            name2 = f"{s.label} {panel.second_label}"
+            hover2 = hover.replace(panel.title, f"{panel.second_label}")
+            out.append(_line(s, xv[fin], y2[fin], fewer, name2, hover2, 0.8, 0.7))
     return out
 
 
-def panel_figure(
-    series: Sequence[RunSeries],
-    panel: Panel,
-    traces: Sequence[dict],
-    *,
-    x: str = X_STEP,
-    log_y: bool = False,
-    height: int = PANEL_HEIGHT,
+def _line(
+    s: RunSeries,
+    x: np.ndarray,
+    y: np.ndarray,
+    max_points: int,
+    name: str,
+    hover: str,
+    width: float,
+    opacity: float | None = None,
+) -> dict:
+    """One run's line trace (its colour, its algorithm's dash), cut to ``max_points`` by LTTB."""
+    idx = downsample_indices(x, y, max_points)
+    trace = {
+        "type": "scatter",
+        "x": x[idx],
+        "y": y[idx],
+        "mode": "lines",
+        "name": name,
+        "legendgroup": s.key,
+        "hovertemplate": hover,
+        "line": {"color": s.color, "dash": dash_for(s.algorithm), "width": width},
+    }
+    if opacity is not None:
+        trace["opacity"] = opacity
+    return trace
+
+
+def compare_figure(
+    series: Sequence[RunSeries], panel: Panel, *, height: int = PANEL_HEIGHT, **options
 ) -> go.Figure:
-    """Assemble a small multiple from ``traces`` (``run_traces`` of each run): title with unit and
-    eps, axes, GSPO's band lines on the log-ratio panel. ``series`` supplies the eps only."""
-    shapes, notes = [], []
-    if panel.clip_unit == "seq" and panel.band is not None:
-        eps_set = {s.eps.get("seq") for s in series if s.eps.get("seq")}
-        if len(eps_set) == 1:
-            lo, hi = next(iter(eps_set))
-            for yline, txt in (
-                (math.log1p(-lo), "log(1-ε_low)"),
-                (math.log1p(hi), "log(1+ε_high)"),
-            ):
-                shapes.append(
-                    {
-                        "type": "line",
-                        "xref": "x domain",
-                        "x0": 0,
-                        "x1": 1,
-                        "y0": yline,
-                        "y1": yline,
-                        "line": {"color": "#555", "dash": "dot", "width": 1},
-                    }
-                )
-                notes.append(
-                    {
-                        "text": txt,
-                        "xref": "x domain",
-                        "x": 0,
-                        "y": yline,
-                        "xanchor": "left",
-                        "yanchor": "bottom",
-                        "showarrow": False,
-                        "font": {"size": 10},
-                    }
-                )
+    """One small multiple: ``panel``'s metric for every run, titled with its unit and eps, GSPO's
+    band lines on the log-ratio panel. ``options`` are ``run_traces``'s (x, smoothing, log_y,
+    max_points, bands)."""
+    traces = [t for s in series for t in run_traces(s, panel, **options)]
+    x, log_y = options.get("x", X_STEP), options.get("log_y", False)
+    shapes, notes = _clip_band_lines(series, panel)
     if not traces:
-        notes.append(
-            {
-                "text": "no data for the selected runs",
-                "showarrow": False,
-                "x": 0.5,
-                "y": 0.5,
-                "xref": "paper",
-                "yref": "paper",
-                "font": {"size": 13, "color": "#888"},
-            }
-        )
+        notes.append(_centered_note("no data for the selected runs"))
     layout = _layout_dict(_title(panel, series), X_AXES.get(x, x), panel.unit, height, log_y)
     layout.update(shapes=shapes, annotations=notes, showlegend=False)
     # traces and layout are built here from known-good dicts: skip plotly's per-property validation
     # (it costs ~30 ms per chart; the Compare page draws a dozen)
-    return go.Figure(data=list(traces), layout=layout, _validate=False)
+    return go.Figure(data=traces, layout=layout, _validate=False)
 
 
-def compare_figure(
-    series: Sequence[RunSeries],
-    panel: Panel,
-    *,
-    x: str = X_STEP,
-    smoothing: float = 0.0,
-    log_y: bool = False,
-    max_points: int = DEFAULT_MAX_POINTS,
-    height: int = PANEL_HEIGHT,
-    bands: bool = True,
-) -> go.Figure:
-    """One small multiple: ``panel``'s metric for every run over ``x``.
-
-    With smoothing > 0 the raw series is drawn faint and the EMA on top. Bands (std or min..max)
-    are shaded. Every trace has at most ``max_points`` points."""
-    traces = [
-        t
-        for s in series
-        for t in run_traces(
-            s, panel, x=x, smoothing=smoothing, log_y=log_y, max_points=max_points, bands=bands
+def _clip_band_lines(
+    series: Sequence[RunSeries], panel: Panel, axes: str = ""
+) -> tuple[list[dict], list[dict]]:
+    """(shapes, annotations): GSPO's clip range as dotted lines at log(1-ε_low) and log(1+ε_high),
+    labelled, on the axes x{axes}/y{axes}. Only on the sequence log-ratio panel (sequence unit, a
+    band), and only when every run shares one sequence ε."""
+    if panel.clip_unit != "seq" or panel.band is None:
+        return [], []
+    eps_set = {s.eps.get("seq") for s in series if s.eps.get("seq")}
+    if len(eps_set) != 1:
+        return [], []
+    lo, hi = next(iter(eps_set))
+    shapes, notes = [], []
+    for y, text in ((math.log1p(-lo), "log(1-ε_low)"), (math.log1p(hi), "log(1+ε_high)")):
+        ref = {"xref": f"x{axes} domain", "yref": f"y{axes}"}
+        shapes.append(
+            {
+                "type": "line",
+                **ref,
+                "x0": 0,
+                "x1": 1,
+                "y0": y,
+                "y1": y,
+                "line": {"color": "#555", "dash": "dot", "width": 1},
+            }
         )
-    ]
-    return panel_figure(series, panel, traces, x=x, log_y=log_y, height=height)
+        notes.append(
+            {
+                "text": text,
+                **ref,
+                "x": 0,
+                "y": y,
+                "xanchor": "left",
+                "yanchor": "bottom",
+                "showarrow": False,
+                "font": {"size": 10},
+            }
+        )
+    return shapes, notes
 
 
 def _band_trace(s: RunSeries, panel: Panel, df, x, ok, n_out, log_y) -> dict | None:
@@ -552,16 +507,21 @@ def _layout(fig, title, xtitle, ytitle, height, log_y=False) -> None:
     fig.update_layout(_layout_dict(title, xtitle, ytitle, height, log_y))
 
 
-def _empty_note(fig, text: str) -> None:
-    fig.add_annotation(
-        text=text,
-        showarrow=False,
-        x=0.5,
-        y=0.5,
-        xref="paper",
-        yref="paper",
-        font={"size": 13, "color": "#888"},
-    )
+def _centered_note(text: str, xref: str = "paper", yref: str = "paper", size: int = 13) -> dict:
+    """A grey note in the middle of a plot (an empty chart says why it is empty)."""
+    return {
+        "text": text,
+        "showarrow": False,
+        "x": 0.5,
+        "y": 0.5,
+        "xref": xref,
+        "yref": yref,
+        "font": {"size": size, "color": "#888"},
+    }
+
+
+def _empty_note(fig: go.Figure, text: str) -> None:
+    fig.add_annotation(_centered_note(text))
 
 
 def legend_figure(series: Sequence[RunSeries]) -> go.Figure:
@@ -706,30 +666,22 @@ def clip_by_length_figure(df: pd.DataFrame, *, height: int = 340) -> go.Figure:
     if len(df) == 0:
         _empty_note(fig, "no sequences")
     else:
-        if Seq.SEQ_CLIPPED in df.columns:
-            fig.add_trace(
-                go.Bar(
-                    x=df["bucket"],
-                    y=df[Seq.SEQ_CLIPPED],
-                    name="sequence unit (share of sequences, GSPO ε)",
-                    marker_color="#1f77b4",
-                    customdata=df["sequences"],
-                    hovertemplate="%{x} tokens<br>%{y:.3f}<br>%{customdata} sequences"
-                    "<extra></extra>",
+        for column, name, color in (
+            (Seq.SEQ_CLIPPED, "sequence unit (share of sequences, GSPO ε)", "#1f77b4"),
+            (Seq.TOKEN_CLIP_FRACTION, "token unit (share of tokens, GRPO ε)", "#ff7f0e"),
+        ):
+            if column in df.columns:
+                fig.add_trace(
+                    go.Bar(
+                        x=df["bucket"],
+                        y=df[column],
+                        name=name,
+                        marker_color=color,
+                        customdata=df["sequences"],
+                        hovertemplate="%{x} tokens<br>%{y:.3f}<br>%{customdata} sequences"
+                        "<extra></extra>",
+                    )
                 )
-            )
-        if Seq.TOKEN_CLIP_FRACTION in df.columns:
-            fig.add_trace(
-                go.Bar(
-                    x=df["bucket"],
-                    y=df[Seq.TOKEN_CLIP_FRACTION],
-                    name="token unit (share of tokens, GRPO ε)",
-                    marker_color="#ff7f0e",
-                    customdata=df["sequences"],
-                    hovertemplate="%{x} tokens<br>%{y:.3f}<br>%{customdata} sequences"
-                    "<extra></extra>",
-                )
-            )
     _layout(
         fig,
         "Clip rate by completion length",
@@ -982,6 +934,19 @@ GRID_TOP_PX = 28
 GRID_GAP_PX = 95  # room for a panel's x-axis title and the next panel's title
 
 
+def _grid_cell(i: int, rows: int, columns: int) -> tuple[float, float, float, float]:
+    """(x0, x1, y0, y1): the paper domain of panel ``i`` (row by row), with room between rows for
+    a panel's x-axis title and the next panel's title."""
+    row_h = 1 / rows  # of the plotting area (height minus the margins)
+    gap = GRID_GAP_PX / (rows * GRID_ROW_PX)
+    col_gap = 0.07
+    col_w = (1 - col_gap * (columns - 1)) / columns
+    r, c = divmod(i, columns)
+    x0 = c * (col_w + col_gap)
+    top = 1 - r * row_h
+    return x0, x0 + col_w, max(0.0, top - row_h + gap), top
+
+
 def grid_figure(
     series: Sequence[RunSeries],
     panels: Sequence[Panel],
@@ -1002,13 +967,8 @@ def grid_figure(
             f"traces_by_panel must have one list per panel ({n}), got {len(traces_by_panel)}"
         )
     rows = max(1, math.ceil(n / columns))
-    height = GRID_TOP_PX + rows * GRID_ROW_PX + 10
-    row_h = 1 / rows  # of the plotting area (height minus the margins)
-    gap = GRID_GAP_PX / (rows * GRID_ROW_PX)
-    col_gap = 0.07
-    col_w = (1 - col_gap * (columns - 1)) / columns
     layout: dict = {
-        "height": height,
+        "height": GRID_TOP_PX + rows * GRID_ROW_PX + 10,
         "showlegend": False,
         "hovermode": "closest",
         "margin": {"l": 60, "r": 15, "t": GRID_TOP_PX, "b": 10},
@@ -1016,10 +976,7 @@ def grid_figure(
     shapes, notes, data = [], [], []
     for i, (panel, traces) in enumerate(zip(panels, traces_by_panel, strict=True)):
         k = "" if i == 0 else str(i + 1)
-        r, c = divmod(i, columns)
-        x0 = c * (col_w + col_gap)
-        top = 1 - r * row_h
-        y0, y1 = max(0.0, top - row_h + gap), top
+        x0, x1, y0, y1 = _grid_cell(i, rows, columns)
         yaxis = {
             "domain": [y0, y1],
             "anchor": f"x{k}",
@@ -1028,7 +985,7 @@ def grid_figure(
         if panel.key in log_panels:
             yaxis["type"] = "log"
         xaxis = {
-            "domain": [x0, x0 + col_w],
+            "domain": [x0, x1],
             "anchor": f"y{k}",
             "title": {"text": X_AXES.get(x, x), "font": {"size": 11}, "standoff": 4},
         }
@@ -1054,49 +1011,11 @@ def grid_figure(
             data.append({**t, "xaxis": f"x{k}", "yaxis": f"y{k}"})
         if not traces:
             notes.append(
-                {
-                    "text": "no data for the selected runs",
-                    "showarrow": False,
-                    "xref": f"x{k} domain",
-                    "yref": f"y{k} domain",
-                    "x": 0.5,
-                    "y": 0.5,
-                    "font": {"size": 12, "color": "#888"},
-                }
+                _centered_note("no data for the selected runs", f"x{k} domain", f"y{k} domain", 12)
             )
-        if panel.clip_unit == "seq" and panel.band is not None:
-            eps_set = {s.eps.get("seq") for s in series if s.eps.get("seq")}
-            if len(eps_set) == 1:
-                lo, hi = next(iter(eps_set))
-                for yline, txt in (
-                    (math.log1p(-lo), "log(1-ε_low)"),
-                    (math.log1p(hi), "log(1+ε_high)"),
-                ):
-                    shapes.append(
-                        {
-                            "type": "line",
-                            "xref": f"x{k} domain",
-                            "yref": f"y{k}",
-                            "x0": 0,
-                            "x1": 1,
-                            "y0": yline,
-                            "y1": yline,
-                            "line": {"color": "#555", "dash": "dot", "width": 1},
-                        }
-                    )
-                    notes.append(
-                        {
-                            "text": txt,
-                            "xref": f"x{k} domain",
-                            "yref": f"y{k}",
-                            "x": 0,
-                            "y": yline,
-                            "xanchor": "left",
-                            "yanchor": "bottom",
-                            "showarrow": False,
-                            "font": {"size": 10},
-                        }
-                    )
+        band_shapes, band_notes = _clip_band_lines(series, panel, k)
+        shapes += band_shapes
+        notes += band_notes
     layout["shapes"] = shapes
     layout["annotations"] = notes
     return go.Figure(data=data, layout=layout, _validate=False)

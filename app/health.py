@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from app.charts import fmt_eps
-from app.cols import STATUS_CRASHED, STATUS_FAILED, STATUS_RUNNING, Step
+from training_hooks.schema import STATUS_CRASHED, STATUS_FAILED, STATUS_RUNNING, Step
 
 ERROR = "error"
 WARNING = "warning"

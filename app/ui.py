@@ -1,6 +1,8 @@
 """Widgets and layout shared by the pages: the sidebar (root, tracking URI, refresh, run selection),
-the per-page run/step pickers, and the bad-data notices. State that makes a view shareable (the
-selected runs, the run and step of single-run pages) is bound to the URL's query parameters.
+the per-page run/step pickers, the page preambles (which runs to draw; a run's sequences in a step
+window, or a message), the bad-data notices, and the timing hook. State that makes a view
+shareable (the selected runs, the run and step of single-run pages) is bound to the URL's query
+parameters.
 """
 
 from __future__ import annotations
@@ -15,41 +17,36 @@ import streamlit as st
 
 from app import data
 from app.charts import run_colors
-from app.cols import SEQUENCES_DIR, Step
+from app.discovery import discover, root_signature
 from app.health import run_findings
+from app.records import RunRef, Table
+from app.settings import DEFAULT_ROOT, parse_settings
+from training_hooks.schema import SEQUENCES_DIR
 
 MAX_DEFAULT_RUNS = 6
 AUTO_REFRESH_S = 5
 CTX_KEY = "_gspo_ctx"
 
 
-@dataclass
+@dataclass(frozen=True)
 class Context:
-    settings: data.Settings
+    """What the sidebar decided, read by every page."""
+
     root: str
     tracking_uri: str | None
-    runs: list[data.RunRef]
-    problems: list[str]
-    selected: list[data.RunRef]  # what the user picked (maybe empty)
-    colors: dict[str, str]
+    runs: list[RunRef]  # every run found, newest first
+    problems: list[str]  # about the root or the MLflow store
+    selected: list[RunRef]  # what the user picked (maybe empty)
+    colors: dict[str, str]  # run key -> its colour on every chart
     labels: dict[str, str]  # run key -> stable, URL-friendly label
-
-    @property
-    def by_key(self) -> dict[str, data.RunRef]:
-        return {r.key: r for r in self.runs}
-
-    def shown(self) -> tuple[list[data.RunRef], bool]:
-        """The runs to draw: the selection, else the most recent ones (and whether defaulted)."""
-        if self.selected:
-            return self.selected, False
-        return self.runs[:MAX_DEFAULT_RUNS], True
 
 
 _T0: list[float] = []
 
 
 def timing(what: str) -> None:
-    """GSPO_DASH_TIMING=1 prints how long each part of a script run took (for the benchmark)."""
+    """GSPO_DASH_TIMING=1 prints how long each part of a script run took, in seconds since its
+    "start" mark (for the benchmark)."""
     if not os.environ.get("GSPO_DASH_TIMING"):
         return
     now = time.perf_counter()
@@ -58,7 +55,7 @@ def timing(what: str) -> None:
     print(f"gspo-dash {what}: {now - _T0[0]:.3f} s", file=sys.stderr, flush=True)
 
 
-def stable_labels(runs: list[data.RunRef]) -> dict[str, str]:
+def stable_labels(runs: list[RunRef]) -> dict[str, str]:
     """Run key -> its name when the name is unique, else "name [key]". Bound widgets put these
     labels in the URL, so they hold nothing that changes (no status)."""
     counts: dict[str, int] = {}
@@ -69,7 +66,7 @@ def stable_labels(runs: list[data.RunRef]) -> dict[str, str]:
 
 def sidebar() -> Context:
     """Draws the sidebar and returns the context every page reads (also kept for ``context()``)."""
-    settings = data.parse_settings(sys.argv[1:])
+    settings = parse_settings(sys.argv[1:])
     sb = st.sidebar
     sb.markdown("### gspo-dash")
     sb.caption("GRPO / GSPO update diagnostics")
@@ -86,7 +83,7 @@ def sidebar() -> Context:
         help="Runs that exist only in this store are listed too (curves from their metric "
         "history). Empty: none. Set by `-- --tracking-uri URI` or MLFLOW_TRACKING_URI.",
     ).strip()
-    found = data.discover(root or data.DEFAULT_ROOT, uri or None)
+    found = discover(root or DEFAULT_ROOT, uri or None)
     runs = found.runs
     keys = [r.key for r in runs]
     labels = stable_labels(runs)
@@ -110,12 +107,10 @@ def sidebar() -> Context:
         help=f"Poll the root every {AUTO_REFRESH_S} s and redraw when a run writes new steps.",
     )
     if live:
-        _watch(root or data.DEFAULT_ROOT)
+        _watch(root or DEFAULT_ROOT)
     by_key = {r.key: r for r in runs}
     selected = [by_key[k] for k in selected_keys if k in by_key]
-    ctx = Context(
-        settings, root, uri or None, runs, found.problems, selected, run_colors(keys), labels
-    )
+    ctx = Context(root, uri or None, runs, found.problems, selected, run_colors(keys), labels)
     st.session_state[CTX_KEY] = ctx
     return ctx
 
@@ -124,7 +119,7 @@ def sidebar() -> Context:
 def _watch(root: str) -> None:
     """Every few seconds, compare the root's fingerprint with the last one; rerun the app if a run
     wrote something (new parts, a new heartbeat)."""
-    sig = data.root_signature(root)
+    sig = root_signature(root)
     key = "_gspo_sig"
     prev = st.session_state.get(key)
     st.session_state[key] = (root, sig)
@@ -149,7 +144,20 @@ def page_header(title: str, caption: str) -> Context:
     return ctx
 
 
-def notice_problems(runs: list[data.RunRef], extra: list[str] | None = None) -> None:
+def shown_runs(ctx: Context, *, empty: str, defaulted: str) -> list[RunRef]:
+    """The runs a multi-run page draws: the selection, else the most recent ones, saying so with
+    ``defaulted`` (``{n}``: how many); stops the page with ``empty`` when there is none."""
+    if ctx.selected:
+        return ctx.selected
+    shown = ctx.runs[:MAX_DEFAULT_RUNS]
+    if not shown:
+        st.info(empty, icon=":material/info:")
+        st.stop()
+    st.caption(defaulted.format(n=len(shown)))
+    return shown
+
+
+def notice_problems(runs: list[RunRef], extra: list[str] | None = None) -> None:
     """One expander naming every bad run and why (never a traceback)."""
     items = [f"**{md_escape(r.label)}**: {md_escape(p)}" for r in runs for p in r.problems]
     items += [md_escape(p) for p in (extra or [])]
@@ -168,7 +176,7 @@ def md_escape(text: str) -> str:
     return out
 
 
-def pick_run(ctx: Context, *, need_sequences: bool = False, key: str = "run") -> data.RunRef | None:
+def pick_run(ctx: Context, *, need_sequences: bool = False, key: str = "run") -> RunRef | None:
     """A single-run picker (bound to ?run=...) among the selected runs (else all runs)."""
     pool = ctx.selected or ctx.runs
     if need_sequences:
@@ -226,7 +234,7 @@ def step_window(steps: np.ndarray, *, key: str = "window") -> tuple[int, int] | 
     return int(a), int(b)
 
 
-def findings_for(run: data.RunRef, steps_df):
+def findings_for(run: RunRef, steps_df):
     """The health findings of one run's step table, with the run's algorithm, status and eps."""
     eps = eps_of(run)
     return run_findings(
@@ -240,7 +248,7 @@ def findings_for(run: data.RunRef, steps_df):
     )
 
 
-def sequence_run_window(ctx: Context) -> tuple[data.RunRef, tuple[int, int] | None]:
+def sequence_run_window(ctx: Context) -> tuple[RunRef, tuple[int, int] | None]:
     """The preamble of the per-sequence aggregate pages: pick a run that has a sequences table and
     a step window over its recorded steps; stops the page with a message when there is none."""
     run = pick_run(ctx, need_sequences=True)
@@ -254,10 +262,15 @@ def sequence_run_window(ctx: Context) -> tuple[data.RunRef, tuple[int, int] | No
     return run, step_window(all_steps)
 
 
-def fmt_time(ts: float | None) -> str:
-    if not ts:
-        return "–"
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts))
+def window_sequences(run: RunRef, columns: list[str], window: tuple[int, int] | None) -> Table:
+    """The run's per-sequence ``columns`` in the step ``window``; stops the page with a message
+    when there is none."""
+    t = data.load_sequences(run, columns, window)
+    if not len(t.df):
+        st.info("No sequences in this step window.", icon=":material/info:")
+        notice_problems([run], t.problems)
+        st.stop()
+    return t
 
 
 def fmt_ago(ts: float | None, now: float | None = None) -> str:
@@ -273,11 +286,9 @@ def fmt_ago(ts: float | None, now: float | None = None) -> str:
     return f"{d / 86400:.0f} d ago"
 
 
-def eps_of(run: data.RunRef) -> dict[str, tuple[float, float]]:
+def eps_of(run: RunRef) -> dict[str, tuple[float, float]]:
     if run.info is None:
         return {}
     i = run.info
-    return {"seq": (i.seq_eps_low, i.seq_eps_high), "token": (i.token_eps_low, i.token_eps_high)}
-
-
-STEP_COL = Step.STEP
+    pairs = {"seq": (i.seq_eps_low, i.seq_eps_high), "token": (i.token_eps_low, i.token_eps_high)}
+    return {unit: p for unit, p in pairs.items() if None not in p}  # an unknown ε: left out

@@ -24,26 +24,17 @@ import argparse
 import json
 import os
 import shutil
-import socket
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(HERE))
-MAIN = str(REPO / "app" / "main.py")
-CHROMIUM = "/usr/bin/chromium"
-ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-dev-shm-usage",
-    "--disable-background-networking",
-]
+
+from app.launch import CHROMIUM, MAIN, launch_chromium, serve  # noqa: E402
 
 
 def ensure_root(root: Path, runs: int, steps: int, seqs: int) -> float:
@@ -66,11 +57,11 @@ def bench_apptest(root: Path) -> dict:
     import streamlit as st
     from streamlit.testing.v1 import AppTest
 
-    from app import data
+    from app.discovery import discover
 
     os.environ["GSPO_DASH_ROOT"] = str(root)
     os.environ.pop("MLFLOW_TRACKING_URI", None)
-    keys = [r.key for r in data.discover(str(root)).runs]
+    keys = [r.key for r in discover(str(root)).runs]
     st.cache_data.clear()
     out = {}
 
@@ -112,59 +103,18 @@ def bench_apptest(root: Path) -> dict:
     return out
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def bench_browser(root: Path) -> dict:
     if not os.path.exists(CHROMIUM):
         return {"skipped": f"{CHROMIUM} missing"}
     from playwright.sync_api import sync_playwright
 
-    from app import data
+    from app.discovery import discover
 
-    names = [r.name for r in data.discover(str(root)).runs]
-    port = _free_port()
-    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
-    tmp = tempfile.mkdtemp(prefix="gspo-dash-bench-")
-    log = open(os.path.join(tmp, "streamlit.log"), "w")  # noqa: SIM115
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "streamlit",
-            "run",
-            MAIN,
-            "--server.port",
-            str(port),
-            "--server.address",
-            "127.0.0.1",
-            "--server.headless",
-            "true",
-            "--browser.gatherUsageStats",
-            "false",
-            "--",
-            "--root",
-            str(root),
-        ],
-        cwd=tmp,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    base = f"http://127.0.0.1:{port}"
+    names = [r.name for r in discover(str(root)).runs]
     out: dict = {}
-    try:
-        for _ in range(150):
-            try:
-                with urllib.request.urlopen(f"{base}/_stcore/health", timeout=1):
-                    break
-            except OSError:
-                time.sleep(0.2)
+    with serve(root, cwd=tempfile.mkdtemp(prefix="gspo-dash-bench-")) as base:
         with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+            browser = launch_chromium(p)
             page = browser.new_page(viewport={"width": 1500, "height": 1000})
 
             def load(url: str) -> tuple[float, float, int]:
@@ -194,13 +144,6 @@ def bench_browser(root: Path) -> dict:
                 out[f"{label}_grid_drawn_s"] = every
                 out[f"{label}_charts"] = n
             browser.close()
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
     return out
 
 
@@ -212,10 +155,8 @@ def bench_mlflow(steps: int = 10_000, metrics: int = 20) -> dict:
     from mlflow import MlflowClient
     from mlflow.entities import Metric
 
-    from app import data
-    from app.cols import STEP_METRIC_COLUMNS, schema
-
-    mlflow_key = schema.mlflow_key
+    from app import mlflow_store
+    from training_hooks.schema import STEP_METRIC_COLUMNS, mlflow_key
 
     tmp = Path(tempfile.mkdtemp(prefix="gspo-dash-bench-mlflow-"))
     uri = f"sqlite:///{tmp}/mlflow.db"
@@ -250,13 +191,13 @@ def bench_mlflow(steps: int = 10_000, metrics: int = 20) -> dict:
 
     st.cache_data.clear()
     t = time.perf_counter()
-    tbl = data.mlflow_steps(uri, rid, tuple(names), None)
+    tbl = mlflow_store.mlflow_steps(uri, rid, tuple(names), None)
     app_s = time.perf_counter() - t
     assert len(tbl.df) == steps
     t = time.perf_counter()
-    tbl = data.mlflow_steps(uri, rid, tuple(names))  # the app's default: sampled in SQL
+    tbl = mlflow_store.mlflow_steps(uri, rid, tuple(names))  # the app's default: sampled in SQL
     app_sampled_s = time.perf_counter() - t
-    assert len(tbl.df) <= data.MLFLOW_POINTS_PER_METRIC
+    assert len(tbl.df) <= mlflow_store.MLFLOW_POINTS_PER_METRIC
 
     df = pd.DataFrame(values, columns=[n.split("/", 1)[1] for n in names])
     df.insert(0, "step", np.arange(steps))
@@ -272,7 +213,7 @@ def bench_mlflow(steps: int = 10_000, metrics: int = 20) -> dict:
         "get_metric_history_s": hist_s,
         "app_mlflow_steps_full_s": app_s,
         "app_mlflow_steps_sampled_s": app_sampled_s,
-        "sampled_points_per_metric": data.MLFLOW_POINTS_PER_METRIC,
+        "sampled_points_per_metric": mlflow_store.MLFLOW_POINTS_PER_METRIC,
         "parquet_read_s": parquet_s,
     }
 

@@ -1,5 +1,6 @@
 """Shared fixtures: a pre-migrated MLflow SQLite store copied per test, a live `mlflow server`,
-and a batch factory.
+a batch factory, and the dashboard's runs (two tiny runs recorded once per session, a writable
+copy per test, the AppTest environment).
 
 A new MLflow SQLite store spends seconds migrating its schema on first open, so the session
 migrates one template database once and every test gets its own copy. `mlflow server` takes tens
@@ -18,9 +19,11 @@ import sys
 import tempfile
 import time
 import urllib.request
+from pathlib import Path
 
 import pytest
 import torch
+from app_runs import record_run
 
 
 @pytest.fixture(scope="session")
@@ -180,3 +183,38 @@ def mlflow_server() -> str:
     pytest.skip(
         f"mlflow server did not answer on {url} within {SERVER_START_TIMEOUT_S:.0f} s: {tail}"
     )
+
+
+# ----------------------------------------------------------------------------- dashboard runs
+
+
+@pytest.fixture(scope="session")
+def recorded_root(tmp_path_factory) -> Path:
+    """A root with a GRPO and a GSPO run written by the real recorder (read-only: copy to edit)."""
+    root = tmp_path_factory.mktemp("recorded")
+    record_run(root, "grpo-small", "grpo", seed=1, spread=0.05)
+    record_run(root, "gspo-small", "gspo", seed=2, spread=1e-3)
+    return root
+
+
+@pytest.fixture
+def root_copy(recorded_root, tmp_path) -> Path:
+    """A writable copy of ``recorded_root``."""
+    dst = tmp_path / "root"
+    shutil.copytree(recorded_root, dst)
+    return dst
+
+
+@pytest.fixture
+def app_env(monkeypatch, tmp_path):
+    """Environment for AppTest: root from GSPO_DASH_ROOT, no MLflow, a clean cwd, fresh caches."""
+    import streamlit as st
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.chdir(tmp_path)
+    st.cache_data.clear()
+
+    def set_root(root) -> None:
+        monkeypatch.setenv("GSPO_DASH_ROOT", os.fspath(root))
+
+    return set_root

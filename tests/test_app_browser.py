@@ -1,92 +1,31 @@
 """End to end: `streamlit run app/main.py` on 127.0.0.1, opened in headless Chromium."""
-# ruff: noqa: F811  (pytest fixtures imported from test_app_helpers are redefined as arguments)
 
 from __future__ import annotations
 
 import json
 import os
 import shutil
-import socket
-import subprocess
-import sys
 import time
-import urllib.request
 
 import pytest
-from test_app_helpers import MAIN, REPO, recorded_root, root_copy, run_ids  # noqa: F401
+from app_runs import run_ids
 
-CHROMIUM = "/usr/bin/chromium"
-ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-dev-shm-usage",
-    "--disable-background-networking",
-]
+from app import launch
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture
 def server(root_copy, tmp_path):
     """A streamlit server on a free port over a copy of the recorded runs; stopped afterwards."""
-    if not os.path.exists(CHROMIUM):
-        pytest.skip(f"{CHROMIUM} is missing (Debian package 'chromium')")
+    if not os.path.exists(launch.CHROMIUM):
+        pytest.skip(f"{launch.CHROMIUM} is missing (Debian package 'chromium')")
     pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
-    port = _free_port()
-    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
-    log = open(tmp_path / "streamlit.log", "w")  # noqa: SIM115 - closed below
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "streamlit",
-            "run",
-            MAIN,
-            "--server.port",
-            str(port),
-            "--server.address",
-            "127.0.0.1",
-            "--server.headless",
-            "true",
-            "--browser.gatherUsageStats",
-            "false",
-            "--",
-            "--root",
-            str(root_copy),
-        ],
-        cwd=tmp_path,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.time() + 30
-        while True:
-            try:
-                with urllib.request.urlopen(f"{base}/_stcore/health", timeout=1) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
-            if time.time() > deadline or proc.poll() is not None:
-                log.flush()
-                pytest.fail("streamlit did not start: " + (tmp_path / "streamlit.log").read_text())
-            time.sleep(0.2)
-        yield base
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
+        with launch.serve(root_copy, cwd=tmp_path) as base:
+            yield base
+    except launch.AppDidNotStart as e:
+        pytest.fail(str(e))
 
 
 def test_compare_page_draws_in_chromium(server, root_copy, tmp_path):
@@ -98,7 +37,7 @@ def test_compare_page_draws_in_chromium(server, root_copy, tmp_path):
     name = "gspo-small"  # bound widgets put the run's (unique) name in the URL
     shot = tmp_path / "compare.png"
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        browser = launch.launch_chromium(p)
         try:
             page = browser.new_page(viewport={"width": 1400, "height": 1800})
             t0 = time.perf_counter()
@@ -135,6 +74,3 @@ def test_compare_page_draws_in_chromium(server, root_copy, tmp_path):
             browser.close()
     assert shot.stat().st_size > 20_000
     print(f"first chart drawn after {first_chart_s:.1f} s; screenshot {shot}")
-
-
-_ = REPO

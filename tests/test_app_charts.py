@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 
 from app import aggregate, charts
-from app.cols import Seq, Step
 from training_hooks.metric_map import Derived
+from training_hooks.schema import Seq, Step
 
 
 def _steps(n: int, **cols) -> pd.DataFrame:

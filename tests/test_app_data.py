@@ -1,5 +1,4 @@
 """The dashboard's data layer on real recorded runs, damaged runs and a real MLflow SQLite store."""
-# ruff: noqa: F811  (pytest fixtures imported from test_app_helpers are redefined as arguments)
 
 from __future__ import annotations
 
@@ -12,21 +11,26 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from test_app_helpers import REPO, STEPS, app_env, record_run, recorded_root, root_copy  # noqa: F401
+from app_runs import REPO, STEPS
 
-from app import data
-from app.cols import SEQUENCES_DIR, STEPS_DIR, RunInfo, Seq, Step
+from app import data, mlflow_store
+from app.discovery import discover, effective_status
+from app.records import SOURCE_MLFLOW, SOURCE_PARQUET
+from app.settings import Settings, parse_settings
 from training_hooks.metric_map import Derived, map_metric_name, map_metric_names
+from training_hooks.schema import SEQUENCES_DIR, STEPS_DIR, RunInfo, Seq, Step
 
 
 def _run(root, name):
-    return {r.name: r for r in data.discover(str(root)).runs}[name]
+    return {r.name: r for r in discover(str(root)).runs}[name]
 
 
 def test_app_imports_no_torch():
-    """Importing every app module (and the schema through app.cols) never imports torch."""
+    """Importing every app module (and the schema it reads) never imports torch."""
+    modules = sorted(p.stem for p in (REPO / "app").glob("*.py") if p.stem != "main")
+    assert {"data", "discovery", "mlflow_store", "settings", "traces", "ui"} <= set(modules)
     code = (
-        "import sys, app.data, app.ui, app.charts, app.health, app.aggregate, training_hooks.metric_map;"
+        f"import sys, {', '.join('app.' + m for m in modules)}, training_hooks.metric_map;"
         "assert 'torch' not in sys.modules, 'torch imported';"
         "assert 'training_hooks.schema' in sys.modules"
     )
@@ -34,17 +38,30 @@ def test_app_imports_no_torch():
     assert r.returncode == 0, r.stderr[-2000:]
 
 
+def test_recorded_runs_are_found(recorded_root):
+    """The data layer finds both recorded runs, finished, with sequences and tokens tables."""
+    found = discover(str(recorded_root))
+    by_name = {r.name: r for r in found.runs}
+    assert set(by_name) == {"grpo-small", "gspo-small"}
+    for r in by_name.values():
+        assert r.status == "finished"
+        assert r.has_sequences and r.has_tokens
+        assert r.last_step == STEPS - 1
+        assert r.problems == ()
+    assert found.problems == []
+
+
 def test_parse_settings_precedence(tmp_path, monkeypatch):
     """--root/--tracking-uri beat the environment, which beats ./runs and ./mlflow.db."""
     monkeypatch.chdir(tmp_path)
     env = {"GSPO_DASH_ROOT": "/env/root", "MLFLOW_TRACKING_URI": "http://env:5000"}
-    s = data.parse_settings(["--root", "/cli", "--tracking-uri", "sqlite:///x.db"], env)
+    s = parse_settings(["--root", "/cli", "--tracking-uri", "sqlite:///x.db"], env)
     assert (s.root, s.tracking_uri) == ("/cli", "sqlite:///x.db")
-    s = data.parse_settings(["-x", "-q", "tests/foo.py"], env)  # pytest's argv is ignored
+    s = parse_settings(["-x", "-q", "tests/foo.py"], env)  # pytest's argv is ignored
     assert (s.root, s.tracking_uri) == ("/env/root", "http://env:5000")
-    assert data.parse_settings([], {}) == data.Settings("runs", None)
+    assert parse_settings([], {}) == Settings("runs", None)
     (tmp_path / "mlflow.db").write_bytes(b"")
-    assert data.parse_settings([], {}).tracking_uri == "sqlite:///mlflow.db"
+    assert parse_settings([], {}).tracking_uri == "sqlite:///mlflow.db"
 
 
 def test_steps_agree_with_sequences(recorded_root):
@@ -111,7 +128,7 @@ def test_missing_run_json(root_copy):
     """Without run.json the run is still listed: algorithm from the step table, status unknown."""
     run = _run(root_copy, "grpo-small")
     (root_copy / run.key / "run.json").unlink()
-    r = {x.key: x for x in data.discover(str(root_copy)).runs}[run.key]
+    r = {x.key: x for x in discover(str(root_copy)).runs}[run.key]
     assert r.status == "unknown" and r.algorithm == "grpo" and r.info is None
     assert any("run.json is missing" in p for p in r.problems)
     assert len(data.load_steps(r).df) == STEPS
@@ -127,7 +144,7 @@ def test_older_schema_and_no_sequences(root_copy):
     for p in (root_copy / run.key / SEQUENCES_DIR).glob("*"):
         p.unlink()
     (root_copy / run.key / SEQUENCES_DIR).rmdir()
-    r = {x.key: x for x in data.discover(str(root_copy)).runs}[run.key]
+    r = {x.key: x for x in discover(str(root_copy)).runs}[run.key]
     assert not r.has_sequences
     assert any("no sequences table" in p for p in r.problems)
     t = data.load_steps(r)
@@ -139,18 +156,18 @@ def test_older_schema_and_no_sequences(root_copy):
 def test_crashed_verdict():
     """status running + heartbeat older than max(60 s, 10 flush intervals) -> crashed."""
     info = RunInfo(run_id="a", name="a", algorithm="gspo", updated_at=1000.0, flush_interval_s=5.0)
-    assert data.effective_status(info, now=1000.0 + 59) == "running"
-    assert data.effective_status(info, now=1000.0 + 61) == "crashed"
+    assert effective_status(info, now=1000.0 + 59) == "running"
+    assert effective_status(info, now=1000.0 + 61) == "crashed"
     info.flush_interval_s = 30.0  # 10 x 30 s = 300 s
-    assert data.effective_status(info, now=1000.0 + 299) == "running"
+    assert effective_status(info, now=1000.0 + 299) == "running"
     info.status = "finished"
-    assert data.effective_status(info, now=1e9) == "finished"
+    assert effective_status(info, now=1e9) == "finished"
 
 
 def test_empty_and_missing_root(tmp_path):
     """An empty root and a missing root give a problem sentence, no runs, no exception."""
-    assert data.discover(str(tmp_path)).problems[0].startswith("No runs under")
-    assert "does not exist" in data.discover(str(tmp_path / "nope")).problems[0]
+    assert discover(str(tmp_path)).problems[0].startswith("No runs under")
+    assert "does not exist" in discover(str(tmp_path / "nope")).problems[0]
 
 
 def test_metric_map():
@@ -204,8 +221,8 @@ def test_mlflow_only_run(mlflow_uri, tmp_path):
     run_id = _log_trl_run(mlflow_uri)
     empty = tmp_path / "empty-root"
     empty.mkdir()
-    found = data.discover(str(empty), mlflow_uri)
-    (r,) = [x for x in found.runs if x.source == data.SOURCE_MLFLOW]
+    found = discover(str(empty), mlflow_uri)
+    (r,) = [x for x in found.runs if x.source == SOURCE_MLFLOW]
     assert r.key == f"mlflow:{run_id}" and r.algorithm == "gspo" and r.status == "finished"
     df = data.load_steps(r).df
     assert list(df[Step.STEP]) == list(range(30))
@@ -238,22 +255,19 @@ def test_recorded_run_is_not_listed_twice(mlflow_uri, tmp_path):
         )
     info = json.loads((root / rec.run_id / "run.json").read_text())
     assert info.get("mlflow", {}).get("run_id"), info.get("faults")
-    found = data.discover(str(root), mlflow_uri)
+    found = discover(str(root), mlflow_uri)
     assert [r.name for r in found.runs] == ["both"]
-    assert found.runs[0].source == data.SOURCE_PARQUET
+    assert found.runs[0].source == SOURCE_PARQUET
 
 
 def test_unreadable_mlflow_store(tmp_path):
     """A tracking URI pointing nowhere is a problem sentence, not an exception."""
-    found = data.discover(str(tmp_path), f"sqlite:///{tmp_path}/missing.db")
+    found = discover(str(tmp_path), f"sqlite:///{tmp_path}/missing.db")
     assert found.runs == [] and any("does not exist" in p for p in found.problems)
     bad = tmp_path / "bad.db"
     bad.write_bytes(b"not a database")
-    found = data.discover(str(tmp_path), f"sqlite:///{bad}")
+    found = discover(str(tmp_path), f"sqlite:///{bad}")
     assert found.runs == [] and any("unreadable" in p for p in found.problems)
-
-
-_ = record_run  # re-exported fixture helpers
 
 
 def test_mlflow_history_is_sampled_in_the_store(mlflow_uri):
@@ -268,10 +282,27 @@ def test_mlflow_history_is_sampled_in_the_store(mlflow_uri):
     ms = [Metric("gspo_dash/loss", float(s), 1000 + s, s) for s in range(3000)]
     for i in range(0, 3000, 1000):
         client.log_batch(rid, metrics=ms[i : i + 1000])
-    t = data.mlflow_steps(mlflow_uri, rid, ("gspo_dash/loss",), 100)
+    t = mlflow_store.mlflow_steps(mlflow_uri, rid, ("gspo_dash/loss",), 100)
     steps = t.df[Step.STEP].to_numpy()
     assert 90 <= len(steps) <= 100 and steps[0] == 0 and steps[-1] == 2999
     np.testing.assert_array_equal(t.df[Step.LOSS], steps)  # value = step: rows stay aligned
     assert any("sampled to 100 points" in p for p in t.problems)
-    full = data.mlflow_steps(mlflow_uri, rid, ("gspo_dash/loss",), None)
+    full = mlflow_store.mlflow_steps(mlflow_uri, rid, ("gspo_dash/loss",), None)
     assert len(full.df) == 3000 and not full.problems
+
+
+def test_mlflow_history_falls_back_to_the_public_call(mlflow_uri, monkeypatch):
+    """Where the store cannot sample (the private route answers None), the public
+    get_metric_history reads every point, and nothing claims the curve was sampled."""
+    from mlflow import MlflowClient
+    from mlflow.entities import Metric
+
+    client = MlflowClient(tracking_uri=mlflow_uri)
+    rid = client.create_run(client.create_experiment("public")).info.run_id
+    client.log_batch(
+        rid, metrics=[Metric("gspo_dash/loss", 0.5 * s, 1000 + s, s) for s in range(300)]
+    )
+    monkeypatch.setattr(mlflow_store, "_sampled_in_sql", lambda *args: None)
+    t = mlflow_store.mlflow_steps(mlflow_uri, rid, ("gspo_dash/loss",), 100)
+    assert list(t.df[Step.STEP]) == list(range(300)) and not t.problems
+    np.testing.assert_array_equal(t.df[Step.LOSS], 0.5 * np.arange(300))

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 
 from app import health
-from app.cols import Step
+from training_hooks.schema import Step
 
 N = 200
 

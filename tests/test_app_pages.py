@@ -1,5 +1,4 @@
 """AppTest drives every page on runs written by the real hooks, and on damaged and empty roots."""
-# ruff: noqa: F811  (pytest fixtures imported from test_app_helpers are redefined as arguments)
 
 from __future__ import annotations
 
@@ -9,19 +8,12 @@ import json
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
+from app_runs import HTML_COMPLETION, STEPS, run_ids
 from streamlit.testing.v1 import AppTest
-from test_app_helpers import (  # noqa: F401
-    HTML_COMPLETION,
-    MAIN,
-    STEPS,
-    app_env,
-    recorded_root,
-    root_copy,
-    run_ids,
-)
 
-from app.cols import STEPS_DIR, Step
+from app.launch import MAIN
 from training_hooks.metric_map import Derived
+from training_hooks.schema import STEPS_DIR, Step
 
 PAGES = ("runs", "compare", "health", "ratios", "groups", "lengths", "sequences")
 TIMEOUT = 60

@@ -17,15 +17,17 @@ from training_hooks import schema
 from training_hooks.demo import (
     DemoConfig,
     RunResult,
+    Session,
     StepStats,
     build,
     main,
+    parse_args,
     run,
     summary_table,
     train,
 )
-from training_hooks.demo_policy import Policy, action_logprobs, sample
-from training_hooks.demo_task import Prompt, Task, target
+from training_hooks.demo.policy import Policy, action_logprobs, sample
+from training_hooks.demo.task import Prompt, Task, target
 
 TASK = Task("abc", ("copy", "rev", "sort", "dup"), 1, 4)
 
@@ -286,7 +288,13 @@ def test_demo_end_to_end_records_every_column(tmp_path, mlflow_uri, capsys):
         steps = _read(res.run_dir, schema.STEPS_DIR)
         assert set(schema.STEP_COLUMN_NAMES) <= set(steps.columns)
         assert steps[schema.Step.STEP].tolist() == list(range(6))  # 3 rollouts x 2 minibatches
-        numeric = steps[list(schema.STEP_METRIC_COLUMNS) + ["lr", "grad_norm"]]
+        # schema v2: the demo gives the rollout index (as an extra); lag and sampler: not yet
+        assert steps[schema.Step.ROLLOUT].tolist() == [0, 0, 1, 1, 2, 2]
+        not_given = [schema.Step.POLICY_LAG, schema.Step.SAMPLER_KL_MEAN]
+        not_given.append(schema.Step.SAMPLER_LOGP_ABS_DIFF_MAX)
+        assert steps[not_given].isna().all().all()
+        given = [c for c in schema.STEP_METRIC_COLUMNS if c not in not_given]
+        numeric = steps[given + ["lr", "grad_norm"]]
         assert math.isfinite(numeric.to_numpy(dtype=float).sum()), "a step metric is not finite"
         assert (steps[schema.Step.NONFINITE_COUNT] == 0).all()
         assert (steps[schema.Step.NUM_SEQUENCES] == 8).all()  # 2 groups of 4 per minibatch
@@ -327,6 +335,69 @@ def test_cli_rejects_unknown_algorithm(capsys):
     assert exc.value.code == 2
     err = capsys.readouterr().err
     assert "unknown 'ppo'" in err and "grpo, gspo" in err
+
+
+def test_cli_options_are_the_dataclass_fields():
+    """Every DemoConfig field (but algorithm) and every Session field is an option, with the
+    dataclass's default; the hand-written CLI's options are all still there."""
+    import dataclasses
+
+    from training_hooks.demo.cli import build_parser
+
+    parser = build_parser()[0]
+    flags = {s for a in parser._actions for s in a.option_strings}
+    fields = [*dataclasses.fields(DemoConfig), *dataclasses.fields(Session)]
+    assert {"--" + f.name.replace("_", "-") for f in fields} - flags == {"--algorithm"}
+    assert {
+        "--out",
+        "--steps",
+        "--algorithms",
+        "--seed",
+        "--group-size",
+        "--prompts-per-step",
+        "--minibatches",
+        "--epochs",
+        "--lr",
+        "--kl-coef",
+        "--warmup-steps",
+        "--token-samples",
+        "--device",
+        "--threads",
+        "--name-prefix",
+        "--mlflow",
+        "--no-mlflow",
+    } <= flags  # the options of the hand-written CLI
+    session, configs = parse_args([])
+    assert session == Session() and session.mlflow is True
+    assert configs == [DemoConfig(algorithm="grpo"), DemoConfig(algorithm="gspo")]
+
+
+def test_cli_values_reach_the_configs():
+    """Typed values (comma lists, optional floats) reach every run's config; the unset eps of
+    each algorithm keeps that algorithm's default."""
+    session, configs = parse_args(
+        ["--algorithms", "gspo", "--ops", "copy, dup", "--eps-low", "0.1", "--steps", "3"]
+        + ["--no-mlflow", "--token-samples", "2", "--max-new-tokens", "9"]
+    )
+    assert (session.algorithms, session.mlflow, session.token_samples) == (("gspo",), False, 2)
+    (cfg,) = configs
+    assert (cfg.algorithm, cfg.ops, cfg.steps, cfg.max_new_tokens) == (
+        "gspo",
+        ("copy", "dup"),
+        3,
+        9,
+    )
+    assert (cfg.eps_low, cfg.eps_high) == (0.1, 4e-4)
+    assert cfg.stored()["ops"] == "copy,dup"
+    assert parse_args(["--mlflow", "sqlite:///x.db"])[0].mlflow == "sqlite:///x.db"
+
+
+def test_cli_reports_a_bad_config_by_its_option(capsys):
+    """A value the dataclass rejects exits with status 2, naming the option."""
+    with pytest.raises(SystemExit) as exc:
+        parse_args(["--group-size", "1"])
+    assert exc.value.code == 2
+    assert "--group-size must be >= 2" in capsys.readouterr().err
 
 
 def test_summary_fifths_and_off_policy_means():

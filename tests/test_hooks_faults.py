@@ -17,7 +17,7 @@ import warnings
 import pandas as pd
 import pytest
 
-import training_hooks.sinks as sinks_mod
+import training_hooks.sinks.parquet as sinks_mod
 from training_hooks import RunRecorder
 from training_hooks.schema import Step, read_run_info
 

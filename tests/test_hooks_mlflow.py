@@ -15,8 +15,8 @@ from mlflow.tracking import MlflowClient
 from test_hooks import REQUIRED_SEQ, REQUIRED_STEP
 
 from training_hooks import RunRecorder, sync
-from training_hooks.mlflow_sink import TAG_ALGORITHM, TAG_RUN_ID
 from training_hooks.schema import Step, mlflow_key, read_run_info, read_table
+from training_hooks.sinks.mlflow import TAG_ALGORITHM, TAG_RUN_ID
 
 
 def history(client: MlflowClient, run_id: str, column: str) -> list[tuple[int, float]]:

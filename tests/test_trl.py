@@ -243,6 +243,7 @@ def test_trl_trainer_state_imports_beside_the_recorded_run(runs, tmp_path):
     """The same run's trainer_state.json, imported, gives TRL's numbers in our columns."""
     level, recorded, _ = runs
     recorded.state.save_to_json(str(tmp_path / "trainer_state.json"))
+    (tmp_path / "grpo_config.json").write_text(recorded.args.to_json_string())  # found beside
     res = importers.import_run(
         "trl",
         tmp_path,
@@ -255,8 +256,44 @@ def test_trl_trainer_state_imports_beside_the_recorded_run(runs, tmp_path):
     ours = _our_steps(recorded)
     lo = Step.TOKEN_CLIP_LOW_FRACTION if level == "token" else Step.SEQ_CLIP_LOW_FRACTION
     assert (imported[lo] - ours[lo]).abs().max() < 1e-6
+    # TRL's kl is k3 times the ratio under use_bias_correction_kl (the token run): not ours, so
+    # it is imported as trl/kl; plain k3 (the sequence run) fills kl_ref_mean
     kl = TRL_KL if level == "token" else Step.KL_REF_MEAN
-    assert (imported[Step.KL_REF_MEAN] - ours[kl]).abs().max() < 1e-5
+    assert (imported[kl] - ours[kl]).abs().max() < 1e-5
+
+
+def test_step_rows_reassemble_generation_order_and_drop_empty_groups():
+    """Microbatches arrive shuffled and with different T: rows come back in generation order,
+    right-padded with 0, and a group holding an empty completion is left out."""
+    from training_hooks.trl import _StepRows
+
+    # G = 2; generation indices 2, 3 (T = 2) then 0, 1 (T = 3); row 1 (group 0) is empty
+    mb_a = {
+        "index": torch.tensor([2, 3]),
+        "logps": torch.tensor([[-1.0, -2.0], [-3.0, -4.0]]),
+        "mask": torch.tensor([[1, 1], [1, 0]]),
+    }
+    mb_b = {
+        "index": torch.tensor([0, 1]),
+        "logps": torch.tensor([[-5.0, -6.0, -7.0], [-8.0, -9.0, -9.5]]),
+        "mask": torch.tensor([[1, 1, 1], [0, 0, 0]]),
+    }
+    rows = _StepRows.assemble([mb_a, mb_b], G=2)
+    assert rows.dropped_groups == 1  # group 0 (indices 0, 1) is out, group 1 (2, 3) stays
+    assert rows["logps"].tolist() == [[-1.0, -2.0, 0.0], [-3.0, -4.0, 0.0]]
+    assert rows["mask"].tolist() == [[1, 1, 0], [1, 0, 0]]
+    assert rows["ref"] is None  # no microbatch carries it
+    # without the empty row every group is kept, in generation order 0, 1, 2, 3
+    mb_b["mask"] = torch.tensor([[1, 1, 1], [1, 0, 0]])
+    rows = _StepRows.assemble([mb_a, mb_b], G=2)
+    assert rows.dropped_groups == 0
+    assert rows["logps"][:, 0].tolist() == [-5.0, -8.0, -1.0, -3.0]
+    # a step that does not hold whole groups once each is refused with the reason
+    mb_b["index"] = torch.tensor([0, 0])
+    assert "whole groups" in _StepRows.assemble([mb_a, mb_b], G=2)
+    mb_b["index"] = torch.tensor([0, 1])
+    mb_a["mask"], mb_b["mask"] = torch.zeros(2, 2), torch.zeros(2, 3)
+    assert "every group holds an empty completion" in _StepRows.assemble([mb_a, mb_b], G=2)
 
 
 def test_unsupported_layout_is_explained():

@@ -32,8 +32,8 @@ _EXPORTS = {
     "ParquetSink": "sinks",
     "Sink": "sinks",
     "SinkWorker": "sinks",
-    "MlflowSink": "mlflow_sink",
-    "resolve_tracking_uri": "mlflow_sink",
+    "MlflowSink": "sinks",
+    "resolve_tracking_uri": "sinks",
 }
 
 __all__ = [
@@ -64,9 +64,8 @@ if TYPE_CHECKING:
         step_diagnostics,
     )
     from .inputs import StepInputs
-    from .mlflow_sink import MlflowSink, resolve_tracking_uri
     from .recorder import RecorderSettings, RunRecorder, RunState, new_run_id
-    from .sinks import NullSink, ParquetSink, Sink, SinkWorker
+    from .sinks import MlflowSink, NullSink, ParquetSink, Sink, SinkWorker, resolve_tracking_uri
 
 
 def __getattr__(name: str):

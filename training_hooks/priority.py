@@ -1,5 +1,5 @@
 """The lowest CPU priority, for the recorder's background work (the reduction thread of
-``training_hooks.deferred``, the MLflow child process of ``training_hooks.mlflow_sink``).
+``training_hooks.deferred``, the MLflow child process of ``training_hooks.sinks.mlflow``).
 
 Why: when cores are short, training must win them and the recorder lag. On Linux that is
 SCHED_IDLE, which the scheduler preempts as soon as any normal thread wants the core; at nice 19

@@ -49,9 +49,9 @@ from . import schema
 from .compute import Reduction, StepRecord, dist_info, reduce_step
 from .deferred import DeferredCompute
 from .inputs import StepInputs
-from .mlflow_sink import resolve_tracking_uri, run_params
 from .schema import RunInfo, write_json_atomic
 from .sinks import NullSink, ParquetSink, Sink, SinkWorker
+from .sinks.mlflow import resolve_tracking_uri, run_params
 
 log = logging.getLogger("training_hooks")
 
@@ -408,7 +408,7 @@ class RunRecorder:
         return workers
 
     def _mlflow_sink(self, s: RecorderSettings) -> Sink:
-        from .mlflow_sink import MlflowSink
+        from .sinks.mlflow import MlflowSink
 
         info = self.state.info
         same_store = info.mlflow.get("tracking_uri") == self.tracking_uri

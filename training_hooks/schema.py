@@ -29,12 +29,12 @@ import os
 import re
 import threading
 from collections.abc import Iterator, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from gspo_metrics.spec import PER_SEQUENCE
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: rollout, policy_lag, sampler_kl_mean, sampler_logp_abs_diff_max
 METADATA_KEY = b"gspo_dash.schema_version"
 
 RUN_JSON = "run.json"
@@ -49,8 +49,6 @@ STATUS_FAILED = "failed"
 #: Not written by the hooks: the app's verdict for a ``running`` run whose heartbeat stopped.
 STATUS_CRASHED = "crashed"
 STATUSES = (STATUS_RUNNING, STATUS_FINISHED, STATUS_FAILED)
-
-ALGORITHMS = ("grpo", "gspo")
 
 
 class Step:
@@ -97,6 +95,15 @@ class Step:
     ENTROPY_MEAN = "entropy_mean"  # token-weighted
     NONFINITE_COUNT = "nonfinite_count"  # NaN/inf inside the mask, over all inputs
     NUM_RANKS = "num_ranks"
+    # policy lag (nullable: null when the loop or the source did not say)
+    ROLLOUT = "rollout"  # index of the batch of samples this step trains on
+    POLICY_LAG = (
+        "policy_lag"  # optimizer steps since the policy that produced old_logprobs (0 = on-policy)
+    )
+    # sampler/trainer mismatch at equal weights: r = pi_trainer / pi_sampler per token,
+    # k3 = r - 1 - log r, token-weighted mean (an estimate of KL(pi_sampler || pi_trainer))
+    SAMPLER_KL_MEAN = "sampler_kl_mean"
+    SAMPLER_LOGP_ABS_DIFF_MAX = "sampler_logp_abs_diff_max"  # max |log p_sampler - log p_trainer|
 
 
 class Seq:
@@ -179,6 +186,10 @@ STEP_COLUMNS: tuple[tuple[str, str], ...] = (
     (Step.ENTROPY_MEAN, "float64"),
     (Step.NONFINITE_COUNT, "int64"),
     (Step.NUM_RANKS, "int64"),
+    (Step.ROLLOUT, "int64"),
+    (Step.POLICY_LAG, "int64"),
+    (Step.SAMPLER_KL_MEAN, "float64"),
+    (Step.SAMPLER_LOGP_ABS_DIFF_MAX, "float64"),
 )
 
 SEQUENCE_COLUMNS: tuple[tuple[str, str], ...] = (
@@ -255,11 +266,17 @@ def token_schema():
     return arrow_schema(TOKEN_COLUMNS)
 
 
+#: Built-in columns that a loop's ``extra`` of the same name fills (its own counters): until
+#: ``log_step`` takes them as arguments (issue 12), the demo logs ``rollout`` this way.
+EXTRA_FILLS = (Step.ROLLOUT, Step.POLICY_LAG)
+
+
 def validate_extra_key(key: str) -> str:
-    """An ``extra`` metric name must be a non-empty string that does not shadow a declared column."""
+    """An ``extra`` metric name must be a non-empty string that does not shadow a declared column
+    (``EXTRA_FILLS`` excepted: those fill the column of their name)."""
     if not isinstance(key, str) or not key:
         raise ValueError(f"extra: metric names must be non-empty strings, got {key!r}")
-    if key in STEP_COLUMN_NAMES:
+    if key in STEP_COLUMN_NAMES and key not in EXTRA_FILLS:
         raise ValueError(
             f"extra: {key!r} is a built-in step column; rename it (for example 'user/{key}')"
         )
@@ -289,22 +306,73 @@ def flatten(config: Mapping[str, Any], sep: str = ".", prefix: str = "") -> dict
     return out
 
 
+@dataclass(frozen=True)
+class ImportRecord:
+    """How an imported run was read (``run.json``'s ``imported``): shown by the app, never trusted
+    as code. Every text field may hold text from the imported files or the user (untrusted)."""
+
+    tool: str  # "trl" | "tinker" | "verl"
+    format: str  # the log format and generation detected, e.g. "TRL >=0.17 trainer_state.json"
+    version: str | None = None  # the tool's exact version when a file beside the log says so
+    version_range: str | None = None  # what the metric names imply, e.g. ">=0.20,<0.27"
+    evidence: tuple[str, ...] = ()  # why: the names (or files) the format and version rest on
+    path: str = ""  # the path as given to the importer
+    file: str = ""  # the log file read
+    settings_files: tuple[str, ...] = ()  # config files read beside the log (and --config)
+    imported_at: float | None = None  # seconds since the epoch
+    log_started_at: float | None = None  # the log's own start time, when a file says so
+    log_last_timestamp: float | None = None  # the log's own last timestamp, when it has one
+    source_finished: bool | None = None  # the source run reached its planned end (None: unknown)
+    rows: int = 0  # steps written
+    lines: int | None = None  # lines (JSONL) or log_history entries read
+    malformed_lines: tuple[dict[str, Any], ...] = ()  # {"line": n, "reason": str}
+    truncated_last_line: int | None = None  # line number of a torn last line (skipped)
+    duplicate_steps: tuple[int, ...] = ()  # steps logged twice (the last value of a metric wins)
+    validation_only_steps: tuple[int, ...] = ()  # rows holding validation metrics only
+    mapped: dict[str, str] = field(default_factory=dict)  # foreign name -> our column
+    renamed: dict[str, str] = field(default_factory=dict)  # foreign name -> stored name
+    unmapped: tuple[str, ...] = ()  # numeric metrics kept under their own names
+    nulled: dict[str, str] = field(default_factory=dict)  # foreign name -> why it is not stored
+    dropped_non_numeric: tuple[str, ...] = ()  # names whose values are text or lists
+    notes: dict[str, str] = field(default_factory=dict)  # foreign name -> how its meaning differs
+    assumptions: tuple[str, ...] = ()  # tool defaults relied on (not stated by the files)
+    settings: dict[str, Any] = field(default_factory=dict)  # name -> {"value", "from"}
+    wall_time: str = ""  # how the wall_time column was built (or why it is null)
+    summary: dict[str, Any] = field(default_factory=dict)  # e.g. TRL's end-of-training entry
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ImportRecord:
+        """From run.json's ``imported`` object; unknown keys are ignored, lists become tuples."""
+        if not isinstance(data, Mapping):
+            raise ValueError(f"run.json 'imported' must be an object, got {type(data).__name__}")
+        kwargs = {}
+        for f in fields(cls):
+            if f.name in data:
+                v = data[f.name]
+                kwargs[f.name] = tuple(v) if isinstance(v, list) else v
+        return cls(**kwargs)
+
+
 @dataclass
 class RunInfo:
-    """The content of ``run.json``. Unknown keys found on disk are kept in ``other``."""
+    """The content of ``run.json``. Unknown keys found on disk are kept in ``other``.
+
+    Settings a source did not give are ``None`` (null in run.json), never a default: the recorder
+    always knows them; an imported run has them only when its files say so (``imported`` tells
+    where each came from)."""
 
     run_id: str
     name: str
     algorithm: str
-    seq_eps_low: float = 3e-4
-    seq_eps_high: float = 4e-4
-    token_eps_low: float = 0.2
-    token_eps_high: float = 0.2
-    reduction: str = "sum"
+    seq_eps_low: float | None = None
+    seq_eps_high: float | None = None
+    token_eps_low: float | None = None
+    token_eps_high: float | None = None
+    reduction: str | None = None
     group_size: int | None = None
     config: dict[str, Any] = field(default_factory=dict)
     versions: dict[str, str] = field(default_factory=dict)
-    created_at: float = 0.0  # seconds since the epoch
+    created_at: float | None = None  # seconds since the epoch
     updated_at: float = 0.0  # heartbeat: rewritten on every flush while running
     ended_at: float | None = None
     status: str = STATUS_RUNNING
@@ -316,11 +384,14 @@ class RunInfo:
     pid: int | None = None
     flush_interval_s: float = 5.0
     schema_version: int = SCHEMA_VERSION
+    imported: ImportRecord | None = None  # set by training_hooks.importers
     other: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
         other = d.pop("other")
+        if d["imported"] is None:
+            d.pop("imported")
         return {**other, **_json_safe(d)}
 
     @classmethod
@@ -333,6 +404,8 @@ class RunInfo:
         known = set(cls.__dataclass_fields__) - {"other"}
         kwargs = {k: v for k, v in data.items() if k in known}
         other = {k: v for k, v in data.items() if k not in known}
+        if kwargs.get("imported") is not None:
+            kwargs["imported"] = ImportRecord.from_json(kwargs["imported"])
         return cls(**kwargs, other=other)
 
 

@@ -16,10 +16,10 @@ import sys
 from collections.abc import Sequence
 
 from . import schema
-from .mlflow_sink import (
-    _STATUS,
+from .sinks.mlflow import (
     ARTIFACT_PATH,
     MAX_METRICS_PER_BATCH,
+    MLFLOW_STATUS,
     TAG_ALGORITHM,
     TAG_RUN_ID,
     TAG_SOURCE,
@@ -94,7 +94,7 @@ def sync_run(
         client.log_artifacts(run_id, run_dir, artifact_path=ARTIFACT_PATH)
     if info.status in (schema.STATUS_FINISHED, schema.STATUS_FAILED):
         end = int(info.ended_at * 1000) if info.ended_at else None
-        client.set_terminated(run_id, status=_STATUS[info.status], end_time=end)
+        client.set_terminated(run_id, status=MLFLOW_STATUS[info.status], end_time=end)
     return {
         "run_id": info.run_id,
         "mlflow_run_id": run_id,

@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -324,80 +325,44 @@ class GSPODashMixin:
         if rec is None or not buffer:
             return
         G = int(self.num_generations)
-        T = max(mb["logps"].shape[1] for mb in buffer)
-
-        def cat(key: str, pad: float = 0.0) -> torch.Tensor | None:
-            if any(key not in mb for mb in buffer):
-                return None
-            parts = []
-            for mb in buffer:
-                x = mb[key]
-                if x.dim() == 2 and x.shape[1] < T:
-                    x = torch.nn.functional.pad(x, (0, T - x.shape[1]), value=pad)
-                parts.append(x)
-            return torch.cat(parts)
-
-        index = cat("index")
-        order = torch.argsort(index)  # back to generation order: group by group
-        index = index[order]
-        B = index.numel()
-        if B % G or not torch.equal(index, torch.arange(B, device=index.device)):
+        rows = _StepRows.assemble(buffer, G)
+        if isinstance(rows, str):
             warnings.warn(
-                f"gspo-dash: step {step} did not hold whole groups once each; not recorded",
-                RuntimeWarning,
-                stacklevel=2,
+                f"gspo-dash: step {step}{rows}; not recorded", RuntimeWarning, stacklevel=2
             )
             return
-
-        def take(key: str, pad: float = 0.0) -> torch.Tensor | None:
-            x = cat(key, pad)
-            return None if x is None else x[order]
-
-        mask = take("mask")
-        adv = take("adv")
+        adv = rows["adv"]
         if adv.dim() == 2 and adv.shape[1] == 1:
             adv = adv.squeeze(1)
-        keep_P = (mask.sum(1) > 0).reshape(B // G, G).all(1)  # (P,) groups with no empty mask row
-        keep_B = keep_P.repeat_interleave(G)
-        dropped = int((~keep_P).sum())
-        if dropped == B // G:
-            warnings.warn(
-                f"gspo-dash: step {step}: every group holds an empty completion; not recorded",
-                RuntimeWarning,
-                stacklevel=2,
-            )
-            return
+        rec.log_step(
+            step,
+            rewards=rows["reward"].reshape(-1, G),
+            logprobs=rows["logps"],
+            old_logprobs=rows["old"],
+            mask=rows["mask"],
+            advantages=adv,
+            ref_logprobs=rows["ref"],
+            entropy=rows["entropy"],
+            truncated=rows["truncated"],
+            loss=torch.stack([mb["loss"] for mb in buffer]).sum(),
+            extra=self._gd_extra(rows),
+        )
 
-        def kept(x: torch.Tensor | None) -> torch.Tensor | None:
-            return x if x is None or not dropped else x[keep_B]
-
-        loss = torch.stack([mb["loss"] for mb in buffer]).sum()
+    def _gd_extra(self, rows: _StepRows) -> dict[str, Any]:
+        """The step's extra columns: dropped groups, loss-masked rows, TRL's kl, learning rate."""
         extra: dict[str, Any] = {
-            "trl/dropped_groups": dropped,
-            "trl/loss_masked_sequences": cat("loss_masked").sum(),
+            "trl/dropped_groups": rows.dropped_groups,
+            "trl/loss_masked_sequences": _concat(rows.buffer, "loss_masked").sum(),
         }
-        ref = take("ref")
-        if ref is not None and getattr(self.args, "use_bias_correction_kl", False):
+        if rows["ref"] is not None and getattr(self.args, "use_bias_correction_kl", False):
             extra[TRL_KL] = self._gd_weighted_kl(
-                kept(take("logps")), kept(take("old")), kept(ref), kept(mask)
+                rows["logps"], rows["old"], rows["ref"], rows["mask"]
             )
         try:
             extra["learning_rate"] = float(self._get_learning_rate())
         except Exception:  # noqa: BLE001
             extra["learning_rate"] = math.nan
-        rec.log_step(
-            step,
-            rewards=kept(take("reward")).reshape(-1, G),
-            logprobs=kept(take("logps")),
-            old_logprobs=kept(take("old")),
-            mask=kept(mask),
-            advantages=kept(adv),
-            ref_logprobs=kept(ref),
-            entropy=kept(take("entropy")),
-            truncated=kept(take("truncated")),
-            loss=loss,
-            extra=extra,
-        )
+        return extra
 
     def _gd_weighted_kl(self, logps, old, ref, mask) -> torch.Tensor:
         """TRL's logged ``kl`` under ``use_bias_correction_kl``: token mean of ``k3 * ratio``.
@@ -418,6 +383,58 @@ class GSPODashMixin:
             if self.accelerator.num_processes > 1:  # every rank records every step: no deadlock
                 totals = self.accelerator.reduce(totals, reduction="sum")
             return totals[0] / totals[1].clamp(min=1.0)
+
+
+def _concat(buffer: list[dict[str, torch.Tensor]], key: str) -> torch.Tensor | None:
+    """``key`` of every microbatch, concatenated; (B, T) tensors right-padded with 0 to the widest
+    T. None when a microbatch lacks it."""
+    if any(key not in mb for mb in buffer):
+        return None
+    T = max(mb["logps"].shape[1] for mb in buffer)
+    parts = []
+    for mb in buffer:
+        x = mb[key]
+        if x.dim() == 2 and x.shape[1] < T:
+            x = torch.nn.functional.pad(x, (0, T - x.shape[1]))
+        parts.append(x)
+    return torch.cat(parts)
+
+
+@dataclass(frozen=True)
+class _StepRows:
+    """One optimizer step's microbatches as one batch: ``rows[key]`` is ``key`` of every row in
+    generation order (group by group), without the groups that hold an empty completion."""
+
+    buffer: list[dict[str, torch.Tensor]]
+    order: torch.Tensor  # (B,) concatenation row of each generation index
+    keep_B: torch.Tensor | None  # (B,) bool, rows of the kept groups; None: every group kept
+    dropped_groups: int
+    _taken: dict[str, torch.Tensor | None] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def assemble(cls, buffer: list[dict[str, torch.Tensor]], G: int) -> _StepRows | str:
+        """The step's rows, or why they cannot be recorded (the end of a warning)."""
+        index = _concat(buffer, "index")
+        order = torch.argsort(index)  # back to generation order: group by group
+        index = index[order]
+        B = index.numel()
+        if B % G or not torch.equal(index, torch.arange(B, device=index.device)):
+            return " did not hold whole groups once each"
+        mask = _concat(buffer, "mask")[order]
+        keep_P = (mask.sum(1) > 0).reshape(B // G, G).all(1)  # (P,) groups with no empty row
+        dropped = int((~keep_P).sum())
+        if dropped == B // G:
+            return ": every group holds an empty completion"
+        keep_B = keep_P.repeat_interleave(G) if dropped else None
+        return cls(buffer, order, keep_B, dropped)
+
+    def __getitem__(self, key: str) -> torch.Tensor | None:
+        if key not in self._taken:
+            x = _concat(self.buffer, key)
+            if x is not None:
+                x = x[self.order] if self.keep_B is None else x[self.order][self.keep_B]
+            self._taken[key] = x
+        return self._taken[key]
 
 
 def attach(trainer: GRPOTrainer, **recorder_kwargs: Any) -> GRPOTrainer:

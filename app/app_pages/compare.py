@@ -1,23 +1,10 @@
 """Compare: small multiples of every step metric, runs coloured, algorithm by line style."""
 
-import os
-import sys
-import time
-
 import streamlit as st
 
-from app import charts, data, ui
-from app.cols import STEP_KEY_COLUMNS
+from app import charts, data, traces, ui
 from training_hooks.metric_map import is_known_column
-
-_T0 = time.perf_counter()
-
-
-def _tick(what: str) -> None:
-    """GSPO_DASH_TIMING=1 prints where the page's time goes (for the benchmark)."""
-    if os.environ.get("GSPO_DASH_TIMING"):
-        print(f"compare {what}: {time.perf_counter() - _T0:.3f} s", file=sys.stderr, flush=True)
-
+from training_hooks.schema import STEP_KEY_COLUMNS
 
 PANEL_POINT_BUDGET = 6_000  # points per chart across all its traces (the browser's cost)
 
@@ -28,15 +15,12 @@ ctx = ui.page_header(
     "(GSPO's ε, share of sequences) and the token unit (GRPO's ε, share of tokens); every run "
     "records both, so GRPO and GSPO sit on the same scale.",
 )
-shown, defaulted = ctx.shown()
-if not shown:
-    st.info("No runs to compare: the root is empty. See the Runs page.", icon=":material/info:")
-    st.stop()
-if defaulted:
-    st.caption(
-        f"No runs selected: showing the {len(shown)} most recent. Pick runs in the sidebar or on "
-        "the Runs page."
-    )
+shown = ui.shown_runs(
+    ctx,
+    empty="No runs to compare: the root is empty. See the Runs page.",
+    defaulted="No runs selected: showing the {n} most recent. Pick runs in the sidebar or on the "
+    "Runs page.",
+)
 
 with st.container(horizontal=True, vertical_alignment="bottom"):
     x_axis = st.segmented_control(
@@ -116,7 +100,7 @@ with st.expander("Charts and log scales", icon=":material/tune:"):
         key="logy",
     )
 
-_tick("loaded")
+ui.timing("compare loaded")
 st.plotly_chart(charts.legend_figure(series), key="legend", config={"displayModeBar": False})
 
 per_trace = int(max(100, min(max_points, PANEL_POINT_BUDGET // max(1, len(series)))))
@@ -136,7 +120,7 @@ traces_by_panel = [
     [
         t
         for s in series
-        for t in data.run_traces(
+        for t in traces.run_traces(
             runs_by_key[s.key], s, p, log_y=p.key in (log_keys or []), **options
         )
     ]
@@ -154,5 +138,5 @@ if panels:
 else:
     st.info("No charts chosen (see 'Charts and log scales').", icon=":material/info:")
 
-_tick("charts")
+ui.timing("compare charts")
 ui.notice_problems(shown, problems)

@@ -3,8 +3,8 @@
 import numpy as np
 import streamlit as st
 
-from app import aggregate, charts, data, ui
-from app.cols import Seq
+from app import aggregate, charts, ui
+from training_hooks.schema import Seq
 
 ctx = ui.page_header(
     "Groups",
@@ -14,12 +14,8 @@ ctx = ui.page_header(
     "advantages are spread.",
 )
 run, window = ui.sequence_run_window(ctx)
-t = data.load_sequences(run, [Seq.STEP, Seq.RANK, Seq.GROUP, Seq.REWARD, Seq.ADVANTAGE], window)
+t = ui.window_sequences(run, [Seq.STEP, Seq.RANK, Seq.GROUP, Seq.REWARD, Seq.ADVANTAGE], window)
 df = t.df
-if not len(df):
-    st.info("No sequences in this step window.", icon=":material/info:")
-    ui.notice_problems([run], t.problems)
-    st.stop()
 
 zv = aggregate.zero_variance_by_reward(df)
 st.plotly_chart(charts.zero_variance_figure(zv), key="zero_var")

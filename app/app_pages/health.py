@@ -20,12 +20,11 @@ ctx = ui.page_header(
     "zero-variance, KL or log-ratio spikes, length collapse or blow-up, non-finite values, and "
     "runs that stopped without finishing.",
 )
-shown, defaulted = ctx.shown()
-if not shown:
-    st.info("No runs: the root is empty. See the Runs page.", icon=":material/info:")
-    st.stop()
-if defaulted:
-    st.caption(f"No runs selected: checking the {len(shown)} most recent.")
+shown = ui.shown_runs(
+    ctx,
+    empty="No runs: the root is empty. See the Runs page.",
+    defaulted="No runs selected: checking the {n} most recent.",
+)
 
 problems: list[str] = []
 results = []

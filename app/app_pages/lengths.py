@@ -4,7 +4,7 @@ import numpy as np
 import streamlit as st
 
 from app import aggregate, charts, data, ui
-from app.cols import Seq, Step
+from training_hooks.schema import Seq, Step
 
 ctx = ui.page_header(
     "Lengths",
@@ -13,14 +13,10 @@ ctx = ui.page_header(
     "distribution over training, truncation, and whether reward or ratio depend on length.",
 )
 run, window = ui.sequence_run_window(ctx)
-t = data.load_sequences(
+t = ui.window_sequences(
     run, [Seq.STEP, Seq.LENGTH, Seq.TRUNCATED, Seq.REWARD, Seq.SEQ_LOG_RATIO], window
 )
 df = t.df
-if not len(df):
-    st.info("No sequences in this step window.", icon=":material/info:")
-    ui.notice_problems([run], t.problems)
-    st.stop()
 
 steps_t = data.load_steps(run, [Step.LENGTH_MEAN, Step.LENGTH_P90, Step.TRUNCATED_FRACTION])
 sdf = steps_t.df
@@ -59,7 +55,7 @@ if Step.TRUNCATED_FRACTION in sdf.columns and len(sdf):
         charts.RunSeries(
             run.key, run.name, run.algorithm, ctx.colors.get(run.key, charts.PALETTE[0]), sdf
         )
-    ]  # noqa: E501
+    ]
     panel = charts.PANELS_BY_KEY["truncation"]
     st.plotly_chart(charts.compare_figure(series, panel, smoothing=0.6, height=260), key="trunc")
 

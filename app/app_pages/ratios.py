@@ -4,8 +4,8 @@ import math
 
 import streamlit as st
 
-from app import aggregate, charts, data, ui
-from app.cols import Seq
+from app import aggregate, charts, ui
+from training_hooks.schema import Seq
 
 ctx = ui.page_header(
     "Ratios",
@@ -28,12 +28,8 @@ cols = [
     Seq.TOKEN_LOG_RATIO_MAX,
     Seq.TOKEN_CLIP_FRACTION,
 ]
-t = data.load_sequences(run, cols, window)
+t = ui.window_sequences(run, cols, window)
 df = t.df
-if not len(df):
-    st.info("No sequences in this step window.", icon=":material/info:")
-    ui.notice_problems([run], t.problems)
-    st.stop()
 
 st.subheader("Sequence log-ratio distribution over steps")
 vrange = None
@@ -63,26 +59,22 @@ st.plotly_chart(
     ),
     key="ratio_heatmap",
 )
-inside = (
-    float(
-        ((df[Seq.SEQ_LOG_RATIO] >= hlines[0][0]) & (df[Seq.SEQ_LOG_RATIO] <= hlines[1][0])).mean()
-    )
-    if hlines
-    else float("nan")
-)  # noqa: E501
-st.caption(
-    f"{hist.rows:,} sequences. Red dashed lines: GSPO's clip band (sequence unit, ε "
-    f"{charts.fmt_eps(seq_eps[0])}/{charts.fmt_eps(seq_eps[1])}); {inside:.1%} of sequences lie inside it. "
-    + (
+if seq_eps:
+    lr = df[Seq.SEQ_LOG_RATIO]
+    inside = float(((lr >= hlines[0][0]) & (lr <= hlines[1][0])).mean())
+    piled = (
         f"{hist.outside:,} sequences beyond the axis range are piled on its edges. "
         if hist.outside
         else ""
     )
-    + "A GRPO run is not clipped on s, so its distribution is usually far wider than this band; "
-    "a GSPO run spreads around it and clips what falls outside."
-    if seq_eps
-    else f"{hist.rows:,} sequences (no eps recorded: run.json missing)."
-)  # noqa: E501
+    st.caption(
+        f"{hist.rows:,} sequences. Red dashed lines: GSPO's clip band (sequence unit, ε "
+        f"{charts.fmt_eps(seq_eps[0])}/{charts.fmt_eps(seq_eps[1])}); {inside:.1%} of sequences "
+        f"lie inside it. {piled}A GRPO run is not clipped on s, so its distribution is usually far "
+        "wider than this band; a GSPO run spreads around it and clips what falls outside."
+    )
+else:
+    st.caption(f"{hist.rows:,} sequences (no eps recorded: run.json missing).")
 
 left, right = st.columns(2)
 with left:

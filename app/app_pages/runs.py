@@ -6,6 +6,7 @@ import streamlit as st
 from app import data, ui
 from app.charts import fmt_eps
 from app.health import ERROR, WARNING
+from app.records import SOURCE_PARQUET, RunRef
 
 STATUS_COLOR = {
     "running": "#1a7f37",
@@ -80,14 +81,14 @@ if not ctx.runs:
     st.stop()
 
 
-def _config_summary(run: data.RunRef) -> str:
+def _config_summary(run: RunRef) -> str:
     cfg = run.info.config if run.info else {k: v for k, v in run.params.items() if k != "_tags"}
     items = [f"{k}={v}" for k, v in list(cfg.items())[:6]]
     return ", ".join(items)
 
 
-def _health(run: data.RunRef) -> str:
-    if run.source != data.SOURCE_PARQUET:
+def _health(run: RunRef) -> str:
+    if run.source != SOURCE_PARQUET:
         return "open Health"
     t = data.load_steps(run)
     found = ui.findings_for(run, t.df)
@@ -98,10 +99,11 @@ def _health(run: data.RunRef) -> str:
     return f"{n_err} err · {n_warn} warn" if n_err else f"{n_warn} warn"
 
 
-def _row(run: data.RunRef) -> dict:
+def _row(run: RunRef) -> dict:
     info = run.info
-    eps_seq = f"{fmt_eps(info.seq_eps_low)} / {fmt_eps(info.seq_eps_high)}" if info else "–"
-    eps_tok = f"{fmt_eps(info.token_eps_low)} / {fmt_eps(info.token_eps_high)}" if info else "–"
+    eps = {u: f"{fmt_eps(lo)} / {fmt_eps(hi)}" for u, (lo, hi) in ui.eps_of(run).items()}
+    eps_seq = eps.get("seq", "unknown") if info else "–"
+    eps_tok = eps.get("token", "unknown") if info else "–"
     return {
         "name": run.name,
         "algorithm": run.algorithm.upper(),
@@ -113,7 +115,7 @@ def _row(run: data.RunRef) -> dict:
         "reduction": info.reduction if info else "–",
         "group size": info.group_size if info else None,
         "health": _health(run),
-        "source": run.source if run.source == data.SOURCE_PARQUET else f"MLflow ({run.source})",
+        "source": run.source if run.source == SOURCE_PARQUET else f"MLflow ({run.source})",
         "config": _config_summary(run),
         "problems": "; ".join(run.problems),
         "run id": run.key,

@@ -5,7 +5,7 @@ import pandas as pd
 import streamlit as st
 
 from app import charts, data, ui
-from app.cols import Seq, Tok
+from training_hooks.schema import Seq, Tok
 
 ctx = ui.page_header(
     "Sequences",

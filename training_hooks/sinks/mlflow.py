@@ -17,23 +17,24 @@ import json
 import math
 import os
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from dataclasses import KW_ONLY, asdict, dataclass, field, fields
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from . import schema
+from .. import schema
 
 if TYPE_CHECKING:
-    from .compute import StepRecord
+    from ..compute import StepRecord
 
 MAX_METRICS_PER_BATCH = 1000  # mlflow.utils.validation.MAX_METRICS_PER_BATCH
 MAX_PARAMS_PER_BATCH = 100
-MAX_TAGS_PER_BATCH = 100
 MAX_PARAM_VALUE_LENGTH = 6000
 TAG_RUN_ID = "gspo_dash.run_id"
 TAG_ALGORITHM = "gspo_dash.algorithm"
 TAG_SOURCE = "gspo_dash.source"
 ARTIFACT_PATH = "gspo_dash"
 
-_STATUS = {
+#: gspo-dash run status -> MLflow run status.
+MLFLOW_STATUS = {
     schema.STATUS_FINISHED: "FINISHED",
     schema.STATUS_FAILED: "FAILED",
     schema.STATUS_RUNNING: "RUNNING",
@@ -133,6 +134,26 @@ def log_params(client, run_id: str, params: Mapping[str, Any], *, new_run: bool 
         client.log_batch(run_id, params=part)
 
 
+@dataclass(frozen=True)
+class MlflowRun:
+    """Which MLflow run a gspo-dash run logs to; ``MlflowBackend.open`` finds or creates it."""
+
+    experiment: str = "gspo-dash"
+    """MLflow experiment (created if missing, restored if deleted)."""
+    run_name: str = ""
+    """MLflow run name (``mlflow.runName``)."""
+    gspo_run_id: str = ""
+    """The gspo-dash run id, tagged ``gspo_dash.run_id``: how a resumed run finds its MLflow run."""
+    algorithm: str = ""
+    """Tagged ``gspo_dash.algorithm``."""
+    params: Mapping[str, str] = field(default_factory=dict)
+    """Flat params (``flatten_params``); keys already logged are skipped."""
+    resume_run_id: str | None = None
+    """The MLflow run id this run logged to before (from its run.json), tried first."""
+    resume: bool = False
+    """Resuming: without ``resume_run_id``, look the run up by its ``gspo_dash.run_id`` tag."""
+
+
 class MlflowBackend:
     """The MLflow calls of one run, through ``MlflowClient`` with an explicit run id.
 
@@ -146,45 +167,37 @@ class MlflowBackend:
         self.tracking_uri = tracking_uri
         self.run_id: str | None = None
 
-    def open(
-        self,
-        experiment: str,
-        run_name: str,
-        gspo_run_id: str,
-        algorithm: str,
-        params: Mapping[str, Any],
-        resume_run_id: str | None,
-        resume: bool,
-    ) -> dict[str, Any]:
+    def open(self, spec: MlflowRun) -> dict[str, Any]:
+        """Find (resume) or create the run ``spec`` names, tag it, log its params; its details."""
         from mlflow.entities import RunTag
 
         client = self.client
-        exp_id = get_or_create_experiment(client, experiment)
+        exp_id = get_or_create_experiment(client, spec.experiment)
         run = None
-        if resume_run_id:
+        if spec.resume_run_id:
             try:
-                run = client.get_run(resume_run_id)
+                run = client.get_run(spec.resume_run_id)
             except Exception:  # noqa: BLE001 -- gone: look it up by tag, else start a new one
                 run = None
-        if run is None and resume and gspo_run_id:  # resumed, or synced meanwhile
-            run = find_run(client, exp_id, gspo_run_id)
+        if run is None and spec.resume and spec.gspo_run_id:  # resumed, or synced meanwhile
+            run = find_run(client, exp_id, spec.gspo_run_id)
         tags = {
-            TAG_RUN_ID: gspo_run_id,
-            TAG_ALGORITHM: algorithm,
+            TAG_RUN_ID: spec.gspo_run_id,
+            TAG_ALGORITHM: spec.algorithm,
             TAG_SOURCE: "gspo_dash",
-            "mlflow.runName": run_name,
+            "mlflow.runName": spec.run_name,
         }
         new_run = run is None
         if new_run:
-            run = client.create_run(exp_id, run_name=run_name or None, tags=tags)
+            run = client.create_run(exp_id, run_name=spec.run_name or None, tags=tags)
         else:
             client.update_run(run.info.run_id, status="RUNNING")
             client.log_batch(run.info.run_id, tags=[RunTag(k, v) for k, v in tags.items()])
         self.run_id = run.info.run_id
-        log_params(client, self.run_id, params, new_run=new_run)
+        log_params(client, self.run_id, spec.params, new_run=new_run)
         return {
             "tracking_uri": self.tracking_uri,
-            "experiment": experiment,
+            "experiment": spec.experiment,
             "experiment_id": exp_id,
             "run_id": self.run_id,
         }
@@ -200,11 +213,11 @@ class MlflowBackend:
     def finish(self, status: str, artifact_dir: str | None) -> None:
         if artifact_dir and os.path.isdir(artifact_dir):
             self.client.log_artifacts(self.run_id, artifact_dir, artifact_path=ARTIFACT_PATH)
-        self.client.set_terminated(self.run_id, status=_STATUS.get(status, "FINISHED"))
+        self.client.set_terminated(self.run_id, status=MLFLOW_STATUS.get(status, "FINISHED"))
 
 
 class _ChildBackend:
-    """``MlflowBackend`` in a child process (``_CHILD_MAIN``; ``python -m training_hooks.mlflow_sink
+    """``MlflowBackend`` in a child process (``_CHILD_MAIN``; ``python -m training_hooks.sinks.mlflow
     URI`` runs the same loop).
 
     One JSON line per call on its stdin, one JSON reply per line on its stdout. The child holds
@@ -238,8 +251,8 @@ class _ChildBackend:
             raise RuntimeError(f"MLflow {op}: {reply['error']}")
         return reply.get("result")
 
-    def open(self, **kwargs: Any) -> dict[str, Any]:
-        return self.call("open", **kwargs)
+    def open(self, spec: MlflowRun) -> dict[str, Any]:
+        return self.call("open", spec=asdict(spec))
 
     def log(self, metrics: list) -> int:
         return self.call("log", metrics=metrics)
@@ -267,7 +280,7 @@ _CHILD_MAIN = """\
 import sys
 from training_hooks.priority import idle_process
 idle_process()
-from training_hooks.mlflow_sink import _serve
+from training_hooks.sinks.mlflow import _serve
 sys.exit(_serve(sys.argv[1]))
 """
 
@@ -288,6 +301,8 @@ def _serve(tracking_uri: str) -> int:
                 backend = MlflowBackend(tracking_uri)
             if op not in ("open", "log", "finish"):
                 raise ValueError(f"unknown op {op!r}")
+            if op == "open":
+                msg["spec"] = MlflowRun(**msg["spec"])
             reply = {"result": getattr(backend, op)(**msg)}
         except Exception as e:  # noqa: BLE001 -- reported to the parent, which records a fault
             detail = "".join(traceback.format_exception_only(type(e), e)).strip()
@@ -297,49 +312,50 @@ def _serve(tracking_uri: str) -> int:
     return 0
 
 
+@dataclass(eq=False)
 class MlflowSink:
     """One MLflow run per gspo-dash run; by default its client lives in a child process.
 
     ``process=True`` (default) runs ``MlflowBackend`` in a child process, so MLflow's CPU-bound
     Python never holds the training process's GIL; ``process=False`` runs it in the sink's
-    thread. Either way the sink's thread buffers ``steps_per_batch`` steps per call.
+    thread. Either way the sink's thread buffers ``steps_per_batch`` steps per call. The fields
+    from ``experiment`` to ``resume`` are ``MlflowRun``'s (``params`` may be nested: flattened).
     """
 
-    name = "mlflow"
+    name: ClassVar[str] = "mlflow"
 
-    def __init__(
-        self,
-        tracking_uri: str,
-        *,
-        experiment: str = "gspo-dash",
-        run_name: str = "",
-        gspo_run_id: str = "",
-        algorithm: str = "",
-        params: Mapping[str, Any] | None = None,
-        resume_run_id: str | None = None,
-        resume: bool = False,
-        steps_per_batch: int = 50,
-        artifact_dir: str | None = None,
-        on_open: Callable[[dict[str, Any]], None] | None = None,
-        process: bool = True,
-    ):
-        self.tracking_uri = tracking_uri
-        self.experiment = experiment
-        self.run_name = run_name
-        self.gspo_run_id = gspo_run_id
-        self.algorithm = algorithm
-        self.params = flatten_params(dict(params or {}))
-        self.resume_run_id = resume_run_id
-        self.resume = resume
-        self.steps_per_batch = max(1, int(steps_per_batch))
-        self.artifact_dir = artifact_dir
-        self.on_open = on_open
-        self.process = process
+    tracking_uri: str
+    """Where MLflow runs are stored (``resolve_tracking_uri`` gives one)."""
+    _: KW_ONLY
+    experiment: str = "gspo-dash"
+    run_name: str = ""
+    gspo_run_id: str = ""
+    algorithm: str = ""
+    params: Mapping[str, Any] | None = None
+    resume_run_id: str | None = None
+    resume: bool = False
+    steps_per_batch: int = 50
+    """Steps buffered per ``log_batch`` call (each call is split under MLflow's limits)."""
+    artifact_dir: str | None = None
+    """Uploaded as the run's artifacts (under ``gspo_dash/``) at close; None: nothing."""
+    on_open: Callable[[dict[str, Any]], None] | None = None
+    """Called with the run's details (tracking URI, experiment, MLflow run id) once it is open."""
+    process: bool = True
+    """Run MLflow's client in a child process (True) or in the sink's thread (False)."""
+    run_id: str | None = field(default=None, init=False)
+    """The MLflow run id, once open."""
+
+    def __post_init__(self) -> None:
+        self.params = flatten_params(dict(self.params or {}))
+        self.steps_per_batch = max(1, int(self.steps_per_batch))
         self.backend: MlflowBackend | _ChildBackend | None = None
         self._child: _ChildBackend | None = None
-        self.run_id: str | None = None
         self._pending: list = []  # [key, value, timestamp ms, step] not yet logged
         self._steps = 0  # steps in _pending
+
+    def spec(self) -> MlflowRun:
+        """The MLflow run this sink logs to."""
+        return MlflowRun(**{f.name: getattr(self, f.name) for f in fields(MlflowRun)})
 
     def open(self) -> None:
         backend = _ChildBackend(self.tracking_uri) if self.process else None
@@ -347,15 +363,7 @@ class MlflowSink:
         try:
             if backend is None:
                 backend = MlflowBackend(self.tracking_uri)
-            details = backend.open(
-                experiment=self.experiment,
-                run_name=self.run_name,
-                gspo_run_id=self.gspo_run_id,
-                algorithm=self.algorithm,
-                params=self.params,
-                resume_run_id=self.resume_run_id,
-                resume=self.resume,
-            )
+            details = backend.open(self.spec())
         except BaseException:
             if isinstance(backend, _ChildBackend):
                 backend.kill()

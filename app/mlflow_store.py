@@ -1,0 +1,204 @@
+"""Everything the app reads from an MLflow tracking store: its runs, and the step curves of runs
+that exist only there (their metric history, names mapped to our columns).
+
+Public MLflow API throughout (``search_experiments``, ``search_runs``, ``get_metric_history``),
+but one place: MLflow's client has no public call that samples a metric history, and reading all
+of it is slow (one run of 10,000 steps x 20 metrics from SQLite: about 20 s in full, 1.5 s sampled
+in SQL to 2,000 points per metric; ``bench/bench_dashboard.py``). ``_sampled_in_sql`` alone reaches
+into the client's store for that; the public call is used whenever the store is not the SQL one or
+the private method fails.
+
+Cached with ``st.cache_data`` (the runs listing for 30 s, a run's curves for 60 s); a broken or
+missing store is a problem sentence, never an exception.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from app.records import SOURCE_MLFLOW, RunRef, Table, short_error
+from training_hooks.metric_map import map_metric_names
+from training_hooks.schema import STATUS_CRASHED, Step
+
+MLFLOW_KEY_PREFIX = "mlflow:"
+MLFLOW_POINTS_PER_METRIC = 2000
+RUNNING_FOR_TOO_LONG_S = 24 * 3600  # a run still "running" after a day is declared crashed
+WALL_TIME_POINTS = 500  # timestamps sampled per metric to interpolate each step's wall time
+_STATUS = {"FINISHED": "finished", "FAILED": "failed", "KILLED": "failed"}  # else running
+
+
+def _store_exists(uri: str) -> tuple[bool, str]:
+    if uri.startswith("sqlite:///"):
+        path = uri[len("sqlite:///") :]
+        if not Path(path).is_file():
+            return False, f"MLflow store {uri!r}: the database file does not exist"
+    if uri.startswith("file:") or ("://" not in uri and not uri.startswith("databricks")):
+        path = uri[len("file://") :] if uri.startswith("file://") else uri.removeprefix("file:")
+        if not Path(path).exists():
+            return False, f"MLflow store {uri!r}: the folder does not exist"
+    return True, ""
+
+
+# ----------------------------------------------------------------------------------------------
+# the runs table
+# ----------------------------------------------------------------------------------------------
+
+
+@st.cache_data(show_spinner=False, ttl=30, max_entries=8)
+def mlflow_runs(tracking_uri: str) -> tuple[list[RunRef], list[str]]:
+    """Runs of every experiment in the store (``search_runs``; no metric histories)."""
+    ok, why = _store_exists(tracking_uri)
+    if not ok:
+        return [], [why]
+    try:
+        from mlflow import MlflowClient
+
+        client = MlflowClient(tracking_uri=tracking_uri)
+        ids = [e.experiment_id for e in client.search_experiments()]
+        if not ids:
+            return [], []
+        found = client.search_runs(ids, max_results=1000)
+    except Exception as e:  # noqa: BLE001 - a broken store must not break the page
+        return [], [f"MLflow store {tracking_uri!r} is unreadable ({short_error(e)})"]
+    now = time.time()
+    return [_run_ref(r, tracking_uri, now) for r in found], []
+
+
+def _algorithm(tags: dict, params: dict) -> str:
+    """Ours tag it; TRL logs ``importance_sampling_level`` ("sequence" = GSPO); else unknown."""
+    algo = (
+        tags.get("algorithm")
+        or tags.get("gspo_dash.algorithm")
+        or params.get("algorithm")
+        or ("gspo" if params.get("importance_sampling_level") == "sequence" else None)
+        or ("grpo" if "importance_sampling_level" in params else "?")
+    )
+    return str(algo).lower()
+
+
+def _run_ref(r, tracking_uri: str, now: float) -> RunRef:
+    """The app's record of one ``mlflow.entities.Run``."""
+    tags, params = dict(r.data.tags), dict(r.data.params)
+    status = _STATUS.get(r.info.status, "running")
+    end = (r.info.end_time or 0) / 1000 or None
+    start = (r.info.start_time or 0) / 1000 or None
+    if status == "running" and start and now - start > RUNNING_FOR_TOO_LONG_S:
+        status = STATUS_CRASHED
+    return RunRef(
+        key=MLFLOW_KEY_PREFIX + r.info.run_id,
+        name=r.info.run_name or r.info.run_id,
+        algorithm=_algorithm(tags, params),
+        status=status,
+        source=SOURCE_MLFLOW,
+        tracking_uri=tracking_uri,
+        mlflow_run_id=r.info.run_id,
+        metric_keys=tuple(sorted(r.data.metrics)),
+        params={**params, "_tags": {k: v for k, v in tags.items() if "run_id" in k}},
+        updated_at=end or start,
+        problems=("MLflow-only run: step curves only, no per-sequence pages",),
+    )
+
+
+# ----------------------------------------------------------------------------------------------
+# step curves of MLflow-only runs
+# ----------------------------------------------------------------------------------------------
+
+
+def _sampled_in_sql(client, run_id: str, key: str, max_points: int) -> list | None:
+    """At most ``max_points`` evenly spaced points of one metric (first and last kept), sampled
+    in SQL by the store, or None where that is not available.
+
+    PRIVATE MLflow API, on purpose and only here: ``client._tracking_client.store`` and the
+    store's ``get_metric_history_bulk_interval`` (what MLflow's own UI calls through its server to
+    draw long curves). No public client call samples; the public ``get_metric_history`` reads every
+    point, more than ten times slower on long runs. Only the SQLAlchemy store (sqlite, postgres,
+    mysql URIs) samples in SQL; any other store, a renamed attribute or a changed signature returns
+    None and the caller uses the public call."""
+    store = getattr(getattr(client, "_tracking_client", None), "store", None)
+    if store is None or type(store).__name__ != "SqlAlchemyStore":
+        return None
+    try:
+        return store.get_metric_history_bulk_interval([run_id], key, max_points, None, None)
+    except Exception:  # noqa: BLE001 - another MLflow version: the public call instead
+        return None
+
+
+def _metric_points(client, run_id: str, key: str, max_points: int | None):
+    """(steps, values, timestamps_ms, sampled) of one metric: sampled to ``max_points`` where the
+    store can (``sampled``: it may have more points), else the full history (``max_points=None``:
+    always the full history)."""
+    hist = _sampled_in_sql(client, run_id, key, max_points) if max_points else None
+    sampled = hist is not None and len(hist) >= max_points
+    if hist is None:
+        hist = client.get_metric_history(run_id, key)
+    n = len(hist)
+    return (
+        np.fromiter((m.step for m in hist), np.int64, n),
+        np.fromiter((m.value for m in hist), np.float64, n),
+        np.fromiter((m.timestamp for m in hist), np.float64, n),
+        sampled,
+    )
+
+
+@st.cache_data(show_spinner="Reading metric history from MLflow...", max_entries=16, ttl=60)
+def mlflow_steps(
+    tracking_uri: str,
+    run_id: str,
+    keys: tuple[str, ...],
+    max_points: int | None = MLFLOW_POINTS_PER_METRIC,
+    sequence_level: bool = False,
+) -> Table:
+    """One row per step from the metric history of every key, names mapped to our columns.
+
+    MLflow is slow to read in full (see the module's docstring), so by default each metric is
+    sampled to ``max_points`` points in the store; ``None`` reads all."""
+    try:
+        from mlflow import MlflowClient
+
+        client = MlflowClient(tracking_uri=tracking_uri)
+    except Exception as e:  # noqa: BLE001
+        return Table(pd.DataFrame(), [f"MLflow {tracking_uri!r}: {short_error(e)}"])
+    names = map_metric_names(keys, sequence_level=sequence_level)
+    problems: list[str] = []
+    series: dict[str, pd.Series] = {}
+    wall: dict[int, float] = {}
+    sampled = False
+    for key in keys:
+        try:
+            steps, vals, ts, cut = _metric_points(client, run_id, key, max_points)
+        except Exception as e:  # noqa: BLE001
+            problems.append(f"MLflow metric {key!r}: {short_error(e)}")
+            continue
+        if not len(steps):
+            continue
+        sampled |= cut
+        s = pd.Series(vals, index=steps)
+        series[names[key]] = s[~s.index.duplicated(keep="last")]
+        every = max(1, len(steps) // WALL_TIME_POINTS)
+        for step, t in zip(steps[::every], ts[::every], strict=True):
+            wall.setdefault(int(step), t / 1000.0)
+    if not series:
+        return Table(pd.DataFrame(columns=[Step.STEP]), problems)
+    if sampled:
+        problems.append(
+            f"read from MLflow sampled to {max_points} points per metric (MLflow is slow to read "
+            "in full); record with training_hooks or import the run for every step"
+        )
+    return Table(_step_frame(series, wall), problems)
+
+
+def _step_frame(series: dict[str, pd.Series], wall: dict[int, float]) -> pd.DataFrame:
+    """Columns side by side on the union of their steps; wall time interpolated between the
+    sampled timestamps when the run did not log one."""
+    df = pd.DataFrame(series).sort_index()
+    df.index.name = Step.STEP
+    df = df.reset_index()
+    if Step.WALL_TIME not in df.columns and wall:
+        w = pd.Series(wall).sort_index()
+        df[Step.WALL_TIME] = np.interp(df[Step.STEP], w.index.to_numpy(), w.to_numpy())
+    return df

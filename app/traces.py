@@ -1,0 +1,41 @@
+"""The Compare page's drawn traces, cached per run: a selection change redraws only the runs it
+adds, and a run's traces are recomputed only when its step parts (size, mtime) change.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import streamlit as st
+
+from app import charts
+from app.data import part_files
+from app.records import SOURCE_PARQUET, RunRef
+from training_hooks.schema import STEPS_DIR
+
+
+def run_signature(run: RunRef) -> tuple:
+    """What a run's step curves depend on: its step parts (size, mtime), or its MLflow keys."""
+    if run.source == SOURCE_PARQUET and run.path:
+        return (run.key, part_files(Path(run.path) / STEPS_DIR))
+    return (run.key, run.metric_keys, run.updated_at)
+
+
+def run_traces(run: RunRef, series: charts.RunSeries, panel: charts.Panel, **options) -> list[dict]:
+    """``charts.run_traces`` for one run, cached on the run's files, the panel and the options."""
+    return _run_traces(
+        run_signature(run),
+        series.label,
+        series.color,
+        repr(sorted(series.eps.items())),
+        panel.key,
+        tuple(sorted(options.items())),
+        series,
+        panel,
+    )
+
+
+@st.cache_data(show_spinner=False, max_entries=4096)
+def _run_traces(sig, label, color, eps, panel_key, options, _series, _panel) -> list[dict]:
+    # the leading arguments are the cache key; _series and _panel (not hashed) carry the data
+    return charts.run_traces(_series, _panel, **dict(options))

@@ -1,0 +1,162 @@
+"""The command line, ``python -m training_hooks.demo`` / ``gspo-dash-demo``: generated, then run.
+
+Every field of ``DemoConfig`` (but ``algorithm``: ``--algorithms`` lists them) and of ``Session``
+is an option ``--field-name`` whose type, default and help come from the field (``add_options``),
+so the options cannot drift from the dataclasses. ``--mlflow URI`` / ``--no-mlflow`` is the one
+hand-written pair (``Session.mlflow`` is a URI or a switch).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import re
+import types
+import typing
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from .config import DemoConfig, Session
+from .loop import RunResult, train
+from .report import ProgressLine, summary_table
+
+DESCRIPTION = (
+    "Train a small transformer policy with GRPO and GSPO on a synthetic verifiable task and "
+    "record both runs (Parquet + MLflow)."
+)
+
+
+def _converter(tp: Any) -> tuple[Callable[[str], Any], str | None]:
+    """How an option's text becomes a field's value: int, float, str, ``X | None``, ``tuple[X, ...]``
+    (comma-separated). Returns the converter and a metavar (None: argparse's)."""
+    args = typing.get_args(tp)
+    if typing.get_origin(tp) in (types.UnionType, typing.Union) and type(None) in args:
+        (inner,) = [a for a in args if a is not type(None)]
+        return _converter(inner)
+    if typing.get_origin(tp) is tuple and len(args) == 2 and args[1] is Ellipsis:
+        item, _ = _converter(args[0])
+
+        def comma_list(text: str) -> tuple:
+            return tuple(item(x.strip()) for x in text.split(",") if x.strip())
+
+        return comma_list, "A,B,..."
+    if tp in (int, float, str):
+        return tp, None
+    raise TypeError(f"no command-line option for a field of type {tp!r}")
+
+
+def _shown(value: Any) -> str:
+    return ",".join(map(str, value)) if isinstance(value, tuple) else str(value)
+
+
+def add_options(parser: argparse._ActionsContainer, cls: type) -> list[str]:
+    """Add ``--field-name`` for each field of dataclass ``cls`` (but those with ``cli=False``
+    in their metadata); returns the fields' names. Help: the field's ``help``, then its default."""
+    hints = typing.get_type_hints(cls)
+    names = []
+    for f in dataclasses.fields(cls):
+        if not f.metadata.get("cli", True):
+            continue
+        convert, metavar = _converter(hints[f.name])
+        help_text = f.metadata.get("help", "")
+        if f.default is not None:
+            help_text = f"{help_text.removesuffix('.')} (default: {_shown(f.default)})"
+        parser.add_argument(
+            "--" + f.name.replace("_", "-"),
+            dest=f.name,
+            type=convert,
+            default=f.default,
+            metavar=metavar,
+            help=help_text.replace("%", "%%"),
+        )
+        names.append(f.name)
+    return names
+
+
+def build_parser() -> tuple[argparse.ArgumentParser, list[str], list[str]]:
+    """The parser, and the option names that belong to ``DemoConfig`` and to ``Session``."""
+    parser = argparse.ArgumentParser(prog="gspo-dash-demo", description=DESCRIPTION)
+    session = parser.add_argument_group("session (what this invocation runs and where it records)")
+    session_names = add_options(session, Session)
+    mlflow = session.add_mutually_exclusive_group()
+    mlflow.add_argument(
+        "--mlflow",
+        default=True,
+        metavar="URI",
+        help="MLflow tracking URI (default: MLFLOW_TRACKING_URI or sqlite:///mlflow.db)",
+    )
+    mlflow.add_argument(
+        "--no-mlflow",
+        dest="mlflow",
+        action="store_const",
+        const=False,
+        default=True,
+        help="record to Parquet only",
+    )
+    config = parser.add_argument_group("run settings (DemoConfig; stored as each run's config)")
+    config_names = add_options(config, DemoConfig)
+    return parser, config_names, [*session_names, "mlflow"]
+
+
+def parse_args(argv: Sequence[str] | None = None) -> tuple[Session, list[DemoConfig]]:
+    """The session and one ``DemoConfig`` per algorithm; a bad value exits with status 2."""
+    parser, config_names, session_names = build_parser()
+    ns = parser.parse_args(argv)
+    try:
+        session = Session(**{k: getattr(ns, k) for k in session_names})
+        return session, session.configs(**{k: getattr(ns, k) for k in config_names})
+    except ValueError as e:  # the dataclasses' checks; their messages start with the field
+        parser.error(re.sub(r"^(\w+)", lambda m: _flag(m[1], config_names + session_names), str(e)))
+
+
+def _flag(word: str, names: list[str]) -> str:
+    return "--" + word.replace("_", "-") if word in names else word
+
+
+def record_run(config: DemoConfig, session: Session) -> RunResult:
+    """Train one run, recorded by a ``RunRecorder`` under ``session.out``, with a progress line."""
+    from training_hooks import RunRecorder
+
+    with RunRecorder(
+        root=session.out,
+        name=f"{session.name_prefix}-{config.algorithm}",
+        algorithm=config.algorithm,
+        config=config.stored(),
+        mlflow=session.mlflow,
+        reduction=config.reduction,
+        group_size=config.group_size,
+        token_samples=session.token_samples,
+    ) as recorder:
+        result = train(config, recorder, ProgressLine(config.algorithm, config.steps))
+        result.run_dir = str(recorder.run_dir)
+    return result
+
+
+def run(argv: Sequence[str] | None = None) -> list[RunResult]:
+    """The command line: train and record every requested algorithm, print the summary."""
+    import torch
+
+    session, configs = parse_args(argv)
+    torch.set_num_threads(session.threads)
+    results = [record_run(config, session) for config in configs]
+    print()
+    print(summary_table(results))
+    print()
+    for r in results:
+        print(f"{r.config.algorithm}: {r.run_dir}")
+    if session.mlflow:
+        uri = (
+            session.mlflow
+            if isinstance(session.mlflow, str)
+            else os.environ.get("MLFLOW_TRACKING_URI", "sqlite:///mlflow.db")
+        )
+        print(f"MLflow: mlflow ui --backend-store-uri {uri}")
+    print("Open the dashboard: streamlit run app/main.py")
+    return results
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Console-script entry point (``gspo-dash-demo``): exit status 0."""
+    run(argv)
+    return 0

@@ -1,0 +1,148 @@
+"""The demo's settings, declared once: ``DemoConfig`` (one run) and ``Session`` (one invocation).
+
+Each field carries its default and a one-line ``help`` (``option``); ``training_hooks.demo.cli``
+turns the fields into the command line's options, so a new field is a new option.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from gspo_metrics.spec import GRPO_EPS, GSPO_EPS
+
+from .task import Task
+
+#: Clip range (eps_low, eps_high) of each algorithm the demo trains: GRPO clips tokens, GSPO
+#: clips sequences (``gspo_metrics.grpo_loss`` / ``gspo_loss``).
+DEFAULT_EPS: dict[str, tuple[float, float]] = {"grpo": GRPO_EPS, "gspo": GSPO_EPS}
+ALGORITHMS = tuple(DEFAULT_EPS)
+
+
+def option(default: Any, help: str, **metadata: Any) -> Any:
+    """A dataclass field with its default and its one-line documentation (the option's help)."""
+    return dataclasses.field(default=default, metadata={"help": help, **metadata})
+
+
+@dataclasses.dataclass
+class DemoConfig:
+    """Everything that defines one demo run (stored as the run's config)."""
+
+    algorithm: str = option(
+        "gspo", '"grpo" (grpo_loss, token clip) or "gspo" (gspo_loss, sequence clip).', cli=False
+    )
+    steps: int = option(120, "Rollout steps (each gives epochs * minibatches optimizer steps).")
+    seed: int = option(
+        0,
+        "Seeds the initial weights, the prompt stream and the sampler (same for every algorithm).",
+    )
+    group_size: int = option(8, "G: completions sampled per prompt.")
+    prompts_per_step: int = option(16, "P: prompts per rollout step.")
+    minibatches: int = option(
+        2, "Optimizer steps per epoch over a rollout batch (each takes P / minibatches groups)."
+    )
+    epochs: int = option(1, "Passes over each rollout batch.")
+    lr: float = option(3e-4, "Adam learning rate.")
+    max_grad_norm: float = option(1.0, "Gradient norm clip.")
+    kl_coef: float = option(
+        0.0, "beta of an optional k3 KL penalty to the reference policy (0: measured only)."
+    )
+    eps_low: float | None = option(
+        None, "Clip eps below 1 (default: the algorithm's, gspo_metrics.GRPO_EPS / GSPO_EPS)."
+    )
+    eps_high: float | None = option(
+        None, "Clip eps above 1 (default: the algorithm's, gspo_metrics.GRPO_EPS / GSPO_EPS)."
+    )
+    reduction: str = option("seq_mean_token_mean", "Loss reduction (gspo_metrics.REDUCTIONS).")
+    alphabet: str = option("abc", "Symbols of the task's strings.")
+    ops: tuple[str, ...] = option(
+        ("copy", "rev", "sort"), "Transformations prompts ask for (of copy, rev, sort, dup)."
+    )
+    min_len: int = option(1, "Shortest prompt string.")
+    max_len: int = option(4, "Longest prompt string.")
+    max_new_tokens: int = option(
+        6, "Completion length limit T (<eos> included); longer completions are truncated."
+    )
+    warmup_steps: int = option(
+        60, "Supervised warm-start steps on a noisy teacher before RL (0: RL from random weights)."
+    )
+    warmup_lr: float = option(1e-3, "Adam learning rate of the warm-start.")
+    warmup_batch: int = option(64, "Demonstrations per warm-start step.")
+    teacher_noise: float = option(
+        0.2, "Probability that a warm-start demonstration is wrong (symbol, length, or no <eos>)."
+    )
+    d_model: int = option(96, "Transformer width.")
+    n_layers: int = option(2, "Transformer blocks.")
+    n_heads: int = option(4, "Attention heads.")
+    device: str = option("cpu", "Torch device.")
+
+    def __post_init__(self) -> None:
+        from gspo_metrics import REDUCTIONS
+
+        if self.algorithm not in ALGORITHMS:
+            raise ValueError(f"algorithm must be one of {ALGORITHMS}, got {self.algorithm!r}")
+        for name in ("steps", "group_size", "prompts_per_step", "minibatches", "epochs"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.group_size < 2:
+            raise ValueError(
+                f"group_size must be >= 2 (a group of 1 has zero variance, so no gradient), "
+                f"got {self.group_size}"
+            )
+        if self.prompts_per_step % self.minibatches:
+            raise ValueError(
+                f"prompts_per_step ({self.prompts_per_step}) must be divisible by minibatches "
+                f"({self.minibatches}): minibatches take whole groups"
+            )
+        if self.reduction not in REDUCTIONS:
+            raise ValueError(f"reduction must be one of {REDUCTIONS}, got {self.reduction!r}")
+        low, high = DEFAULT_EPS[self.algorithm]
+        self.eps_low = low if self.eps_low is None else self.eps_low
+        self.eps_high = high if self.eps_high is None else self.eps_high
+        self.ops = tuple(self.ops)
+
+    @property
+    def optimizer_steps(self) -> int:
+        return self.steps * self.epochs * self.minibatches
+
+    def make_task(self) -> Task:
+        return Task(self.alphabet, self.ops, self.min_len, self.max_len)
+
+    def stored(self) -> dict[str, Any]:
+        """The run's config as recorded (run.json, MLflow params): the fields, ``ops`` joined."""
+        return {**dataclasses.asdict(self), "ops": ",".join(self.ops)}
+
+
+@dataclasses.dataclass(frozen=True)
+class Session:
+    """One invocation of the demo: which runs, where they are recorded, how many threads.
+
+    Not stored with the runs (``DemoConfig`` is).
+    """
+
+    out: str = option("runs", "Run folder root.")
+    algorithms: tuple[str, ...] = option(ALGORITHMS, "Algorithms to train, one run each.")
+    token_samples: int = option(
+        8, "Sequences per step whose per-token log-ratios are stored (dashboard token view)."
+    )
+    threads: int = option(
+        1,
+        "torch intra-op threads (1: the matrices are tiny, a second thread only spins, and the "
+        "recorder's writer threads get the other core).",
+    )
+    name_prefix: str = option("demo", "Run names are PREFIX-ALGORITHM.")
+    mlflow: bool | str = option(
+        True,
+        "MLflow tracking URI; True: MLFLOW_TRACKING_URI or sqlite:///mlflow.db; False: Parquet "
+        "only.",
+        cli=False,
+    )
+
+    def __post_init__(self) -> None:
+        for a in self.algorithms:
+            if a not in ALGORITHMS:
+                raise ValueError(f"algorithms: unknown {a!r}; valid: {', '.join(ALGORITHMS)}")
+
+    def configs(self, **settings: Any) -> list[DemoConfig]:
+        """One ``DemoConfig`` per algorithm, with ``settings`` (DemoConfig fields) in each."""
+        return [DemoConfig(algorithm=a, **settings) for a in self.algorithms]

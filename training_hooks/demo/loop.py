@@ -1,0 +1,370 @@
+"""The demo's training loop: ``build`` (task, warm-started policy, reference) and ``train``.
+
+One rollout step of ``train``, step by step (each a function of its own)::
+
+    batch = collect(learner, rollout)            # sample G completions of P prompts, score them,
+                                                 # advantages, log pi_old and log pi_ref
+    for epoch: for mb in minibatches(...):       # whole groups, in a fresh order per epoch
+        upd = update(learner, mb)                # one optimizer step on the minibatch
+        record(recorder, step, mb, upd, lr)      # RunRecorder.log_step
+        stats.append(measure(mb, upd))           # the host-side numbers the demo prints
+
+Shapes: P prompts, G completions each, B = P * G rows group by group, T completion positions;
+a minibatch holds P_mb = P / minibatches whole groups (B_mb = P_mb * G rows).
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from gspo_metrics import (
+    LossOutput,
+    get_loss,
+    group_advantages,
+    kl_estimate,
+    sequence_diagnostics,
+    zero_variance_groups,
+)
+from gspo_metrics.spec import GRPO_EPS, GSPO_EPS
+
+from .config import DemoConfig
+from .policy import Policy, Rollout, action_logprobs, sample
+from .task import Task
+
+
+@dataclass
+class StepStats:
+    """Host-side numbers of one optimizer step (for the progress line and the summary)."""
+
+    rollout: int
+    reward_mean: float
+    seq_clip_fraction: float  # sequences outside GSPO's range (GSPO_EPS)
+    token_clip_fraction: float  # tokens outside GRPO's range (GRPO_EPS), token-weighted
+    length_mean: float
+    truncated_fraction: float
+    zero_variance_fraction: float
+
+
+@dataclass
+class RunResult:
+    config: DemoConfig
+    stats: list[StepStats] = field(default_factory=list)
+    rollout_rewards: list[float] = field(default_factory=list)
+    wall_time: float = 0.0
+    run_dir: str | None = None
+
+    def fifths(self) -> tuple[float, float]:
+        """Mean reward over the first and the last fifth of the rollout steps."""
+        r = self.rollout_rewards
+        k = max(1, len(r) // 5)
+        return sum(r[:k]) / k, sum(r[-k:]) / k
+
+    def mean(self, name: str, off_policy_only: bool = False) -> float:
+        per = self.config.epochs * self.config.minibatches
+        rows = [s for i, s in enumerate(self.stats) if not (off_policy_only and i % per == 0)]
+        return sum(getattr(s, name) for s in rows) / max(1, len(rows))
+
+
+# ----------------------------------------------------------------------------- initial weights
+
+_INIT_FIELDS = (
+    "seed",
+    "alphabet",
+    "ops",
+    "min_len",
+    "max_len",
+    "max_new_tokens",
+    "warmup_steps",
+    "warmup_lr",
+    "warmup_batch",
+    "teacher_noise",
+    "d_model",
+    "n_layers",
+    "n_heads",
+)
+_INIT_CACHE: dict[tuple, dict[str, torch.Tensor]] = {}
+
+
+def warm_start(policy: Policy, task: Task, config: DemoConfig) -> None:
+    """Supervised steps on the noisy teacher (``Task.demonstration``): the "pretrained" policy.
+
+    Short on purpose: the policy leaves it partly competent (easy prompts mostly right, long
+    ``rev``/``sort`` mostly wrong, a few completions that never emit ``<eos>``), which is where RL
+    fine-tuning of a language model starts too. Loss: mean token negative log-likelihood.
+    """
+    rng = random.Random(config.seed + 2)
+    T = config.max_new_tokens
+    opt = torch.optim.Adam(policy.parameters(), lr=config.warmup_lr)
+    policy.train()
+    for _ in range(config.warmup_steps):
+        prompts = task.sample_prompts(config.warmup_batch, rng)
+        demos = [task.demonstration(p, rng, T, config.teacher_noise) for p in prompts]
+        actions = torch.tensor([d + [task.EOS] * (T - len(d)) for d in demos])  # (N, T)
+        mask = torch.arange(T)[None, :] < torch.tensor([len(d) for d in demos])[:, None]
+        ids = torch.cat([task.encode_prompts(prompts), torch.where(mask, actions, task.PAD)], 1)
+        logp, _ = action_logprobs(policy, ids.to(config.device), actions.to(config.device))
+        mask = mask.to(config.device)
+        loss = -torch.where(mask, logp, 0.0).sum() / mask.sum()
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+
+
+def build(config: DemoConfig) -> tuple[Task, Policy, Policy]:
+    """The task, the warm-started policy and its frozen reference copy, seeded by ``config.seed``.
+
+    The initial weights depend only on the task, model and warm-start fields of the config (not
+    on the algorithm), and are cached in memory, so a GRPO and a GSPO run start from one policy.
+    """
+    task = config.make_task()
+    torch.manual_seed(config.seed)
+    policy = Policy(
+        task.vocab_size,
+        task.num_actions,
+        task.prompt_len + config.max_new_tokens,
+        config.d_model,
+        config.n_layers,
+        config.n_heads,
+    ).to(config.device)
+    key = tuple(getattr(config, f) for f in _INIT_FIELDS)
+    if key not in _INIT_CACHE:
+        warm_start(policy, task, config)
+        _INIT_CACHE[key] = {k: v.detach().cpu().clone() for k, v in policy.state_dict().items()}
+    policy.load_state_dict(_INIT_CACHE[key])
+    ref = copy.deepcopy(policy).eval().requires_grad_(False)
+    return task, policy, ref
+
+
+# ----------------------------------------------------------------------------- the loop's steps
+
+
+@dataclass
+class Learner:
+    """What the loop carries from step to step: the models, the optimizer and the random streams.
+
+    Three streams, all seeded by ``config.seed``: the prompts (``prompt_rng``), the sampled
+    completions (``sample_gen``) and the minibatch order (``order_gen``).
+    """
+
+    config: DemoConfig
+    task: Task
+    policy: Policy
+    ref: Policy
+    optimizer: torch.optim.Optimizer
+    loss_fn: Callable[..., LossOutput]
+    device: torch.device
+    prompt_rng: random.Random
+    sample_gen: torch.Generator
+    order_gen: torch.Generator
+
+    @classmethod
+    def start(cls, config: DemoConfig) -> Learner:
+        task, policy, ref = build(config)
+        device = torch.device(config.device)
+        return cls(
+            config,
+            task,
+            policy,
+            ref,
+            torch.optim.Adam(policy.parameters(), lr=config.lr),
+            get_loss(config.algorithm),
+            device,
+            random.Random(config.seed),
+            torch.Generator(device=device).manual_seed(config.seed),
+            torch.Generator().manual_seed(config.seed + 1),
+        )
+
+
+@dataclass(frozen=True)
+class RolloutBatch:
+    """One rollout step: G completions of each of P prompts, scored, rows group by group."""
+
+    rollout: int  # index of the rollout step
+    completions: Rollout  # ids (B, Lp + T), actions, mask (B, T), truncated (B,)
+    rewards_P_G: torch.Tensor
+    advantages_B: torch.Tensor
+    old_logprobs_B_T: torch.Tensor  # log pi_old: the sampling policy's, one forward
+    ref_logprobs_B_T: torch.Tensor  # log pi_ref: the frozen warm-started policy's
+    texts: list[str] | None  # "rev abc = cba<eos>" per row, when a recorder stores them
+
+
+@dataclass(frozen=True)
+class Minibatch:
+    """Whole groups of one rollout batch: what one optimizer step trains on (B_mb rows)."""
+
+    rollout: int
+    epoch: int
+    ids: torch.Tensor  # (B_mb, Lp + T)
+    actions: torch.Tensor  # (B_mb, T)
+    mask: torch.Tensor  # (B_mb, T)
+    old_logprobs: torch.Tensor  # (B_mb, T)
+    ref_logprobs: torch.Tensor  # (B_mb, T)
+    advantages: torch.Tensor  # (B_mb,)
+    rewards_P_G: torch.Tensor  # (P_mb, G)
+    truncated: torch.Tensor  # (B_mb,)
+    texts: list[str] | None
+
+
+@dataclass(frozen=True)
+class Update:
+    """One optimizer step's results: the policy's log-probs before the step, and the step's."""
+
+    logprobs: torch.Tensor  # (B_mb, T) log pi_theta, the loss's input
+    entropy: torch.Tensor  # (B_mb, T) the policy's per-token entropy, detached
+    loss: LossOutput
+    grad_norm: torch.Tensor  # before clipping
+
+
+def collect(learner: Learner, rollout: int, *, with_text: bool) -> RolloutBatch:
+    """Sample, score and evaluate one rollout batch (the policy in eval mode, then train mode)."""
+    task, policy, config = learner.task, learner.policy, learner.config
+    P, G = config.prompts_per_step, config.group_size
+    prompts = task.sample_prompts(P, learner.prompt_rng)
+    prompt_ids = task.encode_prompts(prompts).to(learner.device)  # (P, Lp)
+    policy.eval()
+    ro = sample(
+        policy,
+        prompt_ids.repeat_interleave(G, dim=0),  # (P, Lp) -> (B, Lp), rows group by group
+        max_new_tokens=config.max_new_tokens,
+        eos_id=task.EOS,
+        pad_id=task.PAD,
+        generator=learner.sample_gen,
+    )
+    actions, truncated = ro.actions.cpu().tolist(), ro.truncated.cpu().tolist()
+    rewards = [task.check(prompts[b // G], actions[b], truncated[b]) for b in range(P * G)]
+    rewards_P_G = torch.tensor(rewards, device=learner.device).view(P, G)
+    texts = None
+    if with_text:
+        texts = [
+            f"{prompts[b // G].text} {task.decode(actions[b], truncated[b])}" for b in range(P * G)
+        ]
+    advantages_B = group_advantages(rewards_P_G).flatten()  # (P, G) -> (B,)
+    with torch.no_grad():
+        old_B_T, _ = action_logprobs(policy, ro.ids, ro.actions)
+        ref_B_T, _ = action_logprobs(learner.ref, ro.ids, ro.actions)
+    policy.train()
+    return RolloutBatch(rollout, ro, rewards_P_G, advantages_B, old_B_T, ref_B_T, texts)
+
+
+def minibatches(learner: Learner, batch: RolloutBatch, epoch: int) -> Iterator[Minibatch]:
+    """One epoch over ``batch``: a fresh random order of its groups, cut into whole-group slices."""
+    config = learner.config
+    P, G = config.prompts_per_step, config.group_size
+    P_mb = P // config.minibatches
+    order = torch.randperm(P, generator=learner.order_gen)
+    ro = batch.completions
+    for m in range(config.minibatches):
+        groups = order[m * P_mb : (m + 1) * P_mb]
+        # whole groups, still group by group: (P_mb,) -> (P_mb * G,)
+        rows = (groups[:, None] * G + torch.arange(G)).flatten().to(learner.device)
+        texts = None if batch.texts is None else [batch.texts[r] for r in rows.tolist()]
+        yield Minibatch(
+            batch.rollout,
+            epoch,
+            ro.ids[rows],
+            ro.actions[rows],
+            ro.mask[rows],
+            batch.old_logprobs_B_T[rows],
+            batch.ref_logprobs_B_T[rows],
+            batch.advantages_B[rows],
+            batch.rewards_P_G[groups.to(learner.device)],
+            ro.truncated[rows],
+            texts,
+        )
+
+
+def update(learner: Learner, mb: Minibatch) -> Update:
+    """One optimizer step: the algorithm's clipped loss (plus the optional KL penalty)."""
+    config = learner.config
+    logp, entropy = action_logprobs(learner.policy, mb.ids, mb.actions, with_entropy=True)
+    out = learner.loss_fn(
+        logp,
+        mb.old_logprobs,
+        mb.advantages,
+        mb.mask,
+        eps_low=config.eps_low,
+        eps_high=config.eps_high,
+        reduction=config.reduction,
+    )
+    loss = out.loss
+    if config.kl_coef:
+        loss = loss + config.kl_coef * kl_estimate(logp, mb.ref_logprobs, mb.mask).mean()
+    learner.optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    grad_norm = torch.nn.utils.clip_grad_norm_(learner.policy.parameters(), config.max_grad_norm)
+    learner.optimizer.step()
+    return Update(logp, entropy, out, grad_norm)
+
+
+def record(recorder: Any, step: int, mb: Minibatch, upd: Update, lr: float) -> None:
+    """Hand the optimizer step to ``RunRecorder.log_step`` (extras: lr, grad_norm, rollout, epoch)."""
+    recorder.log_step(
+        step,
+        rewards=mb.rewards_P_G,
+        logprobs=upd.logprobs,
+        old_logprobs=mb.old_logprobs,
+        mask=mb.mask,
+        advantages=mb.advantages,
+        ref_logprobs=mb.ref_logprobs,
+        loss=upd.loss,
+        entropy=upd.entropy,
+        truncated=mb.truncated,
+        extra={"lr": lr, "grad_norm": upd.grad_norm, "rollout": mb.rollout, "epoch": mb.epoch},
+        completions=mb.texts,
+    )
+
+
+def measure(mb: Minibatch, upd: Update) -> StepStats:
+    """The step's host-side numbers, in one device-to-host transfer."""
+    diag = sequence_diagnostics(
+        upd.logprobs, mb.old_logprobs, mb.mask, mb.advantages, seq_eps=GSPO_EPS, token_eps=GRPO_EPS
+    )
+    n_tok = mb.mask.sum()
+    host = torch.stack(
+        [
+            mb.rewards_P_G.mean(),
+            diag["seq_clipped"].mean(),
+            (diag["token_clip_fraction"] * diag["length"]).sum() / n_tok,
+            diag["length"].float().mean(),
+            mb.truncated.float().mean(),
+            zero_variance_groups(mb.rewards_P_G).float().mean(),
+        ]
+    ).tolist()
+    return StepStats(mb.rollout, *host)
+
+
+def train(
+    config: DemoConfig,
+    recorder: Any = None,
+    progress: Callable[[int, StepStats], None] | None = None,
+) -> RunResult:
+    """Run ``config.steps`` rollout steps; hand every optimizer step to ``recorder.log_step``.
+
+    ``recorder`` is a ``RunRecorder`` (or anything with its ``log_step``), or None. ``progress``
+    is called after each rollout step with (rollout index, the last optimizer step's stats).
+    """
+    t0 = time.perf_counter()
+    learner = Learner.start(config)
+    result = RunResult(config)
+    step = 0
+    for rollout in range(config.steps):
+        batch = collect(learner, rollout, with_text=recorder is not None)
+        result.rollout_rewards.append(batch.rewards_P_G.mean().item())
+        for epoch in range(config.epochs):
+            for mb in minibatches(learner, batch, epoch):
+                upd = update(learner, mb)
+                if recorder is not None:
+                    record(recorder, step, mb, upd, config.lr)
+                result.stats.append(measure(mb, upd))
+                step += 1
+        if progress is not None:
+            progress(rollout, result.stats[-1])
+    result.wall_time = time.perf_counter() - t0
+    return result

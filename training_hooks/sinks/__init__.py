@@ -1,0 +1,26 @@
+"""Sinks persist step records; each runs on its own background thread behind a bounded queue.
+
+- ``base``: the ``Sink`` protocol, ``NullSink``, and ``SinkWorker`` (the thread that drives one
+  sink and turns its failures into reported faults).
+- ``parquet``: ``ParquetSink``, the source of truth, and the Arrow table builders and writers.
+- ``mlflow``: ``MlflowSink`` (MLflow's client in a child process), and the MLflow helpers that
+  ``training_hooks.sync`` shares with it.
+
+Importing this package imports no torch (``python -m training_hooks.sync`` relies on it).
+"""
+
+from __future__ import annotations
+
+from .base import FaultCallback, NullSink, Sink, SinkWorker
+from .mlflow import MlflowSink, resolve_tracking_uri
+from .parquet import ParquetSink
+
+__all__ = [
+    "FaultCallback",
+    "MlflowSink",
+    "NullSink",
+    "ParquetSink",
+    "Sink",
+    "SinkWorker",
+    "resolve_tracking_uri",
+]

@@ -1,0 +1,289 @@
+"""The Parquet sink, the source of truth: step records to part files, then one compacted file.
+
+``ParquetSink`` buffers records and writes one part per table (``steps``, ``sequences``,
+``tokens``: the layout ``training_hooks.schema`` declares) every ``steps_per_file`` steps or every
+flush interval; ``step_table``, ``sequence_table`` and ``token_table`` build the Arrow tables,
+``write_parquet_atomic`` and ``compact_parquet`` write them.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import KW_ONLY, dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import numpy as np
+
+from .. import schema
+from ..schema import SCHEMA_VERSION, Seq, Step, Tok, parse_part_name
+
+if TYPE_CHECKING:
+    from ..compute import StepRecord
+
+# Encodings of every part and compacted file: dictionaries for the string columns only (run id,
+# algorithm, completions: few distinct values), min/max statistics only on the columns readers
+# filter row groups on. pyarrow's defaults (a dictionary and statistics for every column) make a
+# part about 2x more expensive to write, for files of about the same size.
+WRITE_OPTIONS: dict[str, Any] = {
+    "use_dictionary": [Step.RUN_ID, Step.ALGORITHM, Seq.COMPLETION, Tok.TOKENS],
+    "write_statistics": [Step.STEP, Seq.RANK],
+}
+
+
+def write_parquet_atomic(table, path: str, *, compression: str = "zstd") -> None:
+    """Write ``table`` to a hidden temporary name in the same folder, fsync, rename to ``path``."""
+    import pyarrow.parquet as pq
+
+    with schema.atomic_path(path) as tmp:
+        pq.write_table(table, tmp, compression=compression, **WRITE_OPTIONS)
+
+
+@dataclass(eq=False)
+class ParquetSink:
+    """Buffers many steps per part file under ``run_dir/{steps,sequences,tokens}``.
+
+    A part is written when ``steps_per_file`` steps are buffered or, by the worker, every
+    ``flush_interval_s``; so a ``kill -9`` loses at most the last interval. Parts appear
+    atomically.
+    """
+
+    name: ClassVar[str] = "parquet"
+
+    run_dir: str
+    """The run folder (``training_hooks.schema`` lays out its tables)."""
+    _: KW_ONLY
+    rank: int = 0
+    """This process's rank: part names carry it, and ``close`` compacts this rank's parts only."""
+    write_steps: bool = True
+    """Write the step table (rank 0 only: the step rows are reduced over ranks)."""
+    steps_per_file: int = 100
+    """Steps buffered per part file."""
+    compression: str = "zstd"
+    """Parquet codec of the parts and the compacted files."""
+    heartbeat: Callable[[], None] | None = None
+    """Runs after every flush, failed or not, and at close (rank 0: rewrite run.json)."""
+    max_buffered_steps: int = 10_000
+    """While writes fail, keep at most this many steps; older ones are dropped and counted."""
+    compact: bool = True
+    """``close`` merges this rank's parts of each table into one ``compacted-*.parquet``."""
+    dropped_steps: int = field(default=0, init=False)
+    """Steps dropped because writes failed for longer than ``max_buffered_steps``."""
+
+    def __post_init__(self) -> None:
+        self.steps_per_file = max(1, int(self.steps_per_file))
+        self._records: list[StepRecord] = []
+        self._extra_keys: dict[str, None] = {}  # ordered set of extra step columns seen
+        self._seq = 0
+        self._done_batch: tuple | None = None  # the batch being retried, and its written tables
+        self._done_tables: set[str] = set()
+
+    # -- lifecycle
+    def open(self) -> None:
+        for table in schema.TABLE_DIRS:
+            folder = os.path.join(self.run_dir, table)
+            os.makedirs(folder, exist_ok=True)
+            for name in os.listdir(folder):  # resume: continue the part counter
+                info = parse_part_name(name)
+                if info is not None:
+                    self._seq = max(self._seq, info["seq"] + 1)
+
+    def write(self, record: StepRecord) -> None:
+        self._records.append(record)
+        for key in record.extra:
+            self._extra_keys.setdefault(key, None)
+        for key in record.tensor_extra_keys:
+            self._extra_keys.setdefault(key, None)
+        if len(self._records) > self.max_buffered_steps:  # the disk has been failing for long
+            drop = len(self._records) - self.max_buffered_steps
+            del self._records[:drop]
+            self.dropped_steps += drop
+
+    def should_flush(self) -> bool:
+        return len(self._records) >= self.steps_per_file
+
+    def flush(self) -> None:
+        try:
+            while self._records:
+                batch = self._records[: self.steps_per_file]
+                self._write_parts(batch)
+                del self._records[: len(batch)]
+        finally:  # the heartbeat (and the faults it carries) goes on while parts fail
+            if self.heartbeat is not None:
+                self.heartbeat()
+
+    def close(self, status: str) -> None:
+        self.flush()
+        if self.compact:
+            for table in schema.TABLE_DIRS:
+                if table == schema.STEPS_DIR and not self.write_steps:
+                    continue
+                self._compact(table)
+        if self.heartbeat is not None:
+            self.heartbeat()
+
+    # -- writing
+    def _path(self, table: str, first: int, last: int, prefix: str = "part") -> str:
+        make = schema.part_name if prefix == "part" else schema.compacted_name
+        name = make(first, last, self.rank, self._seq)
+        self._seq += 1
+        return os.path.join(self.run_dir, table, name)
+
+    def _write_parts(self, records: list[StepRecord]) -> None:
+        steps = [r.step for r in records]
+        first, last = min(steps), max(steps)
+        builders = [(schema.SEQUENCES_DIR, sequence_table), (schema.TOKENS_DIR, token_table)]
+        if self.write_steps:
+            builders.append((schema.STEPS_DIR, lambda rs: step_table(rs, tuple(self._extra_keys))))
+        # sequences first, then tokens, then steps: a reader that sees a step sees its sequences.
+        # A table written before a failure is not written again when the batch is retried.
+        done = self._done_tables if self._done_batch == (first, last, len(records)) else set()
+        self._done_batch, self._done_tables = (first, last, len(records)), done
+        for table, build in builders:
+            if table in done:
+                continue
+            tbl = build(records)
+            if tbl is not None:
+                write_parquet_atomic(
+                    tbl, self._path(table, first, last), compression=self.compression
+                )
+            done.add(table)
+        self._done_batch, self._done_tables = None, set()
+
+    def _compact(self, table: str) -> None:
+        folder = os.path.join(self.run_dir, table)
+        files = []
+        for name in os.listdir(folder):
+            info = parse_part_name(name)
+            if info is not None and info["rank"] == self.rank:
+                files.append((info["first"], info["seq"], name))
+        if len(files) < 2:
+            return
+        files.sort()
+        paths = [os.path.join(folder, name) for _, _, name in files]
+        first = min(f[0] for f in files)
+        last = max(parse_part_name(f[2])["last"] for f in files)
+        target = self._path(table, first, last, prefix="compacted")
+        compact_parquet(paths, target, compression=self.compression)
+        for p in paths:  # the compacted file is in place: the parts are now duplicates
+            os.unlink(p)
+
+
+def compact_parquet(paths: list[str], target: str, *, compression: str = "zstd") -> None:
+    """Merge Parquet files (schemas may differ by extra columns) into ``target``, atomically.
+
+    Streams file by file, batching rows into row groups of about 64k rows, so memory stays
+    bounded by a row group rather than the run.
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    schemas = [pq.read_schema(p) for p in paths]
+    unified = pa.unify_schemas(schemas, promote_options="permissive")
+    unified = unified.with_metadata(schemas[0].metadata or {})
+    with schema.atomic_path(target) as tmp:
+        with pq.ParquetWriter(tmp, unified, compression=compression, **WRITE_OPTIONS) as writer:
+            pending, rows = [], 0
+            for p in paths:
+                t = pq.ParquetFile(p).read()  # (pq.read_table would import pyarrow.dataset)
+                for f in unified:
+                    if f.name not in t.column_names:
+                        t = t.append_column(f, pa.nulls(t.num_rows, f.type))
+                pending.append(t.select(unified.names).cast(unified))
+                rows += t.num_rows
+                if rows >= 65_536:
+                    writer.write_table(pa.concat_tables(pending))
+                    pending, rows = [], 0
+            if pending:
+                writer.write_table(pa.concat_tables(pending))
+
+
+def step_table(records: list[StepRecord], extra_keys: tuple[str, ...] = ()):
+    """The step-table Arrow table of materialised records (extras NaN where not given)."""
+    import pyarrow as pa
+
+    sch = schema.step_schema(extra_keys)
+    rows = [r.row for r in records]
+    nan = float("nan")
+    arrays = []
+    for f in sch:
+        name = f.name
+        if name == Step.SCHEMA_VERSION:
+            arrays.append(pa.array(np.full(len(rows), SCHEMA_VERSION, dtype=np.int16)))
+        else:  # a missing float is NaN, a missing int (rollout, policy_lag) is null
+            missing = None if pa.types.is_integer(f.type) else nan
+            values = [row.get(name, missing) for row in rows]
+            arrays.append(pa.array(values, type=f.type, from_pandas=False))
+    return pa.table(arrays, schema=sch)
+
+
+# Arrow type name -> numpy dtype (pyarrow's own to_pandas_dtype imports pandas: a second)
+_NUMPY = {
+    "bool": np.bool_,
+    "int16": np.int16,
+    "int32": np.int32,
+    "int64": np.int64,
+    "float": np.float32,
+    "double": np.float64,
+}
+
+
+def sequence_table(records: list[StepRecord]):
+    """The sequence-table Arrow table of materialised records (all of one rank)."""
+    import pyarrow as pa
+
+    sch = schema.sequence_schema()
+    n = sum(r.batch_size for r in records)
+    arrays = []
+    for f in sch:
+        name = f.name
+        if name == Seq.SCHEMA_VERSION:
+            arrays.append(pa.array(np.full(n, SCHEMA_VERSION, dtype=np.int16)))
+        elif name == Seq.RUN_ID:
+            arrays.append(
+                pa.array([records[0].run_id] * n, type=f.type) if n else pa.array([], f.type)
+            )
+        elif name == Seq.COMPLETION:
+            if all(r.completions is None for r in records):
+                arrays.append(pa.nulls(n, f.type))
+            else:
+                vals: list = []
+                for r in records:
+                    vals.extend(
+                        r.completions if r.completions is not None else [None] * r.batch_size
+                    )
+                arrays.append(pa.array(vals, type=f.type))
+        elif name == Seq.TRUNCATED and any(r.seq[name] is None for r in records):
+            vals = []
+            for r in records:
+                t = r.seq[name]
+                vals.extend(t.tolist() if t is not None else [None] * r.batch_size)
+            arrays.append(pa.array(vals, type=f.type))
+        else:
+            arr = np.concatenate([r.seq[name] for r in records])
+            arrays.append(pa.array(arr.astype(_NUMPY[str(f.type)], copy=False), type=f.type))
+    return pa.table(arrays, schema=sch)
+
+
+def token_table(records: list[StepRecord]):
+    """The token-table Arrow table, or None when no record sampled tokens."""
+    import pyarrow as pa
+
+    recs = [r for r in records if r.tokens]
+    if not recs:
+        return None
+    sch = schema.token_schema()
+    cols: dict[str, list] = {name: [] for name in sch.names}
+    for r in recs:
+        t = r.tokens
+        k = len(t["group"])
+        cols[Tok.SCHEMA_VERSION] += [SCHEMA_VERSION] * k
+        cols[Tok.RUN_ID] += [r.run_id] * k
+        cols[Tok.STEP] += [r.step] * k
+        cols[Tok.RANK] += [r.rank] * k
+        cols[Tok.GROUP] += t["group"]
+        cols[Tok.SAMPLE] += t["sample"]
+        cols[Tok.TOKEN_LOG_RATIOS] += t["token_log_ratios"]
+        cols[Tok.ADVANTAGES] += t["advantages"]
+        cols[Tok.TOKENS] += [None] * k
+    return pa.table([pa.array(cols[f.name], type=f.type) for f in sch], schema=sch)
