@@ -59,6 +59,7 @@ def sequence_diagnostics(
     token_eps: tuple[float, float] = GRPO_EPS,
     ref_logprobs: torch.Tensor | None = None,
     entropy: torch.Tensor | None = None,
+    sampler_logprobs: torch.Tensor | None = None,
     workspace: dict | None = None,
     backend: str = "auto",
 ) -> dict[str, torch.Tensor]:
@@ -71,6 +72,9 @@ def sequence_diagnostics(
         token_eps: (eps_low, eps_high) of the token unit (GRPO's clip range).
         ref_logprobs: optional (B, T) log pi_ref, for the KL to the reference policy.
         entropy: optional (B, T) per-token entropy of pi_theta.
+        sampler_logprobs: optional (B, T) log pi_sampler: the log-probs the inference engine
+            (vLLM, SGLang) reported for the tokens it sampled, for the sampler/trainer mismatch
+            (``sampler_kl``, ``sampler_logp_abs_diff_max``; NaN without them).
         workspace: optional dict the caller passes again on every call (one per thread): a
             (R, B, T) scratch buffer is kept in it and reused instead of allocated. On CPU a fresh
             (B, T) allocation costs about as much in page faults as a pass over it, so a loop
@@ -95,6 +99,7 @@ def sequence_diagnostics(
         token_eps=token_eps,
         ref_logprobs=ref_logprobs,
         entropy=entropy,
+        sampler_logprobs=sampler_logprobs,
         workspace=workspace,
         backend=backend,
     )
@@ -114,6 +119,7 @@ def stacked_sequence_diagnostics(
     token_eps: tuple[float, float] = GRPO_EPS,
     ref_logprobs: torch.Tensor | None = None,
     entropy: torch.Tensor | None = None,
+    sampler_logprobs: torch.Tensor | None = None,
     workspace: dict | None = None,
     backend: str = "auto",
 ) -> torch.Tensor:
@@ -134,12 +140,14 @@ def stacked_sequence_diagnostics(
             token_eps=token_eps,
             ref_logprobs=ref_logprobs,
             entropy=entropy,
+            sampler_logprobs=sampler_logprobs,
             nonempty=False,  # each route finds empty rows without a separate host sync
         )
         check_choice(backend, "backend", BACKENDS)
         # Half-precision inputs are reduced in float32 (sums of 1,000 bf16 terms are not exact).
         dtype = torch.promote_types(logprobs.dtype, torch.float32)
-        args = (logprobs, old_logprobs, mask, advantages, ref_logprobs, entropy, dtype)
+        optional = (ref_logprobs, entropy, sampler_logprobs)
+        args = (logprobs, old_logprobs, mask, advantages, *optional, dtype)
         if backend == "reference":
             check_no_empty_rows(mask)
             return stack_diagnostics(reference_diagnostics(*args, seq_eps, token_eps))
@@ -205,6 +213,7 @@ def check_diagnostics_inputs(
     token_eps: tuple[float, float] = GRPO_EPS,
     ref_logprobs: torch.Tensor | None = None,
     entropy: torch.Tensor | None = None,
+    sampler_logprobs: torch.Tensor | None = None,
     nonempty: bool = True,
 ) -> None:
     """Every check of ``sequence_diagnostics``' arguments: ValueError naming the argument and its
@@ -214,7 +223,12 @@ def check_diagnostics_inputs(
         check_advantages(advantages, logprobs)
     check_eps_pair("seq_eps", seq_eps)
     check_eps_pair("token_eps", token_eps)
-    for name, x in (("ref_logprobs", ref_logprobs), ("entropy", entropy)):
+    optional = (
+        ("ref_logprobs", ref_logprobs),
+        ("entropy", entropy),
+        ("sampler_logprobs", sampler_logprobs),
+    )
+    for name, x in optional:
         if x is not None:
             check_tensor(x, name, 2, "(B, T)")
             check_float(x, name)
@@ -227,7 +241,16 @@ def check_diagnostics_inputs(
 
 
 def reference_diagnostics(
-    logprobs, old_logprobs, mask, advantages, ref_logprobs, entropy, dtype, seq_eps, token_eps
+    logprobs,
+    old_logprobs,
+    mask,
+    advantages,
+    ref_logprobs,
+    entropy,
+    sampler_logprobs,
+    dtype,
+    seq_eps,
+    token_eps,
 ) -> dict[str, torch.Tensor]:
     """Every diagnostic of ``SEQUENCE_DIAGNOSTICS`` as its equation: name -> (B,) in ``dtype``.
 
@@ -258,6 +281,14 @@ def reference_diagnostics(
         ent_bt = masked(entropy)
         entropy_b = ent_bt.sum(-1) / n_b
         probe_bt = probe_bt + ent_bt
+    sampler_kl_b = sampler_max_b = torch.full_like(log_s_b, math.nan)  # NaN: not given
+    if sampler_logprobs is not None:
+        # u = log pi_old - log pi_sampler, the trainer's log-prob of the sampling policy against
+        # the sampler's; k3 = e^u - 1 - u estimates KL(pi_sampler || pi_old) from its tokens
+        u_bt = masked(old_logprobs.detach().to(dtype) - sampler_logprobs.detach().to(dtype))
+        sampler_kl_b = (torch.expm1(u_bt) - u_bt).sum(-1) / n_b
+        sampler_max_b = u_bt.abs().amax(-1)  # (padding: |0| is below every masked |u|)
+        probe_bt = probe_bt + u_bt
     return {
         "length": n_b,
         # per-token advantages: their masked mean
@@ -271,6 +302,8 @@ def reference_diagnostics(
         / n_b.sqrt(),
         "kl_ref": kl_ref_b,
         "kl_old": (torch.expm1(d_bt) - d_bt).sum(-1) / n_b,  # mean_t k3(d) = e^d - 1 - d
+        "sampler_kl": sampler_kl_b,  # mean_t k3(u)
+        "sampler_logp_abs_diff_max": sampler_max_b,  # max_t |u|
         "entropy": entropy_b,
         "nonfinite_count": (~torch.isfinite(probe_bt) & mask_bt).sum(-1).to(dtype),
     }

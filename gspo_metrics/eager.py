@@ -22,17 +22,18 @@ import torch
 from .checks import as_bool_mask
 from .spec import SEQUENCE_DIAGNOSTICS
 
-#: The per-token inputs a row of the buffer may hold besides log r, in buffer order.
-_INPUTS = ("ref", "entropy", "advantage")
+#: The per-token inputs a row of the buffer may hold besides log r, in buffer order ("sampler":
+#: u = log pi_old - log pi_sampler).
+_INPUTS = ("ref", "entropy", "advantage", "sampler")
 
 
-@functools.lru_cache(maxsize=16)
-def _buffer_rows(has_ref: bool, has_ent: bool, per_tok: bool) -> dict[str, int]:
+@functools.lru_cache(maxsize=32)
+def _buffer_rows(has_ref: bool, has_ent: bool, per_tok: bool, has_smp: bool) -> dict[str, int]:
     """Row of each per-token quantity in the (R, B, T) buffer: the 0/1 mask; log r and the other
     inputs' masked values (the rows whose means the probe sums); the terms of the means."""
-    given = dict(zip(_INPUTS, (has_ref, has_ent, per_tok), strict=True))
+    given = dict(zip(_INPUTS, (has_ref, has_ent, per_tok, has_smp), strict=True))
     names = ["mask", "log_ratio", *(name for name in _INPUTS if given[name])]
-    names += ["kl_old", "below", "above"] + ["kl_ref"] * has_ref
+    names += ["kl_old", "below", "above"] + ["kl_ref"] * has_ref + ["sampler_kl"] * has_smp
     return {name: i for i, name in enumerate(names)}
 
 
@@ -43,6 +44,7 @@ def eager_diagnostics(
     advantages,
     ref_logprobs,
     entropy,
+    sampler_logprobs,
     dtype,
     seq_eps,
     token_eps,
@@ -51,11 +53,13 @@ def eager_diagnostics(
     """The (K, B) stack and the probe: the sum of the row means of every input's masked values,
     non-finite iff a row is empty (0 / 0) or an input is non-finite (barring overflow)."""
     per_tok = advantages.dim() == 2
-    row = _buffer_rows(ref_logprobs is not None, entropy is not None, per_tok)
+    has = (ref_logprobs is not None, entropy is not None, per_tok, sampler_logprobs is not None)
+    row = _buffer_rows(*has)
     B, T = mask.shape
     w = _scratch(workspace, "rows", (len(row), B, T), dtype, mask.device)
     tok_lo, tok_hi = math.log1p(-token_eps[0]), math.log1p(token_eps[1])
     inputs = (logprobs, old_logprobs, mask, advantages.to(dtype), ref_logprobs, entropy)
+    inputs += (sampler_logprobs,)
     sums_R_B, mask_f, d_bt = _write_rows(w, row, *inputs, tok_lo, tok_hi)
     n_b = sums_R_B[row["mask"]]
     means_R_B = sums_R_B / n_b
@@ -72,6 +76,7 @@ def eager_diagnostics(
         "kl_ref": means_R_B[row["kl_ref"]] if "kl_ref" in row else nan_b,
         "kl_old": means_R_B[row["kl_old"]],
         "entropy": means_R_B[row["entropy"]] if "entropy" in row else nan_b,
+        **_sampler_values(w, row, means_R_B, nan_b),
         "nonfinite_count": torch.zeros_like(n_b),  # (the probe sends any non-finite step away)
     }
     if per_tok:  # per-token advantages: the binding side is decided token by token
@@ -88,7 +93,7 @@ def eager_diagnostics(
     return torch.stack([values[name] for name in SEQUENCE_DIAGNOSTICS]), probe
 
 
-def _write_rows(w, row, lp, old_logprobs, mask, adv, ref_logprobs, entropy, tok_lo, tok_hi):
+def _write_rows(w, row, lp, old_logprobs, mask, adv, ref_logprobs, entropy, smp, tok_lo, tok_hi):
     """Fill the buffer's rows (``row``: name -> index); returns their sums over T (R, B), and
     the rows of the 0/1 mask and of log r (0 on padding), (B, T) each.
 
@@ -113,16 +118,12 @@ def _write_rows(w, row, lp, old_logprobs, mask, adv, ref_logprobs, entropy, tok_
     else:  # any dtype: nonzero marks a token (as_bool_mask's rule), written as 0/1 floats
         mask_f = torch.ne(mask, 0, out=w[row["mask"]])
     written("mask")
-    d_bt = w[row["log_ratio"]]  # log r = log pi_theta - log pi_old, 0 on padding
-    if lp.dtype == w.dtype:
-        torch.sub(lp, old_logprobs, out=d_bt)
-    else:  # half precision: subtract in float32
-        d_bt.copy_(lp).sub_(old_logprobs)
-    d_bt.mul_(mask_f)
+    # log r = log pi_theta - log pi_old, 0 on padding
+    d_bt = _sub_into(w[row["log_ratio"]], lp, old_logprobs).mul_(mask_f)
     written("log_ratio")
     if ref_logprobs is not None:
         # k3 of d = logp - ref: exp(-d) - 1 + d = expm1(e) - e with e = ref - logp
-        e_bt = torch.sub(ref_logprobs, lp, out=w[row["ref"]]).mul_(mask_f)
+        e_bt = _sub_into(w[row["ref"]], ref_logprobs, lp).mul_(mask_f)
         written("ref")
         torch.expm1(e_bt, out=w[row["kl_ref"]]).sub_(e_bt)
         written("kl_ref")
@@ -132,6 +133,12 @@ def _write_rows(w, row, lp, old_logprobs, mask, adv, ref_logprobs, entropy, tok_
     if "advantage" in row:
         torch.mul(adv, mask_f, out=w[row["advantage"]])
         written("advantage")
+    if smp is not None:
+        # u = log pi_old - log pi_sampler, 0 on padding; its k3 = expm1(u) - u
+        u_bt = _sub_into(w[row["sampler"]], old_logprobs, smp).mul_(mask_f)
+        written("sampler")
+        torch.expm1(u_bt, out=w[row["sampler_kl"]]).sub_(u_bt)
+        written("sampler_kl")
     # k3 terms are exactly 0 where d = 0, so the padding needs no second mask
     torch.expm1(d_bt, out=w[row["kl_old"]]).sub_(d_bt)
     # padding has d = 0, inside every range; counts of 0/1 floats are exact below 2^24
@@ -139,6 +146,28 @@ def _write_rows(w, row, lp, old_logprobs, mask, adv, ref_logprobs, entropy, tok_
     torch.gt(d_bt, tok_hi, out=w[row["above"]])
     written("kl_old", "below", "above")
     return (sums_R_B if per_row else w.sum(-1)), mask_f, d_bt
+
+
+def _sub_into(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """a - b written to ``out``, computed in ``out``'s dtype (half-precision inputs are
+    subtracted in float32, as the other routes do, not rounded to half precision first)."""
+    if a.dtype == out.dtype and b.dtype == out.dtype:
+        return torch.sub(a, b, out=out)
+    return out.copy_(a).sub_(b)
+
+
+def _sampler_values(w, row, means_R_B, nan_b) -> dict[str, torch.Tensor]:
+    """``sampler_kl`` (mean_t k3(u)) and ``sampler_logp_abs_diff_max`` (max_t |u|) from the
+    buffer's rows, NaN without sampler log-probs. u is 0 on padding, so max(amax u, -amin u) is
+    the masked max of |u| (0 lies inside [min u, max u] of a row with padding) and no |u| buffer
+    is needed."""
+    if "sampler" not in row:
+        return {"sampler_kl": nan_b, "sampler_logp_abs_diff_max": nan_b}
+    u_bt = w[row["sampler"]]
+    return {
+        "sampler_kl": means_R_B[row["sampler_kl"]],
+        "sampler_logp_abs_diff_max": torch.maximum(u_bt.amax(-1), u_bt.amin(-1).neg_()),
+    }
 
 
 def _spread(d_bt, mask_f, log_s_b, n_b, out) -> dict[str, torch.Tensor]:

@@ -18,6 +18,8 @@ Per row b, over its masked tokens t (n_b of them), with d = log pi_theta - log p
                           where exp(x) - 1 - x would cancel (next term < 6e-15 of the sum), and
                           as expm1(x) - x in an exact scalar walk for the rare larger |x|
     kl_old_b            = mean_t k3(d),   kl_ref_b = mean_t k3(log pi_ref - log pi_theta)
+    sampler_kl_b        = mean_t k3(u),   u = log pi_old - log pi_sampler (with sampler log-probs)
+    sampler_logp_abs_diff_max = max_t |u|
 
 and the clip fractions as in ``gspo_metrics.diagnostics``. The kernel writes each diagnostic to
 its row of the output, ``ROW.<name>`` (the order of ``spec.SEQUENCE_DIAGNOSTICS``). Padding is never used (every pass
@@ -122,6 +124,19 @@ def _pass_ref(lp, ref, mask, b):
 
 
 @njit(fastmath=_FM)
+def _pass_sampler(old, smp, mask, b):
+    """u = old - smp over row b's tokens: ``_pass_ref``'s sums of u, and the largest |u| (a NaN
+    is skipped here: ``_fixup`` finds it, since it makes the probe non-finite)."""
+    s_k3, n_big, s_u = _pass_ref(smp, old, mask, b)
+    u_max = 0.0  # (padding: |0| is below every masked |u|)
+    for t in range(old.shape[1]):
+        u = abs(np.float64(old[b, t]) - np.float64(smp[b, t]))
+        u = u if mask[b, t] != 0 else 0.0
+        u_max = u if u > u_max else u_max  # (compare-and-select: the form LLVM vectorises)
+    return s_k3, n_big, s_u, u_max
+
+
+@njit(fastmath=_FM)
 def _pass_masked_sum(x, mask, b):
     s = 0.0
     for t in range(x.shape[1]):
@@ -174,19 +189,24 @@ def _pass_spread(lp, old, mask, b, mean):
 
 
 @njit
-def _fixup(lp, old, mask, adv, ref, ent, b, per_tok, has_ref, has_ent, a_row, count):
+def _fixup(lp, old, mask, adv, ref, ent, smp, b, flags, a_row, count):
     """The slow, exact walk over row b (no fast-math): k3 by expm1 for the tokens the series
     does not cover, and, with ``count``, the tokens where an input is NaN or inf and whether
-    a NaN is among the log-ratios. Returns (k3 of d, k3 of e, non-finite tokens, NaN in d)."""
+    a NaN is among the log-ratios d and among the sampler differences u. Returns (k3 of d,
+    k3 of e, k3 of u, non-finite tokens, NaN in d, NaN in u)."""
+    per_tok, has_ref, has_ent, has_smp = flags[0] != 0, flags[1] != 0, flags[2] != 0, flags[3] != 0
     k_d = 0.0
     k_e = 0.0
+    k_u = 0.0
     n_bad = 0
     d_nan = False
+    u_nan = False
     for t in range(lp.shape[1]):
         if mask[b, t] == 0:
             continue
         x = np.float64(lp[b, t])
-        d = x - np.float64(old[b, t])
+        o = np.float64(old[b, t])
+        d = x - o
         if not abs(d) < SERIES_BOUND:
             k_d += math.expm1(d) - d
         q = d + (np.float64(adv[b, t]) if per_tok else a_row)
@@ -197,25 +217,31 @@ def _fixup(lp, old, mask, adv, ref, ent, b, per_tok, has_ref, has_ent, a_row, co
             q += e
         if has_ent:
             q += np.float64(ent[b, t])
+        if has_smp:
+            u = o - np.float64(smp[b, t])
+            if not abs(u) < SERIES_BOUND:
+                k_u += math.expm1(u) - u
+            q += u
+            u_nan = u_nan or u != u
         if count:
             n_bad += not math.isfinite(q)
             d_nan = d_nan or d != d
-    return k_d, k_e, n_bad, d_nan
+    return k_d, k_e, k_u, n_bad, d_nan, u_nan
 
 
-def _kernel(lp, old, mask, adv, ref, ent, flags, thr, out, b0, b1):  # pragma: no cover (numba)
+def _kernel(lp, old, mask, adv, ref, ent, smp, flags, thr, out, b0, b1):  # pragma: no cover
     """Fill columns b0 .. b1 - 1 of ``out`` (K, B) float64: diagnostic ``name`` in row
     ``ROW.name`` (the order of SEQUENCE_DIAGNOSTICS).
 
     lp, old (B, T); mask (B, T) uint8, nonzero marks a token; adv (B, T) when flags[0] (per-token
     advantages) else (B, 1); ref (B, T) when flags[1] else unused; ent (B, T) when flags[2] else
-    unused. thr = [token log lo, token log hi, seq log lo, seq log hi]. A row without tokens gets
-    length 0 (the caller raises).
+    unused; smp (B, T) log pi_sampler when flags[3] else unused. thr = [token log lo, token log
+    hi, seq log lo, seq log hi]. A row without tokens gets length 0 (the caller raises).
 
     Each row takes a few vectorised passes (the row stays in cache between them) and, only when
     a log-ratio is outside the series' range or an input is non-finite (the sum of every
     input's masked values, the probe, is then not finite), one exact scalar walk."""
-    per_tok, has_ref, has_ent = flags[0] != 0, flags[1] != 0, flags[2] != 0
+    per_tok, has_ref, has_ent, has_smp = flags[0] != 0, flags[1] != 0, flags[2] != 0, flags[3] != 0
     tok_lo, tok_hi = thr[0], thr[1]
     nan = np.nan
     for b in range(b0, b1):
@@ -234,15 +260,23 @@ def _kernel(lp, old, mask, adv, ref, ent, flags, thr, out, b0, b1):  # pragma: n
         if has_ent:
             s_h = _pass_masked_sum(ent, mask, b)
             probe += s_h
+        k_u = 0.0
+        u_max = 0.0
+        if has_smp:
+            k_u, big_u, s_u, u_max = _pass_sampler(old, smp, mask, b)
+            big += big_u
+            probe += s_u
         finite = math.isfinite(probe)
         n_bad = 0
         d_nan = False
         if big > 0 or not finite:
-            fk_d, fk_e, n_bad, d_nan = _fixup(
-                lp, old, mask, adv, ref, ent, b, per_tok, has_ref, has_ent, a_row, not finite
+            fk_d, fk_e, fk_u, n_bad, d_nan, u_nan = _fixup(
+                lp, old, mask, adv, ref, ent, smp, b, flags, a_row, not finite
             )
             k_d += fk_d
             k_e += fk_e
+            k_u += fk_u
+            u_max = nan if u_nan else u_max
         out[ROW.length, b] = n
         out[ROW.nonfinite_count, b] = n_bad
         if n == 0:
@@ -261,6 +295,8 @@ def _kernel(lp, old, mask, adv, ref, ent, flags, thr, out, b0, b1):  # pragma: n
         out[ROW.token_log_ratio_std, b] = math.sqrt(s_sq / nf)
         out[ROW.kl_ref, b] = k_e / nf if has_ref else nan
         out[ROW.kl_old, b] = k_d / nf
+        out[ROW.sampler_kl, b] = k_u / nf if has_smp else nan
+        out[ROW.sampler_logp_abs_diff_max, b] = u_max if has_smp else nan
         out[ROW.entropy, b] = s_h / nf if has_ent else nan
         _store_clips(out, b, nf, log_s, n_below, n_above, a_row, adv_sums, per_tok, thr)
 
@@ -297,7 +333,18 @@ def _store_clips(out, b, nf, log_s, n_below, n_above, a_row, adv_sums, per_tok, 
 def _signature(ft):
     a2 = ft[:, ::1]
     return void(
-        a2, a2, uint8[:, ::1], a2, a2, a2, int64[::1], float64[::1], float64[:, ::1], int64, int64
+        a2,
+        a2,
+        uint8[:, ::1],
+        a2,
+        a2,
+        a2,
+        a2,
+        int64[::1],
+        float64[::1],
+        float64[:, ::1],
+        int64,
+        int64,
     )
 
 
@@ -319,7 +366,16 @@ MIN_ELEMENTS_PER_THREAD = 1 << 15
 
 
 def stacked_diagnostics(
-    logprobs, old_logprobs, mask, advantages, ref_logprobs, entropy, dtype, seq_eps, token_eps
+    logprobs,
+    old_logprobs,
+    mask,
+    advantages,
+    ref_logprobs,
+    entropy,
+    sampler_logprobs,
+    dtype,
+    seq_eps,
+    token_eps,
 ) -> torch.Tensor:
     """The (K, B) stack of ``stacked_sequence_diagnostics`` (CPU): numpy views of the inputs in
     ``dtype``, C-contiguous, the mask as uint8; one kernel call, split over torch's thread count."""
@@ -348,6 +404,7 @@ def stacked_diagnostics(
         per_tok,
         thresholds,
         threads=torch.get_num_threads(),
+        sampler=None if sampler_logprobs is None else arr(sampler_logprobs),
     )
     if B and not out[ROW.length].all():  # a row without tokens
         check_nonempty_rows(mask_bt)  # raises, naming the rows
@@ -355,10 +412,21 @@ def stacked_diagnostics(
 
 
 def fused_rows(
-    lp, old, mask_u8, adv_2d, ref, ent, per_tok, thresholds, threads: int = 1, out=None
+    lp,
+    old,
+    mask_u8,
+    adv_2d,
+    ref,
+    ent,
+    per_tok,
+    thresholds,
+    threads: int = 1,
+    out=None,
+    sampler=None,
 ) -> np.ndarray:
     """Run the kernel on numpy arrays (C-contiguous, float32 or float64 alike, mask uint8);
-    ``adv_2d`` is (B, T) with ``per_tok`` else (B, 1); ``ref``/``ent`` None when absent.
+    ``adv_2d`` is (B, T) with ``per_tok`` else (B, 1); ``ref``/``ent``/``sampler`` (log
+    pi_sampler) None when absent.
     Returns the (K, B) float64 rows (``ROW.<name>`` holds diagnostic ``name``), written into
     ``out`` when given.
 
@@ -371,14 +439,14 @@ def fused_rows(
     B, T = lp.shape
     out = np.empty((K, B), dtype=np.float64) if out is None else out
     dummy = np.zeros((1, 1), dtype=lp.dtype)
-    flags = np.array([per_tok, ref is not None, ent is not None], dtype=np.int64)
+    given = (ref, ent, sampler)
+    flags = np.array([per_tok, *(x is not None for x in given)], dtype=np.int64)
     args = (
         lp,
         old,
         mask_u8,
         adv_2d,
-        dummy if ref is None else ref,
-        dummy if ent is None else ent,
+        *(dummy if x is None else x for x in given),
         flags,
         np.asarray(thresholds, dtype=np.float64),
         out,

@@ -64,6 +64,18 @@ PER_SEQUENCE: tuple[SequenceValue, ...] = (
     _D("token_clip_high_fraction", "float32", "fraction where it binds high: r_t high, A > 0"),
     _D("kl_ref", "float32", "k3 estimate of KL(pi_theta || pi_ref); NaN without ref_logprobs"),
     _D("kl_old", "float32", "k3 estimate of KL(pi_old || pi_theta)"),
+    _D(
+        "sampler_kl",
+        "float32",
+        "k3 estimate of KL(pi_sampler || pi_old), d = log pi_old - log pi_sampler: the trainer's "
+        "log-prob of the sampling policy against the inference engine's; NaN without "
+        "sampler_logprobs",
+    ),
+    _D(
+        "sampler_logp_abs_diff_max",
+        "float32",
+        "largest |log pi_old - log pi_sampler| over the masked tokens; NaN without sampler_logprobs",
+    ),
     _D("entropy", "float32", "masked mean of the per-token entropy; NaN without entropy"),
     _D("nonfinite_count", "int32", "masked positions where any input is NaN or inf"),
 )

@@ -118,6 +118,52 @@ def test_kl_ref_and_entropy_masked_means(backend):
     assert d["nonfinite_count"].item() == 0
 
 
+def test_sampler_mismatch_by_hand(backend):
+    """sampler_kl is the masked mean of k3(u) = e^u - 1 - u with u = log pi_old - log
+    pi_sampler (the trainer's log-prob of the sampling policy against the sampler's), and
+    sampler_logp_abs_diff_max the masked max |u|; log pi_theta plays no part. Float64.
+
+    old [-1, -2, -.5], sampler [-1.2, -1.5, 9 (padding)], mask [1, 1, 0]: u = [.2, -.5]
+    k3(.2)  = e^.2 - 1.2   = 1.2214027581601699 - 1.2 = .0214027581601699
+    k3(-.5) = e^-.5 - .5   = .6065306597126334 - .5   = .1065306597126334
+    mean = .0639667089364017; max |u| = .5 (u = -.5 is also the fused kernel's expm1 path)."""
+    old = torch.tensor([[-1.0, -2.0, -0.5]], dtype=F64)
+    smp = torch.tensor([[-1.2, -1.5, 9.0]], dtype=F64)
+    mask = torch.tensor([[1, 1, 0]])
+    d = sequence_diagnostics(
+        old + 0.1, old, mask, torch.ones(1, dtype=F64), sampler_logprobs=smp, backend=backend
+    )
+    u = [-1.0 - -1.2, -2.0 - -1.5]  # the float64 differences the routes see
+    want = sum(math.expm1(x) - x for x in u) / 2
+    assert want == pytest.approx(0.0639667089364017, rel=1e-14)
+    assert d["sampler_kl"].item() == pytest.approx(want, rel=1e-14)
+    assert d["sampler_logp_abs_diff_max"].item() == 0.5
+    assert d["kl_old"].item() == pytest.approx(math.expm1(0.1) - 0.1, rel=1e-12)
+    assert d["nonfinite_count"].item() == 0
+    without = sequence_diagnostics(old + 0.1, old, mask, torch.ones(1, dtype=F64), backend=backend)
+    assert math.isnan(without["sampler_kl"].item())  # not given: unknown, not 0
+    assert math.isnan(without["sampler_logp_abs_diff_max"].item())
+
+
+def test_sampler_nonfinite_inside_mask_counted_padding_ignored(backend):
+    """A NaN sampler log-prob inside the mask is counted and makes the row's sampler values NaN;
+    NaN and inf under the padding change nothing; an inf difference is an inf max."""
+    nan, inf = float("nan"), float("inf")
+    old = torch.tensor([[-1.0, -1.0, -1.0], [-1.0, -1.0, -1.0], [-1.0, -1.0, -1.0]], dtype=F64)
+    smp = torch.tensor([[-1.0, nan, -1.0], [-1.5, -1.0, inf], [-1.0, -inf, -1.0]], dtype=F64)
+    mask = torch.tensor([[1, 1, 1], [1, 1, 0], [1, 1, 1]])
+    d = sequence_diagnostics(
+        old, old, mask, torch.ones(3, dtype=F64), sampler_logprobs=smp, backend=backend
+    )
+    assert d["nonfinite_count"].tolist() == [1, 0, 1]
+    assert math.isnan(d["sampler_kl"][0].item())
+    assert math.isnan(d["sampler_logp_abs_diff_max"][0].item())
+    # row 1: u = [.5, 0] -> k3 mean (e^.5 - 1.5) / 2, max .5
+    assert d["sampler_kl"][1].item() == pytest.approx((math.exp(0.5) - 1.5) / 2, rel=1e-13)
+    assert d["sampler_logp_abs_diff_max"][1].item() == 0.5
+    assert d["sampler_logp_abs_diff_max"][2].item() == inf  # u = -1 - (-inf) = inf
+
+
 def test_bad_eps_pair_named():
     """A malformed or out-of-range eps pair names which unit it belongs to."""
     x = torch.zeros(1, 2)
@@ -129,6 +175,10 @@ def test_bad_eps_pair_named():
         ValueError, match=r"entropy has shape \(1, 3\) but logprobs has shape \(1, 2\)"
     ):
         sequence_diagnostics(x, x, torch.ones(1, 2), torch.ones(1), entropy=torch.zeros(1, 3))
+    with pytest.raises(ValueError, match=r"sampler_logprobs has shape \(2, 2\)"):
+        sequence_diagnostics(
+            x, x, torch.ones(1, 2), torch.ones(1), sampler_logprobs=torch.zeros(2, 2)
+        )
 
 
 @pytest.mark.parametrize("size", [(5, 7), (96, 800)])  # both reduction layouts (B*T < and >= 2^16)
@@ -145,17 +195,19 @@ def test_mask_of_any_dtype_and_the_padding_garbage_give_the_same_numbers(
     logp = old + 0.05 * torch.randn(B, T, generator=g)
     ref = old + 0.05 * torch.randn(B, T, generator=g)
     ent = torch.rand(B, T, generator=g)
+    smp = old + 0.05 * torch.randn(B, T, generator=g)
     mask = torch.rand(B, T, generator=g) < 0.6
     mask[:, 0] = True
     adv = torch.randn(B, T, generator=g) if per_token_adv else torch.randn(B, generator=g)
 
     def run(m, fill=None):
-        xs = [t.clone() for t in (logp, old, ref, ent)]
+        xs = [t.clone() for t in (logp, old, ref, ent, smp)]
         if fill is not None:  # a different large finite value under each input's padding
             for i, x in enumerate(xs):
                 x[~mask] = fill * (i + 1) * (-1) ** i
-        lp, o, r, e = xs
-        return sequence_diagnostics(lp, o, m, adv, ref_logprobs=r, entropy=e, backend=backend)
+        lp, o, r, e, u = xs
+        kw = dict(ref_logprobs=r, entropy=e, sampler_logprobs=u)
+        return sequence_diagnostics(lp, o, m, adv, backend=backend, **kw)
 
     want = run(mask)
     for got in (run(mask.long()), run(mask.float() * 3), run(mask, fill=1e30)):
@@ -164,6 +216,8 @@ def test_mask_of_any_dtype_and_the_padding_garbage_give_the_same_numbers(
 
 
 def _random_step(g, B, T, dtype, per_token_adv, spread=0.05, fill=0.6):
+    """(logp, old, ref, ent, mask, adv, sampler): the optional inputs are ``ref``, ``ent`` and
+    ``sampler`` (log pi_sampler, off ``old`` by about ``spread``)."""
     old = -torch.rand(B, T, generator=g, dtype=F64) * 4
     logp = old + spread * torch.randn(B, T, generator=g, dtype=F64)
     ref = logp + spread * torch.randn(B, T, generator=g, dtype=F64)
@@ -171,11 +225,12 @@ def _random_step(g, B, T, dtype, per_token_adv, spread=0.05, fill=0.6):
     mask = torch.rand(B, T, generator=g) < fill
     mask[torch.arange(B), torch.randint(0, T, (B,), generator=g)] = True  # no empty row
     adv = torch.randn(B, T, generator=g) if per_token_adv else torch.randn(B, generator=g)
+    sampler = old + spread * torch.randn(B, T, generator=g, dtype=F64)
     # finite garbage under the padding: a route that reads it gives other numbers
-    for x in (logp, ref, ent):
+    for x in (logp, ref, ent, sampler):
         x[~mask] = -1e4
     cast = [x.to(dtype) for x in (logp, old, ref, ent)]
-    return (*cast, mask, adv.to(dtype))
+    return (*cast, mask, adv.to(dtype), sampler.to(dtype))
 
 
 @settings(max_examples=60, deadline=None)
@@ -194,8 +249,8 @@ def test_fused_and_torch_routes_agree(B, T, seed, per_token_adv, dtype, spread, 
     a few float32 ulps of the float64 answer for float32 inputs (the fused route sums in
     float64, the torch route in float32)."""
     g = torch.Generator().manual_seed(seed)
-    logp, old, ref, ent, mask, adv = _random_step(g, B, T, dtype, per_token_adv, spread)
-    kw = dict(ref_logprobs=ref, entropy=ent) if with_ref else {}
+    logp, old, ref, ent, mask, adv, smp = _random_step(g, B, T, dtype, per_token_adv, spread)
+    kw = dict(ref_logprobs=ref, entropy=ent, sampler_logprobs=smp) if with_ref else {}
     routes = {b: sequence_diagnostics(logp, old, mask, adv, backend=b, **kw) for b in BACKENDS}
     fused, eager, reference = routes["fused"], routes["torch"], routes["reference"]
     exact = sequence_diagnostics(  # float64 reference: the answer for float32 inputs
@@ -244,7 +299,7 @@ def test_the_kernel_writes_every_declared_diagnostic_to_its_row():
     assert [getattr(fused.ROW, k) for k in SEQUENCE_DIAGNOSTICS] == list(range(fused.K))
     g = torch.Generator().manual_seed(1)
     for per_tok, optional in ((False, True), (True, False)):
-        logp, old, ref, ent, mask, adv = _random_step(g, 5, 9, F64, per_tok)
+        logp, old, ref, ent, mask, adv, smp = _random_step(g, 5, 9, F64, per_tok)
         out = torch.full((fused.K, 5), 12345.0, dtype=F64).numpy()
         fused.fused_rows(
             logp.numpy(),
@@ -256,6 +311,7 @@ def test_the_kernel_writes_every_declared_diagnostic_to_its_row():
             per_tok,
             (-0.2, 0.2, -3e-4, 4e-4),
             out=out,
+            sampler=smp.numpy() if optional else None,
         )
         assert not (out == 12345.0).any(), [
             k for k in SEQUENCE_DIAGNOSTICS if (out[getattr(fused.ROW, k)] == 12345.0).any()
@@ -295,10 +351,11 @@ def test_fused_nonfinite_inputs_propagate_like_the_torch_route():
     ref = torch.tensor([[0.0, 0.0, 0.0], [0.0, 0.0, 0.0], [-inf, 0.0, 0.0], [0.0, 0.0, 0.0]])
     adv = torch.tensor([[1.0, 1.0, 1.0], [1.0, 1.0, 1.0], [1.0, 1.0, 1.0], [1.0, nan, 1.0]])
     mask = torch.tensor([[1, 1, 1], [0, 1, 1], [1, 1, 1], [1, 1, 1]])
-    out = {
-        b: sequence_diagnostics(logp, old, mask, adv, ref_logprobs=ref, backend=b) for b in BACKENDS
-    }
-    assert out["fused"]["nonfinite_count"].tolist() == [1, 0, 1, 1]
+    smp = torch.tensor([[0.0, 0.0, 0.0], [nan, 0.1, 0.0], [0.0, 0.0, 0.0], [0.0, 0.0, inf]])
+    kw = dict(ref_logprobs=ref, sampler_logprobs=smp)
+    out = {b: sequence_diagnostics(logp, old, mask, adv, backend=b, **kw) for b in BACKENDS}
+    # row 3: NaN advantage at t = 1 and inf sampler log-prob at t = 2; row 1: NaN under padding
+    assert out["fused"]["nonfinite_count"].tolist() == [1, 0, 1, 2]
     for k in SEQUENCE_DIAGNOSTICS:
         f, e = out["fused"][k], out["torch"][k]
         assert torch.equal(f.isnan(), e.isnan()), k
@@ -311,7 +368,7 @@ def test_fused_rows_split_over_threads_give_the_same_bits(threads):
     from gspo_metrics import fused
 
     g = torch.Generator().manual_seed(threads)
-    logp, old, ref, ent, mask, adv = _random_step(g, 64, 1100, torch.float32, False)
+    logp, old, ref, ent, mask, adv, smp = _random_step(g, 64, 1100, torch.float32, False)
     args = (
         logp.numpy(),
         old.numpy(),
@@ -322,25 +379,27 @@ def test_fused_rows_split_over_threads_give_the_same_bits(threads):
         False,
         (-0.2, 0.2, -3e-4, 4e-4),
     )
-    one = fused.fused_rows(*args, threads=1)
-    many = fused.fused_rows(*args, threads=threads)
+    one = fused.fused_rows(*args, threads=1, sampler=smp.numpy())
+    many = fused.fused_rows(*args, threads=threads, sampler=smp.numpy())
     assert one.tobytes() == many.tobytes()
 
 
 def test_fused_takes_strided_and_half_precision_inputs():
     """Non-contiguous views and bf16 inputs reach the kernel as contiguous float32 copies."""
     g = torch.Generator().manual_seed(3)
-    logp, old, ref, ent, mask, adv = _random_step(g, 6, 20, torch.float32, True)
+    logp, old, ref, ent, mask, adv, smp = _random_step(g, 6, 20, torch.float32, True)
     wide = torch.zeros(6, 40)
     wide[:, ::2] = logp
     strided = wide[:, ::2]
     assert not strided.is_contiguous()
-    a = sequence_diagnostics(strided, old, mask.t().contiguous().t(), adv, backend="fused")
-    b = sequence_diagnostics(logp, old, mask, adv, backend="torch")
+    kw = dict(sampler_logprobs=smp)
+    a = sequence_diagnostics(strided, old, mask.t().contiguous().t(), adv, backend="fused", **kw)
+    b = sequence_diagnostics(logp, old, mask, adv, backend="torch", **kw)
     for k in SEQUENCE_DIAGNOSTICS:
         torch.testing.assert_close(a[k], b[k], rtol=1e-5, atol=1e-6, equal_nan=True, msg=k)
-    h = sequence_diagnostics(logp.bfloat16(), old.bfloat16(), mask, adv, backend="fused")
-    e = sequence_diagnostics(logp.bfloat16(), old.bfloat16(), mask, adv, backend="torch")
+    kw = dict(sampler_logprobs=smp.bfloat16())
+    h = sequence_diagnostics(logp.bfloat16(), old.bfloat16(), mask, adv, backend="fused", **kw)
+    e = sequence_diagnostics(logp.bfloat16(), old.bfloat16(), mask, adv, backend="torch", **kw)
     assert h["seq_log_ratio"].dtype == torch.float32
     for k in SEQUENCE_DIAGNOSTICS:
         torch.testing.assert_close(h[k], e[k], rtol=1e-5, atol=1e-6, equal_nan=True, msg=k)
@@ -363,9 +422,10 @@ def test_without_numba_auto_takes_the_torch_route_and_fused_says_why(monkeypatch
     monkeypatch.setattr(diag, "_FUSED", [None])
     monkeypatch.setattr(diag, "_FUSED_ERROR", ["ModuleNotFoundError: No module named 'numba'"])
     g = torch.Generator().manual_seed(5)
-    logp, old, ref, ent, mask, adv = _random_step(g, 4, 9, torch.float32, False)
-    auto = sequence_diagnostics(logp, old, mask, adv, ref_logprobs=ref)
-    eager = sequence_diagnostics(logp, old, mask, adv, ref_logprobs=ref, backend="torch")
+    logp, old, ref, ent, mask, adv, smp = _random_step(g, 4, 9, torch.float32, False)
+    kw = dict(ref_logprobs=ref, sampler_logprobs=smp)
+    auto = sequence_diagnostics(logp, old, mask, adv, **kw)
+    eager = sequence_diagnostics(logp, old, mask, adv, backend="torch", **kw)
     for k in SEQUENCE_DIAGNOSTICS:
         assert torch.equal(auto[k].isnan(), eager[k].isnan()), k
         assert torch.equal(auto[k].nan_to_num(), eager[k].nan_to_num()), k

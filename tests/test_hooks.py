@@ -136,6 +136,75 @@ def test_recorder_writes_the_hand_case(tmp_path):
     assert seqs[Seq.SEQ_LOG_RATIO].tolist() == pytest.approx([0.3, 0.0, -0.1, 5e-5], abs=1e-7)
 
 
+def hand_sampler() -> torch.Tensor:
+    """Sampler log-probs for ``hand_batch`` (old = 0, lengths 1..4): u = old - sampler is
+    [-.1 | .2, 0 | 0, 0, -.3 | 0, 0, 0, 0] on the masked tokens, garbage under the padding."""
+    return torch.tensor(
+        [
+            [0.1, 9.0, NAN, -9.0],
+            [-0.2, 0.0, NAN, 9.0],
+            [0.0, 0.0, 0.3, float("inf")],
+            [0.0, 0.0, 0.0, 0.0],
+        ],
+        dtype=F64,
+    )
+
+
+def check_hand_lag_row(row: dict) -> None:
+    """The lag and sampler columns of ``hand_batch`` with ``hand_sampler``, rollout 5, lag 1.
+
+    k3(u) = e^u - 1 - u: k3(-.1) = .9048374180359595 - .9 = .0048374180359595,
+    k3(.2) = .0214027581601699, k3(-.3) = .7408182206817179 - .7 = .0408182206817179; the
+    token-weighted mean is their sum over the 10 tokens, .0670583968778473 / 10 (the
+    sequence-weighted mean would be (k3(-.1) + k3(.2) / 2 + k3(-.3) / 3) / 4 = .00660...)."""
+    assert row[Step.SAMPLER_KL_MEAN] == pytest.approx(0.00670583968778473, rel=1e-12)
+    assert row[Step.SAMPLER_LOGP_ABS_DIFF_MAX] == pytest.approx(0.3, rel=1e-15)
+    assert (row[Step.ROLLOUT], row[Step.POLICY_LAG]) == (5, 1)
+    assert row[Step.NONFINITE_COUNT] == 0  # NaN and inf under the padding only
+
+
+def test_hand_computed_lag_and_sampler_columns(tmp_path):
+    """rollout and policy_lag are written as given (null when not given); sampler_kl_mean is
+    token-weighted, sampler_logp_abs_diff_max the max over the masked tokens; without sampler
+    log-probs both are NaN (unknown), never 0."""
+    kw = dict(rollout=5, policy_lag=1, sampler_logprobs=hand_sampler())
+    row, seqs = step_diagnostics(**hand_batch(), **kw)
+    check_hand_lag_row(row)
+    np.testing.assert_allclose(seqs[Seq.SAMPLER_LOGP_ABS_DIFF_MAX], [0.1, 0.2, 0.3, 0.0], rtol=1e-6)
+    with RunRecorder(root=tmp_path, name="lag") as rec:
+        rec.log_step(0, **hand_batch(), **kw)
+        rec.log_step(1, **hand_batch())
+    steps = pd.read_parquet(os.path.join(rec.run_dir, "steps")).set_index(Step.STEP)
+    check_hand_lag_row(steps.loc[0].to_dict())
+    arrow = pq.read_table(os.path.join(rec.run_dir, "steps")).schema
+    assert str(arrow.field(Step.ROLLOUT).type) == str(arrow.field(Step.POLICY_LAG).type) == "int64"
+    assert pd.isna(steps.loc[1, Step.ROLLOUT]) and pd.isna(steps.loc[1, Step.POLICY_LAG])
+    assert math.isnan(steps.loc[1, Step.SAMPLER_KL_MEAN])
+    assert math.isnan(steps.loc[1, Step.SAMPLER_LOGP_ABS_DIFF_MAX])
+    seqs = pd.read_parquet(os.path.join(rec.run_dir, "sequences"))
+    assert seqs[seqs[Seq.STEP] == 1][Seq.SAMPLER_KL].isna().all()
+
+
+@pytest.mark.parametrize(
+    "kw, message",
+    [
+        ({"rollout": -1}, "rollout must be >= 0, got -1"),
+        ({"rollout": 1.0}, "rollout must be an int, got 1.0"),
+        ({"policy_lag": True}, "policy_lag must be an int, got True"),
+        ({"policy_lag": "1"}, "policy_lag must be an int, got '1'"),
+        ({"sampler_logprobs": torch.zeros(4, 3)}, r"sampler_logprobs has shape \(4, 3\)"),
+        ({"extra": {"rollout": 1}}, "'rollout' is a built-in step column"),
+    ],
+)
+def test_bad_lag_arguments_are_named(tmp_path, kw, message):
+    """Bad rollout / policy_lag / sampler_logprobs raise a ValueError naming the argument;
+    nothing is recorded."""
+    with RunRecorder(root=tmp_path, name="bad") as rec:
+        with pytest.raises(ValueError, match=message):
+            rec.log_step(0, **{**hand_batch(), **kw})
+        assert rec.last_step is None
+
+
 def test_step_scalars_equal_aggregates_of_the_sequence_table(make_batch):
     """Two routes: every step scalar equals the matching (weighted) aggregate of its sequences."""
     b = make_batch(6, 4, 20, seed=3, spread=0.2, dtype=F64, ref=True, entropy=True, truncated=True)
@@ -213,12 +282,12 @@ def test_parquet_layout_parts_compaction_and_run_json(tmp_path, make_batch):
         assert len(files) == 1 and files[0].startswith("compacted-"), files
         meta = pq.ParquetFile(os.path.join(rec.run_dir, table, files[0])).metadata
         assert meta.row_group(0).column(0).compression == "ZSTD"
-        assert meta.metadata[b"gspo_dash.schema_version"] == b"2"
+        assert meta.metadata[b"gspo_dash.schema_version"] == b"3"
     steps = pd.read_parquet(os.path.join(rec.run_dir, "steps"))
     assert list(steps.columns) == [*STEP_COLUMN_NAMES, "lr", "grad_norm"]
     assert set(REQUIRED_STEP) <= set(steps.columns)
     assert steps[Step.STEP].tolist() == list(range(23))
-    assert (steps[Step.SCHEMA_VERSION] == 2).all()
+    assert (steps[Step.SCHEMA_VERSION] == 3).all()
     # schema v2's lag and sampler columns: null (not 0) when the loop did not give them
     assert steps[[Step.ROLLOUT, Step.POLICY_LAG, Step.SAMPLER_KL_MEAN]].isna().all().all()
     assert steps["grad_norm"].iloc[:10].isna().all()  # NaN where not given
@@ -254,24 +323,87 @@ def test_periodic_flush_without_explicit_flush(tmp_path, make_batch):
 
 
 def test_tokens_and_completions(tmp_path, make_batch):
-    """token_samples=3 stores 3 spread sequences' masked token log-ratios; completions are kept."""
+    """token_samples=3 stores 3 spread sequences' masked token log-ratios (the baseline) and the
+    step's culprits, each row's values those of its sequence; completions are kept."""
     b = make_batch(2, 4, 9, seed=11, dtype=F64)
     texts = [f"answer {i}" for i in range(8)]
     with RunRecorder(root=tmp_path, name="tok", token_samples=3) as rec:
         rec.log_step(0, **b, completions=texts)
     tok = pd.read_parquet(os.path.join(rec.run_dir, "tokens"))
     assert list(tok.columns) == list(TOKEN_COLUMN_NAMES)
-    assert len(tok) == 3
-    # indices 0, 4, 7 spread over B = 8 -> (group, sample) (0, 0), (1, 0), (1, 3)
-    assert list(zip(tok[Tok.GROUP], tok[Tok.SAMPLE], strict=True)) == [(0, 0), (1, 0), (1, 3)]
+    tok = tok.sort_values([Tok.GROUP, Tok.SAMPLE])
+    keys = zip(tok[Tok.GROUP], tok[Tok.SAMPLE], tok[Tok.REASON], strict=True)
+    rows = {4 * g + s: r for g, s, r in keys}
+    # the baseline: indices 0, 4, 7 spread over B = 8 (kept under another reason if a culprit)
+    assert {0, 4, 7} <= set(rows)
+    d_bt = torch.where(b["mask"], b["logprobs"] - b["old_logprobs"], 0.0)
+    log_s = d_bt.sum(1) / b["mask"].sum(1)
+    tok_max = d_bt.abs().amax(1)
+    # the culprits: the two largest |log s| and the two largest token |log r| (no NaN here)
+    culprits = set(log_s.abs().argsort()[-2:].tolist()) | set(tok_max.argsort()[-2:].tolist())
+    assert set(rows) == {0, 4, 7} | culprits
+    for i in log_s.abs().argsort()[-2:].tolist():
+        assert rows[i] == "max_abs_log_s"
+    assert [bi for bi, r in rows.items() if r == "baseline"] == [
+        bi for bi in (0, 4, 7) if bi not in culprits
+    ]
     adv = group_advantages(b["rewards"]).flatten()
-    for (_, r), bi in zip(tok.iterrows(), (0, 4, 7), strict=True):
+    for (_, r), bi in zip(tok.iterrows(), sorted(rows), strict=True):
         m = b["mask"][bi]
         want = (b["logprobs"][bi] - b["old_logprobs"][bi])[m].float().numpy()
         np.testing.assert_allclose(r[Tok.TOKEN_LOG_RATIOS], want, rtol=1e-6)
         np.testing.assert_allclose(r[Tok.ADVANTAGES], np.full(int(m.sum()), adv[bi]), rtol=1e-6)
     seqs = pd.read_parquet(os.path.join(rec.run_dir, "sequences"))
     assert seqs[Seq.COMPLETION].tolist() == texts
+
+
+def test_token_sample_keeps_the_culprits(tmp_path):
+    """A hand-made step: the sequences that explain it are kept with their reason, once each,
+    beside the spread baseline; an on-policy step (every ratio exactly 1) keeps the baseline only.
+
+    B = 8 (P = 2, G = 4), T = 3, log r = 0 everywhere but: row 2 d = [1, -1, 0] (log s = 0, token
+    |log r| = 1); row 5 d = [.3, .3, .3] (log s = .3); row 6 d = [.1, 0, 0] (log s = .0333,
+    token .1); row 3 a NaN log-prob at t = 1 (inside its mask); row 1 a NaN under its padding.
+    Culprits (top 2 per reason, a NaN score counting as the largest): nonfinite {3} (the other
+    counts are 0: dropped); max_abs_log_s {3 (taken), 5}; max_abs_token_log_ratio {3 (taken), 2}.
+    Baseline (token_samples = 3): rows 0, 4, 7."""
+    old = torch.full((8, 3), -1.0, dtype=F64)
+    logp = old.clone()
+    logp[2] += torch.tensor([1.0, -1.0, 0.0], dtype=F64)
+    logp[5] += 0.3
+    logp[6, 0] += 0.1
+    logp[3, 1] = NAN
+    logp[1, 2] = NAN
+    mask = torch.ones(8, 3, dtype=torch.bool)
+    mask[1, 2] = False
+    rewards = torch.tensor([[1.0, 0, 0, 1], [0, 1, 1, 0]])
+    with RunRecorder(root=tmp_path, name="culprits", token_samples=3) as rec:
+        rec.log_step(0, rewards=rewards, logprobs=logp, old_logprobs=old, mask=mask)
+        rec.log_step(1, rewards=rewards, logprobs=old, old_logprobs=old, mask=mask)
+    tok = pd.read_parquet(os.path.join(rec.run_dir, "tokens")).sort_values(
+        [Tok.STEP, Tok.GROUP, Tok.SAMPLE]
+    )
+    got = {
+        (st, 4 * g + s): r
+        for st, g, s, r in zip(
+            tok[Tok.STEP], tok[Tok.GROUP], tok[Tok.SAMPLE], tok[Tok.REASON], strict=True
+        )
+    }
+    assert got == {
+        (0, 0): "baseline",
+        (0, 2): "max_abs_token_log_ratio",
+        (0, 3): "nonfinite",
+        (0, 4): "baseline",
+        (0, 5): "max_abs_log_s",
+        (0, 7): "baseline",
+        (1, 0): "baseline",
+        (1, 4): "baseline",
+        (1, 7): "baseline",
+    }
+    row3 = tok[(tok[Tok.STEP] == 0) & (tok[Tok.GROUP] == 0) & (tok[Tok.SAMPLE] == 3)].iloc[0]
+    assert row3[Tok.TOKEN_LOG_RATIOS][0] == 0.0 and math.isnan(row3[Tok.TOKEN_LOG_RATIOS][1])
+    row2 = tok[(tok[Tok.STEP] == 0) & (tok[Tok.GROUP] == 0) & (tok[Tok.SAMPLE] == 2)].iloc[0]
+    assert row2[Tok.TOKEN_LOG_RATIOS].tolist() == [1.0, -1.0, 0.0]
 
 
 @pytest.mark.parametrize(

@@ -38,7 +38,13 @@ def batch(step: int, rank: int) -> dict:
         "ref_logprobs": old + 0.1 * torch.randn(B, T, generator=gen, dtype=torch.float64),
         "entropy": torch.rand(B, T, generator=gen, dtype=torch.float64),
         "truncated": torch.rand(B, generator=gen) < 0.5,
+        "sampler_logprobs": old + 0.05 * torch.randn(B, T, generator=gen, dtype=torch.float64),
     }
+
+
+def lag(step: int) -> dict:
+    """The step's rollout and policy lag (two optimizer steps per rollout)."""
+    return {"rollout": step // 2, "policy_lag": step % 2}
 
 
 def whole_batch(step: int) -> dict:
@@ -55,7 +61,11 @@ def _worker(rank: int, world: int, port: int, root: str) -> None:
         with RunRecorder(root=root, name="ddp", algorithm="gspo", steps_per_file=2) as rec:
             for step in range(STEPS):
                 rec.log_step(
-                    step, **batch(step, rank), loss=LOSSES[rank], extra={"lr": 0.1 * (rank + 1)}
+                    step,
+                    **batch(step, rank),
+                    **lag(step),
+                    loss=LOSSES[rank],
+                    extra={"lr": 0.1 * (rank + 1)},
                 )
         assert rec.rank == rank
     finally:
@@ -85,7 +95,8 @@ def test_two_gloo_ranks_match_single_process_on_the_concatenated_batch(tmp_path)
     seqs = pd.read_parquet(run_dir / "sequences")
     assert len(steps) == STEPS
     for step in range(STEPS):
-        want, _ = step_diagnostics(**whole_batch(step))  # single process, concatenated batch
+        # single process, concatenated batch
+        want, _ = step_diagnostics(**whole_batch(step), **lag(step))
         got = steps.loc[step]
         for col in STEP_COLUMN_NAMES:
             if col in (Step.SCHEMA_VERSION, Step.RUN_ID, Step.STEP, Step.WALL_TIME, Step.ALGORITHM):
@@ -94,13 +105,14 @@ def test_two_gloo_ranks_match_single_process_on_the_concatenated_batch(tmp_path)
                 assert got[col] == pytest.approx(np.mean(LOSSES))  # mean over ranks
             elif col == Step.NUM_RANKS:
                 assert got[col] == 2
-            elif col not in want:  # schema v2's lag/sampler columns: null when not given
-                assert pd.isna(got[col]), col
             elif isinstance(want[col], float) and math.isnan(want[col]):
                 assert math.isnan(got[col]), col
             else:
                 assert got[col] == pytest.approx(want[col], rel=1e-9, abs=1e-12), col
         assert got["lr"] == pytest.approx(0.1)  # extras: rank 0's values
+        # (not vacuous: the sampler columns are measured, the lag columns given)
+        assert got[Step.SAMPLER_KL_MEAN] > 0 and got[Step.SAMPLER_LOGP_ABS_DIFF_MAX] > 0
+        assert (got[Step.ROLLOUT], got[Step.POLICY_LAG]) == (step // 2, step % 2)
         # each rank's own sequences, with its rank and local group index
         for rank in range(2):
             mine = seqs[(seqs[Seq.STEP] == step) & (seqs[Seq.RANK] == rank)]

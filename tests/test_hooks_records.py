@@ -128,7 +128,7 @@ def test_the_summary_vector_is_declared_part_by_part():
         "token_weighted": len(TOKEN_WEIGHTED),
         "loss": 1,
     }
-    assert SUMS.size == sum(sizes.values()) and len(MINS) == 5
+    assert SUMS.size == sum(sizes.values()) and len(MINS) == 6
 
 
 def test_a_record_holds_its_parts_by_name(make_batch):
@@ -136,11 +136,17 @@ def test_a_record_holds_its_parts_by_name(make_batch):
     b = make_batch(2, 2, 5)
     inputs = StepInputs.check(0, **b, loss=1.0, extra={"gn": torch.tensor(3.0)})
     rec = reduce_step(inputs, Reduction(token_samples=2))
-    assert list(rec.layout) == ["seq", "loss", "extra/gn", *TOKEN_PARTS]
+    assert list(rec.layout) == ["seq", "loss", "extra/gn", "token_rows", *TOKEN_PARTS]
     assert rec.layout.parts["seq"][1] == (len(SEQ_ROWS), 4)
-    assert rec.layout.parts["token_mask"][1] == (2, 5)
+    # 2 culprit candidates for each of the 3 reasons, then the 2 baseline sequences
+    assert rec.layout.parts["token_mask"][1] == (3 * 2 + 2, 5)
     rec.materialize()
-    assert rec.row["gn"] == 3.0 and rec.row["loss"] == 1.0 and len(rec.tokens["group"]) == 2
+    assert rec.row["gn"] == 3.0 and rec.row["loss"] == 1.0
+    seq = rec.seq  # the culprits: the 2 largest |log s| and the 2 largest token |log r|
+    tok_max = np.maximum(abs(seq["token_log_ratio_min"]), abs(seq["token_log_ratio_max"]))
+    culprits = {*np.argsort(abs(seq["seq_log_ratio"]))[-2:], *np.argsort(tok_max)[-2:]}
+    got = {2 * g + s for g, s in zip(rec.tokens["group"], rec.tokens["sample"], strict=True)}
+    assert got == {0, 3} | culprits  # baseline: 0 and 3 spread over B = 4
 
 
 def test_recorder_settings_are_the_recorders_arguments(tmp_path):

@@ -63,7 +63,7 @@ def test_step_schema_golden():
         ("sampler_logp_abs_diff_max", "double"),
         ("lr", "double"),
     ]
-    assert schema.step_schema().metadata[schema.METADATA_KEY] == b"2"
+    assert schema.step_schema().metadata[schema.METADATA_KEY] == b"3"
 
 
 def test_sequence_and_token_schema_golden():
@@ -91,15 +91,25 @@ def test_sequence_and_token_schema_golden():
         ("token_clip_high_fraction", "float"),
         ("kl_ref", "float"),
         ("kl_old", "float"),
+        ("sampler_kl", "float"),
+        ("sampler_logp_abs_diff_max", "float"),
         ("entropy", "float"),
         ("nonfinite_count", "int32"),
         ("completion", "string"),
     ]
-    assert [(f.name, str(f.type)) for f in schema.token_schema()][-3:] == [
+    assert [(f.name, str(f.type)) for f in schema.token_schema()][-4:] == [
         ("token_log_ratios", "list<item: float>"),
         ("advantages", "list<item: float>"),
         ("tokens", "list<item: string>"),
+        ("reason", "string"),
     ]
+    # the reasons the pages' culprit links rely on (a contract)
+    assert schema.TOKEN_SAMPLE_REASONS == (
+        "nonfinite",
+        "max_abs_log_s",
+        "max_abs_token_log_ratio",
+        "baseline",
+    )
 
 
 def test_sequence_columns_are_the_declared_per_sequence_values():
@@ -208,6 +218,9 @@ def test_extra_keys_may_not_shadow_columns():
     assert schema.validate_extra_key("user/loss") == "user/loss"
     with pytest.raises(ValueError, match="rename it"):
         schema.validate_extra_key(Step.LOSS)
+    for name in (Step.ROLLOUT, Step.POLICY_LAG):  # log_step's own arguments now
+        with pytest.raises(ValueError, match="rename it"):
+            schema.validate_extra_key(name)
     with pytest.raises(ValueError, match="non-empty"):
         schema.validate_extra_key("")
     assert schema.mlflow_key("loss") == "gspo_dash/loss"

@@ -13,7 +13,10 @@ What ``reduce_step`` does with one step's checked inputs (``StepInputs``), on th
    minima, maxima negated, all-reduced with MIN) and all-gather the lengths (for the exact p90),
    so every step scalar is the one a single process would compute on the concatenated batch,
    never a mean of per-rank means;
-3. pick the token sample (``_token_sample``);
+3. pick the token sample (``_token_sample``): a few sequences spread over the batch (the
+   baseline) and the step's culprits (largest |log s|, largest token |log r|, non-finite
+   values), chosen on the device by ``topk`` of per-sequence scores, so the choice rides the
+   same transfer (no extra host sync); the host labels each row with its ``reason``;
 4. pack every part into one buffer with a named ``Layout`` and start ONE device-to-host copy of
    it (``_to_host``: non-blocking into pinned memory on CUDA).
 
@@ -30,7 +33,10 @@ Step scalars (S = the step's sequences over all ranks, M = their masked tokens):
     seq_clip_low/high_fraction                        mean over S of the per-sequence binding
                                                       fraction (0/1 with per-sequence advantages)
     token_clip_fraction, token_clip_low/high_fraction token-weighted: sum_b n_b f_b / sum_b n_b
-    kl_ref_mean, kl_old_mean, entropy_mean            token-weighted, like the token clip fractions
+    kl_ref_mean, kl_old_mean, entropy_mean,           token-weighted, like the token clip fractions
+    sampler_kl_mean
+    sampler_logp_abs_diff_max                         max over S of the per-sequence max |u|
+    rollout, policy_lag                               the caller's (null when not given)
     length_p90                                        numpy's linear-interpolation 90th percentile
                                                       (of all ranks' lengths, gathered)
     loss                                              the LossOutput's loss; mean over ranks
@@ -55,7 +61,7 @@ from gspo_metrics.diagnostics import stacked_sequence_diagnostics
 from gspo_metrics.spec import CALLER_VALUES, GRPO_EPS, GSPO_EPS, PER_SEQUENCE, SEQUENCE_DIAGNOSTICS
 
 from .inputs import StepInputs, buffer_dtype
-from .schema import Seq, Step
+from .schema import TOKEN_SAMPLE_REASONS, Seq, Step
 
 DEFAULT_SEQ_EPS = GSPO_EPS  # (public names of training_hooks, kept: gspo_metrics.spec's defaults)
 DEFAULT_TOKEN_EPS = GRPO_EPS
@@ -126,6 +132,7 @@ TOKEN_WEIGHTED = (
     Seq.TOKEN_CLIP_HIGH_FRACTION,
     Seq.KL_REF,
     Seq.KL_OLD,
+    Seq.SAMPLER_KL,
     Seq.ENTROPY,
 )
 #: The summary's vector of sums (all-reduced with SUM), part by part.
@@ -141,7 +148,14 @@ SUMS = Layout.of(
     }
 )
 #: The summary's vector of minima (all-reduced with MIN): maxima are negated.
-MINS = ("seq_log_ratio_min", "-seq_log_ratio_max", "length_min", "-length_max", "-abs_token_max")
+MINS = (
+    "seq_log_ratio_min",
+    "-seq_log_ratio_max",
+    "length_min",
+    "-length_max",
+    "-abs_token_max",
+    "-sampler_abs_diff_max",
+)
 _SQUARED_ROWS = [SEQ_ROW[name] for name in SQUARED]
 _TOKEN_WEIGHTED_ROWS = [SEQ_ROW[name] for name in TOKEN_WEIGHTED]
 
@@ -173,14 +187,25 @@ def _summary(seq_K_B, counts, zero_var, loss, lib):
         abs(seq_K_B[SEQ_ROW[Seq.TOKEN_LOG_RATIO_MIN]]),
         abs(seq_K_B[SEQ_ROW[Seq.TOKEN_LOG_RATIO_MAX]]),
     ).max()
-    mins = lib.stack([slr_B.min(), -slr_B.max(), length_B.min(), -length_B.max(), -abs_max])
-    return sums, mins
+    sampler_max = seq_K_B[SEQ_ROW[Seq.SAMPLER_LOGP_ABS_DIFF_MAX]].max()  # (NaN: not given)
+    mins = [slr_B.min(), -slr_B.max(), length_B.min(), -length_B.max(), -abs_max, -sampler_max]
+    return sums, lib.stack(mins)
 
 
 # ----------------------------------------------------------------------------- the record
 
 #: The token sample's parts, (n, T) each: log r (0 on padding), advantages, the 0/1 mask.
 TOKEN_PARTS = ("token_log_ratios", "token_advantages", "token_mask")
+#: The token sample's culprits, per reason (``TOKEN_SAMPLE_REASONS`` but "baseline"): the
+#: per-sequence row its score is read from, and how many sequences (the largest scores) it keeps.
+#: A sequence's reason is the first that picks it, in this order, then "baseline".
+CULPRITS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("nonfinite", (Seq.NONFINITE_COUNT,)),  # NaN/inf inside the mask: count > 0
+    ("max_abs_log_s", (Seq.SEQ_LOG_RATIO,)),  # |log s_b|
+    ("max_abs_token_log_ratio", (Seq.TOKEN_LOG_RATIO_MIN, Seq.TOKEN_LOG_RATIO_MAX)),  # max_t |d|
+)
+CULPRITS_PER_REASON = 2
+assert tuple(r for r, _ in CULPRITS) + ("baseline",) == TOKEN_SAMPLE_REASONS
 
 
 @dataclass
@@ -194,7 +219,9 @@ class StepRecord:
     ``host_buffer`` (float64) holds the parts named in ``layout``: ``seq`` (the (K, B) rows
     ``SEQ_ROWS``); distributed, the summary reduced over ranks (``sums``, ``mins``) and every
     rank's ``lengths`` (padded with -1); else the ``loss`` (if given) and ``zero_var`` (if counted
-    on the device); ``extra/<key>`` per tensor extra; the token sample (``TOKEN_PARTS``).
+    on the device); ``extra/<key>`` per tensor extra; the token sample: ``token_rows`` (the
+    sequence index of each sampled row: ``token_culprits`` culprit candidates, by reason in
+    ``CULPRITS`` order, then the baseline) and ``TOKEN_PARTS``.
     """
 
     step: int
@@ -208,7 +235,9 @@ class StepRecord:
     tensor_extra_keys: tuple[str, ...] = ()
     truncated_given: bool = False
     completions: list[str | None] | None = None
-    token_sample_idx: list[int] = field(default_factory=list)
+    rollout: int | None = None
+    policy_lag: int | None = None
+    token_culprits: int = 0  # culprit candidates per reason at the head of ``token_rows``
     host_buffer: torch.Tensor | None = None
     layout: Layout | None = None
     ready_event: Any = None  # a torch.cuda.Event when the copy is asynchronous
@@ -242,8 +271,9 @@ class StepRecord:
             self.row = _step_row(self, sums, mins, lengths)
             for key in self.tensor_extra_keys:
                 self.row[key] = float(flat[layout[f"extra/{key}"]][0])
-            if TOKEN_PARTS[0] in layout:
-                self.tokens = _token_columns(self, *(layout.read(flat, p) for p in TOKEN_PARTS))
+            if "token_rows" in layout:
+                parts = (layout.read(flat, p) for p in ("token_rows", *TOKEN_PARTS))
+                self.tokens = _token_columns(self, seq_K_B, *parts)
             self.host_buffer = None
             self.ready_event = None
             return self
@@ -290,21 +320,45 @@ def _sequence_columns(rec: StepRecord, seq_K_B: np.ndarray) -> dict[str, np.ndar
     return out
 
 
-def _token_columns(rec: StepRecord, d_nt, adv_nt, mask_nt) -> dict[str, list]:
+def culprit_scores(seq_K_B, lib=np):
+    """(len(CULPRITS), B) score of each sequence per culprit reason: max |row| over the reason's
+    rows, a NaN read as +inf (it is a culprit). ``lib``: numpy (host) or torch (device)."""
+    scores = [
+        abs(seq_K_B[SEQ_ROW[rows[0]]])
+        if len(rows) == 1
+        else lib.maximum(abs(seq_K_B[SEQ_ROW[rows[0]]]), abs(seq_K_B[SEQ_ROW[rows[1]]]))
+        for _, rows in CULPRITS
+    ]
+    return lib.nan_to_num(lib.stack(scores), nan=math.inf)
+
+
+def _token_columns(rec: StepRecord, seq_K_B, rows_n, d_nt, adv_nt, mask_nt) -> dict[str, list]:
+    """The token table's rows: each sampled sequence once, with the first reason that picked
+    it. A culprit candidate whose score is 0 explains nothing (an on-policy step's |log s|) and
+    is dropped unless the baseline has it."""
     mask_nt = mask_nt > 0.5
-    G = rec.group_size
+    G, k = rec.group_size, rec.token_culprits
+    scores = culprit_scores(seq_K_B)
+    reasons = [r for r, _ in CULPRITS for _ in range(k)]
     cols: dict[str, list] = {
         "group": [],
         "sample": [],
         "token_log_ratios": [],
         "advantages": [],
+        "reason": [],
     }
-    for i, b in enumerate(rec.token_sample_idx):
+    seen: set[int] = set()
+    for i, b in enumerate(rows_n.astype(np.int64).tolist()):
+        reason = reasons[i] if i < len(reasons) else "baseline"
+        if b in seen or (i < len(reasons) and not scores[i // k, b] > 0):
+            continue
+        seen.add(b)
         m = mask_nt[i]
         cols["group"].append(b // G)
         cols["sample"].append(b % G)
         cols["token_log_ratios"].append(d_nt[i][m].astype(np.float32))
         cols["advantages"].append(adv_nt[i][m].astype(np.float32))
+        cols["reason"].append(reason)
     return cols
 
 
@@ -386,6 +440,10 @@ def _step_row(
         Step.ENTROPY_MEAN: tok_mean(Seq.ENTROPY),
         Step.NONFINITE_COUNT: int(nonfinite) if math.isfinite(nonfinite) else 0,
         Step.NUM_RANKS: int(count["ranks"]),
+        Step.ROLLOUT: rec.rollout,
+        Step.POLICY_LAG: rec.policy_lag,
+        Step.SAMPLER_KL_MEAN: tok_mean(Seq.SAMPLER_KL),
+        Step.SAMPLER_LOGP_ABS_DIFF_MAX: float(-low["-sampler_abs_diff_max"]),
     }
     row.update(rec.extra)
     return row
@@ -403,7 +461,8 @@ class Reduction:
     token_eps: tuple[float, float] = GRPO_EPS
     """GRPO's token-unit clip range (eps_low, eps_high)."""
     token_samples: int = 0
-    """Sequences per step whose per-token log-ratios are kept (spread over the batch)."""
+    """Sequences per step whose per-token log-ratios are kept (spread over the batch), besides
+    up to ``CULPRITS_PER_REASON`` culprits per reason; 0: no token sample."""
     distributed: bool | None = None
     """None: reduce over an initialised ``torch.distributed`` group; False: this process only."""
     run_id: str = ""
@@ -450,6 +509,7 @@ def reduce_step(inputs: StepInputs, how: Reduction, workspace: dict | None = Non
         token_eps=how.token_eps,
         ref_logprobs=inputs.ref_logprobs,
         entropy=inputs.entropy,
+        sampler_logprobs=inputs.sampler_logprobs,
         workspace=workspace,
     )
     dist_on, rank, world = dist_info(how.distributed)
@@ -465,8 +525,9 @@ def reduce_step(inputs: StepInputs, how: Reduction, workspace: dict | None = Non
         for key, value in inputs.tensor_extra.items():
             parts[f"extra/{key}"] = value.reshape(1).to(device=device)
         idx = token_sample_indices(B, int(how.token_samples))
+        k = min(CULPRITS_PER_REASON, B) if idx else 0
         if idx:
-            parts.update(_token_sample(inputs, advantages, idx, dtype))
+            parts.update(_token_sample(inputs, advantages, seq_K_B, idx, k, dtype))
         host, event, layout = _to_host(parts, dtype, device)
     return StepRecord(
         step=inputs.step,
@@ -480,7 +541,9 @@ def reduce_step(inputs: StepInputs, how: Reduction, workspace: dict | None = Non
         tensor_extra_keys=tuple(inputs.tensor_extra),
         truncated_given=inputs.truncated is not None,
         completions=inputs.completions,
-        token_sample_idx=idx,
+        rollout=inputs.rollout,
+        policy_lag=inputs.policy_lag,
+        token_culprits=k,
         host_buffer=host,
         layout=layout,
         ready_event=event,
@@ -549,15 +612,26 @@ def _distributed_summary(inputs: StepInputs, seq_K_B, dtype, world) -> dict[str,
     return {"sums": sums, "mins": mins_and_B[: len(MINS)], "lengths": torch.cat(gathered)}
 
 
-def _token_sample(inputs: StepInputs, advantages, idx: list[int], dtype) -> dict[str, torch.Tensor]:
-    """The sampled sequences' ``TOKEN_PARTS``, (n, T) each in ``dtype``."""
+def _token_sample(inputs: StepInputs, advantages, seq_K_B, idx: list[int], k: int, dtype):
+    """The token sample's rows, chosen on the device (no host sync): the ``k`` largest scores
+    of each culprit reason (``culprit_scores``), then the baseline ``idx``. Returns
+    ``token_rows`` (n,) and the rows' ``TOKEN_PARTS``, (n, T) each, in ``dtype``."""
     T = inputs.logprobs.shape[1]
-    sel = torch.tensor(idx, device=inputs.logprobs.device)
+    device = inputs.logprobs.device
+    culprits_R_k = culprit_scores(seq_K_B, torch).topk(k, dim=1).indices  # (reasons, k)
+    sel = torch.cat([culprits_R_k.flatten(), _baseline(tuple(idx), device)])
     m_nt = inputs.mask[sel] != 0
     d_nt = torch.where(m_nt, inputs.logprobs.detach()[sel] - inputs.old_logprobs.detach()[sel], 0.0)
     adv = advantages.detach()
     adv_nt = adv[sel][:, None].expand(-1, T) if adv.dim() == 1 else adv[sel]
-    return dict(zip(TOKEN_PARTS, (d_nt.to(dtype), adv_nt.to(dtype), m_nt.to(dtype)), strict=True))
+    parts = dict(zip(TOKEN_PARTS, (d_nt.to(dtype), adv_nt.to(dtype), m_nt.to(dtype)), strict=True))
+    return {"token_rows": sel.to(dtype), **parts}
+
+
+@functools.lru_cache(maxsize=16)
+def _baseline(idx: tuple[int, ...], device: torch.device) -> torch.Tensor:
+    """The baseline's sequence indices as a tensor on ``device`` (built once per batch size)."""
+    return torch.tensor(idx, dtype=torch.int64, device=device)
 
 
 def _to_host(parts: Mapping[str, torch.Tensor], dtype, device) -> tuple[torch.Tensor, Any, Layout]:
@@ -611,6 +685,9 @@ def step_diagnostics(
     truncated: torch.Tensor | None = None,
     extra: Mapping[str, Any] | None = None,
     completions: Sequence[str | None] | None = None,
+    rollout: int | None = None,
+    policy_lag: int | None = None,
+    sampler_logprobs: torch.Tensor | None = None,
     seq_eps: tuple[float, float] = DEFAULT_SEQ_EPS,
     token_eps: tuple[float, float] = DEFAULT_TOKEN_EPS,
     step: int = 0,
@@ -639,6 +716,9 @@ def step_diagnostics(
         truncated=truncated,
         extra=extra,
         completions=completions,
+        rollout=rollout,
+        policy_lag=policy_lag,
+        sampler_logprobs=sampler_logprobs,
     )
     how = Reduction(seq_eps, token_eps, distributed=distributed, algorithm=algorithm)
     rec = reduce_step(inputs, how).materialize()

@@ -51,6 +51,12 @@ class StepInputs:
     """(B, T) log pi_ref, for the KL to the reference policy."""
     entropy: torch.Tensor | None = None
     """(B, T) per-token entropy of pi_theta."""
+    sampler_logprobs: torch.Tensor | None = None
+    """(B, T) log pi_sampler: the log-probs the inference engine reported when it sampled."""
+    rollout: int | None = None
+    """Index of the batch of samples this step trains on (None: not said)."""
+    policy_lag: int | None = None
+    """Optimizer steps since the policy that produced ``old_logprobs`` (0: on-policy)."""
     truncated: torch.Tensor | None = None
     """(B,) bool or 0/1: the completion hit the length limit."""
     loss: torch.Tensor | None = None
@@ -88,14 +94,20 @@ class StepInputs:
         truncated: object = None,
         extra: object = None,
         completions: object = None,
+        rollout: object = None,
+        policy_lag: object = None,
+        sampler_logprobs: torch.Tensor | None = None,
         group_size: int | None = None,
         wall_time: float | None = None,
     ) -> StepInputs:
         """The checked inputs of ``log_step``'s keyword arguments: ValueError naming the
-        argument (and its shape) for a bad step, rewards, truncated, extra, completions or
-        loss, or rewards whose G is not the run's ``group_size``. ``wall_time``: default now."""
+        argument (and its shape) for a bad step, rewards, truncated, extra, completions,
+        rollout, policy_lag or loss, or rewards whose G is not the run's ``group_size``.
+        ``wall_time``: default now."""
         wall_time = time.time() if wall_time is None else wall_time
         step = _check_step(step)
+        rollout = _check_count(rollout, "rollout")
+        policy_lag = _check_count(policy_lag, "policy_lag")
         check_tensor(logprobs, "logprobs", 2, "(B, T)")
         B = logprobs.shape[0]
         rewards_P_G = _check_rewards(rewards, B, group_size)
@@ -112,6 +124,9 @@ class StepInputs:
             advantages=advantages,
             ref_logprobs=ref_logprobs,
             entropy=entropy,
+            sampler_logprobs=sampler_logprobs,
+            rollout=rollout,
+            policy_lag=policy_lag,
             truncated=truncated,
             loss=_loss_tensor(loss, logprobs.device),
             extra=host_extra,
@@ -132,6 +147,7 @@ class StepInputs:
             token_eps=token_eps,
             ref_logprobs=self.ref_logprobs,
             entropy=self.entropy,
+            sampler_logprobs=self.sampler_logprobs,
             nonempty=True,
         )
 
@@ -156,6 +172,9 @@ class StepInputs:
             advantages=big("advantages"),
             ref_logprobs=big("ref_logprobs"),
             entropy=big("entropy"),
+            sampler_logprobs=big("sampler_logprobs"),
+            rollout=self.rollout,
+            policy_lag=self.policy_lag,
             truncated=small(self.truncated),
             loss=small(self.loss),
             extra=dict(self.extra),
@@ -166,11 +185,19 @@ class StepInputs:
 
 
 def _check_step(step: object) -> int:
-    if isinstance(step, bool) or not isinstance(step, int | np.integer):
-        raise ValueError(f"step must be an int, got {step!r}")
-    if step < 0:
-        raise ValueError(f"step must be >= 0, got {step}")
-    return int(step)
+    return _check_count(step, "step")
+
+
+def _check_count(value: object, name: str) -> int | None:
+    """A non-negative int (``step``, ``rollout``, ``policy_lag``) as int; for the optional ones
+    (not ``step``) None stays None: not said, a null in the step table."""
+    if value is None and name != "step":
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | np.integer):
+        raise ValueError(f"{name} must be an int, got {value!r}")
+    if value < 0:
+        raise ValueError(f"{name} must be >= 0, got {value}")
+    return int(value)
 
 
 def _check_rewards(rewards: object, B: int, group_size: int | None) -> torch.Tensor:

@@ -480,15 +480,25 @@ class RunRecorder:
         truncated: torch.Tensor | None = None,
         extra: Mapping[str, Any] | None = None,
         completions: Sequence[str | None] | None = None,
+        rollout: int | None = None,
+        policy_lag: int | None = None,
+        sampler_logprobs: torch.Tensor | None = None,
     ) -> None:
         """Record one optimizer step (see the module docstring). Never waits on disk or network.
 
         Shapes: ``rewards`` (P, G), sequences ordered group by group; ``logprobs``,
-        ``old_logprobs``, ``mask``, ``ref_logprobs``, ``entropy`` (B, T) with B = P*G;
-        ``advantages`` (B,) or (B, T) (default: ``group_advantages(rewards)``); ``loss`` a
-        ``LossOutput`` (or scalar); ``truncated`` (B,) bool; ``extra`` name -> scalar;
-        ``completions`` B strings. Bad input raises ValueError before anything is recorded.
-        Distributed: every rank must call it for every step (it runs collectives).
+        ``old_logprobs``, ``mask``, ``ref_logprobs``, ``entropy``, ``sampler_logprobs`` (B, T)
+        with B = P*G; ``advantages`` (B,) or (B, T) (default: ``group_advantages(rewards)``);
+        ``loss`` a ``LossOutput`` (or scalar); ``truncated`` (B,) bool; ``extra`` name ->
+        scalar; ``completions`` B strings. Bad input raises ValueError before anything is
+        recorded. Distributed: every rank must call it for every step (it runs collectives).
+
+        Policy lag: ``rollout`` is the index of the batch of samples this step trains on,
+        ``policy_lag`` the number of optimizer steps since the policy that produced
+        ``old_logprobs`` (0: on-policy; a second minibatch or epoch on one batch: 1, 2, ...);
+        non-negative ints, null in the step table when not given. ``sampler_logprobs``: the
+        log-probs the inference engine (vLLM, SGLang) reported when it sampled the tokens, for
+        the sampler/trainer mismatch (``sampler_kl_mean``, ``sampler_logp_abs_diff_max``).
         """
         if self._closed:
             raise RuntimeError(f"run {self.run_id!r} is closed; log_step after close()")
@@ -506,6 +516,9 @@ class RunRecorder:
             truncated=truncated,
             extra=extra,
             completions=completions,
+            rollout=rollout,
+            policy_lag=policy_lag,
+            sampler_logprobs=sampler_logprobs,
             group_size=self.group_size,
         )
         self._reduce(inputs)

@@ -34,7 +34,10 @@ from typing import Any
 
 from gspo_metrics.spec import PER_SEQUENCE
 
-SCHEMA_VERSION = 2  # 2: rollout, policy_lag, sampler_kl_mean, sampler_logp_abs_diff_max
+# 2: step columns rollout, policy_lag, sampler_kl_mean, sampler_logp_abs_diff_max.
+# 3: sequence columns sampler_kl, sampler_logp_abs_diff_max; token column reason. Older files
+#    lack them (read as absent: unknown), nothing else changed.
+SCHEMA_VERSION = 3
 METADATA_KEY = b"gspo_dash.schema_version"
 
 RUN_JSON = "run.json"
@@ -115,7 +118,8 @@ class Seq:
     ``Seq.SEQ_CLIPPED``, ``Seq.SEQ_CLIP_LOW``, ``Seq.SEQ_CLIP_HIGH``, ``Seq.TOKEN_LOG_RATIO_MIN``,
     ``Seq.TOKEN_LOG_RATIO_MAX``, ``Seq.TOKEN_LOG_RATIO_STD``, ``Seq.TOKEN_CLIP_FRACTION``,
     ``Seq.TOKEN_CLIP_LOW_FRACTION``, ``Seq.TOKEN_CLIP_HIGH_FRACTION``, ``Seq.KL_REF``,
-    ``Seq.KL_OLD``, ``Seq.ENTROPY``, ``Seq.NONFINITE_COUNT``, and any added there.
+    ``Seq.KL_OLD``, ``Seq.SAMPLER_KL``, ``Seq.SAMPLER_LOGP_ABS_DIFF_MAX``, ``Seq.ENTROPY``,
+    ``Seq.NONFINITE_COUNT``, and any added there.
     """
 
     SCHEMA_VERSION = "schema_version"
@@ -144,6 +148,13 @@ class Tok:
     TOKEN_LOG_RATIOS = "token_log_ratios"  # list<float32>, masked tokens only, in order
     ADVANTAGES = "advantages"  # list<float32>, same positions
     TOKENS = "tokens"  # list<string> or null: decoded tokens, untrusted text
+    REASON = "reason"  # why the sequence is in the sample: one of TOKEN_SAMPLE_REASONS
+
+
+#: ``Tok.REASON``'s values: the step's culprits, then the spread-out baseline. A sequence is kept
+#: for the first that applies: a NaN/inf inside its mask; the largest |log s| of the step; the
+#: largest token |log r|; else it is one of the sequences spread evenly over the batch.
+TOKEN_SAMPLE_REASONS = ("nonfinite", "max_abs_log_s", "max_abs_token_log_ratio", "baseline")
 
 
 # (name, arrow type name, nullable). Arrow types are spelled as strings so this module stays
@@ -213,6 +224,7 @@ TOKEN_COLUMNS: tuple[tuple[str, str], ...] = (
     (Tok.TOKEN_LOG_RATIOS, "list<float32>"),
     (Tok.ADVANTAGES, "list<float32>"),
     (Tok.TOKENS, "list<string>"),
+    (Tok.REASON, "string"),
 )
 
 STEP_COLUMN_NAMES = tuple(name for name, _ in STEP_COLUMNS)
@@ -266,17 +278,12 @@ def token_schema():
     return arrow_schema(TOKEN_COLUMNS)
 
 
-#: Built-in columns that a loop's ``extra`` of the same name fills (its own counters): until
-#: ``log_step`` takes them as arguments (issue 12), the demo logs ``rollout`` this way.
-EXTRA_FILLS = (Step.ROLLOUT, Step.POLICY_LAG)
-
-
 def validate_extra_key(key: str) -> str:
     """An ``extra`` metric name must be a non-empty string that does not shadow a declared column
-    (``EXTRA_FILLS`` excepted: those fill the column of their name)."""
+    (``rollout`` and ``policy_lag`` are ``log_step``'s own arguments)."""
     if not isinstance(key, str) or not key:
         raise ValueError(f"extra: metric names must be non-empty strings, got {key!r}")
-    if key in STEP_COLUMN_NAMES and key not in EXTRA_FILLS:
+    if key in STEP_COLUMN_NAMES:
         raise ValueError(
             f"extra: {key!r} is a built-in step column; rename it (for example 'user/{key}')"
         )

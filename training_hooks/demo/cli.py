@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .config import DemoConfig, Session
+from .faults import fault_help
 from .loop import RunResult, train
 from .report import ProgressLine, summary_table
 
@@ -76,7 +77,12 @@ def add_options(parser: argparse._ActionsContainer, cls: type) -> list[str]:
 
 def build_parser() -> tuple[argparse.ArgumentParser, list[str], list[str]]:
     """The parser, and the option names that belong to ``DemoConfig`` and to ``Session``."""
-    parser = argparse.ArgumentParser(prog="gspo-dash-demo", description=DESCRIPTION)
+    parser = argparse.ArgumentParser(
+        prog="gspo-dash-demo",
+        description=DESCRIPTION,
+        epilog=fault_help(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     session = parser.add_argument_group("session (what this invocation runs and where it records)")
     session_names = add_options(session, Session)
     mlflow = session.add_mutually_exclusive_group()
@@ -96,6 +102,14 @@ def build_parser() -> tuple[argparse.ArgumentParser, list[str], list[str]]:
     )
     config = parser.add_argument_group("run settings (DemoConfig; stored as each run's config)")
     config_names = add_options(config, DemoConfig)
+    config.add_argument(
+        "--inject",
+        dest="inject",
+        action="append",
+        default=[],
+        metavar="NAME[@STEP]",
+        help="inject a fault into every run (repeatable): one of the faults listed below",
+    )
     return parser, config_names, [*session_names, "mlflow"]
 
 
@@ -105,9 +119,11 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[Session, list[DemoCon
     ns = parser.parse_args(argv)
     try:
         session = Session(**{k: getattr(ns, k) for k in session_names})
-        return session, session.configs(**{k: getattr(ns, k) for k in config_names})
+        settings = {k: getattr(ns, k) for k in config_names}
+        return session, session.configs(**settings, inject=tuple(ns.inject))
     except ValueError as e:  # the dataclasses' checks; their messages start with the field
-        parser.error(re.sub(r"^(\w+)", lambda m: _flag(m[1], config_names + session_names), str(e)))
+        names = [*config_names, *session_names, "inject"]
+        parser.error(re.sub(r"^(\w+)", lambda m: _flag(m[1], names), str(e)))
 
 
 def _flag(word: str, names: list[str]) -> str:

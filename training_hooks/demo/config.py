@@ -11,6 +11,7 @@ from typing import Any
 
 from gspo_metrics.spec import GRPO_EPS, GSPO_EPS
 
+from .faults import Faults
 from .task import Task
 
 #: Clip range (eps_low, eps_high) of each algorithm the demo trains: GRPO clips tokens, GSPO
@@ -75,6 +76,11 @@ class DemoConfig:
     n_layers: int = option(2, "Transformer blocks.")
     n_heads: int = option(4, "Attention heads.")
     device: str = option("cpu", "Torch device.")
+    inject: tuple[str, ...] = option(
+        (),
+        "Faults injected (NAME[@STEP], training_hooks.demo.faults): --inject, repeatable.",
+        cli=False,
+    )
 
     def __post_init__(self) -> None:
         from gspo_metrics import REDUCTIONS
@@ -96,6 +102,7 @@ class DemoConfig:
             )
         if self.reduction not in REDUCTIONS:
             raise ValueError(f"reduction must be one of {REDUCTIONS}, got {self.reduction!r}")
+        self.inject = tuple(str(i) for i in Faults.parse(self.inject).injections)
         low, high = DEFAULT_EPS[self.algorithm]
         self.eps_low = low if self.eps_low is None else self.eps_low
         self.eps_high = high if self.eps_high is None else self.eps_high
@@ -109,8 +116,13 @@ class DemoConfig:
         return Task(self.alphabet, self.ops, self.min_len, self.max_len)
 
     def stored(self) -> dict[str, Any]:
-        """The run's config as recorded (run.json, MLflow params): the fields, ``ops`` joined."""
-        return {**dataclasses.asdict(self), "ops": ",".join(self.ops)}
+        """The run's config as recorded (run.json, MLflow params): the fields, ``ops`` and
+        ``inject`` joined."""
+        return {
+            **dataclasses.asdict(self),
+            "ops": ",".join(self.ops),
+            "inject": ",".join(self.inject),
+        }
 
 
 @dataclasses.dataclass(frozen=True)

@@ -2,20 +2,27 @@
 
 One rollout step of ``train``, step by step (each a function of its own)::
 
-    batch = collect(learner, rollout)            # sample G completions of P prompts, score them,
+    batch = collect(learner, rollout, step)      # sample G completions of P prompts, score them,
                                                  # advantages, log pi_old and log pi_ref
     for epoch: for mb in minibatches(...):       # whole groups, in a fresh order per epoch
-        upd = update(learner, mb)                # one optimizer step on the minibatch
-        record(recorder, step, mb, upd, lr)      # RunRecorder.log_step
+        upd = update(learner, mb, step)          # one optimizer step on the minibatch
+        record(recorder, step, mb, upd)          # RunRecorder.log_step
         stats.append(measure(mb, upd))           # the host-side numbers the demo prints
 
 Shapes: P prompts, G completions each, B = P * G rows group by group, T completion positions;
 a minibatch holds P_mb = P / minibatches whole groups (B_mb = P_mb * G rows).
+
+Policy lag: old log-probs are computed once per rollout, right after sampling, so the k-th
+optimizer step on a rollout batch (k = epoch * minibatches + minibatch, from 0) has policy lag k:
+the first is on-policy, the others see the updates made since. Faults (``--inject``,
+``faults.Faults``) are applied at one named place each: ``collect`` (sampler noise, logit scale,
+rewards), the minibatch loop (stale old log-probs) and ``update`` (lr spike, NaN log-probs).
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import random
 import time
 from collections.abc import Callable, Iterator
@@ -35,6 +42,7 @@ from gspo_metrics import (
 from gspo_metrics.spec import GRPO_EPS, GSPO_EPS
 
 from .config import DemoConfig
+from .faults import Faults
 from .policy import Policy, Rollout, action_logprobs, sample
 from .task import Task
 
@@ -149,8 +157,9 @@ def build(config: DemoConfig) -> tuple[Task, Policy, Policy]:
 class Learner:
     """What the loop carries from step to step: the models, the optimizer and the random streams.
 
-    Three streams, all seeded by ``config.seed``: the prompts (``prompt_rng``), the sampled
-    completions (``sample_gen``) and the minibatch order (``order_gen``).
+    Four streams, all seeded by ``config.seed``: the prompts (``prompt_rng``), the sampled
+    completions (``sample_gen``), the minibatch order (``order_gen``) and the noise of the
+    sampler-noise fault (``noise_gen``, drawn from only when it is injected).
     """
 
     config: DemoConfig
@@ -163,6 +172,8 @@ class Learner:
     prompt_rng: random.Random
     sample_gen: torch.Generator
     order_gen: torch.Generator
+    noise_gen: torch.Generator
+    faults: Faults
 
     @classmethod
     def start(cls, config: DemoConfig) -> Learner:
@@ -179,7 +190,13 @@ class Learner:
             random.Random(config.seed),
             torch.Generator(device=device).manual_seed(config.seed),
             torch.Generator().manual_seed(config.seed + 1),
+            torch.Generator(device=device).manual_seed(config.seed + 3),
+            Faults.parse(config.inject),
         )
+
+    @property
+    def steps_per_rollout(self) -> int:
+        return self.config.epochs * self.config.minibatches
 
 
 @dataclass(frozen=True)
@@ -193,6 +210,7 @@ class RolloutBatch:
     old_logprobs_B_T: torch.Tensor  # log pi_old: the sampling policy's, one forward
     ref_logprobs_B_T: torch.Tensor  # log pi_ref: the frozen warm-started policy's
     texts: list[str] | None  # "rev abc = cba<eos>" per row, when a recorder stores them
+    # (the sampler's log-probs as it sampled: completions.sample_logprobs)
 
 
 @dataclass(frozen=True)
@@ -201,11 +219,13 @@ class Minibatch:
 
     rollout: int
     epoch: int
+    policy_lag: int  # optimizer steps since the batch's old log-probs (0: on-policy)
     ids: torch.Tensor  # (B_mb, Lp + T)
     actions: torch.Tensor  # (B_mb, T)
     mask: torch.Tensor  # (B_mb, T)
     old_logprobs: torch.Tensor  # (B_mb, T)
     ref_logprobs: torch.Tensor  # (B_mb, T)
+    sampler_logprobs: torch.Tensor  # (B_mb, T) the sampler's, as it sampled
     advantages: torch.Tensor  # (B_mb,)
     rewards_P_G: torch.Tensor  # (P_mb, G)
     truncated: torch.Tensor  # (B_mb,)
@@ -220,15 +240,18 @@ class Update:
     entropy: torch.Tensor  # (B_mb, T) the policy's per-token entropy, detached
     loss: LossOutput
     grad_norm: torch.Tensor  # before clipping
+    lr: float  # the learning rate of this step
 
 
-def collect(learner: Learner, rollout: int, *, with_text: bool) -> RolloutBatch:
-    """Sample, score and evaluate one rollout batch (the policy in eval mode, then train mode)."""
-    task, policy, config = learner.task, learner.policy, learner.config
+def collect(learner: Learner, rollout: int, step: int, *, with_text: bool) -> RolloutBatch:
+    """Sample, score and evaluate one rollout batch (the policy in eval mode, then train mode);
+    ``step`` is the batch's first optimizer step (when the rollout-level faults start)."""
+    task, policy, config, faults = learner.task, learner.policy, learner.config, learner.faults
     P, G = config.prompts_per_step, config.group_size
     prompts = task.sample_prompts(P, learner.prompt_rng)
     prompt_ids = task.encode_prompts(prompts).to(learner.device)  # (P, Lp)
     policy.eval()
+    policy.logit_scale = faults.logit_scale(step, learner.steps_per_rollout)  # entropy-collapse
     ro = sample(
         policy,
         prompt_ids.repeat_interleave(G, dim=0),  # (P, Lp) -> (B, Lp), rows group by group
@@ -236,10 +259,13 @@ def collect(learner: Learner, rollout: int, *, with_text: bool) -> RolloutBatch:
         eos_id=task.EOS,
         pad_id=task.PAD,
         generator=learner.sample_gen,
+        adjust_logits=faults.sampler_logits(step, learner.noise_gen),  # sampler-noise
     )
     actions, truncated = ro.actions.cpu().tolist(), ro.truncated.cpu().tolist()
     rewards = [task.check(prompts[b // G], actions[b], truncated[b]) for b in range(P * G)]
     rewards_P_G = torch.tensor(rewards, device=learner.device).view(P, G)
+    # length-collapse, all-same-reward
+    rewards_P_G = faults.rewards(step, rewards_P_G, ro.mask.sum(1).view(P, G).to(rewards_P_G))
     texts = None
     if with_text:
         texts = [
@@ -268,11 +294,13 @@ def minibatches(learner: Learner, batch: RolloutBatch, epoch: int) -> Iterator[M
         yield Minibatch(
             batch.rollout,
             epoch,
+            epoch * config.minibatches + m,  # updates made since old_logprobs
             ro.ids[rows],
             ro.actions[rows],
             ro.mask[rows],
             batch.old_logprobs_B_T[rows],
             batch.ref_logprobs_B_T[rows],
+            ro.sample_logprobs[rows],
             batch.advantages_B[rows],
             batch.rewards_P_G[groups.to(learner.device)],
             ro.truncated[rows],
@@ -280,10 +308,25 @@ def minibatches(learner: Learner, batch: RolloutBatch, epoch: int) -> Iterator[M
         )
 
 
-def update(learner: Learner, mb: Minibatch) -> Update:
-    """One optimizer step: the algorithm's clipped loss (plus the optional KL penalty)."""
-    config = learner.config
+def stale_old_logprobs(learner: Learner, mb: Minibatch, step: int) -> Minibatch:
+    """The stale-old-logprobs fault: ``mb`` with its old log-probs recomputed from the current
+    policy (a no-op without the fault)."""
+
+    def recompute() -> torch.Tensor:
+        with torch.no_grad():
+            return action_logprobs(learner.policy, mb.ids, mb.actions)[0]
+
+    old = learner.faults.stale_old(step, recompute, mb.old_logprobs)
+    return mb if old is mb.old_logprobs else dataclasses.replace(mb, old_logprobs=old)
+
+
+def update(learner: Learner, mb: Minibatch, step: int) -> Update:
+    """One optimizer step: the algorithm's clipped loss (plus the optional KL penalty). A step
+    whose gradient norm is not finite is skipped (as torch.amp.GradScaler does): a NaN must not
+    reach the weights."""
+    config, faults = learner.config, learner.faults
     logp, entropy = action_logprobs(learner.policy, mb.ids, mb.actions, with_entropy=True)
+    logp = faults.nan_logprobs(step, logp, mb.mask)  # nan-logprobs
     out = learner.loss_fn(
         logp,
         mb.old_logprobs,
@@ -299,12 +342,17 @@ def update(learner: Learner, mb: Minibatch) -> Update:
     learner.optimizer.zero_grad(set_to_none=True)
     loss.backward()
     grad_norm = torch.nn.utils.clip_grad_norm_(learner.policy.parameters(), config.max_grad_norm)
-    learner.optimizer.step()
-    return Update(logp, entropy, out, grad_norm)
+    lr = config.lr * faults.lr_factor(step)  # lr-spike
+    for group in learner.optimizer.param_groups:
+        group["lr"] = lr
+    if torch.isfinite(grad_norm):
+        learner.optimizer.step()
+    return Update(logp, entropy, out, grad_norm, lr)
 
 
-def record(recorder: Any, step: int, mb: Minibatch, upd: Update, lr: float) -> None:
-    """Hand the optimizer step to ``RunRecorder.log_step`` (extras: lr, grad_norm, rollout, epoch)."""
+def record(recorder: Any, step: int, mb: Minibatch, upd: Update) -> None:
+    """Hand the optimizer step to ``RunRecorder.log_step``: the rollout index and policy lag,
+    the sampler's log-probs, extras lr and grad_norm."""
     recorder.log_step(
         step,
         rewards=mb.rewards_P_G,
@@ -316,8 +364,11 @@ def record(recorder: Any, step: int, mb: Minibatch, upd: Update, lr: float) -> N
         loss=upd.loss,
         entropy=upd.entropy,
         truncated=mb.truncated,
-        extra={"lr": lr, "grad_norm": upd.grad_norm, "rollout": mb.rollout, "epoch": mb.epoch},
+        extra={"lr": upd.lr, "grad_norm": upd.grad_norm},
         completions=mb.texts,
+        rollout=mb.rollout,
+        policy_lag=mb.policy_lag,
+        sampler_logprobs=mb.sampler_logprobs,
     )
 
 
@@ -355,13 +406,14 @@ def train(
     result = RunResult(config)
     step = 0
     for rollout in range(config.steps):
-        batch = collect(learner, rollout, with_text=recorder is not None)
+        batch = collect(learner, rollout, step, with_text=recorder is not None)
         result.rollout_rewards.append(batch.rewards_P_G.mean().item())
         for epoch in range(config.epochs):
             for mb in minibatches(learner, batch, epoch):
-                upd = update(learner, mb)
+                mb = stale_old_logprobs(learner, mb, step)
+                upd = update(learner, mb, step)
                 if recorder is not None:
-                    record(recorder, step, mb, upd, config.lr)
+                    record(recorder, step, mb, upd)
                 result.stats.append(measure(mb, upd))
                 step += 1
         if progress is not None:

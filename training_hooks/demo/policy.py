@@ -7,6 +7,7 @@ A = num_actions (the head only scores the task's actions: ``<eos>`` and the alph
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -67,6 +68,7 @@ class Policy(nn.Module):
         self.blocks = nn.ModuleList(Block(d_model, n_heads) for _ in range(n_layers))
         self.ln_f = nn.LayerNorm(d_model)
         self.head = nn.Linear(d_model, num_actions)
+        self.logit_scale = 1.0  # an inverse temperature on every logit (1: none)
         self.apply(self._init)
         for block in self.blocks:  # GPT-2's scaled init of the residual projections
             for lin in (block.proj, block.mlp[2]):
@@ -98,7 +100,8 @@ class Policy(nn.Module):
         for i, block in enumerate(self.blocks):
             x, kv = block(x, None if past is None else past[i])
             present.append(kv)
-        return self.head(self.ln_f(x)), present
+        logits = self.head(self.ln_f(x))
+        return (logits if self.logit_scale == 1.0 else logits * self.logit_scale), present
 
 
 @dataclass
@@ -114,7 +117,8 @@ class Rollout:
     truncated: torch.Tensor
     """(B,) bool: no ``<eos>`` within T tokens."""
     sample_logprobs: torch.Tensor
-    """(B, T) float32: log pi_old of each action as sampled (0 on padding)."""
+    """(B, T) float32: the sampler's log-prob of each action as sampled (0 on padding): log
+    pi_old up to float rounding, unless ``adjust_logits`` changed the sampler's logits."""
 
 
 @torch.no_grad()
@@ -126,12 +130,15 @@ def sample(
     eos_id: int,
     pad_id: int,
     generator: torch.Generator,
+    adjust_logits: Callable[[torch.Tensor], torch.Tensor] | None = None,
 ) -> Rollout:
     """Sample one completion per row of ``prompt_ids`` (B, prompt_len) until ``<eos>`` or T tokens.
 
     One causal forward over the prompts, then one position per token against a KV cache. Rows
     that have ended keep being fed ``<pad>`` (their outputs are discarded) so the batch stays
-    rectangular.
+    rectangular. ``adjust_logits`` (B, A) -> (B, A), when given, changes the logits the sampler
+    samples from (and reports log-probs of), not the policy's: a sampler that differs from the
+    trainer.
     """
     B, Lp = prompt_ids.shape
     device = prompt_ids.device
@@ -146,6 +153,8 @@ def sample(
         step_ids = ids[:, :Lp] if past is None else ids[:, Lp + t - 1 : Lp + t]
         logits, past = policy.forward_cached(step_ids, past)
         logits = logits[:, -1]  # (B, A), temperature 1
+        if adjust_logits is not None:
+            logits = adjust_logits(logits)
         logp = torch.log_softmax(logits.float(), dim=-1)
         a = torch.multinomial(logp.exp(), 1, generator=generator).squeeze(1)
         a = torch.where(alive, a, torch.full_like(a, eos_id))

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 # filter row groups on. pyarrow's defaults (a dictionary and statistics for every column) make a
 # part about 2x more expensive to write, for files of about the same size.
 WRITE_OPTIONS: dict[str, Any] = {
-    "use_dictionary": [Step.RUN_ID, Step.ALGORITHM, Seq.COMPLETION, Tok.TOKENS],
+    "use_dictionary": [Step.RUN_ID, Step.ALGORITHM, Seq.COMPLETION, Tok.TOKENS, Tok.REASON],
     "write_statistics": [Step.STEP, Seq.RANK],
 }
 
@@ -286,4 +286,5 @@ def token_table(records: list[StepRecord]):
         cols[Tok.TOKEN_LOG_RATIOS] += t["token_log_ratios"]
         cols[Tok.ADVANTAGES] += t["advantages"]
         cols[Tok.TOKENS] += [None] * k
+        cols[Tok.REASON] += t["reason"]
     return pa.table([pa.array(cols[f.name], type=f.type) for f in sch], schema=sch)
