@@ -7,6 +7,7 @@ import glob
 import math
 import os
 import random
+import re
 
 import pandas as pd
 import pytest
@@ -243,6 +244,120 @@ def test_off_policy_minibatches_move_the_ratio():
     assert res.stats[0].seq_clip_fraction == 0.0  # ratio exactly 1
     assert res.stats[4].seq_clip_fraction == 0.0
     assert max(s.seq_clip_fraction for s in res.stats) > 0.0
+
+
+# ---------------------------------------------------------------- faults (--inject)
+
+
+def test_inject_parsing_and_when_a_fault_acts():
+    """NAME@STEP for the one-step faults (required), NAME[@STEP] "from STEP on" for the others;
+    bad names and steps are ValueErrors naming --inject's field and the valid names."""
+    from training_hooks.demo.faults import FAULTS, Faults
+
+    f = Faults.parse(["lr-spike@4", "sampler-noise@6", "length-collapse"])
+    assert [f.on("lr-spike", s) for s in (3, 4, 5)] == [False, True, False]
+    assert [f.on("sampler-noise", s) for s in (5, 6, 40)] == [False, True, True]
+    assert f.on("length-collapse", 0) and not f.on("all-same-reward", 10)
+    for bad, message in (
+        ("lr-spike", "lr-spike needs a step, lr-spike@STEP"),
+        ("nan-logprobs@x", "STEP must be an int"),
+        ("stale-old-logprobs@-2", "STEP must be >= 0"),
+        ("dropout@3", "unknown fault 'dropout'; valid: " + ", ".join(FAULTS)),
+    ):
+        with pytest.raises(ValueError, match="^inject: .*" + re.escape(message)):
+            DemoConfig(inject=(bad,))
+    cfg = DemoConfig(inject=("entropy-collapse", "nan-logprobs@7"))
+    assert cfg.inject == ("entropy-collapse@0", "nan-logprobs@7")
+    assert cfg.stored()["inject"] == "entropy-collapse@0,nan-logprobs@7"
+
+
+def test_fault_transforms_by_hand():
+    """Each fault's transform on tiny tensors: the lr factor, the NaN's position, the reshaped
+    rewards, the logit scale per rollout, the sampler's noise."""
+    from training_hooks.demo import faults as F
+
+    f = F.Faults.parse(
+        ["lr-spike@2", "nan-logprobs@1", "length-collapse", "entropy-collapse@3", "sampler-noise@4"]
+    )
+    assert [f.lr_factor(s) for s in (1, 2, 3)] == [1.0, F.LR_SPIKE_FACTOR, 1.0]
+    # NaN at row 0's first masked token (t = 1), the graph kept
+    logp = torch.zeros(2, 3, requires_grad=True)
+    mask = torch.tensor([[0, 1, 1], [1, 1, 1]], dtype=torch.bool)
+    out = f.nan_logprobs(1, logp, mask)
+    assert out.isnan().tolist() == [[False, True, False], [False, False, False]]
+    assert out.requires_grad and f.nan_logprobs(2, logp, mask) is logp
+    # length-collapse: r - 1.0 (length - 1): lengths [[1, 3], [5, 2]], rewards [[0, 1], [1, 0]]
+    # -> [[0 - 0, 1 - 2], [1 - 4, 0 - 1]]
+    assert F.LENGTH_PENALTY == 1.0
+    rewards = torch.tensor([[0.0, 1.0], [1.0, 0.0]])
+    lengths = torch.tensor([[1.0, 3.0], [5.0, 2.0]])
+    assert f.rewards(0, rewards, lengths).tolist() == [[0.0, -1.0], [-3.0, -1.0]]
+    same = F.Faults.parse(["all-same-reward@2"])
+    assert same.rewards(1, rewards, lengths) is rewards
+    assert same.rewards(2, rewards, lengths).tolist() == [[1.0, 1.0], [1.0, 1.0]]
+    # entropy-collapse@3 with 2 optimizer steps per rollout: the rollouts start at 0, 2, 4, 6;
+    # the first at or after step 3 is step 4 (scale 1), then 1.15 at step 6, 1.3 at step 8
+    scales = [f.logit_scale(s, 2) for s in (2, 4, 6, 8)]
+    assert scales == pytest.approx([1.0, 1.0, 1.15, 1.3])
+    # sampler-noise: none before step 4; then logits + N(0, 0.6^2) from its own generator
+    assert f.sampler_logits(2, torch.Generator()) is None
+    noisy = f.sampler_logits(4, torch.Generator().manual_seed(0))
+    x = torch.zeros(2000, 4)
+    d = noisy(x) - x
+    assert abs(d.std().item() - F.SAMPLER_NOISE_STD) < 0.03 and abs(d.mean().item()) < 0.03
+
+
+class _Capture:
+    """A recorder stand-in: keeps each log_step's arguments (tensors cloned)."""
+
+    def __init__(self):
+        self.steps = []
+
+    def log_step(self, step, **kw):
+        kw = {k: v.detach().clone() if isinstance(v, torch.Tensor) else v for k, v in kw.items()}
+        self.steps.append((step, kw))
+
+
+def test_faults_in_the_loop():
+    """One short GRPO run with four faults: step 3 holds one NaN log-prob inside its mask, its
+    gradient norm is NaN, its update is skipped and the weights stay finite; from step 4 the
+    old log-probs are the current policy's (ratios exactly 1 at lag 1) while policy_lag still
+    alternates 0, 1; from step 6 the sampler's log-probs differ from the trainer's; the lr of
+    step 6 is 30x."""
+    cfg = DemoConfig(
+        algorithm="grpo",
+        steps=4,
+        prompts_per_step=8,
+        group_size=4,
+        warmup_steps=20,
+        warmup_batch=16,
+        inject=("lr-spike@6", "nan-logprobs@3", "stale-old-logprobs@4", "sampler-noise@6"),
+    )
+    rec = _Capture()
+    train(cfg, rec)
+    kw = dict(rec.steps)
+    assert [s for s, _ in rec.steps] == list(range(8))
+    assert [kw[s]["policy_lag"] for s in range(8)] == [0, 1] * 4
+    assert [kw[s]["rollout"] for s in range(8)] == [0, 0, 1, 1, 2, 2, 3, 3]
+    assert [kw[s]["extra"]["lr"] / cfg.lr for s in range(5, 8)] == [1.0, 30.0, 1.0]
+    nan_at = [int(kw[s]["logprobs"][kw[s]["mask"]].isnan().sum()) for s in range(8)]
+    assert nan_at == [0, 0, 0, 1, 0, 0, 0, 0]  # and the skipped update kept the weights finite
+    assert kw[3]["advantages"].abs().sum() > 0  # (a gradient the NaN reaches)
+    assert [bool(kw[s]["extra"]["grad_norm"].isfinite()) for s in range(8)] == [True] * 3 + [
+        False
+    ] + [True] * 4
+    for s in (5, 7):  # stale: lag 1, yet log pi_theta == log pi_old on every masked token
+        m = kw[s]["mask"]
+        assert torch.equal(kw[s]["logprobs"][m], kw[s]["old_logprobs"][m])
+    # (not vacuous: the policy did move since step 5's batch was sampled, by step 4's update)
+    moved = kw[5]["logprobs"] - kw[5]["sampler_logprobs"]
+    assert moved[kw[5]["mask"]].abs().max() > 1e-3
+    # the sampler against the trainer's log pi_old at the sampling policy: float rounding until
+    # the noise starts (step 5 and 7 left out: their old log-probs are stale)
+    for s in (0, 1, 2, 3, 4, 6):
+        m = kw[s]["mask"]
+        gap = (kw[s]["sampler_logprobs"] - kw[s]["old_logprobs"])[m].abs().max().item()
+        assert (gap > 0.05) if s >= 6 else (gap < 1e-5), (s, gap)
 
 
 # ---------------------------------------------------------------- end to end

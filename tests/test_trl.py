@@ -38,9 +38,12 @@ from trl import GRPOConfig, GRPOTrainer  # noqa: E402
 from training_hooks import importers, schema  # noqa: E402
 from training_hooks.schema import Step  # noqa: E402
 from training_hooks.trl import (  # noqa: E402
+    COMPLETION_CHARS,
     TRL_KL,
     RecordedGRPOTrainer,
     attach,
+    bounded_text,
+    completion_text,
     unsupported_layout,
 )  # noqa: E402
 
@@ -90,7 +93,7 @@ def reward_a(completions, **kwargs):
     return out
 
 
-def _train(model_dir: Path, out: Path, level: str, *, record: bool):
+def _train(model_dir: Path, out: Path, level: str, *, record: bool, cls=GRPOTrainer, steps=STEPS):
     tokenizer = PreTrainedTokenizerFast.from_pretrained(model_dir)
     prompts = [" ".join(WORDS[i : i + 3]) for i in range(6)]
     eps = dict(epsilon=0.2) if level == "token" else dict(epsilon=3e-4, epsilon_high=4e-4)
@@ -99,7 +102,7 @@ def _train(model_dir: Path, out: Path, level: str, *, record: bool):
         per_device_train_batch_size=8,
         num_generations=4,
         max_completion_length=6,
-        max_steps=STEPS,
+        max_steps=steps,
         num_iterations=2,
         learning_rate=0.05,
         beta=0.04,
@@ -123,10 +126,10 @@ def _train(model_dir: Path, out: Path, level: str, *, record: bool):
         processing_class=tokenizer,
     )
     opts = {"root": str(out / "runs"), "name": f"trl-{level}"}
-    if record and level == "token":  # the subclass route
+    if record and level == "token" and cls is GRPOTrainer:  # the subclass route
         trainer = RecordedGRPOTrainer(**kwargs, gspo_dash=opts)
     else:
-        trainer = GRPOTrainer(**kwargs)
+        trainer = cls(**kwargs)
         if record:  # the two-line route on a plain trainer
             attach(trainer, **opts)
     trainer.remove_callback(PrinterCallback)  # keep the test output quiet
@@ -202,6 +205,86 @@ def test_recorded_metrics_equal_trl_logged_metrics(runs):
     assert ours.loc[[2, 4], [lo, hi]].to_numpy().sum() > 0
     assert ours[Step.KL_REF_MEAN].gt(0).any()
     print(f"\n{level}: max |ours - TRL| per metric: {worst}")
+
+
+def _our_table(trainer, table: str) -> pd.DataFrame:
+    return schema.read_table(trainer.gspo_dash_run_dir, table)
+
+
+def test_lag_grad_norm_rewards_and_text_are_what_trl_did(runs):
+    """num_iterations=2: TRL generates at steps 1 and 3 (its log has completion lengths there
+    only), so the rollouts are 0, 0, 1, 1 and the policy lags 0, 1, 0, 1; grad_norm and
+    rewards/<fn>/mean equal TRL's log; every sequence carries its completion's text, the text
+    TRL rewarded (reward_a of it is the recorded reward), the same at both steps of a
+    generation; the per-token sample is on (8 per step) with its reasons."""
+    _, recorded, _ = runs
+    ours, theirs = _our_steps(recorded), _logs(recorded)
+    generated = [s for s in sorted(theirs) if "completions/mean_length" in theirs[s]]
+    assert generated == [1, 3]
+    assert ours[Step.ROLLOUT].tolist() == [0, 0, 1, 1]
+    assert ours[Step.POLICY_LAG].tolist() == [0, 1, 0, 1]
+    for s in ours.index:
+        assert ours.loc[s, "grad_norm"] == theirs[s]["grad_norm"]  # the same float32 value
+        gen = max(g for g in generated if g <= s)  # the generation this step trains on
+        got = ours.loc[s, "rewards/reward_a/mean"]
+        assert abs(got - theirs[gen]["rewards/reward_a/mean"]) < 1e-6, (s, got)
+    assert ours[Step.SAMPLER_KL_MEAN].isna().all()  # no vLLM: no sampler log-probs (unknown)
+    seqs = _our_table(recorded, schema.SEQUENCES_DIR)
+    texts = seqs[schema.Seq.COMPLETION]
+    assert texts.map(lambda t: isinstance(t, str)).all()
+    assert texts.map(len).max() <= COMPLETION_CHARS
+    assert all(set(t.split()) <= set(WORDS) for t in texts)
+    want = reward_a(texts.tolist())
+    assert (seqs[schema.Seq.REWARD] - pd.Series(want)).abs().max() < 1e-6
+    by_step = seqs.sort_values([schema.Seq.GROUP, schema.Seq.SAMPLE]).groupby(schema.Seq.STEP)
+    per_step = {s: g[schema.Seq.COMPLETION].tolist() for s, g in by_step}
+    assert per_step[1] == per_step[2] and per_step[3] == per_step[4]
+    assert per_step[1] != per_step[3]
+    tok = _our_table(recorded, schema.TOKENS_DIR)
+    assert set(tok[schema.Tok.STEP]) == {1, 2, 3, 4}
+    assert set(tok[schema.Tok.REASON]) <= set(schema.TOKEN_SAMPLE_REASONS)
+    assert (tok.groupby(schema.Tok.STEP).size() >= 8).all()  # the baseline: all 8 sequences
+
+
+def test_completion_text_is_bounded_and_marked():
+    """A completion's text is kept whole up to COMPLETION_CHARS characters; a longer one is cut
+    there and says how much was cut; conversational completions give their contents."""
+    assert bounded_text("a b") == "a b"
+    exact = "x" * COMPLETION_CHARS
+    assert bounded_text(exact) == exact
+    cut = bounded_text("y" * (COMPLETION_CHARS + 25))
+    assert cut.startswith("y" * COMPLETION_CHARS) and cut.endswith("[cut: 25 more characters]")
+    assert cut[COMPLETION_CHARS] == "…"
+    msgs = [{"role": "assistant", "content": "hello"}, {"role": "tool", "content": [{"text": "x"}]}]
+    assert completion_text(msgs) == "hello\nx"
+    assert completion_text(None) is None
+
+
+class _SamplerShiftTrainer(GRPOTrainer):
+    """Pretends vLLM sampled: sampling_per_token_logps = old_per_token_logps - 0.1 (TRL keeps
+    that key for its importance-sampling correction)."""
+
+    def _generate_and_score_completions(self, inputs):
+        out = super()._generate_and_score_completions(inputs)
+        out["sampling_per_token_logps"] = out["old_per_token_logps"] - 0.1
+        return out
+
+
+def test_sampler_logprobs_from_trl_reach_the_sampler_columns(model_dir, tmp_path):
+    """When TRL holds sampling_per_token_logps, attach records them as sampler_logprobs: with
+    u = old - sampler = 0.1 on every token, sampler_kl_mean = e^0.1 - 1 - 0.1 = 0.0051709 and
+    sampler_logp_abs_diff_max = 0.1 (float32 rounding of old - 0.1 aside)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        trainer = _train(
+            model_dir, tmp_path, "sequence", record=True, cls=_SamplerShiftTrainer, steps=2
+        )
+    ours = _our_steps(trainer)
+    want = math.expm1(0.1) - 0.1
+    assert want == pytest.approx(0.005170918075647624)
+    assert (ours[Step.SAMPLER_KL_MEAN] - want).abs().max() < 1e-6
+    assert (ours[Step.SAMPLER_LOGP_ABS_DIFF_MAX] - 0.1).abs().max() < 1e-6
+    assert ours[Step.POLICY_LAG].tolist() == [0, 1]
 
 
 def test_run_json_holds_the_trl_settings(runs):

@@ -23,7 +23,21 @@ What is recorded, per optimizer step, on every rank (``RunRecorder.log_step``):
 * after generation: each completion's reward (the weighted sum of the reward functions, as TRL
   logs ``reward``), whether it was truncated (its last token is no EOS, TRL's ``clipped_ratio``), and
   its index in the generation batch, carried through TRL's shuffle and split in the inputs dict
-  under ``_gspo_dash_*`` keys, so the step's sequences are re-assembled group by group.
+  under ``_gspo_dash_*`` keys, so the step's sequences are re-assembled group by group; and, per
+  generation (``_Generation``): TRL's optimizer step when it generated, its completions' text
+  (at most ``COMPLETION_CHARS`` characters each, a cut one marked) and each reward function's
+  mean over the generation batch (TRL's ``rewards/<fn>/mean``);
+* the policy lag, from TRL's own counters. TRL generates once every ``steps_per_generation *
+  num_iterations`` micro-steps (``_step``) and computes ``old_per_token_logps`` then, with the
+  policy of that moment: the step's ``rollout`` is ``_step // (steps_per_generation *
+  num_iterations)`` at generation, its ``policy_lag`` the optimizer steps taken since
+  (``global_step`` now minus at generation: 0, 1, ..., num_iterations - 1). When TRL skips the old
+  log-probs (``num_iterations == 1`` and ``steps_per_generation == gradient_accumulation_steps``,
+  no vLLM correction) its old log-probs are the current ones detached: lag 0;
+* ``sampling_per_token_logps`` (the log-probs vLLM reported when it sampled, which TRL keeps for
+  ``vllm_importance_sampling_correction``) as ``sampler_logprobs``, when TRL has them; TRL's
+  ``grad_norm`` (the value it logs, captured from ``Trainer._get_grad_norm``) and
+  ``rewards/<fn>/mean`` as extras.
 
 Units. ``importance_sampling_level="sequence"`` is GSPO: the run's algorithm is "gspo" and our
 sequence-unit eps are TRL's ``(epsilon, epsilon_high)``; then TRL's ``clip_ratio/low_mean`` (the
@@ -71,6 +85,11 @@ _KEY_REWARD = "_gspo_dash_reward"
 _KEY_INDEX = "_gspo_dash_index"
 _KEY_TRUNC = "_gspo_dash_truncated"
 _KEY_LENGTH = "_gspo_dash_length"
+_KEY_ROLLOUT = "_gspo_dash_rollout"
+
+#: At most this many characters of a completion's text are recorded; a longer one is cut there
+#: and marked (``bounded_text``).
+COMPLETION_CHARS = 4000
 
 #: Extra column: TRL's own ``kl`` definition when ``use_bias_correction_kl`` is on (TRL's default):
 #: the k3 estimate weighted by the importance ratio pi_theta/pi_old. ``kl_ref_mean`` is unweighted.
@@ -128,6 +147,41 @@ def _version(dist: str) -> str:
         return ""
 
 
+def bounded_text(text: str, limit: int = COMPLETION_CHARS) -> str:
+    """``text`` itself when it has at most ``limit`` characters, else its first ``limit`` and a
+    marker saying how many were cut."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}… [cut: {len(text) - limit} more characters]"
+
+
+def completion_text(completion: Any) -> str | None:
+    """A TRL completion as text: the string itself, or a conversational completion's message
+    contents joined (a content given as parts: their "text" parts); None when it is neither."""
+    if isinstance(completion, str):
+        return bounded_text(completion)
+    if not isinstance(completion, list):
+        return None
+    parts: list[str] = []
+    for message in completion:
+        content = message.get("content") if isinstance(message, dict) else None
+        if isinstance(content, str):
+            parts.append(content)
+        elif isinstance(content, list):
+            parts += [p["text"] for p in content if isinstance(p, dict) and "text" in p]
+    return bounded_text("\n".join(str(p) for p in parts))
+
+
+@dataclass(frozen=True)
+class _Generation:
+    """What the recorder keeps of one TRL generation (a batch of samples)."""
+
+    rollout: int  # TRL's _step // generate_every when it generated
+    global_step: int  # optimizer steps taken when it generated (its old log-probs' policy)
+    texts: list[str | None]  # this process's completions, by generation index
+    reward_means: dict[str, torch.Tensor]  # rewards/<fn>/mean over every process (TRL's)
+
+
 def unsupported_layout(args: Any) -> str | None:
     """Why this GRPOConfig cannot be recorded step by step (None when it can)."""
     spg = args.steps_per_generation
@@ -174,7 +228,9 @@ class GSPODashMixin:
         self._gd_buffer: list[dict[str, torch.Tensor]] = []
         self._gd_capture = False
         self._gd_captured: tuple[torch.Tensor, torch.Tensor | None] | None = None
-        self._gd_pending_rewards: tuple[torch.Tensor, int] | None = None
+        self._gd_pending_rewards: tuple[torch.Tensor, list] | None = None
+        self._gd_generations: dict[int, _Generation] = {}
+        self._gd_grad_norm: Any = None
         self.gspo_dash_recorder: RunRecorder | None = None
         self.gspo_dash_run_dir: str | None = None
         self._gd_reason = unsupported_layout(self.args)
@@ -207,6 +263,7 @@ class GSPODashMixin:
         opts.setdefault("name", f"trl-{algorithm}")
         opts.setdefault("reduction", str(self.loss_type))
         opts.setdefault("group_size", int(self.num_generations))
+        opts.setdefault("token_samples", 8)
         self.gspo_dash_recorder = RunRecorder(algorithm=algorithm, config=config, **opts)
         self.gspo_dash_run_dir = self.gspo_dash_recorder.run_dir
         with self.gspo_dash_recorder.state.lock:
@@ -231,7 +288,7 @@ class GSPODashMixin:
             inputs, prompts, completions, completion_ids_list
         )
         if self._gd_active and self.model.training:
-            self._gd_pending_rewards = (rewards_per_func, len(prompts))
+            self._gd_pending_rewards = (rewards_per_func, list(completions))
         return rewards_per_func
 
     def _generate_and_score_completions(self, inputs):
@@ -240,7 +297,9 @@ class GSPODashMixin:
         if not (self._gd_active and self.model.training and pending is not None):
             return output
         with torch.no_grad():
-            rewards_per_func, n_local = pending  # (N_all, F), gathered over processes
+            rewards_per_func, completions = pending  # (N_all, F), gathered over processes
+            n_local = len(completions)
+            rollout = self._gd_new_generation(rewards_per_func, completions)
             weights = self.reward_weights.to(rewards_per_func.device).unsqueeze(0)
             rewards = (rewards_per_func * weights).nansum(dim=1)
             rewards[torch.isnan(rewards_per_func).all(dim=1)] = torch.nan
@@ -263,7 +322,31 @@ class GSPODashMixin:
             output[_KEY_REWARD] = rewards.float()
             output[_KEY_INDEX] = torch.arange(len(rewards), device=completion_ids.device)
             output[_KEY_TRUNC] = truncated
+            output[_KEY_ROLLOUT] = torch.full_like(output[_KEY_INDEX], rollout)
         return output
+
+    def _gd_new_generation(self, rewards_per_func: torch.Tensor, completions: list) -> int:
+        """Keep what the recorder needs of the generation being scored (``_Generation``), by
+        its rollout index: TRL's micro-step counter over the generation period."""
+        generate_every = self.args.steps_per_generation * self.num_iterations
+        rollout = int(self._step) // generate_every
+        means = {
+            f"rewards/{name}/mean": torch.nanmean(rewards_per_func[:, i])  # as TRL logs it
+            for i, name in enumerate(self.reward_func_names)
+        }
+        texts = [completion_text(c) for c in completions]
+        self._gd_generations[rollout] = _Generation(
+            rollout, int(self.state.global_step), texts, means
+        )
+        for old in [r for r in self._gd_generations if r < rollout - 1]:  # bounded memory
+            del self._gd_generations[old]
+        return rollout
+
+    def _get_grad_norm(self, *args: Any, **kwargs: Any):
+        """TRL's (transformers') gradient norm of the optimizer step, the one it logs, kept."""
+        grad_norm = super()._get_grad_norm(*args, **kwargs)
+        self._gd_grad_norm = grad_norm
+        return grad_norm
 
     def _get_per_token_logps_and_entropies(self, *args: Any, **kwargs: Any):
         out = super()._get_per_token_logps_and_entropies(*args, **kwargs)
@@ -310,12 +393,17 @@ class GSPODashMixin:
             "reward": inputs[_KEY_REWARD],
             "index": inputs[_KEY_INDEX],
             "truncated": inputs[_KEY_TRUNC],
+            "rollout": inputs[_KEY_ROLLOUT],
+            "old_given": torch.full_like(inputs[_KEY_INDEX], old is not None),
             "loss": loss.detach().reshape(()),
         }
         if entropies is not None:
             mb["entropy"] = entropies.detach()
         if ref is not None:
             mb["ref"] = ref.detach()
+        sampler = inputs.get("sampling_per_token_logps")  # vLLM's, when TRL has them
+        if sampler is not None:
+            mb["sampler"] = sampler.detach()
         return mb
 
     # ------------------------------------------------------------------ one optimizer step
@@ -334,6 +422,7 @@ class GSPODashMixin:
         adv = rows["adv"]
         if adv.dim() == 2 and adv.shape[1] == 1:
             adv = adv.squeeze(1)
+        gen, lag = self._gd_lag(rows, step)
         rec.log_step(
             step,
             rewards=rows["reward"].reshape(-1, G),
@@ -345,15 +434,38 @@ class GSPODashMixin:
             entropy=rows["entropy"],
             truncated=rows["truncated"],
             loss=torch.stack([mb["loss"] for mb in buffer]).sum(),
-            extra=self._gd_extra(rows),
+            extra=self._gd_extra(rows, gen),
+            completions=rows.texts(gen.texts) if gen is not None else None,
+            rollout=None if gen is None else gen.rollout,
+            policy_lag=lag,
+            sampler_logprobs=rows["sampler"],
         )
 
-    def _gd_extra(self, rows: _StepRows) -> dict[str, Any]:
-        """The step's extra columns: dropped groups, loss-masked rows, TRL's kl, learning rate."""
+    def _gd_lag(self, rows: _StepRows, step: int) -> tuple[_Generation | None, int | None]:
+        """The step's generation and policy lag: optimizer steps taken since the generation
+        whose old log-probs the step uses (``step`` is TRL's global_step after this step), 0
+        when TRL skipped them (its old log-probs are then this step's own, detached). Unknown
+        (None) if the step's rows come from more than one generation."""
+        rollouts = rows["rollout"].unique().tolist()
+        gen = self._gd_generations.get(rollouts[0]) if len(rollouts) == 1 else None
+        if gen is None:
+            return None, None
+        if not bool(rows["old_given"].all()):
+            return gen, 0
+        return gen, step - 1 - gen.global_step
+
+    def _gd_extra(self, rows: _StepRows, gen: _Generation | None) -> dict[str, Any]:
+        """The step's extra columns: dropped groups, loss-masked rows, TRL's kl, learning rate,
+        TRL's grad_norm and per-function reward means."""
         extra: dict[str, Any] = {
             "trl/dropped_groups": rows.dropped_groups,
             "trl/loss_masked_sequences": _concat(rows.buffer, "loss_masked").sum(),
         }
+        grad_norm, self._gd_grad_norm = self._gd_grad_norm, None
+        if grad_norm is not None:
+            extra["grad_norm"] = grad_norm
+        if gen is not None:
+            extra.update(gen.reward_means)
         if rows["ref"] is not None and getattr(self.args, "use_bias_correction_kl", False):
             extra[TRL_KL] = self._gd_weighted_kl(
                 rows["logps"], rows["old"], rows["ref"], rows["mask"]
@@ -428,6 +540,11 @@ class _StepRows:
         keep_B = keep_P.repeat_interleave(G) if dropped else None
         return cls(buffer, order, keep_B, dropped)
 
+    def texts(self, texts: list[str | None]) -> list[str | None]:
+        """The step's completions' text, rows as ``self[key]`` (``texts`` by generation index)."""
+        keep = None if self.keep_B is None else self.keep_B.tolist()
+        return [t for i, t in enumerate(texts) if keep is None or keep[i]]
+
     def __getitem__(self, key: str) -> torch.Tensor | None:
         if key not in self._taken:
             x = _concat(self.buffer, key)
@@ -468,11 +585,14 @@ class RecordedGRPOTrainer(GSPODashMixin, GRPOTrainer):
 
 
 __all__ = [
+    "COMPLETION_CHARS",
     "TRL_KL",
     "TRL_SETTINGS",
     "GSPODashMixin",
     "RecordedGRPOTrainer",
     "attach",
+    "bounded_text",
+    "completion_text",
     "trl_settings",
     "unsupported_layout",
 ]

@@ -21,11 +21,11 @@ import torch
 #: lr-spike: the learning rate of the spiked step is multiplied by this.
 LR_SPIKE_FACTOR = 30.0
 #: sampler-noise: std of the Gaussian noise the sampler adds to each logit before sampling.
-SAMPLER_NOISE_STD = 0.6
+SAMPLER_NOISE_STD = 1.0
 #: entropy-collapse: the policy's logits are multiplied by 1 + this per rollout since the start.
 ENTROPY_SCALE_PER_ROLLOUT = 0.15
 #: length-collapse: reward minus this per completion token beyond the first.
-LENGTH_PENALTY = 0.5
+LENGTH_PENALTY = 1.0
 #: all-same-reward: the reward every completion gets.
 SAME_REWARD = 1.0
 
@@ -160,12 +160,13 @@ class Faults:
         return LR_SPIKE_FACTOR if self.on("lr-spike", step) else 1.0
 
     def nan_logprobs(self, step: int, logp_B_T: torch.Tensor, mask_B_T: torch.Tensor):
-        """nan-logprobs: a NaN at row 0's first masked token (the graph kept: the loss is NaN)."""
+        """nan-logprobs: a NaN added at row 0's first masked token, as a NaN the model computed
+        (the loss and, through that token, the gradient are NaN)."""
         if not self.on("nan-logprobs", step):
             return logp_B_T
         first = torch.zeros_like(mask_B_T, dtype=torch.bool)
         first[0, int(mask_B_T[0].nonzero()[0, 0])] = True
-        return torch.where(first, math.nan, logp_B_T)
+        return logp_B_T + torch.where(first, math.nan, 0.0)
 
     def stale_old(self, step: int, recompute: Callable[[], torch.Tensor], old: torch.Tensor):
         """stale-old-logprobs: the minibatch's old log-probs recomputed from the current policy."""
