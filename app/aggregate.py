@@ -16,14 +16,32 @@ from training_hooks.schema import Seq
 
 
 @dataclass(frozen=True)
+class SymLog:
+    """A symmetric-log value axis: y = sign(x) · log10(1 + |x| / scale), linear within about
+    ±scale and one unit per decade beyond, so a band of width ~scale and tails decades wider
+    share one chart."""
+
+    scale: float
+
+    def forward(self, x: np.ndarray | float) -> np.ndarray:
+        x = np.asarray(x, dtype=np.float64)
+        return np.sign(x) * np.log10(1 + np.abs(x) / self.scale)
+
+    def inverse(self, y: np.ndarray | float) -> np.ndarray:
+        y = np.asarray(y, dtype=np.float64)
+        return np.sign(y) * self.scale * (10 ** np.abs(y) - 1)
+
+
+@dataclass(frozen=True)
 class StepHistogram:
     """Per-step-bin histograms: ``z[i, j]`` = share of the rows of step bin ``j`` in value bin ``i``."""
 
     step_centers: np.ndarray  # (S,)
-    value_edges: np.ndarray  # (V + 1,)
+    value_edges: np.ndarray  # (V + 1,), on the ``axis`` scale when there is one
     z: np.ndarray  # (V, S), each column sums to 1 (or 0 when the bin is empty)
     rows: int
     outside: int  # rows outside the value range (clipped to the edge bins)
+    axis: SymLog | None = None  # the value axis is symmetric-log (edges are transformed values)
 
 
 def step_histogram(
@@ -34,9 +52,11 @@ def step_histogram(
     step_bins: int = 150,
     value_bins: int = 60,
     value_range: tuple[float, float] | None = None,
+    axis: SymLog | None = None,
 ) -> StepHistogram:
     """Histogram of ``value`` per step bin. Default range: the 0.5-99.5% quantiles (outliers go to
-    the edge bins and are counted in ``outside``).
+    the edge bins and are counted in ``outside``). With ``axis``, the bins are equal on that
+    symmetric-log scale (``value_range`` stays in the value's own units).
 
     Columns are the steps present, not a grid over the step range: a table holding every other
     step (one policy-lag subset) gets one column per step it has, never an empty column for a step
@@ -49,11 +69,14 @@ def step_histogram(
     ok = np.isfinite(v) & np.isfinite(s)
     v, s = v[ok], s[ok]
     if len(v) == 0:
-        return StepHistogram(np.array([]), np.array([0.0, 1.0]), np.zeros((value_bins, 0)), 0, 0)
+        empty = np.zeros((value_bins, 0))
+        return StepHistogram(np.array([]), np.array([0.0, 1.0]), empty, 0, 0, axis)
+    if axis is not None:
+        v = axis.forward(v)
     if value_range is None:
         lo, hi = np.quantile(v, [0.005, 0.995])
     else:
-        lo, hi = value_range
+        lo, hi = value_range if axis is None else axis.forward(np.asarray(value_range))
     if not hi > lo:
         half = max(abs(lo) * 1e-3, 1e-9)
         lo, hi = lo - half, hi + half
@@ -69,7 +92,17 @@ def step_histogram(
     totals = counts.sum(0, keepdims=True)
     z = np.divide(counts, totals, out=np.zeros_like(counts), where=totals > 0)
     centers = np.bincount(col_of_step, weights=present) / np.bincount(col_of_step)
-    return StepHistogram(centers, v_edges, z, int(ok.sum()), outside)
+    return StepHistogram(centers, v_edges, z, int(ok.sum()), outside, axis)
+
+
+def symlog_for(values: pd.Series | np.ndarray, band: tuple[float, float] | None) -> SymLog:
+    """The symmetric-log axis for ``values``: linear within the narrower half of ``band`` (e.g.
+    GSPO's ε), else within the 10th percentile of the non-zero |values| (1.0 when all are 0)."""
+    if band is not None:
+        return SymLog(float(min(abs(band[0]), abs(band[1]))))
+    v = np.abs(np.asarray(values, dtype=np.float64))
+    v = v[np.isfinite(v) & (v > 0)]
+    return SymLog(float(np.quantile(v, 0.1)) if len(v) else 1.0)
 
 
 def share_inside(values: pd.Series | np.ndarray, lo: float, hi: float) -> float:
@@ -165,8 +198,8 @@ def trend_sentence(labels: Sequence[str], values: Sequence[float], what: str, fm
     if tr.direction == FLAT:
         return f"The {what} is {tr.first:{fmt}} in every length bucket."
     return (
-        f"The {what} {tr.direction} with length ({tr.first:{fmt}} at {tr.first_label} tokens, "
-        f"{tr.last:{fmt}} at {tr.last_label})."
+        f"The {what} {tr.direction} with length ({tr.first:{fmt}} at length {tr.first_label}, "
+        f"{tr.last:{fmt}} at length {tr.last_label})."
     )
 
 

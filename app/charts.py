@@ -16,7 +16,14 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from app.aggregate import ZV_ALL_HIGH, ZV_ALL_LOW, ZV_OTHER, HiddenMove, StepHistogram
+from app.aggregate import (
+    ZV_ALL_HIGH,
+    ZV_ALL_LOW,
+    ZV_OTHER,
+    HiddenMove,
+    StepHistogram,
+    SymLog,
+)
 from training_hooks.metric_map import Derived
 from training_hooks.schema import Seq, Step
 
@@ -559,6 +566,18 @@ def legend_figure(series: Sequence[RunSeries]) -> go.Figure:
 # ---------------------------------------------------------------------------------------------
 
 
+def symlog_ticks(axis: SymLog, lo: float, hi: float) -> tuple[list[float], list[str]]:
+    """Tick positions (on the symmetric-log scale, within [lo, hi]) and labels (in the value's own
+    units): 0 and ±1 per decade from the axis's linear scale up, e.g. 1e-3, 0.01, 0.1 (decades
+    below the scale would all sit on top of 0)."""
+    first = math.ceil(math.log10(axis.scale))
+    values = [0.0] + [sign * 10.0**e for e in range(first, 4) for sign in (1, -1)]
+    pos = axis.forward(np.array(values))
+    keep = [(float(p), v) for p, v in zip(pos, values, strict=True) if lo <= p <= hi]
+    keep.sort()
+    return [p for p, _ in keep], [("-" if v < 0 else "") + fmt_eps(abs(v)) for _, v in keep]
+
+
 def step_heatmap_figure(
     hist: StepHistogram,
     *,
@@ -569,20 +588,25 @@ def step_heatmap_figure(
     height: int = 380,
 ) -> go.Figure:
     """Per-step histograms as a heatmap (x step, y value, colour = share of the step's rows),
-    with optional horizontal reference lines (clip band) and overlaid white line series
-    ``(x, y, name, dash)``."""
+    with optional horizontal reference lines ``(value, label)`` (clip band) and overlaid white
+    line series ``(x, y, name, dash)`` (named in the caption: white has no legend swatch). A
+    symmetric-log histogram (``hist.axis``) gets ticks and hover in the value's own units."""
     fig = go.Figure()
+    axis = hist.axis
     if hist.z.size:
         centers = (hist.value_edges[:-1] + hist.value_edges[1:]) / 2
+        own = axis.inverse(centers) if axis is not None else centers
         fig.add_trace(
             go.Heatmap(
                 x=hist.step_centers,
                 y=centers,
                 z=hist.z,
+                customdata=np.broadcast_to(own[:, None], hist.z.shape),
                 colorscale="Viridis",
                 colorbar={"title": {"text": "share", "side": "right"}, "thickness": 12},
-                hovertemplate="step %{x:.0f}<br>" + value_label + " %{y:.4g}<br>share %{z:.3f}"
-                "<extra></extra>",
+                hovertemplate="step %{x:.0f}<br>"
+                + value_label
+                + " %{customdata:.4g}<br>share %{z:.3f}<extra></extra>",
             )
         )
     else:
@@ -599,15 +623,19 @@ def step_heatmap_figure(
         )
     for y, txt in hlines:
         fig.add_hline(
-            y=y,
+            y=float(axis.forward(y)) if axis is not None else y,
             line={"color": "#ff4b4b", "dash": "dash", "width": 1.5},
             annotation_text=txt,
             annotation_font_color="#ff4b4b",
             annotation_font_size=11,
-            annotation_position="top right",
+            annotation_position="top right" if y >= 0 else "bottom right",
         )
-    _layout(fig, title, "optimizer step", value_label, height)
-    fig.update_layout(showlegend=bool(lines), legend=LEGEND_TOP, margin={"t": 62})
+    ytitle = value_label + (" (symmetric log scale)" if axis is not None else "")
+    _layout(fig, title, "optimizer step", ytitle, height)
+    if axis is not None and hist.z.size:
+        tickvals, ticktext = symlog_ticks(axis, hist.value_edges[0], hist.value_edges[-1])
+        fig.update_yaxes(tickvals=tickvals, ticktext=ticktext)
+    fig.update_layout(showlegend=False, margin={"t": 62})
     return fig
 
 
@@ -678,10 +706,10 @@ def token_vs_sequence_figure(
             y=ey,
             showarrow=True,
             arrowhead=2,
-            ax=90,
-            ay=30,
+            ax=110,
+            ay=-45,
             font={"size": 11},
-            bgcolor="rgba(255,255,255,0.8)",
+            bgcolor="rgba(255,255,255,0.85)",
         )
     _layout(fig, title, *axes, height)
     fig.update_layout(legend=LEGEND_TOP, margin={"t": 62})
@@ -731,6 +759,7 @@ def clip_by_length_figure(
         "clip fraction",
         height,
     )
+    fig.update_xaxes(type="category")  # "5-6" is a label, not a number
     fig.update_layout(barmode="group", legend=LEGEND_TOP, margin={"t": 80})
     return fig
 
@@ -963,6 +992,11 @@ def token_bars_figure(
         if token_eps is not None
         else f"Token log-ratios ({len(v)} tokens; token ε unknown: no band drawn)"
     )
+    finite = np.abs(v[np.isfinite(v)])
+    if token_eps is not None and len(finite) and 0 < finite.max() < 0.25 * min(-lo, hi):
+        top = 1.3 * float(finite.max())  # bars far inside the band: zoom to them
+        fig.update_yaxes(range=[-top, top])
+        title += "; zoomed in: the shaded band extends beyond the view"
     _layout(fig, title, "token position", "log r_t = log π/π_old (nats)", height)
     return fig
 

@@ -199,11 +199,28 @@ def no_sequences_note(runs: list[RunRef]) -> None:
             )
 
 
+def _asked_run(ctx: Context, key: str) -> RunRef | None:
+    """The run a link names in ``?<key>=``: by its label (what the bound picker writes) or by its
+    key (what a link built from a run key holds)."""
+    asked = st.query_params.get(key)
+    if asked is None:
+        return None
+    for r in ctx.runs:
+        if asked in (r.key, ctx.labels.get(r.key)):
+            return r
+    return None
+
+
 def pick_run(ctx: Context, *, need_sequences: bool = False, key: str = "run") -> RunRef | None:
-    """A single-run picker (bound to ?run=...) among the selected runs (else all runs)."""
+    """A single-run picker (bound to ?run=...) among the selected runs (else all runs); a run a
+    link names (``?run=<label or key>``) is picked even when it is not among the selected."""
     pool = ctx.selected or ctx.runs
+    asked = _asked_run(ctx, key)
+    if asked is not None and asked.key not in {r.key for r in pool}:
+        pool = [asked, *pool]
     if need_sequences:
-        no_sequences_note(ctx.selected)
+        named = {r.key: r for r in [*ctx.selected, *([asked] if asked else [])]}
+        no_sequences_note(list(named.values()))
         pool = [r for r in pool if r.has_sequences] or [r for r in ctx.runs if r.has_sequences]
     if not pool:
         st.info(
@@ -215,6 +232,8 @@ def pick_run(ctx: Context, *, need_sequences: bool = False, key: str = "run") ->
         return None
     keys = [r.key for r in pool]
     by_key = {r.key: r for r in pool}
+    if asked is not None and asked.key in by_key and key not in st.session_state:
+        st.session_state[key] = asked.key  # a key in the URL: the bound picker reads labels
     choice = st.selectbox(
         "Run",
         options=keys,
@@ -255,7 +274,7 @@ def step_window(steps: np.ndarray, *, key: str = "window") -> tuple[int, int] | 
     lo, hi = int(steps.min()), int(steps.max())
     if lo == hi:
         return lo, hi
-    a, b = st.slider("Steps", min_value=lo, max_value=hi, value=(lo, hi), key=key)
+    a, b = st.slider("Step window", min_value=lo, max_value=hi, value=(lo, hi), key=key)
     return int(a), int(b)
 
 

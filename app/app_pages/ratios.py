@@ -39,18 +39,23 @@ band = (math.log1p(-seq_eps[0]), math.log1p(seq_eps[1])) if seq_eps else None
 lr = df[Seq.SEQ_LOG_RATIO]
 
 st.subheader("Sequence log-ratio distribution over steps")
-vrange = None
-if band:
-    near = (3 * band[0], 3 * band[1])
-    share_near = aggregate.share_inside(lr, *near)
-    zoom = st.toggle(
-        f"Zoom the value axis to ±3× the sequence band ({share_near:.0%} of the sequences shown "
-        "lie there)",
-        value=share_near >= 0.8,
-        key="ratio_zoom",
-    )
-    vrange = near if zoom else None
-hist = aggregate.step_histogram(df, Seq.SEQ_LOG_RATIO, value_range=vrange)
+SYMLOG, LINEAR, ZOOM = "symmetric log", "linear", "±3× the band"
+scale = st.segmented_control(
+    "Value axis",
+    [SYMLOG, LINEAR, ZOOM] if band else [SYMLOG, LINEAR],
+    default=SYMLOG,
+    key="ratio_axis",
+    help="Symmetric log: linear within the band's narrower ε, one step per decade beyond it, so "
+    "the band and tails a thousand times wider are both visible. ±3× the band: linear, values "
+    "beyond it piled on the edges.",
+)
+if scale == ZOOM and band:
+    hist = aggregate.step_histogram(df, Seq.SEQ_LOG_RATIO, value_range=(3 * band[0], 3 * band[1]))
+elif scale == LINEAR:
+    hist = aggregate.step_histogram(df, Seq.SEQ_LOG_RATIO)
+else:
+    axis = aggregate.symlog_for(lr, band)
+    hist = aggregate.step_histogram(df, Seq.SEQ_LOG_RATIO, axis=axis)
 hlines = []
 if band:
     hlines = [
@@ -74,7 +79,10 @@ if band:
 else:
     notes.append("The sequence ε is unknown (not in run.json): no band drawn.")
 if hist.outside:
-    notes.append(f"{hist.outside:,} sequences beyond the axis range are piled on its edges.")
+    notes.append(
+        f"{hist.outside:,} sequences beyond the axis range (0.5-99.5% quantiles or the zoom) are "
+        "piled on its edges."
+    )
 if exact_zero:
     notes.append("Every log s shown is exactly 0: the ratio is 1 on every sequence (on-policy).")
 st.caption(" ".join(notes))
