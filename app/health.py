@@ -795,25 +795,29 @@ def _clip_finding(df: pd.DataFrame, r: ClipReading, *, high: bool) -> Finding:
 # Learning signal, spikes and trends
 
 
+def late_median(df: pd.DataFrame, column: str, part: int) -> tuple[float, int] | None:
+    """(median, finite values) of ``column`` over the last 1/``part`` of the rows; None without."""
+    v = _col(df, column)
+    if v is None:
+        return None
+    late = v[-max(1, len(v) // part) :]
+    late = late[np.isfinite(late)]
+    return (float(np.median(late)), len(late)) if len(late) else None
+
+
 def check_zero_variance(df: pd.DataFrame) -> list[Finding]:
     """Most groups have equal rewards (no learning signal): median over the last quarter."""
-    v = _col(df, Step.ZERO_VARIANCE_FRACTION)
-    if v is None:
+    got = late_median(df, Step.ZERO_VARIANCE_FRACTION, 4)
+    if got is None or got[0] < th("zero_var_warn"):
         return []
-    late = v[-max(1, len(v) // 4) :]
-    late = late[np.isfinite(late)]
-    if len(late) == 0:
-        return []
-    med = float(np.median(late))
-    if med < th("zero_var_warn"):
-        return []
+    med, n = got
     sev = ERROR if med >= th("zero_var_error") else WARNING
     return [
         Finding(
             ZERO_VARIANCE,
             sev,
             "Most groups are zero-variance: little or no learning signal",
-            f"median zero_variance_fraction over the last quarter of the run ({len(late)} steps) "
+            f"median zero_variance_fraction over the last quarter of the run ({n} steps) "
             f"= {_pct(med)} of groups.",
             "Groups where every completion gets the same reward have zero advantage in GRPO and "
             "GSPO alike. Sample harder (or easier) prompts, drop saturated prompts (DAPO's dynamic "
@@ -1020,20 +1024,16 @@ def _group_label(g: str) -> str:
 
 def check_truncation(df: pd.DataFrame) -> list[Finding]:
     """Median ``truncated_fraction`` over the last 10% of steps at or above ``truncation``."""
-    t = _col(df, Step.TRUNCATED_FRACTION)
-    if t is None:
-        return []
-    late = t[-max(1, len(t) // 10) :]
-    late = late[np.isfinite(late)]
-    if not len(late) or float(np.median(late)) < th("truncation"):
+    got = late_median(df, Step.TRUNCATED_FRACTION, 10)
+    if got is None or got[0] < th("truncation"):
         return []
     return [
         Finding(
             TRUNCATION,
             WARNING,
             "Many completions are truncated",
-            f"median truncated_fraction over the last 10% of steps ({len(late)}) = "
-            f"{_pct(float(np.median(late)))} of sequences.",
+            f"median truncated_fraction over the last 10% of steps ({got[1]}) = "
+            f"{_pct(got[0])} of sequences.",
             "Truncated completions usually get a wrong-answer reward for the wrong reason. Raise "
             "the generation limit, mask truncated sequences out of the loss, or penalise overlong "
             "answers.",

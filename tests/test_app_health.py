@@ -4,13 +4,16 @@ quiet on healthy runs whose lags alternate and whose metrics drift."""
 from __future__ import annotations
 
 import json
+from urllib.parse import parse_qs
 
 import numpy as np
 import pandas as pd
 import pytest
+from streamlit.testing.v1 import AppTest
 
 from app import health
 from app.discovery import discover
+from app.launch import MAIN
 from training_hooks.schema import STEPS_DIR, RunInfo, Step, write_json_atomic
 
 N = 200  # steps: even = on-policy (lag 0), odd = off-policy (lag 1), as in the demo's minibatches
@@ -443,6 +446,31 @@ def test_imported_run_without_sequences_is_no_data_problem(tmp_path):
     (ref,) = discover(str(tmp_path)).runs
     assert not ref.has_sequences and ref.problems == ()
     assert json.loads((run / "run.json").read_text())["source"] == "trl"
+
+
+def test_health_page_links_culprits_to_the_sequences_page(root_copy, app_env):
+    """On the recorded runs the GRPO run clips almost no token (clip_low, info, culprits = its
+    first steps): each culprit is a link to /sequences whose ?run= is the run's label (what the
+    Sequences page's run picker reads) and ?step= the step; an untrusted name travels only as an
+    encoded query value and is escaped in the expander's label."""
+    name = "grpo [x](http://e.vil) & <b>"
+    run_json = next(p for p in root_copy.glob("*/run.json") if "grpo" in p.read_text())
+    data = json.loads(run_json.read_text())
+    data["name"] = name
+    run_json.write_text(json.dumps(data))
+    app_env(root_copy)
+    at = AppTest.from_file(MAIN, default_timeout=60)
+    at.run()
+    at.switch_page("app_pages/health.py").run()
+    assert not at.exception and not at.error
+    links = [e.proto for e in at.get("page_link")]
+    assert links and {p.page for p in links} == {"sequences"}
+    queries = [parse_qs(p.query_string) for p in links]
+    assert all(q["run"] == [name] for q in queries)
+    assert [q["step"] for q in queries] == [["0"], ["1"], ["2"]]
+    assert [p.label for p in links][0] == "Open step 0 on the Sequences page"
+    labels = [e.proto.label for e in at.expander]
+    assert any(lb.startswith("grpo \\[x\\]\\(http://e.vil\\) & \\<b\\>") for lb in labels), labels
 
 
 def _scenario(code: str) -> tuple[pd.DataFrame, dict]:

@@ -57,8 +57,9 @@ st.dataframe(summary, hide_index=True)
 
 
 def culprit_links(run, steps: tuple[int, ...]) -> None:
-    """Links to the Sequences page at the finding's worst steps. The label is ours; the run key
-    (untrusted) only travels as a query-parameter value, encoded by Streamlit."""
+    """Links to the Sequences page at the finding's worst steps. The link text is ours; the run's
+    label (what its bound run picker reads from ``?run=``; untrusted text) only travels as a
+    query-parameter value, encoded by Streamlit."""
     if not steps:
         return
     if not run.has_sequences:
@@ -70,14 +71,14 @@ def culprit_links(run, steps: tuple[int, ...]) -> None:
             "app_pages/sequences.py",
             label=f"Open step {step} on the Sequences page",
             icon=":material/open_in_new:",
-            query_params={"run": run.key, "step": str(step)},
+            query_params={"run": ctx.labels.get(run.key, run.key), "step": str(step)},
         )
 
 
 for run, t, split, found in results:
     worst = found[0].severity if found else OK
     n_bad = sum(f.severity in (ERROR, WARNING) for f in found)
-    head = f"{run.name} · {run.algorithm.upper()} · {run.status} · {len(t.df)} steps"
+    head = f"{ui.md_escape(run.name)} · {ui.md_escape(run.algorithm.upper())} · {run.status} · {len(t.df)} steps"
     with st.expander(
         f"{head} — {n_bad} finding{'s' if n_bad != 1 else ''}", expanded=n_bad > 0, icon=ICON[worst]
     ):
