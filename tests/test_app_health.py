@@ -243,9 +243,27 @@ def test_on_policy_only():
     assert f.severity == health.INFO
     assert f.evidence == f"{N} on-policy steps, declared (policy_lag = 0); no off-policy step."
     assert health.CLIP_LOW not in _find(df)
+    assert "so its ratios are 1 and nothing is clipped" in f.advice
+    assert "pass policy_lag" not in f.advice  # declared: no doubt about stale old log-probs
     measured = _find(_table(lags=(0,), declared=False))
     f = measured[health.ON_POLICY_ONLY]
-    assert "measured" in f.evidence and "pass policy_lag" in f.advice
+    assert f.evidence == (
+        f"{N} on-policy steps, measured (every token |log-ratio| ≤ 1e-05); no off-policy step."
+    )
+    assert "pass policy_lag" in f.advice
+    # declared lag 0 whose ratios are not 1: the clip measures the sampler mismatch only
+    df[Step.TOKEN_LOG_RATIO_ABS_MAX] = 0.2
+    df[Step.KL_OLD_MEAN] = 1e-4
+    found = _find(df)
+    assert "measure only the sampler/trainer mismatch" in found[health.ON_POLICY_ONLY].advice
+    assert found[health.SAMPLER_MISMATCH].severity == health.INFO
+
+
+def test_row_nanmedian_equals_numpy():
+    """The sorted-row median equals np.nanmedian on rows with NaN holes (two routes)."""
+    w = np.random.default_rng(0).normal(size=(500, 25))
+    w[w > 1.2] = np.nan  # ~12% holes, every row keeps values
+    np.testing.assert_allclose(health.row_nanmedian(w), np.nanmedian(w, axis=1), rtol=0, atol=0)
 
 
 def test_stale_old_logprobs():
