@@ -86,8 +86,11 @@ class Threshold:
     source: str
 
 
-PAPER_GSPO = "GSPO paper (Zheng et al. 2025, arXiv 2507.18071, fig. 2) and verl's GSPO PR"
-VERL_RC = "verl docs, rollout correction (rollout_corr/* metrics)"
+PAPER_GSPO = (
+    "GSPO paper (Zheng et al. 2025, arXiv 2507.18071: its clipping-fraction figure, two orders of "
+    "magnitude between GSPO and GRPO) and verl's GSPO PR; bands as quoted in issue 12"
+)
+VERL_RC = "verl docs/algo/rollout_corr.md (check_rollout_correction_health)"
 OURS = "ours (no published band): "
 THRESHOLDS: dict[str, Threshold] = {
     # clip share of off-policy steps, each algorithm in its own unit (share outside [1-ε, 1+ε])
@@ -97,7 +100,8 @@ THRESHOLDS: dict[str, Threshold] = {
         0.50,
         "share of sequences",
         PAPER_GSPO + "; warn at 5/3 of the band's top: our column counts every sequence outside "
-        "the range whatever its advantage's sign, about twice the share where the clip binds",
+        "the range whatever its advantage (zero-advantage groups included), more than the share "
+        "where the clip binds",
     ),
     "gspo_clip_warn_low": Threshold(
         0.02, "share of sequences", PAPER_GSPO + "; 5x below the band's bottom"
@@ -126,11 +130,6 @@ THRESHOLDS: dict[str, Threshold] = {
     "mismatch_chi2_token": Threshold(1.0, "chi2 per token", VERL_RC + ": alarm chi2_token > 1"),
     "mismatch_is_mean_low": Threshold(0.5, "IS weight mean", VERL_RC + ": mean outside [0.5, 2]"),
     "mismatch_is_mean_high": Threshold(2.0, "IS weight mean", VERL_RC + ": mean outside [0.5, 2]"),
-    "mismatch_logp_abs_mean": Threshold(
-        0.45,
-        "nats (mean |Δ log p|)",
-        VERL_RC + ": k3 ≈ Δ²/2 for small Δ, so |kl| = 0.1 is |Δ| ≈ 0.45",
-    ),
     "mismatch_shift": Threshold(
         0.01,
         "nats per token",
@@ -156,14 +155,14 @@ THRESHOLDS: dict[str, Threshold] = {
         OURS + "the largest seen on healthy runs is 3.7 (the demo's KL old→new, KL to reference "
         "and log-ratio, 2 x 240 steps) and 5.3 (Tinker's sampler KL, 100 steps)",
     ),
-    "spike_factor": Threshold(5.0, "x the rolling median", OURS + "an order-of-magnitude jump"),
+    "spike_factor": Threshold(5.0, "x the rolling median", OURS + "half an order of magnitude"),
     "spike_window": Threshold(12, "same-lag steps each side", OURS),
     "spike_min_neighbours": Threshold(8, "same-lag steps", OURS + "fewer: not judged"),
     "entropy_collapse": Threshold(
         0.2,
         "late / early median entropy",
-        "DAPO (Yu et al. 2025, arXiv 2503.14476, fig. 2b): "
-        "entropy falling ~5x early in training is what they call entropy collapse",
+        "DAPO (Yu et al. 2025, arXiv 2503.14476): without clip-higher the entropy falls steeply "
+        "early in training, what they call entropy collapse; a 5x fall is ours",
     ),
     "length_collapse": Threshold(0.5, "late / early median length", OURS + "halved"),
     "length_blowup": Threshold(2.0, "late / early median length", OURS + "doubled"),
@@ -503,6 +502,16 @@ MISMATCH_METRICS = (
 )
 
 
+@dataclass(frozen=True)
+class MismatchPart:
+    """One piece of sampler-mismatch evidence."""
+
+    severity: str
+    text: str
+    rows: np.ndarray  # bool per row: the steps it is about
+    score: np.ndarray  # per row: larger = worse (picks the culprits)
+
+
 def _find_column(df: pd.DataFrame, name: str) -> str | None:
     if name in df.columns:
         return name
@@ -541,8 +550,8 @@ def _judge_mismatch(kind: str, y: np.ndarray) -> tuple[str | None, np.ndarray]:
     return None, warn
 
 
-def _mismatch_metric_parts(df: pd.DataFrame) -> list[tuple[str, str, np.ndarray, np.ndarray]]:
-    """(severity, evidence, rows, score) per mismatch metric the run has and that says something."""
+def _mismatch_metric_parts(df: pd.DataFrame) -> list[MismatchPart]:
+    """One part per mismatch metric the run has and that says something."""
     out = []
     for m in MISMATCH_METRICS:
         col = _find_column(df, m.name)
@@ -561,7 +570,7 @@ def _mismatch_metric_parts(df: pd.DataFrame) -> list[tuple[str, str, np.ndarray,
         else:
             text += f"; beyond verl's alarm bound at {int(rows.sum())} steps"
         score = np.abs(np.log(np.abs(y))) if m.kind == IS_MEAN else np.abs(y)
-        out.append((sev, text, rows, score))
+        out.append(MismatchPart(sev, text, rows, score))
     return out
 
 
@@ -585,7 +594,7 @@ def _shift_text(c: float, spread: float) -> str:
     )
 
 
-def _lag0_parts(df: pd.DataFrame, split: lagmod.LagSplit) -> list:
+def _lag0_parts(df: pd.DataFrame, split: lagmod.LagSplit) -> list[MismatchPart]:
     """The declared lag-0 steps whose ratios are not 1 (old_logprobs from the sampler disagree
     with the trainer's): size by k3 old→new there, and a systematic shift when every sequence's
     log s moves the same way."""
@@ -609,14 +618,14 @@ def _lag0_parts(df: pd.DataFrame, split: lagmod.LagSplit) -> list:
         med = float(np.nanmedian(k3))
         if sev is not None:
             text = f"{head}, k3 old→new median {med:.3g} ({_k3_band(med)})"
-            parts.append((sev, text, rows, k3))
+            parts.append(MismatchPart(sev, text, rows, k3))
     elif np.nanmedian(ratio[noisy]) > th("mismatch_token_max"):
-        parts.append((INFO, head, noisy, ratio))
+        parts.append(MismatchPart(INFO, head, noisy, ratio))
     mean, std = _col(df, Step.SEQ_LOG_RATIO_MEAN), _col(df, Step.SEQ_LOG_RATIO_STD)
     if mean is not None and std is not None and np.isfinite(mean[noisy]).any():
         c, spread = float(np.nanmedian(mean[noisy])), float(np.nanmedian(std[noisy]))
         if abs(c) > th("mismatch_shift") and abs(c) > th("mismatch_shift_snr") * spread:
-            parts.append((WARNING, _shift_text(c, spread), noisy, np.abs(mean)))
+            parts.append(MismatchPart(WARNING, _shift_text(c, spread), noisy, np.abs(mean)))
     return parts
 
 
@@ -628,24 +637,23 @@ def check_sampler_mismatch(df: pd.DataFrame, split: lagmod.LagSplit) -> list[Fin
         return []
     steps = _steps(df)
     rows = np.zeros(len(df), bool)
-    for _, _, r, _ in parts:
-        rows |= r
-    worst = min(parts, key=lambda p: SEVERITY_ORDER[p[0]])
-    sev, _, wrows, score = worst
+    for p in parts:
+        rows |= p.rows
+    worst = min(parts, key=lambda p: SEVERITY_ORDER[p.severity])
     flagged = np.flatnonzero(rows)
     return [
         Finding(
             SAMPLER_MISMATCH,
-            sev,
+            worst.severity,
             "Sampler and trainer disagree on the sampled tokens' log-probs",
-            "; ".join(p[1] for p in parts) + f" ({_at_steps(steps[flagged], train_mask(df))}).",
+            "; ".join(p.text for p in parts) + f" ({_at_steps(steps[flagged], train_mask(df))}).",
             "The engine that sampled (vLLM, SGLang) and the trainer score the same tokens "
             "differently, so even on-policy ratios are not 1 and the clip acts on noise. Check "
             "both sides use the same dtype and weights and the same temperature / top-p / top-k "
             "(or none); correct what remains with truncated importance sampling (TRL "
             "vllm_importance_sampling_correction, verl algorithm.rollout_correction).",
             tuple(int(s) for s in steps[flagged][:50]),
-            _worst(steps[wrows], score[wrows]),
+            _worst(steps[worst.rows], worst.score[worst.rows]),
         )
     ]
 
