@@ -158,6 +158,13 @@ THRESHOLDS: dict[str, Threshold] = {
     "spike_factor": Threshold(5.0, "x the rolling median", OURS + "half an order of magnitude"),
     "spike_window": Threshold(12, "same-lag steps each side", OURS),
     "spike_min_neighbours": Threshold(8, "same-lag steps", OURS + "fewer: not judged"),
+    "spike_min_past": Threshold(
+        4,
+        "same-lag steps before it",
+        OURS + "a run's first updates are its largest (Adam's first steps move every weight by "
+        "about the learning rate): judged against later steps only, they read as spikes (the "
+        "demo, seed 1: KL old→new 21x at its first off-policy step)",
+    ),
     "entropy_collapse": Threshold(
         0.2,
         "late / early median entropy",
@@ -259,10 +266,12 @@ def lag_groups(split: lagmod.LagSplit) -> np.ndarray:
 def rolling_baseline(y: np.ndarray, groups: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per row: the median and the MAD (median |v - median|) of the finite values of the rows in
     the same group within ``spike_window`` group rows on each side, the row itself left out; NaN
-    where fewer than ``spike_min_neighbours`` such values. Rows are taken in the order given
-    (step order). A centred window follows a trend: on a line the median is the row's own value."""
+    where fewer than ``spike_min_neighbours`` such values or fewer than ``spike_min_past`` before
+    it. Rows are taken in the order given (step order). A centred window follows a trend: on a
+    line the median is the row's own value."""
     h = int(th("spike_window"))
     need = int(th("spike_min_neighbours"))
+    past = int(th("spike_min_past"))
     med = np.full(len(y), np.nan)
     mad = np.full(len(y), np.nan)
     for g in dict.fromkeys(groups.tolist()):
@@ -271,6 +280,7 @@ def rolling_baseline(y: np.ndarray, groups: np.ndarray) -> tuple[np.ndarray, np.
         win = np.lib.stride_tricks.sliding_window_view(padded, 2 * h + 1).copy()  # (n, 2h+1)
         win[:, h] = np.nan  # leave the row itself out
         ok = np.isfinite(win).sum(axis=1) >= need
+        ok &= np.isfinite(win[:, :h]).sum(axis=1) >= past  # a past to compare with
         if not ok.any():
             continue
         w = win[ok]

@@ -106,7 +106,7 @@ def test_on_policy_float_noise_does_not_make_off_policy_steps_spikes():
     df.loc[40, Step.KL_OLD_MEAN] = 1e-9  # a "1000x spike" in float noise: on-policy, never judged
     assert list(_find(df)) == [health.OK_CODE]
     pooled, _ = health.spike_mask(df[Step.KL_OLD_MEAN].to_numpy(), np.zeros(N, int))
-    assert pooled[~on].all()
+    assert pooled[~on & (np.arange(N) >= 4)].all()  # the rows with 4 rows before them
 
 
 def test_stale_minibatches_are_judged_against_their_own_lag():
@@ -140,6 +140,17 @@ def test_single_spike_named_at_its_step_only():
     assert "worst at step 123" in f.evidence and "same-lag neighbours" in f.evidence
     # 1e-4 * (1 + 123/200) * noise * 50 = 8.1e-3 * noise: the evidence quotes the stored value
     assert f"kl_old_mean = {df.loc[123, Step.KL_OLD_MEAN]:.3g}" in f.evidence
+
+
+def test_a_steep_start_is_not_a_spike():
+    """The first off-policy step at 20x the next ones (Adam's first update is its largest) has
+    no past to compare with: not judged. The same jump at step 11 (5 off-policy steps before it)
+    is a spike."""
+    df = _table()
+    df.loc[1, Step.KL_OLD_MEAN] *= 20
+    assert health.KL_OLD_SPIKE not in _find(df)
+    df.loc[11, Step.KL_OLD_MEAN] *= 20
+    assert _find(df)[health.KL_OLD_SPIKE].steps == (11,)
 
 
 def test_a_4x_jump_is_not_a_spike():
@@ -438,9 +449,12 @@ def test_rolling_baseline_follows_a_line():
     # 40; median of the 24 values = (38 + 42) / 2 = 40 = y[20]. |v - 40| = 2, 2, 4, 4, ..., 24,
     # 24: the 12th and 13th of the 24 sorted are 12 and 14 -> MAD 13.
     assert med[20] == 40.0 and mad[20] == 13.0
+    # the first 4 rows have fewer than 4 rows before them: not judged (a run's start is steep)
+    assert np.isnan(med[:4]).all() and np.isfinite(med[4:]).all()
     g = np.arange(40) % 2
     med, _ = health.rolling_baseline(np.where(g == 1, 100.0, 1.0), g)
-    assert set(med[g == 1]) == {100.0} and set(med[g == 0]) == {1.0}
+    assert set(med[g == 1][4:]) == {100.0} and set(med[g == 0][4:]) == {1.0}
+    assert np.isnan(med[:8]).all()  # 4 rows of each group
     med, _ = health.rolling_baseline(np.arange(8.0), np.zeros(8, int))  # 7 neighbours at most
     assert np.isnan(med).all()
 
