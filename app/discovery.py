@@ -133,7 +133,7 @@ def _read_run_ref(run_dir: Path) -> RunRef | None:
         problems.append("run.json is missing: name, algorithm, eps and status are unknown")
     if not step_files:
         problems.append("no step table yet (steps/*.parquet)")
-    if step_files and not has_sequences:
+    if step_files and not has_sequences and not _is_import(info):
         problems.append("no sequences table: the per-sequence pages have nothing to show")
     if info is None:
         mtime = max((m for _, _, m in step_files), default=0) / 1e9 or None
@@ -168,6 +168,12 @@ def _read_run_ref(run_dir: Path) -> RunRef | None:
         has_sequences=has_sequences,
         has_tokens=has_tokens,
     )
+
+
+def _is_import(info: RunInfo | None) -> bool:
+    """An imported run (TRL, Tinker, verl logs): it never has per-sequence tables, so their absence
+    is not a data problem."""
+    return info is not None and (info.imported is not None or info.source != "gspo_dash")
 
 
 def _peek_algorithm(run_dir: Path, step_files: PartFiles) -> str:
