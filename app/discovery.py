@@ -177,7 +177,8 @@ RECORDED = RunInfo.__dataclass_fields__["source"].default  # a run written by tr
 
 
 def imported_tool(info: RunInfo | None) -> str | None:
-    """The tool an imported run was logged by (trl, tinker, verl), None for a recorded run."""
+    """The tool an imported run was logged by (trl, tinker, verl), None for a recorded run. An
+    import never has per-sequence tables, so their absence is not a data problem."""
     if info is None or (info.imported is None and info.source == RECORDED):
         return None
     return info.imported.tool if info.imported is not None else info.source

@@ -32,6 +32,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from gspo_metrics.spec import PER_SEQUENCE
+
 SCHEMA_VERSION = 2  # 2: rollout, policy_lag, sampler_kl_mean, sampler_logp_abs_diff_max
 METADATA_KEY = b"gspo_dash.schema_version"
 
@@ -105,7 +107,16 @@ class Step:
 
 
 class Seq:
-    """Column names of the per-sequence table (one row per sequence per step and rank)."""
+    """Column names of the per-sequence table (one row per sequence per step and rank).
+
+    Besides the key columns below, one constant per per-sequence value declared in
+    ``gspo_metrics.spec.PER_SEQUENCE`` (name and meaning there): ``Seq.LENGTH == "length"``,
+    ``Seq.TRUNCATED``, ``Seq.REWARD``, ``Seq.ADVANTAGE``, ``Seq.SEQ_LOG_RATIO``,
+    ``Seq.SEQ_CLIPPED``, ``Seq.SEQ_CLIP_LOW``, ``Seq.SEQ_CLIP_HIGH``, ``Seq.TOKEN_LOG_RATIO_MIN``,
+    ``Seq.TOKEN_LOG_RATIO_MAX``, ``Seq.TOKEN_LOG_RATIO_STD``, ``Seq.TOKEN_CLIP_FRACTION``,
+    ``Seq.TOKEN_CLIP_LOW_FRACTION``, ``Seq.TOKEN_CLIP_HIGH_FRACTION``, ``Seq.KL_REF``,
+    ``Seq.KL_OLD``, ``Seq.ENTROPY``, ``Seq.NONFINITE_COUNT``, and any added there.
+    """
 
     SCHEMA_VERSION = "schema_version"
     RUN_ID = "run_id"
@@ -113,25 +124,12 @@ class Seq:
     RANK = "rank"
     GROUP = "group"  # prompt index within the step (and rank)
     SAMPLE = "sample"  # completion index within the group
-    LENGTH = "length"  # masked tokens
-    TRUNCATED = "truncated"
-    REWARD = "reward"
-    ADVANTAGE = "advantage"  # the sequence's advantage (masked token mean if per-token)
-    SEQ_LOG_RATIO = "seq_log_ratio"  # log s, the masked mean of token log-ratios
-    SEQ_CLIPPED = "seq_clipped"  # s outside GSPO's range (sequence unit)
-    SEQ_CLIP_LOW = "seq_clip_low"  # token fraction where GSPO's clip binds low
-    SEQ_CLIP_HIGH = "seq_clip_high"  # token fraction where GSPO's clip binds high
-    TOKEN_LOG_RATIO_MIN = "token_log_ratio_min"
-    TOKEN_LOG_RATIO_MAX = "token_log_ratio_max"
-    TOKEN_LOG_RATIO_STD = "token_log_ratio_std"
-    TOKEN_CLIP_FRACTION = "token_clip_fraction"  # token unit (GRPO's eps): outside the range
-    TOKEN_CLIP_LOW_FRACTION = "token_clip_low_fraction"
-    TOKEN_CLIP_HIGH_FRACTION = "token_clip_high_fraction"
-    KL_REF = "kl_ref"
-    KL_OLD = "kl_old"
-    ENTROPY = "entropy"
-    NONFINITE_COUNT = "nonfinite_count"
     COMPLETION = "completion"  # optional model output, untrusted text
+
+
+for _value in PER_SEQUENCE:
+    setattr(Seq, _value.name.upper(), _value.name)
+del _value
 
 
 class Tok:
@@ -201,24 +199,7 @@ SEQUENCE_COLUMNS: tuple[tuple[str, str], ...] = (
     (Seq.RANK, "int32"),
     (Seq.GROUP, "int32"),
     (Seq.SAMPLE, "int32"),
-    (Seq.LENGTH, "int32"),
-    (Seq.TRUNCATED, "bool"),
-    (Seq.REWARD, "float32"),
-    (Seq.ADVANTAGE, "float32"),
-    (Seq.SEQ_LOG_RATIO, "float32"),
-    (Seq.SEQ_CLIPPED, "bool"),
-    (Seq.SEQ_CLIP_LOW, "float32"),
-    (Seq.SEQ_CLIP_HIGH, "float32"),
-    (Seq.TOKEN_LOG_RATIO_MIN, "float32"),
-    (Seq.TOKEN_LOG_RATIO_MAX, "float32"),
-    (Seq.TOKEN_LOG_RATIO_STD, "float32"),
-    (Seq.TOKEN_CLIP_FRACTION, "float32"),
-    (Seq.TOKEN_CLIP_LOW_FRACTION, "float32"),
-    (Seq.TOKEN_CLIP_HIGH_FRACTION, "float32"),
-    (Seq.KL_REF, "float32"),
-    (Seq.KL_OLD, "float32"),
-    (Seq.ENTROPY, "float32"),
-    (Seq.NONFINITE_COUNT, "int32"),
+    *((value.name, value.dtype) for value in PER_SEQUENCE),  # in the declaration's order
     (Seq.COMPLETION, "string"),
 )
 
