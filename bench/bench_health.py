@@ -47,7 +47,7 @@ class Case:
     inject: tuple[str, ...] = ()
     codes: tuple[str, ...] = ()  # the fault's codes: each must be found (warning or error)
     at_step: int | None = None  # a one-step fault: where its codes must name it, and only there
-    also_true: tuple[str, ...] = ()  # other codes the fault makes true (not counted as extra)
+    also_true: tuple[tuple[str, str], ...] = ()  # (code, why): other codes the fault makes true
 
 
 #: Codes found on healthy demo runs that are true of them, by algorithm, and why (the demo's
@@ -77,7 +77,7 @@ def cases(seeds: list[int]) -> list[Case]:
             (f"lr-spike@{LR_SPIKE_AT}",),
             (health.KL_OLD_SPIKE, health.LOG_RATIO_SPIKE),
             LR_SPIKE_AT + 1,  # measured at the next step (before its own update)
-            (health.KL_REF_SPIKE,),
+            ((health.KL_REF_SPIKE, "the spiked update also moved the policy from the reference"),),
         ),
         Case(
             f"nan-logprobs@{NAN_AT}", "grpo", 0, (f"nan-logprobs@{NAN_AT}",), ("nonfinite",), NAN_AT
@@ -86,7 +86,21 @@ def cases(seeds: list[int]) -> list[Case]:
             "stale-old-logprobs", "gspo", 0, ("stale-old-logprobs",), (health.STALE_OLD_LOGPROBS,)
         ),
         Case("sampler-noise", "grpo", 0, ("sampler-noise",), (health.SAMPLER_MISMATCH,)),
-        Case("entropy-collapse", "gspo", 0, ("entropy-collapse",), (health.ENTROPY_COLLAPSE,)),
+        Case(
+            "entropy-collapse",
+            "gspo",
+            0,
+            ("entropy-collapse",),
+            (health.ENTROPY_COLLAPSE,),
+            also_true=(
+                (health.ZERO_VARIANCE, "a near-deterministic policy samples G equal completions"),
+                (
+                    health.KL_REF_SPIKE,
+                    "a near-deterministic policy that samples one of its rare tokens pays its "
+                    "k3 to the reference: e^(log pi_ref - log pi) is huge on that token",
+                ),
+            ),
+        ),
         Case("length-collapse", "grpo", 0, ("length-collapse",), (health.LENGTH_COLLAPSE,)),
         Case("all-same-reward", "gspo", 0, ("all-same-reward",), (health.ZERO_VARIANCE,)),
     ]
@@ -112,10 +126,7 @@ class Outcome:
         for code in self.found:
             if code in self.case.codes:
                 continue
-            why = true.get(code, "")
-            if code in self.case.also_true:
-                why = "a consequence of the fault, at its step"
-            out[code] = why
+            out[code] = dict(self.case.also_true).get(code) or true.get(code, "")
         return out
 
     def wrong_steps(self) -> dict[str, tuple[int, ...]]:
@@ -123,7 +134,7 @@ class Outcome:
         if self.case.at_step is None:
             return {}
         out = {}
-        for code in (*self.case.codes, *self.case.also_true):
+        for code in (*self.case.codes, *(c for c, _ in self.case.also_true)):
             f = self.found.get(code)
             if f is not None and tuple(f.steps) != (self.case.at_step,):
                 out[code] = tuple(f.steps)

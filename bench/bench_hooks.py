@@ -7,9 +7,9 @@ thread (``compute_thread=True``; the default when torch leaves a core spare) and
 thread (``compute_thread=False``; the default when torch uses every core). Each
 iteration runs the loss's forward+backward and then ``log_step``, as a training loop does, so the
 background threads compete with the loss for the CPU and the GIL as they would in training; the
-"iteration" column shows that cost (loss + log_step against the loss alone). Two input sets:
-"minimal" (rewards, logprobs, old_logprobs, mask, loss) and "full" (+ ref_logprobs, entropy,
-truncated, extras).
+"iteration" column shows that cost (loss + log_step against the loss alone). Input sets
+(``--inputs``): "minimal" (rewards, logprobs, old_logprobs, mask, loss), "full" (+ ref_logprobs,
+entropy, truncated, extras) and "sampler" (full + sampler_logprobs, rollout, policy_lag).
 
 Part 2: wall time of a whole training loop with the recorder and both sinks against the same loop
 without it (goal: under 5% slower). The loop is the demo's (``training_hooks.demo.train``: a
@@ -23,7 +23,7 @@ overhead with a 90% bootstrap interval. Besides wall time it reports the process
 ``RunRecorder.cpu_stats()`` per step.
 
     python bench/bench_hooks.py [--B 512] [--T 1024] [--iters 30] [--loop-steps 100] [--repeats 8]
-        [--threads N] [--skip-blocking] [--skip-loop]
+        [--threads N] [--skip-blocking] [--skip-loop] [--inputs minimal,full,sampler]
 """
 
 from __future__ import annotations
@@ -54,6 +54,7 @@ def make_inputs(B: int, T: int, G: int = 8, seed: int = 0) -> dict:
         "ref_logprobs": old + 0.05 * torch.randn(B, T, generator=g),
         "entropy": torch.rand(B, T, generator=g),
         "truncated": torch.rand(B, generator=g) < 0.1,
+        "sampler_logprobs": old + 0.02 * torch.randn(B, T, generator=g),
     }
 
 
@@ -86,12 +87,12 @@ def bench_blocking(args, tmp: str) -> list[tuple]:
 
     rows = []
     configs = [
-        (thread, sinks, uri, full)
+        (thread, sinks, uri, inputs)
         for thread in (True, False)
         for sinks, uri in (("parquet", None), ("parquet+mlflow", f"sqlite:///{tmp}/mlflow.db"))
-        for full in (False, True)
+        for inputs in args.inputs.split(",")
     ]
-    for thread, sinks, uri, full in configs:
+    for thread, sinks, uri, inputs in configs:
         base = loss_alone()
         log_t, it_t = [], []
         with RunRecorder(
@@ -106,13 +107,17 @@ def bench_blocking(args, tmp: str) -> list[tuple]:
                 lp, out = _loss_step(x, adv)
                 t1 = time.perf_counter()
                 kw = {}
-                if full:
+                if inputs != "minimal":
                     kw = {
                         "ref_logprobs": x["ref_logprobs"],
                         "entropy": x["entropy"],
                         "truncated": x["truncated"],
                         "extra": {"lr": 1e-6, "grad_norm": lp.grad.norm()},
                     }
+                if inputs == "sampler":
+                    kw.update(
+                        sampler_logprobs=x["sampler_logprobs"], rollout=i // 2, policy_lag=i % 2
+                    )
                 rec.log_step(
                     i,
                     rewards=x["rewards"],
@@ -130,7 +135,7 @@ def bench_blocking(args, tmp: str) -> list[tuple]:
             deferred = rec._deferred
             rec.flush()
             on_thread = deferred.computed / (args.iters + 2) if deferred is not None else 0.0
-        name = f"{'thread' if thread else 'caller'}, {sinks}, {'full' if full else 'minimal'}"
+        name = f"{'thread' if thread else 'caller'}, {sinks}, {inputs}"
         rows.append((name, base, med(log_t), med(it_t), on_thread))
     return rows
 
@@ -315,6 +320,7 @@ def main() -> None:
     ap.add_argument("--skip-loop", action="store_true")
     ap.add_argument("--skip-blocking", action="store_true")
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0: leave default)")
+    ap.add_argument("--inputs", default="minimal,full,sampler", help="input sets of part 1")
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)

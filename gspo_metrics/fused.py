@@ -125,14 +125,22 @@ def _pass_ref(lp, ref, mask, b):
 
 @njit(fastmath=_FM)
 def _pass_sampler(old, smp, mask, b):
-    """u = old - smp over row b's tokens: ``_pass_ref``'s sums of u, and the largest |u| (a NaN
-    is skipped here: ``_fixup`` finds it, since it makes the probe non-finite)."""
-    s_k3, n_big, s_u = _pass_ref(smp, old, mask, b)
+    """u = old - smp over row b's tokens: ``_pass_ref``'s three sums for u, and the largest |u|
+    in the same loop (``_pass_ref`` itself does not pay for the maximum). A NaN is skipped by
+    the maximum here; ``_fixup`` finds it, since it makes the probe non-finite."""
+    s_k3 = 0.0
+    n_big = 0
+    s_u = 0.0
     u_max = 0.0  # (padding: |0| is below every masked |u|)
     for t in range(old.shape[1]):
-        u = abs(np.float64(old[b, t]) - np.float64(smp[b, t]))
+        u = np.float64(old[b, t]) - np.float64(smp[b, t])
         u = u if mask[b, t] != 0 else 0.0
-        u_max = u if u > u_max else u_max  # (compare-and-select: the form LLVM vectorises)
+        small = abs(u) < SERIES_BOUND
+        s_k3 += _k3_series(u) if small else 0.0
+        n_big += not small
+        s_u += u
+        a = abs(u)
+        u_max = a if a > u_max else u_max  # (compare-and-select: the form LLVM vectorises)
     return s_k3, n_big, s_u, u_max
 
 

@@ -379,6 +379,34 @@ def test_step_rows_reassemble_generation_order_and_drop_empty_groups():
     assert "every group holds an empty completion" in _StepRows.assemble([mb_a, mb_b], G=2)
 
 
+def test_policy_lag_from_trl_counters():
+    """lag = optimizer steps since the generation whose old log-probs the step uses (TRL's
+    global_step then), 0 when TRL skipped the old log-probs (its old = current, detached), and
+    unknown when the step's rows come from two generations."""
+    from types import SimpleNamespace
+
+    from training_hooks.trl import GSPODashMixin, _Generation, _StepRows
+
+    def rows(rollouts, old_given):
+        mb = {
+            "index": torch.arange(len(rollouts)),
+            "logps": torch.zeros(len(rollouts), 2),
+            "mask": torch.ones(len(rollouts), 2),
+            "rollout": torch.tensor(rollouts),
+            "old_given": torch.tensor([old_given] * len(rollouts)),
+        }
+        return _StepRows.assemble([mb], G=2)
+
+    gens = {3: _Generation(3, 5, ["a", "b"], {}), 4: _Generation(4, 8, ["c", "d"], {})}
+    me = SimpleNamespace(_gd_generations=gens)
+    # TRL's step 8 (1-based, after the update: 7 updates before it), generation at global_step 5
+    gen, lag = GSPODashMixin._gd_lag(me, rows([3, 3], True), 8)
+    assert (gen.rollout, lag) == (3, 2)
+    assert GSPODashMixin._gd_lag(me, rows([4, 4], True), 9)[1] == 0  # generated at this step
+    assert GSPODashMixin._gd_lag(me, rows([3, 3], False), 8)[1] == 0  # old skipped: on-policy
+    assert GSPODashMixin._gd_lag(me, rows([3, 4], True), 8) == (None, None)
+
+
 def test_unsupported_layout_is_explained():
     """A layout where optimizer steps do not hold whole groups is named, not silently mis-recorded."""
 

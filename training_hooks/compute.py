@@ -323,12 +323,12 @@ def _sequence_columns(rec: StepRecord, seq_K_B: np.ndarray) -> dict[str, np.ndar
 def culprit_scores(seq_K_B, lib=np):
     """(len(CULPRITS), B) score of each sequence per culprit reason: max |row| over the reason's
     rows, a NaN read as +inf (it is a culprit). ``lib``: numpy (host) or torch (device)."""
-    scores = [
-        abs(seq_K_B[SEQ_ROW[rows[0]]])
-        if len(rows) == 1
-        else lib.maximum(abs(seq_K_B[SEQ_ROW[rows[0]]]), abs(seq_K_B[SEQ_ROW[rows[1]]]))
-        for _, rows in CULPRITS
-    ]
+    scores = []
+    for _, rows in CULPRITS:
+        score_B = abs(seq_K_B[SEQ_ROW[rows[0]]])
+        for name in rows[1:]:
+            score_B = lib.maximum(score_B, abs(seq_K_B[SEQ_ROW[name]]))
+        scores.append(score_B)
     return lib.nan_to_num(lib.stack(scores), nan=math.inf)
 
 

@@ -23,10 +23,10 @@ What it does, per algorithm (same seed: the same initial weights and the same pr
   them, and computes group-relative advantages ``group_advantages(rewards_P_G)`` (z-score within
   the group, population std, eps 1e-4; zero-variance groups get exactly 0).
 * Off-policy updates: each rollout batch is split into ``minibatches = 2`` of whole groups and
-  used for ``epochs = 1`` pass, one Adam step (lr 3e-4, gradient norm clipped at 1) per minibatch,
-  against pi_old: the sampler's log-probabilities, recomputed with one forward after sampling.
-  The first optimizer step of a batch is on-policy (ratio exactly 1); the second sees the ratios
-  the first update caused, so ratios leave 1 and clipping happens.
+  used for ``epochs = 1`` pass, one Adam step (lr 5e-5, gradient norm clipped at 1) per minibatch,
+  against pi_old: the sampling policy's log-probabilities, recomputed with one forward after
+  sampling. The first optimizer step of a batch is on-policy (policy lag 0, ratio exactly 1); the
+  second (lag 1) sees the ratios the first update caused, so ratios leave 1 and clipping happens.
 * Loss: ``grpo_loss`` (token clip, eps 0.2 / 0.2) or ``gspo_loss`` (sequence clip, the paper's
   eps 3e-4 / 4e-4), both with ``reduction="seq_mean_token_mean"``: the GSPO paper's
   normalisation and also the original GRPO formula's (1/G sum_i 1/|y_i| sum_t), so the two runs
@@ -34,9 +34,14 @@ What it does, per algorithm (same seed: the same initial weights and the same pr
   Dr. GRPO): the KL to pi_ref is measured, not optimised.
 * Every optimizer step goes to ``RunRecorder.log_step`` with the minibatch's rewards (P_mb, G),
   current / old / reference log-probabilities (B, T), mask, advantages, the ``LossOutput``, the
-  policy's per-token entropy, the truncated flags, the completions' text ("rev abc = cba<eos>")
-  and extras (lr, grad_norm, rollout, epoch). 8 sequences per step keep their per-token
-  log-ratios (``token_samples``) for the dashboard's token view.
+  policy's per-token entropy, the truncated flags, the completions' text ("rev abc = cba<eos>"),
+  the rollout index and policy lag, the sampler's own log-probs (from the KV-cached sampling pass:
+  equal to the trainer's up to float rounding, so ``sampler_kl_mean`` is ~1e-14) and extras (lr,
+  grad_norm). 8 sequences per step keep their per-token log-ratios (``token_samples``), besides
+  the step's culprits, for the dashboard's token view.
+* Faults (``--inject NAME[@STEP]``, ``faults``): a learning-rate spike, NaN log-probs, stale old
+  log-probs, a noisy sampler, entropy collapse, length collapse, a constant reward; each one
+  named transform in the loop, to prove the Health checks (``bench/bench_health.py``).
 * One torch thread by default: the matrices are tiny, a second intra-op thread only spins (it
   made the loop several times slower on the 2-core machine), and the recorder's writer threads
   get the other core.
@@ -50,8 +55,8 @@ For benchmarks and tests, ``train(DemoConfig(...), recorder)`` runs one loop wit
 
 Modules: ``config`` (``DemoConfig``, ``Session``: every setting, declared once), ``cli`` (the
 command line, generated from them), ``loop`` (``build``, ``train`` and its steps), ``policy`` (the
-transformer, its sampler and log-probabilities), ``task`` (prompts and the checker), ``report``
-(progress line, summary table).
+transformer, its sampler and log-probabilities), ``task`` (prompts and the checker), ``faults``
+(``--inject``), ``report`` (progress line, summary table).
 """
 
 from __future__ import annotations
