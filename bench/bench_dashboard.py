@@ -139,27 +139,82 @@ _REPLAY_JS = """async () => {
 }"""
 
 
+def _proc_table() -> dict[int, tuple[int, float, str]]:
+    """{pid: (parent pid, CPU seconds incl. reaped children, command line)} from /proc (Linux)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    out = {}
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
+            cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:  # exited meanwhile
+            continue
+        # after the command: state ppid ...; utime stime cutime cstime are fields 14-17 of stat
+        out[int(d.name)] = (int(fields[1]), sum(int(f) for f in fields[11:15]) / tick, cmd)
+    return out
+
+
+def cpu_seconds() -> dict[str, float]:
+    """CPU seconds used so far by this process's descendants: the browser (every Chromium
+    process) and the dashboard server (the ``streamlit run`` process). CPU time, unlike wall
+    time, hardly depends on what else the machine runs."""
+    table = _proc_table()
+    kids: dict[int, list[int]] = {}
+    for pid, (ppid, _, _) in table.items():
+        kids.setdefault(ppid, []).append(pid)
+    out = {"browser": 0.0, "server": 0.0}
+    todo = list(kids.get(os.getpid(), []))
+    while todo:
+        pid = todo.pop()
+        todo += kids.get(pid, [])
+        _, cpu, cmd = table[pid]
+        if "chrom" in cmd.split(" ", 1)[0]:
+            out["browser"] += cpu
+        elif "streamlit" in cmd and " run " in cmd:
+            out["server"] += cpu
+    return out
+
+
+#: Chromium's Performance.getMetrics names of the main thread's busy time, by kind.
+_BUSY = {
+    "task": "TaskDuration",
+    "script": "ScriptDuration",
+    "layout": "LayoutDuration",
+    "style": "RecalcStyleDuration",
+}
+
+
 def _draw_times(page, url: str, timeout_s: float = 180.0, quiet_s: float = 1.5) -> dict:
     """Load ``url`` and poll the page: seconds to the first small-multiples figure with a drawn
     line (``first_panel_s``) and to the last change of the drawing state once the script has
     finished (``all_drawn_s``: every chart there and drawn; the page then stayed quiet for
     ``quiet_s``)."""
+    cdp = page.context.new_cdp_session(page)
+    cdp.send("Performance.enable")
+    cpu0 = cpu_seconds()
     t0 = time.perf_counter()
     page.goto(url, wait_until="commit")
     first = None
-    last, last_change = None, time.perf_counter()
+    last, last_change, cpu = None, time.perf_counter(), cpu0
     while time.perf_counter() - t0 < timeout_s:
         state = page.evaluate(_DRAW_STATE_JS)
         now = time.perf_counter()
         if first is None and state[3] >= 1:  # a first figure of panels drawn
             first = now - t0
         if state != last:
-            last, last_change = state, now
+            last, last_change, cpu = state, now, cpu_seconds()
         elif not state[0] and state[3] and state[1] == state[2] and now - last_change > quiet_s:
+            busy = {m["name"]: m["value"] for m in cdp.send("Performance.getMetrics")["metrics"]}
             return {
+                **{f"cpu_{k}_s": cpu[k] - cpu0[k] for k in cpu},
                 "first_panel_s": first,
                 "all_drawn_s": last_change - t0,
                 "charts": state[1],
+                # the page's main thread: seconds inside tasks (scripts, style, layout, paint),
+                # wall clock (a loaded machine stretches them; the cpu_* numbers do not)
+                **{f"main_thread_{k}_s": busy[m] for k, m in _BUSY.items()},
             }
         time.sleep(0.05)
     raise TimeoutError(f"{url} not drawn within {timeout_s} s (last state {last})")
@@ -184,9 +239,10 @@ def _server_times(log: Path) -> list[float]:
     return out
 
 
-def bench_browser(root: Path, loads: int = 3) -> dict:
+def bench_browser(root: Path, loads: int = 3, views: int = 2) -> dict:
     """Headless Chromium on ``streamlit run``: /compare (the 6 most recent runs) and with every run
-    in ?runs=, ``loads`` times each (the first load of the first view has cold server caches);
+    in ?runs= (``views``: 1 = only the first), ``loads`` times each (the first load of the first
+    view has cold server caches); wall-clock seconds and the page's main-thread busy seconds;
     then what the page drew (figures, traces, points, JSON) and plotly.js's own draw time for it
     (each figure redrawn by a standalone plotly.js in the same page)."""
     if not os.path.exists(CHROMIUM):
@@ -207,7 +263,7 @@ def bench_browser(root: Path, loads: int = 3) -> dict:
         for label, url in (
             ("default_6_runs", f"{base}/compare"),
             ("all_runs", f"{base}/compare?{runs_q}"),
-        ):
+        )[:views]:
             times = []
             for _ in range(loads):
                 page = browser.new_page(viewport={"width": 1500, "height": 1000})
@@ -216,7 +272,7 @@ def bench_browser(root: Path, loads: int = 3) -> dict:
                 if len(times) < loads:
                     page.close()
             res: dict = {"loads": times}
-            for k in ("first_panel_s", "all_drawn_s"):
+            for k in ("first_panel_s", "all_drawn_s", "main_thread_task_s", "cpu_browser_s"):
                 res[f"median_{k}"] = _median([t[k] for t in times])
             res["figures"] = last.evaluate(_FIGURES_JS)
             last.add_script_tag(path=str(plotly_js))
@@ -310,6 +366,7 @@ def main() -> None:
     ap.add_argument("--no-mlflow", action="store_true")
     ap.add_argument("--no-apptest", action="store_true")
     ap.add_argument("--loads", type=int, default=3, help="browser loads per view")
+    ap.add_argument("--views", type=int, default=2, help="1: only the default view")
     ap.add_argument("--out", default=str(HERE / "out" / "dashboard.json"))
     a = ap.parse_args()
     root = Path(a.root)
@@ -319,7 +376,7 @@ def main() -> None:
         res["apptest"] = bench_apptest(root)
         print(json.dumps(res["apptest"], indent=1))
     if not a.no_browser:
-        res["browser"] = bench_browser(root, a.loads)
+        res["browser"] = bench_browser(root, a.loads, a.views)
         print(json.dumps(res["browser"], indent=1))
     if not a.no_mlflow:
         res["mlflow"] = bench_mlflow()

@@ -453,3 +453,43 @@ def test_derived_binding_column_still_a_panel():
     """The derived binding fractions are built-in panels, not extras."""
     assert charts.PANELS_BY_KEY["seq_clip_binding"].column == Derived.SEQ_CLIP_BINDING
     assert not cv.extra_stats(pd.DataFrame({Derived.SEQ_CLIP_BINDING: [0.1, 0.2]}))
+
+
+@pytest.fixture(scope="module")
+def real_root(tmp_path_factory):
+    """Every real log under ../shared/real_logs/ imported into one root (skip when absent)."""
+    from test_importers_real import REAL, real_logs
+
+    from training_hooks import importers
+
+    if REAL is None:
+        pytest.skip("../shared/real_logs/ is absent")
+    root = tmp_path_factory.mktemp("real")
+    for tool, path in real_logs():
+        importers.import_run(tool, path, root=root)
+    return root
+
+
+def test_real_logs_builtin_panels_first_foreign_groups_collapsed(real_root, app_env):
+    """The seven real logs selected together: one figure of built-in panels (not one chart per
+    foreign metric: 927 before), both Tinker runs' reward in the Reward panel, the foreign metrics
+    offered as groups, undrawn until asked; a group asked for draws at most 24 panels."""
+    app_env(real_root)
+    ids = run_ids(real_root)
+    assert len(ids) == 7
+    at = _open("compare", {"runs": list(ids.values())})
+    _assert_clean(at)
+    assert len(at.get("plotly_chart")) == 2  # the legend strip and the built-in panels
+    grid = _grid(at)
+    assert next(iter(grid)) == "Reward" and len(grid) == len(charts.PANELS)
+    tinker = {k for n, k in ids.items() if "tinker" in n or "cog-rl" in n}
+    assert len(tinker) == 2
+    reward_runs = {t["legendgroup"] for t in grid["Reward"]["traces"]}
+    assert tinker <= reward_runs and len(reward_runs) == 7
+    options = at.multiselect(key="groups").options
+    for group in ("actor/", "critic/", "timing_s/", "val-core/", "trl/", "env/"):
+        assert any(o.startswith(group + " (") for o in options), (group, options)
+    at.multiselect(key="groups").set_value(["val-aux/"]).run()
+    more = _grid(at, ("more",))
+    assert 0 < len(more) <= 24 and all(t.startswith("val-aux/") for t in more)
+    assert "metrics match: drawing the first 24" in " ".join(c.value for c in at.caption)

@@ -75,7 +75,7 @@ def _assert_clean(at: AppTest) -> None:
 
 EXPECTED_CHARTS = {
     "runs": 0,
-    "compare": 6,  # the legend strip, 13 built-in panels in 4 figures, the runs' own extra metric
+    "compare": 3,  # the legend strip, the 13 built-in panels, the runs' own extra metric
     "health": 0,
     "ratios": 3,
     "groups": 3,

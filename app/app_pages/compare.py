@@ -1,8 +1,8 @@
 """Compare: small multiples of every step metric, runs coloured, algorithm by line style.
 
-The built-in panels come first, a few per figure (the first ones draw while the rest are still
-computed); the metrics a run logged beyond the schema follow, grouped by name prefix and drawn
-only when asked; constants are shown as values and bookkeeping counters not at all.
+The built-in panels come first, in one Plotly figure (fewer figures draw faster: see
+``PANELS_PER_FIGURE``); the metrics a run logged beyond the schema follow, grouped by name prefix
+and drawn only when asked; constants are shown as values and bookkeeping counters not at all.
 """
 
 import pandas as pd
@@ -16,7 +16,10 @@ PANEL_POINT_BUDGET = 6_000  # points per chart across all its traces (the browse
 #: points per raw line by default: a chart is ~600 px wide, and MinMaxLTTB keeps the spikes; twice
 #: as many points took plotly.js ~1.5x as long to draw (bench/bench_dashboard.py)
 DEFAULT_MAX_POINTS = 500
-PANELS_PER_FIGURE = 4  # small multiples per Plotly figure (2 rows of 2)
+#: small multiples per Plotly figure: every built-in panel in one. Split into figures of 4, the
+#: same panels took plotly.js ~1.4x as long in headless Chromium (each figure has its own fixed
+#: cost), and Streamlit mounts every chart of a run at once, so the first figure showed no sooner.
+PANELS_PER_FIGURE = 14
 MAX_ASKED_PANELS = 24  # extra metrics drawn at once (narrow with the search box beyond)
 STEP_LABELS = {
     cv.AUTO: "auto",
@@ -296,10 +299,7 @@ if panels:
     draw_panels(
         runs_by_key, series, panels, opts, key="grid", log_keys=log_keys or [], zoom_band=zoom_band
     )
-    st.caption(
-        "X axes are linked within each figure: zoom one chart and its neighbours follow "
-        "(double-click to reset)."
-    )
+    st.caption("X axes are linked: zoom one chart and the others follow (double-click to reset).")
 else:
     st.info("No built-in charts chosen (see 'Charts and log scales').", icon=":material/info:")
 ui.timing("compare charts")
