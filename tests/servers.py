@@ -10,7 +10,8 @@ PostgreSQL is Debian's ``postgresql`` package (``.ci/run`` installs it; its bina
 root: as root the server runs as ``nobody`` in a temporary folder it owns; otherwise as the current
 user. It listens on 127.0.0.1 only, on a free port, with its unix socket in that folder, password
 authentication (scram-sha-256) and durability off (``fsync=off``: a test database). Missing
-binaries or driver skip the tests with the reason; CI installs both.
+binaries or driver skip the tests with the reason, except where ``GSPO_DASH_REQUIRE_SERVERS=1``
+(``.ci/run``, which installs both): there they fail.
 """
 
 from __future__ import annotations
@@ -56,6 +57,13 @@ class Postgres:
         return f"{driver}://{self.user}:{self.password}@{self.host}:{self.port}/{self.database}"
 
 
+def unavailable(reason: str) -> None:
+    """Skip the test for ``reason``; fail it instead under ``GSPO_DASH_REQUIRE_SERVERS=1`` (CI)."""
+    if os.environ.get("GSPO_DASH_REQUIRE_SERVERS") == "1":
+        pytest.fail(f"{reason} (GSPO_DASH_REQUIRE_SERVERS=1)")
+    pytest.skip(reason)
+
+
 def free_port() -> int:
     """A TCP port nobody listens on now (127.0.0.1)."""
     with socket.socket() as sock:
@@ -84,7 +92,7 @@ def _run_as() -> pwd.struct_passwd | None:
     try:
         return pwd.getpwnam(UNPRIVILEGED_USER)
     except KeyError:
-        pytest.skip(f"running as root and there is no {UNPRIVILEGED_USER!r} user for PostgreSQL")
+        unavailable(f"running as root and there is no {UNPRIVILEGED_USER!r} user for PostgreSQL")
 
 
 def _private_folder(owner: pwd.struct_passwd | None) -> str:
@@ -183,8 +191,11 @@ def running_postgres(database: str = "mlflow") -> Iterator[Postgres]:
     delete everything on exit. Skips when the binaries or psycopg2 are missing."""
     bindir = postgres_bin_dir()
     if bindir is None:
-        pytest.skip("PostgreSQL server binaries not found (Debian: apt-get install postgresql)")
-    pytest.importorskip("psycopg2", reason="psycopg2 (pip install psycopg2-binary) is missing")
+        unavailable("PostgreSQL server binaries not found (Debian: apt-get install postgresql)")
+    try:
+        import psycopg2  # noqa: F401 -- MLflow's driver for postgresql+psycopg2:// URIs
+    except ImportError:
+        unavailable("psycopg2 is missing (pip install psycopg2-binary)")
     owner = _run_as()
     folder = _private_folder(owner)
     pg = Postgres(free_port(), "gspo", secrets.token_hex(12), database, folder)
