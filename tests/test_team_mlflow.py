@@ -57,20 +57,9 @@ class Recorder:
 
 def _batch(seed: int, step: int, rank: int) -> dict:
     """log_step's tensors for one step of one rank, drawn from (seed, step, rank)."""
-    import torch
+    from conftest import _make_batch
 
-    gen = torch.Generator().manual_seed(10_000 * seed + 100 * step + rank)
-    B = P * G
-    old = -torch.rand(B, T, generator=gen, dtype=torch.float64) * 2
-    mask = torch.rand(B, T, generator=gen) < 0.8
-    mask[:, 0] = True
-    return {
-        "rewards": torch.randint(0, 2, (P, G), generator=gen).double(),
-        "logprobs": old + 0.05 * torch.randn(B, T, generator=gen, dtype=torch.float64),
-        "old_logprobs": old,
-        "mask": mask,
-        "ref_logprobs": old + 0.02 * torch.randn(B, T, generator=gen, dtype=torch.float64),
-    }
+    return _make_batch(P, G, T, seed=10_000 * seed + 100 * step + rank, spread=0.05, ref=True)
 
 
 def _record(r: Recorder) -> None:
