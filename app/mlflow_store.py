@@ -109,9 +109,6 @@ def _run_ref(r, tracking_uri: str, now: float) -> RunRef:
 # ----------------------------------------------------------------------------------------------
 
 
-BULK_INTERVAL_ENDPOINT = "/api/2.0/mlflow/metrics/get-history-bulk-interval"
-
-
 def _sampled_in_sql(client, run_id: str, key: str, max_points: int) -> list | None:
     """At most ``max_points`` evenly spaced points of one metric (first and last kept), sampled
     in SQL by the store, or None where that is not available.
@@ -137,6 +134,9 @@ def _sampled_in_sql(client, run_id: str, key: str, max_points: int) -> list | No
     except Exception:  # noqa: BLE001 - another MLflow version: the public call instead
         return None
     return None
+
+
+BULK_INTERVAL_ENDPOINT = "/api/2.0/mlflow/metrics/get-history-bulk-interval"
 
 
 def _sampled_by_server(store, run_id: str, key: str, max_points: int) -> list:
