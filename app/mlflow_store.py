@@ -5,8 +5,8 @@ Public MLflow API throughout (``search_experiments``, ``search_runs``, ``get_met
 but one place: MLflow's client has no public call that samples a metric history, and reading all
 of it is slow (one run of 10,000 steps x 20 metrics from SQLite: about 20 s in full, 1.5 s sampled
 in SQL to 2,000 points per metric; ``bench/bench_dashboard.py``). ``_sampled_in_sql`` alone reaches
-into the client's store for that; the public call is used whenever the store is not the SQL one or
-the private method fails.
+into the client's store for that (a database directly, a tracking server through the REST endpoint
+MLflow's UI uses); the public call is used whenever neither route answers.
 
 Cached with ``st.cache_data`` (the runs listing for 30 s, a run's curves for 60 s); a broken or
 missing store is a problem sentence, never an exception.
@@ -120,19 +120,44 @@ def _sampled_in_sql(client, run_id: str, key: str, max_points: int) -> list | No
     """At most ``max_points`` evenly spaced points of one metric (first and last kept), sampled
     in SQL by the store, or None where that is not available.
 
-    PRIVATE MLflow API, on purpose and only here: ``client._tracking_client.store`` and the
-    store's ``get_metric_history_bulk_interval`` (what MLflow's own UI calls through its server to
-    draw long curves). No public client call samples; the public ``get_metric_history`` reads every
-    point, more than ten times slower on long runs. Only the SQLAlchemy store (sqlite, postgres,
-    mysql URIs) samples in SQL; any other store, a renamed attribute or a changed signature returns
-    None and the caller uses the public call."""
+    PRIVATE MLflow API, on purpose and only here: ``client._tracking_client.store`` and its
+    ``get_metric_history_bulk_interval`` (no public client call samples; the public
+    ``get_metric_history`` reads every point, more than ten times slower on long runs). Two routes
+    to the same SQL sampling:
+    - a database URI (sqlite, postgresql, mysql): the client's ``SqlAlchemyStore`` samples;
+    - a tracking server (http/https URI): the client's ``RestStore`` has no sampling of its own
+      (MLflow's generic method reads every point, then samples), so ask the server's endpoint
+      ``GET /api/2.0/mlflow/metrics/get-history-bulk-interval`` (what MLflow's UI calls to draw
+      long curves; at most 2,500 points per run), and the server's store samples in SQL.
+    Any other store, a renamed attribute, a changed signature or a refused request returns None,
+    and the caller uses the public call."""
     store = getattr(getattr(client, "_tracking_client", None), "store", None)
-    if store is None or type(store).__name__ != "SqlAlchemyStore":
-        return None
+    kind = type(store).__name__
     try:
-        return store.get_metric_history_bulk_interval([run_id], key, max_points, None, None)
+        if kind == "SqlAlchemyStore":
+            return store.get_metric_history_bulk_interval([run_id], key, max_points, None, None)
+        if kind == "RestStore":
+            return _sampled_by_server(store, run_id, key, max_points)
     except Exception:  # noqa: BLE001 - another MLflow version: the public call instead
         return None
+    return None
+
+
+BULK_INTERVAL_ENDPOINT = "/api/2.0/mlflow/metrics/get-history-bulk-interval"
+
+
+def _sampled_by_server(store, run_id: str, key: str, max_points: int) -> list:
+    """The tracking server's sampled history of one metric, as ``mlflow.entities.Metric``s; the
+    request carries the client's credentials and TLS settings (``store.get_host_creds``)."""
+    from mlflow.entities import Metric
+    from mlflow.utils.rest_utils import http_request_safe
+
+    params = {"run_ids": [run_id], "metric_key": key, "max_results": int(max_points)}
+    resp = http_request_safe(store.get_host_creds(), BULK_INTERVAL_ENDPOINT, "GET", params=params)
+    return [
+        Metric(key, float(m["value"]), int(m["timestamp"]), int(m["step"]))
+        for m in resp.json().get("metrics", [])
+    ]
 
 
 def _metric_points(client, run_id: str, key: str, max_points: int | None):
