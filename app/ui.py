@@ -8,6 +8,7 @@ parameters.
 from __future__ import annotations
 
 import os
+import re
 import sys
 import time
 from dataclasses import dataclass
@@ -19,8 +20,9 @@ from app import data
 from app.charts import run_colors
 from app.discovery import discover, root_signature
 from app.health import run_findings
+from app.mlflow_store import typed_uri_problem
 from app.records import RunRef, Table
-from app.settings import DEFAULT_ROOT, parse_settings
+from app.settings import DEFAULT_ROOT, Settings, parse_settings
 from training_hooks.schema import SEQUENCES_DIR
 
 MAX_DEFAULT_RUNS = 6
@@ -39,6 +41,7 @@ class Context:
     selected: list[RunRef]  # what the user picked (maybe empty)
     colors: dict[str, str]  # run key -> its colour on every chart
     labels: dict[str, str]  # run key -> stable, URL-friendly label
+    read_only: bool = False  # the server's read-only (team) mode: nothing may be written
 
 
 _T0: list[float] = []
@@ -70,20 +73,8 @@ def sidebar() -> Context:
     sb = st.sidebar
     sb.markdown("### gspo-dash")
     sb.caption("GRPO / GSPO update diagnostics")
-    root = sb.text_input(
-        "Runs root",
-        value=settings.root,
-        key="root",
-        help="Folder holding one sub-folder per run (set by `-- --root DIR` or GSPO_DASH_ROOT).",
-    ).strip()
-    uri = sb.text_input(
-        "MLflow tracking URI",
-        value=settings.tracking_uri or "",
-        key="tracking_uri",
-        help="Runs that exist only in this store are listed too (curves from their metric "
-        "history). Empty: none. Set by `-- --tracking-uri URI` or MLFLOW_TRACKING_URI.",
-    ).strip()
-    found = discover(root or DEFAULT_ROOT, uri or None)
+    root, uri, problems = _root_and_store(settings)
+    found = discover(root, uri)
     runs = found.runs
     keys = [r.key for r in runs]
     labels = stable_labels(runs)
@@ -107,12 +98,52 @@ def sidebar() -> Context:
         help=f"Poll the root every {AUTO_REFRESH_S} s and redraw when a run writes new steps.",
     )
     if live:
-        _watch(root or DEFAULT_ROOT)
+        _watch(root)
     by_key = {r.key: r for r in runs}
     selected = [by_key[k] for k in selected_keys if k in by_key]
-    ctx = Context(root, uri or None, runs, found.problems, selected, run_colors(keys), labels)
+    ctx = Context(
+        root,
+        uri,
+        runs,
+        problems + found.problems,
+        selected,
+        run_colors(keys),
+        labels,
+        read_only=settings.read_only,
+    )
     st.session_state[CTX_KEY] = ctx
     return ctx
+
+
+def _root_and_store(settings: Settings) -> tuple[str, str | None, list[str]]:
+    """The root and tracking URI to read, and why a typed URI was refused. Read-only mode: the
+    server's, shown as text. Otherwise typed in the sidebar (never read from the URL); a typed URI
+    must pass ``typed_uri_problem`` (else no store is read)."""
+    sb = st.sidebar
+    if settings.read_only:
+        sb.caption("Runs root (fixed by the server: read-only mode)")
+        sb.code(settings.root, language=None, wrap_lines=True)
+        sb.caption("MLflow tracking URI")
+        sb.code(settings.tracking_uri or "none", language=None, wrap_lines=True)
+        return settings.root, settings.tracking_uri, []
+    root = sb.text_input(
+        "Runs root",
+        value=settings.root,
+        key="root",
+        help="Folder holding one sub-folder per run (set by `-- --root DIR` or GSPO_DASH_ROOT).",
+    ).strip()
+    uri = sb.text_input(
+        "MLflow tracking URI",
+        value=settings.tracking_uri or "",
+        key="tracking_uri",
+        help="Runs that exist only in this store are listed too (curves from their metric "
+        "history). Empty: none. Set by `-- --tracking-uri URI` or MLFLOW_TRACKING_URI; typed "
+        "here, only the server's URIs or an existing MLflow SQLite store (sqlite:///PATH).",
+    ).strip()
+    why = typed_uri_problem(uri, settings.trusted_uris()) if uri else None
+    if why:
+        sb.error(md_escape(why), icon=":material/block:")
+    return root or DEFAULT_ROOT, (None if why else uri or None), [why] if why else []
 
 
 @st.fragment(run_every=AUTO_REFRESH_S)
@@ -140,7 +171,7 @@ def page_header(title: str, caption: str) -> Context:
     st.caption(caption)
     if ctx.problems:
         for p in ctx.problems:
-            st.warning(p, icon=":material/folder_off:")
+            st.warning(md_escape(p), icon=":material/folder_off:")
     return ctx
 
 
@@ -168,12 +199,15 @@ def notice_problems(runs: list[RunRef], extra: list[str] | None = None) -> None:
                 st.markdown(f"- {it}")
 
 
-def md_escape(text: str) -> str:
-    """Escape Markdown/HTML specials in names and messages coming from disk."""
-    out = str(text)
-    for ch in "\\`*_{}[]()<>#+!|~$":
-        out = out.replace(ch, "\\" + ch)
-    return out
+def md_escape(text: object) -> str:
+    """Text from disk, MLflow or the browser, made safe for any element that renders Markdown
+    (``st.markdown``, captions, alerts, labels, expander titles): every ASCII punctuation
+    character is backslash-escaped (CommonMark's escape: no emphasis, link, image, HTML tag,
+    heading, list, entity, LaTeX or colour directive survives) and line breaks become spaces."""
+    return _MD_SPECIALS.sub(r"\\\g<0>", " ".join(str(text).splitlines()))
+
+
+_MD_SPECIALS = re.compile(r"[!-/:-@\[-`{-~]")  # every ASCII punctuation character
 
 
 def pick_run(ctx: Context, *, need_sequences: bool = False, key: str = "run") -> RunRef | None:
@@ -256,7 +290,9 @@ def sequence_run_window(ctx: Context) -> tuple[RunRef, tuple[int, int] | None]:
         st.stop()
     all_steps = data.sequence_steps(run)
     if len(all_steps) == 0:
-        st.info(f"{run.name} has no readable per-sequence rows yet.", icon=":material/info:")
+        st.info(
+            f"{md_escape(run.name)} has no readable per-sequence rows yet.", icon=":material/info:"
+        )
         notice_problems([run])
         st.stop()
     return run, step_window(all_steps)

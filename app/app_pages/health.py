@@ -53,7 +53,7 @@ st.dataframe(summary, hide_index=True)
 for run, t, found in results:
     worst = found[0].severity if found else OK
     n_bad = sum(f.severity in (ERROR, WARNING) for f in found)
-    head = f"{run.name} · {run.algorithm.upper()} · {run.status} · {len(t.df)} steps"
+    head = f"{ui.md_escape(run.name)} · {run.algorithm.upper()} · {run.status} · {len(t.df)} steps"
     with st.expander(
         f"{head} — {n_bad} finding{'s' if n_bad != 1 else ''}", expanded=n_bad > 0, icon=ICON[worst]
     ):

@@ -19,7 +19,9 @@ if run is None:
 steps = data.sequence_steps(run)
 step = ui.pick_step(steps)
 if step is None:
-    st.info(f"{run.name} has no readable per-sequence rows yet.", icon=":material/info:")
+    st.info(
+        f"{ui.md_escape(run.name)} has no readable per-sequence rows yet.", icon=":material/info:"
+    )
     ui.notice_problems([run])
     st.stop()
 
