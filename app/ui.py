@@ -203,8 +203,9 @@ def md_escape(text: object) -> str:
     """Text from disk, MLflow or the browser, made safe for any element that renders Markdown
     (``st.markdown``, captions, alerts, labels, expander titles): every ASCII punctuation
     character is backslash-escaped (CommonMark's escape: no emphasis, link, image, HTML tag,
-    heading, list, entity, LaTeX or colour directive survives) and line breaks become spaces."""
-    return _MD_SPECIALS.sub(r"\\\g<0>", " ".join(str(text).splitlines()))
+    heading, list, entity, LaTeX or colour directive survives), line breaks become spaces and
+    leading spaces go (four would start a code block)."""
+    return _MD_SPECIALS.sub(r"\\\g<0>", " ".join(str(text).splitlines()).strip())
 
 
 _MD_SPECIALS = re.compile(r"[!-/:-@\[-`{-~]")  # every ASCII punctuation character

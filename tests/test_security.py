@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from google.protobuf.json_format import MessageToDict
 from streamlit.testing.v1 import AppTest
 
 from app import cli
@@ -59,6 +60,15 @@ def open_page(page: str, state: dict | None = None, query: dict | None = None) -
     if page != "runs":
         at.switch_page(f"app_pages/{page}.py").run()
     return at
+
+
+def proto_dicts(node):
+    """Every element and block of an AppTest tree under ``node``, as a dict of its proto."""
+    proto = getattr(node, "proto", None)
+    if proto is not None:
+        yield MessageToDict(proto)
+    for child in (getattr(node, "children", None) or {}).values():
+        yield from proto_dicts(child)
 
 
 def assert_clean(at: AppTest) -> None:
@@ -464,9 +474,12 @@ def test_query_string_cannot_set_paths_or_uris(root_copy, app_env, tmp_path):
         "runs": "/etc",
     }
     before = tree_snapshot(tmp_path)
+    bound = set()
     for page in PAGES:
         at = open_page(page, query=query)
         assert_clean(at)
         assert at.sidebar.text_input(key="root").value == str(root_copy)
         assert at.sidebar.text_input(key="tracking_uri").value == ""
+        bound |= {d["queryParamKey"] for d in proto_dicts(at._tree) if "queryParamKey" in d}
     assert tree_snapshot(tmp_path) == before
+    assert {"runs", "run", "step", "x", "max_points"} <= bound <= ALLOWED_URL_KEYS
