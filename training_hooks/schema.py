@@ -350,7 +350,29 @@ class RunInfo:
         known = set(cls.__dataclass_fields__) - {"other"}
         kwargs = {k: v for k, v in data.items() if k in known}
         other = {k: v for k, v in data.items() if k not in known}
+        for k, v in kwargs.items():  # a file from disk: every known field has its declared type
+            if why := _field_problem(k, cls.__dataclass_fields__[k].type, v):
+                raise ValueError(why)
         return cls(**kwargs, other=other)
+
+
+def _field_problem(name: str, annotation: str, value: Any) -> str | None:
+    """Why ``value`` read from run.json does not fit the ``RunInfo`` field ``name`` (declared as
+    ``annotation``), or None. Numbers must be finite and fit in 64 bits; bools are not numbers."""
+    if value is None and annotation.endswith(" | None"):
+        return None
+    kind = annotation.removesuffix(" | None")
+    if kind in ("int", "float"):
+        number = isinstance(value, int | float) and not isinstance(value, bool)
+        ok = number and abs(value) < 2**63 and math.isfinite(value)
+        ok = ok and (kind == "float" or isinstance(value, int))
+    elif kind.startswith("list"):
+        ok = isinstance(value, list) and all(isinstance(v, dict) for v in value)
+    elif kind == "str":
+        ok = isinstance(value, str)
+    else:
+        ok = isinstance(value, dict) or not kind.startswith("dict")
+    return None if ok else f"run.json field {name!r} must be {annotation}, got {value!r:.80}"
 
 
 def _json_safe(value: Any) -> Any:
@@ -404,6 +426,8 @@ def read_run_info(run_dir: str | os.PathLike) -> RunInfo:
             data = json.load(f)
         except json.JSONDecodeError as e:
             raise ValueError(f"{path} is not valid JSON: {e}") from e
+        except RecursionError as e:  # nested deeper than the decoder's recursion limit
+            raise ValueError(f"{path} is not valid JSON: nested too deeply") from e
     return RunInfo.from_json(data)
 
 
