@@ -83,7 +83,7 @@ def load_steps(run: RunRef, columns: Iterable[str] | None = None) -> Table:
             run.tracking_uri or "",
             run.mlflow_run_id or "",
             run.metric_keys,
-            sequence_level=run.algorithm == "gspo",
+            params=mlflow_store.run_params(run),
         )
     else:
         folder = Path(run.path or "") / STEPS_DIR

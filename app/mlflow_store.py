@@ -36,6 +36,7 @@ from training_hooks.schema import STATUS_CRASHED, Step
 MLFLOW_KEY_PREFIX = "mlflow:"
 MLFLOW_POINTS_PER_METRIC = 2000
 RUNNING_FOR_TOO_LONG_S = 24 * 3600  # a run still "running" after a day is declared crashed
+TAGS_KEY = "_tags"  # RunRef.params of an MLflow run: its run-id tags, beside its params
 WALL_TIME_POINTS = 500  # timestamps sampled per metric to interpolate each step's wall time
 _STATUS = {"FINISHED": "finished", "FAILED": "failed", "KILLED": "failed"}  # else running
 
@@ -196,7 +197,7 @@ def _run_ref(r, tracking_uri: str, now: float) -> RunRef:
         tracking_uri=tracking_uri,
         mlflow_run_id=r.info.run_id,
         metric_keys=tuple(sorted(r.data.metrics)),
-        params={**params, "_tags": {k: v for k, v in tags.items() if "run_id" in k}},
+        params={**params, TAGS_KEY: {k: v for k, v in tags.items() if "run_id" in k}},
         updated_at=end or start,
         problems=("MLflow-only run: step curves only, no per-sequence pages",),
     )
@@ -205,6 +206,12 @@ def _run_ref(r, tracking_uri: str, now: float) -> RunRef:
 # ----------------------------------------------------------------------------------------------
 # step curves of MLflow-only runs
 # ----------------------------------------------------------------------------------------------
+
+
+def run_params(run: RunRef) -> tuple[tuple[str, str], ...]:
+    """An MLflow-only run's params (its logged settings) as sorted pairs: ``mlflow_steps``'s
+    ``params`` (hashable, so part of the cache key)."""
+    return tuple(sorted((str(k), str(v)) for k, v in run.params.items() if k != TAGS_KEY))
 
 
 def _sampled_in_sql(client, run_id: str, key: str, max_points: int) -> list | None:
@@ -249,9 +256,10 @@ def mlflow_steps(
     run_id: str,
     keys: tuple[str, ...],
     max_points: int | None = MLFLOW_POINTS_PER_METRIC,
-    sequence_level: bool = False,
+    params: tuple[tuple[str, str], ...] = (),
 ) -> Table:
-    """One row per step from the metric history of every key, names mapped to our columns.
+    """One row per step from the metric history of every key, names mapped to our columns as an
+    import maps them, with the run's ``params`` (``run_params``) as its settings.
 
     MLflow is slow to read in full (see the module's docstring), so by default each metric is
     sampled to ``max_points`` points in the store; ``None`` reads all."""
@@ -263,7 +271,9 @@ def mlflow_steps(
         client = MlflowClient(tracking_uri=tracking_uri)
     except Exception as e:  # noqa: BLE001
         return Table(pd.DataFrame(), [f"MLflow {tracking_uri!r}: {short_error(e)}"])
-    names = map_metric_names(keys, sequence_level=sequence_level)
+    # the run's params pin the names' meaning (tool version, clip unit, KL estimator); a name whose
+    # meaning they leave open keeps a prefixed name of its own (metric_map.map_metric_names)
+    names = map_metric_names(keys, settings=dict(params))
     problems: list[str] = []
     series: dict[str, pd.Series] = {}
     wall: dict[int, float] = {}

@@ -301,9 +301,13 @@ def extra_columns(d: Draws, rng, extra: tuple[str, ...], lr: float) -> dict[str,
 
 
 def _table(cols: dict, sch: pa.Schema) -> pa.Table:
-    return pa.table({f.name: pa.array(cols[f.name], f.type) for f in sch}).replace_schema_metadata(
-        sch.metadata
-    )
+    """Columns not synthesised here (schema v2's lag/sampler columns) are null."""
+    n = len(next(iter(cols.values())))
+    arrays = {
+        f.name: pa.array(cols[f.name], f.type) if f.name in cols else pa.nulls(n, f.type)
+        for f in sch
+    }
+    return pa.table(arrays).replace_schema_metadata(sch.metadata)
 
 
 def make_run(

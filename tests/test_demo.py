@@ -288,7 +288,13 @@ def test_demo_end_to_end_records_every_column(tmp_path, mlflow_uri, capsys):
         steps = _read(res.run_dir, schema.STEPS_DIR)
         assert set(schema.STEP_COLUMN_NAMES) <= set(steps.columns)
         assert steps[schema.Step.STEP].tolist() == list(range(6))  # 3 rollouts x 2 minibatches
-        numeric = steps[list(schema.STEP_METRIC_COLUMNS) + ["lr", "grad_norm"]]
+        # schema v2: the demo gives the rollout index (as an extra); lag and sampler: not yet
+        assert steps[schema.Step.ROLLOUT].tolist() == [0, 0, 1, 1, 2, 2]
+        not_given = [schema.Step.POLICY_LAG, schema.Step.SAMPLER_KL_MEAN]
+        not_given.append(schema.Step.SAMPLER_LOGP_ABS_DIFF_MAX)
+        assert steps[not_given].isna().all().all()
+        given = [c for c in schema.STEP_METRIC_COLUMNS if c not in not_given]
+        numeric = steps[given + ["lr", "grad_norm"]]
         assert math.isfinite(numeric.to_numpy(dtype=float).sum()), "a step metric is not finite"
         assert (steps[schema.Step.NONFINITE_COUNT] == 0).all()
         assert (steps[schema.Step.NUM_SEQUENCES] == 8).all()  # 2 groups of 4 per minibatch

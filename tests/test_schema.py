@@ -57,9 +57,13 @@ def test_step_schema_golden():
         ("entropy_mean", "double"),
         ("nonfinite_count", "int64"),
         ("num_ranks", "int64"),
+        ("rollout", "int64"),
+        ("policy_lag", "int64"),
+        ("sampler_kl_mean", "double"),
+        ("sampler_logp_abs_diff_max", "double"),
         ("lr", "double"),
     ]
-    assert schema.step_schema().metadata[schema.METADATA_KEY] == b"1"
+    assert schema.step_schema().metadata[schema.METADATA_KEY] == b"2"
 
 
 def test_sequence_and_token_schema_golden():
@@ -98,6 +102,25 @@ def test_sequence_and_token_schema_golden():
     ]
 
 
+def test_sequence_columns_are_the_declared_per_sequence_values():
+    """The sequence table's value columns are ``gspo_metrics.spec.PER_SEQUENCE``, in its order and
+    with its types, between the key columns and the completion; each has its ``Seq`` constant;
+    ``SEQUENCE_DIAGNOSTICS`` is the declaration's diagnostics in the same order."""
+    from gspo_metrics import SEQUENCE_DIAGNOSTICS
+    from gspo_metrics.spec import PER_SEQUENCE
+
+    keys = (Seq.SCHEMA_VERSION, Seq.RUN_ID, Seq.STEP, Seq.RANK, Seq.GROUP, Seq.SAMPLE)
+    assert schema.SEQUENCE_COLUMN_NAMES[: len(keys)] == keys
+    assert schema.SEQUENCE_COLUMNS[len(keys) : -1] == tuple((v.name, v.dtype) for v in PER_SEQUENCE)
+    assert schema.SEQUENCE_COLUMN_NAMES[-1] == Seq.COMPLETION
+    for v in PER_SEQUENCE:
+        assert getattr(Seq, v.name.upper()) == v.name
+        assert v.meaning and v.dtype in ("int32", "float32", "bool")
+    diagnostics = [v.name for v in PER_SEQUENCE if v.source == "diagnostics"]
+    assert list(SEQUENCE_DIAGNOSTICS) == diagnostics
+    assert {v.name for v in PER_SEQUENCE} - set(diagnostics) == {Seq.REWARD, Seq.TRUNCATED}
+
+
 def test_schema_imports_no_torch():
     """The app can import the schema without torch (nor the hooks' heavy modules)."""
     code = "import sys, training_hooks.schema; print('torch' in sys.modules)"
@@ -117,6 +140,31 @@ def test_run_info_round_trip_keeps_unknown_keys(tmp_path):
     assert not [f for f in os.listdir(tmp_path) if f.startswith(".tmp")]
     with pytest.raises(ValueError, match="run.json has no 'algorithm'"):
         RunInfo.from_json({"run_id": "a", "name": "b"})
+
+
+def test_run_info_unknown_settings_are_null_and_import_record_round_trips(tmp_path):
+    """Settings nobody gave are null in run.json (never our defaults); ``imported`` comes back as a
+    typed ImportRecord with tuples; a run.json without ``imported`` (a recorded run) has none."""
+    rec = schema.ImportRecord(
+        tool="verl",
+        format="verl file logger",
+        malformed_lines=({"line": 3, "reason": "not JSON"},),
+        duplicate_steps=(4,),
+        mapped={"critic/score/mean": Step.REWARD_MEAN},
+    )
+    info = RunInfo(run_id="r", name="n", algorithm="unknown", imported=rec)
+    schema.write_json_atomic(tmp_path / "run.json", info.to_json())
+    raw = json.loads((tmp_path / "run.json").read_text())
+    for key in ("seq_eps_low", "seq_eps_high", "token_eps_low", "token_eps_high", "reduction"):
+        assert raw[key] is None, key
+    assert raw["group_size"] is None and raw["created_at"] is None
+    assert raw["imported"]["malformed_lines"] == [{"line": 3, "reason": "not JSON"}]
+    back = schema.read_run_info(tmp_path)
+    assert back.imported == rec and back.imported.duplicate_steps == (4,)
+    assert back.other == {}
+    plain = RunInfo(run_id="p", name="p", algorithm="grpo", token_eps_low=0.2, token_eps_high=0.28)
+    assert "imported" not in plain.to_json() and plain.to_json()["token_eps_high"] == 0.28
+    assert RunInfo.from_json(plain.to_json()).imported is None
 
 
 def test_part_names_sort_by_step_and_parse_back():

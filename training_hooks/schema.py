@@ -29,10 +29,12 @@ import os
 import re
 import threading
 from collections.abc import Iterator, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-SCHEMA_VERSION = 1
+from gspo_metrics.spec import PER_SEQUENCE
+
+SCHEMA_VERSION = 2  # 2: rollout, policy_lag, sampler_kl_mean, sampler_logp_abs_diff_max
 METADATA_KEY = b"gspo_dash.schema_version"
 
 RUN_JSON = "run.json"
@@ -93,10 +95,28 @@ class Step:
     ENTROPY_MEAN = "entropy_mean"  # token-weighted
     NONFINITE_COUNT = "nonfinite_count"  # NaN/inf inside the mask, over all inputs
     NUM_RANKS = "num_ranks"
+    # policy lag (nullable: null when the loop or the source did not say)
+    ROLLOUT = "rollout"  # index of the batch of samples this step trains on
+    POLICY_LAG = (
+        "policy_lag"  # optimizer steps since the policy that produced old_logprobs (0 = on-policy)
+    )
+    # sampler/trainer mismatch at equal weights: r = pi_trainer / pi_sampler per token,
+    # k3 = r - 1 - log r, token-weighted mean (an estimate of KL(pi_sampler || pi_trainer))
+    SAMPLER_KL_MEAN = "sampler_kl_mean"
+    SAMPLER_LOGP_ABS_DIFF_MAX = "sampler_logp_abs_diff_max"  # max |log p_sampler - log p_trainer|
 
 
 class Seq:
-    """Column names of the per-sequence table (one row per sequence per step and rank)."""
+    """Column names of the per-sequence table (one row per sequence per step and rank).
+
+    Besides the key columns below, one constant per per-sequence value declared in
+    ``gspo_metrics.spec.PER_SEQUENCE`` (name and meaning there): ``Seq.LENGTH == "length"``,
+    ``Seq.TRUNCATED``, ``Seq.REWARD``, ``Seq.ADVANTAGE``, ``Seq.SEQ_LOG_RATIO``,
+    ``Seq.SEQ_CLIPPED``, ``Seq.SEQ_CLIP_LOW``, ``Seq.SEQ_CLIP_HIGH``, ``Seq.TOKEN_LOG_RATIO_MIN``,
+    ``Seq.TOKEN_LOG_RATIO_MAX``, ``Seq.TOKEN_LOG_RATIO_STD``, ``Seq.TOKEN_CLIP_FRACTION``,
+    ``Seq.TOKEN_CLIP_LOW_FRACTION``, ``Seq.TOKEN_CLIP_HIGH_FRACTION``, ``Seq.KL_REF``,
+    ``Seq.KL_OLD``, ``Seq.ENTROPY``, ``Seq.NONFINITE_COUNT``, and any added there.
+    """
 
     SCHEMA_VERSION = "schema_version"
     RUN_ID = "run_id"
@@ -104,25 +124,12 @@ class Seq:
     RANK = "rank"
     GROUP = "group"  # prompt index within the step (and rank)
     SAMPLE = "sample"  # completion index within the group
-    LENGTH = "length"  # masked tokens
-    TRUNCATED = "truncated"
-    REWARD = "reward"
-    ADVANTAGE = "advantage"  # the sequence's advantage (masked token mean if per-token)
-    SEQ_LOG_RATIO = "seq_log_ratio"  # log s, the masked mean of token log-ratios
-    SEQ_CLIPPED = "seq_clipped"  # s outside GSPO's range (sequence unit)
-    SEQ_CLIP_LOW = "seq_clip_low"  # token fraction where GSPO's clip binds low
-    SEQ_CLIP_HIGH = "seq_clip_high"  # token fraction where GSPO's clip binds high
-    TOKEN_LOG_RATIO_MIN = "token_log_ratio_min"
-    TOKEN_LOG_RATIO_MAX = "token_log_ratio_max"
-    TOKEN_LOG_RATIO_STD = "token_log_ratio_std"
-    TOKEN_CLIP_FRACTION = "token_clip_fraction"  # token unit (GRPO's eps): outside the range
-    TOKEN_CLIP_LOW_FRACTION = "token_clip_low_fraction"
-    TOKEN_CLIP_HIGH_FRACTION = "token_clip_high_fraction"
-    KL_REF = "kl_ref"
-    KL_OLD = "kl_old"
-    ENTROPY = "entropy"
-    NONFINITE_COUNT = "nonfinite_count"
     COMPLETION = "completion"  # optional model output, untrusted text
+
+
+for _value in PER_SEQUENCE:
+    setattr(Seq, _value.name.upper(), _value.name)
+del _value
 
 
 class Tok:
@@ -179,6 +186,10 @@ STEP_COLUMNS: tuple[tuple[str, str], ...] = (
     (Step.ENTROPY_MEAN, "float64"),
     (Step.NONFINITE_COUNT, "int64"),
     (Step.NUM_RANKS, "int64"),
+    (Step.ROLLOUT, "int64"),
+    (Step.POLICY_LAG, "int64"),
+    (Step.SAMPLER_KL_MEAN, "float64"),
+    (Step.SAMPLER_LOGP_ABS_DIFF_MAX, "float64"),
 )
 
 SEQUENCE_COLUMNS: tuple[tuple[str, str], ...] = (
@@ -188,24 +199,7 @@ SEQUENCE_COLUMNS: tuple[tuple[str, str], ...] = (
     (Seq.RANK, "int32"),
     (Seq.GROUP, "int32"),
     (Seq.SAMPLE, "int32"),
-    (Seq.LENGTH, "int32"),
-    (Seq.TRUNCATED, "bool"),
-    (Seq.REWARD, "float32"),
-    (Seq.ADVANTAGE, "float32"),
-    (Seq.SEQ_LOG_RATIO, "float32"),
-    (Seq.SEQ_CLIPPED, "bool"),
-    (Seq.SEQ_CLIP_LOW, "float32"),
-    (Seq.SEQ_CLIP_HIGH, "float32"),
-    (Seq.TOKEN_LOG_RATIO_MIN, "float32"),
-    (Seq.TOKEN_LOG_RATIO_MAX, "float32"),
-    (Seq.TOKEN_LOG_RATIO_STD, "float32"),
-    (Seq.TOKEN_CLIP_FRACTION, "float32"),
-    (Seq.TOKEN_CLIP_LOW_FRACTION, "float32"),
-    (Seq.TOKEN_CLIP_HIGH_FRACTION, "float32"),
-    (Seq.KL_REF, "float32"),
-    (Seq.KL_OLD, "float32"),
-    (Seq.ENTROPY, "float32"),
-    (Seq.NONFINITE_COUNT, "int32"),
+    *((value.name, value.dtype) for value in PER_SEQUENCE),  # in the declaration's order
     (Seq.COMPLETION, "string"),
 )
 
@@ -272,11 +266,17 @@ def token_schema():
     return arrow_schema(TOKEN_COLUMNS)
 
 
+#: Built-in columns that a loop's ``extra`` of the same name fills (its own counters): until
+#: ``log_step`` takes them as arguments (issue 12), the demo logs ``rollout`` this way.
+EXTRA_FILLS = (Step.ROLLOUT, Step.POLICY_LAG)
+
+
 def validate_extra_key(key: str) -> str:
-    """An ``extra`` metric name must be a non-empty string that does not shadow a declared column."""
+    """An ``extra`` metric name must be a non-empty string that does not shadow a declared column
+    (``EXTRA_FILLS`` excepted: those fill the column of their name)."""
     if not isinstance(key, str) or not key:
         raise ValueError(f"extra: metric names must be non-empty strings, got {key!r}")
-    if key in STEP_COLUMN_NAMES:
+    if key in STEP_COLUMN_NAMES and key not in EXTRA_FILLS:
         raise ValueError(
             f"extra: {key!r} is a built-in step column; rename it (for example 'user/{key}')"
         )
@@ -306,22 +306,75 @@ def flatten(config: Mapping[str, Any], sep: str = ".", prefix: str = "") -> dict
     return out
 
 
+@dataclass(frozen=True)
+class ImportRecord:
+    """How an imported run was read (``run.json``'s ``imported``): shown by the app, never trusted
+    as code. Every text field may hold text from the imported files or the user (untrusted)."""
+
+    tool: str  # "trl" | "tinker" | "verl"
+    format: str  # the log format and generation detected, e.g. "TRL >=0.17 trainer_state.json"
+    version: str | None = None  # the tool's exact version when a file beside the log says so
+    version_range: str | None = None  # what the metric names imply, e.g. ">=0.20,<0.27"
+    evidence: tuple[str, ...] = ()  # why: the names (or files) the format and version rest on
+    path: str = ""  # the path as given to the importer
+    file: str = ""  # the log file read
+    settings_files: tuple[str, ...] = ()  # config files read beside the log (and --config)
+    imported_at: float | None = None  # seconds since the epoch
+    log_started_at: float | None = None  # the log's own start time, when a file says so
+    log_last_timestamp: float | None = None  # the log's own last timestamp, when it has one
+    source_finished: bool | None = None  # the source run reached its planned end (None: unknown)
+    rows: int = 0  # steps written
+    lines: int | None = None  # lines (JSONL) or log_history entries read
+    malformed_lines: tuple[dict[str, Any], ...] = ()  # {"line": n, "reason": str}
+    truncated_last_line: int | None = None  # line number of a torn last line (skipped)
+    duplicate_steps: tuple[int, ...] = ()  # steps logged twice (the last value of a metric wins)
+    validation_only_steps: tuple[int, ...] = ()  # rows holding validation metrics only
+    mapped: dict[str, str] = field(default_factory=dict)  # foreign name -> our column
+    renamed: dict[str, str] = field(default_factory=dict)  # foreign name -> stored name
+    unmapped: tuple[str, ...] = ()  # numeric metrics kept under their own names
+    nulled: dict[str, str] = field(default_factory=dict)  # foreign name -> why it is not stored
+    dropped_non_numeric: tuple[str, ...] = ()  # names whose values are text or lists
+    notes: dict[str, str] = field(default_factory=dict)  # foreign name -> how its meaning differs
+    assumptions: tuple[str, ...] = ()  # tool defaults relied on (not stated by the files)
+    settings: dict[str, Any] = field(default_factory=dict)  # name -> {"value", "from"}
+    wall_time: str = ""  # how the wall_time column was built (or why it is null)
+    summary: dict[str, Any] = field(default_factory=dict)  # e.g. TRL's end-of-training entry
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ImportRecord:
+        """From run.json's ``imported`` object; unknown keys are ignored, lists become tuples."""
+        if not isinstance(data, Mapping):
+            raise ValueError(f"run.json 'imported' must be an object, got {type(data).__name__}")
+        kwargs = {}
+        for f in fields(cls):
+            if f.name in data:
+                v = data[f.name]
+                if why := _field_problem(f"imported.{f.name}", f.type, v):
+                    raise ValueError(why)
+                kwargs[f.name] = tuple(v) if isinstance(v, list) else v
+        return cls(**kwargs)
+
+
 @dataclass
 class RunInfo:
-    """The content of ``run.json``. Unknown keys found on disk are kept in ``other``."""
+    """The content of ``run.json``. Unknown keys found on disk are kept in ``other``.
+
+    Settings a source did not give are ``None`` (null in run.json), never a default: the recorder
+    always knows them; an imported run has them only when its files say so (``imported`` tells
+    where each came from)."""
 
     run_id: str
     name: str
     algorithm: str
-    seq_eps_low: float = 3e-4
-    seq_eps_high: float = 4e-4
-    token_eps_low: float = 0.2
-    token_eps_high: float = 0.2
-    reduction: str = "sum"
+    seq_eps_low: float | None = None
+    seq_eps_high: float | None = None
+    token_eps_low: float | None = None
+    token_eps_high: float | None = None
+    reduction: str | None = None
     group_size: int | None = None
     config: dict[str, Any] = field(default_factory=dict)
     versions: dict[str, str] = field(default_factory=dict)
-    created_at: float = 0.0  # seconds since the epoch
+    created_at: float | None = None  # seconds since the epoch
     updated_at: float = 0.0  # heartbeat: rewritten on every flush while running
     ended_at: float | None = None
     status: str = STATUS_RUNNING
@@ -333,11 +386,14 @@ class RunInfo:
     pid: int | None = None
     flush_interval_s: float = 5.0
     schema_version: int = SCHEMA_VERSION
+    imported: ImportRecord | None = None  # set by training_hooks.importers
     other: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
         other = d.pop("other")
+        if d["imported"] is None:
+            d.pop("imported")
         return {**other, **_json_safe(d)}
 
     @classmethod
@@ -353,26 +409,36 @@ class RunInfo:
         for k, v in kwargs.items():  # a file from disk: every known field has its declared type
             if why := _field_problem(k, cls.__dataclass_fields__[k].type, v):
                 raise ValueError(why)
+        if kwargs.get("imported") is not None:
+            kwargs["imported"] = ImportRecord.from_json(kwargs["imported"])
         return cls(**kwargs, other=other)
 
 
 def _field_problem(name: str, annotation: str, value: Any) -> str | None:
-    """Why ``value`` read from run.json does not fit the ``RunInfo`` field ``name`` (declared as
-    ``annotation``), or None. Numbers must be finite and fit in 64 bits; bools are not numbers."""
-    if value is None and annotation.endswith(" | None"):
+    """Why ``value`` read from run.json does not fit the field ``name`` declared as
+    ``annotation``, or None."""
+    if _fits(annotation, value):
         return None
-    kind = annotation.removesuffix(" | None")
+    return f"run.json field {name!r} must be {annotation}, got {value!r:.80}"
+
+
+def _fits(kind: str, value: Any) -> bool:
+    """Whether a JSON ``value`` fits a field declared ``kind``: ``str``, ``bool``, ``int``,
+    ``float`` (finite, within 64 bits; a bool is not a number), ``dict[...]``, ``list[X]`` or
+    ``tuple[X, ...]`` (a JSON list), each maybe ``| None``; anything else (a record with its own
+    ``from_json``, ``Any``) fits."""
+    if kind.endswith(" | None"):
+        return value is None or _fits(kind.removesuffix(" | None"), value)
     if kind in ("int", "float"):
         number = isinstance(value, int | float) and not isinstance(value, bool)
         ok = number and abs(value) < 2**63 and math.isfinite(value)
-        ok = ok and (kind == "float" or isinstance(value, int))
-    elif kind.startswith("list"):
-        ok = isinstance(value, list) and all(isinstance(v, dict) for v in value)
-    elif kind == "str":
-        ok = isinstance(value, str)
-    else:
-        ok = isinstance(value, dict) or not kind.startswith("dict")
-    return None if ok else f"run.json field {name!r} must be {annotation}, got {value!r:.80}"
+        return ok and (kind == "float" or isinstance(value, int))
+    if kind.startswith(("list[", "tuple[")):
+        item = kind[kind.index("[") + 1 : -1].removesuffix(", ...")
+        return isinstance(value, list) and all(_fits(item, v) for v in value)
+    if kind in ("str", "bool"):
+        return isinstance(value, str if kind == "str" else bool)
+    return isinstance(value, dict) or not kind.startswith("dict")
 
 
 def _json_safe(value: Any) -> Any:

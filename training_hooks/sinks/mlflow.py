@@ -279,8 +279,8 @@ class _ChildBackend:
     One JSON line per call on its stdin, one JSON reply per line on its stdout. The child holds
     its own GIL: MLflow's Python-heavy client (SQLAlchemy, HTTP) and its import and SQLite
     migration never compete with the training thread for the parent's GIL, and it runs at the
-    lowest CPU priority (``_idle_priority``), so on a busy machine it lags rather than slowing
-    training.
+    lowest CPU priority (``priority.idle_process``), so on a busy machine it lags rather than
+    slowing training.
     It exits when the parent does (EOF on stdin).
     """
 
@@ -348,33 +348,16 @@ class _ChildBackend:
             self.proc.kill()
 
 
-# The child's entry point: its priority drops before it imports anything of ours (or mlflow), so
-# only the interpreter's own start-up (about 0.1 s of CPU) runs at normal priority.
+# The child's entry point: its priority drops before it imports mlflow or this module (the
+# package's lazy __init__ and ``priority`` import nothing else), so only the interpreter's own
+# start-up (about 0.1 s of CPU) runs at normal priority.
 _CHILD_MAIN = """\
-import os, sys
-try:
-    os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
-except (AttributeError, OSError):
-    pass
+import sys
+from training_hooks.priority import idle_process
+idle_process()
 from training_hooks.sinks.mlflow import _serve
 sys.exit(_serve(sys.argv[1]))
 """
-
-
-def _idle_priority() -> None:
-    """The lowest CPU priority for this process: when cores are short, training wins and MLflow
-    lags. Linux: SCHED_IDLE, which the scheduler preempts as soon as any normal thread wants the
-    core (at nice 19 a woken training thread can wait a scheduler tick or more for the core, and
-    a training step that waits on its slowest thread stalls with it); elsewhere nice 19."""
-    try:
-        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
-        return
-    except (AttributeError, OSError):
-        pass
-    try:
-        os.nice(19)
-    except (AttributeError, OSError):
-        pass
 
 
 def _serve(tracking_uri: str) -> int:
@@ -384,7 +367,6 @@ def _serve(tracking_uri: str) -> int:
 
     replies = sys.stdout
     sys.stdout = sys.stderr  # nothing but replies on the pipe
-    _idle_priority()
     backend = None
     for line in sys.stdin:
         try:

@@ -210,8 +210,9 @@ def step_table(records: list[StepRecord], extra_keys: tuple[str, ...] = ()):
         name = f.name
         if name == Step.SCHEMA_VERSION:
             arrays.append(pa.array(np.full(len(rows), SCHEMA_VERSION, dtype=np.int16)))
-        else:
-            values = [row.get(name, nan) for row in rows]
+        else:  # a missing float is NaN, a missing int (rollout, policy_lag) is null
+            missing = None if pa.types.is_integer(f.type) else nan
+            values = [row.get(name, missing) for row in rows]
             arrays.append(pa.array(values, type=f.type, from_pandas=False))
     return pa.table(arrays, schema=sch)
 

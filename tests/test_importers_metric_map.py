@@ -1,0 +1,200 @@
+"""metric_map: one table of foreign names, resolved per tool version and settings.
+
+Hand-made cases per TRL generation (the definitions read from TRL's grpo_trainer.py at each tag),
+the MLflow path with params, settings parsing, and the table's own consistency.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from training_hooks import importers, schema
+from training_hooks.metric_map import (
+    MAPPINGS,
+    Context,
+    Derived,
+    SourceFormat,
+    detect_format,
+    detect_source,
+    is_known_column,
+    map_metric_name,
+    map_metric_names,
+    parse_version,
+    read_settings,
+    resolve,
+)
+from training_hooks.schema import Step
+
+
+def _trl(since=None, until=None, **settings) -> Context:
+    return Context(SourceFormat("trl", "t", since, until), settings)
+
+
+@pytest.mark.parametrize(
+    ("since", "until", "settings", "stored"),
+    [
+        (None, (0, 16), {}, "trl/reward_std"),  # <= 0.15: mean of per-group stds
+        ((0, 17), (0, 27), {}, "trl/reward_std"),  # still the per-group mean by default
+        ((0, 22), (0, 27), {"scale_rewards": "batch"}, Step.REWARD_STD),  # then a batch std
+        ((0, 27), None, {}, Step.REWARD_STD),  # >= 0.27: batch std (Bessel)
+        ((0, 26), None, {}, "trl/reward_std"),  # 0.26 or later: spans the change
+    ],
+)
+def test_trl_reward_std_per_generation(since, until, settings, stored):
+    """reward_std fills ours only where TRL logs a batch std; otherwise trl/reward_std."""
+    assert resolve("reward_std", _trl(since, until, **settings)).stored == stored
+
+
+@pytest.mark.parametrize(
+    ("since", "until", "settings", "stored"),
+    [
+        (None, (0, 16), {}, "trl/kl"),  # sequence-weighted
+        ((0, 16), (0, 26), {}, Step.KL_REF_MEAN),  # token-mean k3, as ours
+        ((0, 26), None, {}, "trl/kl"),  # use_bias_correction_kl unknown
+        ((0, 26), None, {"use_bias_correction_kl": True}, "trl/kl"),  # k3 x ratio
+        ((0, 26), None, {"use_bias_correction_kl": False}, Step.KL_REF_MEAN),
+        ((0, 20), None, {"beta": 0.0}, None),  # no KL at all: not stored
+    ],
+)
+def test_trl_kl_per_generation(since, until, settings, stored):
+    """TRL's kl is ours only as a token-mean plain k3; with beta = 0 it is unknown (None)."""
+    assert resolve("kl", _trl(since, until, **settings)).stored == stored
+
+
+def test_trl_clip_unit_is_never_guessed():
+    """< 0.20 token ratios only; >= 0.20 the unit comes from importance_sampling_level or the
+    metric keeps trl/ (with the reason)."""
+    old = resolve("clip_ratio/low_mean", _trl((0, 17), (0, 20)))
+    assert old.column == Step.TOKEN_CLIP_LOW_FRACTION
+    unknown = resolve("clip_ratio/low_mean", _trl((0, 20), None))
+    assert (
+        unknown.stored == "trl/clip_ratio/low_mean"
+        and "importance_sampling_level" in unknown.reason
+    )
+    seq = _trl((0, 20), None, importance_sampling_level="sequence")
+    assert resolve("clip_ratio/region_mean", seq).column == Derived.SEQ_CLIP_BINDING
+    straddle = resolve(
+        "clip_ratio/low_mean", _trl((0, 17), None, importance_sampling_level="token")
+    )
+    assert straddle.column == Step.TOKEN_CLIP_LOW_FRACTION  # token in every version of the range
+
+
+def test_assumed_defaults_are_reported_and_contradicted_ones_refused():
+    """A tool default a mapping relies on is listed; a setting that contradicts it unmaps."""
+    res = resolve("reward", _trl((0, 27), None))
+    assert res.column == Step.REWARD_MEAN
+    assert res.assumed == ("multi_objective_aggregation = 'sum_then_normalize' (tool default)",)
+    off = resolve("reward", _trl((0, 27), None, multi_objective_aggregation="normalize_then_sum"))
+    assert off.stored == "trl/reward" and "changes its meaning" in off.reason
+
+
+def test_names_that_are_ours_are_never_shadowed():
+    """A foreign name equal to one of our columns but not mapped is stored as <tool>/<name>."""
+    ctx = Context(SourceFormat("verl", "v"), {})
+    assert resolve("num_tokens", ctx).stored == "verl/num_tokens"
+    assert resolve("gspo_dash/loss", ctx).stored == Step.LOSS
+
+
+def test_every_mapping_resolves_to_its_column_where_it_holds():
+    """Self-consistency of the table: inside each mapping's versions, with its settings met, the
+    strict resolution gives its column (an earlier mapping of the same name may not shadow it)."""
+    for m in MAPPINGS:
+        settings = {s: v[0] for s, v in m.requires + m.assumes}
+        lo = m.since
+        hi = m.until if m.until else ((m.since[0], m.since[1] + 1) if m.since else None)
+        res = resolve(m.name, Context(SourceFormat(m.source, "", lo, hi), settings))
+        want = m.column or f"{m.source}/{m.name}"
+        assert res.stored == want, (m, res)
+        assert not m.column or is_known_column(m.column), m
+
+
+def test_format_detection_from_names_and_a_stated_version():
+    """Names narrow TRL's version; a stated version pins it; tools are told apart by names."""
+    old = detect_format("trl", {"completion_length", "reward"})
+    assert (old.since, old.until, old.label) == (None, (0, 16), "TRL <=0.15 / Unsloth (<0.16)")
+    v016 = detect_format("trl", {"completion_length", "num_tokens"})
+    assert (v016.since, v016.until) == ((0, 16), (0, 17))
+    new = detect_format("trl", {"completions/mean_length", "entropy", "step_time"})
+    assert new.since == (0, 26) and new.until is None and len(new.evidence) == 3
+    exact = detect_format("trl", {"entropy"}, "0.23.0")
+    assert (exact.since, exact.until) == ((0, 23, 0), (0, 23, 1)) and "0.16-0.2x" in exact.label
+    assert parse_version("v1.16.0.dev0") == (1, 16, 0) and parse_version("main") is None
+    assert detect_source(["actor/pg_loss", "val-core/x"]) == "verl"
+    assert detect_source(["env/all/reward/total"]) == "tinker"
+    assert detect_source(["reward", "completions/mean_length"]) == "trl"
+    assert detect_source(["my/metric"]) is None
+
+
+def test_read_settings_nested_flat_and_mlflow_strings():
+    """Nested configs, dotted or slashed flat keys, MLflow's string values parsed as literals."""
+    nested = {
+        "actor_rollout_ref": {"actor": {"use_kl_loss": False, "policy_loss": {"loss_mode": "gspo"}}}
+    }
+    got = read_settings("verl", nested, "c.json")
+    assert got["use_kl_loss"].value is False and got["loss_mode"].value == "gspo"
+    assert got["loss_mode"].origin == "c.json: actor_rollout_ref.actor.policy_loss.loss_mode"
+    flat = {"actor_rollout_ref/rollout/n": "8", "actor_rollout_ref.actor.clip_ratio_high": "0.28"}
+    got = read_settings("verl", flat, "params")
+    assert got["group_size"].value == 8 and got["clip_ratio_high"].value == 0.28
+    trl = read_settings(
+        "trl", {"use_bias_correction_kl": "True", "beta": "0.0", "epsilon": "x"}, "p"
+    )
+    assert trl["use_bias_correction_kl"].value is True and trl["beta"].value == 0.0
+    assert trl["epsilon"].value == "x" and "adam_epsilon" not in read_settings(
+        "trl", {"adam_epsilon": 1e-8}, "p"
+    )
+
+
+def test_mlflow_names_with_params_resolve_like_an_import():
+    """The dashboard's MLflow path: with the run's params, TRL names resolve per version and
+    settings (clip unit from importance_sampling_level, kl only without bias correction); by name
+    alone (no params) the lenient lookup keeps today's mapping."""
+    keys = [
+        "reward",
+        "kl",
+        "clip_ratio/region_mean",
+        "completions/mean_length",
+        "entropy",
+        "step_time",
+    ]
+    params = {"importance_sampling_level": "sequence", "use_bias_correction_kl": "False"}
+    strict = map_metric_names(keys, settings=params)
+    assert strict["kl"] == Step.KL_REF_MEAN
+    assert strict["clip_ratio/region_mean"] == Derived.SEQ_CLIP_BINDING
+    unknown = map_metric_names(keys, settings={})
+    assert (
+        unknown["kl"] == "trl/kl"
+        and unknown["clip_ratio/region_mean"] == "trl/clip_ratio/region_mean"
+    )
+    assert map_metric_names(keys, sequence_level=True)["kl"] == Step.KL_REF_MEAN  # lenient
+    assert map_metric_name("optim/kl_sample_train_v2") == Step.SAMPLER_KL_MEAN
+    assert map_metric_name("optim/kl_sample_train_v1") == "optim/kl_sample_train_v1"
+
+
+def test_trl_model_card_beside_pins_the_version(tmp_path):
+    """An output folder's README.md model card ("- TRL: 0.23.0") states the version: reward_std
+    is then known to be the per-group mean (trl/), and the record says the version."""
+    out = tmp_path / "out"
+    ckpt = out / "checkpoint-2"
+    ckpt.mkdir(parents=True)
+    entry = {"reward": 0.5, "reward_std": 0.25, "entropy": 1.0, "completions/mean_length": 9.0}
+    state = {
+        "log_history": [{**entry, "step": 2}],
+        "global_step": 2,
+        "max_steps": 2,
+        "logging_steps": 2,
+    }
+    (ckpt / "trainer_state.json").write_text(json.dumps(state))
+    (out / "README.md").write_text(
+        "# model\n\n### Framework versions\n\n- TRL: 0.23.0\n- Transformers: 4.56.2\n"
+    )
+    res = importers.import_run("trl", out, root=tmp_path / "r")
+    info = schema.read_run_info(res["run_dir"])
+    assert info.imported.version == "0.23.0" and info.versions["trl"] == "0.23.0"
+    assert "within-group std" in info.imported.notes["reward_std"]
+    df = pd.read_parquet(next((tmp_path / "r").rglob("*.parquet"))).set_index(Step.STEP)
+    assert df.loc[2, "trl/reward_std"] == 0.25 and df.loc[2, Step.ENTROPY_MEAN] == 1.0
+    assert importers.summarize(res["run_dir"]).label == "TRL 0.16-0.2x, version 0.23.0"

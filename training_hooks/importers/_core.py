@@ -1,0 +1,405 @@
+"""import_run: read a foreign log, resolve its names (``metric_map``), write a run folder.
+
+Everything is read, checked and mapped in memory first; the run folder is written under a hidden
+temporary name in the root and renamed into place, so a bad file leaves the root unchanged.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import secrets
+import shutil
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from training_hooks import schema
+from training_hooks.importers import tinker, trl, verl
+from training_hooks.importers._read import SourceLog, numeric
+from training_hooks.importers._spec import RunSettings, Settings, ToolSpec
+from training_hooks.metric_map import (
+    Context,
+    Resolution,
+    Setting,
+    SourceFormat,
+    detect_format,
+    read_settings,
+    resolve,
+)
+
+TOOLS: dict[str, ToolSpec] = {"trl": trl.SPEC, "tinker": tinker.SPEC, "verl": verl.SPEC}
+SOURCES = tuple(TOOLS)
+UNKNOWN_ALGORITHM = "unknown"
+_INT_COLUMNS = frozenset(n for n, t in schema.STEP_COLUMNS if t.startswith("int"))
+
+
+class ImportResult(dict):
+    """``{"run_id", "run_dir", "steps", "columns", "record"}`` of an imported run (``record``:
+    the run's ``schema.ImportRecord``)."""
+
+
+@dataclass(frozen=True)
+class Mapped:
+    """A log's rows under our names, and what happened to every foreign name."""
+
+    rows: dict[int, dict[str, float]]
+    resolutions: dict[str, Resolution]  # numeric foreign names only
+    non_numeric: tuple[str, ...]
+    validation_only: tuple[int, ...]
+    int_notes: dict[str, str]
+
+
+def import_run(
+    source: str,
+    path: str | os.PathLike,
+    *,
+    root: str | os.PathLike = "runs",
+    name: str | None = None,
+    algorithm: str | None = None,
+    run_id: str | None = None,
+    config: Mapping[str, Any] | None = None,
+) -> ImportResult:
+    """Import one run logged by ``source`` ("trl", "tinker", "verl") from ``path`` into ``root``.
+
+    Args:
+        path: the log file (any name) or a folder holding it.
+        name: the run's display name (default: from the path).
+        algorithm: "grpo" / "gspo" when known; for TRL it states the clip unit
+            (importance_sampling_level), for verl the loss mode. Default: from the config beside
+            the log, else "unknown" (never guessed).
+        run_id: the folder name (default ``<name>-<source>-<4 hex>``); an imported run's folder is
+            replaced (re-importing a log that grew), a recorded run's never.
+        config: the run's hyper-parameters (``--config``): stored in run.json, and its settings
+            override the ones found beside the log.
+    Raises:
+        ValueError: a bad source, path or file (one line, naming it); the root is then unchanged.
+    """
+    spec = _tool(source)
+    if algorithm is not None and (not isinstance(algorithm, str) or not algorithm):
+        raise ValueError(f"algorithm must be a non-empty string, got {algorithm!r}")
+    if config is not None and not isinstance(config, Mapping):
+        raise ValueError(f"config must be a mapping, got {type(config).__name__}")
+    given = str(path)
+    if not given.strip():
+        raise ValueError("path is empty: give the log file or the folder holding it")
+    log = spec.read(Path(os.fspath(path)))
+    fmt = detect_format(source, _names(log), log.version)
+    settings = _settings(spec, log, fmt, config, algorithm)
+    ctx = Context(fmt, {k: s.value for k, s in settings.items()})
+    mapped = map_log(spec, log, ctx)
+    if not mapped.rows:
+        raise ValueError(f"{log.file} holds no numeric metrics")
+    run = spec.run_settings(ctx.settings)
+    algo = algorithm or run.algorithm or UNKNOWN_ALGORITHM
+    wall, wall_text = wall_times(spec, log, set(mapped.validation_only))
+    record = _record(spec, log, fmt, settings, mapped, given, wall_text)
+    name = name or log.name or source
+    run_id = run_id or f"{schema.slug(name)}-{source}-{secrets.token_hex(2)}"
+    info = _run_info(run_id, name, algo, run, log, record, config, max(mapped.rows))
+    table = step_table(run_id, algo, mapped.rows, wall)
+    run_dir = write_run(Path(os.fspath(root)), run_id, info, table)
+    return ImportResult(
+        run_id=run_id,
+        run_dir=str(run_dir),
+        steps=len(mapped.rows),
+        columns=table.column_names,
+        record=record,
+    )
+
+
+def _run_info(
+    run_id: str,
+    name: str,
+    algorithm: str,
+    run: RunSettings,
+    log: SourceLog,
+    record: schema.ImportRecord,
+    config: Mapping[str, Any] | None,
+    last_step: int,
+) -> schema.RunInfo:
+    """run.json of an import: settings only where a file stated them (else null), the log's own
+    times where it has them, ``updated_at`` = when it was imported."""
+    seq, tok = run.seq_eps or (None, None), run.token_eps or (None, None)
+    return schema.RunInfo(
+        run_id=run_id,
+        name=name,
+        algorithm=algorithm,
+        seq_eps_low=seq[0],
+        seq_eps_high=seq[1],
+        token_eps_low=tok[0],
+        token_eps_high=tok[1],
+        reduction=run.reduction,
+        group_size=run.group_size,
+        config={**log.config, **(config or {})},
+        versions=_versions(record.tool, log),
+        created_at=log.started_at,
+        updated_at=record.imported_at or 0.0,
+        ended_at=log.last_timestamp,
+        status=schema.STATUS_FINISHED,
+        last_step=last_step,
+        source=record.tool,
+        imported=record,
+    )
+
+
+def _tool(source: str) -> ToolSpec:
+    if source not in TOOLS:
+        raise ValueError(f"source must be one of {SOURCES}, got {source!r}")
+    return TOOLS[source]
+
+
+def _names(log: SourceLog) -> set[str]:
+    return {k for m in log.steps.values() for k in m}
+
+
+def _settings(
+    spec: ToolSpec,
+    log: SourceLog,
+    fmt: SourceFormat,
+    config: Mapping[str, Any] | None,
+    algorithm: str | None,
+) -> Settings:
+    """Beside the log < the log's own fields < derived facts < ``--config`` < ``--algorithm``."""
+    settings: Settings = dict(log.settings)
+    if config:
+        settings.update(read_settings(spec.name, config, "--config"))
+    if algorithm and spec.algorithm_setting:
+        key, values = spec.algorithm_setting
+        if algorithm in values:
+            settings[key] = Setting(values[algorithm], f"--algorithm {algorithm}")
+    for key, fact in spec.facts(log, fmt, settings).items():
+        settings.setdefault(key, fact)
+    return settings
+
+
+def map_log(spec: ToolSpec, log: SourceLog, ctx: Context) -> Mapped:
+    """Every numeric metric of ``log`` under the name ``metric_map.resolve`` gives it; a second
+    name resolving to a taken column keeps ``<tool>/<name>``."""
+    names = sorted(n for n in _names(log) if n)
+    numeric_names = [
+        n for n in names if any(numeric(m.get(n)) is not None for m in log.steps.values())
+    ]
+    resolutions: dict[str, Resolution] = {}
+    taken: set[str] = set(schema.STEP_KEY_COLUMNS)
+    for n in sorted(numeric_names, key=lambda n: resolve(n, ctx).column is None):
+        res = resolve(n, ctx)
+        if res.stored is not None and res.stored in taken:
+            free = next(
+                f"{spec.name}/" * k + n for k in range(1, 9) if f"{spec.name}/" * k + n not in taken
+            )
+            res = Resolution(n, None, free, f"{res.stored} is filled by another name")
+        if res.stored is not None:
+            taken.add(res.stored)
+        resolutions[n] = res
+    rows, int_notes = _rows(spec, log, resolutions)
+    validation_only = tuple(
+        s for s, m in sorted(log.steps.items()) if _only_validation(spec, m, resolutions)
+    )
+    non_numeric = tuple(n for n in names if n not in resolutions)
+    return Mapped(rows, resolutions, non_numeric, validation_only, int_notes)
+
+
+def _rows(
+    spec: ToolSpec, log: SourceLog, resolutions: Mapping[str, Resolution]
+) -> tuple[dict[int, dict[str, float]], dict[str, str]]:
+    rows: dict[int, dict[str, float]] = {}
+    int_notes: dict[str, str] = {}
+    for step, metrics in sorted(log.steps.items()):
+        row: dict[str, float] = {}
+        for n, v in metrics.items():
+            res, x = resolutions.get(n), numeric(v)
+            if res is None or res.stored is None or x is None:
+                continue
+            if res.stored in _INT_COLUMNS and not (math.isfinite(x) and x == int(x)):
+                int_notes[n] = f"non-integer values (e.g. {x!r} at step {step}) left null"
+                continue
+            row[res.stored] = x
+        for col, x in spec.derive(row).items():
+            row.setdefault(col, x)
+        if row:
+            rows[step] = row
+    return rows, int_notes
+
+
+def _only_validation(
+    spec: ToolSpec, metrics: Mapping[str, Any], res: Mapping[str, Resolution]
+) -> bool:
+    names = [n for n in metrics if n in res]
+    return (
+        bool(names) and bool(spec.validation) and all(n.startswith(spec.validation) for n in names)
+    )
+
+
+def wall_times(
+    spec: ToolSpec, log: SourceLog, validation_only: set[int]
+) -> tuple[dict[int, float], str]:
+    """Wall time per step from the durations the tool logs, accumulated (a TRL row's ``step_time``
+    is per optimizer step: times the steps since the previous row), from the log's start time
+    when a file states it, else from 0 (relative: seconds since the first logged step began).
+    Validation-only rows get none and break nothing; a train row without a duration ends it."""
+    key = spec.duration
+    train = [s for s in sorted(log.steps) if s not in validation_only]
+    if not key or not any(numeric(log.steps[s].get(key)) is not None for s in train):
+        return {}, f"null: the log has no {key or 'duration metric'}" if key else "null"
+    origin = log.started_at
+    t, prev, out = origin or 0.0, None, {}
+    for s in train:
+        d = numeric(log.steps[s].get(key))
+        if d is None or not math.isfinite(d) or d < 0:
+            return out, _wall_text(key, spec, origin, f"; null from step {s} (no valid {key})")
+        t += d * ((s - (prev if prev is not None else 0)) if spec.per_step else 1)
+        out[s], prev = t, s
+    return out, _wall_text(key, spec, origin, "")
+
+
+def _wall_text(key: str, spec: ToolSpec, origin: float | None, tail: str) -> str:
+    how = f"{key} accumulated" + (
+        " (times the optimizer steps of each row)" if spec.per_step else ""
+    )
+    start = (
+        f"from the run's start time in its config ({time.strftime('%Y-%m-%d %H:%M:%S', time.gmtime(origin))} UTC)"
+        if origin is not None
+        else "relative: seconds since the first logged step began (the log has no clock)"
+    )
+    return f"{how}, {start}{tail}"
+
+
+def _record(
+    spec: ToolSpec,
+    log: SourceLog,
+    fmt: SourceFormat,
+    settings: Settings,
+    mapped: Mapped,
+    given: str,
+    wall_text: str,
+) -> schema.ImportRecord:
+    res = mapped.resolutions
+    notes = {n: r.reason for n, r in res.items() if r.reason and r.stored is not None}
+    notes.update(mapped.int_notes)
+    assumptions = sorted({f"{n}: {a}" for n, r in res.items() if r.column for a in r.assumed})
+    return schema.ImportRecord(
+        tool=spec.name,
+        format=fmt.label,
+        version=fmt.version,
+        version_range=fmt.version_range,
+        evidence=fmt.evidence,
+        path=given,
+        file=str(log.file),
+        settings_files=log.settings_files
+        + (
+            ("--config",) if any(s.origin.startswith("--config") for s in settings.values()) else ()
+        ),
+        imported_at=time.time(),
+        log_started_at=log.started_at,
+        log_last_timestamp=log.last_timestamp,
+        source_finished=log.source_finished,
+        rows=len(mapped.rows),
+        lines=log.lines,
+        malformed_lines=log.malformed,
+        truncated_last_line=log.truncated_last_line,
+        duplicate_steps=log.duplicate_steps,
+        validation_only_steps=mapped.validation_only,
+        mapped={n: r.column for n, r in res.items() if r.column} | _derived(spec, mapped),
+        renamed={
+            n: r.stored for n, r in res.items() if not r.column and r.stored and r.stored != n
+        },
+        unmapped=tuple(n for n, r in res.items() if r.stored == n and not r.column),
+        nulled={n: r.reason for n, r in res.items() if r.stored is None},
+        dropped_non_numeric=mapped.non_numeric,
+        notes=notes,
+        assumptions=tuple(assumptions),
+        settings={k: {"value": s.value, "from": s.origin} for k, s in sorted(settings.items())},
+        wall_time=wall_text,
+        summary=dict(log.summary),
+    )
+
+
+def _derived(spec: ToolSpec, mapped: Mapped) -> dict[str, str]:
+    """{formula: column} for the columns the tool's ``derive`` filled."""
+    filled = {c for r in mapped.rows.values() for c in r}
+    return {f: c for c, f in spec.derived_from.items() if c in filled}
+
+
+def _versions(source: str, log: SourceLog) -> dict[str, str]:
+    out = {"gspo_dash_schema": str(schema.SCHEMA_VERSION)}
+    if log.version:
+        out[source] = log.version
+    return out
+
+
+# ----------------------------------------------------------------------------- writing
+
+
+def step_table(
+    run_id: str, algorithm: str, rows: Mapping[int, Mapping[str, float]], wall: Mapping[int, float]
+):
+    """The Arrow step table: declared columns first, then the extras (float64), sorted. A value
+    the source did not give is null (not NaN: a NaN the source logged stays NaN)."""
+    import pyarrow as pa
+
+    ordered = sorted(rows)
+    declared = dict(schema.STEP_COLUMNS)
+    extra = tuple(sorted({c for r in rows.values() for c in r if c not in declared}))
+    for col in extra:
+        schema.validate_extra_key(col)
+    sch = schema.step_schema(extra)
+    fixed = {
+        schema.Step.SCHEMA_VERSION: [schema.SCHEMA_VERSION] * len(ordered),
+        schema.Step.RUN_ID: [run_id] * len(ordered),
+        schema.Step.STEP: ordered,
+        schema.Step.WALL_TIME: [wall.get(s) for s in ordered],
+        schema.Step.ALGORITHM: [algorithm] * len(ordered),
+    }
+    arrays = []
+    for f in sch:
+        if f.name in fixed:
+            values = fixed[f.name]
+        elif pa.types.is_integer(f.type):
+            values = [None if (v := rows[s].get(f.name)) is None else int(v) for s in ordered]
+        else:
+            values = [rows[s].get(f.name) for s in ordered]
+        arrays.append(pa.array(values, type=f.type, from_pandas=False))
+    return pa.Table.from_arrays(arrays, schema=sch)
+
+
+def write_run(root: Path, run_id: str, info: schema.RunInfo, table) -> Path:
+    """Write ``root/run_id`` (run.json + steps/compacted-*.parquet) under a hidden temporary name,
+    then rename it into place; an imported run already there is replaced, any other run is not."""
+    import pyarrow.parquet as pq
+
+    final = root / run_id
+    if schema.slug(run_id) != run_id:
+        raise ValueError(f"run_id {run_id!r} must be a plain folder name (letters, digits, . _ -)")
+    _check_replaceable(final)
+    root.mkdir(parents=True, exist_ok=True)
+    tmp = root / f".import-{run_id}-{secrets.token_hex(4)}"
+    try:
+        (tmp / schema.STEPS_DIR).mkdir(parents=True)
+        steps = table.column(schema.Step.STEP).to_pylist()
+        part = schema.compacted_name(steps[0], steps[-1], 0, 0)
+        pq.write_table(table, tmp / schema.STEPS_DIR / part, compression="zstd")
+        schema.write_json_atomic(tmp / schema.RUN_JSON, info.to_json())
+        old = root / f".replaced-{run_id}-{secrets.token_hex(4)}" if final.exists() else None
+        if old is not None:
+            final.rename(old)
+        tmp.rename(final)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return final
+
+
+def _check_replaceable(final: Path) -> None:
+    if not final.exists():
+        return
+    try:
+        info = schema.read_run_info(final)
+    except (OSError, ValueError, TypeError) as e:
+        raise ValueError(f"{final} exists and is not an imported run ({e}): not replaced") from e
+    if info.imported is None and info.source not in TOOLS:
+        raise ValueError(f"{final} holds a recorded run, not an import: choose another run id")

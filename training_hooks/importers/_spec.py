@@ -1,0 +1,45 @@
+"""What each tool module supplies to the import (one ``ToolSpec`` per tool, no I/O here)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from training_hooks.importers._read import SourceLog
+from training_hooks.metric_map import Setting, SourceFormat
+
+Settings = dict[str, Setting]
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """The run.json settings a tool's config states (``None``: not stated)."""
+
+    algorithm: str | None = None
+    seq_eps: tuple[float, float] | None = None
+    token_eps: tuple[float, float] | None = None
+    reduction: str | None = None
+    group_size: int | None = None
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """A tool's reader and the rules that need its knowledge.
+
+    ``duration``: the metric holding a row's duration in seconds (per optimizer step for TRL's
+    ``step_time``, whose rows average ``logging_steps`` steps: ``per_step``). ``validation``:
+    prefixes of validation/eval metrics (a row holding only those is validation-only)."""
+
+    name: str
+    read: Callable[[Path], SourceLog]
+    facts: Callable[[SourceLog, SourceFormat, Settings], Settings]
+    run_settings: Callable[[Mapping[str, Any]], RunSettings]
+    algorithm_setting: tuple[str, dict[str, Any]] | None = None  # --algorithm -> a setting
+    duration: str | None = None
+    per_step: bool = False
+    validation: tuple[str, ...] = ()
+    derive: Callable[[dict[str, float]], dict[str, float]] = field(default=lambda row: {})
+    derived_from: Mapping[str, str] = field(default_factory=dict)  # column -> its formula
+    path_hint: str = ""

@@ -1,0 +1,100 @@
+"""Tinker cookbook: ``metrics.jsonl`` (``ml_log.JsonLogger``; a recipe's own loop writes the same
+shape) -> a SourceLog.
+
+One ``{"step": N, metric: value}`` object a line. ``rl/train.py`` logs ``env/all/*`` (per episode),
+``optim/*``, ``time/*``, ``progress/*``; a recipe's loop its own names (``reward/mean``, ...). The
+run's ``config.json`` (``log_hparams``) beside the log holds its settings. Given a folder: its
+``metrics.jsonl``, else its only ``*.jsonl``; any file passed is read whatever its name.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from training_hooks.importers._read import (
+    SourceLog,
+    as_step,
+    find_file,
+    json_lines_log,
+    load_config,
+)
+from training_hooks.importers._spec import RunSettings, Settings, ToolSpec
+from training_hooks.metric_map import Setting, SourceFormat, read_settings
+from training_hooks.schema import Step
+
+TURNS = "env/all/turns_per_episode"
+ALL_GOOD = "env/all/by_group/frac_all_good"
+ALL_BAD = "env/all/by_group/frac_all_bad"
+
+
+def _parse(obj: Any) -> tuple[int, Mapping[str, Any]] | str:
+    if not isinstance(obj, dict):
+        return "not a JSON object"
+    step = as_step(obj.get("step"))
+    if step is None:
+        return "no integer 'step'"
+    return step, {k: v for k, v in obj.items() if k != "step"}
+
+
+def read(path: Path) -> SourceLog:
+    file = find_file(path, ("metrics.jsonl",), "*.jsonl", "Tinker metrics.jsonl")
+    cfg = load_config(file.parent / "config.json") or {}
+    return json_lines_log(
+        "tinker",
+        file,
+        file.parent.name or "tinker",
+        _parse,
+        'Tinker metrics record ({"step": N, ...})',
+        settings=read_settings("tinker", cfg, "config.json") if cfg else {},
+        settings_files=(str(file.parent / "config.json"),) if cfg else (),
+        config=cfg,
+    )
+
+
+def facts(log: SourceLog, fmt: SourceFormat, settings: Settings) -> Settings:
+    """``single_turn``: every logged ``env/all/turns_per_episode`` is 1 (an episode is then one
+    sequence, so per-turn lengths and episode counts are per-sequence ones)."""
+    turns = [m[TURNS] for m in log.steps.values() if isinstance(m.get(TURNS), int | float)]
+    if not turns:
+        return {}
+    single = all(t == 1 for t in turns)
+    return {"single_turn": Setting(single, f"the log: {TURNS} at {len(turns)} steps")}
+
+
+def run_settings(s: Mapping[str, Any]) -> RunSettings:
+    """Tinker's ``ppo`` loss clips the token ratio to [clip_low_threshold, clip_high_threshold]."""
+    low, high = s.get("clip_low_threshold"), s.get("clip_high_threshold")
+    eps = None
+    if s.get("loss_fn") == "ppo" and isinstance(low, int | float) and isinstance(high, int | float):
+        eps = (round(1.0 - float(low), 12), round(float(high) - 1.0, 12))
+    group = as_step(s.get("group_size"))
+    return RunSettings(
+        algorithm="grpo" if s.get("loss_fn") == "ppo" and group else None,
+        token_eps=eps,
+        group_size=group,
+    )
+
+
+def derive(row: dict[str, float]) -> dict[str, float]:
+    """zero_variance_fraction = frac_all_good + frac_all_bad: the groups whose rewards are all
+    equal (the cookbook's ``all_same``), exactly our zero-variance groups."""
+    good, bad = row.get(ALL_GOOD), row.get(ALL_BAD)
+    if good is None or bad is None or not (math.isfinite(good) and math.isfinite(bad)):
+        return {}
+    return {Step.ZERO_VARIANCE_FRACTION: good + bad}
+
+
+SPEC = ToolSpec(
+    name="tinker",
+    read=read,
+    facts=facts,
+    run_settings=run_settings,
+    duration="time/total",
+    validation=("test/",),
+    derive=derive,
+    derived_from={Step.ZERO_VARIANCE_FRACTION: f"{ALL_GOOD} + {ALL_BAD}"},
+    path_hint="the log dir or its metrics.jsonl (any name; config.json beside it is read)",
+)

@@ -1,0 +1,172 @@
+"""TRL (and Unsloth, which patches TRL's trainer): ``trainer_state.json`` -> a SourceLog.
+
+``transformers.Trainer`` writes ``trainer_state.json`` at every save; its ``log_history`` is a list
+of ``{"step": N, metric: value}`` entries: training rows (TRL averages them over ``logging_steps``
+optimizer steps), ``eval_*`` rows, and a final summary (``train_runtime``, ...). Given a folder,
+the newest ``checkpoint-N/trainer_state.json`` (or the folder's own) is read; any file passed is
+read whatever its name. Settings come from the state's own fields (``logging_steps``), from
+JSON/YAML files beside it that hold GRPOConfig keys, and from a model card (``README.md``:
+``- TRL: x.y.z``). ``training_args.bin`` is a pickle and is never read.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from training_hooks.importers._read import (
+    SourceLog,
+    as_step,
+    find_file,
+    load_config,
+    merge_by_step,
+)
+from training_hooks.importers._spec import RunSettings, Settings, ToolSpec
+from training_hooks.metric_map import (
+    Setting,
+    SourceFormat,
+    read_settings,
+    reduction_of,
+)
+
+SUMMARY_KEYS = ("train_runtime", "train_samples_per_second", "train_steps_per_second")
+STATE_FILE = "trainer_state.json"
+#: Files beside a checkpoint that are not training arguments (model, tokenizer, adapter, ...).
+NOT_ARGS = re.compile(
+    r"^(trainer_state|config|generation_config|adapter_config|tokenizer(_config)?|"
+    r"special_tokens_map|added_tokens|vocab|preprocessor_config|chat_template)\.(json|ya?ml)$"
+)
+MODEL_CARD_TRL = re.compile(r"^\s*[-*]\s*TRL:\s*v?([0-9][0-9A-Za-z.+-]*)\s*$", re.MULTILINE)
+
+
+def read(path: Path) -> SourceLog:
+    file = find_file(path, (STATE_FILE,), "*trainer_state*.json", "TRL trainer_state.json")
+    try:
+        state = json.loads(file.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, ValueError) as e:
+        raise ValueError(f"{file} is not valid JSON: {str(e).splitlines()[0]}") from e
+    history = state.get("log_history") if isinstance(state, dict) else None
+    if not isinstance(history, list):
+        raise ValueError(f"{file} has no 'log_history' list: not a trainer_state.json")
+    records, malformed, summary = [], [], {}
+    for i, entry in enumerate(history):
+        step = as_step(entry.get("step")) if isinstance(entry, dict) else None
+        if step is None:
+            malformed.append({"entry": i, "reason": "not an object with an integer 'step'"})
+        elif any(k in entry for k in SUMMARY_KEYS):
+            summary.update({k: v for k, v in entry.items() if k != "step"})
+        else:
+            records.append((step, {k: v for k, v in entry.items() if k != "step"}))
+    if not records:
+        raise ValueError(f"{file} has no training entries in its log_history")
+    merged = merge_by_step(records)
+    settings, files, version, config = _beside(file)
+    settings = {**settings, **_state_settings(file, state)}  # the state's own fields win
+    return SourceLog(
+        tool="trl",
+        file=file,
+        name=_run_name(file),
+        steps=merged.steps,
+        lines=len(history),
+        malformed=tuple(malformed),
+        duplicate_steps=merged.duplicate_steps,
+        settings=settings,
+        settings_files=files,
+        config=config,
+        version=version,
+        source_finished=_finished(state),
+        summary=summary,
+    )
+
+
+def _run_name(file: Path) -> str:
+    folder = file.parent
+    return (folder.parent if folder.name.startswith("checkpoint-") else folder).name or "trl"
+
+
+def _state_settings(file: Path, state: Mapping[str, Any]) -> Settings:
+    out = {}
+    if as_step(state.get("logging_steps")) is not None:
+        out["logging_steps"] = Setting(int(state["logging_steps"]), f"{file.name}: logging_steps")
+    return out
+
+
+def _finished(state: Mapping[str, Any]) -> bool | None:
+    step, last = as_step(state.get("global_step")), as_step(state.get("max_steps"))
+    if step is None or last is None or last <= 0:
+        return None
+    return step >= last
+
+
+def _beside(file: Path) -> tuple[Settings, tuple[str, ...], str | None, dict[str, Any]]:
+    """Settings from JSON/YAML training arguments and the TRL version from a model card, in the
+    state's folder and (for ``checkpoint-N``) its output folder; nearer files win."""
+    folders = [file.parent]
+    if file.parent.name.startswith("checkpoint-"):
+        folders.append(file.parent.parent)
+    settings: Settings = {}
+    config: dict[str, Any] = {}
+    used: list[str] = []
+    version = None
+    for folder in reversed(folders):  # the output folder first, the checkpoint's own last
+        for cand in sorted(folder.iterdir()) if folder.is_dir() else ():
+            if cand == file or NOT_ARGS.match(cand.name) or not cand.is_file():
+                continue
+            cfg = load_config(cand)
+            found = read_settings("trl", cfg, cand.name) if cfg else {}
+            if found and not {"model_type", "architectures"} & set(cfg):
+                settings.update(found)
+                config.update(cfg)
+                used.append(str(cand))
+        version = _model_card_version(folder / "README.md") or version
+    return settings, tuple(used), version, config
+
+
+def _model_card_version(card: Path) -> str | None:
+    try:
+        if not card.is_file() or card.stat().st_size > 1_000_000:
+            return None
+        m = MODEL_CARD_TRL.search(card.read_text(encoding="utf-8", errors="replace"))
+    except OSError:
+        return None
+    return m.group(1) if m else None
+
+
+def facts(log: SourceLog, fmt: SourceFormat, settings: Settings) -> Settings:
+    """TRL before 0.20 had token-level ratios only: the clip unit is then a fact."""
+    if "importance_sampling_level" not in settings and fmt.until and fmt.until <= (0, 20):
+        why = f"TRL < 0.20 has token-level ratios only ({'; '.join(fmt.evidence)})"
+        return {"importance_sampling_level": Setting("token", why)}
+    return {}
+
+
+def run_settings(s: Mapping[str, Any]) -> RunSettings:
+    level = s.get("importance_sampling_level")
+    algorithm = {"sequence": "gspo", "token": "grpo"}.get(level)
+    eps = None
+    if isinstance(s.get("epsilon"), int | float):
+        high = s.get("epsilon_high")
+        eps = (float(s["epsilon"]), float(high if isinstance(high, int | float) else s["epsilon"]))
+    return RunSettings(
+        algorithm=algorithm,
+        seq_eps=eps if level == "sequence" else None,
+        token_eps=eps if level == "token" else None,
+        reduction=reduction_of("trl", s.get("loss_type")),
+        group_size=as_step(s.get("group_size")),
+    )
+
+
+SPEC = ToolSpec(
+    name="trl",
+    read=read,
+    facts=facts,
+    run_settings=run_settings,
+    algorithm_setting=("importance_sampling_level", {"gspo": "sequence", "grpo": "token"}),
+    duration="step_time",
+    per_step=True,
+    validation=("eval_",),
+    path_hint="output dir (newest checkpoint-*/trainer_state.json) or a trainer_state.json",
+)

@@ -1,0 +1,147 @@
+"""verl's file logger (``trainer.logger=[...,'file']``): ``<project>/<experiment>.jsonl`` -> a
+SourceLog.
+
+Each line is ``{"step": N, "data": {metric: value}}``; a validation line (``val_before_train``, or a
+resumed run's first line) holds only ``val-core/*``/``val-aux/*`` keys. The run's resolved config
+is read from beside the log when there is one: ``<experiment>.config.json`` (``{"config": {...},
+"created_at": ...}`` as some forks write it, or the bare config), a Hydra ``config.yaml`` or
+``.hydra/config.yaml``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from training_hooks.importers._read import (
+    SourceLog,
+    as_step,
+    find_file,
+    json_lines_log,
+    load_config,
+)
+from training_hooks.importers._spec import RunSettings, Settings, ToolSpec
+from training_hooks.metric_map import (
+    Setting,
+    SourceFormat,
+    read_settings,
+    reduction_of,
+)
+
+RECORD = 'verl file-logger record ({"step": N, "data": {...}})'
+
+
+def _parse(obj: Any) -> tuple[int, Mapping[str, Any]] | str:
+    if not isinstance(obj, dict) or not isinstance(obj.get("data"), dict):
+        return 'not a {"step": N, "data": {...}} object'
+    step = as_step(obj.get("step"))
+    if step is None:
+        return "no integer 'step'"
+    return step, obj["data"]
+
+
+def read(path: Path) -> SourceLog:
+    file = find_file(path, (), "*.jsonl", "verl file-logger log (*.jsonl)")
+    settings, files, started, config = _beside(file)
+    log = json_lines_log(
+        "verl",
+        file,
+        file.stem or "verl",
+        _parse,
+        RECORD,
+        settings=settings,
+        settings_files=files,
+        config=config,
+        started_at=started,
+        summary={"project": file.parent.name, "experiment": file.stem},
+    )
+    return dataclasses.replace(log, source_finished=_finished(settings, log.steps))
+
+
+def _beside(file: Path) -> tuple[Settings, tuple[str, ...], float | None, Mapping[str, Any]]:
+    cands = [
+        file.with_name(file.stem + ".config.json"),
+        file.with_name(file.stem + ".config.yaml"),
+        file.parent / "config.yaml",
+        file.parent / ".hydra" / "config.yaml",
+    ]
+    for cand in cands:
+        data = load_config(cand) if cand.is_file() else None
+        if not data:
+            continue
+        cfg = data.get("config") if isinstance(data.get("config"), Mapping) else data
+        settings = read_settings("verl", cfg, cand.name)
+        if settings:
+            return settings, (str(cand),), _timestamp(data.get("created_at")), cfg
+    return {}, (), None, {}
+
+
+def _timestamp(value: Any) -> float | None:
+    """ "2026-05-23 01:43:45 +0000" (or ISO 8601) -> seconds since the epoch; None otherwise."""
+    if not isinstance(value, str):
+        return None
+    for fmt in ("%Y-%m-%d %H:%M:%S %z", "%Y-%m-%dT%H:%M:%S%z"):
+        try:
+            return dt.datetime.strptime(value.strip(), fmt).timestamp()
+        except ValueError:
+            continue
+    return None
+
+
+def _finished(settings: Settings, steps: Mapping[int, Any]) -> bool | None:
+    total = settings.get("total_training_steps")
+    if total is None or as_step(total.value) is None:
+        return None
+    return max(steps) >= int(total.value)
+
+
+def facts(log: SourceLog, fmt: SourceFormat, settings: Settings) -> Settings:
+    """``one_update_per_row``: a row is one optimizer step (ppo_epochs 1, one mini-batch)."""
+    epochs, mini, batch = (
+        settings.get(k) for k in ("ppo_epochs", "ppo_mini_batch_size", "train_batch_size")
+    )
+    if not (epochs and mini and batch) or "one_update_per_row" in settings:
+        return {}
+    values = [as_step(s.value) for s in (epochs, mini, batch)]
+    if None in values:
+        return {}
+    one = values[0] == 1 and values[1] >= values[2]
+    why = f"ppo_epochs={values[0]}, ppo_mini_batch_size={values[1]}, train_batch_size={values[2]}"
+    return {"one_update_per_row": Setting(one, why)}
+
+
+def run_settings(s: Mapping[str, Any]) -> RunSettings:
+    mode = s.get("loss_mode")
+    algorithm = None
+    if mode == "gspo":
+        algorithm = "gspo"
+    elif mode == "vanilla" and s.get("adv_estimator") == "grpo":
+        algorithm = "grpo"
+    # clip_ratio_low/high default to null in verl's config: then clip_ratio holds for both
+    low = s.get("clip_ratio_low") if s.get("clip_ratio_low") is not None else s.get("clip_ratio")
+    high = s.get("clip_ratio_high") if s.get("clip_ratio_high") is not None else s.get("clip_ratio")
+    eps = None
+    if isinstance(low, int | float) and isinstance(high, int | float):
+        eps = (float(low), float(high))
+    return RunSettings(
+        algorithm=algorithm,
+        seq_eps=eps if mode == "gspo" else None,
+        token_eps=eps if mode == "vanilla" else None,
+        reduction=reduction_of("verl", s.get("loss_agg_mode")),
+        group_size=as_step(s.get("group_size")),
+    )
+
+
+SPEC = ToolSpec(
+    name="verl",
+    read=read,
+    facts=facts,
+    run_settings=run_settings,
+    algorithm_setting=("loss_mode", {"gspo": "gspo", "grpo": "vanilla"}),
+    duration="timing_s/step",
+    validation=("val-",),
+    path_hint="the file logger's <project>/<experiment>.jsonl (any name)",
+)
