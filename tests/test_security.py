@@ -404,7 +404,23 @@ def test_import_form_refuses_bad_paths_and_missing_roots(root_copy, app_env, tmp
 # ----------------------------------------------------------------------------- 3. query string
 
 
-ALLOWED_URL_KEYS = {"runs", "run", "step", "group_step", "x", "max_points"}
+ALLOWED_URL_KEYS = {"runs", "run", "step", "group_step", "steps", "x", "max_points"}
+
+
+def _query_reads(tree: ast.Module) -> list[ast.AST]:
+    """The argument of every ``st.query_params`` read in a module (``.get(arg)`` only; any other
+    use fails the audit)."""
+    args = []
+    parents = {c: n for n in ast.walk(tree) for c in ast.iter_child_nodes(n)}
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Attribute) and node.attr == "query_params"):
+            continue
+        get = parents.get(node)
+        call = parents.get(get)
+        ok = isinstance(get, ast.Attribute) and get.attr == "get" and isinstance(call, ast.Call)
+        assert ok and call.args, f"st.query_params used other than .get(key), line {node.lineno}"
+        args.append(call.args[0])
+    return args
 
 
 def _bound_keys(tree: ast.Module) -> tuple[set[str], dict[str, str]]:
@@ -438,15 +454,16 @@ def _bound_keys(tree: ast.Module) -> tuple[set[str], dict[str, str]]:
 
 
 def test_only_view_state_is_bound_to_the_url():
-    """Audit of app/: widgets bound to the query string are view state (runs, run, step, axis,
-    point budget), never a path or URI; nothing reads ``st.query_params`` directly."""
+    """Audit of app/: widgets bound to the query string, and direct ``st.query_params.get``
+    reads, are view state (runs, run, step, steps subset, axis, point budget), never a path or
+    a URI."""
     trees = {path: ast.parse(path.read_text()) for path in (REPO / "app").rglob("*.py")}
     bound: set[str] = set()
     via_param: dict[str, str] = {}
     for path, tree in trees.items():
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Attribute) and node.attr == "query_params":
-                raise AssertionError(f"{path} reads st.query_params")
+        for arg in _query_reads(tree):  # a constant view key, or a picker's own ``key``
+            ok = isinstance(arg, ast.Constant) and arg.value in ALLOWED_URL_KEYS
+            assert ok or (isinstance(arg, ast.Name) and arg.id == "key"), f"{path}:{arg.lineno}"
         keys, params = _bound_keys(tree)
         bound |= keys
         via_param |= params
@@ -458,7 +475,7 @@ def test_only_view_state_is_bound_to_the_url():
                     if name in via_param and k.arg == via_param[name]:
                         assert isinstance(k.value, ast.Constant), f"{name} at {node.lineno}"
                         bound.add(k.value.value)
-    assert via_param == {"pick_run": "key", "pick_step": "key"}
+    assert via_param == {"pick_run": "key", "pick_step": "key", "steps_control": "key"}
     assert bound == ALLOWED_URL_KEYS
 
 
