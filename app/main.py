@@ -59,9 +59,26 @@ PAGES = {
     ],
 }
 
+
+def _login_required() -> bool:
+    """Streamlit's OIDC login is on when ``.streamlit/secrets.toml`` has an ``[auth]`` section
+    (``st.login``; Streamlit needs Authlib for it): then every page waits for a login."""
+    try:
+        return "auth" in st.secrets
+    except Exception:  # noqa: BLE001 - no secrets.toml: no login
+        return False
+
+
+if _login_required() and not st.user.get("is_logged_in"):
+    st.title("gspo-dash")
+    st.button("Log in", on_click=st.login, type="primary", key="login")
+    st.stop()
+
 page = st.navigation(PAGES)
 ui.timing("start")
 ctx = ui.sidebar()
+if _login_required():
+    st.sidebar.button("Log out", on_click=st.logout, key="logout")
 ui.timing("sidebar")
 try:
     page.run()

@@ -273,6 +273,34 @@ def test_read_only_mode_writes_nothing(root_copy, app_env, mlflow_uri, monkeypat
     assert not (tmp_path / "made-by-browser.db").exists() and not (tmp_path / "mlruns").exists()
 
 
+AUTH = {  # the [auth] section of .streamlit/secrets.toml (Streamlit's OIDC login)
+    "redirect_uri": "http://localhost:8501/oauth2callback",
+    "cookie_secret": "not-a-secret",
+    "client_id": "gspo-dash",
+    "client_secret": "not-a-secret",
+    "server_metadata_url": "https://accounts.example.com/.well-known/openid-configuration",
+}
+
+
+def test_oidc_login_gates_every_page(root_copy, app_env):
+    """With an [auth] section in secrets.toml, a visitor sees a login button and nothing else (no
+    sidebar, no runs); once logged in, the pages draw and the sidebar offers a logout."""
+    app_env(root_copy)
+    at = AppTest.from_file(MAIN, default_timeout=TIMEOUT)
+    at.secrets["auth"] = AUTH
+    at.run()
+    assert not at.exception
+    assert [b.key for b in at.button] == ["login"] and not at.sidebar.text_input
+    assert not at.dataframe and not at.get("plotly_chart") and not at.warning
+    at = AppTest.from_file(MAIN, default_timeout=TIMEOUT)
+    at.secrets["auth"] = AUTH
+    at.user["is_logged_in"] = True
+    at.run()
+    assert_clean(at)
+    assert len(at.dataframe[0].value) == 2
+    assert at.sidebar.button(key="logout").label == "Log out"
+
+
 # ----------------------------------------------------------------------------- 3. URIs
 
 
