@@ -350,12 +350,21 @@ def window_sequences(
     shown: StepSubset | None = None,
 ) -> Table:
     """The run's per-sequence ``columns`` in the step ``window`` (and in the ``shown`` subset of
-    steps); stops the page with a message when there is none."""
+    steps); stops the page with a message when there is none, or when a column is missing (a
+    damaged or partial table: the data problems say why)."""
     t = data.load_sequences(run, columns, window)
     df = shown.keep(t.df) if shown is not None and len(t.df) else t.df
     if not len(df):
         where = f" among the {shown.label}" if shown is not None and t.df.size else ""
         st.info(f"No sequences in this step window{where}.", icon=":material/info:")
+        notice_problems([run], t.problems)
+        st.stop()
+    if missing := [c for c in columns if c not in df.columns]:
+        st.info(
+            f"{md_escape(run.name)}: its per-sequence table has no usable "
+            f"{md_escape(', '.join(missing))}, which this page draws.",
+            icon=":material/info:",
+        )
         notice_problems([run], t.problems)
         st.stop()
     return Table(df, t.problems)

@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from app_runs import record_run
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import HealthCheck, Phase, event, given, settings
 from hypothesis import strategies as st
 from test_security import PAGES, open_page, tree_snapshot
 
@@ -48,6 +48,7 @@ FUZZ = settings(
 class Damage:
     """One way to damage a run folder."""
 
+    kind: str  # e.g. "run.json retype", "steps truncate" (counted in the statistics)
     what: str  # for the failure message
     apply: Callable[[Path], None]
     named: bool  # the readers must name the run (the damage loses information for sure)
@@ -122,7 +123,7 @@ def run_json_damages(draw) -> Damage:
     kind = draw(st.sampled_from(["junk", "retype", "missing", "nested", "encoding", "truncated"]))
     if kind == "junk":
         raw = draw(st.binary(max_size=300) | st.text(max_size=300).map(str.encode))
-        return Damage(f"run.json = {raw[:60]!r}", lambda d: _write(d, raw), True)
+        return Damage("run.json junk", f"run.json = {raw[:60]!r}", lambda d: _write(d, raw), True)
     if kind == "retype":
         key = draw(
             st.sampled_from(
@@ -132,18 +133,23 @@ def run_json_damages(draw) -> Damage:
             )
         )
         value = draw(JSON_VALUES)
-        return Damage(f"run.json[{key!r}] = {value!r:.80}", _retyped(key, value), False)
+        return Damage(
+            "run.json retype", f"run.json[{key!r}] = {value!r:.80}", _retyped(key, value), False
+        )
     if kind == "missing":
         key = draw(st.sampled_from(REQUIRED))
-        return Damage(f"run.json without {key!r}", _without(key), True)
+        return Damage("run.json missing key", f"run.json without {key!r}", _without(key), True)
     if kind == "nested":
         depth = draw(st.sampled_from([50, 2_000, 100_000]))
-        return Damage(f"run.json config nested {depth} deep", _nested(depth), depth > 1_000)
+        return Damage(
+            "run.json nested", f"run.json config nested {depth} deep", _nested(depth), depth > 1_000
+        )
     if kind == "encoding":
         enc = draw(st.sampled_from(["utf-16", "utf-32", "latin-1", "utf-8-sig", "cp1252"]))
-        return Damage(f"run.json encoded {enc}", _encoded(enc), True)
+        return Damage("run.json encoding", f"run.json encoded {enc}", _encoded(enc), True)
     cut = draw(st.integers(min_value=0, max_value=200))
     return Damage(
+        "run.json truncated",
         f"run.json cut to {cut} bytes",
         lambda d: _write(d, (d / RUN_JSON).read_bytes()[:cut]),
         True,
@@ -191,7 +197,9 @@ def parquet_damages(draw) -> Damage:
             p = part(d)
             p.write_bytes(p.read_bytes()[: int(p.stat().st_size * frac)])
 
-        return Damage(f"{table} part cut to {frac:.3f} of its size", truncate, True)
+        return Damage(
+            f"{table} {kind}", f"{table} part cut to {frac:.3f} of its size", truncate, True
+        )
     if kind == "flip":
         flips = draw(
             st.lists(st.tuples(st.floats(0, 0.999), st.integers(0, 7)), min_size=1, max_size=8)
@@ -204,10 +212,15 @@ def parquet_damages(draw) -> Damage:
                 raw[int(where * len(raw))] ^= 1 << bit
             p.write_bytes(bytes(raw))
 
-        return Damage(f"{table} part bit-flipped at {flips}", flip, False)
+        return Damage(f"{table} {kind}", f"{table} part bit-flipped at {flips}", flip, False)
     if kind == "junk":
         raw = draw(st.binary(max_size=200))
-        return Damage(f"{table} part = {raw[:40]!r}", lambda d: part(d).write_bytes(raw), True)
+        return Damage(
+            f"{table} {kind}",
+            f"{table} part = {raw[:40]!r}",
+            lambda d: part(d).write_bytes(raw),
+            True,
+        )
     column = draw(st.sampled_from(["step", "wall_time", "reward_mean", "seq_log_ratio", "group"]))
     column = draw(st.just(column) | st.text(min_size=1, max_size=12))
     if kind == "retype":
@@ -218,13 +231,20 @@ def parquet_damages(draw) -> Damage:
             i = t.column_names.index(column)
             return t.set_column(i, column, pa.array([f"<{v}>" for v in t[column].to_pylist()]))
 
-        return Damage(f"{table}.{column} as strings", lambda d: _rewrite(part(d), retype), False)
+        return Damage(
+            f"{table} {kind}",
+            f"{table}.{column} as strings",
+            lambda d: _rewrite(part(d), retype),
+            False,
+        )
     if kind == "drop":
 
         def drop(t: pa.Table) -> pa.Table:
             return t.drop_columns([column]) if column in t.column_names else t
 
-        return Damage(f"{table} without {column}", lambda d: _rewrite(part(d), drop), False)
+        return Damage(
+            f"{table} {kind}", f"{table} without {column}", lambda d: _rewrite(part(d), drop), False
+        )
     extra = draw(st.sampled_from(sorted(EXTRA_TYPES)))
 
     def add(t: pa.Table) -> pa.Table:
@@ -233,7 +253,10 @@ def parquet_damages(draw) -> Damage:
         return t.append_column(column, EXTRA_TYPES[extra](t.num_rows))
 
     return Damage(
-        f"{table} with an extra {extra} column {column!r}", lambda d: _rewrite(part(d), add), False
+        f"{table} {kind}",
+        f"{table} with an extra {extra} column {column!r}",
+        lambda d: _rewrite(part(d), add),
+        False,
     )
 
 
@@ -280,6 +303,7 @@ def _read_everything(root: Path) -> tuple[object, list[str]]:
 def test_readers_never_raise_and_name_the_damage(base_run, damage):
     """The app's readers on a damaged run: no exception; a damage that loses information is
     named in a problem; reading changes nothing on disk."""
+    event(damage.kind)
     with tempfile.TemporaryDirectory() as tmp:
         root, run_dir = _damaged_root(base_run, damage, Path(tmp))
         before = tree_snapshot(root)
@@ -307,6 +331,7 @@ def test_every_page_renders_a_damaged_run(base_run, damage):
     """Every page over a root holding the damaged run: no exception and no "could not be drawn";
     when the damage loses information, some page names the run in its data problems; the root
     is unchanged."""
+    event(damage.kind)
     with tempfile.TemporaryDirectory() as tmp, pytest.MonkeyPatch.context() as mp:
         root, run_dir = _damaged_root(base_run, damage, Path(tmp))
         mp.setenv("GSPO_DASH_ROOT", str(root))

@@ -117,12 +117,13 @@ def _websocket_status(port: int, host: str, origin: str) -> int:
 
 
 @contextmanager
-def _server(cmd: list[str], cwd: Path, port: int):
-    """Run a dashboard command until /_stcore/health answers on 127.0.0.1:port; stop it after."""
+def _server(cmd: list[str], cwd: Path, port: int, logs: Path):
+    """Run a dashboard command in ``cwd`` until /_stcore/health answers on 127.0.0.1:port (its
+    output in ``logs``); stop it after."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("STREAMLIT_")}
     env |= {"PYTHONPATH": str(REPO), "STREAMLIT_SERVER_HEADLESS": "true"}
     env.pop("MLFLOW_TRACKING_URI", None)
-    log_path = cwd / f"server-{port}.log"
+    log_path = logs / f"server-{port}.log"
     with open(log_path, "w") as log:
         proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT)
         try:
@@ -219,7 +220,7 @@ def test_readme_command_listens_on_loopback_only(tmp_path):
     127.0.0.1 only, no "Network URL", foreign Host/Origin WebSockets refused."""
     port = free_port()
     cmd = [sys.executable, "-m", "streamlit", "run", "app/main.py", "--server.port", str(port)]
-    with _server(cmd + ["--", "--root", str(tmp_path)], REPO, port) as log:
+    with _server(cmd + ["--", "--root", str(tmp_path)], REPO, port, tmp_path) as log:
         _assert_loopback_only(port)
         text = log.read_text()
     assert f"http://127.0.0.1:{port}" in text and "Network URL" not in text
@@ -230,7 +231,7 @@ def test_gspo_dash_listens_on_loopback_only_from_any_folder(tmp_path):
     """`gspo-dash` (app.cli:main) started in a folder without config.toml: the same guarantees."""
     port = free_port()
     cmd = [sys.executable, "-m", "app.cli", "--port", str(port), "--root", str(tmp_path)]
-    with _server(cmd, tmp_path, port):
+    with _server(cmd, tmp_path, port, tmp_path):
         _assert_loopback_only(port)
 
 
