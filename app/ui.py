@@ -338,9 +338,14 @@ def sequence_run_window(ctx: Context) -> tuple[RunRef, tuple[int, int] | None]:
         st.info(
             f"{md_escape(run.name)} has no readable per-sequence rows yet.", icon=":material/info:"
         )
-        notice_problems([run])
+        notice_problems([run], sequence_problems(run))
         st.stop()
     return run, step_window(all_steps)
+
+
+def sequence_problems(run: RunRef) -> list[str]:
+    """What went wrong reading the run's per-sequence table (a damaged part, a missing column)."""
+    return data.load_sequences(run, [Seq.STEP]).problems
 
 
 def window_sequences(
@@ -359,15 +364,21 @@ def window_sequences(
         st.info(f"No sequences in this step window{where}.", icon=":material/info:")
         notice_problems([run], t.problems)
         st.stop()
+    require_columns(run, df, columns, t.problems)
+    return Table(df, t.problems)
+
+
+def require_columns(run: RunRef, df, columns: list[str], problems: list[str]) -> None:
+    """Stops the page with a message naming the run and the columns when ``df`` (a per-sequence
+    table) lacks any of ``columns``: a damaged or partial table, whose ``problems`` say why."""
     if missing := [c for c in columns if c not in df.columns]:
         st.info(
             f"{md_escape(run.name)}: its per-sequence table has no usable "
             f"{md_escape(', '.join(missing))}, which this page draws.",
             icon=":material/info:",
         )
-        notice_problems([run], t.problems)
+        notice_problems([run], problems)
         st.stop()
-    return Table(df, t.problems)
 
 
 @dataclass(frozen=True)

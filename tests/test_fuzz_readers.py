@@ -436,3 +436,46 @@ def test_importer_rejects_damaged_input(inp: ImporterInput, tmp_path_factory):
             assert tree_snapshot(root) != before
 
     check()
+
+
+# ----------------------------------------------------------------------------- what fuzzing found
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "why"),
+    [
+        ("updated_at", "NaN", "'updated_at' must be float"),
+        ("group_size", True, "'group_size' must be int | None"),
+        ("seq_eps_low", float("inf"), "'seq_eps_low' must be float | None"),
+        ("last_step", 10**30, "'last_step' must be int | None"),
+        ("config", "lr=1e-6", "'config' must be dict"),
+        ("faults", [1, 2], "'faults' must be list"),
+        ("imported", {"tool": 5, "format": "x"}, "'imported.tool' must be str"),
+        ("config", json.loads("[" * 100 + "]" * 100), "nests deeper than 64"),
+    ],
+)
+def test_bad_run_json_fields_are_named(base_run, tmp_path, field, value, why):
+    """Regressions from fuzzing: a wrongly typed or absurdly nested run.json field makes the run's
+    run.json unreadable with the field named (it used to crash the runs list or the cache)."""
+    damage = Damage("run.json retype", field, _retyped(field, value), True)
+    root, _ = _damaged_root(base_run, damage, tmp_path)
+    run, problems = _read_everything(root)
+    assert run.info is None and any(why in p for p in run.problems), run.problems
+
+
+def test_parquet_column_of_the_wrong_type_is_left_out(base_run, tmp_path):
+    """Regression from fuzzing: sequences.step as strings (it crashed the per-sequence pages):
+    the part is unreadable for want of a usable step, and said so; a float column as strings is
+    left out of that part, and said so."""
+    for column, why in (("step", "no usable 'step' column"), ("reward", "column 'reward' is")):
+
+        def retype(t: pa.Table, column=column) -> pa.Table:
+            i = t.column_names.index(column)
+            return t.set_column(i, column, pa.array([f"<{v}>" for v in t[column].to_pylist()]))
+
+        damage = Damage(
+            "sequences retype", column, lambda d: _rewrite(_parts(d, "sequences")[0], retype), False
+        )
+        root, _ = _damaged_root(base_run, damage, tmp_path / column)
+        run, problems = _read_everything(root)
+        assert any(why in p for p in problems), problems

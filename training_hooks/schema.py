@@ -494,7 +494,23 @@ def read_run_info(run_dir: str | os.PathLike) -> RunInfo:
             raise ValueError(f"{path} is not valid JSON: {e}") from e
         except RecursionError as e:  # nested deeper than the decoder's recursion limit
             raise ValueError(f"{path} is not valid JSON: nested too deeply") from e
+    if _nesting(data) > MAX_JSON_DEPTH:  # (copying or caching it would hit the recursion limit)
+        raise ValueError(f"{path} nests deeper than {MAX_JSON_DEPTH} levels")
     return RunInfo.from_json(data)
+
+
+MAX_JSON_DEPTH = 64  # run.json nesting (a config nests a few levels)
+
+
+def _nesting(value: Any) -> int:
+    """How deep lists and objects nest in a decoded JSON value (iterative: no recursion limit)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        v, depth = stack.pop()
+        if isinstance(v, dict | list):
+            deepest = max(deepest, depth)
+            stack += [(c, depth + 1) for c in (v.values() if isinstance(v, dict) else v)]
+    return deepest
 
 
 def part_name(first_step: int, last_step: int, rank: int, seq: int) -> str:
