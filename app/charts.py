@@ -8,6 +8,7 @@ survives downsampling; bands are cut by a per-bucket min/max envelope, which kee
 
 from __future__ import annotations
 
+import html
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -279,6 +280,14 @@ class RunSeries:
     eps: dict[str, tuple[float, float]] = field(default_factory=dict)  # {"seq": (lo, hi), ...}
 
 
+def plot_text(text: object) -> str:
+    """Text from disk for a Plotly string (title, trace name, hover text), drawn as itself: Plotly
+    renders a few HTML tags (``<b>``, ``<a href>``, ``<br>``, ...) and fills ``%{...}`` in hover
+    templates, so ``&``, ``<``, ``>`` and ``%`` become character references (which Plotly draws as
+    the characters)."""
+    return html.escape(str(text), quote=False).replace("%", "&#37;")
+
+
 def fmt_eps(x: float) -> str:
     """3e-4 style for small eps, plain otherwise."""
     if x and abs(x) < 0.01:
@@ -335,11 +344,12 @@ def run_traces(
     if not ok.any():
         return []
     xv, yv = xv_all[ok], yv_all[ok]
-    name = s.label
+    name = plot_text(s.label)
     if panel.clip_unit and s.eps.get(panel.clip_unit):
         lo, hi = s.eps[panel.clip_unit]
         name += f" (ε {fmt_eps(lo)}/{fmt_eps(hi)})"
-    hover = f"{name}<br>{X_AXES.get(x, x)} %{{x}}<br>{panel.title} %{{y:.4g}}<extra></extra>"
+    title = plot_text(panel.title)
+    hover = f"{name}<br>{X_AXES.get(x, x)} %{{x}}<br>{title} %{{y:.4g}}<extra></extra>"
     out: list[dict] = []
     if bands and panel.band is not None:
         band = _band_trace(s, panel, df, x, ok, max(max_points // 4, 50), log_y)
@@ -356,8 +366,8 @@ def run_traces(
         y2 = df[panel.second].to_numpy(np.float64)[ok]
         fin = np.isfinite(y2)
         if fin.any():
-            name2 = f"{s.label} {panel.second_label}"
-            hover2 = hover.replace(panel.title, f"{panel.second_label}")
+            name2 = f"{name} {panel.second_label}"
+            hover2 = hover.replace(title, f"{panel.second_label}")
             out.append(_line(s, xv[fin], y2[fin], fewer, name2, hover2, 0.8, 0.7))
     return out
 
@@ -479,7 +489,7 @@ def _band_trace(s: RunSeries, panel: Panel, df, x, ok, n_out, log_y) -> dict | N
         "hoverinfo": "skip",
         "showlegend": False,
         "legendgroup": s.key,
-        "name": f"{s.label} band",
+        "name": f"{plot_text(s.label)} band",
     }
 
 
@@ -494,12 +504,12 @@ LEGEND_TOP = {
 
 
 def _layout_dict(title, xtitle, ytitle, height, log_y=False) -> dict:
-    yaxis = {"title": {"text": ytitle, "font": {"size": 11}}}
+    yaxis = {"title": {"text": plot_text(ytitle), "font": {"size": 11}}}
     if log_y:
         yaxis["type"] = "log"
     return {
         "title": {
-            "text": title,
+            "text": plot_text(title),
             "font": {"size": 14},
             "x": 0,
             "xanchor": "left",
@@ -510,7 +520,7 @@ def _layout_dict(title, xtitle, ytitle, height, log_y=False) -> dict:
         "height": height,
         "margin": {"l": 60, "r": 15, "t": 40, "b": 45},
         "hovermode": "closest",
-        "xaxis": {"title": {"text": xtitle, "font": {"size": 11}}},
+        "xaxis": {"title": {"text": plot_text(xtitle), "font": {"size": 11}}},
         "yaxis": yaxis,
     }
 
@@ -545,7 +555,7 @@ def legend_figure(series: Sequence[RunSeries]) -> go.Figure:
                 x=[None],
                 y=[None],
                 mode="lines",
-                name=f"{s.label} · {s.algorithm.upper()}",
+                name=plot_text(f"{s.label} · {s.algorithm.upper()}"),
                 line={"color": s.color, "dash": dash_for(s.algorithm), "width": 2.5},
             )
         )
@@ -956,7 +966,7 @@ def token_bars_figure(
     else:
         outside = np.zeros(len(v), bool)
     fig = go.Figure()
-    text = list(tokens) if tokens is not None and len(tokens) == len(v) else None
+    text = [plot_text(t) for t in tokens] if tokens is not None and len(tokens) == len(v) else None
     fig.add_trace(
         go.Bar(
             x=np.arange(len(v)),
@@ -1092,7 +1102,7 @@ def grid_figure(
         layout[f"yaxis{k}"] = yaxis
         notes.append(
             {
-                "text": f"<b>{_title(panel, series)}</b>",
+                "text": f"<b>{plot_text(_title(panel, series))}</b>",
                 "xref": "paper",
                 "yref": "paper",
                 "x": x0,

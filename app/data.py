@@ -29,14 +29,15 @@ from training_hooks.metric_map import Derived
 from training_hooks.schema import (
     METADATA_KEY,
     SCHEMA_VERSION,
-    SEQUENCE_COLUMN_NAMES,
+    SEQUENCE_COLUMNS,
     SEQUENCES_DIR,
-    STEP_COLUMN_NAMES,
+    STEP_COLUMNS,
     STEPS_DIR,
-    TOKEN_COLUMN_NAMES,
+    TOKEN_COLUMNS,
     TOKENS_DIR,
     Seq,
     Step,
+    arrow_schema,
     is_data_file,
     parse_part_name,
 )
@@ -90,7 +91,7 @@ def load_steps(run: RunRef, columns: Iterable[str] | None = None) -> Table:
         if columns is not None:
             cols = tuple(dict.fromkeys(columns))
             want = tuple(dict.fromkeys((Step.STEP, Step.WALL_TIME, *_sources_of(cols))))
-        t = _read_parts(str(folder), part_files(folder), want, None, STEP_COLUMN_NAMES)
+        t = _read_parts(str(folder), part_files(folder), want, None, STEP_COLUMNS)
     df, problems = t.df, list(t.problems)
     if len(df) and Step.STEP in df.columns:
         df = df.drop_duplicates(subset=[Step.STEP], keep="last").sort_values(Step.STEP)
@@ -115,7 +116,7 @@ def load_sequences(
         return Table(pd.DataFrame(), [f"{run.label}: no sequences table"])
     cols = tuple(dict.fromkeys(columns)) if columns is not None else None
     rng = (int(step_range[0]), int(step_range[1])) if step_range is not None else None
-    t = _read_parts(str(folder), files, cols, rng, SEQUENCE_COLUMN_NAMES)
+    t = _read_parts(str(folder), files, cols, rng, SEQUENCE_COLUMNS)
     return Table(t.df, [f"{run.label}: {p}" for p in t.problems])
 
 
@@ -127,7 +128,7 @@ def load_tokens(run: RunRef, step: int) -> Table:
     files = part_files(folder)
     if not files:
         return Table(pd.DataFrame(), [])
-    t = _read_parts(str(folder), files, None, (int(step), int(step)), TOKEN_COLUMN_NAMES)
+    t = _read_parts(str(folder), files, None, (int(step), int(step)), TOKEN_COLUMNS)
     return Table(t.df, [f"{run.label}: {p}" for p in t.problems])
 
 
@@ -206,16 +207,19 @@ def _read_parts(
     files: PartFiles,
     columns: tuple[str, ...] | None,
     step_range: tuple[int, int] | None,
-    expected: tuple[str, ...],
+    declared: tuple[tuple[str, str], ...],
 ) -> Table:
-    """Read ``files`` of ``folder``; ``files`` (with size and mtime) is also the cache key."""
+    """Read ``files`` of ``folder`` (the table's ``declared`` (name, type) columns); ``files``
+    (with size and mtime) is also the cache key."""
     frames: list[pd.DataFrame] = []
     problems: list[str] = []
     missing: set[str] = set()
     versions: set[int | None] = set()
+    expected = tuple(name for name, _ in declared)
     for name, _, _ in files:
         if _outside(name, step_range):
             continue
+        where = f"{os.path.basename(folder)}/{name}"
         path = os.path.join(folder, name)
         try:
             pf = pq.ParquetFile(path)
@@ -228,15 +232,38 @@ def _read_parts(
             filters = None
             if step_range is not None and Step.STEP in present:
                 filters = [(Step.STEP, ">=", step_range[0]), (Step.STEP, "<=", step_range[1])]
-            frames.append(pq.read_table(path, columns=wanted, filters=filters).to_pandas())
+            table = pq.read_table(path, columns=wanted, filters=filters)
+            table, bad = _conform(table, declared)
+            if (columns is None or Step.STEP in columns) and Step.STEP not in table.column_names:
+                raise ValueError(f"no usable {Step.STEP!r} column ({'; '.join(bad) or 'missing'})")
+            frames.append(table.to_pandas())
+            problems += [f"{where}: {b}" for b in bad]
         except Exception as e:  # noqa: BLE001 - any unreadable file is reported, not raised
-            problems.append(f"{os.path.basename(folder)}/{name} is unreadable ({short_error(e)})")
+            problems.append(f"{where} is unreadable ({short_error(e)})")
     problems += _schema_problems(os.path.basename(folder), missing, versions)
     frames = [f for f in frames if len(f)]
     if not frames:
         return Table(pd.DataFrame(columns=list(columns or ())), problems)
     df = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
     return Table(df, problems)
+
+
+def _conform(table: pa.Table, declared: tuple[tuple[str, str], ...]) -> tuple[pa.Table, list[str]]:
+    """``table`` with each declared column cast to its declared type (a lossless cast only); a
+    column that cannot be is left out, and said so."""
+    types = {f.name: f.type for f in arrow_schema(declared)}
+    bad = []
+    for name in table.column_names:
+        want = types.get(name)
+        if want is None or table.schema.field(name).type == want:
+            continue
+        try:
+            column = table[name].cast(want, safe=True)
+            table = table.set_column(table.column_names.index(name), name, column)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+            bad.append(f"column {name!r} is {table.schema.field(name).type}, not {want}: left out")
+            table = table.drop_columns([name])
+    return table, bad
 
 
 def _schema_problems(table: str, missing: set[str], versions: set[int | None]) -> list[str]:

@@ -349,6 +349,8 @@ class ImportRecord:
         for f in fields(cls):
             if f.name in data:
                 v = data[f.name]
+                if why := _field_problem(f"imported.{f.name}", f.type, v):
+                    raise ValueError(why)
                 kwargs[f.name] = tuple(v) if isinstance(v, list) else v
         return cls(**kwargs)
 
@@ -404,9 +406,39 @@ class RunInfo:
         known = set(cls.__dataclass_fields__) - {"other"}
         kwargs = {k: v for k, v in data.items() if k in known}
         other = {k: v for k, v in data.items() if k not in known}
+        for k, v in kwargs.items():  # a file from disk: every known field has its declared type
+            if why := _field_problem(k, cls.__dataclass_fields__[k].type, v):
+                raise ValueError(why)
         if kwargs.get("imported") is not None:
             kwargs["imported"] = ImportRecord.from_json(kwargs["imported"])
         return cls(**kwargs, other=other)
+
+
+def _field_problem(name: str, annotation: str, value: Any) -> str | None:
+    """Why ``value`` read from run.json does not fit the field ``name`` declared as
+    ``annotation``, or None."""
+    if _fits(annotation, value):
+        return None
+    return f"run.json field {name!r} must be {annotation}, got {value!r:.80}"
+
+
+def _fits(kind: str, value: Any) -> bool:
+    """Whether a JSON ``value`` fits a field declared ``kind``: ``str``, ``bool``, ``int``,
+    ``float`` (finite, within 64 bits; a bool is not a number), ``dict[...]``, ``list[X]`` or
+    ``tuple[X, ...]`` (a JSON list), each maybe ``| None``; anything else (a record with its own
+    ``from_json``, ``Any``) fits."""
+    if kind.endswith(" | None"):
+        return value is None or _fits(kind.removesuffix(" | None"), value)
+    if kind in ("int", "float"):
+        number = isinstance(value, int | float) and not isinstance(value, bool)
+        ok = number and abs(value) < 2**63 and math.isfinite(value)
+        return ok and (kind == "float" or isinstance(value, int))
+    if kind.startswith(("list[", "tuple[")):
+        item = kind[kind.index("[") + 1 : -1].removesuffix(", ...")
+        return isinstance(value, list) and all(_fits(item, v) for v in value)
+    if kind in ("str", "bool"):
+        return isinstance(value, str if kind == "str" else bool)
+    return isinstance(value, dict) or not kind.startswith("dict")
 
 
 def _json_safe(value: Any) -> Any:
@@ -460,7 +492,25 @@ def read_run_info(run_dir: str | os.PathLike) -> RunInfo:
             data = json.load(f)
         except json.JSONDecodeError as e:
             raise ValueError(f"{path} is not valid JSON: {e}") from e
+        except RecursionError as e:  # nested deeper than the decoder's recursion limit
+            raise ValueError(f"{path} is not valid JSON: nested too deeply") from e
+    if _nesting(data) > MAX_JSON_DEPTH:  # (copying or caching it would hit the recursion limit)
+        raise ValueError(f"{path} nests deeper than {MAX_JSON_DEPTH} levels")
     return RunInfo.from_json(data)
+
+
+MAX_JSON_DEPTH = 64  # run.json nesting (a config nests a few levels)
+
+
+def _nesting(value: Any) -> int:
+    """How deep lists and objects nest in a decoded JSON value (iterative: no recursion limit)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        v, depth = stack.pop()
+        if isinstance(v, dict | list):
+            deepest = max(deepest, depth)
+            stack += [(c, depth + 1) for c in (v.values() if isinstance(v, dict) else v)]
+    return deepest
 
 
 def part_name(first_step: int, last_step: int, rank: int, seq: int) -> str:

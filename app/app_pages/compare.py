@@ -95,7 +95,7 @@ with st.expander("Charts and log scales", icon=":material/tune:"):
         "Log-scale y",
         panel_keys,
         selection_mode="multi",
-        format_func=titles.get,
+        format_func=lambda k: ui.md_escape(titles[k]),  # pills render Markdown
         default=[],
         key="logy",
     )
@@ -111,7 +111,7 @@ if per_trace < max_points:
 
 x_missing = [s.label for s in series if x_axis not in s.df.columns]
 if x_missing:
-    st.caption(f"No {charts.X_AXES[x_axis]} for: {', '.join(x_missing)} (not drawn).")
+    st.caption(f"No {charts.X_AXES[x_axis]} for: {ui.md_escape(', '.join(x_missing))} (not drawn).")
 
 panels = [charts.PANELS_BY_KEY.get(k) or charts.extra_panel(k.split(":", 1)[1]) for k in chosen]
 runs_by_key = {r.key: r for r in shown}

@@ -10,6 +10,7 @@ from app.charts import fmt_eps
 from app.discovery import imported_tool
 from app.health import ERROR, WARNING
 from app.records import SOURCE_PARQUET, RunRef
+from app.settings import import_root, import_source
 
 STATUS_COLOR = {
     "running": "#1a7f37",
@@ -26,7 +27,10 @@ ctx = ui.page_header(
     "Every run under the root, newest first. Select rows to compare them (the selection is kept "
     "in the URL); the Health column counts the automatic findings (errors / warnings).",
 )
-st.caption(f"Root: `{ctx.root}`" + (f" · MLflow: `{ctx.tracking_uri}`" if ctx.tracking_uri else ""))
+st.caption(
+    f"Root: {ui.md_escape(ctx.root)}"
+    + (f" · MLflow: {ui.md_escape(ctx.tracking_uri)}" if ctx.tracking_uri else "")
+)
 
 IMPORT_FLASH = "_import_flash"
 IMPORT_HINTS = {
@@ -37,7 +41,8 @@ IMPORT_HINTS = {
 
 
 def _import_form() -> None:
-    """Import a TRL / Tinker / verl log into the root as a run of ours (training_hooks.importers)."""
+    """Import a TRL / Tinker / verl log into the root as a run of ours (training_hooks.importers).
+    The source path and the root are checked first (``import_source``, ``import_root``)."""
     if flash := st.session_state.pop(IMPORT_FLASH, None):
         st.success(flash, icon=":material/check_circle:")
     with st.expander("Import a run logged by TRL, Tinker or verl", icon=":material/upload_file:"):
@@ -58,22 +63,26 @@ def _import_form() -> None:
         try:
             result = import_run(
                 source,
-                path.strip(),
-                root=ctx.root,
+                import_source(path),
+                root=import_root(ctx.root),
                 name=name.strip() or None,
                 algorithm=None if algorithm.startswith("guess") else algorithm,
             )
         except (ValueError, OSError) as e:
-            st.error(f"Could not import {path!r} as a {source} log: {e}", icon=":material/error:")
+            st.error(
+                f"Could not import {ui.md_escape(repr(path))} as a {source} log: {ui.md_escape(e)}",
+                icon=":material/error:",
+            )
             return
-        st.session_state[IMPORT_FLASH] = (
-            f"Imported {result['steps']} steps from {path} as run `{result['run_id']}`."
+        st.session_state[IMPORT_FLASH] = ui.md_escape(
+            f"Imported {result['steps']} steps from {path} as run {result['run_id']}."
         )
         data.clear_caches()
         st.rerun()
 
 
-_import_form()
+if not ctx.read_only:  # read-only (team) mode: nothing is written, so no import form
+    _import_form()
 
 if not ctx.runs:
     st.info(

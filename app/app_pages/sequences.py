@@ -70,10 +70,10 @@ steps = (
 step = ui.pick_step(steps)
 if step is None:
     st.info(
-        f"{run.name} has no readable per-sequence rows among the {shown.label}.",
+        f"{ui.md_escape(run.name)} has no readable per-sequence rows among the {shown.label}.",
         icon=":material/info:",
     )
-    ui.notice_problems([run])
+    ui.notice_problems([run], ui.sequence_problems(run))
     st.stop()
 
 t = data.load_sequences(run, None, (step, step))
@@ -82,6 +82,7 @@ if not len(df):
     st.info(f"No sequences at step {step}.", icon=":material/info:")
     ui.notice_problems([run], t.problems)
     st.stop()
+ui.require_columns(run, df, [Seq.GROUP, Seq.SAMPLE, Seq.SEQ_LOG_RATIO], t.problems)
 
 
 def _ident(frame: pd.DataFrame, cols) -> pd.Series:
@@ -125,6 +126,8 @@ def _order(keys: pd.Series, records: dict) -> np.ndarray:
 
 toks = data.load_tokens(run, step)
 tdf = toks.df
+if not {Tok.GROUP, Tok.SAMPLE} <= set(tdf.columns):  # a damaged tokens part: no token records
+    tdf = tdf.iloc[0:0]
 records = _records(tdf)
 df = df.iloc[_order(_ident(df, Seq), records)].reset_index(drop=True)
 keys = _ident(df, Seq)
