@@ -1,8 +1,10 @@
 """The tables of a run, as the pages read them: steps, sequences, tokens (one cached data layer).
 
-Parquet runs are read here. Every read is cached with ``st.cache_data`` on the file paths *and*
+Parquet runs are read here, from a local root or an object store (``s3://bucket/prefix``, through
+``training_hooks.storage``). Every read is cached with ``st.cache_data`` on the file paths *and*
 their (size, mtime), so a live run's new parts show up on the next rerun without a restart, and an
-unchanged run costs nothing. Reads project columns and filter rows in pyarrow (row-group statistics
+unchanged run costs nothing. On an object store a folder's files come from one listing of the whole
+prefix, reused for ``LISTING_TTL_S`` seconds (``listing``), not one request per run. Reads project columns and filter rows in pyarrow (row-group statistics
 on ``step``, and files skipped by the step range in their names), so a step curve never touches
 the per-sequence table. The step table of an MLflow-only run comes from ``app.mlflow_store``.
 
@@ -14,17 +16,23 @@ Outside Streamlit (tests, benchmarks) ``st.cache_data`` still works; nothing her
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
-from pathlib import Path
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Iterable
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import streamlit as st
 
 from app import mlflow_store
 from app.records import SOURCE_MLFLOW, SOURCE_PARQUET, RunRef, Table, short_error
+from training_hooks import storage
 from training_hooks.metric_map import Derived
 from training_hooks.schema import (
     METADATA_KEY,
@@ -39,32 +47,146 @@ from training_hooks.schema import (
     Step,
     is_data_file,
     parse_part_name,
+    superseded,
 )
+from training_hooks.storage import FileStamp
 
-PartFiles = tuple[tuple[str, int, int], ...]  # (name, size, mtime_ns) of each part, by name
+PartFiles = tuple[FileStamp, ...]  # (name, size, mtime_ns) of each part, by name
+T = TypeVar("T")
+
+#: An object-store listing is reused this long (the live watcher polls every 5 s).
+LISTING_TTL_S = 3.0
 
 
-def part_files(folder: Path) -> PartFiles:
+def part_files(folder: str | os.PathLike) -> PartFiles:
     """(name, size, mtime_ns) of the finished Parquet parts in ``folder``, sorted by name: what a
-    read of the folder depends on, so also its cache key."""
-    try:
-        entries = list(os.scandir(folder))
-    except (FileNotFoundError, NotADirectoryError):
+    read of the folder depends on, so also its cache key. Local: ``os.scandir``; object store: the
+    folder's entries in a recent listing of it or of its root (``listing``)."""
+    if storage.is_uri(folder):
+        files = _listed_files(str(folder))
+    else:
+        files = storage.list_files(folder)
+    return tuple(f for f in files if is_data_file(f.name))
+
+
+def table_files(run: RunRef, table: str) -> PartFiles:
+    """``part_files`` of one of a run's tables (``STEPS_DIR``, ...); () for MLflow-only runs."""
+    if run.source != SOURCE_PARQUET or not run.path:
         return ()
-    out = []
-    for e in entries:
-        if is_data_file(e.name):
-            try:
-                stat = e.stat()
-            except FileNotFoundError:  # replaced by compaction meanwhile
-                continue
-            out.append((e.name, stat.st_size, stat.st_mtime_ns))
-    return tuple(sorted(out))
+    return part_files(storage.join(run.path, table))
+
+
+@dataclass(frozen=True)
+class Listing:
+    """Every object below an object-store prefix, from one listing, grouped by folder."""
+
+    at: float  # time.monotonic() of the listing
+    files: tuple[FileStamp, ...]  # names relative to the prefix ("run/steps/part-...")
+    folders: dict[str, tuple[FileStamp, ...]]  # "run/steps" -> its files (names within it)
+
+
+_LISTINGS: dict[str, Listing] = {}
+
+
+def listing(prefix: str, max_age_s: float = LISTING_TTL_S) -> Listing:
+    """The objects below ``prefix`` (a URI): one paginated listing, reused for ``max_age_s``
+    seconds by every session (discovery, the live watcher, the table reads of a rerun)."""
+    prefix = prefix.rstrip("/")
+    hit = _LISTINGS.get(prefix)
+    if hit is not None and time.monotonic() - hit.at <= max_age_s:
+        return hit
+    now = time.monotonic()
+    files = tuple(storage.list_tree(prefix))
+    folders: dict[str, list[FileStamp]] = {}
+    for f in files:
+        folder, _, name = f.name.rpartition("/")
+        folders.setdefault(folder, []).append(FileStamp(name, f.size, f.mtime_ns))
+    found = Listing(now, files, {k: tuple(v) for k, v in folders.items()})
+    _LISTINGS[prefix] = found
+    return found
+
+
+def _listed_files(folder: str) -> tuple[FileStamp, ...]:
+    """The files directly in an object-store ``folder``: from a recent listing of it or of a
+    parent prefix, else from a new listing of the folder."""
+    folder = folder.rstrip("/")
+    now = time.monotonic()
+    for prefix, found in list(_LISTINGS.items()):
+        if now - found.at <= LISTING_TTL_S and (
+            folder == prefix or folder.startswith(prefix + "/")
+        ):
+            return found.folders.get(folder[len(prefix) + 1 :], ())
+    return listing(folder).folders.get("", ())
+
+
+class Memo:
+    """A bounded, thread-safe, process-wide memo keyed on stamps (shared by every session, values
+    not copied: store immutable ones). ``clear_caches`` empties every ``Memo``."""
+
+    ALL: list[Memo] = []
+
+    def __init__(self, max_entries: int):
+        self.max_entries = max_entries
+        self._values: OrderedDict[Hashable, Any] = OrderedDict()
+        self._lock = threading.Lock()
+        Memo.ALL.append(self)
+
+    def get(self, key: Hashable, make: Callable[[], T]) -> T:
+        with self._lock:
+            if key in self._values:
+                self._values.move_to_end(key)
+                return self._values[key]
+        value = make()
+        self.put(key, value)
+        return value
+
+    def peek(self, key: Hashable, default: Any = None) -> Any:
+        with self._lock:
+            return self._values.get(key, default)
+
+    def put(self, key: Hashable, value: Any) -> None:
+        with self._lock:
+            self._values[key] = value
+            self._values.move_to_end(key)
+            while len(self._values) > self.max_entries:
+                self._values.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._values.clear()
+
+
+_PER_RUN = Memo(max_entries=50_000)
+
+
+def per_run(fn: Callable[[RunRef], T], run: RunRef) -> T:
+    """``fn(run)``, computed once per state of the run: memoised on ``fn`` and the run's key,
+    discovery stamp (its run.json and files), status, heartbeat and last step. For per-run
+    summaries (a Runs-page cell) that would otherwise read every run on every rerun. ``fn`` must
+    depend on nothing but the run and its files, and return an immutable value."""
+    if run.source == SOURCE_PARQUET and not run.stamp:
+        return fn(run)  # a RunRef not from discovery: nothing to key on
+    code = getattr(fn, "__code__", None)
+    key = (
+        getattr(code, "co_filename", None),
+        getattr(fn, "__qualname__", repr(fn)),
+        run.key,
+        run.path,
+        run.stamp,
+        run.status,
+        run.updated_at,
+        run.last_step,
+        run.metric_keys,
+    )
+    return _PER_RUN.get(key, lambda: fn(run))
 
 
 def clear_caches() -> None:
-    """Forget every cached read (the Refresh button)."""
+    """Forget every cached read, listing and memo (the Refresh button)."""
     st.cache_data.clear()
+    _LISTINGS.clear()
+    for memo in Memo.ALL:
+        memo.clear()
 
 
 # ----------------------------------------------------------------------------------------------
@@ -85,12 +207,11 @@ def load_steps(run: RunRef, columns: Iterable[str] | None = None) -> Table:
             sequence_level=run.algorithm == "gspo",
         )
     else:
-        folder = Path(run.path or "") / STEPS_DIR
         want = None
         if columns is not None:
             cols = tuple(dict.fromkeys(columns))
             want = tuple(dict.fromkeys((Step.STEP, Step.WALL_TIME, *_sources_of(cols))))
-        t = _read_parts(str(folder), part_files(folder), want, None, STEP_COLUMN_NAMES)
+        t = _read_table(run.path or "", STEPS_DIR, want, None, STEP_COLUMN_NAMES)
     df, problems = t.df, list(t.problems)
     if len(df) and Step.STEP in df.columns:
         df = df.drop_duplicates(subset=[Step.STEP], keep="last").sort_values(Step.STEP)
@@ -109,13 +230,11 @@ def load_sequences(
     """Per-sequence rows of a run, optionally only steps in ``step_range`` (inclusive)."""
     if run.source != SOURCE_PARQUET or not run.path:
         return Table(pd.DataFrame(), [f"{run.label}: no sequences table (MLflow-only run)"])
-    folder = Path(run.path) / SEQUENCES_DIR
-    files = part_files(folder)
-    if not files:
-        return Table(pd.DataFrame(), [f"{run.label}: no sequences table"])
     cols = tuple(dict.fromkeys(columns)) if columns is not None else None
     rng = (int(step_range[0]), int(step_range[1])) if step_range is not None else None
-    t = _read_parts(str(folder), files, cols, rng, SEQUENCE_COLUMN_NAMES)
+    t = _read_table(run.path, SEQUENCES_DIR, cols, rng, SEQUENCE_COLUMN_NAMES)
+    if t is None:
+        return Table(pd.DataFrame(), [f"{run.label}: no sequences table"])
     return Table(t.df, [f"{run.label}: {p}" for p in t.problems])
 
 
@@ -123,11 +242,9 @@ def load_tokens(run: RunRef, step: int) -> Table:
     """The per-token rows (sampled sequences) of one step; empty when the run has no tokens/."""
     if run.source != SOURCE_PARQUET or not run.path:
         return Table(pd.DataFrame(), [])
-    folder = Path(run.path) / TOKENS_DIR
-    files = part_files(folder)
-    if not files:
+    t = _read_table(run.path, TOKENS_DIR, None, (int(step), int(step)), TOKEN_COLUMN_NAMES)
+    if t is None:
         return Table(pd.DataFrame(), [])
-    t = _read_parts(str(folder), files, None, (int(step), int(step)), TOKEN_COLUMN_NAMES)
     return Table(t.df, [f"{run.label}: {p}" for p in t.problems])
 
 
@@ -200,6 +317,40 @@ def _outside(name: str, step_range: tuple[int, int] | None) -> bool:
     return part is not None and (part["last"] < step_range[0] or part["first"] > step_range[1])
 
 
+class _Vanished(Exception):
+    """A listed file was gone when read (compaction replaced it): list again."""
+
+
+def _read_table(
+    run_dir: str,
+    table: str,
+    columns: tuple[str, ...] | None,
+    step_range: tuple[int, int] | None,
+    expected: tuple[str, ...],
+) -> Table | None:
+    """A run's table from its listed files (None when it has none). Files a compacted file
+    supersedes are skipped (``schema.superseded``); a file gone between the listing and the read
+    (compaction) makes it list the folder again, once."""
+    folder = storage.join(run_dir, table)
+    for attempt in range(2):
+        files = part_files(folder)
+        if not files:
+            return None
+        old = superseded(f.name for f in files)
+        files = tuple(f for f in files if f.name not in old)
+        try:
+            return _read_parts(folder, files, columns, step_range, expected, attempt > 0)
+        except _Vanished:
+            _forget_listings(folder)
+    return None  # (not reached: the second attempt skips vanished files)
+
+
+def _forget_listings(folder: str) -> None:
+    for prefix in list(_LISTINGS):
+        if folder == prefix or folder.startswith(prefix + "/"):
+            _LISTINGS.pop(prefix, None)
+
+
 @st.cache_data(show_spinner=False, max_entries=256)
 def _read_parts(
     folder: str,
@@ -207,36 +358,58 @@ def _read_parts(
     columns: tuple[str, ...] | None,
     step_range: tuple[int, int] | None,
     expected: tuple[str, ...],
+    skip_vanished: bool = False,
 ) -> Table:
-    """Read ``files`` of ``folder``; ``files`` (with size and mtime) is also the cache key."""
+    """Read ``files`` of ``folder``; ``files`` (with size and mtime) is also the cache key. A
+    vanished file raises ``_Vanished`` (not cached) unless ``skip_vanished``."""
     frames: list[pd.DataFrame] = []
     problems: list[str] = []
     missing: set[str] = set()
     versions: set[int | None] = set()
-    for name, _, _ in files:
+    table = storage.basename(folder)
+    for name, size, _ in files:
         if _outside(name, step_range):
             continue
-        path = os.path.join(folder, name)
         try:
-            pf = pq.ParquetFile(path)
+            pf = pq.ParquetFile(storage.open_input(storage.join(folder, name), size))
             schema = pf.schema_arrow
             versions.add(_version_of(schema))
             present = set(schema.names)
             wanted = [c for c in (columns or schema.names) if c in present]
             asked = expected if columns is None else columns
             missing |= {c for c in asked if c not in present and c in expected}
-            filters = None
-            if step_range is not None and Step.STEP in present:
-                filters = [(Step.STEP, ">=", step_range[0]), (Step.STEP, "<=", step_range[1])]
-            frames.append(pq.read_table(path, columns=wanted, filters=filters).to_pandas())
+            rows = step_range if Step.STEP in present else None
+            frames.append(_read_file(pf, wanted, rows).to_pandas())
+        except FileNotFoundError as e:
+            if not skip_vanished:
+                raise _Vanished(name) from e
         except Exception as e:  # noqa: BLE001 - any unreadable file is reported, not raised
-            problems.append(f"{os.path.basename(folder)}/{name} is unreadable ({short_error(e)})")
-    problems += _schema_problems(os.path.basename(folder), missing, versions)
+            problems.append(f"{table}/{name} is unreadable ({short_error(e)})")
+    problems += _schema_problems(table, missing, versions)
     frames = [f for f in frames if len(f)]
     if not frames:
         return Table(pd.DataFrame(columns=list(columns or ())), problems)
     df = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
     return Table(df, problems)
+
+
+def _read_file(pf: pq.ParquetFile, columns: list[str], step_range: tuple[int, int] | None):
+    """``columns`` of one Parquet file; with ``step_range``, only its rows in that range (row
+    groups whose ``step`` statistics lie outside are not read)."""
+    if step_range is None:
+        return pf.read(columns=columns)
+    lo, hi = step_range
+    meta = pf.metadata
+    col = next(i for i in range(meta.num_columns) if meta.schema.column(i).path == Step.STEP)
+    groups = []
+    for g in range(meta.num_row_groups):
+        stats = meta.row_group(g).column(col).statistics
+        if stats is None or not stats.has_min_max or (stats.min <= hi and stats.max >= lo):
+            groups.append(g)
+    t = pf.read_row_groups(groups, columns=list(dict.fromkeys([*columns, Step.STEP])))
+    step = t.column(Step.STEP)
+    keep = pc.and_(pc.greater_equal(step, lo), pc.less_equal(step, hi))
+    return t.filter(keep).select(columns)
 
 
 def _schema_problems(table: str, missing: set[str], versions: set[int | None]) -> list[str]:

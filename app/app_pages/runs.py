@@ -114,7 +114,7 @@ def _row(run: RunRef) -> dict:
         "token ε (low / high)": eps_tok,
         "reduction": info.reduction if info else "–",
         "group size": info.group_size if info else None,
-        "health": _health(run),
+        "health": data.per_run(_health, run),  # read once per state of the run
         "source": run.source if run.source == SOURCE_PARQUET else f"MLflow ({run.source})",
         "config": _config_summary(run),
         "problems": "; ".join(run.problems),
@@ -174,9 +174,11 @@ def _health_css(v: str) -> str:
     return "color: #9a6700" if "warn" in v else "color: #1a7f37"
 
 
+# pandas' Styler renders every cell in Python (about 1.5 ms a row): long tables go uncoloured
+STYLED_ROWS_MAX = 300
 styled = view.style.map(_status_css, subset=["status"]).map(_health_css, subset=["health"])
 st.dataframe(
-    styled,
+    styled if len(view) <= STYLED_ROWS_MAX else view,
     key=TABLE_KEY,
     on_select=_on_select,
     selection_mode="multi-row",
