@@ -20,6 +20,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -78,44 +79,89 @@ def table_files(run: RunRef, table: str) -> PartFiles:
 
 @dataclass(frozen=True)
 class Listing:
-    """Every object below an object-store prefix, from one listing, grouped by folder."""
+    """Every object below an object-store prefix, from one listing, grouped by folder and by run
+    folder (the first component of a name)."""
 
-    at: float  # time.monotonic() of the listing
+    at: float  # time.monotonic() when the listing started
     files: tuple[FileStamp, ...]  # names relative to the prefix ("run/steps/part-...")
     folders: dict[str, tuple[FileStamp, ...]]  # "run/steps" -> its files (names within it)
+    runs: dict[str, tuple[FileStamp, ...]]  # "run" -> its objects ("steps/part-...")
 
 
 _LISTINGS: dict[str, Listing] = {}
+_LISTING_ERRORS: dict[str, str] = {}  # prefix -> why its last background listing failed
+_REFRESHING: set[str] = set()
+_LISTING_LOCK = threading.Lock()
 
 
-def listing(prefix: str, max_age_s: float = LISTING_TTL_S) -> Listing:
-    """The objects below ``prefix`` (a URI): one paginated listing, reused for ``max_age_s``
-    seconds by every session (discovery, the live watcher, the table reads of a rerun)."""
+def listing(prefix: str, max_age_s: float | None = None) -> Listing:
+    """The objects below ``prefix`` (a URI), shared by every session (discovery, the live watcher,
+    the table reads of a rerun). The first call lists (one request per 1,000 objects); later
+    calls get the last listing at once, and when it is older than ``max_age_s`` a new one is
+    made on a background thread (a root of thousands of runs takes seconds to list), so a rerun
+    never waits for a listing and new objects show up one listing later (``max_age_s``: default
+    ``LISTING_TTL_S``)."""
     prefix = prefix.rstrip("/")
     hit = _LISTINGS.get(prefix)
-    if hit is not None and time.monotonic() - hit.at <= max_age_s:
-        return hit
+    if hit is None:
+        return _list(prefix)
+    if time.monotonic() - hit.at > (LISTING_TTL_S if max_age_s is None else max_age_s):
+        with _LISTING_LOCK:
+            start = prefix not in _REFRESHING
+            _REFRESHING.add(prefix)
+        if start:
+            threading.Thread(
+                target=_refresh, args=(prefix,), name="gspo-dash-listing", daemon=True
+            ).start()
+    return hit
+
+
+def listing_problem(prefix: str) -> str | None:
+    """Why the last background listing of ``prefix`` failed (None when it did not)."""
+    return _LISTING_ERRORS.get(prefix.rstrip("/"))
+
+
+def _refresh(prefix: str) -> None:
+    try:
+        _list(prefix)
+        _LISTING_ERRORS.pop(prefix, None)
+    except Exception as e:  # noqa: BLE001 - readers keep the last listing; the next call retries
+        _LISTING_ERRORS[prefix] = short_error(e)
+    finally:
+        with _LISTING_LOCK:
+            _REFRESHING.discard(prefix)
+
+
+def _list(prefix: str) -> Listing:
     now = time.monotonic()
     files = tuple(storage.list_tree(prefix))
     folders: dict[str, list[FileStamp]] = {}
+    runs: dict[str, list[FileStamp]] = {}
     for f in files:
         folder, _, name = f.name.rpartition("/")
         folders.setdefault(folder, []).append(FileStamp(name, f.size, f.mtime_ns))
-    found = Listing(now, files, {k: tuple(v) for k, v in folders.items()})
+        run, sep, rest = f.name.partition("/")
+        if sep:
+            runs.setdefault(run, []).append(FileStamp(rest, f.size, f.mtime_ns))
+    found = Listing(
+        now,
+        files,
+        {k: tuple(v) for k, v in folders.items()},
+        {k: tuple(v) for k, v in runs.items()},
+    )
     _LISTINGS[prefix] = found
     return found
 
 
 def _listed_files(folder: str) -> tuple[FileStamp, ...]:
-    """The files directly in an object-store ``folder``: from a recent listing of it or of a
-    parent prefix, else from a new listing of the folder."""
+    """The files directly in an object-store ``folder``, from the listing of the nearest listed
+    prefix above it (the root's, normally), else from a listing of the folder itself."""
     folder = folder.rstrip("/")
-    now = time.monotonic()
-    for prefix, found in list(_LISTINGS.items()):
-        if now - found.at <= LISTING_TTL_S and (
-            folder == prefix or folder.startswith(prefix + "/")
-        ):
-            return found.folders.get(folder[len(prefix) + 1 :], ())
+    parts = folder.split("/")
+    for i in range(len(parts), 2, -1):  # ("s3:", "", "bucket") is the shortest prefix
+        prefix = "/".join(parts[:i])
+        if prefix in _LISTINGS:
+            return listing(prefix).folders.get(folder[len(prefix) + 1 :], ())
     return listing(folder).folders.get("", ())
 
 
@@ -140,6 +186,10 @@ class Memo:
         self.put(key, value)
         return value
 
+    def __contains__(self, key: Hashable) -> bool:
+        with self._lock:
+            return key in self._values
+
     def peek(self, key: Hashable, default: Any = None) -> Any:
         with self._lock:
             return self._values.get(key, default)
@@ -159,15 +209,13 @@ class Memo:
 _PER_RUN = Memo(max_entries=50_000)
 
 
-def per_run(fn: Callable[[RunRef], T], run: RunRef) -> T:
-    """``fn(run)``, computed once per state of the run: memoised on ``fn`` and the run's key,
-    discovery stamp (its run.json and files), status, heartbeat and last step. For per-run
-    summaries (a Runs-page cell) that would otherwise read every run on every rerun. ``fn`` must
-    depend on nothing but the run and its files, and return an immutable value."""
+def _per_run_key(fn: Callable, run: RunRef) -> tuple | None:
+    """What ``fn(run)`` depends on: ``fn`` and the run's key, discovery stamp (its run.json and
+    files), status, heartbeat and last step (None: a RunRef not from discovery)."""
     if run.source == SOURCE_PARQUET and not run.stamp:
-        return fn(run)  # a RunRef not from discovery: nothing to key on
+        return None
     code = getattr(fn, "__code__", None)
-    key = (
+    return (
         getattr(code, "co_filename", None),
         getattr(fn, "__qualname__", repr(fn)),
         run.key,
@@ -178,13 +226,43 @@ def per_run(fn: Callable[[RunRef], T], run: RunRef) -> T:
         run.last_step,
         run.metric_keys,
     )
-    return _PER_RUN.get(key, lambda: fn(run))
+
+
+def per_run(fn: Callable[[RunRef], T], run: RunRef) -> T:
+    """``fn(run)``, computed once per state of the run (``_per_run_key``). For per-run summaries
+    (a Runs-page cell) that would otherwise read every run on every rerun. ``fn`` must depend on
+    nothing but the run and its files, and return an immutable value."""
+    key = _per_run_key(fn, run)
+    return fn(run) if key is None else _PER_RUN.get(key, lambda: fn(run))
+
+
+PARALLEL_READS = 16  # runs read at once from an object store
+
+
+def per_run_many(fn: Callable[[RunRef], T], runs: list[RunRef]) -> list[T]:
+    """``[per_run(fn, r) for r in runs]``, computing the missing values of object-store runs on
+    ``PARALLEL_READS`` threads (their reads wait on the network; local reads do not gain)."""
+    missing = [r for r in runs if (k := _per_run_key(fn, r)) is None or k not in _PER_RUN]
+    remote = [r for r in missing if r.path and storage.is_uri(r.path)]
+    if len(remote) > 1:
+        from streamlit.runtime.scriptrunner import add_script_run_ctx, get_script_run_ctx
+
+        ctx = get_script_run_ctx(suppress_warning=True)
+
+        def attach() -> None:  # the session's context, for st.cache_data in the workers
+            if ctx is not None:
+                add_script_run_ctx(threading.current_thread(), ctx)
+
+        with ThreadPoolExecutor(PARALLEL_READS, initializer=attach) as pool:
+            list(pool.map(lambda r: per_run(fn, r), remote))
+    return [per_run(fn, r) for r in runs]
 
 
 def clear_caches() -> None:
     """Forget every cached read, listing and memo (the Refresh button)."""
     st.cache_data.clear()
     _LISTINGS.clear()
+    _LISTING_ERRORS.clear()
     for memo in Memo.ALL:
         memo.clear()
 
@@ -197,8 +275,9 @@ def clear_caches() -> None:
 def load_steps(run: RunRef, columns: Iterable[str] | None = None) -> Table:
     """The step table of a run, one row per step (deduplicated, sorted), plus derived columns.
 
-    Parquet runs read only ``columns`` (all when None); MLflow-only runs read the store's metric
-    history (slow: about 1 s per 1,000 points; cached)."""
+    Parquet runs read only ``columns`` (all when None), and the finished table is cached whole
+    (a rerun costs one cache lookup); MLflow-only runs read the store's metric history (slow:
+    about 1 s per 1,000 points; cached)."""
     if run.source == SOURCE_MLFLOW:
         t = mlflow_store.mlflow_steps(
             run.tracking_uri or "",
@@ -206,12 +285,20 @@ def load_steps(run: RunRef, columns: Iterable[str] | None = None) -> Table:
             run.metric_keys,
             sequence_level=run.algorithm == "gspo",
         )
-    else:
-        want = None
-        if columns is not None:
-            cols = tuple(dict.fromkeys(columns))
-            want = tuple(dict.fromkeys((Step.STEP, Step.WALL_TIME, *_sources_of(cols))))
-        t = _read_table(run.path or "", STEPS_DIR, want, None, STEP_COLUMN_NAMES)
+        return _one_row_per_step(t)
+    want = None
+    if columns is not None:
+        cols = tuple(dict.fromkeys(columns))
+        want = tuple(dict.fromkeys((Step.STEP, Step.WALL_TIME, *_sources_of(cols))))
+    t = _read_table(run.path or "", STEPS_DIR, want, None, STEP_COLUMN_NAMES, _step_parts)
+    if t is None:  # no step file yet
+        t = _one_row_per_step(Table(pd.DataFrame(columns=list(want or ())), []))
+    return t
+
+
+def _one_row_per_step(t: Table) -> Table:
+    """A read step table deduplicated on ``step`` (the last write wins), sorted, derived columns
+    added."""
     df, problems = t.df, list(t.problems)
     if len(df) and Step.STEP in df.columns:
         df = df.drop_duplicates(subset=[Step.STEP], keep="last").sort_values(Step.STEP)
@@ -327,28 +414,30 @@ def _read_table(
     columns: tuple[str, ...] | None,
     step_range: tuple[int, int] | None,
     expected: tuple[str, ...],
+    read: Callable[..., Table] | None = None,
 ) -> Table | None:
-    """A run's table from its listed files (None when it has none). Files a compacted file
-    supersedes are skipped (``schema.superseded``); a file gone between the listing and the read
-    (compaction) makes it list the folder again, once."""
+    """A run's table from its listed files by ``read`` (default ``_read_parts``; None when the
+    table has no file). Files a compacted file supersedes are skipped (``schema.superseded``); a
+    file gone between the listing and the read (compaction) makes it list the folder again,
+    once."""
+    read = read or _read_parts
     folder = storage.join(run_dir, table)
     for attempt in range(2):
-        files = part_files(folder)
+        files = part_files(folder) if attempt == 0 else _list_now(folder)
         if not files:
             return None
         old = superseded(f.name for f in files)
         files = tuple(f for f in files if f.name not in old)
         try:
-            return _read_parts(folder, files, columns, step_range, expected, attempt > 0)
+            return read(folder, files, columns, step_range, expected, attempt > 0)
         except _Vanished:
-            _forget_listings(folder)
+            continue
     return None  # (not reached: the second attempt skips vanished files)
 
 
-def _forget_listings(folder: str) -> None:
-    for prefix in list(_LISTINGS):
-        if folder == prefix or folder.startswith(prefix + "/"):
-            _LISTINGS.pop(prefix, None)
+def _list_now(folder: str) -> PartFiles:
+    """The folder's parts, listed now (not from a shared listing)."""
+    return tuple(f for f in storage.list_files(folder) if is_data_file(f.name))
 
 
 @st.cache_data(show_spinner=False, max_entries=256)
@@ -357,11 +446,40 @@ def _read_parts(
     files: PartFiles,
     columns: tuple[str, ...] | None,
     step_range: tuple[int, int] | None,
-    expected: tuple[str, ...],
+    _expected: tuple[str, ...],
     skip_vanished: bool = False,
 ) -> Table:
-    """Read ``files`` of ``folder``; ``files`` (with size and mtime) is also the cache key. A
-    vanished file raises ``_Vanished`` (not cached) unless ``skip_vanished``."""
+    """``_read_files``, cached: ``files`` (with size and mtime) is part of the key (``_expected``
+    is not: the folder names the table)."""
+    return _read_files(folder, files, columns, step_range, _expected, skip_vanished)
+
+
+@st.cache_data(show_spinner=False, max_entries=256)
+def _step_parts(
+    folder: str,
+    files: PartFiles,
+    columns: tuple[str, ...] | None,
+    step_range: tuple[int, int] | None,
+    _expected: tuple[str, ...],
+    skip_vanished: bool = False,
+) -> Table:
+    """A step table read (``_read_files``) and finished (``_one_row_per_step``), cached whole."""
+    return _one_row_per_step(
+        _read_files(folder, files, columns, step_range, _expected, skip_vanished)
+    )
+
+
+def _read_files(
+    folder: str,
+    files: PartFiles,
+    columns: tuple[str, ...] | None,
+    step_range: tuple[int, int] | None,
+    expected: tuple[str, ...],
+    skip_vanished: bool,
+) -> Table:
+    """Read ``files`` of ``folder`` (each file's columns among ``columns``, its rows in
+    ``step_range``); unreadable files and missing ``expected`` columns become problems. A
+    vanished file raises ``_Vanished`` (never cached) unless ``skip_vanished``."""
     frames: list[pd.DataFrame] = []
     problems: list[str] = []
     missing: set[str] = set()

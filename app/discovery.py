@@ -81,12 +81,7 @@ def _folder_stamps(root: str) -> dict[str, tuple]:
             found = data.listing(root)
         except (OSError, ValueError) as e:
             raise RootUnreadable(f"Cannot list {root!r}: {short_error(e)}") from e
-        by_run: dict[str, list] = {}
-        for f in found.files:
-            run, sep, rest = f.name.partition("/")
-            if sep and not run.startswith("."):
-                by_run.setdefault(run, []).append((rest, f.size, f.mtime_ns))
-        return {run: tuple(files) for run, files in sorted(by_run.items())}
+        return {run: files for run, files in sorted(found.runs.items()) if run[0] != "."}
     try:
         dirs = sorted(e.name for e in os.scandir(root) if e.is_dir() and e.name[0] != ".")
     except FileNotFoundError as e:
@@ -167,6 +162,8 @@ def _discover_root(root: str) -> Discovery:
     runs = [_with_status(r, now) for r in refs.values() if r is not None]
     runs.sort(key=lambda r: -(r.updated_at or 0))
     problems = [] if runs else [f"No runs under {root!r} (a run is a folder with {RUN_JSON})."]
+    if storage.is_uri(root) and (why := data.listing_problem(root)):
+        problems.append(f"Listing {root!r} again failed ({why}): showing the last listing.")
     return Discovery(runs, problems)
 
 

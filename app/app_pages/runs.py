@@ -134,6 +134,7 @@ with st.container(horizontal=True):
         key="runs_status",
     )
 
+data.per_run_many(_health, ctx.runs)  # each run's health, read once per state (in parallel on S3)
 rows = [_row(r) for r in ctx.runs]
 df = pd.DataFrame(rows)
 keep = pd.Series(True, index=df.index)
