@@ -283,7 +283,7 @@ def load_steps(run: RunRef, columns: Iterable[str] | None = None) -> Table:
             run.tracking_uri or "",
             run.mlflow_run_id or "",
             run.metric_keys,
-            sequence_level=run.algorithm == "gspo",
+            params=mlflow_store.run_params(run),
         )
         return _one_row_per_step(t)
     want = None

@@ -32,6 +32,7 @@ from training_hooks.schema import (
     STEPS_DIR,
     TABLE_DIRS,
     TOKENS_DIR,
+    ImportRecord,
     RunInfo,
     Step,
     is_data_file,
@@ -216,8 +217,10 @@ def _read_run_ref(root: str, name: str, stamp: tuple) -> RunRef | None:
         problems.append("run.json is missing: name, algorithm, eps and status are unknown")
     if not step_files:
         problems.append("no step table yet (steps/*.parquet)")
-    if step_files and not has_sequences:
+    if step_files and not has_sequences and not imported_tool(info):  # imports: step metrics only
         problems.append("no sequences table: the per-sequence pages have nothing to show")
+    if info is not None and info.imported is not None:
+        problems += import_problems(info.imported)
     if info is None:
         mtime = max((m for _, _, m in step_files), default=0) / 1e9 or None
         return RunRef(
@@ -253,6 +256,45 @@ def _read_run_ref(root: str, name: str, stamp: tuple) -> RunRef | None:
         has_tokens=has_tokens,
         stamp=stamp,
     )
+
+
+RECORDED = RunInfo.__dataclass_fields__["source"].default  # a run written by training_hooks
+
+
+def imported_tool(info: RunInfo | None) -> str | None:
+    """The tool an imported run was logged by (trl, tinker, verl), None for a recorded run. An
+    import never has per-sequence tables, so their absence is not a data problem."""
+    if info is None or (info.imported is None and info.source == RECORDED):
+        return None
+    return info.imported.tool if info.imported is not None else info.source
+
+
+MAX_LINES_NAMED = 5  # malformed lines named one by one in a problem sentence
+
+
+def import_problems(rec: ImportRecord) -> list[str]:
+    """What an import skipped or overrode in the source log: malformed lines (with their line
+    numbers), a truncated last line, steps logged more than once."""
+    out = []
+    bad = [m for m in rec.malformed_lines if isinstance(m, dict)]
+    if bad:
+        named = ", ".join(
+            f"line {m.get('line', '?')} ({m.get('reason', '?')})" for m in bad[:MAX_LINES_NAMED]
+        )
+        more = f" and {len(bad) - MAX_LINES_NAMED} more" if len(bad) > MAX_LINES_NAMED else ""
+        out.append(f"import: {len(bad)} malformed line(s) of the log skipped: {named}{more}")
+    if rec.truncated_last_line is not None:
+        out.append(
+            f"import: the log's last line (line {rec.truncated_last_line}) is truncated and was skipped"
+        )
+    if rec.duplicate_steps:
+        steps = ", ".join(str(s) for s in rec.duplicate_steps[:20])
+        more = " ..." if len(rec.duplicate_steps) > 20 else ""
+        out.append(
+            f"import: {len(rec.duplicate_steps)} step(s) logged more than once (the last value of "
+            f"each metric kept): {steps}{more}"
+        )
+    return out
 
 
 def _peek_algorithm(run_dir: str, step_files: PartFiles) -> str:

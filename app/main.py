@@ -18,15 +18,13 @@ from app import ui  # noqa: E402
 
 st.set_page_config(page_title="gspo-dash", page_icon=":material/monitoring:", layout="wide")
 
+RUNS_SCRIPT = "app_pages/runs.py"
 PAGES = {
     "Runs": [
-        st.Page(
-            "app_pages/runs.py",
-            title="Runs",
-            icon=":material/table_rows:",
-            url_path="runs",
-            default=True,
-        ),
+        # the app's root shows the Runs page; the menu's Runs entry is /runs (a page served at the
+        # root has no other URL, so /runs would otherwise be "Page not found")
+        st.Page(RUNS_SCRIPT, title="Runs", url_path="home", default=True, visibility="hidden"),
+        st.Page(RUNS_SCRIPT, title="Runs", icon=":material/table_rows:", url_path="runs"),
         st.Page(
             "app_pages/compare.py",
             title="Compare",

@@ -5,8 +5,8 @@ Public MLflow API throughout (``search_experiments``, ``search_runs``, ``get_met
 but one place: MLflow's client has no public call that samples a metric history, and reading all
 of it is slow (one run of 10,000 steps x 20 metrics from SQLite: about 20 s in full, 1.5 s sampled
 in SQL to 2,000 points per metric; ``bench/bench_dashboard.py``). ``_sampled_in_sql`` alone reaches
-into the client's store for that; the public call is used whenever the store is not the SQL one or
-the private method fails.
+into the client's store for that (a database directly, a tracking server through the REST endpoint
+MLflow's UI uses); the public call is used whenever neither route answers.
 
 Cached with ``st.cache_data`` (the runs listing for 30 s, a run's curves for 60 s); a broken or
 missing store is a problem sentence, never an exception.
@@ -28,6 +28,7 @@ from training_hooks.schema import STATUS_CRASHED, Step
 MLFLOW_KEY_PREFIX = "mlflow:"
 MLFLOW_POINTS_PER_METRIC = 2000
 RUNNING_FOR_TOO_LONG_S = 24 * 3600  # a run still "running" after a day is declared crashed
+TAGS_KEY = "_tags"  # RunRef.params of an MLflow run: its run-id tags, beside its params
 WALL_TIME_POINTS = 500  # timestamps sampled per metric to interpolate each step's wall time
 _STATUS = {"FINISHED": "finished", "FAILED": "failed", "KILLED": "failed"}  # else running
 
@@ -98,7 +99,7 @@ def _run_ref(r, tracking_uri: str, now: float) -> RunRef:
         tracking_uri=tracking_uri,
         mlflow_run_id=r.info.run_id,
         metric_keys=tuple(sorted(r.data.metrics)),
-        params={**params, "_tags": {k: v for k, v in tags.items() if "run_id" in k}},
+        params={**params, TAGS_KEY: {k: v for k, v in tags.items() if "run_id" in k}},
         updated_at=end or start,
         problems=("MLflow-only run: step curves only, no per-sequence pages",),
     )
@@ -109,23 +110,54 @@ def _run_ref(r, tracking_uri: str, now: float) -> RunRef:
 # ----------------------------------------------------------------------------------------------
 
 
+def run_params(run: RunRef) -> tuple[tuple[str, str], ...]:
+    """An MLflow-only run's params (its logged settings) as sorted pairs: ``mlflow_steps``'s
+    ``params`` (hashable, so part of the cache key)."""
+    return tuple(sorted((str(k), str(v)) for k, v in run.params.items() if k != TAGS_KEY))
+
+
 def _sampled_in_sql(client, run_id: str, key: str, max_points: int) -> list | None:
     """At most ``max_points`` evenly spaced points of one metric (first and last kept), sampled
     in SQL by the store, or None where that is not available.
 
-    PRIVATE MLflow API, on purpose and only here: ``client._tracking_client.store`` and the
-    store's ``get_metric_history_bulk_interval`` (what MLflow's own UI calls through its server to
-    draw long curves). No public client call samples; the public ``get_metric_history`` reads every
-    point, more than ten times slower on long runs. Only the SQLAlchemy store (sqlite, postgres,
-    mysql URIs) samples in SQL; any other store, a renamed attribute or a changed signature returns
-    None and the caller uses the public call."""
+    PRIVATE MLflow API, on purpose and only here: ``client._tracking_client.store`` and its
+    ``get_metric_history_bulk_interval`` (no public client call samples; the public
+    ``get_metric_history`` reads every point, more than ten times slower on long runs). Two routes
+    to the same SQL sampling:
+    - a database URI (sqlite, postgresql, mysql): the client's ``SqlAlchemyStore`` samples;
+    - a tracking server (http/https URI): the client's ``RestStore`` has no sampling of its own
+      (MLflow's generic method reads every point, then samples), so ask the server's endpoint
+      ``GET /api/2.0/mlflow/metrics/get-history-bulk-interval`` (what MLflow's UI calls to draw
+      long curves; at most 2,500 points per run), and the server's store samples in SQL.
+    Any other store, a renamed attribute, a changed signature or a refused request returns None,
+    and the caller uses the public call."""
     store = getattr(getattr(client, "_tracking_client", None), "store", None)
-    if store is None or type(store).__name__ != "SqlAlchemyStore":
-        return None
+    kind = type(store).__name__
     try:
-        return store.get_metric_history_bulk_interval([run_id], key, max_points, None, None)
+        if kind == "SqlAlchemyStore":
+            return store.get_metric_history_bulk_interval([run_id], key, max_points, None, None)
+        if kind == "RestStore":
+            return _sampled_by_server(store, run_id, key, max_points)
     except Exception:  # noqa: BLE001 - another MLflow version: the public call instead
         return None
+    return None
+
+
+BULK_INTERVAL_ENDPOINT = "/api/2.0/mlflow/metrics/get-history-bulk-interval"
+
+
+def _sampled_by_server(store, run_id: str, key: str, max_points: int) -> list:
+    """The tracking server's sampled history of one metric, as ``mlflow.entities.Metric``s; the
+    request carries the client's credentials and TLS settings (``store.get_host_creds``)."""
+    from mlflow.entities import Metric
+    from mlflow.utils.rest_utils import http_request_safe
+
+    params = {"run_ids": [run_id], "metric_key": key, "max_results": int(max_points)}
+    resp = http_request_safe(store.get_host_creds(), BULK_INTERVAL_ENDPOINT, "GET", params=params)
+    return [
+        Metric(key, float(m["value"]), int(m["timestamp"]), int(m["step"]))
+        for m in resp.json().get("metrics", [])
+    ]
 
 
 def _metric_points(client, run_id: str, key: str, max_points: int | None):
@@ -151,9 +183,10 @@ def mlflow_steps(
     run_id: str,
     keys: tuple[str, ...],
     max_points: int | None = MLFLOW_POINTS_PER_METRIC,
-    sequence_level: bool = False,
+    params: tuple[tuple[str, str], ...] = (),
 ) -> Table:
-    """One row per step from the metric history of every key, names mapped to our columns.
+    """One row per step from the metric history of every key, names mapped to our columns as an
+    import maps them, with the run's ``params`` (``run_params``) as its settings.
 
     MLflow is slow to read in full (see the module's docstring), so by default each metric is
     sampled to ``max_points`` points in the store; ``None`` reads all."""
@@ -163,7 +196,9 @@ def mlflow_steps(
         client = MlflowClient(tracking_uri=tracking_uri)
     except Exception as e:  # noqa: BLE001
         return Table(pd.DataFrame(), [f"MLflow {tracking_uri!r}: {short_error(e)}"])
-    names = map_metric_names(keys, sequence_level=sequence_level)
+    # the run's params pin the names' meaning (tool version, clip unit, KL estimator); a name whose
+    # meaning they leave open keeps a prefixed name of its own (metric_map.map_metric_names)
+    names = map_metric_names(keys, settings=dict(params))
     problems: list[str] = []
     series: dict[str, pd.Series] = {}
     wall: dict[int, float] = {}

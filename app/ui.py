@@ -13,15 +13,17 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 import streamlit as st
 
 from app import data
 from app.charts import run_colors
-from app.discovery import discover, root_signature
+from app.discovery import discover, imported_tool, root_signature
 from app.health import run_findings
-from app.records import RunRef, Table
+from app.lag import ALL, OFF_POLICY, SUBSETS, LagSplit, lag_split
+from app.records import SOURCE_MLFLOW, RunRef, Table
 from app.settings import DEFAULT_ROOT, parse_settings
-from training_hooks.schema import SEQUENCES_DIR
+from training_hooks.schema import SEQUENCES_DIR, Seq, Step
 
 MAX_DEFAULT_RUNS = 6
 AUTO_REFRESH_S = 5
@@ -176,20 +178,62 @@ def md_escape(text: str) -> str:
     return out
 
 
+def no_sequences_note(runs: list[RunRef]) -> None:
+    """Says, per run without a sequences table, why: imported from a tool that logs step
+    metrics only, or an MLflow-only run (not a data problem)."""
+    for r in runs:
+        if r.has_sequences:
+            continue
+        tool = imported_tool(r.info)
+        why = (
+            f"imported from {tool}"
+            if tool
+            else "MLflow-only run"
+            if r.source == SOURCE_MLFLOW
+            else None
+        )
+        if why:
+            st.caption(
+                f"{md_escape(r.label)}: this run has no per-sequence data ({md_escape(why)}); "
+                "its step curves are on Compare and Health."
+            )
+
+
+def _asked_run(ctx: Context, key: str) -> RunRef | None:
+    """The run a link names in ``?<key>=``: by its label (what the bound picker writes) or by its
+    key (what a link built from a run key holds)."""
+    asked = st.query_params.get(key)
+    if asked is None:
+        return None
+    for r in ctx.runs:
+        if asked in (r.key, ctx.labels.get(r.key)):
+            return r
+    return None
+
+
 def pick_run(ctx: Context, *, need_sequences: bool = False, key: str = "run") -> RunRef | None:
-    """A single-run picker (bound to ?run=...) among the selected runs (else all runs)."""
+    """A single-run picker (bound to ?run=...) among the selected runs (else all runs); a run a
+    link names (``?run=<label or key>``) is picked even when it is not among the selected."""
     pool = ctx.selected or ctx.runs
+    asked = _asked_run(ctx, key)
+    if asked is not None and asked.key not in {r.key for r in pool}:
+        pool = [asked, *pool]
     if need_sequences:
+        named = {r.key: r for r in [*ctx.selected, *([asked] if asked else [])]}
+        no_sequences_note(list(named.values()))
         pool = [r for r in pool if r.has_sequences] or [r for r in ctx.runs if r.has_sequences]
     if not pool:
         st.info(
             "No run with a sequences table here. The per-sequence pages need runs recorded by "
-            f"training_hooks (a `{SEQUENCES_DIR}/` folder); MLflow-only runs have step curves only.",
+            f"training_hooks (a `{SEQUENCES_DIR}/` folder); imported and MLflow-only runs have "
+            "step curves only.",
             icon=":material/info:",
         )
         return None
     keys = [r.key for r in pool]
     by_key = {r.key: r for r in pool}
+    if asked is not None and asked.key in by_key and key not in st.session_state:
+        st.session_state[key] = asked.key  # a key in the URL: the bound picker reads labels
     choice = st.selectbox(
         "Run",
         options=keys,
@@ -230,7 +274,7 @@ def step_window(steps: np.ndarray, *, key: str = "window") -> tuple[int, int] | 
     lo, hi = int(steps.min()), int(steps.max())
     if lo == hi:
         return lo, hi
-    a, b = st.slider("Steps", min_value=lo, max_value=hi, value=(lo, hi), key=key)
+    a, b = st.slider("Step window", min_value=lo, max_value=hi, value=(lo, hi), key=key)
     return int(a), int(b)
 
 
@@ -262,15 +306,79 @@ def sequence_run_window(ctx: Context) -> tuple[RunRef, tuple[int, int] | None]:
     return run, step_window(all_steps)
 
 
-def window_sequences(run: RunRef, columns: list[str], window: tuple[int, int] | None) -> Table:
-    """The run's per-sequence ``columns`` in the step ``window``; stops the page with a message
-    when there is none."""
+def window_sequences(
+    run: RunRef,
+    columns: list[str],
+    window: tuple[int, int] | None,
+    shown: StepSubset | None = None,
+) -> Table:
+    """The run's per-sequence ``columns`` in the step ``window`` (and in the ``shown`` subset of
+    steps); stops the page with a message when there is none."""
     t = data.load_sequences(run, columns, window)
-    if not len(t.df):
-        st.info("No sequences in this step window.", icon=":material/info:")
+    df = shown.keep(t.df) if shown is not None and len(t.df) else t.df
+    if not len(df):
+        where = f" among the {shown.label}" if shown is not None and t.df.size else ""
+        st.info(f"No sequences in this step window{where}.", icon=":material/info:")
         notice_problems([run], t.problems)
         st.stop()
-    return t
+    return Table(df, t.problems)
+
+
+@dataclass(frozen=True)
+class StepSubset:
+    """The steps a single-run page shows: the "steps" control's choice over the run's lag split."""
+
+    subset: str  # one of app.lag.SUBSETS
+    split: LagSplit
+
+    @property
+    def label(self) -> str:
+        """ "all steps", "off-policy steps", ... for titles and captions."""
+        return f"{self.subset} steps"
+
+    def counted(self, n: int) -> str:
+        """ "8 steps", "4 off-policy steps": ``n`` steps of this subset."""
+        return f"{n:,} steps" if self.subset == ALL else f"{n:,} {self.subset} steps"
+
+    def keep(self, df: pd.DataFrame, column: str = Seq.STEP) -> pd.DataFrame:
+        """The rows of ``df`` whose step is in the subset (all rows for ALL)."""
+        if self.subset == ALL:
+            return df
+        return df[df[column].isin(self.split.steps(self.subset))]
+
+    def describe(self, shown_steps: int) -> str:
+        """One sentence for a caption: which steps the numbers on screen count."""
+        s = self.split
+        if self.subset == ALL:
+            kinds = f" ({s.describe()})" if s.has_both else ""
+            return f"All {shown_steps:,} steps shown{kinds}."
+        return f"{self.subset.capitalize()} steps only: {shown_steps:,} shown ({s.describe()})."
+
+
+def steps_control(
+    run: RunRef, *, ratio_subject: bool, keep_step: int | None = None, key: str = "steps"
+) -> StepSubset:
+    """The "steps" control (all / on-policy / off-policy, bound to ?steps=...), drawn when the run
+    has both kinds of steps. Default: off-policy where the page's subject is the ratio or its
+    clipping (on-policy ratios are 1 by construction), else all; ``keep_step`` (a step the URL
+    asks for) falls back to all when the default subset would leave it out."""
+    t = data.load_steps(run, [Step.POLICY_LAG, Step.TOKEN_LOG_RATIO_ABS_MAX])
+    split = lag_split(t.df)
+    if not split.has_both:
+        return StepSubset(ALL, split)
+    default = OFF_POLICY if ratio_subject else ALL
+    if keep_step is not None and keep_step not in set(split.steps(default).tolist()):
+        default = ALL
+    choice = st.segmented_control(
+        "Steps",
+        SUBSETS,
+        default=default,
+        key=key,
+        bind="query-params",
+        help=f"{split.describe()}. On-policy steps train on samples of the current policy (every "
+        "ratio 1, nothing clipped); off-policy steps reuse a batch after the policy moved.",
+    )
+    return StepSubset(choice if choice in SUBSETS else default, split)
 
 
 def fmt_ago(ts: float | None, now: float | None = None) -> str:
@@ -284,6 +392,14 @@ def fmt_ago(ts: float | None, now: float | None = None) -> str:
     if d < 48 * 3600:
         return f"{d / 3600:.1f} h ago"
     return f"{d / 86400:.0f} d ago"
+
+
+LOSS_UNIT = {"gspo": "seq", "grpo": "token"}  # the unit each algorithm's loss clips in
+
+
+def loss_unit(run: RunRef) -> str | None:
+    """ "seq" (GSPO clips the sequence ratio), "token" (GRPO clips each token's), None (unknown)."""
+    return LOSS_UNIT.get(str(run.algorithm).lower())
 
 
 def eps_of(run: RunRef) -> dict[str, tuple[float, float]]:

@@ -34,9 +34,12 @@ def _figs(at: AppTest) -> list[dict]:
 
 
 def _arr(v) -> np.ndarray:
-    """A Plotly JSON array: a list, or Plotly 7's typed array {"dtype": ..., "bdata": base64}."""
+    """A Plotly JSON array: a list, or Plotly 7's typed array {"dtype": ..., "bdata": base64,
+    "shape": "rows, columns" for a 2-D one}."""
     if isinstance(v, dict) and "bdata" in v:
-        return np.frombuffer(base64.b64decode(v["bdata"]), dtype=np.dtype(v["dtype"]))
+        a = np.frombuffer(base64.b64decode(v["bdata"]), dtype=np.dtype(v["dtype"]))
+        shape = v.get("shape")
+        return a.reshape([int(n) for n in str(shape).split(",")]) if shape else a
     return np.asarray(v)
 
 

@@ -1,10 +1,13 @@
 """Runs: every run under the root (and MLflow-only runs), filter, pick the ones to compare."""
 
+import time
+
 import pandas as pd
 import streamlit as st
 
-from app import data, ui
+from app import data, mlflow_store, ui
 from app.charts import fmt_eps
+from app.discovery import imported_tool
 from app.health import ERROR, WARNING
 from app.records import SOURCE_PARQUET, RunRef
 
@@ -82,7 +85,7 @@ if not ctx.runs:
 
 
 def _config_summary(run: RunRef) -> str:
-    cfg = run.info.config if run.info else {k: v for k, v in run.params.items() if k != "_tags"}
+    cfg = run.info.config if run.info else dict(mlflow_store.run_params(run))
     items = [f"{k}={v}" for k, v in list(cfg.items())[:6]]
     return ", ".join(items)
 
@@ -99,23 +102,66 @@ def _health(run: RunRef) -> str:
     return f"{n_err} err · {n_warn} warn" if n_err else f"{n_warn} warn"
 
 
+UNKNOWN = "unknown"
+UNIT_NAMES = {"seq": "sequence (GSPO)", "token": "token (GRPO)"}
+
+
+def _eps_cell(run: RunRef, unit: str) -> str:
+    """A unit's ε pair and its role: the one the run's loss clips with ("loss"), the other one
+    measured beside it by the recorder ("measured"); "unknown" where the ε is (never a default)."""
+    pair = ui.eps_of(run).get(unit)
+    if pair is None:
+        return UNKNOWN
+    text = f"{fmt_eps(pair[0])} / {fmt_eps(pair[1])}"
+    role = ui.loss_unit(run)
+    if role is None:
+        return f"{text} (loss's unit unknown)"
+    if role == unit:
+        return f"{text} (loss)"
+    return f"{text} (not the loss's unit)" if imported_tool(run.info) else f"{text} (measured)"
+
+
+def _source(run: RunRef) -> str:
+    """recorded / trl / tinker / verl / MLflow."""
+    if run.source != SOURCE_PARQUET:
+        return "MLflow"
+    if run.info is None:
+        return "run folder (no run.json)"
+    return imported_tool(run.info) or "recorded"
+
+
+def _last_update(run: RunRef) -> str:
+    """A recorded run's heartbeat; an import's own last log timestamp, else when it was imported."""
+    rec = run.info.imported if run.info is not None else None
+    if rec is None:
+        return ui.fmt_ago(run.updated_at)
+    if rec.log_last_timestamp:
+        return f"{ui.fmt_ago(rec.log_last_timestamp)} (the log's last entry)"
+    if rec.imported_at:
+        when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(rec.imported_at))
+        return f"imported at {when}"
+    return UNKNOWN
+
+
+def _known(value) -> str:
+    return UNKNOWN if value is None else str(value)
+
+
 def _row(run: RunRef) -> dict:
     info = run.info
-    eps = {u: f"{fmt_eps(lo)} / {fmt_eps(hi)}" for u, (lo, hi) in ui.eps_of(run).items()}
-    eps_seq = eps.get("seq", "unknown") if info else "–"
-    eps_tok = eps.get("token", "unknown") if info else "–"
     return {
         "name": run.name,
-        "algorithm": run.algorithm.upper(),
+        "algorithm": run.algorithm.upper() if ui.loss_unit(run) else UNKNOWN,
         "status": run.status,
         "last step": run.last_step,
-        "last update": ui.fmt_ago(run.updated_at),
-        "seq ε (low / high)": eps_seq,
-        "token ε (low / high)": eps_tok,
-        "reduction": info.reduction if info else "–",
-        "group size": info.group_size if info else None,
+        "last update": _last_update(run),
+        "loss clips": UNIT_NAMES.get(ui.loss_unit(run) or "", UNKNOWN),
+        "seq ε (low / high)": _eps_cell(run, "seq"),
+        "token ε (low / high)": _eps_cell(run, "token"),
+        "reduction": _known(info.reduction if info else None),
+        "group size": _known(info.group_size if info else None),
         "health": data.per_run(_health, run),  # read once per state of the run
-        "source": run.source if run.source == SOURCE_PARQUET else f"MLflow ({run.source})",
+        "source": _source(run),
         "config": _config_summary(run),
         "problems": "; ".join(run.problems),
         "run id": run.key,
@@ -189,7 +235,6 @@ st.dataframe(
     hide_index=True,
     column_config={
         "last step": st.column_config.NumberColumn(format="%d"),
-        "group size": st.column_config.NumberColumn(format="%d"),
         "config": st.column_config.TextColumn(width="medium"),
         "problems": st.column_config.TextColumn(width="medium"),
     },
