@@ -4,12 +4,10 @@ adds, and a run's traces are recomputed only when its step parts (size, mtime) c
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import streamlit as st
 
 from app import charts
-from app.data import part_files
+from app.data import table_files
 from app.records import SOURCE_PARQUET, RunRef
 from training_hooks.schema import STEPS_DIR
 
@@ -17,7 +15,7 @@ from training_hooks.schema import STEPS_DIR
 def run_signature(run: RunRef) -> tuple:
     """What a run's step curves depend on: its step parts (size, mtime), or its MLflow keys."""
     if run.source == SOURCE_PARQUET and run.path:
-        return (run.key, part_files(Path(run.path) / STEPS_DIR))
+        return (run.key, table_files(run, STEPS_DIR))
     return (run.key, run.metric_keys, run.updated_at)
 
 
