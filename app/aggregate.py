@@ -6,6 +6,7 @@ the browser never receives a million points.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -15,14 +16,32 @@ from training_hooks.schema import Seq
 
 
 @dataclass(frozen=True)
+class SymLog:
+    """A symmetric-log value axis: y = sign(x) · log10(1 + |x| / scale), linear within about
+    ±scale and one unit per decade beyond, so a band of width ~scale and tails decades wider
+    share one chart."""
+
+    scale: float
+
+    def forward(self, x: np.ndarray | float) -> np.ndarray:
+        x = np.asarray(x, dtype=np.float64)
+        return np.sign(x) * np.log10(1 + np.abs(x) / self.scale)
+
+    def inverse(self, y: np.ndarray | float) -> np.ndarray:
+        y = np.asarray(y, dtype=np.float64)
+        return np.sign(y) * self.scale * (10 ** np.abs(y) - 1)
+
+
+@dataclass(frozen=True)
 class StepHistogram:
     """Per-step-bin histograms: ``z[i, j]`` = share of the rows of step bin ``j`` in value bin ``i``."""
 
     step_centers: np.ndarray  # (S,)
-    value_edges: np.ndarray  # (V + 1,)
+    value_edges: np.ndarray  # (V + 1,), on the ``axis`` scale when there is one
     z: np.ndarray  # (V, S), each column sums to 1 (or 0 when the bin is empty)
     rows: int
     outside: int  # rows outside the value range (clipped to the edge bins)
+    axis: SymLog | None = None  # the value axis is symmetric-log (edges are transformed values)
 
 
 def step_histogram(
@@ -33,9 +52,16 @@ def step_histogram(
     step_bins: int = 150,
     value_bins: int = 60,
     value_range: tuple[float, float] | None = None,
+    axis: SymLog | None = None,
 ) -> StepHistogram:
     """Histogram of ``value`` per step bin. Default range: the 0.5-99.5% quantiles (outliers go to
-    the edge bins and are counted in ``outside``)."""
+    the edge bins and are counted in ``outside``). With ``axis``, the bins are equal on that
+    symmetric-log scale (``value_range`` stays in the value's own units).
+
+    Columns are the steps present, not a grid over the step range: a table holding every other
+    step (one policy-lag subset) gets one column per step it has, never an empty column for a step
+    it left out; beyond ``step_bins`` steps, consecutive present steps share a column, centred on
+    their mean step."""
     if value not in df.columns or step not in df.columns:
         raise ValueError(f"df must have columns {step!r} and {value!r}, has {list(df.columns)}")
     v = df[value].to_numpy(np.float64)
@@ -43,30 +69,52 @@ def step_histogram(
     ok = np.isfinite(v) & np.isfinite(s)
     v, s = v[ok], s[ok]
     if len(v) == 0:
-        return StepHistogram(np.array([]), np.array([0.0, 1.0]), np.zeros((value_bins, 0)), 0, 0)
+        empty = np.zeros((value_bins, 0))
+        return StepHistogram(np.array([]), np.array([0.0, 1.0]), empty, 0, 0, axis)
+    if axis is not None:
+        v = axis.forward(v)
     if value_range is None:
         lo, hi = np.quantile(v, [0.005, 0.995])
     else:
-        lo, hi = value_range
+        lo, hi = value_range if axis is None else axis.forward(np.asarray(value_range))
     if not hi > lo:
         half = max(abs(lo) * 1e-3, 1e-9)
         lo, hi = lo - half, hi + half
     outside = int(((v < lo) | (v > hi)).sum())
     v = np.clip(v, lo, hi)
-    s_lo, s_hi = s.min(), s.max()
-    n_steps = int(s_hi - s_lo) + 1
-    step_bins = max(1, min(step_bins, n_steps))
-    s_edges = np.linspace(s_lo, s_hi + 1, step_bins + 1)
+    present, at = np.unique(s, return_inverse=True)  # (S_present,), each row's index in it
+    columns = max(1, min(step_bins, len(present)))
+    col_of_step = np.arange(len(present)) * columns // len(present)  # consecutive steps share
     v_edges = np.linspace(lo, hi, value_bins + 1)
-    counts, _, _ = np.histogram2d(v, s, bins=[v_edges, s_edges])
+    counts, _, _ = np.histogram2d(
+        v, col_of_step[at], bins=[v_edges, np.arange(columns + 1) - 0.5]
+    )  # (V, columns)
     totals = counts.sum(0, keepdims=True)
     z = np.divide(counts, totals, out=np.zeros_like(counts), where=totals > 0)
-    centers = (s_edges[:-1] + s_edges[1:]) / 2 - 0.5
-    return StepHistogram(centers, v_edges, z, int(ok.sum()), outside)
+    centers = np.bincount(col_of_step, weights=present) / np.bincount(col_of_step)
+    return StepHistogram(centers, v_edges, z, int(ok.sum()), outside, axis)
+
+
+def symlog_for(values: pd.Series | np.ndarray, band: tuple[float, float] | None) -> SymLog:
+    """The symmetric-log axis for ``values``: linear within the narrower half of ``band`` (e.g.
+    GSPO's ε), else within the 10th percentile of the non-zero |values| (1.0 when all are 0)."""
+    if band is not None:
+        return SymLog(float(min(abs(band[0]), abs(band[1]))))
+    v = np.abs(np.asarray(values, dtype=np.float64))
+    v = v[np.isfinite(v) & (v > 0)]
+    return SymLog(float(np.quantile(v, 0.1)) if len(v) else 1.0)
+
+
+def share_inside(values: pd.Series | np.ndarray, lo: float, hi: float) -> float:
+    """Share of the finite ``values`` in ``[lo, hi]`` (NaN when there is none)."""
+    v = np.asarray(values, dtype=np.float64)
+    v = v[np.isfinite(v)]
+    return float(((v >= lo) & (v <= hi)).mean()) if len(v) else float("nan")
 
 
 def clip_by_length(df: pd.DataFrame, buckets: int = 8) -> pd.DataFrame:
-    """Clip rates per length bucket (quantile buckets): columns bucket (label), lo, hi, sequences,
+    """Clip rates per length bucket (quantile buckets): columns bucket (label: the shortest and
+    longest length it holds), lo, hi (those lengths), sequences,
     seq_clipped (share of sequences outside GSPO's range), token_clip_fraction (mean over the
     bucket's sequences of the share of their tokens outside GRPO's range)."""
     need = [Seq.LENGTH, Seq.SEQ_CLIPPED, Seq.TOKEN_CLIP_FRACTION]
@@ -78,7 +126,7 @@ def clip_by_length(df: pd.DataFrame, buckets: int = 8) -> pd.DataFrame:
     if len(edges) < 2:
         edges = np.array([length.min(), length.min() + 1])
     idx = np.clip(np.searchsorted(edges, length, side="right") - 1, 0, len(edges) - 2)
-    out = pd.DataFrame({"_b": idx})
+    out = pd.DataFrame({"_b": idx, "_len": length})
     for c in need[1:]:
         if c in df.columns:
             out[c] = df[c].to_numpy(np.float64)
@@ -87,10 +135,103 @@ def clip_by_length(df: pd.DataFrame, buckets: int = 8) -> pd.DataFrame:
     for c in need[1:]:
         if c in out.columns:
             res[c] = g[c].mean()
-    res["lo"] = edges[res.index]
-    res["hi"] = edges[res.index + 1]
-    res["bucket"] = [f"{int(a)}-{int(b)}" for a, b in zip(res["lo"], res["hi"], strict=True)]
+    res["lo"] = g["_len"].min()
+    res["hi"] = g["_len"].max()
+    # labelled by the lengths the bucket holds, not by its quantile edges
+    res["bucket"] = [bucket_label(a, b) for a, b in zip(res["lo"], res["hi"], strict=True)]
     return res.reset_index(drop=True)
+
+
+RISES = "rises"
+FALLS = "falls"
+FLAT = "is flat"
+NO_TREND = "shows no steady trend"
+
+
+@dataclass(frozen=True)
+class Trend:
+    """How a per-bucket quantity changes from the first bucket to the last (buckets in x order)."""
+
+    direction: str  # RISES, FALLS, FLAT or NO_TREND
+    rho: float  # Spearman correlation of bucket order and value (NaN when flat)
+    first: float
+    last: float
+    first_label: str
+    last_label: str
+
+
+def trend(labels: Sequence[str], values: Sequence[float], *, steady: float = 0.6) -> Trend | None:
+    """The direction of ``values`` over buckets in order: RISES / FALLS when the Spearman
+    correlation of bucket order and value is at least ``steady`` in size, FLAT when every value is
+    equal, else NO_TREND. None with fewer than two finite buckets (nothing to say)."""
+    v = pd.Series(np.asarray(values, dtype=np.float64), index=list(labels))
+    v = v[np.isfinite(v.to_numpy())]
+    if len(v) < 2:
+        return None
+    if v.max() == v.min():
+        direction, rho = FLAT, float("nan")
+    else:
+        rho = float(
+            pd.Series(np.arange(len(v)), dtype=float).corr(
+                pd.Series(v.to_numpy()), method="spearman"
+            )
+        )
+        direction = RISES if rho >= steady else FALLS if rho <= -steady else NO_TREND
+    return Trend(direction, rho, float(v.iloc[0]), float(v.iloc[-1]), v.index[0], v.index[-1])
+
+
+@dataclass(frozen=True)
+class HiddenMove:
+    """One sequence whose ratio near 1 hides larger token moves (the Ratios scatter marks it)."""
+
+    log_s: float  # its sequence log-ratio
+    token_range: float  # max - min of its token log-ratios
+    token_clip_fraction: float | None  # share of its tokens outside the token band (if recorded)
+
+
+def trend_sentence(labels: Sequence[str], values: Sequence[float], what: str, fmt: str) -> str:
+    """A sentence saying how ``what`` (one value per length bucket, labelled in tokens) changes
+    with length, computed from the values ("" when there is nothing to say)."""
+    tr = trend(labels, values)
+    if tr is None:
+        return ""
+    if tr.direction == FLAT:
+        return f"The {what} is {tr.first:{fmt}} in every length bucket."
+    return (
+        f"The {what} {tr.direction} with length ({tr.first:{fmt}} at length {tr.first_label}, "
+        f"{tr.last:{fmt}} at length {tr.last_label})."
+    )
+
+
+def bucket_label(lo: float, hi: float) -> str:
+    """ "6" or "6-8": the values a bucket holds."""
+    return f"{lo:g}" if lo == hi else f"{lo:g}-{hi:g}"
+
+
+def hidden_move_example(df: pd.DataFrame, band: tuple[float, float] | None) -> HiddenMove | None:
+    """The sequence that best shows a ratio near 1 hiding token moves: among the sequences whose
+    log s lies inside ``band`` (log(1-ε), log(1+ε); else the half with the smallest |log s|), the one
+    with the widest token log-ratio range (max - min). None when no such sequence has a range at
+    least 5x its |log s| (then no point on screen shows it)."""
+    need = (Seq.SEQ_LOG_RATIO, Seq.TOKEN_LOG_RATIO_MIN, Seq.TOKEN_LOG_RATIO_MAX)
+    if len(df) == 0 or not all(c in df.columns for c in need):
+        return None
+    x = df[Seq.SEQ_LOG_RATIO].to_numpy(np.float64)
+    y = (df[Seq.TOKEN_LOG_RATIO_MAX] - df[Seq.TOKEN_LOG_RATIO_MIN]).to_numpy(np.float64)
+    ok = np.isfinite(x) & np.isfinite(y)
+    if band is not None:
+        ok &= (x >= band[0]) & (x <= band[1])
+    elif ok.any():
+        ok &= np.abs(x) <= np.median(np.abs(x[ok]))
+    if not ok.any():
+        return None
+    i = int(np.flatnonzero(ok)[np.argmax(y[ok])])
+    if not (y[i] > 0 and y[i] >= 5 * abs(x[i])):
+        return None
+    frac = None
+    if Seq.TOKEN_CLIP_FRACTION in df.columns:
+        frac = float(df[Seq.TOKEN_CLIP_FRACTION].iloc[i])
+    return HiddenMove(float(x[i]), float(y[i]), frac)
 
 
 ZV_ALL_HIGH = "all at max reward"
@@ -133,18 +274,24 @@ def sample_rows(df: pd.DataFrame, n: int, seed: int = 0) -> pd.DataFrame:
 
 
 def binned_mean(df: pd.DataFrame, x: str, y: str, buckets: int = 12) -> pd.DataFrame:
-    """Mean and standard error of ``y`` per quantile bucket of ``x``: columns x (bucket mean of
-    x), mean, sem, count. Buckets with one row have sem NaN."""
+    """Mean, standard deviation and standard error of ``y`` per quantile bucket of ``x``: columns x
+    (bucket mean of x), lo and hi (the bucket's x range), bucket (its label), mean, std, sem, count. Buckets with one
+    row have std and sem NaN."""
     if x not in df.columns or y not in df.columns:
         raise ValueError(f"df must have columns {x!r} and {y!r}")
     d = pd.DataFrame({"x": df[x].astype(float), "y": df[y].astype(float)}).dropna()
     if len(d) == 0:
-        return pd.DataFrame(columns=["x", "mean", "sem", "count"])
+        return pd.DataFrame(columns=["x", "lo", "hi", "bucket", "mean", "std", "sem", "count"])
     edges = np.unique(np.quantile(d["x"], np.linspace(0, 1, buckets + 1)))
     if len(edges) < 2:
         edges = np.array([d["x"].min(), d["x"].min() + 1])
     d["b"] = np.clip(np.searchsorted(edges, d["x"], side="right") - 1, 0, len(edges) - 2)
     g = d.groupby("b")
-    out = pd.DataFrame({"x": g["x"].mean(), "mean": g["y"].mean(), "count": g.size()})
-    out["sem"] = g["y"].std(ddof=1) / np.sqrt(out["count"])
+    out = pd.DataFrame(
+        {"x": g["x"].mean(), "lo": g["x"].min(), "hi": g["x"].max(), "mean": g["y"].mean()}
+    )
+    out["std"] = g["y"].std(ddof=1)
+    out["count"] = g.size()
+    out["sem"] = out["std"] / np.sqrt(out["count"])
+    out["bucket"] = [bucket_label(a, b) for a, b in zip(out["lo"], out["hi"], strict=True)]
     return out.reset_index(drop=True)

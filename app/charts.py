@@ -17,7 +17,14 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from app.aggregate import ZV_ALL_HIGH, ZV_ALL_LOW, ZV_OTHER, StepHistogram
+from app.aggregate import (
+    ZV_ALL_HIGH,
+    ZV_ALL_LOW,
+    ZV_OTHER,
+    HiddenMove,
+    StepHistogram,
+    SymLog,
+)
 from app.compare_view import (
     SEQ_BAND_ZOOM,
     SUBSET_TEXT,
@@ -305,9 +312,12 @@ class RunSeries:
         return (self.lag or lag_split(self.df)).mask(subset)
 
 
-def plot_text(text: str) -> str:
-    """Text from disk (run and metric names) made inert for Plotly's HTML-like labels."""
-    return html.escape(str(text), quote=False)
+def plot_text(text: object) -> str:
+    """Text from disk for a Plotly string (title, trace name, hover text), drawn as itself: Plotly
+    renders a few HTML tags (``<b>``, ``<a href>``, ``<br>``, ...) and fills ``%{...}`` in hover
+    templates, so ``&``, ``<``, ``>`` and ``%`` become character references (which Plotly draws as
+    the characters)."""
+    return html.escape(str(text), quote=False).replace("%", "&#37;")
 
 
 def fmt_eps(x: float) -> str:
@@ -316,6 +326,11 @@ def fmt_eps(x: float) -> str:
         m, e = f"{x:.1e}".split("e")
         return f"{float(m):g}e{int(e)}"
     return f"{x:g}"
+
+
+def eps_text(eps: tuple[float, float] | None) -> str:
+    """'ε 3e-4/4e-4' for a known (low, high) pair, 'ε unknown' for None."""
+    return f"ε {fmt_eps(eps[0])}/{fmt_eps(eps[1])}" if eps else "ε unknown"
 
 
 def eps_label(series: Sequence[RunSeries], unit: str) -> str:
@@ -589,7 +604,7 @@ def _band_trace(s: RunSeries, panel: Panel, df, x, ok, n_out, log_y) -> dict | N
         "hoverinfo": "skip",
         "showlegend": False,
         "legendgroup": s.key,
-        "name": f"{s.label} band",
+        "name": f"{plot_text(s.label)} band",
     }
 
 
@@ -604,12 +619,12 @@ LEGEND_TOP = {
 
 
 def _layout_dict(title, xtitle, ytitle, height, log_y=False) -> dict:
-    yaxis = {"title": {"text": ytitle, "font": {"size": 11}}}
+    yaxis = {"title": {"text": plot_text(ytitle), "font": {"size": 11}}}
     if log_y:
         yaxis["type"] = "log"
     return {
         "title": {
-            "text": title,
+            "text": plot_text(title),
             "font": {"size": 14},
             "x": 0,
             "xanchor": "left",
@@ -620,7 +635,7 @@ def _layout_dict(title, xtitle, ytitle, height, log_y=False) -> dict:
         "height": height,
         "margin": {"l": 60, "r": 15, "t": 40, "b": 45},
         "hovermode": "closest",
-        "xaxis": {"title": {"text": xtitle, "font": {"size": 11}}},
+        "xaxis": {"title": {"text": plot_text(xtitle), "font": {"size": 11}}},
         "yaxis": yaxis,
     }
 
@@ -688,62 +703,110 @@ def legend_figure(series: Sequence[RunSeries]) -> go.Figure:
 # ---------------------------------------------------------------------------------------------
 
 
+def symlog_ticks(axis: SymLog, lo: float, hi: float) -> tuple[list[float], list[str]]:
+    """Tick positions (on the symmetric-log scale, within [lo, hi]) and labels (in the value's own
+    units): 0 and ±1 per decade from the axis's linear scale up, e.g. 1e-3, 0.01, 0.1 (decades
+    below the scale would all sit on top of 0)."""
+    first = math.ceil(math.log10(axis.scale))
+    values = [0.0] + [sign * 10.0**e for e in range(first, 4) for sign in (1, -1)]
+    pos = axis.forward(np.array(values))
+    keep = [(float(p), v) for p, v in zip(pos, values, strict=True) if lo <= p <= hi]
+    keep.sort()
+    return [p for p, _ in keep], [("-" if v < 0 else "") + fmt_eps(abs(v)) for _, v in keep]
+
+
 def step_heatmap_figure(
     hist: StepHistogram,
     *,
     title: str,
     value_label: str,
     hlines: Sequence[tuple[float, str]] = (),
-    lines: Sequence[tuple[np.ndarray, np.ndarray, str]] = (),
+    lines: Sequence[tuple[np.ndarray, np.ndarray, str, str]] = (),
     height: int = 380,
 ) -> go.Figure:
     """Per-step histograms as a heatmap (x step, y value, colour = share of the step's rows),
-    with optional horizontal reference lines (clip band) and overlaid line series."""
+    with optional horizontal reference lines ``(value, label)`` (clip band) and overlaid white
+    line series ``(x, y, name, dash)`` (named in the caption: white has no legend swatch). A
+    symmetric-log histogram (``hist.axis``) gets ticks and hover in the value's own units."""
     fig = go.Figure()
+    axis = hist.axis
     if hist.z.size:
         centers = (hist.value_edges[:-1] + hist.value_edges[1:]) / 2
+        own = axis.inverse(centers) if axis is not None else centers
         fig.add_trace(
             go.Heatmap(
                 x=hist.step_centers,
                 y=centers,
                 z=hist.z,
+                customdata=np.broadcast_to(own[:, None], hist.z.shape),
                 colorscale="Viridis",
                 colorbar={"title": {"text": "share", "side": "right"}, "thickness": 12},
-                hovertemplate="step %{x:.0f}<br>" + value_label + " %{y:.4g}<br>share %{z:.3f}"
-                "<extra></extra>",
+                hovertemplate="step %{x:.0f}<br>"
+                + value_label
+                + " %{customdata:.4g}<br>share %{z:.3f}<extra></extra>",
             )
         )
     else:
         _empty_note(fig, "no rows")
-    for xs, ys, name in lines:
+    for xs, ys, name, dash in lines:
         fig.add_trace(
-            go.Scatter(x=xs, y=ys, mode="lines", name=name, line={"color": "white", "width": 1.5})
+            go.Scatter(
+                x=xs,
+                y=ys,
+                mode="lines",
+                name=name,
+                line={"color": "white", "width": 1.5, "dash": dash},
+            )
         )
     for y, txt in hlines:
         fig.add_hline(
-            y=y,
+            y=float(axis.forward(y)) if axis is not None else y,
             line={"color": "#ff4b4b", "dash": "dash", "width": 1.5},
             annotation_text=txt,
             annotation_font_color="#ff4b4b",
             annotation_font_size=11,
-            annotation_position="top right",
+            annotation_position="top right" if y >= 0 else "bottom right",
         )
-    _layout(fig, title, "optimizer step", value_label, height)
-    fig.update_layout(showlegend=bool(lines), legend=LEGEND_TOP, margin={"t": 62})
+    ytitle = value_label + (" (symmetric log scale)" if axis is not None else "")
+    _layout(fig, title, "optimizer step", ytitle, height)
+    if axis is not None and hist.z.size:
+        tickvals, ticktext = symlog_ticks(axis, hist.value_edges[0], hist.value_edges[-1])
+        fig.update_yaxes(tickvals=tickvals, ticktext=ticktext)
+    fig.update_layout(showlegend=False, margin={"t": 62})
     return fig
 
 
+def seq_band_name(seq_eps: tuple[float, float] | None, loss_unit: str | None) -> str:
+    """What the sequence-unit band is on this run: GSPO's range where the run's loss clips on s
+    (``loss_unit == "seq"``), a measured band where it does not (GRPO), plain where the loss's unit
+    is unknown; with its ε when known."""
+    eps = eps_text(seq_eps)
+    if loss_unit == "seq":
+        return f"GSPO's range ({eps}, the loss clips here)"
+    if loss_unit == "token":
+        return f"sequence band ({eps}, measured: this loss clips tokens)"
+    return f"sequence band ({eps})"
+
+
 def token_vs_sequence_figure(
-    df: pd.DataFrame, *, seq_eps: tuple[float, float] | None = None, height: int = 420
+    df: pd.DataFrame,
+    *,
+    seq_eps: tuple[float, float] | None = None,
+    loss_unit: str | None = None,
+    example: HiddenMove | None = None,
+    height: int = 420,
 ) -> go.Figure:
     """Each sequence: x = its sequence log-ratio log s, y = the spread of its token log-ratios
-    (max - min), coloured by whether GSPO clipped it. Points near x = 0 high up are sequences whose
-    ratio ~1 hides large token moves (the explainer's [4, 0.5, 0.5, 1])."""
+    (max - min), coloured by whether it lies outside the sequence band (``seq_clipped``). Points
+    near x = 0 high up are sequences whose ratio ~1 hides large token moves; ``example`` (from
+    ``aggregate.hidden_move_example``, a sequence of ``df``) gets an arrow on its very point."""
     need = (Seq.SEQ_LOG_RATIO, Seq.TOKEN_LOG_RATIO_MIN, Seq.TOKEN_LOG_RATIO_MAX)
     fig = go.Figure()
+    title = "Token vs sequence: a ratio near 1 can hide large token moves"
+    axes = ("sequence log-ratio log s (nats)", "token log-ratio range max-min (nats)")
     if not all(c in df.columns for c in need) or len(df) == 0:
         _empty_note(fig, "no per-sequence token spread recorded")
-        _layout(fig, "Token vs sequence log-ratios", "log s", "token log-ratio range", height)
+        _layout(fig, title, *axes, height)
         return fig
     x = df[Seq.SEQ_LOG_RATIO].to_numpy(np.float64)
     y = (df[Seq.TOKEN_LOG_RATIO_MAX] - df[Seq.TOKEN_LOG_RATIO_MIN]).to_numpy(np.float64)
@@ -753,10 +816,9 @@ def token_vs_sequence_figure(
         else np.zeros(len(x), bool)
     )
     length = df[Seq.LENGTH].to_numpy() if Seq.LENGTH in df.columns else np.full(len(x), np.nan)
-    for mask, name, color in (
-        (clipped, "outside GSPO range (clipped)", "#d62728"),
-        (~clipped, "inside GSPO range", "#1f77b4"),
-    ):
+    band = seq_band_name(seq_eps, loss_unit)
+    outside = "outside " + band + (": clipped" if loss_unit == "seq" else "")
+    for mask, name, color in ((clipped, outside, "#d62728"), (~clipped, "inside", "#1f77b4")):
         if mask.any():
             fig.add_trace(
                 go.Scattergl(
@@ -773,43 +835,54 @@ def token_vs_sequence_figure(
     if seq_eps:
         for v in (math.log1p(-seq_eps[0]), math.log1p(seq_eps[1])):
             fig.add_vline(x=v, line={"color": "#ff4b4b", "dash": "dash", "width": 1})
-    fig.add_annotation(
-        text="[4, 0.5, 0.5, 1]: log s = 0, token range = log 8 ≈ 2.08",
-        x=0,
-        y=math.log(8),
-        showarrow=True,
-        arrowhead=2,
-        ax=90,
-        ay=-30,
-        font={"size": 11},
-    )
-    _layout(
-        fig,
-        "Token vs sequence: a ratio near 1 can hide large token moves",
-        "sequence log-ratio log s (nats)",
-        "token log-ratio range max-min (nats)",
-        height,
-    )
+    if example is not None:
+        ex, ey = example.log_s, example.token_range
+        fig.add_annotation(
+            text=f"log s = {ex:.2g} (s = {math.exp(ex):.6g}), token range {ey:.2g}",
+            x=ex,
+            y=ey,
+            showarrow=True,
+            arrowhead=2,
+            ax=110,
+            ay=-45,
+            font={"size": 11},
+            bgcolor="rgba(255,255,255,0.85)",
+        )
+    _layout(fig, title, *axes, height)
     fig.update_layout(legend=LEGEND_TOP, margin={"t": 62})
     return fig
 
 
-def clip_by_length_figure(df: pd.DataFrame, *, height: int = 340) -> go.Figure:
-    """Bars per length bucket: share of sequences GSPO clips, and mean share of tokens GRPO clips."""
+def clip_by_length_figure(
+    df: pd.DataFrame,
+    *,
+    seq_eps: tuple[float, float] | None = None,
+    token_eps: tuple[float, float] | None = None,
+    loss_unit: str | None = None,
+    height: int = 340,
+) -> go.Figure:
+    """Bars per length bucket: share of sequences outside the sequence band, and mean share of
+    tokens outside the token band; each named by its ε and whether the run's loss clips there."""
     fig = go.Figure()
+    role = {"seq": "", "token": ""}
+    if loss_unit in role:
+        role = {u: " (the loss's unit)" if u == loss_unit else " (measured)" for u in role}
+    names = {
+        Seq.SEQ_CLIPPED: f"share of sequences outside the sequence band, {eps_text(seq_eps)}"
+        + role["seq"],
+        Seq.TOKEN_CLIP_FRACTION: f"share of tokens outside the token band, {eps_text(token_eps)}"
+        + role["token"],
+    }
     if len(df) == 0:
         _empty_note(fig, "no sequences")
     else:
-        for column, name, color in (
-            (Seq.SEQ_CLIPPED, "sequence unit (share of sequences, GSPO ε)", "#1f77b4"),
-            (Seq.TOKEN_CLIP_FRACTION, "token unit (share of tokens, GRPO ε)", "#ff7f0e"),
-        ):
+        for column, color in ((Seq.SEQ_CLIPPED, "#1f77b4"), (Seq.TOKEN_CLIP_FRACTION, "#ff7f0e")):
             if column in df.columns:
                 fig.add_trace(
                     go.Bar(
                         x=df["bucket"],
                         y=df[column],
-                        name=name,
+                        name=names[column],
                         marker_color=color,
                         customdata=df["sequences"],
                         hovertemplate="%{x} tokens<br>%{y:.3f}<br>%{customdata} sequences"
@@ -823,7 +896,8 @@ def clip_by_length_figure(df: pd.DataFrame, *, height: int = 340) -> go.Figure:
         "clip fraction",
         height,
     )
-    fig.update_layout(barmode="group", legend=LEGEND_TOP, margin={"t": 62})
+    fig.update_xaxes(type="category")  # "5-6" is a label, not a number
+    fig.update_layout(barmode="group", legend=LEGEND_TOP, margin={"t": 80})
     return fig
 
 
@@ -915,7 +989,7 @@ def group_rewards_figure(df: pd.DataFrame, *, height: int = 340) -> go.Figure:
             labels = df[Seq.GROUP].astype(str)
         d = pd.DataFrame({"g": labels.to_numpy(), "r": df[Seq.REWARD].to_numpy(np.float64)})
         m = d.groupby("g", sort=False)["r"].agg(["mean", "std", "min", "max"])
-        zero = m["min"] == m["max"]
+        zero = (m["min"] == m["max"]).to_numpy()
         fig.add_trace(
             go.Bar(
                 x=m.index,
@@ -925,6 +999,23 @@ def group_rewards_figure(df: pd.DataFrame, *, height: int = 340) -> go.Figure:
                 hovertemplate="group %{x}<br>mean %{y:.3f}<extra></extra>",
             )
         )
+        if zero.any():  # a bar of height 0 draws nothing: mark every no-signal group's level
+            fig.add_trace(
+                go.Scatter(
+                    x=m.index[zero],
+                    y=m["mean"][zero],
+                    mode="markers",
+                    name="no signal (all rewards equal)",
+                    marker={
+                        "symbol": "line-ew-open",
+                        "size": 22,
+                        "color": "#888888",
+                        "line": {"width": 4, "color": "#888888"},
+                    },
+                    hovertemplate="group %{x}<br>every reward = %{y:.3g}: A = 0, no signal"
+                    "<extra></extra>",
+                )
+            )
         fig.add_trace(
             go.Scatter(
                 x=d["g"],
@@ -987,18 +1078,22 @@ def scatter_figure(
 def token_bars_figure(
     token_log_ratios: np.ndarray,
     *,
-    token_eps: tuple[float, float],
+    token_eps: tuple[float, float] | None,
     seq_log_ratio: float | None = None,
     tokens: Sequence[str] | None = None,
     height: int = 320,
 ) -> go.Figure:
     """One sequence's token log-ratios as bars, the token clip band [log(1-ε), log(1+ε)] shaded,
-    bars outside it red, and the sequence's log s as a line."""
+    bars outside it red, and the sequence's log s as a line. ``token_eps`` None (the run's token ε
+    is unknown): no band, every bar blue, and the title says so."""
     v = np.asarray(token_log_ratios, dtype=np.float64)
-    lo, hi = math.log1p(-token_eps[0]), math.log1p(token_eps[1])
-    outside = (v < lo) | (v > hi)
+    if token_eps is not None:
+        lo, hi = math.log1p(-token_eps[0]), math.log1p(token_eps[1])
+        outside = (v < lo) | (v > hi)
+    else:
+        outside = np.zeros(len(v), bool)
     fig = go.Figure()
-    text = list(tokens) if tokens is not None and len(tokens) == len(v) else None
+    text = [plot_text(t) for t in tokens] if tokens is not None and len(tokens) == len(v) else None
     fig.add_trace(
         go.Bar(
             x=np.arange(len(v)),
@@ -1011,16 +1106,17 @@ def token_bars_figure(
             + "<extra></extra>",
         )
     )
-    fig.add_hrect(
-        y0=lo,
-        y1=hi,
-        fillcolor="rgba(44,160,44,0.12)",
-        line_width=0,
-        layer="below",
-        annotation_text=f"token clip band (ε {token_eps[0]:g}/{token_eps[1]:g})",
-        annotation_position="top left",
-        annotation_font_size=10,
-    )
+    if token_eps is not None:
+        fig.add_hrect(
+            y0=lo,
+            y1=hi,
+            fillcolor="rgba(44,160,44,0.12)",
+            line_width=0,
+            layer="below",
+            annotation_text=f"token band ({eps_text(token_eps)})",
+            annotation_position="top left",
+            annotation_font_size=10,
+        )
     if seq_log_ratio is not None and math.isfinite(seq_log_ratio):
         fig.add_hline(
             y=seq_log_ratio,
@@ -1028,13 +1124,17 @@ def token_bars_figure(
             annotation_text=f"log s = {seq_log_ratio:.4g}",
             annotation_position="bottom right",
         )
-    _layout(
-        fig,
-        f"Token log-ratios ({int(outside.sum())} of {len(v)} outside the token band)",
-        "token position",
-        "log r_t = log π/π_old (nats)",
-        height,
+    title = (
+        f"Token log-ratios ({int(outside.sum())} of {len(v)} outside the token band)"
+        if token_eps is not None
+        else f"Token log-ratios ({len(v)} tokens; token ε unknown: no band drawn)"
     )
+    finite = np.abs(v[np.isfinite(v)])
+    if token_eps is not None and len(finite) and 0 < finite.max() < 0.25 * min(-lo, hi):
+        top = 1.3 * float(finite.max())  # bars far inside the band: zoom to them
+        fig.update_yaxes(range=[-top, top])
+        title += "; zoomed in: the shaded band extends beyond the view"
+    _layout(fig, title, "token position", "log r_t = log π/π_old (nats)", height)
     return fig
 
 
@@ -1160,7 +1260,7 @@ def _grid_axes(panel, view, k, cell, x, log_y, match_x) -> tuple[dict, dict]:
 
 def _grid_title(title: str, subtitle: str, cell) -> dict:
     """A panel's bold title above its cell, with a grey second line when ``subtitle``."""
-    text = f"<b>{title}</b>"
+    text = f"<b>{plot_text(title)}</b>"
     if subtitle:
         text += f"<br><span style='font-size:11px;color:#666'>{plot_text(subtitle)}</span>"
     return {

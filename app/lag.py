@@ -23,6 +23,7 @@ take ``split.mask(subset)`` (a boolean array over the table's rows) or ``split.s
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import pandas as pd
@@ -87,17 +88,21 @@ class LagSplit:
     lag: tuple[int | None, ...]  # the declared policy_lag, None where not declared
     source: str  # DECLARED, MEASURED, MIXED or UNKNOWN
 
+    @cached_property
+    def _classes(self) -> np.ndarray:
+        return np.array(self.lag_class, dtype=object)
+
     @property
     def n_on(self) -> int:
-        return sum(c == ON for c in self.lag_class)
+        return int((self._classes == ON).sum())
 
     @property
     def n_off(self) -> int:
-        return sum(c == OFF for c in self.lag_class)
+        return int((self._classes == OFF).sum())
 
     @property
     def n_unknown(self) -> int:
-        return sum(c is None for c in self.lag_class)
+        return len(self.lag_class) - self.n_on - self.n_off
 
     @property
     def has_both(self) -> bool:
@@ -111,8 +116,7 @@ class LagSplit:
             return np.ones(len(self.lag_class), bool)
         if subset not in SUBSETS:
             raise ValueError(f"subset must be one of {SUBSETS}, got {subset!r}")
-        want = ON if subset == ON_POLICY else OFF
-        return np.array([c == want for c in self.lag_class], bool)
+        return self._classes == (ON if subset == ON_POLICY else OFF)
 
     def steps(self, subset: str) -> np.ndarray:
         """The step numbers in ``subset`` (to filter a per-sequence or per-token table)."""
@@ -152,8 +156,8 @@ def lag_split(df: pd.DataFrame) -> LagSplit:
         else np.arange(len(df))
     )
     return LagSplit(
-        step=tuple(int(s) for s in steps),
+        step=tuple(steps.tolist()),
         lag_class=tuple(classes.tolist()),
-        lag=tuple(int(v) if np.isfinite(v) else None for v in lag),
+        lag=tuple(None if np.isnan(v) else int(v) for v in lag.tolist()),
         source=source,
     )

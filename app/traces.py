@@ -5,13 +5,11 @@ its step parts (size, mtime) change.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pandas as pd
 import streamlit as st
 
 from app import charts, compare_view
-from app.data import part_files
+from app.data import table_files
 from app.lag import LagSplit, lag_split
 from app.records import SOURCE_PARQUET, RunRef
 from training_hooks.schema import STEPS_DIR
@@ -20,7 +18,7 @@ from training_hooks.schema import STEPS_DIR
 def run_signature(run: RunRef) -> tuple:
     """What a run's step curves depend on: its step parts (size, mtime), or its MLflow keys."""
     if run.source == SOURCE_PARQUET and run.path:
-        return (run.key, part_files(Path(run.path) / STEPS_DIR))
+        return (run.key, table_files(run, STEPS_DIR))
     return (run.key, run.metric_keys, run.updated_at)
 
 

@@ -8,20 +8,24 @@ parameters.
 from __future__ import annotations
 
 import os
+import re
 import sys
 import time
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 import streamlit as st
 
 from app import data
 from app.charts import run_colors
-from app.discovery import discover, root_signature
+from app.discovery import discover, imported_tool, root_signature
 from app.health import run_findings
-from app.records import RunRef, Table
-from app.settings import DEFAULT_ROOT, parse_settings
-from training_hooks.schema import SEQUENCES_DIR
+from app.lag import ALL, OFF_POLICY, SUBSETS, LagSplit, lag_split
+from app.mlflow_store import typed_uri_problem
+from app.records import SOURCE_MLFLOW, RunRef, Table
+from app.settings import DEFAULT_ROOT, Settings, parse_settings
+from training_hooks.schema import SEQUENCES_DIR, Seq, Step
 
 MAX_DEFAULT_RUNS = 6
 AUTO_REFRESH_S = 5
@@ -39,6 +43,7 @@ class Context:
     selected: list[RunRef]  # what the user picked (maybe empty)
     colors: dict[str, str]  # run key -> its colour on every chart
     labels: dict[str, str]  # run key -> stable, URL-friendly label
+    read_only: bool = False  # the server's read-only (team) mode: nothing may be written
 
 
 _T0: list[float] = []
@@ -70,20 +75,8 @@ def sidebar() -> Context:
     sb = st.sidebar
     sb.markdown("### gspo-dash")
     sb.caption("GRPO / GSPO update diagnostics")
-    root = sb.text_input(
-        "Runs root",
-        value=settings.root,
-        key="root",
-        help="Folder holding one sub-folder per run (set by `-- --root DIR` or GSPO_DASH_ROOT).",
-    ).strip()
-    uri = sb.text_input(
-        "MLflow tracking URI",
-        value=settings.tracking_uri or "",
-        key="tracking_uri",
-        help="Runs that exist only in this store are listed too (curves from their metric "
-        "history). Empty: none. Set by `-- --tracking-uri URI` or MLFLOW_TRACKING_URI.",
-    ).strip()
-    found = discover(root or DEFAULT_ROOT, uri or None)
+    root, uri, problems = _root_and_store(settings)
+    found = discover(root, uri)
     runs = found.runs
     keys = [r.key for r in runs]
     labels = stable_labels(runs)
@@ -107,12 +100,52 @@ def sidebar() -> Context:
         help=f"Poll the root every {AUTO_REFRESH_S} s and redraw when a run writes new steps.",
     )
     if live:
-        _watch(root or DEFAULT_ROOT)
+        _watch(root)
     by_key = {r.key: r for r in runs}
     selected = [by_key[k] for k in selected_keys if k in by_key]
-    ctx = Context(root, uri or None, runs, found.problems, selected, run_colors(keys), labels)
+    ctx = Context(
+        root,
+        uri,
+        runs,
+        problems + found.problems,
+        selected,
+        run_colors(keys),
+        labels,
+        read_only=settings.read_only,
+    )
     st.session_state[CTX_KEY] = ctx
     return ctx
+
+
+def _root_and_store(settings: Settings) -> tuple[str, str | None, list[str]]:
+    """The root and tracking URI to read, and why a typed URI was refused. Read-only mode: the
+    server's, shown as text. Otherwise typed in the sidebar (never read from the URL); a typed URI
+    must pass ``typed_uri_problem`` (else no store is read)."""
+    sb = st.sidebar
+    if settings.read_only:
+        sb.caption("Runs root (fixed by the server: read-only mode)")
+        sb.code(settings.root, language=None, wrap_lines=True)
+        sb.caption("MLflow tracking URI")
+        sb.code(settings.tracking_uri or "none", language=None, wrap_lines=True)
+        return settings.root, settings.tracking_uri, []
+    root = sb.text_input(
+        "Runs root",
+        value=settings.root,
+        key="root",
+        help="Folder holding one sub-folder per run (set by `-- --root DIR` or GSPO_DASH_ROOT).",
+    ).strip()
+    uri = sb.text_input(
+        "MLflow tracking URI",
+        value=settings.tracking_uri or "",
+        key="tracking_uri",
+        help="Runs that exist only in this store are listed too (curves from their metric "
+        "history). Empty: none. Set by `-- --tracking-uri URI` or MLFLOW_TRACKING_URI; typed "
+        "here, only the server's URIs or an existing MLflow SQLite store (sqlite:///PATH).",
+    ).strip()
+    why = typed_uri_problem(uri, settings.trusted_uris()) if uri else None
+    if why:
+        sb.error(md_escape(why), icon=":material/block:")
+    return root or DEFAULT_ROOT, (None if why else uri or None), [why] if why else []
 
 
 @st.fragment(run_every=AUTO_REFRESH_S)
@@ -140,7 +173,7 @@ def page_header(title: str, caption: str) -> Context:
     st.caption(caption)
     if ctx.problems:
         for p in ctx.problems:
-            st.warning(p, icon=":material/folder_off:")
+            st.warning(md_escape(p), icon=":material/folder_off:")
     return ctx
 
 
@@ -168,28 +201,74 @@ def notice_problems(runs: list[RunRef], extra: list[str] | None = None) -> None:
                 st.markdown(f"- {it}")
 
 
-def md_escape(text: str) -> str:
-    """Escape Markdown/HTML specials in names and messages coming from disk."""
-    out = str(text)
-    for ch in "\\`*_{}[]()<>#+!|~$":
-        out = out.replace(ch, "\\" + ch)
-    return out
+def md_escape(text: object) -> str:
+    """Text from disk, MLflow or the browser, made safe for any element that renders Markdown
+    (``st.markdown``, captions, alerts, labels, expander titles): every ASCII punctuation
+    character is backslash-escaped (CommonMark's escape: no emphasis, link, image, HTML tag,
+    heading, list, entity, LaTeX or colour directive survives), line breaks become spaces and
+    leading spaces go (four would start a code block)."""
+    return _MD_SPECIALS.sub(r"\\\g<0>", " ".join(str(text).splitlines()).strip())
+
+
+_MD_SPECIALS = re.compile(r"[!-/:-@\[-`{-~]")  # every ASCII punctuation character
+
+
+def no_sequences_note(runs: list[RunRef]) -> None:
+    """Says, per run without a sequences table, why: imported from a tool that logs step
+    metrics only, or an MLflow-only run (not a data problem)."""
+    for r in runs:
+        if r.has_sequences:
+            continue
+        tool = imported_tool(r.info)
+        why = (
+            f"imported from {tool}"
+            if tool
+            else "MLflow-only run"
+            if r.source == SOURCE_MLFLOW
+            else None
+        )
+        if why:
+            st.caption(
+                f"{md_escape(r.label)}: this run has no per-sequence data ({md_escape(why)}); "
+                "its step curves are on Compare and Health."
+            )
+
+
+def _asked_run(ctx: Context, key: str) -> RunRef | None:
+    """The run a link names in ``?<key>=``: by its label (what the bound picker writes) or by its
+    key (what a link built from a run key holds)."""
+    asked = st.query_params.get(key)
+    if asked is None:
+        return None
+    for r in ctx.runs:
+        if asked in (r.key, ctx.labels.get(r.key)):
+            return r
+    return None
 
 
 def pick_run(ctx: Context, *, need_sequences: bool = False, key: str = "run") -> RunRef | None:
-    """A single-run picker (bound to ?run=...) among the selected runs (else all runs)."""
+    """A single-run picker (bound to ?run=...) among the selected runs (else all runs); a run a
+    link names (``?run=<label or key>``) is picked even when it is not among the selected."""
     pool = ctx.selected or ctx.runs
+    asked = _asked_run(ctx, key)
+    if asked is not None and asked.key not in {r.key for r in pool}:
+        pool = [asked, *pool]
     if need_sequences:
+        named = {r.key: r for r in [*ctx.selected, *([asked] if asked else [])]}
+        no_sequences_note(list(named.values()))
         pool = [r for r in pool if r.has_sequences] or [r for r in ctx.runs if r.has_sequences]
     if not pool:
         st.info(
             "No run with a sequences table here. The per-sequence pages need runs recorded by "
-            f"training_hooks (a `{SEQUENCES_DIR}/` folder); MLflow-only runs have step curves only.",
+            f"training_hooks (a `{SEQUENCES_DIR}/` folder); imported and MLflow-only runs have "
+            "step curves only.",
             icon=":material/info:",
         )
         return None
     keys = [r.key for r in pool]
     by_key = {r.key: r for r in pool}
+    if asked is not None and asked.key in by_key and key not in st.session_state:
+        st.session_state[key] = asked.key  # a key in the URL: the bound picker reads labels
     choice = st.selectbox(
         "Run",
         options=keys,
@@ -230,7 +309,7 @@ def step_window(steps: np.ndarray, *, key: str = "window") -> tuple[int, int] | 
     lo, hi = int(steps.min()), int(steps.max())
     if lo == hi:
         return lo, hi
-    a, b = st.slider("Steps", min_value=lo, max_value=hi, value=(lo, hi), key=key)
+    a, b = st.slider("Step window", min_value=lo, max_value=hi, value=(lo, hi), key=key)
     return int(a), int(b)
 
 
@@ -256,21 +335,107 @@ def sequence_run_window(ctx: Context) -> tuple[RunRef, tuple[int, int] | None]:
         st.stop()
     all_steps = data.sequence_steps(run)
     if len(all_steps) == 0:
-        st.info(f"{run.name} has no readable per-sequence rows yet.", icon=":material/info:")
-        notice_problems([run])
+        st.info(
+            f"{md_escape(run.name)} has no readable per-sequence rows yet.", icon=":material/info:"
+        )
+        notice_problems([run], sequence_problems(run))
         st.stop()
     return run, step_window(all_steps)
 
 
-def window_sequences(run: RunRef, columns: list[str], window: tuple[int, int] | None) -> Table:
-    """The run's per-sequence ``columns`` in the step ``window``; stops the page with a message
-    when there is none."""
+def sequence_problems(run: RunRef) -> list[str]:
+    """What went wrong reading the run's per-sequence table (a damaged part, a missing column)."""
+    return data.load_sequences(run, [Seq.STEP]).problems
+
+
+def window_sequences(
+    run: RunRef,
+    columns: list[str],
+    window: tuple[int, int] | None,
+    shown: StepSubset | None = None,
+) -> Table:
+    """The run's per-sequence ``columns`` in the step ``window`` (and in the ``shown`` subset of
+    steps); stops the page with a message when there is none, or when a column is missing (a
+    damaged or partial table: the data problems say why)."""
     t = data.load_sequences(run, columns, window)
-    if not len(t.df):
-        st.info("No sequences in this step window.", icon=":material/info:")
+    df = shown.keep(t.df) if shown is not None and len(t.df) else t.df
+    if not len(df):
+        where = f" among the {shown.label}" if shown is not None and t.df.size else ""
+        st.info(f"No sequences in this step window{where}.", icon=":material/info:")
         notice_problems([run], t.problems)
         st.stop()
-    return t
+    require_columns(run, df, columns, t.problems)
+    return Table(df, t.problems)
+
+
+def require_columns(run: RunRef, df, columns: list[str], problems: list[str]) -> None:
+    """Stops the page with a message naming the run and the columns when ``df`` (a per-sequence
+    table) lacks any of ``columns``: a damaged or partial table, whose ``problems`` say why."""
+    if missing := [c for c in columns if c not in df.columns]:
+        st.info(
+            f"{md_escape(run.name)}: its per-sequence table has no usable "
+            f"{md_escape(', '.join(missing))}, which this page draws.",
+            icon=":material/info:",
+        )
+        notice_problems([run], problems)
+        st.stop()
+
+
+@dataclass(frozen=True)
+class StepSubset:
+    """The steps a single-run page shows: the "steps" control's choice over the run's lag split."""
+
+    subset: str  # one of app.lag.SUBSETS
+    split: LagSplit
+
+    @property
+    def label(self) -> str:
+        """ "all steps", "off-policy steps", ... for titles and captions."""
+        return f"{self.subset} steps"
+
+    def counted(self, n: int) -> str:
+        """ "8 steps", "4 off-policy steps": ``n`` steps of this subset."""
+        return f"{n:,} steps" if self.subset == ALL else f"{n:,} {self.subset} steps"
+
+    def keep(self, df: pd.DataFrame, column: str = Seq.STEP) -> pd.DataFrame:
+        """The rows of ``df`` whose step is in the subset (all rows for ALL)."""
+        if self.subset == ALL:
+            return df
+        return df[df[column].isin(self.split.steps(self.subset))]
+
+    def describe(self, shown_steps: int) -> str:
+        """One sentence for a caption: which steps the numbers on screen count."""
+        s = self.split
+        if self.subset == ALL:
+            kinds = f" ({s.describe()})" if s.has_both else ""
+            return f"All {shown_steps:,} steps shown{kinds}."
+        return f"{self.subset.capitalize()} steps only: {shown_steps:,} shown ({s.describe()})."
+
+
+def steps_control(
+    run: RunRef, *, ratio_subject: bool, keep_step: int | None = None, key: str = "steps"
+) -> StepSubset:
+    """The "steps" control (all / on-policy / off-policy, bound to ?steps=...), drawn when the run
+    has both kinds of steps. Default: off-policy where the page's subject is the ratio or its
+    clipping (on-policy ratios are 1 by construction), else all; ``keep_step`` (a step the URL
+    asks for) falls back to all when the default subset would leave it out."""
+    t = data.load_steps(run, [Step.POLICY_LAG, Step.TOKEN_LOG_RATIO_ABS_MAX])
+    split = lag_split(t.df)
+    if not split.has_both:
+        return StepSubset(ALL, split)
+    default = OFF_POLICY if ratio_subject else ALL
+    if keep_step is not None and keep_step not in set(split.steps(default).tolist()):
+        default = ALL
+    choice = st.segmented_control(
+        "Steps",
+        SUBSETS,
+        default=default,
+        key=key,
+        bind="query-params",
+        help=f"{split.describe()}. On-policy steps train on samples of the current policy (every "
+        "ratio 1, nothing clipped); off-policy steps reuse a batch after the policy moved.",
+    )
+    return StepSubset(choice if choice in SUBSETS else default, split)
 
 
 def fmt_ago(ts: float | None, now: float | None = None) -> str:
@@ -284,6 +449,14 @@ def fmt_ago(ts: float | None, now: float | None = None) -> str:
     if d < 48 * 3600:
         return f"{d / 3600:.1f} h ago"
     return f"{d / 86400:.0f} d ago"
+
+
+LOSS_UNIT = {"gspo": "seq", "grpo": "token"}  # the unit each algorithm's loss clips in
+
+
+def loss_unit(run: RunRef) -> str | None:
+    """ "seq" (GSPO clips the sequence ratio), "token" (GRPO clips each token's), None (unknown)."""
+    return LOSS_UNIT.get(str(run.algorithm).lower())
 
 
 def eps_of(run: RunRef) -> dict[str, tuple[float, float]]:

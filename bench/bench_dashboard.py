@@ -1,7 +1,8 @@
-"""Benchmark of the dashboard (issue 5, section 6).
+"""Benchmark of the dashboard (issue 5, section 6; ``--scale``: issue 15, see bench_scale.py).
 
     python bench/bench_dashboard.py [--root DIR] [--runs 20 --steps 5000 --seqs 256] [--no-browser]
                                     [--no-mlflow]
+    python bench/bench_dashboard.py --scale [--scale-runs 2000 --scale-steps 10] [--no-s3]
 
 Measures, on a generated root of ``runs`` runs x ``steps`` steps x ``seqs`` sequences per step
 (``bench/make_runs.py``; reused if already there):
@@ -33,6 +34,8 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(HERE))
+
+import bench_scale  # noqa: E402
 
 from app.launch import CHROMIUM, MAIN, launch_chromium, serve  # noqa: E402
 
@@ -368,7 +371,11 @@ def main() -> None:
     ap.add_argument("--loads", type=int, default=3, help="browser loads per view")
     ap.add_argument("--views", type=int, default=2, help="1: only the default view")
     ap.add_argument("--out", default=str(HERE / "out" / "dashboard.json"))
+    bench_scale.add_arguments(ap)  # --scale: thousands of runs, local and S3 (bench_scale.py)
     a = ap.parse_args()
+    if a.scale:
+        bench_scale.main(a)
+        return
     root = Path(a.root)
     res: dict = {"config": vars(a), "load_avg_start": os.getloadavg()}
     res["generate_s"] = ensure_root(root, a.runs, a.steps, a.seqs)

@@ -19,7 +19,7 @@ import time
 
 import torch
 
-from gspo_metrics import grpo_loss, gspo_loss, sequence_diagnostics
+from gspo_metrics import GSPO_EPS, grpo_loss, gspo_loss, sequence_diagnostics
 
 
 def _time(fn, repeats: int) -> float:
@@ -32,6 +32,76 @@ def _time(fn, repeats: int) -> float:
     return statistics.median(times)
 
 
+def make_inputs(B: int, T: int) -> dict[str, torch.Tensor]:
+    """A (B, T) batch: log-probs near the old ones, lengths T/8 .. T, one advantage per row."""
+    g = torch.Generator().manual_seed(0)  # (the draws in this order: the published inputs)
+    old = -torch.rand(B, T, generator=g) * 4
+    logits = old + 0.01 * torch.randn(B, T, generator=g)
+    lengths = torch.randint(T // 8, T + 1, (B,), generator=g)
+    return {
+        "old": old,
+        "logits": logits,
+        "lengths": lengths,
+        "mask": torch.arange(T)[None, :] < lengths[:, None],
+        "adv": torch.randn(B, generator=g),
+        "ref": old + 0.05 * torch.randn(B, T, generator=g),
+        "ent": torch.rand(B, T, generator=g),
+    }
+
+
+def benchmarks(x: dict[str, torch.Tensor]) -> list[tuple[str, object]]:
+    """(row name, function to time) for every row of the table."""
+    logits, old, mask, adv = x["logits"], x["old"], x["mask"], x["adv"]
+
+    def fwd_bwd(fn, reduction="token_mean"):
+        def run():
+            lp = logits.clone().requires_grad_()
+            fn(lp, old, adv, mask, reduction=reduction).loss.backward()
+
+        return run
+
+    def seed_loop():  # the Tinker seed's reference code, one sequence at a time
+        lp_all = logits.clone().requires_grad_()
+        total = lp_all.new_zeros(())
+        for b in range(len(lp_all)):
+            n = int(x["lengths"][b])
+            lp, q = lp_all[b, :n], old[b, :n]
+            log_ratio = (lp.detach() - q).mean()
+            ratio = torch.exp(log_ratio + lp - lp.detach())
+            clipped = torch.clamp(ratio, 1 - GSPO_EPS[0], 1 + GSPO_EPS[1])
+            total = total - torch.minimum(ratio * adv[b], clipped * adv[b]).sum()
+        total.backward()
+
+    def diags(backend, rows=None, cols=None):  # rows/cols: the demo's batch, 64 x at most 6
+        sel = [t[:rows, :cols].contiguous() for t in (logits, old, x["ref"], x["ent"])]
+        m = mask[:rows, :cols].clone()
+        m[:, 0] = True
+        a = adv[:rows].contiguous()
+
+        def run():
+            sequence_diagnostics(
+                sel[0], sel[1], m, a, ref_logprobs=sel[2], entropy=sel[3], backend=backend
+            )
+
+        return run
+
+    def forward_only():
+        with torch.no_grad():
+            gspo_loss(logits, old, adv, mask)
+
+    return [
+        ("grpo_loss fwd+bwd (token_mean)", fwd_bwd(grpo_loss)),
+        ("gspo_loss fwd+bwd (token_mean)", fwd_bwd(gspo_loss)),
+        ("gspo_loss fwd+bwd (seq_mean_token_mean)", fwd_bwd(gspo_loss, "seq_mean_token_mean")),
+        ("gspo_loss forward only (no grad)", forward_only),
+        ("sequence_diagnostics, fused (numba) route", diags("fused")),
+        ("sequence_diagnostics, torch route", diags("torch")),
+        ("  same at B=64, T=6, fused route", diags("fused", 64, 6)),
+        ("  same at B=64, T=6, torch route", diags("torch", 64, 6)),
+        ("seed loop: Tinker reference per sequence", seed_loop),
+    ]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--B", type=int, default=512)
@@ -41,77 +111,15 @@ def main() -> None:
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
-    B, T = args.B, args.T
-    g = torch.Generator().manual_seed(0)
-    old = -torch.rand(B, T, generator=g) * 4
-    logits = old + 0.01 * torch.randn(B, T, generator=g)
-    lengths = torch.randint(T // 8, T + 1, (B,), generator=g)
-    mask = torch.arange(T)[None, :] < lengths[:, None]
-    adv = torch.randn(B, generator=g)
-    ref = old + 0.05 * torch.randn(B, T, generator=g)
-    ent = torch.rand(B, T, generator=g)
-
-    def fwd_bwd(fn, reduction="token_mean"):
-        def run():
-            x = logits.clone().requires_grad_()
-            fn(x, old, adv, mask, reduction=reduction).loss.backward()
-
-        return run
-
-    def seed_loop():
-        x = logits.clone().requires_grad_()
-        total = x.new_zeros(())
-        for b in range(B):
-            n = int(lengths[b])
-            lp, q = x[b, :n], old[b, :n]
-            log_ratio = (lp.detach() - q).mean()
-            ratio = torch.exp(log_ratio + lp - lp.detach())
-            clipped = torch.clamp(ratio, 1 - 3e-4, 1 + 4e-4)
-            total = total - torch.minimum(ratio * adv[b], clipped * adv[b]).sum()
-        total.backward()
-
-    def diags(backend):
-        def run():
-            sequence_diagnostics(
-                logits, old, mask, adv, ref_logprobs=ref, entropy=ent, backend=backend
-            )
-
-        return run
-
-    def diags_small(backend):  # the demo's batch: 64 sequences of at most 6 tokens
-        small = [x[:64, :6].contiguous() for x in (logits, old, ref, ent)]
-        m = mask[:64, :6].clone()
-        m[:, 0] = True
-        a = adv[:64].contiguous()
-
-        def run():
-            sequence_diagnostics(
-                small[0], small[1], m, a, ref_logprobs=small[2], entropy=small[3], backend=backend
-            )
-
-        return run
-
-    def forward_only():
-        with torch.no_grad():
-            gspo_loss(logits, old, adv, mask)
-
-    rows = [
-        ("grpo_loss fwd+bwd (token_mean)", fwd_bwd(grpo_loss)),
-        ("gspo_loss fwd+bwd (token_mean)", fwd_bwd(gspo_loss)),
-        ("gspo_loss fwd+bwd (seq_mean_token_mean)", fwd_bwd(gspo_loss, "seq_mean_token_mean")),
-        ("gspo_loss forward only (no grad)", forward_only),
-        ("sequence_diagnostics, fused (numba) route", diags("fused")),
-        ("sequence_diagnostics, torch route", diags("torch")),
-        ("  same at B=64, T=6, fused route", diags_small("fused")),
-        ("  same at B=64, T=6, torch route", diags_small("torch")),
-        ("seed loop: Tinker reference per sequence", seed_loop),
-    ]
-    diags("fused")()  # load the fused kernel before timing
+    x = make_inputs(args.B, args.T)
+    rows = benchmarks(x)
+    dict(rows)["sequence_diagnostics, fused (numba) route"]()  # load the fused kernel first
     results = [(name, _time(fn, args.repeats if "seed" not in name else 3)) for name, fn in rows]
     base = results[0][1]
     gspo = results[1][1]
     print(
-        f"B={B} T={T} tokens={int(mask.sum())} threads={torch.get_num_threads()} torch={torch.__version__}"
+        f"B={args.B} T={args.T} tokens={int(x['mask'].sum())} threads={torch.get_num_threads()} "
+        f"torch={torch.__version__}"
     )
     print(f"| {'what':<48} | {'ms':>8} | {'x grpo':>7} | {'x gspo':>7} |")
     print(f"|{'-' * 50}|{'-' * 10}|{'-' * 9}|{'-' * 9}|")

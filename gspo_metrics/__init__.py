@@ -7,8 +7,13 @@ Axes, named once and used in variable names throughout (``rewards_P_G``, ``mask_
     B  sequences, B = P * G, ordered group by group (row b is prompt b // G, sample b % G)
     T  token positions (padded); ``mask`` (B, T) marks the real tokens
 
-Names are loaded lazily: ``gspo_metrics.spec`` (the clip-range defaults and other
-declarations) imports no torch, so the on-disk schema and the dashboard can use it.
+Names are loaded lazily: ``gspo_metrics.spec`` (the clip-range defaults, the declaration of the
+per-sequence diagnostics) imports no torch, so the on-disk schema and the dashboard can use it.
+
+Modules: ``spec`` (declarations), ``checks`` (argument checks), ``masked``, ``ratios``,
+``advantages``, ``losses``, ``kl``, ``tinker`` (the math), ``diagnostics`` (the per-sequence
+diagnostics: API and readable reference route) with its fast routes ``fused`` (numba, CPU) and
+``eager`` (torch ops, GPU).
 
 Nothing here does I/O, reads globals or transfers to the host, except ``gspo_metrics.tinker``
 (whose metrics are floats by Tinker's contract) and the argument checks (one bool for "every row
@@ -20,12 +25,11 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
-from .spec import GRPO_EPS, GSPO_EPS
+from .spec import GRPO_EPS, GSPO_EPS, SEQUENCE_DIAGNOSTICS
 
 _EXPORTS = {
     "group_advantages": "advantages",
     "zero_variance_groups": "advantages",
-    "SEQUENCE_DIAGNOSTICS": "diagnostics",
     "sequence_diagnostics": "diagnostics",
     "kl_estimate": "kl",
     "LOSSES": "losses",
@@ -64,7 +68,7 @@ __all__ = [
 
 if TYPE_CHECKING:
     from .advantages import group_advantages, zero_variance_groups
-    from .diagnostics import SEQUENCE_DIAGNOSTICS, sequence_diagnostics
+    from .diagnostics import sequence_diagnostics
     from .kl import kl_estimate
     from .losses import (
         LOSSES,

@@ -13,18 +13,24 @@ equal (zero variance) has no learning signal and gets exactly 0, never a roundin
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
-from ._validate import check_choice, check_float, check_tensor
+from .checks import check_choice, check_float, check_tensor
 
 SCALES = ("group", "batch", "none")
 STDS = ("population", "unbiased")
 
 
 def zero_variance_groups(rewards: torch.Tensor) -> torch.Tensor:
-    """(P, G) rewards -> (P,) bool: True where every completion of the prompt got the same reward."""
-    rewards_P_G = check_tensor(rewards, "rewards", 2, "(P, G)")
-    return (rewards_P_G == rewards_P_G[:, :1]).all(dim=-1)
+    """(P, G) rewards -> (P,) bool: True where every completion of the prompt got the same reward.
+
+    A (P, G) numpy array gives a numpy array (the recorder counts these groups on the host)."""
+    if isinstance(rewards, np.ndarray) and rewards.ndim == 2:
+        rewards_P_G = rewards
+    else:
+        rewards_P_G = check_tensor(rewards, "rewards", 2, "(P, G)")
+    return (rewards_P_G == rewards_P_G[:, :1]).all(-1)
 
 
 def _std(x: torch.Tensor, dim: int | None, std: str) -> torch.Tensor:

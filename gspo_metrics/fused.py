@@ -1,6 +1,8 @@
 """``stacked_sequence_diagnostics`` on CPU, fused (numba): a few passes over each row, in cache.
 
-The eager-torch route (``diagnostics._fast``) makes about 20 passes over (B, T) buffers, two of
+It must give the numbers of the reference route (``diagnostics.reference_diagnostics``, where
+each diagnostic is its equation); the tests hold it to them. The eager-torch route
+(``gspo_metrics.eager``) makes about 20 passes over (B, T) buffers, two of
 them ``expm1``, and pays a few microseconds of dispatch per tensor op whatever B and T are. Here
 each row is read by a handful of short loops that LLVM vectorises (the row stays in L1/L2 between
 them), every per-row sum is accumulated in float64, and the kernel releases the GIL, so the
@@ -17,7 +19,8 @@ Per row b, over its masked tokens t (n_b of them), with d = log pi_theta - log p
                           as expm1(x) - x in an exact scalar walk for the rare larger |x|
     kl_old_b            = mean_t k3(d),   kl_ref_b = mean_t k3(log pi_ref - log pi_theta)
 
-and the clip fractions as in ``gspo_metrics.diagnostics``. Padding is never used (every pass
+and the clip fractions as in ``gspo_metrics.diagnostics``. The kernel writes each diagnostic to
+its row of the output, ``ROW.<name>`` (the order of ``spec.SEQUENCE_DIAGNOSTICS``). Padding is never used (every pass
 selects 0 there), so garbage under it cannot leak. A NaN or inf at a masked position makes the
 row's probe (the sum of every input's masked values) non-finite; only then is the row walked
 again exactly, to count those tokens in ``nonfinite_count`` and let a NaN reach the row's extremes,
@@ -30,13 +33,19 @@ on disk (numba's ``cache=True``): the first import on a machine takes about 10 s
 
 from __future__ import annotations
 
+import hashlib
 import math
 import os
 import threading
+from collections import namedtuple
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
+import torch
 from numba import float32, float64, int64, njit, uint8, void
+
+from .checks import as_bool_mask, check_nonempty_rows
+from .spec import SEQUENCE_DIAGNOSTICS
 
 # k3(x) / x^2 = sum_j c_j x^j with c_j = 1 / (j + 2)!, j = 0 .. 11 (the series to x^13)
 _C0, _C1, _C2, _C3, _C4, _C5, _C6, _C7, _C8, _C9, _C10, _C11 = (
@@ -44,26 +53,10 @@ _C0, _C1, _C2, _C3, _C4, _C5, _C6, _C7, _C8, _C9, _C10, _C11 = (
 )
 SERIES_BOUND = 0.5  # |x| below it: the series (next term < 6e-15 of the sum); above: expm1
 
-# Rows of the output, in SEQUENCE_DIAGNOSTICS order
-(
-    LENGTH,
-    ADVANTAGE,
-    SEQ_LOG_RATIO,
-    SEQ_CLIPPED,
-    SEQ_CLIP_LOW,
-    SEQ_CLIP_HIGH,
-    TMIN,
-    TMAX,
-    TSTD,
-    TOK_CLIP,
-    TOK_LOW,
-    TOK_HIGH,
-    KL_REF,
-    KL_OLD,
-    ENTROPY,
-    NONFINITE,
-) = range(16)
-K = 16
+#: The output's row of each diagnostic (``ROW.kl_old``, ...), from the declaration. numba
+#: compiles these as constants.
+ROW = namedtuple("Rows", SEQUENCE_DIAGNOSTICS)(*range(len(SEQUENCE_DIAGNOSTICS)))
+K = len(ROW)
 
 # The per-row passes are compiled, each as its own function (numba's IR inlining would drop
 # their flags), with these LLVM fast-math flags: sums may be reordered, which lets LLVM
@@ -211,7 +204,8 @@ def _fixup(lp, old, mask, adv, ref, ent, b, per_tok, has_ref, has_ent, a_row, co
 
 
 def _kernel(lp, old, mask, adv, ref, ent, flags, thr, out, b0, b1):  # pragma: no cover (numba)
-    """Fill columns b0 .. b1 - 1 of ``out`` (16, B) float64, rows in SEQUENCE_DIAGNOSTICS order.
+    """Fill columns b0 .. b1 - 1 of ``out`` (K, B) float64: diagnostic ``name`` in row
+    ``ROW.name`` (the order of SEQUENCE_DIAGNOSTICS).
 
     lp, old (B, T); mask (B, T) uint8, nonzero marks a token; adv (B, T) when flags[0] (per-token
     advantages) else (B, 1); ref (B, T) when flags[1] else unused; ent (B, T) when flags[2] else
@@ -222,19 +216,15 @@ def _kernel(lp, old, mask, adv, ref, ent, flags, thr, out, b0, b1):  # pragma: n
     a log-ratio is outside the series' range or an input is non-finite (the sum of every
     input's masked values, the probe, is then not finite), one exact scalar walk."""
     per_tok, has_ref, has_ent = flags[0] != 0, flags[1] != 0, flags[2] != 0
-    tok_lo, tok_hi, seq_lo, seq_hi = thr[0], thr[1], thr[2], thr[3]
+    tok_lo, tok_hi = thr[0], thr[1]
     nan = np.nan
     for b in range(b0, b1):
         n, s_d, n_below, n_above, k_d, big = _pass_log_ratio(lp, old, mask, b, tok_lo, tok_hi)
-        probe = s_d
         a_row = 0.0 if per_tok else np.float64(adv[b, 0])
+        adv_sums = (0.0, 0, 0, 0, 0)
         if per_tok:
-            s_a, n_neg, n_pos, n_below_neg, n_above_pos = _pass_token_adv(
-                lp, old, adv, mask, b, tok_lo, tok_hi
-            )
-            probe += s_a
-        else:
-            probe += a_row
+            adv_sums = _pass_token_adv(lp, old, adv, mask, b, tok_lo, tok_hi)
+        probe = s_d + adv_sums[0] + a_row
         k_e = 0.0
         if has_ref:
             k_e, big_e, s_e = _pass_ref(lp, ref, mask, b)
@@ -253,8 +243,8 @@ def _kernel(lp, old, mask, adv, ref, ent, flags, thr, out, b0, b1):  # pragma: n
             )
             k_d += fk_d
             k_e += fk_e
-        out[LENGTH, b] = n
-        out[NONFINITE, b] = n_bad
+        out[ROW.length, b] = n
+        out[ROW.nonfinite_count, b] = n_bad
         if n == 0:
             continue
         nf = np.float64(n)
@@ -265,34 +255,43 @@ def _kernel(lp, old, mask, adv, ref, ent, flags, thr, out, b0, b1):  # pragma: n
         if d_nan:
             d_min = nan
             d_max = nan
-        seq_below = 1.0 if log_s < seq_lo else 0.0
-        seq_above = 1.0 if log_s > seq_hi else 0.0
-        if per_tok:
-            a_b = s_a / nf
-            neg_frac = n_neg / nf
-            pos_frac = n_pos / nf
-            tok_low = n_below_neg / nf
-            tok_high = n_above_pos / nf
-        else:
-            a_b = a_row
-            neg_frac = 1.0 if a_row < 0.0 else 0.0
-            pos_frac = 1.0 if a_row > 0.0 else 0.0
-            tok_low = (n_below / nf) * neg_frac
-            tok_high = (n_above / nf) * pos_frac
-        out[ADVANTAGE, b] = a_b
-        out[SEQ_LOG_RATIO, b] = log_s
-        out[SEQ_CLIPPED, b] = seq_below + seq_above
-        out[SEQ_CLIP_LOW, b] = seq_below * neg_frac
-        out[SEQ_CLIP_HIGH, b] = seq_above * pos_frac
-        out[TMIN, b] = d_min
-        out[TMAX, b] = d_max
-        out[TSTD, b] = math.sqrt(s_sq / nf)
-        out[TOK_CLIP, b] = (n_below + n_above) / nf
-        out[TOK_LOW, b] = tok_low
-        out[TOK_HIGH, b] = tok_high
-        out[KL_REF, b] = k_e / nf if has_ref else nan
-        out[KL_OLD, b] = k_d / nf
-        out[ENTROPY, b] = s_h / nf if has_ent else nan
+        out[ROW.seq_log_ratio, b] = log_s
+        out[ROW.token_log_ratio_min, b] = d_min
+        out[ROW.token_log_ratio_max, b] = d_max
+        out[ROW.token_log_ratio_std, b] = math.sqrt(s_sq / nf)
+        out[ROW.kl_ref, b] = k_e / nf if has_ref else nan
+        out[ROW.kl_old, b] = k_d / nf
+        out[ROW.entropy, b] = s_h / nf if has_ent else nan
+        _store_clips(out, b, nf, log_s, n_below, n_above, a_row, adv_sums, per_tok, thr)
+
+
+@njit(inline="always")
+def _store_clips(out, b, nf, log_s, n_below, n_above, a_row, adv_sums, per_tok, thr):
+    """Row b's advantage and clip diagnostics, from its n_below / n_above tokens outside the
+    token range and either its advantage ``a_row`` or, per token, ``adv_sums`` (the sum of A, the
+    tokens with A < 0, with A > 0, below with A < 0, above with A > 0)."""
+    seq_below = 1.0 if log_s < thr[2] else 0.0
+    seq_above = 1.0 if log_s > thr[3] else 0.0
+    if per_tok:
+        s_a, n_neg, n_pos, n_below_neg, n_above_pos = adv_sums
+        a_b = s_a / nf
+        neg_frac = n_neg / nf
+        pos_frac = n_pos / nf
+        tok_low = n_below_neg / nf
+        tok_high = n_above_pos / nf
+    else:
+        a_b = a_row
+        neg_frac = 1.0 if a_row < 0.0 else 0.0
+        pos_frac = 1.0 if a_row > 0.0 else 0.0
+        tok_low = (n_below / nf) * neg_frac
+        tok_high = (n_above / nf) * pos_frac
+    out[ROW.advantage, b] = a_b
+    out[ROW.seq_clipped, b] = seq_below + seq_above
+    out[ROW.seq_clip_low, b] = seq_below * neg_frac
+    out[ROW.seq_clip_high, b] = seq_above * pos_frac
+    out[ROW.token_clip_fraction, b] = (n_below + n_above) / nf
+    out[ROW.token_clip_low_fraction, b] = tok_low
+    out[ROW.token_clip_high_fraction, b] = tok_high
 
 
 def _signature(ft):
@@ -302,7 +301,16 @@ def _signature(ft):
     )
 
 
-rows = njit([_signature(float32), _signature(float64)], nogil=True, cache=True)(_kernel)
+# numba compiles ROW's values into the kernel, and its disk cache is keyed on this file and the
+# function's name, not on spec.py: the name carries a digest of the declaration, so a changed
+# declaration compiles afresh instead of loading a kernel that writes the old rows.
+_kernel.__qualname__ = _kernel.__name__ = (
+    "diagnostics_kernel_" + hashlib.sha1(repr(SEQUENCE_DIAGNOSTICS).encode()).hexdigest()[:12]
+)
+#: The compiled kernel: ``diagnostics_kernel(*args, b0, b1)`` fills columns b0 .. b1 - 1.
+diagnostics_kernel = njit([_signature(float32), _signature(float64)], nogil=True, cache=True)(
+    _kernel
+)
 
 
 _pool: tuple[ThreadPoolExecutor, int, int] | None = None  # (pool, workers, pid)
@@ -310,12 +318,49 @@ _pool_lock = threading.Lock()  # one splitting caller at a time; others run seri
 MIN_ELEMENTS_PER_THREAD = 1 << 15
 
 
+def stacked_diagnostics(
+    logprobs, old_logprobs, mask, advantages, ref_logprobs, entropy, dtype, seq_eps, token_eps
+) -> torch.Tensor:
+    """The (K, B) stack of ``stacked_sequence_diagnostics`` (CPU): numpy views of the inputs in
+    ``dtype``, C-contiguous, the mask as uint8; one kernel call, split over torch's thread count."""
+
+    def arr(x):
+        return x.detach().to(dtype).contiguous().numpy()
+
+    B = mask.shape[0]
+    mask_bt = as_bool_mask(mask.detach())
+    mask_u8 = mask_bt.contiguous().view(torch.uint8).numpy()
+    adv = advantages.detach().to(dtype)
+    per_tok = adv.dim() == 2
+    thresholds = (
+        math.log1p(-token_eps[0]),
+        math.log1p(token_eps[1]),
+        math.log1p(-seq_eps[0]),
+        math.log1p(seq_eps[1]),
+    )
+    out = fused_rows(
+        arr(logprobs),
+        arr(old_logprobs),
+        mask_u8,
+        (adv if per_tok else adv.reshape(B, 1)).contiguous().numpy(),
+        None if ref_logprobs is None else arr(ref_logprobs),
+        None if entropy is None else arr(entropy),
+        per_tok,
+        thresholds,
+        threads=torch.get_num_threads(),
+    )
+    if B and not out[ROW.length].all():  # a row without tokens
+        check_nonempty_rows(mask_bt)  # raises, naming the rows
+    return torch.from_numpy(out).to(dtype)
+
+
 def fused_rows(
-    lp, old, mask_u8, adv_2d, ref, ent, per_tok, thresholds, threads: int = 1
+    lp, old, mask_u8, adv_2d, ref, ent, per_tok, thresholds, threads: int = 1, out=None
 ) -> np.ndarray:
     """Run the kernel on numpy arrays (C-contiguous, float32 or float64 alike, mask uint8);
     ``adv_2d`` is (B, T) with ``per_tok`` else (B, 1); ``ref``/``ent`` None when absent.
-    Returns the (16, B) float64 rows.
+    Returns the (K, B) float64 rows (``ROW.<name>`` holds diagnostic ``name``), written into
+    ``out`` when given.
 
     ``threads`` > 1 splits the rows into that many blocks (at least ``MIN_ELEMENTS_PER_THREAD``
     elements each), the caller's thread running the first and a pool the others; the kernel
@@ -324,7 +369,7 @@ def fused_rows(
     """
     global _pool
     B, T = lp.shape
-    out = np.empty((K, B), dtype=np.float64)
+    out = np.empty((K, B), dtype=np.float64) if out is None else out
     dummy = np.zeros((1, 1), dtype=lp.dtype)
     flags = np.array([per_tok, ref is not None, ent is not None], dtype=np.int64)
     args = (
@@ -340,7 +385,7 @@ def fused_rows(
     )
     blocks = max(1, min(int(threads), B, (B * T) // MIN_ELEMENTS_PER_THREAD))
     if blocks == 1 or not _pool_lock.acquire(blocking=False):
-        rows(*args, 0, B)
+        diagnostics_kernel(*args, 0, B)
         return out
     try:
         # (a new pool in a forked child too: the parent's pool threads do not exist there)
@@ -348,8 +393,11 @@ def fused_rows(
             pool = ThreadPoolExecutor(max_workers=blocks - 1, thread_name_prefix="gspo-fused")
             _pool = (pool, blocks - 1, os.getpid())
         edges = [B * i // blocks for i in range(blocks + 1)]
-        futures = [_pool[0].submit(rows, *args, edges[i], edges[i + 1]) for i in range(1, blocks)]
-        rows(*args, edges[0], edges[1])
+        futures = [
+            _pool[0].submit(diagnostics_kernel, *args, edges[i], edges[i + 1])
+            for i in range(1, blocks)
+        ]
+        diagnostics_kernel(*args, edges[0], edges[1])
         for f in futures:
             f.result()
     finally:

@@ -15,15 +15,9 @@ from __future__ import annotations
 
 import torch
 
-from ._validate import (
-    as_bool_mask,
-    check_choice,
-    check_float,
-    check_nonempty_rows,
-    check_same_shape,
-    check_tensor,
-)
+from .checks import check_choice
 from .masked import masked_fill_zero
+from .ratios import check_token_inputs
 
 ESTIMATORS = ("k1", "k2", "k3")
 
@@ -46,14 +40,7 @@ def kl_estimate(
 ) -> torch.Tensor:
     """(B, T) x3 -> (B,) masked mean of the chosen per-token KL estimator (see module docstring)."""
     check_choice(estimator, "estimator", ESTIMATORS)
-    check_tensor(logprobs, "logprobs", 2, "(B, T)")
-    check_float(logprobs, "logprobs")
-    check_tensor(ref_logprobs, "ref_logprobs", 2, "(B, T)")
-    check_float(ref_logprobs, "ref_logprobs")
-    check_tensor(mask, "mask", 2, "(B, T)")
-    check_same_shape(logprobs, "logprobs", ref_logprobs=ref_logprobs, mask=mask)
-    mask_bt = as_bool_mask(mask)
-    count_b = check_nonempty_rows(mask_bt)
+    mask_bt, count_b = check_token_inputs(logprobs, ref_logprobs, mask, other="ref_logprobs")
     d_bt = masked_fill_zero(logprobs, mask_bt) - masked_fill_zero(ref_logprobs, mask_bt)
     terms_bt = masked_fill_zero(kl_terms(d_bt, estimator), mask_bt)
     return terms_bt.sum(-1) / count_b.to(terms_bt.dtype)

@@ -35,9 +35,10 @@ from typing import NamedTuple, Protocol
 
 import torch
 
-from ._validate import check_choice, check_eps, check_float, check_same_shape, check_tensor
+from .checks import check_choice, check_eps, check_float, check_same_shape, check_tensor
 from .masked import masked_fill_zero
 from .ratios import check_token_inputs
+from .spec import GRPO_EPS, GSPO_EPS
 
 REDUCTIONS = ("sum", "token_mean", "seq_mean_token_mean")
 
@@ -214,8 +215,8 @@ def gspo_loss(
     advantages: torch.Tensor,
     mask: torch.Tensor,
     *,
-    eps_low: float = 3e-4,
-    eps_high: float = 4e-4,
+    eps_low: float = GSPO_EPS[0],
+    eps_high: float = GSPO_EPS[1],
     reduction: str = "sum",
 ) -> LossOutput:
     """GSPO-token loss (Tinker's ``gspo``; see the module docstring for the equations).
@@ -253,8 +254,8 @@ def grpo_loss(
     advantages: torch.Tensor,
     mask: torch.Tensor,
     *,
-    eps_low: float = 0.2,
-    eps_high: float = 0.2,
+    eps_low: float = GRPO_EPS[0],
+    eps_high: float = GRPO_EPS[1],
     reduction: str = "sum",
 ) -> LossOutput:
     """GRPO's PPO token-clipped surrogate: rho_t = exp(log pi_theta(y_t) - log pi_old(y_t)).

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from ._validate import (
+from .checks import (
     as_bool_mask,
     check_float,
     check_nonempty_rows,
@@ -27,18 +27,20 @@ def check_token_inputs(
     mask: torch.Tensor,
     *,
     nonempty: bool = True,
+    other: str = "old_logprobs",
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Validate (B, T) inputs; returns the bool mask (B, T) and the per-row token count (B,).
 
     ``nonempty=False`` only checks shapes and dtypes and returns ``(mask, None)`` with ``mask``
-    unconverted: the caller does the empty-row check (a host sync) and the count.
+    unconverted: the caller does the empty-row check (a host sync) and the count. ``other`` is
+    the second tensor's name in the errors (``kl_estimate`` passes "ref_logprobs").
     """
     check_tensor(logprobs, "logprobs", 2, "(B, T)")
     check_float(logprobs, "logprobs")
-    check_tensor(old_logprobs, "old_logprobs", 2, "(B, T)")
-    check_float(old_logprobs, "old_logprobs")
+    check_tensor(old_logprobs, other, 2, "(B, T)")
+    check_float(old_logprobs, other)
     check_tensor(mask, "mask", 2, "(B, T)")
-    check_same_shape(logprobs, "logprobs", old_logprobs=old_logprobs, mask=mask)
+    check_same_shape(logprobs, "logprobs", **{other: old_logprobs, "mask": mask})
     if not nonempty:
         return mask, None
     mask_bt = as_bool_mask(mask)

@@ -21,6 +21,7 @@ import torch
 
 from .losses import clipped_surrogate
 from .masked import masked_fill_zero
+from .spec import GSPO_EPS
 
 INPUT_KEYS = ("target_tokens", "logprobs", "advantages", "sequence_ratio_mask")
 
@@ -65,8 +66,8 @@ def gspo_loss_fn(
     data: Sequence[Any],
     logprobs_list: Sequence[torch.Tensor],
     *,
-    clip_low_threshold: float = 1 - 3e-4,
-    clip_high_threshold: float = 1 + 4e-4,
+    clip_low_threshold: float = 1 - GSPO_EPS[0],
+    clip_high_threshold: float = 1 + GSPO_EPS[1],
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """GSPO-token over a list of Tinker datums.
 
@@ -93,30 +94,11 @@ def gspo_loss_fn(
             "need 0 < clip_low_threshold <= 1 <= clip_high_threshold, got "
             f"clip_low_threshold={clip_low_threshold!r}, clip_high_threshold={clip_high_threshold!r}"
         )
-    lengths, rows = [], []
-    for i, (datum, lp) in enumerate(zip(data, logprobs_list, strict=True)):
-        inputs = _inputs(datum, i)
-        if not isinstance(lp, torch.Tensor) or lp.dim() != 1:
-            shape = tuple(lp.shape) if isinstance(lp, torch.Tensor) else type(lp).__name__
-            raise ValueError(f"logprobs_list[{i}] must be a 1-D tensor (N,), got {shape}")
-        n = _length(inputs["target_tokens"], f"data[{i}] target_tokens")
-        if lp.shape[0] != n:
-            raise ValueError(
-                f"logprobs_list[{i}] has shape {tuple(lp.shape)} but target_tokens has ({n},)"
-            )
-        kw = {"n": n, "device": lp.device, "dtype": lp.dtype}
-        q = _as_1d(inputs["logprobs"], f"data[{i}] logprobs", **kw)
-        adv = _as_1d(inputs["advantages"], f"data[{i}] advantages", **kw)
-        ratio_mask = (
-            _as_1d(inputs["sequence_ratio_mask"], f"data[{i}] sequence_ratio_mask", **kw) != 0
-        )
-        if not bool(ratio_mask.any()):
-            raise ValueError(
-                f"data[{i}] sequence_ratio_mask marks no token: it must mark at least one token"
-            )
-        lengths.append(n)
-        rows.append((lp, q, adv, ratio_mask))
-
+    rows = [
+        _datum_row(datum, lp, i)
+        for i, (datum, lp) in enumerate(zip(data, logprobs_list, strict=True))
+    ]
+    lengths = [r[0].shape[0] for r in rows]
     T = max(lengths)
     dev, dtype = rows[0][0].device, rows[0][0].dtype
     pad = torch.nn.utils.rnn.pad_sequence
@@ -127,10 +109,12 @@ def gspo_loss_fn(
     valid_bt = torch.arange(T, device=dev)[None, :] < torch.tensor(lengths, device=dev)[:, None]
     ratio_count_b = ratio_mask_bt.sum(-1)
 
+    # log s = mean over the ratio mask of sg[log pi_theta] - log q                  (B,)
     lp_r = masked_fill_zero(lp_bt, ratio_mask_bt)
     log_s_b = (lp_r.detach() - masked_fill_zero(q_bt, ratio_mask_bt)).sum(-1) / ratio_count_b.to(
         dtype
     )
+    # log rho_t = sg[log s] + log pi_theta(y_t) - sg[log pi_theta(y_t)] over the datum's N tokens
     lp_v = masked_fill_zero(lp_bt, valid_bt)
     log_rho_bt = masked_fill_zero(log_s_b[:, None] + (lp_v - lp_v.detach()), valid_bt)
     # adv and log rho are 0 outside the datum's N tokens: padding adds exactly 0
@@ -150,3 +134,26 @@ def gspo_loss_fn(
         "gspo_sequence_log_ratio:mean": stats[1],
         "gspo_clipped_fraction:mean": stats[2],
     }
+
+
+def _datum_row(datum: Any, lp: Any, i: int) -> tuple[torch.Tensor, ...]:
+    """Datum i's checked (N,) tensors: (log pi_theta, the sampler's log q, advantages, the
+    ratio mask as bool), on ``lp``'s device and dtype."""
+    inputs = _inputs(datum, i)
+    if not isinstance(lp, torch.Tensor) or lp.dim() != 1:
+        shape = tuple(lp.shape) if isinstance(lp, torch.Tensor) else type(lp).__name__
+        raise ValueError(f"logprobs_list[{i}] must be a 1-D tensor (N,), got {shape}")
+    n = _length(inputs["target_tokens"], f"data[{i}] target_tokens")
+    if lp.shape[0] != n:
+        raise ValueError(
+            f"logprobs_list[{i}] has shape {tuple(lp.shape)} but target_tokens has ({n},)"
+        )
+    kw = {"n": n, "device": lp.device, "dtype": lp.dtype}
+    q = _as_1d(inputs["logprobs"], f"data[{i}] logprobs", **kw)
+    adv = _as_1d(inputs["advantages"], f"data[{i}] advantages", **kw)
+    ratio_mask = _as_1d(inputs["sequence_ratio_mask"], f"data[{i}] sequence_ratio_mask", **kw) != 0
+    if not bool(ratio_mask.any()):
+        raise ValueError(
+            f"data[{i}] sequence_ratio_mask marks no token: it must mark at least one token"
+        )
+    return lp, q, adv, ratio_mask

@@ -187,7 +187,7 @@ def test_metric_map():
     assert m == {"gspo_dash/kl_ref_mean": Step.KL_REF_MEAN, "kl": "kl"}
 
 
-def _log_trl_run(uri: str, steps: int = 30) -> str:
+def _log_trl_run(uri: str, steps: int = 30, params: dict | None = None) -> str:
     from mlflow import MlflowClient
     from mlflow.entities import Metric, Param
 
@@ -208,8 +208,9 @@ def _log_trl_run(uri: str, steps: int = 30) -> str:
             "custom/foo": float(s * s),
         }.items():
             metrics.append(Metric(key, v, now + s * 1000, s))
+    params = {"importance_sampling_level": "sequence", **(params or {})}
     client.log_batch(
-        run.info.run_id, metrics=metrics, params=[Param("importance_sampling_level", "sequence")]
+        run.info.run_id, metrics=metrics, params=[Param(k, v) for k, v in params.items()]
     )
     client.set_terminated(run.info.run_id)
     return run.info.run_id
@@ -227,13 +228,25 @@ def test_mlflow_only_run(mlflow_uri, tmp_path):
     df = data.load_steps(r).df
     assert list(df[Step.STEP]) == list(range(30))
     np.testing.assert_allclose(df[Step.REWARD_MEAN], 0.1 + 0.01 * np.arange(30))
-    np.testing.assert_allclose(df[Step.KL_REF_MEAN], 0.001 * np.arange(30))
+    # TRL's `kl` is our k3 KL to the reference only without bias correction; the params do not
+    # say (use_bias_correction_kl unknown), so it keeps a name of its own, values exact
+    assert Step.KL_REF_MEAN not in df.columns
+    np.testing.assert_allclose(df["trl/kl"], 0.001 * np.arange(30))
     # a TRL run with importance_sampling_level='sequence': clip_ratio/* are sequence-unit
     np.testing.assert_allclose(df[Derived.SEQ_CLIP_BINDING], 0.002)
     np.testing.assert_allclose(df[Step.LENGTH_MEAN], 100.0 + np.arange(30))
     np.testing.assert_allclose(df["custom/foo"], np.arange(30) ** 2)
     np.testing.assert_allclose(df[Step.WALL_TIME] - df[Step.WALL_TIME].iloc[0], np.arange(30))
     assert data.load_sequences(r).df.empty
+
+
+def test_mlflow_only_run_params_pin_the_kl(mlflow_uri):
+    """With use_bias_correction_kl=False in the run's params, TRL's `kl` is our kl_ref_mean."""
+    run_id = _log_trl_run(mlflow_uri, steps=5, params={"use_bias_correction_kl": "False"})
+    (r,) = [x for x in mlflow_store.mlflow_runs(mlflow_uri)[0] if x.mlflow_run_id == run_id]
+    df = data.load_steps(r).df
+    np.testing.assert_allclose(df[Step.KL_REF_MEAN], 0.001 * np.arange(5))
+    assert "trl/kl" not in df.columns
 
 
 def test_recorded_run_is_not_listed_twice(mlflow_uri, tmp_path):

@@ -1,154 +1,571 @@
-"""Health findings on hand-made step tables: each check fires on its case and stays quiet otherwise."""
+"""Health findings on hand-made step tables: every code fires on its case, at its steps, and stays
+quiet on healthy runs whose lags alternate and whose metrics drift."""
 
 from __future__ import annotations
 
+import json
+from urllib.parse import parse_qs
+
 import numpy as np
 import pandas as pd
+import pytest
+from streamlit.testing.v1 import AppTest
 
 from app import health
-from training_hooks.schema import Step
+from app.discovery import discover
+from app.launch import MAIN
+from app.ui import md_escape
+from training_hooks.schema import STEPS_DIR, RunInfo, Step, write_json_atomic
 
-N = 200
+N = 200  # steps: even = on-policy (lag 0), odd = off-policy (lag 1), as in the demo's minibatches
+GSPO_EPS = (3e-4, 4e-4)
+GRPO_EPS = (0.2, 0.2)
 
 
-def _healthy(n: int = N, seed: int = 0) -> pd.DataFrame:
-    """A GSPO-ish run with nothing wrong: ratios move a little, ~15% sequence clipping."""
+def _table(n: int = N, *, seed: int = 0, declared: bool = True, lags=(0, 1)) -> pd.DataFrame:
+    """A healthy run with the lag cycling through ``lags``, every metric drifting slowly.
+
+    On-policy steps (lag 0) have ratios exactly 1: token |log r| = 0, log s = 0, clip 0,
+    KL old→new 0. Off-policy steps: KL old→new = 1e-4 (1 + step/n) lag² and |log s| = 4e-4 (1 +
+    step/n) lag (both double over the run; KL grows with the square of the step taken), times
+    log-normal noise of sigma 0.2; GSPO clips 20% of sequences, GRPO 0.5% of tokens (inside both
+    usual bands: 10-30% and 0.03-1%). KL to reference rises 0.01 -> 0.05; entropy 0.8 -> 0.6
+    (x0.75, not a collapse); length 200 +- 5."""
     rng = np.random.default_rng(seed)
+    step = np.arange(n)
+    lag = np.asarray(lags)[step % len(lags)]
+    off = lag > 0
+    drift = 1 + step / n
+    noise = np.exp(rng.normal(0, 0.2, n))
+    log_s = np.where(off, 4e-4 * drift * lag * noise, 0.0)
     return pd.DataFrame(
         {
-            Step.STEP: np.arange(n),
+            Step.STEP: step,
+            Step.POLICY_LAG: pd.array(lag if declared else [None] * n, dtype="Int64"),
             Step.LOSS: rng.normal(0, 0.01, n),
             Step.REWARD_MEAN: np.linspace(0.2, 0.6, n),
-            Step.SEQ_LOG_RATIO_MEAN: rng.normal(0, 1e-5, n),
-            Step.SEQ_LOG_RATIO_MIN: -4e-4 + rng.normal(0, 2e-5, n),
-            Step.SEQ_LOG_RATIO_MAX: 4e-4 + rng.normal(0, 2e-5, n),
-            Step.TOKEN_LOG_RATIO_ABS_MAX: 0.3 + rng.normal(0, 0.01, n),
-            Step.SEQ_CLIP_FRACTION: 0.15 + rng.normal(0, 0.01, n),
-            Step.TOKEN_CLIP_FRACTION: 0.002 + np.abs(rng.normal(0, 1e-4, n)),
+            Step.SEQ_LOG_RATIO_MEAN: np.where(off, rng.normal(0, 1e-5, n), 0.0),
+            Step.SEQ_LOG_RATIO_STD: np.where(off, 2e-4, 0.0),
+            Step.SEQ_LOG_RATIO_MIN: -log_s,
+            Step.SEQ_LOG_RATIO_MAX: log_s,
+            Step.TOKEN_LOG_RATIO_ABS_MAX: np.where(off, 0.3 * noise, 0.0),
+            Step.SEQ_CLIP_FRACTION: np.where(off, 0.2, 0.0),
+            Step.SEQ_CLIP_LOW_FRACTION: np.where(off, 0.05, 0.0),
+            Step.SEQ_CLIP_HIGH_FRACTION: np.where(off, 0.05, 0.0),
+            Step.TOKEN_CLIP_FRACTION: np.where(off, 0.005, 0.0),
+            Step.TOKEN_CLIP_LOW_FRACTION: np.where(off, 0.001, 0.0),
+            Step.TOKEN_CLIP_HIGH_FRACTION: np.where(off, 0.001, 0.0),
             Step.ZERO_VARIANCE_FRACTION: np.full(n, 0.2),
             Step.LENGTH_MEAN: 200 + rng.normal(0, 5, n),
             Step.TRUNCATED_FRACTION: np.full(n, 0.01),
-            Step.KL_REF_MEAN: 0.01 + rng.normal(0, 1e-3, n),
-            Step.KL_OLD_MEAN: 1e-4 + np.abs(rng.normal(0, 1e-5, n)),
+            Step.KL_REF_MEAN: np.linspace(0.01, 0.05, n) * np.exp(rng.normal(0, 0.05, n)),
+            Step.KL_OLD_MEAN: np.where(off, 1e-4 * drift * lag**2 * noise, 0.0),
+            Step.ENTROPY_MEAN: np.linspace(0.8, 0.6, n),
             Step.NONFINITE_COUNT: np.zeros(n, np.int64),
         }
     )
 
 
-def _titles(found):
-    return [f.title for f in found]
-
-
-def _findings(df, algorithm="gspo", status="finished", **kw):
-    return health.run_findings(
-        df, algorithm=algorithm, status=status, seq_eps=(3e-4, 4e-4), token_eps=(0.2, 0.2), **kw
+def _find(df, algorithm="gspo", status="finished", seq_eps=GSPO_EPS, token_eps=GRPO_EPS, **kw):
+    found = health.run_findings(
+        df, algorithm=algorithm, status=status, seq_eps=seq_eps, token_eps=token_eps, **kw
     )
+    codes = [f.code for f in found]
+    assert len(codes) == len(set(codes)), codes  # one finding, one advice, per code per run
+    return {f.code: f for f in found}
 
 
-def test_healthy_run_is_ok():
-    """A healthy GSPO run gets exactly one OK finding."""
-    found = _findings(_healthy())
-    assert [f.severity for f in found] == [health.OK], _titles(found)
+def _bad(found: dict) -> set[str]:
+    return {c for c, f in found.items() if f.severity in (health.ERROR, health.WARNING)}
 
 
-def test_ratios_identically_one():
-    """All log-ratios exactly 0 -> the on-policy warning (and GSPO 'almost never clips')."""
-    df = _healthy()
-    for c in (Step.SEQ_LOG_RATIO_MIN, Step.SEQ_LOG_RATIO_MAX, Step.TOKEN_LOG_RATIO_ABS_MAX):
-        df[c] = 0.0
+@pytest.mark.parametrize("declared", [True, False], ids=["lag-declared", "lag-measured"])
+@pytest.mark.parametrize("algorithm", ["gspo", "grpo"])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_alternating_lags_with_a_trend_do_not_alarm(declared, algorithm, seed):
+    """Lags alternating 0/1, every metric drifting: a single OK finding, whether the lag is
+    declared or measured from the ratios."""
+    found = _find(_table(seed=seed, declared=declared), algorithm)
+    assert list(found) == [health.OK_CODE], {c: f.evidence for c, f in found.items()}
+    assert found[health.OK_CODE].evidence == f"{N} steps checked."
+
+
+def test_kl_old_growing_with_the_lag_does_not_alarm():
+    """Lags cycling 0, 1, 2, 3 (a batch reused for 4 minibatches): KL old→new at lag 3 is 9x the
+    one at lag 1 (lag²) and |log s| 3x; each lag is judged against its own: OK."""
+    assert list(_find(_table(seed=3, lags=(0, 1, 2, 3)))) == [health.OK_CODE]
+
+
+def test_on_policy_float_noise_does_not_make_off_policy_steps_spikes():
+    """The old Health's false alarm: three on-policy steps per rollout at float noise (KL old→new
+    1e-12, |log s| 1e-9) and one off-policy step near 1e-4. Pooled, the median is the noise (MAD
+    0) and every off-policy step is a 1e8x spike; split by lag, nothing is."""
+    df = _table(lags=(0, 0, 0, 1))
+    on = (df[Step.POLICY_LAG] == 0).to_numpy()
+    df.loc[on, Step.KL_OLD_MEAN] = 1e-12
+    df.loc[on, Step.SEQ_LOG_RATIO_MAX] = 1e-9
+    df.loc[40, Step.KL_OLD_MEAN] = 1e-9  # a "1000x spike" in float noise: on-policy, never judged
+    assert list(_find(df)) == [health.OK_CODE]
+    pooled, _ = health.spike_mask(df[Step.KL_OLD_MEAN].to_numpy(), np.zeros(N, int))
+    assert pooled[~on & (np.arange(N) >= 4)].all()  # the rows with 4 rows before them
+
+
+def test_stale_minibatches_are_judged_against_their_own_lag():
+    """Asynchronous sampling: nine steps at lag 1, then one at lag 4 (KL old→new 16x, lag²). Pooled
+    with the lag-1 steps (sigma 0.2 in log: a bar of ~1.2 nats) every lag-4 step is a spike
+    (log 16 = 2.8); against the other lag-4 steps none is."""
+    df = _table(lags=(1,) * 9 + (4,))
+    assert list(_find(df)) == [health.OK_CODE]
+    lag4 = (df[Step.POLICY_LAG] == 4).to_numpy()
+    pooled, _ = health.spike_mask(df[Step.KL_OLD_MEAN].to_numpy(), np.zeros(N, int))
+    assert pooled[lag4].mean() > 0.5
+
+
+def test_single_spike_named_at_its_step_only():
+    """KL old→new x50 at step 123, |log s| x20 at step 41, KL to reference x10 at step 80, on the
+    drifting alternating run: each is found at exactly that step and nowhere else.
+
+    Arithmetic: the neighbours' log-values have sigma 0.2 (log-normal noise), so 1.4826 MAD ~ 0.2
+    and the 6-sigma bar is ~1.2 nats (x3.3); the 5x floor is log 5 = 1.61 nats. log 50 = 3.9,
+    log 20 = 3.0 and log 10 = 2.3 all clear both. KL to reference's noise is sigma 0.05: bar 0.3."""
+    df = _table()
+    df.loc[123, Step.KL_OLD_MEAN] *= 50
+    df.loc[41, Step.SEQ_LOG_RATIO_MAX] *= 20
+    df.loc[80, Step.KL_REF_MEAN] *= 10
+    found = _find(df)
+    assert _bad(found) == {health.KL_OLD_SPIKE, health.LOG_RATIO_SPIKE, health.KL_REF_SPIKE}
+    assert found[health.KL_OLD_SPIKE].steps == (123,) == found[health.KL_OLD_SPIKE].culprits
+    assert found[health.LOG_RATIO_SPIKE].steps == (41,)
+    assert found[health.KL_REF_SPIKE].steps == (80,)
+    f = found[health.KL_OLD_SPIKE]
+    assert "worst at step 123" in f.evidence and "same-lag neighbours" in f.evidence
+    # 1e-4 * (1 + 123/200) * noise * 50 = 8.1e-3 * noise: the evidence quotes the stored value
+    assert f"kl_old_mean = {df.loc[123, Step.KL_OLD_MEAN]:.3g}" in f.evidence
+
+
+def test_a_steep_start_is_not_a_spike():
+    """The first off-policy step at 20x the next ones (Adam's first update is its largest) has
+    no past to compare with: not judged. The same jump at step 11 (5 off-policy steps before it)
+    is a spike."""
+    df = _table()
+    df.loc[1, Step.KL_OLD_MEAN] *= 20
+    assert health.KL_OLD_SPIKE not in _find(df)
+    df.loc[11, Step.KL_OLD_MEAN] *= 20
+    assert _find(df)[health.KL_OLD_SPIKE].steps == (11,)
+
+
+def test_a_4x_jump_is_not_a_spike():
+    """x4 (log 4 = 1.39 nats) is below the 5x floor: not a spike, however quiet the neighbours."""
+    df = _table()
+    df[Step.KL_OLD_MEAN] = np.where(df[Step.POLICY_LAG] == 1, 1e-4, 0.0)  # perfectly flat
+    df.loc[121, Step.KL_OLD_MEAN] = 4e-4
+    assert health.KL_OLD_SPIKE not in _find(df)
+    df.loc[121, Step.KL_OLD_MEAN] = 5.1e-4  # just above 5x a flat median (MAD 0): a spike
+    assert _find(df)[health.KL_OLD_SPIKE].steps == (121,)
+
+
+def test_clip_judged_on_off_policy_steps_in_the_algorithms_unit():
+    """GSPO clipping 60% of sequences on off-policy steps (0 on the on-policy half, so the median
+    over all steps is (0 + 0.6)/2 = 0.3, inside the band) is clip_high, with the numbers."""
+    df = _table()
+    off = df[Step.POLICY_LAG] == 1
+    df[Step.SEQ_CLIP_FRACTION] = np.where(off, 0.6, 0.0)
+    assert np.median(df[Step.SEQ_CLIP_FRACTION]) == pytest.approx(0.3)
+    f = _find(df)[health.CLIP_HIGH]
+    assert f.severity == health.WARNING and "GSPO clips far more" in f.title
+    assert f.evidence.startswith(
+        "GSPO clips 60% of sequences (median seq_clip_fraction over 100 off-policy steps; "
+        "ε 3e-4/4e-4 in the sequence unit). Usual: 10%–30% at ε 3e-4/4e-4; Health warns above 50%."
+    )
+    assert "The clip binds on 10% of sequences." in f.evidence  # 0.05 low + 0.05 high
+    assert f.steps == tuple(range(1, N, 2))[:50] and len(f.culprits) == 3
+    # GRPO: its own unit is tokens; 8% of tokens is above 5%, 0.5% is inside 0.03-1%
+    df[Step.TOKEN_CLIP_FRACTION] = np.where(off, 0.08, 0.0)
+    f = _find(df, "grpo")[health.CLIP_HIGH]
+    assert f.evidence.startswith("GRPO clips 8% of tokens (median token_clip_fraction")
+    df[Step.TOKEN_CLIP_FRACTION] = np.where(off, 0.005, 0.0)
+    assert health.CLIP_HIGH not in _find(df, "grpo")
+
+
+def test_clip_low():
+    """GSPO run with GRPO's ε 0.2 clips nothing: clip_low as a warning (ε >= 10x the usual: the
+    wrong unit, most likely); GRPO clipping 1e-5 of tokens at its usual ε: clip_low as info."""
+    df = _table()
     df[Step.SEQ_CLIP_FRACTION] = 0.0
-    found = _findings(df)
-    assert "Ratios are identically 1" in found[0].title
-    assert any("almost never clips" in t for t in _titles(found))
-    # one token moving 1e-6 is enough to lift the verdict
-    df.loc[7, Step.TOKEN_LOG_RATIO_ABS_MAX] = 1e-6
-    assert health.check_on_policy(df) == []
+    f = _find(df, seq_eps=(0.2, 0.2))[health.CLIP_LOW]
+    assert f.severity == health.WARNING and "ε 0.2/0.2" in f.evidence
+    assert "GSPO with GRPO's token ε 0.2 never clips" in f.advice
+    off = df[Step.POLICY_LAG] == 1
+    df[Step.TOKEN_CLIP_FRACTION] = np.where(off, 1e-5, 0.0)
+    f = _find(df, "grpo")[health.CLIP_LOW]
+    assert f.severity == health.INFO and "GRPO clips 0.001% of tokens" in f.evidence
 
 
-def test_clip_fraction_out_of_range_per_algorithm():
-    """GSPO at 60% sequence clipping and GRPO at 30% token clipping warn; GRPO at 2% does not."""
-    df = _healthy()
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {"seq_eps": (None, None)},
+        {"seq_eps": None},
+        {"seq_eps": (3e-4, None)},
+        {"algorithm": "unknown"},
+        {"algorithm": "?"},
+    ],
+)
+def test_unknown_eps_or_algorithm_is_not_judged(kw):
+    """A run that does not state its algorithm or ε is never judged on a default: clipping 90% of
+    sequences gives no clip finding, only an info saying why."""
+    df = _table()
+    df[Step.SEQ_CLIP_FRACTION] = np.where(df[Step.POLICY_LAG] == 1, 0.9, 0.0)
+    found = _find(df, **kw)
+    assert health.CLIP_HIGH not in found and health.CLIP_LOW not in found
+    assert found[health.NOT_JUDGED].severity == health.INFO
+    assert "the clip share" in found[health.NOT_JUDGED].title
+
+
+def test_unknown_lag_judges_only_clip_high():
+    """No policy_lag and no token log-ratios (an imported run): the lag is unknown; 60% clipping
+    over all steps is still clip_high (on-policy steps could only lower it), 0% is no clip_low."""
+    df = _table().drop(columns=[Step.POLICY_LAG, Step.TOKEN_LOG_RATIO_ABS_MAX])
     df[Step.SEQ_CLIP_FRACTION] = 0.6
-    (f,) = health.check_clip_range(df, "gspo", (3e-4, 4e-4))
-    assert f.severity == health.WARNING and "= 0.6 of sequences" in f.evidence
-    assert "ε 3e-4/4e-4" in f.evidence
-    df[Step.TOKEN_CLIP_FRACTION] = 0.3
-    (f,) = health.check_clip_range(df, "grpo", (0.2, 0.2))
-    assert "GRPO clips far more" in f.title
-    df[Step.TOKEN_CLIP_FRACTION] = 0.02
-    assert health.check_clip_range(df, "grpo", (0.2, 0.2)) == []
-    # only the second half counts: a high start does not fire
-    df[Step.SEQ_CLIP_FRACTION] = np.r_[np.full(N // 2, 0.9), np.full(N // 2, 0.15)]
-    assert health.check_clip_range(df, "gspo") == []
+    f = _find(df)[health.CLIP_HIGH]
+    assert "over all 200 steps, none known off-policy" in f.evidence
+    assert "The lag is unknown" in f.evidence
+    df[Step.SEQ_CLIP_FRACTION] = 0.0
+    assert not {health.CLIP_HIGH, health.CLIP_LOW} & set(_find(df))
+
+
+def test_binding_share_is_a_lower_bound():
+    """Only TRL's binding low/high shares (no outside-range column): 0.3 + 0.3 = 0.6 of sequences
+    is clip_high; 0 + 0 is not clip_low (the outside share may be larger)."""
+    df = _table().drop(columns=[Step.SEQ_CLIP_FRACTION])
+    off = df[Step.POLICY_LAG] == 1
+    df[Step.SEQ_CLIP_LOW_FRACTION] = np.where(off, 0.3, 0.0)
+    df[Step.SEQ_CLIP_HIGH_FRACTION] = np.where(off, 0.3, 0.0)
+    f = _find(df)[health.CLIP_HIGH]
+    assert "GSPO clips 60% of sequences (median seq_clip_low_fraction + " in f.evidence
+    df[Step.SEQ_CLIP_LOW_FRACTION] = df[Step.SEQ_CLIP_HIGH_FRACTION] = 0.0
+    assert health.CLIP_LOW not in _find(df)
+
+
+def test_on_policy_only():
+    """Every step at lag 0 (declared or measured): on_policy_only (info), and the clip fractions
+    of 0 are not called clip_low."""
+    df = _table(lags=(0,))
+    f = _find(df)[health.ON_POLICY_ONLY]
+    assert f.severity == health.INFO
+    assert f.evidence == f"{N} on-policy steps, declared (policy_lag = 0); no off-policy step."
+    assert health.CLIP_LOW not in _find(df)
+    assert "so its ratios are 1 and nothing is clipped" in f.advice
+    assert "pass policy_lag" not in f.advice  # declared: no doubt about stale old log-probs
+    measured = _find(_table(lags=(0,), declared=False))
+    f = measured[health.ON_POLICY_ONLY]
+    assert f.evidence == (
+        f"{N} on-policy steps, measured (every token |log-ratio| ≤ 1e-05); no off-policy step."
+    )
+    assert "pass policy_lag" in f.advice
+    # declared lag 0 whose ratios are not 1: the clip measures the sampler mismatch only
+    df[Step.TOKEN_LOG_RATIO_ABS_MAX] = 0.2
+    df[Step.KL_OLD_MEAN] = 1e-4
+    found = _find(df)
+    assert "measure only the sampler/trainer mismatch" in found[health.ON_POLICY_ONLY].advice
+    assert found[health.SAMPLER_MISMATCH].severity == health.INFO
+
+
+def test_row_nanmedian_equals_numpy():
+    """The sorted-row median equals np.nanmedian on rows with NaN holes (two routes)."""
+    w = np.random.default_rng(0).normal(size=(500, 25))
+    w[w > 1.2] = np.nan  # ~12% holes, every row keeps values
+    np.testing.assert_allclose(health.row_nanmedian(w), np.nanmedian(w, axis=1), rtol=0, atol=0)
+
+
+def test_stale_old_logprobs():
+    """Declared lag 1 on the odd steps, but token |log r| = 0 there: old log-probs recomputed from
+    the current policy. 100 of 100 exact -> error; 40 of 100 -> below the 50% share, nothing."""
+    df = _table()
+    off = (df[Step.POLICY_LAG] == 1).to_numpy()
+    for c in (Step.TOKEN_LOG_RATIO_ABS_MAX, Step.SEQ_LOG_RATIO_MIN, Step.SEQ_LOG_RATIO_MAX):
+        df[c] = 0.0
+    df[Step.KL_OLD_MEAN] = 0.0
+    df[Step.SEQ_CLIP_FRACTION] = 0.0
+    f = _find(df)[health.STALE_OLD_LOGPROBS]
+    assert f.severity == health.ERROR
+    assert f.evidence.startswith("100 of 100 steps with a declared policy_lag ≥ 1")
+    assert f.steps[:3] == (1, 3, 5) and f.culprits == (1, 3, 5)
+    assert health.ON_POLICY_ONLY not in _find(df)  # declared off-policy: not "on-policy only"
+    df2 = _table()
+    odd = np.flatnonzero(off)
+    df2.loc[odd[:40], Step.TOKEN_LOG_RATIO_ABS_MAX] = 0.0
+    assert health.STALE_OLD_LOGPROBS not in _find(df2)
+
+
+def test_sampler_mismatch_at_lag_zero():
+    """Declared lag 0 with token |log r| 0.05 (not exactly 0): the sampler and the trainer disagree.
+    k3 old→new 2e-4 there is inside the dense band (1e-5..1e-3): info with its size and steps;
+    k3 0.2 is above verl's alarm (0.1): warning."""
+    df = _table()
+    on = (df[Step.POLICY_LAG] == 0).to_numpy()
+    df.loc[on, Step.TOKEN_LOG_RATIO_ABS_MAX] = 0.05
+    df.loc[on, Step.KL_OLD_MEAN] = 2e-4
+    f = _find(df)[health.SAMPLER_MISMATCH]
+    assert f.severity == health.INFO
+    assert f.evidence.startswith(
+        "at 100 of 100 steps with policy_lag 0 the ratios are not 1: max token |log-ratio| up to "
+        "0.05, k3 old→new median 0.0002 (inside the usual band of a dense model (1e-05–0.001))"
+    )
+    assert f.steps[:3] == (0, 2, 4)
+    df.loc[[10, 12], Step.KL_OLD_MEAN] = 0.2
+    f = _find(df)[health.SAMPLER_MISMATCH]
+    assert f.severity == health.WARNING and f.culprits[:2] == (10, 12)
+    # the same ratios without a declared lag read as off-policy steps: no mismatch can be told
+    assert health.SAMPLER_MISMATCH not in _find(df.drop(columns=[Step.POLICY_LAG]))
+
+
+def test_sampler_mismatch_systematic_shift_names_its_cause():
+    """Every lag-0 sequence shifted by log s = log 0.9 = -0.105 with a spread of 0.01 (10x
+    smaller): top-p 0.9 applied when sampling only; the kept mass is e^-0.105 = 0.90."""
+    df = _table()
+    on = (df[Step.POLICY_LAG] == 0).to_numpy()
+    df.loc[on, Step.TOKEN_LOG_RATIO_ABS_MAX] = 0.3
+    df.loc[on, Step.SEQ_LOG_RATIO_MEAN] = np.log(0.9)
+    df.loc[on, Step.SEQ_LOG_RATIO_STD] = 0.01
+    f = _find(df)[health.SAMPLER_MISMATCH]
+    assert f.severity == health.WARNING
+    assert "median log s = -0.105 per token (ratio 0.9)" in f.evidence
+    assert "top-p/top-k applied when sampling only" in f.evidence
+    assert "a kept mass ≈ 0.90" in f.evidence
+    # a spread as large as the shift is noise, not a shift (0.105 < 3 x 0.05)
+    df.loc[on, Step.SEQ_LOG_RATIO_STD] = 0.05
+    assert health.SAMPLER_MISMATCH not in _find(df)  # and no k3 column at lag 0 to size it
+
+
+def test_sampler_mismatch_from_recorded_and_foreign_metrics():
+    """sampler_kl_mean 5e-3 (above the dense band, inside a MoE's): info. verl's chi2_token 1.5 at
+    steps 7, 8, 9 (> 1): warning naming those steps. TRL's IS-weight mean 0.4 behind a tool
+    prefix (< 0.5): warning. Values inside every band: nothing."""
+    df = _table()
+    df[Step.SAMPLER_KL_MEAN] = 5e-3
+    f = _find(df)[health.SAMPLER_MISMATCH]
+    assert f.severity == health.INFO and "above the usual band of a dense model" in f.evidence
+    assert "sampler_kl_mean (recorded (sampler_logprobs)): median 0.005 over 200 steps" in (
+        f.evidence
+    )
+    df[Step.SAMPLER_KL_MEAN] = 5e-6  # below the 1e-5 floor: float noise
+    df["rollout_corr/chi2_token"] = 0.001
+    assert health.SAMPLER_MISMATCH not in _find(df)
+    df.loc[[7, 8, 9], "rollout_corr/chi2_token"] = 1.5
+    f = _find(df)[health.SAMPLER_MISMATCH]
+    assert f.severity == health.WARNING and f.steps == (7, 8, 9)
+    assert "beyond verl's alarm bound at 3 steps" in f.evidence
+    df = _table()
+    df["trl/sampling/importance_sampling_ratio/mean"] = 1.0
+    assert health.SAMPLER_MISMATCH not in _find(df)
+    df.loc[50, "trl/sampling/importance_sampling_ratio/mean"] = 0.4
+    assert _find(df)[health.SAMPLER_MISMATCH].steps == (50,)
 
 
 def test_zero_variance_groups():
     """Median zero-variance share over the last quarter: 0.6 warns, 0.95 is an error, 0.4 is ok."""
-    df = _healthy()
+    df = _table()
     df[Step.ZERO_VARIANCE_FRACTION] = 0.6
-    assert health.check_zero_variance(df)[0].severity == health.WARNING
+    assert _find(df)[health.ZERO_VARIANCE].severity == health.WARNING
     df[Step.ZERO_VARIANCE_FRACTION] = 0.95
-    (f,) = health.check_zero_variance(df)
-    assert f.severity == health.ERROR and "95%" in f.evidence
+    f = _find(df)[health.ZERO_VARIANCE]
+    assert f.severity == health.ERROR and "= 95% of groups" in f.evidence
     df[Step.ZERO_VARIANCE_FRACTION] = np.r_[np.full(N - 10, 0.95), np.full(10, 0.4)]
-    assert health.check_zero_variance(df)[0].severity == health.ERROR  # last quarter is 50 steps
+    assert _find(df)[health.ZERO_VARIANCE].severity == health.ERROR  # last quarter is 50 steps
     df[Step.ZERO_VARIANCE_FRACTION] = 0.4
-    assert health.check_zero_variance(df) == []
+    assert health.ZERO_VARIANCE not in _find(df)
 
 
-def test_kl_and_log_ratio_spikes():
-    """A 50x KL old->new spike at step 123 and a log-ratio spike at 40 are named with their steps."""
-    df = _healthy()
-    df.loc[123, Step.KL_OLD_MEAN] = 5e-3
-    df.loc[40, Step.SEQ_LOG_RATIO_MAX] = 0.05
-    found = health.check_spikes(df)
-    by = {f.title.split(" spikes")[0]: f for f in found}
-    assert set(by) == {"KL old→new", "sequence |log-ratio|"}
-    assert by["KL old→new"].steps == (123,) and "step 123" in by["KL old→new"].evidence
-    assert by["sequence |log-ratio|"].steps == (40,)
-    assert health.check_spikes(_healthy()) == []
-
-
-def test_length_collapse_blowup_and_truncation():
-    """Median length 200 -> 80 collapses, 200 -> 500 blows up; 30% late truncation warns."""
-    df = _healthy()
+def test_entropy_and_length_trends():
+    """First 10% vs last 10% of each lag group (10 steps each): entropy 0.8 -> 0.1 (x0.125 <=
+    0.2) collapses; length 200 -> 80 (x0.4 <= 0.5) collapses, 200 -> 500 (x2.5 >= 2) blows up.
+    A trend in one lag group only does not fire (every group must cross)."""
+    df = _table()
+    df[Step.ENTROPY_MEAN] = np.linspace(0.8, 0.1, N)
+    f = _find(df)[health.ENTROPY_COLLAPSE]
+    # lag 0 steps 0, 2, ..., 198: first 10 at 0.8 - 0.7 x (0..18)/199, median (steps 8, 10)
+    # 0.8 - 0.7 x 9/199 = 0.768; last 10 (steps 180..198) median 0.8 - 0.7 x 189/199 = 0.135
+    assert "steps at lag 0 (on-policy): 0.768 → 0.135 (0.18x); steps at lag 1:" in f.evidence
+    df = _table()
     df[Step.LENGTH_MEAN] = np.linspace(200, 80, N)
-    assert _titles(health.check_lengths(df)) == ["Completion length collapsed"]
+    assert _bad(_find(df)) == {health.LENGTH_COLLAPSE}
     df[Step.LENGTH_MEAN] = np.linspace(200, 500, N)
-    assert _titles(health.check_lengths(df)) == ["Completion length blew up"]
-    df[Step.LENGTH_MEAN] = 200.0
+    assert _bad(_find(df)) == {health.LENGTH_BLOWUP}
+    off = (df[Step.POLICY_LAG] == 1).to_numpy()
+    df[Step.LENGTH_MEAN] = np.where(off, np.linspace(200, 500, N), 200.0)
+    assert _bad(_find(df)) == set()
+
+
+def test_truncation():
+    """30% truncated over the last 20 steps (the last 10% of 200): warns with the share."""
+    df = _table()
     df[Step.TRUNCATED_FRACTION] = np.r_[np.zeros(N - 20), np.full(20, 0.3)]
-    assert _titles(health.check_lengths(df)) == ["Many completions are truncated"]
+    f = _find(df)[health.TRUNCATION]
+    assert "(20) = 30% of sequences" in f.evidence
 
 
-def test_nonfinite_values():
-    """nonfinite_count > 0 at steps 5 and 9 and a NaN loss at 11 -> one error naming 5, 9, 11."""
-    df = _healthy()
+def test_nonfinite_values_and_validation_only_rows():
+    """nonfinite_count 3 and 1 at steps 5 and 9 and a NaN loss at 11 -> one error naming 5, 9, 11.
+    A validation-only line (every train metric null, e.g. verl's step-0 validation) is no NaN
+    loss; nor is a metric never logged."""
+    df = _table()
     df.loc[[5, 9], Step.NONFINITE_COUNT] = [3, 1]
     df.loc[11, Step.LOSS] = np.nan
-    (f,) = health.check_nonfinite(df)
-    assert f.severity == health.ERROR and f.steps == (5, 9, 11)
+    f = _find(df)[health.NONFINITE]
+    assert f.severity == health.ERROR and f.steps == (5, 9, 11) and f.culprits == (5, 9, 11)
     assert "4 non-finite input values" in f.evidence and "loss is NaN/inf at 1 steps" in f.evidence
-    # a metric that was never logged (all NaN, e.g. no ref model) is not a finding
-    df2 = _healthy()
-    df2[Step.KL_OLD_MEAN] = np.nan
-    assert health.check_nonfinite(df2) == []
+    clean = _table().drop(index=0)  # step 0 becomes a validation-only row
+    val = {c: np.nan for c in clean.columns} | {Step.STEP: 0, "val-core/acc/mean@16": 0.31}
+    df = pd.concat([pd.DataFrame([val]), clean], ignore_index=True)
+    df[Step.KL_REF_MEAN] = np.nan  # never logged
+    found = _find(df)
+    assert health.NONFINITE not in found and list(found) == [health.OK_CODE]
+    df.loc[df[Step.STEP] == 0, Step.LOSS] = np.inf  # but an inf is one anywhere
+    assert _find(df)[health.NONFINITE].steps == (0,)
 
 
 def test_crashed_and_failed_runs():
     """A crashed run (stale heartbeat) and a failed run are errors with the last step and age."""
-    (f,) = health.check_status("crashed", updated_at=1000.0, last_step=41, now=1000.0 + 600)
+    found = _find(_table(), status="crashed", updated_at=1000.0, last_step=41, now=1600.0)
+    f = found[health.CRASHED]
     assert f.severity == health.ERROR and "10 min ago at step 41" in f.evidence
-    assert "without finishing" in f.title
-    (f,) = health.check_status("failed", 1000.0, 3, now=2000.0)
-    assert f.severity == health.ERROR
-    assert health.check_status("finished", 1000.0, 3, now=2000.0) == []
-    found = _findings(_healthy(), status="crashed", updated_at=1.0, last_step=199, now=10_000.0)
-    assert found[0].title == "Stopped without finishing (crashed)"
-    assert health.OK not in [f.severity for f in found]
+    assert health.OK_CODE not in found
+    f = _find(_table(), status="failed", updated_at=1000.0, last_step=3, now=2000.0)[health.FAILED]
+    assert f.severity == health.ERROR and "status 'failed' at step 3" in f.evidence
+    assert health.RUNNING in _find(_table(), status="running", updated_at=1.0, now=61.0)
 
 
 def test_empty_table():
     """An empty step table gives an info finding, no exception."""
-    found = _findings(pd.DataFrame(columns=[Step.STEP]))
-    assert "No steps recorded yet" in _titles(found)
+    assert health.NO_STEPS in _find(pd.DataFrame(columns=[Step.STEP]))
+
+
+def test_rolling_baseline_follows_a_line():
+    """On y = 2 step (one group) the centred window's median is the row's own value and the MAD is
+    the line's spread; interleaved groups are judged apart; < 8 neighbours are not judged."""
+    y = 2.0 * np.arange(40)
+    med, mad = health.rolling_baseline(y, np.zeros(40, int))
+    # row 20: neighbours are rows 8..32 without 20 (12 each side), values 16..64 step 2 without
+    # 40; median of the 24 values = (38 + 42) / 2 = 40 = y[20]. |v - 40| = 2, 2, 4, 4, ..., 24,
+    # 24: the 12th and 13th of the 24 sorted are 12 and 14 -> MAD 13.
+    assert med[20] == 40.0 and mad[20] == 13.0
+    # the first 4 rows have fewer than 4 rows before them: not judged (a run's start is steep)
+    assert np.isnan(med[:4]).all() and np.isfinite(med[4:]).all()
+    g = np.arange(40) % 2
+    med, _ = health.rolling_baseline(np.where(g == 1, 100.0, 1.0), g)
+    assert set(med[g == 1][4:]) == {100.0} and set(med[g == 0][4:]) == {1.0}
+    assert np.isnan(med[:8]).all()  # 4 rows of each group
+    med, _ = health.rolling_baseline(np.arange(8.0), np.zeros(8, int))  # 7 neighbours at most
+    assert np.isnan(med).all()
+
+
+def test_every_threshold_names_its_source():
+    for name, t in health.THRESHOLDS.items():
+        assert t.source and t.unit, name
+
+
+def test_imported_run_without_sequences_is_no_data_problem(tmp_path):
+    """An imported run (source trl) has no per-sequence tables by nature: no data problem."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    run = tmp_path / "imp"
+    (run / STEPS_DIR).mkdir(parents=True)
+    info = RunInfo(run_id="imp", name="imp", algorithm="grpo", source="trl", status="finished")
+    write_json_atomic(run / "run.json", info.to_json())
+    table = pa.table({Step.STEP: [0, 1], Step.LOSS: [0.1, 0.2]})
+    pq.write_table(table, run / STEPS_DIR / "part-000000000-000000001-r0000-000000.parquet")
+    (ref,) = discover(str(tmp_path)).runs
+    assert not ref.has_sequences and ref.problems == ()
+    assert json.loads((run / "run.json").read_text())["source"] == "trl"
+
+
+def test_health_page_links_culprits_to_the_sequences_page(root_copy, app_env):
+    """On the recorded runs the GRPO run clips almost no token (clip_low, info, culprits = its
+    first steps): each culprit is a link to /sequences whose ?run= is the run's label (what the
+    Sequences page's run picker reads) and ?step= the step; an untrusted name travels only as an
+    encoded query value and is escaped in the expander's label."""
+    name = "grpo [x](http://e.vil) & <b>"
+    run_json = next(p for p in root_copy.glob("*/run.json") if "grpo" in p.read_text())
+    data = json.loads(run_json.read_text())
+    data["name"] = name
+    run_json.write_text(json.dumps(data))
+    app_env(root_copy)
+    at = AppTest.from_file(MAIN, default_timeout=60)
+    at.run()
+    at.switch_page("app_pages/health.py").run()
+    assert not at.exception and not at.error
+    links = [e.proto for e in at.get("page_link")]
+    assert links and {p.page for p in links} == {"sequences"}
+    queries = [parse_qs(p.query_string) for p in links]
+    assert all(q["run"] == [name] for q in queries)
+    assert [q["step"] for q in queries] == [["0"], ["1"], ["2"]]
+    assert [p.label for p in links][0] == "Open step 0 on the Sequences page"
+    labels = [e.proto.label for e in at.expander]
+    escaped = "grpo \\[x\\]\\(http\\:\\/\\/e\\.vil\\) \\& \\<b\\>"  # every punctuation mark
+    assert escaped == md_escape(name)
+    assert any(lb.startswith(escaped) for lb in labels), labels
+
+
+def _scenario(code: str) -> tuple[pd.DataFrame, dict]:
+    """The smallest change to the healthy table that raises ``code``."""
+    df, kw = _table(), {}
+    off = (df[Step.POLICY_LAG] == 1).to_numpy()
+    if code == health.ON_POLICY_ONLY:
+        df = _table(lags=(0,))
+    elif code == health.STALE_OLD_LOGPROBS:
+        df[Step.TOKEN_LOG_RATIO_ABS_MAX] = 0.0
+    elif code == health.SAMPLER_MISMATCH:
+        df[Step.SAMPLER_KL_MEAN] = 0.2
+    elif code in (health.CLIP_HIGH, health.CLIP_LOW):
+        df[Step.SEQ_CLIP_FRACTION] = np.where(off, 0.9 if code == health.CLIP_HIGH else 0.0, 0)
+    elif code == health.ZERO_VARIANCE:
+        df[Step.ZERO_VARIANCE_FRACTION] = 0.7
+    elif code in (health.KL_REF_SPIKE, health.KL_OLD_SPIKE, health.LOG_RATIO_SPIKE):
+        column = {
+            health.KL_REF_SPIKE: Step.KL_REF_MEAN,
+            health.KL_OLD_SPIKE: Step.KL_OLD_MEAN,
+            health.LOG_RATIO_SPIKE: Step.SEQ_LOG_RATIO_MAX,
+        }[code]
+        df.loc[101, column] *= 100
+    elif code == health.ENTROPY_COLLAPSE:
+        df[Step.ENTROPY_MEAN] = np.linspace(0.8, 0.05, N)
+    elif code in (health.LENGTH_COLLAPSE, health.LENGTH_BLOWUP):
+        df[Step.LENGTH_MEAN] = np.linspace(200, 50 if code == health.LENGTH_COLLAPSE else 900, N)
+    elif code == health.TRUNCATION:
+        df[Step.TRUNCATED_FRACTION] = 0.5
+    elif code == health.NONFINITE:
+        df.loc[17, Step.LOSS] = np.inf
+    elif code in (health.CRASHED, health.FAILED):
+        kw = {"status": code, "updated_at": 1.0, "now": 7200.0}
+    return df, kw
+
+
+@pytest.mark.parametrize("code", health.CODES)
+def test_every_code_fires_on_its_scenario(code):
+    """Each code of the contract, on a one-change variant of the healthy run: that code fires (and
+    the healthy run itself raises none, see above)."""
+    df, kw = _scenario(code)
+    assert code in _find(df, **kw)
+
+
+def test_codes_are_the_contract():
+    assert health.CODES == (
+        "on_policy_only",
+        "stale_old_logprobs",
+        "sampler_mismatch",
+        "clip_high",
+        "clip_low",
+        "zero_variance",
+        "kl_ref_spike",
+        "kl_old_spike",
+        "log_ratio_spike",
+        "entropy_collapse",
+        "length_collapse",
+        "length_blowup",
+        "truncation",
+        "nonfinite",
+        "crashed",
+        "failed",
+    )

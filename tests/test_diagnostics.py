@@ -17,7 +17,7 @@ from gspo_metrics import (
 )
 
 F64 = torch.float64
-BACKENDS = ["fused", "torch"]  # the two routes; every hand case runs on both
+BACKENDS = ["fused", "torch", "reference"]  # the three routes; every hand case runs on each
 
 
 @pytest.fixture(params=BACKENDS)
@@ -189,26 +189,32 @@ def _random_step(g, B, T, dtype, per_token_adv, spread=0.05, fill=0.6):
     with_ref=st.booleans(),
 )
 def test_fused_and_torch_routes_agree(B, T, seed, per_token_adv, dtype, spread, with_ref):
-    """The fused kernel and the eager-torch route give the same diagnostics: to float64 rounding
-    for float64 inputs, and within a few float32 ulps of the float64 answer for float32 inputs
-    (the fused route sums in float64, the torch route in float32)."""
+    """The fused kernel and the eager-torch route give the reference route's diagnostics, every
+    one declared in ``SEQUENCE_DIAGNOSTICS``: to float64 rounding for float64 inputs, and within
+    a few float32 ulps of the float64 answer for float32 inputs (the fused route sums in
+    float64, the torch route in float32)."""
     g = torch.Generator().manual_seed(seed)
     logp, old, ref, ent, mask, adv = _random_step(g, B, T, dtype, per_token_adv, spread)
     kw = dict(ref_logprobs=ref, entropy=ent) if with_ref else {}
-    fused = sequence_diagnostics(logp, old, mask, adv, backend="fused", **kw)
-    eager = sequence_diagnostics(logp, old, mask, adv, backend="torch", **kw)
-    exact = sequence_diagnostics(  # float64 eager: the reference for float32 inputs
+    routes = {b: sequence_diagnostics(logp, old, mask, adv, backend=b, **kw) for b in BACKENDS}
+    fused, eager, reference = routes["fused"], routes["torch"], routes["reference"]
+    exact = sequence_diagnostics(  # float64 reference: the answer for float32 inputs
         logp.double(),
         old.double(),
         mask,
         adv.double(),
-        backend="torch",
+        backend="reference",
         **{k: v.double() for k, v in kw.items()},
     )
+    for route in routes.values():
+        assert list(route) == list(SEQUENCE_DIAGNOSTICS)
     for k in SEQUENCE_DIAGNOSTICS:
-        assert fused[k].dtype == eager[k].dtype, k
+        assert fused[k].dtype == eager[k].dtype == reference[k].dtype, k
         if dtype == F64:
-            torch.testing.assert_close(fused[k], eager[k], rtol=1e-10, atol=1e-12, equal_nan=True)
+            for fast in (fused, eager):
+                torch.testing.assert_close(
+                    fast[k], reference[k], rtol=1e-10, atol=1e-12, equal_nan=True, msg=k
+                )
         elif k in ("seq_clipped", "seq_clip_low", "seq_clip_high"):
             # log s within float32 rounding of a bound may fall either side of it: compare only
             # rows clear of the bounds
@@ -226,6 +232,34 @@ def test_fused_and_torch_routes_agree(B, T, seed, per_token_adv, dtype, spread, 
         near = (((d - math.log1p(-0.2)).abs() < 1e-6) | ((d - math.log1p(0.2)).abs() < 1e-6)).sum()
         diff = (fused["token_clip_fraction"] - exact["token_clip_fraction"].float()).abs()
         assert (diff * fused["length"]).sum() <= near + 1e-3
+
+
+def test_the_kernel_writes_every_declared_diagnostic_to_its_row():
+    """The fused kernel's output rows are the declaration's (``fused.ROW``, from
+    ``SEQUENCE_DIAGNOSTICS``), and it writes every one of them: an output prefilled with a
+    sentinel keeps none, with and without the optional inputs, per-token advantages or not."""
+    from gspo_metrics import fused
+
+    assert fused.ROW._fields == SEQUENCE_DIAGNOSTICS
+    assert [getattr(fused.ROW, k) for k in SEQUENCE_DIAGNOSTICS] == list(range(fused.K))
+    g = torch.Generator().manual_seed(1)
+    for per_tok, optional in ((False, True), (True, False)):
+        logp, old, ref, ent, mask, adv = _random_step(g, 5, 9, F64, per_tok)
+        out = torch.full((fused.K, 5), 12345.0, dtype=F64).numpy()
+        fused.fused_rows(
+            logp.numpy(),
+            old.numpy(),
+            mask.view(torch.uint8).numpy(),
+            (adv if per_tok else adv.reshape(-1, 1)).numpy(),
+            ref.numpy() if optional else None,
+            ent.numpy() if optional else None,
+            per_tok,
+            (-0.2, 0.2, -3e-4, 4e-4),
+            out=out,
+        )
+        assert not (out == 12345.0).any(), [
+            k for k in SEQUENCE_DIAGNOSTICS if (out[getattr(fused.ROW, k)] == 12345.0).any()
+        ]
 
 
 @pytest.mark.parametrize(

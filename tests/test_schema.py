@@ -102,6 +102,25 @@ def test_sequence_and_token_schema_golden():
     ]
 
 
+def test_sequence_columns_are_the_declared_per_sequence_values():
+    """The sequence table's value columns are ``gspo_metrics.spec.PER_SEQUENCE``, in its order and
+    with its types, between the key columns and the completion; each has its ``Seq`` constant;
+    ``SEQUENCE_DIAGNOSTICS`` is the declaration's diagnostics in the same order."""
+    from gspo_metrics import SEQUENCE_DIAGNOSTICS
+    from gspo_metrics.spec import PER_SEQUENCE
+
+    keys = (Seq.SCHEMA_VERSION, Seq.RUN_ID, Seq.STEP, Seq.RANK, Seq.GROUP, Seq.SAMPLE)
+    assert schema.SEQUENCE_COLUMN_NAMES[: len(keys)] == keys
+    assert schema.SEQUENCE_COLUMNS[len(keys) : -1] == tuple((v.name, v.dtype) for v in PER_SEQUENCE)
+    assert schema.SEQUENCE_COLUMN_NAMES[-1] == Seq.COMPLETION
+    for v in PER_SEQUENCE:
+        assert getattr(Seq, v.name.upper()) == v.name
+        assert v.meaning and v.dtype in ("int32", "float32", "bool")
+    diagnostics = [v.name for v in PER_SEQUENCE if v.source == "diagnostics"]
+    assert list(SEQUENCE_DIAGNOSTICS) == diagnostics
+    assert {v.name for v in PER_SEQUENCE} - set(diagnostics) == {Seq.REWARD, Seq.TRUNCATED}
+
+
 def test_schema_imports_no_torch():
     """The app can import the schema without torch (nor the hooks' heavy modules)."""
     code = "import sys, training_hooks.schema; print('torch' in sys.modules)"

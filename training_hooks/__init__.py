@@ -2,7 +2,8 @@
 
     from training_hooks import RunRecorder, step_diagnostics
 
-``RunRecorder`` computes every diagnostic of a step with ``gspo_metrics`` on the tensors' device,
+``RunRecorder`` (settings: ``RecorderSettings``) checks a step's inputs once (``StepInputs``),
+computes every diagnostic with ``gspo_metrics`` on the tensors' device (``compute.reduce_step``),
 moves the small per-sequence results to the host in one transfer, and hands them to background
 sinks (``ParquetSink``, the source of truth; ``MlflowSink``). ``step_diagnostics`` returns the same
 numbers without recording them. The on-disk format is declared in ``training_hooks.schema``.
@@ -22,6 +23,8 @@ _EXPORTS = {
     "StepRecord": "compute",
     "compute_step": "compute",
     "step_diagnostics": "compute",
+    "StepInputs": "inputs",
+    "RecorderSettings": "recorder",
     "RunRecorder": "recorder",
     "RunState": "recorder",
     "new_run_id": "recorder",
@@ -39,10 +42,12 @@ __all__ = [
     "MlflowSink",
     "NullSink",
     "ParquetSink",
+    "RecorderSettings",
     "RunRecorder",
     "RunState",
     "Sink",
     "SinkWorker",
+    "StepInputs",
     "StepRecord",
     "compute_step",
     "new_run_id",
@@ -58,7 +63,8 @@ if TYPE_CHECKING:
         compute_step,
         step_diagnostics,
     )
-    from .recorder import RunRecorder, RunState, new_run_id
+    from .inputs import StepInputs
+    from .recorder import RecorderSettings, RunRecorder, RunState, new_run_id
     from .sinks import MlflowSink, NullSink, ParquetSink, Sink, SinkWorker, resolve_tracking_uri
 
 

@@ -6,9 +6,9 @@ there is no queue: every tensor op runs on the calling thread, so a recorder tha
 gives the CPU the GPU's shape:
 
 1. the caller runs every check (bad input raises at ``log_step``, before anything is recorded),
-   copies the step's (B, T) tensors into a reused snapshot slot (one memory pass per input) and
-   enqueues the step;
-2. one background thread runs the same ``compute_step`` on the copy and hands the record to the
+   copies the step's inputs into a reused snapshot slot (``StepInputs.snapshot``: one memory pass
+   per (B, T) input) and enqueues the step;
+2. one background thread runs the same ``reduce_step`` on the copy and hands the record to the
    sinks, in step order.
 
 It never makes the caller wait: when every slot is still being reduced (the thread fell behind),
@@ -20,7 +20,6 @@ is what makes this safe: the caller may overwrite its tensors as soon as ``log_s
 from __future__ import annotations
 
 import collections
-import os
 import threading
 import time
 import traceback
@@ -30,6 +29,7 @@ from typing import Any
 import torch
 
 from .compute import StepRecord
+from .priority import idle_thread
 
 
 class SnapshotSlot:
@@ -63,8 +63,8 @@ class DeferredCompute:
     failed to reduce (it is dropped; training goes on).
 
     The thread runs its torch ops on itself only (one intra-op thread) and at the lowest CPU
-    priority (SCHED_IDLE, Linux): it reduces on idle CPU, takes at most one core, and loses every
-    contended core to the training loop. When the loop keeps every core busy the thread falls
+    priority (``training_hooks.priority.idle_thread``): it reduces on idle CPU, takes at most one
+    core, and loses every contended core to the training loop. When the loop keeps every core busy the thread falls
     behind, the slots stay taken and the caller reduces the next steps itself, as without the
     thread.
     """
@@ -157,7 +157,7 @@ class DeferredCompute:
     # -- the thread
     def _run(self) -> None:
         try:
-            _lower_priority()
+            idle_thread()
             _serial_torch_ops()
             workspace: dict[str, Any] = {}  # gspo_metrics' scratch buffers, this thread's own
             while True:
@@ -182,22 +182,6 @@ class DeferredCompute:
                         self._cv.notify_all()
         finally:
             self.cpu_s = time.thread_time()
-
-
-def _lower_priority() -> None:
-    """The lowest CPU priority for the calling thread only (Linux schedules threads, so one
-    thread's policy is its own): SCHED_IDLE, which yields the core as soon as a training thread
-    wants it, else nice 19. Elsewhere (no per-thread priority) it keeps the normal priority."""
-    if not hasattr(threading, "get_native_id") or os.uname().sysname != "Linux":
-        return
-    tid = threading.get_native_id()
-    try:
-        os.sched_setscheduler(tid, os.SCHED_IDLE, os.sched_param(0))
-    except (AttributeError, OSError):
-        try:
-            os.setpriority(os.PRIO_PROCESS, tid, 19)
-        except (AttributeError, OSError):
-            pass
 
 
 def _serial_torch_ops() -> None:

@@ -22,9 +22,10 @@ from __future__ import annotations
 
 import atexit
 import dataclasses
+import functools
 import getpass
+import inspect
 import logging
-import math
 import os
 import re
 import secrets
@@ -35,23 +36,19 @@ import time
 import warnings
 import weakref
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from gspo_metrics.diagnostics import check_diagnostics_inputs, fused_available
+from gspo_metrics.checks import check_eps_pair
+from gspo_metrics.diagnostics import fused_available
+from gspo_metrics.spec import GRPO_EPS, GSPO_EPS
 
-from . import schema
-from .compute import (
-    DEFAULT_SEQ_EPS,
-    DEFAULT_TOKEN_EPS,
-    StepRecord,
-    _dist_info,
-    _loss_tensor,
-    check_step_inputs,
-    compute_step,
-)
-from .deferred import DeferredCompute, SnapshotSlot
+from . import schema, storage
+from .compute import Reduction, StepRecord, dist_info, reduce_step
+from .deferred import DeferredCompute
+from .inputs import StepInputs
 from .schema import RunInfo, write_json_atomic
 from .sinks import NullSink, ParquetSink, Sink, SinkWorker
 from .sinks.mlflow import resolve_tracking_uri, run_params
@@ -115,15 +112,6 @@ def _config_dict(config: Any) -> dict[str, Any]:
     )
 
 
-def _check_eps_pair(name: str, eps: Any) -> tuple[float, float]:
-    if not isinstance(eps, tuple | list) or len(eps) != 2:
-        raise ValueError(f"{name} must be a pair (eps_low, eps_high), got {eps!r}")
-    lo, hi = (float(e) for e in eps)
-    if not (0.0 <= lo < 1.0 and hi >= 0.0 and math.isfinite(hi)):
-        raise ValueError(f"{name} must have 0 <= eps_low < 1 and eps_high >= 0, got {eps!r}")
-    return lo, hi
-
-
 class RunState:
     """The run's ``RunInfo`` behind a lock; rank 0 persists it to ``run.json``."""
 
@@ -141,7 +129,7 @@ class RunState:
         with self.lock:
             self.info.updated_at = time.time()
             data = self.info.to_json()
-        write_json_atomic(os.path.join(self.run_dir, schema.RUN_JSON), data)
+        write_json_atomic(storage.join(self.run_dir, schema.RUN_JSON), data)
 
     def fault(self, sink: str, kind: str, message: str) -> None:
         """Record a sink failure in run.json (bounded) and warn once per sink."""
@@ -165,44 +153,109 @@ class RunState:
         log.warning("gspo-dash %s sink %s: %s", sink, kind, message)
 
 
+@dataclass(frozen=True)
+class RecorderSettings:
+    """Everything a ``RunRecorder`` is told when it starts; checked when built (ValueError
+    naming the setting). ``RunRecorder(root, name, algorithm, config, mlflow, *, ...)`` takes
+    these fields as its arguments (the first five also by position)."""
+
+    root: str | os.PathLike = "runs"
+    """Folder holding one sub-folder per run (``root/<run_id>``): a local path, or an object-store
+    URI (``s3://bucket/prefix``, ``gs://...``; ``training_hooks.storage``)."""
+    name: str | None = None
+    """Human-readable run name (default: the algorithm)."""
+    algorithm: str = "gspo"
+    """What trains ("grpo", "gspo", ...); both clip units are computed anyway."""
+    config: Any = None
+    """The run's hyper-parameters (dict, dataclass or namespace): in run.json, MLflow params."""
+    mlflow: bool | str | None = None
+    """None/False (off), True (``MLFLOW_TRACKING_URI`` or ``sqlite:///mlflow.db`` in the
+    working directory), or a tracking URI."""
+    run_id: str | None = None
+    """Resume this run if ``root/<run_id>`` exists (append, status back to running), else start a
+    new run with this id. Default: ``<name>-<time>-<hex>``."""
+    seq_eps: tuple[float, float] = GSPO_EPS
+    """GSPO's sequence-unit clip range (eps_low, eps_high)."""
+    token_eps: tuple[float, float] = GRPO_EPS
+    """GRPO's token-unit clip range (eps_low, eps_high)."""
+    reduction: str = "sum"
+    """The loss reduction, recorded in run.json ("sum", "token_mean", ...)."""
+    group_size: int | None = None
+    """G; checked against ``rewards.shape[1]`` (default: taken from the first step)."""
+    flush_interval_s: float = 5.0
+    """Parquet parts and the run.json heartbeat are written at least this often, so a
+    ``kill -9`` loses at most this much."""
+    steps_per_file: int = 100
+    """Steps buffered per Parquet part."""
+    token_samples: int = 0
+    """Per step, store the per-token log-ratios of this many sequences (spread evenly over the
+    batch) in ``tokens/``; 0 turns the table off."""
+    experiment: str = "gspo-dash"
+    """The MLflow experiment name."""
+    mlflow_steps_per_batch: int = 50
+    """Steps buffered per MLflow ``log_batch`` call."""
+    mlflow_artifacts: bool = True
+    """Upload the run folder (Parquet, run.json) to MLflow at close."""
+    mlflow_process: bool = True
+    """Run the MLflow client in a child process, so its Python never holds this process's GIL;
+    False runs it in the sink's thread."""
+    close_timeout_s: float = 60.0
+    """How long ``close`` waits for each sink before abandoning it."""
+    queue_size: int = 1000
+    """Steps each sink's queue holds; when a sink falls that far behind, new steps are dropped
+    for it until it catches up (a fault in run.json), never waited for."""
+    sinks: Sequence[Sink] = ()
+    """Extra ``Sink`` objects, each run on its own thread like the built-in ones (rank 0)."""
+    distributed: bool | None = None
+    """None (auto: use ``torch.distributed`` when initialised), or False."""
+    compute_thread: bool | None = None
+    """CPU tensors of at least ``RunRecorder.defer_min_elements`` (B * T), one process:
+    ``log_step`` checks the step and copies its tensors, and a background thread reduces the
+    copy at idle priority (``training_hooks.deferred``), as a GPU would queue the work. None: on
+    when torch uses fewer intra-op threads than the process has cores (a spare core to reduce
+    on); when it uses them all, a background reduction only competes with training
+    (bench/bench_hooks.py), so the caller reduces. GPU tensors and ``torch.distributed`` always
+    reduce on the caller's thread (on the device)."""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.algorithm, str) or not self.algorithm:
+            raise ValueError(f"algorithm must be a non-empty string, got {self.algorithm!r}")
+        name = self.name if self.name is not None else self.algorithm
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"name must be a non-empty string, got {name!r}")
+        group_size = self.group_size
+        if group_size is not None and (not isinstance(group_size, int) or group_size < 1):
+            raise ValueError(f"group_size must be a positive int, got {group_size!r}")
+        if not self.flush_interval_s > 0:
+            raise ValueError(f"flush_interval_s must be > 0, got {self.flush_interval_s!r}")
+        if not isinstance(self.token_samples, int) or self.token_samples < 0:
+            raise ValueError(f"token_samples must be an int >= 0, got {self.token_samples!r}")
+        if self.run_id is not None and not _RUN_ID_RE.match(str(self.run_id)):
+            raise ValueError(
+                f"run_id {self.run_id!r} must be 1-128 characters of letters, digits, '.', '_', '-'"
+            )
+        normalised = {
+            "root": os.fspath(self.root),
+            "name": name,
+            "config": _config_dict(self.config),
+            "seq_eps": check_eps_pair("seq_eps", self.seq_eps),
+            "token_eps": check_eps_pair("token_eps", self.token_eps),
+            "flush_interval_s": float(self.flush_interval_s),
+            "close_timeout_s": float(self.close_timeout_s),
+        }
+        for key, value in normalised.items():
+            object.__setattr__(self, key, value)
+
+
+_SETTING_NAMES = frozenset(f.name for f in dataclasses.fields(RecorderSettings))
+
+
 class RunRecorder:
     """Record every step's diagnostics of a GRPO/GSPO run to Parquet (and MLflow).
 
-    Args:
-        root: folder holding one sub-folder per run (``root/<run_id>``).
-        name: human-readable run name (default: the algorithm).
-        algorithm: what trains ("grpo", "gspo", ...); both clip units are computed anyway.
-        config: the run's hyper-parameters (dict, dataclass or namespace); stored in run.json and
-            logged as MLflow params.
-        mlflow: None/False (off), True (``MLFLOW_TRACKING_URI`` or ``sqlite:///mlflow.db`` in the
-            working directory), or a tracking URI.
-        run_id: resume this run if ``root/<run_id>`` exists (append, status back to running),
-            else start a new run with this id. Default: ``<name>-<time>-<hex>``.
-        seq_eps: GSPO's sequence-unit clip range (eps_low, eps_high).
-        token_eps: GRPO's token-unit clip range (eps_low, eps_high).
-        reduction: the loss reduction, recorded in run.json ("sum", "token_mean", ...).
-        group_size: G; checked against ``rewards.shape[1]`` (default: taken from the first step).
-        flush_interval_s: Parquet parts and the run.json heartbeat are written at least this
-            often, so a ``kill -9`` loses at most this much.
-        steps_per_file: steps buffered per Parquet part.
-        token_samples: per step, store the per-token log-ratios of this many sequences (spread
-            evenly over the batch) in ``tokens/``; 0 (default) turns the table off.
-        experiment: the MLflow experiment name.
-        mlflow_steps_per_batch: steps buffered per MLflow ``log_batch`` call.
-        mlflow_artifacts: upload the run folder (Parquet, run.json) to MLflow at close.
-        mlflow_process: run the MLflow client in a child process (default), so its Python never
-            holds this process's GIL; False runs it in the sink's thread.
-        close_timeout_s: how long ``close`` waits for each sink before abandoning it.
-        sinks: extra ``Sink`` objects, each run on its own thread like the built-in ones.
-        distributed: None (auto: use ``torch.distributed`` when initialised), or False.
-        compute_thread: CPU tensors of at least ``defer_min_elements`` (B * T), one process:
-            ``log_step`` checks the step and copies its tensors, and a background thread
-            reduces the copy at idle priority (``training_hooks.deferred``), as a GPU would queue
-            the work. None (default): on when torch uses fewer intra-op threads than the process
-            has cores (a spare core to reduce on); when it uses them all, a background reduction
-            only competes with training (bench/bench_hooks.py), so the caller reduces. GPU
-            tensors and ``torch.distributed`` always reduce on the caller's thread (on the
-            device).
+    ``RunRecorder(root="runs", name=None, algorithm="gspo", config=None, mlflow=None, *,
+    run_id=None, seq_eps=..., ...)``: the arguments are the fields of ``RecorderSettings``, each
+    documented there. Use it as a context manager, or call ``close``.
     """
 
     defer_min_elements = 1 << 16  # smaller CPU steps cost ~1 ms of op overhead: reduce in place
@@ -214,180 +267,177 @@ class RunRecorder:
         algorithm: str = "gspo",
         config: Any = None,
         mlflow: bool | str | None = None,
-        *,
-        run_id: str | None = None,
-        seq_eps: tuple[float, float] = DEFAULT_SEQ_EPS,
-        token_eps: tuple[float, float] = DEFAULT_TOKEN_EPS,
-        reduction: str = "sum",
-        group_size: int | None = None,
-        flush_interval_s: float = 5.0,
-        steps_per_file: int = 100,
-        token_samples: int = 0,
-        experiment: str = "gspo-dash",
-        mlflow_steps_per_batch: int = 50,
-        mlflow_artifacts: bool = True,
-        mlflow_process: bool = True,
-        close_timeout_s: float = 60.0,
-        queue_size: int = 1000,
-        sinks: Sequence[Sink] = (),
-        distributed: bool | None = None,
-        compute_thread: bool | None = None,
+        **settings: Any,
     ):
-        if not isinstance(algorithm, str) or not algorithm:
-            raise ValueError(f"algorithm must be a non-empty string, got {algorithm!r}")
-        name = name if name is not None else algorithm
-        if not isinstance(name, str) or not name:
-            raise ValueError(f"name must be a non-empty string, got {name!r}")
-        self.seq_eps = _check_eps_pair("seq_eps", seq_eps)
-        self.token_eps = _check_eps_pair("token_eps", token_eps)
-        if group_size is not None and (not isinstance(group_size, int) or group_size < 1):
-            raise ValueError(f"group_size must be a positive int, got {group_size!r}")
-        if not flush_interval_s > 0:
-            raise ValueError(f"flush_interval_s must be > 0, got {flush_interval_s!r}")
-        if not isinstance(token_samples, int) or token_samples < 0:
-            raise ValueError(f"token_samples must be an int >= 0, got {token_samples!r}")
-        if run_id is not None and not _RUN_ID_RE.match(str(run_id)):
-            raise ValueError(
-                f"run_id {run_id!r} must be 1-128 characters of letters, digits, '.', '_', '-'"
-            )
-        self.algorithm = algorithm
-        self.group_size = group_size
-        self.token_samples = token_samples
-        self.flush_interval_s = float(flush_interval_s)
-        self.close_timeout_s = float(close_timeout_s)
-        self.tracking_uri = resolve_tracking_uri(mlflow)
-        config = _config_dict(config)
+        for key in settings.keys() - _SETTING_NAMES:
+            raise TypeError(f"RunRecorder() got an unexpected keyword argument {key!r}")
+        s = RecorderSettings(root, name, algorithm, config, mlflow, **settings)
+        self.settings = s
+        self.tracking_uri = resolve_tracking_uri(s.mlflow)
+        self._init_fields(s)
+        self._join_run(s)  # distributed: every rank takes rank 0's run id
+        self.state = RunState(self.run_dir, self._run_info(s), persist=self.is_main)
+        parquet_ok = self._create_folders()
+        self._workers = self._start_sinks(s, parquet_ok)
+        self._deferred = self._start_background_compute(s)
+        # Load the fused CPU kernel (numba: ~1 s from its disk cache, a few seconds the first
+        # time on a machine) while the caller sets up its model, not in the first log_step.
+        threading.Thread(target=fused_available, name="gspo-fused-load", daemon=True).start()
+        _LIVE.add(self)
 
-        dist_on, self.rank, self.world_size = _dist_info(distributed)
-        self.distributed = dist_on
-        root = os.fspath(root)
-        run_id = run_id or new_run_id(name)
-        if dist_on:  # one run id for every rank: rank 0's
+    # ------------------------------------------------------------------ setup steps
+    def _init_fields(self, s: RecorderSettings) -> None:
+        self.algorithm = s.algorithm
+        self.group_size = s.group_size  # the run's G: from the settings, the run, or step one
+        self.distributed, self.rank, self.world_size = dist_info(s.distributed)
+        self.is_main = self.rank == 0
+        self.root = s.root
+        self.resumed = False
+        self.last_step: int | None = None
+        self._closed = False
+        self._lock = threading.Lock()
+        self._workspace: dict = {}  # reused (B, T) scratch buffers of sequence_diagnostics
+        self._compute_lock = threading.Lock()
+        self._log_step_cpu_s = 0.0  # CPU time spent inside log_step (the caller's thread)
+        self._steps_logged = 0
+
+    def _join_run(self, s: RecorderSettings) -> None:
+        """The run's id (rank 0's under ``torch.distributed``) and folder."""
+        run_id = s.run_id or new_run_id(s.name)
+        if self.distributed:  # one run id for every rank: rank 0's
             import torch.distributed as dist
 
             box = [run_id]
             dist.broadcast_object_list(box, src=0)
             run_id = box[0]
         self.run_id = run_id
-        self.root = root
-        self.run_dir = os.path.join(root, run_id)
-        self.is_main = self.rank == 0
-        self._closed = False
-        self._lock = threading.Lock()
-        self.last_step: int | None = None
-        self._workspace: dict = {}  # reused (B, T) scratch buffers of sequence_diagnostics
-        self._compute_lock = threading.Lock()
-        self._log_step_cpu_s = 0.0  # CPU time spent inside log_step (the caller's thread)
-        self._steps_logged = 0
+        self.run_dir = storage.join(s.root, run_id)
+        # the steps' reduction: here (on the device, over ranks) or on the background thread
+        self._reduction = Reduction(
+            s.seq_eps,
+            s.token_eps,
+            s.token_samples,
+            None if self.distributed else False,
+            run_id,
+            s.algorithm,
+        )
 
+    def _run_info(self, s: RecorderSettings) -> RunInfo:
+        """This run's ``RunInfo``: a new one, or the one on disk when resuming."""
         now = time.time()
         info = RunInfo(
-            run_id=run_id,
-            name=name,
-            algorithm=algorithm,
-            seq_eps_low=self.seq_eps[0],
-            seq_eps_high=self.seq_eps[1],
-            token_eps_low=self.token_eps[0],
-            token_eps_high=self.token_eps[1],
-            reduction=reduction,
-            group_size=group_size,
-            config=config,
+            run_id=self.run_id,
+            name=s.name,
+            algorithm=s.algorithm,
+            seq_eps_low=s.seq_eps[0],
+            seq_eps_high=s.seq_eps[1],
+            token_eps_low=s.token_eps[0],
+            token_eps_high=s.token_eps[1],
+            reduction=s.reduction,
+            group_size=s.group_size,
+            config=s.config,
             versions=library_versions(),
             created_at=now,
             updated_at=now,
             status=schema.STATUS_RUNNING,
             host=socket.gethostname(),
             pid=os.getpid(),
-            flush_interval_s=self.flush_interval_s,
+            flush_interval_s=s.flush_interval_s,
         )
-        self.resumed = False
-        existing = os.path.join(self.run_dir, schema.RUN_JSON)
-        if os.path.exists(existing):
-            info = self._resume(info, existing)
+        if storage.exists(storage.join(self.run_dir, schema.RUN_JSON)):
+            info = self._resume(info)
         info.other.setdefault("world_size", self.world_size)
         try:
             info.other.setdefault("user", getpass.getuser())
         except Exception:  # noqa: BLE001
             pass
-        self.state = RunState(self.run_dir, info, persist=self.is_main)
+        return info
 
-        # --- sinks: Parquet (every rank), MLflow (rank 0), user sinks (rank 0)
+    def _create_folders(self) -> bool:
+        """Rank 0 creates the run's folders and writes run.json; False (and a fault) if it
+        cannot. Distributed, every rank waits for it."""
+        ok = True
+        if self.is_main:
+            try:
+                for table in schema.TABLE_DIRS:  # folders exist as soon as the recorder does
+                    storage.makedirs(storage.join(self.run_dir, table))
+                self.state.write()
+            except OSError as e:
+                ok = False
+                self.state.fault("parquet", "open", f"{type(e).__name__}: {e}")
+        if self.distributed:
+            import torch.distributed as dist
+
+            dist.barrier()  # rank 0 has created the run folder
+        return ok
+
+    def _start_sinks(self, s: RecorderSettings, parquet_ok: bool) -> list[SinkWorker]:
+        """Parquet (every rank), MLflow and the user's sinks (rank 0), each on its thread."""
         # imported once here, not on the writer thread while training runs (pyarrow imports
         # pandas lazily when it first builds an array from a list: about a second of GIL)
         import pandas  # noqa: F401
         import pyarrow.parquet  # noqa: F401
 
-        self._workers: list[SinkWorker] = []
-        parquet_ok = True
-        if self.is_main:
-            try:
-                for table in schema.TABLE_DIRS:  # folders exist as soon as the recorder does
-                    os.makedirs(os.path.join(self.run_dir, table), exist_ok=True)
-                self.state.write()
-            except OSError as e:
-                parquet_ok = False
-                self.state.fault("parquet", "open", f"{type(e).__name__}: {e}")
-        if dist_on:
-            import torch.distributed as dist
-
-            dist.barrier()  # rank 0 has created the run folder
+        sinks: list[Sink] = []
+        self.parquet = None
         if parquet_ok:
             self.parquet = ParquetSink(
                 self.run_dir,
                 rank=self.rank,
                 write_steps=self.is_main,
-                steps_per_file=steps_per_file,
+                steps_per_file=s.steps_per_file,
                 heartbeat=self.state.write if self.is_main else None,
             )
-            self._workers.append(self._worker(self.parquet, queue_size))
-        else:
-            self.parquet = None
+            sinks.append(self.parquet)
         self.mlflow_sink = None
         if self.is_main and self.tracking_uri is not None:
-            from .sinks.mlflow import MlflowSink
-
-            self.mlflow_sink = MlflowSink(
-                self.tracking_uri,
-                experiment=experiment,
-                run_name=name,
-                gspo_run_id=run_id,
-                algorithm=algorithm,
-                params=run_params(info),
-                resume_run_id=info.mlflow.get("run_id")
-                if info.mlflow.get("tracking_uri") == self.tracking_uri
-                else None,
-                resume=self.resumed,
-                steps_per_batch=mlflow_steps_per_batch,
-                artifact_dir=self.run_dir if mlflow_artifacts else None,
-                on_open=self._on_mlflow_open,
-                process=mlflow_process,
-            )
-            self._workers.append(self._worker(self.mlflow_sink, queue_size))
+            self.mlflow_sink = self._mlflow_sink(s)
+            sinks.append(self.mlflow_sink)
         if self.is_main:
-            for s in sinks:
-                self._workers.append(self._worker(s, queue_size))
-        for w in self._workers:
+            sinks += s.sinks
+        workers = [
+            SinkWorker(
+                sink,
+                flush_interval_s=s.flush_interval_s,
+                queue_size=s.queue_size,
+                on_fault=self.state.fault,
+            )
+            for sink in sinks
+        ]
+        for w in workers:
             w.start()
-        self._deferred = None
-        if compute_thread is None:
-            compute_thread = torch.get_num_threads() < _usable_cores()
-        if compute_thread and not dist_on:
-            self._deferred = DeferredCompute(self._forward, self.state.fault)
-        # Load the fused CPU kernel (numba: ~1 s from its disk cache, a few seconds the first
-        # time on a machine) while the caller sets up its model, not in the first log_step.
-        threading.Thread(target=fused_available, name="gspo-fused-load", daemon=True).start()
-        _LIVE.add(self)
+        return workers
 
-    # ------------------------------------------------------------------ setup helpers
-    def _worker(self, sink: Sink, queue_size: int) -> SinkWorker:
-        return SinkWorker(
-            sink,
-            flush_interval_s=self.flush_interval_s,
-            queue_size=queue_size,
-            on_fault=self.state.fault,
+    def _mlflow_sink(self, s: RecorderSettings) -> Sink:
+        from .sinks.mlflow import MlflowSink
+
+        info = self.state.info
+        same_store = info.mlflow.get("tracking_uri") == self.tracking_uri
+        return MlflowSink(
+            self.tracking_uri,
+            experiment=s.experiment,
+            run_name=s.name,
+            gspo_run_id=self.run_id,
+            algorithm=s.algorithm,
+            params=run_params(info),
+            resume_run_id=info.mlflow.get("run_id") if same_store else None,
+            resume=self.resumed,
+            steps_per_batch=s.mlflow_steps_per_batch,
+            artifact_dir=self.run_dir if s.mlflow_artifacts else None,
+            on_open=self._on_mlflow_open,
+            process=s.mlflow_process,
         )
 
-    def _resume(self, info: RunInfo, path: str) -> RunInfo:
+    def _start_background_compute(self, s: RecorderSettings) -> DeferredCompute | None:
+        """The background reduction thread (``training_hooks.deferred``), when it is on."""
+        compute_thread = s.compute_thread
+        if compute_thread is None:
+            compute_thread = torch.get_num_threads() < _usable_cores()
+        if not compute_thread or self.distributed:
+            return None
+        return DeferredCompute(self._forward, self.state.fault)
+
+    def _resume(self, info: RunInfo) -> RunInfo:
         old = schema.read_run_info(self.run_dir)
         if old.algorithm != info.algorithm:
             raise ValueError(
@@ -444,147 +494,7 @@ class RunRecorder:
         if self._closed:
             raise RuntimeError(f"run {self.run_id!r} is closed; log_step after close()")
         t0 = time.thread_time()
-        args = (
-            step,
-            rewards,
-            logprobs,
-            old_logprobs,
-            mask,
-            advantages,
-            ref_logprobs,
-            loss,
-            entropy,
-            truncated,
-            extra,
-            completions,
-        )
-        deferred = self._deferred
-        slot = None
-        if (
-            deferred is not None
-            and isinstance(logprobs, torch.Tensor)
-            and logprobs.device.type == "cpu"  # (a GPU queues the work itself)
-            and logprobs.numel() >= self.defer_min_elements
-        ):
-            slot = deferred.acquire()  # None when the thread is behind: compute here
-        if slot is not None:
-            try:
-                step, group_size = self._submit(slot, *args)
-            except BaseException:
-                deferred.release(slot)
-                raise
-        else:
-            with self._compute_lock:  # the workspace buffers are not shareable between threads
-                record = self._compute(*args)
-            step, group_size = record.step, record.group_size
-            if deferred is not None:
-                deferred.put(record)  # after any queued steps
-            else:
-                self._forward(record)
-        if self.group_size is None:
-            self.group_size = group_size
-            with self.state.lock:
-                self.state.info.group_size = group_size
-        self.last_step = step
-        with self.state.lock:
-            self.state.info.last_step = step
-        self._log_step_cpu_s += time.thread_time() - t0
-        self._steps_logged += 1
-
-    def _forward(self, record: StepRecord) -> None:
-        for w in self._workers:
-            w.put(record)
-
-    def _submit(
-        self,
-        slot: SnapshotSlot,
-        step,
-        rewards,
-        logprobs,
-        old_logprobs,
-        mask,
-        advantages,
-        ref_logprobs,
-        loss,
-        entropy,
-        truncated,
-        extra,
-        completions,
-    ):
-        """Check everything ``compute_step`` would (ValueError here, at ``log_step``), copy the
-        tensors into ``slot`` and queue ``compute_step`` on the copy. Returns (step, G)."""
-        wall_time = time.time()
-        step, rewards_P_G, truncated, host_extra, dev_extra, completions = check_step_inputs(
-            step,
-            rewards=rewards,
-            logprobs=logprobs,
-            truncated=truncated,
-            extra=extra,
-            completions=completions,
-            group_size=self.group_size,
-        )
-        check_diagnostics_inputs(
-            logprobs,
-            old_logprobs,
-            mask,
-            advantages,
-            seq_eps=self.seq_eps,
-            token_eps=self.token_eps,
-            ref_logprobs=ref_logprobs,
-            entropy=entropy,
-            nonempty=True,  # the empty-row error belongs to this call, not the thread's
-        )
-        loss_t = _loss_tensor(loss, logprobs.device, torch.float64)
-        copy = slot.copy
-        kwargs = dict(
-            rewards=rewards_P_G.detach().clone(),
-            logprobs=copy("logprobs", logprobs),
-            old_logprobs=copy("old_logprobs", old_logprobs),
-            mask=copy("mask", mask),
-            advantages=None if advantages is None else copy("advantages", advantages),
-            ref_logprobs=None if ref_logprobs is None else copy("ref_logprobs", ref_logprobs),
-            entropy=None if entropy is None else copy("entropy", entropy),
-            truncated=None if truncated is None else truncated.detach().clone(),
-            loss=None if loss_t is None else loss_t.clone(),
-            extra={**host_extra, **{k: v.clone() for k, v in dev_extra.items()}},
-            completions=completions,
-        )
-        G = rewards_P_G.shape[1]
-
-        def job(workspace: dict) -> StepRecord:
-            return compute_step(
-                step,
-                **kwargs,
-                seq_eps=self.seq_eps,
-                token_eps=self.token_eps,
-                group_size=G,
-                token_samples=self.token_samples,
-                distributed=False,
-                run_id=self.run_id,
-                algorithm=self.algorithm,
-                workspace=workspace,
-                wall_time=wall_time,
-            )
-
-        self._deferred.submit(job, slot)
-        return step, G
-
-    def _compute(
-        self,
-        step,
-        rewards,
-        logprobs,
-        old_logprobs,
-        mask,
-        advantages,
-        ref_logprobs,
-        loss,
-        entropy,
-        truncated,
-        extra,
-        completions,
-    ):
-        return compute_step(
+        inputs = StepInputs.check(
             step,
             rewards=rewards,
             logprobs=logprobs,
@@ -597,15 +507,50 @@ class RunRecorder:
             truncated=truncated,
             extra=extra,
             completions=completions,
-            seq_eps=self.seq_eps,
-            token_eps=self.token_eps,
             group_size=self.group_size,
-            token_samples=self.token_samples,
-            distributed=None if self.distributed else False,
-            run_id=self.run_id,
-            algorithm=self.algorithm,
-            workspace=self._workspace,
         )
+        self._reduce(inputs)
+        if self.group_size is None:
+            self.group_size = inputs.group_size
+            with self.state.lock:
+                self.state.info.group_size = inputs.group_size
+        self.last_step = inputs.step
+        with self.state.lock:
+            self.state.info.last_step = inputs.step
+        self._log_step_cpu_s += time.thread_time() - t0
+        self._steps_logged += 1
+
+    def _reduce(self, inputs: StepInputs) -> None:
+        """Reduce the step and hand it to the sinks: from a snapshot on the background thread
+        when it has a free slot (large CPU steps), else here."""
+        deferred = self._deferred
+        slot = None
+        if (
+            deferred is not None
+            and inputs.logprobs.device.type == "cpu"  # (a GPU queues the work itself)
+            and inputs.logprobs.numel() >= self.defer_min_elements
+        ):
+            slot = deferred.acquire()  # None when the thread is behind: compute here
+        if slot is not None:
+            try:
+                # the token-level errors (an empty mask row too) belong to this call
+                inputs.check_tokens(self.settings.seq_eps, self.settings.token_eps)
+                snapshot = inputs.snapshot(slot.copy)
+            except BaseException:
+                deferred.release(slot)
+                raise
+            deferred.submit(functools.partial(reduce_step, snapshot, self._reduction), slot)
+            return
+        with self._compute_lock:  # the workspace buffers are not shareable between threads
+            record = reduce_step(inputs, self._reduction, self._workspace)
+        if deferred is not None:
+            deferred.put(record)  # after any queued steps
+        else:
+            self._forward(record)
+
+    def _forward(self, record: StepRecord) -> None:
+        for w in self._workers:
+            w.put(record)
 
     def flush(self, timeout: float | None = 30.0) -> bool:
         """Persist everything logged so far (waits up to ``timeout`` s per sink). True if done."""
@@ -642,12 +587,13 @@ class RunRecorder:
         status = status or schema.STATUS_FINISHED
         if status not in schema.STATUSES:
             raise ValueError(f"status must be one of {schema.STATUSES}, got {status!r}")
+        timeout = self.settings.close_timeout_s
         if self._deferred is not None:  # every logged step reaches the sinks before they close
-            self._deferred.close(self.close_timeout_s)
+            self._deferred.close(timeout)
         parquet_workers = [w for w in self._workers if w.sink is self.parquet]
         other_workers = [w for w in self._workers if w.sink is not self.parquet]
         for w in parquet_workers:
-            w.close(status, self.close_timeout_s)
+            w.close(status, timeout)
         if self.distributed and status == schema.STATUS_FINISHED:
             self._barrier()  # every rank's parts are compacted before rank 0 uploads them
         with self.state.lock:
@@ -656,7 +602,7 @@ class RunRecorder:
         self._write_state()  # final status on disk before the (slow) MLflow upload
         if other_workers:
             for w in other_workers:
-                w.close(status, self.close_timeout_s)
+                w.close(status, timeout)
             self._write_state()  # with the MLflow run id and any fault raised while closing
 
     def _barrier(self) -> None:
@@ -669,7 +615,7 @@ class RunRecorder:
             return
         try:
             work = dist.barrier(async_op=True)
-            work.wait(timeout=datetime.timedelta(seconds=self.close_timeout_s))
+            work.wait(timeout=datetime.timedelta(seconds=self.settings.close_timeout_s))
         except Exception as e:  # noqa: BLE001
             self.state.fault("distributed", "barrier", f"{type(e).__name__}: {e}")
 
@@ -689,6 +635,20 @@ class RunRecorder:
         return f"RunRecorder(run_id={self.run_id!r}, run_dir={self.run_dir!r}, rank={self.rank})"
 
 
+def _signature_of_settings() -> inspect.Signature:
+    """``RunRecorder.__init__``'s signature as ``RecorderSettings`` declares it (for help() and
+    editors): its named parameters, then every other field as a keyword-only parameter."""
+    P = inspect.Parameter
+    named = inspect.signature(RunRecorder.__init__).parameters
+    params = [P("self", P.POSITIONAL_OR_KEYWORD)]
+    for f in dataclasses.fields(RecorderSettings):
+        kind = P.POSITIONAL_OR_KEYWORD if f.name in named else P.KEYWORD_ONLY
+        params.append(P(f.name, kind, default=f.default, annotation=f.type))
+    return inspect.Signature(params)
+
+
+RunRecorder.__init__.__signature__ = _signature_of_settings()
+
 _LIVE: weakref.WeakSet[RunRecorder] = weakref.WeakSet()
 
 
@@ -703,4 +663,4 @@ def _close_live_recorders() -> None:
             pass
 
 
-__all__ = ["NullSink", "ParquetSink", "RunRecorder", "RunState", "SinkWorker"]
+__all__ = ["NullSink", "ParquetSink", "RecorderSettings", "RunRecorder", "RunState", "SinkWorker"]

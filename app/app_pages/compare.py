@@ -268,7 +268,7 @@ with st.expander("Charts and log scales", icon=":material/tune:"):
         "Log-scale y",
         builtin,
         selection_mode="multi",
-        format_func=titles.get,
+        format_func=lambda k: ui.md_escape(titles[k]),  # pills render Markdown
         default=[],
         key="logy",
     )

@@ -14,17 +14,32 @@ ctx = ui.page_header(
     "advantages are spread.",
 )
 run, window = ui.sequence_run_window(ctx)
-t = ui.window_sequences(run, [Seq.STEP, Seq.RANK, Seq.GROUP, Seq.REWARD, Seq.ADVANTAGE], window)
+# rewards do not depend on the policy lag; a run that reuses each batch (several epochs) counts
+# its groups once per pass, and its on-policy steps are the first pass: the control is offered
+shown = ui.steps_control(run, ratio_subject=False)
+t = ui.window_sequences(
+    run, [Seq.STEP, Seq.RANK, Seq.GROUP, Seq.REWARD, Seq.ADVANTAGE], window, shown
+)
 df = t.df
+st.caption(shown.describe(int(df[Seq.STEP].nunique())))
 
 zv = aggregate.zero_variance_by_reward(df)
 st.plotly_chart(charts.zero_variance_figure(zv), key="zero_var")
 share = zv[[aggregate.ZV_ALL_HIGH, aggregate.ZV_ALL_LOW, aggregate.ZV_OTHER]].to_numpy().sum(1)
+half = len(zv) // 2
+change = ""
+if half:
+    early, late = zv.iloc[:half], zv.iloc[half:]
+    change = (
+        f" From the first half of these steps to the second: all at the top "
+        f"{early[aggregate.ZV_ALL_HIGH].mean():.1%} → {late[aggregate.ZV_ALL_HIGH].mean():.1%}, "
+        f"all at the bottom {early[aggregate.ZV_ALL_LOW].mean():.1%} → "
+        f"{late[aggregate.ZV_ALL_LOW].mean():.1%}."
+    )
 st.caption(
-    f"Mean over the window: {share.mean():.1%} of groups carry no signal "
-    f"({zv[aggregate.ZV_ALL_HIGH].mean():.1%} all at the top reward: too easy; "
-    f"{zv[aggregate.ZV_ALL_LOW].mean():.1%} all at the bottom: too hard). Rising green = the "
-    "policy has solved those prompts; persistent red = prompts it cannot solve yet."
+    f"Mean over the {shown.counted(len(zv))} shown: {share.mean():.1%} of groups carry no signal "
+    f"({zv[aggregate.ZV_ALL_HIGH].mean():.1%} all at the run's top reward, "
+    f"{zv[aggregate.ZV_ALL_LOW].mean():.1%} all at its bottom reward)." + change
 )
 
 left, right = st.columns(2)
@@ -39,15 +54,29 @@ with left:
         ),
         key="adv_hist",
     )
+    binary = set(np.unique(df[Seq.REWARD].dropna().to_numpy(np.float64)).tolist()) <= {0.0, 1.0}
     st.caption(
-        f"{len(nonzero):,} of {len(adv):,} sequences have A ≠ 0 in the window. With binary "
-        "rewards A takes few values per group size; heavy tails mean a lone success or failure "
-        "in a group (A = ±√(G-1))."
+        f"{len(nonzero):,} of {len(adv):,} sequences shown have A ≠ 0."
+        + (
+            f" Rewards here are 0/1, so A takes few values per group size; the largest |A| "
+            f"shown is {np.abs(nonzero).max():.3g} (a lone success or failure in a group of G "
+            "gets √(G-1) with the population std)."
+            if binary and len(nonzero)
+            else ""
+        )
     )
 with right:
     step = ui.pick_step(np.unique(df[Seq.STEP].to_numpy()), key="group_step")
     one = df[df[Seq.STEP] == step]
     st.plotly_chart(charts.group_rewards_figure(one), key="group_rewards")
-    st.caption(f"Step {step}: each group's completions (dots) and mean (bar).")
+    per_group = one.groupby([c for c in (Seq.RANK, Seq.GROUP) if c in one.columns], sort=False)[
+        Seq.REWARD
+    ].agg(["min", "max"])
+    flat = per_group[per_group["min"] == per_group["max"]]
+    st.caption(
+        f"Step {step}: each group's completions (dots) and mean reward (bar). "
+        f"{len(flat)} of {len(per_group)} groups have every reward equal (grey bar and grey "
+        "dash at their reward: no signal)."
+    )
 
 ui.notice_problems([run], t.problems)

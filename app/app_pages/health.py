@@ -1,10 +1,11 @@
-"""Health: automatic findings per run, each with its evidence and what to do."""
+"""Health: automatic findings per run, each with its evidence, what to do, and the steps to open."""
 
 import pandas as pd
 import streamlit as st
 
 from app import data, ui
-from app.health import ERROR, INFO, OK, WARNING
+from app.health import ERROR, INFO, OK, WARNING, in_step_order
+from app.lag import lag_split
 
 ICON = {
     ERROR: ":material/error:",
@@ -12,13 +13,16 @@ ICON = {
     INFO: ":material/info:",
     OK: ":material/check_circle:",
 }
+BOX = {ERROR: st.error, WARNING: st.warning, INFO: st.info, OK: st.success}
 
 ctx = ui.page_header(
     "Health",
-    "Automatic checks on each run's step table: ratios identically 1 (on-policy: clip metrics mean "
-    "nothing), clip fraction far from the algorithm's usual range for its ε, most groups "
-    "zero-variance, KL or log-ratio spikes, length collapse or blow-up, non-finite values, and "
-    "runs that stopped without finishing.",
+    "Automatic checks on each run's step table, split by policy lag (declared policy_lag, else "
+    "measured: a step whose token log-ratios are all 0 is on-policy). Clip share and KL old→new "
+    "are judged on off-policy steps only, in the algorithm's own unit and with the run's ε (never "
+    "a default); spikes and trends against steps of the same lag nearby. Also: sampler/trainer "
+    "mismatch, stale old log-probs, zero-variance groups, entropy and length trends, truncation, "
+    "non-finite values, and runs that stopped without finishing.",
 )
 shown = ui.shown_runs(
     ctx,
@@ -31,8 +35,8 @@ results = []
 for run in shown:
     t = data.load_steps(run)
     problems += [f"{run.label}: {p}" for p in t.problems]
-    found = ui.findings_for(run, t.df)
-    results.append((run, t, found))
+    split = lag_split(in_step_order(t.df))
+    results.append((run, t, split, ui.findings_for(run, t.df)))
 
 summary = pd.DataFrame(
     [
@@ -41,27 +45,50 @@ summary = pd.DataFrame(
             "algorithm": run.algorithm.upper(),
             "status": run.status,
             "steps": len(t.df),
+            "policy lag": f"{split.source}: {split.n_on} on / {split.n_off} off",
             "errors": sum(f.severity == ERROR for f in found),
             "warnings": sum(f.severity == WARNING for f in found),
             "most severe": found[0].title if found else "",
         }
-        for run, t, found in results
+        for run, t, split, found in results
     ]
 )
 st.dataframe(summary, hide_index=True)
 
-for run, t, found in results:
+
+def culprit_links(run, steps: tuple[int, ...]) -> None:
+    """Links to the Sequences page at the finding's worst steps. The link text is ours; the run's
+    label (what its bound run picker reads from ``?run=``; untrusted text) only travels as a
+    query-parameter value, encoded by Streamlit."""
+    if not steps:
+        return
+    if not run.has_sequences:
+        st.caption("This run has no sequences table: its steps cannot be opened.")
+        return
+    cols = st.columns(len(steps))
+    for col, step in zip(cols, steps, strict=True):
+        col.page_link(
+            "app_pages/sequences.py",
+            label=f"Open step {step} on the Sequences page",
+            icon=":material/open_in_new:",
+            query_params={"run": ctx.labels.get(run.key, run.key), "step": str(step)},
+        )
+
+
+for run, t, split, found in results:
     worst = found[0].severity if found else OK
     n_bad = sum(f.severity in (ERROR, WARNING) for f in found)
-    head = f"{run.name} · {run.algorithm.upper()} · {run.status} · {len(t.df)} steps"
+    head = f"{ui.md_escape(run.name)} · {ui.md_escape(run.algorithm.upper())} · {run.status} · {len(t.df)} steps"
     with st.expander(
         f"{head} — {n_bad} finding{'s' if n_bad != 1 else ''}", expanded=n_bad > 0, icon=ICON[worst]
     ):
+        st.caption(ui.md_escape(split.describe()))
         for f in found:
-            box = {ERROR: st.error, WARNING: st.warning, INFO: st.info, OK: st.success}[f.severity]
             text = f"**{ui.md_escape(f.title)}**  \n{ui.md_escape(f.evidence)}"
             if f.advice:
                 text += f"  \n*What to do:* {ui.md_escape(f.advice)}"
-            box(text, icon=ICON[f.severity])
+            text += f"  \n`{f.code}`"
+            BOX[f.severity](text, icon=ICON[f.severity])
+            culprit_links(run, f.culprits)
 
 ui.notice_problems(shown, problems)

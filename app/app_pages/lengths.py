@@ -13,21 +13,25 @@ ctx = ui.page_header(
     "distribution over training, truncation, and whether reward or ratio depend on length.",
 )
 run, window = ui.sequence_run_window(ctx)
+shown = ui.steps_control(run, ratio_subject=False)
 t = ui.window_sequences(
-    run, [Seq.STEP, Seq.LENGTH, Seq.TRUNCATED, Seq.REWARD, Seq.SEQ_LOG_RATIO], window
+    run, [Seq.STEP, Seq.LENGTH, Seq.TRUNCATED, Seq.REWARD, Seq.SEQ_LOG_RATIO], window, shown
 )
 df = t.df
+n_steps = int(df[Seq.STEP].nunique())
+st.caption(shown.describe(n_steps))
+
 
 steps_t = data.load_steps(run, [Step.LENGTH_MEAN, Step.LENGTH_P90, Step.TRUNCATED_FRACTION])
-sdf = steps_t.df
+sdf = shown.keep(steps_t.df, Step.STEP) if len(steps_t.df) else steps_t.df
 if window and len(sdf):
     sdf = sdf[(sdf[Step.STEP] >= window[0]) & (sdf[Step.STEP] <= window[1])]
 lines = []
-if Step.LENGTH_MEAN in sdf.columns and len(sdf):
-    idx = charts.downsample_indices(
-        sdf[Step.STEP].to_numpy(np.float64), sdf[Step.LENGTH_MEAN].to_numpy(np.float64), 1000
-    )
-    lines.append((sdf[Step.STEP].to_numpy()[idx], sdf[Step.LENGTH_MEAN].to_numpy()[idx], "mean"))
+for column, name, dash in ((Step.LENGTH_MEAN, "mean", "solid"), (Step.LENGTH_P90, "p90", "dot")):
+    if column in sdf.columns and sdf[column].notna().any():
+        x, y = sdf[Step.STEP].to_numpy(np.float64), sdf[column].to_numpy(np.float64)
+        idx = charts.downsample_indices(x, y, 1000)
+        lines.append((x[idx], y[idx], name, dash))
 lo_len, hi_len = int(df[Seq.LENGTH].min()), int(df[Seq.LENGTH].max())
 if hi_len - lo_len + 1 <= 60:  # short completions: one bin per length, no empty stripes
     hist = aggregate.step_histogram(
@@ -38,19 +42,27 @@ else:
 st.plotly_chart(
     charts.step_heatmap_figure(
         hist,
-        title=f"{run.name}: completion length per step",
+        title=f"{run.name}: completion length per step, {shown.label}",
         value_label="length (tokens)",
         lines=lines,
     ),
     key="length_heatmap",
 )
-trunc = float(df[Seq.TRUNCATED].mean()) if Seq.TRUNCATED in df.columns else float("nan")
+drawn = " and ".join(
+    f"{name} ({'solid' if dash == 'solid' else 'dotted'})" for *_, name, dash in lines
+)
+flags = df[Seq.TRUNCATED].dropna() if Seq.TRUNCATED in df.columns else df.iloc[0:0]
 st.caption(
-    f"Colour = share of the step's completions at that length; white line = mean. "
-    f"{trunc:.2%} of completions in the window were truncated."
+    "Colour = share of the step's completions at that length"
+    + (f"; white lines: the step's {drawn} length" if lines else "")
+    + (
+        f". {flags.astype(float).mean():.2%} of the {len(flags):,} completions shown were truncated."
+        if len(flags)
+        else ". Truncation was not recorded for this run."
+    )
 )
 
-if Step.TRUNCATED_FRACTION in sdf.columns and len(sdf):
+if Step.TRUNCATED_FRACTION in sdf.columns and sdf[Step.TRUNCATED_FRACTION].notna().any():
     series = [
         charts.RunSeries(
             run.key, run.name, run.algorithm, ctx.colors.get(run.key, charts.PALETTE[0]), sdf
@@ -71,8 +83,9 @@ with left:
     )
     corr = df[[Seq.LENGTH, Seq.REWARD]].astype(float).corr().iloc[0, 1]
     st.caption(
-        f"Mean reward per length bucket (quantiles, ± 1 s.e.). Pearson correlation over the window: {corr:.2f}. "
-        "A strong negative slope means truncation or rambling is punished."
+        f"Mean reward per length bucket (quantiles, ± 1 s.e.) over the {len(df):,} completions "
+        f"shown; Pearson correlation of length and reward: {corr:.2f}. "
+        + aggregate.trend_sentence(binned["bucket"], binned["mean"], "mean reward", ".3g")
     )
 with right:
     st.plotly_chart(
@@ -86,9 +99,13 @@ with right:
         ),
         key="ratio_vs_length",
     )
+    spread = aggregate.binned_mean(df, Seq.LENGTH, Seq.SEQ_LOG_RATIO)
     st.caption(
-        "log s is a mean over tokens, so long sequences have a narrower spread of log s: "
-        "under GSPO's fixed band they are clipped less often."
+        f"Each dot is a sequence ({len(sample):,} of {len(df):,}). log s is a mean over the "
+        "sequence's tokens. "
+        + aggregate.trend_sentence(
+            spread["bucket"], spread["std"], "spread of log s (std per length bucket)", ".2g"
+        )
     )
 
 ui.notice_problems([run], t.problems + steps_t.problems)

@@ -11,13 +11,16 @@ ctx = ui.page_header(
     "Ratios",
     "GSPO clips on the sequence ratio s = exp(mean_t log π/π_old); GRPO clips every token's own "
     "ratio r_t. These charts show both for one run: where its sequence log-ratios sit against "
-    "GSPO's band, how much token moves hide inside a sequence ratio near 1, and which lengths "
-    "get clipped.",
+    "the sequence-unit band, how much token moves hide inside a sequence ratio near 1, and which "
+    "lengths fall outside either band.",
 )
 run, window = ui.sequence_run_window(ctx)
+shown = ui.steps_control(run, ratio_subject=True)
 eps = ui.eps_of(run)
 seq_eps = eps.get("seq")
 tok_eps = eps.get("token")
+unit = ui.loss_unit(run)
+band_name = charts.seq_band_name(seq_eps, unit)
 
 cols = [
     Seq.STEP,
@@ -28,71 +31,106 @@ cols = [
     Seq.TOKEN_LOG_RATIO_MAX,
     Seq.TOKEN_CLIP_FRACTION,
 ]
-t = ui.window_sequences(run, cols, window)
+t = ui.window_sequences(run, cols, window, shown)
 df = t.df
+n_steps = int(df[Seq.STEP].nunique())
+st.caption(shown.describe(n_steps))
+band = (math.log1p(-seq_eps[0]), math.log1p(seq_eps[1])) if seq_eps else None
+lr = df[Seq.SEQ_LOG_RATIO]
 
 st.subheader("Sequence log-ratio distribution over steps")
-vrange = None
-if seq_eps:
-    near = (3 * math.log1p(-seq_eps[0]), 3 * math.log1p(seq_eps[1]))
-    lr = df[Seq.SEQ_LOG_RATIO]
-    share_near = float(((lr >= near[0]) & (lr <= near[1])).mean())
-    zoom = st.toggle(
-        f"Zoom the value axis to GSPO's clip band (±3× ε; {share_near:.0%} of sequences lie there)",
-        value=share_near >= 0.8,
-        key="ratio_zoom",
-    )
-    vrange = near if zoom else None
-hist = aggregate.step_histogram(df, Seq.SEQ_LOG_RATIO, value_range=vrange)
+SYMLOG, LINEAR, ZOOM = "symmetric log", "linear", "±3× the band"
+scale = st.segmented_control(
+    "Value axis",
+    [SYMLOG, LINEAR, ZOOM] if band else [SYMLOG, LINEAR],
+    default=SYMLOG,
+    key="ratio_axis",
+    help="Symmetric log: linear within the band's narrower ε, one step per decade beyond it, so "
+    "the band and tails a thousand times wider are both visible. ±3× the band: linear, values "
+    "beyond it piled on the edges.",
+)
+if scale == ZOOM and band:
+    hist = aggregate.step_histogram(df, Seq.SEQ_LOG_RATIO, value_range=(3 * band[0], 3 * band[1]))
+elif scale == LINEAR:
+    hist = aggregate.step_histogram(df, Seq.SEQ_LOG_RATIO)
+else:
+    axis = aggregate.symlog_for(lr, band)
+    hist = aggregate.step_histogram(df, Seq.SEQ_LOG_RATIO, axis=axis)
 hlines = []
-if seq_eps:
+if band:
     hlines = [
-        (math.log1p(-seq_eps[0]), f"log(1-{charts.fmt_eps(seq_eps[0])})"),
-        (math.log1p(seq_eps[1]), f"log(1+{charts.fmt_eps(seq_eps[1])})"),
+        (band[0], f"log(1-{charts.fmt_eps(seq_eps[0])})"),
+        (band[1], f"log(1+{charts.fmt_eps(seq_eps[1])})"),
     ]
 st.plotly_chart(
     charts.step_heatmap_figure(
         hist,
-        title=f"{run.name}: log s per step (colour = share of the step's sequences)",
+        title=f"{run.name}: log s per step, {shown.label} (colour = share of the step's sequences)",
         value_label="log s (nats)",
         hlines=hlines,
     ),
     key="ratio_heatmap",
 )
-if seq_eps:
-    lr = df[Seq.SEQ_LOG_RATIO]
-    inside = float(((lr >= hlines[0][0]) & (lr <= hlines[1][0])).mean())
-    piled = (
-        f"{hist.outside:,} sequences beyond the axis range are piled on its edges. "
-        if hist.outside
-        else ""
-    )
-    st.caption(
-        f"{hist.rows:,} sequences. Red dashed lines: GSPO's clip band (sequence unit, ε "
-        f"{charts.fmt_eps(seq_eps[0])}/{charts.fmt_eps(seq_eps[1])}); {inside:.1%} of sequences "
-        f"lie inside it. {piled}A GRPO run is not clipped on s, so its distribution is usually far "
-        "wider than this band; a GSPO run spreads around it and clips what falls outside."
-    )
+exact_zero = bool(len(lr) and (lr == 0).all())
+notes = [f"{hist.rows:,} sequences on {shown.counted(n_steps)}."]
+if band:
+    inside = aggregate.share_inside(lr, *band)
+    notes.append(f"Red dashed lines: {band_name}; {inside:.1%} of these sequences lie inside it.")
 else:
-    st.caption(f"{hist.rows:,} sequences (no eps recorded: run.json missing).")
+    notes.append("The sequence ε is unknown (not in run.json): no band drawn.")
+if hist.outside:
+    notes.append(
+        f"{hist.outside:,} sequences beyond the axis range (0.5-99.5% quantiles or the zoom) are "
+        "piled on its edges."
+    )
+if exact_zero:
+    notes.append("Every log s shown is exactly 0: the ratio is 1 on every sequence (on-policy).")
+st.caption(" ".join(notes))
 
 left, right = st.columns(2)
 with left:
     sample = aggregate.sample_rows(df, 6000)
-    st.plotly_chart(charts.token_vs_sequence_figure(sample, seq_eps=seq_eps), key="tok_vs_seq")
-    st.caption(
-        "Each dot is a sequence (up to 6,000 sampled). Height = spread of its token log-ratios. "
-        "Dots high above log s ≈ 0 are sequences whose ratio looks untouched while single tokens "
-        "moved a lot: GSPO keeps them (s inside the band), GRPO would clip those tokens."
+    example = aggregate.hidden_move_example(sample, band)
+    st.plotly_chart(
+        charts.token_vs_sequence_figure(sample, seq_eps=seq_eps, loss_unit=unit, example=example),
+        key="tok_vs_seq",
     )
+    lines = [
+        f"Each dot is a sequence ({len(sample):,} of {len(df):,}"
+        + (", sampled" if len(sample) < len(df) else "")
+        + "). Height = spread of its token log-ratios (max - min)."
+    ]
+    if example is not None:
+        clip = example.token_clip_fraction
+        tokens_out = (
+            f", and {clip:.0%} of its tokens lie outside the token band ({charts.eps_text(tok_eps)})"
+            if clip is not None and math.isfinite(clip)
+            else ""
+        )
+        lines.append(
+            "The arrow marks the widest spread among sequences with log s inside the band: "
+            f"s = {math.exp(example.log_s):.6g}, yet its token log-ratios span "
+            f"{example.token_range:.3g} nats{tokens_out}."
+        )
+    else:
+        lines.append("No sequence shown has a ratio near 1 hiding token moves (none marked).")
+    st.caption(" ".join(lines))
 with right:
     buckets = aggregate.clip_by_length(df)
-    st.plotly_chart(charts.clip_by_length_figure(buckets), key="clip_by_length")
+    st.plotly_chart(
+        charts.clip_by_length_figure(buckets, seq_eps=seq_eps, token_eps=tok_eps, loss_unit=unit),
+        key="clip_by_length",
+    )
+    said = [
+        aggregate.trend_sentence(buckets["bucket"], buckets[column], what, ".1%")
+        for column, what in (
+            (Seq.SEQ_CLIPPED, "share of sequences outside the sequence band"),
+            (Seq.TOKEN_CLIP_FRACTION, "mean share of tokens outside the token band"),
+        )
+        if column in buckets.columns
+    ]
     st.caption(
-        "Blue: share of sequences outside GSPO's band per length bucket. Orange: mean share of "
-        "their tokens outside GRPO's token band"
-        + (f" (ε {tok_eps[0]:g}/{tok_eps[1]:g})" if tok_eps else "")
-        + ". Long sequences average more tokens, so their s moves less per token."
+        f"Length buckets are quantiles of the {len(df):,} sequences shown. " + " ".join(said)
     )
 
 ui.notice_problems([run], t.problems)

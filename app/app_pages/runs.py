@@ -1,12 +1,16 @@
 """Runs: every run under the root (and MLflow-only runs), filter, pick the ones to compare."""
 
+import time
+
 import pandas as pd
 import streamlit as st
 
-from app import data, ui
+from app import data, mlflow_store, ui
 from app.charts import fmt_eps
+from app.discovery import imported_tool
 from app.health import ERROR, WARNING
 from app.records import SOURCE_PARQUET, RunRef
+from app.settings import import_root, import_source
 
 STATUS_COLOR = {
     "running": "#1a7f37",
@@ -23,7 +27,10 @@ ctx = ui.page_header(
     "Every run under the root, newest first. Select rows to compare them (the selection is kept "
     "in the URL); the Health column counts the automatic findings (errors / warnings).",
 )
-st.caption(f"Root: `{ctx.root}`" + (f" · MLflow: `{ctx.tracking_uri}`" if ctx.tracking_uri else ""))
+st.caption(
+    f"Root: {ui.md_escape(ctx.root)}"
+    + (f" · MLflow: {ui.md_escape(ctx.tracking_uri)}" if ctx.tracking_uri else "")
+)
 
 IMPORT_FLASH = "_import_flash"
 IMPORT_HINTS = {
@@ -34,7 +41,8 @@ IMPORT_HINTS = {
 
 
 def _import_form() -> None:
-    """Import a TRL / Tinker / verl log into the root as a run of ours (training_hooks.importers)."""
+    """Import a TRL / Tinker / verl log into the root as a run of ours (training_hooks.importers).
+    The source path and the root are checked first (``import_source``, ``import_root``)."""
     if flash := st.session_state.pop(IMPORT_FLASH, None):
         st.success(flash, icon=":material/check_circle:")
     with st.expander("Import a run logged by TRL, Tinker or verl", icon=":material/upload_file:"):
@@ -55,22 +63,26 @@ def _import_form() -> None:
         try:
             result = import_run(
                 source,
-                path.strip(),
-                root=ctx.root,
+                import_source(path),
+                root=import_root(ctx.root),
                 name=name.strip() or None,
                 algorithm=None if algorithm.startswith("guess") else algorithm,
             )
         except (ValueError, OSError) as e:
-            st.error(f"Could not import {path!r} as a {source} log: {e}", icon=":material/error:")
+            st.error(
+                f"Could not import {ui.md_escape(repr(path))} as a {source} log: {ui.md_escape(e)}",
+                icon=":material/error:",
+            )
             return
-        st.session_state[IMPORT_FLASH] = (
-            f"Imported {result['steps']} steps from {path} as run `{result['run_id']}`."
+        st.session_state[IMPORT_FLASH] = ui.md_escape(
+            f"Imported {result['steps']} steps from {path} as run {result['run_id']}."
         )
         data.clear_caches()
         st.rerun()
 
 
-_import_form()
+if not ctx.read_only:  # read-only (team) mode: nothing is written, so no import form
+    _import_form()
 
 if not ctx.runs:
     st.info(
@@ -82,7 +94,7 @@ if not ctx.runs:
 
 
 def _config_summary(run: RunRef) -> str:
-    cfg = run.info.config if run.info else {k: v for k, v in run.params.items() if k != "_tags"}
+    cfg = run.info.config if run.info else dict(mlflow_store.run_params(run))
     items = [f"{k}={v}" for k, v in list(cfg.items())[:6]]
     return ", ".join(items)
 
@@ -99,23 +111,66 @@ def _health(run: RunRef) -> str:
     return f"{n_err} err · {n_warn} warn" if n_err else f"{n_warn} warn"
 
 
+UNKNOWN = "unknown"
+UNIT_NAMES = {"seq": "sequence (GSPO)", "token": "token (GRPO)"}
+
+
+def _eps_cell(run: RunRef, unit: str) -> str:
+    """A unit's ε pair and its role: the one the run's loss clips with ("loss"), the other one
+    measured beside it by the recorder ("measured"); "unknown" where the ε is (never a default)."""
+    pair = ui.eps_of(run).get(unit)
+    if pair is None:
+        return UNKNOWN
+    text = f"{fmt_eps(pair[0])} / {fmt_eps(pair[1])}"
+    role = ui.loss_unit(run)
+    if role is None:
+        return f"{text} (loss's unit unknown)"
+    if role == unit:
+        return f"{text} (loss)"
+    return f"{text} (not the loss's unit)" if imported_tool(run.info) else f"{text} (measured)"
+
+
+def _source(run: RunRef) -> str:
+    """recorded / trl / tinker / verl / MLflow."""
+    if run.source != SOURCE_PARQUET:
+        return "MLflow"
+    if run.info is None:
+        return "run folder (no run.json)"
+    return imported_tool(run.info) or "recorded"
+
+
+def _last_update(run: RunRef) -> str:
+    """A recorded run's heartbeat; an import's own last log timestamp, else when it was imported."""
+    rec = run.info.imported if run.info is not None else None
+    if rec is None:
+        return ui.fmt_ago(run.updated_at)
+    if rec.log_last_timestamp:
+        return f"{ui.fmt_ago(rec.log_last_timestamp)} (the log's last entry)"
+    if rec.imported_at:
+        when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(rec.imported_at))
+        return f"imported at {when}"
+    return UNKNOWN
+
+
+def _known(value) -> str:
+    return UNKNOWN if value is None else str(value)
+
+
 def _row(run: RunRef) -> dict:
     info = run.info
-    eps = {u: f"{fmt_eps(lo)} / {fmt_eps(hi)}" for u, (lo, hi) in ui.eps_of(run).items()}
-    eps_seq = eps.get("seq", "unknown") if info else "–"
-    eps_tok = eps.get("token", "unknown") if info else "–"
     return {
         "name": run.name,
-        "algorithm": run.algorithm.upper(),
+        "algorithm": run.algorithm.upper() if ui.loss_unit(run) else UNKNOWN,
         "status": run.status,
         "last step": run.last_step,
-        "last update": ui.fmt_ago(run.updated_at),
-        "seq ε (low / high)": eps_seq,
-        "token ε (low / high)": eps_tok,
-        "reduction": info.reduction if info else "–",
-        "group size": info.group_size if info else None,
-        "health": _health(run),
-        "source": run.source if run.source == SOURCE_PARQUET else f"MLflow ({run.source})",
+        "last update": _last_update(run),
+        "loss clips": UNIT_NAMES.get(ui.loss_unit(run) or "", UNKNOWN),
+        "seq ε (low / high)": _eps_cell(run, "seq"),
+        "token ε (low / high)": _eps_cell(run, "token"),
+        "reduction": _known(info.reduction if info else None),
+        "group size": _known(info.group_size if info else None),
+        "health": data.per_run(_health, run),  # read once per state of the run
+        "source": _source(run),
         "config": _config_summary(run),
         "problems": "; ".join(run.problems),
         "run id": run.key,
@@ -134,6 +189,7 @@ with st.container(horizontal=True):
         key="runs_status",
     )
 
+data.per_run_many(_health, ctx.runs)  # each run's health, read once per state (in parallel on S3)
 rows = [_row(r) for r in ctx.runs]
 df = pd.DataFrame(rows)
 keep = pd.Series(True, index=df.index)
@@ -174,9 +230,11 @@ def _health_css(v: str) -> str:
     return "color: #9a6700" if "warn" in v else "color: #1a7f37"
 
 
+# pandas' Styler renders every cell in Python (about 1.5 ms a row): long tables go uncoloured
+STYLED_ROWS_MAX = 300
 styled = view.style.map(_status_css, subset=["status"]).map(_health_css, subset=["health"])
 st.dataframe(
-    styled,
+    styled if len(view) <= STYLED_ROWS_MAX else view,
     key=TABLE_KEY,
     on_select=_on_select,
     selection_mode="multi-row",
@@ -186,7 +244,6 @@ st.dataframe(
     hide_index=True,
     column_config={
         "last step": st.column_config.NumberColumn(format="%d"),
-        "group size": st.column_config.NumberColumn(format="%d"),
         "config": st.column_config.TextColumn(width="medium"),
         "problems": st.column_config.TextColumn(width="medium"),
     },

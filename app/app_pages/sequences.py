@@ -1,26 +1,79 @@
-"""Sequences: one step of one run, sequence by sequence, down to its tokens."""
+"""Sequences: one step of one run, sequence by sequence, down to its tokens.
+
+Opened from a Health finding as ``/sequences?run=<run>&step=<n>``: that run and step are shown,
+and the sequences the recorder kept token records for because they explain the step (the
+culprits: largest |log s|, largest token |log r|, a NaN/inf) come first and the first is selected.
+"""
 
 import numpy as np
 import pandas as pd
 import streamlit as st
 
 from app import charts, data, ui
+from app.lag import ALL, OFF, ON
 from training_hooks.schema import Seq, Tok
+
+TOK_REASON = getattr(Tok, "REASON", "reason")  # why the recorder kept a sequence's tokens
+REASONS = {  # the recorder's reasons, culprits first (the order rows are listed in)
+    "nonfinite": "NaN/inf inside the mask",
+    "max_abs_log_s": "largest |log s| of the step",
+    "max_abs_token_log_ratio": "largest token |log r| of the step",
+    "baseline": "random (baseline)",
+}
+CULPRITS = ("nonfinite", "max_abs_log_s", "max_abs_token_log_ratio")
+NO_REASON = "kept (no reason recorded)"  # token records of runs written before the reasons
+RECORD = "token record"  # the table's column: why this sequence's tokens were kept
+SHOW_COLUMNS = (
+    Seq.RANK,
+    Seq.GROUP,
+    Seq.SAMPLE,
+    Seq.SEQ_LOG_RATIO,
+    Seq.SEQ_CLIPPED,
+    Seq.TOKEN_CLIP_FRACTION,
+    Seq.ADVANTAGE,
+    Seq.REWARD,
+    Seq.LENGTH,
+    Seq.TRUNCATED,
+    Seq.TOKEN_LOG_RATIO_MIN,
+    Seq.TOKEN_LOG_RATIO_MAX,
+    Seq.KL_OLD,
+    Seq.KL_REF,
+    Seq.ENTROPY,
+)
 
 ctx = ui.page_header(
     "Sequences",
-    "One step of one run, a row per sequence: its sequence log-ratio (GSPO's log s), whether GSPO "
-    "clips it, the share of its tokens GRPO would clip, advantage, reward and length. Select a "
-    "row to see its token log-ratios against the clip band, and its completion text if recorded.",
+    "One step of one run, a row per sequence: its sequence log-ratio (log s), whether it lies "
+    "outside the sequence band, the share of its tokens outside the token band, advantage, reward "
+    "and length. Select a row to see its token log-ratios against the token band, and its "
+    "completion text if recorded.",
 )
 run = ui.pick_run(ctx, need_sequences=True)
 if run is None:
     st.stop()
-steps = data.sequence_steps(run)
+
+
+def _linked_step() -> int | None:
+    """The step a link asks for (?step=n, or the step picker's state)."""
+    raw = st.query_params.get("step", st.session_state.get("step"))
+    try:
+        return int(raw) if raw is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
+all_steps = data.sequence_steps(run)
+shown = ui.steps_control(run, ratio_subject=True, keep_step=_linked_step())
+steps = (
+    all_steps if shown.subset == ALL else np.intersect1d(all_steps, shown.split.steps(shown.subset))
+)
 step = ui.pick_step(steps)
 if step is None:
-    st.info(f"{run.name} has no readable per-sequence rows yet.", icon=":material/info:")
-    ui.notice_problems([run])
+    st.info(
+        f"{ui.md_escape(run.name)} has no readable per-sequence rows among the {shown.label}.",
+        icon=":material/info:",
+    )
+    ui.notice_problems([run], ui.sequence_problems(run))
     st.stop()
 
 t = data.load_sequences(run, None, (step, step))
@@ -29,90 +82,105 @@ if not len(df):
     st.info(f"No sequences at step {step}.", icon=":material/info:")
     ui.notice_problems([run], t.problems)
     st.stop()
+ui.require_columns(run, df, [Seq.GROUP, Seq.SAMPLE, Seq.SEQ_LOG_RATIO], t.problems)
 
-show_cols = [
-    c
-    for c in (
-        Seq.RANK,
-        Seq.GROUP,
-        Seq.SAMPLE,
-        Seq.SEQ_LOG_RATIO,
-        Seq.SEQ_CLIPPED,
-        Seq.TOKEN_CLIP_FRACTION,
-        Seq.ADVANTAGE,
-        Seq.REWARD,
-        Seq.LENGTH,
-        Seq.TRUNCATED,
-        Seq.TOKEN_LOG_RATIO_MIN,
-        Seq.TOKEN_LOG_RATIO_MAX,
-        Seq.KL_OLD,
-        Seq.KL_REF,
-        Seq.ENTROPY,
+
+def _ident(frame: pd.DataFrame, cols) -> pd.Series:
+    """(rank, group, sample) of each row as one hashable key (rank 0 where not recorded)."""
+    rank = frame[cols.RANK] if cols.RANK in frame.columns else pd.Series(0, index=frame.index)
+    return pd.Series(
+        list(zip(rank.fillna(0).astype(int), frame[cols.GROUP], frame[cols.SAMPLE], strict=True)),
+        index=frame.index,
     )
-    if c in df.columns
-]
-if Seq.RANK in show_cols and df[Seq.RANK].nunique() <= 1:
-    show_cols.remove(Seq.RANK)
-view = df[show_cols].reset_index(drop=True)
-view.insert(0, "s", np.exp(view[Seq.SEQ_LOG_RATIO].astype(float)))
+
+
+def _records(tdf: pd.DataFrame) -> dict:
+    """(rank, group, sample) -> why its tokens were kept ("kept (no reason recorded)" where the run predates the
+    reasons); several reasons for one sequence are joined."""
+    if not len(tdf):
+        return {}
+    why = (
+        tdf[TOK_REASON].fillna(NO_REASON).astype(str)
+        if TOK_REASON in tdf.columns
+        else pd.Series(NO_REASON, index=tdf.index)
+    )
+    out: dict = {}
+    for key, reason in zip(_ident(tdf, Tok), why, strict=True):
+        label = REASONS.get(reason, reason)
+        out[key] = label if key not in out else f"{out[key]}; {label}"
+    return out
+
+
+def _order(keys: pd.Series, records: dict) -> np.ndarray:
+    """Row order: culprits first, then the other token records, then the rest (stable)."""
+    culprit = {REASONS[c] for c in CULPRITS}
+
+    def rank(key) -> int:
+        rec = records.get(key)
+        if rec is None:
+            return 2
+        return 0 if any(part in culprit for part in rec.split("; ")) else 1
+
+    return np.argsort([rank(k) for k in keys], kind="stable")
+
+
 toks = data.load_tokens(run, step)
 tdf = toks.df
-recorded = set()
-if len(tdf):
-    rank_t = tdf[Tok.RANK] if Tok.RANK in tdf.columns else 0
-    recorded = set(
-        zip(pd.Series(rank_t, index=tdf.index), tdf[Tok.GROUP], tdf[Tok.SAMPLE], strict=True)
-    )
-rank_s = df[Seq.RANK] if Seq.RANK in df.columns else pd.Series(0, index=df.index)
-has_tokens = [
-    (r, g, s_) in recorded for r, g, s_ in zip(rank_s, df[Seq.GROUP], df[Seq.SAMPLE], strict=True)
-]
-view.insert(1, "tokens", has_tokens)
-first_with_tokens = [i for i, h in enumerate(has_tokens) if h][:1] or [0]
+if not {Tok.GROUP, Tok.SAMPLE} <= set(tdf.columns):  # a damaged tokens part: no token records
+    tdf = tdf.iloc[0:0]
+records = _records(tdf)
+df = df.iloc[_order(_ident(df, Seq), records)].reset_index(drop=True)
+keys = _ident(df, Seq)
+show_cols = [c for c in SHOW_COLUMNS if c in df.columns]
+if Seq.RANK in show_cols and df[Seq.RANK].nunique() <= 1:
+    show_cols.remove(Seq.RANK)
+view = df[show_cols].copy()
+view.insert(0, "s", np.exp(view[Seq.SEQ_LOG_RATIO].astype(float)))
+view.insert(1, RECORD, [records.get(k, "") for k in keys])
+with_tokens = [i for i, k in enumerate(keys) if k in records]
 sel = st.dataframe(
     view,
     key="seq_table",
     on_select="rerun",
     selection_mode="single-row",
-    selection_default={"selection": {"rows": first_with_tokens}},
+    selection_default={"selection": {"rows": with_tokens[:1] or [0]}},
     hide_index=True,
     height=360,
     column_config={
         "s": st.column_config.NumberColumn("s", format="%.6f", help="sequence ratio exp(log s)"),
+        RECORD: st.column_config.TextColumn(
+            RECORD, help="why the recorder kept this sequence's token log-ratios (empty: not kept)"
+        ),
         Seq.SEQ_LOG_RATIO: st.column_config.NumberColumn("log s", format="%.3e"),
-        Seq.SEQ_CLIPPED: st.column_config.CheckboxColumn("GSPO clipped"),
+        Seq.SEQ_CLIPPED: st.column_config.CheckboxColumn("outside seq band"),
         Seq.TOKEN_CLIP_FRACTION: st.column_config.NumberColumn("token clip frac", format="%.3f"),
         Seq.ADVANTAGE: st.column_config.NumberColumn("A", format="%.3f"),
-        "tokens": st.column_config.CheckboxColumn("tokens", help="token log-ratios recorded"),
     },
 )
+lag_of = dict(zip(shown.split.step, shown.split.lag_class, strict=True))
+lag_word = {ON: "an on-policy step", OFF: "an off-policy step"}.get(
+    lag_of.get(step), "a step of unknown lag"
+)
+n_culprit = sum(any(REASONS[c] in records[k] for c in CULPRITS) for k in keys if k in records)
 st.caption(
-    f"{len(view)} sequences at step {step}; {sum(has_tokens)} with token-level records "
-    "(✓ in 'tokens'). Click a column header to sort."
+    f"{len(view)} sequences at step {step} ({lag_word}); {len(with_tokens)} with token records"
+    + (f", {n_culprit} kept because they explain the step (listed first)" if n_culprit else "")
+    + ". Click a column header to sort."
 )
 rows = sel.selection.rows if sel is not None and hasattr(sel, "selection") else []
 if not rows:
     st.info("Select a row to see its tokens.", icon=":material/touch_app:")
-    ui.notice_problems([run], t.problems)
+    ui.notice_problems([run], t.problems + toks.problems)
     st.stop()
 
 row = df.iloc[rows[0]]
-ident = {
-    Seq.RANK: row.get(Seq.RANK),
-    Seq.GROUP: row.get(Seq.GROUP),
-    Seq.SAMPLE: row.get(Seq.SAMPLE),
-}
+key = keys.iloc[rows[0]]
 st.subheader(
-    f"Group {ident[Seq.GROUP]}, sample {ident[Seq.SAMPLE]}"
-    + (f", rank {ident[Seq.RANK]}" if ident[Seq.RANK] not in (None, 0) else "")
+    f"Group {row.get(Seq.GROUP)}, sample {row.get(Seq.SAMPLE)}"
+    + (f", rank {key[0]}" if key[0] else "")
 )
-match = pd.DataFrame()
-if len(tdf):
-    m = (tdf[Tok.GROUP] == ident[Seq.GROUP]) & (tdf[Tok.SAMPLE] == ident[Seq.SAMPLE])
-    if Tok.RANK in tdf.columns and ident[Seq.RANK] is not None:
-        m &= tdf[Tok.RANK] == ident[Seq.RANK]
-    match = tdf[m]
-eps = ui.eps_of(run)
+match = tdf[_ident(tdf, Tok) == key] if len(tdf) else tdf
+token_eps = ui.eps_of(run).get("token")
 if len(match):
     rec = match.iloc[0]
     lr = np.asarray(rec[Tok.TOKEN_LOG_RATIOS], dtype=np.float64)
@@ -121,16 +189,20 @@ if len(match):
     st.plotly_chart(
         charts.token_bars_figure(
             lr,
-            token_eps=eps.get("token", (0.2, 0.2)),
+            token_eps=token_eps,
             seq_log_ratio=float(row[Seq.SEQ_LOG_RATIO]),
             tokens=tokens,
         ),
         key="token_bars",
     )
     st.caption(
-        "Bars: each token's log r_t; red bars lie outside GRPO's token band (shaded), where GRPO "
-        "would clip that token. The dotted line is log s, the mean of the bars, which is all GSPO "
-        "clips on."
+        f"Token record: {ui.md_escape(records[key])}. Bars: each token's log r_t"
+        + (
+            f"; red bars lie outside the token band ({charts.eps_text(token_eps)}, shaded)"
+            if token_eps
+            else "; the run's token ε is unknown, so no band is drawn"
+        )
+        + ". The dotted line is log s, the mean of the bars."
     )
 else:
     st.info(
@@ -140,11 +212,13 @@ else:
         f"{row.get(Seq.TOKEN_LOG_RATIO_MAX, float('nan')):.3g}].",
         icon=":material/info:",
     )
-    if len(tdf):
+    if records:
         st.caption(
-            f"Sampled at this step: {len(tdf)} sequences (groups/samples "
-            + ", ".join(f"{g}/{s}" for g, s in zip(tdf[Tok.GROUP], tdf[Tok.SAMPLE], strict=True))
-            + ")."
+            f"Token records at this step ({len(records)}, listed first in the table): "
+            + ", ".join(
+                f"group {g} sample {s_}: {ui.md_escape(why)}" for (_, g, s_), why in records.items()
+            )
+            + "."
         )
 
 text = row.get(Seq.COMPLETION) if Seq.COMPLETION in df.columns else None

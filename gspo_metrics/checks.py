@@ -1,8 +1,13 @@
-"""Argument checks shared by every public function: clear errors that name the argument and shape."""
+"""Argument checks shared by every public function: clear errors that name the argument and shape.
+
+Also used by ``training_hooks`` (the recorder's step checks and settings), so that each rule is
+written once.
+"""
 
 from __future__ import annotations
 
 import math
+from numbers import Real
 
 import torch
 
@@ -65,17 +70,28 @@ def check_no_empty_rows(mask: torch.Tensor, name: str = "mask") -> None:
 
 
 def check_eps(eps_low: float, eps_high: float) -> None:
+    """A clip range [1 - eps_low, 1 + eps_high]: finite numbers, 0 <= eps_low < 1, eps_high >= 0."""
     for name, value in (("eps_low", eps_low), ("eps_high", eps_high)):
-        if (
-            not isinstance(value, int | float)
-            or isinstance(value, bool)
-            or not math.isfinite(value)
-        ):
+        number = type(value) in (float, int) or (  # (the common case first: a cheap test)
+            isinstance(value, Real) and not isinstance(value, bool)
+        )
+        if not number or not math.isfinite(value):
             raise ValueError(f"{name} must be a finite number, got {value!r}")
     if not 0.0 <= eps_low < 1.0:
         raise ValueError(f"eps_low must be in [0, 1) so that 1 - eps_low > 0, got {eps_low!r}")
     if eps_high < 0.0:
         raise ValueError(f"eps_high must be >= 0, got {eps_high!r}")
+
+
+def check_eps_pair(name: str, eps: object) -> tuple[float, float]:
+    """``eps`` as a checked pair of floats (eps_low, eps_high); errors start with ``name``."""
+    if not isinstance(eps, tuple | list) or len(eps) != 2:
+        raise ValueError(f"{name} must be a pair (eps_low, eps_high), got {eps!r}")
+    try:
+        check_eps(*eps)
+    except ValueError as e:
+        raise ValueError(f"{name}: {e}") from None
+    return float(eps[0]), float(eps[1])
 
 
 def check_choice(value: str, name: str, choices: tuple[str, ...]) -> None:

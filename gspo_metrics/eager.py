@@ -1,0 +1,239 @@
+"""``stacked_sequence_diagnostics`` in eager tensor ops: the route on a GPU (or without numba).
+
+It must give the numbers of the reference route (``diagnostics.reference_diagnostics``, where
+each diagnostic is its equation); the tests hold it to them. What differs is the cost: masking
+is a multiplication by the 0/1 mask, in one reused (R, B, T) buffer. That is exact when every
+input is finite everywhere, padding included (``x * 1 = x``, ``x * 0 = 0``); a NaN or inf
+anywhere, even under the padding, reaches the returned probe sum (``inf * 0 = nan``), and the
+caller then takes the reference route. Each (B, T) pass costs about 0.1-1 ms at B=512, T=1024 on
+a CPU core and each fresh (B, T) allocation about as much in page faults, so passes are few and
+the buffer is reused in place. Every per-token quantity that is summed over T is written to a
+row of the buffer and all rows are summed in one reduction, so small batches pay for few tensor
+ops.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import torch
+
+from .checks import as_bool_mask
+from .spec import SEQUENCE_DIAGNOSTICS
+
+#: The per-token inputs a row of the buffer may hold besides log r, in buffer order.
+_INPUTS = ("ref", "entropy", "advantage")
+
+
+@functools.lru_cache(maxsize=16)
+def _buffer_rows(has_ref: bool, has_ent: bool, per_tok: bool) -> dict[str, int]:
+    """Row of each per-token quantity in the (R, B, T) buffer: the 0/1 mask; log r and the other
+    inputs' masked values (the rows whose means the probe sums); the terms of the means."""
+    given = dict(zip(_INPUTS, (has_ref, has_ent, per_tok), strict=True))
+    names = ["mask", "log_ratio", *(name for name in _INPUTS if given[name])]
+    names += ["kl_old", "below", "above"] + ["kl_ref"] * has_ref
+    return {name: i for i, name in enumerate(names)}
+
+
+def eager_diagnostics(
+    logprobs,
+    old_logprobs,
+    mask,
+    advantages,
+    ref_logprobs,
+    entropy,
+    dtype,
+    seq_eps,
+    token_eps,
+    workspace=None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The (K, B) stack and the probe: the sum of the row means of every input's masked values,
+    non-finite iff a row is empty (0 / 0) or an input is non-finite (barring overflow)."""
+    per_tok = advantages.dim() == 2
+    row = _buffer_rows(ref_logprobs is not None, entropy is not None, per_tok)
+    B, T = mask.shape
+    w = _scratch(workspace, "rows", (len(row), B, T), dtype, mask.device)
+    tok_lo, tok_hi = math.log1p(-token_eps[0]), math.log1p(token_eps[1])
+    inputs = (logprobs, old_logprobs, mask, advantages.to(dtype), ref_logprobs, entropy)
+    sums_R_B, mask_f, d_bt = _write_rows(w, row, *inputs, tok_lo, tok_hi)
+    n_b = sums_R_B[row["mask"]]
+    means_R_B = sums_R_B / n_b
+    log_s_b = means_R_B[row["log_ratio"]]
+    # the rows between the mask and kl_old hold the inputs
+    probe = means_R_B[row["log_ratio"] : row["kl_old"]].sum()
+    adv = inputs[3]
+    nan_b = torch.full_like(log_s_b, float("nan"))
+    values = {
+        "length": n_b,
+        "advantage": means_R_B[row["advantage"]] if per_tok else adv,
+        "seq_log_ratio": log_s_b,
+        "token_clip_fraction": (sums_R_B[row["below"]] + sums_R_B[row["above"]]) / n_b,
+        "kl_ref": means_R_B[row["kl_ref"]] if "kl_ref" in row else nan_b,
+        "kl_old": means_R_B[row["kl_old"]],
+        "entropy": means_R_B[row["entropy"]] if "entropy" in row else nan_b,
+        "nonfinite_count": torch.zeros_like(n_b),  # (the probe sends any non-finite step away)
+    }
+    if per_tok:  # per-token advantages: the binding side is decided token by token
+        low_high = _per_token_adv_stats(
+            w[row["advantage"]], d_bt < tok_lo, d_bt > tok_hi, as_bool_mask(mask), n_b
+        )
+    else:
+        probe = probe + adv.sum()
+        low_high = None
+    # (the spread overwrites the "below" row: its count was summed above)
+    values.update(_spread(d_bt, mask_f, log_s_b, n_b, out=w[row["below"]]))
+    below_above_2_B = means_R_B[row["below"] : row["above"] + 1]
+    values.update(_clip_sides(values, below_above_2_B, seq_eps, dtype, low_high))
+    return torch.stack([values[name] for name in SEQUENCE_DIAGNOSTICS]), probe
+
+
+def _write_rows(w, row, lp, old_logprobs, mask, adv, ref_logprobs, entropy, tok_lo, tok_hi):
+    """Fill the buffer's rows (``row``: name -> index); returns their sums over T (R, B), and
+    the rows of the 0/1 mask and of log r (0 on padding), (B, T) each.
+
+    Small batches: one reduction of every row at the end (few ops). Large ones: each row is
+    summed right after it is written, while it is still in cache (one sum of R large rows
+    re-reads them all from memory). Same per-row reduction, same bits. (No .detach(): the caller
+    runs this under torch.no_grad, so nothing here records a graph.)
+    """
+    R, B, T = w.shape
+    per_row = B * T >= 1 << 16
+    sums_R_B = torch.empty((R, B), dtype=w.dtype, device=w.device) if per_row else None
+
+    def written(*names: str) -> None:
+        if per_row:
+            for name in names:
+                torch.sum(w[row[name]], -1, out=sums_R_B[row[name]])
+
+    # the 0/1 mask as floats. A bool tensor's bytes are 0/1: converting them as uint8 is the same
+    # values and about 7x faster on CPU than the bool -> float conversion
+    if mask.dtype == torch.bool:
+        mask_f = w[row["mask"]].copy_(mask.view(torch.uint8))
+    else:  # any dtype: nonzero marks a token (as_bool_mask's rule), written as 0/1 floats
+        mask_f = torch.ne(mask, 0, out=w[row["mask"]])
+    written("mask")
+    d_bt = w[row["log_ratio"]]  # log r = log pi_theta - log pi_old, 0 on padding
+    if lp.dtype == w.dtype:
+        torch.sub(lp, old_logprobs, out=d_bt)
+    else:  # half precision: subtract in float32
+        d_bt.copy_(lp).sub_(old_logprobs)
+    d_bt.mul_(mask_f)
+    written("log_ratio")
+    if ref_logprobs is not None:
+        # k3 of d = logp - ref: exp(-d) - 1 + d = expm1(e) - e with e = ref - logp
+        e_bt = torch.sub(ref_logprobs, lp, out=w[row["ref"]]).mul_(mask_f)
+        written("ref")
+        torch.expm1(e_bt, out=w[row["kl_ref"]]).sub_(e_bt)
+        written("kl_ref")
+    if entropy is not None:
+        torch.mul(entropy, mask_f, out=w[row["entropy"]])
+        written("entropy")
+    if "advantage" in row:
+        torch.mul(adv, mask_f, out=w[row["advantage"]])
+        written("advantage")
+    # k3 terms are exactly 0 where d = 0, so the padding needs no second mask
+    torch.expm1(d_bt, out=w[row["kl_old"]]).sub_(d_bt)
+    # padding has d = 0, inside every range; counts of 0/1 floats are exact below 2^24
+    torch.lt(d_bt, tok_lo, out=w[row["below"]])
+    torch.gt(d_bt, tok_hi, out=w[row["above"]])
+    written("kl_old", "below", "above")
+    return (sums_R_B if per_row else w.sum(-1)), mask_f, d_bt
+
+
+def _spread(d_bt, mask_f, log_s_b, n_b, out) -> dict[str, torch.Tensor]:
+    """Masked min, max and population std of each row's log r, using ``out`` (B, T) as scratch.
+
+    Padding takes the row mean, which lies inside [min, max] of the row's tokens and adds 0 to
+    the squared deviations: one tensor gives exact masked min, max and std. (amin + amax, not
+    torch.aminmax: aminmax is ~100x slower on small CPU tensors.) lerp(a, b, w) is exactly a at
+    w = 0 and exactly b at w = 1 (torch evaluates it as a + w (b - a) for w < 0.5 and
+    b - (b - a)(1 - w) otherwise), so this is where(mask, d, log s) in float arithmetic, about
+    2x faster than where on a bool mask.
+    """
+    log_s_col = log_s_b[:, None]
+    work_bt = torch.lerp(log_s_col, d_bt, mask_f, out=out)
+    tmin_b, tmax_b = work_bt.amin(-1), work_bt.amax(-1)
+    tstd_b = torch.linalg.vector_norm(work_bt.sub_(log_s_col), dim=-1) / n_b.sqrt()
+    return {
+        "token_log_ratio_min": tmin_b,
+        "token_log_ratio_max": tmax_b,
+        "token_log_ratio_std": tstd_b,
+    }
+
+
+def _clip_sides(values, below_above_2_B, seq_eps, dtype, low_high) -> dict[str, torch.Tensor]:
+    """The clip-binding diagnostics from ``values``' advantage and log s, two rows at a time
+    (few tensor ops for small batches). ``below_above_2_B``: the fraction of a row's tokens below
+    / above the token-unit range; ``low_high``: with per-token advantages, the fractions of
+    tokens binding low / high and of tokens with A < 0 / A > 0 (None with (B,) advantages)."""
+    adv_b, log_s_b = values["advantage"], values["seq_log_ratio"]
+    lo_2_1, hi_2_1 = _side_thresholds(seq_eps, dtype, log_s_b.device)
+    x_2_B = torch.stack([adv_b, log_s_b])
+    # [[A < 0, s below the range], [A > 0, s above it]] as 0/1
+    side_2_2_B = torch.stack([x_2_B < lo_2_1, x_2_B > hi_2_1]).to(dtype)
+    seq_side_2_B = side_2_2_B[:, 1]
+    if low_high is None:  # (B,) advantages: a row binds low on all its below tokens iff A < 0
+        frac_2_B = side_2_2_B[:, 0]
+        # (n_below / n) * 1 == (n_below * 1) / n, and (n_below / n) * 0 == 0: exact either way
+        tok_2_B = below_above_2_B * frac_2_B
+    else:
+        tok_low_b, tok_high_b, neg_frac_b, pos_frac_b = low_high
+        frac_2_B = torch.stack([neg_frac_b, pos_frac_b])
+        tok_2_B = torch.stack([tok_low_b, tok_high_b])
+    # GSPO binds where s is out of range on the side A pushes; fractions are finite, in [0, 1],
+    # so the product equals torch.where(side, frac, 0)
+    seq_clip_2_B = seq_side_2_B * frac_2_B
+    return {
+        "seq_clipped": seq_side_2_B.sum(0),  # (below and above are disjoint)
+        "seq_clip_low": seq_clip_2_B[0],
+        "seq_clip_high": seq_clip_2_B[1],
+        "token_clip_low_fraction": tok_2_B[0],
+        "token_clip_high_fraction": tok_2_B[1],
+    }
+
+
+_THRESHOLDS: dict = {}
+
+
+def _side_thresholds(seq_eps, dtype, device) -> tuple[torch.Tensor, torch.Tensor]:
+    """(2, 1) columns [[0], [log(1 - eps_low)]] and [[0], [log1p(eps_high)]] in ``dtype``,
+    compared against [advantage, log s] (cached: building a tensor costs as much as using it).
+    A Python scalar is rounded to the tensor's dtype when compared, and so are these."""
+    key = (float(seq_eps[0]), float(seq_eps[1]), dtype, device)
+    out = _THRESHOLDS.get(key)
+    if out is None:
+        lo, hi = math.log1p(-seq_eps[0]), math.log1p(seq_eps[1])
+        out = (
+            torch.tensor([[0.0], [lo]], dtype=dtype, device=device),
+            torch.tensor([[0.0], [hi]], dtype=dtype, device=device),
+        )
+        if len(_THRESHOLDS) > 64:
+            _THRESHOLDS.clear()
+        _THRESHOLDS[key] = out
+    return out
+
+
+def _per_token_adv_stats(adv_bt, below_bt, above_bt, mask_bt, n_b):
+    """Fractions of a row's tokens: binding low (below, A < 0), binding high (above, A > 0),
+    with A < 0, with A > 0. ``adv_bt`` is 0 on padding."""
+    neg_bt = adv_bt < 0
+    pos_bt = adv_bt > 0
+    return (
+        (below_bt & neg_bt).sum(-1) / n_b,
+        (above_bt & pos_bt).sum(-1) / n_b,
+        (neg_bt & mask_bt).sum(-1) / n_b,
+        (pos_bt & mask_bt).sum(-1) / n_b,
+    )
+
+
+def _scratch(workspace: dict | None, key: str, shape: tuple, dtype, device) -> torch.Tensor:
+    """An uninitialised tensor of ``shape``: a view of a reused buffer in ``workspace``."""
+    n = math.prod(shape)
+    if workspace is None:
+        return torch.empty(shape, dtype=dtype, device=device)
+    buf = workspace.get(key)
+    if buf is None or buf.numel() < n or buf.dtype != dtype or buf.device != device:
+        size = n if buf is None else max(n, buf.numel() * 5 // 4)  # grows with varying T
+        buf = workspace[key] = torch.empty(size, dtype=dtype, device=device)
+    return buf[:n].view(shape)

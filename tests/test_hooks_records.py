@@ -1,0 +1,190 @@
+"""The typed records between the recorder's stages: StepInputs, the packed buffer's Layout,
+RecorderSettings, and the per-sequence declaration reaching the sequence table."""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import math
+import os
+import threading
+
+import numpy as np
+import pytest
+import torch
+
+from gspo_metrics.spec import GRPO_EPS, GSPO_EPS, PER_SEQUENCE
+from training_hooks import (
+    DEFAULT_SEQ_EPS,
+    DEFAULT_TOKEN_EPS,
+    RecorderSettings,
+    RunRecorder,
+    StepInputs,
+    step_diagnostics,
+)
+from training_hooks.compute import (
+    COUNTS,
+    MINS,
+    SEQ_ROWS,
+    SQUARED,
+    SUMS,
+    TOKEN_PARTS,
+    TOKEN_WEIGHTED,
+    Layout,
+    Reduction,
+    pack,
+    reduce_step,
+)
+
+
+def test_the_sequence_table_has_every_declared_value_with_its_type(make_batch):
+    """Every entry of ``PER_SEQUENCE`` is a column of a step's sequences, typed as declared;
+    the per-sequence rows of a record are the declaration's, caller values first."""
+    _, seqs = step_diagnostics(**make_batch(2, 3, 7, truncated=True, ref=True, entropy=True))
+    numpy_type = {"int32": np.int32, "float32": np.float32, "bool": np.bool_}
+    for v in PER_SEQUENCE:
+        assert seqs[v.name].dtype == numpy_type[v.dtype], v.name
+    assert sorted(SEQ_ROWS) == sorted(v.name for v in PER_SEQUENCE)
+    assert SEQ_ROWS[:2] == tuple(v.name for v in PER_SEQUENCE if v.source == "caller")
+
+
+def test_step_inputs_check_normalises_and_snapshot_copies(make_batch):
+    """``StepInputs.check`` gives the checked forms (integer rewards as float32, a truncation
+    list as a tensor, extras split into floats and 0-d tensors, the loss as (1,) float64);
+    the record is frozen; ``snapshot`` copies every tensor, so overwriting the caller's changes
+    nothing, and reduces to the same numbers."""
+    b = make_batch(2, 2, 5)
+    b["rewards"] = torch.tensor([[1, 0], [2, 2]])
+    inputs = StepInputs.check(
+        3,
+        **b,
+        truncated=[True, False, False, True],
+        extra={"lr": 1e-3, "gn": torch.tensor([2.5]), "x": None},
+        loss=torch.tensor(0.25),
+        wall_time=12.0,
+    )
+    assert inputs.rewards.dtype == torch.float32 and inputs.rewards.tolist() == [[1, 0], [2, 2]]
+    assert inputs.truncated.tolist() == [True, False, False, True]
+    assert inputs.extra["lr"] == 1e-3 and np.isnan(inputs.extra["x"])
+    assert set(inputs.tensor_extra) == {"gn"} and inputs.tensor_extra["gn"].shape == ()
+    assert inputs.loss.dtype == torch.float64 and inputs.loss.tolist() == [0.25]
+    assert (inputs.step, inputs.wall_time, inputs.num_prompts, inputs.group_size) == (3, 12.0, 2, 2)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        inputs.step = 4
+    bufs: dict[str, torch.Tensor] = {}
+
+    def copy(name: str, x: torch.Tensor) -> torch.Tensor:
+        bufs[name] = x.detach().clone()
+        return bufs[name]
+
+    def row(x: StepInputs) -> dict:  # (NaN as None, to compare)
+        r = reduce_step(x, Reduction()).materialize().row
+        return {k: None if isinstance(v, float) and math.isnan(v) else v for k, v in r.items()}
+
+    snap = inputs.snapshot(copy)
+    assert set(bufs) == {"logprobs", "old_logprobs", "mask"}  # (no advantages, ref, entropy)
+    want = row(snap)
+    for x in (b["logprobs"], b["old_logprobs"], inputs.rewards, inputs.truncated, inputs.loss):
+        x.fill_(7)  # the caller reuses its tensors
+    got = row(snap)
+    assert got == want and got["loss"] == 0.25 and got["reward_mean"] == 1.25
+
+
+def test_step_inputs_check_names_the_bad_argument(make_batch):
+    b = make_batch(2, 2, 5)
+    with pytest.raises(ValueError, match=r"rewards has shape \(2, 2\) but the run's group_size"):
+        StepInputs.check(0, **b, group_size=3)
+    with pytest.raises(ValueError, match="loss must be a scalar"):
+        StepInputs.check(0, **b, loss=torch.zeros(2))
+    with pytest.raises(ValueError, match="step must be >= 0"):
+        StepInputs.check(-1, **b)
+
+
+def test_layout_reads_each_part_back_by_name():
+    """Packing records each part's slice and shape once; reading by name gives the part back."""
+    parts = {
+        "seq": torch.arange(6.0).reshape(2, 3),
+        "loss": torch.tensor([0.5], dtype=torch.float64),
+        "mask": torch.tensor([[True, False]]),
+    }
+    flat, layout = pack(parts, torch.float64, torch.device("cpu"))
+    assert flat.tolist() == [0, 1, 2, 3, 4, 5, 0.5, 1, 0]
+    assert layout["seq"] == slice(0, 6) and layout["loss"] == slice(6, 7)
+    assert layout.read(flat, "seq").tolist() == parts["seq"].tolist()
+    assert layout.read(flat.numpy(), "mask").tolist() == [[1.0, 0.0]]
+    assert "loss" in layout and "sums" not in layout and list(layout) == list(parts)
+    assert Layout.of({}).size == 0
+
+
+def test_the_summary_vector_is_declared_part_by_part():
+    """The step summary's sums are its named parts, sized by the lists they hold."""
+    sizes = {name: s.stop - s.start for name, (s, _) in SUMS.parts.items()}
+    assert sizes == {
+        "counts": len(COUNTS),
+        "zero_var": 1,
+        "rows": len(SEQ_ROWS),
+        "squares": len(SQUARED),
+        "adv_abs": 1,
+        "token_weighted": len(TOKEN_WEIGHTED),
+        "loss": 1,
+    }
+    assert SUMS.size == sum(sizes.values()) and len(MINS) == 5
+
+
+def test_a_record_holds_its_parts_by_name(make_batch):
+    """One process: the rows, the loss, each tensor extra and the token sample, no summary."""
+    b = make_batch(2, 2, 5)
+    inputs = StepInputs.check(0, **b, loss=1.0, extra={"gn": torch.tensor(3.0)})
+    rec = reduce_step(inputs, Reduction(token_samples=2))
+    assert list(rec.layout) == ["seq", "loss", "extra/gn", *TOKEN_PARTS]
+    assert rec.layout.parts["seq"][1] == (len(SEQ_ROWS), 4)
+    assert rec.layout.parts["token_mask"][1] == (2, 5)
+    rec.materialize()
+    assert rec.row["gn"] == 3.0 and rec.row["loss"] == 1.0 and len(rec.tokens["group"]) == 2
+
+
+def test_recorder_settings_are_the_recorders_arguments(tmp_path):
+    """``RunRecorder``'s signature is ``RecorderSettings``' fields (the first five positional),
+    every field is documented, an unknown keyword is a TypeError naming RunRecorder, and the
+    settings are checked and normalised."""
+    fields = [f.name for f in dataclasses.fields(RecorderSettings)]
+    params = inspect.signature(RunRecorder).parameters
+    assert list(params) == fields
+    kinds = [p.kind for p in params.values()]
+    assert kinds[:5] == [inspect.Parameter.POSITIONAL_OR_KEYWORD] * 5
+    assert set(kinds[5:]) == {inspect.Parameter.KEYWORD_ONLY}
+    source = inspect.getsource(RecorderSettings)
+    for name in fields:  # a docstring line right under each field
+        after = source.split(f"\n    {name}: ", 1)[1].split("\n", 2)[1]
+        assert after.strip().startswith('"""'), name
+    with pytest.raises(TypeError, match="RunRecorder.*'seq_epss'"):
+        RunRecorder(root=tmp_path, seq_epss=(0.1, 0.1))
+    with pytest.raises(ValueError, match="token_eps: eps_low must be in"):
+        RunRecorder(root=tmp_path, token_eps=(1.5, 0.2))
+    s = RecorderSettings(tmp_path, algorithm="grpo", seq_eps=[0, 1])
+    assert (s.name, s.root, s.seq_eps, s.token_eps) == (
+        "grpo",
+        os.fspath(tmp_path),
+        (0.0, 1.0),
+        GRPO_EPS,
+    )
+    assert DEFAULT_SEQ_EPS == GSPO_EPS and DEFAULT_TOKEN_EPS == GRPO_EPS
+    assert not os.listdir(tmp_path)  # nothing was written by the refused recorders
+
+
+@pytest.mark.skipif(not hasattr(os, "SCHED_IDLE"), reason="SCHED_IDLE is Linux's")
+def test_idle_thread_lowers_only_the_calling_thread():
+    """``priority.idle_thread`` puts the calling thread at SCHED_IDLE and leaves the others."""
+    from training_hooks.priority import idle_thread
+
+    seen = []
+
+    def run():
+        idle_thread()
+        seen.append(os.sched_getscheduler(0))  # (0: the calling thread, on Linux)
+
+    t = threading.Thread(target=run)
+    t.start()
+    t.join()
+    assert seen == [os.SCHED_IDLE]
+    assert os.sched_getscheduler(0) != os.SCHED_IDLE

@@ -1,0 +1,262 @@
+"""``StepInputs``: one optimizer step's inputs, checked once, carried to the reduction.
+
+``RunRecorder.log_step`` and ``step_diagnostics`` build it with ``StepInputs.check`` (their
+keyword arguments); the background route (``training_hooks.deferred``) carries a ``snapshot`` of
+it; ``training_hooks.compute.reduce_step`` reduces it. Adding a step input is one field here,
+its check in ``check``, and its use in the reduction.
+
+Axes: P prompts, G completions per prompt, B = P*G sequences (group by group), T token positions.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from gspo_metrics.checks import check_float, check_tensor
+from gspo_metrics.diagnostics import check_diagnostics_inputs
+
+from .schema import validate_extra_key
+
+
+def buffer_dtype(device: torch.device) -> torch.dtype:
+    """The dtype of a step's packed buffer on ``device``: float64 (exact for every part; MPS
+    has none, so float32 there)."""
+    return torch.float32 if device.type == "mps" else torch.float64
+
+
+@dataclass(frozen=True, eq=False)
+class StepInputs:
+    """One step's inputs, checked (``check``): the step-level arguments here, the token-level
+    ones by the diagnostics, or by ``check_tokens`` before a ``snapshot``."""
+
+    step: int
+    rewards: torch.Tensor
+    """(P, G) floating (0/1 or integer scores as float32), sequences ordered group by group."""
+    logprobs: torch.Tensor
+    """(B, T) log pi_theta of the sampled tokens."""
+    old_logprobs: torch.Tensor
+    """(B, T) log pi_old of the same tokens (the sampler's)."""
+    mask: torch.Tensor
+    """(B, T) any dtype, nonzero marks a token."""
+    advantages: torch.Tensor | None = None
+    """(B,) or (B, T); None: ``group_advantages(rewards)``, worked out by the reduction."""
+    ref_logprobs: torch.Tensor | None = None
+    """(B, T) log pi_ref, for the KL to the reference policy."""
+    entropy: torch.Tensor | None = None
+    """(B, T) per-token entropy of pi_theta."""
+    truncated: torch.Tensor | None = None
+    """(B,) bool or 0/1: the completion hit the length limit."""
+    loss: torch.Tensor | None = None
+    """(1,) the step's loss, detached, on ``logprobs``' device in ``buffer_dtype``."""
+    extra: Mapping[str, float] = field(default_factory=dict)
+    """The caller's scalar extras given as numbers (None as NaN)."""
+    tensor_extra: Mapping[str, torch.Tensor] = field(default_factory=dict)
+    """The caller's extras given as one-element tensors, detached, 0-d (they ride the transfer)."""
+    completions: list[str | None] | None = None
+    """B model outputs (untrusted text)."""
+    wall_time: float = 0.0
+    """When the step was logged (seconds since the epoch)."""
+
+    @property
+    def num_prompts(self) -> int:  # P
+        return self.rewards.shape[0]
+
+    @property
+    def group_size(self) -> int:  # G
+        return self.rewards.shape[1]
+
+    @classmethod
+    def check(
+        cls,
+        step: object,
+        *,
+        rewards: object,
+        logprobs: object,
+        old_logprobs: torch.Tensor,
+        mask: torch.Tensor,
+        advantages: torch.Tensor | None = None,
+        ref_logprobs: torch.Tensor | None = None,
+        loss: Any = None,
+        entropy: torch.Tensor | None = None,
+        truncated: object = None,
+        extra: object = None,
+        completions: object = None,
+        group_size: int | None = None,
+        wall_time: float | None = None,
+    ) -> StepInputs:
+        """The checked inputs of ``log_step``'s keyword arguments: ValueError naming the
+        argument (and its shape) for a bad step, rewards, truncated, extra, completions or
+        loss, or rewards whose G is not the run's ``group_size``. ``wall_time``: default now."""
+        wall_time = time.time() if wall_time is None else wall_time
+        step = _check_step(step)
+        check_tensor(logprobs, "logprobs", 2, "(B, T)")
+        B = logprobs.shape[0]
+        rewards_P_G = _check_rewards(rewards, B, group_size)
+        if truncated is not None:
+            truncated = _check_truncated(truncated, B)
+        host_extra, tensor_extra = _check_extra(extra)
+        completions = _check_completions(completions, B)
+        return cls(
+            step=step,
+            rewards=rewards_P_G,
+            logprobs=logprobs,
+            old_logprobs=old_logprobs,
+            mask=mask,
+            advantages=advantages,
+            ref_logprobs=ref_logprobs,
+            entropy=entropy,
+            truncated=truncated,
+            loss=_loss_tensor(loss, logprobs.device),
+            extra=host_extra,
+            tensor_extra=tensor_extra,
+            completions=completions,
+            wall_time=wall_time,
+        )
+
+    def check_tokens(self, seq_eps: tuple[float, float], token_eps: tuple[float, float]) -> None:
+        """The token-level checks (``check_diagnostics_inputs``), empty mask rows included (one
+        host sync): what the reduction would raise, raised now."""
+        check_diagnostics_inputs(
+            self.logprobs,
+            self.old_logprobs,
+            self.mask,
+            self.advantages,
+            seq_eps=seq_eps,
+            token_eps=token_eps,
+            ref_logprobs=self.ref_logprobs,
+            entropy=self.entropy,
+            nonempty=True,
+        )
+
+    def snapshot(self, copy: Callable[[str, torch.Tensor], torch.Tensor]) -> StepInputs:
+        """These inputs with every tensor copied, so the caller may overwrite its own as soon as
+        this returns: the (B, T) ones by ``copy(name, tensor)`` (into reused buffers), the small
+        ones cloned."""
+
+        def big(name: str) -> torch.Tensor | None:
+            x = getattr(self, name)
+            return None if x is None else copy(name, x)
+
+        def small(x: torch.Tensor | None) -> torch.Tensor | None:
+            return None if x is None else x.detach().clone()
+
+        return StepInputs(
+            step=self.step,
+            rewards=small(self.rewards),
+            logprobs=big("logprobs"),
+            old_logprobs=big("old_logprobs"),
+            mask=big("mask"),
+            advantages=big("advantages"),
+            ref_logprobs=big("ref_logprobs"),
+            entropy=big("entropy"),
+            truncated=small(self.truncated),
+            loss=small(self.loss),
+            extra=dict(self.extra),
+            tensor_extra={k: v.clone() for k, v in self.tensor_extra.items()},
+            completions=self.completions,
+            wall_time=self.wall_time,
+        )
+
+
+def _check_step(step: object) -> int:
+    if isinstance(step, bool) or not isinstance(step, int | np.integer):
+        raise ValueError(f"step must be an int, got {step!r}")
+    if step < 0:
+        raise ValueError(f"step must be >= 0, got {step}")
+    return int(step)
+
+
+def _check_rewards(rewards: object, B: int, group_size: int | None) -> torch.Tensor:
+    rewards_P_G = check_tensor(rewards, "rewards", 2, "(P, G)")
+    if not rewards_P_G.is_floating_point():  # 0/1 or integer scores are fine: as float
+        if rewards_P_G.is_complex():
+            check_float(rewards_P_G, "rewards")
+        rewards_P_G = rewards_P_G.to(torch.float32)
+    P, G = rewards_P_G.shape
+    if P * G != B or G == 0:
+        raise ValueError(
+            f"rewards has shape {(P, G)} but logprobs has B = {B} rows; rewards must be (P, G) "
+            "with P * G == B, the sequences ordered group by group"
+        )
+    if group_size is not None and G != group_size:
+        raise ValueError(f"rewards has shape {(P, G)} but the run's group_size is {group_size}")
+    return rewards_P_G
+
+
+def _check_truncated(truncated: object, B: int) -> torch.Tensor:
+    if isinstance(truncated, list | tuple | np.ndarray):
+        truncated = torch.as_tensor(np.asarray(truncated, dtype=bool))
+    t = check_tensor(truncated, "truncated", 1, "(B,)")
+    if t.shape[0] != B:
+        raise ValueError(f"truncated has shape {tuple(t.shape)} but there are B = {B} sequences")
+    if t.is_complex():
+        raise ValueError(f"truncated must be bool or 0/1, got dtype {t.dtype}")
+    return t
+
+
+def _check_extra(extra: object) -> tuple[dict[str, float], dict[str, torch.Tensor]]:
+    """Split ``extra`` into host floats and 0-d tensors (the latter ride the single transfer)."""
+    if extra is None:
+        return {}, {}
+    if not isinstance(extra, Mapping):
+        raise ValueError(f"extra must be a dict of scalars, got {type(extra).__name__}")
+    host: dict[str, float] = {}
+    dev: dict[str, torch.Tensor] = {}
+    for key, value in extra.items():
+        validate_extra_key(key)
+        if isinstance(value, torch.Tensor):
+            if value.numel() != 1:
+                raise ValueError(
+                    f"extra[{key!r}] must be a scalar, got a tensor of shape {tuple(value.shape)}"
+                )
+            if value.is_complex():
+                raise ValueError(f"extra[{key!r}] must be real, got dtype {value.dtype}")
+            dev[key] = value.detach().reshape(())
+        elif isinstance(value, int | float | np.integer | np.floating | np.bool_ | bool):
+            host[key] = float(value)
+        elif value is None:
+            host[key] = math.nan
+        else:
+            raise ValueError(
+                f"extra[{key!r}] must be a number or a one-element tensor, got {type(value).__name__}"
+            )
+    return host, dev
+
+
+def _check_completions(completions: object, B: int) -> list[str | None] | None:
+    if completions is None:
+        return None
+    if isinstance(completions, str) or not isinstance(completions, Sequence):
+        raise ValueError(f"completions must be a list of B = {B} strings")
+    if len(completions) != B:
+        raise ValueError(f"completions has {len(completions)} entries but there are B = {B}")
+    out = list(completions)
+    if not all(c is None or type(c) is str for c in out):
+        for i, c in enumerate(out):
+            if c is not None and not isinstance(c, str):
+                raise ValueError(f"completions[{i}] must be a str or None, got {type(c).__name__}")
+    return out
+
+
+def _loss_tensor(loss: object, device: torch.device) -> torch.Tensor | None:
+    """A LossOutput (or anything with ``.loss``), a scalar tensor or a number, as (1,)."""
+    if loss is None:
+        return None
+    value = getattr(loss, "loss", loss)
+    dtype = buffer_dtype(device)
+    if isinstance(value, torch.Tensor):
+        if value.numel() != 1:
+            raise ValueError(f"loss must be a scalar, got a tensor of shape {tuple(value.shape)}")
+        return value.detach().reshape(1).to(device=device, dtype=dtype)
+    if isinstance(value, int | float | np.integer | np.floating):
+        return torch.tensor([float(value)], device=device, dtype=dtype)
+    raise ValueError(
+        f"loss must be a LossOutput, a scalar tensor or a number, got {type(loss).__name__}"
+    )
