@@ -4,8 +4,10 @@ Modules, each one job (imports point down this list; ``training_hooks.schema`` a
 ``training_hooks.metric_map``, both torch-free, are read by all):
 
 - ``records``: the typed records crossing module boundaries (``RunRef``, ``Table``, ``Discovery``).
-- ``settings``: the root and tracking URI from the CLI, the environment or defaults.
-- ``mlflow_store``: everything read from an MLflow store (its runs; curves of MLflow-only runs).
+- ``settings``: the root, tracking URI and read-only mode from the CLI, the environment or defaults;
+  the rules for paths typed in the browser. ``cli``: the ``gspo-dash`` console script.
+- ``mlflow_store``: everything read from an MLflow store (its runs; curves of MLflow-only runs),
+  and which stores may be opened (never created or migrated; typed URIs checked).
 - ``data``: a run's tables (Parquet parts, cached on their size and mtime; steps, sequences,
   tokens), dispatching MLflow-only runs' step tables to ``mlflow_store``.
 - ``discovery``: which runs there are (run folders under the root plus MLflow-only runs).

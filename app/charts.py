@@ -8,6 +8,7 @@ survives downsampling; bands are cut by a per-bucket min/max envelope, which kee
 
 from __future__ import annotations
 
+import html
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -24,6 +25,16 @@ from app.aggregate import (
     StepHistogram,
     SymLog,
 )
+from app.compare_view import (
+    SEQ_BAND_ZOOM,
+    SUBSET_TEXT,
+    PanelView,
+    count_outside,
+    seq_band_range,
+    short_list,
+    subset_text,
+)
+from app.lag import ALL, LagSplit, lag_split
 from training_hooks.metric_map import Derived
 from training_hooks.schema import Seq, Step
 
@@ -141,6 +152,8 @@ class Panel:
     second_label: str = ""
     clip_unit: str | None = None  # "seq" or "token": title carries that unit's eps
     zero_line: bool = False
+    off_policy_default: bool = False  # the "steps" control's auto: off-policy steps of mixed runs
+    nonnegative: bool = False  # values >= 0: the y axis starts at 0 (a flat 0 reads as 0)
 
 
 PANELS: tuple[Panel, ...] = (
@@ -181,6 +194,8 @@ PANELS: tuple[Panel, ...] = (
         "(Tinker's clipped fraction). GSPO papers report ~10-20%; on a GRPO run it shows how "
         "often GSPO would have clipped.",
         clip_unit="seq",
+        off_policy_default=True,
+        nonnegative=True,
     ),
     Panel(
         "seq_clip_binding",
@@ -191,6 +206,8 @@ PANELS: tuple[Panel, ...] = (
         "s > 1+ε_high with A>0 (TRL's clip_ratio/* under importance_sampling_level="
         "'sequence'). Out of range but not binding = the min keeps the corrective signal.",
         clip_unit="seq",
+        off_policy_default=True,
+        nonnegative=True,
     ),
     Panel(
         "token_clip",
@@ -200,6 +217,8 @@ PANELS: tuple[Panel, ...] = (
         "Share of tokens whose own ratio r_t lies outside [1-ε_low, 1+ε_high] with GRPO's ε, "
         "whatever the advantage's sign. GRPO typically sits well under 1-5%.",
         clip_unit="token",
+        off_policy_default=True,
+        nonnegative=True,
     ),
     Panel(
         "token_clip_binding",
@@ -209,6 +228,8 @@ PANELS: tuple[Panel, ...] = (
         "Tokens where the token clip zeroes the gradient: r_t < 1-ε_low with A<0, or "
         "r_t > 1+ε_high with A>0 (TRL's clip_ratio/region_mean, verl's pg_clipfrac).",
         clip_unit="token",
+        off_policy_default=True,
+        nonnegative=True,
     ),
     Panel(
         "zero_var",
@@ -217,16 +238,19 @@ PANELS: tuple[Panel, ...] = (
         "fraction of groups",
         "Groups whose completions all got the same reward: their advantages are 0 and they "
         "teach nothing, in GRPO and GSPO alike. Near 1 = no learning signal.",
+        nonnegative=True,
     ),
     Panel(
         "length",
-        "Completion length",
+        "Completion length: mean (line), p90 (dots)",
         Step.LENGTH_MEAN,
         "tokens",
-        "Mean masked length (thick) and 90th percentile (thin). GSPO's s is length-normalised; "
-        "GRPO's token-sum losses weight long completions more.",
+        "Mean masked length (the line, smoothed like the others) and its 90th percentile over "
+        "the step's sequences (small dots, raw). GSPO's s is length-normalised; GRPO's token-sum "
+        "losses weight long completions more.",
         second=Step.LENGTH_P90,
-        second_label="p90",
+        second_label="p90 length",
+        nonnegative=True,
     ),
     Panel(
         "truncation",
@@ -235,6 +259,7 @@ PANELS: tuple[Panel, ...] = (
         "fraction of sequences",
         "Completions cut at the generation limit; rising truncation usually precedes "
         "length blow-up.",
+        nonnegative=True,
     ),
     Panel(
         "kl_ref",
@@ -250,6 +275,7 @@ PANELS: tuple[Panel, ...] = (
         "nats / token",
         "k3 estimate of KL(π_old || π_θ) within the step: the size of this update. 0 means the "
         "update is fully on-policy (ratios identically 1).",
+        off_policy_default=True,
     ),
     Panel(
         "entropy",
@@ -277,6 +303,21 @@ class RunSeries:
     color: str
     df: pd.DataFrame
     eps: dict[str, tuple[float, float]] = field(default_factory=dict)  # {"seq": (lo, hi), ...}
+    lag: LagSplit | None = None  # its steps by policy lag (computed from df when None)
+
+    def rows(self, subset: str) -> np.ndarray:
+        """Boolean mask over ``df``'s rows: the steps of ``subset`` (``app.lag.SUBSETS``)."""
+        if subset == ALL:
+            return np.ones(len(self.df), bool)
+        return (self.lag or lag_split(self.df)).mask(subset)
+
+
+def plot_text(text: object) -> str:
+    """Text from disk for a Plotly string (title, trace name, hover text), drawn as itself: Plotly
+    renders a few HTML tags (``<b>``, ``<a href>``, ``<br>``, ...) and fills ``%{...}`` in hover
+    templates, so ``&``, ``<``, ``>`` and ``%`` become character references (which Plotly draws as
+    the characters)."""
+    return html.escape(str(text), quote=False).replace("%", "&#37;")
 
 
 def fmt_eps(x: float) -> str:
@@ -304,7 +345,9 @@ def eps_label(series: Sequence[RunSeries], unit: str) -> str:
 
 
 def _title(panel: Panel, series: Sequence[RunSeries]) -> str:
-    t = panel.title
+    """The panel's title (escaped: extra panels are titled with a metric name from disk), with the
+    clip unit and ε of clip panels."""
+    t = plot_text(panel.title)
     if panel.clip_unit:
         unit = "sequence unit" if panel.clip_unit == "seq" else "token unit"
         eps = eps_label(series, panel.clip_unit)
@@ -321,28 +364,34 @@ def run_traces(
     log_y: bool = False,
     max_points: int = DEFAULT_MAX_POINTS,
     bands: bool = True,
+    subset: str = ALL,
 ) -> list[dict]:
     """The traces (plain Plotly dicts) one run contributes to ``panel``: band, raw (faint when
-    smoothed), EMA, second column. Empty when the run lacks the column or the x axis."""
+    smoothed), EMA, second column, on the steps of ``subset`` only (``app.lag.SUBSETS``; the EMA
+    runs over those steps, never across the others). At most ``max_points * trace_weight(...)``
+    points in all. Empty when the run lacks the column, the x axis or steps in the subset."""
     df = s.df
     if panel.column not in df.columns or x not in df.columns:
         return []
     xv_all = df[x].to_numpy(np.float64)
     yv_all = df[panel.column].to_numpy(np.float64)
-    ok = np.isfinite(xv_all) & np.isfinite(yv_all)
+    ok = s.rows(subset) & np.isfinite(xv_all) & np.isfinite(yv_all)
     if log_y:
         ok &= yv_all > 0
     if not ok.any():
         return []
     xv, yv = xv_all[ok], yv_all[ok]
-    name = s.label
+    name = plot_text(s.label)
     if panel.clip_unit and s.eps.get(panel.clip_unit):
         lo, hi = s.eps[panel.clip_unit]
         name += f" (ε {fmt_eps(lo)}/{fmt_eps(hi)})"
-    hover = f"{name}<br>{X_AXES.get(x, x)} %{{x}}<br>{panel.title} %{{y:.4g}}<extra></extra>"
+    if subset != ALL:
+        name += f" · {SUBSET_TEXT[subset]}"
+    what = plot_text(panel.title)
+    hover = f"{name}<br>{X_AXES.get(x, x)} %{{x}}<br>{what} %{{y:.4g}}<extra></extra>"
     out: list[dict] = []
     if bands and panel.band is not None:
-        band = _band_trace(s, panel, df, x, ok, max(max_points // 4, 50), log_y)
+        band = _band_trace(s, panel, df, x, ok, max(max_points // 4, 2), log_y)
         if band:
             out.append(band)
     smooth = smoothing > 0 and len(yv) > 2
@@ -356,10 +405,81 @@ def run_traces(
         y2 = df[panel.second].to_numpy(np.float64)[ok]
         fin = np.isfinite(y2)
         if fin.any():
-            name2 = f"{s.label} {panel.second_label}"
-            hover2 = hover.replace(panel.title, f"{panel.second_label}")
-            out.append(_line(s, xv[fin], y2[fin], fewer, name2, hover2, 0.8, 0.7))
+            name2 = f"{name} · {panel.second_label}"
+            hover2 = hover.replace(what, panel.second_label)
+            dots = _line(s, xv[fin], y2[fin], fewer, name2, hover2, 0, 0.8)
+            dots.update(mode="markers", marker={"color": s.color, "size": 3})
+            out.append(dots)
     return out
+
+
+def compact(values: np.ndarray) -> np.ndarray:
+    """Finite values as the browser needs them: int32 when they are integers that fit (steps), else
+    float32 (7 significant digits, more than a chart or its 4-digit hover shows). Plotly sends
+    numpy arrays as typed binary arrays, so this halves the figure JSON the browser decodes."""
+    v = np.asarray(values)
+    if v.dtype.kind in "iu" or (len(v) and np.all(np.mod(v, 1) == 0)):
+        if len(v) == 0 or np.abs(v).max() < 2**31:
+            return v.astype(np.int32)
+    return v.astype(np.float32)
+
+
+def trace_weight(panel: Panel, *, smoothing: float = 0.0, bands: bool = True) -> float:
+    """Points one run draws on ``panel`` per point of its raw line (``run_traces``): the raw line
+    (1), its EMA (1/2), the band's two edges (2 x 1/4), the second column (1/2)."""
+    w = 1.0
+    w += 0.5 if smoothing > 0 else 0.0
+    w += 0.5 if bands and panel.band is not None else 0.0
+    w += 0.5 if panel.second else 0.0
+    return w
+
+
+def trace_points(
+    panel: Panel, runs: int, *, budget: int, max_points: int, smoothing: float, bands: bool
+) -> int:
+    """The raw-line points per run that keep ``panel``'s traces for ``runs`` runs within
+    ``budget`` points in all (and at most ``max_points``; never below 3, what LTTB needs)."""
+    per_run = budget / (max(1, runs) * trace_weight(panel, smoothing=smoothing, bands=bands))
+    return int(max(3, min(max_points, per_run)))
+
+
+def panel_view(
+    series: Sequence[RunSeries],
+    panel: Panel,
+    subsets: dict[str, str],
+    drawn: Sequence[str],
+    *,
+    zoom_band: bool = True,
+) -> PanelView:
+    """How the grid shows ``panel`` beyond its traces, computed on the steps it shows: which steps
+    (``subsets``: run key -> subset), which runs have nothing to draw (``drawn``: keys of the runs
+    with traces), and for the log s panel a zoom onto GSPO's band with the points outside it
+    counted (``zoom_band``, when a GSPO run with a known sequence ε is shown)."""
+    labels = {s.key: s.label for s in series}
+    parts = [subset_text({labels[k]: v for k, v in subsets.items() if k in labels})]
+    missing = [s.label for s in series if s.key not in drawn]
+    if drawn and missing:
+        parts.append("no data: " + short_list(missing, len(series)))
+    y_range = None
+    if zoom_band and drawn and panel.clip_unit == "seq" and panel.band is not None:
+        gspo = [s.eps.get("seq") for s in series if s.algorithm.lower() == "gspo"]
+        y_range = seq_band_range(gspo) if gspo else None
+        if y_range is not None:
+            shown = [
+                s.df[panel.column].to_numpy(np.float64)[s.rows(subsets.get(s.key, ALL))]
+                for s in series
+                if panel.column in s.df.columns
+            ]
+            out, total = count_outside(shown, y_range)
+            parts.append(
+                f"zoomed to {SEQ_BAND_ZOOM:g}x GSPO's band: {out} of {total} points outside "
+                "(double-click the chart for all)"
+            )
+    kinds = set(subsets.values()) - {ALL}
+    empty = "no data for the selected runs"
+    if kinds:
+        empty = f"no data in the {' / '.join(SUBSET_TEXT[k] for k in sorted(kinds))} shown"
+    return PanelView(" · ".join(p for p in parts if p), y_range, empty, panel.nonnegative)
 
 
 def _line(
@@ -376,8 +496,8 @@ def _line(
     idx = downsample_indices(x, y, max_points)
     trace = {
         "type": "scatter",
-        "x": x[idx],
-        "y": y[idx],
+        "x": compact(x[idx]),
+        "y": compact(y[idx]),
         "mode": "lines",
         "name": name,
         "legendgroup": s.key,
@@ -420,7 +540,11 @@ def _clip_band_lines(
         return [], []
     lo, hi = next(iter(eps_set))
     shapes, notes = [], []
-    for y, text in ((math.log1p(-lo), "log(1-ε_low)"), (math.log1p(hi), "log(1+ε_high)")):
+    # the low line's label sits below it, the high line's above it: they never overlap
+    for y, text, side in (
+        (math.log1p(-lo), "log(1-ε_low)", "top"),
+        (math.log1p(hi), "log(1+ε_high)", "bottom"),
+    ):
         ref = {"xref": f"x{axes} domain", "yref": f"y{axes}"}
         shapes.append(
             {
@@ -435,14 +559,15 @@ def _clip_band_lines(
         )
         notes.append(
             {
-                "text": text,
+                "text": f"{text} = {y:.2g}",
                 **ref,
                 "x": 0,
                 "y": y,
                 "xanchor": "left",
-                "yanchor": "bottom",
+                "yanchor": side,
                 "showarrow": False,
-                "font": {"size": 10},
+                "bgcolor": "rgba(255,255,255,0.75)",
+                "font": {"size": 10, "color": "#333"},
             }
         )
     return shapes, notes
@@ -471,15 +596,15 @@ def _band_trace(s: RunSeries, panel: Panel, df, x, ok, n_out, log_y) -> dict | N
     return {
         "type": "scatter",
         "mode": "lines",
-        "x": np.concatenate([bx, bx[::-1]]),
-        "y": np.concatenate([bhi, blo[::-1]]),
+        "x": compact(np.concatenate([bx, bx[::-1]])),
+        "y": compact(np.concatenate([bhi, blo[::-1]])),
         "fill": "toself",
         "fillcolor": _rgba(s.color, 0.10),
         "line": {"width": 0},
         "hoverinfo": "skip",
         "showlegend": False,
         "legendgroup": s.key,
-        "name": f"{s.label} band",
+        "name": f"{plot_text(s.label)} band",
     }
 
 
@@ -494,12 +619,12 @@ LEGEND_TOP = {
 
 
 def _layout_dict(title, xtitle, ytitle, height, log_y=False) -> dict:
-    yaxis = {"title": {"text": ytitle, "font": {"size": 11}}}
+    yaxis = {"title": {"text": plot_text(ytitle), "font": {"size": 11}}}
     if log_y:
         yaxis["type"] = "log"
     return {
         "title": {
-            "text": title,
+            "text": plot_text(title),
             "font": {"size": 14},
             "x": 0,
             "xanchor": "left",
@@ -510,7 +635,7 @@ def _layout_dict(title, xtitle, ytitle, height, log_y=False) -> dict:
         "height": height,
         "margin": {"l": 60, "r": 15, "t": 40, "b": 45},
         "hovermode": "closest",
-        "xaxis": {"title": {"text": xtitle, "font": {"size": 11}}},
+        "xaxis": {"title": {"text": plot_text(xtitle), "font": {"size": 11}}},
         "yaxis": yaxis,
     }
 
@@ -536,6 +661,18 @@ def _empty_note(fig: go.Figure, text: str) -> None:
     fig.add_annotation(_centered_note(text))
 
 
+def _legend_rows(chars: Sequence[int], width_px: int = 1000) -> int:
+    """Rows a horizontal legend wraps into: entries of ``chars`` characters (~7 px each, plus
+    ~50 px of symbol and gap) packed greedily into ``width_px`` (a narrow page's width)."""
+    rows, used = 1, 0
+    for n in chars:
+        w = 50 + 7 * n
+        if used and used + w > width_px:
+            rows, used = rows + 1, 0
+        used += w
+    return rows
+
+
 def legend_figure(series: Sequence[RunSeries]) -> go.Figure:
     """A legend-only strip: one entry per run (colour) with its algorithm's line style."""
     fig = go.Figure()
@@ -545,11 +682,11 @@ def legend_figure(series: Sequence[RunSeries]) -> go.Figure:
                 x=[None],
                 y=[None],
                 mode="lines",
-                name=f"{s.label} · {s.algorithm.upper()}",
+                name=plot_text(f"{s.label} · {s.algorithm.upper()}"),
                 line={"color": s.color, "dash": dash_for(s.algorithm), "width": 2.5},
             )
         )
-    rows = max(1, math.ceil(len(series) / 7))  # ~7 entries fit a row of a wide page
+    rows = _legend_rows([len(s.label) + len(s.algorithm) + 3 for s in series])
     fig.update_layout(
         height=30 + 24 * rows,
         margin={"l": 0, "r": 0, "t": 0, "b": 0},
@@ -956,7 +1093,7 @@ def token_bars_figure(
     else:
         outside = np.zeros(len(v), bool)
     fig = go.Figure()
-    text = list(tokens) if tokens is not None and len(tokens) == len(v) else None
+    text = [plot_text(t) for t in tokens] if tokens is not None and len(tokens) == len(v) else None
     fig.add_trace(
         go.Bar(
             x=np.arange(len(v)),
@@ -1026,22 +1163,22 @@ def binned_mean_figure(
     return fig
 
 
-GRID_ROW_PX = 300
-GRID_TOP_PX = 28
-GRID_GAP_PX = 95  # room for a panel's x-axis title and the next panel's title
+GRID_ROW_PX = 300  # one row of panels: its title block, the plot, its x-axis block
+GRID_TITLE_PX = 46  # a panel's title and subtitle, above its plot
+GRID_XAXIS_PX = 42  # a panel's x tick labels and axis title, below its plot
 
 
 def _grid_cell(i: int, rows: int, columns: int) -> tuple[float, float, float, float]:
-    """(x0, x1, y0, y1): the paper domain of panel ``i`` (row by row), with room between rows for
-    a panel's x-axis title and the next panel's title."""
-    row_h = 1 / rows  # of the plotting area (height minus the margins)
-    gap = GRID_GAP_PX / (rows * GRID_ROW_PX)
+    """(x0, x1, y0, y1): the paper domain of panel ``i``'s plot (row by row); each row of
+    GRID_ROW_PX holds the title block, the plot and the x-axis block, so no row wastes space."""
+    height = rows * GRID_ROW_PX
     col_gap = 0.07
     col_w = (1 - col_gap * (columns - 1)) / columns
     r, c = divmod(i, columns)
     x0 = c * (col_w + col_gap)
-    top = 1 - r * row_h
-    return x0, x0 + col_w, max(0.0, top - row_h + gap), top
+    top = 1 - (r * GRID_ROW_PX + GRID_TITLE_PX) / height
+    bottom = 1 - ((r + 1) * GRID_ROW_PX - GRID_XAXIS_PX) / height
+    return x0, x0 + col_w, bottom, top
 
 
 def grid_figure(
@@ -1053,66 +1190,89 @@ def grid_figure(
     log_panels: Sequence[str] = (),
     columns: int = 2,
     link_x: bool = True,
+    views: Sequence[PanelView] | None = None,
 ) -> go.Figure:
-    """All small multiples in ONE figure (a browser draws one Plotly figure with 14 panels about
-    twice as fast as 14 figures): panel i gets axes x{i+1}/y{i+1}, its title above it, its unit on
-    the y axis, log y if its key is in ``log_panels``; x axes are linked (zoom one, zoom all).
-    ``traces_by_panel[i]`` are ``run_traces`` dicts for panel i."""
+    """Small multiples in ONE figure (a browser draws one Plotly figure with several panels faster
+    than as many figures): panel i gets axes x{i+1}/y{i+1}, its title (and ``views[i].subtitle``)
+    above it, its unit on the y axis, log y if its key is in ``log_panels``, ``views[i].y_range``;
+    x axes are linked (zoom one, zoom all). ``traces_by_panel[i]`` are ``run_traces`` dicts for
+    panel i; a panel without any says so (``views[i].empty_note``) in its own cell."""
     n = len(panels)
+    views = list(views) if views is not None else [PanelView() for _ in panels]
     if n != len(traces_by_panel):
         raise ValueError(
             f"traces_by_panel must have one list per panel ({n}), got {len(traces_by_panel)}"
         )
+    if n != len(views):
+        raise ValueError(f"views must have one PanelView per panel ({n}), got {len(views)}")
     rows = max(1, math.ceil(n / columns))
     layout: dict = {
-        "height": GRID_TOP_PX + rows * GRID_ROW_PX + 10,
+        "height": rows * GRID_ROW_PX,
         "showlegend": False,
         "hovermode": "closest",
-        "margin": {"l": 60, "r": 15, "t": GRID_TOP_PX, "b": 10},
+        "margin": {"l": 60, "r": 15, "t": 0, "b": 0},
     }
     shapes, notes, data = [], [], []
-    for i, (panel, traces) in enumerate(zip(panels, traces_by_panel, strict=True)):
+    for i, (panel, traces, view) in enumerate(zip(panels, traces_by_panel, views, strict=True)):
         k = "" if i == 0 else str(i + 1)
-        x0, x1, y0, y1 = _grid_cell(i, rows, columns)
-        yaxis = {
-            "domain": [y0, y1],
-            "anchor": f"x{k}",
-            "title": {"text": panel.unit, "font": {"size": 11}},
-        }
-        if panel.key in log_panels:
-            yaxis["type"] = "log"
-        xaxis = {
-            "domain": [x0, x1],
-            "anchor": f"y{k}",
-            "title": {"text": X_AXES.get(x, x), "font": {"size": 11}, "standoff": 4},
-        }
-        if link_x and i > 0:
-            xaxis["matches"] = "x"
-        layout[f"xaxis{k}"] = xaxis
-        layout[f"yaxis{k}"] = yaxis
-        notes.append(
-            {
-                "text": f"<b>{_title(panel, series)}</b>",
-                "xref": "paper",
-                "yref": "paper",
-                "x": x0,
-                "y": y1,
-                "xanchor": "left",
-                "yanchor": "bottom",
-                "yshift": 4,
-                "showarrow": False,
-                "font": {"size": 13},
-            }
+        cell = _grid_cell(i, rows, columns)
+        layout[f"xaxis{k}"], layout[f"yaxis{k}"] = _grid_axes(
+            panel, view, k, cell, x, panel.key in log_panels, link_x and i > 0
         )
-        for t in traces:
-            data.append({**t, "xaxis": f"x{k}", "yaxis": f"y{k}"})
-        if not traces:
-            notes.append(
-                _centered_note("no data for the selected runs", f"x{k} domain", f"y{k} domain", 12)
-            )
+        notes.append(_grid_title(_title(panel, series), view.subtitle, cell))
+        data += [{**t, "xaxis": f"x{k}", "yaxis": f"y{k}"} for t in traces]
+        if not traces:  # Plotly draws no axes without a trace: the note goes on the paper
+            x0, x1, y0, y1 = cell
+            note = _centered_note(plot_text(view.empty_note), size=12)
+            notes.append({**note, "x": (x0 + x1) / 2, "y": (y0 + y1) / 2})
+            continue
         band_shapes, band_notes = _clip_band_lines(series, panel, k)
         shapes += band_shapes
         notes += band_notes
     layout["shapes"] = shapes
     layout["annotations"] = notes
     return go.Figure(data=data, layout=layout, _validate=False)
+
+
+def _grid_axes(panel, view, k, cell, x, log_y, match_x) -> tuple[dict, dict]:
+    """The (x axis, y axis) layout dicts of one grid panel on the paper domain ``cell``."""
+    x0, x1, y0, y1 = cell
+    yaxis = {
+        "domain": [y0, y1],
+        "anchor": f"x{k}",
+        "title": {"text": plot_text(panel.unit), "font": {"size": 11}},
+    }
+    if log_y:
+        yaxis["type"] = "log"
+    elif view.y_range is not None:
+        yaxis["range"] = list(view.y_range)
+    elif view.nonnegative:
+        yaxis["rangemode"] = "nonnegative"
+    xaxis = {
+        "domain": [x0, x1],
+        "anchor": f"y{k}",
+        "title": {"text": X_AXES.get(x, x), "font": {"size": 11}, "standoff": 4},
+    }
+    if match_x:
+        xaxis["matches"] = "x"
+    return xaxis, yaxis
+
+
+def _grid_title(title: str, subtitle: str, cell) -> dict:
+    """A panel's bold title above its cell, with a grey second line when ``subtitle``."""
+    text = f"<b>{plot_text(title)}</b>"
+    if subtitle:
+        text += f"<br><span style='font-size:11px;color:#666'>{plot_text(subtitle)}</span>"
+    return {
+        "text": text,
+        "xref": "paper",
+        "yref": "paper",
+        "x": cell[0],
+        "y": cell[3],
+        "xanchor": "left",
+        "yanchor": "bottom",
+        "align": "left",
+        "yshift": 4,
+        "showarrow": False,
+        "font": {"size": 13},
+    }

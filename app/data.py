@@ -1,8 +1,10 @@
 """The tables of a run, as the pages read them: steps, sequences, tokens (one cached data layer).
 
-Parquet runs are read here. Every read is cached with ``st.cache_data`` on the file paths *and*
+Parquet runs are read here, from a local root or an object store (``s3://bucket/prefix``, through
+``training_hooks.storage``). Every read is cached with ``st.cache_data`` on the file paths *and*
 their (size, mtime), so a live run's new parts show up on the next rerun without a restart, and an
-unchanged run costs nothing. Reads project columns and filter rows in pyarrow (row-group statistics
+unchanged run costs nothing. On an object store a folder's files come from one listing of the whole
+prefix, reused for ``LISTING_TTL_S`` seconds (``listing``), not one request per run. Reads project columns and filter rows in pyarrow (row-group statistics
 on ``step``, and files skipped by the step range in their names), so a step curve never touches
 the per-sequence table. The step table of an MLflow-only run comes from ``app.mlflow_store``.
 
@@ -14,57 +16,256 @@ Outside Streamlit (tests, benchmarks) ``st.cache_data`` still works; nothing her
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
-from pathlib import Path
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import streamlit as st
 
 from app import mlflow_store
 from app.records import SOURCE_MLFLOW, SOURCE_PARQUET, RunRef, Table, short_error
+from training_hooks import storage
 from training_hooks.metric_map import Derived
 from training_hooks.schema import (
     METADATA_KEY,
     SCHEMA_VERSION,
-    SEQUENCE_COLUMN_NAMES,
+    SEQUENCE_COLUMNS,
     SEQUENCES_DIR,
-    STEP_COLUMN_NAMES,
+    STEP_COLUMNS,
     STEPS_DIR,
-    TOKEN_COLUMN_NAMES,
+    TOKEN_COLUMNS,
     TOKENS_DIR,
     Seq,
     Step,
+    arrow_schema,
     is_data_file,
     parse_part_name,
+    superseded,
 )
+from training_hooks.storage import FileStamp
 
-PartFiles = tuple[tuple[str, int, int], ...]  # (name, size, mtime_ns) of each part, by name
+PartFiles = tuple[FileStamp, ...]  # (name, size, mtime_ns) of each part, by name
+T = TypeVar("T")
+
+#: An object-store listing is reused this long (the live watcher polls every 5 s).
+LISTING_TTL_S = 3.0
 
 
-def part_files(folder: Path) -> PartFiles:
+def part_files(folder: str | os.PathLike) -> PartFiles:
     """(name, size, mtime_ns) of the finished Parquet parts in ``folder``, sorted by name: what a
-    read of the folder depends on, so also its cache key."""
-    try:
-        entries = list(os.scandir(folder))
-    except (FileNotFoundError, NotADirectoryError):
+    read of the folder depends on, so also its cache key. Local: ``os.scandir``; object store: the
+    folder's entries in a recent listing of it or of its root (``listing``)."""
+    if storage.is_uri(folder):
+        files = _listed_files(str(folder))
+    else:
+        files = storage.list_files(folder)
+    return tuple(f for f in files if is_data_file(f.name))
+
+
+def table_files(run: RunRef, table: str) -> PartFiles:
+    """``part_files`` of one of a run's tables (``STEPS_DIR``, ...); () for MLflow-only runs."""
+    if run.source != SOURCE_PARQUET or not run.path:
         return ()
-    out = []
-    for e in entries:
-        if is_data_file(e.name):
-            try:
-                stat = e.stat()
-            except FileNotFoundError:  # replaced by compaction meanwhile
-                continue
-            out.append((e.name, stat.st_size, stat.st_mtime_ns))
-    return tuple(sorted(out))
+    return part_files(storage.join(run.path, table))
+
+
+@dataclass(frozen=True)
+class Listing:
+    """Every object below an object-store prefix, from one listing, grouped by folder and by run
+    folder (the first component of a name)."""
+
+    at: float  # time.monotonic() when the listing started
+    files: tuple[FileStamp, ...]  # names relative to the prefix ("run/steps/part-...")
+    folders: dict[str, tuple[FileStamp, ...]]  # "run/steps" -> its files (names within it)
+    runs: dict[str, tuple[FileStamp, ...]]  # "run" -> its objects ("steps/part-...")
+
+
+_LISTINGS: dict[str, Listing] = {}
+_LISTING_ERRORS: dict[str, str] = {}  # prefix -> why its last background listing failed
+_REFRESHING: set[str] = set()
+_LISTING_LOCK = threading.Lock()
+
+
+def listing(prefix: str, max_age_s: float | None = None) -> Listing:
+    """The objects below ``prefix`` (a URI), shared by every session (discovery, the live watcher,
+    the table reads of a rerun). The first call lists (one request per 1,000 objects); later
+    calls get the last listing at once, and when it is older than ``max_age_s`` a new one is
+    made on a background thread (a root of thousands of runs takes seconds to list), so a rerun
+    never waits for a listing and new objects show up one listing later (``max_age_s``: default
+    ``LISTING_TTL_S``)."""
+    prefix = prefix.rstrip("/")
+    hit = _LISTINGS.get(prefix)
+    if hit is None:
+        return _list(prefix)
+    if time.monotonic() - hit.at > (LISTING_TTL_S if max_age_s is None else max_age_s):
+        with _LISTING_LOCK:
+            start = prefix not in _REFRESHING
+            _REFRESHING.add(prefix)
+        if start:
+            threading.Thread(
+                target=_refresh, args=(prefix,), name="gspo-dash-listing", daemon=True
+            ).start()
+    return hit
+
+
+def listing_problem(prefix: str) -> str | None:
+    """Why the last background listing of ``prefix`` failed (None when it did not)."""
+    return _LISTING_ERRORS.get(prefix.rstrip("/"))
+
+
+def _refresh(prefix: str) -> None:
+    try:
+        _list(prefix)
+        _LISTING_ERRORS.pop(prefix, None)
+    except Exception as e:  # noqa: BLE001 - readers keep the last listing; the next call retries
+        _LISTING_ERRORS[prefix] = short_error(e)
+    finally:
+        with _LISTING_LOCK:
+            _REFRESHING.discard(prefix)
+
+
+def _list(prefix: str) -> Listing:
+    now = time.monotonic()
+    files = tuple(storage.list_tree(prefix))
+    folders: dict[str, list[FileStamp]] = {}
+    runs: dict[str, list[FileStamp]] = {}
+    for f in files:
+        folder, _, name = f.name.rpartition("/")
+        folders.setdefault(folder, []).append(FileStamp(name, f.size, f.mtime_ns))
+        run, sep, rest = f.name.partition("/")
+        if sep:
+            runs.setdefault(run, []).append(FileStamp(rest, f.size, f.mtime_ns))
+    found = Listing(
+        now,
+        files,
+        {k: tuple(v) for k, v in folders.items()},
+        {k: tuple(v) for k, v in runs.items()},
+    )
+    _LISTINGS[prefix] = found
+    return found
+
+
+def _listed_files(folder: str) -> tuple[FileStamp, ...]:
+    """The files directly in an object-store ``folder``, from the listing of the nearest listed
+    prefix above it (the root's, normally), else from a listing of the folder itself."""
+    folder = folder.rstrip("/")
+    parts = folder.split("/")
+    for i in range(len(parts), 2, -1):  # ("s3:", "", "bucket") is the shortest prefix
+        prefix = "/".join(parts[:i])
+        if prefix in _LISTINGS:
+            return listing(prefix).folders.get(folder[len(prefix) + 1 :], ())
+    return listing(folder).folders.get("", ())
+
+
+class Memo:
+    """A bounded, thread-safe, process-wide memo keyed on stamps (shared by every session, values
+    not copied: store immutable ones). ``clear_caches`` empties every ``Memo``."""
+
+    ALL: list[Memo] = []
+
+    def __init__(self, max_entries: int):
+        self.max_entries = max_entries
+        self._values: OrderedDict[Hashable, Any] = OrderedDict()
+        self._lock = threading.Lock()
+        Memo.ALL.append(self)
+
+    def get(self, key: Hashable, make: Callable[[], T]) -> T:
+        with self._lock:
+            if key in self._values:
+                self._values.move_to_end(key)
+                return self._values[key]
+        value = make()
+        self.put(key, value)
+        return value
+
+    def __contains__(self, key: Hashable) -> bool:
+        with self._lock:
+            return key in self._values
+
+    def peek(self, key: Hashable, default: Any = None) -> Any:
+        with self._lock:
+            return self._values.get(key, default)
+
+    def put(self, key: Hashable, value: Any) -> None:
+        with self._lock:
+            self._values[key] = value
+            self._values.move_to_end(key)
+            while len(self._values) > self.max_entries:
+                self._values.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._values.clear()
+
+
+_PER_RUN = Memo(max_entries=50_000)
+
+
+def _per_run_key(fn: Callable, run: RunRef) -> tuple | None:
+    """What ``fn(run)`` depends on: ``fn`` and the run's key, discovery stamp (its run.json and
+    files), status, heartbeat and last step (None: a RunRef not from discovery)."""
+    if run.source == SOURCE_PARQUET and not run.stamp:
+        return None
+    code = getattr(fn, "__code__", None)
+    return (
+        getattr(code, "co_filename", None),
+        getattr(fn, "__qualname__", repr(fn)),
+        run.key,
+        run.path,
+        run.stamp,
+        run.status,
+        run.updated_at,
+        run.last_step,
+        run.metric_keys,
+    )
+
+
+def per_run(fn: Callable[[RunRef], T], run: RunRef) -> T:
+    """``fn(run)``, computed once per state of the run (``_per_run_key``). For per-run summaries
+    (a Runs-page cell) that would otherwise read every run on every rerun. ``fn`` must depend on
+    nothing but the run and its files, and return an immutable value."""
+    key = _per_run_key(fn, run)
+    return fn(run) if key is None else _PER_RUN.get(key, lambda: fn(run))
+
+
+PARALLEL_READS = 16  # runs read at once from an object store
+
+
+def per_run_many(fn: Callable[[RunRef], T], runs: list[RunRef]) -> list[T]:
+    """``[per_run(fn, r) for r in runs]``, computing the missing values of object-store runs on
+    ``PARALLEL_READS`` threads (their reads wait on the network; local reads do not gain)."""
+    missing = [r for r in runs if (k := _per_run_key(fn, r)) is None or k not in _PER_RUN]
+    remote = [r for r in missing if r.path and storage.is_uri(r.path)]
+    if len(remote) > 1:
+        from streamlit.runtime.scriptrunner import add_script_run_ctx, get_script_run_ctx
+
+        ctx = get_script_run_ctx(suppress_warning=True)
+
+        def attach() -> None:  # the session's context, for st.cache_data in the workers
+            if ctx is not None:
+                add_script_run_ctx(threading.current_thread(), ctx)
+
+        with ThreadPoolExecutor(PARALLEL_READS, initializer=attach) as pool:
+            list(pool.map(lambda r: per_run(fn, r), remote))
+    return [per_run(fn, r) for r in runs]
 
 
 def clear_caches() -> None:
-    """Forget every cached read (the Refresh button)."""
+    """Forget every cached read, listing and memo (the Refresh button)."""
     st.cache_data.clear()
+    _LISTINGS.clear()
+    _LISTING_ERRORS.clear()
+    for memo in Memo.ALL:
+        memo.clear()
 
 
 # ----------------------------------------------------------------------------------------------
@@ -75,8 +276,9 @@ def clear_caches() -> None:
 def load_steps(run: RunRef, columns: Iterable[str] | None = None) -> Table:
     """The step table of a run, one row per step (deduplicated, sorted), plus derived columns.
 
-    Parquet runs read only ``columns`` (all when None); MLflow-only runs read the store's metric
-    history (slow: about 1 s per 1,000 points; cached)."""
+    Parquet runs read only ``columns`` (all when None), and the finished table is cached whole
+    (a rerun costs one cache lookup); MLflow-only runs read the store's metric history (slow:
+    about 1 s per 1,000 points; cached)."""
     if run.source == SOURCE_MLFLOW:
         t = mlflow_store.mlflow_steps(
             run.tracking_uri or "",
@@ -84,13 +286,20 @@ def load_steps(run: RunRef, columns: Iterable[str] | None = None) -> Table:
             run.metric_keys,
             params=mlflow_store.run_params(run),
         )
-    else:
-        folder = Path(run.path or "") / STEPS_DIR
-        want = None
-        if columns is not None:
-            cols = tuple(dict.fromkeys(columns))
-            want = tuple(dict.fromkeys((Step.STEP, Step.WALL_TIME, *_sources_of(cols))))
-        t = _read_parts(str(folder), part_files(folder), want, None, STEP_COLUMN_NAMES)
+        return _one_row_per_step(t)
+    want = None
+    if columns is not None:
+        cols = tuple(dict.fromkeys(columns))
+        want = tuple(dict.fromkeys((Step.STEP, Step.WALL_TIME, *_sources_of(cols))))
+    t = _read_table(run.path or "", STEPS_DIR, want, None, STEP_COLUMNS, _step_parts)
+    if t is None:  # no step file yet
+        t = _one_row_per_step(Table(pd.DataFrame(columns=list(want or ())), []))
+    return t
+
+
+def _one_row_per_step(t: Table) -> Table:
+    """A read step table deduplicated on ``step`` (the last write wins), sorted, derived columns
+    added."""
     df, problems = t.df, list(t.problems)
     if len(df) and Step.STEP in df.columns:
         df = df.drop_duplicates(subset=[Step.STEP], keep="last").sort_values(Step.STEP)
@@ -109,13 +318,11 @@ def load_sequences(
     """Per-sequence rows of a run, optionally only steps in ``step_range`` (inclusive)."""
     if run.source != SOURCE_PARQUET or not run.path:
         return Table(pd.DataFrame(), [f"{run.label}: no sequences table (MLflow-only run)"])
-    folder = Path(run.path) / SEQUENCES_DIR
-    files = part_files(folder)
-    if not files:
-        return Table(pd.DataFrame(), [f"{run.label}: no sequences table"])
     cols = tuple(dict.fromkeys(columns)) if columns is not None else None
     rng = (int(step_range[0]), int(step_range[1])) if step_range is not None else None
-    t = _read_parts(str(folder), files, cols, rng, SEQUENCE_COLUMN_NAMES)
+    t = _read_table(run.path, SEQUENCES_DIR, cols, rng, SEQUENCE_COLUMNS)
+    if t is None:
+        return Table(pd.DataFrame(), [f"{run.label}: no sequences table"])
     return Table(t.df, [f"{run.label}: {p}" for p in t.problems])
 
 
@@ -123,11 +330,9 @@ def load_tokens(run: RunRef, step: int) -> Table:
     """The per-token rows (sampled sequences) of one step; empty when the run has no tokens/."""
     if run.source != SOURCE_PARQUET or not run.path:
         return Table(pd.DataFrame(), [])
-    folder = Path(run.path) / TOKENS_DIR
-    files = part_files(folder)
-    if not files:
+    t = _read_table(run.path, TOKENS_DIR, None, (int(step), int(step)), TOKEN_COLUMNS)
+    if t is None:
         return Table(pd.DataFrame(), [])
-    t = _read_parts(str(folder), files, None, (int(step), int(step)), TOKEN_COLUMN_NAMES)
     return Table(t.df, [f"{run.label}: {p}" for p in t.problems])
 
 
@@ -200,43 +405,154 @@ def _outside(name: str, step_range: tuple[int, int] | None) -> bool:
     return part is not None and (part["last"] < step_range[0] or part["first"] > step_range[1])
 
 
+class _Vanished(Exception):
+    """A listed file was gone when read (compaction replaced it): list again."""
+
+
+def _read_table(
+    run_dir: str,
+    table: str,
+    columns: tuple[str, ...] | None,
+    step_range: tuple[int, int] | None,
+    expected: tuple[str, ...],
+    read: Callable[..., Table] | None = None,
+) -> Table | None:
+    """A run's table from its listed files by ``read`` (default ``_read_parts``; None when the
+    table has no file). Files a compacted file supersedes are skipped (``schema.superseded``); a
+    file gone between the listing and the read (compaction) makes it list the folder again,
+    once."""
+    read = read or _read_parts
+    folder = storage.join(run_dir, table)
+    for attempt in range(2):
+        files = part_files(folder) if attempt == 0 else _list_now(folder)
+        if not files:
+            return None
+        old = superseded(f.name for f in files)
+        files = tuple(f for f in files if f.name not in old)
+        try:
+            return read(folder, files, columns, step_range, expected, attempt > 0)
+        except _Vanished:
+            continue
+    return None  # (not reached: the second attempt skips vanished files)
+
+
+def _list_now(folder: str) -> PartFiles:
+    """The folder's parts, listed now (not from a shared listing)."""
+    return tuple(f for f in storage.list_files(folder) if is_data_file(f.name))
+
+
 @st.cache_data(show_spinner=False, max_entries=256)
 def _read_parts(
     folder: str,
     files: PartFiles,
     columns: tuple[str, ...] | None,
     step_range: tuple[int, int] | None,
-    expected: tuple[str, ...],
+    _declared: tuple[tuple[str, str], ...],
+    skip_vanished: bool = False,
 ) -> Table:
-    """Read ``files`` of ``folder``; ``files`` (with size and mtime) is also the cache key."""
+    """``_read_files``, cached: ``files`` (with size and mtime) is part of the key (``_declared``
+    is not: the folder names the table)."""
+    return _read_files(folder, files, columns, step_range, _declared, skip_vanished)
+
+
+@st.cache_data(show_spinner=False, max_entries=256)
+def _step_parts(
+    folder: str,
+    files: PartFiles,
+    columns: tuple[str, ...] | None,
+    step_range: tuple[int, int] | None,
+    _declared: tuple[tuple[str, str], ...],
+    skip_vanished: bool = False,
+) -> Table:
+    """A step table read (``_read_files``) and finished (``_one_row_per_step``), cached whole."""
+    return _one_row_per_step(
+        _read_files(folder, files, columns, step_range, _declared, skip_vanished)
+    )
+
+
+def _read_files(
+    folder: str,
+    files: PartFiles,
+    columns: tuple[str, ...] | None,
+    step_range: tuple[int, int] | None,
+    declared: tuple[tuple[str, str], ...],
+    skip_vanished: bool,
+) -> Table:
+    """Read ``files`` of ``folder`` (each file's columns among ``columns``, its rows in
+    ``step_range``), each ``declared`` (name, type) column cast to its type (``_conform``);
+    unreadable files, columns of the wrong type and missing declared columns become problems. A
+    vanished file raises ``_Vanished`` (never cached) unless ``skip_vanished``."""
     frames: list[pd.DataFrame] = []
     problems: list[str] = []
     missing: set[str] = set()
     versions: set[int | None] = set()
-    for name, _, _ in files:
+    table = storage.basename(folder)
+    expected = tuple(name for name, _ in declared)
+    for name, size, _ in files:
         if _outside(name, step_range):
             continue
-        path = os.path.join(folder, name)
         try:
-            pf = pq.ParquetFile(path)
+            pf = pq.ParquetFile(storage.open_input(storage.join(folder, name), size))
             schema = pf.schema_arrow
             versions.add(_version_of(schema))
             present = set(schema.names)
             wanted = [c for c in (columns or schema.names) if c in present]
             asked = expected if columns is None else columns
             missing |= {c for c in asked if c not in present and c in expected}
-            filters = None
-            if step_range is not None and Step.STEP in present:
-                filters = [(Step.STEP, ">=", step_range[0]), (Step.STEP, "<=", step_range[1])]
-            frames.append(pq.read_table(path, columns=wanted, filters=filters).to_pandas())
+            rows = step_range if Step.STEP in present else None
+            got, bad = _conform(_read_file(pf, wanted, rows), declared)
+            if (columns is None or Step.STEP in columns) and Step.STEP not in got.column_names:
+                raise ValueError(f"no usable {Step.STEP!r} column ({'; '.join(bad) or 'missing'})")
+            frames.append(got.to_pandas())
+            problems += [f"{table}/{name}: {b}" for b in bad]
+        except FileNotFoundError as e:
+            if not skip_vanished:
+                raise _Vanished(name) from e
         except Exception as e:  # noqa: BLE001 - any unreadable file is reported, not raised
-            problems.append(f"{os.path.basename(folder)}/{name} is unreadable ({short_error(e)})")
-    problems += _schema_problems(os.path.basename(folder), missing, versions)
+            problems.append(f"{table}/{name} is unreadable ({short_error(e)})")
+    problems += _schema_problems(table, missing, versions)
     frames = [f for f in frames if len(f)]
     if not frames:
         return Table(pd.DataFrame(columns=list(columns or ())), problems)
     df = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
     return Table(df, problems)
+
+
+def _conform(table: pa.Table, declared: tuple[tuple[str, str], ...]) -> tuple[pa.Table, list[str]]:
+    """``table`` with each declared column cast to its declared type (a lossless cast only); a
+    column that cannot be is left out, and said so."""
+    types = {f.name: f.type for f in arrow_schema(declared)}
+    bad = []
+    for name in table.column_names:
+        want = types.get(name)
+        if want is None or table.schema.field(name).type == want:
+            continue
+        try:
+            column = table[name].cast(want, safe=True)
+            table = table.set_column(table.column_names.index(name), name, column)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+            bad.append(f"column {name!r} is {table.schema.field(name).type}, not {want}: left out")
+            table = table.drop_columns([name])
+    return table, bad
+
+
+def _read_file(pf: pq.ParquetFile, columns: list[str], step_range: tuple[int, int] | None):
+    """``columns`` of one Parquet file; with ``step_range``, only its rows in that range (row
+    groups whose ``step`` statistics lie outside are not read)."""
+    if step_range is None:
+        return pf.read(columns=columns)
+    lo, hi = step_range
+    meta = pf.metadata
+    col = next(i for i in range(meta.num_columns) if meta.schema.column(i).path == Step.STEP)
+    groups = []
+    for g in range(meta.num_row_groups):
+        stats = meta.row_group(g).column(col).statistics
+        if stats is None or not stats.has_min_max or (stats.min <= hi and stats.max >= lo):
+            groups.append(g)
+    t = pf.read_row_groups(groups, columns=list(dict.fromkeys([*columns, Step.STEP])))
+    step = t.column(Step.STEP)
+    keep = pc.and_(pc.greater_equal(step, lo), pc.less_equal(step, hi))
+    return t.filter(keep).select(columns)
 
 
 def _schema_problems(table: str, missing: set[str], versions: set[int | None]) -> list[str]:

@@ -1,23 +1,28 @@
-"""Which runs there are: the run folders under a root, plus the runs that exist only in an MLflow
-store, each as a ``RunRef`` with its status (a stale heartbeat makes a running run "crashed") and
-its problems.
+"""Which runs there are: the run folders under a root (a local folder or an object-store URI such
+as ``s3://bucket/prefix``), plus the runs that exist only in an MLflow store, each as a ``RunRef``
+with its status (a stale heartbeat makes a running run "crashed") and its problems.
 
-Cached on the root's fingerprint (``root_signature``: run folders and the stamps of their
-run.json and tables), so a new run or a new part shows up on the next rerun.
+Incremental: ``root_signature`` stamps every run folder cheaply (locally four ``stat`` calls per
+run; on an object store its objects in one listing of the whole prefix), and a folder is read
+again (run.json, its tables' listings) only when its stamp changes, so a new run or a new part
+shows up on the next rerun and an unchanged root of thousands of runs costs a listing. The
+"crashed" verdict is evaluated on every call, from the cached run.json.
 """
 
 from __future__ import annotations
 
 import os
 import time
-from pathlib import Path
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 
 import pyarrow.parquet as pq
-import streamlit as st
 
+from app import data
 from app.data import PartFiles, part_files
 from app.mlflow_store import mlflow_runs
-from app.records import SOURCE_PARQUET, Discovery, RunRef
+from app.records import SOURCE_PARQUET, Discovery, RunRef, short_error
+from training_hooks import storage
 from training_hooks.schema import (
     RUN_JSON,
     SCHEMA_VERSION,
@@ -25,14 +30,15 @@ from training_hooks.schema import (
     STATUS_CRASHED,
     STATUS_RUNNING,
     STEPS_DIR,
+    TABLE_DIRS,
     TOKENS_DIR,
     ImportRecord,
     RunInfo,
     Step,
+    is_data_file,
     read_run_info,
 )
-
-VERDICT_EVERY_S = 15  # "crashed" verdicts are re-evaluated this often even if nothing changed
+from training_hooks.storage import FileStamp
 
 
 def stale_after_s(info: RunInfo) -> float:
@@ -53,33 +59,61 @@ def effective_status(info: RunInfo, now: float | None = None) -> str:
     return info.status
 
 
-def _mtime(path: Path) -> int:
+class RootUnreadable(Exception):
+    """The root itself cannot be listed (missing, not a folder, the store refused)."""
+
+
+def _stat_stamp(path: str) -> tuple[int, int] | None:
     try:
-        return path.stat().st_mtime_ns
+        st_ = os.stat(path)
     except OSError:
-        return 0
+        return None
+    return (st_.st_size, st_.st_mtime_ns)
+
+
+def _folder_stamps(root: str) -> dict[str, tuple]:
+    """Per run folder under ``root``, a stamp that changes whenever the folder's run.json or
+    table files do. Local: the (size, mtime) of run.json and of the steps and sequences folders
+    (writers add and remove files by rename, which changes a folder's mtime; a flush writes the
+    tokens with the steps). Object store: the folder's objects with their sizes and mtimes, from
+    one listing of the whole prefix (``data.listing``)."""
+    if storage.is_uri(root):
+        try:
+            found = data.listing(root)
+        except (OSError, ValueError) as e:
+            raise RootUnreadable(f"Cannot list {root!r}: {short_error(e)}") from e
+        return {run: files for run, files in sorted(found.runs.items()) if run[0] != "."}
+    try:
+        dirs = sorted(e.name for e in os.scandir(root) if e.is_dir() and e.name[0] != ".")
+    except FileNotFoundError as e:
+        raise RootUnreadable(f"The root folder {root!r} does not exist.") from e
+    except NotADirectoryError as e:
+        raise RootUnreadable(f"The root {root!r} is not a folder.") from e
+    except OSError as e:
+        raise RootUnreadable(f"Cannot list {root!r}: {short_error(e)}") from e
+    base = root.rstrip(os.sep) or os.sep
+    return {
+        name: (
+            _stat_stamp(f"{base}/{name}/{RUN_JSON}"),
+            _stat_stamp(f"{base}/{name}/{STEPS_DIR}"),
+            _stat_stamp(f"{base}/{name}/{SEQUENCES_DIR}"),
+        )
+        for name in dirs
+    }
 
 
 def root_signature(root: str) -> tuple:
-    """Cheap fingerprint of a root: its run folders, their run.json and step-part mtimes."""
-    base = Path(root)
+    """Cheap fingerprint of a root: its run folders and their stamps (``_folder_stamps``); ()
+    when the root cannot be listed."""
     try:
-        dirs = sorted(
-            (e for e in os.scandir(base) if e.is_dir() and not e.name.startswith(".")),
-            key=lambda e: e.name,
-        )
-    except (FileNotFoundError, NotADirectoryError):
+        return tuple(_folder_stamps(root).items())
+    except RootUnreadable:
         return ()
-    out = []
-    for d in dirs:
-        p = Path(d.path)
-        out.append((d.name, _mtime(p / RUN_JSON), _mtime(p / STEPS_DIR), _mtime(p / SEQUENCES_DIR)))
-    return tuple(out)
 
 
 def discover(root: str, tracking_uri: str | None = None) -> Discovery:
     """All runs under ``root`` (Parquet) plus runs only in the MLflow store at ``tracking_uri``."""
-    found = _discover_root(root, root_signature(root), int(time.time() // VERDICT_EVERY_S))
+    found = _discover_root(root)
     runs = list(found.runs)
     problems = list(found.problems)
     if tracking_uri:
@@ -97,32 +131,81 @@ def discover(root: str, tracking_uri: str | None = None) -> Discovery:
     return Discovery(runs, problems)
 
 
-@st.cache_data(show_spinner=False, max_entries=32)
-def _discover_root(root: str, signature: tuple, _tick: int) -> Discovery:
-    # _tick (VERDICT_EVERY_S) re-evaluates "crashed" verdicts even when nothing on disk changed
-    base = Path(root)
-    if not base.exists():
-        return Discovery([], [f"The root folder {root!r} does not exist."])
-    if not base.is_dir():
-        return Discovery([], [f"The root {root!r} is not a folder."])
-    runs: list[RunRef] = []
-    for name, *_ in signature:
-        ref = _read_run_ref(base / name)
-        if ref is not None:
-            runs.append(ref)
+_RUN_REFS = data.Memo(max_entries=100_000)  # (root, folder, stamp) -> RunRef | None
+REMOTE_READERS = 16  # run folders read at once from an object store
+
+
+def _discover_root(root: str) -> Discovery:
+    """The runs under ``root``: each folder read once per stamp (``_RUN_REFS``), folders not
+    read yet read together (in parallel on an object store); statuses evaluated now."""
+    try:
+        stamps = _folder_stamps(root)
+    except RootUnreadable as e:
+        return Discovery([], [str(e)])
+    keys = {name: (root, name, stamp) for name, stamp in stamps.items()}
+    missing = object()
+    refs = {name: _RUN_REFS.peek(key, missing) for name, key in keys.items()}
+    todo = [name for name, ref in refs.items() if ref is missing]
+    if todo:
+
+        def read(name: str) -> RunRef | None:
+            return _read_run_ref(root, name, stamps[name])
+
+        if storage.is_uri(root):  # requests wait on the network: many at once
+            with ThreadPoolExecutor(REMOTE_READERS) as pool:
+                read_refs = list(pool.map(read, todo))
+        else:
+            read_refs = [read(name) for name in todo]
+        for name, ref in zip(todo, read_refs, strict=True):
+            _RUN_REFS.put(keys[name], ref)
+            refs[name] = ref
+    now = time.time()
+    runs = [_with_status(r, now) for r in refs.values() if r is not None]
     runs.sort(key=lambda r: -(r.updated_at or 0))
     problems = [] if runs else [f"No runs under {root!r} (a run is a folder with {RUN_JSON})."]
+    if storage.is_uri(root) and (why := data.listing_problem(root)):
+        problems.append(f"Listing {root!r} again failed ({why}): showing the last listing.")
     return Discovery(runs, problems)
 
 
-def _read_run_ref(run_dir: Path) -> RunRef | None:
-    """The run in ``run_dir`` (None when it is not a run folder: no run.json and no step table)."""
-    step_files = part_files(run_dir / STEPS_DIR)
-    has_json = (run_dir / RUN_JSON).is_file()
+def _with_status(ref: RunRef, now: float) -> RunRef:
+    """``ref`` with its status as of ``now`` (a stale heartbeat makes a running run crashed)."""
+    if ref.info is None:
+        return ref
+    status = effective_status(ref.info, now)
+    return ref if status == ref.status else replace(ref, status=status)
+
+
+def _table_files(root: str, name: str, stamp: tuple) -> dict[str, PartFiles]:
+    """Each table's finished parts: from the stamp's listing (object store) or the folder."""
+    run_dir = storage.join(root, name)
+    if not storage.is_uri(root):
+        return {t: part_files(storage.join(run_dir, t)) for t in TABLE_DIRS}
+    out: dict[str, list] = {t: [] for t in TABLE_DIRS}
+    for rel, size, mtime in stamp:
+        table, sep, file = rel.partition("/")
+        if sep and table in out and "/" not in file and is_data_file(file):
+            out[table].append(FileStamp(file, size, mtime))
+    return {t: tuple(sorted(files)) for t, files in out.items()}
+
+
+def _has_run_json(root: str, stamp: tuple) -> bool:
+    if storage.is_uri(root):
+        return any(rel == RUN_JSON for rel, _, _ in stamp)
+    return stamp[0] is not None
+
+
+def _read_run_ref(root: str, name: str, stamp: tuple) -> RunRef | None:
+    """The run in ``root/name`` (None when it is not a run folder: no run.json and no step
+    table). Its status is run.json's (``_with_status`` judges the heartbeat)."""
+    run_dir = storage.join(root, name)
+    tables = _table_files(root, name, stamp)
+    step_files = tables[STEPS_DIR]
+    has_json = _has_run_json(root, stamp)
     if not has_json and not step_files:
         return None
-    has_sequences = bool(part_files(run_dir / SEQUENCES_DIR))
-    has_tokens = bool(part_files(run_dir / TOKENS_DIR))
+    has_sequences = bool(tables[SEQUENCES_DIR])
+    has_tokens = bool(tables[TOKENS_DIR])
     problems: list[str] = []
     info: RunInfo | None = None
     if has_json:
@@ -141,16 +224,17 @@ def _read_run_ref(run_dir: Path) -> RunRef | None:
     if info is None:
         mtime = max((m for _, _, m in step_files), default=0) / 1e9 or None
         return RunRef(
-            key=run_dir.name,
-            name=run_dir.name,
+            key=name,
+            name=name,
             algorithm=_peek_algorithm(run_dir, step_files),
             status="unknown",
             source=SOURCE_PARQUET,
-            path=str(run_dir),
+            path=run_dir,
             problems=tuple(problems),
             updated_at=mtime,
             has_sequences=has_sequences,
             has_tokens=has_tokens,
+            stamp=stamp,
         )
     if info.schema_version != SCHEMA_VERSION:
         problems.append(
@@ -161,15 +245,16 @@ def _read_run_ref(run_dir: Path) -> RunRef | None:
         key=info.run_id,
         name=info.name or info.run_id,
         algorithm=str(info.algorithm or "?"),
-        status=effective_status(info),
+        status=info.status,
         source=SOURCE_PARQUET,
-        path=str(run_dir),
+        path=run_dir,
         info=info,
         problems=tuple(problems),
         last_step=info.last_step,
         updated_at=info.updated_at or None,
         has_sequences=has_sequences,
         has_tokens=has_tokens,
+        stamp=stamp,
     )
 
 
@@ -212,11 +297,12 @@ def import_problems(rec: ImportRecord) -> list[str]:
     return out
 
 
-def _peek_algorithm(run_dir: Path, step_files: PartFiles) -> str:
+def _peek_algorithm(run_dir: str, step_files: PartFiles) -> str:
     """The algorithm column of the first readable step part ("?" when none is)."""
-    for name, *_ in step_files:
+    for name, size, _ in step_files:
         try:
-            t = pq.read_table(run_dir / STEPS_DIR / name, columns=[Step.ALGORITHM])
+            source = storage.open_input(storage.join(run_dir, STEPS_DIR, name), size)
+            t = pq.read_table(source, columns=[Step.ALGORITHM])
             if t.num_rows:
                 return str(t.column(0)[0].as_py())
         except Exception:  # noqa: BLE001 - a bad file is reported by the table reader

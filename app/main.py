@@ -1,4 +1,5 @@
-"""gspo-dash: ``streamlit run app/main.py [-- --root DIR --tracking-uri URI]``.
+"""gspo-dash: ``streamlit run app/main.py [-- --root DIR --tracking-uri URI --read-only]``, or the
+``gspo-dash`` console script (``app/cli.py``), which applies the same server settings from any folder.
 
 Only routing lives here: the sidebar (root, MLflow store, run selection, refresh) is drawn by
 ``app.ui.sidebar`` and each page is its own module under ``app/app_pages/``.
@@ -58,18 +59,36 @@ PAGES = {
     ],
 }
 
+
+def _login_required() -> bool:
+    """Streamlit's OIDC login is on when ``.streamlit/secrets.toml`` has an ``[auth]`` section
+    (``st.login``; Streamlit needs Authlib for it): then every page waits for a login."""
+    try:
+        return "auth" in st.secrets
+    except Exception:  # noqa: BLE001 - no secrets.toml: no login
+        return False
+
+
+if _login_required() and not st.user.get("is_logged_in"):
+    st.title("gspo-dash")
+    st.button("Log in", on_click=st.login, type="primary", key="login")
+    st.stop()
+
 page = st.navigation(PAGES)
 ui.timing("start")
-ui.sidebar()
+ctx = ui.sidebar()
+if _login_required():
+    st.sidebar.button("Log out", on_click=st.logout, key="logout")
 ui.timing("sidebar")
 try:
     page.run()
 except Exception as e:  # last resort: a message, never a bare traceback page (st.stop/rerun pass)
     st.error(
-        f"This page could not be drawn: {type(e).__name__}: {e}. The data problems above (if any) "
-        "name the run; other pages still work.",
+        f"This page could not be drawn: {ui.md_escape(f'{type(e).__name__}: {e}')}. The data "
+        "problems above (if any) name the run; other pages still work.",
         icon=":material/error:",
     )
-    with st.expander("Technical details (for a bug report)"):
-        st.code(traceback.format_exc(), language=None)
+    if not ctx.read_only:  # a team server shows no tracebacks (they name the server's paths)
+        with st.expander("Technical details (for a bug report)"):
+            st.code(traceback.format_exc(), language=None)
 ui.timing("page")

@@ -5,16 +5,24 @@ Public MLflow API throughout (``search_experiments``, ``search_runs``, ``get_met
 but one place: MLflow's client has no public call that samples a metric history, and reading all
 of it is slow (one run of 10,000 steps x 20 metrics from SQLite: about 20 s in full, 1.5 s sampled
 in SQL to 2,000 points per metric; ``bench/bench_dashboard.py``). ``_sampled_in_sql`` alone reaches
-into the client's store for that; the public call is used whenever the store is not the SQL one or
-the private method fails.
+into the client's store for that (a database directly, a tracking server through the REST endpoint
+MLflow's UI uses); the public call is used whenever neither route answers.
 
 Cached with ``st.cache_data`` (the runs listing for 30 s, a run's curves for 60 s); a broken or
 missing store is a problem sentence, never an exception.
+
+The app only reads: it opens no store that MLflow would create, migrate or complete on opening
+(``store_problem``), and a URI typed in the browser is opened only when the server was started with
+it or it names an existing MLflow SQLite store (``typed_uri_problem``).
 """
 
 from __future__ import annotations
 
+import functools
+import sqlite3
 import time
+import urllib.parse
+from collections.abc import Collection
 from pathlib import Path
 
 import numpy as np
@@ -33,16 +41,106 @@ WALL_TIME_POINTS = 500  # timestamps sampled per metric to interpolate each step
 _STATUS = {"FINISHED": "finished", "FAILED": "failed", "KILLED": "failed"}  # else running
 
 
-def _store_exists(uri: str) -> tuple[bool, str]:
-    if uri.startswith("sqlite:///"):
-        path = uri[len("sqlite:///") :]
-        if not Path(path).is_file():
-            return False, f"MLflow store {uri!r}: the database file does not exist"
+SQLITE_PREFIX = "sqlite:///"
+SQLITE_MAGIC = b"SQLite format 3\x00"
+TRUSTED_HINT = (
+    "start the server with it (--tracking-uri, MLFLOW_TRACKING_URI) or put it on the allow-list "
+    "(--allow-tracking-uri, GSPO_DASH_TRACKING_URIS)"
+)
+
+
+# ----------------------------------------------------------------------------------------------
+# which stores the app may open (never creating, migrating or writing one)
+# ----------------------------------------------------------------------------------------------
+
+
+def store_problem(uri: str) -> str | None:
+    """Why the app must not open the store at ``uri``, or None when it may.
+
+    Opening an MLflow store can write: MLflow creates a missing SQLite file and its parent folders,
+    creates or migrates the tables of a file that lacks them, adds a missing default experiment,
+    and a ``file:`` store creates its folder. So an SQLite store must already be a complete MLflow
+    store (``sqlite_store_problem``) and a folder store must exist; other schemes (http, postgres,
+    databricks) are opened as given."""
+    if uri.startswith("sqlite:"):
+        return sqlite_store_problem(uri)
     if uri.startswith("file:") or ("://" not in uri and not uri.startswith("databricks")):
         path = uri[len("file://") :] if uri.startswith("file://") else uri.removeprefix("file:")
-        if not Path(path).exists():
-            return False, f"MLflow store {uri!r}: the folder does not exist"
-    return True, ""
+        if not Path(path).is_dir():
+            return f"MLflow store {uri!r}: the folder does not exist (the app never creates one)"
+    return None
+
+
+def sqlite_store_problem(uri: str) -> str | None:
+    """Why ``sqlite:///PATH`` is not an MLflow store the app can read without writing, or None.
+
+    PATH must be an existing regular file with SQLite's header, holding every table of this MLflow
+    version's schema (what ``SqlAlchemyStore`` checks before migrating) and the default experiment
+    (what it creates when missing); read through a read-only SQLite connection."""
+    if not uri.startswith(SQLITE_PREFIX) or "?" in uri or uri == SQLITE_PREFIX:
+        return f"MLflow store {uri!r}: an SQLite store is written sqlite:///PATH (no query)"
+    path = Path(uri[len(SQLITE_PREFIX) :])
+    if not path.is_file():
+        return f"MLflow store {uri!r}: the database file does not exist (the app never creates one)"
+    try:
+        with open(path, "rb") as f:
+            if f.read(len(SQLITE_MAGIC)) != SQLITE_MAGIC:
+                return f"MLflow store {uri!r}: the file is not an SQLite database"
+        tables, has_default = _sqlite_contents(path)
+    except (OSError, sqlite3.Error) as e:
+        return f"MLflow store {uri!r} is unreadable ({short_error(e)})"
+    missing = sorted(_mlflow_tables() - tables)
+    if missing:
+        return (
+            f"MLflow store {uri!r} is not an MLflow store of this MLflow version (missing tables: "
+            f"{', '.join(missing[:5])}{', ...' if len(missing) > 5 else ''}); the app does not "
+            "create or migrate stores (`mlflow db upgrade URI` migrates one)"
+        )
+    if not has_default:
+        return f"MLflow store {uri!r} has no default experiment (opening it would write one)"
+    return None
+
+
+def _sqlite_contents(path: Path) -> tuple[frozenset[str], bool]:
+    """(table names, whether the default experiment 0 exists), read with ``mode=ro``."""
+    ro = f"file:{urllib.parse.quote(str(path.resolve()))}?mode=ro"
+    con = sqlite3.connect(ro, uri=True, timeout=5)
+    try:
+        names = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        has_default = False
+        if "experiments" in names:
+            row = con.execute("SELECT 1 FROM experiments WHERE experiment_id = 0").fetchone()
+            has_default = row is not None
+        return frozenset(names), has_default
+    finally:
+        con.close()
+
+
+@functools.cache
+def _mlflow_tables() -> frozenset[str]:
+    """The tables MLflow's SQL store needs (it creates the missing ones when it opens a store)."""
+    try:
+        import mlflow.store.tracking.sqlalchemy_store  # noqa: F401 - registers the ORM tables
+        from mlflow.store.db.base_sql_model import Base
+
+        return frozenset(t for t in Base.metadata.tables if not t.startswith("alembic_"))
+    except Exception:  # noqa: BLE001 - another MLflow layout: the tables every version has
+        return frozenset({"experiments", "runs", "metrics", "latest_metrics", "params", "tags"})
+
+
+def typed_uri_problem(uri: str, trusted: Collection[str]) -> str | None:
+    """The sidebar's rule for a tracking URI typed in the browser: one the server was started with
+    (``trusted``: its own and the allow-list) is opened as is; otherwise only an existing MLflow
+    SQLite store (``sqlite_store_problem``). Anything else (http, https, file, postgres, ...) is
+    refused, so the browser cannot make the server connect elsewhere or create a store."""
+    if uri in trusted:
+        return None
+    if uri.startswith("sqlite:"):
+        return sqlite_store_problem(uri)
+    return (
+        f"Tracking URI {uri!r} refused: from the browser only an existing MLflow SQLite store "
+        f"(sqlite:///PATH) can be opened; to use another store, {TRUSTED_HINT}."
+    )
 
 
 # ----------------------------------------------------------------------------------------------
@@ -53,8 +151,8 @@ def _store_exists(uri: str) -> tuple[bool, str]:
 @st.cache_data(show_spinner=False, ttl=30, max_entries=8)
 def mlflow_runs(tracking_uri: str) -> tuple[list[RunRef], list[str]]:
     """Runs of every experiment in the store (``search_runs``; no metric histories)."""
-    ok, why = _store_exists(tracking_uri)
-    if not ok:
+    why = store_problem(tracking_uri)
+    if why:
         return [], [why]
     try:
         from mlflow import MlflowClient
@@ -120,19 +218,44 @@ def _sampled_in_sql(client, run_id: str, key: str, max_points: int) -> list | No
     """At most ``max_points`` evenly spaced points of one metric (first and last kept), sampled
     in SQL by the store, or None where that is not available.
 
-    PRIVATE MLflow API, on purpose and only here: ``client._tracking_client.store`` and the
-    store's ``get_metric_history_bulk_interval`` (what MLflow's own UI calls through its server to
-    draw long curves). No public client call samples; the public ``get_metric_history`` reads every
-    point, more than ten times slower on long runs. Only the SQLAlchemy store (sqlite, postgres,
-    mysql URIs) samples in SQL; any other store, a renamed attribute or a changed signature returns
-    None and the caller uses the public call."""
+    PRIVATE MLflow API, on purpose and only here: ``client._tracking_client.store`` and its
+    ``get_metric_history_bulk_interval`` (no public client call samples; the public
+    ``get_metric_history`` reads every point, more than ten times slower on long runs). Two routes
+    to the same SQL sampling:
+    - a database URI (sqlite, postgresql, mysql): the client's ``SqlAlchemyStore`` samples;
+    - a tracking server (http/https URI): the client's ``RestStore`` has no sampling of its own
+      (MLflow's generic method reads every point, then samples), so ask the server's endpoint
+      ``GET /api/2.0/mlflow/metrics/get-history-bulk-interval`` (what MLflow's UI calls to draw
+      long curves; at most 2,500 points per run), and the server's store samples in SQL.
+    Any other store, a renamed attribute, a changed signature or a refused request returns None,
+    and the caller uses the public call."""
     store = getattr(getattr(client, "_tracking_client", None), "store", None)
-    if store is None or type(store).__name__ != "SqlAlchemyStore":
-        return None
+    kind = type(store).__name__
     try:
-        return store.get_metric_history_bulk_interval([run_id], key, max_points, None, None)
+        if kind == "SqlAlchemyStore":
+            return store.get_metric_history_bulk_interval([run_id], key, max_points, None, None)
+        if kind == "RestStore":
+            return _sampled_by_server(store, run_id, key, max_points)
     except Exception:  # noqa: BLE001 - another MLflow version: the public call instead
         return None
+    return None
+
+
+BULK_INTERVAL_ENDPOINT = "/api/2.0/mlflow/metrics/get-history-bulk-interval"
+
+
+def _sampled_by_server(store, run_id: str, key: str, max_points: int) -> list:
+    """The tracking server's sampled history of one metric, as ``mlflow.entities.Metric``s; the
+    request carries the client's credentials and TLS settings (``store.get_host_creds``)."""
+    from mlflow.entities import Metric
+    from mlflow.utils.rest_utils import http_request_safe
+
+    params = {"run_ids": [run_id], "metric_key": key, "max_results": int(max_points)}
+    resp = http_request_safe(store.get_host_creds(), BULK_INTERVAL_ENDPOINT, "GET", params=params)
+    return [
+        Metric(key, float(m["value"]), int(m["timestamp"]), int(m["step"]))
+        for m in resp.json().get("metrics", [])
+    ]
 
 
 def _metric_points(client, run_id: str, key: str, max_points: int | None):
@@ -165,6 +288,8 @@ def mlflow_steps(
 
     MLflow is slow to read in full (see the module's docstring), so by default each metric is
     sampled to ``max_points`` points in the store; ``None`` reads all."""
+    if why := store_problem(tracking_uri):
+        return Table(pd.DataFrame(), [why])
     try:
         from mlflow import MlflowClient
 

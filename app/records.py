@@ -27,7 +27,7 @@ class RunRef:
     algorithm: str  # "grpo", "gspo" or "?" when unknown
     status: str  # as written (running/finished/failed) or the app's verdict "crashed"
     source: str  # SOURCE_PARQUET or SOURCE_MLFLOW
-    path: str | None = None  # the run folder (Parquet runs)
+    path: str | None = None  # the run folder (Parquet runs): a local path or an object-store URI
     info: RunInfo | None = None
     problems: tuple[str, ...] = ()
     tracking_uri: str | None = None
@@ -38,6 +38,7 @@ class RunRef:
     updated_at: float | None = None
     has_sequences: bool = False
     has_tokens: bool = False
+    stamp: tuple = ()  # Parquet runs: what the folder held when discovered (app.discovery)
 
     @property
     def label(self) -> str:

@@ -1,15 +1,16 @@
-"""The Compare page's drawn traces, cached per run: a selection change redraws only the runs it
-adds, and a run's traces are recomputed only when its step parts (size, mtime) change.
+"""The Compare page's per-run computations, cached per run: a selection change redraws only the runs
+it adds, and a run's traces, policy-lag split and extra-metric statistics are recomputed only when
+its step parts (size, mtime) change.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-
+import pandas as pd
 import streamlit as st
 
-from app import charts
-from app.data import part_files
+from app import charts, compare_view
+from app.data import table_files
+from app.lag import LagSplit, lag_split
 from app.records import SOURCE_PARQUET, RunRef
 from training_hooks.schema import STEPS_DIR
 
@@ -17,12 +18,13 @@ from training_hooks.schema import STEPS_DIR
 def run_signature(run: RunRef) -> tuple:
     """What a run's step curves depend on: its step parts (size, mtime), or its MLflow keys."""
     if run.source == SOURCE_PARQUET and run.path:
-        return (run.key, part_files(Path(run.path) / STEPS_DIR))
+        return (run.key, table_files(run, STEPS_DIR))
     return (run.key, run.metric_keys, run.updated_at)
 
 
 def run_traces(run: RunRef, series: charts.RunSeries, panel: charts.Panel, **options) -> list[dict]:
-    """``charts.run_traces`` for one run, cached on the run's files, the panel and the options."""
+    """``charts.run_traces`` for one run, cached on the run's files, the panel and the options
+    (the steps subset among them)."""
     return _run_traces(
         run_signature(run),
         series.label,
@@ -39,3 +41,23 @@ def run_traces(run: RunRef, series: charts.RunSeries, panel: charts.Panel, **opt
 def _run_traces(sig, label, color, eps, panel_key, options, _series, _panel) -> list[dict]:
     # the leading arguments are the cache key; _series and _panel (not hashed) carry the data
     return charts.run_traces(_series, _panel, **dict(options))
+
+
+def run_lag(run: RunRef, df: pd.DataFrame) -> LagSplit:
+    """``app.lag.lag_split`` of the run's step table ``df``, cached on the run's files."""
+    return _run_lag(run_signature(run), df)
+
+
+@st.cache_data(show_spinner=False, max_entries=1024)
+def _run_lag(sig, _df: pd.DataFrame) -> LagSplit:
+    return lag_split(_df)
+
+
+def run_extra_stats(run: RunRef, df: pd.DataFrame) -> dict[str, compare_view.ExtraStats]:
+    """``compare_view.extra_stats`` of the run's step table ``df``, cached on the run's files."""
+    return _run_extra_stats(run_signature(run), df)
+
+
+@st.cache_data(show_spinner=False, max_entries=1024)
+def _run_extra_stats(sig, _df: pd.DataFrame) -> dict[str, compare_view.ExtraStats]:
+    return compare_view.extra_stats(_df)

@@ -8,6 +8,7 @@ parameters.
 from __future__ import annotations
 
 import os
+import re
 import sys
 import time
 from dataclasses import dataclass
@@ -21,8 +22,9 @@ from app.charts import run_colors
 from app.discovery import discover, imported_tool, root_signature
 from app.health import run_findings
 from app.lag import ALL, OFF_POLICY, SUBSETS, LagSplit, lag_split
+from app.mlflow_store import typed_uri_problem
 from app.records import SOURCE_MLFLOW, RunRef, Table
-from app.settings import DEFAULT_ROOT, parse_settings
+from app.settings import DEFAULT_ROOT, Settings, parse_settings
 from training_hooks.schema import SEQUENCES_DIR, Seq, Step
 
 MAX_DEFAULT_RUNS = 6
@@ -41,6 +43,7 @@ class Context:
     selected: list[RunRef]  # what the user picked (maybe empty)
     colors: dict[str, str]  # run key -> its colour on every chart
     labels: dict[str, str]  # run key -> stable, URL-friendly label
+    read_only: bool = False  # the server's read-only (team) mode: nothing may be written
 
 
 _T0: list[float] = []
@@ -72,20 +75,8 @@ def sidebar() -> Context:
     sb = st.sidebar
     sb.markdown("### gspo-dash")
     sb.caption("GRPO / GSPO update diagnostics")
-    root = sb.text_input(
-        "Runs root",
-        value=settings.root,
-        key="root",
-        help="Folder holding one sub-folder per run (set by `-- --root DIR` or GSPO_DASH_ROOT).",
-    ).strip()
-    uri = sb.text_input(
-        "MLflow tracking URI",
-        value=settings.tracking_uri or "",
-        key="tracking_uri",
-        help="Runs that exist only in this store are listed too (curves from their metric "
-        "history). Empty: none. Set by `-- --tracking-uri URI` or MLFLOW_TRACKING_URI.",
-    ).strip()
-    found = discover(root or DEFAULT_ROOT, uri or None)
+    root, uri, problems = _root_and_store(settings)
+    found = discover(root, uri)
     runs = found.runs
     keys = [r.key for r in runs]
     labels = stable_labels(runs)
@@ -109,12 +100,52 @@ def sidebar() -> Context:
         help=f"Poll the root every {AUTO_REFRESH_S} s and redraw when a run writes new steps.",
     )
     if live:
-        _watch(root or DEFAULT_ROOT)
+        _watch(root)
     by_key = {r.key: r for r in runs}
     selected = [by_key[k] for k in selected_keys if k in by_key]
-    ctx = Context(root, uri or None, runs, found.problems, selected, run_colors(keys), labels)
+    ctx = Context(
+        root,
+        uri,
+        runs,
+        problems + found.problems,
+        selected,
+        run_colors(keys),
+        labels,
+        read_only=settings.read_only,
+    )
     st.session_state[CTX_KEY] = ctx
     return ctx
+
+
+def _root_and_store(settings: Settings) -> tuple[str, str | None, list[str]]:
+    """The root and tracking URI to read, and why a typed URI was refused. Read-only mode: the
+    server's, shown as text. Otherwise typed in the sidebar (never read from the URL); a typed URI
+    must pass ``typed_uri_problem`` (else no store is read)."""
+    sb = st.sidebar
+    if settings.read_only:
+        sb.caption("Runs root (fixed by the server: read-only mode)")
+        sb.code(settings.root, language=None, wrap_lines=True)
+        sb.caption("MLflow tracking URI")
+        sb.code(settings.tracking_uri or "none", language=None, wrap_lines=True)
+        return settings.root, settings.tracking_uri, []
+    root = sb.text_input(
+        "Runs root",
+        value=settings.root,
+        key="root",
+        help="Folder holding one sub-folder per run (set by `-- --root DIR` or GSPO_DASH_ROOT).",
+    ).strip()
+    uri = sb.text_input(
+        "MLflow tracking URI",
+        value=settings.tracking_uri or "",
+        key="tracking_uri",
+        help="Runs that exist only in this store are listed too (curves from their metric "
+        "history). Empty: none. Set by `-- --tracking-uri URI` or MLFLOW_TRACKING_URI; typed "
+        "here, only the server's URIs or an existing MLflow SQLite store (sqlite:///PATH).",
+    ).strip()
+    why = typed_uri_problem(uri, settings.trusted_uris()) if uri else None
+    if why:
+        sb.error(md_escape(why), icon=":material/block:")
+    return root or DEFAULT_ROOT, (None if why else uri or None), [why] if why else []
 
 
 @st.fragment(run_every=AUTO_REFRESH_S)
@@ -142,7 +173,7 @@ def page_header(title: str, caption: str) -> Context:
     st.caption(caption)
     if ctx.problems:
         for p in ctx.problems:
-            st.warning(p, icon=":material/folder_off:")
+            st.warning(md_escape(p), icon=":material/folder_off:")
     return ctx
 
 
@@ -170,12 +201,16 @@ def notice_problems(runs: list[RunRef], extra: list[str] | None = None) -> None:
                 st.markdown(f"- {it}")
 
 
-def md_escape(text: str) -> str:
-    """Escape Markdown/HTML specials in names and messages coming from disk."""
-    out = str(text)
-    for ch in "\\`*_{}[]()<>#+!|~$":
-        out = out.replace(ch, "\\" + ch)
-    return out
+def md_escape(text: object) -> str:
+    """Text from disk, MLflow or the browser, made safe for any element that renders Markdown
+    (``st.markdown``, captions, alerts, labels, expander titles): every ASCII punctuation
+    character is backslash-escaped (CommonMark's escape: no emphasis, link, image, HTML tag,
+    heading, list, entity, LaTeX or colour directive survives), line breaks become spaces and
+    leading spaces go (four would start a code block)."""
+    return _MD_SPECIALS.sub(r"\\\g<0>", " ".join(str(text).splitlines()).strip())
+
+
+_MD_SPECIALS = re.compile(r"[!-/:-@\[-`{-~]")  # every ASCII punctuation character
 
 
 def no_sequences_note(runs: list[RunRef]) -> None:
@@ -300,10 +335,17 @@ def sequence_run_window(ctx: Context) -> tuple[RunRef, tuple[int, int] | None]:
         st.stop()
     all_steps = data.sequence_steps(run)
     if len(all_steps) == 0:
-        st.info(f"{run.name} has no readable per-sequence rows yet.", icon=":material/info:")
-        notice_problems([run])
+        st.info(
+            f"{md_escape(run.name)} has no readable per-sequence rows yet.", icon=":material/info:"
+        )
+        notice_problems([run], sequence_problems(run))
         st.stop()
     return run, step_window(all_steps)
+
+
+def sequence_problems(run: RunRef) -> list[str]:
+    """What went wrong reading the run's per-sequence table (a damaged part, a missing column)."""
+    return data.load_sequences(run, [Seq.STEP]).problems
 
 
 def window_sequences(
@@ -313,7 +355,8 @@ def window_sequences(
     shown: StepSubset | None = None,
 ) -> Table:
     """The run's per-sequence ``columns`` in the step ``window`` (and in the ``shown`` subset of
-    steps); stops the page with a message when there is none."""
+    steps); stops the page with a message when there is none, or when a column is missing (a
+    damaged or partial table: the data problems say why)."""
     t = data.load_sequences(run, columns, window)
     df = shown.keep(t.df) if shown is not None and len(t.df) else t.df
     if not len(df):
@@ -321,7 +364,21 @@ def window_sequences(
         st.info(f"No sequences in this step window{where}.", icon=":material/info:")
         notice_problems([run], t.problems)
         st.stop()
+    require_columns(run, df, columns, t.problems)
     return Table(df, t.problems)
+
+
+def require_columns(run: RunRef, df, columns: list[str], problems: list[str]) -> None:
+    """Stops the page with a message naming the run and the columns when ``df`` (a per-sequence
+    table) lacks any of ``columns``: a damaged or partial table, whose ``problems`` say why."""
+    if missing := [c for c in columns if c not in df.columns]:
+        st.info(
+            f"{md_escape(run.name)}: its per-sequence table has no usable "
+            f"{md_escape(', '.join(missing))}, which this page draws.",
+            icon=":material/info:",
+        )
+        notice_problems([run], problems)
+        st.stop()
 
 
 @dataclass(frozen=True)

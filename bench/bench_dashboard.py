@@ -1,7 +1,8 @@
-"""Benchmark of the dashboard (issue 5, section 6).
+"""Benchmark of the dashboard (issue 5, section 6; ``--scale``: issue 15, see bench_scale.py).
 
     python bench/bench_dashboard.py [--root DIR] [--runs 20 --steps 5000 --seqs 256] [--no-browser]
                                     [--no-mlflow]
+    python bench/bench_dashboard.py --scale [--scale-runs 2000 --scale-steps 10] [--no-s3]
 
 Measures, on a generated root of ``runs`` runs x ``steps`` steps x ``seqs`` sequences per step
 (``bench/make_runs.py``; reused if already there):
@@ -33,6 +34,8 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(HERE))
+
+import bench_scale  # noqa: E402
 
 from app.launch import CHROMIUM, MAIN, launch_chromium, serve  # noqa: E402
 
@@ -103,47 +106,185 @@ def bench_apptest(root: Path) -> dict:
     return out
 
 
-def bench_browser(root: Path) -> dict:
+#: The page's drawing state, polled: [script running, Plotly charts, charts drawn (an SVG),
+#: charts with a drawn line (the legend strip has none)].
+_DRAW_STATE_JS = """() => {
+  const ps = [...document.querySelectorAll('.js-plotly-plot')];
+  const lines = ps.filter(p => [...p.querySelectorAll('.scatterlayer path.js-line')]
+    .some(l => (l.getAttribute('d') || '').length > 20));
+  return [!!document.querySelector('[data-testid=stStatusWidget]'), ps.length,
+          ps.filter(p => p.querySelector('.main-svg')).length, lines.length];
+}"""
+#: Size of what the browser was asked to draw: figures, traces, points, JSON characters.
+_FIGURES_JS = """() => [...document.querySelectorAll('.js-plotly-plot')].map(p => ({
+  traces: p.data.length,
+  points: (p._fullData || []).reduce((n, t) => n + (t._length || 0), 0),
+  subplots: Object.keys(p.layout).filter(k => k.startsWith('yaxis')).length,
+  json_chars: JSON.stringify({data: p.data, layout: p.layout},
+                             (k, v) => ArrayBuffer.isView(v) ? Array.from(v) : v).length,
+}))"""
+#: plotly.js alone: each figure of the page redrawn by a separate Plotly into a bare div, timed.
+_REPLAY_JS = """async () => {
+  const out = [];
+  for (const p of document.querySelectorAll('.js-plotly-plot')) {
+    const div = document.createElement('div');
+    div.style.width = p.clientWidth + 'px';
+    document.body.appendChild(div);
+    const data = JSON.parse(JSON.stringify(p.data));
+    const layout = JSON.parse(JSON.stringify(p.layout));
+    const t = performance.now();
+    await window.Plotly.newPlot(div, data, layout);
+    out.push(performance.now() - t);
+    window.Plotly.purge(div);
+    div.remove();
+  }
+  return out;
+}"""
+
+
+def _proc_table() -> dict[int, tuple[int, float, str]]:
+    """{pid: (parent pid, CPU seconds incl. reaped children, command line)} from /proc (Linux)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    out = {}
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
+            cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:  # exited meanwhile
+            continue
+        # after the command: state ppid ...; utime stime cutime cstime are fields 14-17 of stat
+        out[int(d.name)] = (int(fields[1]), sum(int(f) for f in fields[11:15]) / tick, cmd)
+    return out
+
+
+def cpu_seconds() -> dict[str, float]:
+    """CPU seconds used so far by this process's descendants: the browser (every Chromium
+    process) and the dashboard server (the ``streamlit run`` process). CPU time, unlike wall
+    time, hardly depends on what else the machine runs."""
+    table = _proc_table()
+    kids: dict[int, list[int]] = {}
+    for pid, (ppid, _, _) in table.items():
+        kids.setdefault(ppid, []).append(pid)
+    out = {"browser": 0.0, "server": 0.0}
+    todo = list(kids.get(os.getpid(), []))
+    while todo:
+        pid = todo.pop()
+        todo += kids.get(pid, [])
+        _, cpu, cmd = table[pid]
+        if "chrom" in cmd.split(" ", 1)[0]:
+            out["browser"] += cpu
+        elif "streamlit" in cmd and " run " in cmd:
+            out["server"] += cpu
+    return out
+
+
+#: Chromium's Performance.getMetrics names of the main thread's busy time, by kind.
+_BUSY = {
+    "task": "TaskDuration",
+    "script": "ScriptDuration",
+    "layout": "LayoutDuration",
+    "style": "RecalcStyleDuration",
+}
+
+
+def _draw_times(page, url: str, timeout_s: float = 180.0, quiet_s: float = 1.5) -> dict:
+    """Load ``url`` and poll the page: seconds to the first small-multiples figure with a drawn
+    line (``first_panel_s``) and to the last change of the drawing state once the script has
+    finished (``all_drawn_s``: every chart there and drawn; the page then stayed quiet for
+    ``quiet_s``)."""
+    cdp = page.context.new_cdp_session(page)
+    cdp.send("Performance.enable")
+    cpu0 = cpu_seconds()
+    t0 = time.perf_counter()
+    page.goto(url, wait_until="commit")
+    first = None
+    last, last_change, cpu = None, time.perf_counter(), cpu0
+    while time.perf_counter() - t0 < timeout_s:
+        state = page.evaluate(_DRAW_STATE_JS)
+        now = time.perf_counter()
+        if first is None and state[3] >= 1:  # a first figure of panels drawn
+            first = now - t0
+        if state != last:
+            last, last_change, cpu = state, now, cpu_seconds()
+        elif not state[0] and state[3] and state[1] == state[2] and now - last_change > quiet_s:
+            busy = {m["name"]: m["value"] for m in cdp.send("Performance.getMetrics")["metrics"]}
+            return {
+                **{f"cpu_{k}_s": cpu[k] - cpu0[k] for k in cpu},
+                "first_panel_s": first,
+                "all_drawn_s": last_change - t0,
+                "charts": state[1],
+                # the page's main thread: seconds inside tasks (scripts, style, layout, paint),
+                # wall clock (a loaded machine stretches them; the cpu_* numbers do not)
+                **{f"main_thread_{k}_s": busy[m] for k, m in _BUSY.items()},
+            }
+        time.sleep(0.05)
+    raise TimeoutError(f"{url} not drawn within {timeout_s} s (last state {last})")
+
+
+def _median(values: list[float]) -> float:
+    v = sorted(values)
+    return v[len(v) // 2] if len(v) % 2 else (v[len(v) // 2 - 1] + v[len(v) // 2]) / 2
+
+
+def _server_times(log: Path) -> list[float]:
+    """The server's own seconds per Compare script run: its last GSPO_DASH_TIMING "compare ..."
+    mark in each run (the log has one "start" line per run)."""
+    out: list[float] = []
+    last = None
+    for line in log.read_text().splitlines() + ["gspo-dash start: 0"]:
+        if line.startswith("gspo-dash start:") and last is not None:
+            out.append(last)
+            last = None
+        elif line.startswith("gspo-dash compare"):
+            last = float(line.rsplit(":", 1)[1].split()[0])
+    return out
+
+
+def bench_browser(root: Path, loads: int = 3, views: int = 2) -> dict:
+    """Headless Chromium on ``streamlit run``: /compare (the 6 most recent runs) and with every run
+    in ?runs= (``views``: 1 = only the first), ``loads`` times each (the first load of the first
+    view has cold server caches); wall-clock seconds and the page's main-thread busy seconds;
+    then what the page drew (figures, traces, points, JSON) and plotly.js's own draw time for it
+    (each figure redrawn by a standalone plotly.js in the same page)."""
     if not os.path.exists(CHROMIUM):
         return {"skipped": f"{CHROMIUM} missing"}
+    import plotly
     from playwright.sync_api import sync_playwright
 
     from app.discovery import discover
 
     names = [r.name for r in discover(str(root)).runs]
     out: dict = {}
-    with serve(root, cwd=tempfile.mkdtemp(prefix="gspo-dash-bench-")) as base:
-        with sync_playwright() as p:
-            browser = launch_chromium(p)
-            page = browser.new_page(viewport={"width": 1500, "height": 1000})
-
-            def load(url: str) -> tuple[float, float, int]:
-                """Seconds to the first drawn Plotly chart (the legend strip) and to the grid of
-                small multiples drawn (the page's second chart, with every panel's lines)."""
-                t = time.perf_counter()
-                page.goto(url)
-                page.wait_for_selector(".js-plotly-plot .main-svg", timeout=120_000)
-                first = time.perf_counter() - t
-                page.wait_for_function(
-                    "() => { const p = document.querySelectorAll('.js-plotly-plot');"
-                    " return p.length >= 2 && p[1].querySelectorAll('path.js-line').length > 0"
-                    " && !document.querySelector('[data-testid=stStatusWidget]'); }",
-                    timeout=180_000,
-                )
-                return first, time.perf_counter() - t, page.locator(".js-plotly-plot").count()
-
-            runs_q = "&".join(f"runs={n}" for n in names)
-            for label, url in (
-                ("default_cold", f"{base}/compare"),
-                ("default_warm", f"{base}/compare"),
-                ("all_runs", f"{base}/compare?{runs_q}"),
-                ("all_runs_warm", f"{base}/compare?{runs_q}"),
-            ):
-                first, every, n = load(url)
-                out[f"{label}_first_chart_s"] = first
-                out[f"{label}_grid_drawn_s"] = every
-                out[f"{label}_charts"] = n
-            browser.close()
+    os.environ["GSPO_DASH_TIMING"] = "1"
+    cwd = Path(tempfile.mkdtemp(prefix="gspo-dash-bench-"))
+    plotly_js = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
+    with serve(root, cwd=cwd) as base, sync_playwright() as p:
+        browser = launch_chromium(p)
+        runs_q = "&".join(f"runs={n}" for n in names)
+        for label, url in (
+            ("default_6_runs", f"{base}/compare"),
+            ("all_runs", f"{base}/compare?{runs_q}"),
+        )[:views]:
+            times = []
+            for _ in range(loads):
+                page = browser.new_page(viewport={"width": 1500, "height": 1000})
+                times.append(_draw_times(page, url))
+                last = page
+                if len(times) < loads:
+                    page.close()
+            res: dict = {"loads": times}
+            for k in ("first_panel_s", "all_drawn_s", "main_thread_task_s", "cpu_browser_s"):
+                res[f"median_{k}"] = _median([t[k] for t in times])
+            res["figures"] = last.evaluate(_FIGURES_JS)
+            last.add_script_tag(path=str(plotly_js))
+            res["plotly_alone_ms"] = [round(x) for x in last.evaluate(_REPLAY_JS)]
+            last.close()
+            out[label] = res
+        browser.close()
+    out["server_script_s"] = _server_times(cwd / "streamlit.log")
+    out["load_avg"] = os.getloadavg()
     return out
 
 
@@ -227,8 +368,14 @@ def main() -> None:
     ap.add_argument("--no-browser", action="store_true")
     ap.add_argument("--no-mlflow", action="store_true")
     ap.add_argument("--no-apptest", action="store_true")
+    ap.add_argument("--loads", type=int, default=3, help="browser loads per view")
+    ap.add_argument("--views", type=int, default=2, help="1: only the default view")
     ap.add_argument("--out", default=str(HERE / "out" / "dashboard.json"))
+    bench_scale.add_arguments(ap)  # --scale: thousands of runs, local and S3 (bench_scale.py)
     a = ap.parse_args()
+    if a.scale:
+        bench_scale.main(a)
+        return
     root = Path(a.root)
     res: dict = {"config": vars(a), "load_avg_start": os.getloadavg()}
     res["generate_s"] = ensure_root(root, a.runs, a.steps, a.seqs)
@@ -236,7 +383,7 @@ def main() -> None:
         res["apptest"] = bench_apptest(root)
         print(json.dumps(res["apptest"], indent=1))
     if not a.no_browser:
-        res["browser"] = bench_browser(root)
+        res["browser"] = bench_browser(root, a.loads, a.views)
         print(json.dumps(res["browser"], indent=1))
     if not a.no_mlflow:
         res["mlflow"] = bench_mlflow()

@@ -1,6 +1,11 @@
 """Generate schema-conforming synthetic gspo-dash runs (for the dashboard's tests and benchmark).
 
     python bench/make_runs.py OUT_ROOT --runs 20 --steps 5000 --groups 16 --group-size 16
+    python bench/make_runs.py s3://bucket/prefix --runs 2000 --steps 10 --groups 4 --group-size 8
+
+OUT_ROOT is a local folder or an object-store URI (``training_hooks.storage``: credentials and
+endpoint from the environment, e.g. ``AWS_ENDPOINT_URL``); runs are written by ``--workers``
+threads at once (default 1 locally, 16 on an object store).
 
 Each run is written exactly as the hooks lay it out (``training_hooks/schema.py``): ``run.json``,
 ``steps/``, ``sequences/`` and (optionally) ``tokens/`` Parquet parts with the schema's Arrow
@@ -21,6 +26,7 @@ import math
 import os
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,7 +36,7 @@ import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from gspo_metrics.spec import GRPO_EPS, GSPO_EPS  # noqa: E402
-from training_hooks import schema  # noqa: E402
+from training_hooks import schema, storage  # noqa: E402
 from training_hooks.schema import (  # noqa: E402
     SEQUENCES_DIR,
     STATUS_FINISHED,
@@ -49,12 +55,11 @@ CLIP_HIGHER_EPS = (GRPO_EPS[0], 0.28)
 MAX_LEN = 512  # completion length limit: longer draws are truncated
 
 
-def _write(table: pa.Table, folder: Path, first: int, last: int, seq: int) -> None:
-    folder.mkdir(parents=True, exist_ok=True)
+def _write(table: pa.Table, folder: str, first: int, last: int, seq: int) -> None:
+    storage.makedirs(folder)
     name = schema.part_name(first, last, 0, seq)
-    tmp = folder / f".tmp-{name}"
-    pq.write_table(table, tmp, compression="zstd", row_group_size=64 * 1024)
-    os.replace(tmp, folder / name)
+    with storage.atomic_path(storage.join(folder, name)) as tmp:
+        pq.write_table(table, tmp, compression="zstd", row_group_size=64 * 1024)
 
 
 @dataclass(frozen=True)
@@ -328,11 +333,11 @@ def make_run(
     on_policy: bool = False,
     start_time: float | None = None,
     steps_per_part: int = STEPS_PER_PART,
-) -> Path:
-    """Write one run under ``root/run_id`` and return its folder."""
+) -> str:
+    """Write one run under ``root/run_id`` (a folder or an object-store URI); returns its path."""
     rng = np.random.default_rng(seed)
-    run_dir = Path(root) / run_id
-    run_dir.mkdir(parents=True, exist_ok=True)
+    run_dir = storage.join(root, run_id)
+    storage.makedirs(run_dir)
     start = start_time if start_time is not None else time.time() - steps * 2.0
     d = draw(
         rng, steps, groups, group_size, gspo=algorithm == "gspo", spikes=spikes, on_policy=on_policy
@@ -340,7 +345,7 @@ def make_run(
     info = _run_info(
         run_id, algorithm, d, seed=seed, status=status, start=start, updated_at=updated_at
     )
-    schema.write_json_atomic(run_dir / schema.RUN_JSON, info.to_json())
+    schema.write_json_atomic(storage.join(run_dir, schema.RUN_JSON), info.to_json())
     seq_cols = sequence_columns(d)
     step_cols = step_columns(d, rng, start)
     extras = extra_columns(d, rng, extra, info.config["lr"])
@@ -353,7 +358,7 @@ def make_run(
         cols = {c: v[first : last + 1] for c, v in step_cols.items()}
         cols[Step.RUN_ID] = np.full(k, run_id, object)
         cols[Step.ALGORITHM] = np.full(k, algorithm, object)
-        _write(_table(cols, step_schema), run_dir / STEPS_DIR, first, last, part)
+        _write(_table(cols, step_schema), storage.join(run_dir, STEPS_DIR), first, last, part)
 
         cols = {c: v[first * B : (last + 1) * B] for c, v in seq_cols.items()}
         cols[Seq.RUN_ID] = np.full(k * B, run_id, object)
@@ -362,11 +367,12 @@ def make_run(
             cols[Seq.COMPLETION] = np.array(texts, object)
         else:
             cols[Seq.COMPLETION] = np.full(k * B, None, object)
-        _write(_table(cols, schema.sequence_schema()), run_dir / SEQUENCES_DIR, first, last, part)
+        folder = storage.join(run_dir, SEQUENCES_DIR)
+        _write(_table(cols, schema.sequence_schema()), folder, first, last, part)
 
         if tokens_per_step:
             table = _token_table(rng, run_id, first, last, d, tokens_per_step)
-            _write(table, run_dir / TOKENS_DIR, first, last, part)
+            _write(table, storage.join(run_dir, TOKENS_DIR), first, last, part)
     return run_dir
 
 
@@ -411,25 +417,31 @@ def make_root(
     groups: int = 16,
     group_size: int = 16,
     tokens_per_step: int = 2,
-) -> list[Path]:
-    """``runs`` runs alternating GRPO and GSPO (names ``grpo-00``, ``gspo-01``, ...)."""
-    out = []
-    for i in range(runs):
+    workers: int | None = None,
+) -> list[str]:
+    """``runs`` runs alternating GRPO and GSPO (names ``grpo-00``, ``gspo-01``, ...), written by
+    ``workers`` threads (default: 1 locally, 16 on an object store, where writes wait on the
+    network)."""
+
+    def one(i: int) -> str:
         algo = ("grpo", "gspo")[i % 2]
-        out.append(
-            make_run(
-                root,
-                f"{algo}-{i:02d}",
-                algorithm=algo,
-                steps=steps,
-                groups=groups,
-                group_size=group_size,
-                seed=i,
-                tokens_per_step=tokens_per_step,
-                spikes=3,
-            )
+        return make_run(
+            root,
+            f"{algo}-{i:02d}",
+            algorithm=algo,
+            steps=steps,
+            groups=groups,
+            group_size=group_size,
+            seed=i,
+            tokens_per_step=tokens_per_step,
+            spikes=3,
         )
-    return out
+
+    workers = workers or (16 if storage.is_uri(root) else 1)
+    if workers == 1:
+        return [one(i) for i in range(runs)]
+    with ThreadPoolExecutor(workers) as pool:
+        return list(pool.map(one, range(runs)))
 
 
 def main() -> None:
@@ -440,9 +452,10 @@ def main() -> None:
     p.add_argument("--groups", type=int, default=16)
     p.add_argument("--group-size", type=int, default=16)
     p.add_argument("--tokens-per-step", type=int, default=2)
+    p.add_argument("--workers", type=int, default=None, help="runs written at once")
     a = p.parse_args()
     t0 = time.perf_counter()
-    make_root(a.root, a.runs, a.steps, a.groups, a.group_size, a.tokens_per_step)
+    make_root(a.root, a.runs, a.steps, a.groups, a.group_size, a.tokens_per_step, a.workers)
     print(
         f"wrote {a.runs} runs x {a.steps} steps x {a.groups * a.group_size} sequences "
         f"to {a.root} in {time.perf_counter() - t0:.1f} s"

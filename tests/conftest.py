@@ -1,6 +1,6 @@
 """Shared fixtures: a pre-migrated MLflow SQLite store copied per test, a live `mlflow server`,
-a batch factory, and the dashboard's runs (two tiny runs recorded once per session, a writable
-copy per test, the AppTest environment).
+a batch factory, the dashboard's runs (two tiny runs recorded once per session, a writable
+copy per test, the AppTest environment), and an S3-compatible server (``s3_server.py``).
 
 A new MLflow SQLite store spends seconds migrating its schema on first open, so the session
 migrates one template database once and every test gets its own copy. `mlflow server` takes tens
@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 import torch
 from app_runs import record_run
+from s3_server import s3_root, s3_server  # noqa: F401 -- fixtures (moto's S3 server)
 
 
 @pytest.fixture(scope="session")

@@ -14,6 +14,7 @@ from streamlit.testing.v1 import AppTest
 from app import health
 from app.discovery import discover
 from app.launch import MAIN
+from app.ui import md_escape
 from training_hooks.schema import STEPS_DIR, RunInfo, Step, write_json_atomic
 
 N = 200  # steps: even = on-policy (lag 0), odd = off-policy (lag 1), as in the demo's minibatches
@@ -502,7 +503,9 @@ def test_health_page_links_culprits_to_the_sequences_page(root_copy, app_env):
     assert [q["step"] for q in queries] == [["0"], ["1"], ["2"]]
     assert [p.label for p in links][0] == "Open step 0 on the Sequences page"
     labels = [e.proto.label for e in at.expander]
-    assert any(lb.startswith("grpo \\[x\\]\\(http://e.vil\\) & \\<b\\>") for lb in labels), labels
+    escaped = "grpo \\[x\\]\\(http\\:\\/\\/e\\.vil\\) \\& \\<b\\>"  # every punctuation mark
+    assert escaped == md_escape(name)
+    assert any(lb.startswith(escaped) for lb in labels), labels
 
 
 def _scenario(code: str) -> tuple[pd.DataFrame, dict]:

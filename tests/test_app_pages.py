@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -47,20 +48,32 @@ def _titles(at: AppTest) -> list[str]:
     return [(f["layout"].get("title") or {}).get("text", "") for f in _figs(at)]
 
 
-def _grid(at: AppTest) -> dict[str, dict]:
-    """The Compare grid: {panel title: {"traces": [...], "xaxis": {...}, "yaxis": {...}}}."""
-    fig = _figs(at)[1]
-    lay = fig["layout"]
-    titles = [a["text"][3:-4] for a in lay["annotations"] if a["text"].startswith("<b>")]
+def _grid(at: AppTest, which: tuple[str, ...] = ("grid", "more")) -> dict[str, dict]:
+    """The Compare page's small multiples, over its figures (keys ``grid-N`` for the built-in
+    panels, ``more-N`` for the metrics asked for): {panel title: {"traces": [...], "xaxis": {...},
+    "yaxis": {...}, "subtitle": str}}."""
     out = {}
-    for i, title in enumerate(titles):
-        k = "" if i == 0 else str(i + 1)
-        out[title] = {
-            "traces": [t for t in fig["data"] if t.get("yaxis", "y") == f"y{k}"],
-            "xaxis": lay[f"xaxis{k}"],
-            "yaxis": lay[f"yaxis{k}"],
-        }
+    for el in at.get("plotly_chart"):
+        if el.proto.id.rsplit("-", 2)[-2] not in which:
+            continue
+        fig = json.loads(el.proto.spec)
+        lay = fig["layout"]
+        heads = [a["text"] for a in lay["annotations"] if a["text"].startswith("<b>")]
+        for i, head in enumerate(heads):
+            title, _, rest = head[3:].partition("</b>")
+            k = "" if i == 0 else str(i + 1)
+            out[title] = {
+                "traces": [t for t in fig["data"] if t.get("yaxis", "y") == f"y{k}"],
+                "xaxis": lay[f"xaxis{k}"],
+                "yaxis": lay[f"yaxis{k}"],
+                "subtitle": re.sub("<[^>]+>", "", rest),
+            }
     return out
+
+
+def _unescaped(md: str) -> str:
+    """A Markdown body with its backslash escapes removed (what the reader sees)."""
+    return re.sub(r"\\(.)", r"\1", md)
 
 
 def _assert_clean(at: AppTest) -> None:
@@ -70,7 +83,7 @@ def _assert_clean(at: AppTest) -> None:
 
 EXPECTED_CHARTS = {
     "runs": 0,
-    "compare": 2,
+    "compare": 3,  # the legend strip, the 13 built-in panels, the runs' own extra metric
     "health": 0,
     "ratios": 3,
     "groups": 3,
@@ -91,11 +104,12 @@ def test_every_page_renders_recorded_runs(page, recorded_root, app_env):
         df = at.dataframe[0].value
         assert sorted(df["name"]) == ["grpo-small", "gspo-small"]
         assert set(df["status"]) == {"finished"} and set(df["last step"]) == {STEPS - 1}
-    if page == "compare":  # a legend strip and one grid of small multiples
+    if page == "compare":  # a legend strip and the small multiples
         grid = _grid(at)
         assert len(grid) == 13 + 1  # 13 built-in panels + the extra metric
         assert "Sequence-unit clip fraction — sequence unit, ε 3e-4/4e-4" in grid
-        assert "grad_norm" in grid  # the extra metric gets its own panel
+        # the runs' own extra (log_step(extra=...)) is drawn by default, after the built-in panels
+        assert list(_grid(at, ("more",))) == ["grad_norm"]
         # two runs, bands on (<= 3 runs): reward = 2 bands + raw and EMA per run
         assert [t.get("fill") for t in grid["Reward"]["traces"]].count("toself") == 2
         assert len(grid["Reward"]["traces"]) == 6
@@ -138,7 +152,7 @@ def test_compare_widgets_change_the_figures(recorded_root, app_env):
     assert "type" not in grid["Reward"]["yaxis"]
 
     at.multiselect(key="panels").set_value(["reward", "loss"]).run()
-    assert list(_grid(at)) == ["Reward", "Loss"]
+    assert list(_grid(at, ("grid",))) == ["Reward", "Loss"]
 
 
 def test_selection_filters_every_chart(recorded_root, app_env):
@@ -152,7 +166,7 @@ def test_selection_filters_every_chart(recorded_root, app_env):
     assert at.sidebar.multiselect(key="runs").value == [ids["gspo-small"]]
     figs = _figs(at)
     assert [t["name"] for t in figs[0]["data"]] == ["gspo-small · GSPO"]
-    assert {t.get("legendgroup") for t in figs[1]["data"]} == {ids["gspo-small"]}
+    assert {t.get("legendgroup") for f in figs[1:] for t in f["data"]} == {ids["gspo-small"]}
     at.sidebar.multiselect(key="runs").set_value([ids["grpo-small"], ids["gspo-small"]]).run()
     assert len(_figs(at)[0]["data"]) == 2
 
@@ -188,17 +202,18 @@ def test_bad_data_is_named_not_raised(root_copy, app_env):
     for page in PAGES:
         at = _open(page)
         _assert_clean(at)
-        text = " ".join(
+        raw = " ".join(
             [m.value for m in at.markdown]
             + [e.label for e in at.expander]
             + [w.value for w in at.warning]
             + [i.value for i in at.info]
         )
+        text = _unescaped(raw)
         if page in ("runs", "compare", "health"):
             assert "Data problems" in text, page
             assert "unreadable" in text
         if page == "compare":
-            assert "kl\\_old\\_mean" in text  # the missing column is named (escaped Markdown)
+            assert "kl\\_old\\_mean" in raw  # the missing column is named (escaped Markdown)
             assert "run.json is missing" in text
 
 
@@ -231,8 +246,12 @@ def test_mlflow_only_run_on_the_pages(recorded_root, app_env, mlflow_uri, monkey
     _assert_clean(at)
     grid = _grid(at)
     binding = next(p for t, p in grid.items() if t.startswith("Sequence clip binding"))
-    assert binding["traces"] and set(_arr(binding["traces"][0]["y"])) == {0.002}
-    assert "custom/foo" in grid  # an unmapped metric keeps its own name
+    assert binding["traces"]
+    np.testing.assert_array_equal(_arr(binding["traces"][0]["y"]), np.float32(0.002))
+    assert "custom/foo" not in grid  # a foreign group waits until asked for
+    assert "custom/ (1)" in at.multiselect(key="groups").options
+    at.multiselect(key="groups").set_value(["custom/"]).run()
+    assert "custom/foo" in _grid(at)  # an unmapped metric keeps its own name
     at = _open("ratios", {"runs": [key]})
     _assert_clean(at)  # falls back to the runs that have sequences
     assert len(at.get("plotly_chart")) == 3
@@ -258,7 +277,7 @@ def test_runs_page_imports_a_verl_log(root_copy, app_env, tmp_path):
     at.text_input(key="import_path").input(str(tmp_path / "missing.jsonl"))
     at.button(key="import_submit").click().run()
     assert not at.exception
-    assert any("missing.jsonl" in e.value for e in at.error)
+    assert any("missing.jsonl" in _unescaped(e.value) for e in at.error)
     at.text_input(key="import_path").input(str(log))
     at.text_input(key="import_name").input("verl-exp")
     at.button(key="import_submit").click().run()

@@ -1,12 +1,15 @@
-"""Resilience: failing, hung and unreachable sinks, disk errors, kill -9, and resuming after it."""
+"""Resilience: failing, hung and unreachable sinks, disk errors, kill -9, and resuming after it;
+a dead tracking server noticed in seconds (issue 14)."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import shutil
 import signal
 import socket
+import socketserver
 import subprocess
 import sys
 import textwrap
@@ -20,6 +23,8 @@ import pytest
 import training_hooks.sinks.parquet as sinks_mod
 from training_hooks import RunRecorder
 from training_hooks.schema import Step, read_run_info
+from training_hooks.sinks.base import SinkFailed
+from training_hooks.sinks.mlflow import CHILD_HTTP_ENV, _child_env, probe_tracking_server
 
 
 def steps_on_disk(run_dir: str) -> list[int]:
@@ -306,26 +311,258 @@ def test_kill_9_keeps_flushed_steps_and_run_resumes(tmp_path, make_batch):
     assert info.status == "finished" and info.name == "killed"
 
 
-def test_mlflow_server_that_never_answers_is_abandoned_at_close(tmp_path, make_batch):
-    """A tracking server that accepts connections but never replies: close() returns after
-    close_timeout_s, reports the MLflow sink as hung, kills its child process; Parquet is whole."""
-    blackhole = socket.socket()
-    blackhole.bind(("127.0.0.1", 0))
-    blackhole.listen(16)  # connections complete in the backlog; nothing ever answers
-    uri = f"http://127.0.0.1:{blackhole.getsockname()[1]}"
+# ----------------------------------------------------------------------------- fail fast (issue 14)
+
+
+@contextlib.contextmanager
+def _silent_port():
+    """A port that accepts connections (the kernel's backlog) and never answers."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(16)
     try:
-        rec = RunRecorder(root=tmp_path, name="mute", mlflow=uri, close_timeout_s=2.0)
-        for s in range(5):
-            rec.log_step(s, **make_batch(seed=s))
-        t0 = time.monotonic()
-        rec.close()
-        assert time.monotonic() - t0 < 15.0
-        child = rec.mlflow_sink._child
-        if child is not None:  # the child had started: abandoned means killed
-            assert child.proc.wait(timeout=10) is not None
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
     finally:
-        blackhole.close()
+        sock.close()
+
+
+@contextlib.contextmanager
+def _health_only_server():
+    """An HTTP server that answers GET /health (404 for /<prefix>/health) and never answers
+    anything else (a tracking server whose API hangs while it looks alive)."""
+    release = threading.Event()
+
+    class Handler(socketserver.StreamRequestHandler):
+        def handle(self):
+            line = self.rfile.readline().decode("latin-1")
+            if " /health " in line:
+                self.wfile.write(b"HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nOK")
+            elif "/health " in line:  # under another prefix: an error status, still an answer
+                self.wfile.write(b"HTTP/1.0 404 Not Found\r\nContent-Length: 0\r\n\r\n")
+            else:
+                release.wait(120)
+
+    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        release.set()
+        server.shutdown()
+        server.server_close()
+
+
+def _record(rec: RunRecorder, make_batch, steps: range, pause_s: float = 0.05) -> float:
+    """Log ``steps`` (a short pause each, the training step); returns the time of the last one."""
+    for s in steps:
+        rec.log_step(s, **make_batch(seed=s))
+        time.sleep(pause_s)
+    return time.monotonic()
+
+
+@pytest.mark.parametrize("server", ["refused", "silent"])
+def test_dead_tracking_server_costs_seconds(server, tmp_path, make_batch):
+    """A tracking URI nobody listens on, or a socket that accepts and never answers: the sink's
+    /health probe fails at open (an "open" fault naming it), training goes on, close() returns
+    within 10 s of the last step with the default close_timeout_s (60 s), the MLflow child is
+    gone, and Parquet holds every step."""
+    ctx = (
+        _silent_port()
+        if server == "silent"
+        else contextlib.nullcontext(f"http://127.0.0.1:{_free_port()}")
+    )
+    with ctx as uri, warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        rec = RunRecorder(root=tmp_path, name=f"dead-{server}", mlflow=uri)
+        last = _record(rec, make_batch, range(8))
+        rec.close()
+        close_s = time.monotonic() - last
+    print(f"{server}: close() returned {close_s:.2f} s after the last step")
+    assert close_s < 10.0
+    assert any("mlflow sink failed" in str(w.message) for w in caught)
+    info = read_run_info(rec.run_dir)
+    assert info.status == "finished" and info.mlflow == {}
+    faults = [f for f in info.faults if f["sink"] == "mlflow"]
+    assert [f["kind"] for f in faults] == ["open"]
+    assert "does not answer" in faults[0]["error"] and "training_hooks.sync" in faults[0]["error"]
+    child = rec.mlflow_sink._child
+    assert child is not None and child.proc.wait(timeout=10) is not None
+    assert steps_on_disk(rec.run_dir) == list(range(8))
+
+
+def test_api_that_hangs_behind_a_live_health_check_is_abandoned(tmp_path, make_batch):
+    """/health answers but MLflow's calls hang: the sink waits (the server looks alive), close()
+    abandons it after close_timeout_s, reports it hung and kills its child; Parquet is whole."""
+    with _health_only_server() as uri:
+        rec = RunRecorder(root=tmp_path, name="mute", mlflow=uri, close_timeout_s=2.0)
+        last = _record(rec, make_batch, range(5))
+        rec.close()
+        assert time.monotonic() - last < 10.0
+        child = rec.mlflow_sink._child
+        assert child is not None and child.proc.wait(timeout=10) is not None  # killed
     info = read_run_info(rec.run_dir)
     assert info.status == "finished"
     assert [f["kind"] for f in info.faults if f["sink"] == "mlflow"] == ["hung"]
     assert steps_on_disk(rec.run_dir) == list(range(5))
+
+
+def test_probe_names_what_is_wrong():
+    """probe_tracking_server: None for an answering server (any HTTP status) or a non-HTTP store;
+    the reason for a refused or silent one, within its timeout."""
+    with _health_only_server() as uri:
+        assert probe_tracking_server(uri) is None
+        assert probe_tracking_server(uri + "/prefix/") is None  # 404 on /prefix/health: alive
+    assert probe_tracking_server("sqlite:///x.db") is None
+    assert "refused" in probe_tracking_server(f"http://127.0.0.1:{_free_port()}")
+    with _silent_port() as uri:
+        t0 = time.monotonic()
+        assert "timed out" in probe_tracking_server(uri, timeout_s=1.0)
+        assert time.monotonic() - t0 < 3.0
+
+
+def test_child_bounds_mlflow_http_retries(monkeypatch):
+    """The MLflow child gets bounded HTTP retries and timeouts unless the user set their own."""
+    monkeypatch.delenv("MLFLOW_HTTP_REQUEST_TIMEOUT", raising=False)
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "5")
+    env = _child_env()
+    assert env["MLFLOW_HTTP_REQUEST_TIMEOUT"] == CHILD_HTTP_ENV["MLFLOW_HTTP_REQUEST_TIMEOUT"]
+    assert env["MLFLOW_HTTP_REQUEST_MAX_RETRIES"] == "5"
+    assert int(CHILD_HTTP_ENV["MLFLOW_HTTP_REQUEST_MAX_RETRIES"]) <= 2
+    assert "MLFLOW_HTTP_REQUEST_TIMEOUT" not in os.environ  # the parent's environment is untouched
+
+
+class FailingSink(ExplodingSink):
+    """Gives up for good on its second flush (SinkFailed), counting every call it gets."""
+
+    name = "giving-up"
+
+    def __init__(self):
+        super().__init__()
+        self.flushes = self.closes = self.aborts = 0
+
+    def should_flush(self):
+        return False  # only when asked
+
+    def flush(self):
+        self.flushes += 1
+        if self.flushes >= 2:
+            raise SinkFailed("server gone")
+
+    def close(self, status):
+        self.closes += 1
+
+    def abort(self):
+        self.aborts += 1
+
+
+def test_sink_failed_turns_the_sink_off(tmp_path, make_batch):
+    """SinkFailed: one "failed" fault, abort() called, no more writes, flushes or close for it,
+    and close() does not wait for it."""
+    sink = FailingSink()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        rec = RunRecorder(root=tmp_path, name="off", sinks=[sink], flush_interval_s=60)
+        rec.log_step(0, **make_batch(seed=0))
+        assert rec.flush(timeout=10)
+        rec.log_step(1, **make_batch(seed=1))
+        assert rec.flush(timeout=10)  # the failing flush is answered, not left waiting
+        for s in range(2, 6):
+            rec.log_step(s, **make_batch(seed=s))
+        rec.close()
+    assert (sink.writes, sink.flushes, sink.closes, sink.aborts) == (2, 2, 0, 1)
+    info = read_run_info(rec.run_dir)
+    assert [(f["kind"], f["error"]) for f in info.faults if f["sink"] == "giving-up"] == [
+        ("failed", "server gone")
+    ]
+    assert steps_on_disk(rec.run_dir) == list(range(6))
+
+
+@contextlib.contextmanager
+def _mlflow_server(db, port: int):
+    """`mlflow server` on 127.0.0.1:port over the SQLite store ``db``, in its own process group
+    (the test freezes and kills it); yields (process, url) once /health answers."""
+    folder = os.path.dirname(db)
+    log = open(os.path.join(folder, f"server-{port}.log"), "w")  # noqa: SIM115 -- closed below
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", f"sqlite:///{db}"]
+        + ["--artifacts-destination", os.path.join(folder, "artifacts"), "--workers", "1"]
+        + ["--host", "127.0.0.1", "--port", str(port)],
+        cwd=folder,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 240  # minutes on a loaded 2-core machine
+        while probe_tracking_server(url, timeout_s=2) is not None:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                log.flush()
+                with open(log.name) as f:
+                    pytest.skip(f"mlflow server did not start: {f.read()[-1500:]}")
+            time.sleep(0.3)
+        yield proc, url
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGCONT)
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+        log.close()
+
+
+def _run_against(root, url: str, name: str, make_batch, stop) -> tuple[RunRecorder, float]:
+    """Steps 0-9 reach MLflow, ``stop()`` breaks the server, steps 10-19 follow, close();
+    returns the recorder and how long close() took after the last step."""
+    rec = RunRecorder(
+        root=root, name=name, mlflow=url, flush_interval_s=0.5, mlflow_steps_per_batch=5
+    )
+    _record(rec, make_batch, range(10))
+    assert rec.flush(timeout=180) and not rec.faults, rec.faults
+    stop()
+    last = _record(rec, make_batch, range(10, 20), pause_s=0.1)
+    rec.close()
+    return rec, time.monotonic() - last
+
+
+@pytest.mark.slow
+def test_tracking_server_dying_mid_run_then_sync(tmp_path, make_batch, mlflow_db_template):
+    """A real `mlflow server` frozen (SIGSTOP: accepts, never answers) or killed mid-run: the
+    sink gives up (a "failed" fault), close() returns within seconds of the last step, Parquet
+    holds every step; after a restart, `python -m training_hooks.sync` fills the killed run's
+    MLflow history: every metric at every step exactly once."""
+    db = tmp_path / "server.db"
+    shutil.copyfile(mlflow_db_template, db)
+    root = tmp_path / "runs"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with _mlflow_server(db, _free_port()) as (proc, url):
+            frozen, frozen_s = _run_against(
+                root, url, "frozen", make_batch, lambda: os.killpg(proc.pid, signal.SIGSTOP)
+            )
+            os.killpg(proc.pid, signal.SIGCONT)
+            killed, killed_s = _run_against(
+                root, url, "killed", make_batch, lambda: os.killpg(proc.pid, signal.SIGKILL)
+            )
+    print(f"close() after the last step: server frozen {frozen_s:.2f} s, killed {killed_s:.2f} s")
+    assert killed_s < 10.0 and frozen_s < 15.0
+    for rec in (frozen, killed):
+        info = read_run_info(rec.run_dir)
+        assert info.status == "finished" and steps_on_disk(rec.run_dir) == list(range(20))
+        faults = [f for f in info.faults if f["sink"] == "mlflow"]
+        assert [f["kind"] for f in faults] == ["failed"], faults
+        assert "does not answer" in faults[0]["error"]
+
+    with _mlflow_server(db, _free_port()) as (_, url):
+        cmd = [sys.executable, "-m", "training_hooks.sync", killed.run_dir, "--tracking-uri", url]
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+        assert out.returncode == 0, out.stderr[-2000:]
+        from mlflow.tracking import MlflowClient
+
+        client = MlflowClient(url)
+        run_id = read_run_info(killed.run_dir).mlflow["run_id"]
+        keys = client.get_run(run_id).data.metrics
+        assert len(keys) > 10
+        for key in keys:
+            steps = sorted(m.step for m in client.get_metric_history(run_id, key))
+            assert steps == list(range(20)), key

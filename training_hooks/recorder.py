@@ -45,7 +45,7 @@ from gspo_metrics.checks import check_eps_pair
 from gspo_metrics.diagnostics import fused_available
 from gspo_metrics.spec import GRPO_EPS, GSPO_EPS
 
-from . import schema
+from . import schema, storage
 from .compute import Reduction, StepRecord, dist_info, reduce_step
 from .deferred import DeferredCompute
 from .inputs import StepInputs
@@ -129,7 +129,7 @@ class RunState:
         with self.lock:
             self.info.updated_at = time.time()
             data = self.info.to_json()
-        write_json_atomic(os.path.join(self.run_dir, schema.RUN_JSON), data)
+        write_json_atomic(storage.join(self.run_dir, schema.RUN_JSON), data)
 
     def fault(self, sink: str, kind: str, message: str) -> None:
         """Record a sink failure in run.json (bounded) and warn once per sink."""
@@ -160,7 +160,8 @@ class RecorderSettings:
     these fields as its arguments (the first five also by position)."""
 
     root: str | os.PathLike = "runs"
-    """Folder holding one sub-folder per run (``root/<run_id>``)."""
+    """Folder holding one sub-folder per run (``root/<run_id>``): a local path, or an object-store
+    URI (``s3://bucket/prefix``, ``gs://...``; ``training_hooks.storage``)."""
     name: str | None = None
     """Human-readable run name (default: the algorithm)."""
     algorithm: str = "gspo"
@@ -310,7 +311,7 @@ class RunRecorder:
             dist.broadcast_object_list(box, src=0)
             run_id = box[0]
         self.run_id = run_id
-        self.run_dir = os.path.join(s.root, run_id)
+        self.run_dir = storage.join(s.root, run_id)
         # the steps' reduction: here (on the device, over ranks) or on the background thread
         self._reduction = Reduction(
             s.seq_eps,
@@ -343,7 +344,7 @@ class RunRecorder:
             pid=os.getpid(),
             flush_interval_s=s.flush_interval_s,
         )
-        if os.path.exists(os.path.join(self.run_dir, schema.RUN_JSON)):
+        if storage.exists(storage.join(self.run_dir, schema.RUN_JSON)):
             info = self._resume(info)
         info.other.setdefault("world_size", self.world_size)
         try:
@@ -359,7 +360,7 @@ class RunRecorder:
         if self.is_main:
             try:
                 for table in schema.TABLE_DIRS:  # folders exist as soon as the recorder does
-                    os.makedirs(os.path.join(self.run_dir, table), exist_ok=True)
+                    storage.makedirs(storage.join(self.run_dir, table))
                 self.state.write()
             except OSError as e:
                 ok = False

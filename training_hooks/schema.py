@@ -11,10 +11,12 @@ Layout of a run directory::
                                           sequences per step               (TOKEN_COLUMNS)
 
 Every Parquet file carries a ``schema_version`` column and the same value in its key-value
-metadata under ``gspo_dash.schema_version``. Part files are written to a temporary name and renamed,
-so a reader never sees half a file; names sort by the first step they hold
-(``part-<first step:09d>-<last step:09d>-<rank>-<seq>.parquet``), and ``compacted-*.parquet``
-replaces the small parts when a run closes.
+metadata under ``gspo_dash.schema_version``. A reader never sees half a file: locally a part is
+written to a temporary name and renamed, on an object store (``ROOT`` = ``s3://bucket/prefix``,
+``gs://...``) it is one object uploaded whole (``training_hooks.storage``). Names sort by the first
+step they hold (``part-<first step:09d>-<last step:09d>-<rank>-<seq>.parquet``), and
+``compacted-*.parquet`` replaces the small parts when a run closes (written first, then the parts
+are deleted: a reader in between sees rows twice, and readers de-duplicate on ``TABLE_KEYS``).
 
 App code never spells a column name as a bare string: it uses the constants below (``Step.LOSS``,
 ``Seq.SEQ_LOG_RATIO``, ...).
@@ -22,17 +24,18 @@ App code never spells a column name as a bare string: it uses the constants belo
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 import os
 import re
-import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from gspo_metrics.spec import PER_SEQUENCE
+
+from . import storage
+from .storage import atomic_path  # noqa: F401 -- part of this module's API
 
 # 2: step columns rollout, policy_lag, sampler_kl_mean, sampler_logp_abs_diff_max.
 # 3: sequence columns sampler_kl, sampler_logp_abs_diff_max; token column reason. Older files
@@ -356,6 +359,8 @@ class ImportRecord:
         for f in fields(cls):
             if f.name in data:
                 v = data[f.name]
+                if why := _field_problem(f"imported.{f.name}", f.type, v):
+                    raise ValueError(why)
                 kwargs[f.name] = tuple(v) if isinstance(v, list) else v
         return cls(**kwargs)
 
@@ -411,9 +416,39 @@ class RunInfo:
         known = set(cls.__dataclass_fields__) - {"other"}
         kwargs = {k: v for k, v in data.items() if k in known}
         other = {k: v for k, v in data.items() if k not in known}
+        for k, v in kwargs.items():  # a file from disk: every known field has its declared type
+            if why := _field_problem(k, cls.__dataclass_fields__[k].type, v):
+                raise ValueError(why)
         if kwargs.get("imported") is not None:
             kwargs["imported"] = ImportRecord.from_json(kwargs["imported"])
         return cls(**kwargs, other=other)
+
+
+def _field_problem(name: str, annotation: str, value: Any) -> str | None:
+    """Why ``value`` read from run.json does not fit the field ``name`` declared as
+    ``annotation``, or None."""
+    if _fits(annotation, value):
+        return None
+    return f"run.json field {name!r} must be {annotation}, got {value!r:.80}"
+
+
+def _fits(kind: str, value: Any) -> bool:
+    """Whether a JSON ``value`` fits a field declared ``kind``: ``str``, ``bool``, ``int``,
+    ``float`` (finite, within 64 bits; a bool is not a number), ``dict[...]``, ``list[X]`` or
+    ``tuple[X, ...]`` (a JSON list), each maybe ``| None``; anything else (a record with its own
+    ``from_json``, ``Any``) fits."""
+    if kind.endswith(" | None"):
+        return value is None or _fits(kind.removesuffix(" | None"), value)
+    if kind in ("int", "float"):
+        number = isinstance(value, int | float) and not isinstance(value, bool)
+        ok = number and abs(value) < 2**63 and math.isfinite(value)
+        return ok and (kind == "float" or isinstance(value, int))
+    if kind.startswith(("list[", "tuple[")):
+        item = kind[kind.index("[") + 1 : -1].removesuffix(", ...")
+        return isinstance(value, list) and all(_fits(item, v) for v in value)
+    if kind in ("str", "bool"):
+        return isinstance(value, str if kind == "str" else bool)
+    return isinstance(value, dict) or not kind.startswith("dict")
 
 
 def _json_safe(value: Any) -> Any:
@@ -429,45 +464,40 @@ def _json_safe(value: Any) -> Any:
     return repr(value)
 
 
-@contextlib.contextmanager
-def atomic_path(path: str | os.PathLike) -> Iterator[str]:
-    """Yield a hidden temporary name beside ``path`` to write to; on success fsync it and rename
-    it over ``path`` (a reader never sees half a file), on failure remove it.
-
-        with atomic_path(final) as tmp:
-            pq.write_table(table, tmp)
-    """
-    folder, base = os.path.split(os.fspath(path))
-    tmp = os.path.join(folder, f".tmp-{os.getpid()}-{threading.get_ident()}-{base}")
-    try:
-        yield tmp
-        fd = os.open(tmp, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-
-
 def write_json_atomic(path: str | os.PathLike, data: Mapping[str, Any]) -> None:
-    """Write JSON to a temporary file in the same folder, fsync it, then rename over ``path``."""
-    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
-        json.dump(_json_safe(data), f, indent=2, sort_keys=False)
+    """Write JSON as the whole file, atomically (locally: a temporary file in the same folder,
+    fsync, rename over ``path``; on an object store: one PUT). See ``training_hooks.storage``."""
+    text = json.dumps(_json_safe(data), indent=2, sort_keys=False)
+    storage.write_bytes(path, text.encode("utf-8"))
 
 
 def read_run_info(run_dir: str | os.PathLike) -> RunInfo:
     """Read ``run_dir/run.json``; raises ``FileNotFoundError`` or ``ValueError`` with the reason."""
-    path = os.path.join(os.fspath(run_dir), RUN_JSON)
-    with open(path, encoding="utf-8") as f:
-        try:
-            data = json.load(f)
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{path} is not valid JSON: {e}") from e
+    path = storage.join(run_dir, RUN_JSON)
+    raw = storage.read_bytes(path)
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ValueError(f"{path} is not valid JSON: {e}") from e
+    except RecursionError as e:  # nested deeper than the decoder's recursion limit
+        raise ValueError(f"{path} is not valid JSON: nested too deeply") from e
+    if _nesting(data) > MAX_JSON_DEPTH:  # (copying or caching it would hit the recursion limit)
+        raise ValueError(f"{path} nests deeper than {MAX_JSON_DEPTH} levels")
     return RunInfo.from_json(data)
+
+
+MAX_JSON_DEPTH = 64  # run.json nesting (a config nests a few levels)
+
+
+def _nesting(value: Any) -> int:
+    """How deep lists and objects nest in a decoded JSON value (iterative: no recursion limit)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        v, depth = stack.pop()
+        if isinstance(v, dict | list):
+            deepest = max(deepest, depth)
+            stack += [(c, depth + 1) for c in (v.values() if isinstance(v, dict) else v)]
+    return deepest
 
 
 def part_name(first_step: int, last_step: int, rank: int, seq: int) -> str:
@@ -505,34 +535,60 @@ TABLE_KEYS = {
 }
 
 
+def superseded(names: Iterable[str]) -> set[str]:
+    """The files among ``names`` whose rows a compacted file also holds: same rank, an earlier
+    write counter, a step range inside the compacted file's. A reader listing a folder between
+    compaction's write and its deletes sees both; reading only the others reads each row once."""
+    parsed = [(n, p) for n in names if (p := parse_part_name(n)) is not None]
+    compacted = [p for n, p in parsed if n.startswith("compacted-")]
+    return {
+        n
+        for n, p in parsed
+        if any(
+            c["rank"] == p["rank"]
+            and c["seq"] > p["seq"]
+            and c["first"] <= p["first"]
+            and p["last"] <= c["last"]
+            for c in compacted
+        )
+    }
+
+
 def data_files(run_dir: str | os.PathLike, table: str) -> list[str]:
-    """Paths of a table's finished Parquet files, oldest write first (by the writer's counter)."""
-    folder = os.path.join(os.fspath(run_dir), table)
-    try:
-        names = [n for n in os.listdir(folder) if is_data_file(n)]
-    except FileNotFoundError:
-        return []
+    """Paths of a table's finished Parquet files, oldest write first (by the writer's counter);
+    files a compacted file supersedes are left out."""
+    folder = storage.join(run_dir, table)
+    names = [f.name for f in storage.list_files(folder) if is_data_file(f.name)]
+    old = superseded(names)
+    names = [n for n in names if n not in old]
     info = {n: parse_part_name(n) for n in names}
     names.sort(key=lambda n: (info[n]["rank"], info[n]["seq"]) if info[n] else (-1, 0))
-    return [os.path.join(folder, n) for n in names]
+    return [storage.join(folder, n) for n in names]
 
 
 def read_table(run_dir: str | os.PathLike, table: str, columns=None):
     """A run's table as one pandas DataFrame: every file (columns may differ by extras), rows
-    deduplicated on ``TABLE_KEYS`` keeping the last written, sorted by the keys."""
+    deduplicated on ``TABLE_KEYS`` keeping the last written, sorted by the keys. ``columns``
+    (default all) are read with the keys, which are dropped again unless asked for."""
     import pandas as pd
     import pyarrow.parquet as pq
 
+    keys = TABLE_KEYS.get(table, ())
+    want = None if columns is None else list(dict.fromkeys([*columns, *keys]))
     frames = []
     for path in data_files(run_dir, table):
         try:
-            frames.append(pq.read_table(path, columns=columns).to_pandas())
-        except FileNotFoundError:  # compacted away between listdir and read
+            pf = pq.ParquetFile(storage.open_input(path))
+        except FileNotFoundError:  # compacted away between the listing and the read
             continue
+        names = pf.schema_arrow.names
+        frames.append(pf.read(columns=None if want is None else [c for c in want if c in names]))
     if not frames:
         return pd.DataFrame(columns=list(columns) if columns else [])
-    df = pd.concat(frames, ignore_index=True)
-    keys = [k for k in TABLE_KEYS.get(table, ()) if k in df.columns]
-    if keys:
-        df = df.drop_duplicates(subset=keys, keep="last").sort_values(keys, ignore_index=True)
+    df = pd.concat([f.to_pandas() for f in frames], ignore_index=True)
+    present = [k for k in keys if k in df.columns]
+    if present:
+        df = df.drop_duplicates(subset=present, keep="last").sort_values(present, ignore_index=True)
+    if columns is not None:
+        df = df[[c for c in columns if c in df.columns]]
     return df

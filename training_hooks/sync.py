@@ -1,6 +1,7 @@
 """Replay Parquet runs into MLflow: ``python -m training_hooks.sync ROOT --tracking-uri URI``.
 
-For runs recorded offline (``mlflow=None``) or while the tracking server was down. Parquet is the
+For runs recorded offline (``mlflow=None``) or while the tracking server was down. ROOT is a local
+folder or an object-store URI (``s3://bucket/prefix``: ``training_hooks.storage``). Parquet is the
 source of truth; for each run folder under ROOT (or ROOT itself when it holds a run.json) this
 finds the MLflow run tagged with the gspo-dash run id (or creates it), logs the params and tags,
 every step not yet in MLflow (steps after the last one MLflow has for ``num_sequences``), the run's
@@ -13,9 +14,10 @@ import argparse
 import math
 import os
 import sys
+import tempfile
 from collections.abc import Sequence
 
-from . import schema
+from . import schema, storage
 from .sinks.mlflow import (
     ARTIFACT_PATH,
     MAX_METRICS_PER_BATCH,
@@ -37,14 +39,26 @@ PROGRESS_KEY = schema.mlflow_key(schema.Step.NUM_SEQUENCES)
 
 def run_dirs(root: str) -> list[str]:
     """ROOT itself if it is a run folder, else its sub-folders holding a run.json, sorted."""
-    if os.path.isfile(os.path.join(root, schema.RUN_JSON)):
+    if storage.is_file(storage.join(root, schema.RUN_JSON)):
         return [root]
-    out = []
-    for name in sorted(os.listdir(root)):
-        path = os.path.join(root, name)
-        if os.path.isfile(os.path.join(path, schema.RUN_JSON)):
-            out.append(path)
-    return out
+    if storage.is_uri(root):  # one listing of the whole prefix, not one request per folder
+        parts = [f.name.split("/") for f in storage.list_tree(root)]
+        names = {p[0] for p in parts if p[1:] == [schema.RUN_JSON]}
+    else:
+        names = {
+            n for n in os.listdir(root) if os.path.isfile(os.path.join(root, n, schema.RUN_JSON))
+        }
+    return [storage.join(root, n) for n in sorted(names)]
+
+
+def _log_artifacts(client, run_id: str, run_dir: str) -> None:
+    """Upload the run folder's files (an object-store run is copied to a local folder first)."""
+    if not storage.is_uri(run_dir):
+        client.log_artifacts(run_id, run_dir, artifact_path=ARTIFACT_PATH)
+        return
+    with tempfile.TemporaryDirectory(prefix="gspo-dash-sync-") as tmp:
+        storage.download_tree(run_dir, tmp)
+        client.log_artifacts(run_id, tmp, artifact_path=ARTIFACT_PATH)
 
 
 def sync_run(
@@ -91,7 +105,7 @@ def sync_run(
     for part in chunks(metrics, MAX_METRICS_PER_BATCH):
         client.log_batch(run_id, metrics=part)
     if artifacts and info.status != schema.STATUS_RUNNING:
-        client.log_artifacts(run_id, run_dir, artifact_path=ARTIFACT_PATH)
+        _log_artifacts(client, run_id, run_dir)
     if info.status in (schema.STATUS_FINISHED, schema.STATUS_FAILED):
         end = int(info.ended_at * 1000) if info.ended_at else None
         client.set_terminated(run_id, status=MLFLOW_STATUS[info.status], end_time=end)
@@ -120,7 +134,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--no-artifacts", action="store_true", help="do not upload Parquet files")
     args = parser.parse_args(argv)
 
-    if not os.path.isdir(args.root):
+    if not storage.is_dir(args.root):
         parser.error(f"{args.root!r} is not a folder")
     from mlflow.tracking import MlflowClient
 
@@ -128,7 +142,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     failures = 0
     dirs = run_dirs(args.root)
     if args.run:
-        dirs = [d for d in dirs if os.path.basename(os.path.normpath(d)) in set(args.run)]
+        dirs = [d for d in dirs if storage.basename(d) in set(args.run)]
     if not dirs:
         print(f"no runs under {args.root}", file=sys.stderr)
         return 1
@@ -137,7 +151,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             r = sync_run(client, d, experiment=args.experiment, artifacts=not args.no_artifacts)
         except Exception as e:  # noqa: BLE001 -- one broken run must not stop the others
             failures += 1
-            print(f"{os.path.basename(d)}: FAILED: {type(e).__name__}: {e}", file=sys.stderr)
+            print(f"{storage.basename(d)}: FAILED: {type(e).__name__}: {e}", file=sys.stderr)
             continue
         verb = "created" if r["created"] else "updated"
         print(

@@ -1,12 +1,226 @@
-"""Compare: small multiples of every step metric, runs coloured, algorithm by line style."""
+"""Compare: small multiples of every step metric, runs coloured, algorithm by line style.
 
+The built-in panels come first, in one Plotly figure (fewer figures draw faster: see
+``PANELS_PER_FIGURE``); the metrics a run logged beyond the schema follow, grouped by name prefix
+and drawn only when asked; constants are shown as values and bookkeeping counters not at all.
+"""
+
+import pandas as pd
 import streamlit as st
 
-from app import charts, data, traces, ui
-from training_hooks.metric_map import is_known_column
-from training_hooks.schema import STEP_KEY_COLUMNS
+from app import charts, data, lag, traces, ui
+from app import compare_view as cv
+from app.records import SOURCE_PARQUET
 
 PANEL_POINT_BUDGET = 6_000  # points per chart across all its traces (the browser's cost)
+#: points per raw line by default: a chart is ~600 px wide, and MinMaxLTTB keeps the spikes; twice
+#: as many points took plotly.js ~1.5x as long to draw (bench/bench_dashboard.py)
+DEFAULT_MAX_POINTS = 500
+#: small multiples per Plotly figure: every built-in panel in one. Split into figures of 4, the
+#: same panels took plotly.js ~1.4x as long in headless Chromium (each figure has its own fixed
+#: cost), and Streamlit mounts every chart of a run at once, so the first figure showed no sooner.
+PANELS_PER_FIGURE = 14
+MAX_ASKED_PANELS = 24  # extra metrics drawn at once (narrow with the search box beyond)
+STEP_LABELS = {
+    cv.AUTO: "auto",
+    lag.ALL: "all",
+    lag.ON_POLICY: "on-policy",
+    lag.OFF_POLICY: "off-policy",
+}
+
+
+def controls() -> dict:
+    """The row of view controls; returns the options every panel is drawn with."""
+    with st.container(horizontal=True, vertical_alignment="bottom"):
+        x_axis = st.segmented_control(
+            "x axis",
+            options=list(charts.X_AXES),
+            format_func=lambda k: {
+                charts.X_STEP: "step",
+                charts.X_ELAPSED: "wall time",
+                charts.X_TOKENS: "tokens",
+            }[k],
+            default=charts.X_STEP,
+            key="x",
+            bind="query-params",
+            required=True,
+        )
+        steps = st.segmented_control(
+            "steps",
+            options=list(cv.STEP_CHOICES),
+            format_func=STEP_LABELS.get,
+            default=cv.AUTO,
+            key="steps",
+            bind="query-params",
+            required=True,
+            help="Which steps each chart shows, by policy lag. On-policy steps train on samples "
+            "of the current policy (every ratio is 1: nothing clips, KL old→new is 0); off-policy "
+            "steps reuse a batch after the policy moved. auto: the clip and KL old→new charts show "
+            "the off-policy steps of runs that have both kinds, every chart all steps otherwise. "
+            "Smoothing runs over the steps shown only.",
+        )
+        smoothing = st.slider(
+            "EMA smoothing",
+            0.0,
+            0.99,
+            0.6,
+            0.01,
+            key="smooth",
+            help="Debiased EMA (TensorBoard's) over the steps shown; the raw series stays faint "
+            "behind.",
+        )
+        max_points = st.select_slider(
+            "max points / trace",
+            [250, 500, 1000, 2000, 4000],
+            value=DEFAULT_MAX_POINTS,
+            key="max_points",
+            bind="query-params",
+            help="Longer series are cut with min/max-preserving LTTB, so spikes survive. Many "
+            f"runs share a chart's budget of {PANEL_POINT_BUDGET:,} points.",
+        )
+    return {"x": x_axis, "steps": steps, "smoothing": smoothing, "max_points": max_points}
+
+
+def load_series(shown, ctx: ui.Context) -> tuple[list[charts.RunSeries], dict, list[str]]:
+    """(series, {run label: extra-metric stats}, problems) of the shown runs with steps (labels:
+    ``ctx.labels``, unique even when two runs share a name)."""
+    series, stats, problems = [], {}, []
+    for run in shown:
+        t = data.load_steps(run)
+        problems += [f"{run.label}: {p}" for p in t.problems]
+        if not len(t.df):
+            problems.append(f"{run.label}: no steps to draw")
+            continue
+        stats[ctx.labels.get(run.key, run.key)] = traces.run_extra_stats(run, t.df)
+        series.append(
+            charts.RunSeries(
+                key=run.key,
+                label=run.name,
+                algorithm=run.algorithm,
+                color=ctx.colors.get(run.key, charts.PALETTE[0]),
+                df=t.df,
+                eps=ui.eps_of(run),
+                lag=traces.run_lag(run, t.df),
+            )
+        )
+    return series, stats, problems
+
+
+def lag_caption(series: list[charts.RunSeries], choice: str) -> None:
+    """Say which steps the charts show and how each run's steps were split by policy lag."""
+    mixed = [s.label for s in series if s.lag is not None and s.lag.has_both]
+    if choice == cv.AUTO:
+        if not mixed:
+            return
+        st.caption(
+            f"Steps: the clip and KL old→new charts show the off-policy steps of {len(mixed)} "
+            "run(s) with both kinds (on-policy steps clip nothing by construction); all steps "
+            "elsewhere. Each chart says which steps it shows."
+        )
+    else:
+        st.caption(f"Steps: every chart shows {cv.SUBSET_TEXT[choice]} only.")
+    with st.expander("Policy lag of the shown runs", icon=":material/call_split:"):
+        rows = [
+            {"run": s.label, "policy lag": s.lag.describe() if s.lag else "unknown"} for s in series
+        ]
+        st.dataframe(pd.DataFrame(rows), hide_index=True)
+
+
+def draw_panels(
+    runs_by_key, series, panels, opts, *, key: str, log_keys=(), zoom_band=True
+) -> None:
+    """``panels`` in figures of PANELS_PER_FIGURE, each run on the steps its panel shows."""
+    for start in range(0, len(panels), PANELS_PER_FIGURE):
+        chunk = panels[start : start + PANELS_PER_FIGURE]
+        by_panel, views = [], []
+        for p in chunk:
+            subsets = {
+                s.key: cv.panel_subset(p.off_policy_default, opts["steps"], s.lag) for s in series
+            }
+            points = charts.trace_points(
+                p,
+                len(series),
+                budget=PANEL_POINT_BUDGET,
+                max_points=opts["max_points"],
+                smoothing=opts["smoothing"],
+                bands=opts["bands"],
+            )
+            per_run = {
+                s.key: traces.run_traces(
+                    runs_by_key[s.key],
+                    s,
+                    p,
+                    x=opts["x"],
+                    smoothing=opts["smoothing"],
+                    max_points=points,
+                    bands=opts["bands"],
+                    log_y=p.key in log_keys,
+                    subset=subsets[s.key],
+                )
+                for s in series
+            }
+            by_panel.append([t for ts in per_run.values() for t in ts])
+            drawn = [k for k, ts in per_run.items() if ts]
+            views.append(charts.panel_view(series, p, subsets, drawn, zoom_band=zoom_band))
+        fig = charts.grid_figure(
+            series, chunk, by_panel, x=opts["x"], log_panels=log_keys, views=views
+        )
+        st.plotly_chart(
+            fig, key=f"{key}-{start // PANELS_PER_FIGURE}", config={"displaylogo": False}
+        )
+
+
+def more_metrics(extras: cv.Extras) -> list[str]:
+    """The metrics beyond the built-in panels, by group; returns the ones the user asked for."""
+    groups = extras.groups
+    st.subheader("More metrics", anchor=False)
+    counters = ", ".join(ui.md_escape(c) for c in extras.counters)
+    st.caption(
+        f"{extras.n_curves} more metrics logged by the shown runs, in {len(groups)} groups by "
+        "name prefix: pick groups or search to draw them."
+        + (f" Not drawn: bookkeeping counters ({counters})." if counters else "")
+    )
+    left, right = st.columns([2, 3])
+    query = left.text_input(
+        "Search metric names",
+        key="metric_search",
+        placeholder="words in the name, e.g. grad norm",
+    )
+    chosen = right.multiselect(
+        "Groups to draw",
+        options=list(groups),
+        default=[g for g in extras.default_groups if g in groups],
+        format_func=lambda g: f"{g} ({len(groups[g])})",
+        key="groups",
+        bind="query-params",
+        placeholder="none: pick a group (or search)",
+    )
+    pool = [n for g in (chosen or (groups if query else [])) for n in groups[g]]
+    names = cv.filter_names(pool, query)
+    with st.expander(f"All groups ({len(groups)})", icon=":material/folder_open:"):
+        st.dataframe(
+            pd.DataFrame(
+                {
+                    "group": list(groups),
+                    "metrics": [len(v) for v in groups.values()],
+                    "matching the search": [
+                        len(cv.filter_names(v, query)) for v in groups.values()
+                    ],
+                    "names": [
+                        ", ".join(v[:4]) + (", ..." if len(v) > 4 else "") for v in groups.values()
+                    ],
+                }
+            ),
+            hide_index=True,
+        )
+    if (chosen or query) and not names:
+        st.info("No metric matches the search in the chosen groups.", icon=":material/search_off:")
+    if len(names) > MAX_ASKED_PANELS:
+        st.caption(
+            f"{len(names)} metrics match: drawing the first {MAX_ASKED_PANELS} (narrow the search)."
+        )
+    return names[:MAX_ASKED_PANELS]
+
 
 ctx = ui.page_header(
     "Compare runs",
@@ -21,122 +235,93 @@ shown = ui.shown_runs(
     defaulted="No runs selected: showing the {n} most recent. Pick runs in the sidebar or on the "
     "Runs page.",
 )
-
-with st.container(horizontal=True, vertical_alignment="bottom"):
-    x_axis = st.segmented_control(
-        "x axis",
-        options=list(charts.X_AXES),
-        format_func=lambda k: {
-            charts.X_STEP: "step",
-            charts.X_ELAPSED: "wall time",
-            charts.X_TOKENS: "tokens",
-        }[k],
-        default=charts.X_STEP,
-        key="x",
-        bind="query-params",
-        required=True,
-    )
-    smoothing = st.slider(
-        "EMA smoothing",
-        0.0,
-        0.99,
-        0.6,
-        0.01,
-        key="smooth",
-        help="Debiased EMA (TensorBoard's); the raw series stays faint behind.",
-    )
-    max_points = st.select_slider(
-        "max points / trace",
-        [250, 500, 1000, 2000, 4000],
-        value=1000,
-        key="max_points",
-        bind="query-params",
-        help="Longer series are cut with min/max-preserving LTTB, so spikes survive.",
-    )
-
-series: list[charts.RunSeries] = []
-problems: list[str] = []
-extra_cols: dict[str, None] = {}
-for run in shown:
-    t = data.load_steps(run)
-    problems += [f"{run.label}: {p}" for p in t.problems]
-    if not len(t.df):
-        problems.append(f"{run.label}: no steps to draw")
-        continue
-    for c in t.df.columns:
-        if not is_known_column(c) and c not in STEP_KEY_COLUMNS and t.df[c].dtype.kind in "fiu":
-            extra_cols[c] = None
-    series.append(
-        charts.RunSeries(
-            key=run.key,
-            label=run.name,
-            algorithm=run.algorithm,
-            color=ctx.colors.get(run.key, charts.PALETTE[0]),
-            df=t.df,
-            eps=ui.eps_of(run),
-        )
-    )
-
+opts = controls()
+series, stats, problems = load_series(shown, ctx)
 if not series:
     st.warning("None of the shown runs has a readable step table yet.", icon=":material/warning:")
     ui.notice_problems(shown, problems)
     st.stop()
 
-panel_keys = [p.key for p in charts.PANELS] + [f"extra:{c}" for c in extra_cols]
-titles = {p.key: p.title for p in charts.PANELS} | {f"extra:{c}": c for c in extra_cols}
+own = [
+    ctx.labels.get(r.key, r.key)
+    for r in shown
+    if r.source == SOURCE_PARQUET and r.info and not r.info.imported
+]
+extras = cv.classify_extras(stats, own)
+builtin = [p.key for p in charts.PANELS]
+titles = {p.key: p.title for p in charts.PANELS}
 with st.expander("Charts and log scales", icon=":material/tune:"):
     chosen = st.multiselect(
-        "Charts", panel_keys, default=panel_keys, format_func=titles.get, key="panels"
+        "Built-in charts", builtin, default=builtin, format_func=titles.get, key="panels"
     )
-    bands = st.toggle(
+    opts["bands"] = st.toggle(
         "Bands (reward ± std, log-ratio min..max)", value=len(series) <= 3, key="bands"
+    )
+    zoom_band = st.toggle(
+        f"Open the log s chart zoomed to {cv.SEQ_BAND_ZOOM:g}x GSPO's band",
+        value=True,
+        key="zoom_band",
+        help="GSPO's band [log(1-ε_low), log(1+ε_high)] is ~1e-3 wide, GRPO's spread far wider: "
+        "zoomed, the band is visible and the points outside are counted in the chart's title.",
     )
     log_keys = st.pills(
         "Log-scale y",
-        panel_keys,
+        builtin,
         selection_mode="multi",
-        format_func=titles.get,
+        format_func=lambda k: ui.md_escape(titles[k]),  # pills render Markdown
         default=[],
         key="logy",
     )
 
 ui.timing("compare loaded")
 st.plotly_chart(charts.legend_figure(series), key="legend", config={"displayModeBar": False})
-
-per_trace = int(max(100, min(max_points, PANEL_POINT_BUDGET // max(1, len(series)))))
-if per_trace < max_points:
+lag_caption(series, opts["steps"])
+plain = charts.trace_points(
+    charts.PANELS_BY_KEY["loss"],
+    len(series),
+    budget=PANEL_POINT_BUDGET,
+    max_points=opts["max_points"],
+    smoothing=opts["smoothing"],
+    bands=opts["bands"],
+)
+if plain < opts["max_points"]:
     st.caption(
-        f"{len(series)} runs: each trace is cut to {per_trace} points to keep the page fast."
+        f"{len(series)} runs share each chart's {PANEL_POINT_BUDGET:,} points: each run's line is "
+        f"cut to {plain} points to keep the page fast."
     )
-
-x_missing = [s.label for s in series if x_axis not in s.df.columns]
+x_missing = [ui.md_escape(s.label) for s in series if opts["x"] not in s.df.columns]
 if x_missing:
-    st.caption(f"No {charts.X_AXES[x_axis]} for: {', '.join(x_missing)} (not drawn).")
+    st.caption(f"No {charts.X_AXES[opts['x']]} for: {', '.join(x_missing)} (not drawn).")
 
-panels = [charts.PANELS_BY_KEY.get(k) or charts.extra_panel(k.split(":", 1)[1]) for k in chosen]
 runs_by_key = {r.key: r for r in shown}
-options = {"x": x_axis, "smoothing": smoothing, "max_points": per_trace, "bands": bands}
-traces_by_panel = [
-    [
-        t
-        for s in series
-        for t in traces.run_traces(
-            runs_by_key[s.key], s, p, log_y=p.key in (log_keys or []), **options
-        )
-    ]
-    for p in panels
-]
+panels = [charts.PANELS_BY_KEY[k] for k in chosen]
 if panels:
-    grid = charts.grid_figure(series, panels, traces_by_panel, x=x_axis, log_panels=log_keys or [])
-    st.plotly_chart(grid, key="grid", config={"displaylogo": False})
-    st.caption("X axes are linked: zoom one chart and all follow (double-click to reset).")
+    draw_panels(
+        runs_by_key, series, panels, opts, key="grid", log_keys=log_keys or [], zoom_band=zoom_band
+    )
+    st.caption("X axes are linked: zoom one chart and the others follow (double-click to reset).")
+else:
+    st.info("No built-in charts chosen (see 'Charts and log scales').", icon=":material/info:")
+ui.timing("compare charts")
+
+if extras.constants:
+    with st.expander(
+        f"Constant over the run ({len(extras.constants)})",
+        icon=":material/horizontal_rule:",
+        expanded=len(extras.constants) <= 12,
+    ):
+        st.caption("Metrics that kept one value in every run that logged them (not drawn).")
+        st.dataframe(cv.constants_frame(extras.constants), hide_index=True)
+if extras.groups:
+    asked = more_metrics(extras)
+    if asked:
+        draw_panels(runs_by_key, series, [charts.extra_panel(n) for n in asked], opts, key="more")
+if panels:
     with st.expander("What each chart means", icon=":material/help:", expanded=False):
         for p in panels:
             st.markdown(
                 f"**{ui.md_escape(p.title)}** ({ui.md_escape(p.unit)}): {ui.md_escape(p.caption)}"
             )
-else:
-    st.info("No charts chosen (see 'Charts and log scales').", icon=":material/info:")
 
-ui.timing("compare charts")
+ui.timing("compare extras")
 ui.notice_problems(shown, problems)

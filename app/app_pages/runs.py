@@ -10,6 +10,7 @@ from app.charts import fmt_eps
 from app.discovery import imported_tool
 from app.health import ERROR, WARNING
 from app.records import SOURCE_PARQUET, RunRef
+from app.settings import import_root, import_source
 
 STATUS_COLOR = {
     "running": "#1a7f37",
@@ -26,7 +27,10 @@ ctx = ui.page_header(
     "Every run under the root, newest first. Select rows to compare them (the selection is kept "
     "in the URL); the Health column counts the automatic findings (errors / warnings).",
 )
-st.caption(f"Root: `{ctx.root}`" + (f" · MLflow: `{ctx.tracking_uri}`" if ctx.tracking_uri else ""))
+st.caption(
+    f"Root: {ui.md_escape(ctx.root)}"
+    + (f" · MLflow: {ui.md_escape(ctx.tracking_uri)}" if ctx.tracking_uri else "")
+)
 
 IMPORT_FLASH = "_import_flash"
 IMPORT_HINTS = {
@@ -37,7 +41,8 @@ IMPORT_HINTS = {
 
 
 def _import_form() -> None:
-    """Import a TRL / Tinker / verl log into the root as a run of ours (training_hooks.importers)."""
+    """Import a TRL / Tinker / verl log into the root as a run of ours (training_hooks.importers).
+    The source path and the root are checked first (``import_source``, ``import_root``)."""
     if flash := st.session_state.pop(IMPORT_FLASH, None):
         st.success(flash, icon=":material/check_circle:")
     with st.expander("Import a run logged by TRL, Tinker or verl", icon=":material/upload_file:"):
@@ -58,22 +63,26 @@ def _import_form() -> None:
         try:
             result = import_run(
                 source,
-                path.strip(),
-                root=ctx.root,
+                import_source(path),
+                root=import_root(ctx.root),
                 name=name.strip() or None,
                 algorithm=None if algorithm.startswith("guess") else algorithm,
             )
         except (ValueError, OSError) as e:
-            st.error(f"Could not import {path!r} as a {source} log: {e}", icon=":material/error:")
+            st.error(
+                f"Could not import {ui.md_escape(repr(path))} as a {source} log: {ui.md_escape(e)}",
+                icon=":material/error:",
+            )
             return
-        st.session_state[IMPORT_FLASH] = (
-            f"Imported {result['steps']} steps from {path} as run `{result['run_id']}`."
+        st.session_state[IMPORT_FLASH] = ui.md_escape(
+            f"Imported {result['steps']} steps from {path} as run {result['run_id']}."
         )
         data.clear_caches()
         st.rerun()
 
 
-_import_form()
+if not ctx.read_only:  # read-only (team) mode: nothing is written, so no import form
+    _import_form()
 
 if not ctx.runs:
     st.info(
@@ -160,7 +169,7 @@ def _row(run: RunRef) -> dict:
         "token ε (low / high)": _eps_cell(run, "token"),
         "reduction": _known(info.reduction if info else None),
         "group size": _known(info.group_size if info else None),
-        "health": _health(run),
+        "health": data.per_run(_health, run),  # read once per state of the run
         "source": _source(run),
         "config": _config_summary(run),
         "problems": "; ".join(run.problems),
@@ -180,6 +189,7 @@ with st.container(horizontal=True):
         key="runs_status",
     )
 
+data.per_run_many(_health, ctx.runs)  # each run's health, read once per state (in parallel on S3)
 rows = [_row(r) for r in ctx.runs]
 df = pd.DataFrame(rows)
 keep = pd.Series(True, index=df.index)
@@ -220,9 +230,11 @@ def _health_css(v: str) -> str:
     return "color: #9a6700" if "warn" in v else "color: #1a7f37"
 
 
+# pandas' Styler renders every cell in Python (about 1.5 ms a row): long tables go uncoloured
+STYLED_ROWS_MAX = 300
 styled = view.style.map(_status_css, subset=["status"]).map(_health_css, subset=["health"])
 st.dataframe(
-    styled,
+    styled if len(view) <= STYLED_ROWS_MAX else view,
     key=TABLE_KEY,
     on_select=_on_select,
     selection_mode="multi-row",

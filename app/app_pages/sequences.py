@@ -13,7 +13,6 @@ from app import charts, data, ui
 from app.lag import ALL, OFF, ON
 from training_hooks.schema import Seq, Tok
 
-TOK_REASON = getattr(Tok, "REASON", "reason")  # why the recorder kept a sequence's tokens
 REASONS = {  # the recorder's reasons, culprits first (the order rows are listed in)
     "nonfinite": "NaN/inf inside the mask",
     "max_abs_log_s": "largest |log s| of the step",
@@ -70,10 +69,10 @@ steps = (
 step = ui.pick_step(steps)
 if step is None:
     st.info(
-        f"{run.name} has no readable per-sequence rows among the {shown.label}.",
+        f"{ui.md_escape(run.name)} has no readable per-sequence rows among the {shown.label}.",
         icon=":material/info:",
     )
-    ui.notice_problems([run])
+    ui.notice_problems([run], ui.sequence_problems(run))
     st.stop()
 
 t = data.load_sequences(run, None, (step, step))
@@ -82,6 +81,7 @@ if not len(df):
     st.info(f"No sequences at step {step}.", icon=":material/info:")
     ui.notice_problems([run], t.problems)
     st.stop()
+ui.require_columns(run, df, [Seq.GROUP, Seq.SAMPLE, Seq.SEQ_LOG_RATIO], t.problems)
 
 
 def _ident(frame: pd.DataFrame, cols) -> pd.Series:
@@ -99,8 +99,8 @@ def _records(tdf: pd.DataFrame) -> dict:
     if not len(tdf):
         return {}
     why = (
-        tdf[TOK_REASON].fillna(NO_REASON).astype(str)
-        if TOK_REASON in tdf.columns
+        tdf[Tok.REASON].fillna(NO_REASON).astype(str)
+        if Tok.REASON in tdf.columns
         else pd.Series(NO_REASON, index=tdf.index)
     )
     out: dict = {}
@@ -125,6 +125,8 @@ def _order(keys: pd.Series, records: dict) -> np.ndarray:
 
 toks = data.load_tokens(run, step)
 tdf = toks.df
+if not {Tok.GROUP, Tok.SAMPLE} <= set(tdf.columns):  # a damaged tokens part: no token records
+    tdf = tdf.iloc[0:0]
 records = _records(tdf)
 df = df.iloc[_order(_ident(df, Seq), records)].reset_index(drop=True)
 keys = _ident(df, Seq)

@@ -20,7 +20,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "path", help="; ".join(f"{name}: {spec.path_hint}" for name, spec in TOOLS.items())
     )
-    p.add_argument("--root", default="runs", help="runs folder (default: runs)")
+    p.add_argument(
+        "--root",
+        default="runs",
+        help="runs folder or object-store URI (s3://bucket/prefix); default: runs",
+    )
     p.add_argument("--name", default=None, help="run name (default: from the path)")
     p.add_argument("--run-id", default=None, help="folder name (an earlier import is replaced)")
     p.add_argument(

@@ -1,7 +1,9 @@
 """import_run: read a foreign log, resolve its names (``metric_map``), write a run folder.
 
 Everything is read, checked and mapped in memory first; the run folder is written under a hidden
-temporary name in the root and renamed into place, so a bad file leaves the root unchanged.
+temporary name in the root and renamed into place, so a bad file leaves the root unchanged. On an
+object-store root (``s3://bucket/prefix``) there is no rename: the run's objects are uploaded
+whole, run.json last (``write_run``).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from training_hooks import schema
+from training_hooks import schema, storage
 from training_hooks.importers import tinker, trl, verl
 from training_hooks.importers._read import SourceLog, numeric
 from training_hooks.importers._spec import RunSettings, Settings, ToolSpec
@@ -100,7 +102,7 @@ def import_run(
     run_id = run_id or f"{schema.slug(name)}-{source}-{secrets.token_hex(2)}"
     info = _run_info(run_id, name, algo, run, log, record, config, max(mapped.rows))
     table = step_table(run_id, algo, mapped.rows, wall)
-    run_dir = write_run(Path(os.fspath(root)), run_id, info, table)
+    run_dir = write_run(root, run_id, info, table)
     return ImportResult(
         run_id=run_id,
         run_dir=str(run_dir),
@@ -365,14 +367,17 @@ def step_table(
     return pa.Table.from_arrays(arrays, schema=sch)
 
 
-def write_run(root: Path, run_id: str, info: schema.RunInfo, table) -> Path:
+def write_run(root: str | os.PathLike, run_id: str, info: schema.RunInfo, table) -> Path | str:
     """Write ``root/run_id`` (run.json + steps/compacted-*.parquet) under a hidden temporary name,
     then rename it into place; an imported run already there is replaced, any other run is not."""
     import pyarrow.parquet as pq
 
-    final = root / run_id
     if schema.slug(run_id) != run_id:
         raise ValueError(f"run_id {run_id!r} must be a plain folder name (letters, digits, . _ -)")
+    if storage.is_uri(root):
+        return _write_run_remote(str(root), run_id, info, table)
+    root = Path(storage.local(root))
+    final = root / run_id
     _check_replaceable(final)
     root.mkdir(parents=True, exist_ok=True)
     tmp = root / f".import-{run_id}-{secrets.token_hex(4)}"
@@ -394,8 +399,29 @@ def write_run(root: Path, run_id: str, info: schema.RunInfo, table) -> Path:
     return final
 
 
-def _check_replaceable(final: Path) -> None:
-    if not final.exists():
+def _write_run_remote(root: str, run_id: str, info: schema.RunInfo, table) -> str:
+    """``write_run`` on an object store: the compacted step object is uploaded whole (numbered
+    after an earlier import's, so a reader listing both keeps the new rows), then run.json; then
+    the earlier import's other objects are deleted."""
+    import pyarrow.parquet as pq
+
+    final = storage.join(root, run_id)
+    _check_replaceable(final)
+    old = [f.name for f in storage.list_tree(final) if f.name != schema.RUN_JSON]
+    seqs = [p["seq"] for n in old if (p := schema.parse_part_name(storage.basename(n)))]
+    steps = table.column(schema.Step.STEP).to_pylist()
+    part = schema.compacted_name(steps[0], steps[-1], 0, max(seqs, default=-1) + 1)
+    storage.makedirs(final)
+    with storage.atomic_path(storage.join(final, schema.STEPS_DIR, part)) as tmp:
+        pq.write_table(table, tmp, compression="zstd")
+    schema.write_json_atomic(storage.join(final, schema.RUN_JSON), info.to_json())
+    for name in old:
+        storage.delete(storage.join(final, name))
+    return final
+
+
+def _check_replaceable(final: Path | str) -> None:
+    if not storage.exists(final):
         return
     try:
         info = schema.read_run_info(final)

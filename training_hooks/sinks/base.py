@@ -5,7 +5,9 @@ in ``close``. A ``SinkWorker`` owns one sink and one daemon thread: it materiali
 for the device-to-host copy), calls ``write``, flushes when the sink asks (``should_flush``) or
 every ``flush_interval_s``, and turns every exception into a reported fault instead of a crash.
 Nothing a sink does can block or kill the training thread: ``put`` never waits (a full queue drops
-the record and reports it), and ``close`` gives up on a hung sink after a bounded wait.
+the record and reports it), and ``close`` gives up on a hung sink after a bounded wait. A sink that
+cannot go on (its server is gone) raises ``SinkFailed``: the worker reports it (kind ``failed``),
+stops the sink (``abort``), drops its records from then on, and ``close`` does not wait for it.
 """
 
 from __future__ import annotations
@@ -25,6 +27,12 @@ if TYPE_CHECKING:
 log = logging.getLogger("training_hooks")
 
 FaultCallback = Callable[[str, str, str], None]  # (sink name, kind, message)
+
+
+class SinkFailed(Exception):
+    """Raised by a sink that cannot go on (e.g. its tracking server no longer answers): it is off
+    for the rest of the run, reported once as a ``failed`` fault (``open`` when raised by
+    ``open``), and its worker neither feeds nor waits for it again."""
 
 
 @runtime_checkable
@@ -168,12 +176,7 @@ class SinkWorker:
         remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
         self._thread.join(remaining)
         if self._thread.is_alive():
-            abort = getattr(self.sink, "abort", None)
-            if callable(abort):  # e.g. stop the MLflow child process
-                try:
-                    abort()
-                except Exception:  # noqa: BLE001
-                    pass
+            self._abort()
             busy = self.busy_since
             how = f" (busy for {time.monotonic() - busy:.1f} s)" if busy is not None else ""
             self._fault(
@@ -193,16 +196,31 @@ class SinkWorker:
         log.warning("gspo-dash %s sink: %s: %s", self.name, kind, message)
 
     def _call(self, kind: str, fn: Callable, *args: Any) -> bool:
+        """Run one sink call; False if it raised (reported). ``SinkFailed`` also turns the sink
+        off: ``disabled``, ``abort()`` called, and the loop drains from then on."""
         self.busy_since = time.monotonic()
         try:
             fn(*args)
             return True
+        except SinkFailed as e:
+            self.disabled = True
+            self._fault(kind if kind == "open" else "failed", str(e))
+            self._abort()
+            return False
         except BaseException as e:  # noqa: BLE001 -- a sink must never kill the worker
             detail = "".join(traceback.format_exception_only(type(e), e)).strip()
             self._fault(kind, detail)
             return False
         finally:
             self.busy_since = None
+
+    def _abort(self) -> None:
+        abort = getattr(self.sink, "abort", None)
+        if callable(abort):  # e.g. stop the MLflow child process
+            try:
+                abort()
+            except Exception:  # noqa: BLE001
+                pass
 
     def _run(self) -> None:
         try:
@@ -235,18 +253,24 @@ class SinkWorker:
                 elif item.kind == _CLOSE:
                     self._call("close", self.sink.close, item.arg)
                     return
+                if self.disabled:  # SinkFailed: answer what waits, then drain until close
+                    self._drain()
+                    return
             if time.monotonic() >= next_flush:
                 self._call("flush", self.sink.flush)
                 next_flush = time.monotonic() + self.flush_interval_s
+                if self.disabled:
+                    self._drain()
+                    return
 
     def _drain(self) -> None:
         """A disabled sink: consume and discard until close, so flush/close callers return."""
         while True:
-            self._wake.wait()
-            self._wake.clear()
             while self._items:
                 item = self._items.popleft()
                 if isinstance(item, _Command) and item.kind == _FLUSH:
                     item.arg.set()
                 elif isinstance(item, _Command) and item.kind == _CLOSE:
                     return
+            self._wake.wait()
+            self._wake.clear()

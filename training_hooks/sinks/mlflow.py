@@ -9,18 +9,34 @@ migrates its schema (seconds): that happens in ``open``, on the sink's thread.
 Metric keys are ``schema.mlflow_key(column)`` (``gspo_dash/loss``); non-finite values are skipped
 (MLflow charts cannot draw them; ``nonfinite_count`` is logged). Timestamps are the step's
 ``wall_time`` in ms.
+
+Fail fast: a tracking server that refuses connections or does not answer costs seconds, not the
+close timeout. For an http(s) URI the sink probes ``/health`` (``probe_tracking_server``, a few
+seconds at most) before opening the run; while a call to the child process is outstanding for more
+than ``LIVENESS_EVERY_S`` it probes again; and a failed call is followed by a probe. A server that
+does not answer makes the sink raise ``SinkFailed``: it is off for the rest of the run (a ``failed``
+fault in run.json, or ``open``), its child is killed, training goes on and ``close()`` does not wait
+for it; ``python -m training_hooks.sync`` replays the run later. The child also bounds MLflow's own
+HTTP retries (``CHILD_HTTP_ENV``, unless the environment sets them).
 """
 
 from __future__ import annotations
 
+import http.client
 import json
 import math
 import os
+import select
+import ssl
+import urllib.error
+import urllib.parse
+import urllib.request
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import KW_ONLY, asdict, dataclass, field, fields
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from .. import schema
+from .base import SinkFailed
 
 if TYPE_CHECKING:
     from ..compute import StepRecord
@@ -32,6 +48,17 @@ TAG_RUN_ID = "gspo_dash.run_id"
 TAG_ALGORITHM = "gspo_dash.algorithm"
 TAG_SOURCE = "gspo_dash.source"
 ARTIFACT_PATH = "gspo_dash"
+PROBE_TIMEOUT_S = 5.0  # a tracking server's /health must answer within this (connect, then read)
+LIVENESS_EVERY_S = 2.0  # a call to the child outstanding this long: probe the server again
+#: MLflow's HTTP settings in the child process, unless the environment sets them: 2 retries
+#: (MLflow's default, 7 with backoff factor 2, retries for minutes), 1 s backoff factor, 10 s per
+#: request (default 120 s).
+CHILD_HTTP_ENV = {
+    "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2",
+    "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
+    "MLFLOW_HTTP_REQUEST_BACKOFF_JITTER": "0.5",
+    "MLFLOW_HTTP_REQUEST_TIMEOUT": "10",
+}
 
 #: gspo-dash run status -> MLflow run status.
 MLFLOW_STATUS = {
@@ -57,6 +84,35 @@ def resolve_tracking_uri(mlflow: Any) -> str | None:
     if uri.startswith("sqlite:///") and not uri.startswith("sqlite:////"):
         uri = "sqlite:///" + os.path.abspath(uri[len("sqlite:///") :])
     return uri
+
+
+def probe_tracking_server(uri: str, timeout_s: float = PROBE_TIMEOUT_S) -> str | None:
+    """Why the tracking server at an http(s) ``uri`` is not answering (refused, timed out, reset),
+    or None when it answered ``GET /health`` with anything (any status: it is alive) or ``uri`` is
+    not http(s). Liveness only: no credentials are sent and TLS certificates are not checked.
+    Proxies are those of the environment, as MLflow's own requests."""
+    parts = urllib.parse.urlsplit(uri)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return None
+    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+    port = f":{parts.port}" if parts.port else ""
+    url = f"{parts.scheme}://{host}{port}{parts.path.rstrip('/')}/health"
+    tls = ssl.create_default_context()
+    tls.check_hostname, tls.verify_mode = False, ssl.CERT_NONE
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s, context=tls) as reply:
+            reply.read(64)
+    except urllib.error.HTTPError:
+        return None  # an HTTP status: the server answered
+    except (OSError, http.client.HTTPException) as e:
+        reason = getattr(e, "reason", None) or e
+        return f"the tracking server {uri} does not answer ({reason}; probe of /health, {timeout_s:g} s)"
+    return None
+
+
+def _child_env() -> dict[str, str]:
+    """The child's environment: ours, with MLflow's HTTP retries bounded (``CHILD_HTTP_ENV``)."""
+    return {**CHILD_HTTP_ENV, **os.environ}
 
 
 def run_params(info) -> dict[str, Any]:
@@ -228,21 +284,24 @@ class _ChildBackend:
     It exits when the parent does (EOF on stdin).
     """
 
-    def __init__(self, tracking_uri: str):
+    def __init__(self, tracking_uri: str, liveness: Callable[[], str | None] | None = None):
         import subprocess
         import sys
 
+        self.liveness = liveness  # while a reply is late: why the server is gone, or None
         self.proc = subprocess.Popen(
             [sys.executable, "-c", _CHILD_MAIN, tracking_uri],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
             bufsize=1,
+            env=_child_env(),
         )
 
     def call(self, op: str, **kwargs: Any) -> Any:
         self.proc.stdin.write(json.dumps({"op": op, **kwargs}) + "\n")
         self.proc.stdin.flush()
+        self._await_reply()
         line = self.proc.stdout.readline()
         if not line:
             raise RuntimeError(f"the MLflow child process exited (code {self.proc.poll()})")
@@ -250,6 +309,22 @@ class _ChildBackend:
         if "error" in reply:
             raise RuntimeError(f"MLflow {op}: {reply['error']}")
         return reply.get("result")
+
+    def _await_reply(self) -> None:
+        """Wait for the child's reply; every ``LIVENESS_EVERY_S`` without one, ask ``liveness``:
+        a server that is gone kills the child and raises ``SinkFailed``. A slow child (a busy
+        machine, a big upload) whose server answers is waited for."""
+        while self.liveness is not None:
+            try:
+                ready, _, _ = select.select([self.proc.stdout], [], [], LIVENESS_EVERY_S)
+            except (OSError, ValueError):  # no select() on pipes here: wait in readline
+                return
+            if ready:
+                return
+            why = self.liveness()
+            if why:
+                self.kill()
+                raise SinkFailed(why)
 
     def open(self, spec: MlflowRun) -> dict[str, Any]:
         return self.call("open", spec=asdict(spec))
@@ -358,9 +433,12 @@ class MlflowSink:
         return MlflowRun(**{f.name: getattr(self, f.name) for f in fields(MlflowRun)})
 
     def open(self) -> None:
-        backend = _ChildBackend(self.tracking_uri) if self.process else None
+        """Start the child (it imports MLflow meanwhile), probe the server, open the run."""
+        backend = _ChildBackend(self.tracking_uri, self._gone) if self.process else None
         self._child = backend  # so that abort() can stop a child hung while opening
         try:
+            if why := probe_tracking_server(self.tracking_uri):
+                raise SinkFailed(f"{why}; {self._replay_hint()}")
             if backend is None:
                 backend = MlflowBackend(self.tracking_uri)
             details = backend.open(self.spec())
@@ -383,17 +461,46 @@ class MlflowSink:
         return self._steps >= self.steps_per_batch
 
     def flush(self) -> None:
-        while self._pending:  # chunk by chunk, dropping each once MLflow has it (no duplicates)
+        """Log the buffer chunk by chunk, dropping each once MLflow has it (no duplicates). A
+        failed call whose server no longer answers raises ``SinkFailed``; otherwise the error
+        propagates and the buffer is retried at the next flush."""
+        while self._pending:
             part = self._pending[:MAX_METRICS_PER_BATCH]
-            self.backend.log(part)
+            try:
+                self.backend.log(part)
+            except SinkFailed:
+                raise
+            except Exception as e:
+                if why := self._gone():
+                    raise SinkFailed(why) from e
+                raise
             del self._pending[: len(part)]
         self._steps = 0
 
     def close(self, status: str) -> None:
         if self.backend is None:
             return
-        self.flush()
-        self.backend.finish(status, self.artifact_dir)
+        try:
+            self.flush()
+            self.backend.finish(status, self.artifact_dir)
+        finally:
+            if self._child is not None:
+                self._child.stop()  # (already stopped after a successful finish)
+
+    def _gone(self) -> str | None:
+        """Why this sink cannot go on (its child exited, its server does not answer), or None."""
+        child = self._child
+        if child is not None and child.proc.poll() is not None:
+            why = f"the MLflow child process exited (code {child.proc.returncode})"
+        else:
+            why = probe_tracking_server(self.tracking_uri)
+        return f"{why}; {self._replay_hint()}" if why else None
+
+    def _replay_hint(self) -> str:
+        return (
+            "MLflow logging is off for the rest of this run (Parquet is complete); replay it with "
+            f"`python -m training_hooks.sync ROOT --tracking-uri {self.tracking_uri}`"
+        )
 
     def abort(self) -> None:
         """Called when the sink is abandoned (hung): stop the child process."""

@@ -3,19 +3,20 @@
 ``ParquetSink`` buffers records and writes one part per table (``steps``, ``sequences``,
 ``tokens``: the layout ``training_hooks.schema`` declares) every ``steps_per_file`` steps or every
 flush interval; ``step_table``, ``sequence_table`` and ``token_table`` build the Arrow tables,
-``write_parquet_atomic`` and ``compact_parquet`` write them.
+``write_parquet_atomic`` and ``compact_parquet`` write them. The run folder may be local or on an
+object store (``training_hooks.storage``): a part is then one object uploaded whole, and
+compaction uploads the compacted object before it deletes the parts.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from dataclasses import KW_ONLY, dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from .. import schema
+from .. import schema, storage
 from ..schema import SCHEMA_VERSION, Seq, Step, Tok, parse_part_name
 
 if TYPE_CHECKING:
@@ -32,7 +33,8 @@ WRITE_OPTIONS: dict[str, Any] = {
 
 
 def write_parquet_atomic(table, path: str, *, compression: str = "zstd") -> None:
-    """Write ``table`` to a hidden temporary name in the same folder, fsync, rename to ``path``."""
+    """Write ``table`` as ``path``, whole: locally a hidden temporary name in the same folder,
+    fsync, rename; on an object store one upload (``training_hooks.storage.atomic_path``)."""
     import pyarrow.parquet as pq
 
     with schema.atomic_path(path) as tmp:
@@ -81,10 +83,10 @@ class ParquetSink:
     # -- lifecycle
     def open(self) -> None:
         for table in schema.TABLE_DIRS:
-            folder = os.path.join(self.run_dir, table)
-            os.makedirs(folder, exist_ok=True)
-            for name in os.listdir(folder):  # resume: continue the part counter
-                info = parse_part_name(name)
+            folder = storage.join(self.run_dir, table)
+            storage.makedirs(folder)
+            for f in storage.list_files(folder):  # resume: continue the part counter
+                info = parse_part_name(f.name)
                 if info is not None:
                     self._seq = max(self._seq, info["seq"] + 1)
 
@@ -127,7 +129,7 @@ class ParquetSink:
         make = schema.part_name if prefix == "part" else schema.compacted_name
         name = make(first, last, self.rank, self._seq)
         self._seq += 1
-        return os.path.join(self.run_dir, table, name)
+        return storage.join(self.run_dir, table, name)
 
     def _write_parts(self, records: list[StepRecord]) -> None:
         steps = [r.step for r in records]
@@ -151,22 +153,22 @@ class ParquetSink:
         self._done_batch, self._done_tables = None, set()
 
     def _compact(self, table: str) -> None:
-        folder = os.path.join(self.run_dir, table)
+        folder = storage.join(self.run_dir, table)
         files = []
-        for name in os.listdir(folder):
-            info = parse_part_name(name)
+        for f in storage.list_files(folder):
+            info = parse_part_name(f.name)
             if info is not None and info["rank"] == self.rank:
-                files.append((info["first"], info["seq"], name))
+                files.append((info["first"], info["seq"], f.name))
         if len(files) < 2:
             return
         files.sort()
-        paths = [os.path.join(folder, name) for _, _, name in files]
+        paths = [storage.join(folder, name) for _, _, name in files]
         first = min(f[0] for f in files)
         last = max(parse_part_name(f[2])["last"] for f in files)
         target = self._path(table, first, last, prefix="compacted")
         compact_parquet(paths, target, compression=self.compression)
         for p in paths:  # the compacted file is in place: the parts are now duplicates
-            os.unlink(p)
+            storage.delete(p)
 
 
 def compact_parquet(paths: list[str], target: str, *, compression: str = "zstd") -> None:
@@ -178,14 +180,14 @@ def compact_parquet(paths: list[str], target: str, *, compression: str = "zstd")
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    schemas = [pq.read_schema(p) for p in paths]
+    schemas = [pq.read_schema(storage.open_input(p)) for p in paths]
     unified = pa.unify_schemas(schemas, promote_options="permissive")
     unified = unified.with_metadata(schemas[0].metadata or {})
     with schema.atomic_path(target) as tmp:
         with pq.ParquetWriter(tmp, unified, compression=compression, **WRITE_OPTIONS) as writer:
             pending, rows = [], 0
             for p in paths:
-                t = pq.ParquetFile(p).read()  # (pq.read_table would import pyarrow.dataset)
+                t = pq.ParquetFile(storage.open_input(p)).read()  # (not pq.read_table: no dataset)
                 for f in unified:
                     if f.name not in t.column_names:
                         t = t.append_column(f, pa.nulls(t.num_rows, f.type))

@@ -1,0 +1,117 @@
+"""``gspo-dash``: the dashboard with safe server settings, from any folder.
+
+    gspo-dash [--root DIR] [--tracking-uri URI] [--host 127.0.0.1] [--port 8501] [--read-only]
+              [--allow-tracking-uri URI ...] [--allowed-host NAME ...]
+
+Runs ``streamlit run app/main.py`` with ``SERVER_OPTIONS`` passed as command-line flags, so they
+hold whatever folder it starts from (Streamlit reads ``.streamlit/config.toml`` only from the
+working folder; the one at the repository root holds the same values, which a test checks).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+
+from app.launch import MAIN
+
+LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1")
+ALL_INTERFACES = ("0.0.0.0", "::", "")
+
+#: Streamlit's settings for a safe default: loopback only, no usage statistics, no "Deploy"
+#: button (``viewer`` hides the developer options), XSRF protection and CORS on, and WebSocket
+#: connections only for loopback host names (a DNS-rebinding guard, as ``mlflow ui`` checks the
+#: Host header). ``.streamlit/config.toml`` holds the same.
+SERVER_OPTIONS: dict[str, object] = {
+    "server.address": "127.0.0.1",
+    "server.enableXsrfProtection": True,
+    "server.enableCORS": True,
+    "server.allowedHosts": list(LOOPBACK_HOSTS),
+    "browser.gatherUsageStats": False,
+    "client.toolbarMode": "viewer",
+}
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="gspo-dash",
+        description="The gspo-dash dashboard, listening on 127.0.0.1 unless --host says otherwise.",
+    )
+    p.add_argument("--root", help="folder holding one sub-folder per run (default ./runs)")
+    p.add_argument("--tracking-uri", help="MLflow store whose runs are listed too")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8501)
+    p.add_argument(
+        "--read-only",
+        action="store_true",
+        help="team mode: root and tracking URI fixed, no import form, nothing written",
+    )
+    p.add_argument(
+        "--allow-tracking-uri",
+        action="append",
+        default=[],
+        metavar="URI",
+        help="a tracking URI the sidebar may switch to (repeatable)",
+    )
+    p.add_argument(
+        "--allowed-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a host name browsers may use to reach the server (repeatable; e.g. a proxy's name)",
+    )
+    return p
+
+
+def allowed_hosts(host: str, extra: Sequence[str]) -> list[str]:
+    """Host names accepted on the WebSocket: loopback names, a specific ``--host`` and ``extra``;
+    every name (``*``) when listening on all interfaces with no ``--allowed-host``."""
+    if host in ALL_INTERFACES and not extra:
+        return ["*"]
+    named = [] if host in LOOPBACK_HOSTS or host in ALL_INTERFACES else [host]
+    return list(dict.fromkeys([*LOOPBACK_HOSTS, *named, *extra]))
+
+
+def server_options(args: argparse.Namespace) -> dict[str, object]:
+    return SERVER_OPTIONS | {
+        "server.address": args.host,
+        "server.port": args.port,
+        "server.allowedHosts": allowed_hosts(args.host, args.allowed_host),
+    }
+
+
+def streamlit_command(args: argparse.Namespace) -> list[str]:
+    """``python -m streamlit run app/main.py --<option> <value>... -- <app arguments>``."""
+    cmd = [sys.executable, "-m", "streamlit", "run", MAIN]
+    for key, value in server_options(args).items():
+        for v in value if isinstance(value, list) else [value]:
+            cmd += [f"--{key}", str(v).lower() if isinstance(v, bool) else str(v)]
+    app_args = []
+    if args.root:
+        app_args += ["--root", args.root]
+    if args.tracking_uri:
+        app_args += ["--tracking-uri", args.tracking_uri]
+    if args.read_only:
+        app_args.append("--read-only")
+    for uri in args.allow_tracking_uri:
+        app_args += ["--allow-tracking-uri", uri]
+    return cmd + ["--", *app_args] if app_args else cmd
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = parser().parse_args(argv)
+    if args.host in ALL_INTERFACES:
+        print(
+            f"gspo-dash: listening on every interface: anyone who can reach port {args.port} can "
+            "use the dashboard. Serve a team behind a login (see README, Security).",
+            file=sys.stderr,
+        )
+    cmd = streamlit_command(args)
+    sys.stdout.flush()
+    os.execv(cmd[0], cmd)  # signals reach streamlit directly
+
+
+if __name__ == "__main__":
+    main()

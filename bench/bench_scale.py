@@ -1,0 +1,272 @@
+"""Benchmark of the dashboard at thousands of runs (issue 15, item 3): ``bench_dashboard.py --scale``.
+
+    python bench/bench_dashboard.py --scale [--scale-runs 2000 --scale-steps 10]
+        [--compare-runs 50 --compare-steps 2000] [--no-s3 | --s3-endpoint URL] [--code DIR]
+
+Generates (``bench/make_runs.py``; reused when its marker is there) a local root of
+``--scale-runs`` small runs and the same runs in an S3 bucket (a moto server started on
+127.0.0.1 unless ``--s3-endpoint`` names one; credentials from the environment), and a root of
+``--compare-runs`` longer runs; then measures, in this process (imports done, app caches cold or
+warm; the OS file cache is whatever it is):
+
+1. discovery (``app.discovery.discover``): cold (``data.clear_caches()``) and warm (again); on S3
+   also the listing alone and a warm call once the listing is older than ``LISTING_TTL_S``
+   (served at once, renewed in the background).
+2. the Runs page (AppTest): first render with cold caches, then the median of 3 re-renders.
+3. Compare with ``--compare-runs`` runs selected (AppTest): first render and re-render, and the
+   points each chart draws (per subplot, all traces) against the page's per-chart budget.
+
+``--code DIR`` imports the app from another checkout (e.g. ``/work/main``, for a before/after in
+one sitting; object-store roots are skipped when that code has no ``training_hooks.storage``).
+Results are printed and written to bench/out/scale.json.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+def _timed(fn) -> float:
+    t = time.perf_counter()
+    fn()
+    return time.perf_counter() - t
+
+
+def ensure_root(root: str, runs: int, steps: int, groups: int = 4, group_size: int = 8) -> float:
+    """Write ``runs`` runs under ``root`` unless its marker says they are there; seconds taken.
+    (Local markers are checked without the app's code: ``--code`` may name one without
+    ``training_hooks.storage``; generate with this checkout first.)"""
+    name = f".bench-{runs}x{steps}x{groups * group_size}"
+    if "://" not in root and os.path.exists(os.path.join(root, name)):
+        return 0.0
+    from make_runs import make_root
+
+    from training_hooks import storage
+
+    marker = storage.join(root, name)
+    if storage.exists(marker):
+        return 0.0
+    if not storage.is_uri(root) and os.path.exists(root):
+        shutil.rmtree(root)
+    t = time.perf_counter()
+    make_root(root, runs=runs, steps=steps, groups=groups, group_size=group_size, tokens_per_step=0)
+    storage.write_bytes(marker, b"ok")
+    return time.perf_counter() - t
+
+
+def start_moto() -> tuple[subprocess.Popen, str]:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(300):
+        try:
+            urllib.request.urlopen(url, timeout=2).close()
+            return proc, url
+        except OSError:
+            time.sleep(0.2)
+    raise RuntimeError("moto server did not start")
+
+
+def bench_discovery(root: str) -> dict:
+    from app import data
+    from app.discovery import discover
+
+    out: dict = {}
+    data.clear_caches()
+    remote = root.startswith(("s3://", "gs://"))
+    if remote:
+        out["listing_s"] = _timed(lambda: data.listing(root, max_age_s=0.0))
+        data.clear_caches()
+    found: list = []
+    out["cold_s"] = _timed(lambda: found.append(discover(root)))
+    out["runs"] = len(found[0].runs)
+    out["warm_s"] = statistics.median(_timed(lambda: discover(root)) for _ in range(3))
+    if remote:  # the listing has aged: served at once, renewed on a background thread
+        ttl, data.LISTING_TTL_S = data.LISTING_TTL_S, 0.0
+        out["warm_listing_expired_s"] = _timed(lambda: discover(root))
+        data.LISTING_TTL_S = ttl
+    return out
+
+
+def _apptest(root: str, cwd: str):
+    from streamlit.testing.v1 import AppTest
+
+    from app import data
+    from app.launch import MAIN
+
+    os.environ["GSPO_DASH_ROOT"] = root
+    os.environ.pop("MLFLOW_TRACKING_URI", None)
+    os.chdir(cwd)
+    if hasattr(data, "clear_caches"):
+        data.clear_caches()
+    return AppTest.from_file(MAIN, default_timeout=3600)
+
+
+def _run(at) -> float:
+    t = time.perf_counter()
+    at.run()
+    took = time.perf_counter() - t
+    assert not at.exception, [e.value for e in at.exception]
+    return took
+
+
+def bench_runs_page(root: str, cwd: str) -> dict:
+    at = _apptest(root, cwd)
+    cold = _run(at)
+    warm = [_run(at) for _ in range(3)]
+    return {"cold_s": cold, "warm_s": statistics.median(warm), "warm_all_s": warm}
+
+
+def _points(x) -> int:
+    """Number of values in a Plotly array (a list, or plotly's typed-array {dtype, bdata})."""
+    if x is None:
+        return 0
+    if isinstance(x, dict) and "bdata" in x:
+        size = {"f8": 8, "f4": 4, "i4": 4, "i2": 2, "i1": 1, "u1": 1, "u2": 2, "u4": 4, "i8": 8}
+        return len(base64.b64decode(x["bdata"])) // size.get(x.get("dtype", "f8"), 8)
+    return len(x)
+
+
+def chart_points(at) -> list[int]:
+    """Points per subplot (all traces on its axes) over every Plotly chart the page drew."""
+    per_panel: list[int] = []
+    for chart in at.get("plotly_chart"):
+        fig = json.loads(chart.proto.spec)
+        counts: dict[tuple, int] = {}
+        for tr in fig.get("data", []):
+            axes = (tr.get("xaxis", "x"), tr.get("yaxis", "y"))
+            counts[axes] = counts.get(axes, 0) + _points(tr.get("y"))
+        per_panel += counts.values()
+    return per_panel
+
+
+def _budget(code: Path) -> int | None:
+    text = (code / "app" / "app_pages" / "compare.py").read_text()
+    m = re.search(r"POINT_BUDGET\s*=\s*([\d_]+)", text) or re.search(
+        r"POINT_BUDGET\s*=\s*([\d_]+)", (code / "app" / "charts.py").read_text()
+    )
+    return int(m.group(1).replace("_", "")) if m else None
+
+
+def bench_compare(root: str, cwd: str, code: Path, n: int) -> dict:
+    from app.discovery import discover
+
+    keys = [r.key for r in discover(root).runs][:n]
+    at = _apptest(root, cwd)
+    at.session_state["runs"] = keys
+    at.switch_page("app_pages/compare.py")
+    cold = _run(at)
+    warm = statistics.median(_run(at) for _ in range(3))
+    points = chart_points(at)
+    return {
+        "runs": len(keys),
+        "cold_s": cold,
+        "warm_s": warm,
+        "charts": len(at.get("plotly_chart")),
+        "subplots": len(points),
+        "max_points_per_subplot": max(points, default=0),
+        "point_budget_per_chart": _budget(code),
+    }
+
+
+def run(args) -> dict:
+    code = Path(args.code).resolve() if args.code else HERE.parent
+    sys.path.insert(0, str(code))
+    sys.path.insert(1, str(HERE))
+    res: dict = {"code": str(code), "load_avg_start": os.getloadavg()}
+    base = Path(args.scale_root)
+    base.mkdir(parents=True, exist_ok=True)
+    cwd = tempfile.mkdtemp(prefix="gspo-dash-bench-scale-")
+    local = str(base / f"local-{args.scale_runs}")
+    res["generate_local_s"] = ensure_root(local, args.scale_runs, args.scale_steps)
+    res["local"] = {
+        "discovery": bench_discovery(local),
+        "runs_page": bench_runs_page(local, cwd),
+    }
+    print(json.dumps(res["local"], indent=1), flush=True)
+    if args.compare_runs:
+        croot = str(base / f"compare-{args.compare_runs}x{args.compare_steps}")
+        res["generate_compare_s"] = ensure_root(croot, args.compare_runs, args.compare_steps)
+        res["compare"] = bench_compare(croot, cwd, code, args.compare_runs)
+        print(json.dumps(res["compare"], indent=1), flush=True)
+    has_storage = (code / "training_hooks" / "storage.py").exists()
+    if not args.no_s3 and has_storage:
+        res["s3"] = bench_s3(args, cwd)
+        print(json.dumps(res["s3"], indent=1), flush=True)
+    res["load_avg_end"] = os.getloadavg()
+    return res
+
+
+def bench_s3(args, cwd: str) -> dict:
+    proc = None
+    endpoint = args.s3_endpoint
+    if not endpoint:
+        proc, endpoint = start_moto()
+    os.environ["AWS_ENDPOINT_URL"] = endpoint
+    for k, v in (("AWS_ACCESS_KEY_ID", "bench"), ("AWS_SECRET_ACCESS_KEY", "bench")):
+        os.environ.setdefault(k, v)
+    os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+    try:
+        root = f"{args.s3_bucket.rstrip('/')}/runs-{args.scale_runs}"
+        out: dict = {"endpoint": endpoint, "moto": proc is not None}
+        out["generate_s"] = ensure_root(root, args.scale_runs, args.scale_steps)
+        out["discovery"] = bench_discovery(root)
+        out["runs_page"] = bench_runs_page(root, cwd)
+        return out
+    finally:
+        if proc is not None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(timeout=30)
+
+
+def add_arguments(ap) -> None:
+    ap.add_argument("--scale", action="store_true", help="run this benchmark (bench_scale.py)")
+    ap.add_argument("--scale-runs", type=int, default=2000)
+    ap.add_argument("--scale-steps", type=int, default=10)
+    ap.add_argument(
+        "--scale-root", default=os.path.join(tempfile.gettempdir(), "gspo-dash-bench-scale")
+    )
+    ap.add_argument("--compare-runs", type=int, default=50, help="0: skip Compare")
+    ap.add_argument("--compare-steps", type=int, default=2000)
+    ap.add_argument("--no-s3", action="store_true")
+    ap.add_argument("--s3-endpoint", default=None, help="default: start moto on 127.0.0.1")
+    ap.add_argument("--s3-bucket", default="s3://gspo-dash-bench")
+    ap.add_argument("--code", default=None, help="import the app from this checkout")
+    ap.add_argument("--scale-out", default=str(HERE / "out" / "scale.json"))
+
+
+def main(args) -> None:
+    res = run(args)
+    Path(args.scale_out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.scale_out).write_text(json.dumps(res, indent=1))
+    print(json.dumps(res, indent=1))
+
+
+if __name__ == "__main__":
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_arguments(parser)
+    main(parser.parse_args())
