@@ -5,8 +5,8 @@ app's readers never raise and name the run, that every page renders (no exceptio
 be drawn") with the run named in the data problems, and that nothing in the root changes.
 
 Deterministic (``derandomize=True``, fixed ``max_examples``): CI tries the same cases every time.
-Importer inputs get the same treatment through ``IMPORTER_INPUTS`` (one entry per reader; empty
-until the importers' rewrite lands), with the text damages of ``text_damages``.
+Importer inputs get the same treatment through ``IMPORTER_INPUTS`` (one entry per reader: TRL,
+Tinker, verl), with the text damages of ``text_damages``.
 """
 
 from __future__ import annotations
@@ -363,9 +363,47 @@ class ImporterInput:
     path: str  # the path given to the importer, relative to the folder
 
 
-#: One entry per importer reader; empty until the importers' rewrite lands (the test below then
-#: runs on every entry with the damages of ``text_damages``).
-IMPORTER_INPUTS: list[ImporterInput] = []
+def _importer_inputs() -> list[ImporterInput]:
+    """A small well-formed log of each tool, with the settings file its reader looks for beside
+    it (the same shapes ``tests/test_importers.py`` checks value by value)."""
+    from test_importers import TINKER_LINES, TRL_ARGS, TRL_STEP, VERL_CONFIG, _verl_lines
+
+    def jsonl(rows) -> bytes:
+        return "\n".join(json.dumps(r) for r in rows).encode() + b"\n"
+
+    history = [{**TRL_STEP, "step": s} for s in (1, 2, 3)]
+    state = {"global_step": 3, "log_history": history, "logging_steps": 1, "max_steps": 3}
+    verl_config = {"created_at": "2026-05-23 01:43:45 +0000", "config": VERL_CONFIG}
+    return [
+        ImporterInput(
+            "trl",
+            {
+                "out/trainer_state.json": json.dumps(state, indent=2).encode(),
+                "out/training_args.json": json.dumps(TRL_ARGS).encode(),
+            },
+            "out/trainer_state.json",
+        ),
+        ImporterInput(
+            "tinker",
+            {
+                "run/metrics.jsonl": jsonl(TINKER_LINES),
+                "run/config.json": b'{"loss_fn": "ppo", "dataset_builder": {"group_size": 4}}',
+            },
+            "run/metrics.jsonl",
+        ),
+        ImporterInput(
+            "verl",
+            {
+                "proj/exp.jsonl": jsonl(_verl_lines([1, 2, 3])),
+                "proj/exp.config.json": json.dumps(verl_config).encode(),
+            },
+            "proj/exp.jsonl",
+        ),
+    ]
+
+
+#: One entry per importer reader: the test below damages each with ``text_damages``.
+IMPORTER_INPUTS: list[ImporterInput] = _importer_inputs()
 
 TEXT_JUNK = st.sampled_from(
     [

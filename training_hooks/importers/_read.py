@@ -61,7 +61,7 @@ def read_json_lines(path: Path) -> JsonLines:
     for k, (n, b) in enumerate(numbered):
         try:
             objects.append((n, json.loads(b.decode("utf-8"))))
-        except (UnicodeDecodeError, ValueError) as e:
+        except (UnicodeDecodeError, ValueError, RecursionError) as e:  # (nested too deeply)
             if k == len(numbered) - 1:
                 truncated = n
             else:
@@ -185,7 +185,7 @@ def load_config(path: Path) -> Mapping[str, Any] | None:
             import yaml
 
             data = yaml.safe_load(text)
-    except (OSError, UnicodeDecodeError, ValueError, ImportError):
+    except (OSError, UnicodeDecodeError, ValueError, ImportError, RecursionError):
         return None
     except Exception:  # noqa: BLE001 - yaml.YAMLError and friends: not a config
         return None

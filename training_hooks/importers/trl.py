@@ -48,6 +48,8 @@ def read(path: Path) -> SourceLog:
         state = json.loads(file.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, ValueError) as e:
         raise ValueError(f"{file} is not valid JSON: {str(e).splitlines()[0]}") from e
+    except RecursionError as e:
+        raise ValueError(f"{file} is not valid JSON: nested too deeply") from e
     history = state.get("log_history") if isinstance(state, dict) else None
     if not isinstance(history, list):
         raise ValueError(f"{file} has no 'log_history' list: not a trainer_state.json")
