@@ -129,6 +129,8 @@ def _start_mlflow_server() -> None:
             "1",
         ],
         cwd=folder,
+        # no job runner: MLflow 3.x otherwise starts ~10 huey worker processes the tests never use
+        env={**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"},
         stdout=log,
         stderr=subprocess.STDOUT,
         start_new_session=True,  # its own process group: stopped with every worker it spawns
