@@ -1260,7 +1260,7 @@ def _grid_axes(panel, view, k, cell, x, log_y, match_x) -> tuple[dict, dict]:
 
 def _grid_title(title: str, subtitle: str, cell) -> dict:
     """A panel's bold title above its cell, with a grey second line when ``subtitle``."""
-    text = f"<b>{plot_text(title)}</b>"
+    text = f"<b>{title}</b>"  # (escaped by _title)
     if subtitle:
         text += f"<br><span style='font-size:11px;color:#666'>{plot_text(subtitle)}</span>"
     return {

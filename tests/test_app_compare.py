@@ -14,7 +14,7 @@ import pytest
 from app_runs import run_ids
 from test_app_pages import _arr, _assert_clean, _grid, _open
 
-from app import charts, lag
+from app import charts, lag, ui
 from app import compare_view as cv
 from training_hooks.metric_map import Derived
 from training_hooks.schema import STEPS_DIR, Step
@@ -414,7 +414,8 @@ def test_foreign_groups_collapsed_constants_and_counters(lag_root, app_env):
         {"metric": "lr", "run": "alt", "value": "1e-06", "steps logged": STEPS}
     ]
     caption = " ".join(c.value for c in at.caption)
-    assert "epoch, progress/done\\_frac, training/global\\_step" in caption
+    names = ("epoch", "progress/done_frac", "training/global_step")
+    assert ", ".join(ui.md_escape(n) for n in names) in caption
 
     groups.set_value(["actor/"]).run()
     more = _grid(at, ("more",))

@@ -61,7 +61,8 @@ def record_lagged(root, name: str, algorithm: str, *, spread: float, seed: int) 
                 old_logprobs=old,
                 mask=mask,
                 truncated=torch.arange(B) % (3 + lag) == 0,  # a different share per lag
-                extra={"rollout": step // 2, "policy_lag": lag},
+                rollout=step // 2,
+                policy_lag=lag,
                 completions=[f"answer {b}" for b in range(B)],
             )
         return Path(rec.run_dir)
@@ -301,15 +302,18 @@ def test_groups_page_shares_by_hand(lagged_root, app_env):
 
 
 def _add_reasons(run_dir: Path) -> None:
-    """Give the token table the recorder's ``reason`` column: the first kept sequence of each
-    step a baseline, the second the step's largest |log s|."""
+    """Rewrite the token table to two kept sequences per step with known reasons: the first a
+    baseline, the second the step's largest |log s| (the recorder's own reasons depend on which
+    sequence wins a tie among the on-policy step's zero log-ratios)."""
     for part in (run_dir / TOKENS_DIR).glob("*.parquet"):
         t = pq.read_table(part)
+        if Tok.REASON in t.column_names:
+            t = t.drop_columns([Tok.REASON])
         steps = t.column(Tok.STEP).to_pylist()
-        reasons = [
-            "baseline" if steps[:i].count(s) == 0 else "max_abs_log_s" for i, s in enumerate(steps)
-        ]
-        pq.write_table(t.append_column("reason", pa.array(reasons, pa.string())), part)
+        rank = [steps[:i].count(s) for i, s in enumerate(steps)]
+        t = t.filter(pa.array([r < 2 for r in rank]))
+        reasons = ["baseline" if r == 0 else "max_abs_log_s" for r in rank if r < 2]
+        pq.write_table(t.append_column(Tok.REASON, pa.array(reasons, pa.string())), part)
 
 
 def test_sequences_opens_the_linked_step_culprits_first(lagged_root, app_env, tmp_path):
