@@ -39,7 +39,8 @@ def record_run(root, name: str, algorithm: str, *, seed: int, spread: float, ste
             mask[:, T - 1 - step % 3 :] = False  # lengths vary with the step
             rewards = torch.randint(0, 2, (P, G), generator=gen).float()
             rewards[0] = 1.0  # one zero-variance group per step (all correct)
-            completions = [HTML_COMPLETION if b == 0 else f"answer {b}" for b in range(B)]
+            # every completion holds Markdown/HTML, so whichever sequence a page selects shows it
+            completions = [f"{HTML_COMPLETION} (answer {b})" for b in range(B)]
             rec.log_step(
                 step,
                 rewards=rewards,

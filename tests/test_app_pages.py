@@ -125,7 +125,7 @@ def test_every_page_renders_recorded_runs(page, recorded_root, app_env):
         # the completion is model output: shown as plain code text, never as Markdown/HTML
         codes = [c.value for c in at.code]
         md = " ".join(m.value for m in at.markdown)
-        assert HTML_COMPLETION in codes
+        assert len(codes) == 1 and codes[0].startswith(HTML_COMPLETION)
         assert "<script>" not in md and "**not bold**" not in md
 
 
