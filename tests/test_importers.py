@@ -124,7 +124,9 @@ def test_trl_trainer_state_with_args_beside(tmp_path):
     assert r2["eval_reward"] == 0.5 and pd.isna(r1["eval_reward"])  # eval merged into step 2
     assert r2[Step.ENTROPY_MEAN] == 2.5  # ... cancelling no train metric of that step
     assert list(df[Step.WALL_TIME]) == [1.5, 3.0, 4.5]
-    assert set(df[Step.SCHEMA_VERSION]) == {2} and set(df[Step.ALGORITHM]) == {"grpo"}
+    assert set(df[Step.SCHEMA_VERSION]) == {schema.SCHEMA_VERSION} and set(df[Step.ALGORITHM]) == {
+        "grpo"
+    }
     info = schema.read_run_info(res["run_dir"])
     assert info.source == "trl" and info.status == schema.STATUS_FINISHED and info.name == "out"
     assert (info.token_eps_low, info.token_eps_high) == (0.2, 0.28) and info.seq_eps_low is None

@@ -264,7 +264,8 @@ def test_read_only_mode_writes_nothing(root_copy, app_env, mlflow_uri, monkeypat
         assert_clean(at)
         assert at.title[0].value
         typed = {t.key for t in at.text_input}
-        assert typed <= {"runs_filter"}, typed  # no root, URI or import path input anywhere
+        # no root, URI or import path input anywhere: only the Runs filter and Compare's search
+        assert typed <= {"runs_filter", "metric_search"}, typed
         assert [c.value for c in at.sidebar.code] == [str(root_copy), mlflow_uri]
         if page == "runs":
             assert len(at.dataframe[0].value) == 3  # two Parquet runs and the MLflow-only one
@@ -433,7 +434,7 @@ def test_import_form_refuses_bad_paths_and_missing_roots(root_copy, app_env, tmp
 # ----------------------------------------------------------------------------- 3. query string
 
 
-ALLOWED_URL_KEYS = {"runs", "run", "step", "group_step", "steps", "x", "max_points"}
+ALLOWED_URL_KEYS = {"runs", "run", "step", "group_step", "steps", "x", "max_points", "groups"}
 
 
 def _query_reads(tree: ast.Module) -> list[ast.AST]:
