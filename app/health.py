@@ -413,19 +413,35 @@ def check_nonfinite(df: pd.DataFrame) -> list[Finding]:
 
 def check_lag(df: pd.DataFrame, split: lagmod.LagSplit) -> list[Finding]:
     """``on_policy_only`` (no off-policy step) and ``stale_old_logprobs`` (a declared lag >= 1
-    with every token ratio exactly 1 on at least ``stale_share`` of those steps)."""
+    with every token ratio exactly 1 on at least ``stale_share`` of those steps). A step whose
+    earlier updates had no signal (every group zero-variance: all advantages 0, a null gradient)
+    is left out: its policy did not move, so ratios of exactly 1 are right there."""
     out = []
     steps = _steps(df)
     ratio = _col(df, Step.TOKEN_LOG_RATIO_ABS_MAX)
     lag = np.array([np.nan if v is None else v for v in split.lag], float)
     if ratio is not None:
-        declared_off = (lag >= 1) & np.isfinite(ratio)
+        declared_off = (lag >= 1) & np.isfinite(ratio) & ~_after_null_updates(df, lag)
         exact = declared_off & (np.abs(ratio) <= lagmod.MEASURED_ON_TOL)
         n_off, n_exact = int(declared_off.sum()), int(exact.sum())
         if n_off and n_exact / n_off >= th("stale_share"):
             out.append(_stale(steps[exact], n_exact, n_off))
     if split.n_off == 0 and split.n_on > 0:
         out.append(_on_policy_only(split, ratio))
+    return out
+
+
+def _after_null_updates(df: pd.DataFrame, lag: np.ndarray) -> np.ndarray:
+    """Per row: the ``lag`` updates before it (the rows just above) all had every group
+    zero-variance, so none of them moved the policy (False where that is unknown)."""
+    zv = _col(df, Step.ZERO_VARIANCE_FRACTION)
+    out = np.zeros(len(df), bool)
+    if zv is None:
+        return out
+    null = zv >= 1.0
+    for i, k in enumerate(lag):
+        if np.isfinite(k) and 1 <= k <= i:
+            out[i] = bool(null[i - int(k) : i].all())
     return out
 
 

@@ -298,6 +298,24 @@ def test_stale_old_logprobs():
     assert health.STALE_OLD_LOGPROBS not in _find(df2)
 
 
+def test_ratios_of_one_after_a_null_update_are_not_stale():
+    """Every group zero-variance on the lag-0 steps (all advantages 0: the update is null, the
+    policy does not move), so the lag-1 steps' ratios of exactly 1 are right: no finding. Where
+    only the first half of the run had no signal, the second half's exact ratios still are stale
+    (50 of 50 judged steps)."""
+    df = _table()
+    off = (df[Step.POLICY_LAG] == 1).to_numpy()
+    for c in (Step.TOKEN_LOG_RATIO_ABS_MAX, Step.SEQ_LOG_RATIO_MIN, Step.SEQ_LOG_RATIO_MAX):
+        df[c] = 0.0
+    df[Step.ZERO_VARIANCE_FRACTION] = np.where(off, 0.5, 1.0)  # the updates before lag 1: null
+    assert health.STALE_OLD_LOGPROBS not in _find(df)
+    half = len(df) // 2
+    df.loc[half:, Step.ZERO_VARIANCE_FRACTION] = 0.5
+    f = _find(df)[health.STALE_OLD_LOGPROBS]
+    assert f.evidence.startswith("50 of 50 steps with a declared policy_lag ≥ 1")
+    assert f.steps[0] == half + 1
+
+
 def test_sampler_mismatch_at_lag_zero():
     """Declared lag 0 with token |log r| 0.05 (not exactly 0): the sampler and the trainer disagree.
     k3 old→new 2e-4 there is inside the dense band (1e-5..1e-3): info with its size and steps;
