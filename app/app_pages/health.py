@@ -48,6 +48,7 @@ summary = pd.DataFrame(
             "policy lag": f"{split.source}: {split.n_on} on / {split.n_off} off",
             "errors": sum(f.severity == ERROR for f in found),
             "warnings": sum(f.severity == WARNING for f in found),
+            "notes": sum(f.severity == INFO for f in found),
             "most severe": found[0].title if found else "",
         }
         for run, t, split, found in results
@@ -78,10 +79,12 @@ def culprit_links(run, steps: tuple[int, ...]) -> None:
 for run, t, split, found in results:
     worst = found[0].severity if found else OK
     n_bad = sum(f.severity in (ERROR, WARNING) for f in found)
+    n_info = sum(f.severity == INFO for f in found)
     head = f"{ui.md_escape(run.name)} · {ui.md_escape(run.algorithm.upper())} · {run.status} · {len(t.df)} steps"
-    with st.expander(
-        f"{head} — {n_bad} finding{'s' if n_bad != 1 else ''}", expanded=n_bad > 0, icon=ICON[worst]
-    ):
+    label = f"{head} — {n_bad} finding{'s' if n_bad != 1 else ''}"
+    if n_info:  # info findings are not problems, but the table names them: say they are here
+        label += f", {n_info} note{'s' if n_info != 1 else ''}"
+    with st.expander(label, expanded=n_bad > 0, icon=ICON[worst]):
         st.caption(ui.md_escape(split.describe()))
         for f in found:
             text = f"**{ui.md_escape(f.title)}**  \n{ui.md_escape(f.evidence)}"
