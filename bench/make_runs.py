@@ -407,6 +407,7 @@ def _token_table(rng, run_id: str, first: int, last: int, d: Draws, k: int) -> p
             rows[Tok.TOKEN_LOG_RATIOS].append(lr)
             rows[Tok.ADVANTAGES].append(np.full(L, adv.reshape(-1, B)[s, b], np.float32))
             rows[Tok.TOKENS].append(None)
+            rows[Tok.REASON].append("baseline")  # random sequences: the recorder's baseline
     return _table(rows, tok_schema)
 
 
