@@ -661,16 +661,22 @@ def _empty_note(fig: go.Figure, text: str) -> None:
     fig.add_annotation(_centered_note(text))
 
 
-def _legend_rows(chars: Sequence[int], width_px: int = 1000) -> int:
+def _legend_rows(chars: Sequence[int], width_px: int = 1100) -> int:
     """Rows a horizontal legend wraps into: entries of ``chars`` characters (~7 px each, plus
-    ~50 px of symbol and gap) packed greedily into ``width_px`` (a narrow page's width)."""
+    ~50 px of symbol and gap) in ``width_px`` (the page's width beside the sidebar). The larger
+    of two layouts:
+    packed greedily, and in aligned columns as wide as the widest entry (Plotly aligns a wrapped
+    legend's entries in columns, so one long run name sets every column's width)."""
+    widths = [50 + 7 * n for n in chars]
     rows, used = 1, 0
-    for n in chars:
-        w = 50 + 7 * n
+    for w in widths:
         if used and used + w > width_px:
             rows, used = rows + 1, 0
         used += w
-    return rows
+    if not widths:
+        return rows
+    columns = max(1, width_px // max(widths))
+    return max(rows, math.ceil(len(widths) / columns))
 
 
 def legend_figure(series: Sequence[RunSeries]) -> go.Figure:
@@ -688,9 +694,18 @@ def legend_figure(series: Sequence[RunSeries]) -> go.Figure:
         )
     rows = _legend_rows([len(s.label) + len(s.algorithm) + 3 for s in series])
     fig.update_layout(
-        height=30 + 24 * rows,
+        height=30 + 22 * rows,
         margin={"l": 0, "r": 0, "t": 0, "b": 0},
-        legend={"orientation": "h", "x": 0, "y": 1, "yanchor": "top", "font": {"size": 12}},
+        # maxheight 1: the whole strip may hold the legend (Plotly's default for a horizontal
+        # legend is half the plot's height, beyond which it scrolls and hides entries)
+        legend={
+            "orientation": "h",
+            "x": 0,
+            "y": 1,
+            "yanchor": "top",
+            "font": {"size": 12},
+            "maxheight": 1.0,
+        },
         xaxis={"visible": False},
         yaxis={"visible": False},
         showlegend=True,

@@ -250,7 +250,11 @@ def test_fifty_runs_stay_within_the_point_budget(key):
 
 def test_legend_wraps_long_names():
     assert charts._legend_rows([10] * 3) == 1
-    assert charts._legend_rows([60] * 7) == 4  # 470 px each: two fit a 1,000 px row
+    assert charts._legend_rows([60] * 7) == 4  # 470 px each: two fit a 1,100 px row
+    # one 526 px name sets the columns' width: 2 columns, so six entries take 3 rows, though
+    # greedy packing would put 4 short ones side by side
+    assert charts._legend_rows([68, 56, 35, 27, 30, 34]) == 3
+    assert charts._legend_rows([68, 10, 10, 10, 10, 10, 10], width_px=1000) == 7
 
 
 # ---------------------------------------------------------------------------- the page (AppTest)
