@@ -49,6 +49,15 @@ class JsonLines:
     lines: int
 
 
+def parse_json(text: str) -> Any:
+    """``json.loads``, with a document nested deeper than the decoder's recursion limit raised as
+    the ``ValueError`` of any other invalid JSON (the decoder raises ``RecursionError``)."""
+    try:
+        return json.loads(text)
+    except RecursionError as e:
+        raise ValueError("nested too deeply") from e
+
+
 def read_json_lines(path: Path) -> JsonLines:
     """Every line of a JSON-lines file, parsed; bad lines are reported by number, not raised.
 
@@ -60,8 +69,8 @@ def read_json_lines(path: Path) -> JsonLines:
     truncated = None
     for k, (n, b) in enumerate(numbered):
         try:
-            objects.append((n, json.loads(b.decode("utf-8"))))
-        except (UnicodeDecodeError, ValueError, RecursionError) as e:  # (nested too deeply)
+            objects.append((n, parse_json(b.decode("utf-8"))))
+        except (UnicodeDecodeError, ValueError) as e:
             if k == len(numbered) - 1:
                 truncated = n
             else:
@@ -180,12 +189,12 @@ def load_config(path: Path) -> Mapping[str, Any] | None:
             return None
         text = path.read_text(encoding="utf-8")
         if path.suffix == ".json":
-            data = json.loads(text)
+            data = parse_json(text)
         else:
             import yaml
 
             data = yaml.safe_load(text)
-    except (OSError, UnicodeDecodeError, ValueError, ImportError, RecursionError):
+    except (OSError, UnicodeDecodeError, ValueError, ImportError):
         return None
     except Exception:  # noqa: BLE001 - yaml.YAMLError and friends: not a config
         return None

@@ -11,7 +11,6 @@ JSON/YAML files beside it that hold GRPOConfig keys, and from a model card (``RE
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -23,6 +22,7 @@ from training_hooks.importers._read import (
     find_file,
     load_config,
     merge_by_step,
+    parse_json,
 )
 from training_hooks.importers._spec import RunSettings, Settings, ToolSpec
 from training_hooks.metric_map import (
@@ -45,11 +45,9 @@ MODEL_CARD_TRL = re.compile(r"^\s*[-*]\s*TRL:\s*v?([0-9][0-9A-Za-z.+-]*)\s*$", r
 def read(path: Path) -> SourceLog:
     file = find_file(path, (STATE_FILE,), "*trainer_state*.json", "TRL trainer_state.json")
     try:
-        state = json.loads(file.read_text(encoding="utf-8"))
+        state = parse_json(file.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, ValueError) as e:
         raise ValueError(f"{file} is not valid JSON: {str(e).splitlines()[0]}") from e
-    except RecursionError as e:
-        raise ValueError(f"{file} is not valid JSON: nested too deeply") from e
     history = state.get("log_history") if isinstance(state, dict) else None
     if not isinstance(history, list):
         raise ValueError(f"{file} has no 'log_history' list: not a trainer_state.json")
