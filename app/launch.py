@@ -36,17 +36,22 @@ def free_port() -> int:
 
 @contextmanager
 def serve(
-    root: str | os.PathLike, *, cwd: str | os.PathLike, timeout_s: float = 30.0
+    root: str | os.PathLike,
+    *,
+    cwd: str | os.PathLike,
+    timeout_s: float = 30.0,
+    main: str | os.PathLike = MAIN,
 ) -> Iterator[str]:
     """``streamlit run app/main.py -- --root ROOT`` on 127.0.0.1 (no MLflow store), its output in
     ``cwd/streamlit.log``; yields the base URL once ``/_stcore/health`` answers and stops the server
-    on exit. Raises ``AppDidNotStart`` (with the log) when it does not answer within ``timeout_s``."""
+    on exit. Raises ``AppDidNotStart`` (with the log) when it does not answer within ``timeout_s``.
+    ``main``: another checkout's ``app/main.py`` (a benchmark's before/after)."""
     port = free_port()
     env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
     log_path = Path(cwd) / "streamlit.log"
     with open(log_path, "w") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "streamlit", "run", MAIN]
+            [sys.executable, "-m", "streamlit", "run", os.fspath(main)]
             + ["--server.port", str(port), "--server.address", "127.0.0.1"]
             + ["--server.headless", "true", "--browser.gatherUsageStats", "false"]
             + ["--", "--root", os.fspath(root)],

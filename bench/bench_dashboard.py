@@ -1,6 +1,7 @@
 """Benchmark of the dashboard (issue 5, section 6; ``--scale``: issue 15, see bench_scale.py).
 
     python bench/bench_dashboard.py [--root DIR] [--runs 20 --steps 5000 --seqs 256] [--no-browser]
+                                    [--loads 3 --views 2] [--code DIR]
                                     [--no-mlflow]
     python bench/bench_dashboard.py --scale [--scale-runs 2000 --scale-steps 10] [--no-s3]
 
@@ -11,7 +12,10 @@ Measures, on a generated root of ``runs`` runs x ``steps`` steps x ``seqs`` sequ
    runs) and with all runs selected; re-render after changing the selection (a run removed; other,
    not yet read runs swapped in); re-render after changing the smoothing.
 2. Headless Chromium against ``streamlit run``: seconds from navigation to the first drawn Plotly
-   chart and to all charts drawn, on /compare (default view) and with every run in ?runs=.
+   chart, to all charts drawn and to the last figure (re)draw, on /compare (default view) and with
+   every run in ?runs=: in a new browser profile each time (cold), in one profile after a first
+   load (warm), and reached from the Runs page by a click in the sidebar (nav). ``--code DIR``
+   serves another checkout's app instead (a before/after in one sitting).
 3. MLflow for comparison: one run of 10,000 steps x 20 metrics logged to a fresh SQLite store;
    time to load it back with ``MlflowClient.get_metric_history`` (what MLflow-only runs cost)
    against reading the same numbers from Parquet.
@@ -189,16 +193,28 @@ _BUSY = {
 }
 
 
-def _draw_times(page, url: str, timeout_s: float = 180.0, quiet_s: float = 1.5) -> dict:
-    """Load ``url`` and poll the page: seconds to the first small-multiples figure with a drawn
-    line (``first_panel_s``) and to the last change of the drawing state once the script has
-    finished (``all_drawn_s``: every chart there and drawn; the page then stayed quiet for
-    ``quiet_s``)."""
+#: Installed in every page before its scripts: the times (performance.now(), ms) at which any
+#: Plotly figure finished drawing, first draws and redraws alike (plotly.js emits
+#: "plotly_afterplot" on the figure's div through its ``emit``, set when the figure is created).
+_AFTERPLOT_INIT_JS = """
+window.__afterplot = [];
+Object.defineProperty(HTMLElement.prototype, 'emit', {configurable: true, get() { return undefined; },
+  set(fn) {
+    Object.defineProperty(this, 'emit', {configurable: true, writable: true, value: function (ev) {
+      if (ev === 'plotly_afterplot') window.__afterplot.push(performance.now());
+      return fn.apply(this, arguments);
+    }});
+  }});
+"""
+
+
+def _wait_drawn(page, t0: float, since_ms: float, timeout_s: float, quiet_s: float) -> dict:
+    """Poll the page from ``t0`` (perf_counter) until every chart is drawn and the page stayed
+    quiet for ``quiet_s``; ``since_ms``: the page's performance.now() at ``t0``."""
     cdp = page.context.new_cdp_session(page)
     cdp.send("Performance.enable")
+    busy0 = {m["name"]: m["value"] for m in cdp.send("Performance.getMetrics")["metrics"]}
     cpu0 = cpu_seconds()
-    t0 = time.perf_counter()
-    page.goto(url, wait_until="commit")
     first = None
     last, last_change, cpu = None, time.perf_counter(), cpu0
     while time.perf_counter() - t0 < timeout_s:
@@ -210,17 +226,58 @@ def _draw_times(page, url: str, timeout_s: float = 180.0, quiet_s: float = 1.5) 
             last, last_change, cpu = state, now, cpu_seconds()
         elif not state[0] and state[3] and state[1] == state[2] and now - last_change > quiet_s:
             busy = {m["name"]: m["value"] for m in cdp.send("Performance.getMetrics")["metrics"]}
+            plots = [t for t in page.evaluate("window.__afterplot || []") if t >= since_ms]
             return {
                 **{f"cpu_{k}_s": cpu[k] - cpu0[k] for k in cpu},
                 "first_panel_s": first,
                 "all_drawn_s": last_change - t0,
+                # the last draw or redraw of any figure: the page is settled (Streamlit's
+                # frontend redraws every figure once after its first draw)
+                "settled_s": (max(plots) - since_ms) / 1000 if plots else None,
+                "draws": len(plots),
                 "charts": state[1],
                 # the page's main thread: seconds inside tasks (scripts, style, layout, paint),
                 # wall clock (a loaded machine stretches them; the cpu_* numbers do not)
-                **{f"main_thread_{k}_s": busy[m] for k, m in _BUSY.items()},
+                **{f"main_thread_{k}_s": busy[m] - busy0.get(m, 0.0) for k, m in _BUSY.items()},
             }
         time.sleep(0.05)
-    raise TimeoutError(f"{url} not drawn within {timeout_s} s (last state {last})")
+    raise TimeoutError(f"{page.url} not drawn within {timeout_s} s (last state {last})")
+
+
+def _draw_times(page, url: str, timeout_s: float = 180.0, quiet_s: float = 1.5) -> dict:
+    """Load ``url`` and poll the page: seconds to the first small-multiples figure with a drawn
+    line (``first_panel_s``), to the last change of the drawing state once the script has
+    finished (``all_drawn_s``: every chart there and drawn; the page then stayed quiet for
+    ``quiet_s``) and to the last figure draw (``settled_s``)."""
+    t0 = time.perf_counter()
+    page.goto(url, wait_until="commit")
+    return _wait_drawn(page, t0, 0.0, timeout_s, quiet_s)
+
+
+def _nav_times(page, base: str, timeout_s: float = 180.0, quiet_s: float = 1.5) -> dict:
+    """The way a user mostly reaches Compare: from the Runs page, a click on Compare in the
+    sidebar (Streamlit's single-page app: no page load, no new WebSocket). Seconds from the click,
+    as ``_draw_times``; ``again_*``: back to Runs and to Compare once more (plotly.js loaded)."""
+    out = {}
+    page.goto(f"{base}/runs")
+    for label in ("", "again_"):
+        if label:
+            page.click(_NAV_LINK.format("runs"))
+        page.wait_for_function(_ON_RUNS_JS, timeout=timeout_s * 1000, polling=100)
+        page.wait_for_timeout(1500)
+        since = page.evaluate("performance.now()")
+        t0 = time.perf_counter()
+        page.click(_NAV_LINK.format("compare"))
+        times = _wait_drawn(page, t0, since, timeout_s, quiet_s)
+        out.update({f"{label}{k}": v for k, v in times.items()})
+    return out
+
+
+#: The Runs page is shown: its table, and no chart left from Compare.
+_ON_RUNS_JS = """() => location.pathname.endsWith('/runs')
+  && !document.querySelector('.js-plotly-plot')
+  && !!document.querySelector('[data-testid=stDataFrame]')"""
+_NAV_LINK = "[data-testid=stSidebarNav] a[href$='/{}']"
 
 
 def _median(values: list[float]) -> float:
@@ -242,12 +299,27 @@ def _server_times(log: Path) -> list[float]:
     return out
 
 
-def bench_browser(root: Path, loads: int = 3, views: int = 2) -> dict:
+def _summary(times: list[dict]) -> dict:
+    keys = [k for k in times[0] if k.endswith("_s")]
+    return {
+        "loads": times,
+        **{
+            f"median_{k}": _median([t[k] for t in times])
+            for k in keys
+            if all(t[k] is not None for t in times)
+        },
+    }
+
+
+def bench_browser(root: Path, loads: int = 3, views: int = 2, code: Path | None = None) -> dict:
     """Headless Chromium on ``streamlit run``: /compare (the 6 most recent runs) and with every run
-    in ?runs= (``views``: 1 = only the first), ``loads`` times each (the first load of the first
-    view has cold server caches); wall-clock seconds and the page's main-thread busy seconds;
-    then what the page drew (figures, traces, points, JSON) and plotly.js's own draw time for it
-    (each figure redrawn by a standalone plotly.js in the same page)."""
+    in ?runs= (``views``: 1 = only the first), ``loads`` times each in a new browser profile
+    (``cold``: nothing cached, every static file fetched and compiled anew), then for the default
+    view in one profile after a first load (``warm``: the browser's HTTP and code caches, as for a
+    returning user), then reached from the Runs page by a click (``nav``, see ``_nav_times``).
+    Wall-clock seconds and the page's main-thread busy seconds; then what the page drew (figures,
+    traces, points, JSON) and plotly.js's own draw time for it (each figure redrawn by a
+    standalone plotly.js in the same page). ``code``: serve another checkout's app (``--code``)."""
     if not os.path.exists(CHROMIUM):
         return {"skipped": f"{CHROMIUM} missing"}
     import plotly
@@ -260,8 +332,19 @@ def bench_browser(root: Path, loads: int = 3, views: int = 2) -> dict:
     os.environ["GSPO_DASH_TIMING"] = "1"
     cwd = Path(tempfile.mkdtemp(prefix="gspo-dash-bench-"))
     plotly_js = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
-    with serve(root, cwd=cwd) as base, sync_playwright() as p:
+    viewport = {"width": 1500, "height": 1000}
+    main = MAIN
+    if code is not None:  # that checkout's modules first in the server (its main.py adds itself)
+        main = str(code / "app" / "main.py")
+        os.environ["PYTHONPATH"] = os.pathsep.join([str(code), os.environ.get("PYTHONPATH", "")])
+    with serve(root, cwd=cwd, main=main) as base, sync_playwright() as p:
         browser = launch_chromium(p)
+
+        def fresh_page(context=None):
+            page = (context or browser.new_context(viewport=viewport)).new_page()
+            page.add_init_script(_AFTERPLOT_INIT_JS)
+            return page
+
         runs_q = "&".join(f"runs={n}" for n in names)
         for label, url in (
             ("default_6_runs", f"{base}/compare"),
@@ -269,18 +352,24 @@ def bench_browser(root: Path, loads: int = 3, views: int = 2) -> dict:
         )[:views]:
             times = []
             for _ in range(loads):
-                page = browser.new_page(viewport={"width": 1500, "height": 1000})
+                page = fresh_page()
                 times.append(_draw_times(page, url))
                 last = page
                 if len(times) < loads:
-                    page.close()
-            res: dict = {"loads": times}
-            for k in ("first_panel_s", "all_drawn_s", "main_thread_task_s", "cpu_browser_s"):
-                res[f"median_{k}"] = _median([t[k] for t in times])
+                    page.context.close()
+            res: dict = {"cold": _summary(times)}
             res["figures"] = last.evaluate(_FIGURES_JS)
             last.add_script_tag(path=str(plotly_js))
             res["plotly_alone_ms"] = [round(x) for x in last.evaluate(_REPLAY_JS)]
-            last.close()
+            last.context.close()
+            if label == "default_6_runs":
+                context = browser.new_context(viewport=viewport)
+                _draw_times(fresh_page(context), url)  # fills the caches; not counted
+                res["warm"] = _summary(
+                    [_draw_times(fresh_page(context), url) for _ in range(loads)]
+                )
+                res["nav"] = _summary([_nav_times(fresh_page(context), base) for _ in range(loads)])
+                context.close()
             out[label] = res
         browser.close()
     out["server_script_s"] = _server_times(cwd / "streamlit.log")
@@ -383,7 +472,8 @@ def main() -> None:
         res["apptest"] = bench_apptest(root)
         print(json.dumps(res["apptest"], indent=1))
     if not a.no_browser:
-        res["browser"] = bench_browser(root, a.loads, a.views)
+        code = Path(a.code).resolve() if a.code else None
+        res["browser"] = bench_browser(root, a.loads, a.views, code)
         print(json.dumps(res["browser"], indent=1))
     if not a.no_mlflow:
         res["mlflow"] = bench_mlflow()

@@ -9,9 +9,13 @@ import math
 
 import numpy as np
 import pandas as pd
+import plotly.io as pio
 import pyarrow.parquet as pq
 import pytest
 from app_runs import run_ids
+from hypothesis import given, settings
+from hypothesis import strategies as hs
+from hypothesis.extra import numpy as hnp
 from test_app_pages import _arr, _assert_clean, _grid, _open
 
 from app import charts, lag, ui
@@ -156,6 +160,70 @@ def test_compact_keeps_values_in_smaller_types():
     assert y.dtype == np.float32
     np.testing.assert_allclose(y, [1e-6, 0.25, 123.456], rtol=1e-7)
     assert charts.compact(np.array([3e9, 4e9])).dtype == np.float32  # too large for int32
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    hnp.arrays(
+        np.float64,
+        hs.integers(0, 40),
+        elements=hs.one_of(
+            hs.floats(allow_nan=True, allow_infinity=True, allow_subnormal=True),
+            hs.floats(-1e3, 1e3),
+        ),
+    )
+)
+def test_browser_array_is_the_7_digit_decimal(v):
+    """Two routes to one answer: the vectorised rounding equals Python's '%.7g' of each value (the
+    shortest decimal within float32's precision); non-finite values become None (a gap)."""
+    out = charts.browser_array(v)
+    assert len(out) == len(v)
+    for got, x in zip(out, v.tolist(), strict=True):
+        if not math.isfinite(x):
+            assert got is None
+        else:
+            assert got == float(f"{x:.7g}"), (x, got)
+            assert abs(got - x) <= 5e-7 * abs(x)
+    json.dumps(out, allow_nan=False)  # plain JSON: no NaN/Infinity tokens
+
+
+def test_browser_array_keeps_ints_and_shortens_float32():
+    assert charts.browser_array(np.array([0, 5, 4999], np.int32)) == [0, 5, 4999]
+    y = np.float32([0.1, 0.2, 1 / 3])
+    assert charts.browser_array(y) == [0.1, 0.2, 0.3333333]
+    assert len(json.dumps(charts.browser_array(y))) < len(json.dumps(y.tolist())) / 1.5
+
+
+def test_data_revision_changes_with_any_value():
+    a = [{"x": np.arange(3), "y": np.float32([0.1, 0.2, 0.3])}]
+    b = [{"x": np.arange(3), "y": np.float32([0.1, 0.2, 0.3])}]
+    c = [{"x": np.arange(3), "y": np.float32([0.1, 0.2, 0.30001])}]
+    d = [{"x": np.arange(3), "y": np.float32([0.1, 0.2, 0.3])}] * 2
+    assert charts.data_revision(a) == charts.data_revision(b)
+    assert len({charts.data_revision(t) for t in (a, c, d)}) == 3
+
+
+def test_grid_figure_is_cheap_to_redraw():
+    """What keeps plotly.js from recomputing the grid when Streamlit hands it a copy: no template
+    object (a new one forces a full redraw), plain arrays (typed arrays are decoded anew on each
+    redraw) under a datarevision digest, and no axis that measures labels for its margins."""
+    df = pd.DataFrame({Step.STEP: np.arange(6), Step.REWARD_MEAN: np.linspace(0.1, 0.6, 6)})
+    s = _series(df)
+    panels = [charts.PANELS_BY_KEY["reward"], charts.PANELS_BY_KEY["loss"]]
+    traces = [charts.run_traces(s, p, smoothing=0.5) for p in panels]
+    fig = charts.grid_figure([s], panels, traces)
+    spec = json.loads(pio.to_json(fig, validate=False))
+    lay = spec["layout"]
+    assert lay["template"] == "none" and "bdata" not in json.dumps(spec)
+    assert lay["datarevision"] == charts.data_revision([t for ts in traces for t in ts])
+    axes = [k for k in lay if k.startswith(("xaxis", "yaxis"))]
+    assert len(axes) == 4
+    for k in axes:
+        assert lay[k]["automargin"] is False and lay[k]["ticklabeloverflow"] == "allow"
+    raw = spec["data"][0]
+    assert raw["x"] == [0, 1, 2, 3, 4, 5]
+    assert raw["y"] == [0.1, 0.2, 0.3, 0.4, 0.5, 0.6]
+    assert lay["paper_bgcolor"] == lay["plot_bgcolor"] == "rgba(0, 0, 0, 0)"
 
 
 def test_log_s_panel_zooms_on_gspo_band_and_counts_outside():
@@ -334,6 +402,9 @@ def test_steps_control_filters_the_clip_panels(lag_root, app_env):
     odd = table[table[Step.STEP] % 2 == 1]
     at = _open("compare", {"runs": [ids["alt"], ids["onpol"]]})
     _assert_clean(at)
+    # the grid goes out without Streamlit's Plotly theme, as plain arrays (grid_figure's docstring)
+    (el,) = [e for e in at.get("plotly_chart") if e.proto.id.rsplit("-", 2)[-2] == "grid"]
+    assert el.proto.theme == "" and "bdata" not in el.proto.spec
     assert at.button_group(key="steps").value == cv.AUTO
     grid = _grid(at)
     clip = grid["Sequence-unit clip fraction — sequence unit, ε 3e-4/4e-4"]

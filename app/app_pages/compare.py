@@ -166,7 +166,10 @@ def draw_panels(
             series, chunk, by_panel, x=opts["x"], log_panels=log_keys, views=views
         )
         st.plotly_chart(
-            fig, key=f"{key}-{start // PANELS_PER_FIGURE}", config={"displaylogo": False}
+            fig,
+            key=f"{key}-{start // PANELS_PER_FIGURE}",
+            config={"displaylogo": False},
+            theme=None,  # the grid's own look (charts.grid_figure): no second full redraw
         )
 
 
