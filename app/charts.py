@@ -425,7 +425,16 @@ def compact(values: np.ndarray) -> np.ndarray:
     return v.astype(np.float32)
 
 
-def browser_array(values) -> list:
+class JsonArray(list):
+    """``browser_array``'s result: a list that deep-copies as itself. plotly's Figure deep-copies
+    its data, a list one Python float at a time (with Streamlit's second copy, 0.2 s for the grid's
+    120,000 numbers; 0.02 s as JsonArray); these lists are never changed once built."""
+
+    def __deepcopy__(self, memo: dict) -> JsonArray:
+        return self
+
+
+def browser_array(values) -> JsonArray:
     """An array as plain JSON numbers, for a figure that ``Plotly.react`` redraws: integers as
     ints, floats to 7 significant digits (float32's precision), non-finite values as None (gaps).
 
@@ -435,7 +444,7 @@ def browser_array(values) -> list:
     headless Chromium on the 13-panel grid: 0.8-1.1 s for the typed arrays, 0.12 s plain)."""
     v = np.asarray(values)
     if v.dtype.kind in "iub":
-        return v.astype(np.int64).tolist()
+        return JsonArray(v.astype(np.int64).tolist())
     v = v.astype(np.float64)
     ok = np.isfinite(v) & (v != 0)
     exp = np.zeros(len(v), np.int64)
@@ -450,7 +459,7 @@ def browser_array(values) -> list:
         out[i] = float(f"{v[i]:.7g}")
     if not np.isfinite(v).all():
         out = [x if math.isfinite(x) else None for x in out]
-    return out
+    return JsonArray(out)
 
 
 def data_revision(traces: Sequence[dict]) -> str:

@@ -4,6 +4,7 @@ tables; the page through AppTest on runs written by the real recorder."""
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 
@@ -189,6 +190,8 @@ def test_browser_array_is_the_7_digit_decimal(v):
 
 def test_browser_array_keeps_ints_and_shortens_float32():
     assert charts.browser_array(np.array([0, 5, 4999], np.int32)) == [0, 5, 4999]
+    arr = charts.browser_array(np.float32([0.5]))
+    assert copy.deepcopy(arr) is arr  # plotly's Figure copies its data: not these lists
     y = np.float32([0.1, 0.2, 1 / 3])
     assert charts.browser_array(y) == [0.1, 0.2, 0.3333333]
     assert len(json.dumps(charts.browser_array(y))) < len(json.dumps(y.tolist())) / 1.5
