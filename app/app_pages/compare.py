@@ -321,10 +321,12 @@ if extras.groups:
         draw_panels(runs_by_key, series, [charts.extra_panel(n) for n in asked], opts, key="more")
 if panels:
     with st.expander("What each chart means", icon=":material/help:", expanded=False):
-        for p in panels:
-            st.markdown(
+        st.markdown(  # one element, not one per chart: each costs the browser a render
+            "\n\n".join(
                 f"**{ui.md_escape(p.title)}** ({ui.md_escape(p.unit)}): {ui.md_escape(p.caption)}"
+                for p in panels
             )
+        )
 
 ui.timing("compare extras")
 ui.notice_problems(shown, problems)
