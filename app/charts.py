@@ -416,8 +416,9 @@ def run_traces(
 
 def compact(values: np.ndarray) -> np.ndarray:
     """Finite values as the browser needs them: int32 when they are integers that fit (steps), else
-    float32 (7 significant digits, more than a chart or its 4-digit hover shows). Plotly sends
-    numpy arrays as typed binary arrays, so this halves the figure JSON the browser decodes."""
+    float32 (7 significant digits, more than a chart or its 4-digit hover shows): half the memory
+    of the cached traces, and half the JSON where Plotly sends them as typed binary arrays (single
+    charts); the Compare grid sends them as plain 7-digit numbers (``browser_array``)."""
     v = np.asarray(values)
     if v.dtype.kind in "iu" or (len(v) and np.all(np.mod(v, 1) == 0)):
         if len(v) == 0 or np.abs(v).max() < 2**31:
