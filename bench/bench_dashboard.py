@@ -299,6 +299,15 @@ def _server_times(log: Path) -> list[float]:
     return out
 
 
+def _closing(page, measure, *args) -> dict:
+    """``measure(page, *args)``, then the page closed: a page left open keeps its Streamlit session
+    (and the live refresh) running beside the next measurement."""
+    try:
+        return measure(page, *args)
+    finally:
+        page.close()
+
+
 def _summary(times: list[dict]) -> dict:
     keys = [k for k in times[0] if k.endswith("_s")]
     return {
@@ -336,7 +345,8 @@ def bench_browser(root: Path, loads: int = 3, views: int = 2, code: Path | None 
     main = MAIN
     if code is not None:  # that checkout's modules first in the server (its main.py adds itself)
         main = str(code / "app" / "main.py")
-        os.environ["PYTHONPATH"] = os.pathsep.join([str(code), os.environ.get("PYTHONPATH", "")])
+        paths = [str(code), os.environ.get("PYTHONPATH", "")]
+        os.environ["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
     with serve(root, cwd=cwd, main=main) as base, sync_playwright() as p:
         browser = launch_chromium(p)
 
@@ -364,11 +374,13 @@ def bench_browser(root: Path, loads: int = 3, views: int = 2, code: Path | None 
             last.context.close()
             if label == "default_6_runs":
                 context = browser.new_context(viewport=viewport)
-                _draw_times(fresh_page(context), url)  # fills the caches; not counted
+                _closing(fresh_page(context), _draw_times, url)  # fills the caches; not counted
                 res["warm"] = _summary(
-                    [_draw_times(fresh_page(context), url) for _ in range(loads)]
+                    [_closing(fresh_page(context), _draw_times, url) for _ in range(loads)]
                 )
-                res["nav"] = _summary([_nav_times(fresh_page(context), base) for _ in range(loads)])
+                res["nav"] = _summary(
+                    [_closing(fresh_page(context), _nav_times, base) for _ in range(loads)]
+                )
                 context.close()
             out[label] = res
         browser.close()
