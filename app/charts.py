@@ -447,7 +447,8 @@ def browser_array(values) -> JsonArray:
     if v.dtype.kind in "iub":
         return JsonArray(v.astype(np.int64).tolist())
     v = v.astype(np.float64)
-    ok = np.isfinite(v) & (v != 0)
+    finite = np.isfinite(v)
+    ok = finite & (v != 0)
     exp = np.zeros(len(v), np.int64)
     exp[ok] = 6 - np.floor(np.log10(np.abs(v[ok]))).astype(np.int64)
     exact = np.abs(exp) <= 22  # 10^k is exact in float64 up to 1e22
@@ -458,7 +459,7 @@ def browser_array(values) -> JsonArray:
     out = r.tolist()
     for i in np.flatnonzero(ok & ~exact):  # |v| outside ~1e-16..1e28: rare, one by one
         out[i] = float(f"{v[i]:.7g}")
-    if not np.isfinite(v).all():
+    if not finite.all():
         out = [x if math.isfinite(x) else None for x in out]
     return JsonArray(out)
 
