@@ -8,7 +8,6 @@ survives downsampling; bands are cut by a per-bucket min/max envelope, which kee
 
 from __future__ import annotations
 
-import hashlib
 import html
 import math
 from collections.abc import Sequence
@@ -345,7 +344,7 @@ def eps_label(series: Sequence[RunSeries], unit: str) -> str:
     return "ε differs per run (see hover)"
 
 
-def _title(panel: Panel, series: Sequence[RunSeries]) -> str:
+def panel_title(panel: Panel, series: Sequence[RunSeries]) -> str:
     """The panel's title (escaped: extra panels are titled with a metric name from disk), with the
     clip unit and ε of clip panels."""
     t = plot_text(panel.title)
@@ -366,11 +365,17 @@ def run_traces(
     max_points: int = DEFAULT_MAX_POINTS,
     bands: bool = True,
     subset: str = ALL,
+    readout: tuple[float, float, int] | None = None,
 ) -> list[dict]:
     """The traces (plain Plotly dicts) one run contributes to ``panel``: band, raw (faint when
     smoothed), EMA, second column, on the steps of ``subset`` only (``app.lag.SUBSETS``; the EMA
     runs over those steps, never across the others). At most ``max_points * trace_weight(...)``
-    points in all. Empty when the run lacks the column, the x axis or steps in the subset."""
+    points in all. Empty when the run lacks the column, the x axis or steps in the subset. Each
+    trace's ``meta`` names its role: band, raw, ema, second.
+
+    ``readout`` (lo, hi, n) adds one more dict, role ``readout`` (not a Plotly trace): the run's
+    values at the x of its rows nearest to n points spread over [lo, hi] (``readout_points``), for
+    a hover that lists every run at one x."""
     df = s.df
     if panel.column not in df.columns or x not in df.columns:
         return []
@@ -397,21 +402,58 @@ def run_traces(
             out.append(band)
     smooth = smoothing > 0 and len(yv) > 2
     raw_width, raw_opacity = (1, 0.25) if smooth else (1.8, 1.0)
-    out.append(_line(s, xv, yv, max_points, name, hover, raw_width, raw_opacity))
+    out.append(_line(s, xv, yv, max_points, name, hover, raw_width, raw_opacity, "raw"))
     fewer = max(max_points // 2, 3)
-    if smooth:
+    ys = ema(yv, smoothing) if smooth else None
+    if ys is not None:
         ema_hover = hover.replace("%{y:.4g}", "%{y:.4g} (EMA)")
-        out.append(_line(s, xv, ema(yv, smoothing), fewer, name, ema_hover, 2))
+        out.append(_line(s, xv, ys, fewer, name, ema_hover, 2, role="ema"))
+    y2 = None
     if panel.second and panel.second in df.columns:
         y2 = df[panel.second].to_numpy(np.float64)[ok]
         fin = np.isfinite(y2)
         if fin.any():
             name2 = f"{name} · {panel.second_label}"
             hover2 = hover.replace(what, panel.second_label)
-            dots = _line(s, xv[fin], y2[fin], fewer, name2, hover2, 0, 0.8)
+            dots = _line(s, xv[fin], y2[fin], fewer, name2, hover2, 0, 0.8, "second")
             dots.update(mode="markers", marker={"color": s.color, "size": 3})
             out.append(dots)
+        else:
+            y2 = None
+    if readout is not None:
+        at, rows = readout_points(xv, *readout)
+        values = {"y": yv[rows]}
+        if ys is not None:
+            values["ema"] = ys[rows]
+        if y2 is not None:
+            values["second"] = y2[rows]
+        out.append(
+            {"meta": "readout", "name": name, "legendgroup": s.key, "color": s.color, "x": at}
+            | values
+        )
     return out
+
+
+def readout_points(x: np.ndarray, lo: float, hi: float, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """(at, rows): of ``n`` evenly spaced points over [lo, hi] (whole numbers when lo and hi are:
+    steps, tokens), the ones within half a spacing of some value of ``x``, and for each the row of
+    ``x`` nearest to it (the first of a tie). Every run of a chart gets the same ``at`` where its
+    rows reach, so one hover can list every run at one x."""
+    x = np.asarray(x, np.float64)
+    if n < 1 or not len(x) or not (np.isfinite(lo) and np.isfinite(hi)) or hi < lo:
+        return np.empty(0), np.empty(0, np.int64)
+    at = np.unique(np.linspace(lo, hi, n))
+    if float(lo).is_integer() and float(hi).is_integer():
+        at = np.unique(np.round(at)).astype(np.int64)
+    order = np.argsort(x, kind="stable")
+    xs = x[order]
+    j = np.clip(np.searchsorted(xs, at), 1, max(len(xs) - 1, 1))
+    left = np.clip(j - 1, 0, len(xs) - 1)
+    right = np.clip(j, 0, len(xs) - 1)
+    pick = np.where(np.abs(xs[left] - at) <= np.abs(xs[right] - at), left, right)
+    half = (hi - lo) / (2 * (len(at) - 1)) if len(at) > 1 else np.inf
+    keep = np.abs(xs[pick] - at) <= half
+    return at[keep], order[pick[keep]]
 
 
 def compact(values: np.ndarray) -> np.ndarray:
@@ -426,54 +468,32 @@ def compact(values: np.ndarray) -> np.ndarray:
     return v.astype(np.float32)
 
 
-class JsonArray(list):
-    """``browser_array``'s result: a list that deep-copies as itself. plotly's Figure deep-copies
-    its data, a list one Python float at a time (with Streamlit's second copy, 0.2 s for the grid's
-    120,000 numbers; 0.02 s as JsonArray); these lists are never changed once built."""
-
-    def __deepcopy__(self, memo: dict) -> JsonArray:
-        return self
-
-
-def browser_array(values) -> JsonArray:
-    """An array as plain JSON numbers, for a figure that ``Plotly.react`` redraws: integers as
-    ints, floats to 7 significant digits (float32's precision), non-finite values as None (gaps).
-
-    Plotly sends numpy arrays as typed binary arrays, which plotly.js decodes into new typed arrays
-    on every ``Plotly.react``; it then recomputes and redraws the whole figure although nothing
-    changed. Plain arrays under an unchanged ``layout.datarevision`` are skipped (measured in
-    headless Chromium on the 13-panel grid: 0.8-1.1 s for the typed arrays, 0.12 s plain)."""
+def browser_array(values, digits: int = 7) -> list:
+    """An array as plain JSON numbers for the browser: integers as ints, floats to ``digits``
+    significant digits (7: float32's precision; about 10 characters where float32's exact decimal
+    takes 19), non-finite values as None (a gap in a line, an empty tooltip value)."""
+    if not 1 <= digits <= 15:
+        raise ValueError(f"digits must be in 1..15, got {digits}")
     v = np.asarray(values)
     if v.dtype.kind in "iub":
-        return JsonArray(v.astype(np.int64).tolist())
+        return v.astype(np.int64).tolist()
     v = v.astype(np.float64)
     finite = np.isfinite(v)
     ok = finite & (v != 0)
     exp = np.zeros(len(v), np.int64)
-    exp[ok] = 6 - np.floor(np.log10(np.abs(v[ok]))).astype(np.int64)
+    exp[ok] = digits - 1 - np.floor(np.log10(np.abs(v[ok]))).astype(np.int64)
     exact = np.abs(exp) <= 22  # 10^k is exact in float64 up to 1e22
     scale = np.power(10.0, np.where(exact, np.abs(exp), 0))
-    # round(v * 10^k) / 10^k is the correctly rounded 7-digit decimal, so its repr is that
-    # decimal (about 10 characters where float32's exact value takes 19)
+    # round(v * 10^k) / 10^k is the correctly rounded decimal of ``digits`` digits, so its repr
+    # is that decimal
     r = np.where(exp >= 0, np.round(v * scale) / scale, np.round(v / scale) * scale)
     out = r.tolist()
     for i in np.flatnonzero(ok & ~exact):  # |v| outside ~1e-16..1e28: rare, one by one
-        out[i] = float(f"{v[i]:.7g}")
+        r = float(f"{v[i]:.{digits}g}")
+        out[i] = r if math.isfinite(r) else float(v[i])  # rounded past float64's largest
     if not finite.all():
         out = [x if math.isfinite(x) else None for x in out]
-    return JsonArray(out)
-
-
-def data_revision(traces: Sequence[dict]) -> str:
-    """A digest of the traces' x/y arrays: Plotly's ``layout.datarevision`` (unchanged data, no
-    recomputation on ``Plotly.react``)."""
-    h = hashlib.blake2b(digest_size=8)
-    for t in traces:
-        for k in ("x", "y"):
-            a = np.ascontiguousarray(t.get(k, ()))
-            h.update(f"{k}{a.dtype}{a.shape}".encode())
-            h.update(a.tobytes())
-    return h.hexdigest()
+    return out
 
 
 def trace_weight(panel: Panel, *, smoothing: float = 0.0, bands: bool = True) -> float:
@@ -524,8 +544,7 @@ def panel_view(
             ]
             out, total = count_outside(shown, y_range)
             parts.append(
-                f"zoomed to {SEQ_BAND_ZOOM:g}x GSPO's band: {out} of {total} points outside "
-                "(double-click the chart for all)"
+                f"zoomed to {SEQ_BAND_ZOOM:g}x GSPO's band: {out} of {total} points outside the view"
             )
     kinds = set(subsets.values()) - {ALL}
     empty = "no data for the selected runs"
@@ -543,6 +562,7 @@ def _line(
     hover: str,
     width: float,
     opacity: float | None = None,
+    role: str = "raw",
 ) -> dict:
     """One run's line trace (its colour, its algorithm's dash), cut to ``max_points`` by LTTB."""
     idx = downsample_indices(x, y, max_points)
@@ -555,6 +575,7 @@ def _line(
         "legendgroup": s.key,
         "hovertemplate": hover,
         "line": {"color": s.color, "dash": dash_for(s.algorithm), "width": width},
+        "meta": role,
     }
     if opacity is not None:
         trace["opacity"] = opacity
@@ -572,32 +593,32 @@ def compare_figure(
     shapes, notes = _clip_band_lines(series, panel)
     if not traces:
         notes.append(_centered_note("no data for the selected runs"))
-    layout = _layout_dict(_title(panel, series), X_AXES.get(x, x), panel.unit, height, log_y)
+    layout = _layout_dict(panel_title(panel, series), X_AXES.get(x, x), panel.unit, height, log_y)
     layout.update(shapes=shapes, annotations=notes, showlegend=False)
     # traces and layout are built here from known-good dicts: skip plotly's per-property validation
     # (it costs ~30 ms per chart; the Compare page draws a dozen)
     return go.Figure(data=traces, layout=layout, _validate=False)
 
 
-def _clip_band_lines(
-    series: Sequence[RunSeries], panel: Panel, axes: str = ""
-) -> tuple[list[dict], list[dict]]:
-    """(shapes, annotations): GSPO's clip range as dotted lines at log(1-ε_low) and log(1+ε_high),
-    labelled, on the axes x{axes}/y{axes}. Only on the sequence log-ratio panel (sequence unit, a
-    band), and only when every run shares one sequence ε."""
+def clip_band_lines(series: Sequence[RunSeries], panel: Panel) -> list[tuple[float, str]]:
+    """GSPO's clip range as [(log(1-ε_low), 'log(1-ε_low)'), (log(1+ε_high), 'log(1+ε_high)')]:
+    only on the sequence log-ratio panel (sequence unit, a band), and only when every run shares
+    one sequence ε (else [])."""
     if panel.clip_unit != "seq" or panel.band is None:
-        return [], []
+        return []
     eps_set = {s.eps.get("seq") for s in series if s.eps.get("seq")}
     if len(eps_set) != 1:
-        return [], []
+        return []
     lo, hi = next(iter(eps_set))
+    return [(math.log1p(-lo), "log(1-ε_low)"), (math.log1p(hi), "log(1+ε_high)")]
+
+
+def _clip_band_lines(series: Sequence[RunSeries], panel: Panel) -> tuple[list[dict], list[dict]]:
+    """(shapes, annotations): ``clip_band_lines`` as dotted lines across a Plotly figure,
+    labelled."""
     shapes, notes = [], []
-    # the low line's label sits below it, the high line's above it: they never overlap
-    for y, text, side in (
-        (math.log1p(-lo), "log(1-ε_low)", "top"),
-        (math.log1p(hi), "log(1+ε_high)", "bottom"),
-    ):
-        ref = {"xref": f"x{axes} domain", "yref": f"y{axes}"}
+    for y, text in clip_band_lines(series, panel):
+        ref = {"xref": "x domain", "yref": "y"}
         shapes.append(
             {
                 "type": "line",
@@ -609,6 +630,7 @@ def _clip_band_lines(
                 "line": {"color": "#555", "dash": "dot", "width": 1},
             }
         )
+        # the low line's label sits below it, the high line's above it: they never overlap
         notes.append(
             {
                 "text": f"{text} = {y:.2g}",
@@ -616,7 +638,7 @@ def _clip_band_lines(
                 "x": 0,
                 "y": y,
                 "xanchor": "left",
-                "yanchor": side,
+                "yanchor": "top" if y < 0 else "bottom",
                 "showarrow": False,
                 "bgcolor": "rgba(255,255,255,0.75)",
                 "font": {"size": 10, "color": "#333"},
@@ -657,6 +679,7 @@ def _band_trace(s: RunSeries, panel: Panel, df, x, ok, n_out, log_y) -> dict | N
         "showlegend": False,
         "legendgroup": s.key,
         "name": f"{plot_text(s.label)} band",
+        "meta": "band",
     }
 
 
@@ -711,63 +734,6 @@ def _centered_note(text: str, xref: str = "paper", yref: str = "paper", size: in
 
 def _empty_note(fig: go.Figure, text: str) -> None:
     fig.add_annotation(_centered_note(text))
-
-
-def _legend_rows(chars: Sequence[int], width_px: int = 1100) -> int:
-    """Rows a horizontal legend wraps into: entries of ``chars`` characters (~7 px each, plus
-    ~50 px of symbol and gap) in ``width_px`` (the page's width beside the sidebar). The larger
-    of two layouts:
-    packed greedily, and in aligned columns as wide as the widest entry (Plotly aligns a wrapped
-    legend's entries in columns, so one long run name sets every column's width)."""
-    widths = [50 + 7 * n for n in chars]
-    rows, used = 1, 0
-    for w in widths:
-        if used and used + w > width_px:
-            rows, used = rows + 1, 0
-        used += w
-    if not widths:
-        return rows
-    columns = max(1, width_px // max(widths))
-    return max(rows, math.ceil(len(widths) / columns))
-
-
-def legend_figure(series: Sequence[RunSeries]) -> go.Figure:
-    """A legend-only strip: one entry per run (colour) with its algorithm's line style."""
-    fig = go.Figure()
-    for s in series:
-        fig.add_trace(
-            go.Scatter(
-                x=[None],
-                y=[None],
-                mode="lines",
-                name=plot_text(f"{s.label} · {s.algorithm.upper()}"),
-                line={"color": s.color, "dash": dash_for(s.algorithm), "width": 2.5},
-            )
-        )
-    rows = _legend_rows([len(s.label) + len(s.algorithm) + 3 for s in series])
-    fig.update_layout(
-        height=30 + 22 * rows,
-        margin={"l": 0, "r": 0, "t": 0, "b": 0},
-        # maxheight 1: the whole strip may hold the legend (Plotly's default for a horizontal
-        # legend is half the plot's height, beyond which it scrolls and hides entries)
-        legend={
-            "orientation": "h",
-            "x": 0,
-            "y": 1,
-            "yanchor": "top",
-            "font": {"size": 12},
-            "maxheight": 1.0,
-        },
-        xaxis={"visible": False},
-        yaxis={"visible": False},
-        showlegend=True,
-    )
-    return fig
-
-
-# ---------------------------------------------------------------------------------------------
-# per-sequence pages
-# ---------------------------------------------------------------------------------------------
 
 
 def symlog_ticks(axis: SymLog, lo: float, hi: float) -> tuple[list[float], list[str]]:
@@ -1228,153 +1194,3 @@ def binned_mean_figure(
         )
     _layout(fig, title, xlabel, ylabel, height)
     return fig
-
-
-#: The grid's own look. It is drawn without Streamlit's Plotly theme (``theme=None``): the theme
-#: puts a new template object in the figure each time Streamlit copies it, and plotly.js then
-#: recomputes and redraws every panel (twice per page load). These colours read on Streamlit's
-#: light and dark backgrounds alike: its chart text grey, grid lines of that grey at 20%.
-GRID_FONT = {
-    "family": '"Source Sans", "Source Sans Pro", sans-serif',
-    "size": 12,
-    "color": "#808495",
-}
-GRID_LINE = "rgba(128, 132, 149, 0.2)"
-GRID_ROW_PX = 300  # one row of panels: its title block, the plot, its x-axis block
-GRID_TITLE_PX = 46  # a panel's title and subtitle, above its plot
-GRID_XAXIS_PX = 42  # a panel's x tick labels and axis title, below its plot
-
-
-def _grid_cell(i: int, rows: int, columns: int) -> tuple[float, float, float, float]:
-    """(x0, x1, y0, y1): the paper domain of panel ``i``'s plot (row by row); each row of
-    GRID_ROW_PX holds the title block, the plot and the x-axis block, so no row wastes space."""
-    height = rows * GRID_ROW_PX
-    col_gap = 0.07
-    col_w = (1 - col_gap * (columns - 1)) / columns
-    r, c = divmod(i, columns)
-    x0 = c * (col_w + col_gap)
-    top = 1 - (r * GRID_ROW_PX + GRID_TITLE_PX) / height
-    bottom = 1 - ((r + 1) * GRID_ROW_PX - GRID_XAXIS_PX) / height
-    return x0, x0 + col_w, bottom, top
-
-
-def grid_figure(
-    series: Sequence[RunSeries],
-    panels: Sequence[Panel],
-    traces_by_panel: Sequence[Sequence[dict]],
-    *,
-    x: str = X_STEP,
-    log_panels: Sequence[str] = (),
-    columns: int = 2,
-    link_x: bool = True,
-    views: Sequence[PanelView] | None = None,
-) -> go.Figure:
-    """Small multiples in ONE figure (a browser draws one Plotly figure with several panels faster
-    than as many figures): panel i gets axes x{i+1}/y{i+1}, its title (and ``views[i].subtitle``)
-    above it, its unit on the y axis, log y if its key is in ``log_panels``, ``views[i].y_range``;
-    x axes are linked (zoom one, zoom all). ``traces_by_panel[i]`` are ``run_traces`` dicts for
-    panel i; a panel without any says so (``views[i].empty_note``) in its own cell.
-
-    Drawn with ``st.plotly_chart(..., theme=None)``: Streamlit's frontend hands plotly.js a fresh
-    copy of the figure right after its first draw, and this figure is built so that copy costs no
-    redraw (``template: "none"`` with GRID_FONT/GRID_AXIS instead of Streamlit's template, plain
-    arrays under a ``datarevision`` digest: ``browser_array``)."""
-    n = len(panels)
-    views = list(views) if views is not None else [PanelView() for _ in panels]
-    if n != len(traces_by_panel):
-        raise ValueError(
-            f"traces_by_panel must have one list per panel ({n}), got {len(traces_by_panel)}"
-        )
-    if n != len(views):
-        raise ValueError(f"views must have one PanelView per panel ({n}), got {len(views)}")
-    rows = max(1, math.ceil(n / columns))
-    layout: dict = {
-        "height": rows * GRID_ROW_PX,
-        "showlegend": False,
-        "hovermode": "closest",
-        "margin": {"l": 60, "r": 15, "t": 0, "b": 0},
-        "template": "none",  # plotly.js's bare defaults under GRID_FONT / GRID_LINE
-        "font": GRID_FONT,
-        "paper_bgcolor": "rgba(0, 0, 0, 0)",
-        "plot_bgcolor": "rgba(0, 0, 0, 0)",
-    }
-    shapes, notes, data = [], [], []
-    for i, (panel, traces, view) in enumerate(zip(panels, traces_by_panel, views, strict=True)):
-        k = "" if i == 0 else str(i + 1)
-        cell = _grid_cell(i, rows, columns)
-        layout[f"xaxis{k}"], layout[f"yaxis{k}"] = _grid_axes(
-            panel, view, k, cell, x, panel.key in log_panels, link_x and i > 0
-        )
-        notes.append(_grid_title(_title(panel, series), view.subtitle, cell))
-        data += [{**t, "xaxis": f"x{k}", "yaxis": f"y{k}"} for t in traces]
-        if not traces:  # Plotly draws no axes without a trace: the note goes on the paper
-            x0, x1, y0, y1 = cell
-            note = _centered_note(plot_text(view.empty_note), size=12)
-            notes.append({**note, "x": (x0 + x1) / 2, "y": (y0 + y1) / 2})
-            continue
-        band_shapes, band_notes = _clip_band_lines(series, panel, k)
-        shapes += band_shapes
-        notes += band_notes
-    layout["shapes"] = shapes
-    layout["annotations"] = notes
-    layout["datarevision"] = data_revision(data)
-    data = [{**t, "x": browser_array(t["x"]), "y": browser_array(t["y"])} for t in data]
-    return go.Figure(data=data, layout=layout, _validate=False)
-
-
-#: Every grid axis: no automargin and tick labels allowed past the plot's edge (the panels sit in
-#: fixed cells; measuring labels to grow margins or hide overflow cost plotly.js ~1.3 s and ~0.9 s
-#: of the grid's draw in headless Chromium), Streamlit-like lines.
-GRID_AXIS = {
-    "automargin": False,
-    "ticklabeloverflow": "allow",
-    "gridcolor": GRID_LINE,
-    "zerolinecolor": GRID_LINE,
-    "showline": False,
-}
-
-
-def _grid_axes(panel, view, k, cell, x, log_y, match_x) -> tuple[dict, dict]:
-    """The (x axis, y axis) layout dicts of one grid panel on the paper domain ``cell``."""
-    x0, x1, y0, y1 = cell
-    yaxis = {
-        **GRID_AXIS,
-        "domain": [y0, y1],
-        "anchor": f"x{k}",
-        "title": {"text": plot_text(panel.unit), "font": {"size": 11}},
-    }
-    if log_y:
-        yaxis["type"] = "log"
-    elif view.y_range is not None:
-        yaxis["range"] = list(view.y_range)
-    elif view.nonnegative:
-        yaxis["rangemode"] = "nonnegative"
-    xaxis = {
-        **GRID_AXIS,
-        "domain": [x0, x1],
-        "anchor": f"y{k}",
-        "title": {"text": X_AXES.get(x, x), "font": {"size": 11}, "standoff": 4},
-    }
-    if match_x:
-        xaxis["matches"] = "x"
-    return xaxis, yaxis
-
-
-def _grid_title(title: str, subtitle: str, cell) -> dict:
-    """A panel's bold title above its cell, with a grey second line when ``subtitle``."""
-    text = f"<b>{title}</b>"  # (escaped by _title)
-    if subtitle:
-        text += f"<br><span style='font-size:11px'>{plot_text(subtitle)}</span>"
-    return {
-        "text": text,
-        "xref": "paper",
-        "yref": "paper",
-        "x": cell[0],
-        "y": cell[3],
-        "xanchor": "left",
-        "yanchor": "bottom",
-        "align": "left",
-        "yshift": 4,
-        "showarrow": False,
-        "font": {"size": 13},
-    }

@@ -110,14 +110,20 @@ def bench_apptest(root: Path) -> dict:
     return out
 
 
-#: The page's drawing state, polled: [script running, Plotly charts, charts drawn (an SVG),
-#: charts with a drawn line (the legend strip has none)].
+#: The page's drawing state, polled: [script running, charts, charts drawn, charts of panels
+#: drawn]. ECharts (the Compare grid): drawn = its canvas is there (ECharts paints it in the same
+#: task); a chart of panels is one taller than the legend strip. Plotly (the other pages, and
+#: older checkouts' Compare): drawn = its SVG is there; of panels = a line is drawn.
 _DRAW_STATE_JS = """() => {
+  const ec = [...document.querySelectorAll('[data-testid=stEChartsChart]')];
+  const ecDrawn = ec.filter(e => [...e.querySelectorAll('canvas')].some(c => c.width > 0));
+  const ecPanels = ecDrawn.filter(e => [...e.querySelectorAll('canvas')].some(c => c.clientHeight > 200));
   const ps = [...document.querySelectorAll('.js-plotly-plot')];
   const lines = ps.filter(p => [...p.querySelectorAll('.scatterlayer path.js-line')]
     .some(l => (l.getAttribute('d') || '').length > 20));
-  return [!!document.querySelector('[data-testid=stStatusWidget]'), ps.length,
-          ps.filter(p => p.querySelector('.main-svg')).length, lines.length];
+  return [!!document.querySelector('[data-testid=stStatusWidget]'), ec.length + ps.length,
+          ecDrawn.length + ps.filter(p => p.querySelector('.main-svg')).length,
+          ecPanels.length + lines.length];
 }"""
 #: Size of what the browser was asked to draw: figures, traces, points, JSON characters.
 _FIGURES_JS = """() => [...document.querySelectorAll('.js-plotly-plot')].map(p => ({
@@ -193,10 +199,14 @@ _BUSY = {
 }
 
 
-#: Installed in every page before its scripts: the times (performance.now(), ms) at which any
-#: Plotly figure finished drawing, first draws and redraws alike (plotly.js emits
-#: "plotly_afterplot" on the figure's div through its ``emit``, set when the figure is created).
+#: Installed in every page before its scripts: the end times (performance.now(), ms) of the
+#: main thread's long tasks (> 50 ms: parsing a chart's data, drawing it, React's renders), and
+#: the times at which a Plotly figure finished drawing (plotly.js emits "plotly_afterplot" on the
+#: figure's div through its ``emit``, set when the figure is created).
 _AFTERPLOT_INIT_JS = """
+window.__longtasks = [];
+new PerformanceObserver(l => { for (const e of l.getEntries())
+  window.__longtasks.push(e.startTime + e.duration); }).observe({type: 'longtask', buffered: true});
 window.__afterplot = [];
 Object.defineProperty(HTMLElement.prototype, 'emit', {configurable: true, get() { return undefined; },
   set(fn) {
@@ -227,14 +237,16 @@ def _wait_drawn(page, t0: float, since_ms: float, timeout_s: float, quiet_s: flo
         elif not state[0] and state[3] and state[1] == state[2] and now - last_change > quiet_s:
             busy = {m["name"]: m["value"] for m in cdp.send("Performance.getMetrics")["metrics"]}
             plots = [t for t in page.evaluate("window.__afterplot || []") if t >= since_ms]
+            tasks = [t for t in page.evaluate("window.__longtasks || []") if t >= since_ms]
             return {
                 **{f"cpu_{k}_s": cpu[k] - cpu0[k] for k in cpu},
                 "first_panel_s": first,
                 "all_drawn_s": last_change - t0,
-                # the last draw or redraw of any figure: the page is settled (Streamlit's
-                # frontend redraws every figure once after its first draw)
-                "settled_s": (max(plots) - since_ms) / 1000 if plots else None,
-                "draws": len(plots),
+                # the end of the main thread's last long task: every chart drawn, redraws
+                # included (Streamlit's frontend redraws a Plotly figure once after its first
+                # draw), and the page answers input again; the same for ECharts and Plotly
+                "settled_s": (max(tasks) - since_ms) / 1000 if tasks else None,
+                "plotly_draws": len(plots),
                 "charts": state[1],
                 # the page's main thread: seconds inside tasks (scripts, style, layout, paint),
                 # wall clock (a loaded machine stretches them; the cpu_* numbers do not)
@@ -275,7 +287,7 @@ def _nav_times(page, base: str, timeout_s: float = 180.0, quiet_s: float = 1.5) 
 
 #: The Runs page is shown: its table, and no chart left from Compare.
 _ON_RUNS_JS = """() => location.pathname.endsWith('/runs')
-  && !document.querySelector('.js-plotly-plot')
+  && !document.querySelector('.js-plotly-plot, [data-testid=stEChartsChart]')
   && !!document.querySelector('[data-testid=stDataFrame]')"""
 _NAV_LINK = "[data-testid=stSidebarNav] a[href$='/{}']"
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import shutil
 import time
 
+import numpy as np
 import pytest
 from app_runs import run_ids
 
@@ -42,24 +44,23 @@ def test_compare_page_draws_in_chromium(server, root_copy, tmp_path):
             page = browser.new_page(viewport={"width": 1400, "height": 1800})
             t0 = time.perf_counter()
             page.goto(f"{server}/compare?runs={name}")
-            page.wait_for_selector(".js-plotly-plot .main-svg", timeout=60_000)
+            charts = "[data-testid=stEChartsChart] canvas"
+            page.wait_for_selector(charts, timeout=60_000)
             first_chart_s = time.perf_counter() - t0
-            # the legend strip, the built-in panels, the run's own extra metric
+            # the legend strip, the built-in panels, the run's own extra metric (ECharts: canvases)
             page.wait_for_function(
-                "() => document.querySelectorAll('.js-plotly-plot .main-svg').length >= 3",
-                timeout=60_000,
+                f"() => document.querySelectorAll('{charts}').length >= 3", timeout=60_000
             )
             assert page.locator("h1", has_text="Compare runs").count() == 1
-            grids = page.locator(".js-plotly-plot")
-            for title in ("Reward", "KL to reference", "grad_norm"):
-                assert grids.locator(".annotation-text", has_text=title).count() >= 1
-            legend = page.locator(".js-plotly-plot").first.locator(".legendtext")
-            assert legend.count() == 1
-            assert "gspo-small" in (legend.first.text_content() or "")
             assert f"runs={name}" in page.url
-            # a drawn line has a path with real coordinates
-            d = page.locator(".js-plotly-plot .scatterlayer path.js-line").first.get_attribute("d")
-            assert d and d.startswith("M") and "L" in d
+            page.wait_for_timeout(1000)
+            # the grid's canvas holds drawn lines: many distinct colours, not a blank plot
+            grid = page.locator(charts).nth(1)
+            png = grid.screenshot()
+            from PIL import Image
+
+            img = np.asarray(Image.open(io.BytesIO(png)).convert("RGB")).reshape(-1, 3)
+            assert len(np.unique(img, axis=0)) > 50
             assert not page.locator("[data-testid=stException]").count()
             page.screenshot(path=str(shot))
 

@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 
 from app import aggregate, charts
+from app import echarts_grid as eg
 from training_hooks.metric_map import Derived
 from training_hooks.schema import Seq, Step
 
@@ -196,10 +197,15 @@ def test_token_vs_sequence_and_token_bars():
 
 
 def test_legend_and_group_rewards():
-    """The legend strip has one entry per run; zero-variance groups are grey bars."""
+    """The legend strip has one entry per run, its colour and its algorithm's dash (no symbol);
+    zero-variance groups are grey bars."""
     s = [_series(_steps(3), "a"), _series(_steps(3), "b", "grpo")]
-    leg = charts.legend_figure(s)
-    assert [t.name for t in leg.data] == ["a · GSPO", "b · GRPO"]
+    leg, height = eg.legend_option(s)
+    entries = leg["legend"]["data"]
+    assert [e["name"] for e in entries] == ["a · GSPO", "b · GRPO"] and height == 52
+    assert [e["lineStyle"]["type"] for e in entries] == ["solid", "dashed"]
+    assert all(e["itemStyle"]["opacity"] == 0 for e in entries)
+    assert [x["name"] for x in leg["series"]] == ["a · GSPO", "b · GRPO"]
     df = pd.DataFrame({Seq.GROUP: [0, 0, 1, 1], Seq.REWARD: [1.0, 1.0, 1.0, 0.0]})
     fig = charts.group_rewards_figure(df)
     assert list(fig.data[0].y) == [1.0, 0.5]
@@ -227,8 +233,8 @@ def test_panels_cover_the_issue_metrics():
     assert charts.PANELS_BY_KEY["length"].second == Step.LENGTH_P90
 
 
-def test_grid_figure_places_panels_on_their_own_axes():
-    """Panel i's traces go to axes x{i+1}/y{i+1}; log panels get a log y; x axes are linked."""
+def test_grid_option_places_panels_on_their_own_axes():
+    """Panel i's series go to axes i; log panels get a log y; panels fill rows of two."""
     df = _steps(20, **{Step.REWARD_MEAN: np.linspace(0, 1, 20), Step.KL_REF_MEAN: 0.01})
     s = [_series(df)]
     panels = [
@@ -237,14 +243,17 @@ def test_grid_figure_places_panels_on_their_own_axes():
         charts.PANELS_BY_KEY["entropy"],
     ]
     traces = [charts.run_traces(s[0], p, smoothing=0.5, bands=False) for p in panels]
-    fig = charts.grid_figure(s, panels, traces, log_panels=["kl_ref"])
-    assert [t.yaxis for t in fig.data] == ["y", "y", "y2", "y2"]  # entropy: no column, no trace
-    assert fig.layout.yaxis2.type == "log" and fig.layout.yaxis.type != "log"
-    assert fig.layout.xaxis2.matches == "x" and fig.layout.xaxis3.matches == "x"
-    titles = [a.text for a in fig.layout.annotations]
-    assert "<b>Reward</b>" in titles and "no data for the selected runs" in titles
+    option, height = eg.grid_option(s, panels, traces, log_panels=["kl_ref"])
+    assert [x["xAxisIndex"] for x in option["series"]] == [0, 0, 1, 1]  # entropy: no column
+    assert [x["yAxisIndex"] for x in option["series"]] == [0, 0, 1, 1]
+    assert [y["type"] for y in option["yAxis"]] == ["value", "log", "value"]
+    assert [t["text"] for t in option["title"]] == [p.title for p in panels]
+    assert [g["text"] for g in [n["style"] for n in option["graphic"]]] == [
+        "no data for the selected runs"
+    ]
     # row 1 holds panels 1-2 side by side, row 2 panel 3, below
-    assert fig.layout.yaxis.domain == fig.layout.yaxis2.domain
-    assert fig.layout.yaxis3.domain[1] < fig.layout.yaxis.domain[0]
+    tops = [g["top"] for g in option["grid"]]
+    assert tops[0] == tops[1] == tops[2] - eg.GRID_ROW_PX
+    assert height == eg.SLIDER_PX + 2 * eg.GRID_ROW_PX
     with pytest.raises(ValueError, match="one list per panel"):
-        charts.grid_figure(s, panels, traces[:2])
+        eg.grid_option(s, panels, traces[:2])

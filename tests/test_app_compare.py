@@ -4,13 +4,11 @@ tables; the page through AppTest on runs written by the real recorder."""
 
 from __future__ import annotations
 
-import copy
 import json
 import math
 
 import numpy as np
 import pandas as pd
-import plotly.io as pio
 import pyarrow.parquet as pq
 import pytest
 from app_runs import run_ids
@@ -21,6 +19,7 @@ from test_app_pages import _arr, _assert_clean, _grid, _open
 
 from app import charts, lag, ui
 from app import compare_view as cv
+from app import echarts_grid as eg
 from training_hooks.metric_map import Derived
 from training_hooks.schema import STEPS_DIR, Step
 
@@ -172,61 +171,149 @@ def test_compact_keeps_values_in_smaller_types():
             hs.floats(allow_nan=True, allow_infinity=True, allow_subnormal=True),
             hs.floats(-1e3, 1e3),
         ),
-    )
+    ),
+    hs.sampled_from([4, 7]),
 )
-def test_browser_array_is_the_7_digit_decimal(v):
-    """Two routes to one answer: the vectorised rounding equals Python's '%.7g' of each value (the
-    shortest decimal within float32's precision); non-finite values become None (a gap)."""
-    out = charts.browser_array(v)
+def test_browser_array_is_the_short_decimal(v, digits):
+    """Two routes to one answer: the vectorised rounding equals Python's '%.{digits}g' of each
+    value; non-finite values become None (a gap)."""
+    out = charts.browser_array(v, digits)
     assert len(out) == len(v)
     for got, x in zip(out, v.tolist(), strict=True):
         if not math.isfinite(x):
             assert got is None
         else:
-            assert got == float(f"{x:.7g}"), (x, got)
-            assert abs(got - x) <= 5e-7 * abs(x)
+            want = float(f"{x:.{digits}g}")
+            assert got == (want if math.isfinite(want) else x), (x, got)  # ~1.8e308: kept
+            assert abs(got - x) <= 0.5 * 10 ** (1 - digits) * abs(x)
     json.dumps(out, allow_nan=False)  # plain JSON: no NaN/Infinity tokens
 
 
 def test_browser_array_keeps_ints_and_shortens_float32():
     assert charts.browser_array(np.array([0, 5, 4999], np.int32)) == [0, 5, 4999]
-    arr = charts.browser_array(np.float32([0.5]))
-    assert copy.deepcopy(arr) is arr  # plotly's Figure copies its data: not these lists
     y = np.float32([0.1, 0.2, 1 / 3])
     assert charts.browser_array(y) == [0.1, 0.2, 0.3333333]
+    assert charts.browser_array(y, 4) == [0.1, 0.2, 0.3333]
     assert len(json.dumps(charts.browser_array(y))) < len(json.dumps(y.tolist())) / 1.5
+    with pytest.raises(ValueError, match="digits must be in 1..15, got 0"):
+        charts.browser_array(y, 0)
 
 
-def test_data_revision_changes_with_any_value():
-    a = [{"x": np.arange(3), "y": np.float32([0.1, 0.2, 0.3])}]
-    b = [{"x": np.arange(3), "y": np.float32([0.1, 0.2, 0.3])}]
-    c = [{"x": np.arange(3), "y": np.float32([0.1, 0.2, 0.30001])}]
-    d = [{"x": np.arange(3), "y": np.float32([0.1, 0.2, 0.3])}] * 2
-    assert charts.data_revision(a) == charts.data_revision(b)
-    assert len({charts.data_revision(t) for t in (a, c, d)}) == 3
+def test_readout_points_hand_computed():
+    """5 points over [0, 8] are 0, 2, 4, 6, 8 (half spacing 1). Rows at x = [7, 0, 3, 4.5, 20]:
+    0 -> row 1 (x 0); 2 -> x 3 is 1 away (kept, row 2); 4 -> x 3 and 4.5: 4.5 is nearer (row 3);
+    6 -> 4.5 and 7 are 1.5 and 1 away: 7 (row 0); 8 -> 7, 1 away (row 0)."""
+    at, rows = charts.readout_points(np.array([7, 0, 3, 4.5, 20]), 0, 8, 5)
+    assert at.tolist() == [0, 2, 4, 6, 8] and at.dtype == np.int64
+    assert rows.tolist() == [1, 2, 3, 0, 0]
+    # a run that only has odd steps: whole-number points 0..4 keep the odd ones only
+    at, rows = charts.readout_points(np.array([1.0, 3.0]), 0, 4, 100)
+    assert at.tolist() == [1, 3] and rows.tolist() == [0, 1]
+    # wall time: fractional points, nothing rounded
+    at, _ = charts.readout_points(np.array([0.0, 0.5, 1.0]), 0.0, 1.5, 4)
+    np.testing.assert_allclose(at, [0.0, 0.5, 1.0])  # 1.5 is 0.5 from 1.0: beyond half spacing
+    assert charts.readout_points(np.array([]), 0, 1, 3)[0].size == 0
 
 
-def test_grid_figure_is_cheap_to_redraw():
-    """What keeps plotly.js from recomputing the grid when Streamlit hands it a copy: no template
-    object (a new one forces a full redraw), plain arrays (typed arrays are decoded anew on each
-    redraw) under a datarevision digest, and no axis that measures labels for its margins."""
+@settings(max_examples=100, deadline=None)
+@given(
+    hnp.arrays(np.float64, hs.integers(1, 60), elements=hs.floats(-1e4, 1e4)),
+    hs.integers(1, 300),
+)
+def test_readout_points_pick_the_nearest_row(x, n):
+    """Brute force agrees: every kept point's row is a nearest row of x, and the points dropped
+    are exactly those with no row within half a spacing; points increase inside [min x, max x]."""
+    lo, hi = float(x.min()), float(x.max())
+    at, rows = charts.readout_points(x, lo, hi, n)
+    candidates = np.unique(np.linspace(lo, hi, n))
+    if lo.is_integer() and hi.is_integer():
+        candidates = np.unique(np.round(candidates))
+    half = (hi - lo) / (2 * (len(candidates) - 1)) if len(candidates) > 1 else np.inf
+    near = [c for c in candidates if np.min(np.abs(x - c)) <= half]
+    assert at.tolist() == near and len(rows) == len(at) >= 1
+    assert np.all(np.diff(at) > 0) and lo <= at[0] and at[-1] <= hi
+    for a, r in zip(at, rows, strict=True):
+        assert abs(x[r] - a) == np.min(np.abs(x - a))
+
+
+def test_run_traces_readout_shares_x_between_runs():
+    """Two runs logged on different steps get readout points on one x grid, with the raw value
+    and the EMA of the row nearest each point."""
+    a = _series(pd.DataFrame({Step.STEP: [0, 1, 2, 3, 4], Step.LOSS: [0.0, 1, 2, 3, 4]}), key="a")
+    b = _series(pd.DataFrame({Step.STEP: [0, 2, 4], Step.LOSS: [10.0, 20, 30]}), key="b")
+    p = charts.PANELS_BY_KEY["loss"]
+    ra = charts.run_traces(a, p, smoothing=0.5, readout=(0, 4, 3))[-1]
+    rb = charts.run_traces(b, p, smoothing=0.5, readout=(0, 4, 3))[-1]
+    assert ra["meta"] == rb["meta"] == "readout"
+    assert ra["x"].tolist() == rb["x"].tolist() == [0, 2, 4]
+    assert ra["y"].tolist() == [0.0, 2.0, 4.0] and rb["y"].tolist() == [10.0, 20.0, 30.0]
+    # debiased EMA, weight 0.5, of b: 10; (0.5*10*0.5 + 0.5*20)/(1-0.25) = 16.67 at step 2
+    np.testing.assert_allclose(rb["ema"], charts.ema(np.array([10.0, 20, 30]), 0.5))
+    assert rb["ema"][1] == pytest.approx((0.25 * 10 + 0.5 * 20) / 0.75)
+    assert [t["meta"] for t in charts.run_traces(a, p, smoothing=0.5)] == ["raw", "ema"]
+
+
+# --------------------------------------------------------------------------- the ECharts grid
+
+
+def _spec(option) -> dict:
+    """The option as the browser gets it (JSON), so a test sees no numpy value."""
+    return json.loads(json.dumps(option, allow_nan=False))
+
+
+def _on_panel(spec, i, role=None) -> list[dict]:
+    return [
+        s
+        for s in spec["series"]
+        if s["xAxisIndex"] == i and (role is None or s["id"].split("|")[1] == role)
+    ]
+
+
+def test_grid_option_draws_every_trace_as_plain_json():
+    """Raw line, EMA and readout of one run on two panels: each panel's series on its own axes,
+    the points as plain numbers, dash by algorithm, only the readout in the tooltip."""
     df = pd.DataFrame({Step.STEP: np.arange(6), Step.REWARD_MEAN: np.linspace(0.1, 0.6, 6)})
-    s = _series(df)
+    s = _series(df, algorithm="grpo")
     panels = [charts.PANELS_BY_KEY["reward"], charts.PANELS_BY_KEY["loss"]]
-    traces = [charts.run_traces(s, p, smoothing=0.5) for p in panels]
-    fig = charts.grid_figure([s], panels, traces)
-    spec = json.loads(pio.to_json(fig, validate=False))
-    lay = spec["layout"]
-    assert lay["template"] == "none" and "bdata" not in json.dumps(spec)
-    assert lay["datarevision"] == charts.data_revision([t for ts in traces for t in ts])
-    axes = [k for k in lay if k.startswith(("xaxis", "yaxis"))]
-    assert len(axes) == 4
-    for k in axes:
-        assert lay[k]["automargin"] is False and lay[k]["ticklabeloverflow"] == "allow"
-    raw = spec["data"][0]
-    assert raw["x"] == [0, 1, 2, 3, 4, 5]
-    assert raw["y"] == [0.1, 0.2, 0.3, 0.4, 0.5, 0.6]
-    assert lay["paper_bgcolor"] == lay["plot_bgcolor"] == "rgba(0, 0, 0, 0)"
+    traces = [charts.run_traces(s, p, smoothing=0.5, readout=(0, 5, 6)) for p in panels]
+    option, height = eg.grid_option([s], panels, traces)
+    spec = _spec(option)
+    assert height == eg.SLIDER_PX + eg.GRID_ROW_PX  # two panels side by side: one row
+    assert [x["id"] for x in spec["series"]] == ["r|raw|0", "r|ema|0", "r|readout|0"]
+    raw, ema_line, readout = spec["series"]
+    assert raw["data"] == [[0, 0.1], [1, 0.2], [2, 0.3], [3, 0.4], [4, 0.5], [5, 0.6]]
+    assert raw["lineStyle"]["type"] == "dashed" and raw["lineStyle"]["opacity"] == 0.25
+    assert ema_line["lineStyle"]["width"] == 2
+    assert raw["tooltip"] == ema_line["tooltip"] == {"show": False}
+    assert "tooltip" not in readout and readout["lineStyle"]["opacity"] == 0
+    assert readout["dimensions"] == ["optimizer step", "value", "EMA"]
+    assert readout["data"][0] == [0, 0.1, 0.1]
+    assert spec["tooltip"]["trigger"] == "axis" and spec["tooltip"]["valueFormatter"] == "%.4g"
+    # both panels' x axes move together; the second has no data and says so in its cell
+    assert all(z["xAxisIndex"] == [0, 1] for z in spec["dataZoom"])
+    (note,) = spec["graphic"]
+    assert note["style"]["text"] == "no data for the selected runs"
+    with pytest.raises(ValueError, match="one list per panel"):
+        eg.grid_option([s], panels, traces[:1])
+
+
+def test_grid_option_bands_stack_low_edge_and_height():
+    """A band (reward ± std) becomes its lower edge plus its height, stacked: the filled area
+    spans exactly [mean - std, mean + std]."""
+    df = pd.DataFrame(
+        {
+            Step.STEP: np.arange(4),
+            Step.REWARD_MEAN: [0.5, 0.6, 0.7, 0.8],
+            Step.REWARD_STD: [0.1, 0.1, 0.2, 0.2],
+        }
+    )
+    s = _series(df)
+    p = charts.PANELS_BY_KEY["reward"]
+    spec = _spec(eg.grid_option([s], [p], [charts.run_traces(s, p, bands=True)])[0])
+    low, height = _on_panel(spec, 0, "band-low")[0], _on_panel(spec, 0, "band-height")[0]
+    assert low["stack"] == height["stack"] and "areaStyle" in height and "areaStyle" not in low
+    np.testing.assert_allclose([y for _, y in low["data"]], [0.4, 0.5, 0.5, 0.6], atol=1e-6)
+    np.testing.assert_allclose([y for _, y in height["data"]], [0.2, 0.2, 0.4, 0.4], atol=1e-6)
 
 
 def test_log_s_panel_zooms_on_gspo_band_and_counts_outside():
@@ -245,40 +332,49 @@ def test_log_s_panel_zooms_on_gspo_band_and_counts_outside():
     assert grpo.y_range is None
     off = charts.panel_view([_series(df)], p, {"r": lag.ALL}, ["r"], zoom_band=False)
     assert off.y_range is None
-    fig = charts.grid_figure([_series(df)], [p], [[{"type": "scatter", "x": [0], "y": [0]}]])
-    labels = [a for a in fig.layout.annotations if a.text.startswith("log(")]
-    # the two band labels sit on opposite sides of their lines: they cannot overlap
-    assert sorted(a.yanchor for a in labels) == ["bottom", "top"]
+    s = _series(df)
+    spec = _spec(eg.grid_option([s], [p], [charts.run_traces(s, p)], views=[view])[0])
+    assert [spec["yAxis"][0]["min"], spec["yAxis"][0]["max"]] == pytest.approx([lo, hi])
+    lines = _on_panel(spec, 0, "band-line")
+    # dotted lines across the run's steps at log(1-eps_low) and log(1+eps_high), labelled; the
+    # low label below its line, the high one above: they cannot overlap
+    assert [ln["data"][0][1] for ln in lines] == pytest.approx(
+        [math.log1p(-3e-4), math.log1p(4e-4)]
+    )
+    assert all(sorted(x for x, _ in ln["data"]) == [0, 4] for ln in lines)
+    offsets = [ln["endLabel"]["offset"][1] for ln in lines]
+    assert offsets[0] > 0 > offsets[1]
+    assert lines[1]["endLabel"]["formatter"] == "log(1+ε_high) = 0.0004"
 
 
 def test_empty_panel_note_sits_in_its_own_cell():
-    """The note of an empty panel lies inside that panel's cell, not on a panel with data (Plotly
-    draws no axes for a subplot without traces, so an axis-relative note fell on the first one)."""
+    """The note of an empty panel lies inside that panel's plot area (the right column here)."""
     df = pd.DataFrame({Step.STEP: np.arange(4), Step.REWARD_MEAN: [0.1, 0.2, 0.3, 0.4]})
     s = [_series(df)]
     panels = [charts.PANELS_BY_KEY["reward"], charts.PANELS_BY_KEY["kl_ref"]]
     tr = [charts.run_traces(s[0], p) for p in panels]
     views = [cv.PanelView(), cv.PanelView(empty_note="no data in the off-policy steps shown")]
-    fig = charts.grid_figure(s, panels, tr, views=views)
-    (note,) = [a for a in fig.layout.annotations if a.text.startswith("no data")]
-    assert note.text == "no data in the off-policy steps shown"
-    assert note.xref == "paper" and note.yref == "paper"
-    x2, y2 = fig.layout.xaxis2.domain, fig.layout.yaxis2.domain
-    assert x2[0] < note.x < x2[1] and y2[0] < note.y < y2[1]
-    assert not fig.layout.xaxis.domain[0] < note.x < fig.layout.xaxis.domain[1]
+    spec = _spec(eg.grid_option(s, panels, tr, views=views)[0])
+    (note,) = spec["graphic"]
+    assert note["style"]["text"] == "no data in the off-policy steps shown"
+    grid = spec["grid"][1]
+    left, width = float(grid["left"].rstrip("%")), float(grid["width"].rstrip("%"))
+    assert left < float(note["left"].rstrip("%")) < left + width
+    assert grid["top"] < note["top"] < grid["top"] + grid["height"]
+    assert float(spec["grid"][0]["left"].rstrip("%")) + width < left  # not on the left panel
 
 
-def test_metric_names_are_text_in_figures():
-    """A metric or run name from disk is escaped in Plotly's HTML-like titles and trace names."""
-    name = "<a href='x'>evil</a>"
+def test_metric_names_are_text_in_the_grid():
+    """A metric or run name from disk reaches ECharts as the characters themselves (ECharts
+    draws strings as text; the tooltip escapes them: tests/test_app_browser.py)."""
+    name = "<a href='x'>evil</a> 50%"
     df = pd.DataFrame({Step.STEP: [0, 1, 2], name: [1.0, 2.0, 3.0]})
     s = _series(df, label="<b>run</b>")
     p = charts.extra_panel(name)
-    fig = charts.grid_figure([s], [p], [charts.run_traces(s, p)])
-    texts = " ".join(a.text for a in fig.layout.annotations)
-    assert "<a" not in texts and "&lt;a href='x'&gt;evil&lt;/a&gt;" in texts
-    assert fig.data[0].name == "&lt;b&gt;run&lt;/b&gt;"
-    assert "<b>run" not in fig.data[0].hovertemplate
+    spec = _spec(eg.grid_option([s], [p], [charts.run_traces(s, p, readout=(0, 2, 3))])[0])
+    assert spec["title"][0]["text"] == name
+    assert {x["name"] for x in spec["series"]} == {"<b>run</b>"}
+    assert spec["series"][-1]["dimensions"] == ["optimizer step", "value"]  # no name from disk
 
 
 def test_fraction_axes_start_at_zero():
@@ -286,10 +382,24 @@ def test_fraction_axes_start_at_zero():
     df = pd.DataFrame({Step.STEP: [0, 1, 2], Step.TRUNCATED_FRACTION: [0.0, 0.0, 0.0]})
     p = charts.PANELS_BY_KEY["truncation"]
     s = [_series(df)]
-    fig = charts.grid_figure(
+    option, _ = eg.grid_option(
         s, [p], [charts.run_traces(s[0], p)], views=[charts.panel_view(s, p, {}, ["r"])]
     )
-    assert fig.layout.yaxis.rangemode == "nonnegative"
+    assert option["yAxis"][0]["min"] == 0 and "max" not in option["yAxis"][0]
+
+
+def test_readout_lists_one_value_per_run_beyond_eight_runs():
+    """Nine runs, smoothed: each run's tooltip is its EMA alone; two runs: value and EMA."""
+    df = pd.DataFrame({Step.STEP: np.arange(5), Step.LOSS: np.arange(5.0)})
+    p = charts.PANELS_BY_KEY["loss"]
+    for n, dims in ((9, ["optimizer step", "EMA"]), (2, ["optimizer step", "value", "EMA"])):
+        runs = [_series(df, key=f"r{i}") for i in range(n)]
+        traces = [
+            t for s in runs for t in charts.run_traces(s, p, smoothing=0.5, readout=(0, 4, 5))
+        ]
+        spec = _spec(eg.grid_option(runs, [p], [traces])[0])
+        readouts = _on_panel(spec, 0, "readout")
+        assert len(readouts) == n and all(r["dimensions"] == dims for r in readouts)
 
 
 @pytest.mark.parametrize("key", ["reward", "length", "seq_log_ratio", "loss"])
@@ -320,12 +430,14 @@ def test_fifty_runs_stay_within_the_point_budget(key):
 
 
 def test_legend_wraps_long_names():
-    assert charts._legend_rows([10] * 3) == 1
-    assert charts._legend_rows([60] * 7) == 4  # 470 px each: two fit a 1,100 px row
-    # one 526 px name sets the columns' width: 2 columns, so six entries take 3 rows, though
-    # greedy packing would put 4 short ones side by side
-    assert charts._legend_rows([68, 56, 35, 27, 30, 34]) == 3
-    assert charts._legend_rows([68, 10, 10, 10, 10, 10, 10], width_px=1000) == 7
+    """Entries take 51 + 7 px per character, packed greedily into 900 px."""
+    assert eg.legend_rows([10] * 3) == 1  # 3 x 121 px
+    assert eg.legend_rows([60] * 7) == 7  # 471 px each: two would take 942 px
+    assert eg.legend_rows([60] * 2, width_px=942) == 1
+    assert eg.legend_rows([100, 10, 10]) == 2  # 751 + 121 = 872 fits; + 121 does not
+    assert eg.legend_rows([100] * 3, width_px=2000) == 2
+    _, height = eg.legend_option([_series(_alternating(), key=f"r{i}") for i in range(50)])
+    assert height == 30 + 22 * eg.legend_rows([len("r0 · GSPO")] * 50)
 
 
 # ---------------------------------------------------------------------------- the page (AppTest)
@@ -388,9 +500,7 @@ def _run_trace(panel: dict, key: str, ema: bool = False) -> dict:
     (t,) = [
         t
         for t in panel["traces"]
-        if t["legendgroup"] == key
-        and "fill" not in t  # not the band
-        and ("(EMA)" in t["hovertemplate"]) == ema
+        if t["legendgroup"] == key and t["role"] == ("ema" if ema else "raw")
     ]
     return t
 
@@ -405,9 +515,9 @@ def test_steps_control_filters_the_clip_panels(lag_root, app_env):
     odd = table[table[Step.STEP] % 2 == 1]
     at = _open("compare", {"runs": [ids["alt"], ids["onpol"]]})
     _assert_clean(at)
-    # the grid goes out without Streamlit's Plotly theme, as plain arrays (grid_figure's docstring)
-    (el,) = [e for e in at.get("plotly_chart") if e.proto.id.rsplit("-", 2)[-2] == "grid"]
-    assert el.proto.theme == "" and "bdata" not in el.proto.spec
+    # the grid is one ECharts chart (PROTOTYPE branch: no Plotly on the page)
+    (el,) = [e for e in at.get("echarts_chart") if e.proto.id.rsplit("-", 2)[-2] == "grid"]
+    assert not at.get("plotly_chart")
     assert at.button_group(key="steps").value == cv.AUTO
     grid = _grid(at)
     clip = grid["Sequence-unit clip fraction — sequence unit, ε 3e-4/4e-4"]
@@ -449,23 +559,18 @@ def test_empty_panel_says_so_on_its_own_cell(lag_root, app_env):
     _assert_clean(at)
     assert _grid(at)["KL to reference"]["traces"] == []
     notes = []
-    for el in at.get("plotly_chart"):
-        lay = json.loads(el.proto.spec)["layout"]
-        heads = [a["text"] for a in lay.get("annotations", []) if a["text"].startswith("<b>")]
-        for a in lay.get("annotations", []):
-            if a["text"].startswith("no data"):
-                cells = [
-                    h
-                    for i, h in enumerate(heads)
-                    if _inside(a["x"], lay[f"xaxis{i + 1 if i else ''}"]["domain"])
-                    and _inside(a["y"], lay[f"yaxis{i + 1 if i else ''}"]["domain"])
-                ]
-                notes.append((a["text"], cells))
+    for el in at.get("echarts_chart"):
+        spec = json.loads(el.proto.spec)
+        for g in spec.get("graphic", []):
+            # a note's cell: the panel whose grid holds its top (px) and left (% of the width)
+            row = g["top"] // 300
+            col = 0 if float(g["left"].rstrip("%")) < 50 else 1
+            notes.append((g["style"]["text"], [spec["title"][row * 2 + col]["text"]]))
     grid = _grid(at)
     empty = sorted(t for t, p in grid.items() if not p["traces"])
     assert "KL to reference" in empty and "Reward" not in empty
     # one note per empty panel, each inside its own panel's cell
-    assert sorted(cells[0].split("</b>")[0][3:] for _, cells in notes) == empty
+    assert sorted(cells[0] for _, cells in notes) == empty
     assert {text for text, _ in notes} == {"no data for the selected runs"}
 
 
@@ -558,7 +663,7 @@ def test_real_logs_builtin_panels_first_foreign_groups_collapsed(real_root, app_
     assert len(ids) == 7
     at = _open("compare", {"runs": list(ids.values())})
     _assert_clean(at)
-    assert len(at.get("plotly_chart")) == 2  # the legend strip and the built-in panels
+    assert len(at.get("echarts_chart")) == 2  # the legend strip and the built-in panels
     grid = _grid(at)
     assert next(iter(grid)) == "Reward" and len(grid) == len(charts.PANELS)
     tinker = {k for n, k in ids.items() if "tinker" in n or "cog-rl" in n}

@@ -49,24 +49,44 @@ def _titles(at: AppTest) -> list[str]:
 
 
 def _grid(at: AppTest, which: tuple[str, ...] = ("grid", "more")) -> dict[str, dict]:
-    """The Compare page's small multiples, over its figures (keys ``grid-N`` for the built-in
-    panels, ``more-N`` for the metrics asked for): {panel title: {"traces": [...], "xaxis": {...},
-    "yaxis": {...}, "subtitle": str}}."""
+    """The Compare page's small multiples, over its ECharts grids (keys ``grid-N`` for the
+    built-in panels, ``more-N`` for the metrics asked for): {panel title: {"traces": [...],
+    "readouts": [...], "xaxis": {...}, "yaxis": {...}, "subtitle": str}}, each drawn trace as a
+    Plotly-like dict (x, y, name, legendgroup = run key, role: raw / ema / band / second) read
+    from the series; readouts are the hover series (rows of x and values)."""
     out = {}
-    for el in at.get("plotly_chart"):
+    for el in at.get("echarts_chart"):
         if el.proto.id.rsplit("-", 2)[-2] not in which:
             continue
-        fig = json.loads(el.proto.spec)
-        lay = fig["layout"]
-        heads = [a["text"] for a in lay["annotations"] if a["text"].startswith("<b>")]
-        for i, head in enumerate(heads):
-            title, _, rest = head[3:].partition("</b>")
-            k = "" if i == 0 else str(i + 1)
-            out[title] = {
-                "traces": [t for t in fig["data"] if t.get("yaxis", "y") == f"y{k}"],
-                "xaxis": lay[f"xaxis{k}"],
-                "yaxis": lay[f"yaxis{k}"],
-                "subtitle": re.sub("<[^>]+>", "", rest),
+        spec = json.loads(el.proto.spec)
+        for i, title in enumerate(spec["title"]):
+            traces, readouts = [], []
+            for s in spec["series"]:
+                key, role = s["id"].split("|")[:2]
+                if s["xAxisIndex"] != i or role in ("band-low", "band-line"):
+                    continue
+                if role == "readout":
+                    readouts.append({"legendgroup": key, "data": s["data"]})
+                    continue
+                t = {
+                    "x": [p[0] for p in s["data"]],
+                    "y": [p[1] for p in s["data"]],
+                    "name": s.get("name", ""),
+                    "legendgroup": key,
+                    "role": "band" if role == "band-height" else role,
+                    "opacity": s.get("lineStyle", {}).get("opacity", 1.0),
+                }
+                traces.append(t)
+            ya, xa = spec["yAxis"][i], spec["xAxis"][i]
+            yaxis = {"type": ya["type"]} if ya["type"] == "log" else {}
+            if "max" in ya:
+                yaxis["range"] = [ya["min"], ya["max"]]
+            out[title["text"]] = {
+                "traces": traces,
+                "readouts": readouts,
+                "xaxis": {"title": {"text": xa["name"]}},
+                "yaxis": yaxis,
+                "subtitle": title.get("subtext", ""),
             }
     return out
 
@@ -99,7 +119,8 @@ def test_every_page_renders_recorded_runs(page, recorded_root, app_env):
     at = _open(page)
     _assert_clean(at)
     assert at.title[0].value
-    assert len(at.get("plotly_chart")) == EXPECTED_CHARTS[page], _titles(at)
+    charts_drawn = len(at.get("plotly_chart")) + len(at.get("echarts_chart"))
+    assert charts_drawn == EXPECTED_CHARTS[page], _titles(at)
     if page == "runs":
         df = at.dataframe[0].value
         assert sorted(df["name"]) == ["grpo-small", "gspo-small"]
@@ -111,7 +132,7 @@ def test_every_page_renders_recorded_runs(page, recorded_root, app_env):
         # the runs' own extra (log_step(extra=...)) is drawn by default, after the built-in panels
         assert list(_grid(at, ("more",))) == ["grad_norm"]
         # two runs, bands on (<= 3 runs): reward = 2 bands + raw and EMA per run
-        assert [t.get("fill") for t in grid["Reward"]["traces"]].count("toself") == 2
+        assert [t["role"] for t in grid["Reward"]["traces"]].count("band") == 2
         assert len(grid["Reward"]["traces"]) == 6
         assert all(
             {t["legendgroup"] for t in p["traces"]} == set(run_ids(recorded_root).values())
@@ -164,11 +185,12 @@ def test_selection_filters_every_chart(recorded_root, app_env):
     at = _open("compare", {"runs": [ids["gspo-small"]]})
     _assert_clean(at)
     assert at.sidebar.multiselect(key="runs").value == [ids["gspo-small"]]
-    figs = _figs(at)
-    assert [t["name"] for t in figs[0]["data"]] == ["gspo-small · GSPO"]
-    assert {t.get("legendgroup") for f in figs[1:] for t in f["data"]} == {ids["gspo-small"]}
+    figs = [json.loads(el.proto.spec) for el in at.get("echarts_chart")]
+    assert [t["name"] for t in figs[0]["series"]] == ["gspo-small · GSPO"]
+    keys = {t["id"].split("|")[0] for f in figs[1:] for t in f["series"] if t["id"][0] != "|"}
+    assert keys == {ids["gspo-small"]}  # (an id of no run, "|band-line|...", is GSPO's band)
     at.sidebar.multiselect(key="runs").set_value([ids["grpo-small"], ids["gspo-small"]]).run()
-    assert len(_figs(at)[0]["data"]) == 2
+    assert len(json.loads(at.get("echarts_chart")[0].proto.spec)["series"]) == 2
 
 
 def test_single_run_pages_follow_run_and_step(recorded_root, app_env):

@@ -82,7 +82,7 @@ def test_two_ranks_write_one_s3_run_while_the_dashboard_reads(s3_root, tmp_path,
         assert row["status"] == "running" and row["last step"] >= 1
         at.switch_page("app_pages/compare.py").run()
         assert not at.exception, [e.value for e in at.exception]
-        assert at.get("plotly_chart")
+        assert at.get("echarts_chart")
     finally:
         open(stop_file, "w").close()
         while not ctx.join(timeout=180):

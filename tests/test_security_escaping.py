@@ -146,6 +146,36 @@ def _check_plotly(spec: str) -> int:
     return n
 
 
+#: ECharts option keys whose strings ECharts renders as HTML or follows as links: no payload there
+ECHARTS_MARKUP_KEYS = {"formatter", "link", "sublink"}
+
+
+def _check_echarts(spec: str) -> int:
+    """An ECharts option draws its strings as text (titles, names, dimensions: the characters
+    themselves, so a payload is held verbatim); no payload may sit where ECharts reads markup or
+    a link (ECHARTS_MARKUP_KEYS). The tooltip, which is HTML, escapes names: checked in
+    Chromium (test_no_script_runs_in_chromium hovers the grid). Returns how many payloads."""
+    n = 0
+    stack = [("", json.loads(spec))]
+    while stack:
+        key, v = stack.pop()
+        if isinstance(v, dict):
+            stack += list(v.items())
+        elif isinstance(v, list):
+            stack += [(key, x) for x in v]
+        elif isinstance(v, str) and MARK in v:
+            found = [p for p in PAYLOADS if p in v]
+            assert not (found and key in ECHARTS_MARKUP_KEYS), (key, v)
+            n += len(found)
+    return n
+
+
+def _check_chart(spec: str) -> int:
+    """``_check_plotly`` for a Plotly figure, ``_check_echarts`` for an ECharts option."""
+    obj = json.loads(spec)
+    return _check_plotly(spec) if "layout" in obj or "data" in obj else _check_echarts(spec)
+
+
 def test_md_escape_round_trips_through_commonmark():
     """md_escape(text) renders to exactly text (line breaks as spaces), for every payload."""
     samples = PAYLOADS + ("1. a\n---\n> q", "    indented", "a\\b | c ~~d~~ <!-- x --> &amp;")
@@ -158,26 +188,27 @@ def test_md_escape_round_trips_through_commonmark():
 def test_every_page_shows_untrusted_text_as_text(payload_root, app_env):
     """Every page over the payload runs: no exception; no HTML element; every Markdown body,
     label, help text and pill holding a payload shows it verbatim; Plotly strings hold it as
-    character references; the names do reach the pages (the check is not vacuous)."""
+    character references, ECharts strings as text outside markup keys; the names do reach the
+    pages (the check is not vacuous)."""
     app_env(payload_root)
     seen = {}
     for page in PAGES:
         at = open_page(page)
         assert not at.exception, [e.value for e in at.exception]
-        n = seen[page] = {"markdown": 0, "plotly": 0}
+        n = seen[page] = {"markdown": 0, "charts": 0}
         for field, value, proto in _proto_strings(at):
             assert "allowHtml" not in proto and "unsafeAllowJavascript" not in proto
             if field in MARKDOWN_FIELDS:
                 n["markdown"] += _check_markdown(value)
             elif field == "spec":
-                n["plotly"] += _check_plotly(value)
+                n["charts"] += _check_chart(value)
         assert not at.get("html")
     # where the payloads reach Markdown: the runs table's problems and filters, Compare's
-    # captions and chart help, Health's expander labels and evidence; Plotly: Compare's traces
-    # and titles, the Ratios and Lengths figures
+    # captions and chart help, Health's expander labels and evidence; charts: Compare's series
+    # names, titles and legend (ECharts), the Ratios and Lengths figures (Plotly)
     least = {"runs": (2, 0), "compare": (3, 10), "health": (4, 0), "ratios": (0, 1)}
-    for page, (markdown, plotly) in least.items():
-        assert seen[page]["markdown"] >= markdown and seen[page]["plotly"] >= plotly, seen
+    for page, (markdown, charts) in least.items():
+        assert seen[page]["markdown"] >= markdown and seen[page]["charts"] >= charts, seen
 
 
 def test_sequences_page_completion_is_code(payload_root, app_env):
@@ -191,6 +222,34 @@ def test_sequences_page_completion_is_code(payload_root, app_env):
 # ----------------------------------------------------------------------------- Chromium
 
 BROWSER_PAGES = ("", "compare", "health", "sequences")  # "": Runs (the problems name FOLDER)
+
+
+def _hover_charts(page) -> None:
+    """Hover the first panel of each ECharts grid: its tooltip (HTML) shows the run's name as
+    text."""
+    tooltip = (
+        "() => [...document.querySelectorAll('div')].filter(d => d.style.zIndex === '9999999'"
+        " && d.style.display !== 'none' && d.style.opacity !== '0').map(d => d.textContent)"
+        ".join('\\n')"
+    )
+    page.get_by_text("What each chart means").wait_for(timeout=60_000)  # below every chart
+    charts = page.locator('[data-testid="stEChartsChart"]')
+    page.wait_for_function(
+        "n => document.querySelectorAll('[data-testid=stEChartsChart] canvas').length >= n",
+        arg=charts.count(),
+    )
+    texts = []
+    for i in range(1, charts.count()):  # 0 is the legend strip
+        chart = charts.nth(i)
+        chart.scroll_into_view_if_needed()
+        page.wait_for_timeout(300)
+        box = chart.bounding_box()
+        for fx in (0.15, 0.25, 0.35):  # a point of the first panel's plot
+            page.mouse.move(box["x"] + fx * box["width"], box["y"] + 150)
+            page.wait_for_timeout(400)
+            texts.append(page.evaluate(tooltip))
+    shown = "\n".join(texts)
+    assert PAYLOAD in shown, shown
 
 
 @pytest.mark.browser
@@ -215,6 +274,8 @@ def test_no_script_runs_in_chromium(payload_root, tmp_path):
                     f"() => document.body.textContent.includes({json.dumps(shown)})",
                     timeout=90_000,
                 )
+                if path == "compare":  # ECharts' tooltips are HTML: show them, names and all
+                    _hover_charts(page)
                 page.wait_for_timeout(1000)  # onerror handlers and scripts would have run
                 found = page.evaluate(
                     """() => ({

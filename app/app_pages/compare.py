@@ -1,24 +1,25 @@
 """Compare: small multiples of every step metric, runs coloured, algorithm by line style.
 
-The built-in panels come first, in one Plotly figure (fewer figures draw faster: see
-``PANELS_PER_FIGURE``); the metrics a run logged beyond the schema follow, grouped by name prefix
+The built-in panels come first, in one ECharts chart (``app.echarts_grid``: fewer charts draw
+faster, see ``PANELS_PER_FIGURE``); the metrics a run logged beyond the schema follow, grouped by name prefix
 and drawn only when asked; constants are shown as values and bookkeeping counters not at all.
 """
 
+import numpy as np
 import pandas as pd
 import streamlit as st
 
 from app import charts, data, lag, traces, ui
 from app import compare_view as cv
+from app import echarts_grid as eg
 from app.records import SOURCE_PARQUET
 
 PANEL_POINT_BUDGET = 6_000  # points per chart across all its traces (the browser's cost)
-#: points per raw line by default: a chart is ~600 px wide, and MinMaxLTTB keeps the spikes; twice
-#: as many points took plotly.js ~1.5x as long to draw (bench/bench_dashboard.py)
+#: points per raw line by default: a chart is ~450 px wide, and MinMaxLTTB keeps the spikes
 DEFAULT_MAX_POINTS = 500
-#: small multiples per Plotly figure: every built-in panel in one. Split into figures of 4, the
-#: same panels took plotly.js ~1.4x as long in headless Chromium (each figure has its own fixed
-#: cost), and Streamlit mounts every chart of a run at once, so the first figure showed no sooner.
+#: small multiples per chart: every built-in panel in one (each chart has its own fixed cost in the
+#: browser, and Streamlit mounts every chart of a run at once, so a first small chart would show
+#: no sooner)
 PANELS_PER_FIGURE = 14
 MAX_ASKED_PANELS = 24  # extra metrics drawn at once (narrow with the search box beyond)
 STEP_LABELS = {
@@ -126,10 +127,25 @@ def lag_caption(series: list[charts.RunSeries], choice: str) -> None:
         st.dataframe(pd.DataFrame(rows), hide_index=True)
 
 
+def x_span(series: list[charts.RunSeries], x: str) -> tuple[float, float] | None:
+    """(lo, hi) of the x column over every shown run's finite values, or None."""
+    los, his = [], []
+    for s in series:
+        if x in s.df.columns:
+            v = s.df[x].to_numpy(np.float64)
+            v = v[np.isfinite(v)]
+            if len(v):
+                los.append(v.min())
+                his.append(v.max())
+    return (float(min(los)), float(max(his))) if los else None
+
+
 def draw_panels(
     runs_by_key, series, panels, opts, *, key: str, log_keys=(), zoom_band=True
 ) -> None:
-    """``panels`` in figures of PANELS_PER_FIGURE, each run on the steps its panel shows."""
+    """``panels`` in charts of PANELS_PER_FIGURE, each run on the steps its panel shows."""
+    span = x_span(series, opts["x"])
+    readout = (*span, eg.readout_size(len(series))) if span else None
     for start in range(0, len(panels), PANELS_PER_FIGURE):
         chunk = panels[start : start + PANELS_PER_FIGURE]
         by_panel, views = [], []
@@ -156,21 +172,17 @@ def draw_panels(
                     bands=opts["bands"],
                     log_y=p.key in log_keys,
                     subset=subsets[s.key],
+                    readout=readout,
                 )
                 for s in series
             }
             by_panel.append([t for ts in per_run.values() for t in ts])
             drawn = [k for k, ts in per_run.items() if ts]
             views.append(charts.panel_view(series, p, subsets, drawn, zoom_band=zoom_band))
-        fig = charts.grid_figure(
+        option, height = eg.grid_option(
             series, chunk, by_panel, x=opts["x"], log_panels=log_keys, views=views
         )
-        st.plotly_chart(
-            fig,
-            key=f"{key}-{start // PANELS_PER_FIGURE}",
-            config={"displaylogo": False},
-            theme=None,  # the grid's own look (charts.grid_figure): no second full redraw
-        )
+        st.echarts_chart(option, height=height, key=f"{key}-{start // PANELS_PER_FIGURE}")
 
 
 def more_metrics(extras: cv.Extras) -> list[str]:
@@ -277,7 +289,8 @@ with st.expander("Charts and log scales", icon=":material/tune:"):
     )
 
 ui.timing("compare loaded")
-st.plotly_chart(charts.legend_figure(series), key="legend", config={"displayModeBar": False})
+legend, legend_height = eg.legend_option(series)
+st.echarts_chart(legend, height=legend_height, key="legend")
 lag_caption(series, opts["steps"])
 plain = charts.trace_points(
     charts.PANELS_BY_KEY["loss"],
@@ -299,10 +312,13 @@ if x_missing:
 runs_by_key = {r.key: r for r in shown}
 panels = [charts.PANELS_BY_KEY[k] for k in chosen]
 if panels:
+    st.caption(
+        "X axes are linked: zoom with the slider above the charts (drag its ends) or ctrl + scroll "
+        "on a chart, and every chart follows; drag a zoomed chart to pan."
+    )
     draw_panels(
         runs_by_key, series, panels, opts, key="grid", log_keys=log_keys or [], zoom_band=zoom_band
     )
-    st.caption("X axes are linked: zoom one chart and the others follow (double-click to reset).")
 else:
     st.info("No built-in charts chosen (see 'Charts and log scales').", icon=":material/info:")
 ui.timing("compare charts")

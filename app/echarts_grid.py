@@ -1,0 +1,411 @@
+"""The Compare page's small multiples as one Apache ECharts option, drawn by ``st.echarts_chart``.
+
+Why ECharts and not Plotly for this grid (measured in headless Chromium on this 2-core machine,
+6 runs x 5,000 steps, 13 panels; bench/bench_dashboard.py): the page loads no plotly.js (4.7 MB,
+~1 s of script evaluation on every load), and ECharts draws the grid's 156 series on one canvas in
+a fraction of plotly.js's SVG time. The one-figure Plotly grid took 6.0-7.1 s to a drawn page.
+
+One chart holds every panel: panel i has grid i, x axis i and y axis i; its title (and the
+``PanelView`` subtitle) sits above it, its unit on the y axis. Runs are coloured, the algorithm is
+the dash (``charts.dash_for``). The trace dicts are ``charts.run_traces``'s (each ``meta`` names
+its role: raw, ema, second, band, readout); their text is Plotly's escaped text, unescaped here
+because ECharts draws strings as plain text (run and metric names from disk can never become
+markup: checked in Chromium with a name holding HTML, and by tests/test_security_escaping.py).
+
+The hover: a run's lines are drawn from LTTB-cut points that differ per run, and ECharts' axis
+tooltip lists only the series whose point lies nearest the pointer, so no drawn line takes part in
+it. Each run instead gets an invisible ``readout`` series on x points shared by every run of the
+chart (``charts.readout_points``): the tooltip lists every run's value (and EMA, and second column)
+at the x under the pointer.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from app import charts
+from app.compare_view import PanelView
+
+#: The grid's look: Streamlit's chart grey for text, its lines at 20% (legible on the light and
+#: the dark theme alike), rows of fixed height.
+GRID_TEXT = "#808495"
+GRID_LINE = "rgba(128, 132, 149, 0.2)"
+GRID_ROW_PX = 300  # one row of panels: title block, plot, x-axis block
+GRID_TITLE_PX = 52  # a panel's title and subtitle, above its plot
+GRID_XAXIS_PX = 42  # a panel's x tick labels and axis name, below its plot
+COLUMNS = 2
+SLIDER_PX = 40  # the x zoom slider above the panels
+#: the legend's width in the page's narrowest usual layout (the sidebar open, a laptop screen): a
+#: wider page leaves a row empty, never cuts an entry
+LEGEND_WIDTH_PX = 900
+#: Points of the hover readout per run and chart: ``readout_size``
+READOUT_POINTS = 200
+#: Beyond this many runs the tooltip lists one value per run (the EMA when smoothed), not three
+READOUT_DETAIL_RUNS = 8
+#: Tooltip numbers: 4 significant digits, as the panels' other hovers (``run_traces``); the
+#: readout sends no more (it was a third of the grid's JSON at 7 digits)
+READOUT_DIGITS = 4
+VALUE_FORMAT = f"%.{READOUT_DIGITS}g"
+BAND_LINE = "#555"
+
+_AXIS = {
+    "splitLine": {"lineStyle": {"color": GRID_LINE}},
+    "axisLine": {"show": False},
+    "axisTick": {"show": False},
+}
+
+
+def readout_size(runs: int) -> int:
+    """Readout points per run: READOUT_POINTS, fewer beyond 12 runs (a tooltip of 50 runs needs
+    no finer x than ~50 points per chart; the readout is data the browser holds)."""
+    return int(min(READOUT_POINTS, max(24, 2400 // max(runs, 1))))
+
+
+def text(s: object) -> str:
+    """A string for ECharts (plain text): Plotly's escaped text back to the characters."""
+    return html.unescape(str(s))
+
+
+def _pairs(x, y) -> list[list]:
+    return [list(p) for p in zip(charts.browser_array(x), charts.browser_array(y), strict=True)]
+
+
+def _on(i: int) -> dict:
+    return {"xAxisIndex": i, "yAxisIndex": i, "animation": False}
+
+
+def _line_series(t: dict, i: int) -> dict:
+    """A raw or EMA line, or the second column's dots (role ``second``), on panel ``i``."""
+    role = t.get("meta", "raw")
+    line = t.get("line", {})
+    color = line.get("color") or t.get("marker", {}).get("color")
+    dots = role == "second"
+    s = {
+        "id": f"{t.get('legendgroup', '')}|{role}|{i}",
+        "type": "scatter" if dots else "line",
+        **_on(i),
+        "name": text(t.get("name", "")),
+        "data": _pairs(t["x"], t["y"]),
+        "itemStyle": {"color": color},
+        "silent": True,
+        "tooltip": {"show": False},  # the readout series is the hover (module docstring)
+    }
+    if dots:
+        s["symbolSize"] = 3
+        s["itemStyle"]["opacity"] = t.get("opacity", 0.8)
+    else:
+        s["showSymbol"] = False
+        s["lineStyle"] = {
+            "color": color,
+            "width": line.get("width", 1.5),
+            "type": "dashed" if line.get("dash") == "dash" else "solid",
+            "opacity": t.get("opacity", 1.0),
+        }
+    return s
+
+
+def _band_series(t: dict, i: int) -> list[dict]:
+    """``run_traces``' closed band polygon (x forward, then back; upper edge, then lower) as two
+    stacked areas: the lower edge (not drawn) and the band's height above it (filled)."""
+    x, y = np.asarray(t["x"], np.float64), np.asarray(t["y"], np.float64)
+    n = len(x) // 2
+    xs, hi, lo = x[:n], y[:n], y[n:][::-1]
+    key = t.get("legendgroup", "")
+    base = {
+        "type": "line",
+        **_on(i),
+        "stack": f"{key}|band|{i}",
+        "symbol": "none",
+        "silent": True,
+        "lineStyle": {"width": 0},
+        "tooltip": {"show": False},
+    }
+    return [
+        {**base, "id": f"{key}|band-low|{i}", "data": _pairs(xs, lo)},
+        {
+            **base,
+            "id": f"{key}|band-height|{i}",
+            "data": _pairs(xs, hi - lo),
+            "areaStyle": {"color": t.get("fillcolor"), "opacity": 1},
+        },
+    ]
+
+
+def _readout_series(t: dict, i: int, panel: charts.Panel, x_name: str, detail: bool) -> dict:
+    """The run's hover on panel ``i``: an undrawn line whose tooltip shows the run's value, EMA
+    and second column at the shared readout points (``charts.readout_points``); without
+    ``detail``, only the EMA when there is one, else the value."""
+    # fixed labels: the tooltip is HTML, and a metric name from disk has no business there
+    columns = [("y", "value")]
+    if "ema" in t:
+        columns = [*columns, ("ema", "EMA")] if detail else [("ema", "EMA")]
+    if "second" in t and detail:
+        columns.append(("second", text(panel.second_label)))
+    values = [charts.browser_array(t[k], READOUT_DIGITS) for k, _ in columns]
+    data = [list(row) for row in zip(charts.browser_array(t["x"]), *values, strict=True)]
+    return {
+        "id": f"{t.get('legendgroup', '')}|readout|{i}",
+        "type": "line",
+        **_on(i),
+        "name": text(t.get("name", "")),
+        "data": data,
+        "dimensions": [x_name] + [label for _, label in columns],
+        "encode": {"x": 0, "y": 1, "tooltip": list(range(1, len(columns) + 1))},
+        "symbol": "none",
+        "silent": True,
+        "lineStyle": {"opacity": 0, "width": 0},
+        "color": t.get("color"),
+        "z": 0,
+    }
+
+
+def _band_lines(
+    series: Sequence[charts.RunSeries], panel: charts.Panel, i: int, x_range: tuple[float, float]
+) -> list[dict]:
+    """GSPO's clip range on the sequence log-ratio panel ``i`` (``charts.clip_band_lines``): a
+    dotted line across ``x_range`` per bound, labelled at its left end, above every run's lines."""
+    out = []
+    for k, (y, name) in enumerate(charts.clip_band_lines(series, panel)):
+        # the low line's label below it, the high line's above: they never overlap
+        label = {
+            "show": True,
+            "formatter": f"{name} = {y:.2g}",
+            # at the line's end, which is its left end; inside the plot, below or above the line
+            "distance": -2,
+            "offset": [4, 9 if y < 0 else -9],
+            "align": "left",
+            "fontSize": 10,
+            # a chip over the runs' lines: dark text on near-white, on either theme
+            "color": "#333",
+            "backgroundColor": "rgba(255, 255, 255, 0.85)",
+            "padding": [1, 3],
+        }
+        out.append(
+            {
+                "id": f"|band-line|{i}|{k}",  # of no run
+                "type": "line",
+                **_on(i),
+                "data": [[x_range[1], y], [x_range[0], y]],
+                "symbol": "none",
+                "endLabel": label,
+                "silent": True,
+                "tooltip": {"show": False},
+                "lineStyle": {"type": "dotted", "color": BAND_LINE, "width": 1.5},
+                "z": 5,
+            }
+        )
+    return out
+
+
+def _cell(i: int) -> tuple[int, int, int]:
+    """(top px, left %, row) of panel ``i``'s cell (below the zoom slider)."""
+    r, c = divmod(i, COLUMNS)
+    return SLIDER_PX + r * GRID_ROW_PX, c * (100 // COLUMNS), r
+
+
+def grid_option(
+    series: Sequence[charts.RunSeries],
+    panels: Sequence[charts.Panel],
+    traces_by_panel: Sequence[Sequence[dict]],
+    *,
+    x: str = charts.X_STEP,
+    log_panels: Sequence[str] = (),
+    views: Sequence[PanelView] | None = None,
+) -> tuple[dict, int]:
+    """(option, height px) for ``st.echarts_chart``: ``panels`` as small multiples in rows of
+    COLUMNS, x axes linked (a zoom on one zooms all). ``traces_by_panel[i]`` are ``run_traces``
+    dicts for panel i; ``views[i]`` its subtitle, y range, empty note and floor; ``log_panels``
+    the keys of panels with a log y axis. A panel without traces keeps its axes and says why."""
+    n = len(panels)
+    views = list(views) if views is not None else [PanelView() for _ in panels]
+    if n != len(traces_by_panel):
+        raise ValueError(
+            f"traces_by_panel must have one list per panel ({n}), got {len(traces_by_panel)}"
+        )
+    if n != len(views):
+        raise ValueError(f"views must have one PanelView per panel ({n}), got {len(views)}")
+    x_name = charts.X_AXES.get(x, x)
+    detail = len(series) <= READOUT_DETAIL_RUNS
+    grids, xs, ys, out, titles, notes = [], [], [], [], [], []
+    for i, (panel, traces, view) in enumerate(zip(panels, traces_by_panel, views, strict=True)):
+        top, left, _ = _cell(i)
+        grids.append(
+            {
+                "left": f"{left + 6}%",
+                "width": f"{100 // COLUMNS - 10}%",
+                "top": top + GRID_TITLE_PX,
+                "height": GRID_ROW_PX - GRID_TITLE_PX - GRID_XAXIS_PX,
+            }
+        )
+        titles.append(
+            {
+                "text": text(charts.panel_title(panel, series)),
+                "subtext": view.subtitle,
+                "left": f"{left + 5}%",
+                "top": top + 4,
+                "itemGap": 4,
+                "textStyle": {"fontSize": 13, "fontWeight": "bold", "color": GRID_TEXT},
+                "subtextStyle": {"fontSize": 11, "color": GRID_TEXT},
+            }
+        )
+        xs.append(
+            {
+                **_AXIS,
+                "gridIndex": i,
+                "type": "value",
+                "scale": True,
+                "name": x_name,
+                "nameLocation": "middle",
+                "nameGap": 24,
+                # the readout's shared x points are whole steps and tokens: no decimals
+                "axisPointer": {"label": {"precision": "auto" if x == charts.X_ELAPSED else 0}},
+            }
+        )
+        ys.append(_y_axis(i, panel, view, panel.key in log_panels))
+        for t in traces:
+            role = t.get("meta", "raw")
+            if role == "band":
+                out += _band_series(t, i)
+            elif role == "readout":
+                out.append(_readout_series(t, i, panel, x_name, detail))
+            else:
+                out.append(_line_series(t, i))
+        drawn = [t["x"] for t in traces if len(t["x"])]
+        if drawn:
+            x_range = (min(float(np.min(v)) for v in drawn), max(float(np.max(v)) for v in drawn))
+            out += _band_lines(series, panel, i, x_range)
+        if not traces:
+            notes.append(
+                {
+                    "type": "text",
+                    "left": f"{left + 6 + (100 // COLUMNS - 10) // 2}%",
+                    "top": top + GRID_TITLE_PX + (GRID_ROW_PX - GRID_TITLE_PX - GRID_XAXIS_PX) // 2,
+                    "style": {
+                        "text": view.empty_note,
+                        "fill": GRID_TEXT,
+                        "fontSize": 12,
+                        "textAlign": "center",
+                    },
+                }
+            )
+    option = {
+        "animation": False,
+        "textStyle": {"color": GRID_TEXT},
+        "title": titles,
+        "grid": grids,
+        "xAxis": xs,
+        "yAxis": ys,
+        "series": out,
+        "graphic": notes,
+        "tooltip": {
+            "trigger": "axis",
+            "confine": True,
+            "valueFormatter": VALUE_FORMAT,
+            "axisPointer": {"type": "line"},
+        },
+        # x zoom, linked: the slider above the panels (drag its ends), or ctrl + wheel / pinch
+        # on a panel (plain wheel scrolls the page); drag pans a zoomed panel
+        "dataZoom": [
+            {
+                "type": "slider",
+                "xAxisIndex": list(range(n)),
+                "top": 6,
+                "height": SLIDER_PX - 16,
+                "left": "6%",
+                "right": "4%",
+                "showDataShadow": False,
+                "filterMode": "none",
+                "labelPrecision": "auto" if x == charts.X_ELAPSED else 0,
+                "textStyle": {"color": GRID_TEXT},
+            },
+            {
+                "type": "inside",
+                "xAxisIndex": list(range(n)),
+                "zoomOnMouseWheel": "ctrl",
+                "moveOnMouseWheel": False,
+                "moveOnMouseMove": True,
+                "filterMode": "none",
+            },
+        ],
+    }
+    return option, SLIDER_PX + max(1, math.ceil(n / COLUMNS)) * GRID_ROW_PX
+
+
+def _y_axis(i: int, panel: charts.Panel, view: PanelView, log_y: bool) -> dict:
+    axis = {
+        **_AXIS,
+        "gridIndex": i,
+        "type": "log" if log_y else "value",
+        "scale": True,
+        "name": text(panel.unit),
+        "nameLocation": "middle",
+        "nameGap": 46,
+    }
+    if log_y:
+        return axis
+    if view.y_range is not None:
+        axis["min"], axis["max"] = view.y_range
+        # the zoom's ends are no round numbers: no labels there
+        axis["axisLabel"] = {"showMinLabel": False, "showMaxLabel": False}
+    elif view.nonnegative:
+        axis["min"] = 0
+    return axis
+
+
+def legend_rows(chars: Sequence[int], width_px: int = LEGEND_WIDTH_PX) -> int:
+    """Rows ECharts' legend wraps into: entries of ``chars`` characters (~7 px each at 12 px, plus
+    the 28 px line, its 5 px gap and the 18 px gap to the next entry), laid out greedily in
+    ``width_px``."""
+    rows, used = 1, 0
+    for n in chars:
+        w = 51 + 7 * n
+        if used and used + w > width_px:
+            rows, used = rows + 1, 0
+        used += w
+    return rows
+
+
+def legend_option(series: Sequence[charts.RunSeries]) -> tuple[dict, int]:
+    """(option, height px): a legend strip, one entry per run in its colour with its algorithm's
+    dash (the grid draws no legend of its own)."""
+    names = [f"{s.label} · {s.algorithm.upper()}" for s in series]
+    styles = [
+        {
+            "color": s.color,
+            "width": 2.5,
+            "type": "dashed" if charts.dash_for(s.algorithm) == "dash" else "solid",
+        }
+        for s in series
+    ]
+    items = [
+        {"type": "line", "name": name, "data": [], "symbol": "none", "lineStyle": style}
+        for name, style in zip(names, styles, strict=True)
+    ]
+    # the entries' own styles: a line in the run's colour and its algorithm's dash, no symbol
+    entries = [
+        {"name": name, "lineStyle": style, "itemStyle": {"opacity": 0}}
+        for name, style in zip(names, styles, strict=True)
+    ]
+    rows = legend_rows([len(n) for n in names])
+    option = {
+        "animation": False,
+        "legend": {
+            "type": "plain",
+            "data": entries,
+            "left": 0,
+            "top": 0,
+            "itemWidth": 28,
+            "itemGap": 18,
+            "selectedMode": False,  # hiding a run here would not hide it in the grid
+            "textStyle": {"color": GRID_TEXT, "fontSize": 12},
+        },
+        "grid": {"show": False, "left": 0, "right": 0, "height": 0, "top": 22 * rows + 8},
+        "xAxis": {"show": False},
+        "yAxis": {"show": False},
+        "series": items,
+    }
+    return option, 30 + 22 * rows
