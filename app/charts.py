@@ -436,9 +436,10 @@ def run_traces(
 
 def readout_points(x: np.ndarray, lo: float, hi: float, n: int) -> tuple[np.ndarray, np.ndarray]:
     """(at, rows): of ``n`` evenly spaced points over [lo, hi] (whole numbers when lo and hi are:
-    steps, tokens), the ones within half a spacing of some value of ``x``, and for each the row of
-    ``x`` nearest to it (the first of a tie). Every run of a chart gets the same ``at`` where its
-    rows reach, so one hover can list every run at one x."""
+    steps, tokens), the ones within half a spacing (or within half of ``x``'s own median spacing,
+    if wider) of some value of ``x``, and for each the row of ``x`` nearest to it (the first of a
+    tie). Every run of a chart gets the same ``at`` where its rows reach, so one hover can list
+    every run at one x."""
     x = np.asarray(x, np.float64)
     if n < 1 or not len(x) or not (np.isfinite(lo) and np.isfinite(hi)) or hi < lo:
         return np.empty(0), np.empty(0, np.int64)
@@ -452,7 +453,9 @@ def readout_points(x: np.ndarray, lo: float, hi: float, n: int) -> tuple[np.ndar
     right = np.clip(j, 0, len(xs) - 1)
     pick = np.where(np.abs(xs[left] - at) <= np.abs(xs[right] - at), left, right)
     half = (hi - lo) / (2 * (len(at) - 1)) if len(at) > 1 else np.inf
-    keep = np.abs(xs[pick] - at) <= half
+    # a run logged every k steps (TRL's logging_steps) reaches every point between its rows
+    own = float(np.median(np.diff(xs))) / 2 if len(xs) > 1 else 0.0
+    keep = np.abs(xs[pick] - at) <= max(half, own)
     return at[keep], order[pick[keep]]
 
 

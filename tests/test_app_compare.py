@@ -206,9 +206,12 @@ def test_readout_points_hand_computed():
     at, rows = charts.readout_points(np.array([7, 0, 3, 4.5, 20]), 0, 8, 5)
     assert at.tolist() == [0, 2, 4, 6, 8] and at.dtype == np.int64
     assert rows.tolist() == [1, 2, 3, 0, 0]
-    # a run that only has odd steps: whole-number points 0..4 keep the odd ones only
+    # rows 2 apart (every other step) reach the points between them: 0 -> 1, 2 -> 1 (tie: the
+    # first), 4 -> 3; rows 10 apart, every point within 5 of one
     at, rows = charts.readout_points(np.array([1.0, 3.0]), 0, 4, 100)
-    assert at.tolist() == [1, 3] and rows.tolist() == [0, 1]
+    assert at.tolist() == [0, 1, 2, 3, 4] and rows.tolist() == [0, 0, 0, 1, 1]
+    at, rows = charts.readout_points(np.array([0.0, 10, 20]), 0, 30, 31)
+    assert at.tolist() == list(range(26)) and rows.tolist() == [0] * 6 + [1] * 10 + [2] * 10
     # wall time: fractional points, nothing rounded
     at, _ = charts.readout_points(np.array([0.0, 0.5, 1.0]), 0.0, 1.5, 4)
     np.testing.assert_allclose(at, [0.0, 0.5, 1.0])  # 1.5 is 0.5 from 1.0: beyond half spacing
@@ -222,14 +225,16 @@ def test_readout_points_hand_computed():
 )
 def test_readout_points_pick_the_nearest_row(x, n):
     """Brute force agrees: every kept point's row is a nearest row of x, and the points dropped
-    are exactly those with no row within half a spacing; points increase inside [min x, max x]."""
+    are exactly those with no row within half a spacing (or half x's median spacing); points
+    increase inside [min x, max x]."""
     lo, hi = float(x.min()), float(x.max())
     at, rows = charts.readout_points(x, lo, hi, n)
     candidates = np.unique(np.linspace(lo, hi, n))
     if lo.is_integer() and hi.is_integer():
         candidates = np.unique(np.round(candidates))
     half = (hi - lo) / (2 * (len(candidates) - 1)) if len(candidates) > 1 else np.inf
-    near = [c for c in candidates if np.min(np.abs(x - c)) <= half]
+    own = float(np.median(np.diff(np.sort(x)))) / 2 if len(x) > 1 else 0.0
+    near = [c for c in candidates if np.min(np.abs(x - c)) <= max(half, own)]
     assert at.tolist() == near and len(rows) == len(at) >= 1
     assert np.all(np.diff(at) > 0) and lo <= at[0] and at[-1] <= hi
     for a, r in zip(at, rows, strict=True):
