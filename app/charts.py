@@ -365,7 +365,7 @@ def run_traces(
     max_points: int = DEFAULT_MAX_POINTS,
     bands: bool = True,
     subset: str = ALL,
-    readout: tuple[float, float, int] | None = None,
+    readout: float | None = None,
 ) -> list[dict]:
     """The traces (plain Plotly dicts) one run contributes to ``panel``: band, raw (faint when
     smoothed), EMA, second column, on the steps of ``subset`` only (``app.lag.SUBSETS``; the EMA
@@ -373,9 +373,9 @@ def run_traces(
     points in all. Empty when the run lacks the column, the x axis or steps in the subset. Each
     trace's ``meta`` names its role: band, raw, ema, second.
 
-    ``readout`` (lo, hi, n) adds one more dict, role ``readout`` (not a Plotly trace): the run's
-    values at the x of its rows nearest to n points spread over [lo, hi] (``readout_points``), for
-    a hover that lists every run at one x."""
+    ``readout`` (a spacing, ``readout_spacing``) adds one more dict, role ``readout`` (not a
+    Plotly trace): the run's value, EMA and second column at the rows nearest the multiples of the
+    spacing (``readout_points``), for a hover that lists every run at one x."""
     df = s.df
     if panel.column not in df.columns or x not in df.columns:
         return []
@@ -421,7 +421,7 @@ def run_traces(
         else:
             y2 = None
     if readout is not None:
-        at, rows = readout_points(xv, *readout)
+        at, rows = readout_points(xv, readout)
         values = {"y": yv[rows]}
         if ys is not None:
             values["ema"] = ys[rows]
@@ -434,28 +434,60 @@ def run_traces(
     return out
 
 
-def readout_points(x: np.ndarray, lo: float, hi: float, n: int) -> tuple[np.ndarray, np.ndarray]:
-    """(at, rows): of ``n`` evenly spaced points over [lo, hi] (whole numbers when lo and hi are:
-    steps, tokens), the ones within half a spacing (or within half of ``x``'s own median spacing,
-    if wider) of some value of ``x``, and for each the row of ``x`` nearest to it (the first of a
-    tie). Every run of a chart gets the same ``at`` where its rows reach, so one hover can list
-    every run at one x."""
+#: readout spacings: these times a power of ten
+_NICE = (1.0, 2.0, 5.0, 10.0)
+READOUT_MAX_POINTS = 100_000
+
+
+def readout_spacing(lo: float, hi: float, n: int, *, whole: bool = False) -> float:
+    """The spacing of about ``n`` readout points over [lo, hi]: the smallest of 1, 2, 5 x 10^k at
+    least (hi - lo) / n, and at least 1 when ``whole`` (steps, tokens). A round number, so it
+    changes only when the span grows past one: a run's readout (and its cached traces) survive
+    most selection changes."""
+    raw = (hi - lo) / max(n, 1)
+    if not (math.isfinite(raw) and raw > 0):
+        return 1.0
+    if whole and raw <= 1:
+        return 1.0
+    k = math.floor(math.log10(raw))
+    for m in _NICE:
+        if m * 10.0**k >= raw * (1 - 1e-12):
+            return m * 10.0**k
+    return 10.0 ** (k + 1)
+
+
+def readout_points(x: np.ndarray, spacing: float) -> tuple[np.ndarray, np.ndarray]:
+    """(at, rows): the multiples of ``spacing`` within [min x, max x] that lie within half a
+    spacing (or half of ``x``'s own median spacing, if wider: a run logged every k steps reaches
+    every point between its rows) of some value of ``x``, and for each the row of ``x`` nearest to
+    it (the first of a tie). Runs share these points wherever their rows reach, so one hover can
+    list every run at one x. Whole numbers for a whole spacing (steps, tokens)."""
     x = np.asarray(x, np.float64)
-    if n < 1 or not len(x) or not (np.isfinite(lo) and np.isfinite(hi)) or hi < lo:
+    if not np.isfinite(x).all():
+        raise ValueError(f"x must be finite, got {int((~np.isfinite(x)).sum())} of {len(x)} not")
+    if not (math.isfinite(spacing) and spacing > 0):
+        raise ValueError(f"spacing must be a positive number, got {spacing}")
+    if not len(x):
         return np.empty(0), np.empty(0, np.int64)
-    at = np.unique(np.linspace(lo, hi, n))
-    if float(lo).is_integer() and float(hi).is_integer():
-        at = np.unique(np.round(at)).astype(np.int64)
     order = np.argsort(x, kind="stable")
     xs = x[order]
+    k0, k1 = math.ceil(xs[0] / spacing), math.floor(xs[-1] / spacing)
+    if k1 - k0 + 1 > READOUT_MAX_POINTS:
+        raise ValueError(
+            f"spacing {spacing} gives {k1 - k0 + 1} readout points over x's range "
+            f"[{xs[0]}, {xs[-1]}] (at most {READOUT_MAX_POINTS})"
+        )
+    at = np.arange(k0, k1 + 1) * spacing
+    if float(spacing).is_integer():
+        at = (np.arange(k0, k1 + 1) * int(spacing)).astype(np.int64)
+    if not len(at):
+        return at, np.empty(0, np.int64)
     j = np.clip(np.searchsorted(xs, at), 1, max(len(xs) - 1, 1))
     left = np.clip(j - 1, 0, len(xs) - 1)
     right = np.clip(j, 0, len(xs) - 1)
     pick = np.where(np.abs(xs[left] - at) <= np.abs(xs[right] - at), left, right)
-    half = (hi - lo) / (2 * (len(at) - 1)) if len(at) > 1 else np.inf
-    # a run logged every k steps (TRL's logging_steps) reaches every point between its rows
     own = float(np.median(np.diff(xs))) / 2 if len(xs) > 1 else 0.0
-    keep = np.abs(xs[pick] - at) <= max(half, own)
+    keep = np.abs(xs[pick] - at) <= max(spacing / 2, own)
     return at[keep], order[pick[keep]]
 
 

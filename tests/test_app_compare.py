@@ -199,44 +199,54 @@ def test_browser_array_keeps_ints_and_shortens_float32():
         charts.browser_array(y, 0)
 
 
+def test_readout_spacing_is_round():
+    """About n points over the span, rounded up to 1, 2 or 5 x 10^k."""
+    assert charts.readout_spacing(0, 4999, 200) == 50  # 24.995 -> 50
+    assert charts.readout_spacing(0, 4000, 200) == 20  # exactly 20
+    assert charts.readout_spacing(0, 99, 200) == 0.5  # 0.495 -> 0.5
+    assert charts.readout_spacing(0, 99, 200, whole=True) == 1  # steps: never between two
+    assert charts.readout_spacing(0, 1.3, 200) == pytest.approx(0.01)  # 0.0065 -> 0.01
+    assert charts.readout_spacing(0, 0, 200) == 1.0  # one point: any spacing
+    assert charts.readout_spacing(0, 5e6, 48) == 2e5  # tokens, 50 runs: 104,167 -> 200,000
+
+
 def test_readout_points_hand_computed():
-    """5 points over [0, 8] are 0, 2, 4, 6, 8 (half spacing 1). Rows at x = [7, 0, 3, 4.5, 20]:
-    0 -> row 1 (x 0); 2 -> x 3 is 1 away (kept, row 2); 4 -> x 3 and 4.5: 4.5 is nearer (row 3);
-    6 -> 4.5 and 7 are 1.5 and 1 away: 7 (row 0); 8 -> 7, 1 away (row 0)."""
-    at, rows = charts.readout_points(np.array([7, 0, 3, 4.5, 20]), 0, 8, 5)
-    assert at.tolist() == [0, 2, 4, 6, 8] and at.dtype == np.int64
-    assert rows.tolist() == [1, 2, 3, 0, 0]
-    # rows 2 apart (every other step) reach the points between them: 0 -> 1, 2 -> 1 (tie: the
-    # first), 4 -> 3; rows 10 apart, every point within 5 of one
-    at, rows = charts.readout_points(np.array([1.0, 3.0]), 0, 4, 100)
-    assert at.tolist() == [0, 1, 2, 3, 4] and rows.tolist() == [0, 0, 0, 1, 1]
-    at, rows = charts.readout_points(np.array([0.0, 10, 20]), 0, 30, 31)
-    assert at.tolist() == list(range(26)) and rows.tolist() == [0] * 6 + [1] * 10 + [2] * 10
-    # wall time: fractional points, nothing rounded
-    at, _ = charts.readout_points(np.array([0.0, 0.5, 1.0]), 0.0, 1.5, 4)
-    np.testing.assert_allclose(at, [0.0, 0.5, 1.0])  # 1.5 is 0.5 from 1.0: beyond half spacing
-    assert charts.readout_points(np.array([]), 0, 1, 3)[0].size == 0
+    """Spacing 2 over rows at x = [7, 0, 3, 4.5, 20] (own median spacing 2.75, half 1.375): the
+    points 0..20 within 1.375 of a row are 0 (row 1, x 0), 2 (row 2, x 3), 4 (row 3, x 4.5),
+    6 and 8 (row 0, x 7), 20 (row 4); 10..18 are farther."""
+    at, rows = charts.readout_points(np.array([7, 0, 3, 4.5, 20]), 2)
+    assert at.tolist() == [0, 2, 4, 6, 8, 20] and at.dtype == np.int64
+    assert rows.tolist() == [1, 2, 3, 0, 0, 4]
+    # rows 10 apart (a run logging every 10 steps) reach every point within 5 of one
+    at, rows = charts.readout_points(np.array([0.0, 10, 20]), 1)
+    assert at.tolist() == list(range(21)) and rows.tolist() == [0] * 6 + [1] * 10 + [2] * 5
+    # wall time: fractional multiples, the same floats for every run
+    at, _ = charts.readout_points(np.array([0.1, 0.52, 1.0]), 0.2)
+    np.testing.assert_array_equal(at, np.arange(1, 6) * 0.2)
+    assert charts.readout_points(np.array([]), 1)[0].size == 0
+    with pytest.raises(ValueError, match="x must be finite, got 1 of 2 not"):
+        charts.readout_points(np.array([0.0, np.nan]), 1)
+    with pytest.raises(ValueError, match="spacing must be a positive number, got 0"):
+        charts.readout_points(np.array([0.0]), 0)
+    with pytest.raises(ValueError, match="readout points over x's range"):
+        charts.readout_points(np.array([0.0, 1e9]), 1)
 
 
 @settings(max_examples=100, deadline=None)
 @given(
     hnp.arrays(np.float64, hs.integers(1, 60), elements=hs.floats(-1e4, 1e4)),
-    hs.integers(1, 300),
+    hs.sampled_from([0.5, 1.0, 2.0, 25.0, 100.0, 1000.0]),
 )
-def test_readout_points_pick_the_nearest_row(x, n):
+def test_readout_points_pick_the_nearest_row(x, spacing):
     """Brute force agrees: every kept point's row is a nearest row of x, and the points dropped
-    are exactly those with no row within half a spacing (or half x's median spacing); points
-    increase inside [min x, max x]."""
-    lo, hi = float(x.min()), float(x.max())
-    at, rows = charts.readout_points(x, lo, hi, n)
-    candidates = np.unique(np.linspace(lo, hi, n))
-    if lo.is_integer() and hi.is_integer():
-        candidates = np.unique(np.round(candidates))
-    half = (hi - lo) / (2 * (len(candidates) - 1)) if len(candidates) > 1 else np.inf
+    are exactly the multiples of the spacing in x's range with no row within half a spacing (or
+    half x's median spacing); points increase inside [min x, max x]."""
+    at, rows = charts.readout_points(x, spacing)
+    k = np.arange(math.ceil(x.min() / spacing), math.floor(x.max() / spacing) + 1)
     own = float(np.median(np.diff(np.sort(x)))) / 2 if len(x) > 1 else 0.0
-    near = [c for c in candidates if np.min(np.abs(x - c)) <= max(half, own)]
-    assert at.tolist() == near and len(rows) == len(at) >= 1
-    assert np.all(np.diff(at) > 0) and lo <= at[0] and at[-1] <= hi
+    near = [c for c in k * spacing if np.min(np.abs(x - c)) <= max(spacing / 2, own)]
+    np.testing.assert_allclose(at, near)
+    assert len(rows) == len(at) and np.all(np.diff(at) > 0)
     for a, r in zip(at, rows, strict=True):
         assert abs(x[r] - a) == np.min(np.abs(x - a))
 
@@ -247,8 +257,8 @@ def test_run_traces_readout_shares_x_between_runs():
     a = _series(pd.DataFrame({Step.STEP: [0, 1, 2, 3, 4], Step.LOSS: [0.0, 1, 2, 3, 4]}), key="a")
     b = _series(pd.DataFrame({Step.STEP: [0, 2, 4], Step.LOSS: [10.0, 20, 30]}), key="b")
     p = charts.PANELS_BY_KEY["loss"]
-    ra = charts.run_traces(a, p, smoothing=0.5, readout=(0, 4, 3))[-1]
-    rb = charts.run_traces(b, p, smoothing=0.5, readout=(0, 4, 3))[-1]
+    ra = charts.run_traces(a, p, smoothing=0.5, readout=2)[-1]
+    rb = charts.run_traces(b, p, smoothing=0.5, readout=2)[-1]
     assert ra["meta"] == rb["meta"] == "readout"
     assert ra["x"].tolist() == rb["x"].tolist() == [0, 2, 4]
     assert ra["y"].tolist() == [0.0, 2.0, 4.0] and rb["y"].tolist() == [10.0, 20.0, 30.0]
@@ -280,7 +290,7 @@ def test_grid_option_draws_every_trace_as_plain_json():
     df = pd.DataFrame({Step.STEP: np.arange(6), Step.REWARD_MEAN: np.linspace(0.1, 0.6, 6)})
     s = _series(df, algorithm="grpo")
     panels = [charts.PANELS_BY_KEY["reward"], charts.PANELS_BY_KEY["loss"]]
-    traces = [charts.run_traces(s, p, smoothing=0.5, readout=(0, 5, 6)) for p in panels]
+    traces = [charts.run_traces(s, p, smoothing=0.5, readout=1) for p in panels]
     option, height = eg.grid_option([s], panels, traces)
     spec = _spec(option)
     assert height == eg.SLIDER_PX + eg.GRID_ROW_PX  # two panels side by side: one row
@@ -376,7 +386,7 @@ def test_metric_names_are_text_in_the_grid():
     df = pd.DataFrame({Step.STEP: [0, 1, 2], name: [1.0, 2.0, 3.0]})
     s = _series(df, label="<b>run</b>")
     p = charts.extra_panel(name)
-    spec = _spec(eg.grid_option([s], [p], [charts.run_traces(s, p, readout=(0, 2, 3))])[0])
+    spec = _spec(eg.grid_option([s], [p], [charts.run_traces(s, p, readout=1)])[0])
     assert spec["title"][0]["text"] == name
     assert {x["name"] for x in spec["series"]} == {"<b>run</b>"}
     assert spec["series"][-1]["dimensions"] == ["optimizer step", "value"]  # no name from disk
@@ -399,9 +409,7 @@ def test_readout_lists_one_value_per_run_beyond_eight_runs():
     p = charts.PANELS_BY_KEY["loss"]
     for n, dims in ((9, ["optimizer step", "EMA"]), (2, ["optimizer step", "value", "EMA"])):
         runs = [_series(df, key=f"r{i}") for i in range(n)]
-        traces = [
-            t for s in runs for t in charts.run_traces(s, p, smoothing=0.5, readout=(0, 4, 5))
-        ]
+        traces = [t for s in runs for t in charts.run_traces(s, p, smoothing=0.5, readout=1)]
         spec = _spec(eg.grid_option(runs, [p], [traces])[0])
         readouts = _on_panel(spec, 0, "readout")
         assert len(readouts) == n and all(r["dimensions"] == dims for r in readouts)

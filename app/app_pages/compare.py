@@ -1,8 +1,9 @@
 """Compare: small multiples of every step metric, runs coloured, algorithm by line style.
 
 The built-in panels come first, in one ECharts chart (``app.echarts_grid``: fewer charts draw
-faster, see ``PANELS_PER_FIGURE``); the metrics a run logged beyond the schema follow, grouped by name prefix
-and drawn only when asked; constants are shown as values and bookkeeping counters not at all.
+faster, see ``PANELS_PER_FIGURE``); the metrics a run logged beyond the schema follow, grouped by
+name prefix and drawn only when asked; constants are shown as values and bookkeeping counters not
+at all.
 """
 
 import numpy as np
@@ -145,7 +146,10 @@ def draw_panels(
 ) -> None:
     """``panels`` in charts of PANELS_PER_FIGURE, each run on the steps its panel shows."""
     span = x_span(series, opts["x"])
-    readout = (*span, eg.readout_size(len(series))) if span else None
+    # a round spacing: changes of the selection mostly keep it, and with it the cached traces
+    whole = opts["x"] != charts.X_ELAPSED  # steps and tokens: readout at whole numbers
+    n = eg.readout_size(len(series))
+    readout = charts.readout_spacing(*span, n, whole=whole) if span else None
     for start in range(0, len(panels), PANELS_PER_FIGURE):
         chunk = panels[start : start + PANELS_PER_FIGURE]
         by_panel, views = [], []
