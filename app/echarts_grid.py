@@ -120,6 +120,9 @@ def _band_series(t: dict, i: int) -> list[dict]:
         "type": "line",
         **_on(i),
         "stack": f"{key}|band|{i}",
+        # stack the height on the lower edge whatever their signs (the default, "samesign", puts
+        # a positive height on 0 when the edge is negative: the band then starts at 0)
+        "stackStrategy": "all",
         "symbol": "none",
         "silent": True,
         "lineStyle": {"width": 0},

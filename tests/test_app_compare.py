@@ -313,12 +313,12 @@ def test_grid_option_draws_every_trace_as_plain_json():
 
 
 def test_grid_option_bands_stack_low_edge_and_height():
-    """A band (reward ± std) becomes its lower edge plus its height, stacked: the filled area
-    spans exactly [mean - std, mean + std]."""
+    """A band (reward ± std) becomes its lower edge plus its height, stacked whatever their signs
+    (ECharts' default stacks only same-sign values): the area spans [mean - std, mean + std]."""
     df = pd.DataFrame(
         {
             Step.STEP: np.arange(4),
-            Step.REWARD_MEAN: [0.5, 0.6, 0.7, 0.8],
+            Step.REWARD_MEAN: [0.5, 0.6, 0.1, 0.8],
             Step.REWARD_STD: [0.1, 0.1, 0.2, 0.2],
         }
     )
@@ -327,7 +327,8 @@ def test_grid_option_bands_stack_low_edge_and_height():
     spec = _spec(eg.grid_option([s], [p], [charts.run_traces(s, p, bands=True)])[0])
     low, height = _on_panel(spec, 0, "band-low")[0], _on_panel(spec, 0, "band-height")[0]
     assert low["stack"] == height["stack"] and "areaStyle" in height and "areaStyle" not in low
-    np.testing.assert_allclose([y for _, y in low["data"]], [0.4, 0.5, 0.5, 0.6], atol=1e-6)
+    assert low["stackStrategy"] == height["stackStrategy"] == "all"
+    np.testing.assert_allclose([y for _, y in low["data"]], [0.4, 0.5, -0.1, 0.6], atol=1e-6)
     np.testing.assert_allclose([y for _, y in height["data"]], [0.2, 0.2, 0.4, 0.4], atol=1e-6)
 
 
