@@ -96,20 +96,25 @@ def _unescaped(md: str) -> str:
     return re.sub(r"\\(.)", r"\1", md)
 
 
+def _strings(obj, key: str = "") -> list[tuple[str, str]]:
+    """(key, string) of every string in a JSON-like ``obj``, with the dict key it sits under
+    (a list's items keep their list's key)."""
+    out = []
+    stack = [(key, obj)]
+    while stack:
+        key, v = stack.pop()
+        if isinstance(v, dict):
+            stack += list(v.items())
+        elif isinstance(v, list):
+            stack += [(key, x) for x in v]
+        elif isinstance(v, str):
+            out.append((key, v))
+    return out
+
+
 def _proto_strings(at) -> list[tuple[str, str, dict]]:
     """(field, string, proto dict) of every string in an AppTest's element tree."""
-    out = []
-    for d in proto_dicts(at._tree):
-        stack = [("", d)]
-        while stack:
-            key, v = stack.pop()
-            if isinstance(v, dict):
-                stack += list(v.items())
-            elif isinstance(v, list):
-                stack += [(key, x) for x in v]
-            elif isinstance(v, str):
-                out.append((key, v, d))
-    return out
+    return [(key, v, d) for d in proto_dicts(at._tree) for key, v in _strings(d)]
 
 
 def _check_markdown(body: str) -> int:
@@ -130,14 +135,8 @@ def _check_plotly(spec: str) -> int:
     (Plotly draws them as the characters), and any other string mentioning one (a run id made
     from the name) holds no markup; returns how many payloads the figure holds."""
     n = 0
-    stack = [json.loads(spec)]
-    while stack:
-        v = stack.pop()
-        if isinstance(v, dict):
-            stack += list(v.values())
-        elif isinstance(v, list):
-            stack += v
-        elif isinstance(v, str) and MARK in v:
+    for _, v in _strings(json.loads(spec)):
+        if MARK in v:
             found = [p for p in PAYLOADS if p in html.unescape(v)]
             assert found or not set(v) & set("<>"), v  # else a run id (slug): no markup
             for p in found:
@@ -156,14 +155,8 @@ def _check_echarts(spec: str) -> int:
     a link (ECHARTS_MARKUP_KEYS). The tooltip, which is HTML, escapes names: checked in
     Chromium (test_no_script_runs_in_chromium hovers the grid). Returns how many payloads."""
     n = 0
-    stack = [("", json.loads(spec))]
-    while stack:
-        key, v = stack.pop()
-        if isinstance(v, dict):
-            stack += list(v.items())
-        elif isinstance(v, list):
-            stack += [(key, x) for x in v]
-        elif isinstance(v, str) and MARK in v:
+    for key, v in _strings(json.loads(spec)):
+        if MARK in v:
             found = [p for p in PAYLOADS if p in v]
             assert not (found and key in ECHARTS_MARKUP_KEYS), (key, v)
             n += len(found)
