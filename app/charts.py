@@ -477,9 +477,8 @@ def readout_points(x: np.ndarray, spacing: float) -> tuple[np.ndarray, np.ndarra
             f"spacing {spacing} gives {k1 - k0 + 1} readout points over x's range "
             f"[{xs[0]}, {xs[-1]}] (at most {READOUT_MAX_POINTS})"
         )
-    at = np.arange(k0, k1 + 1) * spacing
-    if float(spacing).is_integer():
-        at = (np.arange(k0, k1 + 1) * int(spacing)).astype(np.int64)
+    k = np.arange(k0, k1 + 1)
+    at = k * int(spacing) if float(spacing).is_integer() else k * spacing
     if not len(at):
         return at, np.empty(0, np.int64)
     j = np.clip(np.searchsorted(xs, at), 1, max(len(xs) - 1, 1))
@@ -579,7 +578,8 @@ def panel_view(
             ]
             out, total = count_outside(shown, y_range)
             parts.append(
-                f"zoomed to {SEQ_BAND_ZOOM:g}x GSPO's band: {out} of {total} points outside the view"
+                f"zoomed to {SEQ_BAND_ZOOM:g}x GSPO's band: {out} of {total} points outside "
+                "the view"
             )
     kinds = set(subsets.values()) - {ALL}
     empty = "no data for the selected runs"
@@ -769,6 +769,11 @@ def _centered_note(text: str, xref: str = "paper", yref: str = "paper", size: in
 
 def _empty_note(fig: go.Figure, text: str) -> None:
     fig.add_annotation(_centered_note(text))
+
+
+# ---------------------------------------------------------------------------------------------
+# per-sequence pages
+# ---------------------------------------------------------------------------------------------
 
 
 def symlog_ticks(axis: SymLog, lo: float, hi: float) -> tuple[list[float], list[str]]:

@@ -39,6 +39,8 @@ GRID_ROW_PX = 300  # one row of panels: title block, plot, x-axis block
 GRID_TITLE_PX = 52  # a panel's title and subtitle, above its plot
 GRID_XAXIS_PX = 42  # a panel's x tick labels and axis name, below its plot
 COLUMNS = 2
+PLOT_WIDTH_PCT = 100 // COLUMNS - 10  # a panel's plot, of the chart's width
+PLOT_HEIGHT_PX = GRID_ROW_PX - GRID_TITLE_PX - GRID_XAXIS_PX
 SLIDER_PX = 40  # the x zoom slider above the panels
 #: the legend's width in the page's narrowest usual layout (the sidebar open, a laptop screen): a
 #: wider page leaves a row empty, never cuts an entry
@@ -168,12 +170,18 @@ def _readout_series(t: dict, i: int, panel: charts.Panel, x_name: str, detail: b
 
 
 def _band_lines(
-    series: Sequence[charts.RunSeries], panel: charts.Panel, i: int, x_range: tuple[float, float]
+    series: Sequence[charts.RunSeries], panel: charts.Panel, i: int, traces: Sequence[dict]
 ) -> list[dict]:
     """GSPO's clip range on the sequence log-ratio panel ``i`` (``charts.clip_band_lines``): a
-    dotted line across ``x_range`` per bound, labelled at its left end, above every run's lines."""
+    dotted line across the x range of ``traces`` per bound, labelled at its left end, above every
+    run's lines."""
+    lines = charts.clip_band_lines(series, panel)
+    drawn = [t["x"] for t in traces if len(t["x"])]
+    if not (lines and drawn):
+        return []
+    lo, hi = min(float(np.min(v)) for v in drawn), max(float(np.max(v)) for v in drawn)
     out = []
-    for k, (y, name) in enumerate(charts.clip_band_lines(series, panel)):
+    for k, (y, name) in enumerate(lines):
         # the low line's label below it, the high line's above: they never overlap
         label = {
             "show": True,
@@ -193,7 +201,7 @@ def _band_lines(
                 "id": f"|band-line|{i}|{k}",  # of no run
                 "type": "line",
                 **_on(i),
-                "data": [[x_range[1], y], [x_range[0], y]],
+                "data": [[hi, y], [lo, y]],
                 "symbol": "none",
                 "endLabel": label,
                 "silent": True,
@@ -205,10 +213,11 @@ def _band_lines(
     return out
 
 
-def _cell(i: int) -> tuple[int, int, int]:
-    """(top px, left %, row) of panel ``i``'s cell (below the zoom slider)."""
+def _cell(i: int) -> tuple[int, int]:
+    """(top px, left %) of panel ``i``'s cell (below the zoom slider); its plot sits
+    GRID_TITLE_PX lower and 6 % further right, PLOT_WIDTH_PCT wide and PLOT_HEIGHT_PX high."""
     r, c = divmod(i, COLUMNS)
-    return SLIDER_PX + r * GRID_ROW_PX, c * (100 // COLUMNS), r
+    return SLIDER_PX + r * GRID_ROW_PX, c * (100 // COLUMNS)
 
 
 def grid_option(
@@ -236,13 +245,13 @@ def grid_option(
     detail = len(series) <= READOUT_DETAIL_RUNS
     grids, xs, ys, out, titles, notes = [], [], [], [], [], []
     for i, (panel, traces, view) in enumerate(zip(panels, traces_by_panel, views, strict=True)):
-        top, left, _ = _cell(i)
+        top, left = _cell(i)
         grids.append(
             {
                 "left": f"{left + 6}%",
-                "width": f"{100 // COLUMNS - 10}%",
+                "width": f"{PLOT_WIDTH_PCT}%",
                 "top": top + GRID_TITLE_PX,
-                "height": GRID_ROW_PX - GRID_TITLE_PX - GRID_XAXIS_PX,
+                "height": PLOT_HEIGHT_PX,
             }
         )
         titles.append(
@@ -278,16 +287,13 @@ def grid_option(
                 out.append(_readout_series(t, i, panel, x_name, detail))
             else:
                 out.append(_line_series(t, i))
-        drawn = [t["x"] for t in traces if len(t["x"])]
-        if drawn:
-            x_range = (min(float(np.min(v)) for v in drawn), max(float(np.max(v)) for v in drawn))
-            out += _band_lines(series, panel, i, x_range)
+        out += _band_lines(series, panel, i, traces)
         if not traces:
             notes.append(
                 {
                     "type": "text",
-                    "left": f"{left + 6 + (100 // COLUMNS - 10) // 2}%",
-                    "top": top + GRID_TITLE_PX + (GRID_ROW_PX - GRID_TITLE_PX - GRID_XAXIS_PX) // 2,
+                    "left": f"{left + 6 + PLOT_WIDTH_PCT // 2}%",
+                    "top": top + GRID_TITLE_PX + PLOT_HEIGHT_PX // 2,
                     "style": {
                         "text": view.empty_note,
                         "fill": GRID_TEXT,
