@@ -499,3 +499,34 @@ def test_two_ranks_record_what_trl_logs(model_dir, tmp_path):
         if "completions/mean_length" in e:
             assert abs(row[Step.LENGTH_MEAN] - e["completions/mean_length"]) < 1e-6
             assert abs(row[Step.REWARD_MEAN] - e["reward"]) < 1e-6
+
+
+def test_unsupported_trl_versions_are_refused_naming_the_range(monkeypatch):
+    """TRL 1.0 through 1.16 are recorded (patch releases too); any other release is refused
+    when attach is called, with a message naming the supported range; the installed TRL is in
+    it (CI runs this file on TRL 1.0.0 and 1.16)."""
+    from training_hooks import trl as hooks
+
+    for ok in ("1.0.0", "1.8.2", "1.16.0", "1.16.3"):
+        hooks.check_trl_version(ok)
+    for bad in ("0.29.1", "1.17.0", "2.0.0", "not-a-version"):
+        with pytest.raises(ValueError, match=r"TRL 1\.0 through 1\.16 \(trl>=1\.0,<1\.17\)"):
+            hooks.check_trl_version(bad)
+    hooks.check_trl_version()  # the installed one
+    monkeypatch.setattr(hooks, "_version", lambda dist: "1.17.0")
+    trainer = GRPOTrainer.__new__(GRPOTrainer)  # attach refuses before reading anything else
+    with pytest.raises(ValueError, match="this is trl 1.17.0"):
+        attach(trainer, root="unused")
+    assert not isinstance(trainer, hooks.GSPODashMixin)  # left as it was
+
+
+def test_every_wrapped_trl_internal_exists_in_the_installed_trl():
+    """The internals attach wraps exist on the installed GRPOTrainer, and Trainer's public
+    compute_loss is what the recorder overrides."""
+    from training_hooks.trl import TRL_INTERNALS, GSPODashMixin
+
+    for name in TRL_INTERNALS:
+        assert callable(getattr(GRPOTrainer, name, None)), name
+    assert (
+        "compute_loss" in GSPODashMixin.__dict__ and "_compute_loss" not in GSPODashMixin.__dict__
+    )
