@@ -11,6 +11,7 @@ TRL's logged metrics equal those of the same run without our hooks.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -452,7 +453,10 @@ attach(trainer, root=str(out / "runs"), name="dist")
 trainer.train()
 if int(os.environ.get("RANK", "0")) == 0:
     logs = [e for e in trainer.state.log_history if "loss" in e and "train_runtime" not in e]
-    (out / "result.json").write_text(json.dumps({"run_dir": trainer.gspo_dash_run_dir, "logs": logs}))
+    bias_kl = bool(getattr(args, "use_bias_correction_kl", False))  # default True from TRL 1.9
+    (out / "result.json").write_text(
+        json.dumps({"run_dir": trainer.gspo_dash_run_dir, "logs": logs, "bias_kl": bias_kl})
+    )
 """
 
 
@@ -489,16 +493,44 @@ def test_two_ranks_record_what_trl_logs(model_dir, tmp_path):
     )
     seqs = pd.read_parquet(sorted((run_dir / schema.SEQUENCES_DIR).glob("*.parquet")))
     assert sorted(seqs["rank"].unique()) == [0, 1] and len(seqs) == STEPS * 8
+    per_rank = _rank_mean_logging()
     for e in result["logs"]:
         row = ours.loc[e["step"]]
         assert row[Step.NUM_RANKS] == 2 and row[Step.NUM_SEQUENCES] == 8
-        assert abs(row[Step.TOKEN_CLIP_LOW_FRACTION] - e["clip_ratio/low_mean"]) < 1e-6
-        assert abs(row[Step.TOKEN_CLIP_HIGH_FRACTION] - e["clip_ratio/high_mean"]) < 1e-6
-        assert abs(row[TRL_KL] - e["kl"]) < 1e-5
-        assert abs(row[Step.ENTROPY_MEAN] - e["entropy"]) < 1e-5
+        step_seqs = seqs[seqs[schema.Seq.STEP] == e["step"]]
+        trl_value = functools.partial(_as_trl_logs, row, step_seqs if per_rank else None)
+        got = trl_value(Step.TOKEN_CLIP_LOW_FRACTION, schema.Seq.TOKEN_CLIP_LOW_FRACTION)
+        assert abs(got - e["clip_ratio/low_mean"]) < 1e-6
+        got = trl_value(Step.TOKEN_CLIP_HIGH_FRACTION, schema.Seq.TOKEN_CLIP_HIGH_FRACTION)
+        assert abs(got - e["clip_ratio/high_mean"]) < 1e-6
+        if result["bias_kl"]:  # TRL's kl: k3 x ratio (our extra), else plain k3
+            assert abs(row[TRL_KL] - e["kl"]) < 1e-5
+        else:
+            assert abs(trl_value(Step.KL_REF_MEAN, schema.Seq.KL_REF) - e["kl"]) < 1e-5
+        assert abs(trl_value(Step.ENTROPY_MEAN, schema.Seq.ENTROPY) - e["entropy"]) < 1e-5
         if "completions/mean_length" in e:
             assert abs(row[Step.LENGTH_MEAN] - e["completions/mean_length"]) < 1e-6
             assert abs(row[Step.REWARD_MEAN] - e["reward"]) < 1e-6
+
+
+def _as_trl_logs(row, step_seqs, column: str, seq_column: str) -> float:
+    """Ours as this TRL logs it: token-weighted over both ranks (our step ``column``), or, given
+    the step's sequences (TRL 1.0), the mean over ranks of each rank's token-weighted mean of
+    ``seq_column``."""
+    if step_seqs is None:
+        return row[column]
+    n = step_seqs.groupby("rank")[schema.Seq.LENGTH].sum()
+    weighted = step_seqs[seq_column] * step_seqs[schema.Seq.LENGTH]
+    return float((weighted.groupby(step_seqs["rank"]).sum() / n).mean())
+
+
+def _rank_mean_logging() -> bool:
+    """True when this TRL logs its loss metrics as the mean over processes of each process's
+    token mean (TRL 1.0's ``masked_batch_mean`` + ``gather(...).nanmean()``); False when it
+    weights tokens over all processes (``global_masked_mean``, later 1.x)."""
+    import inspect
+
+    return "global_masked_mean" not in inspect.getsource(GRPOTrainer._compute_loss)
 
 
 def test_unsupported_trl_versions_are_refused_naming_the_range(monkeypatch):

@@ -459,3 +459,39 @@ def test_verl_loads_the_plugin_and_it_acts_only_with_the_variable(tmp_path):
     assert off.returncode == 0 and on.returncode == 0, off.stderr[-2000:] + on.stderr[-2000:]
     assert off.stdout.split() == ["False", "True"]
     assert on.stdout.split() == ["True", "True"]
+
+
+def test_only_verls_ppo_loss_partial_is_recorded():
+    """ppo_config finds the ActorConfig of functools.partial(ppo_loss, config=...) and nothing
+    else (another loss, a bare ppo_loss, a partial without config)."""
+    from verl.workers.utils.losses import value_loss
+
+    cfg = _actor_config("gspo")
+    assert plugin.ppo_config(functools.partial(ppo_loss, config=cfg)) is cfg
+    assert plugin.ppo_config(functools.partial(value_loss, config=cfg)) is None
+    assert plugin.ppo_config(ppo_loss) is None
+    assert plugin.ppo_config(functools.partial(ppo_loss)) is None
+    settings = plugin.verl_settings(cfg)
+    assert settings["loss_mode"] == "gspo" and settings["clip_ratio_high"] == 4e-4
+    assert settings["rollout_n"] == G and settings["ppo_epochs"] == EPOCHS
+
+
+def test_the_experiment_name_comes_from_the_actor_workers_config(monkeypatch):
+    """The wrapped ActorRolloutRefWorker.__init__ keeps rollout.trace.experiment_name (verl's
+    config fills it from trainer.experiment_name); a config without it leaves the name unset."""
+
+    class Worker:
+        def __init__(self, config, role):
+            self.config, self.role = config, role
+
+    module = SimpleNamespace(ActorRolloutRefWorker=Worker)
+    monkeypatch.setattr(plugin, "_SESSION", None)
+    plugin._patch_workers(module)
+    trace = SimpleNamespace(experiment_name="gsm8k-gspo")
+    w = Worker(SimpleNamespace(rollout=SimpleNamespace(trace=trace)), role="actor")
+    assert w.role == "actor" and plugin._session().experiment_name == "gsm8k-gspo"
+    monkeypatch.setattr(plugin, "_SESSION", None)
+    Worker(SimpleNamespace(), role="actor")
+    assert plugin._session().experiment_name is None
+    with pytest.raises(ValueError, match="algorithm comes from verl's loss_mode"):
+        plugin.configure(algorithm="grpo")
