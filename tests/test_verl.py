@@ -495,3 +495,58 @@ def test_the_experiment_name_comes_from_the_actor_workers_config(monkeypatch):
     assert plugin._session().experiment_name is None
     with pytest.raises(ValueError, match="algorithm comes from verl's loss_mode"):
         plugin.configure(algorithm="grpo")
+
+
+def test_on_finding_is_named_as_module_and_attribute():
+    """GSPO_DASH_VERL_ON_FINDING names a callable as module:attribute (dotted attributes too);
+    anything else is refused naming the variable."""
+    assert plugin._resolve("training_hooks.verl:configure") is plugin.configure
+    assert plugin._resolve("os:path.join") is os.path.join
+    for bad in ("training_hooks.verl", ":configure", "os:"):
+        with pytest.raises(ValueError, match=plugin.ENV_ON_FINDING):
+            plugin._resolve(bad)
+
+
+_DIST_SCRIPT = r"""
+import os, sys, warnings
+warnings.simplefilter("ignore")
+sys.path.insert(0, sys.argv[1])
+import torch.distributed as dist
+dist.init_process_group("gloo")
+import test_verl as t
+from training_hooks import verl as plugin
+t.BigramEngine.get_data_parallel_size = lambda self: dist.get_world_size()
+t.BigramEngine.get_data_parallel_rank = lambda self: dist.get_rank()
+assert plugin.install()
+t._train("gspo", batches=1)
+plugin.close()
+dist.barrier()
+dist.destroy_process_group()
+"""
+
+
+@pytest.mark.slow
+def test_two_ranks_make_one_run(tmp_path):
+    """torchrun, 2 CPU ranks (gloo): one run, every rank's sequences in it, each step counted
+    over both ranks; the ranks agree on recording each step before the recorder's collectives."""
+    script = tmp_path / "run.py"
+    script.write_text(_DIST_SCRIPT)
+    root = tmp_path / "runs"
+    env = {**os.environ, plugin.ENV_ROOT: str(root), plugin.ENV_NAME: "two-ranks"}
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2"]
+    proc = subprocess.run(
+        [*cmd, str(script), os.path.dirname(__file__)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    info, steps, seqs = _recorded(root)
+    assert info.name == "two-ranks" and info.status == schema.STATUS_FINISHED
+    assert sorted(seqs[Seq.RANK].unique()) == [0, 1]
+    # verl's mini_batch_size is global: 8 sequences = 4 per rank, so each rank's 16 sequences
+    # are 4 mini-batches x 2 epochs = 8 optimizer steps of one batch (lags 0..7)
+    assert (steps[Step.NUM_RANKS] == 2).all() and (steps[Step.NUM_SEQUENCES] == MINI).all()
+    assert steps[Step.POLICY_LAG].tolist() == list(range(8))
+    assert (steps["verl/groups_known"] == 1).all() and steps[Step.REWARD_MEAN].notna().all()

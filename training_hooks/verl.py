@@ -350,11 +350,7 @@ class _Session:
         rollout, lag = (self.rollout, self.lag) if known else (None, None)
         if known:
             self.rollout, self.lag = (self.rollout + 1, 0) if flag else (self.rollout, self.lag + 1)
-        if self.failed:
-            return
-        if capture.error is not None or not capture.items:
-            why = capture.error or "no micro-batch reached the loss"
-            _warn_once("capture", f"step {self.step} not recorded: {why}")
+        if self.failed or not self._ready(engine, capture):
             return
         if self.recorder is None:
             try:
@@ -367,6 +363,35 @@ class _Session:
             self._log(config, capture, rollout, lag, outputs)
         except Exception as e:  # noqa: BLE001 - never stops training
             _warn_once("record", f"step {self.step} not recorded ({type(e).__name__}: {e})")
+
+    def _ready(self, engine: Any, capture: _MicroBatches) -> bool:
+        """Whether every rank records this step. Under ``torch.distributed`` the recorder runs
+        collectives, so the ranks agree first (one all-reduce of a flag): all record or none.
+        Model parallelism (a world larger than the data-parallel size: several ranks see the
+        same sequences, or only the last pipeline stage sees the loss) is not recorded."""
+        import torch
+        import torch.distributed as dist
+
+        ready = capture.error is None and bool(capture.items)
+        if not (dist.is_available() and dist.is_initialized()):
+            if not ready:
+                _warn_once(
+                    "capture", f"step {self.step} not recorded: {capture.error or 'no loss'}"
+                )
+            return ready
+        if engine.get_data_parallel_size() != dist.get_world_size():
+            self.failed = True  # the same on every rank: no collective is started
+            _warn_once("parallel", "model parallelism (tensor, pipeline, sequence) is not recorded")
+            return False
+        cuda = dist.get_backend() == "nccl"
+        device = torch.device("cuda", torch.cuda.current_device()) if cuda else torch.device("cpu")
+        flag = torch.tensor([1.0 if ready else 0.0], device=device)
+        dist.all_reduce(flag, op=dist.ReduceOp.MIN)
+        if flag.item() < 1.0:
+            why = capture.error or "a rank's micro-batches did not reach the loss"
+            _warn_once("capture", f"step {self.step} not recorded on any rank: {why}")
+            return False
+        return True
 
     def _open(self, config: Any) -> Any:
         from .recorder import RecorderSettings, RunRecorder
