@@ -562,3 +562,16 @@ def test_every_wrapped_trl_internal_exists_in_the_installed_trl():
     assert (
         "compute_loss" in GSPODashMixin.__dict__ and "_compute_loss" not in GSPODashMixin.__dict__
     )
+
+
+def test_stop_tokens_are_found_where_each_trl_keeps_them():
+    """TRL 1.0 keeps eos_token_id on the trainer, 1.4 - 1.12 only on its tokenizer, 1.16 a list
+    eos_token_ids; the pad id is the tokenizer's (pad_token_id on the trainer in 1.0)."""
+    from types import SimpleNamespace
+
+    from training_hooks.trl import _stop_token_ids
+
+    tok = SimpleNamespace(eos_token_id=1, pad_token_id=0)
+    assert _stop_token_ids(SimpleNamespace(eos_token_id=1, pad_token_id=0)) == [1, 0]
+    assert _stop_token_ids(SimpleNamespace(_tokenizer=tok)) == [1, 0]
+    assert _stop_token_ids(SimpleNamespace(eos_token_ids=[1, 7], _tokenizer=tok)) == [1, 7, 0]

@@ -52,10 +52,10 @@ TRL offers publicly is used where it suffices: a ``TrainerCallback`` opens, reco
 the loss is captured in ``compute_loss`` (Trainer's override point). The rest has no public route
 that does not compute the log-probs a second time, so these TRL internals are wrapped, each
 checked present when attaching (``TRL_INTERNALS``): ``_get_per_token_logps_and_entropies`` (its
-result is ``(logps, entropies)`` in 1.0 and ``(logps, entropies, aux_loss)`` later),
-``_generate_and_score_completions`` and ``_calculate_rewards``; the EOS ids are TRL's
-``eos_token_id`` (1.0) or ``eos_token_ids`` (later); ``grad_norm`` is transformers'
-``Trainer._get_grad_norm`` (not recorded where transformers has none).
+result is ``(logps, entropies)`` up to 1.4 and ``(logps, entropies, aux_loss)`` later),
+``_generate_and_score_completions`` and ``_calculate_rewards``. The EOS ids are the trainer's
+``eos_token_id`` (1.0), its tokenizer's (1.4 - 1.12) or ``eos_token_ids`` (1.16); ``grad_norm``
+is transformers' ``Trainer._get_grad_norm``.
 
 It does not change the training: it only reads detached tensors, draws no random numbers, adds
 keys TRL never reads, and leaves the loss TRL computes untouched (tests/test_trl.py checks equal
@@ -138,11 +138,14 @@ def _check_trainer(trainer: Any) -> None:
 
 
 def _stop_token_ids(trainer: Any) -> list[int]:
-    """The ids that end a completion: TRL's EOS ids (``eos_token_ids`` from 1.x's later
-    releases, ``eos_token_id`` before) and the pad id."""
+    """The ids that end a completion: TRL's EOS ids and the pad id. TRL keeps the EOS as
+    ``eos_token_id`` (1.0), its tokenizer's ``eos_token_id`` (1.4 - 1.12, read on
+    ``_tokenizer``) or ``eos_token_ids`` (1.16)."""
     eos = getattr(trainer, "eos_token_ids", None)
     if eos is None:
         eos = [getattr(trainer, "eos_token_id", None)]
+    if all(t is None for t in eos):
+        eos = [getattr(getattr(trainer, "_tokenizer", None), "eos_token_id", None)]
     return [t for t in [*eos, _pad_token_id(trainer)] if t is not None]
 
 
@@ -421,7 +424,7 @@ class GSPODashMixin:
 
     def _get_per_token_logps_and_entropies(self, *args: Any, **kwargs: Any):
         out = super()._get_per_token_logps_and_entropies(*args, **kwargs)
-        if self._gd_capture:  # (logps, entropies) in TRL 1.0, (logps, entropies, aux) later
+        if self._gd_capture:  # (logps, entropies) up to TRL 1.4, (logps, entropies, aux) later
             self._gd_captured = (out[0], out[1])
         return out
 
