@@ -52,7 +52,7 @@ TRL offers publicly is used where it suffices: a ``TrainerCallback`` opens, reco
 the loss is captured in ``compute_loss`` (Trainer's override point). The rest has no public route
 that does not compute the log-probs a second time, so these TRL internals are wrapped, each
 checked present when attaching (``TRL_INTERNALS``): ``_get_per_token_logps_and_entropies`` (its
-result is ``(logps, entropies)`` up to 1.4 and ``(logps, entropies, aux_loss)`` later),
+result is ``(logps, entropies)`` in 1.0 - 1.4, ``(logps, entropies, aux_loss)`` in 1.8 - 1.16),
 ``_generate_and_score_completions`` and ``_calculate_rewards``. The EOS ids are the trainer's
 ``eos_token_id`` (1.0), its tokenizer's (1.4 - 1.12) or ``eos_token_ids`` (1.16); ``grad_norm``
 is transformers' ``Trainer._get_grad_norm``.
@@ -424,7 +424,7 @@ class GSPODashMixin:
 
     def _get_per_token_logps_and_entropies(self, *args: Any, **kwargs: Any):
         out = super()._get_per_token_logps_and_entropies(*args, **kwargs)
-        if self._gd_capture:  # (logps, entropies) up to TRL 1.4, (logps, entropies, aux) later
+        if self._gd_capture:  # a 2-tuple in TRL 1.0 - 1.4, a 3-tuple in 1.8 - 1.16
             self._gd_captured = (out[0], out[1])
         return out
 
