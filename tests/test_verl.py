@@ -471,6 +471,9 @@ def test_only_verls_ppo_loss_partial_is_recorded():
     assert plugin.ppo_config(functools.partial(value_loss, config=cfg)) is None
     assert plugin.ppo_config(ppo_loss) is None
     assert plugin.ppo_config(functools.partial(ppo_loss)) is None
+    assert plugin.clip_range(cfg) == (3e-4, 4e-4)
+    unset = SimpleNamespace(clip_ratio=0.25, clip_ratio_low=None, clip_ratio_high=0.28)
+    assert plugin.clip_range(unset) == (0.25, 0.28)  # verl's fallback on clip_ratio
     settings = plugin.verl_settings(cfg)
     assert settings["loss_mode"] == "gspo" and settings["clip_ratio_high"] == 4e-4
     assert settings["rollout_n"] == G and settings["ppo_epochs"] == EPOCHS

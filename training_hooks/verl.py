@@ -398,7 +398,7 @@ class _Session:
 
         loss_mode = _loss_mode(config)
         algorithm = "gspo" if loss_mode in GSPO_LOSS_MODES else "grpo"
-        eps = (float(config.clip_ratio_low), float(config.clip_ratio_high))
+        eps = clip_range(config)
         opts: dict[str, Any] = {}
         raw = os.environ.get(ENV_OPTIONS, "").strip()
         if raw:
@@ -462,6 +462,16 @@ def _grad_norm(outputs: Any) -> float | None:
     if value is None:
         return None
     return float(value.detach().item() if hasattr(value, "detach") else value)
+
+
+def clip_range(config: Any) -> tuple[float, float]:
+    """verl's clip range ``(clip_ratio_low, clip_ratio_high)``, each falling back on
+    ``clip_ratio`` when unset, as verl's policy losses read them."""
+    low, high = config.clip_ratio_low, config.clip_ratio_high
+    return (
+        float(config.clip_ratio if low is None else low),
+        float(config.clip_ratio if high is None else high),
+    )
 
 
 def _loss_mode(config: Any) -> str:
@@ -534,6 +544,7 @@ __all__ = [
     "GSPO_LOSS_MODES",
     "VERL_SETTINGS",
     "StepRows",
+    "clip_range",
     "close",
     "configure",
     "install",
