@@ -237,6 +237,7 @@ def test_readout_points_hand_computed():
     hnp.arrays(np.float64, hs.integers(1, 60), elements=hs.floats(-1e4, 1e4)),
     hs.sampled_from([0.5, 1.0, 2.0, 25.0, 100.0, 1000.0]),
 )
+@pytest.mark.slow
 def test_readout_points_pick_the_nearest_row(x, spacing):
     """Brute force agrees: every kept point's row is a nearest row of x, and the points dropped
     are exactly the multiples of the spacing in x's range with no row within half a spacing (or
@@ -625,6 +626,7 @@ def test_foreign_groups_collapsed_constants_and_counters(lag_root, app_env):
     assert list(_grid(at, ("more",))) == ["timing_s/gen"]
 
 
+@pytest.mark.slow
 def test_fifty_runs_on_the_page_keep_the_budget(tmp_path, app_env):
     """50 selected runs x 600 steps: every panel of every figure holds <= 6,000 points."""
     import sys
@@ -668,6 +670,7 @@ def real_root(tmp_path_factory):
     return root
 
 
+@pytest.mark.slow
 def test_real_logs_builtin_panels_first_foreign_groups_collapsed(real_root, app_env):
     """The seven real logs selected together: one figure of built-in panels (not one chart per
     foreign metric: 927 before), both Tinker runs' reward in the Reward panel, the foreign metrics

@@ -207,6 +207,7 @@ def test_single_run_pages_follow_run_and_step(recorded_root, app_env):
     assert "at step 2" in " ".join(c.value for c in at.caption)
 
 
+@pytest.mark.slow
 def test_bad_data_is_named_not_raised(root_copy, app_env):
     """Corrupt part, missing run.json, older schema, no sequences: pages name the run and why."""
     ids = run_ids(root_copy)
@@ -239,6 +240,7 @@ def test_bad_data_is_named_not_raised(root_copy, app_env):
             assert "run.json is missing" in text
 
 
+@pytest.mark.slow
 def test_empty_root_says_so(tmp_path, app_env):
     """An empty root: every page shows a message instead of charts."""
     app_env(tmp_path)
@@ -250,6 +252,7 @@ def test_empty_root_says_so(tmp_path, app_env):
         assert len(at.get("plotly_chart")) == 0
 
 
+@pytest.mark.slow
 def test_mlflow_only_run_on_the_pages(recorded_root, app_env, mlflow_uri, monkeypatch):
     """A TRL-style run only in MLflow is listed beside the Parquet runs and drawn on Compare with
     its names mapped (a sequence-level TRL run's clip_ratio/region_mean -> the sequence binding

@@ -298,6 +298,7 @@ def _read_everything(root: Path) -> tuple[object, list[str]]:
     return run, problems
 
 
+@pytest.mark.slow
 @given(damage=DAMAGES)
 @settings(FUZZ, max_examples=READER_EXAMPLES)
 def test_readers_never_raise_and_name_the_damage(base_run, damage):
@@ -325,6 +326,7 @@ def _page_text(at) -> str:
     )
 
 
+@pytest.mark.slow
 @given(damage=DAMAGES)
 @settings(FUZZ, max_examples=PAGE_EXAMPLES)
 def test_every_page_renders_a_damaged_run(base_run, damage):
