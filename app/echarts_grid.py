@@ -8,8 +8,9 @@ fraction of plotly.js's SVG time. A cold load took 4.7-5.0 s to its last long ta
 
 One chart holds every panel: panel i has grid i, x axis i and y axis i; its title (and the
 ``PanelView`` subtitle) sits above it, its unit on the y axis. Runs are coloured, the algorithm is
-the dash (``charts.dash_for``). The trace dicts are ``charts.run_traces``'s (each ``meta`` names
-its role: raw, ema, second, band, readout); their text is Plotly's escaped text, unescaped here
+the line style (``app.line_style``: dotted for an unknown one), a sparse series has markers. The
+trace dicts are ``charts.run_traces``'s (each ``meta`` names its role: raw, ema, second, band,
+readout); their text is Plotly's escaped text, unescaped here
 because ECharts draws strings as plain text (run and metric names from disk can never become
 markup: checked in Chromium with a name holding HTML, and by tests/test_security_escaping.py).
 
@@ -28,7 +29,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from app import charts
+from app import charts, line_style
 from app.compare_view import PanelView
 
 #: The grid's look: Streamlit's chart grey for text, its lines at 20% (legible on the light and
@@ -101,11 +102,14 @@ def _line_series(t: dict, i: int) -> dict:
         s["symbolSize"] = 3
         s["itemStyle"]["opacity"] = t.get("opacity", 0.8)
     else:
-        s["showSymbol"] = False
+        markers = "markers" in t.get("mode", "")  # a sparse series (``line_style.is_sparse``)
+        s["showSymbol"] = markers
+        if markers:
+            s.update(symbol="circle", symbolSize=t["marker"]["size"], showAllSymbol=True)
         s["lineStyle"] = {
             "color": color,
             "width": line.get("width", 1.5),
-            "type": "dashed" if line.get("dash") == "dash" else "solid",
+            "type": line_style.ECHARTS_TYPE.get(line.get("dash"), "solid"),
             "opacity": t.get("opacity", 1.0),
         }
     return s
@@ -145,8 +149,9 @@ def _readout_series(t: dict, i: int, panel: charts.Panel, x_name: str, detail: b
     """The run's hover on panel ``i``: an undrawn line whose tooltip shows the run's value, EMA
     and second column at the shared readout points (``charts.readout_points``); without
     ``detail``, only the EMA when there is one, else the value."""
-    # fixed labels: the tooltip is HTML, and a metric name from disk has no business there
-    columns = [("y", "value")]
+    # fixed labels: the tooltip is HTML, and a metric name from disk has no business there; a
+    # mapped column's source name is one of ``metric_map``'s own (``app.sources``)
+    columns = [("y", f"value ({t['source']})" if t.get("source") else "value")]
     if "ema" in t:
         columns = [*columns, ("ema", "EMA")] if detail else [("ema", "EMA")]
     if "second" in t and detail:
@@ -382,13 +387,9 @@ def legend_rows(chars: Sequence[int], width_px: int = LEGEND_WIDTH_PX) -> int:
 def legend_option(series: Sequence[charts.RunSeries]) -> tuple[dict, int]:
     """(option, height px): a legend strip, one entry per run in its colour with its algorithm's
     dash (the grid draws no legend of its own)."""
-    names = [f"{s.label} · {s.algorithm.upper()}" for s in series]
+    names = [f"{s.label} · {line_style.algorithm_text(s.algorithm)}" for s in series]
     styles = [
-        {
-            "color": s.color,
-            "width": 2.5,
-            "type": "dashed" if charts.dash_for(s.algorithm) == "dash" else "solid",
-        }
+        {"color": s.color, "width": 2.5, "type": line_style.echarts_type(s.algorithm)}
         for s in series
     ]
     items = [

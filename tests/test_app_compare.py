@@ -23,7 +23,9 @@ from app import echarts_grid as eg
 from training_hooks.metric_map import Derived
 from training_hooks.schema import STEPS_DIR, Step
 
-STEPS = 8  # steps of the recorded runs: even steps on-policy, odd steps off-policy
+#: steps of the recorded runs: even steps on-policy, odd steps off-policy; 20 of each kind, so
+#: neither subset is a sparse series (``line_style.is_sparse``: markers, no EMA)
+STEPS = 40
 
 
 # --------------------------------------------------------------------------- pure: compare_view
@@ -135,20 +137,20 @@ def _alternating(n=10) -> pd.DataFrame:
 
 def test_run_traces_subset_and_ema_within_it():
     """Off-policy steps only: x = the odd steps, y = their values, and the EMA runs over those
-    values alone (debiased EMA of [0.51, 0.53, 0.55, 0.57, 0.59], never mixing in the zeros)."""
-    s = _series(_alternating())
+    values alone (debiased EMA of [0.51, 0.53, 0.55, ...], never mixing in the zeros)."""
+    s = _series(_alternating(40))
     s = charts.RunSeries(**{**vars(s), "lag": lag.lag_split(s.df)})
     p = charts.PANELS_BY_KEY["seq_clip"]
     raw, smooth = charts.run_traces(s, p, smoothing=0.5, subset=lag.OFF_POLICY)
-    np.testing.assert_array_equal(raw["x"], [1, 3, 5, 7, 9])
-    np.testing.assert_allclose(raw["y"], [0.51, 0.53, 0.55, 0.57, 0.59], rtol=1e-7)
+    np.testing.assert_array_equal(raw["x"], np.arange(1, 40, 2))
+    np.testing.assert_allclose(raw["y"], 0.5 + 0.01 * np.arange(1, 40, 2), rtol=1e-7)
     # EMA weight 0.5, debiased: m1 = 0.51; m2 = (0.5*0.51 + 0.53)/(1.5) = 0.52333...
     np.testing.assert_allclose(smooth["y"][:2], [0.51, (0.5 * 0.51 + 0.53) / 1.5], rtol=1e-6)
     assert "off-policy steps" in raw["name"]
     on = charts.run_traces(s, p, subset=lag.ON_POLICY)[0]
-    np.testing.assert_array_equal(on["x"], [0, 2, 4, 6, 8])
+    np.testing.assert_array_equal(on["x"], np.arange(0, 40, 2))
     assert set(np.asarray(on["y"]).tolist()) == {0.0}
-    assert len(charts.run_traces(s, p, subset=lag.ALL)[0]["x"]) == 10
+    assert len(charts.run_traces(s, p, subset=lag.ALL)[0]["x"]) == 40
     unknown = _series(pd.DataFrame({Step.STEP: [0, 1], Step.SEQ_CLIP_FRACTION: [0.1, 0.2]}))
     assert charts.run_traces(unknown, p, subset=lag.OFF_POLICY) == []  # lag unknown: no subset
 
@@ -252,19 +254,20 @@ def test_readout_points_pick_the_nearest_row(x, spacing):
 
 
 def test_run_traces_readout_shares_x_between_runs():
-    """Two runs logged on different steps get readout points on one x grid, with the raw value
-    and the EMA of the row nearest each point."""
-    a = _series(pd.DataFrame({Step.STEP: [0, 1, 2, 3, 4], Step.LOSS: [0.0, 1, 2, 3, 4]}), key="a")
-    b = _series(pd.DataFrame({Step.STEP: [0, 2, 4], Step.LOSS: [10.0, 20, 30]}), key="b")
+    """Two runs logged on different steps (every step, every second step) get readout points on
+    one x grid, with the raw value and the EMA of the row nearest each point."""
+    a = _series(pd.DataFrame({Step.STEP: np.arange(40), Step.LOSS: np.arange(40.0)}), key="a")
+    b_loss = 10.0 + 5 * np.arange(20)  # 10, 15, 20, ... at steps 0, 2, 4, ...
+    b = _series(pd.DataFrame({Step.STEP: np.arange(0, 40, 2), Step.LOSS: b_loss}), key="b")
     p = charts.PANELS_BY_KEY["loss"]
     ra = charts.run_traces(a, p, smoothing=0.5, readout=2)[-1]
     rb = charts.run_traces(b, p, smoothing=0.5, readout=2)[-1]
     assert ra["meta"] == rb["meta"] == "readout"
-    assert ra["x"].tolist() == rb["x"].tolist() == [0, 2, 4]
-    assert ra["y"].tolist() == [0.0, 2.0, 4.0] and rb["y"].tolist() == [10.0, 20.0, 30.0]
-    # debiased EMA, weight 0.5, of b: 10; (0.5*10*0.5 + 0.5*20)/(1-0.25) = 16.67 at step 2
-    np.testing.assert_allclose(rb["ema"], charts.ema(np.array([10.0, 20, 30]), 0.5))
-    assert rb["ema"][1] == pytest.approx((0.25 * 10 + 0.5 * 20) / 0.75)
+    assert ra["x"].tolist() == rb["x"].tolist() == list(range(0, 40, 2))
+    assert ra["y"].tolist() == list(range(0, 40, 2)) and rb["y"].tolist() == b_loss.tolist()
+    # debiased EMA, weight 0.5, of b: 10; (0.5*10*0.5 + 0.5*15)/(1-0.25) = 13.33 at step 2
+    np.testing.assert_allclose(rb["ema"], charts.ema(b_loss, 0.5))
+    assert rb["ema"][1] == pytest.approx((0.25 * 10 + 0.5 * 15) / 0.75)
     assert [t["meta"] for t in charts.run_traces(a, p, smoothing=0.5)] == ["raw", "ema"]
 
 
@@ -287,7 +290,7 @@ def _on_panel(spec, i, role=None) -> list[dict]:
 def test_grid_option_draws_every_trace_as_plain_json():
     """Raw line, EMA and readout of one run on two panels: each panel's series on its own axes,
     the points as plain numbers, dash by algorithm, only the readout in the tooltip."""
-    df = pd.DataFrame({Step.STEP: np.arange(6), Step.REWARD_MEAN: np.linspace(0.1, 0.6, 6)})
+    df = pd.DataFrame({Step.STEP: np.arange(24), Step.REWARD_MEAN: 0.1 * np.arange(1, 25)})
     s = _series(df, algorithm="grpo")
     panels = [charts.PANELS_BY_KEY["reward"], charts.PANELS_BY_KEY["loss"]]
     traces = [charts.run_traces(s, p, smoothing=0.5, readout=1) for p in panels]
@@ -296,7 +299,8 @@ def test_grid_option_draws_every_trace_as_plain_json():
     assert height == eg.SLIDER_PX + eg.GRID_ROW_PX  # two panels side by side: one row
     assert [x["id"] for x in spec["series"]] == ["r|raw|0", "r|ema|0", "r|readout|0"]
     raw, ema_line, readout = spec["series"]
-    assert raw["data"] == [[0, 0.1], [1, 0.2], [2, 0.3], [3, 0.4], [4, 0.5], [5, 0.6]]
+    assert raw["data"][:4] == [[0, 0.1], [1, 0.2], [2, 0.3], [3, 0.4]] and len(raw["data"]) == 24
+    assert raw["showSymbol"] is False  # 24 points on 24 rows: not sparse
     assert raw["lineStyle"]["type"] == "dashed" and raw["lineStyle"]["opacity"] == 0.25
     assert ema_line["lineStyle"]["width"] == 2
     assert raw["tooltip"] == ema_line["tooltip"] == {"show": False}
@@ -406,7 +410,7 @@ def test_fraction_axes_start_at_zero():
 
 def test_readout_lists_one_value_per_run_beyond_eight_runs():
     """Nine runs, smoothed: each run's tooltip is its EMA alone; two runs: value and EMA."""
-    df = pd.DataFrame({Step.STEP: np.arange(5), Step.LOSS: np.arange(5.0)})
+    df = pd.DataFrame({Step.STEP: np.arange(20), Step.LOSS: np.arange(20.0)})
     p = charts.PANELS_BY_KEY["loss"]
     for n, dims in ((9, ["optimizer step", "EMA"]), (2, ["optimizer step", "value", "EMA"])):
         runs = [_series(df, key=f"r{i}") for i in range(n)]
@@ -537,7 +541,7 @@ def test_steps_control_filters_the_clip_panels(lag_root, app_env):
     clip = grid["Sequence-unit clip fraction — sequence unit, ε 3e-4/4e-4"]
     assert clip["subtitle"] == "off-policy steps of alt; all steps of onpol"
     raw = _run_trace(clip, ids["alt"])
-    np.testing.assert_array_equal(_arr(raw["x"]), [1, 3, 5, 7])
+    np.testing.assert_array_equal(_arr(raw["x"]), range(1, STEPS, 2))
     np.testing.assert_array_equal(_arr(raw["y"]), odd[Step.SEQ_CLIP_FRACTION].to_numpy(np.float32))
     assert (odd[Step.SEQ_CLIP_FRACTION] > 0).all()  # off-policy steps do clip here
     smooth = _run_trace(clip, ids["alt"], ema=True)
@@ -554,7 +558,7 @@ def test_steps_control_filters_the_clip_panels(lag_root, app_env):
     grid = _grid(at)
     clip = grid["Sequence-unit clip fraction — sequence unit, ε 3e-4/4e-4"]
     raw = _run_trace(clip, ids["alt"])
-    np.testing.assert_array_equal(_arr(raw["x"]), [0, 2, 4, 6])
+    np.testing.assert_array_equal(_arr(raw["x"]), range(0, STEPS, 2))
     assert set(_arr(raw["y"]).tolist()) == {0.0}  # on-policy: nothing clips
     assert grid["Reward"]["subtitle"] == "on-policy steps"
 
@@ -565,27 +569,30 @@ def test_steps_control_filters_the_clip_panels(lag_root, app_env):
     np.testing.assert_array_equal(_arr(raw["x"]), range(STEPS))
 
 
-def test_empty_panel_says_so_on_its_own_cell(lag_root, app_env):
-    """No run logged ref log-probs (nor loss, entropy, truncation): each of those panels has no
-    trace and its own note, inside its own cell; panels with data carry none."""
+def test_unlogged_panels_fold_into_one_line(lag_root, app_env):
+    """No run logged ref log-probs, loss, entropy, truncation or the sampler's log-probs: those
+    panels draw no empty frame; one caption names them all. A panel with data but none in the
+    chosen steps keeps its frame and says so in its own cell."""
     app_env(lag_root)
     at = _open("compare", {"runs": list(run_ids(lag_root).values())})
     _assert_clean(at)
-    assert _grid(at)["KL to reference"]["traces"] == []
-    notes = []
-    for el in at.get("echarts_chart"):
-        spec = json.loads(el.proto.spec)
-        for g in spec.get("graphic", []):
-            # a note's cell: the panel whose grid holds its top (px) and left (% of the width)
-            row = g["top"] // 300
-            col = 0 if float(g["left"].rstrip("%")) < 50 else 1
-            notes.append((g["style"]["text"], [spec["title"][row * 2 + col]["text"]]))
-    grid = _grid(at)
-    empty = sorted(t for t, p in grid.items() if not p["traces"])
-    assert "KL to reference" in empty and "Reward" not in empty
-    # one note per empty panel, each inside its own panel's cell
-    assert sorted(cells[0] for _, cells in notes) == empty
-    assert {text for text, _ in notes} == {"no data for the selected runs"}
+    grid = _grid(at, ("grid",))
+    unlogged = [
+        "Loss",
+        "Truncated completions",
+        "KL to reference",
+        "Mismatch: KL(sampler ‖ trainer)",
+    ]
+    for title in unlogged:
+        assert title not in grid
+    assert all(p["traces"] for p in grid.values())  # no empty frame
+    (line,) = [c.value for c in at.caption if c.value.startswith("Not logged by the shown runs")]
+    for title in unlogged + ["Entropy", "Mismatch: max |log p sampler − log p trainer|"]:
+        assert ui.md_escape(title) in line
+    assert "Reward" not in line
+    (spec,) = [json.loads(e.proto.spec) for e in at.get("echarts_chart") if "grid" in e.proto.id]
+    assert spec.get("graphic") == []
+    assert len(spec["title"]) == len(charts.PANELS) - len(line.split(": ", 1)[1].split(", "))
 
 
 def _inside(v: float, domain: list[float]) -> bool:
@@ -679,7 +686,16 @@ def test_real_logs_builtin_panels_first_foreign_groups_collapsed(real_root, app_
     _assert_clean(at)
     assert len(at.get("echarts_chart")) == 2  # the legend strip and the built-in panels
     grid = _grid(at)
-    assert next(iter(grid)) == "Reward" and len(grid) == len(charts.PANELS)
+    assert next(iter(grid)) == "Reward"
+    # panels no import logged fold into one line; the rest are drawn, each with data
+    (line,) = [c.value for c in at.caption if c.value.startswith("Not logged by the shown runs")]
+    folded = ("Sequence log-ratio log s", "KL to reference", "Token-unit clip fraction")
+    assert all(ui.md_escape(t) in line for t in folded) and not set(folded) & set(grid)
+    assert all(p["traces"] for p in grid.values()) and 8 <= len(grid) < len(charts.PANELS)
+    # verl's rollout_corr/k3_kl and Tinker's optim/kl_sample_train_v2: the sampler panel
+    sampler = grid["Mismatch: KL(sampler ‖ trainer)"]
+    verl = {k for n, k in ids.items() if n.startswith("deepseek")}
+    assert {t["legendgroup"] for t in sampler["traces"]} == verl | {ids["tinker-rl-lab-arithmetic"]}
     tinker = {k for n, k in ids.items() if "tinker" in n or "cog-rl" in n}
     assert len(tinker) == 2
     reward_runs = {t["legendgroup"] for t in grid["Reward"]["traces"]}
