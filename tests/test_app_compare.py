@@ -707,3 +707,122 @@ def test_real_logs_builtin_panels_first_foreign_groups_collapsed(real_root, app_
     more = _grid(at, ("more",))
     assert 0 < len(more) <= 24 and all(t.startswith("val-aux/") for t in more)
     assert "metrics match: drawing the first 24" in " ".join(c.value for c in at.caption)
+
+
+# ------------------------------------------------------------- charts that do not lie by omission
+
+
+def _spec_of(at, which: str = "grid") -> dict:
+    (el,) = [e for e in at.get("echarts_chart") if e.proto.id.rsplit("-", 2)[-2] == which]
+    return json.loads(el.proto.spec)
+
+
+def _series_of(spec: dict, title: str) -> list[dict]:
+    i = [t["text"] for t in spec["title"]].index(title)
+    return [s for s in spec["series"] if s["xAxisIndex"] == i]
+
+
+def test_reward_band_stays_within_the_rewards(lag_root, app_env):
+    """0/1 rewards: mean ± std would reach below 0 and above 1; the drawn band (its lower edge
+    plus its stacked height) stays within [0, 1], and reaches both ends somewhere."""
+    app_env(lag_root)
+    ids = run_ids(lag_root)
+    table = _steps_table(lag_root, "alt")
+    m, sd = table[Step.REWARD_MEAN], table[Step.REWARD_STD]
+    assert (m + sd).max() > 1 or (m - sd).min() < 0  # the unbounded band leaves [0, 1]
+    at = _open("compare", {"runs": [ids["alt"]]})
+    _assert_clean(at)
+    reward = _series_of(_spec_of(at), "Reward")
+    (low,) = [s for s in reward if "|band-low|" in s["id"]]
+    (height,) = [s for s in reward if "|band-height|" in s["id"]]
+    lo = np.array([p[1] for p in low["data"]])
+    hi = lo + np.array([p[1] for p in height["data"]])
+    assert lo.min() >= 0 and hi.max() <= 1 + 1e-6
+    np.testing.assert_allclose(lo, np.clip(m - sd, 0, 1), atol=1e-6)
+
+
+def test_real_logs_unknown_algorithm_dotted_and_named(real_root, app_env):
+    """Imports whose algorithm no file states: dotted lines and "algorithm unknown" in the legend;
+    the verl runs (adv_estimator grpo) dashed."""
+    app_env(real_root)
+    ids = run_ids(real_root)
+    at = _open("compare", {"runs": list(ids.values())})
+    _assert_clean(at)
+    legend = json.loads(at.get("echarts_chart")[0].proto.spec)["legend"]["data"]
+    styles = {(e["name"].rsplit(" · ", 1)[1], e["lineStyle"]["type"]) for e in legend}
+    assert styles == {("algorithm unknown", "dotted"), ("GRPO", "dashed")}
+    algo = {
+        k: json.loads((real_root / k / "run.json").read_text())["algorithm"] for k in ids.values()
+    }
+    assert sorted(algo.values()).count("unknown") == 4  # both Tinker logs, two TRL logs
+    raw = [s for s in _series_of(_spec_of(at), "Reward") if "|raw|" in s["id"]]
+    assert len(raw) == 7
+    for s in raw:
+        want = "dotted" if algo[s["id"].split("|")[0]] == "unknown" else "dashed"
+        assert s["lineStyle"]["type"] == want
+    assert "algorithm unknown dotted" in at.caption[0].value
+
+
+def test_real_logs_tokens_axis_leaves_off_runs_without_counts(real_root, app_env):
+    """x = tokens: the Tinker run with token counts is drawn from its first count on; the TRL run
+    without counts is left off (no line at x = 0) and named in the panel's note and a caption."""
+    app_env(real_root)
+    ids = run_ids(real_root)
+    tinker, trl = ids["tinker-rl-lab-arithmetic"], ids["agent-memory-redteam"]
+    at = _open("compare", {"runs": [tinker, trl]})
+    at.button_group(key="x").set_value(Derived.TOKENS_SEEN).run()
+    _assert_clean(at)
+    reward = _grid(at, ("grid",))["Reward"]
+    assert {t["legendgroup"] for t in reward["traces"]} == {tinker}
+    assert reward["subtitle"] == "all steps · no response tokens seen: agent-memory-redteam"
+    raw = next(t for t in reward["traces"] if t["role"] == "raw")
+    assert min(raw["x"]) > 0
+    assert any("agent" in c.value and "(left off)" in c.value for c in at.caption), [
+        c.value for c in at.caption
+    ]
+
+
+@pytest.mark.slow
+def test_real_logs_sparse_validation_lines_have_markers(real_root, app_env):
+    """verl val-core lines: 31 points on 301 rows and a single point on 300 rows; both drawn with
+    a marker at each point, no EMA (the peak shown is the logged one)."""
+    app_env(real_root)
+    ids = run_ids(real_root)
+    runs = [k for n, k in ids.items() if n.startswith("deepseek")]
+    at = _open("compare", {"runs": runs})
+    at.text_input(key="metric_search").set_value("val-core AIME mean@16").run()
+    _assert_clean(at)
+    spec = _spec_of(at, "more")
+    title = "val-core/AIME/acc/mean@16"
+    drawn = _series_of(spec, title)
+    assert not [s for s in drawn if "|ema|" in s["id"]]
+    raw = [s for s in drawn if "|raw|" in s["id"]]
+    assert sorted(len(s["data"]) for s in raw) == [1, 31]
+    assert all(s["showSymbol"] and s["symbolSize"] == 6 for s in raw)
+    for s in raw:
+        key = s["id"].split("|")[0]
+        logged = _steps_table_of(real_root, key)[title].dropna()
+        assert max(p[1] for p in s["data"]) == pytest.approx(logged.max(), rel=1e-6)
+
+
+def _steps_table_of(root, key) -> pd.DataFrame:
+    df = pq.read_table(root / key / STEPS_DIR).to_pandas()
+    return df.sort_values(Step.STEP).reset_index(drop=True)
+
+
+def test_real_logs_search_finds_a_mapped_metric_by_its_source(real_root, app_env):
+    """Searching "critic score" finds Reward (verl critic/score/mean), says so, draws it under
+    More metrics, and its hover names the source."""
+    app_env(real_root)
+    ids = run_ids(real_root)
+    verl = ids["deepseek1.5b_sync_8gpu_clip_low0.2_high0.28_seed0"]
+    at = _open("compare", {"runs": [verl]})
+    at.text_input(key="metric_search").set_value("critic score").run()
+    _assert_clean(at)
+    said = " ".join(c.value for c in at.caption)
+    assert ui.md_escape("verl critic/score/mean is drawn as Reward") in said
+    more = _grid(at, ("more",))
+    assert "Reward" in more
+    (readout,) = [s for s in _series_of(_spec_of(at, "more"), "Reward") if "|readout|" in s["id"]]
+    assert readout["dimensions"][1] == "value (verl critic/score/mean)"
+    assert not [i for i in at.info if "No metric matches" in i.value]
