@@ -69,6 +69,8 @@ X_AXES = {
     X_ELAPSED: "wall time (minutes since start)",
     X_TOKENS: "response tokens seen",
 }
+#: a run without the x axis's column, in a note (never "no tokens seen": that reads as zero)
+X_UNLOGGED = {X_STEP: "no step", X_ELAPSED: "no wall time", X_TOKENS: "no token counts"}
 
 
 def run_colors(keys: Sequence[str]) -> dict[str, str]:
@@ -424,7 +426,7 @@ def panel_view(
     missing = [s.label for s in series if s.key not in drawn and s.key not in no_x]
     if no_x:
         unlogged = [s.label for s in series if s.key in no_x]
-        parts.append(f"no {X_AXES.get(x, x)}: " + short_list(unlogged, len(series)))
+        parts.append(f"{X_UNLOGGED.get(x, 'no ' + x)}: " + short_list(unlogged, len(series)))
     if drawn and missing:
         parts.append("no data: " + short_list(missing, len(series)))
     y_range = None
@@ -445,10 +447,11 @@ def panel_view(
     kinds = set(subsets.values()) - {ALL}
     empty = "no data for the selected runs"
     if len(no_x) == len(series):
-        empty = f"no {X_AXES.get(x, x)} in the selected runs"
+        empty = f"{X_UNLOGGED.get(x, 'no ' + x)} in the selected runs"
     elif kinds:
         empty = f"no data in the {' / '.join(SUBSET_TEXT[k] for k in sorted(kinds))} shown"
-    return PanelView(" · ".join(p for p in parts if p), y_range, empty, panel.nonnegative)
+    tight = any(panel.column in s.bounds for s in series if s.key in drawn)
+    return PanelView(" · ".join(p for p in parts if p), y_range, empty, panel.nonnegative, tight)
 
 
 def _line(

@@ -366,6 +366,8 @@ def _y_axis(i: int, panel: charts.Panel, view: PanelView, log_y: bool) -> dict:
         axis["min"], axis["max"] = view.y_range
         # the zoom's ends are no round numbers: no labels there
         axis["axisLabel"] = {"showMinLabel": False, "showMaxLabel": False}
+    elif view.tight:  # the drawn extent is the values' observed range (``PanelView``)
+        axis["min"], axis["max"] = "dataMin", "dataMax"
     elif view.nonnegative:
         axis["min"] = 0
     return axis

@@ -195,28 +195,45 @@ def extra_panel(column: str, note: str = "") -> Panel:
     return Panel(f"extra:{column}", column, column, "as logged", note or "Logged by the run.")
 
 
-def has_data(df, column: str) -> bool:
-    """True when ``df`` has a finite value of ``column`` (a run that logged it)."""
-    if column not in df.columns:
+def has_data(df, column: str, x: str | None = None) -> bool:
+    """True when ``df`` has a finite value of ``column`` (a run that logged it), on a row with a
+    finite value of the x column ``x`` too when given."""
+    if column not in df.columns or (x is not None and x not in df.columns):
         return False
-    return bool(np.isfinite(df[column].to_numpy(np.float64, na_value=np.nan)).any())
+    ok = np.isfinite(df[column].to_numpy(np.float64, na_value=np.nan))
+    if x is not None:
+        ok &= np.isfinite(df[x].to_numpy(np.float64, na_value=np.nan))
+    return bool(ok.any())
 
 
-def split_by_data(frames: Sequence, panels: Sequence[Panel]) -> tuple[list[Panel], list[Panel]]:
-    """(panels some run logged, panels none did): ``frames`` are the shown runs' step tables; a
-    panel goes to the second list only when no table has a finite value of its column. (A run
-    without the chosen x axis is named in each drawn panel's note instead: ``charts.panel_view``.)
-    """
-    drawn, empty = [], []
+@dataclass(frozen=True)
+class PanelSplit:
+    """The chosen panels by what the shown runs have for them on the chosen x axis."""
+
+    drawn: list[Panel]  # some run has a value on a row with an x value
+    unlogged: list[Panel]  # no run logged the column
+    off_axis: list[Panel]  # logged, but only by runs without a value of the x axis
+
+
+def split_by_data(frames: Sequence, panels: Sequence[Panel], x: str) -> PanelSplit:
+    """``panels`` sorted by the shown runs' step tables ``frames`` on the x column ``x``: a panel
+    no table has a finite value of is unlogged; one whose values all sit on rows without an x
+    value (a run without token counts on x = tokens) is off the axis; the rest are drawn."""
+    out = PanelSplit([], [], [])
     for p in panels:
-        (drawn if any(has_data(df, p.column) for df in frames) else empty).append(p)
-    return drawn, empty
+        if any(has_data(df, p.column, x) for df in frames):
+            out.drawn.append(p)
+        elif any(has_data(df, p.column) for df in frames):
+            out.off_axis.append(p)
+        else:
+            out.unlogged.append(p)
+    return out
 
 
-def not_logged_line(empty: Sequence[Panel]) -> str:
-    """The one line that replaces the empty frames: "Not logged by the shown runs: A, B." ("" for
+def not_logged_line(empty: Sequence[Panel], why: str = "Not logged by the shown runs") -> str:
+    """The one line that replaces empty frames: "Not logged by the shown runs: A, B." ("" for
     none). Titles are the registry's (or a metric name from disk for an extra panel): plain text,
     to be escaped by the caller for Markdown."""
     if not empty:
         return ""
-    return "Not logged by the shown runs: " + ", ".join(p.title for p in empty) + "."
+    return f"{why}: " + ", ".join(p.title for p in empty) + "."

@@ -353,9 +353,9 @@ def test_panel_view_names_runs_without_the_x_axis():
     runs = [_series(with_tokens, "a"), _series(without, "b"), _series(no_loss, "c")]
     p = charts.PANELS_BY_KEY["loss"]
     view = charts.panel_view(runs, p, {}, ["a"], x=charts.X_TOKENS)
-    assert view.subtitle == "no response tokens seen: b · no data: c"
+    assert view.subtitle == "no token counts: b · no data: c"
     alone = charts.panel_view(runs[1:2], p, {}, [], x=charts.X_TOKENS)
-    assert alone.empty_note == "no response tokens seen in the selected runs"
+    assert alone.empty_note == "no token counts in the selected runs"
 
 
 def test_reward_band_within_observed_range_and_faint_log_s_band():
@@ -369,6 +369,11 @@ def test_reward_band_within_observed_range_and_faint_log_s_band():
     band = charts.run_traces(bounded, p)[0]
     np.testing.assert_allclose(band["y"], [1.0, 1.0, 0.6, 0.0], rtol=1e-6)
     assert band["fillcolor"] == "rgba(31,119,180,0.1)"
+    # the axis ends at the drawn extent only where the observed range is known
+    assert charts.panel_view([bounded], p, {}, ["a"]).tight
+    assert not charts.panel_view([_series(df)], p, {}, ["a"]).tight
+    y = eg.grid_option([bounded], [p], [[band]], views=[charts.panel_view([bounded], p, {}, ["a"])])
+    assert (y[0]["yAxis"][0]["min"], y[0]["yAxis"][0]["max"]) == ("dataMin", "dataMax")
     seq = _steps(
         2,
         **{
@@ -388,9 +393,14 @@ def test_split_by_data_folds_unlogged_panels():
     a = pd.DataFrame({Step.REWARD_MEAN: [0.5], Step.LOSS: [np.nan]})
     b = pd.DataFrame({Step.ENTROPY_MEAN: [1.0]})
     ps = [charts.PANELS_BY_KEY[k] for k in ("reward", "loss", "entropy", "kl_ref")]
-    drawn, empty = panels.split_by_data([a, b], ps)
-    assert [p.key for p in drawn] == ["reward", "entropy"]
-    assert panels.not_logged_line(empty) == "Not logged by the shown runs: Loss, KL to reference."
+    split = panels.split_by_data([a, b], ps, Step.STEP)
+    assert split.drawn == [] and split.unlogged == ps[1::2]  # neither table has a step column
+    assert split.off_axis == ps[::2]
+    a[Step.STEP], b[Step.STEP] = [0], [0]
+    split = panels.split_by_data([a, b], ps, Step.STEP)
+    assert [p.key for p in split.drawn] == ["reward", "entropy"] and split.off_axis == []
+    line = panels.not_logged_line(split.unlogged)
+    assert line == "Not logged by the shown runs: Loss, KL to reference."
     assert panels.not_logged_line([]) == ""
     sampler = [p for p in charts.PANELS if "sampler" in p.title]
     assert {p.column for p in sampler} == {Step.SAMPLER_KL_MEAN, Step.SAMPLER_LOGP_ABS_DIFF_MAX}

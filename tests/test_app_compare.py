@@ -739,6 +739,9 @@ def test_reward_band_stays_within_the_rewards(lag_root, app_env):
     hi = lo + np.array([p[1] for p in height["data"]])
     assert lo.min() >= 0 and hi.max() <= 1 + 1e-6
     np.testing.assert_allclose(lo, np.clip(m - sd, 0, 1), atol=1e-6)
+    i = [t["text"] for t in _spec_of(at)["title"]].index("Reward")
+    axis = _spec_of(at)["yAxis"][i]  # the axis ends at the band's ends, not past them
+    assert (axis["min"], axis["max"]) == ("dataMin", "dataMax")
 
 
 def test_real_logs_unknown_algorithm_dotted_and_named(real_root, app_env):
@@ -774,12 +777,16 @@ def test_real_logs_tokens_axis_leaves_off_runs_without_counts(real_root, app_env
     _assert_clean(at)
     reward = _grid(at, ("grid",))["Reward"]
     assert {t["legendgroup"] for t in reward["traces"]} == {tinker}
-    assert reward["subtitle"] == "all steps · no response tokens seen: agent-memory-redteam"
+    assert reward["subtitle"] == "all steps · no token counts: agent-memory-redteam"
     raw = next(t for t in reward["traces"] if t["role"] == "raw")
     assert min(raw["x"]) > 0
-    assert any("agent" in c.value and "(left off)" in c.value for c in at.caption), [
-        c.value for c in at.caption
-    ]
+    said = [c.value for c in at.caption]
+    left_off = "Left off this x axis (no token counts): " + ui.md_escape("agent-memory-redteam")
+    assert left_off + "." in said, said
+    # Loss: logged by the TRL run only, which has no tokens: named on a line, no empty frame
+    assert "Loss" not in _grid(at, ("grid",))
+    (line,) = [c for c in said if c.startswith("Logged only by runs left off this x axis")]
+    assert "Loss" in line
 
 
 @pytest.mark.slow

@@ -328,14 +328,19 @@ if plain < opts["max_points"]:
     )
 x_missing = [ui.md_escape(s.label) for s in series if not panels.has_data(s.df, opts["x"])]
 if x_missing:
-    st.caption(f"No {charts.X_AXES[opts['x']]} logged by: {', '.join(x_missing)} (left off).")
+    why = charts.X_UNLOGGED[opts["x"]]
+    st.caption(f"Left off this x axis ({why}): {', '.join(x_missing)}.")
 
 runs_by_key = {r.key: r for r in shown}
-shown_panels, unlogged = panels.split_by_data(
-    [s.df for s in series], [charts.PANELS_BY_KEY[k] for k in chosen]
+split = panels.split_by_data(
+    [s.df for s in series], [charts.PANELS_BY_KEY[k] for k in chosen], opts["x"]
 )
-if unlogged:
-    st.caption(ui.md_escape(panels.not_logged_line(unlogged)))
+shown_panels = split.drawn
+if split.unlogged:
+    st.caption(ui.md_escape(panels.not_logged_line(split.unlogged)))
+if split.off_axis:
+    why = f"Logged only by runs left off this x axis ({charts.X_UNLOGGED[opts['x']]})"
+    st.caption(ui.md_escape(panels.not_logged_line(split.off_axis, why)))
 if shown_panels:
     st.caption(
         "X axes are linked: zoom with the slider above the charts (drag its ends) or ctrl + scroll "
