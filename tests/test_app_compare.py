@@ -833,3 +833,21 @@ def test_real_logs_search_finds_a_mapped_metric_by_its_source(real_root, app_env
     (readout,) = [s for s in _series_of(_spec_of(at, "more"), "Reward") if "|readout|" in s["id"]]
     assert readout["dimensions"][1] == "value (verl critic/score/mean)"
     assert not [i for i in at.info if "No metric matches" in i.value]
+
+
+def test_one_entry_import_is_visible(tmp_path, app_env):
+    """A TRL log of one entry: its reward (0.5) is one point drawn as a marker, not an empty
+    line; panels it did not log fold into the one line."""
+    from training_hooks import importers
+
+    src = tmp_path / "trainer_state.json"
+    entry = {"step": 1, "epoch": 0.01, "reward": 0.5, "loss": 0.1, "completion_length": 40.0}
+    src.write_text(json.dumps({"global_step": 1, "log_history": [entry]}))
+    root = tmp_path / "root"
+    importers.import_run("trl", src, root=root)
+    app_env(root)
+    at = _open("compare")
+    _assert_clean(at)
+    (raw,) = [s for s in _series_of(_spec_of(at), "Reward") if "|raw|" in s["id"]]
+    assert raw["data"] == [[1, 0.5]] and raw["showSymbol"] is True
+    assert any(c.value.startswith("Not logged by the shown runs") for c in at.caption)
