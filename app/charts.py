@@ -239,12 +239,7 @@ def run_traces(
         return []
     xv, yv = xv_all[ok], yv_all[ok]
     sparse = is_sparse(int(ok.sum()), int((s.rows(subset) & np.isfinite(xv_all)).sum()))
-    name = plot_text(s.label)
-    if panel.clip_unit and s.eps.get(panel.clip_unit):
-        lo, hi = s.eps[panel.clip_unit]
-        name += f" (ε {fmt_eps(lo)}/{fmt_eps(hi)})"
-    if subset != ALL:
-        name += f" · {SUBSET_TEXT[subset]}"
+    name = _trace_name(s, panel, subset)
     what = plot_text(panel.title)
     source = s.sources.get(panel.column)
     shown_as = what + (f" (from {plot_text(source)})" if source else "")
@@ -279,17 +274,25 @@ def run_traces(
             y2 = None
     if readout is not None:
         at, rows = readout_points(xv, readout)
-        values = {"y": yv[rows]}
-        if ys is not None:
-            values["ema"] = ys[rows]
-        if y2 is not None:
-            values["second"] = y2[rows]
+        values = {"y": yv, "ema": ys, "second": y2}
+        values = {k: v[rows] for k, v in values.items() if v is not None}
         out.append(
             {"meta": "readout", "name": name, "legendgroup": s.key, "color": s.color, "x": at}
             | ({"source": source} if source else {})
             | values
         )
     return out
+
+
+def _trace_name(s: RunSeries, panel: Panel, subset: str) -> str:
+    """A run's trace name on ``panel``: its label, the clip unit's ε, the steps shown."""
+    name = plot_text(s.label)
+    if panel.clip_unit and s.eps.get(panel.clip_unit):
+        lo, hi = s.eps[panel.clip_unit]
+        name += f" (ε {fmt_eps(lo)}/{fmt_eps(hi)})"
+    if subset != ALL:
+        name += f" · {SUBSET_TEXT[subset]}"
+    return name
 
 
 #: readout spacings: these times a power of ten
