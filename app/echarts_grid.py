@@ -156,6 +156,8 @@ def _readout_series(t: dict, i: int, panel: charts.Panel, x_name: str, detail: b
         columns = [*columns, ("ema", "EMA")] if detail else [("ema", "EMA")]
     if "second" in t and detail:
         columns.append(("second", text(panel.second_label)))
+    if t.get("scale"):  # values in units of 10^k (``tiny``)
+        columns = [(k, f"{label} {t['scale']}") for k, label in columns]
     values = [charts.browser_array(t[k], READOUT_DIGITS) for k, _ in columns]
     data = [list(row) for row in zip(charts.browser_array(t["x"]), *values, strict=True)]
     return {
@@ -283,7 +285,13 @@ def grid_option(
                 "axisPointer": {"label": {"precision": "auto" if x == charts.X_ELAPSED else 0}},
             }
         )
-        ys.append(_y_axis(i, panel, view, panel.key in log_panels))
+        log_y = panel.key in log_panels
+        exp = (
+            None if log_y or view.y_range or charts.clip_band_lines(series, panel) else tiny(traces)
+        )
+        if exp is not None:
+            traces = [_scaled(t, exp) for t in traces]
+        ys.append(_y_axis(i, panel, view, log_y, exp))
         for t in traces:
             role = t.get("meta", "raw")
             if role == "band":
@@ -350,13 +358,43 @@ def grid_option(
     return option, SLIDER_PX + max(1, math.ceil(n / COLUMNS)) * GRID_ROW_PX
 
 
-def _y_axis(i: int, panel: charts.Panel, view: PanelView, log_y: bool) -> dict:
+#: A panel whose values all lie below this in size is drawn in units of 10^k (its axis name says
+#: "×1e-15"): ECharts writes axis labels as plain decimals ("0.0000000000000025"), which overflow
+#: the cell, and the spec cannot carry a JavaScript label formatter
+TINY = 1e-3
+_Y_KEYS = ("y", "ema", "second")  # a trace's (and a readout's) y values
+
+
+def tiny(traces: Sequence[dict]) -> int | None:
+    """k (floor of log10 of the largest |y|) when every finite y of ``traces`` is below TINY in
+    size and one is not 0, else None."""
+    top = 0.0
+    for t in traces:
+        for k in _Y_KEYS:
+            if k in t:
+                v = np.abs(np.asarray(t[k], np.float64))
+                v = v[np.isfinite(v)]
+                top = max(top, float(v.max()) if len(v) else 0.0)
+    return math.floor(math.log10(top)) if 0 < top < TINY else None
+
+
+def _scaled(t: dict, exp: int) -> dict:
+    """A copy of trace ``t`` with its y values in units of 10^exp (a readout remembers exp)."""
+    out = {k: np.asarray(v, np.float64) / 10.0**exp if k in _Y_KEYS else v for k, v in t.items()}
+    if t.get("meta") == "readout":
+        out["scale"] = f"×1e{exp}"
+    return out
+
+
+def _y_axis(
+    i: int, panel: charts.Panel, view: PanelView, log_y: bool, exp: int | None = None
+) -> dict:
     axis = {
         **_AXIS,
         "gridIndex": i,
         "type": "log" if log_y else "value",
         "scale": True,
-        "name": text(panel.unit),
+        "name": text(panel.unit) + (f" (×1e{exp})" if exp is not None else ""),
         "nameLocation": "middle",
         "nameGap": 46,
     }

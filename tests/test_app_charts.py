@@ -437,3 +437,24 @@ def test_mapped_sources_only_declared_and_found_by_words():
     readout = charts.run_traces(s, charts.PANELS_BY_KEY["reward"], readout=1)[-1]
     option, _ = eg.grid_option([s], [charts.PANELS_BY_KEY["reward"]], [[readout]])
     assert option["series"][0]["dimensions"] == ["optimizer step", "value (verl critic/score/mean)"]
+
+
+def test_tiny_values_drawn_in_units_of_a_power_of_ten():
+    """A sampler KL of ~2.5e-15 (float noise at equal weights): the panel's values are drawn in
+    units of 1e-15 (2.5, 1.0), the axis and the hover say "×1e-15"; values of 0.01 are not scaled.
+    """
+    p = charts.PANELS_BY_KEY["sampler_kl"]
+    df = _steps(30, **{Step.SAMPLER_KL_MEAN: np.r_[[2.5e-15, 1e-15], np.full(28, 1.5e-15)]})
+    s = _series(df)
+    traces = charts.run_traces(s, p, readout=1)
+    assert eg.tiny(traces) == -15  # floor(log10(2.5e-15))
+    option, _ = eg.grid_option([s], [p], [traces])
+    raw, readout = option["series"]
+    assert raw["data"][:2] == [[0, 2.5], [1, 1.0]]
+    assert option["yAxis"][0]["name"] == "nats / token (×1e-15)"
+    assert readout["dimensions"] == ["optimizer step", "value ×1e-15"]
+    assert readout["data"][0] == [0, 2.5]
+    plain = _series(_steps(30, **{Step.SAMPLER_KL_MEAN: np.full(30, 0.01)}))
+    option, _ = eg.grid_option([plain], [p], [charts.run_traces(plain, p)])
+    assert option["yAxis"][0]["name"] == "nats / token"
+    assert eg.tiny([{"y": np.zeros(3)}]) is None  # all 0: nothing to scale
