@@ -131,9 +131,10 @@ def test_every_page_renders_recorded_runs(page, recorded_root, app_env):
         assert "Sequence-unit clip fraction — sequence unit, ε 3e-4/4e-4" in grid
         # the runs' own extra (log_step(extra=...)) is drawn by default, after the built-in panels
         assert list(_grid(at, ("more",))) == ["grad_norm"]
-        # two runs, bands on (<= 3 runs): reward = 2 bands + raw and EMA per run
+        # two runs, bands on (<= 3 runs): reward = 2 bands + raw per run (STEPS points: sparse,
+        # drawn with markers and not smoothed)
         assert [t["role"] for t in grid["Reward"]["traces"]].count("band") == 2
-        assert len(grid["Reward"]["traces"]) == 6
+        assert len(grid["Reward"]["traces"]) == 4
         assert all(
             {t["legendgroup"] for t in p["traces"]} == set(run_ids(recorded_root).values())
             for p in grid.values()
@@ -156,14 +157,14 @@ def test_compare_widgets_change_the_figures(recorded_root, app_env):
     at = _open("compare")
     reward = _grid(at)["Reward"]
     assert reward["xaxis"]["title"]["text"] == "optimizer step"
-    assert len(reward["traces"]) == 6  # std band, raw (faint) and EMA for each of the 2 runs
+    assert len(reward["traces"]) == 4  # std band and raw for each of the 2 runs (sparse: no EMA)
 
     at.button_group(key="x").set_value(Derived.TOKENS_SEEN).run()
     _assert_clean(at)
     assert _grid(at)["Reward"]["xaxis"]["title"]["text"] == "response tokens seen"
 
     at.slider(key="smooth").set_value(0.0).run()
-    assert len(_grid(at)["Reward"]["traces"]) == 4  # no EMA trace for either run
+    assert len(_grid(at)["Reward"]["traces"]) == 4  # still no EMA trace for either run
     at.toggle(key="bands").set_value(False).run()
     assert len(_grid(at)["Reward"]["traces"]) == 2
 
