@@ -1,4 +1,4 @@
-"""Object storage as the runs root (issue 15, item 1), against moto's S3 server on 127.0.0.1:
+"""Object storage as the runs root, against moto's S3 server on 127.0.0.1:
 storage operations agree with the local ones, the recorder writes the same tables to S3 as to a
 folder, compaction, resume, an outage, kill -9, importers and sync with s3:// roots."""
 

@@ -1,4 +1,4 @@
-"""Safe by default (issue 14): the server listens on loopback only (the README's command and
+"""Safe by default: the server listens on loopback only (the README's command and
 ``gspo-dash``), read-only mode writes nothing, and what a browser types (tracking URIs, import paths,
 URL query parameters) cannot make the server create files, open stores or connect elsewhere."""
 
