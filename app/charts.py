@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import html
 import math
+import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -74,9 +75,27 @@ def dash_for(algorithm: str) -> str:
     return DASH_BY_ALGO.get(str(algorithm).lower(), "dot")
 
 
-def run_colors(keys: Sequence[str]) -> dict[str, str]:
-    """A stable colour per run key, in the given order."""
-    return {k: PALETTE[i % len(PALETTE)] for i, k in enumerate(keys)}
+def color_slot(key: str) -> int:
+    """The palette slot a run key prefers: crc32 of the key (fixed across processes, unlike
+    Python's salted ``hash``) modulo the palette's size."""
+    return zlib.crc32(str(key).encode("utf-8")) % len(PALETTE)
+
+
+def run_colors(keys: Sequence[str], distinct: Sequence[str] = ()) -> dict[str, str]:
+    """A colour per run key, derived from the key alone (``color_slot``), so a run keeps its
+    colour when other runs come and go. The runs of ``distinct`` (those on screen, oldest first)
+    get different colours while the palette lasts: one whose slot an earlier of them holds takes
+    the next free slot, so only the later of two clashing runs moves."""
+    out = {k: PALETTE[color_slot(k)] for k in keys}
+    taken: set[int] = set()
+    for k in dict.fromkeys(distinct):
+        slot = color_slot(k)
+        if len(taken) < len(PALETTE):
+            while slot in taken:
+                slot = (slot + 1) % len(PALETTE)
+        taken.add(slot)
+        out[k] = PALETTE[slot]
+    return out
 
 
 def _rgba(hex_color: str, alpha: float) -> str:

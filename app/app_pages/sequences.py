@@ -69,7 +69,7 @@ steps = (
 step = ui.pick_step(steps)
 if step is None:
     st.info(
-        f"{ui.md_escape(run.name)} has no readable per-sequence rows among the {shown.label}.",
+        f"{ui.md_escape(ctx.label(run))} has no readable per-sequence rows among the {shown.label}.",
         icon=":material/info:",
     )
     ui.notice_problems([run], ui.sequence_problems(run))
