@@ -13,7 +13,8 @@ import time
 
 import pandas as pd
 
-from training_hooks.metric_map import SETTING_KEYS
+from training_hooks.importers._summary import unknown_settings as unknown_settings  # re-export
+from training_hooks.importers._summary import version_text
 from training_hooks.schema import ImportRecord, RunInfo
 
 TOOL_NAMES = {"trl": "TRL", "tinker": "Tinker cookbook", "verl": "verl"}
@@ -27,27 +28,6 @@ MAPPED, RENAMED, KEPT, NOT_STORED, NOT_NUMERIC = (
     "not numeric",
 )
 KEY_FATES = (MAPPED, RENAMED, KEPT, NOT_STORED, NOT_NUMERIC)
-
-#: run.json's run-level settings an import fills only when a file states them.
-RUN_FIELDS = {
-    "seq_eps_low": "sequence-unit ε (low / high)",
-    "token_eps_low": "token-unit ε (low / high)",
-    "reduction": "loss reduction",
-    "group_size": "group size",
-}
-
-
-def version_text(rec: ImportRecord) -> str:
-    """The version as detected: the exact one a file states, else the range the metric names
-    imply, else which key families were found (their versions may disagree), with the evidence."""
-    why = "; ".join(rec.evidence)
-    if rec.version:
-        return f"{rec.version} (stated beside the log)"
-    if rec.version_range:
-        return f"{rec.version_range}, from the metric names ({why}); no file states it"
-    if rec.evidence:
-        return f"unknown; key families found: {why}"
-    return "unknown (no file states it and no metric name dates it)"
 
 
 def source_lines(info: RunInfo) -> list[str]:
@@ -81,19 +61,6 @@ def settings_frame(rec: ImportRecord) -> pd.DataFrame:
         for k, v in rec.settings.items()
     ]
     return pd.DataFrame(rows, columns=["setting", "value", "from"])
-
-
-def unknown_settings(info: RunInfo) -> list[str]:
-    """The settings no file stated: the tool's known settings (``metric_map.SETTING_KEYS``)
-    missing from the record, then run.json's run-level settings left null."""
-    rec = info.imported
-    if rec is None:
-        return []
-    tool = [k for k in SETTING_KEYS.get(rec.tool, {}) if k not in rec.settings]
-    run = [text for f, text in RUN_FIELDS.items() if getattr(info, f) is None]
-    if info.algorithm in (None, "", "?", "unknown"):
-        run.insert(0, "algorithm (GRPO or GSPO)")
-    return tool + run
 
 
 def keys_frame(rec: ImportRecord) -> pd.DataFrame:

@@ -328,6 +328,7 @@ class ImportRecord:
     evidence: tuple[str, ...] = ()  # why: the names (or files) the format and version rest on
     path: str = ""  # the path as given to the importer
     file: str = ""  # the log file read
+    file_sha256: str | None = None  # its content's digest (a second import of it is refused)
     settings_files: tuple[str, ...] = ()  # config files read beside the log (and --config)
     imported_at: float | None = None  # seconds since the epoch
     log_started_at: float | None = None  # the log's own start time, when a file says so

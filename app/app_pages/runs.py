@@ -55,10 +55,16 @@ def _import_form() -> None:
             algorithm = st.selectbox(
                 "Algorithm", ["guess from its config", "grpo", "gspo"], key="import_algorithm"
             )
+            replace = st.checkbox(
+                "Replace an earlier import of this log",
+                key="import_replace",
+                help="A log already in the root (the same file, or the same content) is not "
+                "imported twice; ticked, it is imported again over the run it became.",
+            )
             submitted = st.form_submit_button("Import into the runs root", key="import_submit")
         if not submitted:
             return
-        from training_hooks.importers import import_run  # torch-free
+        from training_hooks.importers import AlreadyImported, import_run  # torch-free
 
         try:
             result = import_run(
@@ -67,7 +73,15 @@ def _import_form() -> None:
                 root=import_root(ctx.root),
                 name=name.strip() or None,
                 algorithm=None if algorithm.startswith("guess") else algorithm,
+                replace=replace,
             )
+        except AlreadyImported as e:
+            st.info(
+                f"{ui.md_escape(e)}. Tick 'Replace an earlier import of this log' to import it "
+                "again.",
+                icon=":material/content_copy:",
+            )
+            return
         except (ValueError, OSError) as e:
             st.error(
                 f"Could not import {ui.md_escape(repr(path))} as a {source} log: {ui.md_escape(e)}",
