@@ -1216,6 +1216,7 @@ def token_bars_figure(
             annotation_text=f"log s = {seq_log_ratio:.4g}",
             annotation_position="bottom right",
         )
+    fig.update_xaxes(token_ticks(tokens if text else None, len(v)))
     title = (
         f"Token log-ratios ({int(outside.sum())} of {len(v)} outside the token band)"
         if token_eps is not None
@@ -1226,8 +1227,42 @@ def token_bars_figure(
         top = 1.3 * float(finite.max())  # bars far inside the band: zoom to them
         fig.update_yaxes(range=[-top, top])
         title += "; zoomed in: the shaded band extends beyond the view"
-    _layout(fig, title, "token position", "log r_t = log π/π_old (nats)", height)
+    xtitle = "token (its text as recorded)" if text else "token position"
+    _layout(fig, title, xtitle, "log r_t = log π/π_old (nats)", height)
     return fig
+
+
+TOKEN_LABELS_MAX = 60  # token texts under the bars; beyond, every k-th (the hover has them all)
+TOKEN_CHARS_MAX = 10  # characters of a token's label (the hover has it whole)
+
+
+def token_label(token: str) -> str:
+    """A token's text as a tick label: spaces shown as ␣, line breaks as ⏎, tabs as ⇥ (else a
+    leading space or a newline token is invisible), cut to TOKEN_CHARS_MAX, escaped for Plotly."""
+    shown = str(token).replace(" ", "␣").replace("\n", "⏎").replace("\t", "⇥")
+    if len(shown) > TOKEN_CHARS_MAX:
+        shown = shown[: TOKEN_CHARS_MAX - 1] + "…"
+    return plot_text(shown)
+
+
+def token_ticks(tokens: Sequence[str] | None, n: int) -> dict:
+    """The token chart's x axis: each bar labelled with its token's text where the run recorded
+    it (every k-th when there are more than TOKEN_LABELS_MAX), else whole-number positions at a
+    1-2-5 spacing (never a fractional token)."""
+    if tokens is not None and len(tokens) == n and n:
+        every = math.ceil(n / TOKEN_LABELS_MAX)
+        at = list(range(0, n, every))
+        return {
+            "tickmode": "array",
+            "tickvals": at,
+            "ticktext": [token_label(tokens[i]) for i in at],
+            "tickangle": -60 if n > 12 else 0,
+            "tickfont": {"size": 11 if n <= 30 else 9},
+        }
+    step = 1
+    while n / step > 20:  # 1, 2, 5, 10, 20, 50, ...
+        step = step * 5 // 2 if str(step)[0] == "2" else step * 2
+    return {"tickmode": "linear", "tick0": 0, "dtick": step, "tickformat": "d"}
 
 
 def binned_mean_figure(

@@ -132,6 +132,7 @@ class Seq:
     GROUP = "group"  # prompt index within the step (and rank)
     SAMPLE = "sample"  # completion index within the group
     COMPLETION = "completion"  # optional model output, untrusted text
+    PROMPT = "prompt"  # optional: the group's prompt (the same for its G rows), untrusted text
 
 
 for _value in PER_SEQUENCE:
@@ -215,6 +216,7 @@ SEQUENCE_COLUMNS: tuple[tuple[str, str], ...] = (
     (Seq.SAMPLE, "int32"),
     *((value.name, value.dtype) for value in PER_SEQUENCE),  # in the declaration's order
     (Seq.COMPLETION, "string"),
+    (Seq.PROMPT, "string"),
 )
 
 TOKEN_COLUMNS: tuple[tuple[str, str], ...] = (
