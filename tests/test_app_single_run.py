@@ -397,8 +397,8 @@ def _verl_log(folder: Path, *, config: bool) -> Path:
     ]
     lines = [json.dumps(r) for r in rows]
     lines.insert(2, "{not json")
-    lines.append(json.dumps({"step": 3, "data": {"critic/score/mean": 0.9}}))
-    log = folder / "exp.jsonl"
+    lines.append(json.dumps({"step": 3, "data": {"critic/score/mean": 0.9 if config else 0.8}}))
+    log = folder / "exp.jsonl"  # (two logs: one import each, not the same log twice)
     log.write_text("\n".join(lines) + '\n{"step": 4, "data": {"critic/sc')
     if config:
         actor = {
