@@ -298,7 +298,7 @@ def _details(run: RunRef) -> None:
         f"Run id: {run.key}",
         f"Folder: {run.path or 'none (MLflow-only run)'}",
         f"Source: {_source(run)}",
-        f"Started: {_started(run)} UTC",
+        f"Started: {_started(run)}" + (" UTC" if _started(run) != UNKNOWN else ""),
         f"Status: {run.status}, last step {_known(run.last_step)}",
     ]
     if info is not None and info.versions:

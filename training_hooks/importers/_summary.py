@@ -89,7 +89,7 @@ def unknown_settings(info: schema.RunInfo) -> list[str]:
     if rec is None:
         return []
     tool = [k for k in SETTING_KEYS.get(rec.tool, {}) if k not in rec.settings]
-    run = [text for f, text in RUN_FIELDS.items() if getattr(info, f) is None]
+    run = [t for f, t in RUN_FIELDS.items() if getattr(info, f) is None and f not in tool]
     if info.algorithm in ("", "?", "unknown"):
         run.insert(0, "algorithm (GRPO or GSPO)")
     return tool + run
