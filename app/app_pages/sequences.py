@@ -93,8 +93,8 @@ ctx = ui.page_header(
     "Sequences",
     "One step of one run, a row per sequence: its sequence log-ratio (log s), whether it lies "
     "outside the sequence band, the share of its tokens outside the token band, advantage, reward "
-    "and length. Select a row to see its token log-ratios against the token band, and its "
-    "completion text if recorded.",
+    "and length. Select a row to see its token log-ratios against the token band (each bar "
+    "labelled with its token where the run recorded the texts), its prompt and its completion.",
 )
 run = ui.pick_run(ctx, need_sequences=True)
 if run is None:
