@@ -49,6 +49,7 @@ from training_hooks.trl import (  # noqa: E402
 )  # noqa: E402
 
 WORDS = ["a", "b", "c", "d", "e", "f", "g", "h"]
+PROMPTS = [" ".join(WORDS[i : i + 3]) for i in range(6)]  # the dataset's prompts
 STEPS = 4
 # fields of TRL's log that measure time, not training
 TIME_KEYS = {"step_time", "train_runtime", "train_samples_per_second", "train_steps_per_second"}
@@ -96,7 +97,7 @@ def reward_a(completions, **kwargs):
 
 def _train(model_dir: Path, out: Path, level: str, *, record: bool, cls=GRPOTrainer, steps=STEPS):
     tokenizer = PreTrainedTokenizerFast.from_pretrained(model_dir)
-    prompts = [" ".join(WORDS[i : i + 3]) for i in range(6)]
+    prompts = list(PROMPTS)
     eps = dict(epsilon=0.2) if level == "token" else dict(epsilon=3e-4, epsilon_high=4e-4)
     args = GRPOConfig(
         output_dir=str(out),
@@ -243,6 +244,11 @@ def test_lag_grad_norm_rewards_and_text_are_what_trl_did(runs):
     per_step = {s: g[schema.Seq.COMPLETION].tolist() for s, g in by_step}
     assert per_step[1] == per_step[2] and per_step[3] == per_step[4]
     assert per_step[1] != per_step[3]
+    # each group's prompt, stored apart from its completions: one of the dataset's, shared by
+    # the group's rows
+    by_group = seqs.groupby([schema.Seq.STEP, schema.Seq.GROUP])[schema.Seq.PROMPT]
+    assert (by_group.nunique() == 1).all()
+    assert set(seqs[schema.Seq.PROMPT]) <= set(PROMPTS)
     tok = _our_table(recorded, schema.TOKENS_DIR)
     assert set(tok[schema.Tok.STEP]) == {1, 2, 3, 4}
     assert set(tok[schema.Tok.REASON]) <= set(schema.TOKEN_SAMPLE_REASONS)

@@ -255,6 +255,14 @@ class _Generation:
     global_step: int  # optimizer steps taken when it generated (its old log-probs' policy)
     texts: list[str | None]  # this process's completions, by generation index
     reward_means: dict[str, torch.Tensor]  # rewards/<fn>/mean over every process (TRL's)
+    prompts: list[str | None] | None = None  # this process's rows' prompts, by generation index
+
+
+def _group_prompts(rows: _StepRows, gen: _Generation | None, G: int) -> list[str | None] | None:
+    """The step's prompts, one per group (the first of its G rows'), None when unknown."""
+    if gen is None or gen.prompts is None:
+        return None
+    return rows.texts(gen.prompts)[::G]
 
 
 def unsupported_layout(args: Any) -> str | None:
@@ -303,7 +311,7 @@ class GSPODashMixin:
         self._gd_buffer: list[dict[str, torch.Tensor]] = []
         self._gd_capture = False
         self._gd_captured: tuple[torch.Tensor, torch.Tensor | None] | None = None
-        self._gd_pending_rewards: tuple[torch.Tensor, list] | None = None
+        self._gd_pending_rewards: tuple[torch.Tensor, list, list] | None = None
         self._gd_generations: dict[int, _Generation] = {}
         self._gd_grad_norm: Any = None
         self.gspo_dash_recorder: RunRecorder | None = None
@@ -363,7 +371,7 @@ class GSPODashMixin:
             inputs, prompts, completions, completion_ids_list
         )
         if self._gd_active and self.model.training:
-            self._gd_pending_rewards = (rewards_per_func, list(completions))
+            self._gd_pending_rewards = (rewards_per_func, list(completions), list(prompts))
         return rewards_per_func
 
     def _generate_and_score_completions(self, inputs):
@@ -372,9 +380,9 @@ class GSPODashMixin:
         if not (self._gd_active and self.model.training and pending is not None):
             return output
         with torch.no_grad():
-            rewards_per_func, completions = pending  # (N_all, F), gathered over processes
+            rewards_per_func, completions, prompts = pending  # (N_all, F): over processes
             n_local = len(completions)
-            rollout = self._gd_new_generation(rewards_per_func, completions)
+            rollout = self._gd_new_generation(rewards_per_func, completions, prompts)
             weights = self.reward_weights.to(rewards_per_func.device).unsqueeze(0)
             rewards = (rewards_per_func * weights).nansum(dim=1)
             rewards[torch.isnan(rewards_per_func).all(dim=1)] = torch.nan
@@ -399,7 +407,9 @@ class GSPODashMixin:
             output[_KEY_ROLLOUT] = torch.full_like(output[_KEY_INDEX], rollout)
         return output
 
-    def _gd_new_generation(self, rewards_per_func: torch.Tensor, completions: list) -> int:
+    def _gd_new_generation(
+        self, rewards_per_func: torch.Tensor, completions: list, prompts: list
+    ) -> int:
         """Keep what the recorder needs of the generation being scored (``_Generation``), by
         its rollout index: TRL's micro-step counter over the generation period."""
         generate_every = self.args.steps_per_generation * self.num_iterations
@@ -409,8 +419,9 @@ class GSPODashMixin:
             for i, name in enumerate(self.reward_func_names)
         }
         texts = [completion_text(c) for c in completions]
+        prompt_texts = [completion_text(p) for p in prompts]  # a row's prompt (G rows share it)
         self._gd_generations[rollout] = _Generation(
-            rollout, int(self.state.global_step), texts, means
+            rollout, int(self.state.global_step), texts, means, prompt_texts
         )
         for old in [r for r in self._gd_generations if r < rollout - 1]:  # bounded memory
             del self._gd_generations[old]
@@ -511,6 +522,7 @@ class GSPODashMixin:
             loss=torch.stack([mb["loss"] for mb in buffer]).sum(),
             extra=self._gd_extra(rows, gen),
             completions=rows.texts(gen.texts) if gen is not None else None,
+            prompts=_group_prompts(rows, gen, G),
             rollout=None if gen is None else gen.rollout,
             policy_lag=lag,
             sampler_logprobs=rows["sampler"],
