@@ -1,6 +1,6 @@
 """Pure figure builders: DataFrames in, ``plotly.graph_objects.Figure`` out. No Streamlit here.
 
-Conventions on every chart: one colour per run (``run_colors``), line style by algorithm (GRPO
+Conventions on every chart: one colour per run (``app.colors.run_colors``), line style by algorithm (GRPO
 dashed, GSPO solid, unknown dotted: ``app.line_style``), units on the axes, and at most ``max_points`` points per trace: long series
 are cut with min/max-preserving LTTB (``tsdownsample.MinMaxLTTBDownsampler``), so a one-step spike
 survives downsampling; bands are cut by a per-bucket min/max envelope, which keeps every extreme.
@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import html
 import math
-import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -26,6 +25,7 @@ from app.aggregate import (
     StepHistogram,
     SymLog,
 )
+from app.colors import rgba
 from app.compare_view import (
     SEQ_BAND_ZOOM,
     SUBSET_TEXT,
@@ -41,24 +41,6 @@ from app.panels import PANELS, PANELS_BY_KEY, Panel, extra_panel, has_data  # no
 from training_hooks.metric_map import Derived
 from training_hooks.schema import Seq, Step
 
-PALETTE = (
-    "#1f77b4",
-    "#d62728",
-    "#2ca02c",
-    "#9467bd",
-    "#ff7f0e",
-    "#17becf",
-    "#8c564b",
-    "#e377c2",
-    "#7f7f7f",
-    "#bcbd22",
-    "#393b79",
-    "#ad494a",
-    "#637939",
-    "#7b4173",
-    "#e7ba52",
-    "#3182bd",
-)
 DEFAULT_MAX_POINTS = 2000
 PANEL_HEIGHT = 290
 
@@ -72,35 +54,6 @@ X_AXES = {
 }
 #: a run without the x axis's column, in a note (never "no tokens seen": that reads as zero)
 X_UNLOGGED = {X_STEP: "no step", X_ELAPSED: "no wall time", X_TOKENS: "no token counts"}
-
-
-def color_slot(key: str) -> int:
-    """The palette slot a run key prefers: crc32 of the key (fixed across processes, unlike
-    Python's salted ``hash``) modulo the palette's size."""
-    return zlib.crc32(str(key).encode("utf-8")) % len(PALETTE)
-
-
-def run_colors(keys: Sequence[str], distinct: Sequence[str] = ()) -> dict[str, str]:
-    """A colour per run key, derived from the key alone (``color_slot``), so a run keeps its
-    colour when other runs come and go. The runs of ``distinct`` (those on screen, oldest first)
-    get different colours while the palette lasts: one whose slot an earlier of them holds takes
-    the next free slot, so only the later of two clashing runs moves."""
-    out = {k: PALETTE[color_slot(k)] for k in keys}
-    taken: set[int] = set()
-    for k in dict.fromkeys(distinct):
-        slot = color_slot(k)
-        if len(taken) < len(PALETTE):
-            while slot in taken:
-                slot = (slot + 1) % len(PALETTE)
-        taken.add(slot)
-        out[k] = PALETTE[slot]
-    return out
-
-
-def _rgba(hex_color: str, alpha: float) -> str:
-    h = hex_color.lstrip("#")
-    r, g, b = (int(h[i : i + 2], 16) for i in (0, 2, 4))
-    return f"rgba({r},{g},{b},{alpha})"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -598,7 +551,7 @@ def _band_trace(s: RunSeries, panel: Panel, df, x, ok, n_out, log_y) -> dict | N
         "x": compact(np.concatenate([bx, bx[::-1]])),
         "y": compact(np.concatenate([bhi, blo[::-1]])),
         "fill": "toself",
-        "fillcolor": _rgba(s.color, panel.band_opacity),
+        "fillcolor": rgba(s.color, panel.band_opacity),
         "line": {"width": 0},
         "hoverinfo": "skip",
         "showlegend": False,

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from app import charts, data, lag, line_style, panels, sources, traces, ui
+from app import charts, colors, data, lag, line_style, panels, sources, traces, ui
 from app import compare_view as cv
 from app import echarts_grid as eg
 from app.records import SOURCE_PARQUET
@@ -99,7 +99,7 @@ def load_series(shown, ctx: ui.Context) -> tuple[list[charts.RunSeries], dict, l
                 key=run.key,
                 label=ctx.label(run),  # unique: two runs may share a name
                 algorithm=run.algorithm,
-                color=ctx.colors.get(run.key, charts.PALETTE[0]),
+                color=ctx.colors.get(run.key, colors.PALETTE[0]),
                 df=t.df,
                 eps=ui.eps_of(run),
                 lag=traces.run_lag(run, t.df),

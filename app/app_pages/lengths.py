@@ -3,7 +3,7 @@
 import numpy as np
 import streamlit as st
 
-from app import aggregate, charts, data, ui
+from app import aggregate, charts, colors, data, ui
 from training_hooks.schema import Seq, Step
 
 ctx = ui.page_header(
@@ -65,7 +65,7 @@ st.caption(
 if Step.TRUNCATED_FRACTION in sdf.columns and sdf[Step.TRUNCATED_FRACTION].notna().any():
     series = [
         charts.RunSeries(
-            run.key, ctx.label(run), run.algorithm, ctx.colors.get(run.key, charts.PALETTE[0]), sdf
+            run.key, ctx.label(run), run.algorithm, ctx.colors.get(run.key, colors.PALETTE[0]), sdf
         )
     ]
     panel = charts.PANELS_BY_KEY["truncation"]
