@@ -17,7 +17,7 @@ markup: checked in Chromium with a name holding HTML, and by tests/test_security
 The hover: a run's lines are drawn from LTTB-cut points that differ per run, and ECharts' axis
 tooltip lists only the series whose point lies nearest the pointer, so no drawn line takes part in
 it. Each run instead gets an invisible ``readout`` series on x points shared by every run of the
-chart (``charts.readout_points``): the tooltip lists every run's value (and EMA, and second column)
+chart (``series_math.readout_points``): the tooltip lists every run's value (and EMA, and second column)
 at the x under the pointer.
 """
 
@@ -29,7 +29,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from app import charts, line_style
+from app import charts, line_style, series_math
 from app.compare_view import PanelView
 
 #: The grid's look: Streamlit's chart grey for text, its lines at 20% (legible on the light and
@@ -75,7 +75,10 @@ def text(s: object) -> str:
 
 
 def _pairs(x, y) -> list[list]:
-    return [list(p) for p in zip(charts.browser_array(x), charts.browser_array(y), strict=True)]
+    return [
+        list(p)
+        for p in zip(series_math.browser_array(x), series_math.browser_array(y), strict=True)
+    ]
 
 
 def _on(i: int) -> dict:
@@ -147,7 +150,7 @@ def _band_series(t: dict, i: int) -> list[dict]:
 
 def _readout_series(t: dict, i: int, panel: charts.Panel, x_name: str, detail: bool) -> dict:
     """The run's hover on panel ``i``: an undrawn line whose tooltip shows the run's value, EMA
-    and second column at the shared readout points (``charts.readout_points``); without
+    and second column at the shared readout points (``series_math.readout_points``); without
     ``detail``, only the EMA when there is one, else the value."""
     # fixed labels: the tooltip is HTML, and a metric name from disk has no business there; a
     # mapped column's source name is one of ``metric_map``'s own (``app.sources``)
@@ -158,8 +161,8 @@ def _readout_series(t: dict, i: int, panel: charts.Panel, x_name: str, detail: b
         columns.append(("second", text(panel.second_label)))
     if t.get("scale"):  # values in units of 10^k (``tiny``)
         columns = [(k, f"{label} {t['scale']}") for k, label in columns]
-    values = [charts.browser_array(t[k], READOUT_DIGITS) for k, _ in columns]
-    data = [list(row) for row in zip(charts.browser_array(t["x"]), *values, strict=True)]
+    values = [series_math.browser_array(t[k], READOUT_DIGITS) for k, _ in columns]
+    data = [list(row) for row in zip(series_math.browser_array(t["x"]), *values, strict=True)]
     return {
         "id": f"{t.get('legendgroup', '')}|readout|{i}",
         "type": "line",

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from app import aggregate, charts, colors
+from app import aggregate, charts, colors, series_math
 from app import echarts_grid as eg
 from training_hooks.metric_map import Derived
 from training_hooks.schema import Seq, Step
@@ -29,11 +29,11 @@ def _series(df, key="a", algo="gspo", color="#1f77b4", eps=None):
 
 def test_ema_matches_hand_computation():
     """Debiased EMA with w=0.5 on [1, 0, 0]: m = .5, .25, .125 over 1-w^t = .5, .75, .875."""
-    out = charts.ema(np.array([1.0, 0.0, 0.0]), 0.5)
+    out = series_math.ema(np.array([1.0, 0.0, 0.0]), 0.5)
     np.testing.assert_allclose(out, [1.0, 0.25 / 0.75, 0.125 / 0.875])
-    np.testing.assert_array_equal(charts.ema(np.array([3.0, 4.0]), 0.0), [3.0, 4.0])
+    np.testing.assert_array_equal(series_math.ema(np.array([3.0, 4.0]), 0.0), [3.0, 4.0])
     with pytest.raises(ValueError, match="weight"):
-        charts.ema(np.ones(3), 1.0)
+        series_math.ema(np.ones(3), 1.0)
 
 
 def test_downsample_keeps_spike_and_bounds_points():
@@ -42,10 +42,10 @@ def test_downsample_keeps_spike_and_bounds_points():
     x = np.arange(n, dtype=float)
     y = np.sin(x / 5000)
     y[54_321] = 50.0
-    idx = charts.downsample_indices(x, y, 2000)
+    idx = series_math.downsample_indices(x, y, 2000)
     assert len(idx) <= 2000
     assert 54_321 in idx and idx[0] == 0 and idx[-1] == n - 1
-    assert len(charts.downsample_indices(x[:10], y[:10], 2000)) == 10
+    assert len(series_math.downsample_indices(x[:10], y[:10], 2000)) == 10
 
 
 def test_envelope_keeps_extremes():
@@ -54,7 +54,7 @@ def test_envelope_keeps_extremes():
     lo = -np.ones(1000)
     hi = np.ones(1000)
     lo[517], hi[3] = -9.0, 7.0
-    bx, blo, bhi = charts.envelope(x, lo, hi, 10)
+    bx, blo, bhi = series_math.envelope(x, lo, hi, 10)
     assert len(bx) == 10 and blo.min() == -9.0 and bhi.max() == 7.0
     assert blo[5] == -9.0 and bhi[0] == 7.0  # in the right buckets (500-599, 0-99)
 
@@ -351,7 +351,7 @@ def test_sparse_series_markers_no_ema_and_one_point_visible():
     assert [t["meta"] for t in traces] == ["raw"]
     assert traces[0]["mode"] == "lines+markers" and max(traces[0]["y"]) == np.float32(0.315)
     # the EMA it no longer draws: m2 = (0.6*0.4*0.2 + 0.4*0.315) / (1 - 0.36) = 0.27188
-    assert charts.ema(val[[9, 19, 29, 39]], 0.6)[1] == pytest.approx(0.271875)
+    assert series_math.ema(val[[9, 19, 29, 39]], 0.6)[1] == pytest.approx(0.271875)
     one = _series(_steps(1, **{Step.REWARD_MEAN: [0.5]}))
     (raw,) = charts.run_traces(one, charts.PANELS_BY_KEY["reward"], smoothing=0.6)
     option, _ = eg.grid_option([one], [charts.PANELS_BY_KEY["reward"]], [[raw]])

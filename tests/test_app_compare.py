@@ -17,7 +17,7 @@ from hypothesis import strategies as hs
 from hypothesis.extra import numpy as hnp
 from test_app_pages import _arr, _assert_clean, _grid, _open
 
-from app import charts, lag, ui
+from app import charts, lag, series_math, ui
 from app import compare_view as cv
 from app import echarts_grid as eg
 from training_hooks.metric_map import Derived
@@ -156,12 +156,12 @@ def test_run_traces_subset_and_ema_within_it():
 
 
 def test_compact_keeps_values_in_smaller_types():
-    steps = charts.compact(np.array([0.0, 5.0, 4999.0]))
+    steps = series_math.compact(np.array([0.0, 5.0, 4999.0]))
     assert steps.dtype == np.int32 and steps.tolist() == [0, 5, 4999]
-    y = charts.compact(np.array([1e-6, 0.25, 123.456]))
+    y = series_math.compact(np.array([1e-6, 0.25, 123.456]))
     assert y.dtype == np.float32
     np.testing.assert_allclose(y, [1e-6, 0.25, 123.456], rtol=1e-7)
-    assert charts.compact(np.array([3e9, 4e9])).dtype == np.float32  # too large for int32
+    assert series_math.compact(np.array([3e9, 4e9])).dtype == np.float32  # too large for int32
 
 
 @settings(max_examples=200, deadline=None)
@@ -179,7 +179,7 @@ def test_compact_keeps_values_in_smaller_types():
 def test_browser_array_is_the_short_decimal(v, digits):
     """Two routes to one answer: the vectorised rounding equals Python's '%.{digits}g' of each
     value; non-finite values become None (a gap)."""
-    out = charts.browser_array(v, digits)
+    out = series_math.browser_array(v, digits)
     assert len(out) == len(v)
     for got, x in zip(out, v.tolist(), strict=True):
         if not math.isfinite(x):
@@ -192,46 +192,46 @@ def test_browser_array_is_the_short_decimal(v, digits):
 
 
 def test_browser_array_keeps_ints_and_shortens_float32():
-    assert charts.browser_array(np.array([0, 5, 4999], np.int32)) == [0, 5, 4999]
+    assert series_math.browser_array(np.array([0, 5, 4999], np.int32)) == [0, 5, 4999]
     y = np.float32([0.1, 0.2, 1 / 3])
-    assert charts.browser_array(y) == [0.1, 0.2, 0.3333333]
-    assert charts.browser_array(y, 4) == [0.1, 0.2, 0.3333]
-    assert len(json.dumps(charts.browser_array(y))) < len(json.dumps(y.tolist())) / 1.5
+    assert series_math.browser_array(y) == [0.1, 0.2, 0.3333333]
+    assert series_math.browser_array(y, 4) == [0.1, 0.2, 0.3333]
+    assert len(json.dumps(series_math.browser_array(y))) < len(json.dumps(y.tolist())) / 1.5
     with pytest.raises(ValueError, match="digits must be in 1..15, got 0"):
-        charts.browser_array(y, 0)
+        series_math.browser_array(y, 0)
 
 
 def test_readout_spacing_is_round():
     """About n points over the span, rounded up to 1, 2 or 5 x 10^k."""
-    assert charts.readout_spacing(0, 4999, 200) == 50  # 24.995 -> 50
-    assert charts.readout_spacing(0, 4000, 200) == 20  # exactly 20
-    assert charts.readout_spacing(0, 99, 200) == 0.5  # 0.495 -> 0.5
-    assert charts.readout_spacing(0, 99, 200, whole=True) == 1  # steps: never between two
-    assert charts.readout_spacing(0, 1.3, 200) == pytest.approx(0.01)  # 0.0065 -> 0.01
-    assert charts.readout_spacing(0, 0, 200) == 1.0  # one point: any spacing
-    assert charts.readout_spacing(0, 5e6, 48) == 2e5  # tokens, 50 runs: 104,167 -> 200,000
+    assert series_math.readout_spacing(0, 4999, 200) == 50  # 24.995 -> 50
+    assert series_math.readout_spacing(0, 4000, 200) == 20  # exactly 20
+    assert series_math.readout_spacing(0, 99, 200) == 0.5  # 0.495 -> 0.5
+    assert series_math.readout_spacing(0, 99, 200, whole=True) == 1  # steps: never between two
+    assert series_math.readout_spacing(0, 1.3, 200) == pytest.approx(0.01)  # 0.0065 -> 0.01
+    assert series_math.readout_spacing(0, 0, 200) == 1.0  # one point: any spacing
+    assert series_math.readout_spacing(0, 5e6, 48) == 2e5  # tokens, 50 runs: 104,167 -> 200,000
 
 
 def test_readout_points_hand_computed():
     """Spacing 2 over rows at x = [7, 0, 3, 4.5, 20] (own median spacing 2.75, half 1.375): the
     points 0..20 within 1.375 of a row are 0 (row 1, x 0), 2 (row 2, x 3), 4 (row 3, x 4.5),
     6 and 8 (row 0, x 7), 20 (row 4); 10..18 are farther."""
-    at, rows = charts.readout_points(np.array([7, 0, 3, 4.5, 20]), 2)
+    at, rows = series_math.readout_points(np.array([7, 0, 3, 4.5, 20]), 2)
     assert at.tolist() == [0, 2, 4, 6, 8, 20] and at.dtype == np.int64
     assert rows.tolist() == [1, 2, 3, 0, 0, 4]
     # rows 10 apart (a run logging every 10 steps) reach every point within 5 of one
-    at, rows = charts.readout_points(np.array([0.0, 10, 20]), 1)
+    at, rows = series_math.readout_points(np.array([0.0, 10, 20]), 1)
     assert at.tolist() == list(range(21)) and rows.tolist() == [0] * 6 + [1] * 10 + [2] * 5
     # wall time: fractional multiples, the same floats for every run
-    at, _ = charts.readout_points(np.array([0.1, 0.52, 1.0]), 0.2)
+    at, _ = series_math.readout_points(np.array([0.1, 0.52, 1.0]), 0.2)
     np.testing.assert_array_equal(at, np.arange(1, 6) * 0.2)
-    assert charts.readout_points(np.array([]), 1)[0].size == 0
+    assert series_math.readout_points(np.array([]), 1)[0].size == 0
     with pytest.raises(ValueError, match="x must be finite, got 1 of 2 not"):
-        charts.readout_points(np.array([0.0, np.nan]), 1)
+        series_math.readout_points(np.array([0.0, np.nan]), 1)
     with pytest.raises(ValueError, match="spacing must be a positive number, got 0"):
-        charts.readout_points(np.array([0.0]), 0)
+        series_math.readout_points(np.array([0.0]), 0)
     with pytest.raises(ValueError, match="readout points over x's range"):
-        charts.readout_points(np.array([0.0, 1e9]), 1)
+        series_math.readout_points(np.array([0.0, 1e9]), 1)
 
 
 @settings(max_examples=100, deadline=None)
@@ -244,7 +244,7 @@ def test_readout_points_pick_the_nearest_row(x, spacing):
     """Brute force agrees: every kept point's row is a nearest row of x, and the points dropped
     are exactly the multiples of the spacing in x's range with no row within half a spacing (or
     half x's median spacing); points increase inside [min x, max x]."""
-    at, rows = charts.readout_points(x, spacing)
+    at, rows = series_math.readout_points(x, spacing)
     k = np.arange(math.ceil(x.min() / spacing), math.floor(x.max() / spacing) + 1)
     own = float(np.median(np.diff(np.sort(x)))) / 2 if len(x) > 1 else 0.0
     near = [c for c in k * spacing if np.min(np.abs(x - c)) <= max(spacing / 2, own)]
@@ -267,7 +267,7 @@ def test_run_traces_readout_shares_x_between_runs():
     assert ra["x"].tolist() == rb["x"].tolist() == list(range(0, 40, 2))
     assert ra["y"].tolist() == list(range(0, 40, 2)) and rb["y"].tolist() == b_loss.tolist()
     # debiased EMA, weight 0.5, of b: 10; (0.5*10*0.5 + 0.5*15)/(1-0.25) = 13.33 at step 2
-    np.testing.assert_allclose(rb["ema"], charts.ema(b_loss, 0.5))
+    np.testing.assert_allclose(rb["ema"], series_math.ema(b_loss, 0.5))
     assert rb["ema"][1] == pytest.approx((0.25 * 10 + 0.5 * 15) / 0.75)
     assert [t["meta"] for t in charts.run_traces(a, p, smoothing=0.5)] == ["raw", "ema"]
 
@@ -546,7 +546,7 @@ def test_steps_control_filters_the_clip_panels(lag_root, app_env):
     np.testing.assert_array_equal(_arr(raw["y"]), odd[Step.SEQ_CLIP_FRACTION].to_numpy(np.float32))
     assert (odd[Step.SEQ_CLIP_FRACTION] > 0).all()  # off-policy steps do clip here
     smooth = _run_trace(clip, ids["alt"], ema=True)
-    expected = charts.ema(odd[Step.SEQ_CLIP_FRACTION].to_numpy(), 0.6)
+    expected = series_math.ema(odd[Step.SEQ_CLIP_FRACTION].to_numpy(), 0.6)
     np.testing.assert_allclose(_arr(smooth["y"]), expected, rtol=1e-6)
     np.testing.assert_array_equal(_arr(_run_trace(clip, ids["onpol"])["x"]), range(STEPS))
     for title in ("KL old → new", "Token clip binding (low + high) — token unit, ε 0.2/0.2"):

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from app import charts, colors, data, lag, line_style, panels, sources, traces, ui
+from app import charts, colors, data, lag, line_style, panels, series_math, sources, traces, ui
 from app import compare_view as cv
 from app import echarts_grid as eg
 from app.records import SOURCE_PARQUET
@@ -158,7 +158,7 @@ def draw_panels(
     # a round spacing: changes of the selection mostly keep it, and with it the cached traces
     whole = opts["x"] != charts.X_ELAPSED  # steps and tokens: readout at whole numbers
     n = eg.readout_size(len(series))
-    readout = charts.readout_spacing(*span, n, whole=whole) if span else None
+    readout = series_math.readout_spacing(*span, n, whole=whole) if span else None
     for start in range(0, len(panels), PANELS_PER_FIGURE):
         chunk = panels[start : start + PANELS_PER_FIGURE]
         by_panel, views = [], []

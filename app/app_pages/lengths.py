@@ -3,7 +3,7 @@
 import numpy as np
 import streamlit as st
 
-from app import aggregate, charts, colors, data, ui
+from app import aggregate, charts, colors, data, series_math, ui
 from training_hooks.schema import Seq, Step
 
 ctx = ui.page_header(
@@ -30,7 +30,7 @@ lines = []
 for column, name, dash in ((Step.LENGTH_MEAN, "mean", "solid"), (Step.LENGTH_P90, "p90", "dot")):
     if column in sdf.columns and sdf[column].notna().any():
         x, y = sdf[Step.STEP].to_numpy(np.float64), sdf[column].to_numpy(np.float64)
-        idx = charts.downsample_indices(x, y, 1000)
+        idx = series_math.downsample_indices(x, y, 1000)
         lines.append((x[idx], y[idx], name, dash))
 lo_len, hi_len = int(df[Seq.LENGTH].min()), int(df[Seq.LENGTH].max())
 if hi_len - lo_len + 1 <= 60:  # short completions: one bin per length, no empty stripes
