@@ -35,6 +35,7 @@ from app.compare_view import (
     short_list,
     subset_text,
 )
+from app.eps_format import eps_text, fmt_eps
 from app.lag import ALL, LagSplit, lag_split
 from app.line_style import MARKER_SIZE, dash_for, is_sparse
 from app.panels import PANELS, PANELS_BY_KEY, Panel, extra_panel, has_data  # noqa: F401
@@ -92,19 +93,6 @@ def plot_text(text: object) -> str:
     templates, so ``&``, ``<``, ``>`` and ``%`` become character references (which Plotly draws as
     the characters)."""
     return html.escape(str(text), quote=False).replace("%", "&#37;")
-
-
-def fmt_eps(x: float) -> str:
-    """3e-4 style for small eps, plain otherwise."""
-    if x and abs(x) < 0.01:
-        m, e = f"{x:.1e}".split("e")
-        return f"{float(m):g}e{int(e)}"
-    return f"{x:g}"
-
-
-def eps_text(eps: tuple[float, float] | None) -> str:
-    """'ε 3e-4/4e-4' for a known (low, high) pair, 'ε unknown' for None."""
-    return f"ε {fmt_eps(eps[0])}/{fmt_eps(eps[1])}" if eps else "ε unknown"
 
 
 def eps_label(series: Sequence[RunSeries], unit: str) -> str:

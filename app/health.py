@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from app import lag as lagmod
-from app.charts import fmt_eps
+from app.eps_format import fmt_eps
 from gspo_metrics.spec import GRPO_EPS, GSPO_EPS
 from training_hooks.schema import (
     STATUS_CRASHED,

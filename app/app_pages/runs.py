@@ -6,8 +6,8 @@ import pandas as pd
 import streamlit as st
 
 from app import data, mlflow_store, ui
-from app.charts import fmt_eps
 from app.discovery import imported_tool
+from app.eps_format import fmt_eps
 from app.health import ERROR, WARNING
 from app.records import SOURCE_PARQUET, RunRef
 from app.settings import import_root, import_source
