@@ -1,9 +1,13 @@
 """Pure figure builders: DataFrames in, ``plotly.graph_objects.Figure`` out. No Streamlit here.
 
-Conventions on every chart: one colour per run (``app.colors.run_colors``), line style by algorithm (GRPO
-dashed, GSPO solid, unknown dotted: ``app.line_style``), units on the axes, and at most ``max_points`` points per trace: long series
-are cut with min/max-preserving LTTB (``tsdownsample.MinMaxLTTBDownsampler``), so a one-step spike
-survives downsampling; bands are cut by a per-bucket min/max envelope, which keeps every extreme.
+The single-run pages' figures (ratios, groups, lengths, sequences), and ``compare_figure``: the
+Compare page's traces (``app.compare_traces``) as one Plotly small multiple.
+
+Conventions on every chart: one colour per run (``app.colors.run_colors``), line style by
+algorithm (GRPO dashed, GSPO solid, unknown dotted: ``app.line_style``), units on the axes, and at
+most ``max_points`` points per trace: long series are cut with min/max-preserving LTTB
+(``tsdownsample.MinMaxLTTBDownsampler``), so a one-step spike survives downsampling; bands are
+cut by a per-bucket min/max envelope, which keeps every extreme.
 """
 
 from __future__ import annotations
@@ -11,12 +15,12 @@ from __future__ import annotations
 import html
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from app import compare_traces as ct
 from app.aggregate import (
     ZV_ALL_HIGH,
     ZV_ALL_LOW,
@@ -26,65 +30,12 @@ from app.aggregate import (
     SymLog,
 )
 from app.colors import rgba
-from app.compare_view import (
-    SEQ_BAND_ZOOM,
-    SUBSET_TEXT,
-    PanelView,
-    count_outside,
-    seq_band_range,
-    short_list,
-    subset_text,
-)
 from app.eps_format import eps_text, fmt_eps
-from app.lag import ALL, LagSplit, lag_split
-from app.line_style import MARKER_SIZE, dash_for, is_sparse
-from app.panels import PANELS, PANELS_BY_KEY, Panel, extra_panel, has_data  # noqa: F401
-from app.series_math import compact, downsample_indices, ema, envelope, readout_points
-from training_hooks.metric_map import Derived
-from training_hooks.schema import Seq, Step
+from app.panels import Panel
+from app.series_math import compact
+from training_hooks.schema import Seq
 
-DEFAULT_MAX_POINTS = 2000
 PANEL_HEIGHT = 290
-
-X_STEP = Step.STEP
-X_ELAPSED = Derived.ELAPSED_MIN
-X_TOKENS = Derived.TOKENS_SEEN
-X_AXES = {
-    X_STEP: "optimizer step",
-    X_ELAPSED: "wall time (minutes since start)",
-    X_TOKENS: "response tokens seen",
-}
-#: a run without the x axis's column, in a note (never "no tokens seen": that reads as zero)
-X_UNLOGGED = {X_STEP: "no step", X_ELAPSED: "no wall time", X_TOKENS: "no token counts"}
-
-
-# ---------------------------------------------------------------------------------------------
-# the Compare page's traces (the panels themselves: ``app.panels``)
-# ---------------------------------------------------------------------------------------------
-
-
-@dataclass
-class RunSeries:
-    """One run's step table plus what the charts need to draw it."""
-
-    key: str
-    label: str
-    algorithm: str
-    color: str
-    df: pd.DataFrame
-    eps: dict[str, tuple[float, float]] = field(default_factory=dict)  # {"seq": (lo, hi), ...}
-    lag: LagSplit | None = None  # its steps by policy lag (computed from df when None)
-    #: {column: (lo, hi)}: the observed range of the values a column summarises (a reward band
-    #: is cut to it: mean ± std of 0/1 rewards would reach below 0 and above 1)
-    bounds: dict[str, tuple[float, float]] = field(default_factory=dict)
-    #: {column: "tool name"}: the foreign metric a column was mapped from (an import), for the hover
-    sources: dict[str, str] = field(default_factory=dict)
-
-    def rows(self, subset: str) -> np.ndarray:
-        """Boolean mask over ``df``'s rows: the steps of ``subset`` (``app.lag.SUBSETS``)."""
-        if subset == ALL:
-            return np.ones(len(self.df), bool)
-        return (self.lag or lag_split(self.df)).mask(subset)
 
 
 def plot_text(text: object) -> str:
@@ -95,248 +46,81 @@ def plot_text(text: object) -> str:
     return html.escape(str(text), quote=False).replace("%", "&#37;")
 
 
-def eps_label(series: Sequence[RunSeries], unit: str) -> str:
-    """'ε 3e-4/4e-4' when every run shares the unit's eps; else 'ε per run'."""
-    vals = {s.eps.get(unit) for s in series if s.eps.get(unit) is not None}
-    if not vals:
-        return ""
-    if len(vals) == 1:
-        lo, hi = next(iter(vals))
-        return f"ε {fmt_eps(lo)}/{fmt_eps(hi)}"
-    return "ε differs per run (see hover)"
-
-
-def panel_title(panel: Panel, series: Sequence[RunSeries]) -> str:
-    """The panel's title (escaped: extra panels are titled with a metric name from disk), with the
-    clip unit and ε of clip panels."""
-    t = plot_text(panel.title)
-    if panel.clip_unit:
-        unit = "sequence unit" if panel.clip_unit == "seq" else "token unit"
-        eps = eps_label(series, panel.clip_unit)
-        t += f" — {unit}" + (f", {eps}" if eps else "")
-    return t
-
-
-def run_traces(
-    s: RunSeries,
-    panel: Panel,
-    *,
-    x: str = X_STEP,
-    smoothing: float = 0.0,
-    log_y: bool = False,
-    max_points: int = DEFAULT_MAX_POINTS,
-    bands: bool = True,
-    subset: str = ALL,
-    readout: float | None = None,
-) -> list[dict]:
-    """The traces (plain Plotly dicts) one run contributes to ``panel``: band, raw (faint when
-    smoothed), EMA, second column, on the steps of ``subset`` only (``app.lag.SUBSETS``; the EMA
-    runs over those steps, never across the others). At most ``max_points * trace_weight(...)``
-    points in all. Empty when the run lacks the column, the x axis or steps in the subset. Each
-    trace's ``meta`` names its role: band, raw, ema, second.
-
-    ``readout`` (a spacing, ``readout_spacing``) adds one more dict, role ``readout`` (not a
-    Plotly trace): the run's value, EMA and second column at the rows nearest the multiples of the
-    spacing (``readout_points``), for a hover that lists every run at one x."""
-    df = s.df
-    if panel.column not in df.columns or x not in df.columns:
-        return []
-    xv_all = df[x].to_numpy(np.float64)
-    yv_all = df[panel.column].to_numpy(np.float64)
-    ok = s.rows(subset) & np.isfinite(xv_all) & np.isfinite(yv_all)
-    if log_y:
-        ok &= yv_all > 0
-    if not ok.any():
-        return []
-    xv, yv = xv_all[ok], yv_all[ok]
-    sparse = is_sparse(int(ok.sum()), int((s.rows(subset) & np.isfinite(xv_all)).sum()))
-    name = _trace_name(s, panel, subset)
-    what = plot_text(panel.title)
-    source = s.sources.get(panel.column)
-    shown_as = what + (f" (from {plot_text(source)})" if source else "")
-    hover = f"{name}<br>{X_AXES.get(x, x)} %{{x}}<br>{shown_as} %{{y:.4g}}<extra></extra>"
-    out: list[dict] = []
-    if bands and panel.band is not None:
-        band = _band_trace(s, panel, df, x, ok, max(max_points // 4, 2), log_y)
-        if band:
-            out.append(band)
-    smooth = smoothing > 0 and len(yv) > 2 and not sparse
-    raw_width, raw_opacity = (1, 0.25) if smooth else (1.8, 1.0)
-    raw = _line(s, xv, yv, max_points, name, hover, raw_width, raw_opacity, "raw")
-    if sparse:  # a marker at every point: a single point is visible, a gap is not bridged unseen
-        raw.update(mode="lines+markers", marker={"color": s.color, "size": MARKER_SIZE})
-    out.append(raw)
-    fewer = max(max_points // 2, 3)
-    ys = ema(yv, smoothing) if smooth else None
-    if ys is not None:
-        ema_hover = hover.replace("%{y:.4g}", "%{y:.4g} (EMA)")
-        out.append(_line(s, xv, ys, fewer, name, ema_hover, 2, role="ema"))
-    y2 = None
-    if panel.second and panel.second in df.columns:
-        y2 = df[panel.second].to_numpy(np.float64)[ok]
-        fin = np.isfinite(y2)
-        if fin.any():
-            name2 = f"{name} · {panel.second_label}"
-            hover2 = hover.replace(what, panel.second_label)
-            dots = _line(s, xv[fin], y2[fin], fewer, name2, hover2, 0, 0.8, "second")
-            dots.update(mode="markers", marker={"color": s.color, "size": 3})
-            out.append(dots)
-        else:
-            y2 = None
-    if readout is not None:
-        at, rows = readout_points(xv, readout)
-        values = {"y": yv, "ema": ys, "second": y2}
-        values = {k: v[rows] for k, v in values.items() if v is not None}
-        out.append(
-            {"meta": "readout", "name": name, "legendgroup": s.key, "color": s.color, "x": at}
-            | ({"source": source} if source else {})
-            | values
-        )
-    return out
-
-
-def _trace_name(s: RunSeries, panel: Panel, subset: str) -> str:
-    """A run's trace name on ``panel``: its label, the clip unit's ε, the steps shown."""
-    name = plot_text(s.label)
-    if panel.clip_unit and s.eps.get(panel.clip_unit):
-        lo, hi = s.eps[panel.clip_unit]
-        name += f" (ε {fmt_eps(lo)}/{fmt_eps(hi)})"
-    if subset != ALL:
-        name += f" · {SUBSET_TEXT[subset]}"
-    return name
-
-
-def trace_weight(panel: Panel, *, smoothing: float = 0.0, bands: bool = True) -> float:
-    """Points one run draws on ``panel`` per point of its raw line (``run_traces``): the raw line
-    (1), its EMA (1/2), the band's two edges (2 x 1/4), the second column (1/2)."""
-    w = 1.0
-    w += 0.5 if smoothing > 0 else 0.0
-    w += 0.5 if bands and panel.band is not None else 0.0
-    w += 0.5 if panel.second else 0.0
-    return w
-
-
-def trace_points(
-    panel: Panel, runs: int, *, budget: int, max_points: int, smoothing: float, bands: bool
-) -> int:
-    """The raw-line points per run that keep ``panel``'s traces for ``runs`` runs within
-    ``budget`` points in all (and at most ``max_points``; never below 3, what LTTB needs)."""
-    per_run = budget / (max(1, runs) * trace_weight(panel, smoothing=smoothing, bands=bands))
-    return int(max(3, min(max_points, per_run)))
-
-
-def panel_view(
-    series: Sequence[RunSeries],
-    panel: Panel,
-    subsets: dict[str, str],
-    drawn: Sequence[str],
-    *,
-    zoom_band: bool = True,
-    x: str = X_STEP,
-) -> PanelView:
-    """How the grid shows ``panel`` beyond its traces, computed on the steps it shows: which steps
-    (``subsets``: run key -> subset), which runs have nothing to draw (``drawn``: keys of the runs
-    with traces; those without a finite value of the x column ``x`` named apart), and for the log s panel a zoom onto GSPO's band with the points outside it
-    counted (``zoom_band``, when a GSPO run with a known sequence ε is shown)."""
-    labels = {s.key: s.label for s in series}
-    parts = [subset_text({labels[k]: v for k, v in subsets.items() if k in labels})]
-    no_x = {s.key for s in series if not has_data(s.df, x)}
-    missing = [s.label for s in series if s.key not in drawn and s.key not in no_x]
-    if no_x:
-        unlogged = [s.label for s in series if s.key in no_x]
-        parts.append(f"{X_UNLOGGED.get(x, 'no ' + x)}: " + short_list(unlogged, len(series)))
-    if drawn and missing:
-        parts.append("no data: " + short_list(missing, len(series)))
-    y_range = None
-    if zoom_band and drawn and panel.clip_unit == "seq" and panel.band is not None:
-        gspo = [s.eps.get("seq") for s in series if s.algorithm.lower() == "gspo"]
-        y_range = seq_band_range(gspo) if gspo else None
-        if y_range is not None:
-            shown = [
-                s.df[panel.column].to_numpy(np.float64)[s.rows(subsets.get(s.key, ALL))]
-                for s in series
-                if panel.column in s.df.columns
-            ]
-            out, total = count_outside(shown, y_range)
-            parts.append(
-                f"zoomed to {SEQ_BAND_ZOOM:g}x GSPO's band: {out} of {total} points outside "
-                "the view"
-            )
-    kinds = set(subsets.values()) - {ALL}
-    empty = "no data for the selected runs"
-    if len(no_x) == len(series):
-        empty = f"{X_UNLOGGED.get(x, 'no ' + x)} in the selected runs"
-    elif kinds:
-        empty = f"no data in the {' / '.join(SUBSET_TEXT[k] for k in sorted(kinds))} shown"
-    tight = any(panel.column in s.bounds for s in series if s.key in drawn)
-    return PanelView(" · ".join(p for p in parts if p), y_range, empty, panel.nonnegative, tight)
-
-
-def _line(
-    s: RunSeries,
-    x: np.ndarray,
-    y: np.ndarray,
-    max_points: int,
-    name: str,
-    hover: str,
-    width: float,
-    opacity: float | None = None,
-    role: str = "raw",
-) -> dict:
-    """One run's line trace (its colour, its algorithm's dash), cut to ``max_points`` by LTTB."""
-    idx = downsample_indices(x, y, max_points)
-    trace = {
-        "type": "scatter",
-        "x": compact(x[idx]),
-        "y": compact(y[idx]),
-        "mode": "lines",
-        "name": name,
-        "legendgroup": s.key,
-        "hovertemplate": hover,
-        "line": {"color": s.color, "dash": dash_for(s.algorithm), "width": width},
-        "meta": role,
-    }
-    if opacity is not None:
-        trace["opacity"] = opacity
-    return trace
-
-
 def compare_figure(
-    series: Sequence[RunSeries], panel: Panel, *, height: int = PANEL_HEIGHT, **options
+    series: Sequence[ct.RunSeries], panel: Panel, *, height: int = PANEL_HEIGHT, **options
 ) -> go.Figure:
     """One small multiple: ``panel``'s metric for every run, titled with its unit and eps, GSPO's
-    band lines on the log-ratio panel. ``options`` are ``run_traces``'s (x, smoothing, log_y,
-    max_points, bands)."""
-    traces = [t for s in series for t in run_traces(s, panel, **options)]
-    x, log_y = options.get("x", X_STEP), options.get("log_y", False)
+    band lines on the log-ratio panel. ``options`` are ``compare_traces.run_traces``'s (x,
+    smoothing, log_y, max_points, bands, subset); a readout, which is no Plotly trace, is left
+    out."""
+    x, log_y = options.get("x", ct.X_STEP), options.get("log_y", False)
+    traces = []
+    for s in series:
+        source = s.sources.get(panel.column)
+        for t in ct.run_traces(s, panel, **options):
+            if isinstance(t, ct.Trace):
+                traces.append(plotly_trace(t, panel, x, source))
     shapes, notes = _clip_band_lines(series, panel)
     if not traces:
         notes.append(_centered_note("no data for the selected runs"))
-    layout = _layout_dict(panel_title(panel, series), X_AXES.get(x, x), panel.unit, height, log_y)
+    title = plot_text(ct.panel_title(panel, series))
+    layout = _layout_dict(title, ct.X_AXES.get(x, x), panel.unit, height, log_y)
     layout.update(shapes=shapes, annotations=notes, showlegend=False)
     # traces and layout are built here from known-good dicts: skip plotly's per-property validation
     # (it costs ~30 ms per chart; the Compare page draws a dozen)
     return go.Figure(data=traces, layout=layout, _validate=False)
 
 
-def clip_band_lines(series: Sequence[RunSeries], panel: Panel) -> list[tuple[float, str]]:
-    """GSPO's clip range as [(log(1-ε_low), 'log(1-ε_low)'), (log(1+ε_high), 'log(1+ε_high)')]:
-    only on the sequence log-ratio panel (sequence unit, a band), and only when every run shares
-    one sequence ε (else [])."""
-    if panel.clip_unit != "seq" or panel.band is None:
-        return []
-    eps_set = {s.eps.get("seq") for s in series if s.eps.get("seq")}
-    if len(eps_set) != 1:
-        return []
-    lo, hi = next(iter(eps_set))
-    return [(math.log1p(-lo), "log(1-ε_low)"), (math.log1p(hi), "log(1+ε_high)")]
+def plotly_trace(t: ct.Trace, panel: Panel, x: str, source: str | None = None) -> dict:
+    """``t`` as a Plotly trace dict: a band as a closed polygon (x forward, then back; upper edge,
+    then lower), filled; a line or dots with a hover naming the run, the x axis and the metric
+    (``source``: the foreign metric the column was mapped from). Text escaped (``plot_text``)."""
+    sty = t.style
+    if t.role == ct.BAND:
+        return {
+            "type": "scatter",
+            "mode": "lines",
+            "x": compact(np.concatenate([t.x, t.x[::-1]])),
+            "y": compact(np.concatenate([t.y, t.lo[::-1]])),
+            "fill": "toself",
+            "fillcolor": rgba(sty.color, sty.fill_opacity),
+            "line": {"width": 0},
+            "hoverinfo": "skip",
+            "showlegend": False,
+            "legendgroup": t.run,
+            "name": plot_text(t.name),
+            "meta": t.role,
+        }
+    what = plot_text(panel.title)
+    shown_as = what + (f" (from {plot_text(source)})" if source else "")
+    if t.role == ct.SECOND:
+        shown_as = shown_as.replace(what, panel.second_label)
+    value = "%{y:.4g} (EMA)" if t.role == ct.EMA else "%{y:.4g}"
+    hover = f"{plot_text(t.label)}<br>{ct.X_AXES.get(x, x)} %{{x}}<br>{shown_as} {value}"
+    trace = {
+        "type": "scatter",
+        "x": t.x,
+        "y": t.y,
+        "mode": "lines",
+        "name": plot_text(t.name),
+        "legendgroup": t.run,
+        "hovertemplate": hover + "<extra></extra>",
+        "line": {"color": sty.color, "dash": sty.dash, "width": sty.width},
+        "meta": t.role,
+    }
+    if sty.opacity is not None:
+        trace["opacity"] = sty.opacity
+    if sty.marker is not None:
+        mode = "markers" if t.role == ct.SECOND else "lines+markers"
+        trace.update(mode=mode, marker={"color": sty.color, "size": sty.marker})
+    return trace
 
 
-def _clip_band_lines(series: Sequence[RunSeries], panel: Panel) -> tuple[list[dict], list[dict]]:
+def _clip_band_lines(series: Sequence[ct.RunSeries], panel: Panel) -> tuple[list[dict], list[dict]]:
     """(shapes, annotations): ``clip_band_lines`` as dotted lines across a Plotly figure,
     labelled."""
     shapes, notes = [], []
-    for y, text in clip_band_lines(series, panel):
+    for y, text in ct.clip_band_lines(series, panel):
         ref = {"xref": "x domain", "yref": "y"}
         shapes.append(
             {
@@ -364,44 +148,6 @@ def _clip_band_lines(series: Sequence[RunSeries], panel: Panel) -> tuple[list[di
             }
         )
     return shapes, notes
-
-
-def _band_trace(s: RunSeries, panel: Panel, df, x, ok, n_out, log_y) -> dict | None:
-    lo_col, hi_col = panel.band
-    xv = df[x].to_numpy(np.float64)[ok]
-    if lo_col == "±":
-        if hi_col not in df.columns:
-            return None
-        m = df[panel.column].to_numpy(np.float64)[ok]
-        sd = df[hi_col].to_numpy(np.float64)[ok]
-        lo, hi = m - sd, m + sd
-        if panel.column in s.bounds:  # mean ± std, cut to the values' observed range
-            lo, hi = np.clip(lo, *s.bounds[panel.column]), np.clip(hi, *s.bounds[panel.column])
-    else:
-        if lo_col not in df.columns or hi_col not in df.columns:
-            return None
-        lo = df[lo_col].to_numpy(np.float64)[ok]
-        hi = df[hi_col].to_numpy(np.float64)[ok]
-    fin = np.isfinite(lo) & np.isfinite(hi)
-    if log_y:
-        fin &= lo > 0
-    if not fin.any():
-        return None
-    bx, blo, bhi = envelope(xv[fin], lo[fin], hi[fin], n_out)
-    return {
-        "type": "scatter",
-        "mode": "lines",
-        "x": compact(np.concatenate([bx, bx[::-1]])),
-        "y": compact(np.concatenate([bhi, blo[::-1]])),
-        "fill": "toself",
-        "fillcolor": rgba(s.color, panel.band_opacity),
-        "line": {"width": 0},
-        "hoverinfo": "skip",
-        "showlegend": False,
-        "legendgroup": s.key,
-        "name": f"{plot_text(s.label)} band",
-        "meta": "band",
-    }
 
 
 LEGEND_TOP = {

@@ -9,9 +9,10 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from app import charts, compare_view
+from app import compare_traces, compare_view
 from app.data import load_sequences, table_files
 from app.lag import LagSplit, lag_split
+from app.panels import Panel
 from app.records import SOURCE_PARQUET, RunRef
 from training_hooks.schema import SEQUENCES_DIR, STEPS_DIR, Seq
 
@@ -23,8 +24,10 @@ def run_signature(run: RunRef) -> tuple:
     return (run.key, run.metric_keys, run.updated_at)
 
 
-def run_traces(run: RunRef, series: charts.RunSeries, panel: charts.Panel, **options) -> list[dict]:
-    """``charts.run_traces`` for one run, cached on the run's files, the panel and the options
+def run_traces(
+    run: RunRef, series: compare_traces.RunSeries, panel: Panel, **options
+) -> list[compare_traces.Trace | compare_traces.Readout]:
+    """``compare_traces.run_traces`` for one run, cached on the run's files, the panel and the options
     (the steps subset among them)."""
     return _run_traces(
         run_signature(run),
@@ -40,9 +43,9 @@ def run_traces(run: RunRef, series: charts.RunSeries, panel: charts.Panel, **opt
 
 
 @st.cache_data(show_spinner=False, max_entries=4096)
-def _run_traces(sig, label, color, eps, seen, panel_key, options, _series, _panel) -> list[dict]:
+def _run_traces(sig, label, color, eps, seen, panel_key, options, _series, _panel) -> list:
     # the leading arguments are the cache key; _series and _panel (not hashed) carry the data
-    return charts.run_traces(_series, _panel, **dict(options))
+    return compare_traces.run_traces(_series, _panel, **dict(options))
 
 
 def run_lag(run: RunRef, df: pd.DataFrame) -> LagSplit:

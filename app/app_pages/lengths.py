@@ -3,7 +3,7 @@
 import numpy as np
 import streamlit as st
 
-from app import aggregate, charts, colors, data, series_math, ui
+from app import aggregate, charts, colors, compare_traces, data, panels, series_math, ui
 from training_hooks.schema import Seq, Step
 
 ctx = ui.page_header(
@@ -64,11 +64,11 @@ st.caption(
 
 if Step.TRUNCATED_FRACTION in sdf.columns and sdf[Step.TRUNCATED_FRACTION].notna().any():
     series = [
-        charts.RunSeries(
+        compare_traces.RunSeries(
             run.key, ctx.label(run), run.algorithm, ctx.colors.get(run.key, colors.PALETTE[0]), sdf
         )
     ]
-    panel = charts.PANELS_BY_KEY["truncation"]
+    panel = panels.PANELS_BY_KEY["truncation"]
     st.plotly_chart(charts.compare_figure(series, panel, smoothing=0.6, height=260), key="trunc")
 
 left, right = st.columns(2)
