@@ -1,7 +1,7 @@
 """Pure figure builders: DataFrames in, ``plotly.graph_objects.Figure`` out. No Streamlit here.
 
-The single-run pages' figures (ratios, groups, lengths, sequences), and ``compare_figure``: the
-Compare page's traces (``app.compare_traces``) as one Plotly small multiple.
+The single-run pages' figures (ratios, groups, lengths, sequences), and the layout every Plotly
+figure shares (``app.plotly_traces`` draws the Compare page's traces with it).
 
 Conventions on every chart: one colour per run (``app.colors.run_colors``), line style by
 algorithm (GRPO dashed, GSPO solid, unknown dotted: ``app.line_style``), units on the axes, and at
@@ -20,7 +20,6 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from app import compare_traces as ct
 from app.aggregate import (
     ZV_ALL_HIGH,
     ZV_ALL_LOW,
@@ -29,13 +28,8 @@ from app.aggregate import (
     StepHistogram,
     SymLog,
 )
-from app.colors import rgba
 from app.eps_format import eps_text, fmt_eps
-from app.panels import Panel
-from app.series_math import compact
 from training_hooks.schema import Seq
-
-PANEL_HEIGHT = 290
 
 
 def plot_text(text: object) -> str:
@@ -44,110 +38,6 @@ def plot_text(text: object) -> str:
     templates, so ``&``, ``<``, ``>`` and ``%`` become character references (which Plotly draws as
     the characters)."""
     return html.escape(str(text), quote=False).replace("%", "&#37;")
-
-
-def compare_figure(
-    series: Sequence[ct.RunSeries], panel: Panel, *, height: int = PANEL_HEIGHT, **options
-) -> go.Figure:
-    """One small multiple: ``panel``'s metric for every run, titled with its unit and eps, GSPO's
-    band lines on the log-ratio panel. ``options`` are ``compare_traces.run_traces``'s (x,
-    smoothing, log_y, max_points, bands, subset); a readout, which is no Plotly trace, is left
-    out."""
-    x, log_y = options.get("x", ct.X_STEP), options.get("log_y", False)
-    traces = []
-    for s in series:
-        source = s.sources.get(panel.column)
-        for t in ct.run_traces(s, panel, **options):
-            if isinstance(t, ct.Trace):
-                traces.append(plotly_trace(t, panel, x, source))
-    shapes, notes = _clip_band_lines(series, panel)
-    if not traces:
-        notes.append(_centered_note("no data for the selected runs"))
-    title = plot_text(ct.panel_title(panel, series))
-    layout = _layout_dict(title, ct.X_AXES.get(x, x), panel.unit, height, log_y)
-    layout.update(shapes=shapes, annotations=notes, showlegend=False)
-    # traces and layout are built here from known-good dicts: skip plotly's per-property validation
-    # (it costs ~30 ms per chart; the Compare page draws a dozen)
-    return go.Figure(data=traces, layout=layout, _validate=False)
-
-
-def plotly_trace(t: ct.Trace, panel: Panel, x: str, source: str | None = None) -> dict:
-    """``t`` as a Plotly trace dict: a band as a closed polygon (x forward, then back; upper edge,
-    then lower), filled; a line or dots with a hover naming the run, the x axis and the metric
-    (``source``: the foreign metric the column was mapped from). Text escaped (``plot_text``)."""
-    sty = t.style
-    if t.role == ct.BAND:
-        return {
-            "type": "scatter",
-            "mode": "lines",
-            "x": compact(np.concatenate([t.x, t.x[::-1]])),
-            "y": compact(np.concatenate([t.y, t.lo[::-1]])),
-            "fill": "toself",
-            "fillcolor": rgba(sty.color, sty.fill_opacity),
-            "line": {"width": 0},
-            "hoverinfo": "skip",
-            "showlegend": False,
-            "legendgroup": t.run,
-            "name": plot_text(t.name),
-            "meta": t.role,
-        }
-    what = plot_text(panel.title)
-    shown_as = what + (f" (from {plot_text(source)})" if source else "")
-    if t.role == ct.SECOND:
-        shown_as = shown_as.replace(what, panel.second_label)
-    value = "%{y:.4g} (EMA)" if t.role == ct.EMA else "%{y:.4g}"
-    hover = f"{plot_text(t.label)}<br>{ct.X_AXES.get(x, x)} %{{x}}<br>{shown_as} {value}"
-    trace = {
-        "type": "scatter",
-        "x": t.x,
-        "y": t.y,
-        "mode": "lines",
-        "name": plot_text(t.name),
-        "legendgroup": t.run,
-        "hovertemplate": hover + "<extra></extra>",
-        "line": {"color": sty.color, "dash": sty.dash, "width": sty.width},
-        "meta": t.role,
-    }
-    if sty.opacity is not None:
-        trace["opacity"] = sty.opacity
-    if sty.marker is not None:
-        mode = "markers" if t.role == ct.SECOND else "lines+markers"
-        trace.update(mode=mode, marker={"color": sty.color, "size": sty.marker})
-    return trace
-
-
-def _clip_band_lines(series: Sequence[ct.RunSeries], panel: Panel) -> tuple[list[dict], list[dict]]:
-    """(shapes, annotations): ``clip_band_lines`` as dotted lines across a Plotly figure,
-    labelled."""
-    shapes, notes = [], []
-    for y, text in ct.clip_band_lines(series, panel):
-        ref = {"xref": "x domain", "yref": "y"}
-        shapes.append(
-            {
-                "type": "line",
-                **ref,
-                "x0": 0,
-                "x1": 1,
-                "y0": y,
-                "y1": y,
-                "line": {"color": "#555", "dash": "dot", "width": 1},
-            }
-        )
-        # the low line's label sits below it, the high line's above it: they never overlap
-        notes.append(
-            {
-                "text": f"{text} = {y:.2g}",
-                **ref,
-                "x": 0,
-                "y": y,
-                "xanchor": "left",
-                "yanchor": "top" if y < 0 else "bottom",
-                "showarrow": False,
-                "bgcolor": "rgba(255,255,255,0.75)",
-                "font": {"size": 10, "color": "#333"},
-            }
-        )
-    return shapes, notes
 
 
 LEGEND_TOP = {
@@ -160,7 +50,7 @@ LEGEND_TOP = {
 }
 
 
-def _layout_dict(title, xtitle, ytitle, height, log_y=False) -> dict:
+def layout_dict(title, xtitle, ytitle, height, log_y=False) -> dict:
     yaxis = {"title": {"text": plot_text(ytitle), "font": {"size": 11}}}
     if log_y:
         yaxis["type"] = "log"
@@ -183,10 +73,10 @@ def _layout_dict(title, xtitle, ytitle, height, log_y=False) -> dict:
 
 
 def _layout(fig, title, xtitle, ytitle, height, log_y=False) -> None:
-    fig.update_layout(_layout_dict(title, xtitle, ytitle, height, log_y))
+    fig.update_layout(layout_dict(title, xtitle, ytitle, height, log_y))
 
 
-def _centered_note(text: str, xref: str = "paper", yref: str = "paper", size: int = 13) -> dict:
+def centered_note(text: str, xref: str = "paper", yref: str = "paper", size: int = 13) -> dict:
     """A grey note in the middle of a plot (an empty chart says why it is empty)."""
     return {
         "text": text,
@@ -200,7 +90,7 @@ def _centered_note(text: str, xref: str = "paper", yref: str = "paper", size: in
 
 
 def _empty_note(fig: go.Figure, text: str) -> None:
-    fig.add_annotation(_centered_note(text))
+    fig.add_annotation(centered_note(text))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -2,7 +2,7 @@
 the lines it draws (raw, EMA, second column, band) as ``Trace`` records and the values its hover
 lists as a ``Readout``. Text here is plain (a run or metric name from disk as it is); each
 renderer formats the records its own way and escapes what its format needs
-(``app.echarts_grid`` for the Compare grid, ``app.charts.compare_figure`` for Plotly).
+(``app.echarts_grid`` for the Compare grid, ``app.plotly_traces`` for Plotly).
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from app import aggregate, charts, colors, series_math
+from app import aggregate, charts, colors, plotly_traces, series_math
 from app import compare_traces as ct
 from app import echarts_grid as eg
 from app.panels import PANELS, PANELS_BY_KEY, extra_panel
@@ -68,7 +68,7 @@ def test_compare_figure_traces_smoothing_and_points():
     b = _steps(n, **{Step.REWARD_MEAN: np.linspace(1, 0, n), Step.REWARD_STD: 0.1})
     s = [_series(a, "a", "gspo"), _series(b, "b", "grpo", "#d62728")]
     panel = PANELS_BY_KEY["reward"]
-    fig = charts.compare_figure(s, panel, smoothing=0.6, max_points=500, bands=False)
+    fig = plotly_traces.compare_figure(s, panel, smoothing=0.6, max_points=500, bands=False)
     lines = [t for t in fig.data if t.mode == "lines"]
     assert len(lines) == 4  # raw + EMA for each run
     assert all(len(t.x) <= 500 for t in fig.data)
@@ -76,8 +76,8 @@ def test_compare_figure_traces_smoothing_and_points():
     assert dashes == {"a": "solid", "b": "dash"}
     assert sorted(t.opacity if t.opacity is not None else 1.0 for t in lines) == [0.25, 0.25, 1, 1]
     # no smoothing: one trace per run; with bands: one filled band per run on top
-    assert len(charts.compare_figure(s, panel, smoothing=0, bands=False).data) == 2
-    banded = charts.compare_figure(s, panel, smoothing=0, bands=True)
+    assert len(plotly_traces.compare_figure(s, panel, smoothing=0, bands=False).data) == 2
+    banded = plotly_traces.compare_figure(s, panel, smoothing=0, bands=True)
     assert sum(t.fill == "toself" for t in banded.data) == 2
     # reward ± std band: upper edge = mean + std
     band = next(t for t in banded.data if t.fill == "toself")
@@ -97,16 +97,16 @@ def test_compare_figure_axes_units_eps_and_log():
     )
     s = [_series(df)]
     panel = PANELS_BY_KEY["seq_clip"]
-    fig = charts.compare_figure(s, panel, x=ct.X_TOKENS)
+    fig = plotly_traces.compare_figure(s, panel, x=ct.X_TOKENS)
     assert fig.layout.xaxis.title.text == "response tokens seen"
     assert "sequence unit, ε 3e-4/4e-4" in fig.layout.title.text
     assert fig.layout.yaxis.title.text == "fraction of sequences"
     assert "(ε 3e-4/4e-4)" in fig.data[0].name
-    logfig = charts.compare_figure(s, panel, log_y=True)
+    logfig = plotly_traces.compare_figure(s, panel, log_y=True)
     assert logfig.layout.yaxis.type == "log" and len(logfig.data[0].x) == n - 1
     # two runs with different eps: the title says so instead of lying
     s2 = s + [_series(df, "b", eps={"seq": (1e-3, 1e-3)})]
-    assert "differs per run" in charts.compare_figure(s2, panel).layout.title.text
+    assert "differs per run" in plotly_traces.compare_figure(s2, panel).layout.title.text
 
 
 def test_compare_figure_seq_band_lines_and_empty():
@@ -119,10 +119,10 @@ def test_compare_figure_seq_band_lines_and_empty():
             Step.SEQ_LOG_RATIO_MAX: 1e-3,
         },
     )
-    fig = charts.compare_figure([_series(df)], PANELS_BY_KEY["seq_log_ratio"])
+    fig = plotly_traces.compare_figure([_series(df)], PANELS_BY_KEY["seq_log_ratio"])
     ys = sorted(s.y0 for s in fig.layout.shapes)
     assert ys == pytest.approx([math.log(1 - 3e-4), math.log(1 + 4e-4)])
-    empty = charts.compare_figure([_series(_steps(3))], PANELS_BY_KEY["kl_ref"])
+    empty = plotly_traces.compare_figure([_series(_steps(3))], PANELS_BY_KEY["kl_ref"])
     assert len(empty.data) == 0 and "no data" in empty.layout.annotations[0].text
 
 

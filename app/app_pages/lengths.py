@@ -3,7 +3,17 @@
 import numpy as np
 import streamlit as st
 
-from app import aggregate, charts, colors, compare_traces, data, panels, series_math, ui
+from app import (
+    aggregate,
+    charts,
+    colors,
+    compare_traces,
+    data,
+    panels,
+    plotly_traces,
+    series_math,
+    ui,
+)
 from training_hooks.schema import Seq, Step
 
 ctx = ui.page_header(
@@ -69,7 +79,9 @@ if Step.TRUNCATED_FRACTION in sdf.columns and sdf[Step.TRUNCATED_FRACTION].notna
         )
     ]
     panel = panels.PANELS_BY_KEY["truncation"]
-    st.plotly_chart(charts.compare_figure(series, panel, smoothing=0.6, height=260), key="trunc")
+    st.plotly_chart(
+        plotly_traces.compare_figure(series, panel, smoothing=0.6, height=260), key="trunc"
+    )
 
 left, right = st.columns(2)
 sample = aggregate.sample_rows(df, 5000)
