@@ -64,7 +64,7 @@ class Style:
     fill_opacity: float = 0.0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # arrays: no elementwise ==
 class Trace:
     """One run's line (or dots, or band) on one panel. ``label`` is the run's name on the panel
     (its label, the clip unit's ε, the steps shown), ``name`` this trace's (the label, with the
@@ -81,7 +81,7 @@ class Trace:
     lo: np.ndarray | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Readout:
     """A run's values at the readout points ``x`` shared by every run of a chart
     (``series_math.readout_points``): its value ``y``, EMA and second column (None when not drawn),

@@ -20,7 +20,7 @@ from test_app_pages import _arr, _assert_clean, _grid, _open
 from app import compare_traces as ct
 from app import compare_view as cv
 from app import echarts_grid as eg
-from app import lag, series_math, ui
+from app import lag, plotly_traces, series_math, ui
 from app.panels import PANELS, PANELS_BY_KEY, extra_panel
 from training_hooks.metric_map import Derived
 from training_hooks.schema import STEPS_DIR, Step
@@ -272,6 +272,37 @@ def test_run_traces_readout_shares_x_between_runs():
     np.testing.assert_allclose(rb.ema, series_math.ema(b_loss, 0.5))
     assert rb.ema[1] == pytest.approx((0.25 * 10 + 0.5 * 15) / 0.75)
     assert [t.role for t in ct.run_traces(a, p, smoothing=0.5)] == ["raw", "ema"]
+
+
+def test_records_hold_plain_text_and_each_renderer_formats_it():
+    """A run named with markup and a percent sign: the records carry the name as it is; Plotly
+    gets it as character references (it renders tags and fills %{...}), ECharts as it is (it draws
+    text), and the band, lines and readout come out of one record list for both."""
+    name = "<b>a&b</b> 50%"
+    df = pd.DataFrame({Step.STEP: np.arange(30), Step.REWARD_MEAN: np.linspace(0, 1, 30)})
+    df[Step.REWARD_STD] = 0.1
+    s = _series(df, label=name)
+    p = PANELS_BY_KEY["reward"]
+    records = ct.run_traces(s, p, smoothing=0.5, readout=1)
+    assert [t.role for t in records] == ["band", "raw", "ema", "readout"]
+    assert all(t.label == name for t in records)
+    band = records[0]
+    np.testing.assert_allclose(band.y - band.lo, 0.2, rtol=1e-6)  # mean ± 0.1
+    fig = plotly_traces.compare_figure([s], p, smoothing=0.5)
+    assert [t.name for t in fig.data] == [
+        "&lt;b&gt;a&amp;b&lt;/b&gt; 50&#37;" + x for x in (" band", "", "")
+    ]
+    assert fig.data[2].hovertemplate.startswith("&lt;b&gt;a&amp;b&lt;/b&gt; 50&#37;<br>")
+    assert "(EMA)" in fig.data[2].hovertemplate and "(EMA)" not in fig.data[1].hovertemplate
+    spec = _spec(eg.grid_option([s], [p], [records])[0])
+    names = {x["id"].split("|")[1]: x.get("name") for x in spec["series"]}
+    assert names == {
+        "band-low": None,
+        "band-height": None,
+        "raw": name,
+        "ema": name,
+        "readout": name,
+    }
 
 
 # --------------------------------------------------------------------------- the ECharts grid
