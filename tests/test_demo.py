@@ -618,3 +618,56 @@ def test_cli_one_run_with_faults(tmp_path, capsys):
     assert "faults injected: lr-spike@1 (at step 1)" in text
     assert "faults injected in the run: lr-spike@1 (at step 1)" in text
     assert "mlflow ui" not in text
+
+
+# ---------------------------------------------------------------- the default regime
+
+
+@pytest.mark.slow
+def test_default_demo_is_in_the_real_regime(tmp_path, capsys):
+    """The default demo (Parquet only), read back from disk: both runs learn, GRPO clips a real
+    run's share of its off-policy tokens, GSPO of its off-policy sequences (its own ε, stated in
+    run.json), the entropy does not collapse and the Health page finds no warning or error
+    (REGIME_BANDS, docs/demo.md)."""
+    from app import health
+    from training_hooks.demo.config import REGIME_BANDS
+
+    def within(name, value):
+        lo, hi = REGIME_BANDS[name]
+        return (lo is None or value >= lo) and (hi is None or value <= hi)
+
+    results = run(["--out", str(tmp_path / "runs"), "--no-mlflow"])
+    capsys.readouterr()
+    for res in results:
+        info = schema.read_run_info(res.run_dir)
+        steps = schema.read_table(res.run_dir, schema.STEPS_DIR)
+        S = schema.Step
+        assert len(steps) == DemoConfig().optimizer_steps
+        per_rollout = steps.groupby(S.ROLLOUT)
+        reward = per_rollout[S.REWARD_MEAN].mean()  # equal-sized minibatches
+        k = len(reward) // 5
+        gain = reward.iloc[-k:].mean() - reward.iloc[:k].mean()
+        assert within("gain", gain), (info.algorithm, gain)
+        off = steps[steps[S.POLICY_LAG] > 0]
+        if info.algorithm == "grpo":
+            tok = (off[S.TOKEN_CLIP_FRACTION] * off[S.NUM_TOKENS]).sum() / off[S.NUM_TOKENS].sum()
+            assert within("grpo_tok_clip_off", tok), tok
+        else:
+            assert (info.seq_eps_low, info.seq_eps_high) == DEMO_GSPO_EPS
+            assert info.config["eps_source"] == "demo"
+            seq = off[S.SEQ_CLIP_FRACTION].mean()
+            assert within("gspo_seq_clip_off", seq), seq
+        entropy = per_rollout[S.ENTROPY_MEAN].mean()
+        kept = entropy.iloc[-k:].mean() / entropy.iloc[:k].mean()
+        assert within("entropy_kept", kept), (info.algorithm, kept)
+        found = health.run_findings(
+            steps,
+            algorithm=info.algorithm,
+            status=info.status,
+            updated_at=info.updated_at,
+            last_step=info.last_step,
+            seq_eps=(info.seq_eps_low, info.seq_eps_high),
+            token_eps=(info.token_eps_low, info.token_eps_high),
+        )
+        alarms = [f.code for f in found if f.severity in (health.ERROR, health.WARNING)]
+        assert alarms == [], (info.algorithm, alarms)

@@ -13,6 +13,7 @@ import dataclasses
 import os
 import re
 import shlex
+import threading
 import time
 import types
 import typing
@@ -132,9 +133,10 @@ def _flag(word: str, names: list[str]) -> str:
     return "--" + word.replace("_", "-") if word in names else word
 
 
-def record_run(config: DemoConfig, session: Session) -> RunResult:
-    """Train one run, recorded by a ``RunRecorder`` under ``session.out``, with a progress line;
-    the result's ``write_time`` is the recorder's close (the last Parquet parts, MLflow)."""
+def train_recorded(config: DemoConfig, session: Session) -> tuple[RunResult, Any]:
+    """Train one run recorded by a ``RunRecorder`` under ``session.out``, with a progress line;
+    returns the result and the recorder, still open (``Closing`` closes it). A run that raises
+    is closed here, as failed."""
     from training_hooks import RunRecorder
 
     recorder = RunRecorder(
@@ -148,11 +150,47 @@ def record_run(config: DemoConfig, session: Session) -> RunResult:
         token_samples=session.token_samples,
         **config.clip_ranges(),
     )
-    with recorder:
+    try:
         result = train(config, recorder, ProgressLine(config.algorithm, config.steps))
-        result.run_dir = str(recorder.run_dir)
+    except BaseException as e:
+        recorder.__exit__(type(e), e, e.__traceback__)
+        raise
+    result.run_dir = str(recorder.run_dir)
+    return result, recorder
+
+
+class Closing(threading.Thread):
+    """A recorder's close (the last Parquet parts, MLflow's metrics and artifacts), timed into
+    its result's ``write_time``: ``start()`` runs it on this thread while the next run trains
+    (it mostly waits on files and on the MLflow child process), ``run()`` runs it here;
+    ``wait()`` joins it and raises what it raised."""
+
+    def __init__(self, recorder: Any, result: RunResult) -> None:
+        super().__init__(name=f"close-{result.config.algorithm}", daemon=True)
+        self.recorder, self.result = recorder, result
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
         t0 = time.perf_counter()
-    result.write_time = time.perf_counter() - t0
+        try:
+            self.recorder.close()
+        except BaseException as e:  # noqa: BLE001 -- raised again by wait()
+            self.error = e
+        self.result.write_time = time.perf_counter() - t0
+
+    def wait(self) -> None:
+        if self.ident is not None:
+            self.join()
+        if self.error is not None:
+            raise self.error
+
+
+def record_run(config: DemoConfig, session: Session) -> RunResult:
+    """Train one run, recorded under ``session.out``, and close its recorder (``write_time``)."""
+    result, recorder = train_recorded(config, session)
+    closing = Closing(recorder, result)
+    closing.run()
+    closing.wait()
     return result
 
 
@@ -165,6 +203,18 @@ def process_age() -> float | None:
         return time.clock_gettime(time.CLOCK_BOOTTIME) - start_ticks / os.sysconf("SC_CLK_TCK")
     except (OSError, ValueError, IndexError, AttributeError):
         return None
+
+
+def cpu_text() -> str:
+    """The CPU time this process and its finished child processes (MLflow's) used, and the load:
+    on a shared machine the wall clock stretches with other jobs, the CPU time much less."""
+    t = os.times()
+    own, children = t.user + t.system, t.children_user + t.children_system
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    return (
+        f"CPU time (s): this process {own:.1f}, its child processes (MLflow) {children:.1f}; "
+        f"load average {load:.1f} over the last minute on {os.cpu_count()} CPUs"
+    )
 
 
 def load_kernel(device: str) -> Phase | None:
@@ -215,20 +265,34 @@ def run(argv: Sequence[str] | None = None) -> list[RunResult]:
     build(configs[0])  # the warm start, shared by every run (its weights are cached)
     warm = f"{configs[0].warmup_steps} supervised steps, shared by the runs"
     phases.append(Phase("warm start", time.perf_counter() - t1, warm))
-    results = [record_run(config, session) for config in configs]
-    sinks = "last Parquet parts, MLflow's metrics and artifacts" if uri else "last Parquet parts"
-    for r in results:
-        a = r.config.algorithm
-        what = f"{r.config.steps} rollout steps, {r.config.optimizer_steps} optimizer steps"
-        phases.append(Phase(f"training {a}", r.train_time, what + " (with log_step)"))
-        phases.append(Phase(f"writing {a}", r.write_time, f"the recorder's close: {sinks}"))
+    results, closing = [], []
+    try:
+        for config in configs:  # each run's recorder closes while the next run trains
+            result, recorder = train_recorded(config, session)
+            results.append(result)
+            closing.append(Closing(recorder, result))
+            closing[-1].start()
+            what = f"{config.steps} rollout steps, {config.optimizer_steps} optimizer steps"
+            phases.append(Phase(f"training {config.algorithm}", result.train_time, what))
+        t_trained = time.perf_counter()
+    finally:  # a run that fails leaves the earlier runs' records whole
+        for c in closing:
+            c.join()
+    for c in closing:
+        c.wait()
+    sinks = "the last Parquet parts, MLflow's metrics and artifacts" if uri else "Parquet"
+    each = ", ".join(f"{r.config.algorithm} {r.write_time:.1f} s" for r in results)
+    writing = f"the recorders' close after the last training: {sinks} (each: {each})"
+    phases.append(Phase("writing", time.perf_counter() - t_trained, writing))
     elapsed = time.perf_counter() - t0
     known = sum(p.seconds for p in phases) - (started or 0.0)
-    phases.append(Phase("other", elapsed - known, "run set-up (recorder, policy copy), printing"))
+    what = "each run's set-up (recorder, policy copy), printing"
+    phases.append(Phase("other", elapsed - known, what))
     print()
     print(summary_table(results))
     print()
     print(phases_text(phases, None if started is None else started + elapsed))
+    print(cpu_text())
     print()
     for r in results:
         print(f"{r.config.algorithm}: {r.run_dir}")

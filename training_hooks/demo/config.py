@@ -28,6 +28,18 @@ DEFAULT_EPS: dict[str, tuple[float, float]] = {"grpo": GRPO_EPS, "gspo": DEMO_GS
 #: The unit each algorithm clips in (the recorder's ``token_eps`` / ``seq_eps``).
 CLIP_UNIT: dict[str, str] = {"grpo": "token", "gspo": "seq"}
 ALGORITHMS = tuple(DEFAULT_EPS)
+#: The regime the defaults are chosen for (docs/demo.md), as (low, high) bounds (None: none),
+#: checked on the recorded runs by ``bench/bench_demo_learning.py`` and the slow test:
+#: ``gain``, last fifth's mean reward minus the first fifth's (rewards are 0 or 1);
+#: ``grpo_tok_clip_off``, GRPO's share of off-policy tokens outside its range;
+#: ``gspo_seq_clip_off``, GSPO's share of off-policy sequences outside its range;
+#: ``entropy_kept``, last fifth's mean entropy over the first fifth's.
+REGIME_BANDS: dict[str, tuple[float | None, float | None]] = {
+    "gain": (0.15, None),
+    "grpo_tok_clip_off": (5e-4, 0.03),
+    "gspo_seq_clip_off": (0.05, 0.40),
+    "entropy_kept": (0.3, None),
+}
 
 
 def option(default: Any, help: str, **metadata: Any) -> Any:
