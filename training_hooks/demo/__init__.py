@@ -43,8 +43,7 @@ algorithm (same seed: the same initial weights and the same prompt stream):
   log-probs, a noisy sampler, entropy collapse, length collapse, a constant reward; each one
   named transform in the loop, to prove the Health checks (``bench/bench_health.py``).
 * One torch thread by default: the matrices are tiny, a second intra-op thread only spins, and
-  the recorder's writer threads and the MLflow child process get the other core. Each run's
-  recorder closes (Parquet, MLflow) on a thread while the next run trains.
+  the recorder's writer threads and the MLflow child process get the other core.
 
 The command line prints a header (what runs, each eps and whose it is, the injected faults), a
 progress line per run whose every value names the rollouts it covers, a summary table, and the

@@ -13,7 +13,6 @@ import dataclasses
 import os
 import re
 import shlex
-import threading
 import time
 import types
 import typing
@@ -133,13 +132,15 @@ def _flag(word: str, names: list[str]) -> str:
     return "--" + word.replace("_", "-") if word in names else word
 
 
-def train_recorded(config: DemoConfig, session: Session) -> tuple[RunResult, Any]:
-    """Train one run recorded by a ``RunRecorder`` under ``session.out``, with a progress line;
-    returns the result and the recorder, still open (``Closing`` closes it). A run that raises
-    is closed here, as failed."""
+def record_run(config: DemoConfig, session: Session) -> RunResult:
+    """Train one run, recorded by a ``RunRecorder`` under ``session.out``, with a progress line;
+    the result's ``write_time`` is the recorder's close (the last Parquet parts, MLflow's metrics
+    and artifacts). Runs are recorded one after the other: a fresh SQLite MLflow store is
+    migrated by the first run's MLflow process, and a second one migrating it at the same time
+    would fail."""
     from training_hooks import RunRecorder
 
-    recorder = RunRecorder(
+    with RunRecorder(
         root=session.out,
         name=f"{session.name_prefix}-{config.algorithm}",
         algorithm=config.algorithm,
@@ -149,48 +150,11 @@ def train_recorded(config: DemoConfig, session: Session) -> tuple[RunResult, Any
         group_size=config.group_size,
         token_samples=session.token_samples,
         **config.clip_ranges(),
-    )
-    try:
+    ) as recorder:
         result = train(config, recorder, ProgressLine(config.algorithm, config.steps))
-    except BaseException as e:
-        recorder.__exit__(type(e), e, e.__traceback__)
-        raise
-    result.run_dir = str(recorder.run_dir)
-    return result, recorder
-
-
-class Closing(threading.Thread):
-    """A recorder's close (the last Parquet parts, MLflow's metrics and artifacts), timed into
-    its result's ``write_time``: ``start()`` runs it on this thread while the next run trains
-    (it mostly waits on files and on the MLflow child process), ``run()`` runs it here;
-    ``wait()`` joins it and raises what it raised."""
-
-    def __init__(self, recorder: Any, result: RunResult) -> None:
-        super().__init__(name=f"close-{result.config.algorithm}", daemon=True)
-        self.recorder, self.result = recorder, result
-        self.error: BaseException | None = None
-
-    def run(self) -> None:
+        result.run_dir = str(recorder.run_dir)
         t0 = time.perf_counter()
-        try:
-            self.recorder.close()
-        except BaseException as e:  # noqa: BLE001 -- raised again by wait()
-            self.error = e
-        self.result.write_time = time.perf_counter() - t0
-
-    def wait(self) -> None:
-        if self.ident is not None:
-            self.join()
-        if self.error is not None:
-            raise self.error
-
-
-def record_run(config: DemoConfig, session: Session) -> RunResult:
-    """Train one run, recorded under ``session.out``, and close its recorder (``write_time``)."""
-    result, recorder = train_recorded(config, session)
-    closing = Closing(recorder, result)
-    closing.run()
-    closing.wait()
+    result.write_time = time.perf_counter() - t0
     return result
 
 
@@ -265,25 +229,14 @@ def run(argv: Sequence[str] | None = None) -> list[RunResult]:
     build(configs[0])  # the warm start, shared by every run (its weights are cached)
     warm = f"{configs[0].warmup_steps} supervised steps, shared by the runs"
     phases.append(Phase("warm start", time.perf_counter() - t1, warm))
-    results, closing = [], []
-    try:
-        for config in configs:  # each run's recorder closes while the next run trains
-            result, recorder = train_recorded(config, session)
-            results.append(result)
-            closing.append(Closing(recorder, result))
-            closing[-1].start()
-            what = f"{config.steps} rollout steps, {config.optimizer_steps} optimizer steps"
-            phases.append(Phase(f"training {config.algorithm}", result.train_time, what))
-        t_trained = time.perf_counter()
-    finally:  # a run that fails leaves the earlier runs' records whole
-        for c in closing:
-            c.join()
-    for c in closing:
-        c.wait()
     sinks = "the last Parquet parts, MLflow's metrics and artifacts" if uri else "Parquet"
-    each = ", ".join(f"{r.config.algorithm} {r.write_time:.1f} s" for r in results)
-    writing = f"the recorders' close after the last training: {sinks} (each: {each})"
-    phases.append(Phase("writing", time.perf_counter() - t_trained, writing))
+    results = []
+    for config in configs:
+        results.append(record_run(config, session))
+        r = results[-1]
+        what = f"{config.steps} rollout steps, {config.optimizer_steps} optimizer steps"
+        phases.append(Phase(f"training {config.algorithm}", r.train_time, what))
+        phases.append(Phase(f"writing {config.algorithm}", r.write_time, f"at close: {sinks}"))
     elapsed = time.perf_counter() - t0
     known = sum(p.seconds for p in phases) - (started or 0.0)
     what = "each run's set-up (recorder, policy copy), printing"
