@@ -15,10 +15,11 @@ from .faults import Faults
 from .task import Task
 
 #: GSPO's clip range in this demo (sequence unit), not the paper's ``GSPO_EPS`` (3e-4 / 4e-4).
-#: The paper's range is sized for LLM completions of hundreds of tokens, where one update moves
-#: a sequence's mean token log-ratio by about 1e-4; here a completion has 2-6 tokens over a
-#: 4-action vocabulary and every token moves, so with the paper's range nearly every off-policy
-#: sequence is outside it. This range keeps GSPO's clip share in the paper's regime (docs/demo.md).
+#: The paper's range is sized for LLM completions of hundreds of tokens, most of them nearly
+#: certain, whose mean token log-ratio barely moves per update; here a completion has 2-6 tokens
+#: over a 4-action vocabulary and every token moves, so with the paper's range nearly every
+#: off-policy sequence is outside it. This range keeps GSPO's clip share in the paper's regime
+#: (about 15% of the off-policy sequences; docs/demo.md).
 DEMO_GSPO_EPS: tuple[float, float] = (0.02, 0.03)
 #: The published clip range of each algorithm (GRPO's token unit, GSPO's sequence unit).
 PAPER_EPS: dict[str, tuple[float, float]] = {"grpo": GRPO_EPS, "gspo": GSPO_EPS}
