@@ -613,6 +613,7 @@ def test_progress_line_names_what_each_value_covers():
     assert lines[-1].endswith("off-policy clip 2.0% of tokens, 30% of sequences, length 3.0")
 
 
+@pytest.mark.slow
 def test_cli_one_run_with_faults(tmp_path, capsys):
     """One algorithm: "the run", never "both runs"; the dashboard command quotes --out; the
     injected fault is in the header and the summary."""
