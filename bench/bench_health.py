@@ -168,6 +168,7 @@ def run_case(case: Case, steps: int, root: str) -> Outcome:
         reduction=cfg.reduction,
         group_size=cfg.group_size,
         token_samples=8,
+        **cfg.clip_ranges(),  # the ranges the run trains with (GSPO: the demo's eps)
     ) as rec:
         result = train(cfg, rec)
     seconds = time.perf_counter() - t0

@@ -480,6 +480,12 @@ class MlflowSink:
     def close(self, status: str) -> None:
         if self.backend is None:
             return
+        if self._child is not None:
+            # the recorder's close waits on the child from here: at idle priority on a busy
+            # machine it would get no CPU while the parent waits, so it gets the normal one back
+            from training_hooks.priority import normal_process
+
+            normal_process(self._child.proc.pid)
         try:
             self.flush()
             self.backend.finish(status, self.artifact_dir)
