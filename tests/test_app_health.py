@@ -87,7 +87,7 @@ def test_alternating_lags_with_a_trend_do_not_alarm(declared, algorithm, seed):
     declared or measured from the ratios."""
     found = _find(_table(seed=seed, declared=declared), algorithm)
     assert list(found) == [health.OK_CODE], {c: f.evidence for c, f in found.items()}
-    assert found[health.OK_CODE].evidence == f"{N} steps checked."
+    assert found[health.OK_CODE].evidence.startswith(f"{N} steps checked.")
 
 
 def test_kl_old_growing_with_the_lag_does_not_alarm():
@@ -228,7 +228,8 @@ def test_unknown_lag_judges_only_clip_high():
     df = _table().drop(columns=[Step.POLICY_LAG, Step.TOKEN_LOG_RATIO_ABS_MAX])
     df[Step.SEQ_CLIP_FRACTION] = 0.6
     f = _find(df)[health.CLIP_HIGH]
-    assert "over all 200 steps, none known off-policy" in f.evidence
+    # judged on the most recent clip_window (100) of the 200 steps
+    assert "over the last 100 of 200 steps, none known off-policy" in f.evidence
     assert "The lag is unknown" in f.evidence
     df[Step.SEQ_CLIP_FRACTION] = 0.0
     assert not {health.CLIP_HIGH, health.CLIP_LOW} & set(_find(df))
@@ -364,9 +365,7 @@ def test_sampler_mismatch_from_recorded_and_foreign_metrics():
     df[Step.SAMPLER_KL_MEAN] = 5e-3
     f = _find(df)[health.SAMPLER_MISMATCH]
     assert f.severity == health.INFO and "above the usual band of a dense model" in f.evidence
-    assert "sampler_kl_mean (recorded (sampler_logprobs)): median 0.005 over 200 steps" in (
-        f.evidence
-    )
+    assert "sampler_kl_mean: median 0.005 over 200 steps" in f.evidence
     df[Step.SAMPLER_KL_MEAN] = 5e-6  # below the 1e-5 floor: float noise
     df["rollout_corr/chi2_token"] = 0.001
     assert health.SAMPLER_MISMATCH not in _find(df)

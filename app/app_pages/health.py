@@ -36,7 +36,7 @@ for run in shown:
     t = data.load_steps(run)
     problems += [f"{run.label}: {p}" for p in t.problems]
     split = lag_split(in_step_order(t.df))
-    results.append((run, t, split, ui.findings_for(run, t.df)))
+    results.append((run, t, split, ui.health_report(run, t.df)))
 
 summary = pd.DataFrame(
     [
@@ -50,8 +50,10 @@ summary = pd.DataFrame(
             "warnings": sum(f.severity == WARNING for f in found),
             "notes": sum(f.severity == INFO for f in found),
             "most severe": found[0].title if found else "",
+            "not checked": len(report.not_checked),
         }
-        for run, t, split, found in results
+        for run, t, split, report in results
+        for found in [report.findings]
     ]
 )
 st.dataframe(summary, hide_index=True)
@@ -76,7 +78,8 @@ def culprit_links(run, steps: tuple[int, ...]) -> None:
         )
 
 
-for run, t, split, found in results:
+for run, t, split, report in results:
+    found = report.findings
     worst = found[0].severity if found else OK
     n_bad = sum(f.severity in (ERROR, WARNING) for f in found)
     n_info = sum(f.severity == INFO for f in found)
@@ -86,6 +89,8 @@ for run, t, split, found in results:
         label += f", {n_info} note{'s' if n_info != 1 else ''}"
     with st.expander(label, expanded=n_bad > 0, icon=ICON[worst]):
         st.caption(ui.md_escape(split.describe()))
+        st.markdown(ui.md_escape(report.checked_line()))
+        st.markdown(ui.md_escape(report.not_checked_line()))
         for f in found:
             text = f"**{ui.md_escape(f.title)}**  \n{ui.md_escape(f.evidence)}"
             if f.advice:
