@@ -215,3 +215,31 @@ def test_live_outcome_split_equals_the_page_split():
     pd.testing.assert_frame_equal(live_split, page_split)
     np.testing.assert_allclose(page_split["zero_variance_high_fraction"], [1 / 3, 2 / 3])
     np.testing.assert_allclose(page_split["zero_variance_low_fraction"], [1 / 3, 0.0])
+
+
+@pytest.mark.slow
+def test_each_live_finding_tags_the_mlflow_run(tmp_path, mlflow_uri):
+    """With MLflow on, each reported finding is the MLflow tag ``gspo_dash.finding.<code>``
+    whose value is its printed line (set by the MLflow sink's thread)."""
+    from mlflow.tracking import MlflowClient
+
+    gen = torch.Generator().manual_seed(0)
+    with RunRecorder(
+        root=tmp_path, name="tags", algorithm="gspo", mlflow=mlflow_uri, findings_every=5
+    ) as rec:
+        for step in range(12):
+            old = -torch.rand(P * G, T, generator=gen) * 3
+            rec.log_step(
+                step,
+                rewards=torch.randint(0, 2, (P, G), generator=gen).float(),
+                logprobs=old + 0.05 * torch.randn(P * G, T, generator=gen),
+                old_logprobs=old,
+                mask=torch.ones(P * G, T, dtype=torch.bool),
+                policy_lag=1,
+            )
+    info = schema.read_run_info(rec.run_dir)
+    lines = {f["code"]: f for f in info.other["findings"]}
+    assert health.CLIP_HIGH in lines
+    tags = MlflowClient(mlflow_uri).get_run(info.mlflow["run_id"]).data.tags
+    for code, f in lines.items():
+        assert tags[f"gspo_dash.finding.{code}"].startswith(f"gspo-dash: step {f['step']}: {code}")

@@ -409,11 +409,12 @@ class RunRecorder:
         self.mlflow_sink = None
         if self.is_main and self.tracking_uri is not None:
             self.mlflow_sink = self._mlflow_sink(s)
+        if self.is_main and s.findings_every:  # closed before MLflow: its last tags get there
+            sinks.append(findings_sink(self.state, s, self.mlflow_sink))
+        if self.mlflow_sink is not None:
             sinks.append(self.mlflow_sink)
         if self.is_main:
             sinks += s.sinks
-        if self.is_main and s.findings_every:
-            sinks.append(findings_sink(self.state, s, self.mlflow_sink))
         workers = [
             SinkWorker(
                 sink,
