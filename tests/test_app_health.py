@@ -4,6 +4,7 @@ quiet on healthy runs whose lags alternate and whose metrics drift."""
 from __future__ import annotations
 
 import json
+import re
 from urllib.parse import parse_qs
 
 import numpy as np
@@ -586,3 +587,40 @@ def test_codes_are_the_contract():
         "crashed",
         "failed",
     )
+
+
+def _shown(markdown: str) -> str:
+    """The text a Markdown source renders (the page escapes every punctuation mark)."""
+    return re.sub(r"\\(.)", r"\1", markdown)
+
+
+@pytest.mark.slow
+def test_health_page_says_what_it_checked(root_copy, app_env, tmp_path):
+    """Every run's card has a "Checked:" and a "Not checked:" line, each check with its reason;
+    an imported log holding only a reward column is not called healthy without saying that almost
+    nothing could be checked."""
+    from training_hooks import importers
+
+    log = tmp_path / "reward_only.jsonl"
+    log.write_text("".join(f'{{"step": {s}, "reward/mean": {0.5 + s / 100}}}\n' for s in range(30)))
+    importers.import_run("tinker", log, root=root_copy, name="reward-only")
+    app_env(root_copy)
+    at = AppTest.from_file(MAIN, default_timeout=60)
+    at.run()
+    at.switch_page("app_pages/health.py").run()
+    assert not at.exception and not at.error
+    assert len(at.expander) == 3
+    for exp in at.expander:
+        texts = [_shown(m.value) for m in exp.markdown]
+        checked = [t for t in texts if t.startswith("Checked:")]
+        not_checked = [t for t in texts if t.startswith("Not checked:")]
+        assert len(checked) == 1 and len(not_checked) == 1, texts
+        assert "run status" in checked[0]
+    reward_only = next(e for e in at.expander if "reward" in e.label and "only" in e.label)
+    (ok,) = reward_only.success
+    assert "Nothing unusual in the little that could be checked" in ok.value
+    lines = [_shown(m.value) for m in reward_only.markdown]
+    not_checked = next(t for t in lines if t.startswith("Not checked:"))
+    for reason in ("not logged", "setting unknown", "policy lag unknown"):
+        assert reason in not_checked
+    assert "reward signal (tinker reward/mean)" in next(t for t in lines if t.startswith("Checked"))
