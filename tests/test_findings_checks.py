@@ -219,3 +219,21 @@ def test_mismatch_names_the_metric_it_read(column, value, facts, named):
     assert f.evidence.startswith(named), f.evidence
     assert "recorded (sampler_logprobs)" not in f.evidence
     assert report.checked["sampler/trainer mismatch"] == named.split(" (stored")[0].split(":")[0]
+
+
+def test_findings_import_no_torch():
+    """The checks are torch-free: the app and the recorder's findings thread share them."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parent.parent
+    folder = repo / "training_hooks" / "findings"
+    mods = sorted(p.stem for p in folder.glob("*.py") if p.stem[0] != "_")
+    code = (
+        f"import sys, {', '.join('training_hooks.findings.' + m for m in mods)}, app.health;"
+        "import training_hooks.sinks.findings;"
+        "assert 'torch' not in sys.modules, 'torch imported'"
+    )
+    r = subprocess.run([sys.executable, "-c", code], cwd=repo, capture_output=True, text=True)
+    assert r.returncode == 0 and "live" in mods and "clip" in mods, r.stderr[-2000:]

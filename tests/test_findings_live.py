@@ -180,7 +180,7 @@ def test_live_findings_report_escalation_and_skip_thin_notes():
     live = LiveFindings(RunFacts("gspo", seq_eps=(3e-4, 4e-4)), seen.append)
 
     def add(n, zv):
-        start = len(live._rows)
+        start = live.rows
         for s in range(start, start + n):
             live.add({Step.STEP: s, Step.ZERO_VARIANCE_FRACTION: zv, Step.LOSS: 0.1})
 

@@ -211,9 +211,9 @@ class RecorderSettings:
     """None (auto: use ``torch.distributed`` when initialised), or False."""
     findings_every: int = 10
     """Run the Health checks that need no future (``training_hooks.findings.LIVE_CODES``) every
-    this many steps on their own thread, never the training thread; 0 turns them off. The first
-    time a code fires the recorder prints one line, adds it to run.json's ``findings``, tags the
-    MLflow run ``gspo_dash.finding.<code>`` and calls ``on_finding`` (rank 0)."""
+    this many steps (and 2% of the steps so far) on their own thread, never the training thread;
+    0: off. The first time a code fires the recorder prints one line, adds it to run.json's
+    ``findings``, tags the MLflow run and calls ``on_finding`` (rank 0; docs/health.md)."""
     on_finding: Callable[[Any], Any] | str | None = None
     """Called with each new live finding (``training_hooks.findings.live.LiveFinding``: step,
     code, severity, title, evidence, advice) on the findings thread; what it raises is a fault,

@@ -59,6 +59,19 @@ summary = pd.DataFrame(
 st.dataframe(summary, hide_index=True)
 
 
+def live_line(run) -> str:
+    """What the recorder reported while the run trained (run.json ``findings``), in one line."""
+    found = run.info.other.get("findings") if run.info is not None else None
+    if not isinstance(found, list) or not found:
+        return ""
+    parts = [
+        f"{f.get('code')} ({f.get('severity')}) at step {f.get('step')}"
+        for f in found
+        if isinstance(f, dict)
+    ]
+    return "Reported live by the recorder: " + ", ".join(parts) + "."
+
+
 def culprit_links(run, steps: tuple[int, ...]) -> None:
     """Links to the Sequences page at the finding's worst steps. The link text is ours; the run's
     label (what its bound run picker reads from ``?run=``; untrusted text) only travels as a
@@ -91,6 +104,8 @@ for run, t, split, report in results:
         st.caption(ui.md_escape(split.describe()))
         st.markdown(ui.md_escape(report.checked_line()))
         st.markdown(ui.md_escape(report.not_checked_line()))
+        if live := live_line(run):
+            st.caption(ui.md_escape(live))
         for f in found:
             text = f"**{ui.md_escape(f.title)}**  \n{ui.md_escape(f.evidence)}"
             if f.advice:

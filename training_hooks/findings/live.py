@@ -64,10 +64,22 @@ class LiveFindings:
         self.report = report
         self.run_id = run_id
         self.reported: dict[str, LiveFinding] = {}
-        self._rows: list[Mapping[str, Any]] = []
-        self._zero: list[tuple[int, int, np.ndarray]] = []  # (step, groups, zero-variance values)
+        self._df = pd.DataFrame()  # the rows of earlier evaluations
+        self._rows: list[Mapping[str, Any]] = []  # rows not yet in _df
+        self._n_rows = 0
+        # per step with rewards: its step and number of groups; per zero-variance group: its
+        # step and its common reward
+        self._steps: list[int] = []
+        self._groups: list[int] = []
+        self._zero_step: list[int] = []
+        self._zero_value: list[float] = []
         self._r_hi, self._r_lo = -np.inf, np.inf
         self._evaluated = 0  # rows at the last evaluation
+
+    @property
+    def rows(self) -> int:
+        """Steps added so far."""
+        return self._n_rows
 
     def seed(self, earlier: list[Mapping[str, Any]]) -> None:
         """Findings reported before (a resumed run's run.json ``findings``): not reported again
@@ -86,29 +98,39 @@ class LiveFindings:
     def add(self, row: Mapping[str, Any], reward_P_G: np.ndarray | None = None) -> None:
         """One step's row (the step table's columns) and its rewards (P, G), if known."""
         self._rows.append(row)
+        self._n_rows += 1
         if reward_P_G is not None and np.size(reward_P_G):
             r = np.asarray(reward_P_G, np.float64)
             finite = r[np.isfinite(r)]
             if len(finite):
                 self._r_hi = max(self._r_hi, float(finite.max()))
                 self._r_lo = min(self._r_lo, float(finite.min()))
-            self._zero.append((int(row[Step.STEP]), r.shape[0], zero_variance_values(r)))
+            step, values = int(row[Step.STEP]), zero_variance_values(r)
+            self._steps.append(step)
+            self._groups.append(r.shape[0])
+            self._zero_step += [step] * len(values)
+            self._zero_value += values.tolist()
 
     def table(self) -> pd.DataFrame:
-        """The step table so far, with the solved / failed shares when rewards were given."""
-        df = pd.DataFrame(self._rows)
-        if self._zero and np.isfinite(self._r_hi):
-            steps, groups, zeros = zip(*self._zero, strict=True)
-            df = with_group_outcomes(
-                df, outcome_shares(steps, groups, zeros, self._r_hi, self._r_lo)
+        """The step table so far, with the solved / failed shares when rewards were given (only
+        the rows added since the last call are converted)."""
+        if self._rows:
+            new = pd.DataFrame(self._rows)
+            self._df = new if self._df.empty else pd.concat([self._df, new], ignore_index=True)
+            self._rows = []
+        df = self._df
+        if self._steps and np.isfinite(self._r_hi):
+            shares = outcome_shares(
+                self._steps, self._groups, self._zero_step, self._zero_value, self._r_hi, self._r_lo
             )
+            df = with_group_outcomes(df, shares)
         return df
 
     def evaluate(self) -> list[LiveFinding]:
         """Run the live checks on the table so far (when it has new rows); report what is new."""
-        if len(self._rows) == self._evaluated:
+        if self._n_rows == self._evaluated:
             return []
-        self._evaluated = len(self._rows)
+        self._evaluated = self._n_rows
         df = self.table()
         last = int(pd.to_numeric(df[Step.STEP], errors="coerce").max())
         new = [self._live(f, last) for f in live_findings(df, self.facts) if self._is_new(f)]

@@ -11,8 +11,6 @@ the zero-variance share is judged whole and the finding says the split is unknow
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 import numpy as np
 import pandas as pd
 
@@ -68,20 +66,27 @@ def zero_variance_values(reward_P_G: np.ndarray) -> np.ndarray:
 
 
 def outcome_shares(
-    steps: Iterable[int],
-    num_groups: Iterable[int],
-    zero_values: Iterable[np.ndarray],
+    steps_S: np.ndarray,
+    groups_S: np.ndarray,
+    zero_step_Z: np.ndarray,
+    zero_value_Z: np.ndarray,
     r_hi: float,
     r_lo: float,
 ) -> pd.DataFrame:
-    """Per step: ``ALL_HIGH_FRACTION`` (zero-variance groups at ``r_hi``, the run's highest reward,
-    over the step's groups) and ``ALL_LOW_FRACTION`` (at ``r_lo``, its lowest)."""
-    rows = []
-    for step, n, z in zip(steps, num_groups, zero_values, strict=True):
-        z = np.asarray(z, np.float64)
-        hi, lo = int((z >= r_hi).sum()), int((z <= r_lo).sum())
-        rows.append((int(step), hi / n if n else np.nan, lo / n if n else np.nan))
-    return pd.DataFrame(rows, columns=[Step.STEP, ALL_HIGH_FRACTION, ALL_LOW_FRACTION])
+    """Per step (``steps_S``, unique, with ``groups_S`` groups each): ``ALL_HIGH_FRACTION``, the
+    share of its groups that are zero-variance at ``r_hi`` (the run's highest reward), and
+    ``ALL_LOW_FRACTION``, at ``r_lo`` (its lowest). Each zero-variance group is given by its step
+    (``zero_step_Z``) and its common reward (``zero_value_Z``)."""
+    steps_S = np.asarray(steps_S, np.int64)
+    groups_S = np.asarray(groups_S, np.float64)
+    value_Z = np.asarray(zero_value_Z, np.float64)
+    at = pd.Index(steps_S).get_indexer(np.asarray(zero_step_Z, np.int64))  # (Z,) -> row
+    hi = np.bincount(at, weights=value_Z >= r_hi, minlength=len(steps_S))
+    lo = np.bincount(at, weights=value_Z <= r_lo, minlength=len(steps_S))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return pd.DataFrame(
+            {Step.STEP: steps_S, ALL_HIGH_FRACTION: hi / groups_S, ALL_LOW_FRACTION: lo / groups_S}
+        )
 
 
 def group_outcomes(seq: pd.DataFrame) -> pd.DataFrame:
@@ -90,14 +95,11 @@ def group_outcomes(seq: pd.DataFrame) -> pd.DataFrame:
     keys = [Seq.STEP] + ([Seq.RANK] if Seq.RANK in seq.columns else []) + [Seq.GROUP]
     reward = pd.to_numeric(seq[Seq.REWARD], errors="coerce")
     g = reward.groupby([seq[k] for k in keys], sort=True).agg(["min", "max"])
-    if g.empty:
-        return pd.DataFrame(columns=[Step.STEP, ALL_HIGH_FRACTION, ALL_LOW_FRACTION])
-    g["zero"] = g["min"] == g["max"]
-    per_step = g.groupby(level=0)
-    steps = list(per_step.groups)
-    sizes = per_step.size().to_numpy()
-    zeros = [grp.loc[grp["zero"], "min"].to_numpy() for _, grp in per_step]
-    return outcome_shares(steps, sizes, zeros, float(reward.max()), float(reward.min()))
+    step_G = g.index.get_level_values(0).to_numpy(np.int64)  # (groups,)
+    steps_S, groups_S = np.unique(step_G, return_counts=True)
+    zero = (g["min"] == g["max"]).to_numpy()
+    r_hi, r_lo = float(reward.max()), float(reward.min())
+    return outcome_shares(steps_S, groups_S, step_G[zero], g["min"].to_numpy()[zero], r_hi, r_lo)
 
 
 def with_group_outcomes(df: pd.DataFrame, outcomes: pd.DataFrame | None) -> pd.DataFrame:

@@ -168,10 +168,12 @@ def _after_null_updates(df: pd.DataFrame, lag: np.ndarray) -> np.ndarray:
     out = np.zeros(len(df), bool)
     if zv is None:
         return out
-    null = zv >= 1.0
-    for i, k in enumerate(lag):
-        if np.isfinite(k) and 1 <= k <= i:
-            out[i] = bool(null[i - int(k) : i].all())
+    # rows i - k .. i - 1 all null <=> no non-null row among them: a difference of prefix counts
+    moved = np.concatenate([[0], np.cumsum(~(zv >= 1.0))])  # (n + 1,): non-null rows before i
+    i = np.arange(len(df))
+    ok = np.isfinite(lag) & (lag >= 1) & (lag <= i)
+    k = np.where(ok, lag, 0).astype(np.int64)
+    out[ok] = (moved[i] - moved[i - k])[ok] == 0
     return out
 
 

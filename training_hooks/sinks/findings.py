@@ -1,7 +1,7 @@
 """``FindingsSink``: the Health checks that need no future, run live on the sink's own thread.
 
 Its ``SinkWorker`` hands it each materialised step (the training thread only appends to a queue);
-every ``every`` steps (and at each flush interval, and at close) it runs
+every ``every`` steps (at least 2% of the run's steps apart, and at close) it runs
 ``training_hooks.findings.live.LiveFindings.evaluate`` on the steps so far and passes each new
 finding to ``report`` (the recorder prints it, writes it to run.json, tags the MLflow run and calls
 the user's ``on_finding``). A failing check is a sink fault, never an exception in training.
@@ -52,14 +52,18 @@ class FindingsSink:
         self._new += 1
 
     def should_flush(self) -> bool:
-        return self._new >= self.every
+        """``every`` new steps, and at least 2% of the run's steps: checking a long run's table
+        costs more, so its evaluations are spaced out (a constant share of a core)."""
+        return self._new >= max(self.every, self.live.rows // 50)
 
     def flush(self) -> None:
-        self._new = 0
-        self.live.evaluate()
+        if self.should_flush():  # (the worker also flushes on a timer)
+            self._new = 0
+            self.live.evaluate()
 
     def close(self, status: str) -> None:
-        self.flush()
+        self._new = 0
+        self.live.evaluate()
 
 
 class FindingReporter:
