@@ -100,6 +100,9 @@ for run, t, split, report in results:
     label = f"{head} — {n_bad} finding{'s' if n_bad != 1 else ''}"
     if n_info:  # info findings are not problems, but the table names them: say they are here
         label += f", {n_info} note{'s' if n_info != 1 else ''}"
+    if report.not_checked:  # a card with no finding may still have checked little
+        label += f"; {len(report.not_checked)} of {len(report.checked) + len(report.not_checked)}"
+        label += " checks could not run"
     with st.expander(label, expanded=n_bad > 0, icon=ICON[worst]):
         st.caption(ui.md_escape(split.describe()))
         st.markdown(ui.md_escape(report.checked_line()))
