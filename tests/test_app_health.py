@@ -616,7 +616,12 @@ def test_health_page_says_what_it_checked(root_copy, app_env, tmp_path):
         not_checked = [t for t in texts if t.startswith("Not checked:")]
         assert len(checked) == 1 and len(not_checked) == 1, texts
         assert "run status" in checked[0]
+    # what the recorder reported while the GRPO run trained (run.json findings: its inactive clip)
+    grpo = next(e for e in at.expander if e.label.startswith("grpo"))
+    captions = [_shown(c.value) for c in grpo.caption]
+    assert "Reported live by the recorder: clip_low (info) at step 5." in captions, captions
     reward_only = next(e for e in at.expander if "reward" in e.label and "only" in e.label)
+    assert "checks could not run" in reward_only.label
     (ok,) = reward_only.success
     assert "Nothing unusual in the little that could be checked" in ok.value
     lines = [_shown(m.value) for m in reward_only.markdown]
