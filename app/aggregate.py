@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from app.curve_words import shape_sentence
 from training_hooks.schema import Seq
 
 
@@ -191,16 +192,8 @@ class HiddenMove:
 
 def trend_sentence(labels: Sequence[str], values: Sequence[float], what: str, fmt: str) -> str:
     """A sentence saying how ``what`` (one value per length bucket, labelled in tokens) changes
-    with length, computed from the values ("" when there is nothing to say)."""
-    tr = trend(labels, values)
-    if tr is None:
-        return ""
-    if tr.direction == FLAT:
-        return f"The {what} is {tr.first:{fmt}} in every length bucket."
-    return (
-        f"The {what} {tr.direction} with length ({tr.first:{fmt}} at length {tr.first_label}, "
-        f"{tr.last:{fmt}} at length {tr.last_label})."
-    )
+    with length, as the curve shows it: ``app.curve_words.shape_sentence``."""
+    return shape_sentence(labels, values, what, fmt)
 
 
 def bucket_label(lo: float, hi: float) -> str:

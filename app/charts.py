@@ -1,7 +1,7 @@
 """Pure figure builders: DataFrames in, ``plotly.graph_objects.Figure`` out. No Streamlit here.
 
 Conventions on every chart: one colour per run (``run_colors``), line style by algorithm (GRPO
-dashed, GSPO solid), units on the axes, and at most ``max_points`` points per trace: long series
+dashed, GSPO solid, unknown dotted: ``app.line_style``), units on the axes, and at most ``max_points`` points per trace: long series
 are cut with min/max-preserving LTTB (``tsdownsample.MinMaxLTTBDownsampler``), so a one-step spike
 survives downsampling; bands are cut by a per-bucket min/max envelope, which keeps every extreme.
 """
@@ -35,6 +35,8 @@ from app.compare_view import (
     subset_text,
 )
 from app.lag import ALL, LagSplit, lag_split
+from app.line_style import MARKER_SIZE, dash_for, is_sparse
+from app.panels import PANELS, PANELS_BY_KEY, Panel, extra_panel, has_data  # noqa: F401
 from training_hooks.metric_map import Derived
 from training_hooks.schema import Seq, Step
 
@@ -56,7 +58,6 @@ PALETTE = (
     "#e7ba52",
     "#3182bd",
 )
-DASH_BY_ALGO = {"grpo": "dash", "gspo": "solid"}
 DEFAULT_MAX_POINTS = 2000
 PANEL_HEIGHT = 290
 
@@ -68,10 +69,8 @@ X_AXES = {
     X_ELAPSED: "wall time (minutes since start)",
     X_TOKENS: "response tokens seen",
 }
-
-
-def dash_for(algorithm: str) -> str:
-    return DASH_BY_ALGO.get(str(algorithm).lower(), "dot")
+#: a run without the x axis's column, in a note (never "no tokens seen": that reads as zero)
+X_UNLOGGED = {X_STEP: "no step", X_ELAPSED: "no wall time", X_TOKENS: "no token counts"}
 
 
 def run_colors(keys: Sequence[str]) -> dict[str, str]:
@@ -136,161 +135,8 @@ def envelope(
 
 
 # ---------------------------------------------------------------------------------------------
-# the Compare page's panels
+# the Compare page's traces (the panels themselves: ``app.panels``)
 # ---------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Panel:
-    key: str
-    title: str
-    column: str
-    unit: str
-    caption: str = ""
-    band: tuple[str, str] | None = None  # (lower, upper) columns, or ("±", std column)
-    second: str | None = None  # a second column drawn thinner (e.g. p90)
-    second_label: str = ""
-    clip_unit: str | None = None  # "seq" or "token": title carries that unit's eps
-    zero_line: bool = False
-    off_policy_default: bool = False  # the "steps" control's auto: off-policy steps of mixed runs
-    nonnegative: bool = False  # values >= 0: the y axis starts at 0 (a flat 0 reads as 0)
-
-
-PANELS: tuple[Panel, ...] = (
-    Panel(
-        "reward",
-        "Reward",
-        Step.REWARD_MEAN,
-        "reward per sequence",
-        "Mean reward of the step's sequences; band = ± one std over the step.",
-        band=("±", Step.REWARD_STD),
-    ),
-    Panel(
-        "loss",
-        "Loss",
-        Step.LOSS,
-        "loss",
-        "The policy loss as the trainer reduced it (its reduction is in the runs table); "
-        "compare trends, not levels, across reductions.",
-    ),
-    Panel(
-        "seq_log_ratio",
-        "Sequence log-ratio log s",
-        Step.SEQ_LOG_RATIO_MEAN,
-        "log s (nats)",
-        "log s = mean over a sequence's tokens of log π/π_old (GSPO's ratio, in log space). "
-        "Mean over sequences; band = min..max. Dotted lines: GSPO's clip range "
-        "[log(1-ε_low), log(1+ε_high)]. GRPO never clips on s, so its spread is wider.",
-        band=(Step.SEQ_LOG_RATIO_MIN, Step.SEQ_LOG_RATIO_MAX),
-        clip_unit="seq",
-        zero_line=True,
-    ),
-    Panel(
-        "seq_clip",
-        "Sequence-unit clip fraction",
-        Step.SEQ_CLIP_FRACTION,
-        "fraction of sequences",
-        "Share of sequences whose s lies outside [1-ε_low, 1+ε_high] with GSPO's ε "
-        "(Tinker's clipped fraction). GSPO papers report ~10-20%; on a GRPO run it shows how "
-        "often GSPO would have clipped.",
-        clip_unit="seq",
-        off_policy_default=True,
-        nonnegative=True,
-    ),
-    Panel(
-        "seq_clip_binding",
-        "Sequence clip binding (low + high)",
-        Derived.SEQ_CLIP_BINDING,
-        "fraction of sequences",
-        "Where GSPO's sequence clip zeroes the gradient: s < 1-ε_low with A<0, or "
-        "s > 1+ε_high with A>0 (TRL's clip_ratio/* under importance_sampling_level="
-        "'sequence'). Out of range but not binding = the min keeps the corrective signal.",
-        clip_unit="seq",
-        off_policy_default=True,
-        nonnegative=True,
-    ),
-    Panel(
-        "token_clip",
-        "Token-unit clip fraction",
-        Step.TOKEN_CLIP_FRACTION,
-        "fraction of tokens",
-        "Share of tokens whose own ratio r_t lies outside [1-ε_low, 1+ε_high] with GRPO's ε, "
-        "whatever the advantage's sign. GRPO typically sits well under 1-5%.",
-        clip_unit="token",
-        off_policy_default=True,
-        nonnegative=True,
-    ),
-    Panel(
-        "token_clip_binding",
-        "Token clip binding (low + high)",
-        Derived.TOKEN_CLIP_BINDING,
-        "fraction of tokens",
-        "Tokens where the token clip zeroes the gradient: r_t < 1-ε_low with A<0, or "
-        "r_t > 1+ε_high with A>0 (TRL's clip_ratio/region_mean, verl's pg_clipfrac).",
-        clip_unit="token",
-        off_policy_default=True,
-        nonnegative=True,
-    ),
-    Panel(
-        "zero_var",
-        "Zero-variance groups",
-        Step.ZERO_VARIANCE_FRACTION,
-        "fraction of groups",
-        "Groups whose completions all got the same reward: their advantages are 0 and they "
-        "teach nothing, in GRPO and GSPO alike. Near 1 = no learning signal.",
-        nonnegative=True,
-    ),
-    Panel(
-        "length",
-        "Completion length: mean (line), p90 (dots)",
-        Step.LENGTH_MEAN,
-        "tokens",
-        "Mean masked length (the line, smoothed like the others) and its 90th percentile over "
-        "the step's sequences (small dots, raw). GSPO's s is length-normalised; GRPO's token-sum "
-        "losses weight long completions more.",
-        second=Step.LENGTH_P90,
-        second_label="p90 length",
-        nonnegative=True,
-    ),
-    Panel(
-        "truncation",
-        "Truncated completions",
-        Step.TRUNCATED_FRACTION,
-        "fraction of sequences",
-        "Completions cut at the generation limit; rising truncation usually precedes "
-        "length blow-up.",
-        nonnegative=True,
-    ),
-    Panel(
-        "kl_ref",
-        "KL to reference",
-        Step.KL_REF_MEAN,
-        "nats / token",
-        "k3 estimate of KL(π_θ || π_ref), token-weighted: how far training has moved.",
-    ),
-    Panel(
-        "kl_old",
-        "KL old → new",
-        Step.KL_OLD_MEAN,
-        "nats / token",
-        "k3 estimate of KL(π_old || π_θ) within the step: the size of this update. 0 means the "
-        "update is fully on-policy (ratios identically 1).",
-        off_policy_default=True,
-    ),
-    Panel(
-        "entropy",
-        "Entropy",
-        Step.ENTROPY_MEAN,
-        "nats / token",
-        "Token-weighted policy entropy; a collapse to ~0 means the policy stopped exploring.",
-    ),
-)
-PANELS_BY_KEY = {p.key: p for p in PANELS}
-
-
-def extra_panel(column: str, note: str = "") -> Panel:
-    """A panel for a metric the run logged beyond the schema (grad norm, learning rate, TRL...)."""
-    return Panel(f"extra:{column}", column, column, "as logged", note or "Logged by the run.")
 
 
 @dataclass
@@ -304,6 +150,11 @@ class RunSeries:
     df: pd.DataFrame
     eps: dict[str, tuple[float, float]] = field(default_factory=dict)  # {"seq": (lo, hi), ...}
     lag: LagSplit | None = None  # its steps by policy lag (computed from df when None)
+    #: {column: (lo, hi)}: the observed range of the values a column summarises (a reward band
+    #: is cut to it: mean ± std of 0/1 rewards would reach below 0 and above 1)
+    bounds: dict[str, tuple[float, float]] = field(default_factory=dict)
+    #: {column: "tool name"}: the foreign metric a column was mapped from (an import), for the hover
+    sources: dict[str, str] = field(default_factory=dict)
 
     def rows(self, subset: str) -> np.ndarray:
         """Boolean mask over ``df``'s rows: the steps of ``subset`` (``app.lag.SUBSETS``)."""
@@ -387,22 +238,23 @@ def run_traces(
     if not ok.any():
         return []
     xv, yv = xv_all[ok], yv_all[ok]
-    name = plot_text(s.label)
-    if panel.clip_unit and s.eps.get(panel.clip_unit):
-        lo, hi = s.eps[panel.clip_unit]
-        name += f" (ε {fmt_eps(lo)}/{fmt_eps(hi)})"
-    if subset != ALL:
-        name += f" · {SUBSET_TEXT[subset]}"
+    sparse = is_sparse(int(ok.sum()), int((s.rows(subset) & np.isfinite(xv_all)).sum()))
+    name = _trace_name(s, panel, subset)
     what = plot_text(panel.title)
-    hover = f"{name}<br>{X_AXES.get(x, x)} %{{x}}<br>{what} %{{y:.4g}}<extra></extra>"
+    source = s.sources.get(panel.column)
+    shown_as = what + (f" (from {plot_text(source)})" if source else "")
+    hover = f"{name}<br>{X_AXES.get(x, x)} %{{x}}<br>{shown_as} %{{y:.4g}}<extra></extra>"
     out: list[dict] = []
     if bands and panel.band is not None:
         band = _band_trace(s, panel, df, x, ok, max(max_points // 4, 2), log_y)
         if band:
             out.append(band)
-    smooth = smoothing > 0 and len(yv) > 2
+    smooth = smoothing > 0 and len(yv) > 2 and not sparse
     raw_width, raw_opacity = (1, 0.25) if smooth else (1.8, 1.0)
-    out.append(_line(s, xv, yv, max_points, name, hover, raw_width, raw_opacity, "raw"))
+    raw = _line(s, xv, yv, max_points, name, hover, raw_width, raw_opacity, "raw")
+    if sparse:  # a marker at every point: a single point is visible, a gap is not bridged unseen
+        raw.update(mode="lines+markers", marker={"color": s.color, "size": MARKER_SIZE})
+    out.append(raw)
     fewer = max(max_points // 2, 3)
     ys = ema(yv, smoothing) if smooth else None
     if ys is not None:
@@ -422,16 +274,25 @@ def run_traces(
             y2 = None
     if readout is not None:
         at, rows = readout_points(xv, readout)
-        values = {"y": yv[rows]}
-        if ys is not None:
-            values["ema"] = ys[rows]
-        if y2 is not None:
-            values["second"] = y2[rows]
+        values = {"y": yv, "ema": ys, "second": y2}
+        values = {k: v[rows] for k, v in values.items() if v is not None}
         out.append(
             {"meta": "readout", "name": name, "legendgroup": s.key, "color": s.color, "x": at}
+            | ({"source": source} if source else {})
             | values
         )
     return out
+
+
+def _trace_name(s: RunSeries, panel: Panel, subset: str) -> str:
+    """A run's trace name on ``panel``: its label, the clip unit's ε, the steps shown."""
+    name = plot_text(s.label)
+    if panel.clip_unit and s.eps.get(panel.clip_unit):
+        lo, hi = s.eps[panel.clip_unit]
+        name += f" (ε {fmt_eps(lo)}/{fmt_eps(hi)})"
+    if subset != ALL:
+        name += f" · {SUBSET_TEXT[subset]}"
+    return name
 
 
 #: readout spacings: these times a power of ten
@@ -556,14 +417,19 @@ def panel_view(
     drawn: Sequence[str],
     *,
     zoom_band: bool = True,
+    x: str = X_STEP,
 ) -> PanelView:
     """How the grid shows ``panel`` beyond its traces, computed on the steps it shows: which steps
     (``subsets``: run key -> subset), which runs have nothing to draw (``drawn``: keys of the runs
-    with traces), and for the log s panel a zoom onto GSPO's band with the points outside it
+    with traces; those without a finite value of the x column ``x`` named apart), and for the log s panel a zoom onto GSPO's band with the points outside it
     counted (``zoom_band``, when a GSPO run with a known sequence ε is shown)."""
     labels = {s.key: s.label for s in series}
     parts = [subset_text({labels[k]: v for k, v in subsets.items() if k in labels})]
-    missing = [s.label for s in series if s.key not in drawn]
+    no_x = {s.key for s in series if not has_data(s.df, x)}
+    missing = [s.label for s in series if s.key not in drawn and s.key not in no_x]
+    if no_x:
+        unlogged = [s.label for s in series if s.key in no_x]
+        parts.append(f"{X_UNLOGGED.get(x, 'no ' + x)}: " + short_list(unlogged, len(series)))
     if drawn and missing:
         parts.append("no data: " + short_list(missing, len(series)))
     y_range = None
@@ -583,9 +449,12 @@ def panel_view(
             )
     kinds = set(subsets.values()) - {ALL}
     empty = "no data for the selected runs"
-    if kinds:
+    if len(no_x) == len(series):
+        empty = f"{X_UNLOGGED.get(x, 'no ' + x)} in the selected runs"
+    elif kinds:
         empty = f"no data in the {' / '.join(SUBSET_TEXT[k] for k in sorted(kinds))} shown"
-    return PanelView(" · ".join(p for p in parts if p), y_range, empty, panel.nonnegative)
+    tight = any(panel.column in s.bounds for s in series if s.key in drawn)
+    return PanelView(" · ".join(p for p in parts if p), y_range, empty, panel.nonnegative, tight)
 
 
 def _line(
@@ -691,6 +560,8 @@ def _band_trace(s: RunSeries, panel: Panel, df, x, ok, n_out, log_y) -> dict | N
         m = df[panel.column].to_numpy(np.float64)[ok]
         sd = df[hi_col].to_numpy(np.float64)[ok]
         lo, hi = m - sd, m + sd
+        if panel.column in s.bounds:  # mean ± std, cut to the values' observed range
+            lo, hi = np.clip(lo, *s.bounds[panel.column]), np.clip(hi, *s.bounds[panel.column])
     else:
         if lo_col not in df.columns or hi_col not in df.columns:
             return None
@@ -708,7 +579,7 @@ def _band_trace(s: RunSeries, panel: Panel, df, x, ok, n_out, log_y) -> dict | N
         "x": compact(np.concatenate([bx, bx[::-1]])),
         "y": compact(np.concatenate([bhi, blo[::-1]])),
         "fill": "toself",
-        "fillcolor": _rgba(s.color, 0.10),
+        "fillcolor": _rgba(s.color, panel.band_opacity),
         "line": {"width": 0},
         "hoverinfo": "skip",
         "showlegend": False,

@@ -213,12 +213,15 @@ SEQ_BAND_ZOOM = 4.0
 @dataclass(frozen=True)
 class PanelView:
     """How the grid draws one panel beyond its traces: a second title line computed on the steps
-    shown, a y range (None: autorange), the note of an empty panel, a y floor at 0."""
+    shown, a y range (None: autorange), the note of an empty panel, a y floor at 0, and whether the
+    y axis ends at the drawn extent (a band cut to its values' observed range: 0/1 rewards end at
+    0 and 1, not at the next round number beyond)."""
 
     subtitle: str = ""
     y_range: tuple[float, float] | None = None
     empty_note: str = "no data for the selected runs"
     nonnegative: bool = False
+    tight: bool = False
 
 
 def seq_band_range(eps_pairs: Iterable[tuple[float, float]]) -> tuple[float, float] | None:

@@ -366,6 +366,15 @@ def _sources_of(cols: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(out)
 
 
+def known_cumsum(values: pd.Series) -> pd.Series:
+    """Running total of ``values`` in row order, unknown (NaN) from the first unknown value on: a
+    step whose count was not logged is not a step of 0, so no total after it is known. All NaN for
+    a run that logged no count (never a line at 0)."""
+    v = pd.to_numeric(values, errors="coerce").astype(float)
+    known = v.notna().cummin()
+    return v.where(known).cumsum().where(known)
+
+
 def add_derived(df: pd.DataFrame) -> pd.DataFrame:
     """Adds the Derived columns that can be computed from what ``df`` has (pure)."""
     df = df.copy()
@@ -377,7 +386,7 @@ def add_derived(df: pd.DataFrame) -> pd.DataFrame:
         if out not in df.columns and lo in df.columns and hi in df.columns:
             df[out] = df[lo].astype(float) + df[hi].astype(float)
     if Step.NUM_TOKENS in df.columns and Derived.TOKENS_SEEN not in df.columns:
-        df[Derived.TOKENS_SEEN] = df[Step.NUM_TOKENS].astype(float).fillna(0).cumsum()
+        df[Derived.TOKENS_SEEN] = known_cumsum(df[Step.NUM_TOKENS])
     if Step.WALL_TIME in df.columns and Derived.ELAPSED_MIN not in df.columns and len(df):
         wt = df[Step.WALL_TIME].astype(float)
         df[Derived.ELAPSED_MIN] = (wt - wt.min()) / 60.0

@@ -8,8 +8,9 @@ fraction of plotly.js's SVG time. A cold load took 4.7-5.0 s to its last long ta
 
 One chart holds every panel: panel i has grid i, x axis i and y axis i; its title (and the
 ``PanelView`` subtitle) sits above it, its unit on the y axis. Runs are coloured, the algorithm is
-the dash (``charts.dash_for``). The trace dicts are ``charts.run_traces``'s (each ``meta`` names
-its role: raw, ema, second, band, readout); their text is Plotly's escaped text, unescaped here
+the line style (``app.line_style``: dotted for an unknown one), a sparse series has markers. The
+trace dicts are ``charts.run_traces``'s (each ``meta`` names its role: raw, ema, second, band,
+readout); their text is Plotly's escaped text, unescaped here
 because ECharts draws strings as plain text (run and metric names from disk can never become
 markup: checked in Chromium with a name holding HTML, and by tests/test_security_escaping.py).
 
@@ -28,7 +29,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from app import charts
+from app import charts, line_style
 from app.compare_view import PanelView
 
 #: The grid's look: Streamlit's chart grey for text, its lines at 20% (legible on the light and
@@ -101,11 +102,14 @@ def _line_series(t: dict, i: int) -> dict:
         s["symbolSize"] = 3
         s["itemStyle"]["opacity"] = t.get("opacity", 0.8)
     else:
-        s["showSymbol"] = False
+        markers = "markers" in t.get("mode", "")  # a sparse series (``line_style.is_sparse``)
+        s["showSymbol"] = markers
+        if markers:
+            s.update(symbol="circle", symbolSize=t["marker"]["size"], showAllSymbol=True)
         s["lineStyle"] = {
             "color": color,
             "width": line.get("width", 1.5),
-            "type": "dashed" if line.get("dash") == "dash" else "solid",
+            "type": line_style.ECHARTS_TYPE.get(line.get("dash"), "solid"),
             "opacity": t.get("opacity", 1.0),
         }
     return s
@@ -145,12 +149,15 @@ def _readout_series(t: dict, i: int, panel: charts.Panel, x_name: str, detail: b
     """The run's hover on panel ``i``: an undrawn line whose tooltip shows the run's value, EMA
     and second column at the shared readout points (``charts.readout_points``); without
     ``detail``, only the EMA when there is one, else the value."""
-    # fixed labels: the tooltip is HTML, and a metric name from disk has no business there
-    columns = [("y", "value")]
+    # fixed labels: the tooltip is HTML, and a metric name from disk has no business there; a
+    # mapped column's source name is one of ``metric_map``'s own (``app.sources``)
+    columns = [("y", f"value ({t['source']})" if t.get("source") else "value")]
     if "ema" in t:
         columns = [*columns, ("ema", "EMA")] if detail else [("ema", "EMA")]
     if "second" in t and detail:
         columns.append(("second", text(panel.second_label)))
+    if t.get("scale"):  # values in units of 10^k (``tiny``)
+        columns = [(k, f"{label} {t['scale']}") for k, label in columns]
     values = [charts.browser_array(t[k], READOUT_DIGITS) for k, _ in columns]
     data = [list(row) for row in zip(charts.browser_array(t["x"]), *values, strict=True)]
     return {
@@ -278,7 +285,13 @@ def grid_option(
                 "axisPointer": {"label": {"precision": "auto" if x == charts.X_ELAPSED else 0}},
             }
         )
-        ys.append(_y_axis(i, panel, view, panel.key in log_panels))
+        log_y = panel.key in log_panels
+        exp = (
+            None if log_y or view.y_range or charts.clip_band_lines(series, panel) else tiny(traces)
+        )
+        if exp is not None:
+            traces = [_scaled(t, exp) for t in traces]
+        ys.append(_y_axis(i, panel, view, log_y, exp))
         for t in traces:
             role = t.get("meta", "raw")
             if role == "band":
@@ -345,13 +358,43 @@ def grid_option(
     return option, SLIDER_PX + max(1, math.ceil(n / COLUMNS)) * GRID_ROW_PX
 
 
-def _y_axis(i: int, panel: charts.Panel, view: PanelView, log_y: bool) -> dict:
+#: A panel whose values all lie below this in size is drawn in units of 10^k (its axis name says
+#: "×1e-15"): ECharts writes axis labels as plain decimals ("0.0000000000000025"), which overflow
+#: the cell, and the spec cannot carry a JavaScript label formatter
+TINY = 1e-3
+_Y_KEYS = ("y", "ema", "second")  # a trace's (and a readout's) y values
+
+
+def tiny(traces: Sequence[dict]) -> int | None:
+    """k (floor of log10 of the largest |y|) when every finite y of ``traces`` is below TINY in
+    size and one is not 0, else None."""
+    top = 0.0
+    for t in traces:
+        for k in _Y_KEYS:
+            if k in t:
+                v = np.abs(np.asarray(t[k], np.float64))
+                v = v[np.isfinite(v)]
+                top = max(top, float(v.max()) if len(v) else 0.0)
+    return math.floor(math.log10(top)) if 0 < top < TINY else None
+
+
+def _scaled(t: dict, exp: int) -> dict:
+    """A copy of trace ``t`` with its y values in units of 10^exp (a readout remembers exp)."""
+    out = {k: np.asarray(v, np.float64) / 10.0**exp if k in _Y_KEYS else v for k, v in t.items()}
+    if t.get("meta") == "readout":
+        out["scale"] = f"×1e{exp}"
+    return out
+
+
+def _y_axis(
+    i: int, panel: charts.Panel, view: PanelView, log_y: bool, exp: int | None = None
+) -> dict:
     axis = {
         **_AXIS,
         "gridIndex": i,
         "type": "log" if log_y else "value",
         "scale": True,
-        "name": text(panel.unit),
+        "name": text(panel.unit) + (f" (×1e{exp})" if exp is not None else ""),
         "nameLocation": "middle",
         "nameGap": 46,
     }
@@ -361,6 +404,8 @@ def _y_axis(i: int, panel: charts.Panel, view: PanelView, log_y: bool) -> dict:
         axis["min"], axis["max"] = view.y_range
         # the zoom's ends are no round numbers: no labels there
         axis["axisLabel"] = {"showMinLabel": False, "showMaxLabel": False}
+    elif view.tight:  # the drawn extent is the values' observed range (``PanelView``)
+        axis["min"], axis["max"] = "dataMin", "dataMax"
     elif view.nonnegative:
         axis["min"] = 0
     return axis
@@ -382,13 +427,9 @@ def legend_rows(chars: Sequence[int], width_px: int = LEGEND_WIDTH_PX) -> int:
 def legend_option(series: Sequence[charts.RunSeries]) -> tuple[dict, int]:
     """(option, height px): a legend strip, one entry per run in its colour with its algorithm's
     dash (the grid draws no legend of its own)."""
-    names = [f"{s.label} · {s.algorithm.upper()}" for s in series]
+    names = [f"{s.label} · {line_style.algorithm_text(s.algorithm)}" for s in series]
     styles = [
-        {
-            "color": s.color,
-            "width": 2.5,
-            "type": "dashed" if charts.dash_for(s.algorithm) == "dash" else "solid",
-        }
+        {"color": s.color, "width": 2.5, "type": line_style.echarts_type(s.algorithm)}
         for s in series
     ]
     items = [

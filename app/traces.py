@@ -5,14 +5,15 @@ its step parts (size, mtime) change.
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import streamlit as st
 
 from app import charts, compare_view
-from app.data import table_files
+from app.data import load_sequences, table_files
 from app.lag import LagSplit, lag_split
 from app.records import SOURCE_PARQUET, RunRef
-from training_hooks.schema import STEPS_DIR
+from training_hooks.schema import SEQUENCES_DIR, STEPS_DIR, Seq
 
 
 def run_signature(run: RunRef) -> tuple:
@@ -30,6 +31,7 @@ def run_traces(run: RunRef, series: charts.RunSeries, panel: charts.Panel, **opt
         series.label,
         series.color,
         repr(sorted(series.eps.items())),
+        repr((sorted(series.bounds.items()), sorted(series.sources.items()))),
         panel.key,
         tuple(sorted(options.items())),
         series,
@@ -38,7 +40,7 @@ def run_traces(run: RunRef, series: charts.RunSeries, panel: charts.Panel, **opt
 
 
 @st.cache_data(show_spinner=False, max_entries=4096)
-def _run_traces(sig, label, color, eps, panel_key, options, _series, _panel) -> list[dict]:
+def _run_traces(sig, label, color, eps, seen, panel_key, options, _series, _panel) -> list[dict]:
     # the leading arguments are the cache key; _series and _panel (not hashed) carry the data
     return charts.run_traces(_series, _panel, **dict(options))
 
@@ -61,3 +63,21 @@ def run_extra_stats(run: RunRef, df: pd.DataFrame) -> dict[str, compare_view.Ext
 @st.cache_data(show_spinner=False, max_entries=1024)
 def _run_extra_stats(sig, _df: pd.DataFrame) -> dict[str, compare_view.ExtraStats]:
     return compare_view.extra_stats(_df)
+
+
+def run_reward_range(run: RunRef) -> tuple[float, float] | None:
+    """(min, max) of the run's per-sequence rewards, or None when it recorded none (the bounds of
+    the Reward panel's ± std band), cached on the run's sequence parts."""
+    if run.source != SOURCE_PARQUET or not run.path or not run.has_sequences:
+        return None
+    return _run_reward_range((run.key, table_files(run, SEQUENCES_DIR)), run)
+
+
+@st.cache_data(show_spinner=False, max_entries=1024)
+def _run_reward_range(sig, _run: RunRef) -> tuple[float, float] | None:
+    t = load_sequences(_run, [Seq.REWARD])
+    if Seq.REWARD not in t.df.columns:
+        return None
+    r = t.df[Seq.REWARD].to_numpy(np.float64, na_value=np.nan)
+    r = r[np.isfinite(r)]
+    return (float(r.min()), float(r.max())) if len(r) else None

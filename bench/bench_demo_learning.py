@@ -1,4 +1,4 @@
-"""The demo's learning criterion (issue 4): run the default demo, then read its recorded runs back.
+"""The demo's learning criterion: run the default demo, then read its recorded runs back.
 
     python bench/bench_demo_learning.py            # the default demo, in a fresh temporary folder
     python bench/bench_demo_learning.py --keep DIR # keep the runs and mlflow.db in DIR

@@ -1,30 +1,27 @@
-"""Shared fixtures: a pre-migrated MLflow SQLite store copied per test, a live `mlflow server`,
-a batch factory, the dashboard's runs (two tiny runs recorded once per session, a writable
-copy per test, the AppTest environment), and an S3-compatible server (``s3_server.py``).
+"""Shared fixtures: a pre-migrated MLflow SQLite store copied per test, a batch factory, the
+dashboard's runs (two tiny runs recorded once per session, a writable copy per test, the AppTest
+environment), the servers of ``servers.py`` (PostgreSQL, ``mlflow server``) and ``s3_server.py``
+(moto), and the test tiers: a test that uses a server is in the slow tier.
 
 A new MLflow SQLite store spends seconds migrating its schema on first open, so the session
-migrates one template database once and every test gets its own copy. `mlflow server` takes tens
-of seconds to boot on a busy 2-core machine, so when a collected test asks for it, it is started
-right after collection and boots while the other tests run.
+migrates one template database once and every test gets its own copy.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
-import signal
-import socket
-import subprocess
-import sys
-import tempfile
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
-import torch
-from app_runs import record_run
-from s3_server import s3_root, s3_server  # noqa: F401 -- fixtures (moto's S3 server)
+
+pytest.register_assert_rewrite("servers", "s3_server", "app_runs")
+
+import torch  # noqa: E402
+from app_runs import record_run  # noqa: E402
+from s3_server import s3_root, s3_server  # noqa: E402, F401 -- fixtures (moto's S3 server)
+
+pytest_plugins = ("servers",)
 
 
 @pytest.fixture(scope="session")
@@ -95,97 +92,20 @@ def pytest_configure(config):
     torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
 
 
-# ----------------------------------------------------------------------------- mlflow server
+# ----------------------------------------------------------------------------- test tiers
 
-_SERVER: dict = {}
-SERVER_START_TIMEOUT_S = 60.0
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+# A test that uses one of these starts (or waits for) a server: it belongs to the slow tier
+# whatever its own marks say, so the quick tier (`pytest -m "not slow"`) never starts one.
+SERVER_FIXTURES = frozenset(
+    {"mlflow_server", "team_mlflow", "team_mlflow_boot", "postgres", "s3_server", "s3_root"}
+)
 
 
-def _start_mlflow_server() -> None:
-    folder = tempfile.mkdtemp(prefix="gspo-dash-mlflow-server-")
-    port = _free_port()
-    log = open(os.path.join(folder, "server.log"), "w")  # noqa: SIM115 -- closed at session end
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "mlflow",
-            "server",
-            "--backend-store-uri",
-            f"sqlite:///{folder}/server.db",
-            "--artifacts-destination",
-            os.path.join(folder, "artifacts"),
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--workers",
-            "1",
-        ],
-        cwd=folder,
-        # no job runner: MLflow 3.x otherwise starts ~10 huey worker processes the tests never use
-        env={**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"},
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,  # its own process group: stopped with every worker it spawns
-    )
-    _SERVER.update(
-        proc=proc, url=f"http://127.0.0.1:{port}", folder=folder, log=log, t0=time.monotonic()
-    )
-
-
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by mark
 def pytest_collection_modifyitems(session, config, items):
-    if any("mlflow_server" in getattr(item, "fixturenames", ()) for item in items):
-        _start_mlflow_server()
-
-
-def pytest_sessionfinish(session, exitstatus):
-    proc = _SERVER.get("proc")
-    if proc is None:
-        return
-    for sig, wait in ((signal.SIGTERM, 5), (signal.SIGKILL, 5)):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            break
-        try:
-            proc.wait(timeout=wait)
-            break
-        except subprocess.TimeoutExpired:
-            continue
-    _SERVER["log"].close()
-    shutil.rmtree(_SERVER["folder"], ignore_errors=True)
-
-
-@pytest.fixture
-def mlflow_server() -> str:
-    """URL of a real `mlflow server` on 127.0.0.1 (random free port), shared by the session.
-
-    Skips, with the server's log tail, only if it does not answer /health within 60 s.
-    """
-    if not _SERVER:
-        _start_mlflow_server()
-    proc, url = _SERVER["proc"], _SERVER["url"]
-    t0 = time.monotonic()  # 60 s from now: the server may also have booted since collection
-    while time.monotonic() - t0 < SERVER_START_TIMEOUT_S and proc.poll() is None:
-        try:
-            with urllib.request.urlopen(f"{url}/health", timeout=2) as r:
-                if r.status == 200:
-                    return url
-        except OSError:
-            time.sleep(0.25)
-    _SERVER["log"].flush()
-    with open(os.path.join(_SERVER["folder"], "server.log")) as f:
-        tail = f.read()[-1200:]
-    pytest.skip(
-        f"mlflow server did not answer on {url} within {SERVER_START_TIMEOUT_S:.0f} s: {tail}"
-    )
+    for item in items:
+        if SERVER_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
 
 
 # ----------------------------------------------------------------------------- dashboard runs

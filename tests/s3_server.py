@@ -21,14 +21,9 @@ import time
 import urllib.request
 
 import pytest
+from servers import free_port
 
 ENV = ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _wait_until_up(url: str, proc: subprocess.Popen, log_path: str, timeout_s: float = 60) -> None:

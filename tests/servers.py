@@ -1,9 +1,12 @@
-"""Servers the team tests start themselves on 127.0.0.1: PostgreSQL and an ``mlflow server`` on it.
+"""Servers the tests start themselves on 127.0.0.1: PostgreSQL, and ``mlflow server`` over SQLite
+or over that PostgreSQL. The one place that launches ``mlflow server`` (``mlflow_server_process``)
+and picks free ports (``free_port``).
 
-Used as a pytest plugin (``pytest_plugins = ("servers",)`` in a test module): the fixtures
-``postgres`` and ``team_mlflow`` are session-scoped, and the servers start on a thread right after
-collection when a selected test asks for them, so initdb (about 5 s) and MLflow's boot and schema
-migration (10-60 s on a busy 2-core machine) overlap the tests that run before.
+Loaded as a plugin by ``conftest.py``. The session fixtures ``mlflow_server`` (SQLite store),
+``postgres`` and ``team_mlflow`` start their servers on a thread right after collection (once the
+``-m``/``-k`` selection is final) when a selected test asks for them, so initdb (about 5 s) and
+MLflow's boot and schema migration (10-60 s on a busy 2-core machine) overlap the tests that run
+before. A server the selected tests do not ask for is never started.
 
 PostgreSQL is Debian's ``postgresql`` package (``.ci/run`` installs it; its binaries live in
 ``/usr/lib/postgresql/<version>/bin``, off the PATH). ``initdb`` and ``postgres`` refuse to run as
@@ -211,7 +214,7 @@ def running_postgres(database: str = "mlflow") -> Iterator[Postgres]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def _wait_healthy(url: str, proc: subprocess.Popen, folder: str) -> None:
+def _wait_healthy(url: str, proc: subprocess.Popen, log_path: str) -> None:
     t0 = time.monotonic()
     while time.monotonic() - t0 < MLFLOW_START_TIMEOUT_S and proc.poll() is None:
         try:
@@ -220,14 +223,20 @@ def _wait_healthy(url: str, proc: subprocess.Popen, folder: str) -> None:
                     return
         except OSError:
             time.sleep(0.25)
-    raise RuntimeError(f"mlflow server at {url} did not start: {_log_tail(folder, 'server.log')}")
+    with open(log_path, errors="replace") as f:
+        tail = f.read()[-1500:]
+    raise RuntimeError(f"mlflow server at {url} did not start: {tail}")
 
 
 @contextlib.contextmanager
-def running_mlflow_server(backend_store_uri: str) -> Iterator[str]:
-    """``mlflow server`` on 127.0.0.1:<free port> with ``backend_store_uri`` and artifacts proxied
-    into a temp folder; yields its URL, stops its process group on exit."""
-    folder = tempfile.mkdtemp(prefix="gspo-dash-mlflow-team-")
+def mlflow_server_process(
+    backend_store_uri: str, folder: str | None = None
+) -> Iterator[tuple[subprocess.Popen, str]]:
+    """``mlflow server`` on 127.0.0.1:<free port> over ``backend_store_uri``, artifacts proxied
+    into ``folder`` (a temp folder, deleted on exit, when not given); yields (process, URL) once
+    /health answers, and stops its process group on exit, even a frozen one (SIGSTOP)."""
+    own = folder is None
+    folder = folder or tempfile.mkdtemp(prefix="gspo-dash-mlflow-")
     port = free_port()
     cmd = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", backend_store_uri]
     cmd += ["--artifacts-destination", os.path.join(folder, "artifacts")]
@@ -235,7 +244,8 @@ def running_mlflow_server(backend_store_uri: str) -> Iterator[str]:
     # the GenAI job consumers (several processes) serve nothing these tests use
     env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
     env.pop("MLFLOW_TRACKING_URI", None)
-    with open(os.path.join(folder, "server.log"), "w") as log:
+    log_path = os.path.join(folder, f"server-{port}.log")
+    with open(log_path, "w") as log:
         proc = subprocess.Popen(
             cmd,
             cwd=folder,
@@ -247,11 +257,14 @@ def running_mlflow_server(backend_store_uri: str) -> Iterator[str]:
         )
     url = f"http://127.0.0.1:{port}"
     try:
-        _wait_healthy(url, proc, folder)
-        yield url
+        _wait_healthy(url, proc, log_path)
+        yield proc, url
     finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGCONT)  # a test may have frozen it
         stop_group(proc)
-        shutil.rmtree(folder, ignore_errors=True)
+        if own:
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 class _Boot:
@@ -262,8 +275,9 @@ class _Boot:
         self.stack = contextlib.ExitStack()
         self.postgres: Postgres | None = None
         self.url: str | None = None
+        self.sqlite_url: str | None = None
         self.errors: dict[str, BaseException] = {}
-        self.threads = {"postgres": self._thread("postgres", self._start_postgres)}
+        self.threads: dict[str, threading.Thread] = {}
 
     def _thread(self, name: str, target) -> threading.Thread:
         def run() -> None:
@@ -281,11 +295,24 @@ class _Boot:
 
     def _start_mlflow(self) -> None:
         self.wait("postgres")
-        self.url = self.stack.enter_context(running_mlflow_server(self.postgres.uri()))
+        _, self.url = self.stack.enter_context(mlflow_server_process(self.postgres.uri()))
 
-    def start_mlflow(self) -> None:
-        if "mlflow" not in self.threads:
-            self.threads["mlflow"] = self._thread("mlflow", self._start_mlflow)
+    def _start_sqlite_mlflow(self) -> None:
+        folder = self.stack.enter_context(tempfile.TemporaryDirectory(prefix="gspo-dash-mlflow-"))
+        uri = f"sqlite:///{folder}/server.db"
+        _, self.sqlite_url = self.stack.enter_context(mlflow_server_process(uri, folder))
+
+    def start(self, name: str) -> None:
+        """Start server ``name`` ("postgres", "mlflow" on it, "sqlite_mlflow") on a thread."""
+        if name == "mlflow":
+            self.start("postgres")
+        if name not in self.threads:
+            target = {
+                "postgres": self._start_postgres,
+                "mlflow": self._start_mlflow,
+                "sqlite_mlflow": self._start_sqlite_mlflow,
+            }[name]
+            self.threads[name] = self._thread(name, target)
 
     def wait(self, name: str) -> None:
         self.threads[name].join()
@@ -294,14 +321,21 @@ class _Boot:
 
     def postgres_server(self) -> Postgres:
         """The PostgreSQL server, once it accepts logins."""
+        self.start("postgres")
         self.wait("postgres")
         return self.postgres
 
     def mlflow_url(self) -> str:
-        """The ``mlflow server``'s URL, once it answers /health."""
-        self.start_mlflow()
+        """The ``mlflow server`` on PostgreSQL: its URL, once it answers /health."""
+        self.start("mlflow")
         self.wait("mlflow")
         return self.url
+
+    def sqlite_mlflow_url(self) -> str:
+        """The ``mlflow server`` on SQLite: its URL, once it answers /health."""
+        self.start("sqlite_mlflow")
+        self.wait("sqlite_mlflow")
+        return self.sqlite_url
 
     def stop(self) -> None:
         for thread in self.threads.values():
@@ -311,20 +345,27 @@ class _Boot:
 
 _BOOT: list[_Boot] = []  # the session's, once started
 
+# which server each fixture needs
+FIXTURE_SERVERS = {
+    "postgres": "postgres",
+    "team_mlflow_boot": "mlflow",
+    "team_mlflow": "mlflow",
+    "mlflow_server": "sqlite_mlflow",
+}
 
-def _boot(with_mlflow: bool) -> _Boot:
+
+def _boot() -> _Boot:
     if not _BOOT:
         _BOOT.append(_Boot())
-    if with_mlflow:
-        _BOOT[0].start_mlflow()
     return _BOOT[0]
 
 
-def pytest_collection_modifyitems(session, config, items):
-    """Start the servers right after collection when a selected test needs them."""
-    wanted = set().union(*(getattr(item, "fixturenames", ()) for item in items))
-    if "team_mlflow_boot" in wanted or "postgres" in wanted:
-        _boot(with_mlflow="team_mlflow_boot" in wanted)
+def pytest_collection_finish(session):
+    """Start the servers the selected tests need, once the selection is final."""
+    wanted = set().union(*(getattr(item, "fixturenames", ()) for item in session.items))
+    for fixture, server in FIXTURE_SERVERS.items():
+        if fixture in wanted:
+            _boot().start(server)
 
 
 def pytest_sessionfinish(session, exitstatus):
@@ -332,20 +373,35 @@ def pytest_sessionfinish(session, exitstatus):
         _BOOT.pop().stop()
 
 
+def _ready(get):
+    try:
+        return get()
+    except RuntimeError as e:  # the server did not start: its log tail says why
+        unavailable(str(e))
+
+
 @pytest.fixture(scope="session")
 def postgres() -> Postgres:
     """A PostgreSQL server for the session (database ``mlflow``), on 127.0.0.1."""
-    return _boot(with_mlflow=False).postgres_server()
+    return _ready(_boot().postgres_server)
 
 
 @pytest.fixture(scope="session")
 def team_mlflow_boot() -> _Boot:
     """The session's servers, still booting: ``.mlflow_url()`` waits for the ``mlflow server``
     (for a test with work to do meanwhile)."""
-    return _boot(with_mlflow=True)
+    boot = _boot()
+    boot.start("mlflow")
+    return boot
 
 
 @pytest.fixture(scope="session")
 def team_mlflow(team_mlflow_boot) -> str:
     """URL of an ``mlflow server`` backed by the session's PostgreSQL, on 127.0.0.1."""
-    return team_mlflow_boot.mlflow_url()
+    return _ready(team_mlflow_boot.mlflow_url)
+
+
+@pytest.fixture(scope="session")
+def mlflow_server() -> str:
+    """URL of an ``mlflow server`` over a SQLite store, on 127.0.0.1, shared by the session."""
+    return _ready(_boot().sqlite_mlflow_url)

@@ -257,3 +257,204 @@ def test_grid_option_places_panels_on_their_own_axes():
     assert height == eg.SLIDER_PX + 2 * eg.GRID_ROW_PX
     with pytest.raises(ValueError, match="one list per panel"):
         eg.grid_option(s, panels, traces[:2])
+
+
+# ------------------------------------------------------------- charts that do not lie by omission
+
+
+def test_line_style_by_algorithm_unknown_dotted():
+    """GSPO solid, GRPO dashed, anything else dotted (Plotly "dot", ECharts "dotted") and named
+    "algorithm unknown"; the page's sentence names the dotted style only when one is shown."""
+    from app import line_style as ls
+
+    assert [ls.dash_for(a) for a in ("gspo", "GRPO", "unknown", "?", "dapo")] == [
+        "solid",
+        "dash",
+        "dot",
+        "dot",
+        "dot",
+    ]
+    assert [ls.echarts_type(a) for a in ("gspo", "grpo", "?")] == ["solid", "dashed", "dotted"]
+    assert [ls.algorithm_text(a) for a in ("gspo", "grpo", "unknown")] == [
+        "GSPO",
+        "GRPO",
+        "algorithm unknown",
+    ]
+    assert ls.styles_sentence(["gspo"]) == "GRPO dashed, GSPO solid"
+    assert ls.styles_sentence(["?"]) == "GRPO dashed, GSPO solid, algorithm unknown dotted"
+
+
+def test_unknown_algorithm_line_and_legend_are_dotted():
+    """A run of unknown algorithm: its line and its legend entry are dotted, its entry says so."""
+    df = _steps(30, **{Step.LOSS: np.linspace(1, 0, 30)})
+    runs = [_series(df, "g", "gspo"), _series(df, "r", "grpo"), _series(df, "u", "unknown")]
+    p = charts.PANELS_BY_KEY["loss"]
+    option, _ = eg.grid_option(runs, [p], [[t for s in runs for t in charts.run_traces(s, p)]])
+    raw = {s["id"].split("|")[0]: s["lineStyle"]["type"] for s in option["series"]}
+    assert raw == {"g": "solid", "r": "dashed", "u": "dotted"}
+    legend, _ = eg.legend_option(runs)
+    entries = {e["name"]: e["lineStyle"]["type"] for e in legend["legend"]["data"]}
+    assert entries == {"g · GSPO": "solid", "r · GRPO": "dashed", "u · algorithm unknown": "dotted"}
+
+
+def test_is_sparse_hand_cases():
+    """Fewer than 20 points, or one point per 5 rows or fewer (31 validation points on 301 rows:
+    31 * 5 = 155 <= 301), is sparse; 61 points on 301 rows (305 > 301) is not."""
+    from app.line_style import is_sparse
+
+    assert is_sparse(1, 1) and is_sparse(19, 19) and not is_sparse(20, 20)
+    assert is_sparse(31, 301) and is_sparse(60, 301) and not is_sparse(61, 301)
+    with pytest.raises(ValueError, match="points"):
+        is_sparse(5, 4)
+
+
+def test_sparse_series_markers_no_ema_and_one_point_visible():
+    """A 4-point validation line on a 40-step run: drawn with markers, its peak 0.315 as logged
+    (an EMA at 0.6 would show 0.30 there); a one-row run: one raw point with a marker, which the
+    grid draws as a symbol (a line of one point has no length)."""
+    val = np.full(40, np.nan)
+    val[[9, 19, 29, 39]] = [0.20, 0.315, 0.25, 0.30]
+    df = _steps(40, **{"val-core/AIME/acc/mean@16": val})
+    p = charts.extra_panel("val-core/AIME/acc/mean@16")
+    traces = charts.run_traces(_series(df), p, smoothing=0.6)
+    assert [t["meta"] for t in traces] == ["raw"]
+    assert traces[0]["mode"] == "lines+markers" and max(traces[0]["y"]) == np.float32(0.315)
+    # the EMA it no longer draws: m2 = (0.6*0.4*0.2 + 0.4*0.315) / (1 - 0.36) = 0.27188
+    assert charts.ema(val[[9, 19, 29, 39]], 0.6)[1] == pytest.approx(0.271875)
+    one = _series(_steps(1, **{Step.REWARD_MEAN: [0.5]}))
+    (raw,) = charts.run_traces(one, charts.PANELS_BY_KEY["reward"], smoothing=0.6)
+    option, _ = eg.grid_option([one], [charts.PANELS_BY_KEY["reward"]], [[raw]])
+    (line,) = option["series"]
+    assert line["data"] == [[0, 0.5]] and line["showSymbol"] is True
+    assert line["symbolSize"] == 6
+    dense = _series(_steps(30, **{Step.LOSS: np.linspace(1, 0, 30)}))
+    smooth = charts.run_traces(dense, charts.PANELS_BY_KEY["loss"], smoothing=0.6)
+    assert [t["meta"] for t in smooth] == ["raw", "ema"] and smooth[0]["mode"] == "lines"
+
+
+def test_known_cumsum_leaves_unknown_unknown():
+    """Token counts [3, 4, ?, 5]: seen 3, 7, then unknown (not 7 + 0); none logged: all unknown,
+    never a line at 0."""
+    from app.data import add_derived, known_cumsum
+
+    out = known_cumsum(pd.Series([3, 4, np.nan, 5]))
+    np.testing.assert_array_equal(out.to_numpy(), [3.0, 7.0, np.nan, np.nan])
+    df = add_derived(pd.DataFrame({Step.STEP: [0, 1], Step.NUM_TOKENS: [np.nan, np.nan]}))
+    assert df[Derived.TOKENS_SEEN].isna().all()
+    assert charts.run_traces(_series(df), charts.PANELS_BY_KEY["loss"], x=charts.X_TOKENS) == []
+
+
+def test_panel_view_names_runs_without_the_x_axis():
+    """x = tokens: the run that logged no token counts is named in the panel's note, apart from
+    a run that lacks the panel's metric; with no run on that axis the empty note says why."""
+    with_tokens = _steps(3, **{Derived.TOKENS_SEEN: [10.0, 20, 30], Step.LOSS: [1.0, 2, 3]})
+    without = _steps(3, **{Derived.TOKENS_SEEN: [np.nan] * 3, Step.LOSS: [1.0, 2, 3]})
+    no_loss = _steps(3, **{Derived.TOKENS_SEEN: [10.0, 20, 30]})
+    runs = [_series(with_tokens, "a"), _series(without, "b"), _series(no_loss, "c")]
+    p = charts.PANELS_BY_KEY["loss"]
+    view = charts.panel_view(runs, p, {}, ["a"], x=charts.X_TOKENS)
+    assert view.subtitle == "no token counts: b · no data: c"
+    alone = charts.panel_view(runs[1:2], p, {}, [], x=charts.X_TOKENS)
+    assert alone.empty_note == "no token counts in the selected runs"
+
+
+def test_reward_band_within_observed_range_and_faint_log_s_band():
+    """Mean [0.5, 0.9] ± std [0.5, 0.3] reaches 1.2; with the rewards' range (0, 1) the band is
+    [0, 1] and [0.6, 1.0]. The log s band's fill is fainter than the reward band's."""
+    df = _steps(2, **{Step.REWARD_MEAN: [0.5, 0.9], Step.REWARD_STD: [0.5, 0.3]})
+    p = charts.PANELS_BY_KEY["reward"]
+    band = charts.run_traces(_series(df), p)[0]
+    np.testing.assert_allclose(band["y"], [1.0, 1.2, 0.6, 0.0], rtol=1e-6)  # hi fwd, lo back
+    bounded = charts.RunSeries("a", "a", "gspo", "#1f77b4", df, bounds={Step.REWARD_MEAN: (0, 1)})
+    band = charts.run_traces(bounded, p)[0]
+    np.testing.assert_allclose(band["y"], [1.0, 1.0, 0.6, 0.0], rtol=1e-6)
+    assert band["fillcolor"] == "rgba(31,119,180,0.1)"
+    # the axis ends at the drawn extent only where the observed range is known
+    assert charts.panel_view([bounded], p, {}, ["a"]).tight
+    assert not charts.panel_view([_series(df)], p, {}, ["a"]).tight
+    y = eg.grid_option([bounded], [p], [[band]], views=[charts.panel_view([bounded], p, {}, ["a"])])
+    assert (y[0]["yAxis"][0]["min"], y[0]["yAxis"][0]["max"]) == ("dataMin", "dataMax")
+    seq = _steps(
+        2,
+        **{
+            Step.SEQ_LOG_RATIO_MEAN: [0.0, 0.0],
+            Step.SEQ_LOG_RATIO_MIN: [-1.0, -1],
+            Step.SEQ_LOG_RATIO_MAX: [1.0, 1],
+        },
+    )
+    band = charts.run_traces(_series(seq), charts.PANELS_BY_KEY["seq_log_ratio"])[0]
+    assert band["fillcolor"] == "rgba(31,119,180,0.04)"
+
+
+def test_split_by_data_folds_unlogged_panels():
+    """A panel is drawn when one run has a finite value of its column; the rest go on one line."""
+    from app import panels
+
+    a = pd.DataFrame({Step.REWARD_MEAN: [0.5], Step.LOSS: [np.nan]})
+    b = pd.DataFrame({Step.ENTROPY_MEAN: [1.0]})
+    ps = [charts.PANELS_BY_KEY[k] for k in ("reward", "loss", "entropy", "kl_ref")]
+    split = panels.split_by_data([a, b], ps, Step.STEP)
+    assert split.drawn == [] and split.unlogged == ps[1::2]  # neither table has a step column
+    assert split.off_axis == ps[::2]
+    a[Step.STEP], b[Step.STEP] = [0], [0]
+    split = panels.split_by_data([a, b], ps, Step.STEP)
+    assert [p.key for p in split.drawn] == ["reward", "entropy"] and split.off_axis == []
+    line = panels.not_logged_line(split.unlogged)
+    assert line == "Not logged by the shown runs: Loss, KL to reference."
+    assert panels.not_logged_line([]) == ""
+    sampler = [p for p in charts.PANELS if "sampler" in p.title]
+    assert {p.column for p in sampler} == {Step.SAMPLER_KL_MEAN, Step.SAMPLER_LOGP_ABS_DIFF_MAX}
+
+
+def test_mapped_sources_only_declared_and_found_by_words():
+    """run.json's mapped names are used only where metric_map declares them (a name from disk
+    holding HTML is dropped); "critic score" finds Reward through verl critic/score/mean."""
+    from types import SimpleNamespace
+
+    from app import sources
+
+    imported = SimpleNamespace(
+        tool="verl",
+        mapped={
+            "critic/score/mean": Step.REWARD_MEAN,
+            "<b>x</b>": Step.REWARD_MEAN,
+            "critic/score/max": Step.LOSS,
+        },
+    )
+    found = sources.mapped_sources(SimpleNamespace(imported=imported))
+    assert found == {Step.REWARD_MEAN: "verl critic/score/mean"}
+    assert sources.mapped_sources(SimpleNamespace(imported=None)) == {}
+    hits = sources.find_by_source("critic score", {"run a": found}, charts.PANELS)
+    assert [(h.panel_title, h.source, h.runs) for h in hits] == [
+        ("Reward", "verl critic/score/mean", ("run a",))
+    ]
+    assert sources.find_by_source("critic loss", {"run a": found}, charts.PANELS) == []
+    assert sources.matches_sentence(hits) == (
+        "Found by source name: verl critic/score/mean is drawn as Reward (run a)."
+    )
+    df = _steps(30, **{Step.REWARD_MEAN: np.linspace(0, 1, 30)})
+    s = charts.RunSeries("a", "a", "grpo", "#1f77b4", df, sources=found)
+    readout = charts.run_traces(s, charts.PANELS_BY_KEY["reward"], readout=1)[-1]
+    option, _ = eg.grid_option([s], [charts.PANELS_BY_KEY["reward"]], [[readout]])
+    assert option["series"][0]["dimensions"] == ["optimizer step", "value (verl critic/score/mean)"]
+
+
+def test_tiny_values_drawn_in_units_of_a_power_of_ten():
+    """A sampler KL of ~2.5e-15 (float noise at equal weights): the panel's values are drawn in
+    units of 1e-15 (2.5, 1.0), the axis and the hover say "×1e-15"; values of 0.01 are not scaled.
+    """
+    p = charts.PANELS_BY_KEY["sampler_kl"]
+    df = _steps(30, **{Step.SAMPLER_KL_MEAN: np.r_[[2.5e-15, 1e-15], np.full(28, 1.5e-15)]})
+    s = _series(df)
+    traces = charts.run_traces(s, p, readout=1)
+    assert eg.tiny(traces) == -15  # floor(log10(2.5e-15))
+    option, _ = eg.grid_option([s], [p], [traces])
+    raw, readout = option["series"]
+    assert raw["data"][:2] == [[0, 2.5], [1, 1.0]]
+    assert option["yAxis"][0]["name"] == "nats / token (×1e-15)"
+    assert readout["dimensions"] == ["optimizer step", "value ×1e-15"]
+    assert readout["data"][0] == [0, 2.5]
+    plain = _series(_steps(30, **{Step.SAMPLER_KL_MEAN: np.full(30, 0.01)}))
+    option, _ = eg.grid_option([plain], [p], [charts.run_traces(plain, p)])
+    assert option["yAxis"][0]["name"] == "nats / token"
+    assert eg.tiny([{"y": np.zeros(3)}]) is None  # all 0: nothing to scale

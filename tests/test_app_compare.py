@@ -23,7 +23,9 @@ from app import echarts_grid as eg
 from training_hooks.metric_map import Derived
 from training_hooks.schema import STEPS_DIR, Step
 
-STEPS = 8  # steps of the recorded runs: even steps on-policy, odd steps off-policy
+#: steps of the recorded runs: even steps on-policy, odd steps off-policy; 20 of each kind, so
+#: neither subset is a sparse series (``line_style.is_sparse``: markers, no EMA)
+STEPS = 40
 
 
 # --------------------------------------------------------------------------- pure: compare_view
@@ -135,20 +137,20 @@ def _alternating(n=10) -> pd.DataFrame:
 
 def test_run_traces_subset_and_ema_within_it():
     """Off-policy steps only: x = the odd steps, y = their values, and the EMA runs over those
-    values alone (debiased EMA of [0.51, 0.53, 0.55, 0.57, 0.59], never mixing in the zeros)."""
-    s = _series(_alternating())
+    values alone (debiased EMA of [0.51, 0.53, 0.55, ...], never mixing in the zeros)."""
+    s = _series(_alternating(40))
     s = charts.RunSeries(**{**vars(s), "lag": lag.lag_split(s.df)})
     p = charts.PANELS_BY_KEY["seq_clip"]
     raw, smooth = charts.run_traces(s, p, smoothing=0.5, subset=lag.OFF_POLICY)
-    np.testing.assert_array_equal(raw["x"], [1, 3, 5, 7, 9])
-    np.testing.assert_allclose(raw["y"], [0.51, 0.53, 0.55, 0.57, 0.59], rtol=1e-7)
+    np.testing.assert_array_equal(raw["x"], np.arange(1, 40, 2))
+    np.testing.assert_allclose(raw["y"], 0.5 + 0.01 * np.arange(1, 40, 2), rtol=1e-7)
     # EMA weight 0.5, debiased: m1 = 0.51; m2 = (0.5*0.51 + 0.53)/(1.5) = 0.52333...
     np.testing.assert_allclose(smooth["y"][:2], [0.51, (0.5 * 0.51 + 0.53) / 1.5], rtol=1e-6)
     assert "off-policy steps" in raw["name"]
     on = charts.run_traces(s, p, subset=lag.ON_POLICY)[0]
-    np.testing.assert_array_equal(on["x"], [0, 2, 4, 6, 8])
+    np.testing.assert_array_equal(on["x"], np.arange(0, 40, 2))
     assert set(np.asarray(on["y"]).tolist()) == {0.0}
-    assert len(charts.run_traces(s, p, subset=lag.ALL)[0]["x"]) == 10
+    assert len(charts.run_traces(s, p, subset=lag.ALL)[0]["x"]) == 40
     unknown = _series(pd.DataFrame({Step.STEP: [0, 1], Step.SEQ_CLIP_FRACTION: [0.1, 0.2]}))
     assert charts.run_traces(unknown, p, subset=lag.OFF_POLICY) == []  # lag unknown: no subset
 
@@ -237,6 +239,7 @@ def test_readout_points_hand_computed():
     hnp.arrays(np.float64, hs.integers(1, 60), elements=hs.floats(-1e4, 1e4)),
     hs.sampled_from([0.5, 1.0, 2.0, 25.0, 100.0, 1000.0]),
 )
+@pytest.mark.slow
 def test_readout_points_pick_the_nearest_row(x, spacing):
     """Brute force agrees: every kept point's row is a nearest row of x, and the points dropped
     are exactly the multiples of the spacing in x's range with no row within half a spacing (or
@@ -252,19 +255,20 @@ def test_readout_points_pick_the_nearest_row(x, spacing):
 
 
 def test_run_traces_readout_shares_x_between_runs():
-    """Two runs logged on different steps get readout points on one x grid, with the raw value
-    and the EMA of the row nearest each point."""
-    a = _series(pd.DataFrame({Step.STEP: [0, 1, 2, 3, 4], Step.LOSS: [0.0, 1, 2, 3, 4]}), key="a")
-    b = _series(pd.DataFrame({Step.STEP: [0, 2, 4], Step.LOSS: [10.0, 20, 30]}), key="b")
+    """Two runs logged on different steps (every step, every second step) get readout points on
+    one x grid, with the raw value and the EMA of the row nearest each point."""
+    a = _series(pd.DataFrame({Step.STEP: np.arange(40), Step.LOSS: np.arange(40.0)}), key="a")
+    b_loss = 10.0 + 5 * np.arange(20)  # 10, 15, 20, ... at steps 0, 2, 4, ...
+    b = _series(pd.DataFrame({Step.STEP: np.arange(0, 40, 2), Step.LOSS: b_loss}), key="b")
     p = charts.PANELS_BY_KEY["loss"]
     ra = charts.run_traces(a, p, smoothing=0.5, readout=2)[-1]
     rb = charts.run_traces(b, p, smoothing=0.5, readout=2)[-1]
     assert ra["meta"] == rb["meta"] == "readout"
-    assert ra["x"].tolist() == rb["x"].tolist() == [0, 2, 4]
-    assert ra["y"].tolist() == [0.0, 2.0, 4.0] and rb["y"].tolist() == [10.0, 20.0, 30.0]
-    # debiased EMA, weight 0.5, of b: 10; (0.5*10*0.5 + 0.5*20)/(1-0.25) = 16.67 at step 2
-    np.testing.assert_allclose(rb["ema"], charts.ema(np.array([10.0, 20, 30]), 0.5))
-    assert rb["ema"][1] == pytest.approx((0.25 * 10 + 0.5 * 20) / 0.75)
+    assert ra["x"].tolist() == rb["x"].tolist() == list(range(0, 40, 2))
+    assert ra["y"].tolist() == list(range(0, 40, 2)) and rb["y"].tolist() == b_loss.tolist()
+    # debiased EMA, weight 0.5, of b: 10; (0.5*10*0.5 + 0.5*15)/(1-0.25) = 13.33 at step 2
+    np.testing.assert_allclose(rb["ema"], charts.ema(b_loss, 0.5))
+    assert rb["ema"][1] == pytest.approx((0.25 * 10 + 0.5 * 15) / 0.75)
     assert [t["meta"] for t in charts.run_traces(a, p, smoothing=0.5)] == ["raw", "ema"]
 
 
@@ -287,7 +291,7 @@ def _on_panel(spec, i, role=None) -> list[dict]:
 def test_grid_option_draws_every_trace_as_plain_json():
     """Raw line, EMA and readout of one run on two panels: each panel's series on its own axes,
     the points as plain numbers, dash by algorithm, only the readout in the tooltip."""
-    df = pd.DataFrame({Step.STEP: np.arange(6), Step.REWARD_MEAN: np.linspace(0.1, 0.6, 6)})
+    df = pd.DataFrame({Step.STEP: np.arange(24), Step.REWARD_MEAN: 0.1 * np.arange(1, 25)})
     s = _series(df, algorithm="grpo")
     panels = [charts.PANELS_BY_KEY["reward"], charts.PANELS_BY_KEY["loss"]]
     traces = [charts.run_traces(s, p, smoothing=0.5, readout=1) for p in panels]
@@ -296,7 +300,8 @@ def test_grid_option_draws_every_trace_as_plain_json():
     assert height == eg.SLIDER_PX + eg.GRID_ROW_PX  # two panels side by side: one row
     assert [x["id"] for x in spec["series"]] == ["r|raw|0", "r|ema|0", "r|readout|0"]
     raw, ema_line, readout = spec["series"]
-    assert raw["data"] == [[0, 0.1], [1, 0.2], [2, 0.3], [3, 0.4], [4, 0.5], [5, 0.6]]
+    assert raw["data"][:4] == [[0, 0.1], [1, 0.2], [2, 0.3], [3, 0.4]] and len(raw["data"]) == 24
+    assert raw["showSymbol"] is False  # 24 points on 24 rows: not sparse
     assert raw["lineStyle"]["type"] == "dashed" and raw["lineStyle"]["opacity"] == 0.25
     assert ema_line["lineStyle"]["width"] == 2
     assert raw["tooltip"] == ema_line["tooltip"] == {"show": False}
@@ -406,7 +411,7 @@ def test_fraction_axes_start_at_zero():
 
 def test_readout_lists_one_value_per_run_beyond_eight_runs():
     """Nine runs, smoothed: each run's tooltip is its EMA alone; two runs: value and EMA."""
-    df = pd.DataFrame({Step.STEP: np.arange(5), Step.LOSS: np.arange(5.0)})
+    df = pd.DataFrame({Step.STEP: np.arange(20), Step.LOSS: np.arange(20.0)})
     p = charts.PANELS_BY_KEY["loss"]
     for n, dims in ((9, ["optimizer step", "EMA"]), (2, ["optimizer step", "value", "EMA"])):
         runs = [_series(df, key=f"r{i}") for i in range(n)]
@@ -537,7 +542,7 @@ def test_steps_control_filters_the_clip_panels(lag_root, app_env):
     clip = grid["Sequence-unit clip fraction — sequence unit, ε 3e-4/4e-4"]
     assert clip["subtitle"] == "off-policy steps of alt; all steps of onpol"
     raw = _run_trace(clip, ids["alt"])
-    np.testing.assert_array_equal(_arr(raw["x"]), [1, 3, 5, 7])
+    np.testing.assert_array_equal(_arr(raw["x"]), range(1, STEPS, 2))
     np.testing.assert_array_equal(_arr(raw["y"]), odd[Step.SEQ_CLIP_FRACTION].to_numpy(np.float32))
     assert (odd[Step.SEQ_CLIP_FRACTION] > 0).all()  # off-policy steps do clip here
     smooth = _run_trace(clip, ids["alt"], ema=True)
@@ -554,7 +559,7 @@ def test_steps_control_filters_the_clip_panels(lag_root, app_env):
     grid = _grid(at)
     clip = grid["Sequence-unit clip fraction — sequence unit, ε 3e-4/4e-4"]
     raw = _run_trace(clip, ids["alt"])
-    np.testing.assert_array_equal(_arr(raw["x"]), [0, 2, 4, 6])
+    np.testing.assert_array_equal(_arr(raw["x"]), range(0, STEPS, 2))
     assert set(_arr(raw["y"]).tolist()) == {0.0}  # on-policy: nothing clips
     assert grid["Reward"]["subtitle"] == "on-policy steps"
 
@@ -565,27 +570,38 @@ def test_steps_control_filters_the_clip_panels(lag_root, app_env):
     np.testing.assert_array_equal(_arr(raw["x"]), range(STEPS))
 
 
-def test_empty_panel_says_so_on_its_own_cell(lag_root, app_env):
-    """No run logged ref log-probs (nor loss, entropy, truncation): each of those panels has no
-    trace and its own note, inside its own cell; panels with data carry none."""
+def test_unlogged_panels_fold_into_one_line(lag_root, app_env):
+    """No run logged ref log-probs, loss, entropy, truncation or the sampler's log-probs: those
+    panels draw no empty frame; one caption names them all; the drawn panels are exactly those
+    whose column a step table holds a value of."""
     app_env(lag_root)
     at = _open("compare", {"runs": list(run_ids(lag_root).values())})
     _assert_clean(at)
-    assert _grid(at)["KL to reference"]["traces"] == []
-    notes = []
-    for el in at.get("echarts_chart"):
-        spec = json.loads(el.proto.spec)
-        for g in spec.get("graphic", []):
-            # a note's cell: the panel whose grid holds its top (px) and left (% of the width)
-            row = g["top"] // 300
-            col = 0 if float(g["left"].rstrip("%")) < 50 else 1
-            notes.append((g["style"]["text"], [spec["title"][row * 2 + col]["text"]]))
-    grid = _grid(at)
-    empty = sorted(t for t, p in grid.items() if not p["traces"])
-    assert "KL to reference" in empty and "Reward" not in empty
-    # one note per empty panel, each inside its own panel's cell
-    assert sorted(cells[0] for _, cells in notes) == empty
-    assert {text for text, _ in notes} == {"no data for the selected runs"}
+    grid = _grid(at, ("grid",))
+    unlogged = [
+        "Loss",
+        "Truncated completions",
+        "KL to reference",
+        "Mismatch: KL(sampler ‖ trainer)",
+    ]
+    for title in unlogged:
+        assert title not in grid
+    assert all(p["traces"] for p in grid.values())  # no empty frame
+    (line,) = [c.value for c in at.caption if c.value.startswith("Not logged by the shown runs")]
+    for title in unlogged + ["Entropy", "Mismatch: max |log p sampler − log p trainer|"]:
+        assert ui.md_escape(title) in line
+    assert "Reward" not in line
+    (spec,) = [json.loads(e.proto.spec) for e in at.get("echarts_chart") if "grid" in e.proto.id]
+    assert spec.get("graphic") == []
+    from app.data import add_derived
+
+    tables = [add_derived(_steps_table(lag_root, n)) for n in ("alt", "onpol")]
+    logged = [
+        p.title
+        for p in charts.PANELS
+        if any(p.column in t and t[p.column].notna().any() for t in tables)
+    ]
+    assert [t["text"].split(" — ")[0] for t in spec["title"]] == logged
 
 
 def _inside(v: float, domain: list[float]) -> bool:
@@ -625,6 +641,7 @@ def test_foreign_groups_collapsed_constants_and_counters(lag_root, app_env):
     assert list(_grid(at, ("more",))) == ["timing_s/gen"]
 
 
+@pytest.mark.slow
 def test_fifty_runs_on_the_page_keep_the_budget(tmp_path, app_env):
     """50 selected runs x 600 steps: every panel of every figure holds <= 6,000 points."""
     import sys
@@ -668,6 +685,7 @@ def real_root(tmp_path_factory):
     return root
 
 
+@pytest.mark.slow
 def test_real_logs_builtin_panels_first_foreign_groups_collapsed(real_root, app_env):
     """The seven real logs selected together: one figure of built-in panels (not one chart per
     foreign metric: 927 before), both Tinker runs' reward in the Reward panel, the foreign metrics
@@ -679,7 +697,16 @@ def test_real_logs_builtin_panels_first_foreign_groups_collapsed(real_root, app_
     _assert_clean(at)
     assert len(at.get("echarts_chart")) == 2  # the legend strip and the built-in panels
     grid = _grid(at)
-    assert next(iter(grid)) == "Reward" and len(grid) == len(charts.PANELS)
+    assert next(iter(grid)) == "Reward"
+    # panels no import logged fold into one line; the rest are drawn, each with data
+    (line,) = [c.value for c in at.caption if c.value.startswith("Not logged by the shown runs")]
+    folded = ("Sequence log-ratio log s", "KL to reference", "Token-unit clip fraction")
+    assert all(ui.md_escape(t) in line for t in folded) and not set(folded) & set(grid)
+    assert all(p["traces"] for p in grid.values()) and 8 <= len(grid) < len(charts.PANELS)
+    # verl's rollout_corr/k3_kl and Tinker's optim/kl_sample_train_v2: the sampler panel
+    sampler = grid["Mismatch: KL(sampler ‖ trainer)"]
+    verl = {k for n, k in ids.items() if n.startswith("deepseek")}
+    assert {t["legendgroup"] for t in sampler["traces"]} == verl | {ids["tinker-rl-lab-arithmetic"]}
     tinker = {k for n, k in ids.items() if "tinker" in n or "cog-rl" in n}
     assert len(tinker) == 2
     reward_runs = {t["legendgroup"] for t in grid["Reward"]["traces"]}
@@ -691,3 +718,147 @@ def test_real_logs_builtin_panels_first_foreign_groups_collapsed(real_root, app_
     more = _grid(at, ("more",))
     assert 0 < len(more) <= 24 and all(t.startswith("val-aux/") for t in more)
     assert "metrics match: drawing the first 24" in " ".join(c.value for c in at.caption)
+
+
+# ------------------------------------------------------------- charts that do not lie by omission
+
+
+def _spec_of(at, which: str = "grid") -> dict:
+    (el,) = [e for e in at.get("echarts_chart") if e.proto.id.rsplit("-", 2)[-2] == which]
+    return json.loads(el.proto.spec)
+
+
+def _series_of(spec: dict, title: str) -> list[dict]:
+    i = [t["text"] for t in spec["title"]].index(title)
+    return [s for s in spec["series"] if s["xAxisIndex"] == i]
+
+
+def test_reward_band_stays_within_the_rewards(lag_root, app_env):
+    """0/1 rewards: mean ± std would reach below 0 and above 1; the drawn band (its lower edge
+    plus its stacked height) stays within [0, 1], and reaches both ends somewhere."""
+    app_env(lag_root)
+    ids = run_ids(lag_root)
+    table = _steps_table(lag_root, "alt")
+    m, sd = table[Step.REWARD_MEAN], table[Step.REWARD_STD]
+    assert (m + sd).max() > 1 or (m - sd).min() < 0  # the unbounded band leaves [0, 1]
+    at = _open("compare", {"runs": [ids["alt"]]})
+    _assert_clean(at)
+    reward = _series_of(_spec_of(at), "Reward")
+    (low,) = [s for s in reward if "|band-low|" in s["id"]]
+    (height,) = [s for s in reward if "|band-height|" in s["id"]]
+    lo = np.array([p[1] for p in low["data"]])
+    hi = lo + np.array([p[1] for p in height["data"]])
+    assert lo.min() >= 0 and hi.max() <= 1 + 1e-6
+    np.testing.assert_allclose(lo, np.clip(m - sd, 0, 1), atol=1e-6)
+    i = [t["text"] for t in _spec_of(at)["title"]].index("Reward")
+    axis = _spec_of(at)["yAxis"][i]  # the axis ends at the band's ends, not past them
+    assert (axis["min"], axis["max"]) == ("dataMin", "dataMax")
+
+
+def test_real_logs_unknown_algorithm_dotted_and_named(real_root, app_env):
+    """Imports whose algorithm no file states: dotted lines and "algorithm unknown" in the legend;
+    the verl runs (adv_estimator grpo) dashed."""
+    app_env(real_root)
+    ids = run_ids(real_root)
+    at = _open("compare", {"runs": list(ids.values())})
+    _assert_clean(at)
+    legend = json.loads(at.get("echarts_chart")[0].proto.spec)["legend"]["data"]
+    styles = {(e["name"].rsplit(" · ", 1)[1], e["lineStyle"]["type"]) for e in legend}
+    assert styles == {("algorithm unknown", "dotted"), ("GRPO", "dashed")}
+    algo = {
+        k: json.loads((real_root / k / "run.json").read_text())["algorithm"] for k in ids.values()
+    }
+    assert sorted(algo.values()).count("unknown") == 4  # both Tinker logs, two TRL logs
+    raw = [s for s in _series_of(_spec_of(at), "Reward") if "|raw|" in s["id"]]
+    assert len(raw) == 7
+    for s in raw:
+        want = "dotted" if algo[s["id"].split("|")[0]] == "unknown" else "dashed"
+        assert s["lineStyle"]["type"] == want
+    assert "algorithm unknown dotted" in at.caption[0].value
+
+
+def test_real_logs_tokens_axis_leaves_off_runs_without_counts(real_root, app_env):
+    """x = tokens: the Tinker run with token counts is drawn from its first count on; the TRL run
+    without counts is left off (no line at x = 0) and named in the panel's note and a caption."""
+    app_env(real_root)
+    ids = run_ids(real_root)
+    tinker, trl = ids["tinker-rl-lab-arithmetic"], ids["agent-memory-redteam"]
+    at = _open("compare", {"runs": [tinker, trl]})
+    at.button_group(key="x").set_value(Derived.TOKENS_SEEN).run()
+    _assert_clean(at)
+    reward = _grid(at, ("grid",))["Reward"]
+    assert {t["legendgroup"] for t in reward["traces"]} == {tinker}
+    assert reward["subtitle"] == "all steps · no token counts: agent-memory-redteam"
+    raw = next(t for t in reward["traces"] if t["role"] == "raw")
+    assert min(raw["x"]) > 0
+    said = [c.value for c in at.caption]
+    left_off = "Left off this x axis (no token counts): " + ui.md_escape("agent-memory-redteam")
+    assert left_off + "." in said, said
+    # Loss: logged by the TRL run only, which has no tokens: named on a line, no empty frame
+    assert "Loss" not in _grid(at, ("grid",))
+    (line,) = [c for c in said if c.startswith("Logged only by runs left off this x axis")]
+    assert "Loss" in line
+
+
+@pytest.mark.slow
+def test_real_logs_sparse_validation_lines_have_markers(real_root, app_env):
+    """verl val-core lines: 31 points on 301 rows and a single point on 300 rows; both drawn with
+    a marker at each point, no EMA (the peak shown is the logged one)."""
+    app_env(real_root)
+    ids = run_ids(real_root)
+    runs = [k for n, k in ids.items() if n.startswith("deepseek")]
+    at = _open("compare", {"runs": runs})
+    at.text_input(key="metric_search").set_value("val-core AIME mean@16").run()
+    _assert_clean(at)
+    spec = _spec_of(at, "more")
+    title = "val-core/AIME/acc/mean@16"
+    drawn = _series_of(spec, title)
+    assert not [s for s in drawn if "|ema|" in s["id"]]
+    raw = [s for s in drawn if "|raw|" in s["id"]]
+    assert sorted(len(s["data"]) for s in raw) == [1, 31]
+    assert all(s["showSymbol"] and s["symbolSize"] == 6 for s in raw)
+    for s in raw:
+        key = s["id"].split("|")[0]
+        logged = _steps_table_of(real_root, key)[title].dropna()
+        assert max(p[1] for p in s["data"]) == pytest.approx(logged.max(), rel=1e-6)
+
+
+def _steps_table_of(root, key) -> pd.DataFrame:
+    df = pq.read_table(root / key / STEPS_DIR).to_pandas()
+    return df.sort_values(Step.STEP).reset_index(drop=True)
+
+
+def test_real_logs_search_finds_a_mapped_metric_by_its_source(real_root, app_env):
+    """Searching "critic score" finds Reward (verl critic/score/mean), says so, draws it under
+    More metrics, and its hover names the source."""
+    app_env(real_root)
+    ids = run_ids(real_root)
+    verl = ids["deepseek1.5b_sync_8gpu_clip_low0.2_high0.28_seed0"]
+    at = _open("compare", {"runs": [verl]})
+    at.text_input(key="metric_search").set_value("critic score").run()
+    _assert_clean(at)
+    said = " ".join(c.value for c in at.caption)
+    assert ui.md_escape("verl critic/score/mean is drawn as Reward") in said
+    more = _grid(at, ("more",))
+    assert "Reward" in more
+    (readout,) = [s for s in _series_of(_spec_of(at, "more"), "Reward") if "|readout|" in s["id"]]
+    assert readout["dimensions"][1] == "value (verl critic/score/mean)"
+    assert not [i for i in at.info if "No metric matches" in i.value]
+
+
+def test_one_entry_import_is_visible(tmp_path, app_env):
+    """A TRL log of one entry: its reward (0.5) is one point drawn as a marker, not an empty
+    line; panels it did not log fold into the one line."""
+    from training_hooks import importers
+
+    src = tmp_path / "trainer_state.json"
+    entry = {"step": 1, "epoch": 0.01, "reward": 0.5, "loss": 0.1, "completion_length": 40.0}
+    src.write_text(json.dumps({"global_step": 1, "log_history": [entry]}))
+    root = tmp_path / "root"
+    importers.import_run("trl", src, root=root)
+    app_env(root)
+    at = _open("compare")
+    _assert_clean(at)
+    (raw,) = [s for s in _series_of(_spec_of(at), "Reward") if "|raw|" in s["id"]]
+    assert raw["data"] == [[1, 0.5]] and raw["showSymbol"] is True
+    assert any(c.value.startswith("Not logged by the shown runs") for c in at.caption)

@@ -219,6 +219,7 @@ def _log_trl_run(uri: str, steps: int = 30, params: dict | None = None) -> str:
     return run.info.run_id
 
 
+@pytest.mark.slow
 def test_mlflow_only_run(mlflow_uri, tmp_path):
     """A TRL-style run only in MLflow is listed (algorithm from its params) and its curves come
     back under our column names, values exact, other metrics under their own names."""
@@ -252,6 +253,7 @@ def test_mlflow_only_run_params_pin_the_kl(mlflow_uri):
     assert "trl/kl" not in df.columns
 
 
+@pytest.mark.slow
 def test_recorded_run_is_not_listed_twice(mlflow_uri, tmp_path):
     """A run recorded to Parquet and MLflow appears once (from Parquet)."""
     root = tmp_path / "runs"

@@ -131,9 +131,10 @@ def test_every_page_renders_recorded_runs(page, recorded_root, app_env):
         assert "Sequence-unit clip fraction — sequence unit, ε 3e-4/4e-4" in grid
         # the runs' own extra (log_step(extra=...)) is drawn by default, after the built-in panels
         assert list(_grid(at, ("more",))) == ["grad_norm"]
-        # two runs, bands on (<= 3 runs): reward = 2 bands + raw and EMA per run
+        # two runs, bands on (<= 3 runs): reward = 2 bands + raw per run (STEPS points: sparse,
+        # drawn with markers and not smoothed)
         assert [t["role"] for t in grid["Reward"]["traces"]].count("band") == 2
-        assert len(grid["Reward"]["traces"]) == 6
+        assert len(grid["Reward"]["traces"]) == 4
         assert all(
             {t["legendgroup"] for t in p["traces"]} == set(run_ids(recorded_root).values())
             for p in grid.values()
@@ -156,14 +157,14 @@ def test_compare_widgets_change_the_figures(recorded_root, app_env):
     at = _open("compare")
     reward = _grid(at)["Reward"]
     assert reward["xaxis"]["title"]["text"] == "optimizer step"
-    assert len(reward["traces"]) == 6  # std band, raw (faint) and EMA for each of the 2 runs
+    assert len(reward["traces"]) == 4  # std band and raw for each of the 2 runs (sparse: no EMA)
 
     at.button_group(key="x").set_value(Derived.TOKENS_SEEN).run()
     _assert_clean(at)
     assert _grid(at)["Reward"]["xaxis"]["title"]["text"] == "response tokens seen"
 
     at.slider(key="smooth").set_value(0.0).run()
-    assert len(_grid(at)["Reward"]["traces"]) == 4  # no EMA trace for either run
+    assert len(_grid(at)["Reward"]["traces"]) == 4  # still no EMA trace for either run
     at.toggle(key="bands").set_value(False).run()
     assert len(_grid(at)["Reward"]["traces"]) == 2
 
@@ -207,6 +208,7 @@ def test_single_run_pages_follow_run_and_step(recorded_root, app_env):
     assert "at step 2" in " ".join(c.value for c in at.caption)
 
 
+@pytest.mark.slow
 def test_bad_data_is_named_not_raised(root_copy, app_env):
     """Corrupt part, missing run.json, older schema, no sequences: pages name the run and why."""
     ids = run_ids(root_copy)
@@ -239,6 +241,7 @@ def test_bad_data_is_named_not_raised(root_copy, app_env):
             assert "run.json is missing" in text
 
 
+@pytest.mark.slow
 def test_empty_root_says_so(tmp_path, app_env):
     """An empty root: every page shows a message instead of charts."""
     app_env(tmp_path)
@@ -250,6 +253,7 @@ def test_empty_root_says_so(tmp_path, app_env):
         assert len(at.get("plotly_chart")) == 0
 
 
+@pytest.mark.slow
 def test_mlflow_only_run_on_the_pages(recorded_root, app_env, mlflow_uri, monkeypatch):
     """A TRL-style run only in MLflow is listed beside the Parquet runs and drawn on Compare with
     its names mapped (a sequence-level TRL run's clip_ratio/region_mean -> the sequence binding

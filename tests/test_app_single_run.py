@@ -512,3 +512,48 @@ def test_runs_table_on_the_real_logs(app_env, tmp_path):
     assert df["last update"].str.startswith("imported at ").all()
     assert not df["problems"].str.contains("sequences table").any()
     assert df["problems"].str.contains(r"last line \(line 302\) is truncated").sum() == 1
+
+
+def test_curve_words_agree_with_the_curve():
+    """The shapes by hand: the demo's reward by length (0 at 1, 0.89 at 2, down to 0.17) rises
+    then falls; a fall from 0.88 to 0.17 with a wobble falls (Spearman ρ quoted); a wave with an
+    inner peak and an inner dip moves up and down; two buckets quote no ρ."""
+    from app import curve_words as cw
+
+    demo = cw.curve_shape(["1", "2", "3", "4", "5-6"], [0.0, 0.89, 0.6, 0.3, 0.17])
+    assert demo.words == cw.PEAK and demo.values == (0.0, 0.89, 0.17)
+    # ranks 1 5 4 3 2 against 1..5: d = 0 3 1 -1 -3, sum d^2 = 20, rho = 1 - 6*20/120 = 0
+    assert demo.rho == pytest.approx(0.0)
+    text = cw.shape_sentence(["1", "2", "3", "4", "5-6"], [0.0, 0.89, 0.6, 0.3, 0.17], "r", ".2f")
+    assert text == (
+        "The r rises then falls with length (0.00 at length 1, peak 0.89 at length 2, 0.17 at "
+        "length 5-6). Spearman ρ of bucket order and r over 5 buckets: 0.00."
+    )
+    falls = cw.curve_shape(list("abcd"), [0.88, 0.5, 0.6, 0.17])
+    # ranks 4 2 3 1: d = 3 0 0 -3, sum d^2 = 18, rho = 1 - 6*18/60 = -0.8
+    assert falls.words == cw.FALLS and falls.rho == pytest.approx(-0.8)
+    assert cw.curve_shape(list("abcd"), [0.5, 0.7, 0.4, 0.55]).words == cw.UP_AND_DOWN
+    assert cw.curve_shape(list("ab"), [1.0, 1.0]).words == cw.FLAT
+    assert cw.shape_sentence(["5", "8"], [0.1, 0.3], "share", ".0%") == (
+        "The share rises with length (10% at length 5, 30% at length 8)."
+    )
+    uneven = cw.shape_sentence(list("abcde"), [0.9, 0.95, 0.3, 0.93, 0.2], "x", ".2f")
+    assert uneven.startswith("The x falls with length, unevenly (0.90 at length a, 0.20")
+
+
+def test_lengths_caption_names_the_statistic_and_the_drawn_shape(lagged_root, app_env):
+    """The reward-by-length caption: Pearson r over the completions, then the shape and Spearman ρ
+    of the drawn bucket means (two routes: the figure's y values through curve_words)."""
+    from app import curve_words as cw
+
+    app_env(lagged_root)
+    ids = run_ids(lagged_root)
+    at = _clean("lengths", {"run": ids["lag-gspo"]})
+    fig = _fig(at, "reward_vs_length")
+    y = _arr(fig["data"][0]["y"]).astype(np.float64)
+    shape = cw.curve_shape([str(i) for i in range(len(y))], y)
+    text = _captions(at)
+    assert f"The mean reward {shape.words} with length" in text
+    if len(y) > 2:
+        assert f"over {len(y)} buckets: {cw.spearman(y):.2f}" in text
+    assert "no steady trend" not in text

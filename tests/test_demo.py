@@ -369,6 +369,7 @@ def _read(run_dir: str, table: str) -> pd.DataFrame:
     return pd.concat([pd.read_parquet(f) for f in files], ignore_index=True)
 
 
+@pytest.mark.slow
 def test_demo_end_to_end_records_every_column(tmp_path, mlflow_uri, capsys):
     """A 3-step demo of both algorithms writes both runs with every schema column, finite."""
     out = tmp_path / "runs"

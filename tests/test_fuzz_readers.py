@@ -1,4 +1,4 @@
-"""Fuzz the readers (issue 14, item 6): hypothesis damages a recorded run (its run.json: junk,
+"""Fuzz the readers: hypothesis damages a recorded run (its run.json: junk,
 wrong types, missing keys, huge and non-finite values, deep nesting, wrong encodings; its Parquet
 parts: truncated, bit-flipped, wrong column types, missing or extra columns) and checks that the
 app's readers never raise and name the run, that every page renders (no exception, no "could not
@@ -298,6 +298,7 @@ def _read_everything(root: Path) -> tuple[object, list[str]]:
     return run, problems
 
 
+@pytest.mark.slow
 @given(damage=DAMAGES)
 @settings(FUZZ, max_examples=READER_EXAMPLES)
 def test_readers_never_raise_and_name_the_damage(base_run, damage):
@@ -325,6 +326,7 @@ def _page_text(at) -> str:
     )
 
 
+@pytest.mark.slow
 @given(damage=DAMAGES)
 @settings(FUZZ, max_examples=PAGE_EXAMPLES)
 def test_every_page_renders_a_damaged_run(base_run, damage):

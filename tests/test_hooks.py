@@ -40,7 +40,7 @@ def reduce_on(request, monkeypatch) -> str:
     return request.param
 
 
-# The columns issue 3 requires, spelled out once more so a schema edit cannot silently drop one.
+# The required columns, spelled out once more so a schema edit cannot silently drop one.
 REQUIRED_STEP = (
     "run_id step wall_time algorithm loss reward_mean reward_std seq_log_ratio_mean "
     "seq_log_ratio_std seq_log_ratio_min seq_log_ratio_max seq_clip_fraction "

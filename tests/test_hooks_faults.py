@@ -1,5 +1,5 @@
 """Resilience: failing, hung and unreachable sinks, disk errors, kill -9, and resuming after it;
-a dead tracking server noticed in seconds (issue 14)."""
+a dead tracking server noticed in seconds."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ import warnings
 
 import pandas as pd
 import pytest
+from servers import free_port, mlflow_server_process, unavailable
 
 import training_hooks.sinks.parquet as sinks_mod
 from training_hooks import RunRecorder
@@ -105,6 +106,7 @@ def test_raising_sink_warns_once_and_parquet_keeps_recording(tmp_path, make_batc
     assert steps_on_disk(rec.run_dir) == list(range(12))
 
 
+@pytest.mark.slow
 def test_hung_sink_never_blocks_training_and_close_is_bounded(tmp_path, make_batch):
     """A sink hung forever: log_step stays fast, its full queue drops, close gives up in time."""
     sink = HangingSink()
@@ -188,6 +190,7 @@ PERMISSION_CHILD = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_permission_denied_is_a_fault_and_recovers(tmp_path):
     """Run folders made read-only mid-run (real EACCES): fault in run.json, training goes on, and
     the buffered steps land once the folder is writable again."""
@@ -224,17 +227,11 @@ def _shell_quote(s: str) -> str:
     return shlex.quote(s)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_unreachable_mlflow_server_does_not_touch_training(tmp_path, make_batch, monkeypatch):
     """MLflow URI with nothing listening: a fault for mlflow, Parquet complete, close returns."""
     monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
     monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "2")
-    uri = f"http://127.0.0.1:{_free_port()}"
+    uri = f"http://127.0.0.1:{free_port()}"
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         t0 = time.monotonic()
@@ -270,6 +267,7 @@ KILL_CHILD = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_kill_9_keeps_flushed_steps_and_run_resumes(tmp_path, make_batch):
     """kill -9 mid-run: every step logged more than a flush interval before is readable, run.json
     says running (not finished); reopening the run id appends and finishes it."""
@@ -311,7 +309,7 @@ def test_kill_9_keeps_flushed_steps_and_run_resumes(tmp_path, make_batch):
     assert info.status == "finished" and info.name == "killed"
 
 
-# ----------------------------------------------------------------------------- fail fast (issue 14)
+# ---------------------------------------------------------------------------------- fail fast
 
 
 @contextlib.contextmanager
@@ -361,6 +359,7 @@ def _record(rec: RunRecorder, make_batch, steps: range, pause_s: float = 0.05) -
     return time.monotonic()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("server", ["refused", "silent"])
 def test_dead_tracking_server_costs_seconds(server, tmp_path, make_batch):
     """A tracking URI nobody listens on, or a socket that accepts and never answers: the sink's
@@ -370,7 +369,7 @@ def test_dead_tracking_server_costs_seconds(server, tmp_path, make_batch):
     ctx = (
         _silent_port()
         if server == "silent"
-        else contextlib.nullcontext(f"http://127.0.0.1:{_free_port()}")
+        else contextlib.nullcontext(f"http://127.0.0.1:{free_port()}")
     )
     with ctx as uri, warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -391,6 +390,7 @@ def test_dead_tracking_server_costs_seconds(server, tmp_path, make_batch):
     assert steps_on_disk(rec.run_dir) == list(range(8))
 
 
+@pytest.mark.slow
 def test_api_that_hangs_behind_a_live_health_check_is_abandoned(tmp_path, make_batch):
     """/health answers but MLflow's calls hang: the sink waits (the server looks alive), close()
     abandons it after close_timeout_s, reports it hung and kills its child; Parquet is whole."""
@@ -407,6 +407,7 @@ def test_api_that_hangs_behind_a_live_health_check_is_abandoned(tmp_path, make_b
     assert steps_on_disk(rec.run_dir) == list(range(5))
 
 
+@pytest.mark.slow
 def test_probe_names_what_is_wrong():
     """probe_tracking_server: None for an answering server (any HTTP status) or a non-HTTP store;
     the reason for a refused or silent one, within its timeout."""
@@ -414,7 +415,7 @@ def test_probe_names_what_is_wrong():
         assert probe_tracking_server(uri) is None
         assert probe_tracking_server(uri + "/prefix/") is None  # 404 on /prefix/health: alive
     assert probe_tracking_server("sqlite:///x.db") is None
-    assert "refused" in probe_tracking_server(f"http://127.0.0.1:{_free_port()}")
+    assert "refused" in probe_tracking_server(f"http://127.0.0.1:{free_port()}")
     with _silent_port() as uri:
         t0 = time.monotonic()
         assert "timed out" in probe_tracking_server(uri, timeout_s=1.0)
@@ -479,36 +480,14 @@ def test_sink_failed_turns_the_sink_off(tmp_path, make_batch):
 
 
 @contextlib.contextmanager
-def _mlflow_server(db, port: int):
-    """`mlflow server` on 127.0.0.1:port over the SQLite store ``db``, in its own process group
-    (the test freezes and kills it); yields (process, url) once /health answers."""
-    folder = os.path.dirname(db)
-    log = open(os.path.join(folder, f"server-{port}.log"), "w")  # noqa: SIM115 -- closed below
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", f"sqlite:///{db}"]
-        + ["--artifacts-destination", os.path.join(folder, "artifacts"), "--workers", "1"]
-        + ["--host", "127.0.0.1", "--port", str(port)],
-        cwd=folder,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    url = f"http://127.0.0.1:{port}"
+def _mlflow_server(db):
+    """`mlflow server` over the SQLite store ``db`` (the test freezes and kills it); yields
+    (process, url) once /health answers."""
     try:
-        deadline = time.monotonic() + 240  # minutes on a loaded 2-core machine
-        while probe_tracking_server(url, timeout_s=2) is not None:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                log.flush()
-                with open(log.name) as f:
-                    pytest.skip(f"mlflow server did not start: {f.read()[-1500:]}")
-            time.sleep(0.3)
-        yield proc, url
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGCONT)
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=30)
-        log.close()
+        with mlflow_server_process(f"sqlite:///{db}", os.path.dirname(db)) as (proc, url):
+            yield proc, url
+    except RuntimeError as e:  # did not start: its log tail says why
+        unavailable(str(e))
 
 
 def _run_against(root, url: str, name: str, make_batch, stop) -> tuple[RunRecorder, float]:
@@ -536,7 +515,7 @@ def test_tracking_server_dying_mid_run_then_sync(tmp_path, make_batch, mlflow_db
     root = tmp_path / "runs"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        with _mlflow_server(db, _free_port()) as (proc, url):
+        with _mlflow_server(db) as (proc, url):
             frozen, frozen_s = _run_against(
                 root, url, "frozen", make_batch, lambda: os.killpg(proc.pid, signal.SIGSTOP)
             )
@@ -553,7 +532,7 @@ def test_tracking_server_dying_mid_run_then_sync(tmp_path, make_batch, mlflow_db
         assert [f["kind"] for f in faults] == ["failed"], faults
         assert "does not answer" in faults[0]["error"]
 
-    with _mlflow_server(db, _free_port()) as (_, url):
+    with _mlflow_server(db) as (_, url):
         cmd = [sys.executable, "-m", "training_hooks.sync", killed.run_dir, "--tracking-uri", url]
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
         assert out.returncode == 0, out.stderr[-2000:]

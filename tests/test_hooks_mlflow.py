@@ -23,6 +23,7 @@ def history(client: MlflowClient, run_id: str, column: str) -> list[tuple[int, f
     return sorted((m.step, m.value) for m in client.get_metric_history(run_id, mlflow_key(column)))
 
 
+@pytest.mark.slow
 def test_200_step_loop_with_both_sinks(mlflow_uri, tmp_path, make_batch):
     """Done-when: 200 steps, both sinks (MLflow in its default child process): pandas reads every
     column; MLflow has run, params, tags, metric history equal to Parquet, and the artifacts."""
@@ -126,6 +127,7 @@ def test_resume_continues_the_same_mlflow_run(mlflow_uri, tmp_path, make_batch):
     assert len(client.search_runs([client.get_run(first).info.experiment_id])) == 1
 
 
+@pytest.mark.slow
 def test_sync_replays_offline_runs_idempotently(mlflow_uri, tmp_path, make_batch, capsys):
     """sync creates one MLflow run per Parquet run with every step; a second sync adds nothing."""
     root = tmp_path / "runs"
@@ -152,6 +154,7 @@ def test_sync_replays_offline_runs_idempotently(mlflow_uri, tmp_path, make_batch
         assert r.data.params["a"] == "1"
 
 
+@pytest.mark.slow
 def test_sync_command_line(mlflow_uri, tmp_path, make_batch):
     """`python -m training_hooks.sync ROOT --tracking-uri URI` works as a command."""
     root = tmp_path / "runs"
@@ -167,6 +170,7 @@ def test_sync_command_line(mlflow_uri, tmp_path, make_batch):
     assert f"{rec.run_id}: created mlflow run" in out.stdout and "1 new steps" in out.stdout
 
 
+@pytest.mark.slow
 def test_against_a_live_mlflow_server(mlflow_server, tmp_path, make_batch):
     """A recorder pointed at `mlflow server` over HTTP logs metrics, params and artifacts there."""
     with RunRecorder(

@@ -371,6 +371,7 @@ VERL_CONFIG = {
 }
 
 
+@pytest.mark.slow
 def test_verl_file_logger_cli_with_its_config(tmp_path):
     """verl {"step", "data"} lines via the CLI, with the run's <experiment>.config.json beside:
     a validation-only line at step 0 keeps its own columns and nulls no wall time; a resumed run

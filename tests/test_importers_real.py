@@ -90,6 +90,7 @@ def test_the_seven_logs_of_the_readme_are_found():
     assert tools.count("tinker") >= 2
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("tool", "path"), LOGS, ids=[p.parent.name for _, p in LOGS])
 def test_every_value_equals_the_source(tool, path, tmp_path):
     """Each stored foreign metric equals the source at every step (null where the source has
@@ -261,6 +262,7 @@ def test_verl_clip_sweep_log(tmp_path):
     )
 
 
+@pytest.mark.slow
 def test_verl_resumed_style_log_with_validation_line_and_truncated_end(tmp_path):
     """verl with val_before_train: step 0 holds validation metrics only (kept as val-* columns,
     no train metric, no wall time, nothing cancelled elsewhere); the truncated last line is
@@ -292,6 +294,7 @@ def _parses(line: str) -> bool:
     return True
 
 
+@pytest.mark.slow
 def test_readme_table_rows(tmp_path):
     """The README's table: one row per real log, computed by importers.summarize."""
     rows = []

@@ -1,4 +1,4 @@
-"""Object storage as the runs root (issue 15, item 1), against moto's S3 server on 127.0.0.1:
+"""Object storage as the runs root, against moto's S3 server on 127.0.0.1:
 storage operations agree with the local ones, the recorder writes the same tables to S3 as to a
 folder, compaction, resume, an outage, kill -9, importers and sync with s3:// roots."""
 
@@ -34,6 +34,7 @@ def _tables(run_dir: str) -> dict[str, pd.DataFrame]:
     return out
 
 
+@pytest.mark.slow
 def test_storage_operations_agree_with_the_local_folder(tmp_path, s3_root):
     """One set of operations, two routes: the same writes give the same listing, reads, sizes
     and deletes on a local folder and on S3; a failed atomic write leaves nothing."""
@@ -108,6 +109,7 @@ def _log(rec: RunRecorder, steps, make_batch) -> None:
         rec.log_step(step, **make_batch(2, 4, 6, seed=step), loss=float(step))
 
 
+@pytest.mark.slow
 def test_resume_on_s3(s3_root, make_batch):
     """Resuming an S3 run appends: 3 + 3 steps, one compacted object per table, and run.json
     records the resume."""
@@ -165,6 +167,7 @@ def test_a_reader_between_compaction_and_deletes_sees_each_row_once(
     assert len(data.load_sequences(run, [Seq.REWARD], (1, 2)).df) == 2 * 8
 
 
+@pytest.mark.slow
 def test_an_s3_outage_is_a_fault_and_the_parts_are_retried(
     s3_server, s3_root, monkeypatch, make_batch
 ):
@@ -218,6 +221,7 @@ for step in range(10_000):
 """
 
 
+@pytest.mark.slow
 def test_kill_9_mid_run_leaves_every_flushed_step_readable(s3_root):
     """A recording process killed with SIGKILL mid-run: every step it had flushed to S3 is
     readable (steps and sequences), through the app's data layer too; the run says running."""

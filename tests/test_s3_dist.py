@@ -11,7 +11,7 @@ import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
-from s3_server import free_port
+from servers import free_port
 from test_hooks_dist import PROMPTS, G, batch
 
 from app import data

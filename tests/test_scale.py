@@ -1,4 +1,4 @@
-"""Many runs (issue 15, item 3): discovery and the Runs page read each run once per state of its
+"""Many runs: discovery and the Runs page read each run once per state of its
 files. A rerun with nothing changed reads no run.json and no Parquet file; a changed run is the
 only one read again; an S3 root is listed once (the whole prefix), not once per run. (The
 2,000-run timings are in bench/bench_dashboard.py --scale.)"""
@@ -96,6 +96,7 @@ def _table(at) -> list[dict]:
     return df.drop(columns=["last update"]).to_dict("records")
 
 
+@pytest.mark.slow
 def test_runs_page_rerun_reads_no_run_at_scale(one_run, tmp_path, monkeypatch):
     """200 local runs: the first render reads every run.json and step table once; a rerun reads
     none and shows the same table; a run whose run.json changed is the only one read again."""
@@ -120,6 +121,7 @@ def test_runs_page_rerun_reads_no_run_at_scale(one_run, tmp_path, monkeypatch):
     assert [r["name"] for r in after].count("renamed") == 1 and len(after) == LOCAL_RUNS
 
 
+@pytest.mark.slow
 def test_s3_root_is_listed_once_not_per_run(one_run, s3_root, tmp_path, monkeypatch):
     """60 runs on S3: discovery lists the whole prefix in one listing and reads each run.json
     once; a rerun within LISTING_TTL_S lists nothing and reads nothing; an older listing is

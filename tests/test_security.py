@@ -1,4 +1,4 @@
-"""Safe by default (issue 14): the server listens on loopback only (the README's command and
+"""Safe by default: the server listens on loopback only (the README's command and
 ``gspo-dash``), read-only mode writes nothing, and what a browser types (tracking URIs, import paths,
 URL query parameters) cannot make the server create files, open stores or connect elsewhere."""
 
@@ -248,6 +248,7 @@ def test_settings_read_only_and_allow_list():
     assert parse_settings([], {"GSPO_DASH_READ_ONLY": "true"}).read_only
 
 
+@pytest.mark.slow
 def test_read_only_mode_writes_nothing(root_copy, app_env, mlflow_uri, monkeypatch, tmp_path):
     """GSPO_DASH_READ_ONLY=1: root and URI shown as text (no inputs, state injection ignored), no
     import form, every page draws, and no file under the cwd, the root or the store changes."""
@@ -284,6 +285,7 @@ AUTH = {  # the [auth] section of .streamlit/secrets.toml (Streamlit's OIDC logi
 }
 
 
+@pytest.mark.slow
 def test_oidc_login_gates_every_page(root_copy, app_env):
     """With an [auth] section in secrets.toml, a visitor sees a login button and nothing else (no
     sidebar, no runs); once logged in, the pages draw and the sidebar offers a logout."""
@@ -351,6 +353,7 @@ def test_typed_tracking_uri_rules(tmp_path, mlflow_uri):
     assert not (tmp_path / "new").exists()
 
 
+@pytest.mark.slow
 def test_sidebar_refuses_typed_uris_without_touching_anything(root_copy, app_env, tmp_path):
     """Typed in the sidebar: an http URI is refused without a connection (a listening socket
     sees none); a missing SQLite store is refused and not created; pages still draw."""
@@ -407,6 +410,7 @@ def test_import_source_rules(tmp_path):
     assert import_root(str(tmp_path)) == tmp_path
 
 
+@pytest.mark.slow
 def test_import_form_refuses_bad_paths_and_missing_roots(root_copy, app_env, tmp_path):
     """The Runs page's import form: a FIFO or a device is refused with a message; an import into
     a root that does not exist is refused and creates no folder."""
@@ -509,6 +513,7 @@ def test_only_view_state_is_bound_to_the_url():
     assert bound == ALLOWED_URL_KEYS
 
 
+@pytest.mark.slow
 def test_query_string_cannot_set_paths_or_uris(root_copy, app_env, tmp_path):
     """?root=/&tracking_uri=...&import_path=... on every page: the server's root is read, no
     store is opened or created, nothing is imported."""

@@ -1,4 +1,4 @@
-"""Untrusted text stays text (issue 14, item 4): a run whose name, config, extra metric name and
+"""Untrusted text stays text: a run whose name, config, extra metric name and
 completions hold Markdown, HTML and script, and a run folder whose name does (so problem messages
 hold it too), are drawn by every page as plain text: checked on the element tree in AppTest
 (Markdown bodies, labels and help rendered with a CommonMark renderer that allows HTML, Plotly
@@ -178,6 +178,7 @@ def test_md_escape_round_trips_through_commonmark():
         assert set(r.tags) <= {"p"}, (s, r.tags)
 
 
+@pytest.mark.slow
 def test_every_page_shows_untrusted_text_as_text(payload_root, app_env):
     """Every page over the payload runs: no exception; no HTML element; every Markdown body,
     label, help text and pill holding a payload shows it verbatim; Plotly strings hold it as
@@ -204,6 +205,7 @@ def test_every_page_shows_untrusted_text_as_text(payload_root, app_env):
         assert seen[page]["markdown"] >= markdown and seen[page]["charts"] >= charts, seen
 
 
+@pytest.mark.slow
 def test_sequences_page_completion_is_code(payload_root, app_env):
     """The completion (model output) is shown in a code box, verbatim."""
     app_env(payload_root)

@@ -29,7 +29,6 @@ from app_runs import REPO
 from training_hooks.schema import STEP_KEY_COLUMNS, STEPS_DIR, Step, mlflow_key, read_run_info
 from training_hooks.sinks.mlflow import TAG_RUN_ID
 
-pytest_plugins = ("servers",)
 pytestmark = pytest.mark.slow
 
 STEPS = 40

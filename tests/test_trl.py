@@ -161,6 +161,7 @@ def _our_steps(trainer) -> pd.DataFrame:
     return pd.read_parquet(sorted(folder.glob("*.parquet"))).set_index(Step.STEP).sort_index()
 
 
+@pytest.mark.slow
 def test_recorded_metrics_equal_trl_logged_metrics(runs):
     """Per step: clip fractions (low/high/region), KL, entropy, lengths, rewards agree with TRL's log."""
     level, recorded, _ = runs
@@ -211,6 +212,7 @@ def _our_table(trainer, table: str) -> pd.DataFrame:
     return schema.read_table(trainer.gspo_dash_run_dir, table)
 
 
+@pytest.mark.slow
 def test_lag_grad_norm_rewards_and_text_are_what_trl_did(runs):
     """num_iterations=2: TRL generates at steps 1 and 3 (its log has completion lengths there
     only), so the rollouts are 0, 0, 1, 1 and the policy lags 0, 1, 0, 1; grad_norm and
@@ -270,6 +272,7 @@ class _SamplerShiftTrainer(GRPOTrainer):
         return out
 
 
+@pytest.mark.slow
 def test_sampler_logprobs_from_trl_reach_the_sampler_columns(model_dir, tmp_path):
     """When TRL holds sampling_per_token_logps, attach records them as sampler_logprobs: with
     u = old - sampler = 0.1 on every token, sampler_kl_mean = e^0.1 - 1 - 0.1 = 0.0051709 and
@@ -287,6 +290,7 @@ def test_sampler_logprobs_from_trl_reach_the_sampler_columns(model_dir, tmp_path
     assert ours[Step.POLICY_LAG].tolist() == [0, 1]
 
 
+@pytest.mark.slow
 def test_run_json_holds_the_trl_settings(runs):
     """run.json: source trl, algorithm from importance_sampling_level, TRL's eps in its unit."""
     level, recorded, _ = runs
@@ -306,6 +310,7 @@ def test_run_json_holds_the_trl_settings(runs):
     assert len(df) == STEPS * 8 and set(df["group"]) == {0, 1} and set(df["sample"]) == {0, 1, 2, 3}
 
 
+@pytest.mark.slow
 def test_training_is_unchanged_by_the_hooks(runs):
     """Same seed, with and without hooks: identical parameters and identical TRL logs."""
     _, recorded, plain = runs
@@ -322,6 +327,7 @@ def test_training_is_unchanged_by_the_hooks(runs):
         assert ka == kb, s
 
 
+@pytest.mark.slow
 def test_trl_trainer_state_imports_beside_the_recorded_run(runs, tmp_path):
     """The same run's trainer_state.json, imported, gives TRL's numbers in our columns."""
     level, recorded, _ = runs

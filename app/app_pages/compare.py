@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from app import charts, data, lag, traces, ui
+from app import charts, data, lag, line_style, panels, sources, traces, ui
 from app import compare_view as cv
 from app import echarts_grid as eg
 from app.records import SOURCE_PARQUET
@@ -21,7 +21,7 @@ DEFAULT_MAX_POINTS = 500
 #: small multiples per chart: every built-in panel in one (each chart has its own fixed cost in the
 #: browser, and Streamlit mounts every chart of a run at once, so a first small chart would show
 #: no sooner)
-PANELS_PER_FIGURE = 14
+PANELS_PER_FIGURE = len(charts.PANELS)
 MAX_ASKED_PANELS = 24  # extra metrics drawn at once (narrow with the search box beyond)
 STEP_LABELS = {
     cv.AUTO: "auto",
@@ -103,9 +103,18 @@ def load_series(shown, ctx: ui.Context) -> tuple[list[charts.RunSeries], dict, l
                 df=t.df,
                 eps=ui.eps_of(run),
                 lag=traces.run_lag(run, t.df),
+                bounds=observed_bounds(run),
+                sources=sources.mapped_sources(run.info),
             )
         )
     return series, stats, problems
+
+
+def observed_bounds(run) -> dict[str, tuple[float, float]]:
+    """{column: observed range} for the bands that summarise values of a known range: the Reward
+    band (mean ± std) stays within the run's per-sequence rewards' min..max."""
+    reward = traces.run_reward_range(run)
+    return {charts.PANELS_BY_KEY["reward"].column: reward} if reward else {}
 
 
 def lag_caption(series: list[charts.RunSeries], choice: str) -> None:
@@ -182,15 +191,18 @@ def draw_panels(
             }
             by_panel.append([t for ts in per_run.values() for t in ts])
             drawn = [k for k, ts in per_run.items() if ts]
-            views.append(charts.panel_view(series, p, subsets, drawn, zoom_band=zoom_band))
+            views.append(
+                charts.panel_view(series, p, subsets, drawn, zoom_band=zoom_band, x=opts["x"])
+            )
         option, height = eg.grid_option(
             series, chunk, by_panel, x=opts["x"], log_panels=log_keys, views=views
         )
         st.echarts_chart(option, height=height, key=f"{key}-{start // PANELS_PER_FIGURE}")
 
 
-def more_metrics(extras: cv.Extras) -> list[str]:
-    """The metrics beyond the built-in panels, by group; returns the ones the user asked for."""
+def more_metrics(extras: cv.Extras, series: list[charts.RunSeries]) -> list[charts.Panel]:
+    """The metrics beyond the built-in panels, by group; returns the panels the user asked for:
+    the built-in ones a search found by a mapped metric's source name, then the extra metrics."""
     groups = extras.groups
     st.subheader("More metrics", anchor=False)
     counters = ", ".join(ui.md_escape(c) for c in extras.counters)
@@ -232,19 +244,24 @@ def more_metrics(extras: cv.Extras) -> list[str]:
             ),
             hide_index=True,
         )
-    if (chosen or query) and not names:
+    found = sources.find_by_source(query, {s.label: s.sources for s in series}, charts.PANELS)
+    if found:
+        st.caption(ui.md_escape(sources.matches_sentence(found)))
+    if (chosen or query) and not names and not found:
         st.info("No metric matches the search in the chosen groups.", icon=":material/search_off:")
     if len(names) > MAX_ASKED_PANELS:
         st.caption(
             f"{len(names)} metrics match: drawing the first {MAX_ASKED_PANELS} (narrow the search)."
         )
-    return names[:MAX_ASKED_PANELS]
+    builtin = [charts.PANELS_BY_KEY[k] for k in dict.fromkeys(m.panel_key for m in found)]
+    return builtin + [charts.extra_panel(n) for n in names[:MAX_ASKED_PANELS]]
 
 
 ctx = ui.page_header(
     "Compare runs",
     "Each chart is one metric over training for every shown run. Colour = run, line style = "
-    "algorithm (GRPO dashed, GSPO solid). Clip fractions come in two units: the sequence unit "
+    f"algorithm ({line_style.styles_sentence(['?'])}); a series of few points (validation) has "
+    "a marker at each point and is not smoothed. Clip fractions come in two units: the sequence unit "
     "(GSPO's ε, share of sequences) and the token unit (GRPO's ε, share of tokens); every run "
     "records both, so GRPO and GSPO sit on the same scale.",
 )
@@ -309,21 +326,36 @@ if plain < opts["max_points"]:
         f"{len(series)} runs share each chart's {PANEL_POINT_BUDGET:,} points: each run's line is "
         f"cut to {plain} points to keep the page fast."
     )
-x_missing = [ui.md_escape(s.label) for s in series if opts["x"] not in s.df.columns]
+x_missing = [ui.md_escape(s.label) for s in series if not panels.has_data(s.df, opts["x"])]
 if x_missing:
-    st.caption(f"No {charts.X_AXES[opts['x']]} for: {', '.join(x_missing)} (not drawn).")
+    why = charts.X_UNLOGGED[opts["x"]]
+    st.caption(f"Left off this x axis ({why}): {', '.join(x_missing)}.")
 
 runs_by_key = {r.key: r for r in shown}
-panels = [charts.PANELS_BY_KEY[k] for k in chosen]
-if panels:
+split = panels.split_by_data(
+    [s.df for s in series], [charts.PANELS_BY_KEY[k] for k in chosen], opts["x"]
+)
+shown_panels = split.drawn
+if split.unlogged:
+    st.caption(ui.md_escape(panels.not_logged_line(split.unlogged)))
+if split.off_axis:
+    why = f"Logged only by runs left off this x axis ({charts.X_UNLOGGED[opts['x']]})"
+    st.caption(ui.md_escape(panels.not_logged_line(split.off_axis, why)))
+if shown_panels:
     st.caption(
         "X axes are linked: zoom with the slider above the charts (drag its ends) or ctrl + scroll "
         "on a chart, and every chart follows; drag a zoomed chart to pan."
     )
     draw_panels(
-        runs_by_key, series, panels, opts, key="grid", log_keys=log_keys or [], zoom_band=zoom_band
+        runs_by_key,
+        series,
+        shown_panels,
+        opts,
+        key="grid",
+        log_keys=log_keys or [],
+        zoom_band=zoom_band,
     )
-else:
+elif not chosen:
     st.info("No built-in charts chosen (see 'Charts and log scales').", icon=":material/info:")
 ui.timing("compare charts")
 
@@ -336,15 +368,15 @@ if extras.constants:
         st.caption("Metrics that kept one value in every run that logged them (not drawn).")
         st.dataframe(cv.constants_frame(extras.constants), hide_index=True)
 if extras.groups:
-    asked = more_metrics(extras)
+    asked = more_metrics(extras, series)
     if asked:
-        draw_panels(runs_by_key, series, [charts.extra_panel(n) for n in asked], opts, key="more")
-if panels:
+        draw_panels(runs_by_key, series, asked, opts, key="more")
+if shown_panels:
     with st.expander("What each chart means", icon=":material/help:", expanded=False):
         st.markdown(  # one element, not one per chart: each costs the browser a render
             "\n\n".join(
                 f"**{ui.md_escape(p.title)}** ({ui.md_escape(p.unit)}): {ui.md_escape(p.caption)}"
-                for p in panels
+                for p in shown_panels
             )
         )
 

@@ -17,7 +17,7 @@ class Threshold:
 
 PAPER_GSPO = (
     "GSPO paper (Zheng et al. 2025, arXiv 2507.18071: its clipping-fraction figure, two orders of "
-    "magnitude between GSPO and GRPO) and verl's GSPO PR; bands as quoted in issue 12"
+    "magnitude between GSPO and GRPO) and verl's GSPO PR"
 )
 VERL_RC = "verl docs/algo/rollout_corr.md (check_rollout_correction_health)"
 OURS = "ours (no published band): "

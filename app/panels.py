@@ -1,0 +1,239 @@
+"""The Compare page's panel registry: one ``Panel`` per built-in chart (its column, unit, caption,
+band, clip unit), and which panels the shown runs have data for.
+
+A panel no shown run logged is not drawn as an empty frame: ``split_by_data`` sets it apart, and
+the page names it on one line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from training_hooks.metric_map import Derived
+from training_hooks.schema import Step
+
+#: a band's fill opacity; the log s band (min..max of a step's sequences) is wide on a GRPO run and
+#: would cover the panel at the default, so it is fainter
+BAND_OPACITY = 0.10
+FAINT_BAND_OPACITY = 0.04
+
+
+@dataclass(frozen=True)
+class Panel:
+    key: str
+    title: str
+    column: str
+    unit: str
+    caption: str = ""
+    band: tuple[str, str] | None = None  # (lower, upper) columns, or ("±", std column)
+    second: str | None = None  # a second column drawn thinner (e.g. p90)
+    second_label: str = ""
+    clip_unit: str | None = None  # "seq" or "token": title carries that unit's eps
+    zero_line: bool = False
+    off_policy_default: bool = False  # the "steps" control's auto: off-policy steps of mixed runs
+    nonnegative: bool = False  # values >= 0: the y axis starts at 0 (a flat 0 reads as 0)
+    band_opacity: float = BAND_OPACITY  # the band's fill
+
+
+PANELS: tuple[Panel, ...] = (
+    Panel(
+        "reward",
+        "Reward",
+        Step.REWARD_MEAN,
+        "reward per sequence",
+        "Mean reward of the step's sequences; band = ± one std over the step.",
+        band=("±", Step.REWARD_STD),
+    ),
+    Panel(
+        "loss",
+        "Loss",
+        Step.LOSS,
+        "loss",
+        "The policy loss as the trainer reduced it (its reduction is in the runs table); "
+        "compare trends, not levels, across reductions.",
+    ),
+    Panel(
+        "seq_log_ratio",
+        "Sequence log-ratio log s",
+        Step.SEQ_LOG_RATIO_MEAN,
+        "log s (nats)",
+        "log s = mean over a sequence's tokens of log π/π_old (GSPO's ratio, in log space). "
+        "Mean over sequences; band = min..max. Dotted lines: GSPO's clip range "
+        "[log(1-ε_low), log(1+ε_high)]. GRPO never clips on s, so its spread is wider.",
+        band=(Step.SEQ_LOG_RATIO_MIN, Step.SEQ_LOG_RATIO_MAX),
+        band_opacity=FAINT_BAND_OPACITY,
+        clip_unit="seq",
+        zero_line=True,
+    ),
+    Panel(
+        "seq_clip",
+        "Sequence-unit clip fraction",
+        Step.SEQ_CLIP_FRACTION,
+        "fraction of sequences",
+        "Share of sequences whose s lies outside [1-ε_low, 1+ε_high] with GSPO's ε "
+        "(Tinker's clipped fraction). GSPO papers report ~10-20%; on a GRPO run it shows how "
+        "often GSPO would have clipped.",
+        clip_unit="seq",
+        off_policy_default=True,
+        nonnegative=True,
+    ),
+    Panel(
+        "seq_clip_binding",
+        "Sequence clip binding (low + high)",
+        Derived.SEQ_CLIP_BINDING,
+        "fraction of sequences",
+        "Where GSPO's sequence clip zeroes the gradient: s < 1-ε_low with A<0, or "
+        "s > 1+ε_high with A>0 (TRL's clip_ratio/* under importance_sampling_level="
+        "'sequence'). Out of range but not binding = the min keeps the corrective signal.",
+        clip_unit="seq",
+        off_policy_default=True,
+        nonnegative=True,
+    ),
+    Panel(
+        "token_clip",
+        "Token-unit clip fraction",
+        Step.TOKEN_CLIP_FRACTION,
+        "fraction of tokens",
+        "Share of tokens whose own ratio r_t lies outside [1-ε_low, 1+ε_high] with GRPO's ε, "
+        "whatever the advantage's sign. GRPO typically sits well under 1-5%.",
+        clip_unit="token",
+        off_policy_default=True,
+        nonnegative=True,
+    ),
+    Panel(
+        "token_clip_binding",
+        "Token clip binding (low + high)",
+        Derived.TOKEN_CLIP_BINDING,
+        "fraction of tokens",
+        "Tokens where the token clip zeroes the gradient: r_t < 1-ε_low with A<0, or "
+        "r_t > 1+ε_high with A>0 (TRL's clip_ratio/region_mean, verl's pg_clipfrac).",
+        clip_unit="token",
+        off_policy_default=True,
+        nonnegative=True,
+    ),
+    Panel(
+        "zero_var",
+        "Zero-variance groups",
+        Step.ZERO_VARIANCE_FRACTION,
+        "fraction of groups",
+        "Groups whose completions all got the same reward: their advantages are 0 and they "
+        "teach nothing, in GRPO and GSPO alike. Near 1 = no learning signal.",
+        nonnegative=True,
+    ),
+    Panel(
+        "length",
+        "Completion length: mean (line), p90 (dots)",
+        Step.LENGTH_MEAN,
+        "tokens",
+        "Mean masked length (the line, smoothed like the others) and its 90th percentile over "
+        "the step's sequences (small dots, raw). GSPO's s is length-normalised; GRPO's token-sum "
+        "losses weight long completions more.",
+        second=Step.LENGTH_P90,
+        second_label="p90 length",
+        nonnegative=True,
+    ),
+    Panel(
+        "truncation",
+        "Truncated completions",
+        Step.TRUNCATED_FRACTION,
+        "fraction of sequences",
+        "Completions cut at the generation limit; rising truncation usually precedes "
+        "length blow-up.",
+        nonnegative=True,
+    ),
+    Panel(
+        "kl_ref",
+        "KL to reference",
+        Step.KL_REF_MEAN,
+        "nats / token",
+        "k3 estimate of KL(π_θ || π_ref), token-weighted: how far training has moved.",
+    ),
+    Panel(
+        "kl_old",
+        "KL old → new",
+        Step.KL_OLD_MEAN,
+        "nats / token",
+        "k3 estimate of KL(π_old || π_θ) within the step: the size of this update. 0 means the "
+        "update is fully on-policy (ratios identically 1).",
+        off_policy_default=True,
+    ),
+    Panel(
+        "sampler_kl",
+        "Mismatch: KL(sampler ‖ trainer)",
+        Step.SAMPLER_KL_MEAN,
+        "nats / token",
+        "The sampler/trainer mismatch at equal weights: k3 of the trainer's over the inference "
+        "engine's probability of each sampled token, token-weighted. It grows with numerical "
+        "differences between the two (precision, kernels); imports read verl's "
+        "rollout_corr/k3_kl, Tinker's optim/kl_sample_train_v2, TRL's sampling/*.",
+    ),
+    Panel(
+        "sampler_logp_diff",
+        "Mismatch: max |log p sampler − log p trainer|",
+        Step.SAMPLER_LOGP_ABS_DIFF_MAX,
+        "nats",
+        "The largest gap between the sampler's and the trainer's log-probability of one token in "
+        "the step: one token far off can dominate an importance-weighted update.",
+        nonnegative=True,
+    ),
+    Panel(
+        "entropy",
+        "Entropy",
+        Step.ENTROPY_MEAN,
+        "nats / token",
+        "Token-weighted policy entropy; a collapse to ~0 means the policy stopped exploring.",
+    ),
+)
+PANELS_BY_KEY = {p.key: p for p in PANELS}
+
+
+def extra_panel(column: str, note: str = "") -> Panel:
+    """A panel for a metric the run logged beyond the schema (grad norm, learning rate, TRL...)."""
+    return Panel(f"extra:{column}", column, column, "as logged", note or "Logged by the run.")
+
+
+def has_data(df, column: str, x: str | None = None) -> bool:
+    """True when ``df`` has a finite value of ``column`` (a run that logged it), on a row with a
+    finite value of the x column ``x`` too when given."""
+    if column not in df.columns or (x is not None and x not in df.columns):
+        return False
+    ok = np.isfinite(df[column].to_numpy(np.float64, na_value=np.nan))
+    if x is not None:
+        ok &= np.isfinite(df[x].to_numpy(np.float64, na_value=np.nan))
+    return bool(ok.any())
+
+
+@dataclass(frozen=True)
+class PanelSplit:
+    """The chosen panels by what the shown runs have for them on the chosen x axis."""
+
+    drawn: list[Panel]  # some run has a value on a row with an x value
+    unlogged: list[Panel]  # no run logged the column
+    off_axis: list[Panel]  # logged, but only by runs without a value of the x axis
+
+
+def split_by_data(frames: Sequence, panels: Sequence[Panel], x: str) -> PanelSplit:
+    """``panels`` sorted by the shown runs' step tables ``frames`` on the x column ``x``: a panel
+    no table has a finite value of is unlogged; one whose values all sit on rows without an x
+    value (a run without token counts on x = tokens) is off the axis; the rest are drawn."""
+    out = PanelSplit([], [], [])
+    for p in panels:
+        if any(has_data(df, p.column, x) for df in frames):
+            out.drawn.append(p)
+        elif any(has_data(df, p.column) for df in frames):
+            out.off_axis.append(p)
+        else:
+            out.unlogged.append(p)
+    return out
+
+
+def not_logged_line(empty: Sequence[Panel], why: str = "Not logged by the shown runs") -> str:
+    """The one line that replaces empty frames: "Not logged by the shown runs: A, B." ("" for
+    none). Titles are the registry's (or a metric name from disk for an extra panel): plain text,
+    to be escaped by the caller for Markdown."""
+    if not empty:
+        return ""
+    return f"{why}: " + ", ".join(p.title for p in empty) + "."
