@@ -237,3 +237,36 @@ def test_findings_import_no_torch():
     )
     r = subprocess.run([sys.executable, "-c", code], cwd=repo, capture_output=True, text=True)
     assert r.returncode == 0 and "live" in mods and "clip" in mods, r.stderr[-2000:]
+
+
+def test_facts_of_run_json():
+    """A recorded run (any source: its own loop, TRL's attach) has one row per optimizer update;
+    an import says so only through its settings (verl's one_update_per_row), else unknown; an
+    import's mapped columns are named by the foreign metric they were read from."""
+    from training_hooks.findings import facts_of
+    from training_hooks.schema import ImportRecord, RunInfo
+
+    trl = RunInfo(run_id="r", name="r", algorithm="grpo", source="trl", token_eps_low=0.2)
+    facts = facts_of(trl)
+    assert facts.one_update_per_row is True and facts.tool is None
+    assert facts.token_eps == (0.2, None)  # an unknown half stays unknown
+    setting = {"value": False, "from": "ppo_epochs=1, ppo_mini_batch_size=32"}
+    imp = ImportRecord(
+        tool="verl",
+        format="verl metrics",
+        mapped={"rollout_corr/k3_kl": Step.SAMPLER_KL_MEAN},
+        settings={"one_update_per_row": setting},
+    )
+    verl = RunInfo(run_id="v", name="v", algorithm="grpo", source="verl", imported=imp)
+    facts = facts_of(verl, status="crashed")
+    assert facts.one_update_per_row is False and facts.status == "crashed"
+    assert facts.logged_as(Step.SAMPLER_KL_MEAN) == "verl rollout_corr/k3_kl"
+    assert facts.logged_as(Step.LOSS) == Step.LOSS
+    bare = RunInfo(
+        run_id="t",
+        name="t",
+        algorithm="?",
+        source="tinker",
+        imported=imp.__class__(tool="tinker", format="x"),
+    )
+    assert facts_of(bare).one_update_per_row is None

@@ -214,8 +214,8 @@ def _one_update_per_row(info: RunInfo) -> bool | None:
     """True for a recorded run (one ``log_step`` per optimizer step); for an import, what its
     settings say (verl's ``one_update_per_row``), else unknown."""
     imp = info.imported
-    if imp is None:
-        return True if info.source == "gspo_dash" else None
+    if imp is None:  # recorded by RunRecorder (its own loop, TRL's attach): one row per update
+        return True
     settings = imp.settings or {}
     one = settings.get("one_update_per_row", {})
     if isinstance(one, Mapping) and isinstance(one.get("value"), bool):
