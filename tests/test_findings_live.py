@@ -131,9 +131,11 @@ def test_nonfinite_is_found_at_its_step_and_reported_once(live_run):
 
 
 def test_the_recorder_prints_one_line_per_new_code(tmp_path, capsys):
-    """The printed lines are ``gspo-dash: step N: code: evidence``, one per reported finding."""
+    """The printed lines (stderr) are ``gspo-dash: step N: code: evidence``, one per reported
+    finding."""
     run_dir = _record(tmp_path, every=10)
-    out = [line for line in capsys.readouterr().out.splitlines() if line.startswith("gspo-dash:")]
+    err = capsys.readouterr().err  # beside warnings: a program's stdout may be its data
+    out = [line for line in err.splitlines() if line.startswith("gspo-dash:")]
     recorded = json.loads(Path(run_dir, schema.RUN_JSON).read_text())["findings"]
     assert len(out) == len(recorded) >= 2
     for line, f in zip(out, recorded, strict=True):
@@ -157,7 +159,7 @@ def test_findings_off_and_a_failing_callback(tmp_path, capsys):
     assert info["status"] == "finished" and info["findings"]
     assert any(f["sink"] == "on_finding" and "callback broke" in f["error"] for f in info["faults"])
     assert len(schema.read_table(run_dir, schema.STEPS_DIR)) == STEPS
-    assert "gspo-dash: step" in capsys.readouterr().out
+    assert "gspo-dash: step" in capsys.readouterr().err
 
 
 def test_on_finding_by_name_and_bad_settings():

@@ -67,7 +67,7 @@ class FindingsSink:
 
 
 class FindingReporter:
-    """What the recorder does with a new live finding, in this order: print its line, add it to
+    """What the recorder does with a new live finding, in this order: print its line (stderr), add it to
     run.json's ``findings`` (rank 0 writes run.json now), queue the MLflow tag
     ``gspo_dash.finding.<code>`` (set at the MLflow sink's next flush), call ``on_finding``. Runs
     on the findings sink's thread; an ``on_finding`` that raises is reported as a fault of the
@@ -77,12 +77,13 @@ class FindingReporter:
         self.state = state  # the recorder's RunState: lock, info, write(), fault()
         self.mlflow_sink = mlflow_sink
         self.on_finding = on_finding
-        self.out = out  # a text stream (default: sys.stdout at call time)
+        self.out = out  # a text stream (default: sys.stderr at call time, beside warnings: a
+        # program's stdout may be its data)
 
     def __call__(self, f: LiveFinding) -> None:
         import sys
 
-        print(f.line, file=self.out or sys.stdout, flush=True)
+        print(f.line, file=self.out or sys.stderr, flush=True)
         with self.state.lock:
             self.state.info.other.setdefault("findings", []).append(f.to_json())
         self.state.write()
