@@ -221,6 +221,7 @@ def test_mismatch_names_the_metric_it_read(column, value, facts, named):
     assert report.checked["sampler/trainer mismatch"] == named.split(" (stored")[0].split(":")[0]
 
 
+@pytest.mark.slow  # a fresh interpreter
 def test_findings_import_no_torch():
     """The checks are torch-free: the app and the recorder's findings thread share them."""
     import subprocess

@@ -84,6 +84,7 @@ def live_run(tmp_path_factory):
     return run_dir, got
 
 
+@pytest.mark.slow  # records a run with RunRecorder (torch, threads): a few seconds
 def test_each_live_finding_is_what_the_page_says_on_the_same_table(live_run):
     """Every finding the recorder reported at step s (run.json) has the same code, severity and
     evidence as the page's route on the table of steps <= s: one implementation, one answer."""
@@ -98,6 +99,7 @@ def test_each_live_finding_is_what_the_page_says_on_the_same_table(live_run):
         assert page[f["code"]].evidence == f["evidence"]
 
 
+@pytest.mark.slow  # records a run with RunRecorder (torch, threads): a few seconds
 def test_live_route_on_the_whole_table_equals_the_page(live_run):
     """On the whole table, ``live_findings`` (what the recorder's last evaluation runs) and the
     page's findings restricted to the live codes are the same findings."""
@@ -115,6 +117,7 @@ def test_live_route_on_the_whole_table_equals_the_page(live_run):
     assert live == page and live
 
 
+@pytest.mark.slow  # records a run with RunRecorder (torch, threads): a few seconds
 def test_nonfinite_is_found_at_its_step_and_reported_once(live_run):
     """The NaN at step 23 is reported once, by the first evaluation after it (every 5 steps: the
     table ends at step 24), naming step 23; on_finding ran on the findings thread."""
@@ -130,6 +133,7 @@ def test_nonfinite_is_found_at_its_step_and_reported_once(live_run):
     ]
 
 
+@pytest.mark.slow  # records a run with RunRecorder (torch, threads): a few seconds
 def test_the_recorder_prints_one_line_per_new_code(tmp_path, capsys):
     """The printed lines (stderr) are ``gspo-dash: step N: code: evidence``, one per reported
     finding."""
@@ -144,6 +148,7 @@ def test_the_recorder_prints_one_line_per_new_code(tmp_path, capsys):
     assert "GSPO clips" in clip and "% of sequences" in clip
 
 
+@pytest.mark.slow  # records a run with RunRecorder (torch, threads): a few seconds
 def test_findings_off_and_a_failing_callback(tmp_path, capsys):
     """findings_every=0: no findings, no line. An on_finding that raises is a fault in run.json,
     and the run finishes with every step recorded."""
