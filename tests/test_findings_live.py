@@ -250,3 +250,27 @@ def test_each_live_finding_tags_the_mlflow_run(tmp_path, mlflow_uri):
     tags = MlflowClient(mlflow_uri).get_run(info.mlflow["run_id"]).data.tags
     for code, f in lines.items():
         assert tags[f"gspo_dash.finding.{code}"].startswith(f"gspo-dash: step {f['step']}: {code}")
+
+
+def test_a_resumed_run_does_not_report_its_findings_again():
+    """Seeded with run.json's findings (a resumed run), a code already reported as a warning is
+    not reported again at the same severity, and is when it becomes an error."""
+    earlier = {
+        "run_id": "r",
+        "step": 19,
+        "code": health.ZERO_VARIANCE,
+        "severity": health.WARNING,
+        "title": "t",
+        "evidence": "e",
+        "advice": "a",
+        "steps": [],
+    }
+    seen = []
+    live = LiveFindings(RunFacts(), seen.append)
+    live.seed([earlier, {"not": "ours"}])
+    for s in range(40):
+        live.add({Step.STEP: s, Step.ZERO_VARIANCE_FRACTION: 0.6})
+    assert live.evaluate() == []
+    for s in range(40, 200):
+        live.add({Step.STEP: s, Step.ZERO_VARIANCE_FRACTION: 0.95})
+    assert [(f.code, f.severity) for f in live.evaluate()] == [(health.ZERO_VARIANCE, health.ERROR)]
