@@ -420,9 +420,12 @@ def test_demo_end_to_end_records_every_column(tmp_path, mlflow_uri, capsys):
         seqs = _read(res.run_dir, schema.SEQUENCES_DIR)
         assert set(schema.SEQUENCE_COLUMN_NAMES) <= set(seqs.columns)
         assert len(seqs) == 6 * 8
-        num = seqs.drop(columns=[schema.Seq.RUN_ID, schema.Seq.COMPLETION, schema.Seq.TRUNCATED])
+        texts = [schema.Seq.COMPLETION, schema.Seq.PROMPT]
+        num = seqs.drop(columns=[schema.Seq.RUN_ID, schema.Seq.TRUNCATED, *texts])
         assert math.isfinite(num.to_numpy(dtype=float).sum()), "a sequence column is not finite"
-        assert seqs[schema.Seq.COMPLETION].str.contains(" = ").all()
+        # the prompt apart ("rev abc ="), the completion alone ("cba<eos>")
+        assert seqs[schema.Seq.PROMPT].str.endswith(" =").all()
+        assert not seqs[schema.Seq.COMPLETION].str.contains(" = ").any()
         # a completion ends with <eos> exactly when it was not truncated
         ends = seqs[schema.Seq.COMPLETION].str.endswith("<eos>")
         assert (ends == ~seqs[schema.Seq.TRUNCATED]).all()
@@ -432,6 +435,12 @@ def test_demo_end_to_end_records_every_column(tmp_path, mlflow_uri, capsys):
         assert len(toks) == 6 * 8
         lengths = toks[schema.Tok.TOKEN_LOG_RATIOS].map(len)
         assert (lengths >= 1).all() and (lengths <= 6).all()  # masked tokens only, T = 6
+        # each kept sequence's token texts: one per masked token, the completion spelled out
+        assert (toks[schema.Tok.TOKENS].map(len) == lengths).all()
+        keys = [schema.Seq.STEP, schema.Seq.GROUP, schema.Seq.SAMPLE]
+        joined = toks.merge(seqs, on=keys)
+        spelled = joined[schema.Tok.TOKENS].map("".join)
+        assert (spelled == joined[schema.Seq.COMPLETION].str.replace("...", "")).all()
         # the in-process rewards match the recorded ones (one route per minibatch row)
         per_rollout = seqs.groupby(seqs[schema.Seq.STEP] // 2)[schema.Seq.REWARD].mean()
         torch.testing.assert_close(per_rollout.tolist(), res.rollout_rewards, rtol=0, atol=1e-6)

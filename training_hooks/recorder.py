@@ -504,6 +504,8 @@ class RunRecorder:
         rollout: int | None = None,
         policy_lag: int | None = None,
         sampler_logprobs: torch.Tensor | None = None,
+        prompts: Sequence[str | None] | None = None,
+        token_texts: Sequence[Sequence[str] | None] | None = None,
     ) -> None:
         """Record one optimizer step (see the module docstring). Never waits on disk or network.
 
@@ -511,8 +513,11 @@ class RunRecorder:
         ``old_logprobs``, ``mask``, ``ref_logprobs``, ``entropy``, ``sampler_logprobs`` (B, T)
         with B = P*G; ``advantages`` (B,) or (B, T) (default: ``group_advantages(rewards)``);
         ``loss`` a ``LossOutput`` (or scalar); ``truncated`` (B,) bool; ``extra`` name ->
-        scalar; ``completions`` B strings. Bad input raises ValueError before anything is
-        recorded. Distributed: every rank must call it for every step (it runs collectives).
+        scalar; ``completions`` B strings (the model's output only); ``prompts`` P strings (a
+        group's prompt, stored apart); ``token_texts`` B rows of T decoded tokens (one per
+        position; kept for the sequences whose token log-ratios are kept, to label them). Bad
+        input raises ValueError before anything is recorded. Distributed: every rank must call
+        it for every step (it runs collectives).
 
         Policy lag: ``rollout`` is the index of the batch of samples this step trains on,
         ``policy_lag`` the number of optimizer steps since the policy that produced
@@ -537,6 +542,8 @@ class RunRecorder:
             truncated=truncated,
             extra=extra,
             completions=completions,
+            prompts=prompts,
+            token_texts=token_texts,
             rollout=rollout,
             policy_lag=policy_lag,
             sampler_logprobs=sampler_logprobs,

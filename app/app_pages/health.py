@@ -41,7 +41,7 @@ for run in shown:
 summary = pd.DataFrame(
     [
         {
-            "run": run.name,
+            "run": ctx.label(run),
             "algorithm": run.algorithm.upper(),
             "status": run.status,
             "steps": len(t.df),
@@ -96,7 +96,7 @@ for run, t, split, report in results:
     worst = found[0].severity if found else OK
     n_bad = sum(f.severity in (ERROR, WARNING) for f in found)
     n_info = sum(f.severity == INFO for f in found)
-    head = f"{ui.md_escape(run.name)} · {ui.md_escape(run.algorithm.upper())} · {run.status} · {len(t.df)} steps"
+    head = f"{ui.md_escape(ctx.label(run))} · {ui.md_escape(run.algorithm.upper())} · {run.status} · {len(t.df)} steps"
     label = f"{head} — {n_bad} finding{'s' if n_bad != 1 else ''}"
     if n_info:  # info findings are not problems, but the table names them: say they are here
         label += f", {n_info} note{'s' if n_info != 1 else ''}"
@@ -116,5 +116,6 @@ for run, t, split, report in results:
             text += f"  \n`{f.code}`"
             BOX[f.severity](text, icon=ICON[f.severity])
             culprit_links(run, f.culprits)
+        ui.import_details(run, key=f"health-{run.key}")  # nothing for a recorded run
 
 ui.notice_problems(shown, problems)

@@ -209,8 +209,10 @@ class RolloutBatch:
     advantages_B: torch.Tensor
     old_logprobs_B_T: torch.Tensor  # log pi_old: the sampling policy's, one forward
     ref_logprobs_B_T: torch.Tensor  # log pi_ref: the frozen warm-started policy's
-    texts: list[str] | None  # "rev abc = cba<eos>" per row, when a recorder stores them
+    texts: list[str] | None  # "cba<eos>" per row (the completion), when a recorder stores them
     # (the sampler's log-probs as it sampled: completions.sample_logprobs)
+    prompt_texts: list[str] | None = None  # "rev abc =" per group
+    token_texts: list[list[str]] | None = None  # per row, each action's text ("c", "<eos>")
 
 
 @dataclass(frozen=True)
@@ -230,6 +232,8 @@ class Minibatch:
     rewards_P_G: torch.Tensor  # (P_mb, G)
     truncated: torch.Tensor  # (B_mb,)
     texts: list[str] | None
+    prompt_texts: list[str] | None = None  # (P_mb,)
+    token_texts: list[list[str]] | None = None  # (B_mb, T)
 
 
 @dataclass(frozen=True)
@@ -266,17 +270,26 @@ def collect(learner: Learner, rollout: int, step: int, *, with_text: bool) -> Ro
     rewards_P_G = torch.tensor(rewards, device=learner.device).view(P, G)
     # length-collapse, all-same-reward
     rewards_P_G = faults.rewards(step, rewards_P_G, ro.mask.sum(1).view(P, G).to(rewards_P_G))
-    texts = None
+    texts = prompt_texts = token_texts = None
     if with_text:
-        texts = [
-            f"{prompts[b // G].text} {task.decode(actions[b], truncated[b])}" for b in range(P * G)
-        ]
+        texts = [task.decode(actions[b], truncated[b]) for b in range(P * G)]
+        prompt_texts = [p.text for p in prompts]
+        token_texts = [[action_text(task, a) for a in row] for row in actions]
     advantages_B = group_advantages(rewards_P_G).flatten()  # (P, G) -> (B,)
     with torch.no_grad():
         old_B_T, _ = action_logprobs(policy, ro.ids, ro.actions)
         ref_B_T, _ = action_logprobs(learner.ref, ro.ids, ro.actions)
     policy.train()
-    return RolloutBatch(rollout, ro, rewards_P_G, advantages_B, old_B_T, ref_B_T, texts)
+    return RolloutBatch(
+        rollout, ro, rewards_P_G, advantages_B, old_B_T, ref_B_T, texts, prompt_texts, token_texts
+    )
+
+
+def action_text(task, action: int) -> str:
+    """An action id's text: its symbol, ``<eos>``, or ``<pad>`` (after the end)."""
+    if action == task.EOS:
+        return "<eos>"
+    return task.alphabet[action - 1] if 0 < action <= len(task.alphabet) else "<pad>"
 
 
 def minibatches(learner: Learner, batch: RolloutBatch, epoch: int) -> Iterator[Minibatch]:
@@ -291,6 +304,12 @@ def minibatches(learner: Learner, batch: RolloutBatch, epoch: int) -> Iterator[M
         # whole groups, still group by group: (P_mb,) -> (P_mb * G,)
         rows = (groups[:, None] * G + torch.arange(G)).flatten().to(learner.device)
         texts = None if batch.texts is None else [batch.texts[r] for r in rows.tolist()]
+        tokens = (
+            None if batch.token_texts is None else [batch.token_texts[r] for r in rows.tolist()]
+        )
+        prompts = (
+            None if batch.prompt_texts is None else [batch.prompt_texts[g] for g in groups.tolist()]
+        )
         yield Minibatch(
             batch.rollout,
             epoch,
@@ -305,6 +324,8 @@ def minibatches(learner: Learner, batch: RolloutBatch, epoch: int) -> Iterator[M
             batch.rewards_P_G[groups.to(learner.device)],
             ro.truncated[rows],
             texts,
+            prompts,
+            tokens,
         )
 
 
@@ -366,6 +387,8 @@ def record(recorder: Any, step: int, mb: Minibatch, upd: Update) -> None:
         truncated=mb.truncated,
         extra={"lr": upd.lr, "grad_norm": upd.grad_norm},
         completions=mb.texts,
+        prompts=mb.prompt_texts,
+        token_texts=mb.token_texts,
         rollout=mb.rollout,
         policy_lag=mb.policy_lag,
         sampler_logprobs=mb.sampler_logprobs,
