@@ -104,21 +104,24 @@ def bench_blocking(args, tmp: str) -> list[tuple]:
     """Per configuration: the loss alone (its baseline, measured right before it, as the
     machine's speed drifts), then (loss fwd+bwd, log_step) pairs as in a training loop. Returns,
     per configuration and round, (name, inputs, median loss alone, median log_step blocking,
-    median whole iteration, share of steps reduced on the background thread)."""
+    median whole iteration, share of steps reduced on the background thread, log_step's CPU time
+    on the caller's thread over the loss's)."""
     x = make_inputs(args.B, args.T)
     from gspo_metrics import group_advantages
 
     adv = group_advantages(x["rewards"]).flatten()
     med = statistics.median
 
-    def loss_alone() -> float:
-        ts = []
+    def loss_alone() -> tuple[float, float]:
+        """Median wall and caller-thread CPU seconds of the loss step alone."""
+        ts, cs = [], []
         for i in range(args.iters + 2):
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.thread_time()
             _loss_step(x, adv)
             if i >= 2:
                 ts.append(time.perf_counter() - t0)
-        return med(ts)
+                cs.append(time.thread_time() - c0)
+        return med(ts), med(cs)
 
     rows = []
     configs = [
@@ -129,8 +132,8 @@ def bench_blocking(args, tmp: str) -> list[tuple]:
     ]
     for r in range(args.rounds):
         for thread, sinks, inputs in configs if r % 2 == 0 else configs[::-1]:
-            base = loss_alone()
-            log_t, it_t = [], []
+            base, base_cpu = loss_alone()
+            log_t, it_t, log_c = [], [], []
             uri = SINKS[sinks] and SINKS[sinks].format(tmp=tmp)
             with RunRecorder(
                 root=os.path.join(tmp, "runs"),
@@ -143,7 +146,7 @@ def bench_blocking(args, tmp: str) -> list[tuple]:
                     t0 = time.perf_counter()
                     lp, out = _loss_step(x, adv)
                     kw = _step_kwargs(inputs, x, lp, i)
-                    t1 = time.perf_counter()
+                    t1, c1 = time.perf_counter(), time.thread_time()
                     rec.log_step(
                         i,
                         rewards=x["rewards"],
@@ -154,10 +157,11 @@ def bench_blocking(args, tmp: str) -> list[tuple]:
                         loss=out,
                         **kw,
                     )
-                    t2 = time.perf_counter()
+                    t2, c2 = time.perf_counter(), time.thread_time()
                     if i >= 2:  # warm-up: first allocations, MLflow store opening
                         log_t.append(t2 - t1)
                         it_t.append(t2 - t0)
+                        log_c.append(c2 - c1)
                 deferred = rec._deferred
                 rec.flush()
                 on_thread = deferred.computed / (args.iters + 2) if deferred is not None else 0.0
@@ -165,7 +169,8 @@ def bench_blocking(args, tmp: str) -> list[tuple]:
             if thread is None:
                 route += " (thread)" if deferred is not None else " (caller)"
             name = f"{route}, {sinks}, {inputs}"
-            rows.append((name, inputs, base, med(log_t), med(it_t), on_thread))
+            cpu = med(log_c) / base_cpu
+            rows.append((name, inputs, base, med(log_t), med(it_t), on_thread, cpu))
             print(f"  round {r + 1}: {name}: {med(log_t) / base:.2f}x", file=sys.stderr)
     return rows
 
@@ -178,11 +183,13 @@ def print_blocking(args, rows: list[tuple]) -> None:
         f"medians of {args.iters} per round, then the median over {args.rounds} round(s). 'loss': "
         "gspo_loss fwd+bwd alone, measured right before each configuration. 'blocks': log_step's "
         "time on the caller over the loss, beside its goal. 'iteration': loss + log_step over the "
-        "loss alone (what a background reduction also costs the next loss step)"
+        "loss alone (what a background reduction also costs the next loss step). 'CPU': "
+        "log_step's CPU time on the caller's thread over the loss's (with --threads 1 every op "
+        "of both runs there: a ratio a loaded machine does not distort, unlike wall time)"
     )
     print(
         f"{'reduce on / sinks / inputs':<38} {'loss':>8} {'log_step':>9} {'blocks':>7}"
-        f" {'goal':>6} {'':>6} {'iteration':>10} {'overhead':>9} {'on thread':>10}"
+        f" {'goal':>6} {'':>6} {'iteration':>10} {'overhead':>9} {'on thread':>10} {'CPU':>6}"
     )
     names = list(dict.fromkeys(r[0] for r in rows))
     for name in names:
@@ -193,12 +200,13 @@ def print_blocking(args, rows: list[tuple]) -> None:
         ratio = med(r[3] / r[2] for r in mine)
         it = med(r[4] / r[2] for r in mine)
         on_thread = med(r[5] for r in mine)
+        cpu = med(r[6] for r in mine)
         goal = GOALS[inputs]
         verdict = "ok" if ratio <= goal else "over"
         print(
             f"{name:<38} {base * 1e3:>5.1f} ms {bm * 1e3:>6.2f} ms {ratio:>6.2f}x"
             f" {goal:>5.2f}x {verdict:>6} {it * base * 1e3:>7.1f} ms {100 * (it - 1):>+8.0f}%"
-            f" {100 * on_thread:>9.0f}%"
+            f" {100 * on_thread:>9.0f}% {cpu:>5.2f}x"
         )
     print(f"(load average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())})")
 

@@ -1,0 +1,107 @@
+"""A run's summary (``schema.RunSummary``, run.json's ``summary``): what the Runs page shows of a
+run without reading its step table, made once by whoever writes the run.
+
+``summarise_run(run_dir, info)`` reads the step table as the dashboard reads it and judges it by
+the dashboard's health checks, so the Runs page's Health count from a summary is the count the
+Health page gives from the table. The recorder calls it when it closes, the importers when they
+write a run, ``bench/make_runs.py`` for its generated runs. It imports no torch.
+
+The app trusts a summary only while it still describes the run (``app.summary``): the same step
+parts, the same checks' code (``checks_digest``), the same algorithm and eps. A running run's
+summary is out of date at its next flush; the app then reads the table, as without one.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib
+import os
+import time
+from typing import Any
+
+from . import storage
+from .schema import STATUS_FINISHED, STEPS_DIR, SUMMARY_VERSION, RunInfo, RunSummary
+
+#: The modules whose code decides the findings (their digest invalidates older summaries).
+CHECK_MODULES = ("app.health", "app.lag", "app.data")
+
+
+def app_checks() -> tuple[Any, Any]:
+    """``(step table reader, health checks)``: the dashboard's ``app.data`` (``step_frame``) and
+    ``app.health`` (``run_findings``, ``check_status``, ``ERROR``, ``WARNING``). The one place
+    this package names them: the checks are moving to a torch-free module of this package."""
+    from app import data, health
+
+    return data, health
+
+
+@functools.lru_cache(maxsize=1)
+def checks_digest() -> str:
+    """A digest of the code of ``CHECK_MODULES`` and of this module (12 hex digits)."""
+    h = hashlib.sha1()
+    for name in (*CHECK_MODULES, __name__):
+        with open(importlib.import_module(name).__file__, "rb") as f:
+            h.update(f.read())
+    return h.hexdigest()[:12]
+
+
+def eps_pairs(info: RunInfo) -> dict[str, tuple[float, float]]:
+    """The run's stated eps pairs by unit ("seq", "token"); a pair with an unknown half is left
+    out (never judged with a default)."""
+    pairs = {
+        "seq": (info.seq_eps_low, info.seq_eps_high),
+        "token": (info.token_eps_low, info.token_eps_high),
+    }
+    return {unit: p for unit, p in pairs.items() if None not in p}
+
+
+def steps_dir_stamp(run_dir: str) -> tuple[int, int] | None:
+    """(size, mtime_ns) of a local run's ``steps`` folder (None on an object store, or when it
+    does not exist): every part written or removed there changes it."""
+    if storage.is_uri(run_dir):
+        return None
+    try:
+        st = os.stat(os.path.join(storage.local(run_dir), STEPS_DIR))
+    except OSError:
+        return None
+    return (st.st_size, st.st_mtime_ns)
+
+
+def summarise_run(run_dir: str, info: RunInfo) -> RunSummary:
+    """The summary of the run in ``run_dir`` described by ``info`` (its algorithm and eps), from
+    its step table on disk now."""
+    data, health = app_checks()
+    stamp = steps_dir_stamp(run_dir)
+    df, files = data.step_frame(str(run_dir))
+    eps = eps_pairs(info)
+    algorithm = str(info.algorithm or "?")
+    found = health.run_findings(
+        df,
+        algorithm=algorithm,
+        status=STATUS_FINISHED,  # (the status is judged by the reader, as of when it reads)
+        seq_eps=eps.get("seq"),
+        token_eps=eps.get("token"),
+    )
+    problems = (health.ERROR, health.WARNING)
+    return RunSummary(
+        version=SUMMARY_VERSION,
+        checks=checks_digest(),
+        steps=len(df),
+        step_files=tuple((f.name, f.size) for f in files),
+        steps_dir=stamp,
+        algorithm=algorithm,
+        seq_eps=eps.get("seq"),
+        token_eps=eps.get("token"),
+        findings=tuple((f.code, f.severity) for f in found if f.severity in problems),
+        made_at=time.time(),
+    )
+
+
+def try_summarise_run(run_dir: str, info: RunInfo) -> tuple[RunSummary | None, str | None]:
+    """``(summarise_run(...), None)``, or ``(None, why)`` when it cannot be made (the dashboard
+    is not installed, a table is unreadable): a missing summary only costs the app a read."""
+    try:
+        return summarise_run(run_dir, info), None
+    except Exception as e:  # noqa: BLE001 -- a summary is a cache; the run is recorded anyway
+        return None, f"{type(e).__name__}: {e}"
