@@ -140,3 +140,26 @@ def test_resuming_drops_the_old_summary(tmp_path):
         rec.log_step(6, rewards=torch.ones(1, 4), logprobs=x, old_logprobs=x, mask=x < 0)
     s = read_run_info(run_dir).summary
     assert s is not None and s.steps == len(data.step_frame(run_dir)[0]) == 7
+
+
+@pytest.mark.slow
+def test_a_run_on_s3_gets_a_summary_checked_against_the_listing(s3_root):
+    """On an object store the summary's step parts (names and sizes) are compared with the
+    root's listing: valid as written, set aside once another part is listed, and the count is
+    the Health page's either way."""
+    from training_hooks import storage
+
+    run_dir = record_run(s3_root, "remote", "gspo", seed=4, spread=0.3)
+    s = read_run_info(run_dir).summary
+    assert s is not None and s.steps_dir is None and len(s.step_files) == 1
+    (run,) = _runs(s3_root).values()
+    assert valid_summary(run) == s
+    assert health_counts(run) == _page_counts(run)
+    name, size = s.step_files[0]
+    src = storage.join(run_dir, STEPS_DIR, name)
+    storage.write_bytes(
+        storage.join(run_dir, STEPS_DIR, "part-extra.parquet"), storage.read_bytes(src)
+    )
+    (run,) = _runs(s3_root).values()
+    assert valid_summary(run) is None
+    assert health_counts(run) == _page_counts(run)

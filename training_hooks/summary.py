@@ -30,9 +30,20 @@ CHECK_MODULES = ("app.health", "app.lag", "app.data")
 def app_checks() -> tuple[Any, Any]:
     """``(step table reader, health checks)``: the dashboard's ``app.data`` (``step_frame``) and
     ``app.health`` (``run_findings``, ``check_status``, ``ERROR``, ``WARNING``). The one place
-    this package names them: the checks are moving to a torch-free module of this package."""
-    from app import data, health
+    this package names them: the checks are moving to a torch-free module of this package.
+    (Outside a Streamlit server, importing the app's cached readers would log a warning per
+    cache; a training process is told nothing it can act on, so they are silenced.)"""
+    import logging
 
+    import streamlit  # noqa: F401 -- (sets up its loggers, so the level below holds)
+
+    caches = logging.getLogger("streamlit.runtime.caching.cache_data_api")
+    level = caches.level
+    caches.setLevel(logging.ERROR)
+    try:
+        from app import data, health
+    finally:
+        caches.setLevel(level)
     return data, health
 
 
