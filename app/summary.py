@@ -12,37 +12,31 @@ from app import data, ui
 from app.records import SOURCE_PARQUET, RunRef
 from training_hooks import storage
 from training_hooks.schema import STEPS_DIR, SUMMARY_VERSION, RunSummary, is_data_file
-from training_hooks.summary import app_checks, checks_digest
+from training_hooks.summary import app_checks, checks_digest, is_current
 
 
 def valid_summary(run: RunRef) -> RunSummary | None:
     """The run's summary when it describes the run as discovered (``run.stamp``): written by
     this version of the summary and of the checks, from the step parts on disk now (locally the
-    steps folder's stamp; on an object store the listed parts' names and sizes), for the run's
-    algorithm and eps. None otherwise (or without one)."""
+    steps and sequences folders' stamps, ``training_hooks.summary.is_current``; on an object
+    store the listed step parts' names and sizes), for the run's algorithm and eps. None
+    otherwise (or without one)."""
     s = run.info.summary if run.info is not None else None
     if s is None or run.source != SOURCE_PARQUET or not run.stamp:
-        return None
-    if s.version != SUMMARY_VERSION or s.checks != checks_digest():
         return None
     eps = ui.eps_of(run)
     if (s.algorithm, s.seq_eps, s.token_eps) != (run.algorithm, eps.get("seq"), eps.get("token")):
         return None
-    return s if _same_steps(run, s) else None
-
-
-def _same_steps(run: RunRef, s: RunSummary) -> bool:
-    """Whether the step parts are the summary's (``app.discovery`` stamps: local (run.json,
-    steps, sequences) folder stamps; object store (name, size, mtime) of every object)."""
-    if storage.is_uri(run.path or ""):  # an object store: its listing
-        listed = tuple(
-            (rel.split("/", 1)[1], size)
-            for rel, size, _ in run.stamp
-            if rel.startswith(STEPS_DIR + "/") and is_data_file(rel.split("/", 1)[1])
-        )
-        return listed == s.step_files
-    steps = run.stamp[1] if len(run.stamp) > 1 else None
-    return steps is not None and s.steps_dir is not None and tuple(steps) == s.steps_dir
+    if not storage.is_uri(run.path or ""):  # local: (run.json, steps, sequences) stamps
+        return s if is_current(s, run.stamp[1], run.stamp[2]) else None
+    if s.version != SUMMARY_VERSION or s.checks != checks_digest():
+        return None
+    listed = tuple(  # an object store: (name, size, mtime) of each of the run's objects
+        (rel.split("/", 1)[1], size)
+        for rel, size, _ in run.stamp
+        if rel.startswith(STEPS_DIR + "/") and is_data_file(rel.split("/", 1)[1])
+    )
+    return s if listed == s.step_files else None
 
 
 def health_counts(run: RunRef) -> tuple[int, int]:

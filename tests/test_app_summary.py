@@ -163,3 +163,32 @@ def test_a_run_on_s3_gets_a_summary_checked_against_the_listing(s3_root):
     (run,) = _runs(s3_root).values()
     assert valid_summary(run) is None
     assert health_counts(run) == _page_counts(run)
+
+
+def test_discovery_skips_listing_the_tables_of_a_run_with_a_current_summary(tmp_path, monkeypatch):
+    """A local run whose summary matches its folder stamps is discovered without listing its
+    tables' folders, with the same tables present as a listing finds."""
+    from training_hooks import storage
+
+    run_dir = record_run(tmp_path, "r", "gspo", seed=5, spread=0.2)
+    assert read_run_info(run_dir).summary.tables == ("steps", "sequences", "tokens")
+    listed = []
+    real = storage.list_files
+    monkeypatch.setattr(storage, "list_files", lambda f: listed.append(f) or real(f))
+    (fast,) = _runs(tmp_path).values()
+    assert listed == []
+    path = os.path.join(run_dir, RUN_JSON)
+    raw = json.loads(open(path).read())
+    del raw["summary"]
+    open(path, "w").write(json.dumps(raw))
+    (slow,) = _runs(tmp_path).values()
+    assert len(listed) == 3  # steps, sequences, tokens
+    assert (
+        (fast.has_sequences, fast.has_tokens)
+        == (slow.has_sequences, slow.has_tokens)
+        == (
+            True,
+            True,
+        )
+    )
+    assert fast.problems == slow.problems

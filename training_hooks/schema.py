@@ -390,6 +390,11 @@ class RunSummary:
     steps_dir: tuple[int, int] | None
     """Local runs: (size, mtime_ns) of the ``steps`` folder when it was read; None on an object
     store (no folder stamps there: ``step_files`` is compared with the listing)."""
+    sequences_dir: tuple[int, int] | None
+    """Local runs: (size, mtime_ns) of the ``sequences`` folder then (None: none, or an object
+    store). With ``steps_dir`` it lets discovery skip listing the tables' folders."""
+    tables: tuple[str, ...]
+    """The tables (of ``TABLE_DIRS``) that held data files then."""
     algorithm: str
     """The algorithm the checks were told."""
     seq_eps: tuple[float, float] | None

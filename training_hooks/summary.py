@@ -21,7 +21,16 @@ import time
 from typing import Any
 
 from . import storage
-from .schema import STATUS_FINISHED, STEPS_DIR, SUMMARY_VERSION, RunInfo, RunSummary
+from .schema import (
+    SEQUENCES_DIR,
+    STATUS_FINISHED,
+    STEPS_DIR,
+    SUMMARY_VERSION,
+    TABLE_DIRS,
+    RunInfo,
+    RunSummary,
+    is_data_file,
+)
 
 #: The modules whose code decides the findings (their digest invalidates older summaries).
 CHECK_MODULES = ("app.health", "app.lag", "app.data")
@@ -67,23 +76,42 @@ def eps_pairs(info: RunInfo) -> dict[str, tuple[float, float]]:
     return {unit: p for unit, p in pairs.items() if None not in p}
 
 
-def steps_dir_stamp(run_dir: str) -> tuple[int, int] | None:
-    """(size, mtime_ns) of a local run's ``steps`` folder (None on an object store, or when it
-    does not exist): every part written or removed there changes it."""
+def folder_stamp(run_dir: str, table: str) -> tuple[int, int] | None:
+    """(size, mtime_ns) of a local run's ``table`` folder (None on an object store, or when it
+    does not exist): every part written or removed there changes it (the stamp
+    ``app.discovery`` takes of the steps and sequences folders)."""
     if storage.is_uri(run_dir):
         return None
     try:
-        st = os.stat(os.path.join(storage.local(run_dir), STEPS_DIR))
+        st = os.stat(os.path.join(storage.local(run_dir), table))
     except OSError:
         return None
     return (st.st_size, st.st_mtime_ns)
+
+
+def is_current(summary: RunSummary, steps: tuple | None, sequences: tuple | None) -> bool:
+    """Whether a local run's summary was made by this code and checks, from the step and
+    sequence folders whose stamps are ``steps`` and ``sequences`` now."""
+    return (
+        summary.version == SUMMARY_VERSION
+        and summary.checks == checks_digest()
+        and summary.steps_dir is not None
+        and steps is not None
+        and summary.steps_dir == tuple(steps)
+        and summary.sequences_dir == (None if sequences is None else tuple(sequences))
+    )
 
 
 def summarise_run(run_dir: str, info: RunInfo) -> RunSummary:
     """The summary of the run in ``run_dir`` described by ``info`` (its algorithm and eps), from
     its step table on disk now."""
     data, health = app_checks()
-    stamp = steps_dir_stamp(run_dir)
+    stamps = {t: folder_stamp(run_dir, t) for t in (STEPS_DIR, SEQUENCES_DIR)}
+    tables = tuple(
+        t
+        for t in TABLE_DIRS
+        if any(is_data_file(f.name) for f in storage.list_files(storage.join(run_dir, t)))
+    )
     df, files = data.step_frame(str(run_dir))
     eps = eps_pairs(info)
     algorithm = str(info.algorithm or "?")
@@ -100,7 +128,9 @@ def summarise_run(run_dir: str, info: RunInfo) -> RunSummary:
         checks=checks_digest(),
         steps=len(df),
         step_files=tuple((f.name, f.size) for f in files),
-        steps_dir=stamp,
+        steps_dir=stamps[STEPS_DIR],
+        sequences_dir=stamps[SEQUENCES_DIR],
+        tables=tables,
         algorithm=algorithm,
         seq_eps=eps.get("seq"),
         token_eps=eps.get("token"),
