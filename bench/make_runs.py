@@ -420,24 +420,16 @@ def _token_table(rng, run_id: str, first: int, last: int, d: Draws, k: int) -> p
     return _table(rows, tok_schema)
 
 
-def add_summaries(root: str, workers: int | None = None) -> int:
-    """Write the summary (``training_hooks.summary``) of every run under ``root`` that is not
-    running, as its recorder would have at close (for roots generated without them); returns
-    how many were written."""
-    from app.discovery import discover
-    from training_hooks.summary import summarise_run
+def add_summaries(root: str) -> int:
+    """Write the summary of every run under ``root`` that is not running, as its recorder would
+    have at close (``training_hooks.summary.summarise_root``, for roots generated without them);
+    returns how many were written."""
+    from training_hooks.summary import summarise_root
 
-    def one(run) -> int:
-        info = run.info
-        if info is None or info.status == STATUS_RUNNING:
-            return 0
-        info.summary = summarise_run(run.path, info)
-        schema.write_json_atomic(storage.join(run.path, schema.RUN_JSON), info.to_json())
-        return 1
-
-    runs = discover(root).runs
-    with ThreadPoolExecutor(workers or (16 if storage.is_uri(root) else 1)) as pool:
-        return sum(pool.map(one, runs))
+    n, problems = summarise_root(root)
+    if problems:
+        raise RuntimeError("; ".join(problems[:5]))
+    return n
 
 
 def make_root(

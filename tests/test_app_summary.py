@@ -192,3 +192,19 @@ def test_discovery_skips_listing_the_tables_of_a_run_with_a_current_summary(tmp_
         )
     )
     assert fast.problems == slow.problems
+
+
+def test_summarise_root_backfills_runs_that_have_none(tmp_path, capsys):
+    """``python -m training_hooks.summary ROOT`` writes the summary of every run that is not
+    running (a run generated without one, a run summarised by other checks), skips running
+    runs, and the counts it gives are the Health page's."""
+    make_run(tmp_path, "old", steps=30, seed=1, tokens_per_step=0, summary=False)
+    make_run(tmp_path, "live", steps=30, seed=2, tokens_per_step=0, status="running")
+    assert read_run_info(tmp_path / "old").summary is None
+    assert summary_module.main([str(tmp_path)]) == 0
+    assert "1 run summaries written" in capsys.readouterr().out
+    assert read_run_info(tmp_path / "live").summary is None
+    runs = _runs(tmp_path)
+    assert valid_summary(runs["old"]) is not None and valid_summary(runs["live"]) is None
+    for run in runs.values():
+        assert health_counts(run) == _page_counts(run)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import importlib
+import inspect
 import os
 import time
 from typing import Any
@@ -32,8 +33,11 @@ from .schema import (
     is_data_file,
 )
 
-#: The modules whose code decides the findings (their digest invalidates older summaries).
-CHECK_MODULES = ("app.health", "app.lag", "app.data")
+#: The code that decides the findings: whole modules, and the functions of the app's reader
+#: that turn step files into the checked table (a digest of their source invalidates older
+#: summaries; the rest of ``app.data`` may change without it).
+CHECK_MODULES = ("app.health", "app.lag")
+READER_FUNCTIONS = ("step_frame", "_read_files", "_conform", "_read_file", "_one_row_per_step")
 
 
 def app_checks() -> tuple[Any, Any]:
@@ -58,11 +62,15 @@ def app_checks() -> tuple[Any, Any]:
 
 @functools.lru_cache(maxsize=1)
 def checks_digest() -> str:
-    """A digest of the code of ``CHECK_MODULES`` and of this module (12 hex digits)."""
+    """A digest of the code of ``CHECK_MODULES``, of the reader's ``READER_FUNCTIONS`` (and
+    ``add_derived``) and of this module (12 hex digits)."""
+    data, _ = app_checks()
     h = hashlib.sha1()
     for name in (*CHECK_MODULES, __name__):
         with open(importlib.import_module(name).__file__, "rb") as f:
             h.update(f.read())
+    for fn in (*(getattr(data, n) for n in READER_FUNCTIONS), data.add_derived):
+        h.update(inspect.getsource(fn).encode())
     return h.hexdigest()[:12]
 
 
@@ -146,3 +154,77 @@ def try_summarise_run(run_dir: str, info: RunInfo) -> tuple[RunSummary | None, s
         return summarise_run(run_dir, info), None
     except Exception as e:  # noqa: BLE001 -- a summary is a cache; the run is recorded anyway
         return None, f"{type(e).__name__}: {e}"
+
+
+def summarise_root(root: str, *, workers: int | None = None) -> tuple[int, list[str]]:
+    """Write the summary of every run under ``root`` that is not running (runs recorded before
+    summaries existed, or summarised by other checks): ``(runs written, problems)``. A running
+    run is skipped: its recorder rewrites run.json, and writes its summary when it closes. Run it
+    on runs no recorder is resuming."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from .schema import RUN_JSON, STATUS_RUNNING, read_run_info, write_json_atomic
+
+    names = sorted({f.name.split("/", 1)[0] for f in _run_jsons(root)})
+
+    def one(name: str) -> tuple[int, str | None]:
+        run_dir = storage.join(root, name)
+        try:
+            info = read_run_info(run_dir)
+        except (OSError, ValueError, TypeError) as e:
+            return 0, f"{name}: run.json is unreadable ({e})"
+        if info.status == STATUS_RUNNING:
+            return 0, None
+        summary, why = try_summarise_run(run_dir, info)
+        if summary is None:
+            return 0, f"{name}: {why}"
+        info.summary = summary
+        write_json_atomic(storage.join(run_dir, RUN_JSON), info.to_json())
+        return 1, None
+
+    workers = workers or (16 if storage.is_uri(root) else 1)
+    with ThreadPoolExecutor(workers) as pool:
+        done = list(pool.map(one, names))
+    return sum(n for n, _ in done), [why for _, why in done if why]
+
+
+def _run_jsons(root: str) -> list:
+    """The ``<run>/run.json`` files directly under ``root`` (hidden folders left out)."""
+    from .schema import RUN_JSON
+
+    if storage.is_uri(root):
+        found = storage.list_tree(root)
+    else:
+        base = storage.local(root)
+        found = [
+            storage.FileStamp(f"{e.name}/{RUN_JSON}", 0, 0)
+            for e in os.scandir(base)
+            if e.is_dir() and os.path.isfile(os.path.join(base, e.name, RUN_JSON))
+        ]
+    return [
+        f
+        for f in found
+        if f.name.count("/") == 1 and f.name.endswith("/" + RUN_JSON) and not f.name.startswith(".")
+    ]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m training_hooks.summary ROOT``: write the summaries of a root's runs."""
+    import argparse
+
+    ap = argparse.ArgumentParser(
+        prog="python -m training_hooks.summary",
+        description="Write the summary (run.json 'summary') of every run under ROOT that is not "
+        "running, so the dashboard's Runs page need not read their step tables.",
+    )
+    ap.add_argument("root", help="a runs root: a folder, or s3://bucket/prefix, gs://...")
+    args = ap.parse_args(argv)
+    n, problems = summarise_root(args.root)
+    for p in problems:
+        print(p)
+    print(f"{n} run summaries written under {args.root}")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
