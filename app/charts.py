@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import html
 import math
+import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -73,9 +74,27 @@ X_AXES = {
 X_UNLOGGED = {X_STEP: "no step", X_ELAPSED: "no wall time", X_TOKENS: "no token counts"}
 
 
-def run_colors(keys: Sequence[str]) -> dict[str, str]:
-    """A stable colour per run key, in the given order."""
-    return {k: PALETTE[i % len(PALETTE)] for i, k in enumerate(keys)}
+def color_slot(key: str) -> int:
+    """The palette slot a run key prefers: crc32 of the key (fixed across processes, unlike
+    Python's salted ``hash``) modulo the palette's size."""
+    return zlib.crc32(str(key).encode("utf-8")) % len(PALETTE)
+
+
+def run_colors(keys: Sequence[str], distinct: Sequence[str] = ()) -> dict[str, str]:
+    """A colour per run key, derived from the key alone (``color_slot``), so a run keeps its
+    colour when other runs come and go. The runs of ``distinct`` (those on screen, oldest first)
+    get different colours while the palette lasts: one whose slot an earlier of them holds takes
+    the next free slot, so only the later of two clashing runs moves."""
+    out = {k: PALETTE[color_slot(k)] for k in keys}
+    taken: set[int] = set()
+    for k in dict.fromkeys(distinct):
+        slot = color_slot(k)
+        if len(taken) < len(PALETTE):
+            while slot in taken:
+                slot = (slot + 1) % len(PALETTE)
+        taken.add(slot)
+        out[k] = PALETTE[slot]
+    return out
 
 
 def _rgba(hex_color: str, alpha: float) -> str:
@@ -1068,6 +1087,7 @@ def token_bars_figure(
             annotation_text=f"log s = {seq_log_ratio:.4g}",
             annotation_position="bottom right",
         )
+    fig.update_xaxes(token_ticks(tokens if text else None, len(v)))
     title = (
         f"Token log-ratios ({int(outside.sum())} of {len(v)} outside the token band)"
         if token_eps is not None
@@ -1078,8 +1098,42 @@ def token_bars_figure(
         top = 1.3 * float(finite.max())  # bars far inside the band: zoom to them
         fig.update_yaxes(range=[-top, top])
         title += "; zoomed in: the shaded band extends beyond the view"
-    _layout(fig, title, "token position", "log r_t = log π/π_old (nats)", height)
+    xtitle = "token (its text as recorded)" if text else "token position"
+    _layout(fig, title, xtitle, "log r_t = log π/π_old (nats)", height)
     return fig
+
+
+TOKEN_LABELS_MAX = 60  # token texts under the bars; beyond, every k-th (the hover has them all)
+TOKEN_CHARS_MAX = 10  # characters of a token's label (the hover has it whole)
+
+
+def token_label(token: str) -> str:
+    """A token's text as a tick label: spaces shown as ␣, line breaks as ⏎, tabs as ⇥ (else a
+    leading space or a newline token is invisible), cut to TOKEN_CHARS_MAX, escaped for Plotly."""
+    shown = str(token).replace(" ", "␣").replace("\n", "⏎").replace("\t", "⇥")
+    if len(shown) > TOKEN_CHARS_MAX:
+        shown = shown[: TOKEN_CHARS_MAX - 1] + "…"
+    return plot_text(shown)
+
+
+def token_ticks(tokens: Sequence[str] | None, n: int) -> dict:
+    """The token chart's x axis: each bar labelled with its token's text where the run recorded
+    it (every k-th when there are more than TOKEN_LABELS_MAX), else whole-number positions at a
+    1-2-5 spacing (never a fractional token)."""
+    if tokens is not None and len(tokens) == n and n:
+        every = math.ceil(n / TOKEN_LABELS_MAX)
+        at = list(range(0, n, every))
+        return {
+            "tickmode": "array",
+            "tickvals": at,
+            "ticktext": [token_label(tokens[i]) for i in at],
+            "tickangle": -60 if n > 12 else 0,
+            "tickfont": {"size": 11 if n <= 30 else 9},
+        }
+    step = 1
+    while n / step > 20:  # 1, 2, 5, 10, 20, 50, ...
+        step = step * 5 // 2 if str(step)[0] == "2" else step * 2
+    return {"tickmode": "linear", "tick0": 0, "dtick": step, "tickformat": "d"}
 
 
 def binned_mean_figure(

@@ -444,6 +444,7 @@ def legend_option(series: Sequence[charts.RunSeries]) -> tuple[dict, int]:
     rows = legend_rows([len(n) for n in names])
     option = {
         "animation": False,
+        "aria": {"enabled": True},  # the runs' names for screen readers (and the browser test)
         "legend": {
             "type": "plain",
             "data": entries,

@@ -36,7 +36,9 @@ class Settings:
 
 def parse_settings(argv: Sequence[str] | None = None, env: dict | None = None) -> Settings:
     """Root and tracking URI from ``argv`` (``--root``, ``--tracking-uri``), else the environment
-    (``GSPO_DASH_ROOT``, ``MLFLOW_TRACKING_URI``), else ``./runs`` and ``./mlflow.db`` if present.
+    (``GSPO_DASH_ROOT``, ``MLFLOW_TRACKING_URI``), else ``./runs``. ``./mlflow.db`` (if present) is
+    read on its own only when neither a root nor a tracking URI was given: with an explicit root,
+    an MLflow store is read only when named.
     Read-only mode: ``--read-only`` or ``GSPO_DASH_READ_ONLY=1``. Extra tracking URIs the sidebar
     may switch to: ``--allow-tracking-uri URI`` (repeatable) plus ``GSPO_DASH_TRACKING_URIS``
     (separated by commas or spaces). Unknown arguments are ignored (under ``AppTest`` argv is
@@ -48,9 +50,10 @@ def parse_settings(argv: Sequence[str] | None = None, env: dict | None = None) -
     parser.add_argument("--read-only", action="store_true")
     parser.add_argument("--allow-tracking-uri", action="append", default=[])
     args, _ = parser.parse_known_args(list(argv or []))
-    root = args.root or env.get(ENV_ROOT) or DEFAULT_ROOT
+    given_root = args.root or env.get(ENV_ROOT)
+    root = given_root or DEFAULT_ROOT
     uri = args.tracking_uri or env.get(ENV_TRACKING)
-    if not uri and Path(DEFAULT_MLFLOW_DB).is_file():
+    if not uri and not given_root and Path(DEFAULT_MLFLOW_DB).is_file():
         uri = f"sqlite:///{DEFAULT_MLFLOW_DB}"
     read_only = args.read_only or str(env.get(ENV_READ_ONLY, "")).strip().lower() in _TRUE
     allowed = args.allow_tracking_uri + re.split(r"[,\s]+", env.get(ENV_ALLOWED_URIS) or "")

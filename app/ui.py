@@ -17,10 +17,9 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from app import data
+from app import data, health, provenance
 from app.charts import run_colors
 from app.discovery import discover, imported_tool, root_signature
-from app.health import run_findings
 from app.lag import ALL, OFF_POLICY, SUBSETS, LagSplit, lag_split
 from app.mlflow_store import typed_uri_problem
 from app.records import SOURCE_MLFLOW, RunRef, Table
@@ -44,6 +43,11 @@ class Context:
     colors: dict[str, str]  # run key -> its colour on every chart
     labels: dict[str, str]  # run key -> stable, URL-friendly label
     read_only: bool = False  # the server's read-only (team) mode: nothing may be written
+    link_notes: tuple[str, ...] = ()  # what the link's ?runs= named that no run answers to
+
+    def label(self, run: RunRef) -> str:
+        """The run's name where it is unique, else "name [key]" (``stable_labels``)."""
+        return self.labels.get(run.key, run.name)
 
 
 _T0: list[float] = []
@@ -69,6 +73,57 @@ def stable_labels(runs: list[RunRef]) -> dict[str, str]:
     return {r.key: r.name if counts[r.name] == 1 else f"{r.name} [{r.key}]" for r in runs}
 
 
+def resolve_link(
+    values: list[str], runs: list[RunRef], labels: dict[str, str]
+) -> tuple[list[str], list[str]]:
+    """(run keys, notes) of the values a link's ``?runs=`` holds: each value is a run's label (what
+    the bound picker writes), its key, or a name. A name several runs carry selects them all, and
+    a note says so; a value no run answers to is named in a note ("not found: ...")."""
+    by_label = {labels.get(r.key, r.key): r.key for r in runs}
+    by_key = {r.key: r.key for r in runs}
+    by_name: dict[str, list[str]] = {}
+    for r in runs:
+        by_name.setdefault(r.name, []).append(r.key)
+    keys: list[str] = []
+    notes: list[str] = []
+    for v in values:
+        if v in by_label or v in by_key:
+            keys.append(by_label.get(v) or by_key[v])
+        elif len(same := by_name.get(v, [])) > 1:
+            keys += same
+            named = ", ".join(labels.get(k, k) for k in same)
+            notes.append(f"{v!r} names {len(same)} runs, all shown: {named}")
+        else:
+            notes.append(f"not found: {v!r} (no run has this name or id)")
+    return list(dict.fromkeys(keys)), notes
+
+
+LINK_KEY = "_runs_link"  # (keys, notes) of the link the session opened with
+
+
+def _runs_from_link(runs: list[RunRef], labels: dict[str, str]) -> None:
+    """On a session's first script run, what its link's ``?runs=`` asks for: kept in the session
+    state (``LINK_KEY``) for the notes, and a selection the bound picker cannot read (a run key,
+    a shared name) put in the picker's state before it is drawn."""
+    if LINK_KEY in st.session_state:
+        if (pending := st.session_state.pop("_runs_pending", None)) is not None:
+            st.session_state["runs"] = pending
+        return
+    raw = st.query_params.get_all("runs")
+    st.session_state[LINK_KEY] = resolve_link(raw, runs, labels) if raw else ([], [])
+
+
+def _link_notes(selected_keys: list[str]) -> tuple[str, ...]:
+    """The link's notes, while the selection is still the link's; a selection the bound picker
+    could not read from the URL is set for the next run (``_runs_from_link``)."""
+    keys, notes = st.session_state.get(LINK_KEY, ([], []))
+    if keys and list(selected_keys) != keys and not st.session_state.get("_runs_fixed"):
+        st.session_state["_runs_fixed"] = True
+        st.session_state["_runs_pending"] = keys
+        st.rerun()
+    return tuple(notes) if notes and list(selected_keys) == keys else ()
+
+
 def sidebar() -> Context:
     """Draws the sidebar and returns the context every page reads (also kept for ``context()``)."""
     settings = parse_settings(sys.argv[1:])
@@ -80,6 +135,7 @@ def sidebar() -> Context:
     runs = found.runs
     keys = [r.key for r in runs]
     labels = stable_labels(runs)
+    _runs_from_link(runs, labels)
     selected_keys = sb.multiselect(
         "Runs to compare",
         options=keys,
@@ -101,20 +157,29 @@ def sidebar() -> Context:
     )
     if live:
         _watch(root)
+    notes = _link_notes(selected_keys)
     by_key = {r.key: r for r in runs}
     selected = [by_key[k] for k in selected_keys if k in by_key]
+    on_screen = sorted(selected or runs[:MAX_DEFAULT_RUNS], key=_age_order)
     ctx = Context(
         root,
         uri,
         runs,
         problems + found.problems,
         selected,
-        run_colors(keys),
+        run_colors(keys, [r.key for r in on_screen]),
         labels,
         read_only=settings.read_only,
+        link_notes=notes,
     )
     st.session_state[CTX_KEY] = ctx
     return ctx
+
+
+def _age_order(run: RunRef) -> tuple[float, str]:
+    """Oldest first: a run's start time (else its last update), then its key."""
+    started = run.info.created_at if run.info is not None else None
+    return (started or run.updated_at or 0.0, run.key)
 
 
 def _root_and_store(settings: Settings) -> tuple[str, str | None, list[str]]:
@@ -174,6 +239,8 @@ def page_header(title: str, caption: str) -> Context:
     if ctx.problems:
         for p in ctx.problems:
             st.warning(md_escape(p), icon=":material/folder_off:")
+    for note in ctx.link_notes:
+        st.warning(f"The link's runs: {md_escape(note)}", icon=":material/link_off:")
     return ctx
 
 
@@ -234,16 +301,43 @@ def no_sequences_note(runs: list[RunRef]) -> None:
             )
 
 
+def asked_run(value: str, runs: list[RunRef], labels: dict[str, str]) -> tuple[RunRef | None, str]:
+    """The run a link's ``?run=`` value names, by its label (what the bound picker writes) or its
+    key (what a link built from a run key holds), or a note why none: no such run, or a name
+    several runs carry ("" when found)."""
+    for r in runs:
+        if value in (r.key, labels.get(r.key)):
+            return r, ""
+    same = [labels.get(r.key, r.key) for r in runs if r.name == value]
+    if len(same) > 1:
+        return None, f"not found: {value!r} names {len(same)} runs ({', '.join(same)}): pick one"
+    return None, f"not found: {value!r} (no run has this name or id)"
+
+
 def _asked_run(ctx: Context, key: str) -> RunRef | None:
-    """The run a link names in ``?<key>=``: by its label (what the bound picker writes) or by its
-    key (what a link built from a run key holds)."""
-    asked = st.query_params.get(key)
-    if asked is None:
+    """The run the link names in ``?<key>=`` (``asked_run``); a value that names none is kept in
+    the session state, for ``_run_link_note``, before the picker drops it from the URL."""
+    value = st.query_params.get(key)
+    if value is None:
         return None
-    for r in ctx.runs:
-        if asked in (r.key, ctx.labels.get(r.key)):
-            return r
-    return None
+    run, note = asked_run(value, ctx.runs, ctx.labels)
+    if note and key not in st.session_state:
+        st.session_state[f"_link_{key}"] = (note, None)
+    return run
+
+
+def _run_link_note(key: str, choice: str | None) -> None:
+    """Warns that the link's ``?<key>=`` named no run, while the picker still holds the choice
+    it fell back to."""
+    note, shown = st.session_state.get(f"_link_{key}", (None, None))
+    if note is None:
+        return
+    if shown is None:
+        st.session_state[f"_link_{key}"] = (note, choice)
+    elif shown != choice:
+        del st.session_state[f"_link_{key}"]
+        return
+    st.warning(f"The link's run: {md_escape(note)}", icon=":material/link_off:")
 
 
 def pick_run(ctx: Context, *, need_sequences: bool = False, key: str = "run") -> RunRef | None:
@@ -276,6 +370,7 @@ def pick_run(ctx: Context, *, need_sequences: bool = False, key: str = "run") ->
         key=key,
         bind="query-params",
     )
+    _run_link_note(key, choice)
     return by_key.get(choice, pool[0])
 
 
@@ -313,18 +408,18 @@ def step_window(steps: np.ndarray, *, key: str = "window") -> tuple[int, int] | 
     return int(a), int(b)
 
 
+def health_report(run: RunRef, steps_df):
+    """The ``HealthReport`` of one run's step table (``app.health.report_for``): its run.json's
+    settings, and the solved / failed split of zero-variance groups when it recorded sequences."""
+    seqs = None
+    if run.has_sequences:
+        seqs = data.load_sequences(run, columns=health.OUTCOME_COLUMNS).df
+    return health.report_for(run, steps_df, seqs)
+
+
 def findings_for(run: RunRef, steps_df):
-    """The health findings of one run's step table, with the run's algorithm, status and eps."""
-    eps = eps_of(run)
-    return run_findings(
-        steps_df,
-        algorithm=run.algorithm,
-        status=run.status,
-        updated_at=run.updated_at,
-        last_step=run.last_step,
-        seq_eps=eps.get("seq"),
-        token_eps=eps.get("token"),
-    )
+    """The health findings of one run's step table (``health_report``'s findings)."""
+    return health_report(run, steps_df).findings
 
 
 def sequence_run_window(ctx: Context) -> tuple[RunRef, tuple[int, int] | None]:
@@ -336,7 +431,8 @@ def sequence_run_window(ctx: Context) -> tuple[RunRef, tuple[int, int] | None]:
     all_steps = data.sequence_steps(run)
     if len(all_steps) == 0:
         st.info(
-            f"{md_escape(run.name)} has no readable per-sequence rows yet.", icon=":material/info:"
+            f"{md_escape(ctx.label(run))} has no readable per-sequence rows yet.",
+            icon=":material/info:",
         )
         notice_problems([run], sequence_problems(run))
         st.stop()
@@ -373,7 +469,7 @@ def require_columns(run: RunRef, df, columns: list[str], problems: list[str]) ->
     table) lacks any of ``columns``: a damaged or partial table, whose ``problems`` say why."""
     if missing := [c for c in columns if c not in df.columns]:
         st.info(
-            f"{md_escape(run.name)}: its per-sequence table has no usable "
+            f"{md_escape(run.label)}: its per-sequence table has no usable "
             f"{md_escape(', '.join(missing))}, which this page draws.",
             icon=":material/info:",
         )
@@ -465,3 +561,32 @@ def eps_of(run: RunRef) -> dict[str, tuple[float, float]]:
     i = run.info
     pairs = {"seq": (i.seq_eps_low, i.seq_eps_high), "token": (i.token_eps_low, i.token_eps_high)}
     return {unit: p for unit, p in pairs.items() if None not in p}  # an unknown ε: left out
+
+
+def import_details(run: RunRef, *, key: str) -> None:
+    """Where an imported run came from (``app.provenance``): tool, format, version and its
+    evidence, source path, each setting with its file, the settings no file stated, and every
+    foreign key (mapped / renamed / kept / not stored, with the reason). Nothing for a recorded
+    run. ``key`` makes the tables' element ids unique on a page."""
+    info = run.info
+    if info is None or info.imported is None:
+        return
+    rec = info.imported
+    st.markdown("  \n".join(md_escape(line) for line in provenance.source_lines(info)))
+    settings = provenance.settings_frame(rec)
+    unknown = provenance.unknown_settings(info)
+    st.caption(
+        f"Settings found: {len(settings)}. Unknown (no file states them): "
+        + (md_escape(", ".join(unknown)) if unknown else "none")
+        + "."
+    )
+    if len(settings):
+        st.dataframe(settings, hide_index=True, key=f"{key}-settings")
+    st.caption(f"Foreign keys: {md_escape(provenance.fate_counts(rec))}.")
+    st.dataframe(
+        provenance.keys_frame(rec),
+        hide_index=True,
+        key=f"{key}-keys",
+        height=min(400, 38 + 35 * (len(rec.mapped) + len(rec.renamed) + len(rec.unmapped) + 2)),
+        column_config={"why": st.column_config.TextColumn(width="large")},
+    )

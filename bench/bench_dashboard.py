@@ -1,4 +1,4 @@
-"""Benchmark of the dashboard (issue 5, section 6; ``--scale``: issue 15, see bench_scale.py).
+"""Benchmark of the dashboard (``--scale``: see bench_scale.py).
 
     python bench/bench_dashboard.py [--root DIR] [--runs 20 --steps 5000 --seqs 256] [--no-browser]
                                     [--loads 3 --views 2] [--code DIR]

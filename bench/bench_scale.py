@@ -1,4 +1,4 @@
-"""Benchmark of the dashboard at thousands of runs (issue 15, item 3): ``bench_dashboard.py --scale``.
+"""Benchmark of the dashboard at thousands of runs: ``bench_dashboard.py --scale``.
 
     python bench/bench_dashboard.py --scale [--scale-runs 2000 --scale-steps 10]
         [--compare-runs 50 --compare-steps 2000] [--no-s3 | --s3-endpoint URL] [--code DIR]

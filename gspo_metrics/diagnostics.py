@@ -66,7 +66,9 @@ def sequence_diagnostics(
     """Every per-sequence diagnostic in ``SEQUENCE_DIAGNOSTICS``, as detached (B,) tensors.
 
     Args:
-        logprobs, old_logprobs, mask: (B, T), as for the losses.
+        logprobs: (B, T) log pi_theta, as for the losses.
+        old_logprobs: (B, T) log pi_old, as for the losses.
+        mask: (B, T), as for the losses.
         advantages: (B,) or (B, T).
         seq_eps: (eps_low, eps_high) of the sequence unit (GSPO's clip range).
         token_eps: (eps_low, eps_high) of the token unit (GRPO's clip range).

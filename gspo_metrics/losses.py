@@ -227,7 +227,8 @@ def gspo_loss(
         advantages: (B,) one per sequence, or (B, T) per token.
         mask: (B, T) nonzero on the tokens the sequence ratio and the loss are taken over; every
             row must mark at least one token.
-        eps_low, eps_high: clip range [1 - eps_low, 1 + eps_high] on the sequence ratio s.
+        eps_low: the clip range [1 - eps_low, 1 + eps_high] on the sequence ratio s.
+        eps_high: see eps_low.
         reduction: "sum", "token_mean" or "seq_mean_token_mean".
     """
     mask_bt, count_b, adv_bt = check_loss_inputs(

@@ -76,3 +76,41 @@ def test_compare_page_draws_in_chromium(server, root_copy, tmp_path):
             browser.close()
     assert shot.stat().st_size > 20_000
     print(f"first chart drawn after {first_chart_s:.1f} s; screenshot {shot}")
+
+
+def test_same_name_runs_are_two_legend_entries_in_chromium(server, root_copy):
+    """Two runs named grpo-small (a copy under its own id): /compare?runs=grpo-small shows both,
+    two legend entries "grpo-small [<id>] · GRPO" (read from the legend's ARIA description, which
+    ECharts writes from the drawn series), and a warning saying the name is shared; a link value
+    that names no run is named in a warning."""
+    from playwright.sync_api import sync_playwright
+
+    first = run_ids(root_copy)["grpo-small"]
+    src, dst = root_copy / first, root_copy / "grpo-twin"
+    shutil.copytree(src, dst)
+    info = json.loads((dst / "run.json").read_text())
+    info.update(run_id="grpo-twin")
+    (dst / "run.json").write_text(json.dumps(info))
+    with sync_playwright() as p:
+        browser = launch.launch_chromium(p)
+        try:
+            page = browser.new_page(viewport={"width": 1600, "height": 1200})
+            page.goto(f"{server}/compare?runs=grpo-small&runs=no-such-run")
+            legend = page.locator("[data-testid=stEChartsChart]").first
+            legend.wait_for(timeout=60_000)
+            page.wait_for_function(
+                "() => (document.querySelector('[data-testid=stEChartsChart]')"
+                ".getAttribute('aria-label') || '').includes('series')",
+                timeout=60_000,
+            )
+            aria = legend.get_attribute("aria-label")
+            assert "2 series" in aria, aria
+            assert (
+                f"grpo-small [{first}] · GRPO" in aria and "grpo-small [grpo-twin] · GRPO" in aria
+            )
+            alerts = " ".join(page.locator("[data-testid=stAlert]").all_inner_texts())
+            assert "'grpo-small' names 2 runs, all shown" in alerts, alerts
+            assert "not found: 'no-such-run'" in alerts, alerts
+            assert not page.locator("[data-testid=stException]").count()
+        finally:
+            browser.close()

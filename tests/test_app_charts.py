@@ -7,6 +7,8 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from app import aggregate, charts
 from app import echarts_grid as eg
@@ -257,6 +259,35 @@ def test_grid_option_places_panels_on_their_own_axes():
     assert height == eg.SLIDER_PX + 2 * eg.GRID_ROW_PX
     with pytest.raises(ValueError, match="one list per panel"):
         eg.grid_option(s, panels, traces[:2])
+
+
+def test_run_colour_is_derived_from_its_key():
+    """crc32("a") % 16 = 3, crc32("b") % 16 = 9, crc32("run-1") % 16 = 3: each key's colour is
+    its palette slot, whatever other runs exist; of two runs on screen that want slot 3, the
+    first (the older) keeps it and the other takes the next free slot, 4."""
+    P = charts.PALETTE
+    assert [charts.color_slot(k) for k in ("a", "b", "run-1")] == [3, 9, 3]
+    assert charts.run_colors(["a"]) == {"a": P[3]}
+    assert charts.run_colors(["x", "a", "b", "run-1"]) == {
+        "x": P[charts.color_slot("x")],
+        "a": P[3],
+        "b": P[9],
+        "run-1": P[3],
+    }
+    on_screen = charts.run_colors(["a", "b", "run-1"], ["a", "run-1"])
+    assert on_screen == {"a": P[3], "b": P[9], "run-1": P[4]}
+    assert charts.run_colors(["a", "run-1"], ["run-1", "a"]) == {"run-1": P[3], "a": P[4]}
+
+
+@given(st.lists(st.text(min_size=1, max_size=12), min_size=1, max_size=30, unique=True))
+def test_run_colours_distinct_on_screen_and_stable(keys):
+    """Runs on screen get distinct colours while the palette lasts; the first of them always
+    has its own key's colour, and no run's colour depends on the runs off screen."""
+    shown = keys[: len(charts.PALETTE)]
+    colors = charts.run_colors(keys, shown)
+    assert len({colors[k] for k in shown}) == len(shown)
+    assert colors[shown[0]] == charts.PALETTE[charts.color_slot(shown[0])]
+    assert {k: colors[k] for k in shown} == charts.run_colors(shown, shown)
 
 
 # ------------------------------------------------------------- charts that do not lie by omission

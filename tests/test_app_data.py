@@ -64,6 +64,21 @@ def test_parse_settings_precedence(tmp_path, monkeypatch):
     assert parse_settings([], {}).tracking_uri == "sqlite:///mlflow.db"
 
 
+def test_mlflow_db_read_only_without_a_root(tmp_path, monkeypatch):
+    """./mlflow.db is read on its own only when neither a root nor a tracking URI was given; with
+    a root (command line or environment) a store is read only when named."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "mlflow.db").write_bytes(b"")
+    assert parse_settings([], {}) == Settings("runs", "sqlite:///mlflow.db")
+    assert parse_settings(["--root", "demo"], {}) == Settings("demo", None)
+    assert parse_settings([], {"GSPO_DASH_ROOT": "demo"}) == Settings("demo", None)
+    named = parse_settings(["--root", "demo", "--tracking-uri", "sqlite:///mlflow.db"], {})
+    assert named == Settings("demo", "sqlite:///mlflow.db")
+    assert parse_settings([], {"MLFLOW_TRACKING_URI": "http://h:5000"}).tracking_uri == (
+        "http://h:5000"
+    )
+
+
 def test_steps_agree_with_sequences(recorded_root):
     """Two routes: the step table's reward_mean and length_mean equal the per-sequence means."""
     run = _run(recorded_root, "gspo-small")

@@ -313,3 +313,235 @@ def test_runs_page_imports_a_verl_log(root_copy, app_env, tmp_path):
     df = at.dataframe[0].value
     assert "verl-exp" in set(df["name"]) and len(df) == 3
     assert any("Imported 3 steps" in s.value for s in at.success)
+
+
+# ----------------------------------------------------------------------------- one identity per run
+
+
+def _twin(root, run_id: str = "grpo-twin") -> str:
+    """A second run named "grpo-small" under ``root`` (a copy of the first with its own id and a
+    later start); returns its id."""
+    import shutil
+
+    src = root / run_ids(root)["grpo-small"]
+    dst = root / run_id
+    shutil.copytree(src, dst)
+    info = json.loads((dst / "run.json").read_text())
+    info.update(run_id=run_id, created_at=(info.get("created_at") or 0) + 60)
+    (dst / "run.json").write_text(json.dumps(info))
+    return run_id
+
+
+def _open_link(page: str, query: dict) -> AppTest:
+    """AppTest on ``page`` opened from a link with ``query`` (the URL's query parameters)."""
+    at = AppTest.from_file(MAIN, default_timeout=TIMEOUT)
+    for k, v in query.items():
+        at.query_params[k] = v
+    at.run()
+    if page != "runs":
+        at.switch_page(f"app_pages/{page}.py").run()
+    return at
+
+
+@pytest.mark.slow
+def test_same_name_runs_are_two_runs_everywhere(root_copy, app_env):
+    """Two runs named grpo-small: Compare's legend has two entries "grpo-small [id]" and the grid
+    draws each under its own label (hover names them apart); Health's table and cards name both
+    apart; the colours differ; a run's colour is the one its key gives, whatever else is shown."""
+    first = run_ids(root_copy)["grpo-small"]
+    twin = _twin(root_copy)
+    app_env(root_copy)
+    at = _open("compare", {"runs": [first, twin]})
+    _assert_clean(at)
+    legend = json.loads(at.get("echarts_chart")[0].proto.spec)
+    names = [e["name"] for e in legend["legend"]["data"]]
+    assert names == [f"grpo-small [{first}] · GRPO", f"grpo-small [{twin}] · GRPO"]
+    colors = [e["lineStyle"]["color"] for e in legend["legend"]["data"]]
+    assert colors[0] != colors[1]
+    reward = _grid(at)["Reward"]
+    by_key = {t["legendgroup"]: t["name"] for t in reward["traces"] if t["role"] == "raw"}
+    assert by_key == {first: f"grpo-small [{first}]", twin: f"grpo-small [{twin}]"}
+    at.switch_page("app_pages/health.py").run()
+    _assert_clean(at)
+    assert list(at.dataframe[0].value["run"]) == [f"grpo-small [{first}]", f"grpo-small [{twin}]"]
+    heads = [_unescaped(e.label) for e in at.expander if "steps" in e.label]
+    assert any(h.startswith(f"grpo-small [{first}] · GRPO") for h in heads)
+    assert any(h.startswith(f"grpo-small [{twin}] · GRPO") for h in heads)
+
+
+@pytest.mark.slow
+def test_link_names_a_shared_name_and_a_missing_run(root_copy, app_env):
+    """?runs=grpo-small (a name two runs now carry) selects both and says so; a value that names
+    no run is named in a warning ("not found: ..."), escaped, never dropped in silence; a run id
+    works as well as a label."""
+    first = run_ids(root_copy)["grpo-small"]
+    gspo = run_ids(root_copy)["gspo-small"]
+    twin = _twin(root_copy)
+    app_env(root_copy)
+    at = _open_link("compare", {"runs": ["grpo-small", "does-not-exist<b>*x*</b>"]})
+    assert not at.exception
+    assert set(at.sidebar.multiselect(key="runs").value) == {first, twin}
+    warnings = [_unescaped(w.value) for w in at.warning]
+    assert any(
+        f"'grpo-small' names 2 runs, all shown: grpo-small [{first}], grpo-small [{twin}]" in w
+        for w in warnings
+    ), warnings
+    assert any("not found: 'does-not-exist<b>*x*</b>'" in w for w in warnings), warnings
+    assert not any("<b>" in w.value for w in at.warning)  # escaped: the tags are text
+    legend = json.loads(at.get("echarts_chart")[0].proto.spec)
+    assert len(legend["legend"]["data"]) == 2
+
+    at = _open_link("compare", {"runs": gspo})  # a run id
+    assert at.sidebar.multiselect(key="runs").value == [gspo]
+    assert not at.warning
+    at = _open_link("compare", {"runs": "nope"})  # nothing found: the default, said so
+    assert at.sidebar.multiselect(key="runs").value == []
+    assert any("not found: 'nope'" in _unescaped(w.value) for w in at.warning)
+    assert any("showing the 3 most recent" in c.value for c in at.caption)
+
+
+@pytest.mark.slow
+def test_run_link_names_a_missing_or_shared_run(root_copy, app_env):
+    """?run= on a single-run page: a value no run answers to, or a name two runs carry, is named
+    in a warning while the picker shows another run."""
+    _twin(root_copy)
+    app_env(root_copy)
+    at = _open_link("sequences", {"run": "nope"})
+    assert not at.exception
+    assert any("not found: 'nope'" in _unescaped(w.value) for w in at.warning)
+    at = _open_link("lengths", {"run": "grpo-small"})
+    assert not at.exception
+    assert any(
+        "not found: 'grpo-small' names 2 runs" in _unescaped(w.value) and "pick one" in w.value
+        for w in at.warning
+    )
+
+
+def test_runs_table_tells_runs_apart_first(root_copy, app_env):
+    """The Runs table starts with what tells runs apart and what to judge them by: name, run id,
+    start time, algorithm, status, health."""
+    twin = _twin(root_copy)
+    app_env(root_copy)
+    at = _open("runs")
+    _assert_clean(at)
+    df = at.dataframe[0].value
+    assert list(df.columns[:6]) == [
+        "name",
+        "run id",
+        "started (UTC)",
+        "algorithm",
+        "status",
+        "health",
+    ]
+    assert twin in set(df["run id"])
+    assert (df["name"] == "grpo-small").sum() == 2 and df["run id"].is_unique
+    assert all(re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d", s) for s in df["started (UTC)"])
+
+
+# ----------------------------------------------------------------------------- where a run came from
+
+VERL_CFG = {
+    "config": {
+        "actor_rollout_ref": {
+            "actor": {"clip_ratio": 0.2, "loss_agg_mode": "token-mean", "ppo_epochs": 1},
+            "rollout": {"n": 4},
+        },
+        "algorithm": {"adv_estimator": "grpo"},
+    }
+}
+
+
+def _verl_import(root, tmp_path) -> tuple[str, object]:
+    """A verl log (a mapped, a renamed, a kept, a not-stored and a text key) with its config
+    beside, imported into ``root``; returns (run id, log path)."""
+    from training_hooks.importers import import_run
+
+    log = tmp_path / "proj" / "exp.jsonl"
+    log.parent.mkdir()
+    rows = [
+        {
+            "critic/score/mean": 0.1 * s,
+            "rollout_corr/kl": -1e-4,
+            "timing_s/step": 30.0,
+            "actor/kl_loss": 0.0,
+            "training/rollout_probs_diff_top1_token_text": "<b>x</b>",
+        }
+        for s in (1, 2, 3)
+    ]
+    cfg = json.loads(json.dumps(VERL_CFG))
+    cfg["config"]["actor_rollout_ref"]["actor"]["use_kl_loss"] = False
+    log.write_text(
+        "".join(
+            json.dumps({"step": s, "data": r}) + "\n" for s, r in zip((1, 2, 3), rows, strict=True)
+        )
+    )
+    (log.parent / "exp.config.json").write_text(json.dumps(cfg))
+    return import_run("verl", log, root=root, name="verl-exp")["run_id"], log
+
+
+def _details_text(at: AppTest) -> str:
+    return " ".join(_unescaped(m.value) for m in [*at.markdown, *at.caption])
+
+
+@pytest.mark.slow
+def test_runs_details_and_health_card_say_where_an_import_came_from(root_copy, app_env, tmp_path):
+    """The Runs page's detail view and the Health card of an imported verl run state the tool,
+    the format, the version as detected, the source path, each setting with the file it came
+    from, the settings no file states, and every foreign key: mapped, renamed, kept, not stored
+    (with the reason)."""
+    run_id, log = _verl_import(root_copy, tmp_path)
+    app_env(root_copy)
+    at = _open("runs")
+    _assert_clean(at)
+    at.selectbox(key="detail_run").set_value(run_id).run()
+    _assert_clean(at)
+    for where in (at, None):
+        if where is None:  # the same on the Health card
+            at = _open("health", {"runs": [run_id]})
+            _assert_clean(at)
+        text = _details_text(at)
+        assert "Imported from verl: verl metrics." in text
+        assert "Version: unknown (no file states it and no metric name dates it)." in text
+        assert f"Source: {log} (file read: {log})." in text
+        assert f"Settings files: {log.parent / 'exp.config.json'}." in text
+        assert "Foreign keys: 1 mapped, 1 renamed, 1 kept, 1 not stored, 1 not numeric." in text
+        unknown = next(c for c in at.caption if c.value.startswith("Settings found"))
+        assert "clip_ratio_low" in _unescaped(unknown.value)  # a verl setting no file states
+        assert "sequence-unit ε (low / high)" in _unescaped(unknown.value)
+        frames = {tuple(d.value.columns): d.value for d in at.dataframe}
+        settings = frames[("setting", "value", "from")].set_index("setting")
+        assert settings.loc["clip_ratio", "value"] == "0.2"
+        assert settings.loc["clip_ratio", "from"] == (
+            "exp.config.json: actor_rollout_ref.actor.clip_ratio"
+        )
+        keys = frames[("foreign key", "what happened", "stored as", "why")].set_index("foreign key")
+        assert keys.loc["critic/score/mean", "what happened"] == "mapped"
+        assert keys.loc["critic/score/mean", "stored as"] == Step.REWARD_MEAN
+        assert keys.loc["rollout_corr/kl", "stored as"] == "verl/rollout_corr/kl"
+        assert keys.loc["timing_s/step", "what happened"] == "kept"
+        assert keys.loc["actor/kl_loss", "what happened"] == "not stored"
+        assert keys.loc["actor/kl_loss", "why"] == "use_kl_loss=false: logged 0.0"
+        assert keys.loc["training/rollout_probs_diff_top1_token_text", "what happened"] == (
+            "not numeric"
+        )
+
+
+@pytest.mark.slow
+def test_import_form_refuses_a_second_import_of_the_same_log(root_copy, app_env, tmp_path):
+    """The import form, given a log already in the root: "already imported as run X", the root
+    left as it was; with "Replace" ticked it is imported again over run X."""
+    run_id, log = _verl_import(root_copy, tmp_path)
+    app_env(root_copy)
+    before = {p: p.read_bytes() for p in root_copy.rglob("*") if p.is_file()}
+    at = _open("runs")
+    at.selectbox(key="import_source").select("verl")
+    at.text_input(key="import_path").input(str(log))
+    at.button(key="import_submit").click().run()
+    _assert_clean(at)
+    assert any(f"already imported as run {run_id}" in _unescaped(i.value) for i in at.info)
+    assert {p: p.read_bytes() for p in root_copy.rglob("*") if p.is_file()} == before
+    at.checkbox(key="import_replace").check()
+    at.button(key="import_submit").click().run()
+    _assert_clean(at)
+    assert any(f"as run {run_id}" in _unescaped(s.value) for s in at.success)
+    assert len(at.dataframe[0].value) == 3

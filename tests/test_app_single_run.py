@@ -397,8 +397,8 @@ def _verl_log(folder: Path, *, config: bool) -> Path:
     ]
     lines = [json.dumps(r) for r in rows]
     lines.insert(2, "{not json")
-    lines.append(json.dumps({"step": 3, "data": {"critic/score/mean": 0.9}}))
-    log = folder / "exp.jsonl"
+    lines.append(json.dumps({"step": 3, "data": {"critic/score/mean": 0.9 if config else 0.8}}))
+    log = folder / "exp.jsonl"  # (two logs: one import each, not the same log twice)
     log.write_text("\n".join(lines) + '\n{"step": 4, "data": {"critic/sc')
     if config:
         actor = {
@@ -512,6 +512,80 @@ def test_runs_table_on_the_real_logs(app_env, tmp_path):
     assert df["last update"].str.startswith("imported at ").all()
     assert not df["problems"].str.contains("sequences table").any()
     assert df["problems"].str.contains(r"last line \(line 302\) is truncated").sum() == 1
+
+
+# --------------------------------------------------------------------------------------------
+# Sequences: token texts, prompt apart, readable headers
+# --------------------------------------------------------------------------------------------
+
+
+def _record_texts(root, name: str, *, texts: bool) -> str:
+    """One step, P = 2 groups of G = 2, T = 4 (row 0 masks its last token), every sequence's
+    tokens kept; with ``texts`` the prompts, completions and token texts (HTML and a space in
+    them). Returns the run id."""
+    import torch
+
+    from training_hooks import RunRecorder
+
+    B, T_ = 4, 4
+    old = torch.zeros(B, T_)
+    logp = old + torch.tensor([0.1, -0.2, 0.3, 0.0]).repeat(B, 1)
+    mask = torch.ones(B, T_, dtype=torch.bool)
+    mask[0, 3] = False
+    kw = {}
+    if texts:
+        kw = {
+            "prompts": ["sort <b>cab</b> =", "rev ab ="],
+            "completions": [f"abc{b}<eos>" for b in range(B)],
+            "token_texts": [[" a", "<b>", "c", "<pad>"]] * B,
+        }
+    with RunRecorder(root=root, name=name, algorithm="grpo", mlflow=False, token_samples=B) as rec:
+        rec.log_step(
+            0, rewards=torch.tensor([[1.0, 0.0], [0.0, 1.0]]), logprobs=logp,
+            old_logprobs=old, mask=mask, **kw,
+        )  # fmt: skip
+    return rec.run_id
+
+
+@pytest.mark.slow
+def test_sequences_tokens_prompt_and_headers(tmp_path, app_env):
+    """Sequences: the bars' x axis carries each token's text where the run recorded it (masked
+    positions only, a leading space shown as ␣, HTML as text), whole-number positions otherwise;
+    the prompt sits in its own labelled box apart from the completion; headers are words with
+    the declared meaning as help."""
+    root = tmp_path / "root"
+    with_texts = _record_texts(root, "texts", texts=True)
+    without = _record_texts(root, "plain", texts=False)
+    app_env(root)
+    at = _clean("sequences", {"run": with_texts})
+    xaxis = _fig(at, "token_bars")["layout"]["xaxis"]
+    row = at.dataframe[0].value.iloc[0]
+    n = int(row["length"])  # the selected row's masked tokens
+    assert xaxis["ticktext"] == ["␣a", "&lt;b&gt;", "c", "&lt;pad&gt;"][:n]
+    assert xaxis["tickvals"] == list(range(n)) and xaxis["title"]["text"].startswith("token (")
+    boxes = [c.value for c in at.code]
+    group = int(row["group"])
+    assert boxes == [
+        ["sort <b>cab</b> =", "rev ab ="][group],
+        f"abc{2 * group + int(row['sample'])}<eos>",
+    ]
+    labels = [m.value for m in at.markdown if m.value.startswith("**")]
+    assert labels[-2:] == [
+        "**Prompt** (the group's prompt, shown as plain text)",
+        "**Completion** (the model's output, shown as plain text)",
+    ]
+    columns = json.loads(at.dataframe[0].proto.columns)
+    assert columns[Seq.TOKEN_LOG_RATIO_MIN]["label"] == "token log r min"
+    assert columns[Seq.KL_OLD]["label"] == "KL old→new"
+    assert columns[Seq.LENGTH]["help"] == "masked tokens |M_b|"
+
+    at = _clean("sequences", {"run": without})
+    xaxis = _fig(at, "token_bars")["layout"]["xaxis"]
+    assert (xaxis["tickmode"], xaxis["dtick"], xaxis["tickformat"]) == ("linear", 1, "d")
+    assert "ticktext" not in xaxis and xaxis["title"]["text"] == "token position"
+    assert not at.code
+    text = _captions(at)
+    assert "No prompt text recorded" in text and "No completion text recorded" in text
 
 
 def test_curve_words_agree_with_the_curve():

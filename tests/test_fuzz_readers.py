@@ -1,4 +1,4 @@
-"""Fuzz the readers (issue 14, item 6): hypothesis damages a recorded run (its run.json: junk,
+"""Fuzz the readers: hypothesis damages a recorded run (its run.json: junk,
 wrong types, missing keys, huge and non-finite values, deep nesting, wrong encodings; its Parquet
 parts: truncated, bit-flipped, wrong column types, missing or extra columns) and checks that the
 app's readers never raise and name the run, that every page renders (no exception, no "could not

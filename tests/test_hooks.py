@@ -40,7 +40,7 @@ def reduce_on(request, monkeypatch) -> str:
     return request.param
 
 
-# The columns issue 3 requires, spelled out once more so a schema edit cannot silently drop one.
+# The required columns, spelled out once more so a schema edit cannot silently drop one.
 REQUIRED_STEP = (
     "run_id step wall_time algorithm loss reward_mean reward_std seq_log_ratio_mean "
     "seq_log_ratio_std seq_log_ratio_min seq_log_ratio_max seq_clip_fraction "
@@ -355,6 +355,32 @@ def test_tokens_and_completions(tmp_path, make_batch):
         np.testing.assert_allclose(r[Tok.ADVANTAGES], np.full(int(m.sum()), adv[bi]), rtol=1e-6)
     seqs = pd.read_parquet(os.path.join(rec.run_dir, "sequences"))
     assert seqs[Seq.COMPLETION].tolist() == texts
+    assert seqs[Seq.PROMPT].isna().all() and tok[Tok.TOKENS].isna().all()  # not given: null
+
+
+def test_prompts_and_token_texts_are_stored_apart(tmp_path, make_batch):
+    """prompts (one per group) land on each of the group's rows, apart from the completion; a
+    kept sequence's token texts are its masked positions' texts, aligned with its log-ratios."""
+    b = make_batch(2, 4, 9, seed=11, dtype=F64)
+    prompts = ["sort cab =", "rev ab ="]
+    token_texts = [[f"t{i}.{t}" for t in range(9)] for i in range(8)]
+    token_texts[3] = None  # a row without texts
+    with RunRecorder(root=tmp_path, name="tok", token_samples=8) as rec:
+        rec.log_step(0, **b, prompts=prompts, token_texts=token_texts)
+    seqs = pd.read_parquet(os.path.join(rec.run_dir, "sequences"))
+    seqs = seqs.sort_values([Seq.GROUP, Seq.SAMPLE])
+    assert seqs[Seq.PROMPT].tolist() == ["sort cab ="] * 4 + ["rev ab ="] * 4
+    assert seqs[Seq.COMPLETION].isna().all()
+    tok = pd.read_parquet(os.path.join(rec.run_dir, "tokens"))
+    assert len(tok) == 8  # every sequence kept (token_samples = B)
+    for _, r in tok.iterrows():
+        i = 4 * r[Tok.GROUP] + r[Tok.SAMPLE]
+        m = b["mask"][i].tolist()
+        if i == 3:
+            assert r[Tok.TOKENS] is None
+            continue
+        want = [f"t{i}.{t}" for t in range(9) if m[t]]
+        assert list(r[Tok.TOKENS]) == want and len(want) == len(r[Tok.TOKEN_LOG_RATIOS])
 
 
 def test_token_sample_keeps_the_culprits(tmp_path):
@@ -424,6 +450,11 @@ def test_token_sample_keeps_the_culprits(tmp_path):
         ),
         ({"extra": {"loss": 1.0}}, r"'loss' is a built-in step column"),
         ({"completions": ["a"]}, r"completions has 1 entries but there are B = 16"),
+        ({"prompts": ["a"] * 16}, r"prompts has 16 entries but there are P = 4"),
+        ({"prompts": [1, 2, 3, 4]}, r"prompts\[0\] must be a str or None, got int"),
+        ({"token_texts": [["a"] * 12] * 15}, r"token_texts must be a list of B = 16 rows"),
+        ({"token_texts": [["a"] * 11] * 16}, r"token_texts\[0\] has 11 entries but there are T"),
+        ({"token_texts": ["abc"] * 16}, r"token_texts\[0\] must be a list of T = 12 strings"),
         ({"loss": torch.ones(2)}, r"loss must be a scalar"),
     ],
 )

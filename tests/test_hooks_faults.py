@@ -1,5 +1,5 @@
 """Resilience: failing, hung and unreachable sinks, disk errors, kill -9, and resuming after it;
-a dead tracking server noticed in seconds (issue 14)."""
+a dead tracking server noticed in seconds."""
 
 from __future__ import annotations
 
@@ -309,7 +309,7 @@ def test_kill_9_keeps_flushed_steps_and_run_resumes(tmp_path, make_batch):
     assert info.status == "finished" and info.name == "killed"
 
 
-# ----------------------------------------------------------------------------- fail fast (issue 14)
+# ---------------------------------------------------------------------------------- fail fast
 
 
 @contextlib.contextmanager

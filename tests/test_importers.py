@@ -7,6 +7,7 @@ runs are in tests/test_importers_real.py.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -52,6 +53,11 @@ def _tree(root: Path) -> list[str]:
     if not root.exists():
         return ["<absent>"]
     return sorted(str(p.relative_to(root)) for p in root.rglob("*"))
+
+
+def _contents(root: Path) -> dict[str, bytes]:
+    """Every file under ``root`` with its bytes."""
+    return {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*") if p.is_file()}
 
 
 # TRL >= 0.26 (step_time); token-level clip metrics
@@ -397,6 +403,24 @@ def test_verl_file_logger_cli_with_its_config(tmp_path):
     assert "imported 4 steps" in out.stdout and "line 6: a truncated last line" in out.stdout
     assert "steps logged twice (the last value wins): 2" in out.stdout
     assert "not stored: actor/kl_loss (use_kl_loss=false: logged 0.0)" in out.stdout
+    report = {
+        ln.strip().partition(": ")[0]: ln.strip().partition(": ")[2]
+        for ln in out.stdout.splitlines()
+    }
+    # the key names, not counts only: each foreign name with where it went
+    assert "critic/score/mean -> reward_mean" in report["mapped to our columns (8)"]
+    assert "training/rollout_probs_diff_max" in report["kept under their own names (5)"]
+    assert (
+        "rollout_corr/kl -> verl/rollout_corr/kl"
+        in report["renamed <tool>/<name>, meaning differs or unknown (1)"]
+    )
+    assert (
+        "clip_ratio=0.2 (from exp_grpo.config.json: actor_rollout_ref.actor.clip_ratio)"
+        in (report["settings"])
+    )
+    assert report["not numeric, not stored (1)"] == "training/rollout_probs_diff_top1_token_text"
+    assert report["version"].startswith("unknown")
+    assert report["unknown settings"] == "sequence-unit ε (low / high)"
     df = _steps(root / "v1")
     assert list(df.index) == [0, 1, 2, 3]
     assert df.loc[0, "val-core/gsm8k/acc/mean@1"] == 0.25 and pd.isna(df.loc[0, Step.REWARD_MEAN])
@@ -500,16 +524,53 @@ def test_bad_arguments_raise_clear_errors(tmp_path):
 
 
 def test_reimport_replaces_the_earlier_import(tmp_path):
-    """Re-importing a log that grew into the same run id replaces the folder (a running job is
-    refreshed this way) and leaves no temporary folder behind."""
+    """Re-importing a log that grew, with replace, replaces the run it became (a running job is
+    refreshed this way) and leaves no temporary folder behind; without replace it is refused."""
     f = tmp_path / "e.jsonl"
     f.write_text("".join(json.dumps(r) + "\n" for r in _verl_lines([1])))
     root = tmp_path / "runs"
     importers.import_run("verl", f, root=root, run_id="v")
     f.write_text("".join(json.dumps(r) + "\n" for r in _verl_lines([1, 2, 3])))
-    res = importers.import_run("verl", f, root=root, run_id="v")
+    with pytest.raises(importers.AlreadyImported, match="changed since: 1 rows then"):
+        importers.import_run("verl", f, root=root)
+    res = importers.import_run("verl", f, root=root, replace=True)
+    assert res["run_id"] == "v"
     assert res["steps"] == 3 and list(_steps(root / "v").index) == [1, 2, 3]
     assert sorted(os.listdir(root)) == ["v"]
+    with pytest.raises(ValueError, match="imported as run v, but run_id 'w' names another"):
+        importers.import_run("verl", f, root=root, run_id="w", replace=True)
+    assert sorted(os.listdir(root)) == ["v"]
+
+
+@pytest.mark.slow
+def test_reimport_says_already_imported_and_leaves_the_root(tmp_path):
+    """The same file, or a copy of it elsewhere, imported again into the same root: the CLI says
+    "already imported as run X", exits 0 and leaves every byte of the root as it was; --replace
+    imports it again over run X (one run, the digest of the file in its record)."""
+    f = tmp_path / "a" / "e.jsonl"
+    f.parent.mkdir()
+    f.write_text("".join(json.dumps(r) + "\n" for r in _verl_lines([1, 2])))
+    root = tmp_path / "runs"
+    first = importers.import_run("verl", f, root=root)
+    run_id = first["run_id"]
+    rec = schema.read_run_info(first["run_dir"]).imported
+    assert rec.file_sha256 == hashlib.sha256(f.read_bytes()).hexdigest()
+    before = _contents(root)
+    cmd = [sys.executable, "-m", "training_hooks.importers", "verl", str(f), "--root", str(root)]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith(f"already imported as run {run_id} (from {f})")
+    assert _contents(root) == before
+    copy = tmp_path / "b" / "copy.jsonl"
+    copy.parent.mkdir()
+    copy.write_bytes(f.read_bytes())
+    with pytest.raises(importers.AlreadyImported, match=f"run {run_id} \\(the same content"):
+        importers.import_run("verl", copy, root=root)
+    assert _contents(root) == before
+    out = subprocess.run([*cmd, "--replace"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and "imported 2 steps" in out.stdout, out.stderr
+    assert sorted(os.listdir(root)) == [run_id]
+    assert schema.read_run_info(root / run_id).imported.imported_at > rec.imported_at
 
 
 def test_summary_says_which_of_our_columns_are_filled(tmp_path):

@@ -128,6 +128,21 @@ def test_format_detection_from_names_and_a_stated_version():
     assert detect_source(["my/metric"]) is None
 
 
+def test_names_of_different_generations_give_no_impossible_range():
+    """completion_length (TRL <= 0.16) beside num_tokens (>= 0.16) and frac_reward_zero_std
+    (>= 0.18), as an Unsloth or forked log may hold: no version has them all (0.18 >= 0.17), so
+    no range is claimed; the label names the key families found instead."""
+    mixed = detect_format("trl", {"completion_length", "num_tokens", "frac_reward_zero_std"})
+    assert (mixed.since, mixed.until, mixed.version_range) == (None, None, None)
+    assert mixed.label == (
+        "TRL GRPOTrainer log (key families of different versions: completion_length: TRL <= "
+        "0.16; num_tokens: TRL >= 0.16; frac_reward_zero_std: TRL >= 0.18)"
+    )
+    assert ">=" not in mixed.label.split("(")[0] and "0.2x" not in mixed.label
+    pinned = detect_format("trl", {"completion_length", "frac_reward_zero_std"}, "0.19.1")
+    assert (pinned.since, pinned.until) == ((0, 19, 1), (0, 19, 2))  # a stated version wins
+
+
 def test_read_settings_nested_flat_and_mlflow_strings():
     """Nested configs, dotted or slashed flat keys, MLflow's string values parsed as literals."""
     nested = {

@@ -1,4 +1,4 @@
-"""Many runs (issue 15, item 3): discovery and the Runs page read each run once per state of its
+"""Many runs: discovery and the Runs page read each run once per state of its
 files. A rerun with nothing changed reads no run.json and no Parquet file; a changed run is the
 only one read again; an S3 root is listed once (the whole prefix), not once per run. (The
 2,000-run timings are in bench/bench_dashboard.py --scale.)"""

@@ -96,6 +96,7 @@ def test_sequence_and_token_schema_golden():
         ("entropy", "float"),
         ("nonfinite_count", "int32"),
         ("completion", "string"),
+        ("prompt", "string"),
     ]
     assert [(f.name, str(f.type)) for f in schema.token_schema()][-4:] == [
         ("token_log_ratios", "list<item: float>"),
@@ -114,15 +115,16 @@ def test_sequence_and_token_schema_golden():
 
 def test_sequence_columns_are_the_declared_per_sequence_values():
     """The sequence table's value columns are ``gspo_metrics.spec.PER_SEQUENCE``, in its order and
-    with its types, between the key columns and the completion; each has its ``Seq`` constant;
+    with its types, between the key columns and the texts (completion, prompt); each has its
+    ``Seq`` constant;
     ``SEQUENCE_DIAGNOSTICS`` is the declaration's diagnostics in the same order."""
     from gspo_metrics import SEQUENCE_DIAGNOSTICS
     from gspo_metrics.spec import PER_SEQUENCE
 
     keys = (Seq.SCHEMA_VERSION, Seq.RUN_ID, Seq.STEP, Seq.RANK, Seq.GROUP, Seq.SAMPLE)
     assert schema.SEQUENCE_COLUMN_NAMES[: len(keys)] == keys
-    assert schema.SEQUENCE_COLUMNS[len(keys) : -1] == tuple((v.name, v.dtype) for v in PER_SEQUENCE)
-    assert schema.SEQUENCE_COLUMN_NAMES[-1] == Seq.COMPLETION
+    assert schema.SEQUENCE_COLUMNS[len(keys) : -2] == tuple((v.name, v.dtype) for v in PER_SEQUENCE)
+    assert schema.SEQUENCE_COLUMN_NAMES[-2:] == (Seq.COMPLETION, Seq.PROMPT)
     for v in PER_SEQUENCE:
         assert v.meaning and v.dtype in ("int32", "float32", "bool")
     diagnostics = [v.name for v in PER_SEQUENCE if v.source == "diagnostics"]

@@ -1,4 +1,4 @@
-"""Safe by default (issue 14): the server listens on loopback only (the README's command and
+"""Safe by default: the server listens on loopback only (the README's command and
 ``gspo-dash``), read-only mode writes nothing, and what a browser types (tracking URIs, import paths,
 URL query parameters) cannot make the server create files, open stores or connect elsewhere."""
 
@@ -443,8 +443,8 @@ ALLOWED_URL_KEYS = {"runs", "run", "step", "group_step", "steps", "x", "max_poin
 
 
 def _query_reads(tree: ast.Module) -> list[ast.AST]:
-    """The argument of every ``st.query_params`` read in a module (``.get(arg)`` only; any other
-    use fails the audit)."""
+    """The argument of every ``st.query_params`` read in a module (``.get(arg)`` or
+    ``.get_all(arg)`` only; any other use fails the audit)."""
     args = []
     parents = {c: n for n in ast.walk(tree) for c in ast.iter_child_nodes(n)}
     for node in ast.walk(tree):
@@ -452,7 +452,8 @@ def _query_reads(tree: ast.Module) -> list[ast.AST]:
             continue
         get = parents.get(node)
         call = parents.get(get)
-        ok = isinstance(get, ast.Attribute) and get.attr == "get" and isinstance(call, ast.Call)
+        ok = isinstance(get, ast.Attribute) and get.attr in ("get", "get_all")
+        ok = ok and isinstance(call, ast.Call)
         assert ok and call.args, f"st.query_params used other than .get(key), line {node.lineno}"
         args.append(call.args[0])
     return args

@@ -1,4 +1,4 @@
-"""Untrusted text stays text (issue 14, item 4): a run whose name, config, extra metric name and
+"""Untrusted text stays text: a run whose name, config, extra metric name and
 completions hold Markdown, HTML and script, and a run folder whose name does (so problem messages
 hold it too), are drawn by every page as plain text: checked on the element tree in AppTest
 (Markdown bodies, labels and help rendered with a CommonMark renderer that allows HTML, Plotly

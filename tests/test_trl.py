@@ -11,6 +11,7 @@ TRL's logged metrics equal those of the same run without our hooks.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -48,6 +49,7 @@ from training_hooks.trl import (  # noqa: E402
 )  # noqa: E402
 
 WORDS = ["a", "b", "c", "d", "e", "f", "g", "h"]
+PROMPTS = [" ".join(WORDS[i : i + 3]) for i in range(6)]  # the dataset's prompts
 STEPS = 4
 # fields of TRL's log that measure time, not training
 TIME_KEYS = {"step_time", "train_runtime", "train_samples_per_second", "train_steps_per_second"}
@@ -95,7 +97,7 @@ def reward_a(completions, **kwargs):
 
 def _train(model_dir: Path, out: Path, level: str, *, record: bool, cls=GRPOTrainer, steps=STEPS):
     tokenizer = PreTrainedTokenizerFast.from_pretrained(model_dir)
-    prompts = [" ".join(WORDS[i : i + 3]) for i in range(6)]
+    prompts = list(PROMPTS)
     eps = dict(epsilon=0.2) if level == "token" else dict(epsilon=3e-4, epsilon_high=4e-4)
     args = GRPOConfig(
         output_dir=str(out),
@@ -242,6 +244,11 @@ def test_lag_grad_norm_rewards_and_text_are_what_trl_did(runs):
     per_step = {s: g[schema.Seq.COMPLETION].tolist() for s, g in by_step}
     assert per_step[1] == per_step[2] and per_step[3] == per_step[4]
     assert per_step[1] != per_step[3]
+    # each group's prompt, stored apart from its completions: one of the dataset's, shared by
+    # the group's rows
+    by_group = seqs.groupby([schema.Seq.STEP, schema.Seq.GROUP])[schema.Seq.PROMPT]
+    assert (by_group.nunique() == 1).all()
+    assert set(seqs[schema.Seq.PROMPT]) <= set(PROMPTS)
     tok = _our_table(recorded, schema.TOKENS_DIR)
     assert set(tok[schema.Tok.STEP]) == {1, 2, 3, 4}
     assert set(tok[schema.Tok.REASON]) <= set(schema.TOKEN_SAMPLE_REASONS)
@@ -458,7 +465,10 @@ attach(trainer, root=str(out / "runs"), name="dist")
 trainer.train()
 if int(os.environ.get("RANK", "0")) == 0:
     logs = [e for e in trainer.state.log_history if "loss" in e and "train_runtime" not in e]
-    (out / "result.json").write_text(json.dumps({"run_dir": trainer.gspo_dash_run_dir, "logs": logs}))
+    bias_kl = bool(getattr(args, "use_bias_correction_kl", False))  # default True from TRL 1.9
+    (out / "result.json").write_text(
+        json.dumps({"run_dir": trainer.gspo_dash_run_dir, "logs": logs, "bias_kl": bias_kl})
+    )
 """
 
 
@@ -495,13 +505,85 @@ def test_two_ranks_record_what_trl_logs(model_dir, tmp_path):
     )
     seqs = pd.read_parquet(sorted((run_dir / schema.SEQUENCES_DIR).glob("*.parquet")))
     assert sorted(seqs["rank"].unique()) == [0, 1] and len(seqs) == STEPS * 8
+    per_rank = _rank_mean_logging()
     for e in result["logs"]:
         row = ours.loc[e["step"]]
         assert row[Step.NUM_RANKS] == 2 and row[Step.NUM_SEQUENCES] == 8
-        assert abs(row[Step.TOKEN_CLIP_LOW_FRACTION] - e["clip_ratio/low_mean"]) < 1e-6
-        assert abs(row[Step.TOKEN_CLIP_HIGH_FRACTION] - e["clip_ratio/high_mean"]) < 1e-6
-        assert abs(row[TRL_KL] - e["kl"]) < 1e-5
-        assert abs(row[Step.ENTROPY_MEAN] - e["entropy"]) < 1e-5
+        step_seqs = seqs[seqs[schema.Seq.STEP] == e["step"]]
+        trl_value = functools.partial(_as_trl_logs, row, step_seqs if per_rank else None)
+        got = trl_value(Step.TOKEN_CLIP_LOW_FRACTION, schema.Seq.TOKEN_CLIP_LOW_FRACTION)
+        assert abs(got - e["clip_ratio/low_mean"]) < 1e-6
+        got = trl_value(Step.TOKEN_CLIP_HIGH_FRACTION, schema.Seq.TOKEN_CLIP_HIGH_FRACTION)
+        assert abs(got - e["clip_ratio/high_mean"]) < 1e-6
+        if result["bias_kl"]:  # TRL's kl: k3 x ratio (our extra), else plain k3
+            assert abs(row[TRL_KL] - e["kl"]) < 1e-5
+        else:
+            assert abs(trl_value(Step.KL_REF_MEAN, schema.Seq.KL_REF) - e["kl"]) < 1e-5
+        assert abs(trl_value(Step.ENTROPY_MEAN, schema.Seq.ENTROPY) - e["entropy"]) < 1e-5
         if "completions/mean_length" in e:
             assert abs(row[Step.LENGTH_MEAN] - e["completions/mean_length"]) < 1e-6
             assert abs(row[Step.REWARD_MEAN] - e["reward"]) < 1e-6
+
+
+def _as_trl_logs(row, step_seqs, column: str, seq_column: str) -> float:
+    """Ours as this TRL logs it: token-weighted over both ranks (our step ``column``), or, given
+    the step's sequences (TRL 1.0), the mean over ranks of each rank's token-weighted mean of
+    ``seq_column``."""
+    if step_seqs is None:
+        return row[column]
+    n = step_seqs.groupby("rank")[schema.Seq.LENGTH].sum()
+    weighted = step_seqs[seq_column] * step_seqs[schema.Seq.LENGTH]
+    return float((weighted.groupby(step_seqs["rank"]).sum() / n).mean())
+
+
+def _rank_mean_logging() -> bool:
+    """True when this TRL logs its loss metrics as the mean over processes of each process's
+    token mean (TRL 1.0's ``masked_batch_mean`` + ``gather(...).nanmean()``); False when it
+    weights tokens over all processes (``global_masked_mean``, later 1.x)."""
+    import inspect
+
+    return "global_masked_mean" not in inspect.getsource(GRPOTrainer._compute_loss)
+
+
+def test_unsupported_trl_versions_are_refused_naming_the_range(monkeypatch):
+    """TRL 1.0 through 1.16 are recorded (patch releases too); any other release is refused
+    when attach is called, with a message naming the supported range; the installed TRL is in
+    it (CI runs this file on TRL 1.0.0 and 1.16)."""
+    from training_hooks import trl as hooks
+
+    for ok in ("1.0.0", "1.8.2", "1.16.0", "1.16.3"):
+        hooks.check_trl_version(ok)
+    for bad in ("0.29.1", "1.17.0", "2.0.0", "not-a-version"):
+        with pytest.raises(ValueError, match=r"TRL 1\.0 through 1\.16 \(trl>=1\.0,<1\.17\)"):
+            hooks.check_trl_version(bad)
+    hooks.check_trl_version()  # the installed one
+    monkeypatch.setattr(hooks, "_version", lambda dist: "1.17.0")
+    trainer = GRPOTrainer.__new__(GRPOTrainer)  # attach refuses before reading anything else
+    with pytest.raises(ValueError, match="this is trl 1.17.0"):
+        attach(trainer, root="unused")
+    assert not isinstance(trainer, hooks.GSPODashMixin)  # left as it was
+
+
+def test_every_wrapped_trl_internal_exists_in_the_installed_trl():
+    """The internals attach wraps exist on the installed GRPOTrainer, and Trainer's public
+    compute_loss is what the recorder overrides."""
+    from training_hooks.trl import TRL_INTERNALS, GSPODashMixin
+
+    for name in TRL_INTERNALS:
+        assert callable(getattr(GRPOTrainer, name, None)), name
+    assert (
+        "compute_loss" in GSPODashMixin.__dict__ and "_compute_loss" not in GSPODashMixin.__dict__
+    )
+
+
+def test_stop_tokens_are_found_where_each_trl_keeps_them():
+    """TRL 1.0 keeps eos_token_id on the trainer, 1.4 - 1.12 only on its tokenizer, 1.16 a list
+    eos_token_ids; the pad id is the tokenizer's (pad_token_id on the trainer in 1.0)."""
+    from types import SimpleNamespace
+
+    from training_hooks.trl import _stop_token_ids
+
+    tok = SimpleNamespace(eos_token_id=1, pad_token_id=0)
+    assert _stop_token_ids(SimpleNamespace(eos_token_id=1, pad_token_id=0)) == [1, 0]
+    assert _stop_token_ids(SimpleNamespace(_tokenizer=tok)) == [1, 0]
+    assert _stop_token_ids(SimpleNamespace(eos_token_ids=[1, 7], _tokenizer=tok)) == [1, 7, 0]

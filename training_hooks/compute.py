@@ -235,6 +235,8 @@ class StepRecord:
     tensor_extra_keys: tuple[str, ...] = ()
     truncated_given: bool = False
     completions: list[str | None] | None = None
+    prompts: list[str | None] | None = None  # P, one per group
+    token_texts: list | None = None  # B rows of T decoded tokens (or None)
     rollout: int | None = None
     policy_lag: int | None = None
     token_culprits: int = 0  # culprit candidates per reason at the head of ``token_rows``
@@ -317,6 +319,7 @@ def _sequence_columns(rec: StepRecord, seq_K_B: np.ndarray) -> dict[str, np.ndar
         else:
             out[value.name] = f32[k]
     out[Seq.COMPLETION] = rec.completions
+    out[Seq.PROMPT] = None if rec.prompts is None else [rec.prompts[i // G] for i in range(B)]
     return out
 
 
@@ -345,6 +348,7 @@ def _token_columns(rec: StepRecord, seq_K_B, rows_n, d_nt, adv_nt, mask_nt) -> d
         "sample": [],
         "token_log_ratios": [],
         "advantages": [],
+        "tokens": [],
         "reason": [],
     }
     seen: set[int] = set()
@@ -358,8 +362,22 @@ def _token_columns(rec: StepRecord, seq_K_B, rows_n, d_nt, adv_nt, mask_nt) -> d
         cols["sample"].append(b % G)
         cols["token_log_ratios"].append(d_nt[i][m].astype(np.float32))
         cols["advantages"].append(adv_nt[i][m].astype(np.float32))
+        cols["tokens"].append(_token_texts(rec, b, m))
         cols["reason"].append(reason)
     return cols
+
+
+def _token_texts(rec: StepRecord, b: int, mask_t: np.ndarray) -> list[str] | None:
+    """Sequence ``b``'s decoded tokens at its masked positions (aligned with its token
+    log-ratios), None when not given; a token that is not a str is kept as its ``str``."""
+    row = rec.token_texts[b] if rec.token_texts is not None else None
+    if row is None:
+        return None
+    return [
+        t if type(t) is str else str(t)
+        for t, keep in zip(row, mask_t.tolist(), strict=True)
+        if keep
+    ]
 
 
 def _p90(x: np.ndarray) -> float:
@@ -541,6 +559,8 @@ def reduce_step(inputs: StepInputs, how: Reduction, workspace: dict | None = Non
         tensor_extra_keys=tuple(inputs.tensor_extra),
         truncated_given=inputs.truncated is not None,
         completions=inputs.completions,
+        prompts=inputs.prompts,
+        token_texts=inputs.token_texts,
         rollout=inputs.rollout,
         policy_lag=inputs.policy_lag,
         token_culprits=k,

@@ -67,6 +67,12 @@ class StepInputs:
     """The caller's extras given as one-element tensors, detached, 0-d (they ride the transfer)."""
     completions: list[str | None] | None = None
     """B model outputs (untrusted text)."""
+    prompts: list[str | None] | None = None
+    """P prompts, one per group (untrusted text)."""
+    token_texts: list[Sequence[str] | None] | None = None
+    """B rows of T decoded tokens, one per position of ``logprobs`` (untrusted text). The rows
+    are read when the step is written, after ``log_step`` returned: the caller leaves them as
+    they are."""
     wall_time: float = 0.0
     """When the step was logged (seconds since the epoch)."""
 
@@ -94,6 +100,8 @@ class StepInputs:
         truncated: object = None,
         extra: object = None,
         completions: object = None,
+        prompts: object = None,
+        token_texts: object = None,
         rollout: object = None,
         policy_lag: object = None,
         sampler_logprobs: torch.Tensor | None = None,
@@ -102,7 +110,8 @@ class StepInputs:
     ) -> StepInputs:
         """The checked inputs of ``log_step``'s keyword arguments: ValueError naming the
         argument (and its shape) for a bad step, rewards, truncated, extra, completions,
-        rollout, policy_lag or loss, or rewards whose G is not the run's ``group_size``.
+        prompts, token_texts, rollout, policy_lag or loss, or rewards whose G is not the run's
+        ``group_size``.
         ``wall_time``: default now."""
         wall_time = time.time() if wall_time is None else wall_time
         step = _check_step(step)
@@ -114,7 +123,9 @@ class StepInputs:
         if truncated is not None:
             truncated = _check_truncated(truncated, B)
         host_extra, tensor_extra = _check_extra(extra)
-        completions = _check_completions(completions, B)
+        completions = _check_texts(completions, B, "completions", "B")
+        prompts = _check_texts(prompts, rewards_P_G.shape[0], "prompts", "P")
+        token_texts = _check_token_texts(token_texts, B, logprobs.shape[1])
         return cls(
             step=step,
             rewards=rewards_P_G,
@@ -132,6 +143,8 @@ class StepInputs:
             extra=host_extra,
             tensor_extra=tensor_extra,
             completions=completions,
+            prompts=prompts,
+            token_texts=token_texts,
             wall_time=wall_time,
         )
 
@@ -180,6 +193,8 @@ class StepInputs:
             extra=dict(self.extra),
             tensor_extra={k: v.clone() for k, v in self.tensor_extra.items()},
             completions=self.completions,
+            prompts=self.prompts,
+            token_texts=self.token_texts,
             wall_time=self.wall_time,
         )
 
@@ -257,18 +272,35 @@ def _check_extra(extra: object) -> tuple[dict[str, float], dict[str, torch.Tenso
     return host, dev
 
 
-def _check_completions(completions: object, B: int) -> list[str | None] | None:
-    if completions is None:
+def _check_texts(texts: object, n: int, name: str, axis: str) -> list[str | None] | None:
+    """``texts`` (completions: B, prompts: P) as a list of str or None, or ValueError."""
+    if texts is None:
         return None
-    if isinstance(completions, str) or not isinstance(completions, Sequence):
-        raise ValueError(f"completions must be a list of B = {B} strings")
-    if len(completions) != B:
-        raise ValueError(f"completions has {len(completions)} entries but there are B = {B}")
-    out = list(completions)
+    if isinstance(texts, str) or not isinstance(texts, Sequence):
+        raise ValueError(f"{name} must be a list of {axis} = {n} strings")
+    if len(texts) != n:
+        raise ValueError(f"{name} has {len(texts)} entries but there are {axis} = {n}")
+    out = list(texts)
     if not all(c is None or type(c) is str for c in out):
         for i, c in enumerate(out):
             if c is not None and not isinstance(c, str):
-                raise ValueError(f"completions[{i}] must be a str or None, got {type(c).__name__}")
+                raise ValueError(f"{name}[{i}] must be a str or None, got {type(c).__name__}")
+    return out
+
+
+def _check_token_texts(rows: object, B: int, T: int) -> list[Sequence[str] | None] | None:
+    """B rows, each None or T strings (one per position of ``logprobs``). Only the rows' lengths
+    are checked here (B x T strings would cost the step); a row is read when it is sampled."""
+    if rows is None:
+        return None
+    if isinstance(rows, str) or not isinstance(rows, Sequence) or len(rows) != B:
+        raise ValueError(f"token_texts must be a list of B = {B} rows of T = {T} strings")
+    out = list(rows)
+    for i, row in enumerate(out):
+        if row is not None and (isinstance(row, str) or not isinstance(row, Sequence)):
+            raise ValueError(f"token_texts[{i}] must be a list of T = {T} strings or None")
+        if row is not None and len(row) != T:
+            raise ValueError(f"token_texts[{i}] has {len(row)} entries but there are T = {T}")
     return out
 
 

@@ -509,14 +509,22 @@ def detect_format(source: str, names: Iterable[str], version: str | None = None)
         since = lo if lo is not None and (since is None or lo > since) else since
         until = hi if hi is not None and (until is None or hi < until) else until
     exact = parse_version(version) if version else None
+    # names of different generations (a fork, Unsloth): no version has them all; say which
+    disagree = exact is None and since is not None and until is not None and since >= until
+    if disagree:
+        since = until = None
     if exact is not None:
         since, until = exact, (*exact[:-1], exact[-1] + 1)
         evidence.append(f"version {version} stated beside the log")
     fmt = SourceFormat(source, "", since, until, tuple(evidence), version)
-    return SourceFormat(source, _label(fmt, names), since, until, tuple(evidence), version)
+    label = _label(fmt, names)
+    if disagree:
+        label += f" (key families of different versions: {'; '.join(evidence)})"
+    return SourceFormat(source, label, since, until, tuple(evidence), version)
 
 
 def _label(fmt: SourceFormat, names: set[str]) -> str:
+    """The format's name, its generation where the version range lies within one, the range."""
     label = _FORMAT_LABELS.get(fmt.source, fmt.source)
     if fmt.source == _TINKER:
         label += " (rl/train.py)" if any(n.startswith("env/all/") for n in names) else " (a loop)"

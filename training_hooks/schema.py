@@ -128,6 +128,7 @@ class Seq:
     GROUP = "group"  # prompt index within the step (and rank)
     SAMPLE = "sample"  # completion index within the group
     COMPLETION = "completion"  # optional model output, untrusted text
+    PROMPT = "prompt"  # optional: the group's prompt (the same for its G rows), untrusted text
     # gspo_metrics.spec.PER_SEQUENCE, in its order
     LENGTH = "length"
     TRUNCATED = "truncated"
@@ -227,6 +228,7 @@ SEQUENCE_COLUMNS: tuple[tuple[str, str], ...] = (
     (Seq.SAMPLE, "int32"),
     *((value.name, value.dtype) for value in PER_SEQUENCE),  # in the declaration's order
     (Seq.COMPLETION, "string"),
+    (Seq.PROMPT, "string"),
 )
 
 TOKEN_COLUMNS: tuple[tuple[str, str], ...] = (
@@ -340,6 +342,7 @@ class ImportRecord:
     evidence: tuple[str, ...] = ()  # why: the names (or files) the format and version rest on
     path: str = ""  # the path as given to the importer
     file: str = ""  # the log file read
+    file_sha256: str | None = None  # its content's digest (a second import of it is refused)
     settings_files: tuple[str, ...] = ()  # config files read beside the log (and --config)
     imported_at: float | None = None  # seconds since the epoch
     log_started_at: float | None = None  # the log's own start time, when a file says so

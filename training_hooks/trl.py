@@ -1,4 +1,4 @@
-"""Record a TRL ``GRPOTrainer`` run (trl==1.16.0) with gspo-dash, without changing its training.
+"""Record a TRL ``GRPOTrainer`` run (TRL 1.0 through 1.16) with gspo-dash, without changing its training.
 
 Two lines, on any ``GRPOTrainer`` (or subclass) instance, before ``trainer.train()``::
 
@@ -14,7 +14,7 @@ or build the trainer from the recording class directly (same arguments as ``GRPO
 
 What is recorded, per optimizer step, on every rank (``RunRecorder.log_step``):
 
-* inside ``_compute_loss``: the very tensors TRL's loss uses, detached: the policy's per-token
+* inside ``compute_loss`` (Trainer's public override point): the very tensors TRL's loss uses, detached: the policy's per-token
   log-probs and entropies (captured from TRL's own ``_get_per_token_logps_and_entropies`` call, so
   nothing is recomputed), ``old_per_token_logps`` (or the detached log-probs when TRL skips them, as
   it does itself), ``ref_per_token_logps`` (when ``beta != 0``), ``advantages`` and the loss mask
@@ -45,6 +45,17 @@ fraction of sequences whose ratio s is below 1-eps with A<0) is our ``seq_clip_l
 Otherwise the algorithm is "grpo", our token-unit eps are TRL's, and ``clip_ratio/low_mean`` is our
 ``token_clip_low_fraction`` (token-weighted). The other unit keeps its default eps. TRL's ``kl`` is
 our ``kl_ref_mean`` (k3, token mean) and ``entropy`` our ``entropy_mean``.
+
+Versions: TRL 1.0 through 1.16 (``SUPPORTED_TRL``); ``attach`` and ``RecordedGRPOTrainer`` refuse
+any other release, and a trainer on the Liger GRPO loss, with a ValueError naming the range. What
+TRL offers publicly is used where it suffices: a ``TrainerCallback`` opens, records and closes, and
+the loss is captured in ``compute_loss`` (Trainer's override point). The rest has no public route
+that does not compute the log-probs a second time, so these TRL internals are wrapped, each
+checked present when attaching (``TRL_INTERNALS``): ``_get_per_token_logps_and_entropies`` (its
+result is ``(logps, entropies)`` in 1.0 - 1.4, ``(logps, entropies, aux_loss)`` in 1.8 - 1.16),
+``_generate_and_score_completions`` and ``_calculate_rewards``. The EOS ids are the trainer's
+``eos_token_id`` (1.0), its tokenizer's (1.4 - 1.12) or ``eos_token_ids`` (1.16); ``grad_norm``
+is transformers' ``Trainer._get_grad_norm``.
 
 It does not change the training: it only reads detached tensors, draws no random numbers, adds
 keys TRL never reads, and leaves the loss TRL computes untouched (tests/test_trl.py checks equal
@@ -78,8 +89,72 @@ try:  # the optional extra: gspo-dash[trl]
     from trl import GRPOTrainer
 except ImportError as e:  # pragma: no cover - exercised only without trl
     raise ImportError(
-        "training_hooks.trl needs TRL: pip install 'gspo-dash[trl]' (trl==1.16.0)"
+        "training_hooks.trl needs TRL: pip install 'gspo-dash[trl]' (trl>=1.0,<1.17)"
     ) from e
+
+#: The TRL releases ``attach`` records: 1.0 through 1.16 (``trl>=1.0,<1.17``).
+SUPPORTED_TRL = ((1, 0), (1, 17))
+SUPPORTED_TRL_TEXT = "TRL 1.0 through 1.16 (trl>=1.0,<1.17)"
+
+#: The ``GRPOTrainer`` internals the recorder wraps (no public extension point gives them
+#: without computing the log-probs twice): each must exist, or ``attach`` refuses.
+TRL_INTERNALS = (
+    "_generate_and_score_completions",
+    "_calculate_rewards",
+    "_get_per_token_logps_and_entropies",
+)
+
+
+def check_trl_version(version: str | None = None) -> None:
+    """ValueError naming the supported range when ``version`` (default: the installed TRL) is
+    outside it."""
+    from packaging.version import InvalidVersion, Version
+
+    version = _version("trl") if version is None else version
+    try:
+        release = Version(version).release[:2]
+    except InvalidVersion:
+        release = None
+    if release is None or not SUPPORTED_TRL[0] <= release < SUPPORTED_TRL[1]:
+        raise ValueError(
+            f"gspo-dash records {SUPPORTED_TRL_TEXT}; this is trl {version or 'unknown'}: "
+            "pip install 'trl>=1.0,<1.17', or record your loop with RunRecorder.log_step"
+        )
+
+
+def _check_trainer(trainer: Any) -> None:
+    """The version, the internals, and no Liger loss (its path skips the log-probs we read)."""
+    check_trl_version()
+    missing = [name for name in TRL_INTERNALS if not callable(getattr(trainer, name, None))]
+    if missing:
+        raise ValueError(
+            f"this GRPOTrainer lacks {', '.join(missing)}: gspo-dash records {SUPPORTED_TRL_TEXT}"
+        )
+    if getattr(trainer, "use_liger_kernel", False):
+        raise ValueError(
+            "gspo-dash cannot record a GRPOTrainer with the Liger GRPO loss (use_liger_kernel): "
+            "that loss never exposes the per-token log-probs"
+        )
+
+
+def _stop_token_ids(trainer: Any) -> list[int]:
+    """The ids that end a completion: TRL's EOS ids and the pad id. TRL keeps the EOS as
+    ``eos_token_id`` (1.0), its tokenizer's ``eos_token_id`` (1.4 - 1.12, read on
+    ``_tokenizer``) or ``eos_token_ids`` (1.16)."""
+    eos = getattr(trainer, "eos_token_ids", None)
+    if eos is None:
+        eos = [getattr(trainer, "eos_token_id", None)]
+    if all(t is None for t in eos):
+        eos = [getattr(getattr(trainer, "_tokenizer", None), "eos_token_id", None)]
+    return [t for t in [*eos, _pad_token_id(trainer)] if t is not None]
+
+
+def _pad_token_id(trainer: Any) -> int | None:
+    tokenizer = getattr(trainer, "_tokenizer", None)
+    if tokenizer is not None:
+        return tokenizer.pad_token_id
+    return getattr(trainer, "pad_token_id", None)
+
 
 _KEY_REWARD = "_gspo_dash_reward"
 _KEY_INDEX = "_gspo_dash_index"
@@ -180,6 +255,14 @@ class _Generation:
     global_step: int  # optimizer steps taken when it generated (its old log-probs' policy)
     texts: list[str | None]  # this process's completions, by generation index
     reward_means: dict[str, torch.Tensor]  # rewards/<fn>/mean over every process (TRL's)
+    prompts: list[str | None] | None = None  # this process's rows' prompts, by generation index
+
+
+def _group_prompts(rows: _StepRows, gen: _Generation | None, G: int) -> list[str | None] | None:
+    """The step's prompts, one per group (the first of its G rows'), None when unknown."""
+    if gen is None or gen.prompts is None:
+        return None
+    return rows.texts(gen.prompts)[::G]
 
 
 def unsupported_layout(args: Any) -> str | None:
@@ -228,7 +311,7 @@ class GSPODashMixin:
         self._gd_buffer: list[dict[str, torch.Tensor]] = []
         self._gd_capture = False
         self._gd_captured: tuple[torch.Tensor, torch.Tensor | None] | None = None
-        self._gd_pending_rewards: tuple[torch.Tensor, list] | None = None
+        self._gd_pending_rewards: tuple[torch.Tensor, list, list] | None = None
         self._gd_generations: dict[int, _Generation] = {}
         self._gd_grad_norm: Any = None
         self.gspo_dash_recorder: RunRecorder | None = None
@@ -288,7 +371,7 @@ class GSPODashMixin:
             inputs, prompts, completions, completion_ids_list
         )
         if self._gd_active and self.model.training:
-            self._gd_pending_rewards = (rewards_per_func, list(completions))
+            self._gd_pending_rewards = (rewards_per_func, list(completions), list(prompts))
         return rewards_per_func
 
     def _generate_and_score_completions(self, inputs):
@@ -297,9 +380,9 @@ class GSPODashMixin:
         if not (self._gd_active and self.model.training and pending is not None):
             return output
         with torch.no_grad():
-            rewards_per_func, completions = pending  # (N_all, F), gathered over processes
+            rewards_per_func, completions, prompts = pending  # (N_all, F): over processes
             n_local = len(completions)
-            rollout = self._gd_new_generation(rewards_per_func, completions)
+            rollout = self._gd_new_generation(rewards_per_func, completions, prompts)
             weights = self.reward_weights.to(rewards_per_func.device).unsqueeze(0)
             rewards = (rewards_per_func * weights).nansum(dim=1)
             rewards[torch.isnan(rewards_per_func).all(dim=1)] = torch.nan
@@ -309,13 +392,12 @@ class GSPODashMixin:
             cmask = output["completion_mask"]
             length = cmask.sum(1)  # (B,)
             last = completion_ids.gather(1, (length - 1).clamp(min=0).unsqueeze(1)).squeeze(1)
-            stop = [*self.eos_token_ids, self._tokenizer.pad_token_id]
-            stop_t = torch.tensor([s for s in stop if s is not None], device=last.device)
+            stop_t = torch.tensor(_stop_token_ids(self), device=last.device)
             truncated = (length == 0) | ~torch.isin(last, stop_t)
             # tokens generated, for rows whose loss mask TRL zeroed (mask_truncated_completions):
             # the row up to its trailing padding
             T = completion_ids.shape[1]
-            not_pad = completion_ids != self._tokenizer.pad_token_id
+            not_pad = completion_ids != _pad_token_id(self)
             pos = torch.arange(1, T + 1, device=completion_ids.device)
             generated = (not_pad * pos).amax(1)  # 1 + position of the last non-pad token
             output[_KEY_LENGTH] = torch.where(length > 0, length, generated)
@@ -325,7 +407,9 @@ class GSPODashMixin:
             output[_KEY_ROLLOUT] = torch.full_like(output[_KEY_INDEX], rollout)
         return output
 
-    def _gd_new_generation(self, rewards_per_func: torch.Tensor, completions: list) -> int:
+    def _gd_new_generation(
+        self, rewards_per_func: torch.Tensor, completions: list, prompts: list
+    ) -> int:
         """Keep what the recorder needs of the generation being scored (``_Generation``), by
         its rollout index: TRL's micro-step counter over the generation period."""
         generate_every = self.args.steps_per_generation * self.num_iterations
@@ -335,8 +419,9 @@ class GSPODashMixin:
             for i, name in enumerate(self.reward_func_names)
         }
         texts = [completion_text(c) for c in completions]
+        prompt_texts = [completion_text(p) for p in prompts]  # a row's prompt (G rows share it)
         self._gd_generations[rollout] = _Generation(
-            rollout, int(self.state.global_step), texts, means
+            rollout, int(self.state.global_step), texts, means, prompt_texts
         )
         for old in [r for r in self._gd_generations if r < rollout - 1]:  # bounded memory
             del self._gd_generations[old]
@@ -350,17 +435,18 @@ class GSPODashMixin:
 
     def _get_per_token_logps_and_entropies(self, *args: Any, **kwargs: Any):
         out = super()._get_per_token_logps_and_entropies(*args, **kwargs)
-        if self._gd_capture:
-            logps, entropies, _ = out
-            self._gd_captured = (logps, entropies)
+        if self._gd_capture:  # a 2-tuple in TRL 1.0 - 1.4, a 3-tuple in 1.8 - 1.16
+            self._gd_captured = (out[0], out[1])
         return out
 
-    def _compute_loss(self, model, inputs):
+    def compute_loss(self, model, inputs, *args: Any, **kwargs: Any):
+        """TRL's loss (``Trainer.compute_loss``, the public override point), with the log-probs
+        TRL computes inside it kept (``_get_per_token_logps_and_entropies``)."""
         if not (self._gd_active and self.model.training and _KEY_INDEX in inputs):
-            return super()._compute_loss(model, inputs)
+            return super().compute_loss(model, inputs, *args, **kwargs)
         self._gd_capture, self._gd_captured = True, None
         try:
-            loss = super()._compute_loss(model, inputs)
+            loss = super().compute_loss(model, inputs, *args, **kwargs)
         finally:
             self._gd_capture = False
         captured, self._gd_captured = self._gd_captured, None
@@ -436,6 +522,7 @@ class GSPODashMixin:
             loss=torch.stack([mb["loss"] for mb in buffer]).sum(),
             extra=self._gd_extra(rows, gen),
             completions=rows.texts(gen.texts) if gen is not None else None,
+            prompts=_group_prompts(rows, gen, G),
             rollout=None if gen is None else gen.rollout,
             policy_lag=lag,
             sampler_logprobs=rows["sampler"],
@@ -558,11 +645,13 @@ def attach(trainer: GRPOTrainer, **recorder_kwargs: Any) -> GRPOTrainer:
     """Record ``trainer`` (a ``GRPOTrainer`` or subclass instance) with gspo-dash; returns it.
 
     ``recorder_kwargs`` go to ``RunRecorder`` (``root``, ``name``, ``mlflow``, ``config`` merged
-    over the TRL settings, ...); ``algorithm`` and the eps of TRL's unit come from the trainer.
+    over the TRL settings, ``on_finding`` and ``findings_every`` for live findings, ...);
+    ``algorithm`` and the eps of TRL's unit come from the trainer.
     The recorder opens when ``train()`` starts and closes when it ends (``failed`` on an error).
     """
     if not isinstance(trainer, GRPOTrainer):
         raise ValueError(f"trainer must be a trl.GRPOTrainer, got {type(trainer).__name__}")
+    _check_trainer(trainer)
     if "algorithm" in recorder_kwargs:
         raise ValueError("algorithm comes from importance_sampling_level; do not pass it")
     if isinstance(trainer, GSPODashMixin):
@@ -577,7 +666,9 @@ class RecordedGRPOTrainer(GSPODashMixin, GRPOTrainer):
     """``GRPOTrainer`` that records with gspo-dash; ``gspo_dash`` = ``RunRecorder`` kwargs."""
 
     def __init__(self, *args: Any, gspo_dash: dict[str, Any] | None = None, **kwargs: Any):
+        check_trl_version()
         super().__init__(*args, **kwargs)
+        _check_trainer(self)
         opts = dict(gspo_dash or {})
         if "algorithm" in opts:
             raise ValueError("algorithm comes from importance_sampling_level; do not pass it")
@@ -586,6 +677,10 @@ class RecordedGRPOTrainer(GSPODashMixin, GRPOTrainer):
 
 __all__ = [
     "COMPLETION_CHARS",
+    "SUPPORTED_TRL",
+    "SUPPORTED_TRL_TEXT",
+    "TRL_INTERNALS",
+    "check_trl_version",
     "TRL_KL",
     "TRL_SETTINGS",
     "GSPODashMixin",

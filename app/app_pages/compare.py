@@ -97,7 +97,7 @@ def load_series(shown, ctx: ui.Context) -> tuple[list[charts.RunSeries], dict, l
         series.append(
             charts.RunSeries(
                 key=run.key,
-                label=run.name,
+                label=ctx.label(run),  # unique: two runs may share a name
                 algorithm=run.algorithm,
                 color=ctx.colors.get(run.key, charts.PALETTE[0]),
                 df=t.df,

@@ -36,12 +36,12 @@ for run in shown:
     t = data.load_steps(run)
     problems += [f"{run.label}: {p}" for p in t.problems]
     split = lag_split(in_step_order(t.df))
-    results.append((run, t, split, ui.findings_for(run, t.df)))
+    results.append((run, t, split, ui.health_report(run, t.df)))
 
 summary = pd.DataFrame(
     [
         {
-            "run": run.name,
+            "run": ctx.label(run),
             "algorithm": run.algorithm.upper(),
             "status": run.status,
             "steps": len(t.df),
@@ -50,11 +50,26 @@ summary = pd.DataFrame(
             "warnings": sum(f.severity == WARNING for f in found),
             "notes": sum(f.severity == INFO for f in found),
             "most severe": found[0].title if found else "",
+            "not checked": len(report.not_checked),
         }
-        for run, t, split, found in results
+        for run, t, split, report in results
+        for found in [report.findings]
     ]
 )
 st.dataframe(summary, hide_index=True)
+
+
+def live_line(run) -> str:
+    """What the recorder reported while the run trained (run.json ``findings``), in one line."""
+    found = run.info.other.get("findings") if run.info is not None else None
+    if not isinstance(found, list) or not found:
+        return ""
+    parts = [
+        f"{f.get('code')} ({f.get('severity')}) at step {f.get('step')}"
+        for f in found
+        if isinstance(f, dict)
+    ]
+    return "Reported live by the recorder: " + ", ".join(parts) + "."
 
 
 def culprit_links(run, steps: tuple[int, ...]) -> None:
@@ -76,16 +91,24 @@ def culprit_links(run, steps: tuple[int, ...]) -> None:
         )
 
 
-for run, t, split, found in results:
+for run, t, split, report in results:
+    found = report.findings
     worst = found[0].severity if found else OK
     n_bad = sum(f.severity in (ERROR, WARNING) for f in found)
     n_info = sum(f.severity == INFO for f in found)
-    head = f"{ui.md_escape(run.name)} · {ui.md_escape(run.algorithm.upper())} · {run.status} · {len(t.df)} steps"
+    head = f"{ui.md_escape(ctx.label(run))} · {ui.md_escape(run.algorithm.upper())} · {run.status} · {len(t.df)} steps"
     label = f"{head} — {n_bad} finding{'s' if n_bad != 1 else ''}"
     if n_info:  # info findings are not problems, but the table names them: say they are here
         label += f", {n_info} note{'s' if n_info != 1 else ''}"
+    if report.not_checked:  # a card with no finding may still have checked little
+        label += f"; {len(report.not_checked)} of {len(report.checked) + len(report.not_checked)}"
+        label += " checks could not run"
     with st.expander(label, expanded=n_bad > 0, icon=ICON[worst]):
         st.caption(ui.md_escape(split.describe()))
+        st.markdown(ui.md_escape(report.checked_line()))
+        st.markdown(ui.md_escape(report.not_checked_line()))
+        if live := live_line(run):
+            st.caption(ui.md_escape(live))
         for f in found:
             text = f"**{ui.md_escape(f.title)}**  \n{ui.md_escape(f.evidence)}"
             if f.advice:
@@ -93,5 +116,6 @@ for run, t, split, found in results:
             text += f"  \n`{f.code}`"
             BOX[f.severity](text, icon=ICON[f.severity])
             culprit_links(run, f.culprits)
+        ui.import_details(run, key=f"health-{run.key}")  # nothing for a recorded run
 
 ui.notice_problems(shown, problems)

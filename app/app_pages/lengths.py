@@ -42,7 +42,7 @@ else:
 st.plotly_chart(
     charts.step_heatmap_figure(
         hist,
-        title=f"{run.name}: completion length per step, {shown.label}",
+        title=f"{ctx.label(run)}: completion length per step, {shown.label}",
         value_label="length (tokens)",
         lines=lines,
     ),
@@ -65,7 +65,7 @@ st.caption(
 if Step.TRUNCATED_FRACTION in sdf.columns and sdf[Step.TRUNCATED_FRACTION].notna().any():
     series = [
         charts.RunSeries(
-            run.key, run.name, run.algorithm, ctx.colors.get(run.key, charts.PALETTE[0]), sdf
+            run.key, ctx.label(run), run.algorithm, ctx.colors.get(run.key, charts.PALETTE[0]), sdf
         )
     ]
     panel = charts.PANELS_BY_KEY["truncation"]

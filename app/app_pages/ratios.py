@@ -65,7 +65,7 @@ if band:
 st.plotly_chart(
     charts.step_heatmap_figure(
         hist,
-        title=f"{run.name}: log s per step, {shown.label} (colour = share of the step's sequences)",
+        title=f"{ctx.label(run)}: log s per step, {shown.label} (colour = share of the step's sequences)",
         value_label="log s (nats)",
         hlines=hlines,
     ),

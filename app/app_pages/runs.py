@@ -55,10 +55,16 @@ def _import_form() -> None:
             algorithm = st.selectbox(
                 "Algorithm", ["guess from its config", "grpo", "gspo"], key="import_algorithm"
             )
+            replace = st.checkbox(
+                "Replace an earlier import of this log",
+                key="import_replace",
+                help="A log already in the root (the same file, or the same content) is not "
+                "imported twice; ticked, it is imported again over the run it became.",
+            )
             submitted = st.form_submit_button("Import into the runs root", key="import_submit")
         if not submitted:
             return
-        from training_hooks.importers import import_run  # torch-free
+        from training_hooks.importers import AlreadyImported, import_run  # torch-free
 
         try:
             result = import_run(
@@ -67,7 +73,15 @@ def _import_form() -> None:
                 root=import_root(ctx.root),
                 name=name.strip() or None,
                 algorithm=None if algorithm.startswith("guess") else algorithm,
+                replace=replace,
             )
+        except AlreadyImported as e:
+            st.info(
+                f"{ui.md_escape(e)}. Tick 'Replace an earlier import of this log' to import it "
+                "again.",
+                icon=":material/content_copy:",
+            )
+            return
         except (ValueError, OSError) as e:
             st.error(
                 f"Could not import {ui.md_escape(repr(path))} as a {source} log: {ui.md_escape(e)}",
@@ -156,24 +170,33 @@ def _known(value) -> str:
     return UNKNOWN if value is None else str(value)
 
 
+def _started(run: RunRef) -> str:
+    """When the run started (run.json's ``created_at``; an import's log start), UTC."""
+    ts = run.info.created_at if run.info is not None else None
+    return time.strftime("%Y-%m-%d %H:%M", time.gmtime(ts)) if ts else UNKNOWN
+
+
 def _row(run: RunRef) -> dict:
+    """The run's row: what tells runs apart (name, run id, start) and what to judge them by
+    (algorithm, status, health) first, so they fit a 1,600 px screen; the settings after."""
     info = run.info
     return {
         "name": run.name,
+        "run id": run.key,
+        "started (UTC)": _started(run),
         "algorithm": run.algorithm.upper() if ui.loss_unit(run) else UNKNOWN,
         "status": run.status,
+        "health": data.per_run(_health, run),  # read once per state of the run
         "last step": run.last_step,
         "last update": _last_update(run),
+        "source": _source(run),
         "loss clips": UNIT_NAMES.get(ui.loss_unit(run) or "", UNKNOWN),
         "seq ε (low / high)": _eps_cell(run, "seq"),
         "token ε (low / high)": _eps_cell(run, "token"),
         "reduction": _known(info.reduction if info else None),
         "group size": _known(info.group_size if info else None),
-        "health": data.per_run(_health, run),  # read once per state of the run
-        "source": _source(run),
         "config": _config_summary(run),
         "problems": "; ".join(run.problems),
-        "run id": run.key,
     }
 
 
@@ -243,7 +266,14 @@ st.dataframe(
     },
     hide_index=True,
     column_config={
-        "last step": st.column_config.NumberColumn(format="%d"),
+        # px: name, run id, start, algorithm, status and health fit a 1,600 px wide screen
+        "name": st.column_config.TextColumn(width=200, pinned=True),
+        "run id": st.column_config.TextColumn(width=290),
+        "started (UTC)": st.column_config.TextColumn(width=130),
+        "algorithm": st.column_config.TextColumn(width=85),
+        "status": st.column_config.TextColumn(width=80),
+        "health": st.column_config.TextColumn(width=120),
+        "last step": st.column_config.NumberColumn(format="%d", width="small"),
         "config": st.column_config.TextColumn(width="medium"),
         "problems": st.column_config.TextColumn(width="medium"),
     },
@@ -258,5 +288,44 @@ if c1.button("Compare selected", type="primary", disabled=not n_sel):
     st.switch_page("app_pages/compare.py")
 if c2.button("Health of selected", disabled=not n_sel):
     st.switch_page("app_pages/health.py")
+
+
+def _details(run: RunRef) -> None:
+    """One run in full: what identifies it, its settings, and where an import came from."""
+    info = run.info
+    facts = [
+        f"Name: {run.name}",
+        f"Run id: {run.key}",
+        f"Folder: {run.path or 'none (MLflow-only run)'}",
+        f"Source: {_source(run)}",
+        f"Started: {_started(run)}" + (" UTC" if _started(run) != UNKNOWN else ""),
+        f"Status: {run.status}, last step {_known(run.last_step)}",
+    ]
+    if info is not None and info.versions:
+        facts.append("Versions: " + ", ".join(f"{k} {v}" for k, v in info.versions.items()))
+    st.markdown("  \n".join(ui.md_escape(f) for f in facts))
+    ui.import_details(run, key="details")
+    cfg = info.config if info else dict(mlflow_store.run_params(run))
+    if cfg:
+        st.caption(f"Config ({len(cfg)} settings, as the run stored them)")
+        st.json(cfg, expanded=False)
+    for p in run.problems:
+        st.warning(ui.md_escape(p), icon=":material/warning:")
+
+
+by_key = {r.key: r for r in ctx.runs}
+table_rows = (st.session_state.get(TABLE_KEY) or {}).get("selection", {}).get("rows", [])
+first = next((view["run id"][i] for i in table_rows if i < len(view)), None)
+st.subheader("Run details", anchor=False)
+detail_key = st.selectbox(
+    "Run",
+    list(view["run id"]) or list(by_key),
+    index=None if first is None else list(view["run id"]).index(first),
+    format_func=lambda k: ctx.labels.get(k, k),
+    key="detail_run",
+    placeholder="pick a run to see where it came from and its settings",
+)
+if detail_key in by_key:
+    _details(by_key[detail_key])
 
 ui.notice_problems(ctx.runs)

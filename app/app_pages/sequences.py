@@ -11,6 +11,7 @@ import streamlit as st
 
 from app import charts, data, ui
 from app.lag import ALL, OFF, ON
+from gspo_metrics.spec import PER_SEQUENCE
 from training_hooks.schema import Seq, Tok
 
 REASONS = {  # the recorder's reasons, culprits first (the order rows are listed in)
@@ -40,12 +41,60 @@ SHOW_COLUMNS = (
     Seq.ENTROPY,
 )
 
+#: Column headers a reader can parse: {column: (header, what it holds)}; the per-sequence values'
+#: meanings come from their one declaration (``gspo_metrics.spec.PER_SEQUENCE``).
+MEANING = {v.name: v.meaning for v in PER_SEQUENCE}
+HEADERS = {
+    Seq.RANK: ("rank", "the data-parallel rank that logged the sequence"),
+    Seq.GROUP: ("group", "the prompt's index within the step"),
+    Seq.SAMPLE: ("sample", "the completion's index within its group"),
+    Seq.SEQ_LOG_RATIO: ("log s", MEANING[Seq.SEQ_LOG_RATIO]),
+    Seq.SEQ_CLIPPED: ("outside seq band", MEANING[Seq.SEQ_CLIPPED]),
+    Seq.TOKEN_CLIP_FRACTION: ("tokens outside band", MEANING[Seq.TOKEN_CLIP_FRACTION]),
+    Seq.ADVANTAGE: ("advantage A", MEANING[Seq.ADVANTAGE]),
+    Seq.REWARD: ("reward", MEANING[Seq.REWARD]),
+    Seq.LENGTH: ("length (tokens)", MEANING[Seq.LENGTH]),
+    Seq.TRUNCATED: ("truncated", MEANING[Seq.TRUNCATED]),
+    Seq.TOKEN_LOG_RATIO_MIN: ("token log r min", MEANING[Seq.TOKEN_LOG_RATIO_MIN]),
+    Seq.TOKEN_LOG_RATIO_MAX: ("token log r max", MEANING[Seq.TOKEN_LOG_RATIO_MAX]),
+    Seq.KL_OLD: ("KL old→new", MEANING[Seq.KL_OLD]),
+    Seq.KL_REF: ("KL to ref", MEANING[Seq.KL_REF]),
+    Seq.ENTROPY: ("entropy", MEANING[Seq.ENTROPY]),
+}
+
+
+def column_config() -> dict:
+    """The sequence table's headers (``HEADERS``, a help tooltip each) and number formats."""
+    fmt = {
+        Seq.SEQ_LOG_RATIO: "%.3e",
+        Seq.TOKEN_CLIP_FRACTION: "%.3f",
+        Seq.ADVANTAGE: "%.3f",
+        Seq.TOKEN_LOG_RATIO_MIN: "%.3g",
+        Seq.TOKEN_LOG_RATIO_MAX: "%.3g",
+        Seq.KL_OLD: "%.3g",
+        Seq.KL_REF: "%.3g",
+        Seq.ENTROPY: "%.3g",
+    }
+    out = {
+        "s": st.column_config.NumberColumn("s", format="%.6f", help="sequence ratio exp(log s)"),
+        RECORD: st.column_config.TextColumn(
+            RECORD, help="why the recorder kept this sequence's token log-ratios (empty: not kept)"
+        ),
+    }
+    for col, (header, meaning) in HEADERS.items():
+        if col in (Seq.SEQ_CLIPPED, Seq.TRUNCATED):
+            out[col] = st.column_config.CheckboxColumn(header, help=meaning)
+        else:
+            out[col] = st.column_config.NumberColumn(header, help=meaning, format=fmt.get(col))
+    return out
+
+
 ctx = ui.page_header(
     "Sequences",
     "One step of one run, a row per sequence: its sequence log-ratio (log s), whether it lies "
     "outside the sequence band, the share of its tokens outside the token band, advantage, reward "
-    "and length. Select a row to see its token log-ratios against the token band, and its "
-    "completion text if recorded.",
+    "and length. Select a row to see its token log-ratios against the token band (each bar "
+    "labelled with its token where the run recorded the texts), its prompt and its completion.",
 )
 run = ui.pick_run(ctx, need_sequences=True)
 if run is None:
@@ -69,7 +118,7 @@ steps = (
 step = ui.pick_step(steps)
 if step is None:
     st.info(
-        f"{ui.md_escape(run.name)} has no readable per-sequence rows among the {shown.label}.",
+        f"{ui.md_escape(ctx.label(run))} has no readable per-sequence rows among the {shown.label}.",
         icon=":material/info:",
     )
     ui.notice_problems([run], ui.sequence_problems(run))
@@ -123,6 +172,21 @@ def _order(keys: pd.Series, records: dict) -> np.ndarray:
     return np.argsort([rank(k) for k in keys], kind="stable")
 
 
+def show_texts(row: pd.Series) -> None:
+    """The sequence's prompt and completion, each in its own labelled box, as plain text (model
+    output and prompts are untrusted); says which the run did not record."""
+    for col, label, what in (
+        (Seq.PROMPT, "Prompt", "the group's prompt"),
+        (Seq.COMPLETION, "Completion", "the model's output"),
+    ):
+        text = row.get(col)
+        if isinstance(text, str) and text:
+            st.markdown(f"**{label}** ({what}, shown as plain text)")
+            st.code(text, language=None, wrap_lines=True)
+        else:
+            st.caption(f"No {label.lower()} text recorded for this sequence.")
+
+
 toks = data.load_tokens(run, step)
 tdf = toks.df
 if not {Tok.GROUP, Tok.SAMPLE} <= set(tdf.columns):  # a damaged tokens part: no token records
@@ -145,16 +209,7 @@ sel = st.dataframe(
     selection_default={"selection": {"rows": with_tokens[:1] or [0]}},
     hide_index=True,
     height=360,
-    column_config={
-        "s": st.column_config.NumberColumn("s", format="%.6f", help="sequence ratio exp(log s)"),
-        RECORD: st.column_config.TextColumn(
-            RECORD, help="why the recorder kept this sequence's token log-ratios (empty: not kept)"
-        ),
-        Seq.SEQ_LOG_RATIO: st.column_config.NumberColumn("log s", format="%.3e"),
-        Seq.SEQ_CLIPPED: st.column_config.CheckboxColumn("outside seq band"),
-        Seq.TOKEN_CLIP_FRACTION: st.column_config.NumberColumn("token clip frac", format="%.3f"),
-        Seq.ADVANTAGE: st.column_config.NumberColumn("A", format="%.3f"),
-    },
+    column_config=column_config(),
 )
 lag_of = dict(zip(shown.split.step, shown.split.lag_class, strict=True))
 lag_word = {ON: "an on-policy step", OFF: "an off-policy step"}.get(
@@ -220,11 +275,6 @@ else:
             + "."
         )
 
-text = row.get(Seq.COMPLETION) if Seq.COMPLETION in df.columns else None
-if isinstance(text, str) and text:
-    st.markdown("**Completion** (model output, shown as plain text)")
-    st.code(text, language=None, wrap_lines=True)
-else:
-    st.caption("No completion text recorded for this sequence.")
+show_texts(row)
 
 ui.notice_problems([run], t.problems + toks.problems)

@@ -3,7 +3,7 @@
     python -m training_hooks.importers trl    OUTPUT_DIR_OR_trainer_state.json --root runs
     python -m training_hooks.importers tinker LOG_DIR_OR_metrics.jsonl          --root runs
     python -m training_hooks.importers verl   PROJECT/EXPERIMENT.jsonl          --root runs
-    (--algorithm grpo|gspo, --config settings.json|.yaml, --name, --run-id)
+    (--algorithm grpo|gspo, --config settings.json|.yaml, --name, --run-id, --replace)
 
     from training_hooks.importers import import_run
     import_run("verl", "logs/proj/exp.jsonl", root="runs")  # -> ImportResult
@@ -24,7 +24,9 @@ passed), ``tinker`` (``metrics.jsonl`` or any JSON-lines file; ``config.json`` b
 ``.hydra/config.yaml`` beside it). Settings (clip range, loss aggregation, group size, clip unit,
 updates per batch) come from those files, ``--config`` overrides them, and what none states stays
 null in run.json. A bad file raises ``ValueError`` with a one-line reason (the CLI exits 2) and
-leaves the root unchanged.
+leaves the root unchanged. A log already in the root (the same file, or the same content) is not
+imported twice: ``AlreadyImported`` ("already imported as run X", the CLI exits 0), unless
+``replace=True`` (``--replace``) imports it again over that run.
 
 This package imports no torch (the dashboard's Runs page calls ``import_run``).
 """
@@ -36,12 +38,14 @@ from training_hooks.importers._core import (
     SOURCES,
     TOOLS,
     UNKNOWN_ALGORITHM,
+    AlreadyImported,
     ImportResult,
     import_run,
 )
 from training_hooks.importers._summary import ImportSummary, markdown_table, summarize
 
 __all__ = [
+    "AlreadyImported",
     "SOURCES",
     "TOOLS",
     "UNKNOWN_ALGORITHM",

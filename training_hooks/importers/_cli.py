@@ -6,7 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from training_hooks.importers._core import SOURCES, TOOLS, import_run
+from training_hooks import schema
+from training_hooks.importers._core import SOURCES, TOOLS, AlreadyImported, import_run
 from training_hooks.importers._read import load_config
 from training_hooks.importers._summary import report_lines
 
@@ -35,6 +36,12 @@ def _parser() -> argparse.ArgumentParser:
         "beside the log, else 'unknown'",
     )
     p.add_argument(
+        "--replace",
+        action="store_true",
+        help="import a log that is in the root already (the same file or content) again, over "
+        "the run it became; without it such an import is refused and the root left as it was",
+    )
+    p.add_argument(
         "--config",
         default=None,
         help="a JSON or YAML file of the run's settings; overrides what is found beside the log",
@@ -43,7 +50,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Exit 0 with a report on success; 2 with a one-line reason (root unchanged) on failure."""
+    """Exit 0 with a report on success, or with "already imported as run X" when the log is in the
+    root already (nothing written); 2 with a one-line reason (root unchanged) on failure."""
     args = _parser().parse_args(argv)
     try:
         config = None
@@ -59,12 +67,17 @@ def main(argv: list[str] | None = None) -> int:
             algorithm=args.algorithm,
             run_id=args.run_id,
             config=config,
+            replace=args.replace,
         )
+    except AlreadyImported as e:
+        print(_one_line(e))
+        return 0
     except (ValueError, OSError) as e:
         print(f"error: {_one_line(e)}", file=sys.stderr)
         return 2
     print(f"imported {res['steps']} steps from {res['record'].file} into {res['run_dir']}")
-    for line in report_lines(res["record"]):
+    info = schema.read_run_info(res["run_dir"])
+    for line in report_lines(res["record"], info):
         print(f"  {line}")
     return 0
 

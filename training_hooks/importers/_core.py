@@ -8,6 +8,8 @@ whole, run.json last (``write_run``).
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import math
 import os
 import secrets
@@ -38,6 +40,18 @@ UNKNOWN_ALGORITHM = "unknown"
 _INT_COLUMNS = frozenset(n for n, t in schema.STEP_COLUMNS if t.startswith("int"))
 
 
+class AlreadyImported(ValueError):
+    """The log is in the root already (the same file, or the same content elsewhere): nothing
+    was written. ``run_id`` names the earlier import; ``replace=True`` imports it again over it."""
+
+    def __init__(self, run_id: str, why: str):
+        super().__init__(
+            f"already imported as run {run_id} ({why}); nothing written (--replace imports it "
+            "again over that run)"
+        )
+        self.run_id = run_id
+
+
 class ImportResult(dict):
     """``{"run_id", "run_dir", "steps", "columns", "record"}`` of an imported run (``record``:
     the run's ``schema.ImportRecord``)."""
@@ -63,6 +77,7 @@ def import_run(
     algorithm: str | None = None,
     run_id: str | None = None,
     config: Mapping[str, Any] | None = None,
+    replace: bool = False,
 ) -> ImportResult:
     """Import one run logged by ``source`` ("trl", "tinker", "verl") from ``path`` into ``root``.
 
@@ -76,7 +91,11 @@ def import_run(
             replaced (re-importing a log that grew), a recorded run's never.
         config: the run's hyper-parameters (``--config``): stored in run.json, and its settings
             override the ones found beside the log.
+        replace: a log imported into ``root`` before (the same file, or a file with the same
+            content) is imported again over that run; without it the import is refused.
     Raises:
+        AlreadyImported: the log is in the root already and ``replace`` is false (a
+            ``ValueError`` naming the run); the root is then unchanged.
         ValueError: a bad source, path or file (one line, naming it); the root is then unchanged.
     """
     spec = _tool(source)
@@ -88,6 +107,16 @@ def import_run(
     if not given.strip():
         raise ValueError("path is empty: give the log file or the folder holding it")
     log = spec.read(Path(os.fspath(path)))
+    digest = file_digest(log.file)
+    earlier = earlier_imports(root, spec.name, log.file, digest)
+    if earlier and not replace:
+        raise AlreadyImported(*earlier[0])
+    if earlier and run_id not in (None, earlier[0][0]):
+        raise ValueError(
+            f"replace: the log was imported as run {earlier[0][0]}, but run_id {run_id!r} names "
+            "another folder; give no run_id to replace that run"
+        )
+    run_id = earlier[0][0] if earlier else run_id
     fmt = detect_format(source, _names(log), log.version)
     settings = _settings(spec, log, fmt, config, algorithm)
     ctx = Context(fmt, {k: s.value for k, s in settings.items()})
@@ -97,7 +126,9 @@ def import_run(
     run = spec.run_settings(ctx.settings)
     algo = algorithm or run.algorithm or UNKNOWN_ALGORITHM
     wall, wall_text = wall_times(spec, log, set(mapped.validation_only))
-    record = _record(spec, log, fmt, settings, mapped, given, wall_text)
+    record = dataclasses.replace(
+        _record(spec, log, fmt, settings, mapped, given, wall_text), file_sha256=digest
+    )
     name = name or log.name or source
     run_id = run_id or f"{schema.slug(name)}-{source}-{secrets.token_hex(2)}"
     info = _run_info(run_id, name, algo, run, log, record, config, max(mapped.rows))
@@ -110,6 +141,46 @@ def import_run(
         columns=table.column_names,
         record=record,
     )
+
+
+def file_digest(file: str | os.PathLike) -> str:
+    """sha256 of a log file's bytes (hex)."""
+    h = hashlib.sha256()
+    with open(file, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def earlier_imports(
+    root: str | os.PathLike, tool: str, file: str | os.PathLike, digest: str
+) -> list[tuple[str, str]]:
+    """(run_id, why) of the runs in ``root`` imported from ``tool``'s log ``file`` before: the
+    same content (``file_sha256``) or the same file (its path, resolved); newest import first.
+    Folders without a readable run.json are skipped (they are no imports of this file)."""
+    here = os.path.realpath(file)
+    found: list[tuple[float, str, str]] = []
+    for name in storage.list_dirs(root):
+        if name.startswith("."):
+            continue
+        try:
+            info = schema.read_run_info(storage.join(root, name))
+        except (OSError, ValueError, TypeError):
+            continue
+        rec = info.imported
+        if rec is None or rec.tool != tool:
+            continue
+        same_path = bool(rec.file) and os.path.realpath(rec.file) == here
+        if rec.file_sha256 == digest:
+            why = f"the same content, from {rec.file}" if not same_path else f"from {rec.file}"
+        elif same_path and rec.file_sha256 is None:  # imported before digests were kept
+            why = f"from {rec.file}"
+        elif same_path:
+            why = f"from {rec.file}, which changed since: {rec.rows} rows then"
+        else:
+            continue
+        found.append((rec.imported_at or 0.0, info.run_id, why))
+    return [(run_id, why) for _, run_id, why in sorted(found, reverse=True)]
 
 
 def _run_info(

@@ -6,7 +6,7 @@ import os
 from dataclasses import dataclass
 
 from training_hooks import schema
-from training_hooks.metric_map import Derived
+from training_hooks.metric_map import SETTING_KEYS, Derived
 
 #: Our columns an import can fill: the step table's metrics, then the derived ones it may store.
 OUR_COLUMNS = schema.STEP_METRIC_COLUMNS + (Derived.TOKEN_CLIP_BINDING, Derived.SEQ_CLIP_BINDING)
@@ -69,32 +69,99 @@ def markdown_table(rows: list[tuple[str, ImportSummary]]) -> str:
     return "\n".join(out)
 
 
-def report_lines(rec: schema.ImportRecord, limit: int = 12) -> list[str]:
-    """The import report in a few lines (the CLI prints them; the app shows the same record)."""
-    lines = [f"format: {rec.format}" + (f" (version {rec.version})" if rec.version else "")]
-    lines.append(
-        f"{len(rec.mapped)} metrics mapped to our columns, {len(rec.unmapped)} kept under their "
-        f"own names, {len(rec.renamed)} renamed <tool>/<name> (meaning differs or unknown)"
-    )
+def version_text(rec: schema.ImportRecord) -> str:
+    """The version as detected: the exact one a file states, else the range the metric names
+    imply, else which key families were found (their versions may disagree), with the evidence."""
+    why = "; ".join(rec.evidence)
+    if rec.version:
+        return f"{rec.version} (stated beside the log)"
+    if rec.version_range:
+        return f"{rec.version_range}, from the metric names ({why}); no file states it"
+    if rec.evidence:
+        return f"unknown; key families found: {why}"
+    return "unknown (no file states it and no metric name dates it)"
+
+
+def unknown_settings(info: schema.RunInfo) -> list[str]:
+    """The settings no file stated: the tool's known settings (``metric_map.SETTING_KEYS``)
+    missing from the import record, then run.json's run-level settings left null."""
+    rec = info.imported
+    if rec is None:
+        return []
+    tool = [k for k in SETTING_KEYS.get(rec.tool, {}) if k not in rec.settings]
+    run = [t for f, t in RUN_FIELDS.items() if getattr(info, f) is None and f not in tool]
+    if info.algorithm in ("", "?", "unknown"):
+        run.insert(0, "algorithm (GRPO or GSPO)")
+    return tool + run
+
+
+#: run.json's run-level settings an import fills only when a file states them.
+RUN_FIELDS = {
+    "seq_eps_low": "sequence-unit ε (low / high)",
+    "token_eps_low": "token-unit ε (low / high)",
+    "reduction": "loss reduction",
+    "group_size": "group size",
+}
+
+
+def report_lines(rec: schema.ImportRecord, info: schema.RunInfo | None = None) -> list[str]:
+    """The import report (the CLI prints it; the app shows the same record): format, version and
+    its evidence, every foreign key by what happened to it (with the reason where its meaning
+    differs or it was not stored), the settings with their files and the unknown ones."""
+    lines = [f"format: {rec.format}", f"version: {version_text(rec)}"]
+    if rec.settings_files:
+        lines.append(f"settings files: {', '.join(rec.settings_files)}")
     if rec.truncated_last_line:
         lines.append(f"line {rec.truncated_last_line}: a truncated last line, skipped")
     if rec.malformed_lines:
         where = [str(d.get("line", d.get("entry"))) for d in rec.malformed_lines]
-        lines.append(f"{len(where)} malformed lines skipped: {_few(where, limit)}")
+        lines.append(f"{len(where)} malformed lines skipped: {_few(where, 12)}")
     if rec.duplicate_steps:
         lines.append(
             f"{len(rec.duplicate_steps)} steps logged twice (the last value wins): "
-            + _few([str(s) for s in rec.duplicate_steps], limit)
+            + _few([str(s) for s in rec.duplicate_steps], 12)
         )
     if rec.validation_only_steps:
         steps = [str(s) for s in rec.validation_only_steps]
-        lines.append(f"validation-only rows at steps {_few(steps, limit)}")
+        lines.append(f"validation-only rows at steps {_few(steps, 12)}")
+    lines.append(
+        f"mapped to our columns ({len(rec.mapped)}): "
+        + (", ".join(f"{n} -> {c}" for n, c in rec.mapped.items()) or "none")
+    )
+    lines.append(
+        f"renamed <tool>/<name>, meaning differs or unknown ({len(rec.renamed)}): "
+        + (
+            ", ".join(
+                f"{n} -> {c}" + (f" ({rec.notes[n]})" if rec.notes.get(n) else "")
+                for n, c in rec.renamed.items()
+            )
+            or "none"
+        )
+    )
+    lines.append(
+        f"kept under their own names ({len(rec.unmapped)}): " + (", ".join(rec.unmapped) or "none")
+    )
     for n, why in rec.nulled.items():
         lines.append(f"not stored: {n} ({why})")
+    if rec.dropped_non_numeric:
+        lines.append(
+            f"not numeric, not stored ({len(rec.dropped_non_numeric)}): "
+            + ", ".join(rec.dropped_non_numeric)
+        )
     lines.append(
         "settings: "
-        + (", ".join(f"{k}={v['value']!r}" for k, v in rec.settings.items()) or "none found")
+        + (
+            ", ".join(
+                f"{k}={v.get('value')!r} (from {v.get('from')})"
+                if isinstance(v, dict)
+                else f"{k}={v!r}"
+                for k, v in rec.settings.items()
+            )
+            or "none found"
+        )
     )
+    if info is not None:
+        lines.append("unknown settings: " + (", ".join(unknown_settings(info)) or "none"))
     lines.append(f"wall time: {rec.wall_time}")
     return lines
 

@@ -27,7 +27,14 @@ if TYPE_CHECKING:
 # filter row groups on. pyarrow's defaults (a dictionary and statistics for every column) make a
 # part about 2x more expensive to write, for files of about the same size.
 WRITE_OPTIONS: dict[str, Any] = {
-    "use_dictionary": [Step.RUN_ID, Step.ALGORITHM, Seq.COMPLETION, Tok.TOKENS, Tok.REASON],
+    "use_dictionary": [
+        Step.RUN_ID,
+        Step.ALGORITHM,
+        Seq.COMPLETION,
+        Seq.PROMPT,
+        Tok.TOKENS,
+        Tok.REASON,
+    ],
     "write_statistics": [Step.STEP, Seq.RANK],
 }
 
@@ -245,15 +252,14 @@ def sequence_table(records: list[StepRecord]):
             arrays.append(
                 pa.array([records[0].run_id] * n, type=f.type) if n else pa.array([], f.type)
             )
-        elif name == Seq.COMPLETION:
-            if all(r.completions is None for r in records):
+        elif name in (Seq.COMPLETION, Seq.PROMPT):  # text: B values or None per record
+            if all(r.seq[name] is None for r in records):
                 arrays.append(pa.nulls(n, f.type))
             else:
                 vals: list = []
                 for r in records:
-                    vals.extend(
-                        r.completions if r.completions is not None else [None] * r.batch_size
-                    )
+                    t = r.seq[name]
+                    vals.extend(t if t is not None else [None] * r.batch_size)
                 arrays.append(pa.array(vals, type=f.type))
         elif name == Seq.TRUNCATED and any(r.seq[name] is None for r in records):
             vals = []
@@ -287,6 +293,6 @@ def token_table(records: list[StepRecord]):
         cols[Tok.SAMPLE] += t["sample"]
         cols[Tok.TOKEN_LOG_RATIOS] += t["token_log_ratios"]
         cols[Tok.ADVANTAGES] += t["advantages"]
-        cols[Tok.TOKENS] += [None] * k
+        cols[Tok.TOKENS] += t.get("tokens") or [None] * k
         cols[Tok.REASON] += t["reason"]
     return pa.table([pa.array(cols[f.name], type=f.type) for f in sch], schema=sch)

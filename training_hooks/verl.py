@@ -1,0 +1,553 @@
+"""Record a verl run with gspo-dash: a verl plugin, on when ``GSPO_DASH_VERL`` names the runs root.
+
+verl (0.9.x) imports every entry point of the group ``verl.plugins`` when ``import verl`` runs, in
+every process (Ray workers included); gspo-dash declares this module as one. Importing it does
+nothing unless the environment variable ``GSPO_DASH_VERL`` is set: its value is the runs root (a
+folder, ``s3://bucket/prefix`` or ``gs://...``). Then ``install`` wraps
+``verl.workers.engine.base.BaseEngine.train_batch`` (now, or as soon as that module is imported):
+
+* a ``train_batch`` whose loss function is verl's ``ppo_loss`` (the ``functools.partial(ppo_loss,
+  config=ActorConfig)`` verl's workers pass) is one optimizer step. The loss is wrapped so that,
+  after verl's own call on each micro-batch, the micro-batch's tensors are kept, detached: the
+  current log-probs (the model output ``ppo_loss`` reads, unpadded and left-shifted by one token,
+  turned back into (B, T) by verl's own ``no_padding_2_padding``), ``old_log_probs``,
+  ``advantages``, ``response_mask``, and when the batch carries them ``ref_log_prob``,
+  ``rollout_log_probs`` (recorded as ``sampler_logprobs``), the entropy, ``token_level_scores``
+  (a sequence's reward is their sum, as verl's ``critic/score``) and ``uid`` (the group id);
+* after verl's optimizer step the micro-batches are one ``RunRecorder.log_step``: the step's
+  sequences group by group (by ``uid``, ``G = ActorConfig.rollout_n``). When the step's rows do
+  not hold whole groups (verl's ``balance_batch`` and ``shuffle`` can split a group over
+  mini-batches and ranks) or carry no ``uid`` / ``token_level_scores``, rewards and groups are
+  unknown: NaN rewards (never 0) and the ``verl/groups_known`` extra is 0;
+* the policy lag comes from verl's own loop: ``TrainingWorker.train_mini_batch`` runs ``epochs x
+  mini-batches`` optimizer steps on one batch and flags the last one (``update_lr_scheduler``).
+  The first step after a flagged one (or the first of the job) is lag 0 of a new rollout; a step
+  without the flag (``train_batch`` driven by another loop) has unknown rollout and lag.
+
+Run settings: the algorithm is "gspo" for verl's GSPO loss modes (``GSPO_LOSS_MODES``), else
+"grpo"; verl's ``clip_ratio_low/high`` are the eps of the loss's own unit (sequence for GSPO,
+token otherwise; the other unit keeps its default); ``loss_agg_mode`` is the reduction; the
+``VERL_SETTINGS`` of the ``ActorConfig`` and verl's version go into run.json. One run per job: the
+first recorded step opens it; under ``torch.distributed`` every rank joins rank 0's run
+(``RunRecorder``'s distributed mode). Its name is ``GSPO_DASH_VERL_NAME``, else the experiment
+name verl gave the worker (``rollout.trace.experiment_name``, which verl's config fills from
+``trainer.experiment_name``), else ``verl-<loss_mode>``.
+
+Pass-through: ``GSPO_DASH_VERL_OPTIONS`` holds a JSON object of more ``RunRecorder`` keyword
+arguments (``{"mlflow": true, "token_samples": 8}``); ``GSPO_DASH_VERL_ON_FINDING`` names a
+callable as ``module:attribute``, given to the recorder as ``on_finding=`` when the recorder
+accepts that argument; from Python, ``configure(**recorder_kwargs)`` does the same in-process.
+
+Training is unchanged: the plugin reads detached tensors after verl used them, draws no random
+numbers and returns verl's loss and outputs as they are. Any error of the recorder (a bad
+input, a failing sink) is a warning, once, and training goes on.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import importlib.abc
+import importlib.util
+import json
+import math
+import os
+import sys
+import threading
+import warnings
+from dataclasses import dataclass
+from typing import Any
+
+ENV_ROOT = "GSPO_DASH_VERL"
+"""The runs root; unset or empty: the plugin does nothing."""
+ENV_NAME = "GSPO_DASH_VERL_NAME"
+"""The run's name (default: verl's experiment name when the worker sees it)."""
+ENV_OPTIONS = "GSPO_DASH_VERL_OPTIONS"
+"""A JSON object of more ``RunRecorder`` keyword arguments."""
+ENV_ON_FINDING = "GSPO_DASH_VERL_ON_FINDING"
+"""``module:attribute`` of a callable passed to ``RunRecorder(on_finding=...)``."""
+
+#: verl ``policy_loss.loss_mode`` values whose clip is on GSPO's sequence ratio.
+GSPO_LOSS_MODES = frozenset({"gspo"})
+
+#: ``ActorConfig`` fields stored in run.json (``config``) and as MLflow params.
+VERL_SETTINGS = (
+    "strategy",
+    "ppo_mini_batch_size",
+    "ppo_micro_batch_size_per_gpu",
+    "use_dynamic_bsz",
+    "ppo_max_token_len_per_gpu",
+    "ppo_epochs",
+    "shuffle",
+    "clip_ratio",
+    "clip_ratio_low",
+    "clip_ratio_high",
+    "clip_ratio_c",
+    "loss_agg_mode",
+    "loss_scale_factor",
+    "entropy_coeff",
+    "use_kl_loss",
+    "kl_loss_coef",
+    "kl_loss_type",
+    "rollout_n",
+)
+
+_ENGINE_MODULE = "verl.workers.engine.base"
+_WORKERS_MODULE = "verl.workers.engine_workers"
+_PATCHED = "_gspo_dash_patched"
+_lock = threading.Lock()
+_options: dict[str, Any] = {}
+
+
+def configure(**recorder_kwargs: Any) -> None:
+    """More ``RunRecorder`` keyword arguments for this process's run (``on_finding``, ``mlflow``,
+    ...), merged over ``GSPO_DASH_VERL_OPTIONS``; call before the first training step."""
+    if "algorithm" in recorder_kwargs or "root" in recorder_kwargs:
+        raise ValueError("algorithm comes from verl's loss_mode and root from GSPO_DASH_VERL")
+    _options.update(recorder_kwargs)
+
+
+# ---------------------------------------------------------------------- install (import time)
+class _PatchOnImport(importlib.abc.MetaPathFinder):
+    """Patches verl's modules right after they execute, wherever they are imported from."""
+
+    def find_spec(self, fullname, path, target=None):
+        if fullname not in _PATCHERS:
+            return None
+        sys.meta_path.remove(self)  # find the real spec without finding ourselves
+        try:
+            spec = importlib.util.find_spec(fullname)
+        finally:
+            sys.meta_path.insert(0, self)
+        if spec is None or spec.loader is None:
+            return None
+        exec_module = spec.loader.exec_module
+
+        def exec_and_patch(module):
+            exec_module(module)
+            _patch(fullname, module)
+
+        spec.loader.exec_module = exec_and_patch
+        return spec
+
+
+def install() -> bool:
+    """Record this process's verl steps (if ``GSPO_DASH_VERL`` is set); True when on."""
+    if not os.environ.get(ENV_ROOT, "").strip():
+        return False
+    with _lock:
+        if not any(isinstance(f, _PatchOnImport) for f in sys.meta_path):
+            sys.meta_path.insert(0, _PatchOnImport())
+        for name in _PATCHERS:
+            if name in sys.modules:
+                _patch(name, sys.modules[name])
+    return True
+
+
+def _patch(name: str, module: Any) -> None:
+    try:
+        _PATCHERS[name](module)
+    except Exception as e:  # noqa: BLE001 - a verl we do not know: train unrecorded
+        _warn_once("patch", f"cannot hook verl's {name} ({type(e).__name__}: {e}); not recording")
+
+
+def _patch_engine(module: Any) -> None:
+    engine = module.BaseEngine
+    original = engine.__dict__["train_batch"]
+    if getattr(original, _PATCHED, False):
+        return
+
+    @functools.wraps(original)
+    def train_batch(self, data, loss_function):
+        config = ppo_config(loss_function)
+        if config is None:
+            return original(self, data, loss_function)
+        session = _session()
+        capture = _MicroBatches(loss_function)
+        flag = _non_tensor(data, "update_lr_scheduler")
+        outputs = original(self, data, capture)
+        session.record(self, config, capture, flag, outputs)
+        return outputs
+
+    setattr(train_batch, _PATCHED, True)
+    engine.train_batch = train_batch
+
+
+def _patch_workers(module: Any) -> None:
+    """Keep the experiment name verl hands an actor worker (its rollout trace config)."""
+    worker = getattr(module, "ActorRolloutRefWorker", None)
+    if worker is None or getattr(worker.__init__, _PATCHED, False):
+        return
+    original = worker.__init__
+
+    @functools.wraps(original)
+    def __init__(self, config, *args, **kwargs):
+        original(self, config, *args, **kwargs)
+        try:
+            name = config.rollout.trace.experiment_name
+            if isinstance(name, str) and name:
+                _session().experiment_name = name
+        except Exception:  # noqa: BLE001 - no trace config: no name
+            pass
+
+    setattr(__init__, _PATCHED, True)
+    worker.__init__ = __init__
+
+
+_PATCHERS = {_ENGINE_MODULE: _patch_engine, _WORKERS_MODULE: _patch_workers}
+
+
+def ppo_config(loss_function: Any) -> Any:
+    """The ``ActorConfig`` of a ``functools.partial(verl ppo_loss, config=...)``, else None."""
+    if not isinstance(loss_function, functools.partial):
+        return None
+    func = loss_function.func
+    if (
+        getattr(func, "__name__", "") != "ppo_loss"
+        or getattr(func, "__module__", "") != "verl.workers.utils.losses"
+    ):
+        return None
+    return loss_function.keywords.get("config")
+
+
+def _non_tensor(data: Any, key: str) -> Any:
+    try:
+        from verl.utils import tensordict_utils as tu
+
+        return tu.get_non_tensor_data(data=data, key=key, default=None)
+    except Exception:  # noqa: BLE001
+        return None
+
+
+# ---------------------------------------------------------------------- one optimizer step
+_TENSOR_FIELDS = {  # verl's batch key -> ours (the ones present are kept)
+    "response_mask": "mask",
+    "old_log_probs": "old",
+    "advantages": "adv",
+    "ref_log_prob": "ref",
+    "rollout_log_probs": "sampler",
+    "token_level_scores": "scores",
+}
+
+
+class _MicroBatches:
+    """verl's loss function, called as verl calls it; keeps each micro-batch's tensors after."""
+
+    def __init__(self, loss_function: Any):
+        self.loss_function = loss_function
+        self.items: list[dict[str, Any]] = []
+        self.error: str | None = None
+
+    def __getattr__(self, name: str) -> Any:  # .func, .keywords: the partial's
+        return getattr(self.__dict__["loss_function"], name)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        out = self.loss_function(*args, **kwargs)
+        model_output, data = kwargs.get("model_output"), kwargs.get("data")
+        if model_output is not None and data is not None and self.error is None:
+            try:
+                self.items.append(_micro_batch(model_output, data, out))
+            except Exception as e:  # noqa: BLE001
+                self.error = f"{type(e).__name__}: {e}"
+        return out
+
+
+def _micro_batch(model_output: Any, data: Any, out: Any) -> dict[str, Any]:
+    """One micro-batch, detached and padded to (B, T) as ``ppo_loss`` reads it."""
+    import torch
+    from verl.utils import tensordict_utils as tu
+    from verl.workers.utils.padding import no_padding_2_padding
+
+    with torch.no_grad():
+        mb: dict[str, Any] = {
+            "logps": no_padding_2_padding(model_output["log_probs"], data).detach().float()
+        }
+        entropy = model_output.get("entropy", None)
+        if entropy is not None:
+            mb["entropy"] = no_padding_2_padding(entropy, data).detach().float()
+        keys = [k for k in _TENSOR_FIELDS if k in data.keys()]
+        padded = data.select(*keys).to_padded_tensor()
+        for key in keys:
+            mb[_TENSOR_FIELDS[key]] = padded[key].detach()
+        uid = tu.get(data, "uid")
+        mb["uid"] = None if uid is None else [str(u) for u in uid]
+        loss = out[0] if isinstance(out, tuple) else out
+        mb["loss"] = loss.detach().float().reshape(())
+    return mb
+
+
+@dataclass(frozen=True)
+class StepRows:
+    """One optimizer step's micro-batches as one batch, group by group when the groups are known.
+
+    ``tensors[key]`` (B, T) right-padded with 0 to the widest T (or (B,) for per-sequence
+    values), rows in group order; ``rewards`` (P, G), NaN when unknown; ``groups_known`` whether
+    the rows hold whole groups of ``G`` identified by ``uid`` with their scores."""
+
+    tensors: dict[str, Any]
+    rewards: Any
+    groups_known: bool
+
+    @classmethod
+    def assemble(cls, items: list[dict[str, Any]], G: int) -> StepRows:
+        import torch
+
+        T = max(mb["logps"].shape[1] for mb in items)
+        keys = [k for k in items[0] if k not in ("uid", "loss") and all(k in mb for mb in items)]
+        cat = {k: _cat([mb[k] for mb in items], T) for k in keys}
+        B = cat["logps"].shape[0]
+        uids = [u for mb in items for u in (mb["uid"] or [None] * mb["logps"].shape[0])]
+        order = _group_order(uids, G) if "scores" in cat else None
+        if order is None:
+            if B % G:
+                G = 1
+            rewards = torch.full((B // G, G), math.nan)
+            return cls(cat, rewards, False)
+        idx = torch.tensor(order)
+        cat = {k: v[idx] for k, v in cat.items()}
+        rewards = (cat["scores"].float() * cat["mask"].float()).sum(-1).reshape(-1, G)
+        return cls(cat, rewards, True)
+
+
+def _cat(parts: list[Any], T: int) -> Any:
+    import torch
+
+    padded = [
+        torch.nn.functional.pad(x, (0, T - x.shape[1])) if x.dim() == 2 and x.shape[1] < T else x
+        for x in parts
+    ]
+    return torch.cat(padded)
+
+
+def _group_order(uids: list[str | None], G: int) -> list[int] | None:
+    """Row indices group by group (groups in first-seen order), or None when a uid is missing
+    or a group does not have exactly G rows."""
+    if any(u is None for u in uids):
+        return None
+    groups: dict[str, list[int]] = {}
+    for i, u in enumerate(uids):
+        groups.setdefault(u, []).append(i)
+    if any(len(rows) != G for rows in groups.values()):
+        return None
+    return [i for rows in groups.values() for i in rows]
+
+
+# ---------------------------------------------------------------------- the job's run
+class _Session:
+    """This process's run: the recorder (opened at the first step), the step and lag counters."""
+
+    def __init__(self):
+        self.recorder: Any = None
+        self.experiment_name: str | None = None
+        self.step = 0
+        self.rollout = 0
+        self.lag = 0
+        self.failed = False
+
+    def record(self, engine, config, capture: _MicroBatches, flag: Any, outputs: Any) -> None:
+        self.step += 1
+        known = isinstance(flag, bool)
+        rollout, lag = (self.rollout, self.lag) if known else (None, None)
+        if known:
+            self.rollout, self.lag = (self.rollout + 1, 0) if flag else (self.rollout, self.lag + 1)
+        if self.failed or not self._ready(engine, capture):
+            return
+        if self.recorder is None:
+            try:
+                self.recorder = self._open(config)
+            except Exception as e:  # noqa: BLE001 - never stops training
+                self.failed = True
+                _warn_once("open", f"cannot start the run ({type(e).__name__}: {e}); not recording")
+                return
+        try:
+            self._log(config, capture, rollout, lag, outputs)
+        except Exception as e:  # noqa: BLE001 - never stops training
+            _warn_once("record", f"step {self.step} not recorded ({type(e).__name__}: {e})")
+
+    def _ready(self, engine: Any, capture: _MicroBatches) -> bool:
+        """Whether every rank records this step. Under ``torch.distributed`` the recorder runs
+        collectives, so the ranks agree first (one all-reduce of a flag): all record or none.
+        Model parallelism (a world larger than the data-parallel size: several ranks see the
+        same sequences, or only the last pipeline stage sees the loss) is not recorded."""
+        import torch
+        import torch.distributed as dist
+
+        ready = capture.error is None and bool(capture.items)
+        if not (dist.is_available() and dist.is_initialized()):
+            if not ready:
+                _warn_once(
+                    "capture", f"step {self.step} not recorded: {capture.error or 'no loss'}"
+                )
+            return ready
+        if engine.get_data_parallel_size() != dist.get_world_size():
+            self.failed = True  # the same on every rank: no collective is started
+            _warn_once("parallel", "model parallelism (tensor, pipeline, sequence) is not recorded")
+            return False
+        cuda = dist.get_backend() == "nccl"
+        device = torch.device("cuda", torch.cuda.current_device()) if cuda else torch.device("cpu")
+        flag = torch.tensor([1.0 if ready else 0.0], device=device)
+        dist.all_reduce(flag, op=dist.ReduceOp.MIN)
+        if flag.item() < 1.0:
+            why = capture.error or "a rank's micro-batches did not reach the loss"
+            _warn_once("capture", f"step {self.step} not recorded on any rank: {why}")
+            return False
+        return True
+
+    def _open(self, config: Any) -> Any:
+        from .recorder import RecorderSettings, RunRecorder
+
+        loss_mode = _loss_mode(config)
+        algorithm = "gspo" if loss_mode in GSPO_LOSS_MODES else "grpo"
+        eps = clip_range(config)
+        opts: dict[str, Any] = {}
+        raw = os.environ.get(ENV_OPTIONS, "").strip()
+        if raw:
+            opts.update(json.loads(raw))
+        on_finding = os.environ.get(ENV_ON_FINDING, "").strip()
+        if on_finding:
+            if "on_finding" in RecorderSettings.__dataclass_fields__:
+                opts["on_finding"] = _resolve(on_finding)
+            else:
+                _warn_once(
+                    "on_finding", f"this RunRecorder takes no on_finding; {ENV_ON_FINDING} ignored"
+                )
+        opts.update(_options)
+        opts.setdefault("seq_eps" if algorithm == "gspo" else "token_eps", eps)
+        opts.setdefault("reduction", str(config.loss_agg_mode))
+        opts.setdefault(
+            "name", os.environ.get(ENV_NAME) or self.experiment_name or f"verl-{loss_mode}"
+        )
+        cfg = verl_settings(config)
+        cfg.update(opts.pop("config", None) or {})
+        rec = RunRecorder(
+            root=os.environ[ENV_ROOT].strip(), algorithm=algorithm, config=cfg, **opts
+        )
+        with rec.state.lock:
+            rec.state.info.source = "verl"
+        return rec
+
+    def _log(self, config, capture: _MicroBatches, rollout, lag, outputs) -> None:
+        import torch
+
+        G = int(config.rollout_n) if isinstance(getattr(config, "rollout_n", None), int) else 1
+        rows = StepRows.assemble(capture.items, G)
+        t = rows.tensors
+        extra: dict[str, Any] = {
+            "verl/micro_batches": len(capture.items),
+            "verl/groups_known": float(rows.groups_known),
+            "grad_norm": _grad_norm(outputs),
+        }
+        self.recorder.log_step(
+            self.step,
+            rewards=rows.rewards.to(t["logps"].device),
+            logprobs=t["logps"],
+            old_logprobs=t["old"].float(),
+            mask=t["mask"],
+            advantages=t["adv"].float(),
+            ref_logprobs=t["ref"].float() if "ref" in t else None,
+            entropy=t.get("entropy"),
+            sampler_logprobs=t["sampler"].float() if "sampler" in t else None,
+            loss=torch.stack([mb["loss"] for mb in capture.items]).sum(),
+            rollout=rollout,
+            policy_lag=lag,
+            extra=extra,
+        )
+
+
+def _grad_norm(outputs: Any) -> float | None:
+    try:
+        value = outputs["metrics"].get("grad_norm")
+    except Exception:  # noqa: BLE001
+        return None
+    if value is None:
+        return None
+    return float(value.detach().item() if hasattr(value, "detach") else value)
+
+
+def clip_range(config: Any) -> tuple[float, float]:
+    """verl's clip range ``(clip_ratio_low, clip_ratio_high)``, each falling back on
+    ``clip_ratio`` when unset, as verl's policy losses read them."""
+    low, high = config.clip_ratio_low, config.clip_ratio_high
+    return (
+        float(config.clip_ratio if low is None else low),
+        float(config.clip_ratio if high is None else high),
+    )
+
+
+def _loss_mode(config: Any) -> str:
+    policy_loss = getattr(config, "policy_loss", None)
+    mode = policy_loss.get("loss_mode", "vanilla") if policy_loss is not None else "vanilla"
+    return str(mode)
+
+
+def verl_settings(config: Any) -> dict[str, Any]:
+    """The run's verl settings: ``VERL_SETTINGS`` of the ``ActorConfig``, ``loss_mode`` and
+    verl's version."""
+    out: dict[str, Any] = {}
+    for key in VERL_SETTINGS:
+        value = getattr(config, key, None)
+        if isinstance(value, bool | int | float | str) or value is None:
+            out[key] = value
+    out["loss_mode"] = _loss_mode(config)
+    try:
+        from importlib.metadata import version
+
+        out["verl_version"] = version("verl")
+    except Exception:  # noqa: BLE001
+        out["verl_version"] = ""
+    return out
+
+
+def _resolve(target: str) -> Any:
+    module, _, attr = target.partition(":")
+    if not module or not attr:
+        raise ValueError(f"{ENV_ON_FINDING} must be 'module:attribute', got {target!r}")
+    return functools.reduce(getattr, attr.split("."), importlib.import_module(module))
+
+
+_SESSION: _Session | None = None
+_warned: set[str] = set()
+
+
+def _session() -> _Session:
+    global _SESSION
+    with _lock:
+        if _SESSION is None:
+            _SESSION = _Session()
+        return _SESSION
+
+
+def close(status: str | None = None) -> None:
+    """Close this process's run (also done at exit); the next step opens a new one."""
+    global _SESSION
+    with _lock:
+        session, _SESSION = _SESSION, None
+        _warned.clear()
+    if session is not None and session.recorder is not None:
+        session.recorder.close(status)
+
+
+def _warn_once(kind: str, message: str) -> None:
+    if kind in _warned:
+        return
+    _warned.add(kind)
+    warnings.warn(f"gspo-dash verl plugin: {message}; training goes on", RuntimeWarning, 2)
+
+
+install()
+
+__all__ = [
+    "ENV_NAME",
+    "ENV_ON_FINDING",
+    "ENV_OPTIONS",
+    "ENV_ROOT",
+    "GSPO_LOSS_MODES",
+    "VERL_SETTINGS",
+    "StepRows",
+    "clip_range",
+    "close",
+    "configure",
+    "install",
+    "ppo_config",
+    "verl_settings",
+]
