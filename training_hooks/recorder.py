@@ -297,6 +297,8 @@ class RunRecorder:
         queue_size: int = 1000,
         sinks: Sequence[Sink] = (),
         distributed: bool | None = None,
+        findings_every: int = 10,
+        on_finding: Callable[[Any], Any] | str | None = None,
         compute_thread: bool | None = None,
     ):
         # the arguments are RecorderSettings' fields, in its order, with its defaults (a test
