@@ -19,7 +19,7 @@ Modules, each one job (imports point down this list; ``training_hooks.schema`` a
   single-run pages' figures) / findings; ``plotly_traces``: Compare's records -> ``go.Figure``.
 - ``traces``: the Compare page's per-run trace cache (``compare_traces.run_traces`` behind the cache).
 - ``ui``: the sidebar and the widgets the pages share; ``app_pages/``: one script per page;
-  ``main``: routing only. ``launch``: serve the app and open it in Chromium (tests, benchmark).
+  ``pages``: the list of pages (plain data, read by the tests); ``main``: routing only.
 
 Nothing here imports torch (a test checks).
 """

@@ -15,7 +15,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from app.launch import MAIN
+from app.pages import MAIN
 
 LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1")
 ALL_INTERFACES = ("0.0.0.0", "::", "")

@@ -5,7 +5,11 @@ this module *is* that one (the same module object: ``app.lag is training_hooks.f
 """
 
 import sys
+from typing import TYPE_CHECKING
 
 from training_hooks.findings import lag as _lag
 
-sys.modules[__name__] = _lag
+if TYPE_CHECKING:  # what type checkers and editors see: the same names
+    from training_hooks.findings.lag import *  # noqa: F403
+else:
+    sys.modules[__name__] = _lag

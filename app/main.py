@@ -15,49 +15,28 @@ if _REPO not in sys.path:  # `streamlit run app/main.py` from a checkout that is
 
 import streamlit as st  # noqa: E402
 
-from app import ui  # noqa: E402
+from app import pages, ui  # noqa: E402
 
 st.set_page_config(page_title="gspo-dash", page_icon=":material/monitoring:", layout="wide")
 
-RUNS_SCRIPT = "app_pages/runs.py"
-PAGES = {
-    "Runs": [
-        # the app's root shows the Runs page; the menu's Runs entry is /runs (a page served at the
-        # root has no other URL, so /runs would otherwise be "Page not found")
-        st.Page(RUNS_SCRIPT, title="Runs", url_path="home", default=True, visibility="hidden"),
-        st.Page(RUNS_SCRIPT, title="Runs", icon=":material/table_rows:", url_path="runs"),
-        st.Page(
-            "app_pages/compare.py",
-            title="Compare",
-            icon=":material/stacked_line_chart:",
-            url_path="compare",
-        ),
-        st.Page(
-            "app_pages/health.py",
-            title="Health",
-            icon=":material/health_and_safety:",
-            url_path="health",
-        ),
-    ],
-    "Inside one run": [
-        st.Page(
-            "app_pages/ratios.py", title="Ratios", icon=":material/ssid_chart:", url_path="ratios"
-        ),
-        st.Page("app_pages/groups.py", title="Groups", icon=":material/groups:", url_path="groups"),
-        st.Page(
-            "app_pages/lengths.py",
-            title="Lengths",
-            icon=":material/straighten:",
-            url_path="lengths",
-        ),
-        st.Page(
-            "app_pages/sequences.py",
-            title="Sequences",
-            icon=":material/format_list_numbered:",
-            url_path="sequences",
-        ),
-    ],
-}
+
+def _navigation() -> dict[str, list[st.Page]]:
+    """``app.pages.PAGES`` as ``st.Page`` objects by menu section; the home page also at the
+    root, under a hidden entry (its menu entry keeps its own URL)."""
+    home = pages.HOME
+    menu = {
+        section: [st.Page(p.script, title=p.title, icon=p.icon, url_path=p.url_path) for p in ps]
+        for section, ps in pages.sections().items()
+    }
+    root = st.Page(
+        home.script,
+        title=home.title,
+        url_path=pages.HOME_URL_PATH,
+        default=True,
+        visibility="hidden",
+    )
+    menu[home.section].insert(0, root)
+    return menu
 
 
 def _login_required() -> bool:
@@ -74,7 +53,7 @@ if _login_required() and not st.user.get("is_logged_in"):
     st.button("Log in", on_click=st.login, type="primary", key="login")
     st.stop()
 
-page = st.navigation(PAGES)
+page = st.navigation(_navigation())
 ui.timing("start")
 ctx = ui.sidebar()
 if _login_required():

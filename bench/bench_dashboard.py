@@ -38,10 +38,12 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(REPO / "tests"))  # launch.py: serve the app, open Chromium
 
 import bench_scale  # noqa: E402
+from launch import CHROMIUM, launch_chromium, serve  # noqa: E402
 
-from app.launch import CHROMIUM, MAIN, launch_chromium, serve  # noqa: E402
+from app.pages import MAIN  # noqa: E402
 
 
 def ensure_root(root: Path, runs: int, steps: int, seqs: int) -> float:

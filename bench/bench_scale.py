@@ -114,7 +114,7 @@ def _apptest(root: str, cwd: str):
     from streamlit.testing.v1 import AppTest
 
     from app import data
-    from app.launch import MAIN
+    from app.pages import MAIN
 
     os.environ["GSPO_DASH_ROOT"] = root
     os.environ.pop("MLFLOW_TRACKING_URI", None)

@@ -58,15 +58,14 @@ def eager_diagnostics(
     B, T = mask.shape
     w = _scratch(workspace, "rows", (len(row), B, T), dtype, mask.device)
     tok_lo, tok_hi = math.log1p(-token_eps[0]), math.log1p(token_eps[1])
-    inputs = (logprobs, old_logprobs, mask, advantages.to(dtype), ref_logprobs, entropy)
-    inputs += (sampler_logprobs,)
+    adv = advantages.to(dtype)
+    inputs = (logprobs, old_logprobs, mask, adv, ref_logprobs, entropy, sampler_logprobs)
     sums_R_B, mask_f, d_bt = _write_rows(w, row, *inputs, tok_lo, tok_hi)
     n_b = sums_R_B[row["mask"]]
     means_R_B = sums_R_B / n_b
     log_s_b = means_R_B[row["log_ratio"]]
     # the rows between the mask and kl_old hold the inputs
     probe = means_R_B[row["log_ratio"] : row["kl_old"]].sum()
-    adv = inputs[3]
     nan_b = torch.full_like(log_s_b, float("nan"))
     values = {
         "length": n_b,

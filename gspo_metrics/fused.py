@@ -40,7 +40,9 @@ import math
 import os
 import threading
 from collections import namedtuple
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import numpy as np
 import torch
@@ -60,7 +62,7 @@ SERIES_BOUND = 0.5  # |x| below it: the series (next term < 6e-15 of the sum); a
 
 #: The output's row of each diagnostic (``ROW.kl_old``, ...), from the declaration. numba
 #: compiles these as constants.
-ROW = namedtuple("Rows", SEQUENCE_DIAGNOSTICS)(*range(len(SEQUENCE_DIAGNOSTICS)))
+ROW: Any = namedtuple("Rows", SEQUENCE_DIAGNOSTICS)(*range(len(SEQUENCE_DIAGNOSTICS)))
 K = len(ROW)
 
 # The per-row passes are compiled, each as its own function (numba's IR inlining would drop
@@ -417,9 +419,9 @@ _kernel.__qualname__ = _kernel.__name__ = (
     "diagnostics_kernel_" + hashlib.sha1(repr(SEQUENCE_DIAGNOSTICS).encode()).hexdigest()[:12]
 )
 #: The compiled kernel: ``diagnostics_kernel(*args, b0, b1)`` fills columns b0 .. b1 - 1.
-diagnostics_kernel = njit([_signature(float32), _signature(float64)], nogil=True, cache=True)(
-    _kernel
-)
+diagnostics_kernel: Callable[..., None] = njit(
+    [_signature(float32), _signature(float64)], nogil=True, cache=True
+)(_kernel)
 
 
 _pool: tuple[ThreadPoolExecutor, int, int] | None = None  # (pool, workers, pid)

@@ -8,11 +8,10 @@ import os
 import shutil
 import time
 
+import launch
 import numpy as np
 import pytest
 from app_runs import run_ids
-
-from app import launch
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 

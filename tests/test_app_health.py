@@ -14,7 +14,7 @@ from streamlit.testing.v1 import AppTest
 
 from app import health
 from app.discovery import discover
-from app.launch import MAIN
+from app.pages import MAIN
 from app.ui import md_escape
 from training_hooks.schema import STEPS_DIR, RunInfo, Step, write_json_atomic
 

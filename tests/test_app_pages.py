@@ -12,11 +12,12 @@ import pytest
 from app_runs import HTML_COMPLETION, STEPS, run_ids
 from streamlit.testing.v1 import AppTest
 
-from app.launch import MAIN
+from app import pages
+from app.pages import MAIN
 from training_hooks.metric_map import Derived
 from training_hooks.schema import STEPS_DIR, Step
 
-PAGES = ("runs", "compare", "health", "ratios", "groups", "lengths", "sequences")
+PAGES = tuple(page.url_path for page in pages.PAGES)  # every page of the app
 TIMEOUT = 60
 
 
@@ -25,8 +26,8 @@ def _open(page: str, state: dict | None = None) -> AppTest:
     for k, v in (state or {}).items():
         at.session_state[k] = v
     at.run()
-    if page != "runs":
-        at.switch_page(f"app_pages/{page}.py").run()
+    if page != pages.HOME.url_path:
+        at.switch_page(pages.script(page)).run()
     return at
 
 

@@ -22,7 +22,7 @@ from streamlit.testing.v1 import AppTest
 from test_app_pages import TIMEOUT, _arr, _open
 
 from app import aggregate, charts
-from app.launch import MAIN
+from app.pages import MAIN
 from training_hooks.schema import SEQUENCES_DIR, STEPS_DIR, TOKENS_DIR, Seq, Step, Tok
 
 P, G, T, STEPS = 3, 4, 8, 8

@@ -150,12 +150,15 @@ def test_a_record_holds_its_parts_by_name(make_batch):
 
 
 def test_recorder_settings_are_the_recorders_arguments(tmp_path):
-    """``RunRecorder``'s signature is ``RecorderSettings``' fields (the first five positional),
-    every field is documented, an unknown keyword is a TypeError naming RunRecorder, and the
-    settings are checked and normalised."""
+    """``RunRecorder``'s signature, written out, is ``RecorderSettings``' fields: the same names
+    in the same order, defaults and annotations (the first five positional), every field is
+    documented, an unknown keyword is a TypeError naming RunRecorder, and the settings are
+    checked and normalised."""
     fields = [f.name for f in dataclasses.fields(RecorderSettings)]
     params = inspect.signature(RunRecorder).parameters
-    assert list(params) == fields
+    assert list(params) == fields, set(fields) ^ set(params)  # a setting missing from __init__?
+    for f in dataclasses.fields(RecorderSettings):
+        assert (params[f.name].default, params[f.name].annotation) == (f.default, f.type), f.name
     kinds = [p.kind for p in params.values()]
     assert kinds[:5] == [inspect.Parameter.POSITIONAL_OR_KEYWORD] * 5
     assert set(kinds[5:]) == {inspect.Parameter.KEYWORD_ONLY}

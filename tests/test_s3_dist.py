@@ -55,7 +55,7 @@ def test_two_ranks_write_one_s3_run_while_the_dashboard_reads(s3_root, tmp_path,
     runs (status running) and after (finished, every step); each rank's sequences are there."""
     from streamlit.testing.v1 import AppTest
 
-    from app.launch import MAIN
+    from app.pages import MAIN
 
     stop_file = str(tmp_path / "stop")
     ctx = mp.start_processes(

@@ -80,7 +80,7 @@ class Calls:
 def _app(root, monkeypatch, tmp_path):
     from streamlit.testing.v1 import AppTest
 
-    from app.launch import MAIN
+    from app.pages import MAIN
 
     monkeypatch.setenv("GSPO_DASH_ROOT", root)
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)

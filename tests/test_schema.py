@@ -126,11 +126,34 @@ def test_sequence_columns_are_the_declared_per_sequence_values():
     assert schema.SEQUENCE_COLUMNS[len(keys) : -2] == tuple((v.name, v.dtype) for v in PER_SEQUENCE)
     assert schema.SEQUENCE_COLUMN_NAMES[-2:] == (Seq.COMPLETION, Seq.PROMPT)
     for v in PER_SEQUENCE:
-        assert getattr(Seq, v.name.upper()) == v.name
         assert v.meaning and v.dtype in ("int32", "float32", "bool")
     diagnostics = [v.name for v in PER_SEQUENCE if v.source == "diagnostics"]
     assert list(SEQUENCE_DIAGNOSTICS) == diagnostics
     assert {v.name for v in PER_SEQUENCE} - set(diagnostics) == {Seq.REWARD, Seq.TRUNCATED}
+
+
+def _constants(cls: type) -> dict[str, str]:
+    return {k: v for k, v in vars(cls).items() if k.isupper() and not k.startswith("_")}
+
+
+def test_seq_constants_are_declared_as_the_spec_says():
+    """``Seq``'s constants, written out for editors and mypy, are the sequence table's columns:
+    one per column, each named as its value upper-cased, the per-sequence ones in
+    ``PER_SEQUENCE``'s order (a value added to the spec fails here until it is declared)."""
+    from gspo_metrics.spec import PER_SEQUENCE
+
+    declared = _constants(Seq)
+    assert all(name == value.upper() for name, value in declared.items())
+    assert sorted(declared.values()) == sorted(schema.SEQUENCE_COLUMN_NAMES)
+    per_sequence = [v for v in declared.values() if v in {s.name for s in PER_SEQUENCE}]
+    assert per_sequence == [v.name for v in PER_SEQUENCE]
+
+
+def test_step_and_tok_constants_are_columns():
+    """Every ``Step`` constant is a step column and every step column has one; the same for
+    ``Tok`` and the token table."""
+    assert sorted(_constants(Step).values()) == sorted(n for n, _ in schema.STEP_COLUMNS)
+    assert sorted(_constants(schema.Tok).values()) == sorted(n for n, _ in schema.TOKEN_COLUMNS)
 
 
 def test_schema_imports_no_torch():

@@ -20,15 +20,16 @@ from pathlib import Path
 
 import pytest
 from google.protobuf.json_format import MessageToDict
+from servers import free_port
 from streamlit.testing.v1 import AppTest
 
-from app import cli
-from app.launch import MAIN, free_port
+from app import cli, pages
 from app.mlflow_store import sqlite_store_problem, store_problem, typed_uri_problem
+from app.pages import MAIN
 from app.settings import Settings, import_root, import_source, parse_settings
 
 REPO = Path(__file__).resolve().parents[1]
-PAGES = ("runs", "compare", "health", "ratios", "groups", "lengths", "sequences")
+PAGES = tuple(page.url_path for page in pages.PAGES)  # every page of the app
 TIMEOUT = 60
 
 
@@ -57,8 +58,8 @@ def open_page(page: str, state: dict | None = None, query: dict | None = None) -
     for k, v in (query or {}).items():
         at.query_params[k] = v
     at.run()
-    if page != "runs":
-        at.switch_page(f"app_pages/{page}.py").run()
+    if page != pages.HOME.url_path:
+        at.switch_page(pages.script(page)).run()
     return at
 
 

@@ -13,13 +13,13 @@ import re
 from html.parser import HTMLParser
 from pathlib import Path
 
+import launch
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from markdown_it import MarkdownIt
 from test_security import PAGES, assert_clean, open_page, proto_dicts
 
-from app import launch
 from app.ui import md_escape
 from training_hooks.schema import STEPS_DIR
 

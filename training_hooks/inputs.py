@@ -117,7 +117,7 @@ class StepInputs:
         step = _check_step(step)
         rollout = _check_count(rollout, "rollout")
         policy_lag = _check_count(policy_lag, "policy_lag")
-        check_tensor(logprobs, "logprobs", 2, "(B, T)")
+        logprobs = check_tensor(logprobs, "logprobs", 2, "(B, T)")
         B = logprobs.shape[0]
         rewards_P_G = _check_rewards(rewards, B, group_size)
         if truncated is not None:

@@ -337,26 +337,6 @@ for _m in MAPPINGS:
     _BY_NAME[_m.name] = (*_BY_NAME.get(_m.name, ()), _m)
 del _m
 
-#: TRL under ``importance_sampling_level="sequence"`` (its GSPO): ``clip_ratio/*`` test the
-#: *sequence* ratio, so they are our sequence-unit fractions.
-TRL_SEQUENCE_LEVEL_CLIP = {
-    m.name: m.column for m in MAPPINGS if m.requires == ((_LEVEL, ("sequence",)),)
-}
-
-#: Sampler/trainer mismatch metrics kept under their own names (for the Health page), with what
-#: they measure; ``sampler_kl_mean`` and ``sampler_logp_abs_diff_max`` hold the mapped ones.
-MISMATCH_METRICS: dict[str, str] = {
-    "sampling/sampling_logp_difference/mean": "TRL: mean |log p_trainer - log p_vLLM| per token",
-    "sampling/importance_sampling_ratio/min": "TRL: min of p_trainer / p_vLLM (truncated IS)",
-    "sampling/importance_sampling_ratio/mean": "TRL: mean of p_trainer / p_vLLM",
-    "sampling/importance_sampling_ratio/max": "TRL: max of p_trainer / p_vLLM",
-    "verl/rollout_corr/kl": "verl: k1 of KL(pi_rollout || pi_train)",
-    "rollout_corr/chi2_token": "verl: E[rho^2] - 1 per token, rho = p_train / p_rollout",
-    "rollout_corr/chi2_seq": "verl: E[(prod rho)^2] - 1 per sequence",
-    "rollout_corr/rollout_is_mean": "verl: mean truncated IS weight",
-    "tinker/optim/kl_sample_train_v1": "Tinker: k1 of KL(sampler || trainer)",
-}
-
 
 # ------------------------------------------------------------------------- formats and versions
 

@@ -24,7 +24,6 @@ import atexit
 import dataclasses
 import functools
 import getpass
-import inspect
 import logging
 import os
 import re
@@ -264,9 +263,6 @@ class RecorderSettings:
             object.__setattr__(self, key, value)
 
 
-_SETTING_NAMES = frozenset(f.name for f in dataclasses.fields(RecorderSettings))
-
-
 class RunRecorder:
     """Record every step's diagnostics of a GRPO/GSPO run to Parquet (and MLflow).
 
@@ -284,11 +280,30 @@ class RunRecorder:
         algorithm: str = "gspo",
         config: Any = None,
         mlflow: bool | str | None = None,
-        **settings: Any,
+        *,
+        run_id: str | None = None,
+        seq_eps: tuple[float, float] = GSPO_EPS,
+        token_eps: tuple[float, float] = GRPO_EPS,
+        reduction: str = "sum",
+        group_size: int | None = None,
+        flush_interval_s: float = 5.0,
+        steps_per_file: int = 100,
+        token_samples: int = 0,
+        experiment: str = "gspo-dash",
+        mlflow_steps_per_batch: int = 50,
+        mlflow_artifacts: bool = True,
+        mlflow_process: bool = True,
+        close_timeout_s: float = 60.0,
+        queue_size: int = 1000,
+        sinks: Sequence[Sink] = (),
+        distributed: bool | None = None,
+        findings_every: int = 10,
+        on_finding: Callable[[Any], Any] | str | None = None,
+        compute_thread: bool | None = None,
     ):
-        for key in settings.keys() - _SETTING_NAMES:
-            raise TypeError(f"RunRecorder() got an unexpected keyword argument {key!r}")
-        s = RecorderSettings(root, name, algorithm, config, mlflow, **settings)
+        # the arguments are RecorderSettings' fields, in its order, with its defaults (a test
+        # holds the two equal); each is documented there
+        s = RecorderSettings(**{k: v for k, v in locals().items() if k != "self"})
         self.settings = s
         self.tracking_uri = resolve_tracking_uri(s.mlflow)
         self._init_fields(s)
@@ -688,20 +703,6 @@ class RunRecorder:
     def __repr__(self) -> str:
         return f"RunRecorder(run_id={self.run_id!r}, run_dir={self.run_dir!r}, rank={self.rank})"
 
-
-def _signature_of_settings() -> inspect.Signature:
-    """``RunRecorder.__init__``'s signature as ``RecorderSettings`` declares it (for help() and
-    editors): its named parameters, then every other field as a keyword-only parameter."""
-    P = inspect.Parameter
-    named = inspect.signature(RunRecorder.__init__).parameters
-    params = [P("self", P.POSITIONAL_OR_KEYWORD)]
-    for f in dataclasses.fields(RecorderSettings):
-        kind = P.POSITIONAL_OR_KEYWORD if f.name in named else P.KEYWORD_ONLY
-        params.append(P(f.name, kind, default=f.default, annotation=f.type))
-    return inspect.Signature(params)
-
-
-RunRecorder.__init__.__signature__ = _signature_of_settings()
 
 _LIVE: weakref.WeakSet[RunRecorder] = weakref.WeakSet()
 

@@ -115,14 +115,10 @@ class Step:
 class Seq:
     """Column names of the per-sequence table (one row per sequence per step and rank).
 
-    Besides the key columns below, one constant per per-sequence value declared in
-    ``gspo_metrics.spec.PER_SEQUENCE`` (name and meaning there): ``Seq.LENGTH == "length"``,
-    ``Seq.TRUNCATED``, ``Seq.REWARD``, ``Seq.ADVANTAGE``, ``Seq.SEQ_LOG_RATIO``,
-    ``Seq.SEQ_CLIPPED``, ``Seq.SEQ_CLIP_LOW``, ``Seq.SEQ_CLIP_HIGH``, ``Seq.TOKEN_LOG_RATIO_MIN``,
-    ``Seq.TOKEN_LOG_RATIO_MAX``, ``Seq.TOKEN_LOG_RATIO_STD``, ``Seq.TOKEN_CLIP_FRACTION``,
-    ``Seq.TOKEN_CLIP_LOW_FRACTION``, ``Seq.TOKEN_CLIP_HIGH_FRACTION``, ``Seq.KL_REF``,
-    ``Seq.KL_OLD``, ``Seq.SAMPLER_KL``, ``Seq.SAMPLER_LOGP_ABS_DIFF_MAX``, ``Seq.ENTROPY``,
-    ``Seq.NONFINITE_COUNT``, and any added there.
+    The key columns, then one constant per per-sequence value of ``gspo_metrics.spec.PER_SEQUENCE``
+    (its meaning and type are declared there), in that order: ``Seq.LENGTH == "length"``. A test
+    holds these constants equal to the declaration, so a value added there fails it until its
+    constant is written here.
     """
 
     SCHEMA_VERSION = "schema_version"
@@ -133,11 +129,27 @@ class Seq:
     SAMPLE = "sample"  # completion index within the group
     COMPLETION = "completion"  # optional model output, untrusted text
     PROMPT = "prompt"  # optional: the group's prompt (the same for its G rows), untrusted text
-
-
-for _value in PER_SEQUENCE:
-    setattr(Seq, _value.name.upper(), _value.name)
-del _value
+    # gspo_metrics.spec.PER_SEQUENCE, in its order
+    LENGTH = "length"
+    TRUNCATED = "truncated"
+    REWARD = "reward"
+    ADVANTAGE = "advantage"
+    SEQ_LOG_RATIO = "seq_log_ratio"
+    SEQ_CLIPPED = "seq_clipped"
+    SEQ_CLIP_LOW = "seq_clip_low"
+    SEQ_CLIP_HIGH = "seq_clip_high"
+    TOKEN_LOG_RATIO_MIN = "token_log_ratio_min"
+    TOKEN_LOG_RATIO_MAX = "token_log_ratio_max"
+    TOKEN_LOG_RATIO_STD = "token_log_ratio_std"
+    TOKEN_CLIP_FRACTION = "token_clip_fraction"
+    TOKEN_CLIP_LOW_FRACTION = "token_clip_low_fraction"
+    TOKEN_CLIP_HIGH_FRACTION = "token_clip_high_fraction"
+    KL_REF = "kl_ref"
+    KL_OLD = "kl_old"
+    SAMPLER_KL = "sampler_kl"
+    SAMPLER_LOGP_ABS_DIFF_MAX = "sampler_logp_abs_diff_max"
+    ENTROPY = "entropy"
+    NONFINITE_COUNT = "nonfinite_count"
 
 
 class Tok:

@@ -1,11 +1,11 @@
-"""Run the dashboard as a user does, for the end-to-end test and the benchmark: ``streamlit run
-app/main.py`` in a child process on a free local port, opened in Debian's headless Chromium.
+"""Run the dashboard as a user does, for the end-to-end tests and the benchmark
+(``bench/bench_dashboard.py``): ``streamlit run app/main.py`` in a child process on a free local
+port, opened in Debian's headless Chromium. Test code: not part of the installed package.
 """
 
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -14,7 +14,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-MAIN = str(Path(__file__).resolve().with_name("main.py"))
+from servers import free_port
+
+from app.pages import MAIN
+
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
     "--no-sandbox",
@@ -26,12 +29,6 @@ CHROMIUM_ARGS = [
 
 class AppDidNotStart(RuntimeError):
     """The server did not answer its health check in time (the message holds its log)."""
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @contextmanager
