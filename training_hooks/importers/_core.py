@@ -25,8 +25,8 @@ from training_hooks.importers import tinker, trl, verl
 from training_hooks.importers._read import SourceLog, numeric
 from training_hooks.importers._spec import RunSettings, Settings, ToolSpec
 from training_hooks.metric_map import Context, Resolution, SourceFormat, detect_format, resolve
-from training_hooks.tool_settings import Setting, read_settings
 from training_hooks.summary import try_summarise_run
+from training_hooks.tool_settings import Setting, read_settings
 
 TOOLS: dict[str, ToolSpec] = {"trl": trl.SPEC, "tinker": tinker.SPEC, "verl": verl.SPEC}
 SOURCES = tuple(TOOLS)
