@@ -17,10 +17,9 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from app import data, provenance
+from app import data, health, provenance
 from app.charts import run_colors
 from app.discovery import discover, imported_tool, root_signature
-from app.health import run_findings
 from app.lag import ALL, OFF_POLICY, SUBSETS, LagSplit, lag_split
 from app.mlflow_store import typed_uri_problem
 from app.records import SOURCE_MLFLOW, RunRef, Table
@@ -417,18 +416,18 @@ def step_window(steps: np.ndarray, *, key: str = "window") -> tuple[int, int] | 
     return int(a), int(b)
 
 
+def health_report(run: RunRef, steps_df):
+    """The ``HealthReport`` of one run's step table (``app.health.report_for``): its run.json's
+    settings, and the solved / failed split of zero-variance groups when it recorded sequences."""
+    seqs = None
+    if run.has_sequences:
+        seqs = data.load_sequences(run, columns=health.OUTCOME_COLUMNS).df
+    return health.report_for(run, steps_df, seqs)
+
+
 def findings_for(run: RunRef, steps_df):
-    """The health findings of one run's step table, with the run's algorithm, status and eps."""
-    eps = eps_of(run)
-    return run_findings(
-        steps_df,
-        algorithm=run.algorithm,
-        status=run.status,
-        updated_at=run.updated_at,
-        last_step=run.last_step,
-        seq_eps=eps.get("seq"),
-        token_eps=eps.get("token"),
-    )
+    """The health findings of one run's step table (``health_report``'s findings)."""
+    return health_report(run, steps_df).findings
 
 
 def sequence_run_window(ctx: Context) -> tuple[RunRef, tuple[int, int] | None]:

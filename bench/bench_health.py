@@ -6,12 +6,13 @@ Trains short demo runs (``training_hooks.demo.train``, ``--steps`` rollouts of t
 ``DemoConfig``: 2 optimizer steps each), each recorded by a ``RunRecorder`` (Parquet only) in a
 fresh folder: healthy GRPO and GSPO on every seed, then one run per fault of
 ``training_hooks.demo.faults`` (``--inject``). Then, per run, it reads the step table back
-(``schema.read_table``) and calls ``app.health.run_findings`` as the Health page does
-(``app.ui.findings_for``: algorithm, status, heartbeat, last step and both eps pairs from
-run.json), and prints a confusion table: the codes expected (the fault's), the codes found
+(``schema.read_table``) and calls ``app.health.run_health`` as the Health page does
+(``app.health.report_for``: run.json's settings, and the sequences table's rewards for the solved /
+failed split of zero-variance groups), and prints a confusion table: the codes expected (the fault's), the codes found
 (warnings and errors; info findings apart), the expected codes missed and the extra codes, each
 extra either explained (``TRUE_OF_THE_DEMO``: true of every run of that algorithm, with why) or
-not. A fault injected at a step must be named at the step where it shows and nowhere else.
+not. A fault injected at a step must be named at the step where it shows and nowhere else. The
+"live" column lists what the recorder reported while the run trained (run.json ``findings``).
 
 Exit status 1 when the goal is not met: an unexplained warning or error on a healthy run, a
 fault not found under its code, or a one-step fault named at other steps.
@@ -114,6 +115,7 @@ class Outcome:
     reward: tuple[float, float]  # mean reward over the first and the last fifth of the rollouts
     found: dict[str, health.Finding] = field(default_factory=dict)  # warning/error, by code
     info: dict[str, health.Finding] = field(default_factory=dict)
+    live: dict[str, int] = field(default_factory=dict)  # reported while training: code -> step
 
     @property
     def missed(self) -> list[str]:
@@ -142,18 +144,20 @@ class Outcome:
 
 
 def findings_like_the_page(run_dir: str) -> list[health.Finding]:
-    """``run_findings`` of the run's step table with run.json's settings (``app.ui.findings_for``)."""
+    """The findings the Health page shows (``app.health.report_for``): the step table with
+    run.json's settings (``facts_of``), and the solved / failed split of zero-variance groups from
+    the sequences table's rewards."""
     info = schema.read_run_info(run_dir)
     df = schema.read_table(run_dir, schema.STEPS_DIR)
-    return health.run_findings(
-        df,
-        algorithm=info.algorithm,
-        status=info.status,
-        updated_at=info.updated_at,
-        last_step=info.last_step,
-        seq_eps=(info.seq_eps_low, info.seq_eps_high),
-        token_eps=(info.token_eps_low, info.token_eps_high),
-    )
+    seqs = schema.read_table(run_dir, schema.SEQUENCES_DIR, list(health.OUTCOME_COLUMNS))
+    df = health.with_group_outcomes(df, health.group_outcomes(seqs))
+    return health.run_health(df, health.facts_of(info)).findings
+
+
+def live_codes(run_dir: str) -> dict[str, int]:
+    """The warnings and errors the recorder reported while the run trained: code -> step."""
+    found = schema.read_run_info(run_dir).other.get("findings", [])
+    return {f["code"]: f["step"] for f in found if f["severity"] in (health.ERROR, health.WARNING)}
 
 
 def run_case(case: Case, steps: int, root: str) -> Outcome:
@@ -168,10 +172,11 @@ def run_case(case: Case, steps: int, root: str) -> Outcome:
         reduction=cfg.reduction,
         group_size=cfg.group_size,
         token_samples=8,
+        **cfg.clip_ranges(),  # the ranges the run trains with (GSPO: the demo's eps)
     ) as rec:
         result = train(cfg, rec)
     seconds = time.perf_counter() - t0
-    out = Outcome(case, seconds, result.fifths())
+    out = Outcome(case, seconds, result.fifths(), live=live_codes(rec.run_dir))
     for f in findings_like_the_page(rec.run_dir):
         if f.severity in (health.ERROR, health.WARNING):
             out.found[f.code] = f
@@ -196,9 +201,9 @@ def print_table(outcomes: list[Outcome]) -> bool:
     """The confusion table (markdown); True when the goal is met."""
     print(
         "| run | reward first→last 1/5 | s | expected | found (warning/error) | info | missed "
-        "| extra (why true) | verdict |"
+        "| extra (why true) | live (recorder: code@step) | verdict |"
     )
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     ok_all = True
     notes: dict[str, str] = {}
     for o in outcomes:
@@ -222,7 +227,8 @@ def print_table(outcomes: list[Outcome]) -> bool:
         print(
             f"| {o.case.label} | {o.reward[0]:.3f}→{o.reward[1]:.3f} | {o.seconds:.0f} "
             f"| {expected or '-'} | {_codes(o.found)} | {_codes(o.info)} "
-            f"| {', '.join(o.missed) or '-'} | {', '.join(extra_txt) or '-'} | {verdict} |"
+            f"| {', '.join(o.missed) or '-'} | {', '.join(extra_txt) or '-'} "
+            f"| {', '.join(f'{c}@{s}' for c, s in o.live.items()) or '-'} | {verdict} |"
         )
     for key, why in notes.items():
         print(f"\n{key} {why}")

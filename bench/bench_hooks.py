@@ -12,7 +12,8 @@ background threads compete with the loss for the CPU and the GIL as they would i
 entropy, truncated, extras) and "sampler" (full + sampler_logprobs, rollout, policy_lag).
 
 Part 2: wall time of a whole training loop with the recorder and both sinks against the same loop
-without it (goal: under 5% slower). The loop is the demo's (``training_hooks.demo.train``: a
+without it (goal: under 5% slower), and with Parquet but live findings off (``findings_every=0``),
+so the findings thread's cost shows as the difference of two variants run in the same schedule. The loop is the demo's (``training_hooks.demo.train``: a
 small causal transformer sampling, scoring and updating on CPU), recorder creation included,
 ``close`` (final flush, compaction, MLflow upload) timed apart. This machine's speed drifts by
 10-20% over tens of seconds, more than the effect measured, so the runs go A X A Y A X ... A
@@ -24,6 +25,7 @@ overhead with a 90% bootstrap interval. Besides wall time it reports the process
 
     python bench/bench_hooks.py [--B 512] [--T 1024] [--iters 30] [--loop-steps 100] [--repeats 8]
         [--threads N] [--skip-blocking] [--skip-loop] [--inputs minimal,full,sampler]
+        [--findings-every 10,0]
 """
 
 from __future__ import annotations
@@ -87,12 +89,13 @@ def bench_blocking(args, tmp: str) -> list[tuple]:
 
     rows = []
     configs = [
-        (thread, sinks, uri, inputs)
+        (thread, sinks, uri, inputs, every)
         for thread in (True, False)
         for sinks, uri in (("parquet", None), ("parquet+mlflow", f"sqlite:///{tmp}/mlflow.db"))
         for inputs in args.inputs.split(",")
+        for every in (int(e) for e in args.findings_every.split(","))
     ]
-    for thread, sinks, uri, inputs in configs:
+    for thread, sinks, uri, inputs, every in configs:
         base = loss_alone()
         log_t, it_t = [], []
         with RunRecorder(
@@ -101,6 +104,7 @@ def bench_blocking(args, tmp: str) -> list[tuple]:
             algorithm="gspo",
             mlflow=uri,
             compute_thread=thread,
+            findings_every=every,
         ) as rec:
             for i in range(args.iters + 2):
                 t0 = time.perf_counter()
@@ -136,11 +140,17 @@ def bench_blocking(args, tmp: str) -> list[tuple]:
             rec.flush()
             on_thread = deferred.computed / (args.iters + 2) if deferred is not None else 0.0
         name = f"{'thread' if thread else 'caller'}, {sinks}, {inputs}"
+        name += ", no findings" if not every else ""
         rows.append((name, base, med(log_t), med(it_t), on_thread))
     return rows
 
 
-LOOP_VARIANTS = ("without recorder", "with Parquet", "with Parquet + MLflow")
+LOOP_VARIANTS = (
+    "without recorder",
+    "with Parquet",
+    "with Parquet + MLflow",
+    "with Parquet, no findings",  # findings_every=0: what the live findings thread costs
+)
 
 
 def _child_cpu() -> float:
@@ -180,6 +190,7 @@ def run_loop_variant(variant: str, config, root: str, uri: str | None, name: str
             algorithm="gspo",
             config={"steps": config.steps},
             mlflow=uri,
+            **({"findings_every": 0} if "no findings" in variant else {}),
         )
         train(config, recorder=rec)
     out = {"wall": time.perf_counter() - t0, "cpu": time.process_time() - c0}
@@ -261,7 +272,7 @@ def print_loop(seq: list[dict], n: int, repeats: int) -> None:
         "with a 90% bootstrap interval"
     )
     print(
-        f"{'variant':<24} {'runs':>4} {'wall':>8} {'wall overhead':>24} {'CPU overhead':>24}"
+        f"{'variant':<26} {'runs':>4} {'wall':>8} {'wall overhead':>24} {'CPU overhead':>24}"
         f" {'close':>7} {'child CPU':>10} {'in loop':>8}"
     )
     for v in LOOP_VARIANTS:
@@ -274,7 +285,7 @@ def print_loop(seq: list[dict], n: int, repeats: int) -> None:
                 m, lo, hi = _mean_ci(_overheads(seq, v, key))
                 cols.append(f"{100 * m:+.1f}% [{100 * lo:+.1f}, {100 * hi:+.1f}]")
         print(
-            f"{v:<24} {len(rs):>4} {med(r['wall'] for r in rs):>7.2f}s {cols[0]:>24} {cols[1]:>24}"
+            f"{v:<26} {len(rs):>4} {med(r['wall'] for r in rs):>7.2f}s {cols[0]:>24} {cols[1]:>24}"
             f" {med(r['close'] for r in rs):>6.2f}s {med(r['child'] for r in rs):>9.2f}s"
             f" {med(r['child_in_loop'] for r in rs):>7.2f}s"
         )
@@ -288,8 +299,8 @@ def print_loop(seq: list[dict], n: int, repeats: int) -> None:
     base_step = med(r["cpu"] for r in base) / n
     print(f"\nrecorder CPU per optimizer step (the loop without it: {base_step * 1e3:.1f} ms)")
     print(
-        f"{'variant':<24} {'log_step':>9} {'compute thread':>15} {'sink threads':>13}"
-        f" {'in-process':>11} {'MLflow child':>13}"
+        f"{'variant':<26} {'log_step':>9} {'compute thread':>15} {'sink threads':>13}"
+        f" {'of it findings':>15} {'in-process':>11} {'MLflow child':>13}"
     )
     for v in LOOP_VARIANTS[1:]:
         rs = [r for r in seq if r["variant"] == v]
@@ -299,9 +310,11 @@ def print_loop(seq: list[dict], n: int, repeats: int) -> None:
         ls = med(s["log_step"] / s["steps"] for s in st)
         comp = med(s.get("compute", 0.0) / s["steps"] for s in st)
         kid = med(r["child"] for r in rs) / n
+        found = med(s.get("findings", 0.0) / s["steps"] for s in st)
         print(
-            f"{v:<24} {ls * 1e3:>6.2f} ms {comp * 1e3:>12.2f} ms {threads * 1e3:>10.2f} ms "
-            f"{100 * (ls + comp + threads) / base_step:>10.1f}% {kid * 1e3:>10.2f} ms"
+            f"{v:<26} {ls * 1e3:>6.2f} ms {comp * 1e3:>12.2f} ms {threads * 1e3:>10.2f} ms "
+            f"{found * 1e3:>12.2f} ms {100 * (ls + comp + threads) / base_step:>10.1f}% "
+            f"{kid * 1e3:>10.2f} ms"
         )
 
 
@@ -321,6 +334,12 @@ def main() -> None:
     ap.add_argument("--skip-blocking", action="store_true")
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0: leave default)")
     ap.add_argument("--inputs", default="minimal,full,sampler", help="input sets of part 1")
+    ap.add_argument(
+        "--findings-every",
+        default="10",
+        help="part 1: RunRecorder findings_every values to run each configuration with "
+        "(0: live findings off; e.g. 10,0 for the before/after of the findings thread)",
+    )
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)

@@ -17,6 +17,7 @@ from torch import nn
 from training_hooks import schema
 from training_hooks.demo import (
     DemoConfig,
+    ProgressLine,
     RunResult,
     Session,
     StepStats,
@@ -27,7 +28,9 @@ from training_hooks.demo import (
     summary_table,
     train,
 )
+from training_hooks.demo.config import DEMO_GSPO_EPS
 from training_hooks.demo.policy import Policy, action_logprobs, sample
+from training_hooks.demo.report import header
 from training_hooks.demo.task import Prompt, Task, target
 
 TASK = Task("abc", ("copy", "rev", "sort", "dup"), 1, 4)
@@ -220,18 +223,19 @@ def test_policy_size_and_shared_initialisation():
 
 
 def test_config_checks():
-    """Bad configs raise ValueError naming the field."""
+    """Bad configs raise ValueError naming the field; each algorithm's default clip range, and
+    whose it is (GRPO the paper's, GSPO the demo's)."""
     with pytest.raises(ValueError, match="algorithm"):
         DemoConfig(algorithm="ppo")
     with pytest.raises(ValueError, match="group_size"):
         DemoConfig(group_size=1)
     with pytest.raises(ValueError, match="minibatches"):
         DemoConfig(prompts_per_step=6, minibatches=4)
-    assert (DemoConfig(algorithm="gspo").eps_low, DemoConfig(algorithm="gspo").eps_high) == (
-        3e-4,
-        4e-4,
-    )
-    assert DemoConfig(algorithm="grpo").eps_low == 0.2
+    gspo, grpo = DemoConfig(algorithm="gspo"), DemoConfig(algorithm="grpo")
+    assert gspo.eps == DEMO_GSPO_EPS == (0.02, 0.03) and gspo.eps_source == "demo"
+    assert grpo.eps == (0.2, 0.2) and grpo.eps_source == "paper"
+    assert DemoConfig(algorithm="gspo", eps_low=3e-4, eps_high=4e-4).eps_source == "paper"
+    assert DemoConfig(algorithm="gspo", eps_low=0.1).eps_source == "option"
 
 
 def test_off_policy_minibatches_move_the_ratio():
@@ -329,6 +333,7 @@ def test_faults_in_the_loop():
         steps=4,
         prompts_per_step=8,
         group_size=4,
+        minibatches=2,
         warmup_steps=20,
         warmup_batch=16,
         inject=("lr-spike@6", "nan-logprobs@3", "stale-old-logprobs@4", "sampler-noise@6"),
@@ -393,7 +398,10 @@ def test_demo_end_to_end_records_every_column(tmp_path, mlflow_uri, capsys):
     ]
     results = run(args)
     text = capsys.readouterr().out
-    assert "streamlit run app/main.py" in text and "reward first 1/5" in text
+    assert f"Open the dashboard on both runs: gspo-dash --root {out}\n" in text
+    assert "reward 1st 1/5" in text and "faults injected: none" in text
+    for phase in ("numba kernel", "warm start", "training grpo", "writing gspo", "total"):
+        assert re.search(rf"^  {phase} +\d+\.\d ", text, re.M), phase
     assert [r.config.algorithm for r in results] == ["grpo", "gspo"]
 
     for res in results:
@@ -401,6 +409,11 @@ def test_demo_end_to_end_records_every_column(tmp_path, mlflow_uri, capsys):
         assert info.status == schema.STATUS_FINISHED
         assert info.algorithm == res.config.algorithm and info.group_size == 4
         assert info.reduction == "seq_mean_token_mean"
+        # both runs measure both units with the same ranges: GRPO's token ε, the demo's GSPO ε
+        assert (info.token_eps_low, info.token_eps_high) == (0.2, 0.2)
+        assert (info.seq_eps_low, info.seq_eps_high) == DEMO_GSPO_EPS
+        source = {"grpo": ("paper", "0.2/0.2"), "gspo": ("demo", "0.0003/0.0004")}
+        assert (info.config["eps_source"], info.config["paper_eps"]) == source[info.algorithm]
         steps = _read(res.run_dir, schema.STEPS_DIR)
         assert set(schema.STEP_COLUMN_NAMES) <= set(steps.columns)
         assert steps[schema.Step.STEP].tolist() == list(range(6))  # 3 rollouts x 2 minibatches
@@ -514,7 +527,7 @@ def test_cli_values_reach_the_configs():
         3,
         9,
     )
-    assert (cfg.eps_low, cfg.eps_high) == (0.1, 4e-4)
+    assert (cfg.eps_low, cfg.eps_high) == (0.1, 0.03)  # eps_high: the demo's GSPO default
     assert cfg.stored()["ops"] == "copy,dup"
     assert parse_args(["--mlflow", "sqlite:///x.db"])[0].mlflow == "sqlite:///x.db"
 
@@ -528,17 +541,144 @@ def test_cli_reports_a_bad_config_by_its_option(capsys):
 
 
 def test_summary_fifths_and_off_policy_means():
-    """10 rollouts: first fifth = mean of 2 rollouts, last = last 2; '*' skips each batch's step 0."""
+    """10 rollouts: first fifth = mean of 2 rollouts, last = last 2; '*' skips the lag-0 steps;
+    the rate leaves the first rollout out; one run is "the run", never "both runs"."""
     cfg = DemoConfig(steps=10, minibatches=2)
-    # optimizer step i: seq clip 0 on the first step of a rollout, 0.6 on the second
+    # optimizer step i: lag i % 2; clip 0 on the on-policy step, 0.6 / 0.02 on the other;
+    # entropy 1 - 0.02 i
     stats = [
-        StepStats(i // 2, 0.0, 0.6 * (i % 2), 0.02 * (i % 2), 3.0, 0.0, 0.5) for i in range(20)
+        StepStats(i // 2, 0.0, 0.6 * (i % 2), 0.02 * (i % 2), 3.0, 0.0, 0.5, 1 - 0.02 * i, i % 2)
+        for i in range(20)
     ]
     rewards = [0.1, 0.3, 0.4, 0.4, 0.4, 0.4, 0.4, 0.4, 0.7, 0.9]
-    res = RunResult(cfg, stats, rewards, wall_time=1.0)
+    res = RunResult(cfg, stats, rewards, first_rollout_time=1.0, train_time=5.5)
     assert res.fifths() == pytest.approx((0.2, 0.8))
     assert res.mean("seq_clip_fraction") == pytest.approx(0.3)
     assert res.mean("seq_clip_fraction", off_policy_only=True) == pytest.approx(0.6)
     assert res.mean("token_clip_fraction", off_policy_only=True) == pytest.approx(0.02)
-    row = summary_table([res]).splitlines()[1].split()
-    assert row[:7] == ["gspo", "0.200", "0.800", "0.300", "0.01000", "0.600", "0.02000"]
+    assert res.rollouts_per_s == pytest.approx(9 / 4.5)  # rollouts 2-10 in 5.5 - 1.0 s
+    text = summary_table([res])
+    row = text.splitlines()[1].split()
+    # entropy: steps 0-3 -> 1 - 0.02 * 1.5 = 0.97; steps 16-19 -> 1 - 0.02 * 17.5 = 0.65
+    assert row == ["gspo", "0.200", "0.800", "2.00%", "60.0%", "0.97/0.65", "0.000/0.000"] + [
+        "5.5",
+        "2.0",
+    ]
+    assert "rollout steps 1-2 and 9-10 of 10" in text
+    assert "measured on the run," in text and "both runs" not in text
+    assert "faults injected" not in text  # none injected
+    injected = RunResult(
+        DemoConfig(steps=10, minibatches=2, inject=("lr-spike@8",)), stats, rewards
+    )
+    two = summary_table([res, injected])
+    assert "faults injected in gspo: none\nfaults injected in gspo: lr-spike@8 (at step 8)" in two
+    assert "faults injected in both runs: lr-spike@8 (at step 8)" in summary_table([injected] * 2)
+
+
+def test_header_states_eps_and_faults():
+    """The header names each algorithm's clip range and whose it is, and the injected faults
+    with when they act."""
+    inject = ("lr-spike@8", "sampler-noise")
+    configs = [DemoConfig(algorithm=a, inject=inject) for a in ("grpo", "gspo")]
+    text = header(configs, "my runs", None)
+    assert "GRPO clip range: 0.2/0.2 per token, the paper's\n" in text
+    assert "GSPO clip range: 0.02/0.03 per sequence, the demo's (the paper's: 3e-4/4e-4)" in text
+    assert "faults injected: lr-spike@8 (at step 8), sampler-noise@0 (from step 0)" in text
+    assert "recording to my runs (Parquet); MLflow off" in text
+    assert "4 minibatches x 1 epoch(s) = 4 optimizer steps (policy lag 0..3)" in text
+
+
+def test_progress_line_names_what_each_value_covers():
+    """Each value says which rollouts it covers: the rate from rollout 2 on, the others over the
+    last 10 rollouts, the clip shares over their off-policy steps only."""
+    import io
+
+    out = io.StringIO()  # not a terminal: one line per 10% of the run (here every rollout)
+    line = ProgressLine("grpo", 12, stream=out)
+    for r in range(12):
+        # rollout r: reward 0.04 r; the lag-1 step clips 2% of tokens and 30% of sequences
+        line(
+            r,
+            [
+                StepStats(r, 0.04 * r, 0.0, 0.0, 3.0, 0.0, 0.0, 0.7, 0),
+                StepStats(r, 0.04 * r, 0.3, 0.02, 3.0, 0.0, 0.0, 0.7, 1),
+            ],
+        )
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 12
+    assert lines[0].startswith("grpo [          ] 1/12 | rate from rollout 2 on | rollout 1: ")
+    assert re.search(r"\| \d+\.\d rollouts/s over rollout 2 \| rollouts 1-2: ", lines[1])
+    # the last line: rollouts 3-12, reward 0.04 * mean(2..11) = 0.04 * 6.5 = 0.26
+    assert re.search(r"rollouts/s over rollouts 2-12 \| rollouts 3-12: reward 0.26, ", lines[-1])
+    assert lines[-1].endswith("off-policy clip 2.0% of tokens, 30% of sequences, length 3.0")
+
+
+@pytest.mark.slow
+def test_cli_one_run_with_faults(tmp_path, capsys):
+    """One algorithm: "the run", never "both runs"; the dashboard command quotes --out; the
+    injected fault is in the header and the summary."""
+    out = tmp_path / "my runs"
+    run(
+        ["--algorithms", "gspo", "--out", str(out), "--no-mlflow", "--inject", "lr-spike@1"]
+        + ["--steps", "1", "--group-size", "4", "--prompts-per-step", "4", "--minibatches", "2"]
+        + ["--warmup-steps", "5"]
+    )
+    text = capsys.readouterr().out
+    assert "both runs" not in text
+    assert f"Open the dashboard on the run: gspo-dash --root '{out}'\n" in text
+    assert "faults injected: lr-spike@1 (at step 1)" in text
+    assert "faults injected in the run: lr-spike@1 (at step 1)" in text
+    assert "mlflow ui" not in text
+
+
+# ---------------------------------------------------------------- the default regime
+
+
+@pytest.mark.slow
+def test_default_demo_is_in_the_real_regime(tmp_path, capsys):
+    """The default demo (Parquet only), read back from disk: both runs learn, GRPO clips a real
+    run's share of its off-policy tokens, GSPO of its off-policy sequences (its own ε, stated in
+    run.json), the entropy does not collapse and the Health page finds no warning or error
+    (REGIME_BANDS, docs/demo.md)."""
+    from app import health
+    from training_hooks.demo.config import REGIME_BANDS
+
+    def within(name, value):
+        lo, hi = REGIME_BANDS[name]
+        return (lo is None or value >= lo) and (hi is None or value <= hi)
+
+    results = run(["--out", str(tmp_path / "runs"), "--no-mlflow"])
+    capsys.readouterr()
+    for res in results:
+        info = schema.read_run_info(res.run_dir)
+        steps = schema.read_table(res.run_dir, schema.STEPS_DIR)
+        S = schema.Step
+        assert len(steps) == DemoConfig().optimizer_steps
+        per_rollout = steps.groupby(S.ROLLOUT)
+        reward = per_rollout[S.REWARD_MEAN].mean()  # equal-sized minibatches
+        k = len(reward) // 5
+        gain = reward.iloc[-k:].mean() - reward.iloc[:k].mean()
+        assert within("gain", gain), (info.algorithm, gain)
+        off = steps[steps[S.POLICY_LAG] > 0]
+        if info.algorithm == "grpo":
+            tok = (off[S.TOKEN_CLIP_FRACTION] * off[S.NUM_TOKENS]).sum() / off[S.NUM_TOKENS].sum()
+            assert within("grpo_tok_clip_off", tok), tok
+        else:
+            assert (info.seq_eps_low, info.seq_eps_high) == DEMO_GSPO_EPS
+            assert info.config["eps_source"] == "demo"
+            seq = off[S.SEQ_CLIP_FRACTION].mean()
+            assert within("gspo_seq_clip_off", seq), seq
+        entropy = per_rollout[S.ENTROPY_MEAN].mean()
+        kept = entropy.iloc[-k:].mean() / entropy.iloc[:k].mean()
+        assert within("entropy_kept", kept), (info.algorithm, kept)
+        found = health.run_findings(
+            steps,
+            algorithm=info.algorithm,
+            status=info.status,
+            updated_at=info.updated_at,
+            last_step=info.last_step,
+            seq_eps=(info.seq_eps_low, info.seq_eps_high),
+            token_eps=(info.token_eps_low, info.token_eps_high),
+        )
+        alarms = [f.code for f in found if f.severity in (health.ERROR, health.WARNING)]
+        assert alarms == [], (info.algorithm, alarms)

@@ -194,3 +194,27 @@ def test_idle_thread_lowers_only_the_calling_thread():
     t.join()
     assert seen == [os.SCHED_IDLE]
     assert os.sched_getscheduler(0) != os.SCHED_IDLE
+
+
+@pytest.mark.skipif(not hasattr(os, "SCHED_IDLE"), reason="SCHED_IDLE is Linux's")
+def test_normal_process_restores_an_idle_child():
+    """``priority.normal_process`` gives a child at ``idle_process`` (SCHED_IDLE) the normal
+    policy back, as the MLflow sink does when the recorder's close starts waiting on it."""
+    import subprocess
+    import sys
+    import time
+
+    from training_hooks.priority import normal_process
+
+    code = "from training_hooks.priority import idle_process; idle_process(); input()"
+    child = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, text=True)
+    try:
+        for _ in range(200):  # until the child has lowered itself
+            if os.sched_getscheduler(child.pid) == os.SCHED_IDLE:
+                break
+            time.sleep(0.05)
+        assert os.sched_getscheduler(child.pid) == os.SCHED_IDLE
+        normal_process(child.pid)
+        assert os.sched_getscheduler(child.pid) == os.SCHED_OTHER
+    finally:
+        child.communicate("\n", timeout=30)

@@ -258,8 +258,9 @@ def test_kill_9_mid_run_leaves_every_flushed_step_readable(s3_root):
 
 def test_importer_and_sync_with_an_s3_root(tmp_path, s3_root, mlflow_uri):
     """`python -m training_hooks.importers ... --root s3://...` writes a run the app lists;
-    importing the grown log replaces it (the old object deleted); `python -m
-    training_hooks.sync s3://...` replays it into MLflow with its files as artifacts."""
+    importing the grown log again says it was imported and leaves the bucket as it was, and with
+    --replace replaces it (the old object deleted); `python -m training_hooks.sync s3://...`
+    replays it into MLflow with its files as artifacts."""
     out = tmp_path / "trl-out"
     history = [{**TRL_STEP, "step": s, "reward": 0.25 * s} for s in (1, 2, 3)]
     _trl_state(out, history)
@@ -268,7 +269,9 @@ def test_importer_and_sync_with_an_s3_root(tmp_path, s3_root, mlflow_uri):
     run_dir = storage.join(s3_root, "trl-one")
     first = [f.name for f in storage.list_tree(run_dir)]
     _trl_state(out, [*history, {**TRL_STEP, "step": 4, "reward": 1.0}])
-    assert importers_cli.main(args) == 0
+    assert importers_cli.main(args) == 0  # already imported: nothing written
+    assert [f.name for f in storage.list_tree(run_dir)] == first
+    assert importers_cli.main([*args, "--replace"]) == 0
     second = [f.name for f in storage.list_tree(run_dir)]
     assert len(second) == 2 and not set(first) & set(second) - {"run.json"}
     steps = schema.read_table(run_dir, STEPS_DIR)

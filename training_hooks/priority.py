@@ -44,3 +44,13 @@ def idle_thread() -> None:
             os.setpriority(os.PRIO_PROCESS, tid, 19)
         except (AttributeError, OSError):
             pass
+
+
+def normal_process(pid: int) -> None:
+    """Give process ``pid`` (one of ours at ``idle_process``) the normal policy back, at the nice
+    value it inherited: for when the caller waits on it, so its work is no longer background.
+    Where that is not allowed or not supported, nothing changes."""
+    try:
+        os.sched_setscheduler(pid, os.SCHED_OTHER, os.sched_param(0))
+    except (AttributeError, OSError):
+        pass

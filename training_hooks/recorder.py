@@ -35,7 +35,7 @@ import threading
 import time
 import warnings
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,6 +51,7 @@ from .deferred import DeferredCompute
 from .inputs import StepInputs
 from .schema import RunInfo, write_json_atomic
 from .sinks import NullSink, ParquetSink, Sink, SinkWorker
+from .sinks.findings import findings_sink
 from .sinks.mlflow import resolve_tracking_uri, run_params
 
 log = logging.getLogger("training_hooks")
@@ -208,6 +209,16 @@ class RecorderSettings:
     """Extra ``Sink`` objects, each run on its own thread like the built-in ones (rank 0)."""
     distributed: bool | None = None
     """None (auto: use ``torch.distributed`` when initialised), or False."""
+    findings_every: int = 10
+    """Run the Health checks that need no future (``training_hooks.findings.LIVE_CODES``) every
+    this many steps (and 2% of the steps so far) on their own thread, never the training thread;
+    0: off. The first time a code fires the recorder prints one line, adds it to run.json's
+    ``findings``, tags the MLflow run and calls ``on_finding`` (rank 0; docs/health.md)."""
+    on_finding: Callable[[Any], Any] | str | None = None
+    """Called with each new live finding (``training_hooks.findings.live.LiveFinding``: step,
+    code, severity, title, evidence, advice) on the findings thread; what it raises is a fault,
+    never an error in training. A string ``"package.module:function"`` names one (for a process
+    that cannot be handed a callable, e.g. a verl worker)."""
     compute_thread: bool | None = None
     """CPU tensors of at least ``RunRecorder.defer_min_elements`` (B * T), one process:
     ``log_step`` checks the step and copies its tensors, and a background thread reduces the
@@ -230,6 +241,12 @@ class RecorderSettings:
             raise ValueError(f"flush_interval_s must be > 0, got {self.flush_interval_s!r}")
         if not isinstance(self.token_samples, int) or self.token_samples < 0:
             raise ValueError(f"token_samples must be an int >= 0, got {self.token_samples!r}")
+        if not isinstance(self.findings_every, int) or self.findings_every < 0:
+            raise ValueError(f"findings_every must be an int >= 0, got {self.findings_every!r}")
+        if self.on_finding is not None and not callable(self.on_finding):
+            from .findings.live import callback_from_spec
+
+            object.__setattr__(self, "on_finding", callback_from_spec(self.on_finding))
         if self.run_id is not None and not _RUN_ID_RE.match(str(self.run_id)):
             raise ValueError(
                 f"run_id {self.run_id!r} must be 1-128 characters of letters, digits, '.', '_', '-'"
@@ -392,6 +409,9 @@ class RunRecorder:
         self.mlflow_sink = None
         if self.is_main and self.tracking_uri is not None:
             self.mlflow_sink = self._mlflow_sink(s)
+        if self.is_main and s.findings_every:  # closed before MLflow: its last tags get there
+            sinks.append(findings_sink(self.state, s, self.mlflow_sink))
+        if self.mlflow_sink is not None:
             sinks.append(self.mlflow_sink)
         if self.is_main:
             sinks += s.sinks

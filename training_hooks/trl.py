@@ -645,7 +645,8 @@ def attach(trainer: GRPOTrainer, **recorder_kwargs: Any) -> GRPOTrainer:
     """Record ``trainer`` (a ``GRPOTrainer`` or subclass instance) with gspo-dash; returns it.
 
     ``recorder_kwargs`` go to ``RunRecorder`` (``root``, ``name``, ``mlflow``, ``config`` merged
-    over the TRL settings, ...); ``algorithm`` and the eps of TRL's unit come from the trainer.
+    over the TRL settings, ``on_finding`` and ``findings_every`` for live findings, ...);
+    ``algorithm`` and the eps of TRL's unit come from the trainer.
     The recorder opens when ``train()`` starts and closes when it ends (``failed`` on an error).
     """
     if not isinstance(trainer, GRPOTrainer):

@@ -36,7 +36,7 @@ for run in shown:
     t = data.load_steps(run)
     problems += [f"{run.label}: {p}" for p in t.problems]
     split = lag_split(in_step_order(t.df))
-    results.append((run, t, split, ui.findings_for(run, t.df)))
+    results.append((run, t, split, ui.health_report(run, t.df)))
 
 summary = pd.DataFrame(
     [
@@ -50,11 +50,26 @@ summary = pd.DataFrame(
             "warnings": sum(f.severity == WARNING for f in found),
             "notes": sum(f.severity == INFO for f in found),
             "most severe": found[0].title if found else "",
+            "not checked": len(report.not_checked),
         }
-        for run, t, split, found in results
+        for run, t, split, report in results
+        for found in [report.findings]
     ]
 )
 st.dataframe(summary, hide_index=True)
+
+
+def live_line(run) -> str:
+    """What the recorder reported while the run trained (run.json ``findings``), in one line."""
+    found = run.info.other.get("findings") if run.info is not None else None
+    if not isinstance(found, list) or not found:
+        return ""
+    parts = [
+        f"{f.get('code')} ({f.get('severity')}) at step {f.get('step')}"
+        for f in found
+        if isinstance(f, dict)
+    ]
+    return "Reported live by the recorder: " + ", ".join(parts) + "."
 
 
 def culprit_links(run, steps: tuple[int, ...]) -> None:
@@ -76,7 +91,8 @@ def culprit_links(run, steps: tuple[int, ...]) -> None:
         )
 
 
-for run, t, split, found in results:
+for run, t, split, report in results:
+    found = report.findings
     worst = found[0].severity if found else OK
     n_bad = sum(f.severity in (ERROR, WARNING) for f in found)
     n_info = sum(f.severity == INFO for f in found)
@@ -84,8 +100,15 @@ for run, t, split, found in results:
     label = f"{head} — {n_bad} finding{'s' if n_bad != 1 else ''}"
     if n_info:  # info findings are not problems, but the table names them: say they are here
         label += f", {n_info} note{'s' if n_info != 1 else ''}"
+    if report.not_checked:  # a card with no finding may still have checked little
+        label += f"; {len(report.not_checked)} of {len(report.checked) + len(report.not_checked)}"
+        label += " checks could not run"
     with st.expander(label, expanded=n_bad > 0, icon=ICON[worst]):
         st.caption(ui.md_escape(split.describe()))
+        st.markdown(ui.md_escape(report.checked_line()))
+        st.markdown(ui.md_escape(report.not_checked_line()))
+        if live := live_line(run):
+            st.caption(ui.md_escape(live))
         for f in found:
             text = f"**{ui.md_escape(f.title)}**  \n{ui.md_escape(f.evidence)}"
             if f.advice:

@@ -12,6 +12,8 @@ import argparse
 import dataclasses
 import os
 import re
+import shlex
+import time
 import types
 import typing
 from collections.abc import Callable, Sequence
@@ -19,8 +21,8 @@ from typing import Any
 
 from .config import DemoConfig, Session
 from .faults import fault_help
-from .loop import RunResult, train
-from .report import ProgressLine, summary_table
+from .loop import RunResult, build, train
+from .report import Phase, ProgressLine, header, phases_text, summary_table
 
 DESCRIPTION = (
     "Train a small transformer policy with GRPO and GSPO on a synthetic verifiable task and "
@@ -131,7 +133,11 @@ def _flag(word: str, names: list[str]) -> str:
 
 
 def record_run(config: DemoConfig, session: Session) -> RunResult:
-    """Train one run, recorded by a ``RunRecorder`` under ``session.out``, with a progress line."""
+    """Train one run, recorded by a ``RunRecorder`` under ``session.out``, with a progress line;
+    the result's ``write_time`` is the recorder's close (the last Parquet parts, MLflow's metrics
+    and artifacts). Runs are recorded one after the other: a fresh SQLite MLflow store is
+    migrated by the first run's MLflow process, and a second one migrating it at the same time
+    would fail."""
     from training_hooks import RunRecorder
 
     with RunRecorder(
@@ -143,32 +149,110 @@ def record_run(config: DemoConfig, session: Session) -> RunResult:
         reduction=config.reduction,
         group_size=config.group_size,
         token_samples=session.token_samples,
+        **config.clip_ranges(),
     ) as recorder:
         result = train(config, recorder, ProgressLine(config.algorithm, config.steps))
         result.run_dir = str(recorder.run_dir)
+        t0 = time.perf_counter()
+    result.write_time = time.perf_counter() - t0
     return result
 
 
-def run(argv: Sequence[str] | None = None) -> list[RunResult]:
-    """The command line: train and record every requested algorithm, print the summary."""
+def process_age() -> float | None:
+    """Seconds since this process started (Linux ``/proc``); None where that is unknown."""
+    try:
+        with open("/proc/self/stat") as f:
+            after_name = f.read().rsplit(")", 1)[1].split()
+        start_ticks = int(after_name[19])  # field 22, starttime, in clock ticks since boot
+        return time.clock_gettime(time.CLOCK_BOOTTIME) - start_ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, AttributeError):
+        return None
+
+
+def cpu_text() -> str:
+    """The CPU time this process and its finished child processes (MLflow's) used, and the load:
+    on a shared machine the wall clock stretches with other jobs, the CPU time much less."""
+    t = os.times()
+    own, children = t.user + t.system, t.children_user + t.children_system
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    return (
+        f"CPU time (s): this process {own:.1f}, its child processes (MLflow) {children:.1f}; "
+        f"load average {load:.1f} over the last minute on {os.cpu_count()} CPUs"
+    )
+
+
+def load_kernel(device: str) -> Phase | None:
+    """Load the diagnostics' numba kernel now, timed (None off the CPU, where it is not used).
+
+    numba keeps the compiled kernel in its disk cache (``cache=True``), so it is compiled once
+    per machine (and again only when its source changes), then loaded in about a second."""
     import torch
 
+    if torch.device(device).type != "cpu":
+        return None
+    from gspo_metrics.diagnostics import fused_available
+
+    t0 = time.perf_counter()
+    ok = fused_available()
+    seconds = time.perf_counter() - t0
+    if not ok:
+        return Phase("numba kernel", seconds, "numba unavailable: torch computes the diagnostics")
+    from gspo_metrics import fused
+
+    stats = getattr(fused.diagnostics_kernel, "stats", None)
+    if stats is None:
+        return Phase("numba kernel", seconds, "loaded (numba's cache state unknown)")
+    if stats.cache_misses:
+        what = f"compiled (once per machine), cached in {stats.cache_path}"
+    else:
+        what = f"loaded from numba's cache in {stats.cache_path} (compiled once per machine)"
+    return Phase("numba kernel", seconds, what)
+
+
+def run(argv: Sequence[str] | None = None) -> list[RunResult]:
+    """The command line: train and record every requested algorithm, print the summary, the
+    time of each phase and the commands that open the runs."""
+    import torch
+
+    from training_hooks.sinks.mlflow import resolve_tracking_uri
+
+    started = process_age()
+    t0 = time.perf_counter()
     session, configs = parse_args(argv)
     torch.set_num_threads(session.threads)
-    results = [record_run(config, session) for config in configs]
+    uri = resolve_tracking_uri(session.mlflow)
+    print(header(configs, session.out, uri), flush=True)
+    phases = [] if started is None else [Phase("start-up", started, "python, torch, imports")]
+    kernel = load_kernel(configs[0].device)
+    phases += [kernel] if kernel else []
+    t1 = time.perf_counter()
+    build(configs[0])  # the warm start, shared by every run (its weights are cached)
+    warm = f"{configs[0].warmup_steps} supervised steps, shared by the runs"
+    phases.append(Phase("warm start", time.perf_counter() - t1, warm))
+    sinks = "the last Parquet parts, MLflow's metrics and artifacts" if uri else "Parquet"
+    results = []
+    for config in configs:
+        results.append(record_run(config, session))
+        r = results[-1]
+        what = f"{config.steps} rollout steps, {config.optimizer_steps} optimizer steps"
+        phases.append(Phase(f"training {config.algorithm}", r.train_time, what))
+        phases.append(Phase(f"writing {config.algorithm}", r.write_time, f"at close: {sinks}"))
+    elapsed = time.perf_counter() - t0
+    known = sum(p.seconds for p in phases) - (started or 0.0)
+    what = "each run's set-up (recorder, policy copy), printing"
+    phases.append(Phase("other", elapsed - known, what))
     print()
     print(summary_table(results))
     print()
+    print(phases_text(phases, None if started is None else started + elapsed))
+    print(cpu_text())
+    print()
     for r in results:
         print(f"{r.config.algorithm}: {r.run_dir}")
-    if session.mlflow:
-        uri = (
-            session.mlflow
-            if isinstance(session.mlflow, str)
-            else os.environ.get("MLFLOW_TRACKING_URI", "sqlite:///mlflow.db")
-        )
-        print(f"MLflow: mlflow ui --backend-store-uri {uri}")
-    print("Open the dashboard: streamlit run app/main.py")
+    runs = "both runs" if len(results) == 2 else ("the run" if len(results) == 1 else "the runs")
+    print(f"Open the dashboard on {runs}: gspo-dash --root {shlex.quote(session.out)}")
+    if uri:
+        print(f"The same runs in MLflow: mlflow ui --backend-store-uri {shlex.quote(uri)}")
     return results
 
 

@@ -14,10 +14,33 @@ from gspo_metrics.spec import GRPO_EPS, GSPO_EPS
 from .faults import Faults
 from .task import Task
 
-#: Clip range (eps_low, eps_high) of each algorithm the demo trains: GRPO clips tokens, GSPO
-#: clips sequences (``gspo_metrics.grpo_loss`` / ``gspo_loss``).
-DEFAULT_EPS: dict[str, tuple[float, float]] = {"grpo": GRPO_EPS, "gspo": GSPO_EPS}
+#: GSPO's clip range in this demo (sequence unit), not the paper's ``GSPO_EPS`` (3e-4 / 4e-4).
+#: The paper's range is sized for LLM completions of hundreds of tokens, most of them nearly
+#: certain, whose mean token log-ratio barely moves per update; here a completion has 2-6 tokens
+#: over a 4-action vocabulary and every token moves, so with the paper's range nearly every
+#: off-policy sequence is outside it. This range keeps GSPO's clip share in the paper's regime
+#: (about 15% of the off-policy sequences; docs/demo.md).
+DEMO_GSPO_EPS: tuple[float, float] = (0.02, 0.03)
+#: The published clip range of each algorithm (GRPO's token unit, GSPO's sequence unit).
+PAPER_EPS: dict[str, tuple[float, float]] = {"grpo": GRPO_EPS, "gspo": GSPO_EPS}
+#: Clip range (eps_low, eps_high) of each algorithm the demo trains: GRPO clips tokens with the
+#: paper's range, GSPO clips sequences with the demo's (``gspo_metrics.grpo_loss`` / ``gspo_loss``).
+DEFAULT_EPS: dict[str, tuple[float, float]] = {"grpo": GRPO_EPS, "gspo": DEMO_GSPO_EPS}
+#: The unit each algorithm clips in (the recorder's ``token_eps`` / ``seq_eps``).
+CLIP_UNIT: dict[str, str] = {"grpo": "token", "gspo": "seq"}
 ALGORITHMS = tuple(DEFAULT_EPS)
+#: The regime the defaults are chosen for (docs/demo.md), as (low, high) bounds (None: none),
+#: checked on the recorded runs by ``bench/bench_demo_learning.py`` and the slow test:
+#: ``gain``, last fifth's mean reward minus the first fifth's (rewards are 0 or 1);
+#: ``grpo_tok_clip_off``, GRPO's share of off-policy tokens outside its range;
+#: ``gspo_seq_clip_off``, GSPO's share of off-policy sequences outside its range;
+#: ``entropy_kept``, last fifth's mean entropy over the first fifth's.
+REGIME_BANDS: dict[str, tuple[float | None, float | None]] = {
+    "gain": (0.15, None),
+    "grpo_tok_clip_off": (5e-4, 0.03),
+    "gspo_seq_clip_off": (0.05, 0.40),
+    "entropy_kept": (0.3, None),
+}
 
 
 def option(default: Any, help: str, **metadata: Any) -> Any:
@@ -32,38 +55,46 @@ class DemoConfig:
     algorithm: str = option(
         "gspo", '"grpo" (grpo_loss, token clip) or "gspo" (gspo_loss, sequence clip).', cli=False
     )
-    steps: int = option(120, "Rollout steps (each gives epochs * minibatches optimizer steps).")
+    steps: int = option(50, "Rollout steps (each gives epochs * minibatches optimizer steps).")
     seed: int = option(
         0,
         "Seeds the initial weights, the prompt stream and the sampler (same for every algorithm).",
     )
-    group_size: int = option(8, "G: completions sampled per prompt.")
-    prompts_per_step: int = option(16, "P: prompts per rollout step.")
+    group_size: int = option(12, "G: completions sampled per prompt.")
+    prompts_per_step: int = option(12, "P: prompts per rollout step.")
     minibatches: int = option(
-        2, "Optimizer steps per epoch over a rollout batch (each takes P / minibatches groups)."
+        4,
+        "Optimizer steps per epoch over a rollout batch (each takes P / minibatches groups; 4 as "
+        "in the GSPO paper).",
     )
     epochs: int = option(1, "Passes over each rollout batch.")
     lr: float = option(
-        5e-5,
-        "Adam learning rate (5e-5: GRPO's off-policy token clip and the entropy stay in their "
-        "usual ranges; 3e-4 learns a little faster but collapses the entropy).",
+        8e-5,
+        "Adam learning rate (8e-5: GRPO clips about 1.5% of its off-policy tokens and the "
+        "entropy stays up; docs/demo.md measures others).",
     )
     max_grad_norm: float = option(1.0, "Gradient norm clip.")
     kl_coef: float = option(
         0.0, "beta of an optional k3 KL penalty to the reference policy (0: measured only)."
     )
     eps_low: float | None = option(
-        None, "Clip eps below 1 (default: the algorithm's, gspo_metrics.GRPO_EPS / GSPO_EPS)."
+        None,
+        "Clip eps below 1 (default: GRPO the paper's 0.2 per token, GSPO the demo's 0.02 per "
+        "sequence, not the paper's 3e-4: docs/demo.md).",
     )
     eps_high: float | None = option(
-        None, "Clip eps above 1 (default: the algorithm's, gspo_metrics.GRPO_EPS / GSPO_EPS)."
+        None,
+        "Clip eps above 1 (default: GRPO the paper's 0.2 per token, GSPO the demo's 0.03 per "
+        "sequence, not the paper's 4e-4: docs/demo.md).",
     )
     reduction: str = option("seq_mean_token_mean", "Loss reduction (gspo_metrics.REDUCTIONS).")
     alphabet: str = option("abc", "Symbols of the task's strings.")
     ops: tuple[str, ...] = option(
         ("copy", "rev", "sort"), "Transformations prompts ask for (of copy, rev, sort, dup)."
     )
-    min_len: int = option(1, "Shortest prompt string.")
+    min_len: int = option(
+        2, "Shortest prompt string (1-symbol prompts are solved at the start: no signal)."
+    )
     max_len: int = option(4, "Longest prompt string.")
     max_new_tokens: int = option(
         6, "Completion length limit T (<eos> included); longer completions are truncated."
@@ -116,16 +147,40 @@ class DemoConfig:
     def optimizer_steps(self) -> int:
         return self.steps * self.epochs * self.minibatches
 
+    @property
+    def eps(self) -> tuple[float, float]:
+        """This run's clip range (eps_low, eps_high), in its algorithm's unit."""
+        return (self.eps_low, self.eps_high)
+
+    @property
+    def eps_source(self) -> str:
+        """Whose clip range this run uses: "paper" (the algorithm's published one), "demo" (the
+        demo's own, ``DEMO_GSPO_EPS``) or "option" (set by hand)."""
+        if self.eps == PAPER_EPS[self.algorithm]:
+            return "paper"
+        return "demo" if self.eps == DEFAULT_EPS[self.algorithm] else "option"
+
+    def clip_ranges(self) -> dict[str, tuple[float, float]]:
+        """The recorder's ``seq_eps`` and ``token_eps``: this run's range in its own unit and the
+        other algorithm's default range in the other unit, so every run of a demo measures both
+        units with the same ranges and Compare draws them side by side."""
+        other = next(a for a in ALGORITHMS if a != self.algorithm)
+        ranges = {CLIP_UNIT[other]: DEFAULT_EPS[other], CLIP_UNIT[self.algorithm]: self.eps}
+        return {"seq_eps": ranges["seq"], "token_eps": ranges["token"]}
+
     def make_task(self) -> Task:
         return Task(self.alphabet, self.ops, self.min_len, self.max_len)
 
     def stored(self) -> dict[str, Any]:
         """The run's config as recorded (run.json, MLflow params): the fields, ``ops`` and
-        ``inject`` joined."""
+        ``inject`` joined, whose clip range it is (``eps_source``) and the paper's
+        (``paper_eps``, "low/high")."""
         return {
             **dataclasses.asdict(self),
             "ops": ",".join(self.ops),
             "inject": ",".join(self.inject),
+            "eps_source": self.eps_source,
+            "paper_eps": "/".join(f"{e:g}" for e in PAPER_EPS[self.algorithm]),
         }
 
 

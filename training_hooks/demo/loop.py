@@ -39,7 +39,6 @@ from gspo_metrics import (
     sequence_diagnostics,
     zero_variance_groups,
 )
-from gspo_metrics.spec import GRPO_EPS, GSPO_EPS
 
 from .config import DemoConfig
 from .faults import Faults
@@ -53,19 +52,30 @@ class StepStats:
 
     rollout: int
     reward_mean: float
-    seq_clip_fraction: float  # sequences outside GSPO's range (GSPO_EPS)
-    token_clip_fraction: float  # tokens outside GRPO's range (GRPO_EPS), token-weighted
+    seq_clip_fraction: float  # sequences outside the sequence-unit range (GSPO's)
+    token_clip_fraction: float  # tokens outside the token-unit range (GRPO's), token-weighted
     length_mean: float
     truncated_fraction: float
     zero_variance_fraction: float
+    entropy_mean: float = float("nan")  # token-weighted policy entropy (nats per token)
+    policy_lag: int = 0  # optimizer steps since the rollout's old log-probs (0: on-policy)
 
 
 @dataclass
 class RunResult:
+    """One run's numbers: every optimizer step's ``StepStats``, each rollout's mean reward, and
+    its times (seconds): ``start_time`` (task and policy, the warm start unless another run of
+    the process paid it), ``first_rollout_time`` (the first rollout step, which also pays
+    one-time costs), ``train_time`` (every rollout step: sampling, updates, ``log_step``) and
+    ``write_time`` (the recorder's close: the last Parquet parts and MLflow), 0 until measured."""
+
     config: DemoConfig
     stats: list[StepStats] = field(default_factory=list)
     rollout_rewards: list[float] = field(default_factory=list)
-    wall_time: float = 0.0
+    start_time: float = 0.0
+    first_rollout_time: float = 0.0
+    train_time: float = 0.0
+    write_time: float = 0.0
     run_dir: str | None = None
 
     def fifths(self) -> tuple[float, float]:
@@ -74,10 +84,20 @@ class RunResult:
         k = max(1, len(r) // 5)
         return sum(r[:k]) / k, sum(r[-k:]) / k
 
+    def fifth_size(self) -> int:
+        """Rollout steps in a fifth (``fifths``)."""
+        return max(1, len(self.rollout_rewards) // 5)
+
     def mean(self, name: str, off_policy_only: bool = False) -> float:
-        per = self.config.epochs * self.config.minibatches
-        rows = [s for i, s in enumerate(self.stats) if not (off_policy_only and i % per == 0)]
-        return sum(getattr(s, name) for s in rows) / max(1, len(rows))
+        """Mean of a ``StepStats`` field over the optimizer steps (or the off-policy ones)."""
+        rows = [s for s in self.stats if not (off_policy_only and s.policy_lag == 0)]
+        return sum(getattr(s, name) for s in rows) / len(rows) if rows else float("nan")
+
+    @property
+    def rollouts_per_s(self) -> float:
+        """Rollout steps per second after the first (which pays one-time costs); NaN with one."""
+        n, t = len(self.rollout_rewards) - 1, self.train_time - self.first_rollout_time
+        return n / t if n > 0 and t > 0 else float("nan")
 
 
 # ----------------------------------------------------------------------------- initial weights
@@ -184,7 +204,8 @@ class Learner:
             task,
             policy,
             ref,
-            torch.optim.Adam(policy.parameters(), lr=config.lr),
+            # fused: one kernel per step instead of a dozen small ops per parameter
+            torch.optim.Adam(policy.parameters(), lr=config.lr, fused=True),
             get_loss(config.algorithm),
             device,
             random.Random(config.seed),
@@ -395,10 +416,11 @@ def record(recorder: Any, step: int, mb: Minibatch, upd: Update) -> None:
     )
 
 
-def measure(mb: Minibatch, upd: Update) -> StepStats:
-    """The step's host-side numbers, in one device-to-host transfer."""
+def measure(config: DemoConfig, mb: Minibatch, upd: Update) -> StepStats:
+    """The step's host-side numbers, in one device-to-host transfer; the clip shares with the
+    ranges the recorder measures (``DemoConfig.clip_ranges``)."""
     diag = sequence_diagnostics(
-        upd.logprobs, mb.old_logprobs, mb.mask, mb.advantages, seq_eps=GSPO_EPS, token_eps=GRPO_EPS
+        upd.logprobs, mb.old_logprobs, mb.mask, mb.advantages, **config.clip_ranges()
     )
     n_tok = mb.mask.sum()
     host = torch.stack(
@@ -409,37 +431,43 @@ def measure(mb: Minibatch, upd: Update) -> StepStats:
             diag["length"].float().mean(),
             mb.truncated.float().mean(),
             zero_variance_groups(mb.rewards_P_G).float().mean(),
+            torch.where(mb.mask, upd.entropy, 0.0).sum() / n_tok,
         ]
     ).tolist()
-    return StepStats(mb.rollout, *host)
+    return StepStats(mb.rollout, *host, policy_lag=mb.policy_lag)
 
 
 def train(
     config: DemoConfig,
     recorder: Any = None,
-    progress: Callable[[int, StepStats], None] | None = None,
+    progress: Callable[[int, list[StepStats]], None] | None = None,
 ) -> RunResult:
     """Run ``config.steps`` rollout steps; hand every optimizer step to ``recorder.log_step``.
 
     ``recorder`` is a ``RunRecorder`` (or anything with its ``log_step``), or None. ``progress``
-    is called after each rollout step with (rollout index, the last optimizer step's stats).
+    is called after each rollout step with (rollout index, that rollout's optimizer steps' stats).
     """
     t0 = time.perf_counter()
     learner = Learner.start(config)
     result = RunResult(config)
+    t1 = time.perf_counter()
+    result.start_time = t1 - t0
     step = 0
     for rollout in range(config.steps):
         batch = collect(learner, rollout, step, with_text=recorder is not None)
         result.rollout_rewards.append(batch.rewards_P_G.mean().item())
+        first = len(result.stats)
         for epoch in range(config.epochs):
             for mb in minibatches(learner, batch, epoch):
                 mb = stale_old_logprobs(learner, mb, step)
                 upd = update(learner, mb, step)
                 if recorder is not None:
                     record(recorder, step, mb, upd)
-                result.stats.append(measure(mb, upd))
+                result.stats.append(measure(config, mb, upd))
                 step += 1
+        result.train_time = time.perf_counter() - t1
+        if rollout == 0:
+            result.first_rollout_time = result.train_time
         if progress is not None:
-            progress(rollout, result.stats[-1])
-    result.wall_time = time.perf_counter() - t0
+            progress(rollout, result.stats[first:])
     return result

@@ -1,84 +1,231 @@
-"""What the demo prints: a progress line per run while it trains, then the summary table."""
+"""What the demo prints: the header, a progress line per run while it trains, the summary table
+and the time of each phase. Every number says what it covers (which rollouts, which steps, what
+a time includes)."""
 
 from __future__ import annotations
 
+import math
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 
-from gspo_metrics.spec import GRPO_EPS, GSPO_EPS
-
+from .config import CLIP_UNIT, PAPER_EPS, DemoConfig
+from .faults import FAULTS, Faults
 from .loop import RunResult, StepStats
+
+UNIT_NAME = {"token": "tokens", "seq": "sequences"}
+
+
+def fmt_eps(x: float) -> str:
+    """3e-4 as "3e-4", 0.02 as "0.02" (Python writes 0.0003 and 2e-02)."""
+    return f"{x:.0e}".replace("e-0", "e-") if x < 1e-3 else f"{x:g}"
+
+
+def eps_text(eps: tuple[float, float]) -> str:
+    return f"{fmt_eps(eps[0])}/{fmt_eps(eps[1])}"
+
+
+def eps_whose(config: DemoConfig) -> str:
+    """This run's clip range, its unit and whose it is: "0.02/0.03 per sequence, the demo's (the
+    paper's: 3e-4/4e-4)"."""
+    unit = "per token" if CLIP_UNIT[config.algorithm] == "token" else "per sequence"
+    whose = {"paper": "the paper's", "demo": "the demo's", "option": "set by option"}
+    text = f"{eps_text(config.eps)} {unit}, {whose[config.eps_source]}"
+    if config.eps_source != "paper":
+        text += f" (the paper's: {eps_text(PAPER_EPS[config.algorithm])})"
+    return text
+
+
+def faults_text(inject: Sequence[str]) -> str:
+    """The injected faults, each with when it acts: "lr-spike@40 (at step 40)", or "none"."""
+    if not inject:
+        return "none"
+    parts = []
+    for i in Faults.parse(inject).injections:
+        when = f"at step {i.step}" if FAULTS[i.name].at else f"from step {i.step or 0}"
+        parts.append(f"{i} ({when})")
+    return ", ".join(parts)
+
+
+def header(configs: Sequence[DemoConfig], out: str, mlflow_uri: str | None) -> str:
+    """What this invocation trains and records, before it starts."""
+    c = configs[0]
+    algos = " and ".join(x.algorithm.upper() for x in configs)
+    lines = [
+        f"gspo-dash demo: {algos}, {c.steps} rollout steps each, seed {c.seed}",
+        f"  each rollout step: P={c.prompts_per_step} prompts x G={c.group_size} completions, "
+        f"{c.minibatches} minibatches x {c.epochs} epoch(s) = {c.epochs * c.minibatches} "
+        f"optimizer steps (policy lag 0..{c.epochs * c.minibatches - 1}), lr {c.lr:g}",
+    ]
+    lines += [f"  {x.algorithm.upper()} clip range: {eps_whose(x)}" for x in configs]
+    lines += [
+        f"  faults injected: {faults_text(c.inject)}",
+        f"  recording to {out} (Parquet)"
+        + (f" and {mlflow_uri} (MLflow)" if mlflow_uri else "; MLflow off"),
+    ]
+    return "\n".join(lines)
+
+
+def _window(rollouts: Sequence[Sequence[StepStats]]) -> dict[str, float]:
+    """Means over the given rollouts' optimizer steps: reward and length over all of them, the
+    clip shares over the off-policy ones (NaN when there are none)."""
+    steps = [s for r in rollouts for s in r]
+    off = [s for s in steps if s.policy_lag > 0]
+
+    def mean(rows, name):
+        return sum(getattr(s, name) for s in rows) / len(rows) if rows else math.nan
+
+    return {
+        "reward": mean(steps, "reward_mean"),
+        "length": mean(steps, "length_mean"),
+        "tok": mean(off, "token_clip_fraction"),
+        "seq": mean(off, "seq_clip_fraction"),
+    }
+
+
+def _pct(x: float, digits: int = 1) -> str:
+    return "n/a" if math.isnan(x) else f"{100 * x:.{digits}f}%"
 
 
 class ProgressLine:
-    """One ``\\r``-rewritten status line per run (a plain line every 10% when not a terminal)."""
+    """One status line per run, rewritten in place on a terminal (a plain line every 10% of the
+    run otherwise). Each value says what it covers::
+
+        grpo [####      ] 20/50 | 3.1 rollouts/s over rollouts 2-20 | rollouts 11-20: reward 0.47,
+        off-policy clip 1.2% of tokens, 14% of sequences, length 3.4
+
+    The rate leaves out the first rollout step, which pays one-time costs (the first calls of
+    torch and of the numba kernel).
+    """
+
+    WINDOW = 10  # rollout steps the values average over
 
     def __init__(self, label: str, total: int, stream=None) -> None:
         self.label, self.total = label, total
         self.stream = stream or sys.stderr
         self.tty = hasattr(self.stream, "isatty") and self.stream.isatty()
-        self.t0 = time.perf_counter()
+        self.first_done: float | None = None  # when the first rollout step ended
         self.last = 0.0
-        self.rewards: list[float] = []
+        self.rollouts: list[list[StepStats]] = []
 
-    def __call__(self, rollout: int, s: StepStats) -> None:
-        self.rewards.append(s.reward_mean)
+    def __call__(self, rollout: int, stats: Sequence[StepStats]) -> None:
+        self.rollouts.append(list(stats))
         done = rollout + 1
         now = time.perf_counter()
+        if self.first_done is None:
+            self.first_done = now
         final = done == self.total
         if self.tty and not final and now - self.last < 0.2:
             return
         if not self.tty and not final and done % max(1, self.total // 10):
             return
         self.last = now
-        recent = self.rewards[-10:]
-        rate = done / max(now - self.t0, 1e-9)
-        width = 20
-        bar = "#" * (width * done // self.total)
-        line = (
-            f"{self.label:5s} [{bar:<{width}}] {done}/{self.total} {rate:5.1f} steps/s "
-            f"reward {sum(recent) / len(recent):.2f} "
-            f"clip seq {s.seq_clip_fraction:.2f} tok {s.token_clip_fraction:.4f} "
-            f"len {s.length_mean:.1f}"
-        )
+        line = self.line(done, now)
         self.stream.write(("\r" + line) if self.tty else line + "\n")
         if self.tty and final:
             self.stream.write("\n")
         self.stream.flush()
 
+    def line(self, done: int, now: float) -> str:
+        width = 10
+        bar = "#" * (width * done // self.total)
+        if done > 1:
+            over = "rollout 2" if done == 2 else f"rollouts 2-{done}"
+            rate = f"{(done - 1) / max(now - self.first_done, 1e-9):.1f} rollouts/s over {over}"
+        else:
+            rate = "rate from rollout 2 on"
+        lo = max(1, done - self.WINDOW + 1)
+        w = _window(self.rollouts[lo - 1 : done])
+        span = f"rollout {done}" if lo == done else f"rollouts {lo}-{done}"
+        return (
+            f"{self.label:4s} [{bar:<{width}}] {done}/{self.total} | {rate} | {span}: "
+            f"reward {w['reward']:.2f}, off-policy clip {_pct(w['tok'])} of tokens, "
+            f"{_pct(w['seq'], 0)} of sequences, length {w['length']:.1f}"
+        )
 
-def _eps(x: float) -> str:
-    """3e-4 as "3e-4" (Python writes 0.0003)."""
-    return f"{x:.0e}".replace("e-0", "e-")
+
+def _first_last(r: RunResult, name: str) -> tuple[float, float]:
+    """Mean of a ``StepStats`` field over the optimizer steps of the first and last fifth of the
+    rollout steps."""
+    k = r.fifth_size()
+    last_from = len(r.rollout_rewards) - k
+    first = [getattr(s, name) for s in r.stats if s.rollout < k]
+    last = [getattr(s, name) for s in r.stats if s.rollout >= last_from]
+    return sum(first) / len(first), sum(last) / len(last)
 
 
 def summary_table(results: Sequence[RunResult]) -> str:
-    """The end-of-demo table: reward first vs last fifth, clip fractions in both units."""
+    """The end-of-demo table: reward first vs last fifth, the off-policy clip shares in both
+    units, entropy and truncation first vs last fifth, the training time and rate; then what
+    each column covers."""
     head = (
-        f"{'algo':5s} {'reward first 1/5':>16s} {'last 1/5':>8s} "
-        f"{'seq clip':>8s} {'tok clip':>9s} {'seq clip*':>9s} {'tok clip*':>9s} "
-        f"{'trunc 1st/last':>14s} {'time s':>6s}"
+        f"{'algo':4s} {'reward 1st 1/5':>14s} {'last 1/5':>8s} {'tok clip*':>9s} "
+        f"{'seq clip*':>9s} {'entropy 1st/last':>16s} {'trunc 1st/last':>14s} "
+        f"{'train s':>7s} {'rollouts/s':>10s}"
     )
     lines = [head]
     for r in results:
         first, last = r.fifths()
-        k = max(1, len(r.stats) // 5)
-        trunc_first = sum(s.truncated_fraction for s in r.stats[:k]) / k
-        trunc_last = sum(s.truncated_fraction for s in r.stats[-k:]) / k
+        e0, e1 = _first_last(r, "entropy_mean")
+        t0, t1 = _first_last(r, "truncated_fraction")
         lines.append(
-            f"{r.config.algorithm:5s} {first:16.3f} {last:8.3f} "
-            f"{r.mean('seq_clip_fraction'):8.3f} {r.mean('token_clip_fraction'):9.5f} "
-            f"{r.mean('seq_clip_fraction', True):9.3f} {r.mean('token_clip_fraction', True):9.5f} "
-            f"{trunc_first:7.3f}/{trunc_last:.3f} {r.wall_time:6.1f}"
+            f"{r.config.algorithm:4s} {first:14.3f} {last:8.3f} "
+            f"{_pct(r.mean('token_clip_fraction', True), 2):>9s} "
+            f"{_pct(r.mean('seq_clip_fraction', True)):>9s} "
+            f"{f'{e0:.2f}/{e1:.2f}':>16s} {f'{t0:.3f}/{t1:.3f}':>14s} "
+            f"{r.train_time:7.1f} {r.rollouts_per_s:10.1f}"
         )
-    seq_lo, seq_hi = GSPO_EPS
-    tok_lo, tok_hi = GRPO_EPS
+    n = len(results[0].rollout_rewards)
+    k = results[0].fifth_size()
+    every = "both runs" if len(results) == 2 else ("the run" if len(results) == 1 else "every run")
+    ranges = {tuple(sorted(r.config.clip_ranges().items())) for r in results}
+    lines.append(
+        f"1/5: rollout steps 1-{k} and {n - k + 1}-{n} of {n}; "
+        "*: off-policy optimizer steps only (policy lag >= 1; an on-policy step has ratio 1)"
+    )
+    for rng in sorted(ranges):
+        d = dict(rng)
+        tok, seq = d["token_eps"], d["seq_eps"]
+        lines += [
+            f"tok clip: share of tokens whose own ratio is outside [{1 - tok[0]:g}, "
+            f"{1 + tok[1]:g}] (GRPO's unit and ε)",
+            f"seq clip: share of sequences whose s = exp(mean token log-ratio) is outside "
+            f"[{1 - seq[0]:g}, {1 + seq[1]:g}] (GSPO's unit, the demo's ε)",
+        ]
     lines += [
-        "seq clip: sequences whose s = exp(mean token log-ratio) is outside "
-        f"[1-{_eps(seq_lo)}, 1+{_eps(seq_hi)}] (GSPO's unit)",
-        f"tok clip: tokens whose own ratio is outside [{1 - tok_lo:g}, {1 + tok_hi:g}] (GRPO's unit);"
-        " both units are measured on both runs",
-        "*: off-policy optimizer steps only (the first step of each rollout batch has ratio 1)",
+        f"both units are measured on {every}, each algorithm clips in its own",
+        "train s: the rollout loop (sampling, updates, log_step), first rollout included; "
+        "rollouts/s: rollout steps 2 on (the first pays one-time costs); start-up, warm start "
+        "and writing are timed apart (below)",
     ]
+    injects = {r.config.inject for r in results}
+    if injects == {()}:
+        pass
+    elif len(injects) == 1:
+        lines.append(f"faults injected in {every}: {faults_text(results[0].config.inject)}")
+    else:
+        lines += [
+            f"faults injected in {r.config.algorithm}: {faults_text(r.config.inject)}"
+            for r in results
+        ]
+    return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class Phase:
+    """One phase of the invocation: its name, wall seconds and what it includes."""
+
+    name: str
+    seconds: float
+    what: str
+
+
+def phases_text(phases: Sequence[Phase], total: float | None) -> str:
+    """The time of each phase, one per line, then the total (None: not measured)."""
+    width = max(len(p.name) for p in phases)
+    lines = ["time (wall clock, s):"]
+    lines += [f"  {p.name:<{width}s} {p.seconds:6.1f}  {p.what}" for p in phases]
+    if total is not None:
+        lines.append(f"  {'total':<{width}s} {total:6.1f}  from the process's start")
     return "\n".join(lines)

@@ -22,6 +22,7 @@ HTTP retries (``CHILD_HTTP_ENV``, unless the environment sets them).
 
 from __future__ import annotations
 
+import collections
 import http.client
 import json
 import math
@@ -44,6 +45,8 @@ if TYPE_CHECKING:
 MAX_METRICS_PER_BATCH = 1000  # mlflow.utils.validation.MAX_METRICS_PER_BATCH
 MAX_PARAMS_PER_BATCH = 100
 MAX_PARAM_VALUE_LENGTH = 6000
+MAX_TAGS_PER_BATCH = 100
+MAX_TAG_VALUE_LENGTH = 5000  # MLflow accepts 8000 characters (5000 in older servers)
 TAG_RUN_ID = "gspo_dash.run_id"
 TAG_ALGORITHM = "gspo_dash.algorithm"
 TAG_SOURCE = "gspo_dash.source"
@@ -266,6 +269,15 @@ class MlflowBackend:
             self.client.log_batch(self.run_id, metrics=[Metric(*m) for m in part])
         return len(metrics)
 
+    def set_tags(self, tags: Mapping[str, str]) -> int:
+        """Set run tags (a finding the recorder reported live: ``gspo_dash.finding.<code>``)."""
+        from mlflow.entities import RunTag
+
+        items = [RunTag(k, str(v)[:MAX_TAG_VALUE_LENGTH]) for k, v in tags.items()]
+        for part in chunks(items, MAX_TAGS_PER_BATCH):
+            self.client.log_batch(self.run_id, tags=part)
+        return len(items)
+
     def finish(self, status: str, artifact_dir: str | None) -> None:
         if artifact_dir and os.path.isdir(artifact_dir):
             self.client.log_artifacts(self.run_id, artifact_dir, artifact_path=ARTIFACT_PATH)
@@ -332,6 +344,9 @@ class _ChildBackend:
     def log(self, metrics: list) -> int:
         return self.call("log", metrics=metrics)
 
+    def set_tags(self, tags: Mapping[str, str]) -> int:
+        return self.call("set_tags", tags=dict(tags))
+
     def finish(self, status: str, artifact_dir: str | None) -> None:
         self.call("finish", status=status, artifact_dir=artifact_dir)
         self.stop()
@@ -374,7 +389,7 @@ def _serve(tracking_uri: str) -> int:
             op = msg.pop("op")
             if backend is None:
                 backend = MlflowBackend(tracking_uri)
-            if op not in ("open", "log", "finish"):
+            if op not in ("open", "log", "set_tags", "finish"):
                 raise ValueError(f"unknown op {op!r}")
             if op == "open":
                 msg["spec"] = MlflowRun(**msg["spec"])
@@ -427,6 +442,7 @@ class MlflowSink:
         self._child: _ChildBackend | None = None
         self._pending: list = []  # [key, value, timestamp ms, step] not yet logged
         self._steps = 0  # steps in _pending
+        self._tags: collections.deque = collections.deque()  # (key, value) from other threads
 
     def spec(self) -> MlflowRun:
         """The MLflow run this sink logs to."""
@@ -460,6 +476,10 @@ class MlflowSink:
     def should_flush(self) -> bool:
         return self._steps >= self.steps_per_batch
 
+    def add_tags(self, tags: Mapping[str, str]) -> None:
+        """Queue run tags, from any thread; they are set at the sink's next flush."""
+        self._tags.extend(tags.items())  # (deque.extend is atomic: no lock needed)
+
     def flush(self) -> None:
         """Log the buffer chunk by chunk, dropping each once MLflow has it (no duplicates). A
         failed call whose server no longer answers raises ``SinkFailed``; otherwise the error
@@ -476,10 +496,21 @@ class MlflowSink:
                 raise
             del self._pending[: len(part)]
         self._steps = 0
+        if self._tags:
+            items = list(self._tags)
+            self.backend.set_tags(dict(items))  # (a failure keeps them queued: retried next flush)
+            for _ in items:
+                self._tags.popleft()
 
     def close(self, status: str) -> None:
         if self.backend is None:
             return
+        if self._child is not None:
+            # the recorder's close waits on the child from here: at idle priority on a busy
+            # machine it would get no CPU while the parent waits, so it gets the normal one back
+            from training_hooks.priority import normal_process
+
+            normal_process(self._child.proc.pid)
         try:
             self.flush()
             self.backend.finish(status, self.artifact_dir)

@@ -1,0 +1,273 @@
+"""What Health says it checked, and the findings that read a run's own settings and sources:
+solved vs failed groups, a constant reward, findings on few steps, clip share on rows that mix
+updates, spikes with what else moved, mismatch metrics named as the log named them."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from app import health
+from training_hooks.findings import RunFacts, run_health
+from training_hooks.findings.core import LAG_UNKNOWN, NOT_LOGGED, ROWS_MIX, SETTING_UNKNOWN
+from training_hooks.metric_map import Derived
+from training_hooks.schema import Step
+
+GSPO = RunFacts("gspo", seq_eps=(3e-4, 4e-4), token_eps=(0.2, 0.2))
+
+
+def _codes(report) -> dict[str, health.Finding]:
+    return {f.code: f for f in report.findings}
+
+
+def _steps(n: int, **cols) -> pd.DataFrame:
+    return pd.DataFrame({Step.STEP: np.arange(n), **cols})
+
+
+def test_reward_only_log_says_nearly_nothing_was_checked():
+    """A log with only a reward column (a Tinker recipe loop): the OK finding says it rests on
+    little, the Checked line names the reward check and the source metric, and Not checked lists
+    the rest with reasons."""
+    df = _steps(100, **{Step.REWARD_MEAN: np.linspace(0.5, 0.8, 100)})
+    facts = RunFacts("unknown", tool="tinker", sources={Step.REWARD_MEAN: "reward/mean"})
+    report = run_health(df, facts)
+    (ok,) = report.findings
+    assert ok.code == health.OK_CODE
+    assert ok.title == "Nothing unusual in the little that could be checked"
+    assert "not a clean bill of health" in ok.evidence
+    line = report.checked_line()
+    assert line.startswith("Checked: run status; ") and "reward signal (tinker reward/mean)" in line
+    not_line = report.not_checked_line()
+    assert not_line.startswith("Not checked: ") and len(report.not_checked) >= 10
+    assert report.not_checked["clip share too high"] == f"{SETTING_UNKNOWN}: algorithm"
+    assert report.not_checked["KL old→new spikes"] == NOT_LOGGED
+    assert report.not_checked["on- / off-policy steps"] == LAG_UNKNOWN
+    assert f"zero-variance groups ({NOT_LOGGED})" in not_line
+
+
+def test_a_healthy_recorded_run_says_what_ran():
+    """Nothing unusual never comes alone: the lines are there whatever the verdict."""
+    n = 60
+    df = _steps(
+        n,
+        **{
+            Step.POLICY_LAG: np.arange(n) % 2,
+            Step.REWARD_MEAN: np.linspace(0.2, 0.6, n),
+            Step.TOKEN_LOG_RATIO_ABS_MAX: np.where(np.arange(n) % 2, 0.3, 0.0),
+            Step.SEQ_CLIP_FRACTION: np.where(np.arange(n) % 2, 0.2, 0.0),
+        },
+    )
+    report = run_health(df, GSPO)
+    assert [f.code for f in report.findings] == [health.OK_CODE]
+    assert {"stale old log-probs", "clip share too high", "clip share too low"} <= set(
+        report.checked
+    )
+
+
+def test_constant_reward_is_one_finding():
+    """reward_mean 0.0 at all 30 steps with every group zero-variance and all-wrong: one finding,
+    the reward carries no signal (error). With a teacher_kl column (a distillation run, reward 0
+    by design) the same finding is a note that names it."""
+    df = _steps(
+        30,
+        **{
+            Step.REWARD_MEAN: np.zeros(30),
+            Step.ZERO_VARIANCE_FRACTION: np.ones(30),
+            "env/all/by_group/frac_all_good": np.zeros(30),
+        },
+    )
+    found = _codes(run_health(df, RunFacts()))
+    f = found[health.ZERO_VARIANCE]
+    assert f.severity == health.ERROR and f.title.startswith("The reward carries no signal")
+    assert f.evidence == "reward_mean = 0 at every one of the 30 steps that log it."
+    assert health.TASK_SATURATED not in found
+    df["env/teacher_kl"] = np.linspace(0.5, 0.2, 30)
+    f = _codes(run_health(df, RunFacts()))[health.ZERO_VARIANCE]
+    assert f.severity == health.INFO and "env/teacher_kl" in f.evidence
+
+
+def test_solved_groups_are_saturation_not_zero_variance():
+    """Every group zero-variance and every one all-correct (Tinker's frac_all_good = 1): the task
+    is saturated (info, its own advice), no zero-variance error. Failed groups at 0.95 (frac_all_bad)
+    are the error, named too hard."""
+    n = 40
+    base = {Step.REWARD_MEAN: np.linspace(0.6, 1.0, n), Step.ZERO_VARIANCE_FRACTION: np.ones(n)}
+    solved = _steps(n, **base, **{"env/all/by_group/frac_all_good": np.ones(n)})
+    found = _codes(run_health(solved, RunFacts()))
+    assert health.ZERO_VARIANCE not in found
+    f = found[health.TASK_SATURATED]
+    assert f.severity == health.INFO and "= 100%" in f.evidence and "harder prompts" in f.advice
+    failed = _steps(n, **base, **{"env/all/by_group/frac_all_good": np.full(n, 0.05)})
+    found = _codes(run_health(failed, RunFacts()))
+    f = found[health.ZERO_VARIANCE]
+    assert f.severity == health.ERROR and "too hard" in f.title
+    # 1 - 0.05 = 95% not at the highest reward
+    assert "95% not at the highest reward (all wrong: too hard), 5% all at it" in f.evidence
+    assert health.TASK_SATURATED not in found
+
+
+def test_our_split_from_sequence_rewards():
+    """``group_outcomes``: rewards 0/1, groups of 2. Step 0: [1,1] [0,0] [1,0] [1,1]: solved 2/4,
+    failed 1/4. The run's highest reward is 1, its lowest 0."""
+    seq = pd.DataFrame(
+        {
+            "step": [0] * 8,
+            "group": [0, 0, 1, 1, 2, 2, 3, 3],
+            "reward": [1, 1, 0, 0, 1, 0, 1, 1],
+        }
+    )
+    out = health.group_outcomes(seq)
+    assert out.to_dict("records") == [
+        {"step": 0, "zero_variance_high_fraction": 0.5, "zero_variance_low_fraction": 0.25}
+    ]
+
+
+def test_a_finding_on_few_steps_says_so_and_is_a_note():
+    """Truncation 50% on the one logged step: not a warning, a note saying it rests on 1 step."""
+    df = _steps(1, **{Step.TRUNCATED_FRACTION: [0.5], Step.REWARD_MEAN: [0.3]})
+    f = _codes(run_health(df, RunFacts()))[health.TRUNCATION]
+    assert f.severity == health.INFO
+    assert f.evidence.endswith("This rests on 1 step only (fewer than 5): a note, not a verdict.")
+    df = _steps(50, **{Step.TRUNCATED_FRACTION: np.full(50, 0.5), Step.REWARD_MEAN: np.ones(50)})
+    assert _codes(run_health(df, RunFacts()))[health.TRUNCATION].severity == health.WARNING
+
+
+@pytest.mark.parametrize("share", [0.08, 0.0])
+def test_clip_share_on_rows_that_mix_updates(share):
+    """verl: each row averages 4 mini-batch updates (one_update_per_row False), only verl's
+    pg_clipfrac (where the clip binds, token unit). 8% is clip_high, with the mix stated; 0% is
+    not called clip_low: that check is listed as not run, for that reason."""
+    df = _steps(
+        50,
+        **{Derived.TOKEN_CLIP_BINDING: np.full(50, share), Step.REWARD_MEAN: np.ones(50) * 0.5},
+    )
+    facts = RunFacts("grpo", token_eps=(0.2, 0.28), tool="verl", one_update_per_row=False)
+    report = run_health(df, facts)
+    assert report.not_checked["clip share too low"] == ROWS_MIX
+    assert report.checked["clip share too high"] == ROWS_MIX + ": a lower bound"
+    found = _codes(report)
+    assert health.CLIP_LOW not in found
+    if share:
+        f = found[health.CLIP_HIGH]
+        assert f.evidence.startswith(
+            "GRPO clips 8% of tokens (median token_clip_binding_fraction (where it binds) over "
+            "50 steps; ε 0.2/0.28 in the token unit)."
+        )
+        assert "Each row averages several optimizer updates, on- and off-policy" in f.evidence
+    else:
+        assert health.CLIP_HIGH not in found
+
+
+def test_spike_names_what_else_moved():
+    """KL old→new x50 at step 41 of a run alternating lag 0/1; the update before it (step 40) had
+    lr x30 (3e-5 against 1e-6) and step 41 a grad_norm of 5 against 1: both are named."""
+    n = 120
+    rng = np.random.default_rng(0)
+    off = np.arange(n) % 2 == 1
+    kl = np.where(off, 1e-4 * np.exp(rng.normal(0, 0.2, n)), 0.0)
+    kl[41] *= 50
+    lr = np.full(n, 1e-6)
+    lr[40] = 3e-5
+    grad = np.ones(n)
+    grad[41] = 5.0
+    df = _steps(
+        n,
+        **{
+            Step.POLICY_LAG: np.arange(n) % 2,
+            Step.KL_OLD_MEAN: kl,
+            "lr": lr,
+            "actor/grad_norm": grad,
+            Step.REWARD_MEAN: np.linspace(0, 1, n),
+        },
+    )
+    f = _codes(run_health(df, GSPO))[health.KL_OLD_SPIKE]
+    assert f.steps == (41,)
+    assert f.evidence.endswith("At step 41 also: lr 30x at step 40; actor/grad_norm 5x at step 41.")
+
+
+@pytest.mark.parametrize(
+    ("column", "value", "facts", "named"),
+    [
+        (
+            Step.SAMPLER_KL_MEAN,
+            5e-3,
+            RunFacts(tool="verl", sources={Step.SAMPLER_KL_MEAN: "rollout_corr/k3_kl"}),
+            "verl rollout_corr/k3_kl (stored as sampler_kl_mean): median 0.005",
+        ),
+        (
+            Step.SAMPLER_KL_MEAN,
+            5e-3,
+            RunFacts(tool="tinker", sources={Step.SAMPLER_KL_MEAN: "optim/kl_sample_train_v2"}),
+            "tinker optim/kl_sample_train_v2 (stored as sampler_kl_mean): median 0.005",
+        ),
+        (
+            "trl/sampling/importance_sampling_ratio/mean",
+            0.4,
+            RunFacts(tool="trl"),
+            "TRL sampling/importance_sampling_ratio/mean (stored as "
+            "trl/sampling/importance_sampling_ratio/mean): median 0.4",
+        ),
+        (Step.SAMPLER_KL_MEAN, 5e-3, RunFacts(), "sampler_kl_mean: median 0.005"),
+    ],
+    ids=["verl", "tinker", "trl", "recorded"],
+)
+def test_mismatch_names_the_metric_it_read(column, value, facts, named):
+    df = _steps(20, **{column: np.full(20, value), Step.REWARD_MEAN: np.linspace(0, 1, 20)})
+    report = run_health(df, facts)
+    f = _codes(report)[health.SAMPLER_MISMATCH]
+    assert f.evidence.startswith(named), f.evidence
+    assert "recorded (sampler_logprobs)" not in f.evidence
+    assert report.checked["sampler/trainer mismatch"] == named.split(" (stored")[0].split(":")[0]
+
+
+@pytest.mark.slow  # a fresh interpreter
+def test_findings_import_no_torch():
+    """The checks are torch-free: the app and the recorder's findings thread share them."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parent.parent
+    folder = repo / "training_hooks" / "findings"
+    mods = sorted(p.stem for p in folder.glob("*.py") if p.stem[0] != "_")
+    code = (
+        f"import sys, {', '.join('training_hooks.findings.' + m for m in mods)}, app.health;"
+        "import training_hooks.sinks.findings;"
+        "assert 'torch' not in sys.modules, 'torch imported'"
+    )
+    r = subprocess.run([sys.executable, "-c", code], cwd=repo, capture_output=True, text=True)
+    assert r.returncode == 0 and "live" in mods and "clip" in mods, r.stderr[-2000:]
+
+
+def test_facts_of_run_json():
+    """A recorded run (any source: its own loop, TRL's attach) has one row per optimizer update;
+    an import says so only through its settings (verl's one_update_per_row), else unknown; an
+    import's mapped columns are named by the foreign metric they were read from."""
+    from training_hooks.findings import facts_of
+    from training_hooks.schema import ImportRecord, RunInfo
+
+    trl = RunInfo(run_id="r", name="r", algorithm="grpo", source="trl", token_eps_low=0.2)
+    facts = facts_of(trl)
+    assert facts.one_update_per_row is True and facts.tool is None
+    assert facts.token_eps == (0.2, None)  # an unknown half stays unknown
+    setting = {"value": False, "from": "ppo_epochs=1, ppo_mini_batch_size=32"}
+    imp = ImportRecord(
+        tool="verl",
+        format="verl metrics",
+        mapped={"rollout_corr/k3_kl": Step.SAMPLER_KL_MEAN},
+        settings={"one_update_per_row": setting},
+    )
+    verl = RunInfo(run_id="v", name="v", algorithm="grpo", source="verl", imported=imp)
+    facts = facts_of(verl, status="crashed")
+    assert facts.one_update_per_row is False and facts.status == "crashed"
+    assert facts.logged_as(Step.SAMPLER_KL_MEAN) == "verl rollout_corr/k3_kl"
+    assert facts.logged_as(Step.LOSS) == Step.LOSS
+    bare = RunInfo(
+        run_id="t",
+        name="t",
+        algorithm="?",
+        source="tinker",
+        imported=imp.__class__(tool="tinker", format="x"),
+    )
+    assert facts_of(bare).one_update_per_row is None

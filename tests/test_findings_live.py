@@ -1,0 +1,276 @@
+"""Findings while training: the recorder runs the Health checks that need no future on its own
+thread; what it reports (printed line, run.json, on_finding) is what the Health page's route says
+on the same table."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from app import health
+from training_hooks import RunRecorder, schema
+from training_hooks.findings import LIVE_CODES, RunFacts, facts_of, live_findings
+from training_hooks.findings.live import LiveFindings, callback_from_spec
+from training_hooks.schema import Seq, Step
+
+P, G, T = 4, 4, 6
+STEPS = 40
+NAN_AT = 23
+
+
+def _record(root: Path, *, on_finding=None, every: int = 5) -> str:
+    """A GSPO run whose lag alternates 0/1: on-policy steps have logp == old (ratio 1), off-policy
+    ones move every token by N(0, 0.05), so nearly every sequence's |log s| exceeds GSPO's 4e-4
+    (clip_high); a NaN log-prob at step ``NAN_AT`` (nonfinite); half the groups all-correct."""
+    gen = torch.Generator().manual_seed(0)
+    with RunRecorder(
+        root=root,
+        name="live",
+        algorithm="gspo",
+        mlflow=False,
+        group_size=G,
+        findings_every=every,
+        on_finding=on_finding,
+        flush_interval_s=0.2,
+    ) as rec:
+        for step in range(STEPS):
+            old = -torch.rand(P * G, T, generator=gen) * 3
+            lag = step % 2
+            logp = old + lag * 0.05 * torch.randn(P * G, T, generator=gen)
+            if step == NAN_AT:
+                logp[0, 0] = float("nan")
+            rewards = torch.randint(0, 2, (P, G), generator=gen).float()
+            rewards[:2] = 1.0  # two of four groups all-correct: solved
+            rec.log_step(
+                step,
+                rewards=rewards,
+                logprobs=logp,
+                old_logprobs=old,
+                mask=torch.ones(P * G, T, dtype=torch.bool),
+                policy_lag=lag,
+                rollout=step // 2,
+                extra={"lr": 1e-6},
+            )
+        return rec.run_dir
+
+
+def _page_route(run_dir: str, upto: int) -> dict[str, health.Finding]:
+    """The Health page's route (``app.health.report_for``'s parts) on the steps <= ``upto``."""
+    steps = schema.read_table(run_dir, schema.STEPS_DIR)
+    seqs = schema.read_table(run_dir, schema.SEQUENCES_DIR)[list(health.OUTCOME_COLUMNS)]
+    info = schema.read_run_info(run_dir)
+    df = health.with_group_outcomes(
+        steps[steps[Step.STEP] <= upto], health.group_outcomes(seqs[seqs[Seq.STEP] <= upto])
+    )
+    return {f.code: f for f in health.run_health(df, facts_of(info)).findings}
+
+
+@pytest.fixture(scope="module")
+def live_run(tmp_path_factory):
+    got: list = []
+    lock = threading.Lock()
+
+    def on_finding(f):
+        with lock:
+            got.append((f, threading.current_thread().name))
+
+    run_dir = _record(tmp_path_factory.mktemp("live"), on_finding=on_finding)
+    return run_dir, got
+
+
+@pytest.mark.slow  # records a run with RunRecorder (torch, threads): a few seconds
+def test_each_live_finding_is_what_the_page_says_on_the_same_table(live_run):
+    """Every finding the recorder reported at step s (run.json) has the same code, severity and
+    evidence as the page's route on the table of steps <= s: one implementation, one answer."""
+    run_dir, _ = live_run
+    recorded = json.loads(Path(run_dir, schema.RUN_JSON).read_text())["findings"]
+    codes = [f["code"] for f in recorded]
+    assert {health.CLIP_HIGH, health.NONFINITE} <= set(codes), codes
+    for f in recorded:
+        page = _page_route(run_dir, f["step"])
+        assert f["code"] in page, (f["step"], f["code"])
+        assert page[f["code"]].severity == f["severity"]
+        assert page[f["code"]].evidence == f["evidence"]
+
+
+@pytest.mark.slow  # records a run with RunRecorder (torch, threads): a few seconds
+def test_live_route_on_the_whole_table_equals_the_page(live_run):
+    """On the whole table, ``live_findings`` (what the recorder's last evaluation runs) and the
+    page's findings restricted to the live codes are the same findings."""
+    run_dir, _ = live_run
+    steps = schema.read_table(run_dir, schema.STEPS_DIR)
+    seqs = schema.read_table(run_dir, schema.SEQUENCES_DIR)
+    df = health.with_group_outcomes(steps, health.group_outcomes(seqs))
+    facts = facts_of(schema.read_run_info(run_dir))
+    live = [(f.code, f.severity, f.evidence) for f in live_findings(df, facts)]
+    page = [
+        (f.code, f.severity, f.evidence)
+        for f in health.run_health(df, facts).findings
+        if f.code in LIVE_CODES
+    ]
+    assert live == page and live
+
+
+@pytest.mark.slow  # records a run with RunRecorder (torch, threads): a few seconds
+def test_nonfinite_is_found_at_its_step_and_reported_once(live_run):
+    """The NaN at step 23 is reported once, by the first evaluation after it (every 5 steps: the
+    table ends at step 24), naming step 23; on_finding ran on the findings thread."""
+    run_dir, got = live_run
+    nonfinite = [f for f, _ in got if f.code == health.NONFINITE]
+    assert len(nonfinite) == 1
+    f = nonfinite[0]
+    assert f.step == 24 and f.steps == (NAN_AT,) and f.severity == health.ERROR
+    assert f.line.startswith("gspo-dash: step 24: nonfinite: 1 non-finite input values")
+    assert {name for _, name in got} == {"gspo-dash-findings"}
+    assert [f.code for f, _ in got] == [
+        d["code"] for d in json.loads(Path(run_dir, schema.RUN_JSON).read_text())["findings"]
+    ]
+
+
+@pytest.mark.slow  # records a run with RunRecorder (torch, threads): a few seconds
+def test_the_recorder_prints_one_line_per_new_code(tmp_path, capsys):
+    """The printed lines (stderr) are ``gspo-dash: step N: code: evidence``, one per reported
+    finding."""
+    run_dir = _record(tmp_path, every=10)
+    err = capsys.readouterr().err  # beside warnings: a program's stdout may be its data
+    out = [line for line in err.splitlines() if line.startswith("gspo-dash:")]
+    recorded = json.loads(Path(run_dir, schema.RUN_JSON).read_text())["findings"]
+    assert len(out) == len(recorded) >= 2
+    for line, f in zip(out, recorded, strict=True):
+        assert line.startswith(f"gspo-dash: step {f['step']}: {f['code']}: ")
+    clip = next(line for line in out if ": clip_high: " in line)
+    assert "GSPO clips" in clip and "% of sequences" in clip
+
+
+@pytest.mark.slow  # records a run with RunRecorder (torch, threads): a few seconds
+def test_findings_off_and_a_failing_callback(tmp_path, capsys):
+    """findings_every=0: no findings, no line. An on_finding that raises is a fault in run.json,
+    and the run finishes with every step recorded."""
+    run_dir = _record(tmp_path / "off", every=0)
+    assert "findings" not in json.loads(Path(run_dir, schema.RUN_JSON).read_text())
+
+    def boom(f):
+        raise RuntimeError("callback broke")
+
+    with pytest.warns(RuntimeWarning, match="on_finding sink failed"):
+        run_dir = _record(tmp_path / "boom", on_finding=boom)
+    info = json.loads(Path(run_dir, schema.RUN_JSON).read_text())
+    assert info["status"] == "finished" and info["findings"]
+    assert any(f["sink"] == "on_finding" and "callback broke" in f["error"] for f in info["faults"])
+    assert len(schema.read_table(run_dir, schema.STEPS_DIR)) == STEPS
+    assert "gspo-dash: step" in capsys.readouterr().err
+
+
+def test_on_finding_by_name_and_bad_settings():
+    """A "module:function" string names on_finding (a verl worker's environment); a bad one, and
+    a negative findings_every, are ValueErrors naming the argument."""
+    assert callback_from_spec("json:dumps") is json.dumps
+    with pytest.raises(ValueError, match="package.module:function"):
+        callback_from_spec("json.dumps")
+    with pytest.raises(ValueError, match="cannot be loaded"):
+        callback_from_spec("json:no_such_function")
+    with pytest.raises(ValueError, match="findings_every"):
+        RunRecorder(root="unused", findings_every=-1)
+
+
+def test_live_findings_report_escalation_and_skip_thin_notes():
+    """A code is reported when it first fires and again only when its severity rises; a note
+    resting on fewer than 5 steps is not reported. Zero-variance share 0.6 on 8 steps (a warning
+    over the last quarter: 2 steps -> a note, not reported), then 0.95 on 40 steps (error)."""
+    seen = []
+    live = LiveFindings(RunFacts("gspo", seq_eps=(3e-4, 4e-4)), seen.append)
+
+    def add(n, zv):
+        start = live.rows
+        for s in range(start, start + n):
+            live.add({Step.STEP: s, Step.ZERO_VARIANCE_FRACTION: zv, Step.LOSS: 0.1})
+
+    add(8, 0.6)
+    assert live.evaluate() == [] and seen == []  # last quarter: 2 steps -> a note, skipped
+    add(12, 0.6)
+    (f,) = live.evaluate()
+    assert (f.code, f.severity, f.step) == (health.ZERO_VARIANCE, health.WARNING, 19)
+    add(20, 0.6)
+    assert live.evaluate() == []  # the same code at the same severity: said once
+    add(40, 0.95)
+    (g,) = live.evaluate()
+    assert (g.code, g.severity) == (health.ZERO_VARIANCE, health.ERROR)
+    assert [x.code for x in seen] == [health.ZERO_VARIANCE] * 2
+
+
+def test_live_outcome_split_equals_the_page_split():
+    """Per-step solved / failed shares from rewards (the recorder's route: running max/min over
+    the rewards seen) equal ``group_outcomes`` of the same rewards as a sequences table.
+    Step 0: groups [1,1] [0,0] [1,0] -> 1/3 solved, 1/3 failed; step 1: [1,1] [1,1] [0,1]."""
+    rewards = [np.array([[1, 1], [0, 0], [1, 0]], float), np.array([[1, 1], [1, 1], [0, 1]], float)]
+    live = LiveFindings(RunFacts(), lambda f: None)
+    rows = []
+    for step, r in enumerate(rewards):
+        live.add({Step.STEP: step}, r)
+        for g, grp in enumerate(r):
+            rows += [{Seq.STEP: step, Seq.GROUP: g, Seq.REWARD: v} for v in grp]
+    live_split = live.table()[
+        [Step.STEP, "zero_variance_high_fraction", "zero_variance_low_fraction"]
+    ]
+    page_split = health.group_outcomes(pd.DataFrame(rows))
+    pd.testing.assert_frame_equal(live_split, page_split)
+    np.testing.assert_allclose(page_split["zero_variance_high_fraction"], [1 / 3, 2 / 3])
+    np.testing.assert_allclose(page_split["zero_variance_low_fraction"], [1 / 3, 0.0])
+
+
+@pytest.mark.slow
+def test_each_live_finding_tags_the_mlflow_run(tmp_path, mlflow_uri):
+    """With MLflow on, each reported finding is the MLflow tag ``gspo_dash.finding.<code>``
+    whose value is its printed line (set by the MLflow sink's thread)."""
+    from mlflow.tracking import MlflowClient
+
+    gen = torch.Generator().manual_seed(0)
+    with RunRecorder(
+        root=tmp_path, name="tags", algorithm="gspo", mlflow=mlflow_uri, findings_every=5
+    ) as rec:
+        for step in range(12):
+            old = -torch.rand(P * G, T, generator=gen) * 3
+            rec.log_step(
+                step,
+                rewards=torch.randint(0, 2, (P, G), generator=gen).float(),
+                logprobs=old + 0.05 * torch.randn(P * G, T, generator=gen),
+                old_logprobs=old,
+                mask=torch.ones(P * G, T, dtype=torch.bool),
+                policy_lag=1,
+            )
+    info = schema.read_run_info(rec.run_dir)
+    lines = {f["code"]: f for f in info.other["findings"]}
+    assert health.CLIP_HIGH in lines
+    tags = MlflowClient(mlflow_uri).get_run(info.mlflow["run_id"]).data.tags
+    for code, f in lines.items():
+        assert tags[f"gspo_dash.finding.{code}"].startswith(f"gspo-dash: step {f['step']}: {code}")
+
+
+def test_a_resumed_run_does_not_report_its_findings_again():
+    """Seeded with run.json's findings (a resumed run), a code already reported as a warning is
+    not reported again at the same severity, and is when it becomes an error."""
+    earlier = {
+        "run_id": "r",
+        "step": 19,
+        "code": health.ZERO_VARIANCE,
+        "severity": health.WARNING,
+        "title": "t",
+        "evidence": "e",
+        "advice": "a",
+        "steps": [],
+    }
+    seen = []
+    live = LiveFindings(RunFacts(), seen.append)
+    live.seed([earlier, {"not": "ours"}])
+    for s in range(40):
+        live.add({Step.STEP: s, Step.ZERO_VARIANCE_FRACTION: 0.6})
+    assert live.evaluate() == []
+    for s in range(40, 200):
+        live.add({Step.STEP: s, Step.ZERO_VARIANCE_FRACTION: 0.95})
+    assert [(f.code, f.severity) for f in live.evaluate()] == [(health.ZERO_VARIANCE, health.ERROR)]

@@ -1,0 +1,117 @@
+"""Findings about a run: the Health checks, torch-free, shared by the dashboard and the recorder.
+
+    from training_hooks.findings import run_health, facts_of
+    report = run_health(step_table, facts_of(run_info))
+    report.findings, report.checked_line(), report.not_checked_line()
+
+One implementation of each check serves both: the Health page runs every check on the table on
+disk (``run_health``; ``run_findings`` returns its findings), the recorder runs the checks that
+need no future (``live_findings``, ``LIVE_CODES``) on the table it has so far, on its own thread
+(``training_hooks.findings.live``). Each finding has a stable ``code`` (``CODES``, a contract);
+every threshold is a ``Threshold`` in ``THRESHOLDS`` with its unit and source.
+
+Modules: ``core`` (codes, ``Finding``, ``RunFacts``, ``Coverage``, table readers), ``thresholds``,
+``lag`` (policy lag per step), ``status`` (how the run ended, non-finite values, stale old
+log-probs), ``mismatch`` (sampler/trainer), ``clip``, ``signal`` (constant reward, zero-variance
+and solved groups, truncation), ``spikes`` (spikes and trends), ``run`` (the entry points),
+``live`` (the recorder's side).
+"""
+
+from training_hooks.findings.core import (
+    CLIP_HIGH,
+    CLIP_LOW,
+    CODES,
+    CRASHED,
+    ENTROPY_COLLAPSE,
+    ERROR,
+    FAILED,
+    INFO,
+    KL_OLD_SPIKE,
+    KL_REF_SPIKE,
+    LENGTH_BLOWUP,
+    LENGTH_COLLAPSE,
+    LOG_RATIO_SPIKE,
+    NO_STEPS,
+    NONFINITE,
+    NOT_JUDGED,
+    OK,
+    OK_CODE,
+    ON_POLICY_ONLY,
+    RUNNING,
+    SAMPLER_MISMATCH,
+    SEVERITY_ORDER,
+    STALE_OLD_LOGPROBS,
+    TASK_SATURATED,
+    TRUNCATION,
+    WARNING,
+    ZERO_VARIANCE,
+    Coverage,
+    Finding,
+    RunFacts,
+    fmt_eps,
+    in_step_order,
+    lag_groups,
+    train_mask,
+)
+from training_hooks.findings.run import (
+    LIVE_CODES,
+    HealthReport,
+    facts_of,
+    live_findings,
+    run_findings,
+    run_health,
+)
+from training_hooks.findings.signal import group_outcomes, with_group_outcomes
+from training_hooks.findings.spikes import rolling_baseline, row_nanmedian, spike_mask
+from training_hooks.findings.thresholds import THRESHOLDS, Threshold, th
+
+__all__ = [
+    "CLIP_HIGH",
+    "CLIP_LOW",
+    "CODES",
+    "CRASHED",
+    "ENTROPY_COLLAPSE",
+    "ERROR",
+    "FAILED",
+    "INFO",
+    "KL_OLD_SPIKE",
+    "KL_REF_SPIKE",
+    "LENGTH_BLOWUP",
+    "LENGTH_COLLAPSE",
+    "LIVE_CODES",
+    "LOG_RATIO_SPIKE",
+    "NONFINITE",
+    "NOT_JUDGED",
+    "NO_STEPS",
+    "OK",
+    "OK_CODE",
+    "ON_POLICY_ONLY",
+    "RUNNING",
+    "SAMPLER_MISMATCH",
+    "SEVERITY_ORDER",
+    "STALE_OLD_LOGPROBS",
+    "TASK_SATURATED",
+    "THRESHOLDS",
+    "TRUNCATION",
+    "WARNING",
+    "ZERO_VARIANCE",
+    "Coverage",
+    "Finding",
+    "HealthReport",
+    "RunFacts",
+    "Threshold",
+    "facts_of",
+    "fmt_eps",
+    "group_outcomes",
+    "in_step_order",
+    "lag_groups",
+    "live_findings",
+    "rolling_baseline",
+    "row_nanmedian",
+    "run_findings",
+    "run_health",
+    "spike_mask",
+    "th",
+    "train_mask",
+    "with_group_outcomes",
+]

@@ -1,0 +1,278 @@
+"""Clip share, in the algorithm's own unit, on the most recent off-policy steps.
+
+``clip_high`` / ``clip_low``: the median clip share of the last ``clip_window`` off-policy steps
+outside the algorithm's usual range, with the run's ε. A setting the run does not state (its
+algorithm, its ε) is never replaced by a default: the check is listed as not checked. Where a row
+mixes on- and off-policy updates (verl: mini-batches and epochs averaged into one row), or the lag
+is unknown, on-policy updates (which clip nothing) can only lower the median: clip_high is judged
+and says so, clip_low is not checked.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from gspo_metrics.spec import GRPO_EPS, GSPO_EPS
+from training_hooks.findings import lag as lagmod
+from training_hooks.findings.core import (
+    CLIP_HIGH,
+    CLIP_LOW,
+    INFO,
+    LAG_UNKNOWN,
+    NOT_JUDGED,
+    NOT_LOGGED,
+    ROWS_MIX,
+    SETTING_UNKNOWN,
+    WARNING,
+    Coverage,
+    Finding,
+    RunFacts,
+    col,
+    fmt_eps,
+    pct,
+    steps_of,
+    th,
+    worst,
+)
+from training_hooks.metric_map import Derived
+from training_hooks.schema import Step
+
+HIGH = "clip share too high"
+LOW = "clip share too low"
+
+
+@dataclass(frozen=True)
+class ClipSpec:
+    column: str  # share outside [1 - eps_low, 1 + eps_high] in the algorithm's unit
+    binding: tuple[str, str]  # low / high shares where the clip binds (a lower bound of column)
+    binding_sum: str  # their sum, when a tool logs only that (verl's actor/pg_clipfrac)
+    unit: str
+    what: str
+    reference_eps: tuple[float, float]  # the ε the usual band was measured at
+
+
+CLIP_SPECS = {
+    "gspo": ClipSpec(
+        Step.SEQ_CLIP_FRACTION,
+        (Step.SEQ_CLIP_LOW_FRACTION, Step.SEQ_CLIP_HIGH_FRACTION),
+        Derived.SEQ_CLIP_BINDING,
+        "sequence",
+        "sequences",
+        GSPO_EPS,
+    ),
+    "grpo": ClipSpec(
+        Step.TOKEN_CLIP_FRACTION,
+        (Step.TOKEN_CLIP_LOW_FRACTION, Step.TOKEN_CLIP_HIGH_FRACTION),
+        Derived.TOKEN_CLIP_BINDING,
+        "token",
+        "tokens",
+        GRPO_EPS,
+    ),
+}
+
+
+def _known_eps(eps) -> tuple[float, float] | None:
+    if eps is None or len(eps) != 2 or any(e is None for e in eps):
+        return None
+    try:
+        lo, hi = float(eps[0]), float(eps[1])
+    except (TypeError, ValueError):
+        return None
+    return (lo, hi) if np.isfinite(lo) and np.isfinite(hi) else None
+
+
+def _clip_series(df: pd.DataFrame, spec: ClipSpec) -> tuple[np.ndarray | None, str, bool]:
+    """(per-step clip share, what it is, exact): the outside-range share, else the binding low +
+    high or their logged sum (a lower bound of it: only clip_high can then be judged)."""
+    y = col(df, spec.column)
+    if y is not None and np.isfinite(y).any():
+        return y, spec.column, True
+    lo, hi = col(df, spec.binding[0]), col(df, spec.binding[1])
+    if lo is not None and hi is not None and np.isfinite(lo + hi).any():
+        return lo + hi, f"{spec.binding[0]} + {spec.binding[1]} (where it binds)", False
+    y = col(df, spec.binding_sum)
+    if y is not None and np.isfinite(y).any():
+        return y, f"{spec.binding_sum} (where it binds)", False
+    return None, "", False
+
+
+def _not_judged(what: str, why: str) -> Finding:
+    return Finding(
+        NOT_JUDGED,
+        INFO,
+        f"Not judged: {what}",
+        why,
+        "Health never judges a run on a setting it does not know. Import with --algorithm / "
+        "--config (or a config file beside the log) to state it.",
+    )
+
+
+def _any_clip_column(df: pd.DataFrame) -> bool:
+    probes = [c for s in CLIP_SPECS.values() for c in (s.column, *s.binding, s.binding_sum)]
+    return any(np.isfinite(col(df, c)).any() for c in probes if c in df.columns)
+
+
+def check_clip_range(
+    df: pd.DataFrame,
+    split: lagmod.LagSplit,
+    facts: RunFacts | None = None,
+    cov: Coverage | None = None,
+) -> list[Finding]:
+    """``clip_high`` / ``clip_low`` (see the module docstring); ``cov`` says what was judged."""
+    facts = facts if facts is not None else RunFacts()
+    cov = cov if cov is not None else Coverage()
+    algo = str(facts.algorithm).lower()
+    spec, known = CLIP_SPECS.get(algo), _known_eps(facts.eps)
+    if spec is None or known is None:
+        why = f"{SETTING_UNKNOWN}: {'algorithm' if spec is None else 'ε'}"
+        cov.skipped(HIGH, why)
+        cov.skipped(LOW, why)
+        if _any_clip_column(df):
+            what = "the run does not state its algorithm" if spec is None else "its ε is unknown"
+            return [_not_judged("the clip share", f"{what}, so its usual range is unknown.")]
+        return []
+    share, measure, exact = _clip_series(df, spec)
+    if share is None:
+        cov.skipped(HIGH, f"{NOT_LOGGED} in the {spec.unit} unit")
+        cov.skipped(LOW, f"{NOT_LOGGED} in the {spec.unit} unit")
+        return []
+    r = _reading(df, split, facts, algo, spec, known, share, measure, exact)
+    if r is None:
+        cov.skipped(HIGH, "no step with a clip share")
+        cov.skipped(LOW, "no step with a clip share")
+        return []
+    cov.ran(HIGH, r.caveat)
+    if r.mixed:
+        cov.skipped(LOW, ROWS_MIX)
+    elif not exact:
+        cov.skipped(LOW, "only the share where the clip binds is logged (a lower bound)")
+    elif not r.lag_known:
+        cov.skipped(LOW, LAG_UNKNOWN)
+    else:
+        cov.ran(LOW)
+    if r.median > th(f"{algo}_clip_warn_high"):
+        return [_clip_finding(df, r, high=True)]
+    if LOW in cov.checked and r.median < th(f"{algo}_clip_warn_low"):
+        return [_clip_finding(df, r, high=False)]
+    return []
+
+
+def _reading(df, split, facts, algo, spec, known, share, measure, exact) -> ClipReading | None:
+    """The rows judged (the last ``clip_window`` off-policy steps, else of every step) and their
+    median; None without a finite share."""
+    mixed = facts.one_update_per_row is False
+    off = split.mask(lagmod.OFF_POLICY) if not mixed else np.zeros(len(df), bool)
+    pool = (off if off.any() else np.ones(len(df), bool)) & np.isfinite(share)
+    if not pool.any():
+        return None
+    idx = np.flatnonzero(pool)
+    rows = np.zeros(len(df), bool)
+    rows[idx[-int(th("clip_window")) :]] = True
+    med = float(np.median(share[rows]))
+    caveat = ""
+    if mixed:
+        caveat = ROWS_MIX + ": a lower bound"
+    elif not off.any():
+        caveat = LAG_UNKNOWN + ": a lower bound"
+    return ClipReading(
+        algo,
+        spec,
+        known,
+        share,
+        rows,
+        int(pool.sum()),
+        med,
+        measure,
+        exact,
+        off.any(),
+        split.n_unknown > 0,
+        mixed,
+        caveat,
+    )
+
+
+@dataclass(frozen=True)
+class ClipReading:
+    """What ``check_clip_range`` read, for the finding's text."""
+
+    algo: str
+    spec: ClipSpec
+    eps: tuple[float, float]  # the run's
+    share: np.ndarray  # per-step clip share
+    rows: np.ndarray  # the steps judged (the last off-policy ones, or of all when unknown)
+    pool: int  # the steps it could judge (rows are the last clip_window of them)
+    median: float
+    measure: str  # the column(s) read
+    exact: bool  # share is the outside-range column (else where it binds: a lower bound)
+    lag_known: bool  # the run has off-policy steps (else every step is judged)
+    some_unknown: bool  # some steps' lag is unknown
+    mixed: bool  # each row averages several updates, on- and off-policy
+    caveat: str  # for the Checked line
+
+
+def _clip_evidence(df: pd.DataFrame, r: ClipReading, bound: float, high: bool) -> str:
+    spec, n = r.spec, int(r.rows.sum())
+    kind = "off-policy steps" if r.lag_known else "steps"
+    which = f"the last {n} of {r.pool} {kind}" if n < r.pool else f"{n} {kind}"
+    if not r.lag_known and not r.mixed:
+        which = (
+            f"{which}, none known off-policy"
+            if n < r.pool
+            else f"all {which}, none known off-policy"
+        )
+    ref = spec.reference_eps
+    text = (
+        f"{r.algo.upper()} clips {pct(r.median)} of {spec.what} (median {r.measure} over {which}; "
+        f"ε {fmt_eps(r.eps[0])}/{fmt_eps(r.eps[1])} in the {spec.unit} unit). Usual: "
+        f"{pct(th(r.algo + '_clip_usual_low'))}–{pct(th(r.algo + '_clip_usual_high'))} at ε "
+        f"{fmt_eps(ref[0])}/{fmt_eps(ref[1])}; Health warns {'above' if high else 'below'} "
+        f"{pct(bound)}."
+    )
+    if r.mixed:
+        text += (
+            " Each row averages several optimizer updates, on- and off-policy (verl mini-batches "
+            "and epochs): the on-policy ones clip nothing, so this median is a lower bound."
+        )
+    elif not r.lag_known and r.some_unknown:
+        text += " The lag is unknown: on-policy steps, if any, only lower this median."
+    if r.exact and all(c in df.columns for c in spec.binding):
+        b = col(df, spec.binding[0]) + col(df, spec.binding[1])
+        if np.isfinite(b[r.rows]).any():
+            text += f" The clip binds on {pct(float(np.nanmedian(b[r.rows])))} of {spec.what}."
+    return text
+
+
+def _clip_finding(df: pd.DataFrame, r: ClipReading, *, high: bool) -> Finding:
+    gspo = r.algo == "gspo"
+    bound = th(f"{r.algo}_clip_warn_{'high' if high else 'low'}")
+    if high:
+        advice = (
+            "The policy moves further per update than this ε allows, so the clip stops the "
+            "gradient of many samples: lower the learning rate or the number of updates per "
+            "batch"
+            + (", or check ε is GSPO's sequence-unit 3e-4/4e-4, not GRPO's 0.2." if gspo else ".")
+        )
+    else:
+        advice = (
+            "The clip is inactive: ε is wide for this step size"
+            + (" (GSPO with GRPO's token ε 0.2 never clips)." if gspo else ".")
+            + " Fine if intended; otherwise the update has no trust region."
+        )
+    wide = min(r.eps) >= 10 * min(r.spec.reference_eps)  # ε in the wrong unit, most likely
+    steps = steps_of(df)
+    over = r.rows & ((r.share > bound) if high else (r.share < bound))
+    score = r.share if high else -r.share
+    return Finding(
+        CLIP_HIGH if high else CLIP_LOW,
+        WARNING if high or wide else INFO,
+        f"{r.algo.upper()} clips {'far more' if high else 'far less'} than usual "
+        f"({r.spec.unit} unit)",
+        _clip_evidence(df, r, bound, high),
+        advice,
+        tuple(int(s) for s in steps[over][:50]),
+        worst(steps[over], score[over]),
+        basis=int(r.rows.sum()),
+    )

@@ -1,0 +1,228 @@
+"""What every check shares: severities, the stable codes, thresholds, the ``Finding`` record, what
+a run states about itself (``RunFacts``), what was and was not checked (``Coverage``), and the
+readers of a step table. Pure pandas/numpy; no torch, no Streamlit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from training_hooks.findings import lag as lagmod
+from training_hooks.findings.thresholds import THRESHOLDS, Threshold, th  # noqa: F401 -- re-exported
+from training_hooks.schema import STATUS_FINISHED, STEP_METRIC_COLUMNS, Step
+
+ERROR = "error"
+WARNING = "warning"
+INFO = "info"
+OK = "ok"
+SEVERITY_ORDER = {ERROR: 0, WARNING: 1, INFO: 2, OK: 3}
+
+# The stable codes (a contract: tests, the bench and the page match on them).
+ON_POLICY_ONLY = "on_policy_only"
+STALE_OLD_LOGPROBS = "stale_old_logprobs"
+SAMPLER_MISMATCH = "sampler_mismatch"
+CLIP_HIGH = "clip_high"
+CLIP_LOW = "clip_low"
+ZERO_VARIANCE = "zero_variance"
+KL_REF_SPIKE = "kl_ref_spike"
+KL_OLD_SPIKE = "kl_old_spike"
+LOG_RATIO_SPIKE = "log_ratio_spike"
+ENTROPY_COLLAPSE = "entropy_collapse"
+LENGTH_COLLAPSE = "length_collapse"
+LENGTH_BLOWUP = "length_blowup"
+TRUNCATION = "truncation"
+NONFINITE = "nonfinite"
+CRASHED = "crashed"
+FAILED = "failed"
+CODES = (
+    ON_POLICY_ONLY,
+    STALE_OLD_LOGPROBS,
+    SAMPLER_MISMATCH,
+    CLIP_HIGH,
+    CLIP_LOW,
+    ZERO_VARIANCE,
+    KL_REF_SPIKE,
+    KL_OLD_SPIKE,
+    LOG_RATIO_SPIKE,
+    ENTROPY_COLLAPSE,
+    LENGTH_COLLAPSE,
+    LENGTH_BLOWUP,
+    TRUNCATION,
+    NONFINITE,
+    CRASHED,
+    FAILED,
+)
+#: Stable too, outside the fault codes above: most groups all-correct (the task is solved for
+#: these prompts: not a lack of signal to fix, a state to act on).
+TASK_SATURATED = "task_saturated"
+# Informational codes: nothing to report, live run, no steps, a check skipped because the run does
+# not state a setting it needs.
+OK_CODE = "ok"
+RUNNING = "running"
+NO_STEPS = "no_steps"
+NOT_JUDGED = "not_judged"
+
+
+@dataclass(frozen=True)
+class Finding:
+    code: str  # one of CODES (or TASK_SATURATED, OK_CODE, RUNNING, NO_STEPS, NOT_JUDGED)
+    severity: str  # ERROR, WARNING, INFO or OK
+    title: str
+    evidence: str
+    advice: str
+    steps: tuple[int, ...] = ()  # every step the finding is about
+    culprits: tuple[int, ...] = ()  # the few steps to open on the Sequences page, worst first
+    basis: int | None = None  # the steps a statistic rests on (None: a fact, e.g. a NaN)
+
+
+@dataclass(frozen=True)
+class RunFacts:
+    """What a run states about itself, beside its step table: the settings the checks need, and
+    where an imported run's columns came from. A setting the run does not state is None (the
+    check that needs it is listed as not checked, never run with a default)."""
+
+    algorithm: str = "unknown"  # "grpo" / "gspo"; anything else: unknown
+    status: str = STATUS_FINISHED
+    updated_at: float | None = None
+    last_step: int | None = None
+    seq_eps: tuple[float | None, float | None] | None = None
+    token_eps: tuple[float | None, float | None] | None = None
+    now: float | None = None
+    tool: str | None = None  # the tool an imported run came from ("trl", "verl", ...); None: ours
+    sources: Mapping[str, str] = field(default_factory=dict)  # our column -> foreign metric read
+    one_update_per_row: bool | None = True  # False: a row averages several optimizer updates
+
+    @property
+    def eps(self):
+        return self.seq_eps if str(self.algorithm).lower() == "gspo" else self.token_eps
+
+    def logged_as(self, column: str) -> str:
+        """``column`` as the run's log named it: ``"verl rollout_corr/k3_kl"`` for an import's
+        mapped column, the column itself otherwise."""
+        foreign = self.sources.get(column)
+        return f"{self.tool or 'source'} {foreign}" if foreign else column
+
+    def source_of(self, column: str) -> str:
+        """``logged_as``, with the column it is stored as when that differs:
+        ``"verl rollout_corr/k3_kl (stored as sampler_kl_mean)"``."""
+        name = self.logged_as(column)
+        return name if name == column else f"{name} (stored as {column})"
+
+
+@dataclass
+class Coverage:
+    """What the checks read and what they could not: one entry per check, with its reason."""
+
+    checked: dict[str, str] = field(default_factory=dict)  # check -> note ("" or a caveat)
+    not_checked: dict[str, str] = field(default_factory=dict)  # check -> reason
+
+    def ran(self, name: str, note: str = "") -> None:
+        self.not_checked.pop(name, None)
+        self.checked[name] = note
+
+    def skipped(self, name: str, reason: str) -> None:
+        if name not in self.checked:
+            self.not_checked[name] = reason
+
+
+NOT_LOGGED = "not logged"
+SETTING_UNKNOWN = "setting unknown"
+LAG_UNKNOWN = "policy lag unknown"
+ROWS_MIX = "rows mix on- and off-policy updates"
+TOO_FEW_STEPS = "too few steps"
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading the step table
+
+
+def col(df: pd.DataFrame, name: str | None) -> np.ndarray | None:
+    if name is None or name not in df.columns:
+        return None
+    return pd.to_numeric(df[name], errors="coerce").to_numpy(np.float64, na_value=np.nan)
+
+
+def logged(df: pd.DataFrame, name: str | None) -> np.ndarray | None:
+    """``col`` when the column holds at least one value (a column of nulls was never logged)."""
+    y = col(df, name)
+    return y if y is not None and not np.isnan(y).all() else None
+
+
+def find_column(df: pd.DataFrame, name: str) -> str | None:
+    """``name``, or a column that ends with ``/name`` (a foreign name behind a tool prefix)."""
+    if name in df.columns:
+        return name
+    tails = [c for c in df.columns if isinstance(c, str) and c.endswith("/" + name)]
+    return tails[0] if tails else None
+
+
+def steps_of(df: pd.DataFrame) -> np.ndarray:
+    if Step.STEP in df.columns:
+        return pd.to_numeric(df[Step.STEP], errors="coerce").fillna(-1).to_numpy(np.int64)
+    return np.arange(len(df))
+
+
+def fmt_steps(steps, limit: int = 8) -> str:
+    s = [str(int(x)) for x in steps]
+    return ", ".join(s[:limit]) + (f", ... ({len(s)} in all)" if len(s) > limit else "")
+
+
+def at_steps(steps: np.ndarray, train: np.ndarray) -> str:
+    """ "every step" when ``steps`` are all the training rows, else the list."""
+    return "at every step" if len(steps) == int(train.sum()) else f"steps {fmt_steps(steps)}"
+
+
+def worst(steps: np.ndarray, score: np.ndarray, n: int = 3) -> tuple[int, ...]:
+    """The ``n`` steps with the largest ``score``, worst first (the culprits to open)."""
+    order = np.argsort(-np.nan_to_num(score, nan=-np.inf), kind="stable")[:n]
+    return tuple(int(steps[i]) for i in order)
+
+
+def pct(v: float) -> str:
+    return f"{v * 100:.3g}%"
+
+
+def fmt_eps(x: float) -> str:
+    """3e-4 style for small eps, plain otherwise."""
+    if x and abs(x) < 0.01:
+        m, e = f"{x:.1e}".split("e")
+        return f"{float(m):g}e{int(e)}"
+    return f"{x:g}"
+
+
+#: Columns that count/identify rather than measure training: a row holding nothing else is not a
+#: training step.
+_BOOKKEEPING = {Step.NUM_RANKS, Step.ROLLOUT, Step.POLICY_LAG}
+TRAIN_COLUMNS = tuple(c for c in STEP_METRIC_COLUMNS if c not in _BOOKKEEPING)
+
+
+def train_mask(df: pd.DataFrame) -> np.ndarray:
+    """Rows that hold at least one training metric of ours: an imported log's validation-only line
+    (every train metric null; verl's step-0 validation) is not a step with a NaN loss."""
+    has = np.zeros(len(df), bool)
+    for c in TRAIN_COLUMNS:
+        if c in df.columns:
+            has |= ~np.isnan(col(df, c))  # inf is a value (and a finding)
+    return has
+
+
+def in_step_order(df: pd.DataFrame) -> pd.DataFrame:
+    if Step.STEP in df.columns:
+        df = df.sort_values(Step.STEP, kind="stable")
+    return df.reset_index(drop=True)
+
+
+def lag_groups(split: lagmod.LagSplit) -> np.ndarray:
+    """Per row, the set of same-lag steps it is judged against: its declared lag ("lag=2"), else
+    its measured class ("on"/"off"), else "unknown"."""
+    return np.array(
+        [
+            f"lag={lag}" if lag is not None else (c if c is not None else "unknown")
+            for lag, c in zip(split.lag, split.lag_class, strict=True)
+        ],
+        dtype=object,
+    )

@@ -1,0 +1,223 @@
+"""The entry points: every check of a run (``run_health``, ``run_findings``) and the checks that
+need no future (``live_findings``: what the recorder runs while training).
+
+A check is run the same way on the Health page and in the recorder: the recorder calls
+``live_findings`` on the table it has so far; the page calls ``run_health`` on the table on disk,
+which runs the same functions (and the trend checks, which compare a run's end with its start).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+
+import pandas as pd
+
+from training_hooks.findings import lag as lagmod
+from training_hooks.findings.clip import check_clip_range
+from training_hooks.findings.core import (
+    CLIP_HIGH,
+    CLIP_LOW,
+    ERROR,
+    INFO,
+    KL_OLD_SPIKE,
+    KL_REF_SPIKE,
+    LOG_RATIO_SPIKE,
+    NO_STEPS,
+    NONFINITE,
+    OK,
+    OK_CODE,
+    SAMPLER_MISMATCH,
+    SEVERITY_ORDER,
+    STALE_OLD_LOGPROBS,
+    TASK_SATURATED,
+    WARNING,
+    ZERO_VARIANCE,
+    Coverage,
+    Finding,
+    RunFacts,
+    in_step_order,
+    th,
+    train_mask,
+)
+from training_hooks.findings.mismatch import check_sampler_mismatch
+from training_hooks.findings.signal import check_learning_signal, check_truncation
+from training_hooks.findings.spikes import check_spikes, check_trends
+from training_hooks.findings.status import check_lag, check_nonfinite, check_status
+from training_hooks.schema import STATUS_FINISHED, RunInfo
+
+#: The codes the recorder judges live (their checks need no future).
+LIVE_CODES = (
+    NONFINITE,
+    SAMPLER_MISMATCH,
+    STALE_OLD_LOGPROBS,
+    KL_OLD_SPIKE,
+    LOG_RATIO_SPIKE,
+    KL_REF_SPIKE,
+    CLIP_HIGH,
+    CLIP_LOW,
+    ZERO_VARIANCE,
+    TASK_SATURATED,
+)
+
+
+@dataclass(frozen=True)
+class HealthReport:
+    """A run's findings (most severe first, one per code) and what was and was not checked."""
+
+    findings: list[Finding]
+    checked: dict[str, str]  # check -> caveat ("" when none)
+    not_checked: dict[str, str]  # check -> why not (not logged, setting unknown, ...)
+
+    def checked_line(self) -> str:
+        """``"Checked: run status, non-finite values, ..."``; each caveat in brackets."""
+        return "Checked: " + _listing(self.checked, "nothing")
+
+    def not_checked_line(self) -> str:
+        """``"Not checked: stale old log-probs (policy lag unknown), ..."``."""
+        return "Not checked: " + _listing(self.not_checked, "nothing (every check ran)")
+
+
+def _listing(items: Mapping[str, str], empty: str) -> str:
+    if not items:
+        return empty + "."
+    return "; ".join(f"{k} ({v})" if v else k for k, v in items.items()) + "."
+
+
+def _live_checks(df: pd.DataFrame, split, facts: RunFacts, cov: Coverage) -> list[Finding]:
+    lag_found = check_lag(df, split, cov)
+    return [
+        *check_nonfinite(df, cov),
+        *lag_found,
+        *check_sampler_mismatch(df, split, facts, cov),
+        *check_clip_range(df, split, facts, cov),
+        *check_learning_signal(df, facts, cov),
+        *check_spikes(df, split, cov),
+    ]
+
+
+def live_findings(df: pd.DataFrame, facts: RunFacts) -> list[Finding]:
+    """The findings of ``LIVE_CODES`` on the table so far (the recorder's route)."""
+    df = in_step_order(df)
+    found = _live_checks(df, lagmod.lag_split(df), facts, Coverage())
+    return _finish([f for f in found if f.code in LIVE_CODES])
+
+
+def run_health(df: pd.DataFrame, facts: RunFacts) -> HealthReport:
+    """Every check on a run's step table (the Health page's route)."""
+    df = in_step_order(df)
+    split = lagmod.lag_split(df)
+    cov = Coverage()
+    cov.ran("run status")
+    found = [
+        *check_status(facts.status, facts.updated_at, facts.last_step, facts.now),
+        *_live_checks(df, split, facts, cov),
+        *check_trends(df, split, cov),
+        *check_truncation(df, cov),
+    ]
+    if len(df) == 0:
+        found.append(
+            Finding(
+                NO_STEPS,
+                INFO,
+                "No steps recorded yet",
+                "the step table is empty.",
+                "Wait for the first flush (a few seconds) or check the run's root.",
+            )
+        )
+    found = _finish(found)
+    if not any(f.severity in (ERROR, WARNING) for f in found):
+        found.append(_nothing_unusual(df, cov))
+    return HealthReport(found, dict(cov.checked), dict(cov.not_checked))
+
+
+def run_findings(
+    df: pd.DataFrame,
+    *,
+    algorithm: str,
+    status: str,
+    updated_at: float | None = None,
+    last_step: int | None = None,
+    seq_eps: tuple[float | None, float | None] | None = None,
+    token_eps: tuple[float | None, float | None] | None = None,
+    now: float | None = None,
+    facts: RunFacts | None = None,
+) -> list[Finding]:
+    """Every check, most severe first; one finding per code; a single OK finding when nothing is
+    wrong. ``algorithm`` "grpo"/"gspo" (anything else: unknown); ``seq_eps`` / ``token_eps`` the
+    run's (low, high) clip range per unit, None or (None, None) when the run does not state it.
+    ``facts`` (an import's sources, whether a row is one update) overrides the other arguments."""
+    if facts is None:
+        facts = RunFacts(
+            algorithm=algorithm,
+            status=status,
+            updated_at=updated_at,
+            last_step=last_step,
+            seq_eps=seq_eps,
+            token_eps=token_eps,
+            now=now,
+        )
+    return run_health(df, facts).findings
+
+
+def _finish(found: list[Finding]) -> list[Finding]:
+    """Most severe first, one per code; a judgement resting on fewer than ``min_basis`` steps
+    says so and is a note (info), never a warning or an error."""
+    out = []
+    for f in found:
+        if f.basis is not None and f.basis < th("min_basis"):
+            few = f" This rests on {f.basis} step{'s' if f.basis != 1 else ''} only (fewer than "
+            few += f"{th('min_basis'):g}): a note, not a verdict."
+            sev = INFO if f.severity in (ERROR, WARNING) else f.severity
+            f = replace(f, severity=sev, evidence=f.evidence + few)
+        out.append(f)
+    codes = [f.code for f in out]
+    assert len(codes) == len(set(codes)), codes  # one finding (one advice) per code
+    return sorted(out, key=lambda f: SEVERITY_ORDER[f.severity])
+
+
+def _nothing_unusual(df: pd.DataFrame, cov: Coverage) -> Finding:
+    n_read = int(train_mask(df).sum())
+    read = "" if n_read == len(df) else f"; {n_read} of them hold metrics these checks read"
+    n_run, n_not = len(cov.checked), len(cov.not_checked)
+    evidence = f"{len(df)} steps checked{read}."
+    title = "Nothing unusual"
+    if n_not:
+        evidence += f" {n_run} checks ran and {n_not} could not (see Not checked)."
+    if n_not > n_run:
+        title = "Nothing unusual in the little that could be checked"
+        evidence += " Most checks could not run: this is not a clean bill of health."
+    return Finding(OK_CODE, OK, title, evidence, "")
+
+
+def facts_of(info: RunInfo | None, *, status: str | None = None, **overrides) -> RunFacts:
+    """The ``RunFacts`` of a run.json: its algorithm, status and ε; for an import, the tool, the
+    foreign metric each column was read from and whether a row is one optimizer update."""
+    if info is None:
+        return RunFacts(status=status or STATUS_FINISHED, one_update_per_row=None, **overrides)
+    imp = info.imported
+    facts = RunFacts(
+        algorithm=info.algorithm,
+        status=status or info.status,
+        updated_at=info.updated_at,
+        last_step=info.last_step,
+        seq_eps=(info.seq_eps_low, info.seq_eps_high),
+        token_eps=(info.token_eps_low, info.token_eps_high),
+        tool=imp.tool if imp is not None else None,
+        sources={v: k for k, v in imp.mapped.items()} if imp is not None else {},
+        one_update_per_row=_one_update_per_row(info),
+    )
+    return replace(facts, **overrides)
+
+
+def _one_update_per_row(info: RunInfo) -> bool | None:
+    """True for a recorded run (one ``log_step`` per optimizer step); for an import, what its
+    settings say (verl's ``one_update_per_row``), else unknown."""
+    imp = info.imported
+    if imp is None:  # recorded by RunRecorder (its own loop, TRL's attach): one row per update
+        return True
+    settings = imp.settings or {}
+    one = settings.get("one_update_per_row", {})
+    if isinstance(one, Mapping) and isinstance(one.get("value"), bool):
+        return one["value"]
+    return None

@@ -1,0 +1,271 @@
+"""The learning signal: a reward that never changes, zero-variance groups split into solved
+(all-correct: the task is saturated) and failed (all-wrong: too hard), and truncation.
+
+A group whose completions all get the same reward gives every one of them advantage 0 in GRPO and
+GSPO alike. Why it is equal matters for what to do: all at the run's highest reward is a solved
+prompt (``task_saturated``, a state to act on), all at its lowest a prompt too hard for the policy
+(``zero_variance``). The split comes from the per-sequence rewards (``group_outcomes``: ours) or
+from a tool's own counts (Tinker's ``by_group/frac_all_good`` / ``frac_all_bad``); without either,
+the zero-variance share is judged whole and the finding says the split is unknown.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from training_hooks.findings.core import (
+    ERROR,
+    INFO,
+    NOT_LOGGED,
+    TASK_SATURATED,
+    TRUNCATION,
+    WARNING,
+    ZERO_VARIANCE,
+    Coverage,
+    Finding,
+    RunFacts,
+    col,
+    find_column,
+    logged,
+    pct,
+    th,
+)
+from training_hooks.schema import Seq, Step
+
+#: Per step, the share of groups whose rewards are all equal to the run's highest reward (all
+#: correct) / to its lowest (all wrong): derived from the sequences table (``group_outcomes``).
+ALL_HIGH_FRACTION = "zero_variance_high_fraction"
+ALL_LOW_FRACTION = "zero_variance_low_fraction"
+#: The same shares as tools log them (found behind any prefix).
+FOREIGN_ALL_HIGH = ("by_group/frac_all_good", "noise_decomp/frac_all_correct")
+FOREIGN_ALL_LOW = ("by_group/frac_all_bad", "noise_decomp/frac_all_wrong")
+#: A training signal other than the reward (a distillation run's reward is constant by design).
+OTHER_SIGNALS = ("teacher_kl", "distill")
+
+
+def late_median(df: pd.DataFrame, column: str | None, part: int) -> tuple[float, int] | None:
+    """(median, finite values) of ``column`` over the last 1/``part`` of the rows; None without."""
+    v = col(df, column)
+    if v is None:
+        return None
+    late = v[-max(1, len(v) // part) :]
+    late = late[np.isfinite(late)]
+    return (float(np.median(late)), len(late)) if len(late) else None
+
+
+# ---------------------------------------------------------------------------------------------
+# Group outcomes from per-sequence rewards
+
+
+def zero_variance_values(reward_P_G: np.ndarray) -> np.ndarray:
+    """The common reward of each zero-variance group of one step: (P, G) -> (Z,)."""
+    reward_P_G = np.asarray(reward_P_G, np.float64)
+    same = reward_P_G.min(axis=1) == reward_P_G.max(axis=1)
+    return reward_P_G[same, 0]
+
+
+def outcome_shares(
+    steps_S: np.ndarray,
+    groups_S: np.ndarray,
+    zero_step_Z: np.ndarray,
+    zero_value_Z: np.ndarray,
+    r_hi: float,
+    r_lo: float,
+) -> pd.DataFrame:
+    """Per step (``steps_S``, unique, with ``groups_S`` groups each): ``ALL_HIGH_FRACTION``, the
+    share of its groups that are zero-variance at ``r_hi`` (the run's highest reward), and
+    ``ALL_LOW_FRACTION``, at ``r_lo`` (its lowest). Each zero-variance group is given by its step
+    (``zero_step_Z``) and its common reward (``zero_value_Z``)."""
+    steps_S = np.asarray(steps_S, np.int64)
+    groups_S = np.asarray(groups_S, np.float64)
+    value_Z = np.asarray(zero_value_Z, np.float64)
+    at = pd.Index(steps_S).get_indexer(np.asarray(zero_step_Z, np.int64))  # (Z,) -> row
+    hi = np.bincount(at, weights=value_Z >= r_hi, minlength=len(steps_S))
+    lo = np.bincount(at, weights=value_Z <= r_lo, minlength=len(steps_S))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return pd.DataFrame(
+            {Step.STEP: steps_S, ALL_HIGH_FRACTION: hi / groups_S, ALL_LOW_FRACTION: lo / groups_S}
+        )
+
+
+def group_outcomes(seq: pd.DataFrame) -> pd.DataFrame:
+    """``outcome_shares`` of a sequences table (columns step, group, reward; rank if any), with
+    the run's highest and lowest reward over the table."""
+    keys = [Seq.STEP] + ([Seq.RANK] if Seq.RANK in seq.columns else []) + [Seq.GROUP]
+    reward = pd.to_numeric(seq[Seq.REWARD], errors="coerce")
+    g = reward.groupby([seq[k] for k in keys], sort=True).agg(["min", "max"])
+    step_G = g.index.get_level_values(0).to_numpy(np.int64)  # (groups,)
+    steps_S, groups_S = np.unique(step_G, return_counts=True)
+    zero = (g["min"] == g["max"]).to_numpy()
+    r_hi, r_lo = float(reward.max()), float(reward.min())
+    return outcome_shares(steps_S, groups_S, step_G[zero], g["min"].to_numpy()[zero], r_hi, r_lo)
+
+
+def with_group_outcomes(df: pd.DataFrame, outcomes: pd.DataFrame | None) -> pd.DataFrame:
+    """The step table with the ``group_outcomes`` columns joined on the step (as is without)."""
+    if outcomes is None or outcomes.empty or Step.STEP not in df.columns:
+        return df
+    out = df.drop(columns=[ALL_HIGH_FRACTION, ALL_LOW_FRACTION], errors="ignore")
+    return out.merge(outcomes, on=Step.STEP, how="left")
+
+
+# ---------------------------------------------------------------------------------------------
+# Checks
+
+
+def check_learning_signal(
+    df: pd.DataFrame, facts: RunFacts | None = None, cov: Coverage | None = None
+) -> list[Finding]:
+    """A reward constant over the whole run (one finding: it carries no signal), else the
+    zero-variance share of the last quarter, split into solved and failed groups."""
+    cov = cov if cov is not None else Coverage()
+    facts = facts if facts is not None else RunFacts()
+    reward = logged(df, Step.REWARD_MEAN)
+    if reward is None:
+        cov.skipped("reward signal", NOT_LOGGED)
+    else:
+        cov.ran("reward signal", facts.logged_as(Step.REWARD_MEAN))
+        if (flat := _constant_reward(df, reward)) is not None:
+            cov.ran("zero-variance groups", "the reward is constant")
+            return [flat]
+    return _check_zero_variance(df, cov)
+
+
+def _constant_reward(df: pd.DataFrame, reward: np.ndarray) -> Finding | None:
+    r = reward[np.isfinite(reward)]
+    if len(r) < 2 or r.max() - r.min() > 1e-12 * max(1.0, float(np.abs(r).max())):
+        return None
+    others = [
+        c for c in df.columns if isinstance(c, str) and any(k in c.lower() for k in OTHER_SIGNALS)
+    ]
+    others = [c for c in others if logged(df, c) is not None]
+    evidence = f"reward_mean = {r[0]:.4g} at every one of the {len(r)} steps that log it."
+    if others:
+        evidence += f" The run logs another training signal: {', '.join(others[:3])}."
+        advice = (
+            "If the reward is constant by design (distillation: the signal is the teacher's KL), "
+            "nothing to do; read the run on that signal instead. Otherwise the reward function "
+            "is broken: no group has any advantage, so the policy gradient is zero."
+        )
+    else:
+        advice = (
+            "Every group has the same reward, so every advantage is 0 and the policy gradient is "
+            "zero: nothing is learnt. Check the reward function (a parsing error scores every "
+            "answer the same), the answer format, and that rewards reach the trainer."
+        )
+    return Finding(
+        ZERO_VARIANCE,
+        INFO if others else ERROR,
+        "The reward carries no signal: it is the same at every step",
+        evidence,
+        advice,
+        basis=len(r),
+    )
+
+
+def _split_column(df: pd.DataFrame, ours: str, foreign: tuple[str, ...]) -> str | None:
+    for name in (ours, *foreign):
+        found = find_column(df, name)
+        if found is not None and logged(df, found) is not None:
+            return found
+    return None
+
+
+def _check_zero_variance(df: pd.DataFrame, cov: Coverage) -> list[Finding]:
+    """``zero_variance`` (failed or unexplained groups) and ``task_saturated`` (solved groups),
+    each from its median over the last quarter of the run."""
+    got = late_median(df, Step.ZERO_VARIANCE_FRACTION, 4)
+    hi_col = _split_column(df, ALL_HIGH_FRACTION, FOREIGN_ALL_HIGH)
+    if got is None:
+        if hi_col is None:
+            cov.skipped("zero-variance groups", NOT_LOGGED)
+            return []
+        got = late_median(df, hi_col, 4)  # no total: the solved share alone
+    cov.ran("zero-variance groups", "" if hi_col else "solved / failed split " + NOT_LOGGED)
+    med, n = got
+    if hi_col is None:
+        if med < th("zero_var_warn"):
+            return []
+        return [_zero_variance(med, None, n, ERROR if med >= th("zero_var_error") else WARNING)]
+    total = col(df, Step.ZERO_VARIANCE_FRACTION)
+    hi = col(df, hi_col)
+    late = slice(len(df) - max(1, len(df) // 4), None)
+    solved = float(np.nanmedian(hi[late])) if np.isfinite(hi[late]).any() else 0.0
+    rest = total - hi if total is not None else np.full(len(df), np.nan)
+    rest_late = rest[late][np.isfinite(rest[late])]
+    unsolved = float(np.median(rest_late)) if len(rest_late) else 0.0
+    out = []
+    if unsolved >= th("zero_var_warn") or (med >= th("zero_var_warn") > solved):
+        sev = ERROR if unsolved >= th("zero_var_error") else WARNING
+        out.append(_zero_variance(med, (solved, unsolved, hi_col), n, sev))
+    if solved >= th("saturated"):
+        out.append(_saturated(solved, unsolved, hi_col, n))
+    return out
+
+
+def _zero_variance(med: float, split, n: int, severity: str) -> Finding:
+    text = (
+        f"median zero_variance_fraction over the last quarter of the run ({n} steps) "
+        f"= {pct(med)} of groups"
+    )
+    if split is None:
+        text += "; whether they are all-correct (solved) or all-wrong is not logged."
+        head = "Most groups are zero-variance: little or no learning signal"
+    else:
+        solved, unsolved, source = split
+        text += (
+            f": {pct(unsolved)} not at the highest reward (all wrong: too hard), {pct(solved)} "
+            f"all at it (solved; {source})."
+        )
+        head = "Most groups are zero-variance and not solved: the prompts are too hard"
+    return Finding(
+        ZERO_VARIANCE,
+        severity,
+        head,
+        text,
+        "Groups where every completion gets the same reward have zero advantage in GRPO and "
+        "GSPO alike. For all-wrong groups: easier prompts or a curriculum, a denser or partial-"
+        "credit reward, a larger group size; DAPO's dynamic sampling drops such groups.",
+        basis=n,
+    )
+
+
+def _saturated(solved: float, unsolved: float, source: str, n: int) -> Finding:
+    return Finding(
+        TASK_SATURATED,
+        INFO,
+        "The task is saturated: most groups are all-correct",
+        f"median share of groups with every completion at the run's highest reward ({source}) "
+        f"over the last quarter of the run ({n} steps) = {pct(solved)}; all-wrong or other "
+        f"zero-variance groups: {pct(unsolved)}.",
+        "The policy solves these prompts every time, so they give no gradient: not an error, the "
+        "task is learnt. Evaluate it, then stop, or move on to harder prompts (a curriculum), "
+        "drop solved prompts from the sampler (DAPO's dynamic sampling).",
+        basis=n,
+    )
+
+
+def check_truncation(df: pd.DataFrame, cov: Coverage | None = None) -> list[Finding]:
+    """Median ``truncated_fraction`` over the last 10% of steps at or above ``truncation``."""
+    cov = cov if cov is not None else Coverage()
+    got = late_median(df, Step.TRUNCATED_FRACTION, 10)
+    if got is None:
+        cov.skipped("truncation", NOT_LOGGED)
+        return []
+    cov.ran("truncation")
+    if got[0] < th("truncation"):
+        return []
+    return [
+        Finding(
+            TRUNCATION,
+            WARNING,
+            "Many completions are truncated",
+            f"median truncated_fraction over the last 10% of steps ({got[1]}) = "
+            f"{pct(got[0])} of sequences.",
+            "Truncated completions usually get a wrong-answer reward for the wrong reason. Raise "
+            "the generation limit, mask truncated sequences out of the loss, or penalise overlong "
+            "answers.",
+            basis=got[1],
+        )
+    ]

@@ -1,0 +1,358 @@
+"""Spikes against same-lag neighbours, and early→late trends.
+
+``kl_old_spike``, ``log_ratio_spike``, ``kl_ref_spike``: a step far above the rolling median of
+the steps of its lag around it (``spike_mask``: on a table that ends at the step, as the recorder
+sees it live, that is the past only), with what else moved at that step or the update before it
+when the run logs it (learning rate, gradient norm, length, truncation). ``entropy_collapse``,
+``length_collapse``, ``length_blowup``: the last 10% of a lag group's steps against its first 10%.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from training_hooks.findings import lag as lagmod
+from training_hooks.findings.core import (
+    ENTROPY_COLLAPSE,
+    KL_OLD_SPIKE,
+    KL_REF_SPIKE,
+    LENGTH_BLOWUP,
+    LENGTH_COLLAPSE,
+    LOG_RATIO_SPIKE,
+    NOT_LOGGED,
+    TOO_FEW_STEPS,
+    WARNING,
+    Coverage,
+    Finding,
+    col,
+    find_column,
+    fmt_steps,
+    lag_groups,
+    steps_of,
+    th,
+    worst,
+)
+from training_hooks.schema import Step
+
+# ---------------------------------------------------------------------------------------------
+# Robust baseline: rolling median and MAD over same-lag neighbours
+
+
+def rolling_baseline(y: np.ndarray, groups: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per row: the median and the MAD (median |v - median|) of the finite values of the rows in
+    the same group within ``spike_window`` group rows on each side, the row itself left out; NaN
+    where fewer than ``spike_min_neighbours`` such values or fewer than ``spike_min_past`` before
+    it. Rows are taken in the order given (step order). A centred window follows a trend: on a
+    line the median is the row's own value."""
+    h = int(th("spike_window"))
+    need = int(th("spike_min_neighbours"))
+    past = int(th("spike_min_past"))
+    med = np.full(len(y), np.nan)
+    mad = np.full(len(y), np.nan)
+    for g in dict.fromkeys(groups.tolist()):
+        idx = np.flatnonzero(groups == g)
+        padded = np.concatenate([np.full(h, np.nan), y[idx], np.full(h, np.nan)])
+        win = np.lib.stride_tricks.sliding_window_view(padded, 2 * h + 1).copy()  # (n, 2h+1)
+        win[:, h] = np.nan  # leave the row itself out
+        ok = np.isfinite(win).sum(axis=1) >= need
+        ok &= np.isfinite(win[:, :h]).sum(axis=1) >= past  # a past to compare with
+        if not ok.any():
+            continue
+        w = win[ok]
+        m = row_nanmedian(w)
+        med[idx[ok]] = m
+        mad[idx[ok]] = row_nanmedian(np.abs(w - m[:, None]))
+    return med, mad
+
+
+def row_nanmedian(w: np.ndarray) -> np.ndarray:
+    """Median of each row's finite values (each row has at least one): the two middle values of
+    the sorted row (sorting puts NaN last), averaged. ``np.nanmedian`` is 10x slower here."""
+    k = np.isfinite(w).sum(axis=1)
+    s = np.sort(w, axis=1)
+    lo = np.take_along_axis(s, ((k - 1) // 2)[:, None], axis=1)[:, 0]
+    hi = np.take_along_axis(s, (k // 2)[:, None], axis=1)[:, 0]
+    return (lo + hi) / 2
+
+
+def spike_mask(y: np.ndarray, groups: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(spike rows, the rolling median they were judged against). Judged on log y, since KL and
+    |log-ratio| series are positive and heavy-tailed (the demo's KL old→new spans four orders of
+    magnitude within a few steps): a spike is
+    ``log y - med > spike_mads * 1.4826 * MAD`` (median and MAD of the same-lag neighbours' log y;
+    1.4826 MAD is the standard deviation of Gaussian noise) and ``y > spike_factor * e^med``.
+    Values <= 0 (a KL that was never positive, a k1 estimate below 0) are not judged."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ly = np.log(np.where(y > 0, y, np.nan))
+    med, mad = rolling_baseline(ly, groups)
+    judged = np.isfinite(ly) & np.isfinite(med)
+    with np.errstate(invalid="ignore"):
+        jump = ly - med
+        high = (jump > th("spike_mads") * 1.4826 * mad) & (jump > np.log(th("spike_factor")))
+    return judged & high, np.exp(med)
+
+
+@dataclass(frozen=True)
+class SpikeCheck:
+    code: str
+    label: str  # also the check's name on the Checked / Not checked lines
+    off_policy_only: bool  # on-policy steps are 0 by construction (KL old→new, log-ratio)
+    advice: str
+
+
+_SPIKE_ADVICE = (
+    "Open the step on the Sequences page: which sequences and tokens moved. Common causes: a very "
+    "long or degenerate completion, a reward outlier, a learning-rate warm-up ending"
+)
+SPIKE_CHECKS = (
+    SpikeCheck(
+        KL_OLD_SPIKE,
+        "KL old→new",
+        True,
+        "One update moved the policy much further than its same-lag neighbours. "
+        + _SPIKE_ADVICE
+        + ". Gradient clipping or a smaller learning rate bounds it.",
+    ),
+    SpikeCheck(
+        LOG_RATIO_SPIKE,
+        "|log-ratio|",
+        True,
+        "Some sequence's ratio moved far more than at the neighbouring steps of the same lag. "
+        + _SPIKE_ADVICE
+        + "; a single token with a huge log-ratio is often a low-probability sampled token.",
+    ),
+    SpikeCheck(
+        KL_REF_SPIKE,
+        "KL to reference",
+        False,
+        "The policy jumped away from the reference model at these steps. "
+        + _SPIKE_ADVICE
+        + ". A larger KL coefficient or a smaller learning rate damps it.",
+    ),
+)
+
+
+def _spike_series(df: pd.DataFrame, code: str) -> tuple[str, np.ndarray] | None:
+    """(column label, per-step values) a spike check reads; None when the run lacks it."""
+    if code == KL_OLD_SPIKE:
+        y = col(df, Step.KL_OLD_MEAN)
+        return (Step.KL_OLD_MEAN, y) if y is not None else None
+    if code == KL_REF_SPIKE:
+        y = col(df, Step.KL_REF_MEAN)
+        return (Step.KL_REF_MEAN, y) if y is not None else None
+    lo, hi = col(df, Step.SEQ_LOG_RATIO_MIN), col(df, Step.SEQ_LOG_RATIO_MAX)
+    if lo is not None and hi is not None and np.isfinite(hi).any():
+        return "max |log s| (sequence)", np.fmax(-lo, hi)
+    y = col(df, Step.TOKEN_LOG_RATIO_ABS_MAX)
+    return (Step.TOKEN_LOG_RATIO_ABS_MAX, y) if y is not None else None
+
+
+def check_spikes(
+    df: pd.DataFrame, split: lagmod.LagSplit, cov: Coverage | None = None
+) -> list[Finding]:
+    """``kl_old_spike``, ``log_ratio_spike``, ``kl_ref_spike``: a step far above the rolling median
+    of its same-lag neighbours (``spike_mask``); ``steps`` names exactly the spike steps."""
+    out = []
+    cov = cov if cov is not None else Coverage()
+    steps = steps_of(df)
+    groups = lag_groups(split)
+    on = split.mask(lagmod.ON_POLICY)
+    for check in SPIKE_CHECKS:
+        name = f"{check.label} spikes"
+        got = _spike_series(df, check.code)
+        if got is None or not np.isfinite(got[1]).any():
+            cov.skipped(name, NOT_LOGGED)
+            continue
+        label, y = got
+        if check.off_policy_only:
+            y = np.where(on, np.nan, y)
+        mask, med = spike_mask(y, groups)
+        judged = int(np.isfinite(med).sum())
+        if not judged:
+            cov.skipped(
+                name, f"{TOO_FEW_STEPS}: fewer than {th('spike_min_neighbours'):g} same-lag"
+            )
+            continue
+        cov.ran(name)
+        if mask.any():
+            out.append(_spike_finding(df, check, label, y, med, mask, steps, judged))
+    return out
+
+
+def _spike_finding(df, check, label, y, med, mask, steps, judged) -> Finding:
+    idx = np.flatnonzero(mask)
+    rel = y[idx] / med[idx]
+    w = idx[np.argmax(rel)]
+    text = (
+        f"worst at step {steps[w]}: {label} = {y[w]:.3g}, {y[w] / med[w]:.0f}x the median "
+        f"{med[w]:.3g} of its same-lag neighbours (steps {fmt_steps(steps[idx])})."
+    )
+    moved = co_movers(df, w)
+    if moved:
+        text += f" At step {steps[w]} also: {'; '.join(moved)}."
+    return Finding(
+        check.code,
+        WARNING,
+        f"{check.label} spikes at {len(idx)} step{'s' if len(idx) > 1 else ''}",
+        text,
+        check.advice,
+        tuple(int(s) for s in steps[idx][:50]),
+        worst(steps[idx], rel),
+        basis=judged,
+    )
+
+
+#: What else can move with a spike: the names it is logged under (ours, then any tool's, found
+#: behind a prefix: ``optim/lr``, ``actor/grad_norm``), and whether it is judged as a ratio (else
+#: as an absolute rise).
+CO_MOVERS = (
+    (("lr", "learning_rate"), True),
+    (("grad_norm",), True),
+    ((Step.LENGTH_MEAN,), True),
+    ((Step.LENGTH_MAX,), True),
+    ((Step.TRUNCATED_FRACTION,), False),
+)
+_CO_PAST = 8  # rows before a step that make its baseline
+
+
+def co_movers(df: pd.DataFrame, row: int) -> list[str]:
+    """What else moved at ``row`` or at the row before it (the update whose effect a step
+    measures), each against the median of the ``_CO_PAST`` rows before: ``"lr 30x at step 40"``."""
+    steps = steps_of(df)
+    out = []
+    for names, ratio in CO_MOVERS:
+        column = next((c for n in names if (c := find_column(df, n)) is not None), None)
+        y = col(df, column)
+        if y is None:
+            continue
+        for r in (row - 1, row):
+            past = y[max(0, r - _CO_PAST) : max(0, r)]
+            past = past[np.isfinite(past)]
+            if r < 0 or len(past) < 2 or not np.isfinite(y[r]):
+                continue
+            base = float(np.median(past))
+            if ratio and base > 0 and y[r] > 0:
+                k = y[r] / base
+                if max(k, 1 / k) >= th("co_move_factor"):
+                    out.append(f"{column} {k:.2g}x at step {steps[r]}")
+                    break
+            elif not ratio and y[r] - base >= th("co_move_truncation"):
+                out.append(f"{column} {base:.2g} → {y[r]:.2g} at step {steps[r]}")
+                break
+    return out
+
+
+def early_late(y: np.ndarray, groups: np.ndarray) -> list[tuple[str, float, float]]:
+    """Per lag group with at least ``trend_min_steps`` finite values: (group, median of its first
+    10% of steps, median of its last 10%), rows in step order."""
+    out = []
+    for g in dict.fromkeys(groups.tolist()):
+        v = y[groups == g]
+        v = v[np.isfinite(v)]
+        if len(v) < th("trend_min_steps"):
+            continue
+        k = max(1, len(v) // 10)
+        out.append((str(g), float(np.median(v[:k])), float(np.median(v[-k:]))))
+    return out
+
+
+@dataclass(frozen=True)
+class TrendCheck:
+    code: str
+    column: str
+    threshold: str  # a THRESHOLDS key: late/early ratio
+    falls: bool  # True: fires at ratio <= threshold; False: at ratio >= threshold
+    title: str
+    unit: str
+    advice: str
+
+
+TREND_CHECKS = (
+    TrendCheck(
+        ENTROPY_COLLAPSE,
+        Step.ENTROPY_MEAN,
+        "entropy_collapse",
+        True,
+        "Entropy collapsed",
+        "nats/token",
+        "The policy has become nearly deterministic on its own samples, so groups stop "
+        "differing and exploration stops (DAPO's entropy collapse). Raise ε_high (DAPO's "
+        "clip-higher), add an entropy bonus, or sample at a higher temperature.",
+    ),
+    TrendCheck(
+        LENGTH_COLLAPSE,
+        Step.LENGTH_MEAN,
+        "length_collapse",
+        True,
+        "Completion length collapsed",
+        "tokens",
+        "Short answers are being rewarded (or long ones punished). A token-summed or token-mean "
+        "loss weighs lengths differently: check the reward for a length bias and read some "
+        "completions on the Sequences page.",
+    ),
+    TrendCheck(
+        LENGTH_BLOWUP,
+        Step.LENGTH_MEAN,
+        "length_blowup",
+        False,
+        "Completion length blew up",
+        "tokens",
+        "Long completions dominate token-summed losses and truncation follows. Check for "
+        "repetition loops, add a length penalty or overlong filtering (DAPO), or compare with a "
+        "length-normalised reduction.",
+    ),
+)
+
+
+def check_trends(
+    df: pd.DataFrame, split: lagmod.LagSplit, cov: Coverage | None = None
+) -> list[Finding]:
+    """``entropy_collapse``, ``length_collapse``, ``length_blowup``: the median of the last 10% of
+    steps against the first 10%, within each lag group; fires only when every judged group
+    crosses the threshold (one lag's artefact never alarms)."""
+    out = []
+    cov = cov if cov is not None else Coverage()
+    groups = lag_groups(split)
+    for check in TREND_CHECKS:
+        name = "entropy trend" if check.code == ENTROPY_COLLAPSE else "length trend"
+        y = col(df, check.column)
+        if y is None or not np.isfinite(y).any():
+            cov.skipped(name, NOT_LOGGED)
+            continue
+        per = [(g, a, b) for g, a, b in early_late(y, groups) if a > 0]
+        if not per:
+            cov.skipped(name, f"{TOO_FEW_STEPS}: fewer than {th('trend_min_steps'):g} per lag")
+            continue
+        cov.ran(name)
+        limit = th(check.threshold)
+        ratios = [b / a for _, a, b in per]
+        hit = all(r <= limit for r in ratios) if check.falls else all(r >= limit for r in ratios)
+        if not hit:
+            continue
+        what = "; ".join(f"{_group_label(g)}: {a:.3g} → {b:.3g} ({b / a:.2g}x)" for g, a, b in per)
+        out.append(
+            Finding(
+                check.code,
+                WARNING,
+                check.title,
+                f"median {check.column} ({check.unit}), first 10% of steps → last 10%: {what}. "
+                f"Health warns at {'≤' if check.falls else '≥'} {limit:g}x.",
+                check.advice,
+                basis=min(_count(y, groups, g) for g, _, _ in per),
+            )
+        )
+    return out
+
+
+def _count(y: np.ndarray, groups: np.ndarray, g: str) -> int:
+    return int(np.isfinite(y[groups == g]).sum())
+
+
+def _group_label(g: str) -> str:
+    if g.startswith("lag="):
+        n = g[4:]
+        return f"steps at lag {n}" + (" (on-policy)" if n == "0" else "")
+    return {"on": "on-policy steps", "off": "off-policy steps", "unknown": "all steps"}[g]

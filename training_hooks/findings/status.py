@@ -1,0 +1,226 @@
+"""Checks of facts: how the run ended, non-finite values, and the policy lag (on-policy only,
+stale old log-probs). Each returns at most one ``Finding`` per code and notes in ``cov`` what it
+read or why it could not."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pandas as pd
+
+from training_hooks.findings import lag as lagmod
+from training_hooks.findings.core import (
+    CRASHED,
+    ERROR,
+    FAILED,
+    INFO,
+    LAG_UNKNOWN,
+    NONFINITE,
+    NOT_LOGGED,
+    ON_POLICY_ONLY,
+    RUNNING,
+    STALE_OLD_LOGPROBS,
+    Coverage,
+    Finding,
+    col,
+    fmt_steps,
+    logged,
+    steps_of,
+    th,
+    train_mask,
+)
+from training_hooks.schema import STATUS_CRASHED, STATUS_FAILED, STATUS_RUNNING, Step
+
+
+def check_status(
+    status: str, updated_at: float | None, last_step: int | None, now: float | None = None
+) -> list[Finding]:
+    """A run that stopped without finishing (crashed: stale heartbeat) or that failed."""
+    now = time.time() if now is None else now
+    ago = f"{(now - updated_at) / 60:.0f} min ago" if updated_at else "at an unknown time"
+    where = f" at step {last_step}" if last_step is not None else ""
+    if status == STATUS_CRASHED:
+        return [
+            Finding(
+                CRASHED,
+                ERROR,
+                "Stopped without finishing (crashed)",
+                f"status is still 'running' but the last heartbeat was {ago}{where}.",
+                "The process died without closing the recorder (kill -9, OOM killer, node "
+                "failure). Every step older than the flush interval is on disk; check the job's "
+                "logs, then resume with the same run id.",
+            )
+        ]
+    if status == STATUS_FAILED:
+        return [
+            Finding(
+                FAILED,
+                ERROR,
+                "The run failed",
+                f"the recorder closed with status 'failed'{where}, last update {ago}.",
+                "The training loop raised; see run.json's faults and the job's traceback.",
+            )
+        ]
+    if status == STATUS_RUNNING:
+        return [
+            Finding(
+                RUNNING,
+                INFO,
+                "Running",
+                f"last heartbeat {ago}{where}.",
+                "Live: this page refreshes when new steps land.",
+            )
+        ]
+    return []
+
+
+#: Step metrics whose NaN is a finding (inf is one in any column of this list).
+NONFINITE_COLUMNS = (Step.LOSS, Step.REWARD_MEAN, Step.SEQ_LOG_RATIO_MEAN, Step.KL_OLD_MEAN)
+
+
+def check_nonfinite(df: pd.DataFrame, cov: Coverage | None = None) -> list[Finding]:
+    """NaN/inf inside the mask (``nonfinite_count``), or a NaN/inf step metric on a training row.
+
+    Rows without any training metric (``train_mask``: a validation-only line) are skipped; a
+    metric that is NaN on every row was never logged (no reference model, a source without it),
+    so its NaN is not a finding."""
+    df = df[train_mask(df)]
+    cov = cov if cov is not None else Coverage()
+    read = [c for c in (Step.NONFINITE_COUNT, *NONFINITE_COLUMNS) if logged(df, c) is not None]
+    if not read:
+        cov.skipped("non-finite values", NOT_LOGGED)
+        return []
+    cov.ran("non-finite values", "" if Step.NONFINITE_COUNT in read else "step metrics only")
+    steps = steps_of(df)
+    bad: set[int] = set()
+    parts = []
+    nf = col(df, Step.NONFINITE_COUNT)
+    if nf is not None:
+        idx = np.flatnonzero(np.nan_to_num(nf, nan=0) > 0)
+        if len(idx):
+            bad.update(int(s) for s in steps[idx])
+            parts.append(
+                f"{int(np.nansum(nf))} non-finite input values inside the mask at {len(idx)} steps"
+            )
+    for c in NONFINITE_COLUMNS:
+        y = col(df, c)
+        if y is None:
+            continue
+        idx = np.flatnonzero(np.isinf(y) | (np.isnan(y) & np.isfinite(y).any()))
+        if len(idx):
+            bad.update(int(s) for s in steps[idx])
+            parts.append(f"{c} is NaN/inf at {len(idx)} steps")
+    if not parts:
+        return []
+    ordered = sorted(bad)
+    return [
+        Finding(
+            NONFINITE,
+            ERROR,
+            "Non-finite values",
+            "; ".join(parts) + f" (first: {fmt_steps(ordered)}).",
+            "A NaN in log-probs or rewards poisons the loss and the optimizer state. Open the "
+            "first bad step; usual causes are -inf log-probs from a masked vocabulary entry, a "
+            "0/0 advantage (std without eps) or an overflow in bf16.",
+            tuple(ordered[:50]),
+            tuple(ordered[:3]),
+        )
+    ]
+
+
+def check_lag(
+    df: pd.DataFrame, split: lagmod.LagSplit, cov: Coverage | None = None
+) -> list[Finding]:
+    """``on_policy_only`` (no off-policy step) and ``stale_old_logprobs`` (a declared lag >= 1
+    with every token ratio exactly 1 on at least ``stale_share`` of those steps). A step whose
+    earlier updates had no signal (every group zero-variance: all advantages 0, a null gradient)
+    is left out: its policy did not move, so ratios of exactly 1 are right there."""
+    out = []
+    cov = cov if cov is not None else Coverage()
+    steps = steps_of(df)
+    ratio = logged(df, Step.TOKEN_LOG_RATIO_ABS_MAX)
+    lag = np.array([np.nan if v is None else v for v in split.lag], float)
+    if ratio is None:
+        cov.skipped("stale old log-probs", "token log-ratios " + NOT_LOGGED)
+    elif not np.isfinite(lag).any():
+        cov.skipped("stale old log-probs", LAG_UNKNOWN)
+    else:
+        cov.ran("stale old log-probs")
+        declared_off = (lag >= 1) & np.isfinite(ratio) & ~_after_null_updates(df, lag)
+        exact = declared_off & (np.abs(ratio) <= lagmod.MEASURED_ON_TOL)
+        n_off, n_exact = int(declared_off.sum()), int(exact.sum())
+        if n_off and n_exact / n_off >= th("stale_share"):
+            out.append(_stale(steps[exact], n_exact, n_off))
+    if split.source == lagmod.UNKNOWN:
+        cov.skipped("on- / off-policy steps", LAG_UNKNOWN)
+    else:
+        cov.ran("on- / off-policy steps")
+    if split.n_off == 0 and split.n_on > 0:
+        out.append(_on_policy_only(split, ratio))
+    return out
+
+
+def _after_null_updates(df: pd.DataFrame, lag: np.ndarray) -> np.ndarray:
+    """Per row: the ``lag`` updates before it (the rows just above) all had every group
+    zero-variance, so none of them moved the policy (False where that is unknown)."""
+    zv = col(df, Step.ZERO_VARIANCE_FRACTION)
+    out = np.zeros(len(df), bool)
+    if zv is None:
+        return out
+    # rows i - k .. i - 1 all null <=> no non-null row among them: a difference of prefix counts
+    moved = np.concatenate([[0], np.cumsum(~(zv >= 1.0))])  # (n + 1,): non-null rows before i
+    i = np.arange(len(df))
+    ok = np.isfinite(lag) & (lag >= 1) & (lag <= i)
+    k = np.where(ok, lag, 0).astype(np.int64)
+    out[ok] = (moved[i] - moved[i - k])[ok] == 0
+    return out
+
+
+def _on_policy_only(split: lagmod.LagSplit, ratio: np.ndarray | None) -> Finding:
+    how = {
+        lagmod.DECLARED: "declared (policy_lag = 0)",
+        lagmod.MEASURED: f"measured (every token |log-ratio| ≤ {lagmod.MEASURED_ON_TOL:g})",
+    }.get(split.source, "declared or measured")
+    unknown = f"; {split.n_unknown} steps of unknown lag" if split.n_unknown else ""
+    on = split.mask(lagmod.ON_POLICY)
+    exact = ratio is None or bool(np.all(np.abs(ratio[on]) <= lagmod.MEASURED_ON_TOL))
+    why = (
+        "so its ratios are 1 and nothing is clipped"
+        if exact
+        else "so clip and KL old→new measure only the sampler/trainer mismatch (see below)"
+    )
+    advice = (
+        f"Each batch gets a single gradient step from the policy that sampled it, {why}: fine for "
+        "plain on-policy training. To use the clip, reuse a batch for ≥ 2 updates (TRL "
+        "num_iterations, verl ppo_epochs)."
+    )
+    if split.source != lagmod.DECLARED:
+        advice += (
+            " If the loop does reuse batches, old_logprobs are recomputed from the current "
+            "policy: pass policy_lag to log_step and Health will say so."
+        )
+    return Finding(
+        ON_POLICY_ONLY,
+        INFO,
+        "Every step is on-policy: clip and KL old→new say nothing",
+        f"{split.n_on} on-policy steps, {how}{unknown}; no off-policy step.",
+        advice,
+    )
+
+
+def _stale(steps: np.ndarray, n_exact: int, n_off: int) -> Finding:
+    return Finding(
+        STALE_OLD_LOGPROBS,
+        ERROR,
+        "Off-policy steps with ratios exactly 1: old log-probs are stale",
+        f"{n_exact} of {n_off} steps with a declared policy_lag ≥ 1 have every token "
+        f"|log-ratio| ≤ {lagmod.MEASURED_ON_TOL:g} (steps {fmt_steps(steps)}).",
+        "The policy moved since the batch was sampled, yet π/π_old = 1: old_logprobs were "
+        "recomputed from the current policy (or copied from the new log-probs) instead of kept "
+        "from the sampling policy, so the clip never acts and the update has no trust region. "
+        "Compute old_logprobs once per batch, before the first update, and reuse them.",
+        tuple(int(s) for s in steps[:50]),
+        tuple(int(s) for s in steps[:3]),
+        basis=n_off,
+    )

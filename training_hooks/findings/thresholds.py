@@ -1,0 +1,133 @@
+"""Every threshold a check uses, as data: its value, its unit and its source (``THRESHOLDS``).
+
+The tests and the Health page quote the same numbers; ``th(name)`` reads one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Threshold:
+    value: float
+    unit: str
+    source: str
+
+
+PAPER_GSPO = (
+    "GSPO paper (Zheng et al. 2025, arXiv 2507.18071: its clipping-fraction figure, two orders of "
+    "magnitude between GSPO and GRPO) and verl's GSPO PR"
+)
+VERL_RC = "verl docs/algo/rollout_corr.md (check_rollout_correction_health)"
+OURS = "ours (no published band): "
+THRESHOLDS: dict[str, Threshold] = {
+    # clip share of off-policy steps, each algorithm in its own unit (share outside [1-ε, 1+ε])
+    "gspo_clip_usual_low": Threshold(0.10, "share of sequences", PAPER_GSPO),
+    "gspo_clip_usual_high": Threshold(0.30, "share of sequences", PAPER_GSPO),
+    "gspo_clip_warn_high": Threshold(
+        0.50,
+        "share of sequences",
+        PAPER_GSPO + "; warn at 5/3 of the band's top: our column counts every sequence outside "
+        "the range whatever its advantage (zero-advantage groups included), more than the share "
+        "where the clip binds",
+    ),
+    "gspo_clip_warn_low": Threshold(
+        0.02, "share of sequences", PAPER_GSPO + "; 5x below the band's bottom"
+    ),
+    "grpo_clip_usual_low": Threshold(3e-4, "share of tokens", PAPER_GSPO),
+    "grpo_clip_usual_high": Threshold(0.01, "share of tokens", PAPER_GSPO),
+    "grpo_clip_warn_high": Threshold(
+        0.05,
+        "share of tokens",
+        PAPER_GSPO + "; 5x the band's top (DAPO's clip-higher runs sit near 1-2%)",
+    ),
+    "grpo_clip_warn_low": Threshold(
+        3e-5, "share of tokens", PAPER_GSPO + "; 10x below the band's bottom"
+    ),
+    # sampler/trainer mismatch (k3 = r - 1 - log r per token, token mean)
+    "mismatch_k3_dense": Threshold(
+        1e-3,
+        "nats/token (k3)",
+        "verl rollout-correction docs and the issue: dense models "
+        "1e-5..1e-3, MoE 1e-3..1e-1; above 1e-3 is said (info), dense or MoE unknown",
+    ),
+    "mismatch_k3_floor": Threshold(
+        1e-5, "nats/token (k3)", "bottom of the dense band (same source): below it, float noise"
+    ),
+    "mismatch_kl_alarm": Threshold(0.1, "nats/token (|kl|, k3)", VERL_RC + ": alarm |kl| > 0.1"),
+    "mismatch_chi2_token": Threshold(1.0, "chi2 per token", VERL_RC + ": alarm chi2_token > 1"),
+    "mismatch_is_mean_low": Threshold(0.5, "IS weight mean", VERL_RC + ": mean outside [0.5, 2]"),
+    "mismatch_is_mean_high": Threshold(2.0, "IS weight mean", VERL_RC + ": mean outside [0.5, 2]"),
+    "mismatch_shift": Threshold(
+        0.01,
+        "nats per token",
+        OURS + "a 1% per-token ratio offset; random bf16 noise averages "
+        "out of a sequence mean, a one-sided temperature or top-p does not",
+    ),
+    "mismatch_shift_snr": Threshold(
+        3.0, "|mean| / std of log s", OURS + "every sequence shifted the same way"
+    ),
+    "mismatch_token_max": Threshold(
+        0.01,
+        "nats (max token |log r| at lag 0, when no KL old→new is recorded)",
+        OURS + "above bf16's rounding of a log-prob near -1 (2**-8 = 0.004)",
+    ),
+    "stale_share": Threshold(
+        0.5, "share of lag>=1 steps", OURS + "a few exact steps can be a zero learning rate"
+    ),
+    "zero_var_warn": Threshold(0.5, "share of groups", OURS + "half the batch gives no signal"),
+    "zero_var_error": Threshold(0.9, "share of groups", OURS + "almost no signal is left"),
+    "spike_mads": Threshold(
+        6.0,
+        "robust sigmas of log y (1.4826 MAD)",
+        OURS + "the largest seen on healthy runs is 3.7 (the demo's KL old→new, KL to reference "
+        "and log-ratio, 2 x 240 steps) and 5.3 (Tinker's sampler KL, 100 steps)",
+    ),
+    "spike_factor": Threshold(5.0, "x the rolling median", OURS + "half an order of magnitude"),
+    "spike_window": Threshold(12, "same-lag steps each side", OURS),
+    "spike_min_neighbours": Threshold(8, "same-lag steps", OURS + "fewer: not judged"),
+    "spike_min_past": Threshold(
+        4,
+        "same-lag steps before it",
+        OURS + "a run's first updates are its largest (Adam's first steps move every weight by "
+        "about the learning rate): judged against later steps only, they read as spikes (the "
+        "demo, seed 1: KL old→new 21x at its first off-policy step)",
+    ),
+    "entropy_collapse": Threshold(
+        0.2,
+        "late / early median entropy",
+        "DAPO (Yu et al. 2025, arXiv 2503.14476): without clip-higher the entropy falls steeply "
+        "early in training, what they call entropy collapse; a 5x fall is ours",
+    ),
+    "length_collapse": Threshold(0.5, "late / early median length", OURS + "halved"),
+    "length_blowup": Threshold(2.0, "late / early median length", OURS + "doubled"),
+    "truncation": Threshold(0.2, "share of sequences", OURS + "one in five hits the limit"),
+    "trend_min_steps": Threshold(10, "steps per lag group", OURS + "fewer: not judged"),
+    "min_basis": Threshold(
+        5,
+        "steps",
+        OURS + "a median, a share or a trend over fewer steps is a note (info), never a warning",
+    ),
+    "clip_window": Threshold(
+        100,
+        "most recent off-policy steps",
+        OURS + "the clip share is judged on where the run is now (the recorder judges it live)",
+    ),
+    "saturated": Threshold(
+        0.5, "share of groups all at the highest reward", OURS + "half the batch is solved"
+    ),
+    "co_move_factor": Threshold(
+        3.0,
+        "x the median of the 8 rows before",
+        OURS + "what else moved at a spike: a step's lr, grad norm or length this far from the "
+        "rows before it",
+    ),
+    "co_move_truncation": Threshold(
+        0.1, "share of sequences, above the median of the 8 rows before", OURS
+    ),
+}
+
+
+def th(name: str) -> float:
+    return THRESHOLDS[name].value

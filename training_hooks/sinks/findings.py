@@ -1,0 +1,108 @@
+"""``FindingsSink``: the Health checks that need no future, run live on the sink's own thread.
+
+Its ``SinkWorker`` hands it each materialised step (the training thread only appends to a queue);
+every ``every`` steps (at least 2% of the run's steps apart, and at close) it runs
+``training_hooks.findings.live.LiveFindings.evaluate`` on the steps so far and passes each new
+finding to ``report`` (the recorder prints it, writes it to run.json, tags the MLflow run and calls
+the user's ``on_finding``). A failing check is a sink fault, never an exception in training.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from training_hooks.findings.core import RunFacts
+from training_hooks.findings.live import LiveFinding, LiveFindings
+from training_hooks.priority import idle_thread
+from training_hooks.schema import STATUS_RUNNING, Seq
+
+if TYPE_CHECKING:
+    from ..compute import StepRecord
+
+
+class FindingsSink:
+    """See the module docstring. ``every``: steps between two evaluations (>= 1)."""
+
+    name = "findings"
+
+    def __init__(
+        self,
+        facts: RunFacts,
+        report: Callable[[LiveFinding], None],
+        *,
+        every: int = 10,
+        run_id: str = "",
+    ):
+        if not isinstance(every, int) or every < 1:
+            raise ValueError(f"every must be an int >= 1, got {every!r}")
+        self.live = LiveFindings(facts, report, run_id)
+        self.every = every
+        self._new = 0  # steps since the last evaluation
+
+    def open(self) -> None:
+        idle_thread()  # this thread runs when training leaves a core idle
+
+    def write(self, record: StepRecord) -> None:
+        reward_B = (record.seq or {}).get(Seq.REWARD)
+        reward_P_G = None
+        if reward_B is not None and record.group_size:
+            reward_P_G = reward_B.reshape(-1, record.group_size)  # (B,) -> (P, G)
+        self.live.add(record.row, reward_P_G)
+        self._new += 1
+
+    def should_flush(self) -> bool:
+        """``every`` new steps, and at least 2% of the run's steps: checking a long run's table
+        costs more, so its evaluations are spaced out (a constant share of a core)."""
+        return self._new >= max(self.every, self.live.rows // 50)
+
+    def flush(self) -> None:
+        if self.should_flush():  # (the worker also flushes on a timer)
+            self._new = 0
+            self.live.evaluate()
+
+    def close(self, status: str) -> None:
+        self._new = 0
+        self.live.evaluate()
+
+
+class FindingReporter:
+    """What the recorder does with a new live finding, in this order: print its line (stderr), add it to
+    run.json's ``findings`` (rank 0 writes run.json now), queue the MLflow tag
+    ``gspo_dash.finding.<code>`` (set at the MLflow sink's next flush), call ``on_finding``. Runs
+    on the findings sink's thread; an ``on_finding`` that raises is reported as a fault of the
+    ``on_finding`` sink, once, and does not stop the others."""
+
+    def __init__(self, state, *, mlflow_sink=None, on_finding=None, out=None):
+        self.state = state  # the recorder's RunState: lock, info, write(), fault()
+        self.mlflow_sink = mlflow_sink
+        self.on_finding = on_finding
+        self.out = out  # a text stream (default: sys.stderr at call time, beside warnings: a
+        # program's stdout may be its data)
+
+    def __call__(self, f: LiveFinding) -> None:
+        import sys
+
+        print(f.line, file=self.out or sys.stderr, flush=True)
+        with self.state.lock:
+            self.state.info.other.setdefault("findings", []).append(f.to_json())
+        self.state.write()
+        if self.mlflow_sink is not None:
+            self.mlflow_sink.add_tags({f"gspo_dash.finding.{f.code}": f.line})
+        if self.on_finding is not None:
+            try:
+                self.on_finding(f)
+            except Exception as e:  # noqa: BLE001 -- the user's callback never stops recording
+                self.state.fault("on_finding", "callback", f"{type(e).__name__}: {e}")
+
+
+def findings_sink(state, settings, mlflow_sink=None) -> FindingsSink:
+    """The recorder's live findings sink, from its ``RunState`` and ``RecorderSettings``
+    (``findings_every``, ``on_finding``, algorithm and both ε); a resumed run's earlier findings
+    (run.json) are not reported again."""
+    s = settings
+    facts = RunFacts(s.algorithm, STATUS_RUNNING, seq_eps=s.seq_eps, token_eps=s.token_eps)
+    report = FindingReporter(state, mlflow_sink=mlflow_sink, on_finding=s.on_finding)
+    sink = FindingsSink(facts, report, every=s.findings_every, run_id=state.info.run_id)
+    sink.live.seed(state.info.other.get("findings", []))
+    return sink
