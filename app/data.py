@@ -297,6 +297,19 @@ def load_steps(run: RunRef, columns: Iterable[str] | None = None) -> Table:
     return t
 
 
+def step_frame(run_dir: str) -> tuple[pd.DataFrame, PartFiles]:
+    """A run folder's step table exactly as ``load_steps`` gives it (all columns, one row per
+    step, derived columns), read now and not cached, with the step parts listed (all of them,
+    superseded ones included, as discovery lists them). For writers of a run's summary
+    (``training_hooks.summary``), whose findings must be the pages' findings."""
+    folder = storage.join(run_dir, STEPS_DIR)
+    listed = _list_now(folder)
+    old = superseded(f.name for f in listed)
+    files = tuple(f for f in listed if f.name not in old)
+    t = _read_files(folder, files, None, None, STEP_COLUMNS, skip_vanished=True)
+    return _one_row_per_step(t).df, listed
+
+
 def _one_row_per_step(t: Table) -> Table:
     """A read step table deduplicated on ``step`` (the last write wins), sorted, derived columns
     added."""

@@ -39,6 +39,7 @@ from training_hooks.schema import (
     read_run_info,
 )
 from training_hooks.storage import FileStamp
+from training_hooks.summary import is_current
 
 
 def stale_after_s(info: RunInfo) -> float:
@@ -189,6 +190,19 @@ def _table_files(root: str, name: str, stamp: tuple) -> dict[str, PartFiles]:
     return {t: tuple(sorted(files)) for t, files in out.items()}
 
 
+def _summary_tables(root: str, info: RunInfo | None, stamp: tuple) -> dict[str, tuple] | None:
+    """A local run's tables as its summary records them (which hold data files), when the
+    summary is current (its folder stamps are the ones discovered): the folders need no listing.
+    None otherwise. (Only which tables have files is read from the result.)"""
+    s = info.summary if info is not None else None
+    if s is None or storage.is_uri(root) or not is_current(s, stamp[1], stamp[2]):
+        return None
+    return {t: (FileStamp(RUN_SUMMARY_PART, 0, 0),) if t in s.tables else () for t in TABLE_DIRS}
+
+
+RUN_SUMMARY_PART = "(from the run's summary)"  # stands for a table's files, never read
+
+
 def _has_run_json(root: str, stamp: tuple) -> bool:
     if storage.is_uri(root):
         return any(rel == RUN_JSON for rel, _, _ in stamp)
@@ -199,13 +213,7 @@ def _read_run_ref(root: str, name: str, stamp: tuple) -> RunRef | None:
     """The run in ``root/name`` (None when it is not a run folder: no run.json and no step
     table). Its status is run.json's (``_with_status`` judges the heartbeat)."""
     run_dir = storage.join(root, name)
-    tables = _table_files(root, name, stamp)
-    step_files = tables[STEPS_DIR]
     has_json = _has_run_json(root, stamp)
-    if not has_json and not step_files:
-        return None
-    has_sequences = bool(tables[SEQUENCES_DIR])
-    has_tokens = bool(tables[TOKENS_DIR])
     problems: list[str] = []
     info: RunInfo | None = None
     if has_json:
@@ -213,8 +221,14 @@ def _read_run_ref(root: str, name: str, stamp: tuple) -> RunRef | None:
             info = read_run_info(run_dir)
         except (OSError, ValueError, TypeError) as e:
             problems.append(f"run.json is unreadable: {e}")
-    else:
+    tables = _summary_tables(root, info, stamp) or _table_files(root, name, stamp)
+    step_files = tables[STEPS_DIR]
+    if not has_json and not step_files:
+        return None
+    if not has_json:
         problems.append("run.json is missing: name, algorithm, eps and status are unknown")
+    has_sequences = bool(tables[SEQUENCES_DIR])
+    has_tokens = bool(tables[TOKENS_DIR])
     if not step_files:
         problems.append("no step table yet (steps/*.parquet)")
     if step_files and not has_sequences and not imported_tool(info):  # imports: step metrics only

@@ -9,28 +9,32 @@ fraction of plotly.js's SVG time. A cold load took 4.7-5.0 s to its last long ta
 One chart holds every panel: panel i has grid i, x axis i and y axis i; its title (and the
 ``PanelView`` subtitle) sits above it, its unit on the y axis. Runs are coloured, the algorithm is
 the line style (``app.line_style``: dotted for an unknown one), a sparse series has markers. The
-trace dicts are ``charts.run_traces``'s (each ``meta`` names its role: raw, ema, second, band,
-readout); their text is Plotly's escaped text, unescaped here
-because ECharts draws strings as plain text (run and metric names from disk can never become
-markup: checked in Chromium with a name holding HTML, and by tests/test_security_escaping.py).
+traces are ``compare_traces.run_traces``' records (``Trace``: raw, ema, second, band;
+``Readout``), their text plain: ECharts draws strings as plain text, so run and metric names from
+disk can never become markup (checked in Chromium with a name holding HTML, and by
+tests/test_security_escaping.py). The tooltip alone is HTML: it shows series names (ECharts
+escapes them) and fixed column labels, never a metric name from disk.
 
 The hover: a run's lines are drawn from LTTB-cut points that differ per run, and ECharts' axis
 tooltip lists only the series whose point lies nearest the pointer, so no drawn line takes part in
 it. Each run instead gets an invisible ``readout`` series on x points shared by every run of the
-chart (``charts.readout_points``): the tooltip lists every run's value (and EMA, and second column)
+chart (``series_math.readout_points``): the tooltip lists every run's value (and EMA, and second column)
 at the x under the pointer.
 """
 
 from __future__ import annotations
 
-import html
+import dataclasses
 import math
 from collections.abc import Sequence
 
 import numpy as np
 
-from app import charts, line_style
+from app import compare_traces as ct
+from app import line_style, series_math
+from app.colors import rgba
 from app.compare_view import PanelView
+from app.panels import Panel
 
 #: The grid's look: Streamlit's chart grey for text, its lines at 20% (legible on the light and
 #: the dark theme alike), rows of fixed height.
@@ -69,63 +73,56 @@ def readout_size(runs: int) -> int:
     return int(min(READOUT_POINTS, max(24, 2400 // max(runs, 1))))
 
 
-def text(s: object) -> str:
-    """A string for ECharts (plain text): Plotly's escaped text back to the characters."""
-    return html.unescape(str(s))
-
-
 def _pairs(x, y) -> list[list]:
-    return [list(p) for p in zip(charts.browser_array(x), charts.browser_array(y), strict=True)]
+    return [
+        list(p)
+        for p in zip(series_math.browser_array(x), series_math.browser_array(y), strict=True)
+    ]
 
 
 def _on(i: int) -> dict:
     return {"xAxisIndex": i, "yAxisIndex": i, "animation": False}
 
 
-def _line_series(t: dict, i: int) -> dict:
+def _line_series(t: ct.Trace, i: int) -> dict:
     """A raw or EMA line, or the second column's dots (role ``second``), on panel ``i``."""
-    role = t.get("meta", "raw")
-    line = t.get("line", {})
-    color = line.get("color") or t.get("marker", {}).get("color")
-    dots = role == "second"
+    sty = t.style
+    dots = t.role == ct.SECOND
     s = {
-        "id": f"{t.get('legendgroup', '')}|{role}|{i}",
+        "id": f"{t.run}|{t.role}|{i}",
         "type": "scatter" if dots else "line",
         **_on(i),
-        "name": text(t.get("name", "")),
-        "data": _pairs(t["x"], t["y"]),
-        "itemStyle": {"color": color},
+        "name": t.name,
+        "data": _pairs(t.x, t.y),
+        "itemStyle": {"color": sty.color},
         "silent": True,
         "tooltip": {"show": False},  # the readout series is the hover (module docstring)
     }
     if dots:
-        s["symbolSize"] = 3
-        s["itemStyle"]["opacity"] = t.get("opacity", 0.8)
-    else:
-        markers = "markers" in t.get("mode", "")  # a sparse series (``line_style.is_sparse``)
-        s["showSymbol"] = markers
-        if markers:
-            s.update(symbol="circle", symbolSize=t["marker"]["size"], showAllSymbol=True)
-        s["lineStyle"] = {
-            "color": color,
-            "width": line.get("width", 1.5),
-            "type": line_style.ECHARTS_TYPE.get(line.get("dash"), "solid"),
-            "opacity": t.get("opacity", 1.0),
-        }
+        s["symbolSize"] = sty.marker
+        s["itemStyle"]["opacity"] = sty.opacity
+        return s
+    markers = sty.marker is not None  # a sparse series (``line_style.is_sparse``)
+    s["showSymbol"] = markers
+    if markers:
+        s.update(symbol="circle", symbolSize=sty.marker, showAllSymbol=True)
+    s["lineStyle"] = {
+        "color": sty.color,
+        "width": sty.width,
+        "type": line_style.ECHARTS_TYPE.get(sty.dash, "solid"),
+        "opacity": 1.0 if sty.opacity is None else sty.opacity,
+    }
     return s
 
 
-def _band_series(t: dict, i: int) -> list[dict]:
-    """``run_traces``' closed band polygon (x forward, then back; upper edge, then lower) as two
-    stacked areas: the lower edge (not drawn) and the band's height above it (filled)."""
-    x, y = np.asarray(t["x"], np.float64), np.asarray(t["y"], np.float64)
-    n = len(x) // 2
-    xs, hi, lo = x[:n], y[:n], y[n:][::-1]
-    key = t.get("legendgroup", "")
+def _band_series(t: ct.Trace, i: int) -> list[dict]:
+    """A band as two stacked areas: the lower edge (not drawn) and the band's height above it
+    (filled)."""
+    x, lo, hi = (np.asarray(v, np.float64) for v in (t.x, t.lo, t.y))
     base = {
         "type": "line",
         **_on(i),
-        "stack": f"{key}|band|{i}",
+        "stack": f"{t.run}|band|{i}",
         # stack the height on the lower edge whatever their signs (the default, "samesign", puts
         # a positive height on 0 when the edge is negative: the band then starts at 0)
         "stackStrategy": "all",
@@ -135,89 +132,93 @@ def _band_series(t: dict, i: int) -> list[dict]:
         "tooltip": {"show": False},
     }
     return [
-        {**base, "id": f"{key}|band-low|{i}", "data": _pairs(xs, lo)},
+        {**base, "id": f"{t.run}|band-low|{i}", "data": _pairs(x, lo)},
         {
             **base,
-            "id": f"{key}|band-height|{i}",
-            "data": _pairs(xs, hi - lo),
-            "areaStyle": {"color": t.get("fillcolor"), "opacity": 1},
+            "id": f"{t.run}|band-height|{i}",
+            "data": _pairs(x, hi - lo),
+            "areaStyle": {"color": rgba(t.style.color, t.style.fill_opacity), "opacity": 1},
         },
     ]
 
 
-def _readout_series(t: dict, i: int, panel: charts.Panel, x_name: str, detail: bool) -> dict:
+def _readout_series(
+    t: ct.Readout, i: int, panel: Panel, x_name: str, detail: bool, scale: str = ""
+) -> dict:
     """The run's hover on panel ``i``: an undrawn line whose tooltip shows the run's value, EMA
-    and second column at the shared readout points (``charts.readout_points``); without
-    ``detail``, only the EMA when there is one, else the value."""
+    and second column at the shared readout points (``series_math.readout_points``); without
+    ``detail``, only the EMA when there is one, else the value. ``scale``: the unit of values
+    drawn in units of 10^k (``tiny``)."""
     # fixed labels: the tooltip is HTML, and a metric name from disk has no business there; a
     # mapped column's source name is one of ``metric_map``'s own (``app.sources``)
-    columns = [("y", f"value ({t['source']})" if t.get("source") else "value")]
-    if "ema" in t:
+    columns = [("y", f"value ({t.source})" if t.source else "value")]
+    if t.ema is not None:
         columns = [*columns, ("ema", "EMA")] if detail else [("ema", "EMA")]
-    if "second" in t and detail:
-        columns.append(("second", text(panel.second_label)))
-    if t.get("scale"):  # values in units of 10^k (``tiny``)
-        columns = [(k, f"{label} {t['scale']}") for k, label in columns]
-    values = [charts.browser_array(t[k], READOUT_DIGITS) for k, _ in columns]
-    data = [list(row) for row in zip(charts.browser_array(t["x"]), *values, strict=True)]
+    if t.second is not None and detail:
+        columns.append(("second", panel.second_label))
+    if scale:
+        columns = [(k, f"{label} {scale}") for k, label in columns]
+    values = [series_math.browser_array(getattr(t, k), READOUT_DIGITS) for k, _ in columns]
+    data = [list(row) for row in zip(series_math.browser_array(t.x), *values, strict=True)]
     return {
-        "id": f"{t.get('legendgroup', '')}|readout|{i}",
+        "id": f"{t.run}|readout|{i}",
         "type": "line",
         **_on(i),
-        "name": text(t.get("name", "")),
+        "name": t.label,
         "data": data,
         "dimensions": [x_name] + [label for _, label in columns],
         "encode": {"x": 0, "y": 1, "tooltip": list(range(1, len(columns) + 1))},
         "symbol": "none",
         "silent": True,
         "lineStyle": {"opacity": 0, "width": 0},
-        "color": t.get("color"),
+        "color": t.color,
         "z": 0,
     }
 
 
 def _band_lines(
-    series: Sequence[charts.RunSeries], panel: charts.Panel, i: int, traces: Sequence[dict]
+    series: Sequence[ct.RunSeries], panel: Panel, i: int, traces: Sequence[ct.Trace | ct.Readout]
 ) -> list[dict]:
-    """GSPO's clip range on the sequence log-ratio panel ``i`` (``charts.clip_band_lines``): a
-    dotted line across the x range of ``traces`` per bound, labelled at its left end, above every
-    run's lines."""
-    lines = charts.clip_band_lines(series, panel)
-    drawn = [t["x"] for t in traces if len(t["x"])]
+    """GSPO's clip range on the sequence log-ratio panel ``i`` (``compare_traces.clip_band_lines``):
+    a dotted line across the x range of ``traces`` per bound, labelled at its left end, above
+    every run's lines."""
+    lines = ct.clip_band_lines(series, panel)
+    drawn = [t.x for t in traces if len(t.x)]
     if not (lines and drawn):
         return []
     lo, hi = min(float(np.min(v)) for v in drawn), max(float(np.max(v)) for v in drawn)
-    out = []
-    for k, (y, name) in enumerate(lines):
-        # the low line's label below it, the high line's above: they never overlap
-        label = {
-            "show": True,
-            "formatter": f"{name} = {y:.2g}",
-            # at the line's end, which is its left end; inside the plot, below or above the line
-            "distance": -2,
-            "offset": [4, 9 if y < 0 else -9],
-            "align": "left",
-            "fontSize": 10,
-            # a chip over the runs' lines: dark text on near-white, on either theme
-            "color": "#333",
-            "backgroundColor": "rgba(255, 255, 255, 0.85)",
-            "padding": [1, 3],
-        }
-        out.append(
-            {
-                "id": f"|band-line|{i}|{k}",  # of no run
-                "type": "line",
-                **_on(i),
-                "data": [[hi, y], [lo, y]],
-                "symbol": "none",
-                "endLabel": label,
-                "silent": True,
-                "tooltip": {"show": False},
-                "lineStyle": {"type": "dotted", "color": BAND_LINE, "width": 1.5},
-                "z": 5,
-            }
-        )
-    return out
+    return [_band_line(i, k, y, name, lo, hi) for k, (y, name) in enumerate(lines)]
+
+
+def _band_line(i: int, k: int, y: float, name: str, lo: float, hi: float) -> dict:
+    """Bound ``k`` of panel ``i``'s clip range: a dotted line at ``y`` from x ``lo`` to ``hi``,
+    its label (``name = y``) at its left end."""
+    # the low line's label below it, the high line's above: they never overlap
+    label = {
+        "show": True,
+        "formatter": f"{name} = {y:.2g}",
+        # at the line's end, which is its left end; inside the plot, below or above the line
+        "distance": -2,
+        "offset": [4, 9 if y < 0 else -9],
+        "align": "left",
+        "fontSize": 10,
+        # a chip over the runs' lines: dark text on near-white, on either theme
+        "color": "#333",
+        "backgroundColor": "rgba(255, 255, 255, 0.85)",
+        "padding": [1, 3],
+    }
+    return {
+        "id": f"|band-line|{i}|{k}",  # of no run
+        "type": "line",
+        **_on(i),
+        "data": [[hi, y], [lo, y]],
+        "symbol": "none",
+        "endLabel": label,
+        "silent": True,
+        "tooltip": {"show": False},
+        "lineStyle": {"type": "dotted", "color": BAND_LINE, "width": 1.5},
+        "z": 5,
+    }
 
 
 def _cell(i: int) -> tuple[int, int]:
@@ -228,17 +229,17 @@ def _cell(i: int) -> tuple[int, int]:
 
 
 def grid_option(
-    series: Sequence[charts.RunSeries],
-    panels: Sequence[charts.Panel],
-    traces_by_panel: Sequence[Sequence[dict]],
+    series: Sequence[ct.RunSeries],
+    panels: Sequence[Panel],
+    traces_by_panel: Sequence[Sequence[ct.Trace | ct.Readout]],
     *,
-    x: str = charts.X_STEP,
+    x: str = ct.X_STEP,
     log_panels: Sequence[str] = (),
     views: Sequence[PanelView] | None = None,
 ) -> tuple[dict, int]:
     """(option, height px) for ``st.echarts_chart``: ``panels`` as small multiples in rows of
     COLUMNS, x axes linked (a zoom on one zooms all). ``traces_by_panel[i]`` are ``run_traces``
-    dicts for panel i; ``views[i]`` its subtitle, y range, empty note and floor; ``log_panels``
+    records for panel i; ``views[i]`` its subtitle, y range, empty note and floor; ``log_panels``
     the keys of panels with a log y axis. A panel without traces keeps its axes and says why."""
     n = len(panels)
     views = list(views) if views is not None else [PanelView() for _ in panels]
@@ -248,73 +249,24 @@ def grid_option(
         )
     if n != len(views):
         raise ValueError(f"views must have one PanelView per panel ({n}), got {len(views)}")
-    x_name = charts.X_AXES.get(x, x)
+    x_name = ct.X_AXES.get(x, x)
     detail = len(series) <= READOUT_DETAIL_RUNS
     grids, xs, ys, out, titles, notes = [], [], [], [], [], []
     for i, (panel, traces, view) in enumerate(zip(panels, traces_by_panel, views, strict=True)):
-        top, left = _cell(i)
-        grids.append(
-            {
-                "left": f"{left + 6}%",
-                "width": f"{PLOT_WIDTH_PCT}%",
-                "top": top + GRID_TITLE_PX,
-                "height": PLOT_HEIGHT_PX,
-            }
-        )
-        titles.append(
-            {
-                "text": text(charts.panel_title(panel, series)),
-                "subtext": view.subtitle,
-                "left": f"{left + 5}%",
-                "top": top + 4,
-                "itemGap": 4,
-                "textStyle": {"fontSize": 13, "fontWeight": "bold", "color": GRID_TEXT},
-                "subtextStyle": {"fontSize": 11, "color": GRID_TEXT},
-            }
-        )
-        xs.append(
-            {
-                **_AXIS,
-                "gridIndex": i,
-                "type": "value",
-                "scale": True,
-                "name": x_name,
-                "nameLocation": "middle",
-                "nameGap": 24,
-                # the readout's shared x points are whole steps and tokens: no decimals
-                "axisPointer": {"label": {"precision": "auto" if x == charts.X_ELAPSED else 0}},
-            }
-        )
+        grids.append(_plot_area(i))
+        titles.append(_title(i, ct.panel_title(panel, series), view.subtitle))
+        xs.append(_x_axis(i, x, x_name))
         log_y = panel.key in log_panels
-        exp = (
-            None if log_y or view.y_range or charts.clip_band_lines(series, panel) else tiny(traces)
-        )
+        zoomed = log_y or view.y_range or ct.clip_band_lines(series, panel)
+        exp = None if zoomed else tiny(traces)
         if exp is not None:
             traces = [_scaled(t, exp) for t in traces]
         ys.append(_y_axis(i, panel, view, log_y, exp))
-        for t in traces:
-            role = t.get("meta", "raw")
-            if role == "band":
-                out += _band_series(t, i)
-            elif role == "readout":
-                out.append(_readout_series(t, i, panel, x_name, detail))
-            else:
-                out.append(_line_series(t, i))
+        scale = f"×1e{exp}" if exp is not None else ""
+        out += _panel_series(traces, i, panel, x_name, detail, scale)
         out += _band_lines(series, panel, i, traces)
         if not traces:
-            notes.append(
-                {
-                    "type": "text",
-                    "left": f"{left + 6 + PLOT_WIDTH_PCT // 2}%",
-                    "top": top + GRID_TITLE_PX + PLOT_HEIGHT_PX // 2,
-                    "style": {
-                        "text": view.empty_note,
-                        "fill": GRID_TEXT,
-                        "fontSize": 12,
-                        "textAlign": "center",
-                    },
-                }
-            )
+            notes.append(_empty_note(i, view.empty_note))
     option = {
         "animation": False,
         "textStyle": {"color": GRID_TEXT},
@@ -330,71 +282,150 @@ def grid_option(
             "valueFormatter": VALUE_FORMAT,
             "axisPointer": {"type": "line"},
         },
-        # x zoom, linked: the slider above the panels (drag its ends), or ctrl + wheel / pinch
-        # on a panel (plain wheel scrolls the page); drag pans a zoomed panel
-        "dataZoom": [
-            {
-                "type": "slider",
-                "xAxisIndex": list(range(n)),
-                "top": 6,
-                "height": SLIDER_PX - 16,
-                "left": "6%",
-                "right": "4%",
-                "showDataShadow": False,
-                "filterMode": "none",
-                "labelPrecision": "auto" if x == charts.X_ELAPSED else 0,
-                "textStyle": {"color": GRID_TEXT},
-            },
-            {
-                "type": "inside",
-                "xAxisIndex": list(range(n)),
-                "zoomOnMouseWheel": "ctrl",
-                "moveOnMouseWheel": False,
-                "moveOnMouseMove": True,
-                "filterMode": "none",
-            },
-        ],
+        "dataZoom": _zoom(n, x),
     }
     return option, SLIDER_PX + max(1, math.ceil(n / COLUMNS)) * GRID_ROW_PX
+
+
+def _panel_series(
+    traces: Sequence[ct.Trace | ct.Readout],
+    i: int,
+    panel: Panel,
+    x_name: str,
+    detail: bool,
+    scale: str,
+) -> list[dict]:
+    """The ECharts series of panel ``i``'s traces, in their order."""
+    out: list[dict] = []
+    for t in traces:
+        if isinstance(t, ct.Readout):
+            out.append(_readout_series(t, i, panel, x_name, detail, scale))
+        elif t.role == ct.BAND:
+            out += _band_series(t, i)
+        else:
+            out.append(_line_series(t, i))
+    return out
+
+
+def _plot_area(i: int) -> dict:
+    """Panel ``i``'s plot (an ECharts grid) within its cell."""
+    top, left = _cell(i)
+    return {
+        "left": f"{left + 6}%",
+        "width": f"{PLOT_WIDTH_PCT}%",
+        "top": top + GRID_TITLE_PX,
+        "height": PLOT_HEIGHT_PX,
+    }
+
+
+def _title(i: int, title: str, subtitle: str) -> dict:
+    """Panel ``i``'s title and subtitle (plain text), above its plot."""
+    top, left = _cell(i)
+    return {
+        "text": title,
+        "subtext": subtitle,
+        "left": f"{left + 5}%",
+        "top": top + 4,
+        "itemGap": 4,
+        "textStyle": {"fontSize": 13, "fontWeight": "bold", "color": GRID_TEXT},
+        "subtextStyle": {"fontSize": 11, "color": GRID_TEXT},
+    }
+
+
+def _x_axis(i: int, x: str, x_name: str) -> dict:
+    """Panel ``i``'s x axis, named ``x_name``."""
+    return {
+        **_AXIS,
+        "gridIndex": i,
+        "type": "value",
+        "scale": True,
+        "name": x_name,
+        "nameLocation": "middle",
+        "nameGap": 24,
+        # the readout's shared x points are whole steps and tokens: no decimals
+        "axisPointer": {"label": {"precision": "auto" if x == ct.X_ELAPSED else 0}},
+    }
+
+
+def _empty_note(i: int, text: str) -> dict:
+    """Why panel ``i`` draws nothing, centred on its plot."""
+    top, left = _cell(i)
+    return {
+        "type": "text",
+        "left": f"{left + 6 + PLOT_WIDTH_PCT // 2}%",
+        "top": top + GRID_TITLE_PX + PLOT_HEIGHT_PX // 2,
+        "style": {"text": text, "fill": GRID_TEXT, "fontSize": 12, "textAlign": "center"},
+    }
+
+
+def _zoom(n: int, x: str) -> list[dict]:
+    """The x zoom of ``n`` panels, linked: the slider above the panels (drag its ends), or
+    ctrl + wheel / pinch on a panel (plain wheel scrolls the page); drag pans a zoomed panel."""
+    return [
+        {
+            "type": "slider",
+            "xAxisIndex": list(range(n)),
+            "top": 6,
+            "height": SLIDER_PX - 16,
+            "left": "6%",
+            "right": "4%",
+            "showDataShadow": False,
+            "filterMode": "none",
+            "labelPrecision": "auto" if x == ct.X_ELAPSED else 0,
+            "textStyle": {"color": GRID_TEXT},
+        },
+        {
+            "type": "inside",
+            "xAxisIndex": list(range(n)),
+            "zoomOnMouseWheel": "ctrl",
+            "moveOnMouseWheel": False,
+            "moveOnMouseMove": True,
+            "filterMode": "none",
+        },
+    ]
 
 
 #: A panel whose values all lie below this in size is drawn in units of 10^k (its axis name says
 #: "×1e-15"): ECharts writes axis labels as plain decimals ("0.0000000000000025"), which overflow
 #: the cell, and the spec cannot carry a JavaScript label formatter
 TINY = 1e-3
-_Y_KEYS = ("y", "ema", "second")  # a trace's (and a readout's) y values
+#: the y values of a trace (a band's lower edge among them) and of a readout
+_Y_FIELDS = {ct.Trace: ("y", "lo"), ct.Readout: ("y", "ema", "second")}
 
 
-def tiny(traces: Sequence[dict]) -> int | None:
+def tiny(traces: Sequence[ct.Trace | ct.Readout]) -> int | None:
     """k (floor of log10 of the largest |y|) when every finite y of ``traces`` is below TINY in
     size and one is not 0, else None."""
     top = 0.0
     for t in traces:
-        for k in _Y_KEYS:
-            if k in t:
-                v = np.abs(np.asarray(t[k], np.float64))
+        for k in _Y_FIELDS[type(t)]:
+            if getattr(t, k) is not None:
+                v = np.abs(np.asarray(getattr(t, k), np.float64))
                 v = v[np.isfinite(v)]
                 top = max(top, float(v.max()) if len(v) else 0.0)
     return math.floor(math.log10(top)) if 0 < top < TINY else None
 
 
-def _scaled(t: dict, exp: int) -> dict:
-    """A copy of trace ``t`` with its y values in units of 10^exp (a readout remembers exp)."""
-    out = {k: np.asarray(v, np.float64) / 10.0**exp if k in _Y_KEYS else v for k, v in t.items()}
-    if t.get("meta") == "readout":
-        out["scale"] = f"×1e{exp}"
-    return out
+def _scaled(t: ct.Trace | ct.Readout, exp: int) -> ct.Trace | ct.Readout:
+    """A copy of ``t`` with its y values in units of 10^exp."""
+    fields = _Y_FIELDS[type(t)]
+    scaled = {
+        k: np.asarray(getattr(t, k), np.float64) / 10.0**exp
+        for k in fields
+        if getattr(t, k) is not None
+    }
+    return dataclasses.replace(t, **scaled)
 
 
-def _y_axis(
-    i: int, panel: charts.Panel, view: PanelView, log_y: bool, exp: int | None = None
-) -> dict:
+def _y_axis(i: int, panel: Panel, view: PanelView, log_y: bool, exp: int | None = None) -> dict:
+    """Panel ``i``'s y axis, named with its unit (and the 10^exp its values are drawn in): log,
+    or zoomed to ``view.y_range``, or from the values' observed range, or from 0."""
     axis = {
         **_AXIS,
         "gridIndex": i,
         "type": "log" if log_y else "value",
         "scale": True,
-        "name": text(panel.unit) + (f" (×1e{exp})" if exp is not None else ""),
+        "name": panel.unit + (f" (×1e{exp})" if exp is not None else ""),
         "nameLocation": "middle",
         "nameGap": 46,
     }
@@ -424,7 +455,7 @@ def legend_rows(chars: Sequence[int], width_px: int = LEGEND_WIDTH_PX) -> int:
     return rows
 
 
-def legend_option(series: Sequence[charts.RunSeries]) -> tuple[dict, int]:
+def legend_option(series: Sequence[ct.RunSeries]) -> tuple[dict, int]:
     """(option, height px): a legend strip, one entry per run in its colour with its algorithm's
     dash (the grid draws no legend of its own)."""
     names = [f"{s.label} · {line_style.algorithm_text(s.algorithm)}" for s in series]

@@ -27,7 +27,6 @@ MAPPED, RENAMED, KEPT, NOT_STORED, NOT_NUMERIC = (
     "not stored",
     "not numeric",
 )
-KEY_FATES = (MAPPED, RENAMED, KEPT, NOT_STORED, NOT_NUMERIC)
 
 
 def source_lines(info: RunInfo) -> list[str]:

@@ -11,9 +11,10 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from app import charts, compare_view
+from app import compare_traces, compare_view
 from app.data import load_sequences, table_files
 from app.lag import LagSplit, lag_split
+from app.panels import Panel
 from app.records import SOURCE_PARQUET, RunRef
 from training_hooks.schema import SEQUENCES_DIR, STEPS_DIR, Seq
 
@@ -34,13 +35,13 @@ def run_digest(run: RunRef) -> str:
 
 def run_traces(
     run: RunRef,
-    series: charts.RunSeries,
-    panel: charts.Panel,
+    series: compare_traces.RunSeries,
+    panel: Panel,
     *,
     digest: str | None = None,
     **options,
-) -> list[dict]:
-    """``charts.run_traces`` for one run, cached on the run's files (``digest``: its
+) -> list[compare_traces.Trace | compare_traces.Readout]:
+    """``compare_traces.run_traces`` for one run, cached on the run's files (``digest``: its
     ``run_digest``, computed here when not given), the panel and the options (the steps subset
     among them)."""
     key = repr(
@@ -59,9 +60,9 @@ def run_traces(
 
 
 @st.cache_data(show_spinner=False, max_entries=4096)
-def _run_traces(key: str, _series, _panel, _options: dict) -> list[dict]:
+def _run_traces(key: str, _series, _panel, _options: dict) -> list:
     # ``key`` alone is hashed: it names everything the traces depend on; the rest carry the data
-    return charts.run_traces(_series, _panel, **_options)
+    return compare_traces.run_traces(_series, _panel, **_options)
 
 
 def run_lag(run: RunRef, df: pd.DataFrame, digest: str | None = None) -> LagSplit:

@@ -18,7 +18,7 @@ import pandas as pd
 import streamlit as st
 
 from app import data, health, provenance
-from app.charts import run_colors
+from app.colors import run_colors
 from app.discovery import discover, imported_tool, root_signature
 from app.lag import ALL, OFF_POLICY, SUBSETS, LagSplit, lag_split
 from app.mlflow_store import typed_uri_problem

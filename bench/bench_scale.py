@@ -51,7 +51,7 @@ def ensure_root(root: str, runs: int, steps: int, groups: int = 4, group_size: i
     """Write ``runs`` runs under ``root`` unless its marker says they are there; seconds taken.
     (Local markers are checked without the app's code: ``--code`` may name one without
     ``training_hooks.storage``; generate with this checkout first.)"""
-    name = f".bench-{runs}x{steps}x{groups * group_size}"
+    name = f".bench-{runs}x{steps}x{groups * group_size}-summaries"  # (made with summaries)
     if "://" not in root and os.path.exists(os.path.join(root, name)):
         return 0.0
     from make_runs import make_root
@@ -133,10 +133,42 @@ def _run(at) -> float:
 
 
 def bench_runs_page(root: str, cwd: str) -> dict:
+    """The Runs page (AppTest): first render with cold caches (the server's first, imports
+    excluded), the median of 3 re-renders, and how many rows have their Health cell filled."""
     at = _apptest(root, cwd)
     cold = _run(at)
     warm = [_run(at) for _ in range(3)]
-    return {"cold_s": cold, "warm_s": statistics.median(warm), "warm_all_s": warm}
+    out = {"cold_s": cold, "warm_s": statistics.median(warm), "warm_all_s": warm}
+    table = at.dataframe[0].value if len(at.dataframe) else None
+    if table is not None and "health" in table.columns:
+        out["rows"] = len(table)
+        out["health_filled"] = int(table["health"].astype(str).str.len().gt(0).sum())
+    return out
+
+
+#: The goals (issue 24, item 1), printed beside the measurements.
+GOALS = {"cold_s": 3.0, "warm_s": 0.5}
+
+
+def print_goals(res: dict) -> None:
+    """One line per root: the Runs page's cold and warm render and Health cells filled, each
+    beside its goal."""
+    print(f"\nRuns page ({res['code']}; load average {res.get('load_avg_end')})")
+    print(
+        f"{'root':<10} {'runs':>6} {'cold':>8} {'goal':>6} {'warm':>8} {'goal':>6} {'health':>12}"
+    )
+    for where in ("local", "s3", "local_big"):
+        page = res.get(where, {}).get("runs_page")
+        if not page:
+            continue
+        n = res[where]["discovery"]["runs"]
+        filled = page.get("health_filled")
+        ok = {k: "ok" if page[k] <= g else "over" for k, g in GOALS.items()}
+        print(
+            f"{where:<10} {n:>6} {page['cold_s']:>7.2f}s {GOALS['cold_s']:>5.1f}s {ok['cold_s']:>4}"
+            f" {page['warm_s']:>7.2f}s {GOALS['warm_s']:>5.1f}s {ok['warm_s']:>4}"
+            f" {'?' if filled is None else f'{filled}/{n}':>12}"
+        )
 
 
 def _points(x) -> int:
@@ -206,6 +238,14 @@ def run(args) -> dict:
         "runs_page": bench_runs_page(local, cwd),
     }
     print(json.dumps(res["local"], indent=1), flush=True)
+    if args.big_runs:  # bench only: the Runs page at many more runs
+        big = str(base / f"local-{args.big_runs}")
+        res["generate_local_big_s"] = ensure_root(big, args.big_runs, args.scale_steps)
+        res["local_big"] = {
+            "discovery": bench_discovery(big),
+            "runs_page": bench_runs_page(big, cwd),
+        }
+        print(json.dumps(res["local_big"], indent=1), flush=True)
     if args.compare_runs:
         croot = str(base / f"compare-{args.compare_runs}x{args.compare_steps}")
         res["generate_compare_s"] = ensure_root(croot, args.compare_runs, args.compare_steps)
@@ -245,6 +285,7 @@ def add_arguments(ap) -> None:
     ap.add_argument("--scale", action="store_true", help="run this benchmark (bench_scale.py)")
     ap.add_argument("--scale-runs", type=int, default=2000)
     ap.add_argument("--scale-steps", type=int, default=10)
+    ap.add_argument("--big-runs", type=int, default=0, help="also a local root of this many runs")
     ap.add_argument(
         "--scale-root", default=os.path.join(tempfile.gettempdir(), "gspo-dash-bench-scale")
     )
@@ -262,6 +303,7 @@ def main(args) -> None:
     Path(args.scale_out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.scale_out).write_text(json.dumps(res, indent=1))
     print(json.dumps(res, indent=1))
+    print_goals(res)
 
 
 if __name__ == "__main__":

@@ -40,6 +40,7 @@ from training_hooks import schema, storage  # noqa: E402
 from training_hooks.schema import (  # noqa: E402
     SEQUENCES_DIR,
     STATUS_FINISHED,
+    STATUS_RUNNING,
     STEPS_DIR,
     TOKENS_DIR,
     RunInfo,
@@ -333,8 +334,11 @@ def make_run(
     on_policy: bool = False,
     start_time: float | None = None,
     steps_per_part: int = STEPS_PER_PART,
+    summary: bool = True,
 ) -> str:
-    """Write one run under ``root/run_id`` (a folder or an object-store URI); returns its path."""
+    """Write one run under ``root/run_id`` (a folder or an object-store URI); returns its path.
+    ``summary``: a run not running gets the summary its recorder would have written at close
+    (``training_hooks.summary``)."""
     rng = np.random.default_rng(seed)
     run_dir = storage.join(root, run_id)
     storage.makedirs(run_dir)
@@ -373,6 +377,11 @@ def make_run(
         if tokens_per_step:
             table = _token_table(rng, run_id, first, last, d, tokens_per_step)
             _write(table, storage.join(run_dir, TOKENS_DIR), first, last, part)
+    if summary and status != STATUS_RUNNING:
+        from training_hooks.summary import summarise_run
+
+        info.summary = summarise_run(run_dir, info)
+        schema.write_json_atomic(storage.join(run_dir, schema.RUN_JSON), info.to_json())
     return run_dir
 
 
@@ -409,6 +418,18 @@ def _token_table(rng, run_id: str, first: int, last: int, d: Draws, k: int) -> p
             rows[Tok.TOKENS].append(None)
             rows[Tok.REASON].append("baseline")  # random sequences: the recorder's baseline
     return _table(rows, tok_schema)
+
+
+def add_summaries(root: str) -> int:
+    """Write the summary of every run under ``root`` that is not running, as its recorder would
+    have at close (``training_hooks.summary.summarise_root``, for roots generated without them);
+    returns how many were written."""
+    from training_hooks.summary import summarise_root
+
+    n, problems = summarise_root(root)
+    if problems:
+        raise RuntimeError("; ".join(problems[:5]))
+    return n
 
 
 def make_root(

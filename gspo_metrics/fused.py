@@ -44,7 +44,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import torch
-from numba import float32, float64, int64, njit, uint8, void
+from llvmlite import ir
+from numba import float32, float64, int64, njit, types, uint8, void
+from numba.core import cgutils
+from numba.extending import intrinsic
 
 from .checks import as_bool_mask, check_nonempty_rows
 from .spec import SEQUENCE_DIAGNOSTICS
@@ -69,6 +72,36 @@ _FM = {"reassoc", "contract", "nsz", "arcp"}
 # The spread pass (extremes, squared deviations) may also assume no NaN: its results are
 # replaced whenever the row's log-ratios are not all finite.
 _FM_NNAN = _FM | {"nnan"}
+_ABS_BITS = np.int64(0x7FFFFFFFFFFFFFFF)  # all but the sign bit of a float64
+
+
+@intrinsic
+def _prefetch(typingctx, arr, i, j):
+    """Ask the CPU to bring element (i, j) of a 2-D array into its caches (``llvm.prefetch``:
+    a hint, it never faults)."""
+
+    def codegen(context, builder, sig, args):
+        aryty = sig.args[0]
+        ary = context.make_array(aryty)(context, builder, args[0])
+        ptr = cgutils.get_item_pointer(context, builder, aryty, ary, [args[1], args[2]])
+        i8p, i32 = ir.IntType(8).as_pointer(), ir.IntType(32)
+        fnty = ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32])
+        fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.prefetch.p0")
+        builder.call(fn, [builder.bitcast(ptr, i8p), i32(0), i32(3), i32(1)])  # read, keep, data
+        return context.get_dummy_value()
+
+    return types.void(arr, types.intp, types.intp), codegen
+
+
+@njit(inline="always")
+def _prefetch_row(x, b):
+    """Prefetch row b of ``x`` (B, T), one cache line at a time. A row of T = 1024 float32 is a
+    4 KB page, and the hardware prefetcher stops at page boundaries: without this every row of
+    every input starts with cache misses once the inputs have left the caches (as they have
+    after a loss step)."""
+    step = max(1, 64 // x.itemsize)
+    for j in range(0, x.shape[1], step):
+        _prefetch(x, b, j)
 
 
 @njit(inline="always", fastmath=_FM)
@@ -124,24 +157,32 @@ def _pass_ref(lp, ref, mask, b):
 
 
 @njit(fastmath=_FM)
-def _pass_sampler(old, smp, mask, b):
-    """u = old - smp over row b's tokens: ``_pass_ref``'s three sums for u, and the largest |u|
-    in the same loop (``_pass_ref`` itself does not pay for the maximum). A NaN is skipped by
-    the maximum here; ``_fixup`` finds it, since it makes the probe non-finite."""
+def _pass_sampler(old, smp, mask, b, scratch):
+    """u = old - smp over row b's tokens: ``_pass_ref``'s three sums for u, and the largest |u|.
+
+    The largest |u| is an integer maximum of the bits of |u| (``scratch`` (T,) float64 holds
+    u): for floats >= 0 the order of their bits is the order of their values, and an integer
+    maximum vectorises where a float compare-and-select cannot without assuming no NaN. A NaN
+    (its bits are above inf's) wins the maximum, as it should."""
     s_k3 = 0.0
     n_big = 0
     s_u = 0.0
-    u_max = 0.0  # (padding: |0| is below every masked |u|)
-    for t in range(old.shape[1]):
+    T = old.shape[1]
+    for t in range(T):
         u = np.float64(old[b, t]) - np.float64(smp[b, t])
-        u = u if mask[b, t] != 0 else 0.0
+        u = u if mask[b, t] != 0 else 0.0  # (padding: |0| is below every masked |u|)
         small = abs(u) < SERIES_BOUND
         s_k3 += _k3_series(u) if small else 0.0
         n_big += not small
         s_u += u
-        a = abs(u)
-        u_max = a if a > u_max else u_max  # (compare-and-select: the form LLVM vectorises)
-    return s_k3, n_big, s_u, u_max
+        scratch[t] = u
+    bits = scratch[:T].view(np.int64)
+    top = np.int64(0)
+    for t in range(T):
+        a = bits[t] & _ABS_BITS
+        top = a if a > top else top
+    bits[0] = top
+    return s_k3, n_big, s_u, scratch[0]
 
 
 @njit(fastmath=_FM)
@@ -252,7 +293,20 @@ def _kernel(lp, old, mask, adv, ref, ent, smp, flags, thr, out, b0, b1):  # prag
     per_tok, has_ref, has_ent, has_smp = flags[0] != 0, flags[1] != 0, flags[2] != 0, flags[3] != 0
     tok_lo, tok_hi = thr[0], thr[1]
     nan = np.nan
+    scratch = np.empty(lp.shape[1], dtype=np.float64)  # (T,) a row's u, for its largest |u|
     for b in range(b0, b1):
+        if b + 1 < b1:  # the next row's inputs, while this one is reduced
+            _prefetch_row(lp, b + 1)
+            _prefetch_row(old, b + 1)
+            _prefetch_row(mask, b + 1)
+            if per_tok:
+                _prefetch_row(adv, b + 1)
+            if has_ref:
+                _prefetch_row(ref, b + 1)
+            if has_ent:
+                _prefetch_row(ent, b + 1)
+            if has_smp:
+                _prefetch_row(smp, b + 1)
         n, s_d, n_below, n_above, k_d, big = _pass_log_ratio(lp, old, mask, b, tok_lo, tok_hi)
         a_row = 0.0 if per_tok else np.float64(adv[b, 0])
         adv_sums = (0.0, 0, 0, 0, 0)
@@ -271,7 +325,7 @@ def _kernel(lp, old, mask, adv, ref, ent, smp, flags, thr, out, b0, b1):  # prag
         k_u = 0.0
         u_max = 0.0
         if has_smp:
-            k_u, big_u, s_u, u_max = _pass_sampler(old, smp, mask, b)
+            k_u, big_u, s_u, u_max = _pass_sampler(old, smp, mask, b, scratch)
             big += big_u
             probe += s_u
         finite = math.isfinite(probe)

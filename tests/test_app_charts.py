@@ -10,8 +10,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from app import aggregate, charts
+from app import aggregate, charts, colors, plotly_traces, series_math
+from app import compare_traces as ct
 from app import echarts_grid as eg
+from app.panels import PANELS, PANELS_BY_KEY, extra_panel
 from training_hooks.metric_map import Derived
 from training_hooks.schema import Seq, Step
 
@@ -24,16 +26,16 @@ def _steps(n: int, **cols) -> pd.DataFrame:
 
 
 def _series(df, key="a", algo="gspo", color="#1f77b4", eps=None):
-    return charts.RunSeries(key, key, algo, color, df, eps or {"seq": (3e-4, 4e-4)})
+    return ct.RunSeries(key, key, algo, color, df, eps or {"seq": (3e-4, 4e-4)})
 
 
 def test_ema_matches_hand_computation():
     """Debiased EMA with w=0.5 on [1, 0, 0]: m = .5, .25, .125 over 1-w^t = .5, .75, .875."""
-    out = charts.ema(np.array([1.0, 0.0, 0.0]), 0.5)
+    out = series_math.ema(np.array([1.0, 0.0, 0.0]), 0.5)
     np.testing.assert_allclose(out, [1.0, 0.25 / 0.75, 0.125 / 0.875])
-    np.testing.assert_array_equal(charts.ema(np.array([3.0, 4.0]), 0.0), [3.0, 4.0])
+    np.testing.assert_array_equal(series_math.ema(np.array([3.0, 4.0]), 0.0), [3.0, 4.0])
     with pytest.raises(ValueError, match="weight"):
-        charts.ema(np.ones(3), 1.0)
+        series_math.ema(np.ones(3), 1.0)
 
 
 def test_downsample_keeps_spike_and_bounds_points():
@@ -42,10 +44,10 @@ def test_downsample_keeps_spike_and_bounds_points():
     x = np.arange(n, dtype=float)
     y = np.sin(x / 5000)
     y[54_321] = 50.0
-    idx = charts.downsample_indices(x, y, 2000)
+    idx = series_math.downsample_indices(x, y, 2000)
     assert len(idx) <= 2000
     assert 54_321 in idx and idx[0] == 0 and idx[-1] == n - 1
-    assert len(charts.downsample_indices(x[:10], y[:10], 2000)) == 10
+    assert len(series_math.downsample_indices(x[:10], y[:10], 2000)) == 10
 
 
 def test_envelope_keeps_extremes():
@@ -54,7 +56,7 @@ def test_envelope_keeps_extremes():
     lo = -np.ones(1000)
     hi = np.ones(1000)
     lo[517], hi[3] = -9.0, 7.0
-    bx, blo, bhi = charts.envelope(x, lo, hi, 10)
+    bx, blo, bhi = series_math.envelope(x, lo, hi, 10)
     assert len(bx) == 10 and blo.min() == -9.0 and bhi.max() == 7.0
     assert blo[5] == -9.0 and bhi[0] == 7.0  # in the right buckets (500-599, 0-99)
 
@@ -65,8 +67,8 @@ def test_compare_figure_traces_smoothing_and_points():
     a = _steps(n, **{Step.REWARD_MEAN: np.linspace(0, 1, n), Step.REWARD_STD: 0.1})
     b = _steps(n, **{Step.REWARD_MEAN: np.linspace(1, 0, n), Step.REWARD_STD: 0.1})
     s = [_series(a, "a", "gspo"), _series(b, "b", "grpo", "#d62728")]
-    panel = charts.PANELS_BY_KEY["reward"]
-    fig = charts.compare_figure(s, panel, smoothing=0.6, max_points=500, bands=False)
+    panel = PANELS_BY_KEY["reward"]
+    fig = plotly_traces.compare_figure(s, panel, smoothing=0.6, max_points=500, bands=False)
     lines = [t for t in fig.data if t.mode == "lines"]
     assert len(lines) == 4  # raw + EMA for each run
     assert all(len(t.x) <= 500 for t in fig.data)
@@ -74,8 +76,8 @@ def test_compare_figure_traces_smoothing_and_points():
     assert dashes == {"a": "solid", "b": "dash"}
     assert sorted(t.opacity if t.opacity is not None else 1.0 for t in lines) == [0.25, 0.25, 1, 1]
     # no smoothing: one trace per run; with bands: one filled band per run on top
-    assert len(charts.compare_figure(s, panel, smoothing=0, bands=False).data) == 2
-    banded = charts.compare_figure(s, panel, smoothing=0, bands=True)
+    assert len(plotly_traces.compare_figure(s, panel, smoothing=0, bands=False).data) == 2
+    banded = plotly_traces.compare_figure(s, panel, smoothing=0, bands=True)
     assert sum(t.fill == "toself" for t in banded.data) == 2
     # reward ± std band: upper edge = mean + std
     band = next(t for t in banded.data if t.fill == "toself")
@@ -94,17 +96,17 @@ def test_compare_figure_axes_units_eps_and_log():
         },
     )
     s = [_series(df)]
-    panel = charts.PANELS_BY_KEY["seq_clip"]
-    fig = charts.compare_figure(s, panel, x=charts.X_TOKENS)
+    panel = PANELS_BY_KEY["seq_clip"]
+    fig = plotly_traces.compare_figure(s, panel, x=ct.X_TOKENS)
     assert fig.layout.xaxis.title.text == "response tokens seen"
     assert "sequence unit, ε 3e-4/4e-4" in fig.layout.title.text
     assert fig.layout.yaxis.title.text == "fraction of sequences"
     assert "(ε 3e-4/4e-4)" in fig.data[0].name
-    logfig = charts.compare_figure(s, panel, log_y=True)
+    logfig = plotly_traces.compare_figure(s, panel, log_y=True)
     assert logfig.layout.yaxis.type == "log" and len(logfig.data[0].x) == n - 1
     # two runs with different eps: the title says so instead of lying
     s2 = s + [_series(df, "b", eps={"seq": (1e-3, 1e-3)})]
-    assert "differs per run" in charts.compare_figure(s2, panel).layout.title.text
+    assert "differs per run" in plotly_traces.compare_figure(s2, panel).layout.title.text
 
 
 def test_compare_figure_seq_band_lines_and_empty():
@@ -117,10 +119,10 @@ def test_compare_figure_seq_band_lines_and_empty():
             Step.SEQ_LOG_RATIO_MAX: 1e-3,
         },
     )
-    fig = charts.compare_figure([_series(df)], charts.PANELS_BY_KEY["seq_log_ratio"])
+    fig = plotly_traces.compare_figure([_series(df)], PANELS_BY_KEY["seq_log_ratio"])
     ys = sorted(s.y0 for s in fig.layout.shapes)
     assert ys == pytest.approx([math.log(1 - 3e-4), math.log(1 + 4e-4)])
-    empty = charts.compare_figure([_series(_steps(3))], charts.PANELS_BY_KEY["kl_ref"])
+    empty = plotly_traces.compare_figure([_series(_steps(3))], PANELS_BY_KEY["kl_ref"])
     assert len(empty.data) == 0 and "no data" in empty.layout.annotations[0].text
 
 
@@ -216,7 +218,7 @@ def test_legend_and_group_rewards():
 
 def test_panels_cover_the_issue_metrics():
     """Every metric the Compare page must show has a panel, and each panel has a unit."""
-    cols = {p.column for p in charts.PANELS}
+    cols = {p.column for p in PANELS}
     for c in (
         Step.REWARD_MEAN,
         Step.LOSS,
@@ -231,8 +233,8 @@ def test_panels_cover_the_issue_metrics():
         Step.ENTROPY_MEAN,
     ):
         assert c in cols
-    assert all(p.unit for p in charts.PANELS)
-    assert charts.PANELS_BY_KEY["length"].second == Step.LENGTH_P90
+    assert all(p.unit for p in PANELS)
+    assert PANELS_BY_KEY["length"].second == Step.LENGTH_P90
 
 
 def test_grid_option_places_panels_on_their_own_axes():
@@ -240,11 +242,11 @@ def test_grid_option_places_panels_on_their_own_axes():
     df = _steps(20, **{Step.REWARD_MEAN: np.linspace(0, 1, 20), Step.KL_REF_MEAN: 0.01})
     s = [_series(df)]
     panels = [
-        charts.PANELS_BY_KEY["reward"],
-        charts.PANELS_BY_KEY["kl_ref"],
-        charts.PANELS_BY_KEY["entropy"],
+        PANELS_BY_KEY["reward"],
+        PANELS_BY_KEY["kl_ref"],
+        PANELS_BY_KEY["entropy"],
     ]
-    traces = [charts.run_traces(s[0], p, smoothing=0.5, bands=False) for p in panels]
+    traces = [ct.run_traces(s[0], p, smoothing=0.5, bands=False) for p in panels]
     option, height = eg.grid_option(s, panels, traces, log_panels=["kl_ref"])
     assert [x["xAxisIndex"] for x in option["series"]] == [0, 0, 1, 1]  # entropy: no column
     assert [x["yAxisIndex"] for x in option["series"]] == [0, 0, 1, 1]
@@ -265,29 +267,29 @@ def test_run_colour_is_derived_from_its_key():
     """crc32("a") % 16 = 3, crc32("b") % 16 = 9, crc32("run-1") % 16 = 3: each key's colour is
     its palette slot, whatever other runs exist; of two runs on screen that want slot 3, the
     first (the older) keeps it and the other takes the next free slot, 4."""
-    P = charts.PALETTE
-    assert [charts.color_slot(k) for k in ("a", "b", "run-1")] == [3, 9, 3]
-    assert charts.run_colors(["a"]) == {"a": P[3]}
-    assert charts.run_colors(["x", "a", "b", "run-1"]) == {
-        "x": P[charts.color_slot("x")],
+    P = colors.PALETTE
+    assert [colors.color_slot(k) for k in ("a", "b", "run-1")] == [3, 9, 3]
+    assert colors.run_colors(["a"]) == {"a": P[3]}
+    assert colors.run_colors(["x", "a", "b", "run-1"]) == {
+        "x": P[colors.color_slot("x")],
         "a": P[3],
         "b": P[9],
         "run-1": P[3],
     }
-    on_screen = charts.run_colors(["a", "b", "run-1"], ["a", "run-1"])
+    on_screen = colors.run_colors(["a", "b", "run-1"], ["a", "run-1"])
     assert on_screen == {"a": P[3], "b": P[9], "run-1": P[4]}
-    assert charts.run_colors(["a", "run-1"], ["run-1", "a"]) == {"run-1": P[3], "a": P[4]}
+    assert colors.run_colors(["a", "run-1"], ["run-1", "a"]) == {"run-1": P[3], "a": P[4]}
 
 
 @given(st.lists(st.text(min_size=1, max_size=12), min_size=1, max_size=30, unique=True))
 def test_run_colours_distinct_on_screen_and_stable(keys):
     """Runs on screen get distinct colours while the palette lasts; the first of them always
     has its own key's colour, and no run's colour depends on the runs off screen."""
-    shown = keys[: len(charts.PALETTE)]
-    colors = charts.run_colors(keys, shown)
-    assert len({colors[k] for k in shown}) == len(shown)
-    assert colors[shown[0]] == charts.PALETTE[charts.color_slot(shown[0])]
-    assert {k: colors[k] for k in shown} == charts.run_colors(shown, shown)
+    shown = keys[: len(colors.PALETTE)]
+    got = colors.run_colors(keys, shown)
+    assert len({got[k] for k in shown}) == len(shown)
+    assert got[shown[0]] == colors.PALETTE[colors.color_slot(shown[0])]
+    assert {k: got[k] for k in shown} == colors.run_colors(shown, shown)
 
 
 # ------------------------------------------------------------- charts that do not lie by omission
@@ -319,8 +321,8 @@ def test_unknown_algorithm_line_and_legend_are_dotted():
     """A run of unknown algorithm: its line and its legend entry are dotted, its entry says so."""
     df = _steps(30, **{Step.LOSS: np.linspace(1, 0, 30)})
     runs = [_series(df, "g", "gspo"), _series(df, "r", "grpo"), _series(df, "u", "unknown")]
-    p = charts.PANELS_BY_KEY["loss"]
-    option, _ = eg.grid_option(runs, [p], [[t for s in runs for t in charts.run_traces(s, p)]])
+    p = PANELS_BY_KEY["loss"]
+    option, _ = eg.grid_option(runs, [p], [[t for s in runs for t in ct.run_traces(s, p)]])
     raw = {s["id"].split("|")[0]: s["lineStyle"]["type"] for s in option["series"]}
     assert raw == {"g": "solid", "r": "dashed", "u": "dotted"}
     legend, _ = eg.legend_option(runs)
@@ -346,21 +348,21 @@ def test_sparse_series_markers_no_ema_and_one_point_visible():
     val = np.full(40, np.nan)
     val[[9, 19, 29, 39]] = [0.20, 0.315, 0.25, 0.30]
     df = _steps(40, **{"val-core/AIME/acc/mean@16": val})
-    p = charts.extra_panel("val-core/AIME/acc/mean@16")
-    traces = charts.run_traces(_series(df), p, smoothing=0.6)
-    assert [t["meta"] for t in traces] == ["raw"]
-    assert traces[0]["mode"] == "lines+markers" and max(traces[0]["y"]) == np.float32(0.315)
+    p = extra_panel("val-core/AIME/acc/mean@16")
+    traces = ct.run_traces(_series(df), p, smoothing=0.6)
+    assert [t.role for t in traces] == ["raw"]
+    assert traces[0].style.marker == 6 and max(traces[0].y) == np.float32(0.315)
     # the EMA it no longer draws: m2 = (0.6*0.4*0.2 + 0.4*0.315) / (1 - 0.36) = 0.27188
-    assert charts.ema(val[[9, 19, 29, 39]], 0.6)[1] == pytest.approx(0.271875)
+    assert series_math.ema(val[[9, 19, 29, 39]], 0.6)[1] == pytest.approx(0.271875)
     one = _series(_steps(1, **{Step.REWARD_MEAN: [0.5]}))
-    (raw,) = charts.run_traces(one, charts.PANELS_BY_KEY["reward"], smoothing=0.6)
-    option, _ = eg.grid_option([one], [charts.PANELS_BY_KEY["reward"]], [[raw]])
+    (raw,) = ct.run_traces(one, PANELS_BY_KEY["reward"], smoothing=0.6)
+    option, _ = eg.grid_option([one], [PANELS_BY_KEY["reward"]], [[raw]])
     (line,) = option["series"]
     assert line["data"] == [[0, 0.5]] and line["showSymbol"] is True
     assert line["symbolSize"] == 6
     dense = _series(_steps(30, **{Step.LOSS: np.linspace(1, 0, 30)}))
-    smooth = charts.run_traces(dense, charts.PANELS_BY_KEY["loss"], smoothing=0.6)
-    assert [t["meta"] for t in smooth] == ["raw", "ema"] and smooth[0]["mode"] == "lines"
+    smooth = ct.run_traces(dense, PANELS_BY_KEY["loss"], smoothing=0.6)
+    assert [t.role for t in smooth] == ["raw", "ema"] and smooth[0].style.marker is None
 
 
 def test_known_cumsum_leaves_unknown_unknown():
@@ -372,7 +374,7 @@ def test_known_cumsum_leaves_unknown_unknown():
     np.testing.assert_array_equal(out.to_numpy(), [3.0, 7.0, np.nan, np.nan])
     df = add_derived(pd.DataFrame({Step.STEP: [0, 1], Step.NUM_TOKENS: [np.nan, np.nan]}))
     assert df[Derived.TOKENS_SEEN].isna().all()
-    assert charts.run_traces(_series(df), charts.PANELS_BY_KEY["loss"], x=charts.X_TOKENS) == []
+    assert ct.run_traces(_series(df), PANELS_BY_KEY["loss"], x=ct.X_TOKENS) == []
 
 
 def test_panel_view_names_runs_without_the_x_axis():
@@ -382,10 +384,10 @@ def test_panel_view_names_runs_without_the_x_axis():
     without = _steps(3, **{Derived.TOKENS_SEEN: [np.nan] * 3, Step.LOSS: [1.0, 2, 3]})
     no_loss = _steps(3, **{Derived.TOKENS_SEEN: [10.0, 20, 30]})
     runs = [_series(with_tokens, "a"), _series(without, "b"), _series(no_loss, "c")]
-    p = charts.PANELS_BY_KEY["loss"]
-    view = charts.panel_view(runs, p, {}, ["a"], x=charts.X_TOKENS)
+    p = PANELS_BY_KEY["loss"]
+    view = ct.panel_view(runs, p, {}, ["a"], x=ct.X_TOKENS)
     assert view.subtitle == "no token counts: b · no data: c"
-    alone = charts.panel_view(runs[1:2], p, {}, [], x=charts.X_TOKENS)
+    alone = ct.panel_view(runs[1:2], p, {}, [], x=ct.X_TOKENS)
     assert alone.empty_note == "no token counts in the selected runs"
 
 
@@ -393,17 +395,21 @@ def test_reward_band_within_observed_range_and_faint_log_s_band():
     """Mean [0.5, 0.9] ± std [0.5, 0.3] reaches 1.2; with the rewards' range (0, 1) the band is
     [0, 1] and [0.6, 1.0]. The log s band's fill is fainter than the reward band's."""
     df = _steps(2, **{Step.REWARD_MEAN: [0.5, 0.9], Step.REWARD_STD: [0.5, 0.3]})
-    p = charts.PANELS_BY_KEY["reward"]
-    band = charts.run_traces(_series(df), p)[0]
-    np.testing.assert_allclose(band["y"], [1.0, 1.2, 0.6, 0.0], rtol=1e-6)  # hi fwd, lo back
-    bounded = charts.RunSeries("a", "a", "gspo", "#1f77b4", df, bounds={Step.REWARD_MEAN: (0, 1)})
-    band = charts.run_traces(bounded, p)[0]
-    np.testing.assert_allclose(band["y"], [1.0, 1.0, 0.6, 0.0], rtol=1e-6)
-    assert band["fillcolor"] == "rgba(31,119,180,0.1)"
+    p = PANELS_BY_KEY["reward"]
+    band = ct.run_traces(_series(df), p)[0]
+    np.testing.assert_allclose(band.y, [1.0, 1.2], rtol=1e-6)  # upper edge
+    np.testing.assert_allclose(band.lo, [0.0, 0.6], rtol=1e-6)  # lower edge
+    bounded = ct.RunSeries("a", "a", "gspo", "#1f77b4", df, bounds={Step.REWARD_MEAN: (0, 1)})
+    band = ct.run_traces(bounded, p)[0]
+    np.testing.assert_allclose(band.y, [1.0, 1.0], rtol=1e-6)
+    np.testing.assert_allclose(band.lo, [0.0, 0.6], rtol=1e-6)
+    assert band.style.fill_opacity == 0.1
+    area = eg.grid_option([bounded], [p], [[band]])[0]["series"][1]["areaStyle"]
+    assert area["color"] == "rgba(31,119,180,0.1)"
     # the axis ends at the drawn extent only where the observed range is known
-    assert charts.panel_view([bounded], p, {}, ["a"]).tight
-    assert not charts.panel_view([_series(df)], p, {}, ["a"]).tight
-    y = eg.grid_option([bounded], [p], [[band]], views=[charts.panel_view([bounded], p, {}, ["a"])])
+    assert ct.panel_view([bounded], p, {}, ["a"]).tight
+    assert not ct.panel_view([_series(df)], p, {}, ["a"]).tight
+    y = eg.grid_option([bounded], [p], [[band]], views=[ct.panel_view([bounded], p, {}, ["a"])])
     assert (y[0]["yAxis"][0]["min"], y[0]["yAxis"][0]["max"]) == ("dataMin", "dataMax")
     seq = _steps(
         2,
@@ -413,8 +419,8 @@ def test_reward_band_within_observed_range_and_faint_log_s_band():
             Step.SEQ_LOG_RATIO_MAX: [1.0, 1],
         },
     )
-    band = charts.run_traces(_series(seq), charts.PANELS_BY_KEY["seq_log_ratio"])[0]
-    assert band["fillcolor"] == "rgba(31,119,180,0.04)"
+    band = ct.run_traces(_series(seq), PANELS_BY_KEY["seq_log_ratio"])[0]
+    assert band.style.fill_opacity == 0.04
 
 
 def test_split_by_data_folds_unlogged_panels():
@@ -423,7 +429,7 @@ def test_split_by_data_folds_unlogged_panels():
 
     a = pd.DataFrame({Step.REWARD_MEAN: [0.5], Step.LOSS: [np.nan]})
     b = pd.DataFrame({Step.ENTROPY_MEAN: [1.0]})
-    ps = [charts.PANELS_BY_KEY[k] for k in ("reward", "loss", "entropy", "kl_ref")]
+    ps = [PANELS_BY_KEY[k] for k in ("reward", "loss", "entropy", "kl_ref")]
     split = panels.split_by_data([a, b], ps, Step.STEP)
     assert split.drawn == [] and split.unlogged == ps[1::2]  # neither table has a step column
     assert split.off_axis == ps[::2]
@@ -433,7 +439,7 @@ def test_split_by_data_folds_unlogged_panels():
     line = panels.not_logged_line(split.unlogged)
     assert line == "Not logged by the shown runs: Loss, KL to reference."
     assert panels.not_logged_line([]) == ""
-    sampler = [p for p in charts.PANELS if "sampler" in p.title]
+    sampler = [p for p in PANELS if "sampler" in p.title]
     assert {p.column for p in sampler} == {Step.SAMPLER_KL_MEAN, Step.SAMPLER_LOGP_ABS_DIFF_MAX}
 
 
@@ -455,18 +461,18 @@ def test_mapped_sources_only_declared_and_found_by_words():
     found = sources.mapped_sources(SimpleNamespace(imported=imported))
     assert found == {Step.REWARD_MEAN: "verl critic/score/mean"}
     assert sources.mapped_sources(SimpleNamespace(imported=None)) == {}
-    hits = sources.find_by_source("critic score", {"run a": found}, charts.PANELS)
+    hits = sources.find_by_source("critic score", {"run a": found}, PANELS)
     assert [(h.panel_title, h.source, h.runs) for h in hits] == [
         ("Reward", "verl critic/score/mean", ("run a",))
     ]
-    assert sources.find_by_source("critic loss", {"run a": found}, charts.PANELS) == []
+    assert sources.find_by_source("critic loss", {"run a": found}, PANELS) == []
     assert sources.matches_sentence(hits) == (
         "Found by source name: verl critic/score/mean is drawn as Reward (run a)."
     )
     df = _steps(30, **{Step.REWARD_MEAN: np.linspace(0, 1, 30)})
-    s = charts.RunSeries("a", "a", "grpo", "#1f77b4", df, sources=found)
-    readout = charts.run_traces(s, charts.PANELS_BY_KEY["reward"], readout=1)[-1]
-    option, _ = eg.grid_option([s], [charts.PANELS_BY_KEY["reward"]], [[readout]])
+    s = ct.RunSeries("a", "a", "grpo", "#1f77b4", df, sources=found)
+    readout = ct.run_traces(s, PANELS_BY_KEY["reward"], readout=1)[-1]
+    option, _ = eg.grid_option([s], [PANELS_BY_KEY["reward"]], [[readout]])
     assert option["series"][0]["dimensions"] == ["optimizer step", "value (verl critic/score/mean)"]
 
 
@@ -474,10 +480,10 @@ def test_tiny_values_drawn_in_units_of_a_power_of_ten():
     """A sampler KL of ~2.5e-15 (float noise at equal weights): the panel's values are drawn in
     units of 1e-15 (2.5, 1.0), the axis and the hover say "×1e-15"; values of 0.01 are not scaled.
     """
-    p = charts.PANELS_BY_KEY["sampler_kl"]
+    p = PANELS_BY_KEY["sampler_kl"]
     df = _steps(30, **{Step.SAMPLER_KL_MEAN: np.r_[[2.5e-15, 1e-15], np.full(28, 1.5e-15)]})
     s = _series(df)
-    traces = charts.run_traces(s, p, readout=1)
+    traces = ct.run_traces(s, p, readout=1)
     assert eg.tiny(traces) == -15  # floor(log10(2.5e-15))
     option, _ = eg.grid_option([s], [p], [traces])
     raw, readout = option["series"]
@@ -486,6 +492,6 @@ def test_tiny_values_drawn_in_units_of_a_power_of_ten():
     assert readout["dimensions"] == ["optimizer step", "value ×1e-15"]
     assert readout["data"][0] == [0, 2.5]
     plain = _series(_steps(30, **{Step.SAMPLER_KL_MEAN: np.full(30, 0.01)}))
-    option, _ = eg.grid_option([plain], [p], [charts.run_traces(plain, p)])
+    option, _ = eg.grid_option([plain], [p], [ct.run_traces(plain, p)])
     assert option["yAxis"][0]["name"] == "nats / token"
-    assert eg.tiny([{"y": np.zeros(3)}]) is None  # all 0: nothing to scale
+    assert eg.tiny([ct.Readout("r", "r", "#000", np.arange(3), np.zeros(3))]) is None  # all 0

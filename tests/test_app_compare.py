@@ -17,9 +17,11 @@ from hypothesis import strategies as hs
 from hypothesis.extra import numpy as hnp
 from test_app_pages import _arr, _assert_clean, _grid, _open
 
-from app import charts, lag, ui
+from app import compare_traces as ct
 from app import compare_view as cv
 from app import echarts_grid as eg
+from app import lag, plotly_traces, series_math, ui
+from app.panels import PANELS, PANELS_BY_KEY, extra_panel
 from training_hooks.metric_map import Derived
 from training_hooks.schema import STEPS_DIR, Step
 
@@ -112,8 +114,8 @@ def test_filter_names_words_in_any_order():
 # ------------------------------------------------------------------------- pure: chart builders
 
 
-def _series(df, key="r", algorithm="gspo", eps=None, label=None) -> charts.RunSeries:
-    return charts.RunSeries(
+def _series(df, key="r", algorithm="gspo", eps=None, label=None) -> ct.RunSeries:
+    return ct.RunSeries(
         key=key,
         label=label or key,
         algorithm=algorithm,
@@ -139,29 +141,29 @@ def test_run_traces_subset_and_ema_within_it():
     """Off-policy steps only: x = the odd steps, y = their values, and the EMA runs over those
     values alone (debiased EMA of [0.51, 0.53, 0.55, ...], never mixing in the zeros)."""
     s = _series(_alternating(40))
-    s = charts.RunSeries(**{**vars(s), "lag": lag.lag_split(s.df)})
-    p = charts.PANELS_BY_KEY["seq_clip"]
-    raw, smooth = charts.run_traces(s, p, smoothing=0.5, subset=lag.OFF_POLICY)
-    np.testing.assert_array_equal(raw["x"], np.arange(1, 40, 2))
-    np.testing.assert_allclose(raw["y"], 0.5 + 0.01 * np.arange(1, 40, 2), rtol=1e-7)
+    s = ct.RunSeries(**{**vars(s), "lag": lag.lag_split(s.df)})
+    p = PANELS_BY_KEY["seq_clip"]
+    raw, smooth = ct.run_traces(s, p, smoothing=0.5, subset=lag.OFF_POLICY)
+    np.testing.assert_array_equal(raw.x, np.arange(1, 40, 2))
+    np.testing.assert_allclose(raw.y, 0.5 + 0.01 * np.arange(1, 40, 2), rtol=1e-7)
     # EMA weight 0.5, debiased: m1 = 0.51; m2 = (0.5*0.51 + 0.53)/(1.5) = 0.52333...
-    np.testing.assert_allclose(smooth["y"][:2], [0.51, (0.5 * 0.51 + 0.53) / 1.5], rtol=1e-6)
-    assert "off-policy steps" in raw["name"]
-    on = charts.run_traces(s, p, subset=lag.ON_POLICY)[0]
-    np.testing.assert_array_equal(on["x"], np.arange(0, 40, 2))
-    assert set(np.asarray(on["y"]).tolist()) == {0.0}
-    assert len(charts.run_traces(s, p, subset=lag.ALL)[0]["x"]) == 40
+    np.testing.assert_allclose(smooth.y[:2], [0.51, (0.5 * 0.51 + 0.53) / 1.5], rtol=1e-6)
+    assert "off-policy steps" in raw.name
+    on = ct.run_traces(s, p, subset=lag.ON_POLICY)[0]
+    np.testing.assert_array_equal(on.x, np.arange(0, 40, 2))
+    assert set(np.asarray(on.y).tolist()) == {0.0}
+    assert len(ct.run_traces(s, p, subset=lag.ALL)[0].x) == 40
     unknown = _series(pd.DataFrame({Step.STEP: [0, 1], Step.SEQ_CLIP_FRACTION: [0.1, 0.2]}))
-    assert charts.run_traces(unknown, p, subset=lag.OFF_POLICY) == []  # lag unknown: no subset
+    assert ct.run_traces(unknown, p, subset=lag.OFF_POLICY) == []  # lag unknown: no subset
 
 
 def test_compact_keeps_values_in_smaller_types():
-    steps = charts.compact(np.array([0.0, 5.0, 4999.0]))
+    steps = series_math.compact(np.array([0.0, 5.0, 4999.0]))
     assert steps.dtype == np.int32 and steps.tolist() == [0, 5, 4999]
-    y = charts.compact(np.array([1e-6, 0.25, 123.456]))
+    y = series_math.compact(np.array([1e-6, 0.25, 123.456]))
     assert y.dtype == np.float32
     np.testing.assert_allclose(y, [1e-6, 0.25, 123.456], rtol=1e-7)
-    assert charts.compact(np.array([3e9, 4e9])).dtype == np.float32  # too large for int32
+    assert series_math.compact(np.array([3e9, 4e9])).dtype == np.float32  # too large for int32
 
 
 @settings(max_examples=200, deadline=None)
@@ -179,7 +181,7 @@ def test_compact_keeps_values_in_smaller_types():
 def test_browser_array_is_the_short_decimal(v, digits):
     """Two routes to one answer: the vectorised rounding equals Python's '%.{digits}g' of each
     value; non-finite values become None (a gap)."""
-    out = charts.browser_array(v, digits)
+    out = series_math.browser_array(v, digits)
     assert len(out) == len(v)
     for got, x in zip(out, v.tolist(), strict=True):
         if not math.isfinite(x):
@@ -192,46 +194,46 @@ def test_browser_array_is_the_short_decimal(v, digits):
 
 
 def test_browser_array_keeps_ints_and_shortens_float32():
-    assert charts.browser_array(np.array([0, 5, 4999], np.int32)) == [0, 5, 4999]
+    assert series_math.browser_array(np.array([0, 5, 4999], np.int32)) == [0, 5, 4999]
     y = np.float32([0.1, 0.2, 1 / 3])
-    assert charts.browser_array(y) == [0.1, 0.2, 0.3333333]
-    assert charts.browser_array(y, 4) == [0.1, 0.2, 0.3333]
-    assert len(json.dumps(charts.browser_array(y))) < len(json.dumps(y.tolist())) / 1.5
+    assert series_math.browser_array(y) == [0.1, 0.2, 0.3333333]
+    assert series_math.browser_array(y, 4) == [0.1, 0.2, 0.3333]
+    assert len(json.dumps(series_math.browser_array(y))) < len(json.dumps(y.tolist())) / 1.5
     with pytest.raises(ValueError, match="digits must be in 1..15, got 0"):
-        charts.browser_array(y, 0)
+        series_math.browser_array(y, 0)
 
 
 def test_readout_spacing_is_round():
     """About n points over the span, rounded up to 1, 2 or 5 x 10^k."""
-    assert charts.readout_spacing(0, 4999, 200) == 50  # 24.995 -> 50
-    assert charts.readout_spacing(0, 4000, 200) == 20  # exactly 20
-    assert charts.readout_spacing(0, 99, 200) == 0.5  # 0.495 -> 0.5
-    assert charts.readout_spacing(0, 99, 200, whole=True) == 1  # steps: never between two
-    assert charts.readout_spacing(0, 1.3, 200) == pytest.approx(0.01)  # 0.0065 -> 0.01
-    assert charts.readout_spacing(0, 0, 200) == 1.0  # one point: any spacing
-    assert charts.readout_spacing(0, 5e6, 48) == 2e5  # tokens, 50 runs: 104,167 -> 200,000
+    assert series_math.readout_spacing(0, 4999, 200) == 50  # 24.995 -> 50
+    assert series_math.readout_spacing(0, 4000, 200) == 20  # exactly 20
+    assert series_math.readout_spacing(0, 99, 200) == 0.5  # 0.495 -> 0.5
+    assert series_math.readout_spacing(0, 99, 200, whole=True) == 1  # steps: never between two
+    assert series_math.readout_spacing(0, 1.3, 200) == pytest.approx(0.01)  # 0.0065 -> 0.01
+    assert series_math.readout_spacing(0, 0, 200) == 1.0  # one point: any spacing
+    assert series_math.readout_spacing(0, 5e6, 48) == 2e5  # tokens, 50 runs: 104,167 -> 200,000
 
 
 def test_readout_points_hand_computed():
     """Spacing 2 over rows at x = [7, 0, 3, 4.5, 20] (own median spacing 2.75, half 1.375): the
     points 0..20 within 1.375 of a row are 0 (row 1, x 0), 2 (row 2, x 3), 4 (row 3, x 4.5),
     6 and 8 (row 0, x 7), 20 (row 4); 10..18 are farther."""
-    at, rows = charts.readout_points(np.array([7, 0, 3, 4.5, 20]), 2)
+    at, rows = series_math.readout_points(np.array([7, 0, 3, 4.5, 20]), 2)
     assert at.tolist() == [0, 2, 4, 6, 8, 20] and at.dtype == np.int64
     assert rows.tolist() == [1, 2, 3, 0, 0, 4]
     # rows 10 apart (a run logging every 10 steps) reach every point within 5 of one
-    at, rows = charts.readout_points(np.array([0.0, 10, 20]), 1)
+    at, rows = series_math.readout_points(np.array([0.0, 10, 20]), 1)
     assert at.tolist() == list(range(21)) and rows.tolist() == [0] * 6 + [1] * 10 + [2] * 5
     # wall time: fractional multiples, the same floats for every run
-    at, _ = charts.readout_points(np.array([0.1, 0.52, 1.0]), 0.2)
+    at, _ = series_math.readout_points(np.array([0.1, 0.52, 1.0]), 0.2)
     np.testing.assert_array_equal(at, np.arange(1, 6) * 0.2)
-    assert charts.readout_points(np.array([]), 1)[0].size == 0
+    assert series_math.readout_points(np.array([]), 1)[0].size == 0
     with pytest.raises(ValueError, match="x must be finite, got 1 of 2 not"):
-        charts.readout_points(np.array([0.0, np.nan]), 1)
+        series_math.readout_points(np.array([0.0, np.nan]), 1)
     with pytest.raises(ValueError, match="spacing must be a positive number, got 0"):
-        charts.readout_points(np.array([0.0]), 0)
+        series_math.readout_points(np.array([0.0]), 0)
     with pytest.raises(ValueError, match="readout points over x's range"):
-        charts.readout_points(np.array([0.0, 1e9]), 1)
+        series_math.readout_points(np.array([0.0, 1e9]), 1)
 
 
 @settings(max_examples=100, deadline=None)
@@ -244,7 +246,7 @@ def test_readout_points_pick_the_nearest_row(x, spacing):
     """Brute force agrees: every kept point's row is a nearest row of x, and the points dropped
     are exactly the multiples of the spacing in x's range with no row within half a spacing (or
     half x's median spacing); points increase inside [min x, max x]."""
-    at, rows = charts.readout_points(x, spacing)
+    at, rows = series_math.readout_points(x, spacing)
     k = np.arange(math.ceil(x.min() / spacing), math.floor(x.max() / spacing) + 1)
     own = float(np.median(np.diff(np.sort(x)))) / 2 if len(x) > 1 else 0.0
     near = [c for c in k * spacing if np.min(np.abs(x - c)) <= max(spacing / 2, own)]
@@ -260,16 +262,47 @@ def test_run_traces_readout_shares_x_between_runs():
     a = _series(pd.DataFrame({Step.STEP: np.arange(40), Step.LOSS: np.arange(40.0)}), key="a")
     b_loss = 10.0 + 5 * np.arange(20)  # 10, 15, 20, ... at steps 0, 2, 4, ...
     b = _series(pd.DataFrame({Step.STEP: np.arange(0, 40, 2), Step.LOSS: b_loss}), key="b")
-    p = charts.PANELS_BY_KEY["loss"]
-    ra = charts.run_traces(a, p, smoothing=0.5, readout=2)[-1]
-    rb = charts.run_traces(b, p, smoothing=0.5, readout=2)[-1]
-    assert ra["meta"] == rb["meta"] == "readout"
-    assert ra["x"].tolist() == rb["x"].tolist() == list(range(0, 40, 2))
-    assert ra["y"].tolist() == list(range(0, 40, 2)) and rb["y"].tolist() == b_loss.tolist()
+    p = PANELS_BY_KEY["loss"]
+    ra = ct.run_traces(a, p, smoothing=0.5, readout=2)[-1]
+    rb = ct.run_traces(b, p, smoothing=0.5, readout=2)[-1]
+    assert ra.role == rb.role == "readout"
+    assert ra.x.tolist() == rb.x.tolist() == list(range(0, 40, 2))
+    assert ra.y.tolist() == list(range(0, 40, 2)) and rb.y.tolist() == b_loss.tolist()
     # debiased EMA, weight 0.5, of b: 10; (0.5*10*0.5 + 0.5*15)/(1-0.25) = 13.33 at step 2
-    np.testing.assert_allclose(rb["ema"], charts.ema(b_loss, 0.5))
-    assert rb["ema"][1] == pytest.approx((0.25 * 10 + 0.5 * 15) / 0.75)
-    assert [t["meta"] for t in charts.run_traces(a, p, smoothing=0.5)] == ["raw", "ema"]
+    np.testing.assert_allclose(rb.ema, series_math.ema(b_loss, 0.5))
+    assert rb.ema[1] == pytest.approx((0.25 * 10 + 0.5 * 15) / 0.75)
+    assert [t.role for t in ct.run_traces(a, p, smoothing=0.5)] == ["raw", "ema"]
+
+
+def test_records_hold_plain_text_and_each_renderer_formats_it():
+    """A run named with markup and a percent sign: the records carry the name as it is; Plotly
+    gets it as character references (it renders tags and fills %{...}), ECharts as it is (it draws
+    text), and the band, lines and readout come out of one record list for both."""
+    name = "<b>a&b</b> 50%"
+    df = pd.DataFrame({Step.STEP: np.arange(30), Step.REWARD_MEAN: np.linspace(0, 1, 30)})
+    df[Step.REWARD_STD] = 0.1
+    s = _series(df, label=name)
+    p = PANELS_BY_KEY["reward"]
+    records = ct.run_traces(s, p, smoothing=0.5, readout=1)
+    assert [t.role for t in records] == ["band", "raw", "ema", "readout"]
+    assert all(t.label == name for t in records)
+    band = records[0]
+    np.testing.assert_allclose(band.y - band.lo, 0.2, rtol=1e-6)  # mean ± 0.1
+    fig = plotly_traces.compare_figure([s], p, smoothing=0.5)
+    assert [t.name for t in fig.data] == [
+        "&lt;b&gt;a&amp;b&lt;/b&gt; 50&#37;" + x for x in (" band", "", "")
+    ]
+    assert fig.data[2].hovertemplate.startswith("&lt;b&gt;a&amp;b&lt;/b&gt; 50&#37;<br>")
+    assert "(EMA)" in fig.data[2].hovertemplate and "(EMA)" not in fig.data[1].hovertemplate
+    spec = _spec(eg.grid_option([s], [p], [records])[0])
+    names = {x["id"].split("|")[1]: x.get("name") for x in spec["series"]}
+    assert names == {
+        "band-low": None,
+        "band-height": None,
+        "raw": name,
+        "ema": name,
+        "readout": name,
+    }
 
 
 # --------------------------------------------------------------------------- the ECharts grid
@@ -293,8 +326,8 @@ def test_grid_option_draws_every_trace_as_plain_json():
     the points as plain numbers, dash by algorithm, only the readout in the tooltip."""
     df = pd.DataFrame({Step.STEP: np.arange(24), Step.REWARD_MEAN: 0.1 * np.arange(1, 25)})
     s = _series(df, algorithm="grpo")
-    panels = [charts.PANELS_BY_KEY["reward"], charts.PANELS_BY_KEY["loss"]]
-    traces = [charts.run_traces(s, p, smoothing=0.5, readout=1) for p in panels]
+    panels = [PANELS_BY_KEY["reward"], PANELS_BY_KEY["loss"]]
+    traces = [ct.run_traces(s, p, smoothing=0.5, readout=1) for p in panels]
     option, height = eg.grid_option([s], panels, traces)
     spec = _spec(option)
     assert height == eg.SLIDER_PX + eg.GRID_ROW_PX  # two panels side by side: one row
@@ -328,8 +361,8 @@ def test_grid_option_bands_stack_low_edge_and_height():
         }
     )
     s = _series(df)
-    p = charts.PANELS_BY_KEY["reward"]
-    spec = _spec(eg.grid_option([s], [p], [charts.run_traces(s, p, bands=True)])[0])
+    p = PANELS_BY_KEY["reward"]
+    spec = _spec(eg.grid_option([s], [p], [ct.run_traces(s, p, bands=True)])[0])
     low, height = _on_panel(spec, 0, "band-low")[0], _on_panel(spec, 0, "band-height")[0]
     assert low["stack"] == height["stack"] and "areaStyle" in height and "areaStyle" not in low
     assert low["stackStrategy"] == height["stackStrategy"] == "all"
@@ -343,18 +376,18 @@ def test_log_s_panel_zooms_on_gspo_band_and_counts_outside():
     df = pd.DataFrame(
         {Step.STEP: np.arange(5), Step.SEQ_LOG_RATIO_MEAN: [0, 1e-3, -2e-3, 5e-4, 2e-3]}
     )
-    p = charts.PANELS_BY_KEY["seq_log_ratio"]
-    view = charts.panel_view([_series(df)], p, {"r": lag.ALL}, ["r"])
+    p = PANELS_BY_KEY["seq_log_ratio"]
+    view = ct.panel_view([_series(df)], p, {"r": lag.ALL}, ["r"])
     lo, hi = view.y_range
     assert lo == pytest.approx(4 * math.log1p(-3e-4)) and hi == pytest.approx(4 * math.log1p(4e-4))
     assert "2 of 5 points outside" in view.subtitle and view.subtitle.startswith("all steps")
     # only GRPO runs: no zoom; zoom off: none either
-    grpo = charts.panel_view([_series(df, algorithm="grpo")], p, {"r": lag.ALL}, ["r"])
+    grpo = ct.panel_view([_series(df, algorithm="grpo")], p, {"r": lag.ALL}, ["r"])
     assert grpo.y_range is None
-    off = charts.panel_view([_series(df)], p, {"r": lag.ALL}, ["r"], zoom_band=False)
+    off = ct.panel_view([_series(df)], p, {"r": lag.ALL}, ["r"], zoom_band=False)
     assert off.y_range is None
     s = _series(df)
-    spec = _spec(eg.grid_option([s], [p], [charts.run_traces(s, p)], views=[view])[0])
+    spec = _spec(eg.grid_option([s], [p], [ct.run_traces(s, p)], views=[view])[0])
     assert [spec["yAxis"][0]["min"], spec["yAxis"][0]["max"]] == pytest.approx([lo, hi])
     lines = _on_panel(spec, 0, "band-line")
     # dotted lines across the run's steps at log(1-eps_low) and log(1+eps_high), labelled; the
@@ -372,8 +405,8 @@ def test_empty_panel_note_sits_in_its_own_cell():
     """The note of an empty panel lies inside that panel's plot area (the right column here)."""
     df = pd.DataFrame({Step.STEP: np.arange(4), Step.REWARD_MEAN: [0.1, 0.2, 0.3, 0.4]})
     s = [_series(df)]
-    panels = [charts.PANELS_BY_KEY["reward"], charts.PANELS_BY_KEY["kl_ref"]]
-    tr = [charts.run_traces(s[0], p) for p in panels]
+    panels = [PANELS_BY_KEY["reward"], PANELS_BY_KEY["kl_ref"]]
+    tr = [ct.run_traces(s[0], p) for p in panels]
     views = [cv.PanelView(), cv.PanelView(empty_note="no data in the off-policy steps shown")]
     spec = _spec(eg.grid_option(s, panels, tr, views=views)[0])
     (note,) = spec["graphic"]
@@ -391,8 +424,8 @@ def test_metric_names_are_text_in_the_grid():
     name = "<a href='x'>evil</a> 50%"
     df = pd.DataFrame({Step.STEP: [0, 1, 2], name: [1.0, 2.0, 3.0]})
     s = _series(df, label="<b>run</b>")
-    p = charts.extra_panel(name)
-    spec = _spec(eg.grid_option([s], [p], [charts.run_traces(s, p, readout=1)])[0])
+    p = extra_panel(name)
+    spec = _spec(eg.grid_option([s], [p], [ct.run_traces(s, p, readout=1)])[0])
     assert spec["title"][0]["text"] == name
     assert {x["name"] for x in spec["series"]} == {"<b>run</b>"}
     assert spec["series"][-1]["dimensions"] == ["optimizer step", "value"]  # no name from disk
@@ -401,10 +434,10 @@ def test_metric_names_are_text_in_the_grid():
 def test_fraction_axes_start_at_zero():
     """A flat 0 (e.g. no truncation) reads as 0 on an axis from 0, not on a 0-centred one."""
     df = pd.DataFrame({Step.STEP: [0, 1, 2], Step.TRUNCATED_FRACTION: [0.0, 0.0, 0.0]})
-    p = charts.PANELS_BY_KEY["truncation"]
+    p = PANELS_BY_KEY["truncation"]
     s = [_series(df)]
     option, _ = eg.grid_option(
-        s, [p], [charts.run_traces(s[0], p)], views=[charts.panel_view(s, p, {}, ["r"])]
+        s, [p], [ct.run_traces(s[0], p)], views=[ct.panel_view(s, p, {}, ["r"])]
     )
     assert option["yAxis"][0]["min"] == 0 and "max" not in option["yAxis"][0]
 
@@ -412,10 +445,10 @@ def test_fraction_axes_start_at_zero():
 def test_readout_lists_one_value_per_run_beyond_eight_runs():
     """Nine runs, smoothed: each run's tooltip is its EMA alone; two runs: value and EMA."""
     df = pd.DataFrame({Step.STEP: np.arange(20), Step.LOSS: np.arange(20.0)})
-    p = charts.PANELS_BY_KEY["loss"]
+    p = PANELS_BY_KEY["loss"]
     for n, dims in ((9, ["optimizer step", "EMA"]), (2, ["optimizer step", "value", "EMA"])):
         runs = [_series(df, key=f"r{i}") for i in range(n)]
-        traces = [t for s in runs for t in charts.run_traces(s, p, smoothing=0.5, readout=1)]
+        traces = [t for s in runs for t in ct.run_traces(s, p, smoothing=0.5, readout=1)]
         spec = _spec(eg.grid_option(runs, [p], [traces])[0])
         readouts = _on_panel(spec, 0, "readout")
         assert len(readouts) == n and all(r["dimensions"] == dims for r in readouts)
@@ -438,14 +471,16 @@ def test_fifty_runs_stay_within_the_point_budget(key):
         Step.SEQ_LOG_RATIO_MAX: 0.01 + rng.random(n) * 1e-3,
     }
     series = [_series(pd.DataFrame(base), key=f"r{i}") for i in range(50)]
-    p = charts.PANELS_BY_KEY[key]
+    p = PANELS_BY_KEY[key]
     opts = {"smoothing": 0.6, "bands": True}
-    pts = charts.trace_points(p, 50, budget=6000, max_points=500, **opts)
+    pts = ct.trace_points(p, 50, budget=6000, max_points=500, **opts)
     total = sum(
-        len(t["x"]) for s in series for t in charts.run_traces(s, p, max_points=pts, **opts)
+        len(t.x) * (2 if t.role == ct.BAND else 1)  # a band: two edges
+        for s in series
+        for t in ct.run_traces(s, p, max_points=pts, **opts)
     )
     assert 0.5 * 6000 < total <= 6000, (pts, total)
-    assert charts.trace_points(p, 2, budget=6000, max_points=500, **opts) == 500
+    assert ct.trace_points(p, 2, budget=6000, max_points=500, **opts) == 500
 
 
 def test_legend_wraps_long_names():
@@ -546,7 +581,7 @@ def test_steps_control_filters_the_clip_panels(lag_root, app_env):
     np.testing.assert_array_equal(_arr(raw["y"]), odd[Step.SEQ_CLIP_FRACTION].to_numpy(np.float32))
     assert (odd[Step.SEQ_CLIP_FRACTION] > 0).all()  # off-policy steps do clip here
     smooth = _run_trace(clip, ids["alt"], ema=True)
-    expected = charts.ema(odd[Step.SEQ_CLIP_FRACTION].to_numpy(), 0.6)
+    expected = series_math.ema(odd[Step.SEQ_CLIP_FRACTION].to_numpy(), 0.6)
     np.testing.assert_allclose(_arr(smooth["y"]), expected, rtol=1e-6)
     np.testing.assert_array_equal(_arr(_run_trace(clip, ids["onpol"])["x"]), range(STEPS))
     for title in ("KL old → new", "Token clip binding (low + high) — token unit, ε 0.2/0.2"):
@@ -597,9 +632,7 @@ def test_unlogged_panels_fold_into_one_line(lag_root, app_env):
 
     tables = [add_derived(_steps_table(lag_root, n)) for n in ("alt", "onpol")]
     logged = [
-        p.title
-        for p in charts.PANELS
-        if any(p.column in t and t[p.column].notna().any() for t in tables)
+        p.title for p in PANELS if any(p.column in t and t[p.column].notna().any() for t in tables)
     ]
     assert [t["text"].split(" — ")[0] for t in spec["title"]] == logged
 
@@ -666,7 +699,7 @@ def test_fifty_runs_on_the_page_keep_the_budget(tmp_path, app_env):
 
 def test_derived_binding_column_still_a_panel():
     """The derived binding fractions are built-in panels, not extras."""
-    assert charts.PANELS_BY_KEY["seq_clip_binding"].column == Derived.SEQ_CLIP_BINDING
+    assert PANELS_BY_KEY["seq_clip_binding"].column == Derived.SEQ_CLIP_BINDING
     assert not cv.extra_stats(pd.DataFrame({Derived.SEQ_CLIP_BINDING: [0.1, 0.2]}))
 
 
@@ -702,7 +735,7 @@ def test_real_logs_builtin_panels_first_foreign_groups_collapsed(real_root, app_
     (line,) = [c.value for c in at.caption if c.value.startswith("Not logged by the shown runs")]
     folded = ("Sequence log-ratio log s", "KL to reference", "Token-unit clip fraction")
     assert all(ui.md_escape(t) in line for t in folded) and not set(folded) & set(grid)
-    assert all(p["traces"] for p in grid.values()) and 8 <= len(grid) < len(charts.PANELS)
+    assert all(p["traces"] for p in grid.values()) and 8 <= len(grid) < len(PANELS)
     # verl's rollout_corr/k3_kl and Tinker's optim/kl_sample_train_v2: the sampler panel
     sampler = grid["Mismatch: KL(sampler ‖ trainer)"]
     verl = {k for n, k in ids.items() if n.startswith("deepseek")}

@@ -273,7 +273,7 @@ def test_mlflow_only_run_on_the_pages(recorded_root, app_env, mlflow_uri, monkey
     grid = _grid(at)
     binding = next(p for t, p in grid.items() if t.startswith("Sequence clip binding"))
     assert binding["traces"]
-    # the logged 0.002 as the browser gets it: 7 significant digits (charts.browser_array)
+    # the logged 0.002 as the browser gets it: 7 significant digits (series_math.browser_array)
     np.testing.assert_array_equal(_arr(binding["traces"][0]["y"]), 0.002)
     assert "custom/foo" not in grid  # a foreign group waits until asked for
     assert "custom/ (1)" in at.multiselect(key="groups").options

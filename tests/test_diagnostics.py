@@ -431,3 +431,40 @@ def test_without_numba_auto_takes_the_torch_route_and_fused_says_why(monkeypatch
         assert torch.equal(auto[k].nan_to_num(), eager[k].nan_to_num()), k
     with pytest.raises(ValueError, match="backend='fused' needs numba: ModuleNotFoundError"):
         sequence_diagnostics(logp, old, mask, adv, backend="fused")
+
+
+_ODD_VALUES = [0.0, -0.0, 5e-324, -5e-324, 1e-300, 0.49, -0.51, 7.0, -40.0, 1e300, -1e300]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    B=st.integers(1, 6),
+    T=st.integers(1, 70),
+    seed=st.integers(0, 10_000),
+    odd=st.lists(st.sampled_from(_ODD_VALUES + [float("inf"), float("nan")]), max_size=6),
+    dtype=st.sampled_from([torch.float32, F64]),
+)
+def test_fused_sampler_extremes_equal_the_reference_bit_for_bit(B, T, seed, odd, dtype):
+    """The largest |log pi_old - log pi_sampler| of the fused route (an integer maximum of the
+    bits of |u|) is exactly the reference route's masked max: signed zeros, subnormals, values
+    on either side of the series bound, huge values, inf and NaN, inside and outside the mask."""
+    g = torch.Generator().manual_seed(seed)
+    old = torch.randn(B, T, generator=g, dtype=F64)
+    smp = old + 0.1 * torch.randn(B, T, generator=g, dtype=F64)
+    mask = torch.rand(B, T, generator=g) < 0.7
+    mask[:, 0] = True
+    flat = smp.view(-1)
+    where = torch.randint(0, B * T, (len(odd),), generator=g)
+    for i, v in zip(where.tolist(), odd, strict=True):
+        flat[i] = old.view(-1)[i] - v  # u = old - smp = v there
+    old, smp = old.to(dtype), smp.to(dtype)
+    adv = torch.ones(B, dtype=dtype)
+    kw = dict(sampler_logprobs=smp, backend="fused")
+    fused = sequence_diagnostics(old, old, mask, adv, **kw)["sampler_logp_abs_diff_max"]
+    u = old.double() - smp.double()
+    want = torch.where(mask, u.abs(), 0.0).amax(dim=1).to(dtype)  # (NaN wins amax)
+    torch.testing.assert_close(fused, want, rtol=0, atol=0, equal_nan=True)
+    ref = sequence_diagnostics(old, old, mask, adv, sampler_logprobs=smp, backend="reference")
+    torch.testing.assert_close(
+        fused, ref["sampler_logp_abs_diff_max"], rtol=0, atol=0, equal_nan=True
+    )

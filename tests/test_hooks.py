@@ -244,6 +244,52 @@ def test_step_scalars_equal_aggregates_of_the_sequence_table(make_batch):
         np.testing.assert_allclose(s[col], d[col].float().numpy(), rtol=1e-6)
 
 
+@pytest.mark.parametrize("seed", [0, 1])
+def test_recorded_full_inputs_equal_the_readable_route(tmp_path, make_batch, seed):
+    """Two routes to one answer: a step logged with every input (reference and sampler
+    log-probs, entropy, rollout and lag), read back from Parquet, holds the readable route's
+    diagnostics (``backend="reference"``, float64) rounded to float32, and step scalars equal to
+    the reference rows' aggregates."""
+    b = make_batch(8, 8, 300, seed=seed, spread=0.3, ref=True, entropy=True, truncated=True)
+    gen = torch.Generator().manual_seed(seed + 10)
+    b["sampler_logprobs"] = b["old_logprobs"] + 0.2 * torch.randn(64, 300, generator=gen)
+    b["mask"][3, 5:] = False  # a short sequence
+    adv = group_advantages(b["rewards"]).flatten()
+    with RunRecorder(root=tmp_path, name="full", flush_interval_s=60) as rec:
+        rec.log_step(0, **b, advantages=adv, rollout=4, policy_lag=1)
+        run_dir = rec.run_dir
+    seq = pd.read_parquet(os.path.join(run_dir, "sequences"))
+    step = pd.read_parquet(os.path.join(run_dir, "steps")).iloc[0]
+    optional = ("ref_logprobs", "entropy", "sampler_logprobs")
+    ref = sequence_diagnostics(
+        b["logprobs"].double(),
+        b["old_logprobs"].double(),
+        b["mask"],
+        adv.double(),
+        backend="reference",
+        **{k: b[k].double() for k in optional},
+    )
+    for name, want in ref.items():
+        if want.dtype == torch.int64:
+            np.testing.assert_array_equal(seq[name].to_numpy(), want.numpy(), err_msg=name)
+        else:  # float32 on disk; the fused route sums float32 inputs in float64 too
+            got = seq[name].to_numpy(dtype=np.float64)
+            np.testing.assert_allclose(
+                got, want.float().double(), rtol=3e-6, atol=1e-7, err_msg=name
+            )
+    n = ref["length"].double()
+    assert step[Step.SAMPLER_KL_MEAN] == pytest.approx(
+        float((ref["sampler_kl"] * n).sum() / n.sum()), rel=1e-6
+    )
+    assert step[Step.SAMPLER_LOGP_ABS_DIFF_MAX] == pytest.approx(
+        float(ref["sampler_logp_abs_diff_max"].max()), rel=1e-6
+    )
+    assert step[Step.KL_REF_MEAN] == pytest.approx(
+        float((ref["kl_ref"] * n).sum() / n.sum()), rel=1e-6
+    )
+    assert (step[Step.ROLLOUT], step[Step.POLICY_LAG]) == (4, 1)
+
+
 def test_default_advantages_are_group_advantages_and_loss_output_is_read(make_batch):
     """Omitted advantages are group_advantages(rewards); a LossOutput's loss becomes the loss column."""
     b = make_batch(3, 4, 10, seed=5)

@@ -23,10 +23,10 @@ from training_hooks.metric_map import (
     map_metric_name,
     map_metric_names,
     parse_version,
-    read_settings,
     resolve,
 )
 from training_hooks.schema import Step
+from training_hooks.tool_settings import read_settings
 
 
 def _trl(since=None, until=None, **settings) -> Context:

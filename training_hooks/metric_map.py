@@ -43,12 +43,16 @@ and ``rollout_corr_helper.py`` v0.4-v0.7, tinker-cookbook ``rl/metrics.py``, ``r
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from training_hooks.schema import MLFLOW_PREFIX, STEP_COLUMN_NAMES, Step, flatten
+from training_hooks.schema import MLFLOW_PREFIX, STEP_COLUMN_NAMES, Step
+from training_hooks.tool_settings import IS_LEVEL as _LEVEL
+from training_hooks.tool_settings import TINKER as _TINKER
+from training_hooks.tool_settings import TRL as _TRL
+from training_hooks.tool_settings import VERL as _VERL
+from training_hooks.tool_settings import read_settings
 
 Version = tuple[int, ...]
 Condition = tuple[str, tuple[Any, ...]]  # (setting, the values that give our meaning)
@@ -94,8 +98,6 @@ class OffWhen:
     reason: str
 
 
-_TRL, _VERL, _TINKER = "trl", "verl", "tinker"
-_LEVEL = "importance_sampling_level"
 _ONE_LOG = (("logging_steps", (1,)),)  # TRL: a row is one optimizer step, not a window mean
 _MOA = (("multi_objective_aggregation", ("sum_then_normalize",)),)  # TRL >= 0.27 default
 _GROUP_STD = (("scale_rewards", ("group", "none", True, False)),)  # TRL default "group"
@@ -354,98 +356,6 @@ MISMATCH_METRICS: dict[str, str] = {
     "rollout_corr/rollout_is_mean": "verl: mean truncated IS weight",
     "tinker/optim/kl_sample_train_v1": "Tinker: k1 of KL(sampler || trainer)",
 }
-
-
-# ------------------------------------------------------------------------- settings beside a log
-
-#: Our name of a setting -> where each tool's config holds it (dotted paths; a config nested
-#: deeper matches on the path's tail). MLflow params of the same names are read the same way.
-SETTING_KEYS: dict[str, dict[str, tuple[str, ...]]] = {
-    _TRL: {
-        "epsilon": ("epsilon",),
-        "epsilon_high": ("epsilon_high",),
-        _LEVEL: (_LEVEL,),
-        "group_size": ("num_generations",),
-        "loss_type": ("loss_type",),
-        "beta": ("beta",),
-        "num_iterations": ("num_iterations",),
-        "scale_rewards": ("scale_rewards",),
-        "use_bias_correction_kl": ("use_bias_correction_kl",),
-        "multi_objective_aggregation": ("multi_objective_aggregation",),
-        "logging_steps": ("logging_steps",),
-    },
-    _VERL: {
-        "clip_ratio_low": ("actor_rollout_ref.actor.clip_ratio_low",),
-        "clip_ratio_high": ("actor_rollout_ref.actor.clip_ratio_high",),
-        "clip_ratio": ("actor_rollout_ref.actor.clip_ratio",),
-        "loss_agg_mode": ("actor_rollout_ref.actor.loss_agg_mode",),
-        "loss_mode": ("actor_rollout_ref.actor.policy_loss.loss_mode",),
-        "use_kl_loss": ("actor_rollout_ref.actor.use_kl_loss",),
-        "kl_loss_type": ("actor_rollout_ref.actor.kl_loss_type",),
-        "ppo_epochs": ("actor_rollout_ref.actor.ppo_epochs",),
-        "ppo_mini_batch_size": ("actor_rollout_ref.actor.ppo_mini_batch_size",),
-        "group_size": ("actor_rollout_ref.rollout.n",),
-        "train_batch_size": ("data.train_batch_size",),
-        "adv_estimator": ("algorithm.adv_estimator",),
-        "total_training_steps": ("trainer.total_training_steps",),
-    },
-    _TINKER: {
-        "group_size": ("dataset_builder.group_size", "group_size"),
-        "loss_fn": ("loss_fn",),
-        "clip_low_threshold": ("loss_fn_config.clip_low_threshold",),
-        "clip_high_threshold": ("loss_fn_config.clip_high_threshold",),
-        "num_substeps": ("num_substeps",),
-        "kl_penalty_coef": ("kl_penalty_coef",),
-    },
-}
-
-#: A tool's loss aggregation -> ours (``RunInfo.reduction``); others are kept as "<tool>:<value>".
-REDUCTIONS: dict[tuple[str, str], str] = {
-    (_VERL, "token-mean"): "token_mean",
-    (_VERL, "seq-mean-token-mean"): "seq_mean_token_mean",
-    (_TRL, "grpo"): "seq_mean_token_mean",
-    (_TRL, "bnpo"): "token_mean",
-    (_TRL, "dapo"): "token_mean",
-}
-
-
-@dataclass(frozen=True)
-class Setting:
-    value: Any
-    origin: str  # where it was read: "<file>: <key>", "MLflow param <key>", "the log: ..."
-
-
-def read_settings(source: str, config: Mapping[str, Any], origin: str) -> dict[str, Setting]:
-    """The settings of ``SETTING_KEYS[source]`` that ``config`` states (nested or flat, "." or "/"
-    separated keys; MLflow's string values parsed as JSON literals where they are ones)."""
-    flat = {k.replace("/", "."): v for k, v in flatten(config, ".").items()}
-    out: dict[str, Setting] = {}
-    for name, paths in SETTING_KEYS.get(source, {}).items():
-        for path in paths:
-            hits = [k for k in flat if k == path or k.endswith("." + path)]
-            if hits:
-                key = min(hits, key=len)
-                out[name] = Setting(_literal(flat[key]), f"{origin}: {key}")
-                break
-    return out
-
-
-def _literal(value: Any) -> Any:
-    """MLflow params are strings: "0.2" -> 0.2, "True"/"true" -> True, "None" -> None."""
-    if not isinstance(value, str):
-        return value
-    text = {"True": "true", "False": "false", "None": "null"}.get(value, value)
-    try:
-        return json.loads(text)
-    except ValueError:
-        return value
-
-
-def reduction_of(source: str, value: Any) -> str | None:
-    """Our name for a tool's loss aggregation (``None`` when unknown)."""
-    if value is None:
-        return None
-    return REDUCTIONS.get((source, str(value)), f"{source}:{value}")
 
 
 # ------------------------------------------------------------------------- formats and versions

@@ -478,6 +478,7 @@ class RunRecorder:
         if self.group_size is None:
             self.group_size = old.group_size
         old.other.setdefault("resumed_at", []).append(info.created_at)
+        old.summary = None  # (new steps will follow: made again at close)
         self.last_step = old.last_step
         return old
 
@@ -636,6 +637,8 @@ class RunRecorder:
             w.close(status, timeout)
         if self.distributed and status == schema.STATUS_FINISHED:
             self._barrier()  # every rank's parts are compacted before rank 0 uploads them
+        if self.is_main and self.parquet is not None:
+            self._summarise()
         with self.state.lock:
             self.state.info.status = status
             self.state.info.ended_at = time.time()
@@ -644,6 +647,17 @@ class RunRecorder:
             for w in other_workers:
                 w.close(status, timeout)
             self._write_state()  # with the MLflow run id and any fault raised while closing
+
+    def _summarise(self) -> None:
+        """The run's summary (``training_hooks.summary``) into run.json, from its step table as
+        closed (parts compacted), for the dashboard's Runs page. Never fails the close."""
+        from .summary import try_summarise_run
+
+        summary, why = try_summarise_run(self.run_dir, self.state.info)
+        if why is not None:
+            log.info("gspo-dash: no run summary for %s (%s)", self.run_id, why)
+        with self.state.lock:
+            self.state.info.summary = summary
 
     def _barrier(self) -> None:
         """Wait for the other ranks, at most ``close_timeout_s`` (a dead rank must not hang us)."""

@@ -29,7 +29,7 @@ import math
 import os
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Any
 
 from gspo_metrics.spec import PER_SEQUENCE
@@ -368,6 +368,74 @@ class ImportRecord:
         return cls(**kwargs)
 
 
+SUMMARY_VERSION = 1  # the layout of RunSummary below
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """What the Runs page shows of a run without reading its step table (``run.json``'s
+    ``summary``): written by the recorder when it closes and by the importers, from the step table
+    as the app reads it and the app's health checks (``training_hooks.summary``).
+
+    The app trusts it only while it describes the data on disk: same ``version``, same
+    ``checks`` (the checks' code), the same step parts (``step_files``; locally the steps
+    folder's ``steps_dir`` stamp, which every part written or removed changes), and the run's
+    algorithm and eps unchanged; otherwise it reads the table, as without a summary."""
+
+    version: int
+    """``SUMMARY_VERSION`` of the writer."""
+    checks: str
+    """A digest of the health checks' code that made ``findings``."""
+    steps: int
+    """Rows of the step table (one per step)."""
+    step_files: tuple[tuple[str, int], ...]
+    """(name, size in bytes) of each step part read."""
+    steps_dir: tuple[int, int] | None
+    """Local runs: (size, mtime_ns) of the ``steps`` folder when it was read; None on an object
+    store (no folder stamps there: ``step_files`` is compared with the listing)."""
+    sequences_dir: tuple[int, int] | None
+    """Local runs: (size, mtime_ns) of the ``sequences`` folder then (None: none, or an object
+    store). With ``steps_dir`` it lets discovery skip listing the tables' folders."""
+    tables: tuple[str, ...]
+    """The tables (of ``TABLE_DIRS``) that held data files then."""
+    algorithm: str
+    """The algorithm the checks were told."""
+    seq_eps: tuple[float, float] | None
+    """The sequence-unit eps pair the checks were told (None: not stated)."""
+    token_eps: tuple[float, float] | None
+    """The token-unit eps pair the checks were told (None: not stated)."""
+    findings: tuple[tuple[str, str], ...]
+    """(code, severity) of every error and warning of the data checks (the run's status is
+    judged by the reader, as of when it reads)."""
+    made_at: float | None = None
+    """When it was written (seconds since the epoch)."""
+
+    def to_json(self) -> dict[str, Any]:
+        return _json_safe(asdict(self))
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> RunSummary:
+        """From run.json's ``summary`` object: ValueError when a field is missing or mistyped."""
+        if not isinstance(data, Mapping):
+            raise ValueError(f"run.json 'summary' must be an object, got {type(data).__name__}")
+        kwargs = {}
+        for f in fields(cls):
+            if f.name not in data:
+                if f.default is MISSING:
+                    raise ValueError(f"run.json 'summary' has no {f.name!r}")
+                continue
+            v = data[f.name]
+            if why := _field_problem(f"summary.{f.name}", f.type, v):
+                raise ValueError(why)
+            kwargs[f.name] = _tuples(v)
+        return cls(**kwargs)
+
+
+def _tuples(value: Any) -> Any:
+    """JSON lists as tuples, recursively (a summary is immutable and hashable)."""
+    return tuple(_tuples(v) for v in value) if isinstance(value, list) else value
+
+
 @dataclass
 class RunInfo:
     """The content of ``run.json``. Unknown keys found on disk are kept in ``other``.
@@ -400,13 +468,15 @@ class RunInfo:
     flush_interval_s: float = 5.0
     schema_version: int = SCHEMA_VERSION
     imported: ImportRecord | None = None  # set by training_hooks.importers
+    summary: RunSummary | None = None  # set when the recorder closes, and by the importers
     other: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
         other = d.pop("other")
-        if d["imported"] is None:
-            d.pop("imported")
+        for optional in ("imported", "summary"):
+            if d[optional] is None:
+                d.pop(optional)
         return {**other, **_json_safe(d)}
 
     @classmethod
@@ -424,6 +494,11 @@ class RunInfo:
                 raise ValueError(why)
         if kwargs.get("imported") is not None:
             kwargs["imported"] = ImportRecord.from_json(kwargs["imported"])
+        if kwargs.get("summary") is not None:
+            try:  # a summary is a cache: a bad one is ignored (the app reads the table instead)
+                kwargs["summary"] = RunSummary.from_json(kwargs["summary"])
+            except ValueError:
+                kwargs["summary"] = None
         return cls(**kwargs, other=other)
 
 

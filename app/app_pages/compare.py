@@ -10,7 +10,8 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from app import charts, data, lag, line_style, panels, sources, traces, ui
+from app import colors, data, lag, line_style, panels, series_math, sources, traces, ui
+from app import compare_traces as ct
 from app import compare_view as cv
 from app import echarts_grid as eg
 from app.records import SOURCE_PARQUET
@@ -21,7 +22,7 @@ DEFAULT_MAX_POINTS = 500
 #: small multiples per chart: every built-in panel in one (each chart has its own fixed cost in the
 #: browser, and Streamlit mounts every chart of a run at once, so a first small chart would show
 #: no sooner)
-PANELS_PER_FIGURE = len(charts.PANELS)
+PANELS_PER_FIGURE = len(panels.PANELS)
 MAX_ASKED_PANELS = 24  # extra metrics drawn at once (narrow with the search box beyond)
 STEP_LABELS = {
     cv.AUTO: "auto",
@@ -36,13 +37,13 @@ def controls() -> dict:
     with st.container(horizontal=True, vertical_alignment="bottom"):
         x_axis = st.segmented_control(
             "x axis",
-            options=list(charts.X_AXES),
+            options=list(ct.X_AXES),
             format_func=lambda k: {
-                charts.X_STEP: "step",
-                charts.X_ELAPSED: "wall time",
-                charts.X_TOKENS: "tokens",
+                ct.X_STEP: "step",
+                ct.X_ELAPSED: "wall time",
+                ct.X_TOKENS: "tokens",
             }[k],
-            default=charts.X_STEP,
+            default=ct.X_STEP,
             key="x",
             bind="query-params",
             required=True,
@@ -83,7 +84,7 @@ def controls() -> dict:
     return {"x": x_axis, "steps": steps, "smoothing": smoothing, "max_points": max_points}
 
 
-def load_series(shown, ctx: ui.Context) -> tuple[list[charts.RunSeries], dict, list[str]]:
+def load_series(shown, ctx: ui.Context) -> tuple[list[ct.RunSeries], dict, list[str]]:
     """(series, {run label: extra-metric stats}, problems) of the shown runs with steps (labels:
     ``ctx.labels``, unique even when two runs share a name)."""
     series, stats, problems = [], {}, []
@@ -96,11 +97,11 @@ def load_series(shown, ctx: ui.Context) -> tuple[list[charts.RunSeries], dict, l
         digest = traces.run_digest(run)
         stats[ctx.labels.get(run.key, run.key)] = traces.run_extra_stats(run, t.df, digest)
         series.append(
-            charts.RunSeries(
+            ct.RunSeries(
                 key=run.key,
                 label=ctx.label(run),  # unique: two runs may share a name
                 algorithm=run.algorithm,
-                color=ctx.colors.get(run.key, charts.PALETTE[0]),
+                color=ctx.colors.get(run.key, colors.PALETTE[0]),
                 df=t.df,
                 eps=ui.eps_of(run),
                 lag=traces.run_lag(run, t.df, digest),
@@ -115,10 +116,10 @@ def observed_bounds(run) -> dict[str, tuple[float, float]]:
     """{column: observed range} for the bands that summarise values of a known range: the Reward
     band (mean ± std) stays within the run's per-sequence rewards' min..max."""
     reward = traces.run_reward_range(run)
-    return {charts.PANELS_BY_KEY["reward"].column: reward} if reward else {}
+    return {panels.PANELS_BY_KEY["reward"].column: reward} if reward else {}
 
 
-def lag_caption(series: list[charts.RunSeries], choice: str) -> None:
+def lag_caption(series: list[ct.RunSeries], choice: str) -> None:
     """Say which steps the charts show and how each run's steps were split by policy lag."""
     mixed = [s.label for s in series if s.lag is not None and s.lag.has_both]
     if choice == cv.AUTO:
@@ -140,7 +141,7 @@ def lag_caption(series: list[charts.RunSeries], choice: str) -> None:
         box.dataframe(pd.DataFrame(rows), hide_index=True)
 
 
-def x_span(series: list[charts.RunSeries], x: str) -> tuple[float, float] | None:
+def x_span(series: list[ct.RunSeries], x: str) -> tuple[float, float] | None:
     """(lo, hi) of the x column over every shown run's finite values, or None."""
     los, his = [], []
     for s in series:
@@ -159,9 +160,9 @@ def draw_panels(
     """``panels`` in charts of PANELS_PER_FIGURE, each run on the steps its panel shows."""
     span = x_span(series, opts["x"])
     # a round spacing: changes of the selection mostly keep it, and with it the cached traces
-    whole = opts["x"] != charts.X_ELAPSED  # steps and tokens: readout at whole numbers
+    whole = opts["x"] != ct.X_ELAPSED  # steps and tokens: readout at whole numbers
     n = eg.readout_size(len(series))
-    readout = charts.readout_spacing(*span, n, whole=whole) if span else None
+    readout = series_math.readout_spacing(*span, n, whole=whole) if span else None
     digests = {s.key: traces.run_digest(runs_by_key[s.key]) for s in series}  # once per run
     for start in range(0, len(panels), PANELS_PER_FIGURE):
         chunk = panels[start : start + PANELS_PER_FIGURE]
@@ -170,7 +171,7 @@ def draw_panels(
             subsets = {
                 s.key: cv.panel_subset(p.off_policy_default, opts["steps"], s.lag) for s in series
             }
-            points = charts.trace_points(
+            points = ct.trace_points(
                 p,
                 len(series),
                 budget=PANEL_POINT_BUDGET,
@@ -196,16 +197,14 @@ def draw_panels(
             }
             by_panel.append([t for ts in per_run.values() for t in ts])
             drawn = [k for k, ts in per_run.items() if ts]
-            views.append(
-                charts.panel_view(series, p, subsets, drawn, zoom_band=zoom_band, x=opts["x"])
-            )
+            views.append(ct.panel_view(series, p, subsets, drawn, zoom_band=zoom_band, x=opts["x"]))
         option, height = eg.grid_option(
             series, chunk, by_panel, x=opts["x"], log_panels=log_keys, views=views
         )
         st.echarts_chart(option, height=height, key=f"{key}-{start // PANELS_PER_FIGURE}")
 
 
-def more_metrics(extras: cv.Extras, series: list[charts.RunSeries]) -> list[charts.Panel]:
+def more_metrics(extras: cv.Extras, series: list[ct.RunSeries]) -> list[panels.Panel]:
     """The metrics beyond the built-in panels, by group; returns the panels the user asked for:
     the built-in ones a search found by a mapped metric's source name, then the extra metrics."""
     groups = extras.groups
@@ -251,7 +250,7 @@ def more_metrics(extras: cv.Extras, series: list[charts.RunSeries]) -> list[char
             ),
             hide_index=True,
         )
-    found = sources.find_by_source(query, {s.label: s.sources for s in series}, charts.PANELS)
+    found = sources.find_by_source(query, {s.label: s.sources for s in series}, panels.PANELS)
     if found:
         st.caption(ui.md_escape(sources.matches_sentence(found)))
     if (chosen or query) and not names and not found:
@@ -260,8 +259,8 @@ def more_metrics(extras: cv.Extras, series: list[charts.RunSeries]) -> list[char
         st.caption(
             f"{len(names)} metrics match: drawing the first {MAX_ASKED_PANELS} (narrow the search)."
         )
-    builtin = [charts.PANELS_BY_KEY[k] for k in dict.fromkeys(m.panel_key for m in found)]
-    return builtin + [charts.extra_panel(n) for n in names[:MAX_ASKED_PANELS]]
+    builtin = [panels.PANELS_BY_KEY[k] for k in dict.fromkeys(m.panel_key for m in found)]
+    return builtin + [panels.extra_panel(n) for n in names[:MAX_ASKED_PANELS]]
 
 
 ctx = ui.page_header(
@@ -291,8 +290,8 @@ own = [
     if r.source == SOURCE_PARQUET and r.info and not r.info.imported
 ]
 extras = cv.classify_extras(stats, own)
-builtin = [p.key for p in charts.PANELS]
-titles = {p.key: p.title for p in charts.PANELS}
+builtin = [p.key for p in panels.PANELS]
+titles = {p.key: p.title for p in panels.PANELS}
 with st.expander("Charts and log scales", icon=":material/tune:"):
     chosen = st.multiselect(
         "Built-in charts", builtin, default=builtin, format_func=titles.get, key="panels"
@@ -320,8 +319,8 @@ ui.timing("compare loaded")
 legend, legend_height = eg.legend_option(series)
 st.echarts_chart(legend, height=legend_height, key="legend")
 lag_caption(series, opts["steps"])
-plain = charts.trace_points(
-    charts.PANELS_BY_KEY["loss"],
+plain = ct.trace_points(
+    panels.PANELS_BY_KEY["loss"],
     len(series),
     budget=PANEL_POINT_BUDGET,
     max_points=opts["max_points"],
@@ -335,18 +334,18 @@ if plain < opts["max_points"]:
     )
 x_missing = [ui.md_escape(s.label) for s in series if not panels.has_data(s.df, opts["x"])]
 if x_missing:
-    why = charts.X_UNLOGGED[opts["x"]]
+    why = ct.X_UNLOGGED[opts["x"]]
     st.caption(f"Left off this x axis ({why}): {', '.join(x_missing)}.")
 
 runs_by_key = {r.key: r for r in shown}
 split = panels.split_by_data(
-    [s.df for s in series], [charts.PANELS_BY_KEY[k] for k in chosen], opts["x"]
+    [s.df for s in series], [panels.PANELS_BY_KEY[k] for k in chosen], opts["x"]
 )
 shown_panels = split.drawn
 if split.unlogged:
     st.caption(ui.md_escape(panels.not_logged_line(split.unlogged)))
 if split.off_axis:
-    why = f"Logged only by runs left off this x axis ({charts.X_UNLOGGED[opts['x']]})"
+    why = f"Logged only by runs left off this x axis ({ct.X_UNLOGGED[opts['x']]})"
     st.caption(ui.md_escape(panels.not_logged_line(split.off_axis, why)))
 if shown_panels:
     st.caption(

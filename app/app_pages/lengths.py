@@ -3,7 +3,17 @@
 import numpy as np
 import streamlit as st
 
-from app import aggregate, charts, data, ui
+from app import (
+    aggregate,
+    charts,
+    colors,
+    compare_traces,
+    data,
+    panels,
+    plotly_traces,
+    series_math,
+    ui,
+)
 from training_hooks.schema import Seq, Step
 
 ctx = ui.page_header(
@@ -30,7 +40,7 @@ lines = []
 for column, name, dash in ((Step.LENGTH_MEAN, "mean", "solid"), (Step.LENGTH_P90, "p90", "dot")):
     if column in sdf.columns and sdf[column].notna().any():
         x, y = sdf[Step.STEP].to_numpy(np.float64), sdf[column].to_numpy(np.float64)
-        idx = charts.downsample_indices(x, y, 1000)
+        idx = series_math.downsample_indices(x, y, 1000)
         lines.append((x[idx], y[idx], name, dash))
 lo_len, hi_len = int(df[Seq.LENGTH].min()), int(df[Seq.LENGTH].max())
 if hi_len - lo_len + 1 <= 60:  # short completions: one bin per length, no empty stripes
@@ -64,12 +74,14 @@ st.caption(
 
 if Step.TRUNCATED_FRACTION in sdf.columns and sdf[Step.TRUNCATED_FRACTION].notna().any():
     series = [
-        charts.RunSeries(
-            run.key, ctx.label(run), run.algorithm, ctx.colors.get(run.key, charts.PALETTE[0]), sdf
+        compare_traces.RunSeries(
+            run.key, ctx.label(run), run.algorithm, ctx.colors.get(run.key, colors.PALETTE[0]), sdf
         )
     ]
-    panel = charts.PANELS_BY_KEY["truncation"]
-    st.plotly_chart(charts.compare_figure(series, panel, smoothing=0.6, height=260), key="trunc")
+    panel = panels.PANELS_BY_KEY["truncation"]
+    st.plotly_chart(
+        plotly_traces.compare_figure(series, panel, smoothing=0.6, height=260), key="trunc"
+    )
 
 left, right = st.columns(2)
 sample = aggregate.sample_rows(df, 5000)

@@ -4,7 +4,7 @@ import math
 
 import streamlit as st
 
-from app import aggregate, charts, ui
+from app import aggregate, charts, eps_format, ui
 from training_hooks.schema import Seq
 
 ctx = ui.page_header(
@@ -59,8 +59,8 @@ else:
 hlines = []
 if band:
     hlines = [
-        (band[0], f"log(1-{charts.fmt_eps(seq_eps[0])})"),
-        (band[1], f"log(1+{charts.fmt_eps(seq_eps[1])})"),
+        (band[0], f"log(1-{eps_format.fmt_eps(seq_eps[0])})"),
+        (band[1], f"log(1+{eps_format.fmt_eps(seq_eps[1])})"),
     ]
 st.plotly_chart(
     charts.step_heatmap_figure(
@@ -103,7 +103,7 @@ with left:
     if example is not None:
         clip = example.token_clip_fraction
         tokens_out = (
-            f", and {clip:.0%} of its tokens lie outside the token band ({charts.eps_text(tok_eps)})"
+            f", and {clip:.0%} of its tokens lie outside the token band ({eps_format.eps_text(tok_eps)})"
             if clip is not None and math.isfinite(clip)
             else ""
         )

@@ -6,11 +6,11 @@ import pandas as pd
 import streamlit as st
 
 from app import data, mlflow_store, ui
-from app.charts import fmt_eps
 from app.discovery import imported_tool
-from app.health import ERROR, WARNING
+from app.eps_format import fmt_eps
 from app.records import SOURCE_PARQUET, RunRef
 from app.settings import import_root, import_source
+from app.summary import health_counts
 
 STATUS_COLOR = {
     "running": "#1a7f37",
@@ -116,10 +116,7 @@ def _config_summary(run: RunRef) -> str:
 def _health(run: RunRef) -> str:
     if run.source != SOURCE_PARQUET:
         return "open Health"
-    t = data.load_steps(run)
-    found = ui.findings_for(run, t.df)
-    n_err = sum(f.severity == ERROR for f in found)
-    n_warn = sum(f.severity == WARNING for f in found)
+    n_err, n_warn = health_counts(run)  # (from the run's summary when it is up to date)
     if not n_err and not n_warn:
         return "ok"
     return f"{n_err} err · {n_warn} warn" if n_err else f"{n_warn} warn"

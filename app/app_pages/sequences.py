@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from app import charts, data, ui
+from app import charts, data, eps_format, ui
 from app.lag import ALL, OFF, ON
 from gspo_metrics.spec import PER_SEQUENCE
 from training_hooks.schema import Seq, Tok
@@ -252,7 +252,7 @@ if len(match):
     st.caption(
         f"Token record: {ui.md_escape(records[key])}. Bars: each token's log r_t"
         + (
-            f"; red bars lie outside the token band ({charts.eps_text(token_eps)}, shaded)"
+            f"; red bars lie outside the token band ({eps_format.eps_text(token_eps)}, shaded)"
             if token_eps
             else "; the run's token ε is unknown, so no band is drawn"
         )

@@ -63,6 +63,7 @@ from training_hooks.findings.run import (
 )
 from training_hooks.findings.signal import group_outcomes, with_group_outcomes
 from training_hooks.findings.spikes import rolling_baseline, row_nanmedian, spike_mask
+from training_hooks.findings.status import check_status
 from training_hooks.findings.thresholds import THRESHOLDS, Threshold, th
 
 __all__ = [
@@ -100,6 +101,7 @@ __all__ = [
     "HealthReport",
     "RunFacts",
     "Threshold",
+    "check_status",
     "facts_of",
     "fmt_eps",
     "group_outcomes",

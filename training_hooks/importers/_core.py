@@ -24,15 +24,9 @@ from training_hooks import schema, storage
 from training_hooks.importers import tinker, trl, verl
 from training_hooks.importers._read import SourceLog, numeric
 from training_hooks.importers._spec import RunSettings, Settings, ToolSpec
-from training_hooks.metric_map import (
-    Context,
-    Resolution,
-    Setting,
-    SourceFormat,
-    detect_format,
-    read_settings,
-    resolve,
-)
+from training_hooks.metric_map import Context, Resolution, SourceFormat, detect_format, resolve
+from training_hooks.tool_settings import Setting, read_settings
+from training_hooks.summary import try_summarise_run
 
 TOOLS: dict[str, ToolSpec] = {"trl": trl.SPEC, "tinker": tinker.SPEC, "verl": verl.SPEC}
 SOURCES = tuple(TOOLS)
@@ -457,6 +451,7 @@ def write_run(root: str | os.PathLike, run_id: str, info: schema.RunInfo, table)
         steps = table.column(schema.Step.STEP).to_pylist()
         part = schema.compacted_name(steps[0], steps[-1], 0, 0)
         pq.write_table(table, tmp / schema.STEPS_DIR / part, compression="zstd")
+        info.summary = try_summarise_run(str(tmp), info)[0]  # (renaming tmp keeps its stamp)
         schema.write_json_atomic(tmp / schema.RUN_JSON, info.to_json())
         old = root / f".replaced-{run_id}-{secrets.token_hex(4)}" if final.exists() else None
         if old is not None:
@@ -488,6 +483,9 @@ def _write_run_remote(root: str, run_id: str, info: schema.RunInfo, table) -> st
     schema.write_json_atomic(storage.join(final, schema.RUN_JSON), info.to_json())
     for name in old:
         storage.delete(storage.join(final, name))
+    info.summary = try_summarise_run(final, info)[0]  # of the new step object alone
+    if info.summary is not None:
+        schema.write_json_atomic(storage.join(final, schema.RUN_JSON), info.to_json())
     return final
 
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from training_hooks.metric_map import Setting
+from training_hooks.tool_settings import Setting
 
 MAX_CONFIG_BYTES = 4_000_000  # a config file beside a log larger than this is not read
 

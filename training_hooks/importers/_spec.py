@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from training_hooks.importers._read import SourceLog
-from training_hooks.metric_map import Setting, SourceFormat
+from training_hooks.metric_map import SourceFormat
+from training_hooks.tool_settings import Setting
 
 Settings = dict[str, Setting]
 

@@ -6,7 +6,8 @@ import os
 from dataclasses import dataclass
 
 from training_hooks import schema
-from training_hooks.metric_map import SETTING_KEYS, Derived
+from training_hooks.metric_map import Derived
+from training_hooks.tool_settings import SETTING_KEYS
 
 #: Our columns an import can fill: the step table's metrics, then the derived ones it may store.
 OUR_COLUMNS = schema.STEP_METRIC_COLUMNS + (Derived.TOKEN_CLIP_BINDING, Derived.SEQ_CLIP_BINDING)
@@ -83,7 +84,7 @@ def version_text(rec: schema.ImportRecord) -> str:
 
 
 def unknown_settings(info: schema.RunInfo) -> list[str]:
-    """The settings no file stated: the tool's known settings (``metric_map.SETTING_KEYS``)
+    """The settings no file stated: the tool's known settings (``tool_settings.SETTING_KEYS``)
     missing from the import record, then run.json's run-level settings left null."""
     rec = info.imported
     if rec is None:

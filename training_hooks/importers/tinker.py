@@ -22,8 +22,9 @@ from training_hooks.importers._read import (
     load_config,
 )
 from training_hooks.importers._spec import RunSettings, Settings, ToolSpec
-from training_hooks.metric_map import Setting, SourceFormat, read_settings
+from training_hooks.metric_map import SourceFormat
 from training_hooks.schema import Step
+from training_hooks.tool_settings import Setting, read_settings
 
 TURNS = "env/all/turns_per_episode"
 ALL_GOOD = "env/all/by_group/frac_all_good"

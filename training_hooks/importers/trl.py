@@ -25,12 +25,8 @@ from training_hooks.importers._read import (
     parse_json,
 )
 from training_hooks.importers._spec import RunSettings, Settings, ToolSpec
-from training_hooks.metric_map import (
-    Setting,
-    SourceFormat,
-    read_settings,
-    reduction_of,
-)
+from training_hooks.metric_map import SourceFormat
+from training_hooks.tool_settings import Setting, read_settings, reduction_of
 
 SUMMARY_KEYS = ("train_runtime", "train_samples_per_second", "train_steps_per_second")
 STATE_FILE = "trainer_state.json"

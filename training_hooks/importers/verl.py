@@ -24,12 +24,8 @@ from training_hooks.importers._read import (
     load_config,
 )
 from training_hooks.importers._spec import RunSettings, Settings, ToolSpec
-from training_hooks.metric_map import (
-    Setting,
-    SourceFormat,
-    read_settings,
-    reduction_of,
-)
+from training_hooks.metric_map import SourceFormat
+from training_hooks.tool_settings import Setting, read_settings, reduction_of
 
 RECORD = 'verl file-logger record ({"step": N, "data": {...}})'
 

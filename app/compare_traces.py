@@ -1,0 +1,354 @@
+"""The Compare page's traces in no renderer's terms: for one run and one panel (``app.panels``),
+the lines it draws (raw, EMA, second column, band) as ``Trace`` records and the values its hover
+lists as a ``Readout``. Text here is plain (a run or metric name from disk as it is); each
+renderer formats the records its own way and escapes what its format needs
+(``app.echarts_grid`` for the Compare grid, ``app.plotly_traces`` for Plotly).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+import numpy as np
+import pandas as pd
+
+from app.compare_view import (
+    SEQ_BAND_ZOOM,
+    SUBSET_TEXT,
+    PanelView,
+    count_outside,
+    seq_band_range,
+    short_list,
+    subset_text,
+)
+from app.eps_format import fmt_eps
+from app.lag import ALL, LagSplit, lag_split
+from app.line_style import MARKER_SIZE, dash_for, is_sparse
+from app.panels import Panel, has_data
+from app.series_math import compact, downsample_indices, ema, envelope, readout_points
+from training_hooks.metric_map import Derived
+from training_hooks.schema import Step
+
+DEFAULT_MAX_POINTS = 2000
+
+X_STEP = Step.STEP
+X_ELAPSED = Derived.ELAPSED_MIN
+X_TOKENS = Derived.TOKENS_SEEN
+X_AXES = {
+    X_STEP: "optimizer step",
+    X_ELAPSED: "wall time (minutes since start)",
+    X_TOKENS: "response tokens seen",
+}
+#: a run without the x axis's column, in a note (never "no tokens seen": that reads as zero)
+X_UNLOGGED = {X_STEP: "no step", X_ELAPSED: "no wall time", X_TOKENS: "no token counts"}
+
+
+#: a trace's role: what it draws
+BAND, RAW, EMA, SECOND, READOUT = "band", "raw", "ema", "second", "readout"
+
+
+@dataclass(frozen=True)
+class Style:
+    """How a trace looks: its run's colour, its algorithm's dash (``app.line_style``), a line
+    width (0: no line), an opacity (None: opaque), a marker size at every point (None: no
+    markers) and, for a band, the fill's opacity."""
+
+    color: str
+    dash: str = "solid"
+    width: float = 0.0
+    opacity: float | None = None
+    marker: int | None = None
+    fill_opacity: float = 0.0
+
+
+@dataclass(frozen=True, eq=False)  # arrays: no elementwise ==
+class Trace:
+    """One run's line (or dots, or band) on one panel. ``label`` is the run's name on the panel
+    (its label, the clip unit's ε, the steps shown), ``name`` this trace's (the label, with the
+    second column's name or "band"); both plain text. A band's upper edge is ``y``, its lower
+    edge ``lo``; x and y are ``compact`` arrays, cut to the trace's point budget."""
+
+    role: str
+    run: str
+    label: str
+    name: str
+    x: np.ndarray
+    y: np.ndarray
+    style: Style
+    lo: np.ndarray | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class Readout:
+    """A run's values at the readout points ``x`` shared by every run of a chart
+    (``series_math.readout_points``): its value ``y``, EMA and second column (None when not drawn),
+    and ``source``, the foreign metric the column was mapped from (None for the run's own)."""
+
+    run: str
+    label: str
+    color: str
+    x: np.ndarray
+    y: np.ndarray
+    ema: np.ndarray | None = None
+    second: np.ndarray | None = None
+    source: str | None = None
+    role: ClassVar[str] = READOUT
+
+
+@dataclass
+class RunSeries:
+    """One run's step table plus what the charts need to draw it."""
+
+    key: str
+    label: str
+    algorithm: str
+    color: str
+    df: pd.DataFrame
+    eps: dict[str, tuple[float, float]] = field(default_factory=dict)  # {"seq": (lo, hi), ...}
+    lag: LagSplit | None = None  # its steps by policy lag (computed from df when None)
+    #: {column: (lo, hi)}: the observed range of the values a column summarises (a reward band
+    #: is cut to it: mean ± std of 0/1 rewards would reach below 0 and above 1)
+    bounds: dict[str, tuple[float, float]] = field(default_factory=dict)
+    #: {column: "tool name"}: the foreign metric a column was mapped from (an import), for the hover
+    sources: dict[str, str] = field(default_factory=dict)
+
+    def rows(self, subset: str) -> np.ndarray:
+        """Boolean mask over ``df``'s rows: the steps of ``subset`` (``app.lag.SUBSETS``)."""
+        if subset == ALL:
+            return np.ones(len(self.df), bool)
+        return (self.lag or lag_split(self.df)).mask(subset)
+
+
+def eps_label(series: Sequence[RunSeries], unit: str) -> str:
+    """'ε 3e-4/4e-4' when every run shares the unit's eps; else 'ε per run'."""
+    vals = {s.eps.get(unit) for s in series if s.eps.get(unit) is not None}
+    if not vals:
+        return ""
+    if len(vals) == 1:
+        lo, hi = next(iter(vals))
+        return f"ε {fmt_eps(lo)}/{fmt_eps(hi)}"
+    return "ε differs per run (see hover)"
+
+
+def panel_title(panel: Panel, series: Sequence[RunSeries]) -> str:
+    """The panel's title (plain text: extra panels are titled with a metric name from disk), with
+    the clip unit and ε of clip panels."""
+    t = panel.title
+    if panel.clip_unit:
+        unit = "sequence unit" if panel.clip_unit == "seq" else "token unit"
+        eps = eps_label(series, panel.clip_unit)
+        t += f" — {unit}" + (f", {eps}" if eps else "")
+    return t
+
+
+def run_traces(
+    s: RunSeries,
+    panel: Panel,
+    *,
+    x: str = X_STEP,
+    smoothing: float = 0.0,
+    log_y: bool = False,
+    max_points: int = DEFAULT_MAX_POINTS,
+    bands: bool = True,
+    subset: str = ALL,
+    readout: float | None = None,
+) -> list[Trace | Readout]:
+    """The traces one run contributes to ``panel``: band, raw (faint when smoothed), EMA, second
+    column, on the steps of ``subset`` only (``app.lag.SUBSETS``; the EMA runs over those steps,
+    never across the others). At most ``max_points * trace_weight(...)`` points in all. Empty
+    when the run lacks the column, the x axis or steps in the subset.
+
+    ``readout`` (a spacing, ``series_math.readout_spacing``) adds a ``Readout``: the run's value,
+    EMA and second column at the rows nearest the multiples of the spacing
+    (``series_math.readout_points``), for a hover that lists every run at one x."""
+    df = s.df
+    if panel.column not in df.columns or x not in df.columns:
+        return []
+    xv_all = df[x].to_numpy(np.float64)
+    yv_all = df[panel.column].to_numpy(np.float64)
+    ok = s.rows(subset) & np.isfinite(xv_all) & np.isfinite(yv_all)
+    if log_y:
+        ok &= yv_all > 0
+    if not ok.any():
+        return []
+    xv, yv = xv_all[ok], yv_all[ok]
+    sparse = is_sparse(int(ok.sum()), int((s.rows(subset) & np.isfinite(xv_all)).sum()))
+    label = _trace_name(s, panel, subset)
+    out: list[Trace | Readout] = []
+    if bands and panel.band is not None:
+        band = _band_trace(s, panel, label, ok, max(max_points // 4, 2), x, log_y)
+        if band:
+            out.append(band)
+    smooth = smoothing > 0 and len(yv) > 2 and not sparse
+    dash = dash_for(s.algorithm)
+    raw_style = Style(s.color, dash, 1, 0.25) if smooth else Style(s.color, dash, 1.8, 1.0)
+    if sparse:  # a marker at every point: a single point is visible, a gap is not bridged unseen
+        raw_style = Style(s.color, dash, 1.8, 1.0, marker=MARKER_SIZE)
+    out.append(_line(s, RAW, label, label, xv, yv, max_points, raw_style))
+    fewer = max(max_points // 2, 3)
+    ys = ema(yv, smoothing) if smooth else None
+    if ys is not None:
+        out.append(_line(s, EMA, label, label, xv, ys, fewer, Style(s.color, dash, 2)))
+    y2 = _second_column(s, panel, ok)
+    if y2 is not None:
+        fin = np.isfinite(y2)
+        dots = Style(s.color, dash, 0, 0.8, marker=3)
+        name2 = f"{label} · {panel.second_label}"
+        out.append(_line(s, SECOND, label, name2, xv[fin], y2[fin], fewer, dots))
+    if readout is not None:
+        at, rows = readout_points(xv, readout)
+        pick = {k: v[rows] if v is not None else None for k, v in (("ema", ys), ("second", y2))}
+        source = s.sources.get(panel.column)
+        out.append(Readout(s.key, label, s.color, at, yv[rows], **pick, source=source))
+    return out
+
+
+def _second_column(s: RunSeries, panel: Panel, ok: np.ndarray) -> np.ndarray | None:
+    """The panel's second column on the rows ``ok``, or None when the run has no finite value of
+    it there."""
+    if not panel.second or panel.second not in s.df.columns:
+        return None
+    y2 = s.df[panel.second].to_numpy(np.float64)[ok]
+    return y2 if np.isfinite(y2).any() else None
+
+
+def _trace_name(s: RunSeries, panel: Panel, subset: str) -> str:
+    """A run's trace name on ``panel``: its label, the clip unit's ε, the steps shown."""
+    name = s.label
+    if panel.clip_unit and s.eps.get(panel.clip_unit):
+        lo, hi = s.eps[panel.clip_unit]
+        name += f" (ε {fmt_eps(lo)}/{fmt_eps(hi)})"
+    if subset != ALL:
+        name += f" · {SUBSET_TEXT[subset]}"
+    return name
+
+
+def _line(
+    s: RunSeries,
+    role: str,
+    label: str,
+    name: str,
+    x: np.ndarray,
+    y: np.ndarray,
+    max_points: int,
+    style: Style,
+) -> Trace:
+    """One run's line (or dots), cut to ``max_points`` by LTTB."""
+    idx = downsample_indices(x, y, max_points)
+    return Trace(role, s.key, label, name, compact(x[idx]), compact(y[idx]), style)
+
+
+def _band_trace(
+    s: RunSeries, panel: Panel, label: str, ok: np.ndarray, n_out: int, x: str, log_y: bool
+) -> Trace | None:
+    """The run's band on the rows ``ok``: (lower, upper) columns, or mean ± std cut to the
+    values' observed range (``RunSeries.bounds``); cut to ``n_out`` points by a min/max
+    envelope. None when the run lacks the band's columns or finite values of them."""
+    df = s.df
+    lo_col, hi_col = panel.band
+    xv = df[x].to_numpy(np.float64)[ok]
+    if lo_col == "±":
+        if hi_col not in df.columns:
+            return None
+        m = df[panel.column].to_numpy(np.float64)[ok]
+        sd = df[hi_col].to_numpy(np.float64)[ok]
+        lo, hi = m - sd, m + sd
+        if panel.column in s.bounds:  # mean ± std, cut to the values' observed range
+            lo, hi = np.clip(lo, *s.bounds[panel.column]), np.clip(hi, *s.bounds[panel.column])
+    else:
+        if lo_col not in df.columns or hi_col not in df.columns:
+            return None
+        lo = df[lo_col].to_numpy(np.float64)[ok]
+        hi = df[hi_col].to_numpy(np.float64)[ok]
+    fin = np.isfinite(lo) & np.isfinite(hi)
+    if log_y:
+        fin &= lo > 0
+    if not fin.any():
+        return None
+    bx, blo, bhi = envelope(xv[fin], lo[fin], hi[fin], n_out)
+    edges = compact(np.concatenate([bhi, blo]))  # one type for both edges
+    style = Style(s.color, fill_opacity=panel.band_opacity)
+    n = len(bx)
+    return Trace(BAND, s.key, label, f"{s.label} band", compact(bx), edges[:n], style, edges[n:])
+
+
+def trace_weight(panel: Panel, *, smoothing: float = 0.0, bands: bool = True) -> float:
+    """Points one run draws on ``panel`` per point of its raw line (``run_traces``): the raw line
+    (1), its EMA (1/2), the band's two edges (2 x 1/4), the second column (1/2)."""
+    w = 1.0
+    w += 0.5 if smoothing > 0 else 0.0
+    w += 0.5 if bands and panel.band is not None else 0.0
+    w += 0.5 if panel.second else 0.0
+    return w
+
+
+def trace_points(
+    panel: Panel, runs: int, *, budget: int, max_points: int, smoothing: float, bands: bool
+) -> int:
+    """The raw-line points per run that keep ``panel``'s traces for ``runs`` runs within
+    ``budget`` points in all (and at most ``max_points``; never below 3, what LTTB needs)."""
+    per_run = budget / (max(1, runs) * trace_weight(panel, smoothing=smoothing, bands=bands))
+    return int(max(3, min(max_points, per_run)))
+
+
+def panel_view(
+    series: Sequence[RunSeries],
+    panel: Panel,
+    subsets: dict[str, str],
+    drawn: Sequence[str],
+    *,
+    zoom_band: bool = True,
+    x: str = X_STEP,
+) -> PanelView:
+    """How the grid shows ``panel`` beyond its traces, computed on the steps it shows: which steps
+    (``subsets``: run key -> subset), which runs have nothing to draw (``drawn``: keys of the runs
+    with traces; those without a finite value of the x column ``x`` named apart), and for the log s panel a zoom onto GSPO's band with the points outside it
+    counted (``zoom_band``, when a GSPO run with a known sequence ε is shown)."""
+    labels = {s.key: s.label for s in series}
+    parts = [subset_text({labels[k]: v for k, v in subsets.items() if k in labels})]
+    no_x = {s.key for s in series if not has_data(s.df, x)}
+    missing = [s.label for s in series if s.key not in drawn and s.key not in no_x]
+    if no_x:
+        unlogged = [s.label for s in series if s.key in no_x]
+        parts.append(f"{X_UNLOGGED.get(x, 'no ' + x)}: " + short_list(unlogged, len(series)))
+    if drawn and missing:
+        parts.append("no data: " + short_list(missing, len(series)))
+    y_range = None
+    if zoom_band and drawn and panel.clip_unit == "seq" and panel.band is not None:
+        gspo = [s.eps.get("seq") for s in series if s.algorithm.lower() == "gspo"]
+        y_range = seq_band_range(gspo) if gspo else None
+        if y_range is not None:
+            shown = [
+                s.df[panel.column].to_numpy(np.float64)[s.rows(subsets.get(s.key, ALL))]
+                for s in series
+                if panel.column in s.df.columns
+            ]
+            out, total = count_outside(shown, y_range)
+            parts.append(
+                f"zoomed to {SEQ_BAND_ZOOM:g}x GSPO's band: {out} of {total} points outside "
+                "the view"
+            )
+    kinds = set(subsets.values()) - {ALL}
+    empty = "no data for the selected runs"
+    if len(no_x) == len(series):
+        empty = f"{X_UNLOGGED.get(x, 'no ' + x)} in the selected runs"
+    elif kinds:
+        empty = f"no data in the {' / '.join(SUBSET_TEXT[k] for k in sorted(kinds))} shown"
+    tight = any(panel.column in s.bounds for s in series if s.key in drawn)
+    return PanelView(" · ".join(p for p in parts if p), y_range, empty, panel.nonnegative, tight)
+
+
+def clip_band_lines(series: Sequence[RunSeries], panel: Panel) -> list[tuple[float, str]]:
+    """GSPO's clip range as [(log(1-ε_low), 'log(1-ε_low)'), (log(1+ε_high), 'log(1+ε_high)')]:
+    only on the sequence log-ratio panel (sequence unit, a band), and only when every run shares
+    one sequence ε (else [])."""
+    if panel.clip_unit != "seq" or panel.band is None:
+        return []
+    eps_set = {s.eps.get("seq") for s in series if s.eps.get("seq")}
+    if len(eps_set) != 1:
+        return []
+    lo, hi = next(iter(eps_set))
+    return [(math.log1p(-lo), "log(1-ε_low)"), (math.log1p(hi), "log(1+ε_high)")]

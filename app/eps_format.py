@@ -1,0 +1,16 @@
+"""A clip range's ε as text: "3e-4" for a small ε, "ε 3e-4/4e-4" for a (low, high) pair."""
+
+from __future__ import annotations
+
+
+def fmt_eps(x: float) -> str:
+    """3e-4 style for small eps, plain otherwise."""
+    if x and abs(x) < 0.01:
+        m, e = f"{x:.1e}".split("e")
+        return f"{float(m):g}e{int(e)}"
+    return f"{x:g}"
+
+
+def eps_text(eps: tuple[float, float] | None) -> str:
+    """'ε 3e-4/4e-4' for a known (low, high) pair, 'ε unknown' for None."""
+    return f"ε {fmt_eps(eps[0])}/{fmt_eps(eps[1])}" if eps else "ε unknown"

@@ -1,0 +1,123 @@
+"""The Compare page's traces (``app.compare_traces``' records) as Plotly: one small multiple per
+panel (``compare_figure``), for a page that draws a panel alone with Plotly (Lengths). Plotly
+renders a few HTML tags and fills ``%{...}`` in hover templates, so every text from disk is
+escaped here (``charts.plot_text``)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+
+from app import charts
+from app import compare_traces as ct
+from app.colors import rgba
+from app.panels import Panel
+from app.series_math import compact
+
+PANEL_HEIGHT = 290
+
+
+def compare_figure(
+    series: Sequence[ct.RunSeries], panel: Panel, *, height: int = PANEL_HEIGHT, **options
+) -> go.Figure:
+    """One small multiple: ``panel``'s metric for every run, titled with its unit and eps, GSPO's
+    band lines on the log-ratio panel. ``options`` are ``compare_traces.run_traces``'s (x,
+    smoothing, log_y, max_points, bands, subset); a readout, which is no Plotly trace, is left
+    out."""
+    x, log_y = options.get("x", ct.X_STEP), options.get("log_y", False)
+    traces = []
+    for s in series:
+        source = s.sources.get(panel.column)
+        for t in ct.run_traces(s, panel, **options):
+            if isinstance(t, ct.Trace):
+                traces.append(plotly_trace(t, panel, x, source))
+    shapes, notes = _clip_band_lines(series, panel)
+    if not traces:
+        notes.append(charts.centered_note("no data for the selected runs"))
+    title = charts.plot_text(ct.panel_title(panel, series))
+    layout = charts.layout_dict(title, ct.X_AXES.get(x, x), panel.unit, height, log_y)
+    layout.update(shapes=shapes, annotations=notes, showlegend=False)
+    # traces and layout are built here from known-good dicts: skip plotly's per-property validation
+    # (it costs ~30 ms per chart; the Compare page draws a dozen)
+    return go.Figure(data=traces, layout=layout, _validate=False)
+
+
+def plotly_trace(t: ct.Trace, panel: Panel, x: str, source: str | None = None) -> dict:
+    """``t`` as a Plotly trace dict: a band as a closed polygon (x forward, then back; upper edge,
+    then lower), filled; a line or dots with a hover naming the run, the x axis and the metric
+    (``source``: the foreign metric the column was mapped from). Text escaped (``plot_text``)."""
+    sty = t.style
+    if t.role == ct.BAND:
+        return {
+            "type": "scatter",
+            "mode": "lines",
+            "x": compact(np.concatenate([t.x, t.x[::-1]])),
+            "y": compact(np.concatenate([t.y, t.lo[::-1]])),
+            "fill": "toself",
+            "fillcolor": rgba(sty.color, sty.fill_opacity),
+            "line": {"width": 0},
+            "hoverinfo": "skip",
+            "showlegend": False,
+            "legendgroup": t.run,
+            "name": charts.plot_text(t.name),
+            "meta": t.role,
+        }
+    what = charts.plot_text(panel.title)
+    shown_as = what + (f" (from {charts.plot_text(source)})" if source else "")
+    if t.role == ct.SECOND:
+        shown_as = shown_as.replace(what, panel.second_label)
+    value = "%{y:.4g} (EMA)" if t.role == ct.EMA else "%{y:.4g}"
+    hover = f"{charts.plot_text(t.label)}<br>{ct.X_AXES.get(x, x)} %{{x}}<br>{shown_as} {value}"
+    trace = {
+        "type": "scatter",
+        "x": t.x,
+        "y": t.y,
+        "mode": "lines",
+        "name": charts.plot_text(t.name),
+        "legendgroup": t.run,
+        "hovertemplate": hover + "<extra></extra>",
+        "line": {"color": sty.color, "dash": sty.dash, "width": sty.width},
+        "meta": t.role,
+    }
+    if sty.opacity is not None:
+        trace["opacity"] = sty.opacity
+    if sty.marker is not None:
+        mode = "markers" if t.role == ct.SECOND else "lines+markers"
+        trace.update(mode=mode, marker={"color": sty.color, "size": sty.marker})
+    return trace
+
+
+def _clip_band_lines(series: Sequence[ct.RunSeries], panel: Panel) -> tuple[list[dict], list[dict]]:
+    """(shapes, annotations): ``clip_band_lines`` as dotted lines across a Plotly figure,
+    labelled."""
+    shapes, notes = [], []
+    for y, text in ct.clip_band_lines(series, panel):
+        ref = {"xref": "x domain", "yref": "y"}
+        shapes.append(
+            {
+                "type": "line",
+                **ref,
+                "x0": 0,
+                "x1": 1,
+                "y0": y,
+                "y1": y,
+                "line": {"color": "#555", "dash": "dot", "width": 1},
+            }
+        )
+        # the low line's label sits below it, the high line's above it: they never overlap
+        notes.append(
+            {
+                "text": f"{text} = {y:.2g}",
+                **ref,
+                "x": 0,
+                "y": y,
+                "xanchor": "left",
+                "yanchor": "top" if y < 0 else "bottom",
+                "showarrow": False,
+                "bgcolor": "rgba(255,255,255,0.75)",
+                "font": {"size": 10, "color": "#333"},
+            }
+        )
+    return shapes, notes

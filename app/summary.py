@@ -1,0 +1,51 @@
+"""A run's Health count for the Runs page: from the summary its writer left in run.json
+(``training_hooks.summary``) while that still describes the run, else from its step table.
+
+``health_counts(run)`` is the number of errors and warnings the Health page lists for the run:
+the data checks' findings (the summary's, or the checks run on the step table as the Health page
+runs them) and the run's status judged now (a stale heartbeat is a crash, whenever it is read).
+"""
+
+from __future__ import annotations
+
+from app import data, ui
+from app.records import SOURCE_PARQUET, RunRef
+from training_hooks import storage
+from training_hooks.schema import STEPS_DIR, SUMMARY_VERSION, RunSummary, is_data_file
+from training_hooks.summary import app_checks, checks_digest, is_current
+
+
+def valid_summary(run: RunRef) -> RunSummary | None:
+    """The run's summary when it describes the run as discovered (``run.stamp``): written by
+    this version of the summary and of the checks, from the step parts on disk now (locally the
+    steps and sequences folders' stamps, ``training_hooks.summary.is_current``; on an object
+    store the listed step parts' names and sizes), for the run's algorithm and eps. None
+    otherwise (or without one)."""
+    s = run.info.summary if run.info is not None else None
+    if s is None or run.source != SOURCE_PARQUET or not run.stamp:
+        return None
+    eps = ui.eps_of(run)
+    if (s.algorithm, s.seq_eps, s.token_eps) != (run.algorithm, eps.get("seq"), eps.get("token")):
+        return None
+    if not storage.is_uri(run.path or ""):  # local: (run.json, steps, sequences) stamps
+        return s if is_current(s, run.stamp[1], run.stamp[2]) else None
+    if s.version != SUMMARY_VERSION or s.checks != checks_digest():
+        return None
+    listed = tuple(  # an object store: (name, size, mtime) of each of the run's objects
+        (rel.split("/", 1)[1], size)
+        for rel, size, _ in run.stamp
+        if rel.startswith(STEPS_DIR + "/") and is_data_file(rel.split("/", 1)[1])
+    )
+    return s if listed == s.step_files else None
+
+
+def health_counts(run: RunRef) -> tuple[int, int]:
+    """(errors, warnings) the Health page lists for ``run`` (a Parquet run)."""
+    _, health = app_checks()
+    s = valid_summary(run)
+    if s is None:
+        found = [f.severity for f in ui.findings_for(run, data.load_steps(run).df)]
+    else:
+        status = health.check_status(run.status, run.updated_at, run.last_step)
+        found = [severity for _, severity in s.findings] + [f.severity for f in status]
+    return found.count(health.ERROR), found.count(health.WARNING)

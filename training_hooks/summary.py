@@ -1,0 +1,249 @@
+"""A run's summary (``schema.RunSummary``, run.json's ``summary``): what the Runs page shows of a
+run without reading its step table, made once by whoever writes the run.
+
+``summarise_run(run_dir, info)`` reads the step table as the dashboard reads it and judges it by
+the dashboard's health checks, so the Runs page's Health count from a summary is the count the
+Health page gives from the table. The recorder calls it when it closes, the importers when they
+write a run, ``bench/make_runs.py`` for its generated runs. It imports no torch.
+
+The app trusts a summary only while it still describes the run (``app.summary``): the same step
+parts, the same checks' code (``checks_digest``), the same algorithm and eps. A running run's
+summary is out of date at its next flush; the app then reads the table, as without one.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib
+import inspect
+import os
+import pkgutil
+import time
+from typing import Any
+
+from . import storage
+from .schema import (
+    SEQUENCE_COLUMNS,
+    SEQUENCES_DIR,
+    STATUS_FINISHED,
+    STEPS_DIR,
+    SUMMARY_VERSION,
+    TABLE_DIRS,
+    RunInfo,
+    RunSummary,
+    Seq,
+    is_data_file,
+)
+
+#: The code that decides the findings: whole modules, and the functions of the app's reader
+#: that turn step files into the checked table (a digest of their source invalidates older
+#: summaries; the rest of ``app.data`` may change without it).
+CHECK_MODULES = (
+    "app.health",
+    *(
+        f"training_hooks.findings.{m.name}"
+        for m in pkgutil.iter_modules([os.path.join(os.path.dirname(__file__), "findings")])
+    ),
+)
+READER_FUNCTIONS = (
+    "step_frame",
+    "_read_files",
+    "_conform",
+    "_read_file",
+    "_one_row_per_step",
+    "_read_table",
+)
+
+
+def app_checks() -> tuple[Any, Any]:
+    """``(step table reader, health checks)``: the dashboard's ``app.data`` (``step_frame``) and
+    ``app.health`` (the page's layer over ``training_hooks.findings``: ``run_health``,
+    ``facts_of``, the group outcomes, ``check_status``, ``ERROR``, ``WARNING``). The one place
+    this package names them.
+    (Outside a Streamlit server, importing the app's cached readers would log a warning per
+    cache; a training process is told nothing it can act on, so they are silenced.)"""
+    import logging
+
+    import streamlit  # noqa: F401 -- (sets up its loggers, so the level below holds)
+
+    caches = logging.getLogger("streamlit.runtime.caching.cache_data_api")
+    level = caches.level
+    caches.setLevel(logging.ERROR)
+    try:
+        from app import data, health
+    finally:
+        caches.setLevel(level)
+    return data, health
+
+
+@functools.lru_cache(maxsize=1)
+def checks_digest() -> str:
+    """A digest of the code of ``CHECK_MODULES``, of the reader's ``READER_FUNCTIONS`` (and
+    ``add_derived``) and of this module (12 hex digits)."""
+    data, _ = app_checks()
+    h = hashlib.sha1()
+    for name in (*CHECK_MODULES, __name__):
+        with open(importlib.import_module(name).__file__, "rb") as f:
+            h.update(f.read())
+    for fn in (*(getattr(data, n) for n in READER_FUNCTIONS), data.add_derived):
+        h.update(inspect.getsource(fn).encode())
+    return h.hexdigest()[:12]
+
+
+def eps_pairs(info: RunInfo) -> dict[str, tuple[float, float]]:
+    """The run's stated eps pairs by unit ("seq", "token"); a pair with an unknown half is left
+    out (never judged with a default)."""
+    pairs = {
+        "seq": (info.seq_eps_low, info.seq_eps_high),
+        "token": (info.token_eps_low, info.token_eps_high),
+    }
+    return {unit: p for unit, p in pairs.items() if None not in p}
+
+
+def folder_stamp(run_dir: str, table: str) -> tuple[int, int] | None:
+    """(size, mtime_ns) of a local run's ``table`` folder (None on an object store, or when it
+    does not exist): every part written or removed there changes it (the stamp
+    ``app.discovery`` takes of the steps and sequences folders)."""
+    if storage.is_uri(run_dir):
+        return None
+    try:
+        st = os.stat(os.path.join(storage.local(run_dir), table))
+    except OSError:
+        return None
+    return (st.st_size, st.st_mtime_ns)
+
+
+def is_current(summary: RunSummary, steps: tuple | None, sequences: tuple | None) -> bool:
+    """Whether a local run's summary was made by this code and checks, from the step and
+    sequence folders whose stamps are ``steps`` and ``sequences`` now."""
+    return (
+        summary.version == SUMMARY_VERSION
+        and summary.checks == checks_digest()
+        and summary.steps_dir is not None
+        and steps is not None
+        and summary.steps_dir == tuple(steps)
+        and summary.sequences_dir == (None if sequences is None else tuple(sequences))
+    )
+
+
+def summarise_run(run_dir: str, info: RunInfo) -> RunSummary:
+    """The summary of the run in ``run_dir`` described by ``info`` (its algorithm and eps), from
+    its step table on disk now."""
+    data, health = app_checks()
+    stamps = {t: folder_stamp(run_dir, t) for t in (STEPS_DIR, SEQUENCES_DIR)}
+    tables = tuple(
+        t
+        for t in TABLE_DIRS
+        if any(is_data_file(f.name) for f in storage.list_files(storage.join(run_dir, t)))
+    )
+    df, files = data.step_frame(str(run_dir))
+    eps = eps_pairs(info)
+    algorithm = str(info.algorithm or "?")
+    if SEQUENCES_DIR in tables:  # the solved / failed split of zero-variance groups, as the page
+        seqs = data._read_table(
+            str(run_dir), SEQUENCES_DIR, health.OUTCOME_COLUMNS, None, SEQUENCE_COLUMNS
+        )
+        if seqs is not None and len(seqs.df) and Seq.REWARD in seqs.df.columns:
+            df = health.with_group_outcomes(df, health.group_outcomes(seqs.df))
+    # the status is judged by the reader, as of when it reads
+    facts = health.facts_of(info, status=STATUS_FINISHED)
+    found = health.run_health(df, facts).findings
+    problems = (health.ERROR, health.WARNING)
+    return RunSummary(
+        version=SUMMARY_VERSION,
+        checks=checks_digest(),
+        steps=len(df),
+        step_files=tuple((f.name, f.size) for f in files),
+        steps_dir=stamps[STEPS_DIR],
+        sequences_dir=stamps[SEQUENCES_DIR],
+        tables=tables,
+        algorithm=algorithm,
+        seq_eps=eps.get("seq"),
+        token_eps=eps.get("token"),
+        findings=tuple((f.code, f.severity) for f in found if f.severity in problems),
+        made_at=time.time(),
+    )
+
+
+def try_summarise_run(run_dir: str, info: RunInfo) -> tuple[RunSummary | None, str | None]:
+    """``(summarise_run(...), None)``, or ``(None, why)`` when it cannot be made (the dashboard
+    is not installed, a table is unreadable): a missing summary only costs the app a read."""
+    try:
+        return summarise_run(run_dir, info), None
+    except Exception as e:  # noqa: BLE001 -- a summary is a cache; the run is recorded anyway
+        return None, f"{type(e).__name__}: {e}"
+
+
+def summarise_root(root: str, *, workers: int | None = None) -> tuple[int, list[str]]:
+    """Write the summary of every run under ``root`` that is not running (runs recorded before
+    summaries existed, or summarised by other checks): ``(runs written, problems)``. A running
+    run is skipped: its recorder rewrites run.json, and writes its summary when it closes. Run it
+    on runs no recorder is resuming."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from .schema import RUN_JSON, STATUS_RUNNING, read_run_info, write_json_atomic
+
+    names = sorted({f.name.split("/", 1)[0] for f in _run_jsons(root)})
+
+    def one(name: str) -> tuple[int, str | None]:
+        run_dir = storage.join(root, name)
+        try:
+            info = read_run_info(run_dir)
+        except (OSError, ValueError, TypeError) as e:
+            return 0, f"{name}: run.json is unreadable ({e})"
+        if info.status == STATUS_RUNNING:
+            return 0, None
+        summary, why = try_summarise_run(run_dir, info)
+        if summary is None:
+            return 0, f"{name}: {why}"
+        info.summary = summary
+        write_json_atomic(storage.join(run_dir, RUN_JSON), info.to_json())
+        return 1, None
+
+    workers = workers or (16 if storage.is_uri(root) else 1)
+    with ThreadPoolExecutor(workers) as pool:
+        done = list(pool.map(one, names))
+    return sum(n for n, _ in done), [why for _, why in done if why]
+
+
+def _run_jsons(root: str) -> list:
+    """The ``<run>/run.json`` files directly under ``root`` (hidden folders left out)."""
+    from .schema import RUN_JSON
+
+    if storage.is_uri(root):
+        found = storage.list_tree(root)
+    else:
+        base = storage.local(root)
+        found = [
+            storage.FileStamp(f"{e.name}/{RUN_JSON}", 0, 0)
+            for e in os.scandir(base)
+            if e.is_dir() and os.path.isfile(os.path.join(base, e.name, RUN_JSON))
+        ]
+    return [
+        f
+        for f in found
+        if f.name.count("/") == 1 and f.name.endswith("/" + RUN_JSON) and not f.name.startswith(".")
+    ]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m training_hooks.summary ROOT``: write the summaries of a root's runs."""
+    import argparse
+
+    ap = argparse.ArgumentParser(
+        prog="python -m training_hooks.summary",
+        description="Write the summary (run.json 'summary') of every run under ROOT that is not "
+        "running, so the dashboard's Runs page need not read their step tables.",
+    )
+    ap.add_argument("root", help="a runs root: a folder, or s3://bucket/prefix, gs://...")
+    args = ap.parse_args(argv)
+    n, problems = summarise_root(args.root)
+    for p in problems:
+        print(p)
+    print(f"{n} run summaries written under {args.root}")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,105 @@
+"""Settings beside a foreign log: where each tool's config (or the MLflow params) holds the
+settings the metric map's rules depend on (``SETTING_KEYS``), read as ours (``read_settings``),
+and a tool's loss aggregation under our name (``reduction_of``). Torch-free."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from training_hooks.schema import flatten
+
+#: The tools whose logs are imported, by the names their importers and rules use.
+TRL, VERL, TINKER = "trl", "verl", "tinker"
+#: TRL's setting for the clip unit ("token" or "sequence": its GSPO)
+IS_LEVEL = "importance_sampling_level"
+#: Our name of a setting -> where each tool's config holds it (dotted paths; a config nested
+#: deeper matches on the path's tail). MLflow params of the same names are read the same way.
+SETTING_KEYS: dict[str, dict[str, tuple[str, ...]]] = {
+    TRL: {
+        "epsilon": ("epsilon",),
+        "epsilon_high": ("epsilon_high",),
+        IS_LEVEL: (IS_LEVEL,),
+        "group_size": ("num_generations",),
+        "loss_type": ("loss_type",),
+        "beta": ("beta",),
+        "num_iterations": ("num_iterations",),
+        "scale_rewards": ("scale_rewards",),
+        "use_bias_correction_kl": ("use_bias_correction_kl",),
+        "multi_objective_aggregation": ("multi_objective_aggregation",),
+        "logging_steps": ("logging_steps",),
+    },
+    VERL: {
+        "clip_ratio_low": ("actor_rollout_ref.actor.clip_ratio_low",),
+        "clip_ratio_high": ("actor_rollout_ref.actor.clip_ratio_high",),
+        "clip_ratio": ("actor_rollout_ref.actor.clip_ratio",),
+        "loss_agg_mode": ("actor_rollout_ref.actor.loss_agg_mode",),
+        "loss_mode": ("actor_rollout_ref.actor.policy_loss.loss_mode",),
+        "use_kl_loss": ("actor_rollout_ref.actor.use_kl_loss",),
+        "kl_loss_type": ("actor_rollout_ref.actor.kl_loss_type",),
+        "ppo_epochs": ("actor_rollout_ref.actor.ppo_epochs",),
+        "ppo_mini_batch_size": ("actor_rollout_ref.actor.ppo_mini_batch_size",),
+        "group_size": ("actor_rollout_ref.rollout.n",),
+        "train_batch_size": ("data.train_batch_size",),
+        "adv_estimator": ("algorithm.adv_estimator",),
+        "total_training_steps": ("trainer.total_training_steps",),
+    },
+    TINKER: {
+        "group_size": ("dataset_builder.group_size", "group_size"),
+        "loss_fn": ("loss_fn",),
+        "clip_low_threshold": ("loss_fn_config.clip_low_threshold",),
+        "clip_high_threshold": ("loss_fn_config.clip_high_threshold",),
+        "num_substeps": ("num_substeps",),
+        "kl_penalty_coef": ("kl_penalty_coef",),
+    },
+}
+
+#: A tool's loss aggregation -> ours (``RunInfo.reduction``); others are kept as "<tool>:<value>".
+REDUCTIONS: dict[tuple[str, str], str] = {
+    (VERL, "token-mean"): "token_mean",
+    (VERL, "seq-mean-token-mean"): "seq_mean_token_mean",
+    (TRL, "grpo"): "seq_mean_token_mean",
+    (TRL, "bnpo"): "token_mean",
+    (TRL, "dapo"): "token_mean",
+}
+
+
+@dataclass(frozen=True)
+class Setting:
+    value: Any
+    origin: str  # where it was read: "<file>: <key>", "MLflow param <key>", "the log: ..."
+
+
+def read_settings(source: str, config: Mapping[str, Any], origin: str) -> dict[str, Setting]:
+    """The settings of ``SETTING_KEYS[source]`` that ``config`` states (nested or flat, "." or "/"
+    separated keys; MLflow's string values parsed as JSON literals where they are ones)."""
+    flat = {k.replace("/", "."): v for k, v in flatten(config, ".").items()}
+    out: dict[str, Setting] = {}
+    for name, paths in SETTING_KEYS.get(source, {}).items():
+        for path in paths:
+            hits = [k for k in flat if k == path or k.endswith("." + path)]
+            if hits:
+                key = min(hits, key=len)
+                out[name] = Setting(_literal(flat[key]), f"{origin}: {key}")
+                break
+    return out
+
+
+def _literal(value: Any) -> Any:
+    """MLflow params are strings: "0.2" -> 0.2, "True"/"true" -> True, "None" -> None."""
+    if not isinstance(value, str):
+        return value
+    text = {"True": "true", "False": "false", "None": "null"}.get(value, value)
+    try:
+        return json.loads(text)
+    except ValueError:
+        return value
+
+
+def reduction_of(source: str, value: Any) -> str | None:
+    """Our name for a tool's loss aggregation (``None`` when unknown)."""
+    if value is None:
+        return None
+    return REDUCTIONS.get((source, str(value)), f"{source}:{value}")
