@@ -5,6 +5,8 @@ its step parts (size, mtime) change.
 
 from __future__ import annotations
 
+import hashlib
+
 import numpy as np
 import pandas as pd
 import streamlit as st
@@ -24,33 +26,48 @@ def run_signature(run: RunRef) -> tuple:
     return (run.key, run.metric_keys, run.updated_at)
 
 
+def run_digest(run: RunRef) -> str:
+    """``run_signature`` as one short string: the cache key part a page computes once per run
+    and passes to every cached call of that run (a run's steps folder is listed once, and a
+    string hashes far faster than a tuple of every part's stamp)."""
+    return hashlib.blake2b(repr(run_signature(run)).encode(), digest_size=16).hexdigest()
+
+
 def run_traces(
-    run: RunRef, series: compare_traces.RunSeries, panel: Panel, **options
+    run: RunRef,
+    series: compare_traces.RunSeries,
+    panel: Panel,
+    *,
+    digest: str | None = None,
+    **options,
 ) -> list[compare_traces.Trace | compare_traces.Readout]:
-    """``compare_traces.run_traces`` for one run, cached on the run's files, the panel and the options
-    (the steps subset among them)."""
-    return _run_traces(
-        run_signature(run),
-        series.label,
-        series.color,
-        repr(sorted(series.eps.items())),
-        repr((sorted(series.bounds.items()), sorted(series.sources.items()))),
-        panel.key,
-        tuple(sorted(options.items())),
-        series,
-        panel,
+    """``compare_traces.run_traces`` for one run, cached on the run's files (``digest``: its
+    ``run_digest``, computed here when not given), the panel and the options (the steps subset
+    among them)."""
+    key = repr(
+        (
+            digest or run_digest(run),
+            series.label,
+            series.color,
+            sorted(series.eps.items()),
+            sorted(series.bounds.items()),
+            sorted(series.sources.items()),
+            panel.key,
+            sorted(options.items()),
+        )
     )
+    return _run_traces(key, series, panel, options)
 
 
 @st.cache_data(show_spinner=False, max_entries=4096)
-def _run_traces(sig, label, color, eps, seen, panel_key, options, _series, _panel) -> list:
-    # the leading arguments are the cache key; _series and _panel (not hashed) carry the data
-    return compare_traces.run_traces(_series, _panel, **dict(options))
+def _run_traces(key: str, _series, _panel, _options: dict) -> list:
+    # ``key`` alone is hashed: it names everything the traces depend on; the rest carry the data
+    return compare_traces.run_traces(_series, _panel, **_options)
 
 
-def run_lag(run: RunRef, df: pd.DataFrame) -> LagSplit:
+def run_lag(run: RunRef, df: pd.DataFrame, digest: str | None = None) -> LagSplit:
     """``app.lag.lag_split`` of the run's step table ``df``, cached on the run's files."""
-    return _run_lag(run_signature(run), df)
+    return _run_lag(digest or run_digest(run), df)
 
 
 @st.cache_data(show_spinner=False, max_entries=1024)
@@ -58,9 +75,11 @@ def _run_lag(sig, _df: pd.DataFrame) -> LagSplit:
     return lag_split(_df)
 
 
-def run_extra_stats(run: RunRef, df: pd.DataFrame) -> dict[str, compare_view.ExtraStats]:
+def run_extra_stats(
+    run: RunRef, df: pd.DataFrame, digest: str | None = None
+) -> dict[str, compare_view.ExtraStats]:
     """``compare_view.extra_stats`` of the run's step table ``df``, cached on the run's files."""
-    return _run_extra_stats(run_signature(run), df)
+    return _run_extra_stats(digest or run_digest(run), df)
 
 
 @st.cache_data(show_spinner=False, max_entries=1024)

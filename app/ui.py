@@ -232,6 +232,14 @@ def context() -> Context:
     return ctx
 
 
+def lazy_expander(label: str, key: str, icon: str | None = None):
+    """A collapsed expander whose content is built only while it is open: the expander when open,
+    else None (``if box := lazy_expander(...): box.dataframe(...)``). A closed one costs the
+    browser its label alone; opening it reruns the script (Streamlit's ``on_change="rerun"``)."""
+    box = st.expander(label, icon=icon, key=key, on_change="rerun")
+    return box if box.open else None
+
+
 def page_header(title: str, caption: str) -> Context:
     ctx = context()
     st.title(title)

@@ -1,7 +1,7 @@
 """Benchmark of the dashboard (``--scale``: see bench_scale.py).
 
     python bench/bench_dashboard.py [--root DIR] [--runs 20 --steps 5000 --seqs 256] [--no-browser]
-                                    [--loads 3 --views 2] [--code DIR]
+                                    [--loads 3 --views 2] [--code DIR] [--cold-only] [--profile]
                                     [--no-mlflow]
     python bench/bench_dashboard.py --scale [--scale-runs 2000 --scale-steps 10] [--no-s3]
 
@@ -15,7 +15,10 @@ Measures, on a generated root of ``runs`` runs x ``steps`` steps x ``seqs`` sequ
    of panels, to all charts drawn and to the end of the last long task, on /compare (default view)
    and with every run in ?runs=: in a new browser profile each time (cold), in one profile after
    a first load (warm), and reached from the Runs page by a click in the sidebar (nav).
-   ``--code DIR`` serves another checkout's app instead (a before/after in one sitting).
+   ``--code DIR`` serves another checkout's app instead (a before/after in one sitting);
+   ``--cold-only`` skips the warm and nav loads; ``--profile`` adds one more cold load of each
+   view under Chromium's CPU profiler and prints where its main thread's time went, by script
+   file (``profile_by_file_ms``). Each goal (``GOALS``) is printed beside its median.
 3. MLflow for comparison: one run of 10,000 steps x 20 metrics logged to a fresh SQLite store;
    time to load it back with ``MlflowClient.get_metric_history`` (what MLflow-only runs cost)
    against reading the same numbers from Parquet.
@@ -296,6 +299,42 @@ _ON_RUNS_JS = """() => location.pathname.endsWith('/runs')
 _NAV_LINK = "[data-testid=stSidebarNav] a[href$='/{}']"
 
 
+#: Goals of the Compare page in the browser: median seconds of a cold load to its last long task.
+GOALS = {"default_6_runs": 3.0, "all_runs": 5.0}
+
+
+def _profiled_load(page, url: str, top: int = 14) -> dict:
+    """One load of ``url`` under Chromium's sampling CPU profiler (DevTools Protocol), until
+    drawn as ``_draw_times``: {script file or V8 category: self milliseconds}, the largest
+    ``top``. "(idle)" is the main thread waiting (on the server, on the network)."""
+    cdp = page.context.new_cdp_session(page)
+    cdp.send("Profiler.enable")
+    cdp.send("Profiler.setSamplingInterval", {"interval": 500})
+    cdp.send("Profiler.start")
+    _draw_times(page, url)
+    prof = cdp.send("Profiler.stop")["profile"]
+    frames = {n["id"]: n["callFrame"] for n in prof["nodes"]}
+    by_file: dict[str, float] = {}
+    for node, dt in zip(prof["samples"], prof["timeDeltas"], strict=True):
+        f = frames[node]
+        name = f["url"].rsplit("/", 1)[-1] or f["functionName"] or "(anonymous)"
+        by_file[name] = by_file.get(name, 0.0) + dt / 1000
+    ranked = sorted(by_file.items(), key=lambda kv: -kv[1])
+    return {k: round(v) for k, v in ranked[:top]}
+
+
+def print_goals(browser: dict) -> None:
+    """Each goal beside its measurement (median cold seconds to the last long task)."""
+    for view, goal in GOALS.items():
+        got = browser.get(view, {}).get("cold", {}).get("median_settled_s")
+        if got is not None:
+            verdict = "met" if got <= goal else "NOT met"
+            print(
+                f"goal: Compare {view} cold <= {goal:g} s | measured median {got:.2f} s {verdict}"
+            )
+    print(f"load average (1, 5, 15 min): {browser.get('load_avg')}")
+
+
 def _median(values: list[float]) -> float:
     v = sorted(values)
     return v[len(v) // 2] if len(v) % 2 else (v[len(v) // 2 - 1] + v[len(v) // 2]) / 2
@@ -336,7 +375,14 @@ def _summary(times: list[dict]) -> dict:
     }
 
 
-def bench_browser(root: Path, loads: int = 3, views: int = 2, code: Path | None = None) -> dict:
+def bench_browser(
+    root: Path,
+    loads: int = 3,
+    views: int = 2,
+    code: Path | None = None,
+    cold_only: bool = False,
+    profile: bool = False,
+) -> dict:
     """Headless Chromium on ``streamlit run``: /compare (the 6 most recent runs) and with every run
     in ?runs= (``views``: 1 = only the first), ``loads`` times each in a new browser profile
     (``cold``: nothing cached, every static file fetched and compiled anew), then for the default
@@ -344,7 +390,8 @@ def bench_browser(root: Path, loads: int = 3, views: int = 2, code: Path | None 
     returning user), then reached from the Runs page by a click (``nav``, see ``_nav_times``).
     Wall-clock seconds and the page's main-thread busy seconds; then what the page drew (figures,
     traces, points, JSON) and plotly.js's own draw time for it (each figure redrawn by a
-    standalone plotly.js in the same page). ``code``: serve another checkout's app (``--code``)."""
+    standalone plotly.js in the same page). ``code``: serve another checkout's app (``--code``);
+    ``cold_only``: no warm or nav loads; ``profile``: one more cold load under the CPU profiler."""
     if not os.path.exists(CHROMIUM):
         return {"skipped": f"{CHROMIUM} missing"}
     import plotly
@@ -389,7 +436,11 @@ def bench_browser(root: Path, loads: int = 3, views: int = 2, code: Path | None 
                 last.add_script_tag(path=str(plotly_js))
                 res["plotly_alone_ms"] = [round(x) for x in last.evaluate(_REPLAY_JS)]
             last.context.close()
-            if label == "default_6_runs":
+            if profile:
+                page = fresh_page()
+                res["profile_by_file_ms"] = _profiled_load(page, url)
+                page.context.close()
+            if label == "default_6_runs" and not cold_only:
                 context = browser.new_context(viewport=viewport)
                 _closing(fresh_page(context), _draw_times, url)  # fills the caches; not counted
                 res["warm"] = _summary(
@@ -488,6 +539,8 @@ def main() -> None:
     ap.add_argument("--no-apptest", action="store_true")
     ap.add_argument("--loads", type=int, default=3, help="browser loads per view")
     ap.add_argument("--views", type=int, default=2, help="1: only the default view")
+    ap.add_argument("--cold-only", action="store_true", help="no warm or nav loads")
+    ap.add_argument("--profile", action="store_true", help="one more cold load, CPU-profiled")
     ap.add_argument("--out", default=str(HERE / "out" / "dashboard.json"))
     bench_scale.add_arguments(ap)  # --scale: thousands of runs, local and S3 (bench_scale.py)
     a = ap.parse_args()
@@ -502,8 +555,9 @@ def main() -> None:
         print(json.dumps(res["apptest"], indent=1))
     if not a.no_browser:
         code = Path(a.code).resolve() if a.code else None
-        res["browser"] = bench_browser(root, a.loads, a.views, code)
+        res["browser"] = bench_browser(root, a.loads, a.views, code, a.cold_only, a.profile)
         print(json.dumps(res["browser"], indent=1))
+        print_goals(res["browser"])
     if not a.no_mlflow:
         res["mlflow"] = bench_mlflow()
         print(json.dumps(res["mlflow"], indent=1))
@@ -511,6 +565,8 @@ def main() -> None:
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
     Path(a.out).write_text(json.dumps(res, indent=1))
     print(json.dumps(res, indent=1))
+    if "browser" in res:
+        print_goals(res["browser"])
 
 
 if __name__ == "__main__":

@@ -94,7 +94,8 @@ def load_series(shown, ctx: ui.Context) -> tuple[list[ct.RunSeries], dict, list[
         if not len(t.df):
             problems.append(f"{run.label}: no steps to draw")
             continue
-        stats[ctx.labels.get(run.key, run.key)] = traces.run_extra_stats(run, t.df)
+        digest = traces.run_digest(run)
+        stats[ctx.labels.get(run.key, run.key)] = traces.run_extra_stats(run, t.df, digest)
         series.append(
             ct.RunSeries(
                 key=run.key,
@@ -103,7 +104,7 @@ def load_series(shown, ctx: ui.Context) -> tuple[list[ct.RunSeries], dict, list[
                 color=ctx.colors.get(run.key, colors.PALETTE[0]),
                 df=t.df,
                 eps=ui.eps_of(run),
-                lag=traces.run_lag(run, t.df),
+                lag=traces.run_lag(run, t.df, digest),
                 bounds=observed_bounds(run),
                 sources=sources.mapped_sources(run.info),
             )
@@ -131,11 +132,13 @@ def lag_caption(series: list[ct.RunSeries], choice: str) -> None:
         )
     else:
         st.caption(f"Steps: every chart shows {cv.SUBSET_TEXT[choice]} only.")
-    with st.expander("Policy lag of the shown runs", icon=":material/call_split:"):
+    if box := ui.lazy_expander(
+        "Policy lag of the shown runs", "lag_table", ":material/call_split:"
+    ):
         rows = [
             {"run": s.label, "policy lag": s.lag.describe() if s.lag else "unknown"} for s in series
         ]
-        st.dataframe(pd.DataFrame(rows), hide_index=True)
+        box.dataframe(pd.DataFrame(rows), hide_index=True)
 
 
 def x_span(series: list[ct.RunSeries], x: str) -> tuple[float, float] | None:
@@ -160,6 +163,7 @@ def draw_panels(
     whole = opts["x"] != ct.X_ELAPSED  # steps and tokens: readout at whole numbers
     n = eg.readout_size(len(series))
     readout = series_math.readout_spacing(*span, n, whole=whole) if span else None
+    digests = {s.key: traces.run_digest(runs_by_key[s.key]) for s in series}  # once per run
     for start in range(0, len(panels), PANELS_PER_FIGURE):
         chunk = panels[start : start + PANELS_PER_FIGURE]
         by_panel, views = [], []
@@ -180,6 +184,7 @@ def draw_panels(
                     runs_by_key[s.key],
                     s,
                     p,
+                    digest=digests[s.key],
                     x=opts["x"],
                     smoothing=opts["smoothing"],
                     max_points=points,
@@ -227,8 +232,10 @@ def more_metrics(extras: cv.Extras, series: list[ct.RunSeries]) -> list[panels.P
     )
     pool = [n for g in (chosen or (groups if query else [])) for n in groups[g]]
     names = cv.filter_names(pool, query)
-    with st.expander(f"All groups ({len(groups)})", icon=":material/folder_open:"):
-        st.dataframe(
+    if box := ui.lazy_expander(
+        f"All groups ({len(groups)})", "groups_table", ":material/folder_open:"
+    ):
+        box.dataframe(
             pd.DataFrame(
                 {
                     "group": list(groups),
@@ -371,8 +378,8 @@ if extras.groups:
     if asked:
         draw_panels(runs_by_key, series, asked, opts, key="more")
 if shown_panels:
-    with st.expander("What each chart means", icon=":material/help:", expanded=False):
-        st.markdown(  # one element, not one per chart: each costs the browser a render
+    if box := ui.lazy_expander("What each chart means", "chart_help", ":material/help:"):
+        box.markdown(  # one element, not one per chart: each costs the browser a render
             "\n\n".join(
                 f"**{ui.md_escape(p.title)}** ({ui.md_escape(p.unit)}): {ui.md_escape(p.caption)}"
                 for p in shown_panels
