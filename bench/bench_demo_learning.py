@@ -16,7 +16,7 @@ own printout) and checks it against the bands of the demo's regime
   optimizer steps at policy lag >= 1) between 0.05% and 3%;
 - GSPO's off-policy sequence clip share (sequences outside the run's own sequence range) between
   5% and 40%;
-- no warning or error from the Health checks (``app.health.run_findings``, as the page calls it);
+- no warning or error from the Health checks (``training_hooks.summary.page_findings``: what the page lists);
 - the entropy does not collapse: mean of the last fifth >= 0.3 of the first fifth.
 
 It prints one Markdown row per run (the table in docs/demo.md) and exits with status 1 when a
@@ -40,6 +40,7 @@ from app import health
 from training_hooks import schema
 from training_hooks.demo.config import REGIME_BANDS
 from training_hooks.schema import Step
+from training_hooks.summary import page_findings
 
 LIMIT_S = 30.0
 
@@ -56,20 +57,6 @@ def token_weighted(df: pd.DataFrame, col: str) -> float:
     return float((df[col] * df[Step.NUM_TOKENS]).sum() / df[Step.NUM_TOKENS].sum())
 
 
-def findings(run_dir: str, df: pd.DataFrame) -> list[health.Finding]:
-    """``run_findings`` with run.json's settings, as the Health page calls it."""
-    info = schema.read_run_info(run_dir)
-    return health.run_findings(
-        df,
-        algorithm=info.algorithm,
-        status=info.status,
-        updated_at=info.updated_at,
-        last_step=info.last_step,
-        seq_eps=(info.seq_eps_low, info.seq_eps_high),
-        token_eps=(info.token_eps_low, info.token_eps_high),
-    )
-
-
 def report(run_dir: str) -> dict:
     """One run's numbers from its step table: reward, clip shares, entropy, zero-variance groups,
     truncation and KL by fifths of the rollout steps, and its Health findings."""
@@ -78,7 +65,7 @@ def report(run_dir: str) -> dict:
     per_rollout = df.groupby(Step.ROLLOUT)
     reward = per_rollout[Step.REWARD_MEAN].mean()  # minibatches hold equal numbers of sequences
     off = df[df[Step.POLICY_LAG] > 0]  # a step at lag 0 has ratio 1
-    found = findings(run_dir, df)
+    found = page_findings(run_dir, info)  # what the Health page lists
     return {
         "algorithm": info.algorithm,
         "eps": f"{info.seq_eps_low:g}/{info.seq_eps_high:g}",

@@ -642,6 +642,7 @@ def test_default_demo_is_in_the_real_regime(tmp_path, capsys):
     (REGIME_BANDS, docs/demo.md)."""
     from app import health
     from training_hooks.demo.config import REGIME_BANDS
+    from training_hooks.summary import page_findings
 
     def within(name, value):
         lo, hi = REGIME_BANDS[name]
@@ -671,14 +672,6 @@ def test_default_demo_is_in_the_real_regime(tmp_path, capsys):
         entropy = per_rollout[S.ENTROPY_MEAN].mean()
         kept = entropy.iloc[-k:].mean() / entropy.iloc[:k].mean()
         assert within("entropy_kept", kept), (info.algorithm, kept)
-        found = health.run_findings(
-            steps,
-            algorithm=info.algorithm,
-            status=info.status,
-            updated_at=info.updated_at,
-            last_step=info.last_step,
-            seq_eps=(info.seq_eps_low, info.seq_eps_high),
-            token_eps=(info.token_eps_low, info.token_eps_high),
-        )
+        found = page_findings(res.run_dir, info)  # what the Health page lists
         alarms = [f.code for f in found if f.severity in (health.ERROR, health.WARNING)]
         assert alarms == [], (info.algorithm, alarms)

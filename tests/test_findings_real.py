@@ -3,27 +3,15 @@ skipped when absent): what it says it checked, and no verdict the log cannot car
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import pytest
+from test_importers_real import real_logs_dir
 
 from app import data, health, ui
 from app.discovery import discover
 from training_hooks import importers
 from training_hooks.findings.core import LAG_UNKNOWN, ROWS_MIX
 
-
-def _real_logs() -> Path | None:
-    repo = Path(__file__).resolve().parent.parent
-    for cand in (os.environ.get("GSPO_DASH_REAL_LOGS"), repo.parent / "shared" / "real_logs"):
-        if cand and Path(cand).is_dir():
-            return Path(cand)
-    fixed = Path("/work/shared/real_logs")
-    return fixed if fixed.is_dir() else None
-
-
-REAL = _real_logs()
+REAL = real_logs_dir()
 pytestmark = pytest.mark.skipif(REAL is None, reason="../shared/real_logs/ is absent")
 
 LOGS = {

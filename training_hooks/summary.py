@@ -140,15 +140,8 @@ def summarise_run(run_dir: str, info: RunInfo) -> RunSummary:
     df, files = data.step_frame(str(run_dir))
     eps = eps_pairs(info)
     algorithm = str(info.algorithm or "?")
-    if SEQUENCES_DIR in tables:  # the solved / failed split of zero-variance groups, as the page
-        seqs = data._read_table(
-            str(run_dir), SEQUENCES_DIR, health.OUTCOME_COLUMNS, None, SEQUENCE_COLUMNS
-        )
-        if seqs is not None and len(seqs.df) and Seq.REWARD in seqs.df.columns:
-            df = health.with_group_outcomes(df, health.group_outcomes(seqs.df))
     # the status is judged by the reader, as of when it reads
-    facts = health.facts_of(info, status=STATUS_FINISHED)
-    found = health.run_health(df, facts).findings
+    found = page_findings(run_dir, info, df, status=STATUS_FINISHED, sequences=tables)
     problems = (health.ERROR, health.WARNING)
     return RunSummary(
         version=SUMMARY_VERSION,
@@ -164,6 +157,30 @@ def summarise_run(run_dir: str, info: RunInfo) -> RunSummary:
         findings=tuple((f.code, f.severity) for f in found if f.severity in problems),
         made_at=time.time(),
     )
+
+
+def page_findings(
+    run_dir: str,
+    info: RunInfo,
+    df: Any = None,
+    *,
+    status: str | None = None,
+    sequences: tuple[str, ...] | None = None,
+) -> list:
+    """The Health page's findings of the run in ``run_dir`` (``Finding``s): its step table
+    (``df``, read as the dashboard reads it when not given) judged with run.json's settings
+    (``status`` overrides the one stated) and, when it recorded sequences, the solved / failed
+    split of its zero-variance groups. ``sequences``: the run's tables with files, when known."""
+    data, health = app_checks()
+    if df is None:
+        df, _ = data.step_frame(str(run_dir))
+    if sequences is None or SEQUENCES_DIR in sequences:
+        seqs = data._read_table(
+            str(run_dir), SEQUENCES_DIR, health.OUTCOME_COLUMNS, None, SEQUENCE_COLUMNS
+        )
+        if seqs is not None and len(seqs.df) and Seq.REWARD in seqs.df.columns:
+            df = health.with_group_outcomes(df, health.group_outcomes(seqs.df))
+    return health.run_health(df, health.facts_of(info, status=status)).findings
 
 
 def try_summarise_run(run_dir: str, info: RunInfo) -> tuple[RunSummary | None, str | None]:
