@@ -84,6 +84,14 @@ THRESHOLDS: dict[str, Threshold] = {
         OURS + "the largest seen on healthy runs is 3.7 (the demo's KL old→new, KL to reference "
         "and log-ratio, 2 x 240 steps) and 5.3 (Tinker's sampler KL, 100 steps)",
     ),
+    "spike_mads_corroborated": Threshold(
+        4.0,
+        "robust sigmas of log y (1.4826 MAD)",
+        OURS + "KL old→new and |log-ratio| at a step where the other is a spike (spike_mads): "
+        "both measure how far the policy moved since sampling, and the maximum |log s| of a "
+        "minibatch of a few dozen sequences is noisy (its MAD at lag 1 reaches 0.3 nats, so "
+        "spike_mads alone asks for 13x); healthy demo runs reach 3.8 (and never spike_mads)",
+    ),
     "spike_factor": Threshold(5.0, "x the rolling median", OURS + "half an order of magnitude"),
     "spike_window": Threshold(12, "same-lag steps each side", OURS),
     "spike_min_neighbours": Threshold(8, "same-lag steps", OURS + "fewer: not judged"),
