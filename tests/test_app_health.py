@@ -227,6 +227,22 @@ def test_clip_share_is_the_mean_of_the_off_policy_steps_not_the_median():
     assert "The clip binds on 0.001% of tokens (mean)." in f.evidence  # 0.0005 + 0.0005
 
 
+@pytest.mark.parametrize("n, severity", [(58, health.INFO), (60, health.WARNING)])
+def test_clip_on_the_first_off_policy_steps_is_a_note(n, severity):
+    """GSPO clipping 60% of sequences on every off-policy step: over 29 off-policy steps (58
+    steps, lags 0/1) it is the run's first updates, a note (info) that says why; from 30
+    (clip_min_steps) a warning."""
+    df = _table(n)
+    df[Step.SEQ_CLIP_FRACTION] = np.where(df[Step.POLICY_LAG] == 1, 0.6, 0.0)
+    f = _find(df)[health.CLIP_HIGH]
+    assert f.severity == severity
+    note = f"These are the run's first {n // 2} off-policy steps, whose updates are its largest"
+    assert (note in f.evidence) == (severity == health.INFO)
+    assert f.evidence.startswith(
+        f"GSPO clips 60% of sequences (mean seq_clip_fraction over {n // 2}"
+    )
+
+
 @pytest.mark.parametrize("source", ["demo", "option", "paper", None])
 def test_a_stated_eps_is_not_called_the_wrong_unit(source):
     """GSPO at ε 0.2 (667x the paper's 3e-4) clipping nothing: unstated, or stated as the paper's

@@ -3,7 +3,8 @@
 ``clip_high`` / ``clip_low``: the mean of the per-step clip shares of the last ``clip_window``
 off-policy steps outside the algorithm's usual range, with the run's ε. The mean, not the median: a
 step holds a few hundred tokens, so at GRPO's usual 0.03%-1% most steps clip no token and the
-median step reads 0% while the run clips. A setting the run does not state (its
+median step reads 0% while the run clips. On a run's first ``clip_min_steps`` off-policy steps
+(its largest updates) a finding is a note, not a warning. A setting the run does not state (its
 algorithm, its ε) is never replaced by a default: the check is listed as not checked. Where a row
 mixes on- and off-policy updates (verl: mini-batches and epochs averaged into one row), or the lag
 is unknown, on-policy updates (which clip nothing) can only lower the mean: clip_high is judged
@@ -247,6 +248,13 @@ def _clip_evidence(df: pd.DataFrame, r: ClipReading, bound: float, high: bool) -
     return text
 
 
+_EARLY = (
+    " These are the run's first {n} off-policy steps, whose updates are its largest (Adam's "
+    "first steps move every weight by about the learning rate): a note until "
+    + f"{th('clip_min_steps'):g} off-policy steps."
+)
+
+
 def _clip_finding(
     df: pd.DataFrame, r: ClipReading, *, high: bool, eps_source: str | None = None
 ) -> Finding:
@@ -275,15 +283,16 @@ def _clip_finding(
                 f" The run states this ε as its own (eps_source = {eps_source!r}), so it is not "
                 "taken for the wrong unit."
             )
+    early = r.lag_known and r.pool < th("clip_min_steps")
     steps = steps_of(df)
     over = r.rows & ((r.share > bound) if high else (r.share < bound))
     score = r.share if high else -r.share
     return Finding(
         CLIP_HIGH if high else CLIP_LOW,
-        WARNING if high or wrong_unit else INFO,
+        WARNING if (high or wrong_unit) and not early else INFO,
         f"{r.algo.upper()} clips {'far more' if high else 'far less'} than usual "
         f"({r.spec.unit} unit)",
-        _clip_evidence(df, r, bound, high),
+        _clip_evidence(df, r, bound, high) + (_EARLY.format(n=r.pool) if early else ""),
         advice,
         tuple(int(s) for s in steps[over][:50]),
         worst(steps[over], score[over]),

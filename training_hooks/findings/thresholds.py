@@ -122,6 +122,14 @@ THRESHOLDS: dict[str, Threshold] = {
         "most recent off-policy steps",
         OURS + "the clip share is judged on where the run is now (the recorder judges it live)",
     ),
+    "clip_min_steps": Threshold(
+        30,
+        "off-policy steps",
+        OURS + "fewer: a clip finding is a note (info), not a warning. A run's first updates are "
+        "its largest (Adam's first steps move every weight by about the learning rate): the "
+        "demo's healthy GRPO clips 2-21% of tokens on its first off-policy steps, 1-1.5% over "
+        "its last 100 (mean of the first 5 steps up to 11%, of the first 30 at most 3.5%)",
+    ),
     "saturated": Threshold(
         0.5, "share of groups all at the highest reward", OURS + "half the batch is solved"
     ),
