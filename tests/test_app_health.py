@@ -175,15 +175,15 @@ def test_clip_judged_on_off_policy_steps_in_the_algorithms_unit():
     f = _find(df)[health.CLIP_HIGH]
     assert f.severity == health.WARNING and "GSPO clips far more" in f.title
     assert f.evidence.startswith(
-        "GSPO clips 60% of sequences (median seq_clip_fraction over 100 off-policy steps; "
+        "GSPO clips 60% of sequences (mean seq_clip_fraction over 100 off-policy steps; "
         "ε 3e-4/4e-4 in the sequence unit). Usual: 10%–30% at ε 3e-4/4e-4; Health warns above 50%."
     )
-    assert "The clip binds on 10% of sequences." in f.evidence  # 0.05 low + 0.05 high
+    assert "The clip binds on 10% of sequences (mean)." in f.evidence  # 0.05 low + 0.05 high
     assert f.steps == tuple(range(1, N, 2))[:50] and len(f.culprits) == 3
     # GRPO: its own unit is tokens; 8% of tokens is above 5%, 0.5% is inside 0.03-1%
     df[Step.TOKEN_CLIP_FRACTION] = np.where(off, 0.08, 0.0)
     f = _find(df, "grpo")[health.CLIP_HIGH]
-    assert f.evidence.startswith("GRPO clips 8% of tokens (median token_clip_fraction")
+    assert f.evidence.startswith("GRPO clips 8% of tokens (mean token_clip_fraction")
     df[Step.TOKEN_CLIP_FRACTION] = np.where(off, 0.005, 0.0)
     assert health.CLIP_HIGH not in _find(df, "grpo")
 
@@ -200,6 +200,73 @@ def test_clip_low():
     df[Step.TOKEN_CLIP_FRACTION] = np.where(off, 1e-5, 0.0)
     f = _find(df, "grpo")[health.CLIP_LOW]
     assert f.severity == health.INFO and "GRPO clips 0.001% of tokens" in f.evidence
+
+
+def test_clip_share_is_the_mean_of_the_off_policy_steps_not_the_median():
+    """GRPO at its usual ε, the last 100 off-policy steps: 20 clip 5% of their tokens, 80 clip
+    none (a step holds ~140 tokens: most clip none). The median step reads 0%, the run clips
+    20 x 0.05 / 100 = 1% (mean): inside the band, no finding. One step at 0.1%, 99 at 0: mean
+    0.001 / 100 = 0.001%, below 0.003%: clip_low, with the statistic it names."""
+    df = _table()
+    off = np.flatnonzero(df[Step.POLICY_LAG] == 1)  # 100 odd steps
+    share = np.zeros(N)
+    share[off[::5]] = 0.05
+    df[Step.TOKEN_CLIP_FRACTION] = share
+    assert np.median(share[off]) == 0.0 and share[off].mean() == pytest.approx(0.01)
+    assert not {health.CLIP_HIGH, health.CLIP_LOW} & set(_find(df, "grpo"))
+    share[:] = 0.0
+    share[off[7]] = 0.001
+    df[Step.TOKEN_CLIP_FRACTION] = share
+    df[Step.TOKEN_CLIP_LOW_FRACTION] = df[Step.TOKEN_CLIP_HIGH_FRACTION] = share / 2  # all bind
+    f = _find(df, "grpo")[health.CLIP_LOW]
+    assert f.severity == health.INFO
+    assert f.evidence.startswith(
+        "GRPO clips 0.001% of tokens (mean token_clip_fraction over 100 off-policy steps; "
+        "ε 0.2/0.2 in the token unit)."
+    )
+    assert "The clip binds on 0.001% of tokens (mean)." in f.evidence  # 0.0005 + 0.0005
+
+
+@pytest.mark.parametrize("n, severity", [(58, health.INFO), (60, health.WARNING)])
+def test_clip_on_the_first_off_policy_steps_is_a_note(n, severity):
+    """GSPO clipping 60% of sequences on every off-policy step: over 29 off-policy steps (58
+    steps, lags 0/1) it is the run's first updates, a note (info) that says why; from 30
+    (clip_min_steps) a warning."""
+    df = _table(n)
+    df[Step.SEQ_CLIP_FRACTION] = np.where(df[Step.POLICY_LAG] == 1, 0.6, 0.0)
+    f = _find(df)[health.CLIP_HIGH]
+    assert f.severity == severity
+    note = f"These are the run's first {n // 2} off-policy steps, whose updates are its largest"
+    assert (note in f.evidence) == (severity == health.INFO)
+    assert f.evidence.startswith(
+        f"GSPO clips 60% of sequences (mean seq_clip_fraction over {n // 2}"
+    )
+
+
+@pytest.mark.parametrize("source", ["demo", "option", "paper", None])
+def test_a_stated_eps_is_not_called_the_wrong_unit(source):
+    """GSPO at ε 0.2 (667x the paper's 3e-4) clipping nothing: unstated, or stated as the paper's
+    (it is GRPO's), a warning that names GRPO's token ε; stated as the run's own choice (config
+    eps_source "demo", "option"), a note (info) that says so."""
+    df = _table()
+    df[Step.SEQ_CLIP_FRACTION] = 0.0
+    facts = health.RunFacts("gspo", seq_eps=(0.2, 0.2), token_eps=GRPO_EPS, eps_source=source)
+    f = {x.code: x for x in health.run_health(df, facts).findings}[health.CLIP_LOW]
+    chosen = source in ("demo", "option")
+    assert f.severity == (health.INFO if chosen else health.WARNING)
+    assert (f"The run states this ε as its own (eps_source = '{source}')" in f.advice) == chosen
+    assert ("GRPO's token ε 0.2 never clips" in f.advice) == (not chosen)
+    if source is None:
+        return
+    info = RunInfo(run_id="d", name="d", algorithm="gspo", config={"eps_source": source})
+    assert health.facts_of(info).eps_source == source
+    assert (
+        health.facts_of(
+            RunInfo(run_id="d", name="d", algorithm="gspo", config={"eps_source": 3})
+        ).eps_source
+        is None
+    )
+    assert health.facts_of(RunInfo(run_id="d", name="d", algorithm="gspo")).eps_source is None
 
 
 @pytest.mark.parametrize(
@@ -244,7 +311,7 @@ def test_binding_share_is_a_lower_bound():
     df[Step.SEQ_CLIP_LOW_FRACTION] = np.where(off, 0.3, 0.0)
     df[Step.SEQ_CLIP_HIGH_FRACTION] = np.where(off, 0.3, 0.0)
     f = _find(df)[health.CLIP_HIGH]
-    assert "GSPO clips 60% of sequences (median seq_clip_low_fraction + " in f.evidence
+    assert "GSPO clips 60% of sequences (mean seq_clip_low_fraction + " in f.evidence
     df[Step.SEQ_CLIP_LOW_FRACTION] = df[Step.SEQ_CLIP_HIGH_FRACTION] = 0.0
     assert health.CLIP_LOW not in _find(df)
 

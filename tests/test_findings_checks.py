@@ -151,7 +151,7 @@ def test_clip_share_on_rows_that_mix_updates(share):
     if share:
         f = found[health.CLIP_HIGH]
         assert f.evidence.startswith(
-            "GRPO clips 8% of tokens (median token_clip_binding_fraction (where it binds) over "
+            "GRPO clips 8% of tokens (mean token_clip_binding_fraction (where it binds) over "
             "50 steps; ε 0.2/0.28 in the token unit)."
         )
         assert "Each row averages several optimizer updates, on- and off-policy" in f.evidence
@@ -271,3 +271,90 @@ def test_facts_of_run_json():
         imported=imp.__class__(tool="tinker", format="x"),
     )
     assert facts_of(bare).one_update_per_row is None
+
+
+def _off_policy_table(n: int = 200, token_ratio: float = 0.3, **cols) -> pd.DataFrame:
+    """Lags alternating 0/1, a rising reward, GSPO clipping no sequence; off-policy steps' token
+    |log-ratio| is ``token_ratio`` (0: every ratio exactly 1)."""
+    off = np.arange(n) % 2 == 1
+    return _steps(
+        n,
+        **{
+            Step.POLICY_LAG: off.astype(int),
+            Step.REWARD_MEAN: np.linspace(0.2, 0.6, n),
+            Step.TOKEN_LOG_RATIO_ABS_MAX: np.where(off, token_ratio, 0.0),
+            Step.SEQ_CLIP_FRACTION: np.zeros(n),
+            **cols,
+        },
+    )
+
+
+def test_clip_low_is_folded_into_stale_old_logprobs():
+    """Off-policy steps with every ratio exactly 1 clip nothing: stale_old_logprobs (error) says
+    so in its evidence and clip_low is not a finding of its own. With ratios that moved (0.3) the
+    same 0% clip share is clip_low (info: GSPO at its paper ε)."""
+    found = _codes(run_health(_off_policy_table(token_ratio=0.0), GSPO))
+    assert health.CLIP_LOW not in found
+    stale = found[health.STALE_OLD_LOGPROBS]
+    assert stale.severity == health.ERROR
+    assert stale.evidence.endswith(
+        " It also explains the clip share: GSPO clips 0% of sequences (ratios at 1 clip nothing), "
+        "so the clip share is not reported as a finding of its own."
+    )
+    moved = _codes(run_health(_off_policy_table(token_ratio=0.3), GSPO))
+    assert health.STALE_OLD_LOGPROBS not in moved
+    assert moved[health.CLIP_LOW].severity == health.INFO
+
+
+def test_clip_low_is_folded_into_a_reward_without_signal():
+    """A constant reward (every advantage 0, every zero_variance_fraction 1): the updates are
+    null, ratios stay 1 and nothing clips. zero_variance (error) carries the clip share; neither
+    clip_low nor stale_old_logprobs (ratios of 1 after null updates are right) is raised. A
+    zero-variance warning (60% of groups: the rest still learn) explains nothing: clip_low stays."""
+    n = 200
+    flat = _off_policy_table(
+        token_ratio=0.0,
+        **{Step.REWARD_MEAN: np.full(n, 0.5), Step.ZERO_VARIANCE_FRACTION: np.ones(n)},
+    )
+    found = _codes(run_health(flat, GSPO))
+    assert health.CLIP_LOW not in found and health.STALE_OLD_LOGPROBS not in found
+    zv = found[health.ZERO_VARIANCE]
+    assert zv.severity == health.ERROR
+    assert "It also explains the clip share: GSPO clips 0% of sequences" in zv.evidence
+    some = _off_policy_table(**{Step.ZERO_VARIANCE_FRACTION: np.full(n, 0.6)})
+    found = _codes(run_health(some, GSPO))
+    assert found[health.ZERO_VARIANCE].severity == health.WARNING
+    assert health.CLIP_LOW in found
+    assert "It also explains" not in found[health.ZERO_VARIANCE].evidence
+
+
+@pytest.mark.parametrize("kl_spike", [True, False])
+def test_a_log_ratio_spike_corroborated_by_kl_old(kl_spike):
+    """Off-policy (lag-1) steps: KL old→new 1e-4 e^(±0.1) and max |log s| 0.01 e^(±0.5),
+    alternating, so each step's 24 same-lag neighbours have median 1e-4 / 0.01 and MAD 0.1 / 0.5
+    nats. Step 101's |log s| is 0.3: 30x, ln 30 / (1.4826 x 0.5) = 4.59 robust sigmas, under
+    spike_mads (6), over spike_mads_corroborated (4). It is a log_ratio_spike when KL old→new
+    spikes at the same step (100x: ln 100 / (1.4826 x 0.1) = 31 sigmas), not otherwise."""
+    n = 200
+    off = np.arange(n) % 2 == 1
+    sign = np.where(np.arange(n) // 2 % 2 == 0, 1.0, -1.0)  # alternates along the off rows
+    kl = np.where(off, 1e-4 * np.exp(0.1 * sign), 0.0)
+    log_s = np.where(off, 0.01 * np.exp(0.5 * sign), 0.0)
+    log_s[101] = 0.3
+    if kl_spike:
+        kl[101] = 1e-2
+    z = np.log(30) / (1.4826 * 0.5)
+    assert z == pytest.approx(4.588, abs=1e-3)
+    assert health.th("spike_mads_corroborated") < z < health.th("spike_mads")
+    cols = {Step.KL_OLD_MEAN: kl, Step.SEQ_LOG_RATIO_MAX: log_s, Step.SEQ_LOG_RATIO_MIN: -log_s}
+    found = _codes(run_health(_off_policy_table(**cols), GSPO))
+    if not kl_spike:
+        assert health.KL_OLD_SPIKE not in found and health.LOG_RATIO_SPIKE not in found
+        return
+    assert found[health.KL_OLD_SPIKE].steps == (101,)
+    f = found[health.LOG_RATIO_SPIKE]
+    assert f.steps == (101,)
+    assert f.evidence.startswith(
+        "worst at step 101: max |log s| (sequence) = 0.3, 30x the median 0.01 of its same-lag "
+        "neighbours (steps 101)."
+    )

@@ -1,10 +1,13 @@
 """Clip share, in the algorithm's own unit, on the most recent off-policy steps.
 
-``clip_high`` / ``clip_low``: the median clip share of the last ``clip_window`` off-policy steps
-outside the algorithm's usual range, with the run's ε. A setting the run does not state (its
+``clip_high`` / ``clip_low``: the mean of the per-step clip shares of the last ``clip_window``
+off-policy steps outside the algorithm's usual range, with the run's ε. The mean, not the median: a
+step holds a few hundred tokens, so at GRPO's usual 0.03%-1% most steps clip no token and the
+median step reads 0% while the run clips. On a run's first ``clip_min_steps`` off-policy steps
+(its largest updates) a finding is a note, not a warning. A setting the run does not state (its
 algorithm, its ε) is never replaced by a default: the check is listed as not checked. Where a row
 mixes on- and off-policy updates (verl: mini-batches and epochs averaged into one row), or the lag
-is unknown, on-policy updates (which clip nothing) can only lower the median: clip_high is judged
+is unknown, on-policy updates (which clip nothing) can only lower the mean: clip_high is judged
 and says so, clip_low is not checked.
 """
 
@@ -153,16 +156,16 @@ def check_clip_range(
         cov.skipped(LOW, LAG_UNKNOWN)
     else:
         cov.ran(LOW)
-    if r.median > th(f"{algo}_clip_warn_high"):
-        return [_clip_finding(df, r, high=True)]
-    if LOW in cov.checked and r.median < th(f"{algo}_clip_warn_low"):
-        return [_clip_finding(df, r, high=False)]
+    if r.mean > th(f"{algo}_clip_warn_high"):
+        return [_clip_finding(df, r, high=True, eps_source=facts.eps_source)]
+    if LOW in cov.checked and r.mean < th(f"{algo}_clip_warn_low"):
+        return [_clip_finding(df, r, high=False, eps_source=facts.eps_source)]
     return []
 
 
 def _reading(df, split, facts, algo, spec, known, share, measure, exact) -> ClipReading | None:
-    """The rows judged (the last ``clip_window`` off-policy steps, else of every step) and their
-    median; None without a finite share."""
+    """The rows judged (the last ``clip_window`` off-policy steps, else of every step) and the
+    mean of their shares; None without a finite share."""
     mixed = facts.one_update_per_row is False
     off = split.mask(lagmod.OFF_POLICY) if not mixed else np.zeros(len(df), bool)
     pool = (off if off.any() else np.ones(len(df), bool)) & np.isfinite(share)
@@ -171,7 +174,7 @@ def _reading(df, split, facts, algo, spec, known, share, measure, exact) -> Clip
     idx = np.flatnonzero(pool)
     rows = np.zeros(len(df), bool)
     rows[idx[-int(th("clip_window")) :]] = True
-    med = float(np.median(share[rows]))
+    mean = float(np.mean(share[rows]))
     caveat = ""
     if mixed:
         caveat = ROWS_MIX + ": a lower bound"
@@ -184,7 +187,7 @@ def _reading(df, split, facts, algo, spec, known, share, measure, exact) -> Clip
         share,
         rows,
         int(pool.sum()),
-        med,
+        mean,
         measure,
         exact,
         off.any(),
@@ -204,7 +207,7 @@ class ClipReading:
     share: np.ndarray  # per-step clip share
     rows: np.ndarray  # the steps judged (the last off-policy ones, or of all when unknown)
     pool: int  # the steps it could judge (rows are the last clip_window of them)
-    median: float
+    mean: float  # of the per-step shares over rows
     measure: str  # the column(s) read
     exact: bool  # share is the outside-range column (else where it binds: a lower bound)
     lag_known: bool  # the run has off-policy steps (else every step is judged)
@@ -225,7 +228,7 @@ def _clip_evidence(df: pd.DataFrame, r: ClipReading, bound: float, high: bool) -
         )
     ref = spec.reference_eps
     text = (
-        f"{r.algo.upper()} clips {pct(r.median)} of {spec.what} (median {r.measure} over {which}; "
+        f"{r.algo.upper()} clips {pct(r.mean)} of {spec.what} (mean {r.measure} over {which}; "
         f"ε {fmt_eps(r.eps[0])}/{fmt_eps(r.eps[1])} in the {spec.unit} unit). Usual: "
         f"{pct(th(r.algo + '_clip_usual_low'))}–{pct(th(r.algo + '_clip_usual_high'))} at ε "
         f"{fmt_eps(ref[0])}/{fmt_eps(ref[1])}; Health warns {'above' if high else 'below'} "
@@ -234,18 +237,30 @@ def _clip_evidence(df: pd.DataFrame, r: ClipReading, bound: float, high: bool) -
     if r.mixed:
         text += (
             " Each row averages several optimizer updates, on- and off-policy (verl mini-batches "
-            "and epochs): the on-policy ones clip nothing, so this median is a lower bound."
+            "and epochs): the on-policy ones clip nothing, so this mean is a lower bound."
         )
     elif not r.lag_known and r.some_unknown:
-        text += " The lag is unknown: on-policy steps, if any, only lower this median."
+        text += " The lag is unknown: on-policy steps, if any, only lower this mean."
     if r.exact and all(c in df.columns for c in spec.binding):
         b = col(df, spec.binding[0]) + col(df, spec.binding[1])
         if np.isfinite(b[r.rows]).any():
-            text += f" The clip binds on {pct(float(np.nanmedian(b[r.rows])))} of {spec.what}."
+            text += f" The clip binds on {pct(float(np.nanmean(b[r.rows])))} of {spec.what} (mean)."
     return text
 
 
-def _clip_finding(df: pd.DataFrame, r: ClipReading, *, high: bool) -> Finding:
+_EARLY = (
+    " These are the run's first {n} off-policy steps, whose updates are its largest (Adam's "
+    "first steps move every weight by about the learning rate): a note until "
+    + f"{th('clip_min_steps'):g} off-policy steps."
+)
+
+
+def _clip_finding(
+    df: pd.DataFrame, r: ClipReading, *, high: bool, eps_source: str | None = None
+) -> Finding:
+    """The finding; an ε >= 10x the reference is "the wrong unit, most likely" (a warning)
+    unless the run states it as its own choice (``eps_source`` other than "paper": a "paper" ε
+    that far from the paper's is the other algorithm's)."""
     gspo = r.algo == "gspo"
     bound = th(f"{r.algo}_clip_warn_{'high' if high else 'low'}")
     if high:
@@ -255,22 +270,29 @@ def _clip_finding(df: pd.DataFrame, r: ClipReading, *, high: bool) -> Finding:
             "batch"
             + (", or check ε is GSPO's sequence-unit 3e-4/4e-4, not GRPO's 0.2." if gspo else ".")
         )
-    else:
+    wide = min(r.eps) >= 10 * min(r.spec.reference_eps)
+    wrong_unit = wide and eps_source in (None, "paper")
+    if not high:
         advice = (
             "The clip is inactive: ε is wide for this step size"
-            + (" (GSPO with GRPO's token ε 0.2 never clips)." if gspo else ".")
+            + (" (GSPO with GRPO's token ε 0.2 never clips)." if gspo and wrong_unit else ".")
             + " Fine if intended; otherwise the update has no trust region."
         )
-    wide = min(r.eps) >= 10 * min(r.spec.reference_eps)  # ε in the wrong unit, most likely
+        if wide and not wrong_unit:
+            advice += (
+                f" The run states this ε as its own (eps_source = {eps_source!r}), so it is not "
+                "taken for the wrong unit."
+            )
+    early = r.lag_known and r.pool < th("clip_min_steps")
     steps = steps_of(df)
     over = r.rows & ((r.share > bound) if high else (r.share < bound))
     score = r.share if high else -r.share
     return Finding(
         CLIP_HIGH if high else CLIP_LOW,
-        WARNING if high or wide else INFO,
+        WARNING if (high or wrong_unit) and not early else INFO,
         f"{r.algo.upper()} clips {'far more' if high else 'far less'} than usual "
         f"({r.spec.unit} unit)",
-        _clip_evidence(df, r, bound, high),
+        _clip_evidence(df, r, bound, high) + (_EARLY.format(n=r.pool) if early else ""),
         advice,
         tuple(int(s) for s in steps[over][:50]),
         worst(steps[over], score[over]),

@@ -95,6 +95,7 @@ class RunFacts:
     tool: str | None = None  # the tool an imported run came from ("trl", "verl", ...); None: ours
     sources: Mapping[str, str] = field(default_factory=dict)  # our column -> foreign metric read
     one_update_per_row: bool | None = True  # False: a row averages several optimizer updates
+    eps_source: str | None = None  # whose ε the run says it is (config "eps_source"); None: unsaid
 
     @property
     def eps(self):
@@ -127,6 +128,15 @@ class Coverage:
     def skipped(self, name: str, reason: str) -> None:
         if name not in self.checked:
             self.not_checked[name] = reason
+
+
+def stated_eps_source(config) -> str | None:
+    """Whose clip range a run says it trains with, from its config's ``eps_source`` ("paper",
+    "demo", "option", ...: a string the run wrote); None when the config does not say."""
+    if not isinstance(config, Mapping):
+        return None
+    v = config.get("eps_source")
+    return v if isinstance(v, str) and v else None
 
 
 NOT_LOGGED = "not logged"

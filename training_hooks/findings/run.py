@@ -37,6 +37,7 @@ from training_hooks.findings.core import (
     Finding,
     RunFacts,
     in_step_order,
+    stated_eps_source,
     th,
     train_mask,
 )
@@ -96,11 +97,36 @@ def _live_checks(df: pd.DataFrame, split, facts: RunFacts, cov: Coverage) -> lis
     ]
 
 
+#: Findings whose fault leaves every ratio at 1, so nothing can clip: stale old log-probs
+#: (π_old recomputed from π), and a learning signal that is gone (every advantage 0: no update
+#: moves the policy). Where one fired as an error, clip_low is not a finding of its own.
+CLIP_LOW_EXPLAINED_BY = (STALE_OLD_LOGPROBS, ZERO_VARIANCE)
+
+
+def explain_clip_low(found: list[Finding]) -> list[Finding]:
+    """``found`` with ``clip_low`` folded into the error that explains it (``CLIP_LOW_EXPLAINED_BY``):
+    that finding's evidence gains the clip share, and clip_low is dropped. Otherwise unchanged."""
+    low = next((f for f in found if f.code == CLIP_LOW), None)
+    cause = next(
+        (f for f in found if f.code in CLIP_LOW_EXPLAINED_BY and f.severity == ERROR), None
+    )
+    if low is None or cause is None:
+        return found
+    head = low.evidence.split(" (", 1)[0]  # "GSPO clips 0% of sequences"
+    note = (
+        f" It also explains the clip share: {head} (ratios at 1 clip nothing), so the clip share "
+        "is not reported as a finding of its own."
+    )
+    return [
+        replace(f, evidence=f.evidence + note) if f is cause else f for f in found if f is not low
+    ]
+
+
 def live_findings(df: pd.DataFrame, facts: RunFacts) -> list[Finding]:
     """The findings of ``LIVE_CODES`` on the table so far (the recorder's route)."""
     df = in_step_order(df)
     found = _live_checks(df, lagmod.lag_split(df), facts, Coverage())
-    return _finish([f for f in found if f.code in LIVE_CODES])
+    return _finish(explain_clip_low([f for f in found if f.code in LIVE_CODES]))
 
 
 def run_health(df: pd.DataFrame, facts: RunFacts) -> HealthReport:
@@ -125,7 +151,7 @@ def run_health(df: pd.DataFrame, facts: RunFacts) -> HealthReport:
                 "Wait for the first flush (a few seconds) or check the run's root.",
             )
         )
-    found = _finish(found)
+    found = _finish(explain_clip_low(found))
     if not any(f.severity in (ERROR, WARNING) for f in found):
         found.append(_nothing_unusual(df, cov))
     return HealthReport(found, dict(cov.checked), dict(cov.not_checked))
@@ -206,6 +232,7 @@ def facts_of(info: RunInfo | None, *, status: str | None = None, **overrides) ->
         tool=imp.tool if imp is not None else None,
         sources={v: k for k, v in imp.mapped.items()} if imp is not None else {},
         one_update_per_row=_one_update_per_row(info),
+        eps_source=stated_eps_source(info.config),
     )
     return replace(facts, **overrides)
 

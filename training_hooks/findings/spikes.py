@@ -78,20 +78,24 @@ def row_nanmedian(w: np.ndarray) -> np.ndarray:
     return (lo + hi) / 2
 
 
-def spike_mask(y: np.ndarray, groups: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def spike_mask(
+    y: np.ndarray, groups: np.ndarray, mads: float | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """(spike rows, the rolling median they were judged against). Judged on log y, since KL and
     |log-ratio| series are positive and heavy-tailed (the demo's KL old→new spans four orders of
     magnitude within a few steps): a spike is
     ``log y - med > spike_mads * 1.4826 * MAD`` (median and MAD of the same-lag neighbours' log y;
     1.4826 MAD is the standard deviation of Gaussian noise) and ``y > spike_factor * e^med``.
-    Values <= 0 (a KL that was never positive, a k1 estimate below 0) are not judged."""
+    Values <= 0 (a KL that was never positive, a k1 estimate below 0) are not judged. ``mads``
+    replaces ``spike_mads`` (the lower bar of a corroborated spike, ``check_spikes``)."""
     with np.errstate(divide="ignore", invalid="ignore"):
         ly = np.log(np.where(y > 0, y, np.nan))
     med, mad = rolling_baseline(ly, groups)
     judged = np.isfinite(ly) & np.isfinite(med)
     with np.errstate(invalid="ignore"):
         jump = ly - med
-        high = (jump > th("spike_mads") * 1.4826 * mad) & (jump > np.log(th("spike_factor")))
+        k = th("spike_mads") if mads is None else mads
+        high = (jump > k * 1.4826 * mad) & (jump > np.log(th("spike_factor")))
     return judged & high, np.exp(med)
 
 
@@ -101,6 +105,7 @@ class SpikeCheck:
     label: str  # also the check's name on the Checked / Not checked lines
     off_policy_only: bool  # on-policy steps are 0 by construction (KL old→new, log-ratio)
     advice: str
+    sibling: str | None = None  # the code that measures the same movement another way
 
 
 _SPIKE_ADVICE = (
@@ -115,6 +120,7 @@ SPIKE_CHECKS = (
         "One update moved the policy much further than its same-lag neighbours. "
         + _SPIKE_ADVICE
         + ". Gradient clipping or a smaller learning rate bounds it.",
+        LOG_RATIO_SPIKE,
     ),
     SpikeCheck(
         LOG_RATIO_SPIKE,
@@ -123,6 +129,7 @@ SPIKE_CHECKS = (
         "Some sequence's ratio moved far more than at the neighbouring steps of the same lag. "
         + _SPIKE_ADVICE
         + "; a single token with a huge log-ratio is often a low-probability sampled token.",
+        KL_OLD_SPIKE,
     ),
     SpikeCheck(
         KL_REF_SPIKE,
@@ -154,12 +161,17 @@ def check_spikes(
     df: pd.DataFrame, split: lagmod.LagSplit, cov: Coverage | None = None
 ) -> list[Finding]:
     """``kl_old_spike``, ``log_ratio_spike``, ``kl_ref_spike``: a step far above the rolling median
-    of its same-lag neighbours (``spike_mask``); ``steps`` names exactly the spike steps."""
+    of its same-lag neighbours (``spike_mask``); ``steps`` names exactly the spike steps.
+
+    KL old→new and |log-ratio| measure one movement (the policy's since the batch was sampled):
+    at a step where one is a spike, the other is one from ``spike_mads_corroborated`` robust
+    sigmas (and ``spike_factor``), its maximum over a minibatch's few sequences being noisy."""
     out = []
     cov = cov if cov is not None else Coverage()
     steps = steps_of(df)
     groups = lag_groups(split)
     on = split.mask(lagmod.ON_POLICY)
+    judged: dict[str, tuple[str, np.ndarray, np.ndarray, np.ndarray]] = {}
     for check in SPIKE_CHECKS:
         name = f"{check.label} spikes"
         got = _spike_series(df, check.code)
@@ -170,15 +182,23 @@ def check_spikes(
         if check.off_policy_only:
             y = np.where(on, np.nan, y)
         mask, med = spike_mask(y, groups)
-        judged = int(np.isfinite(med).sum())
-        if not judged:
+        if not np.isfinite(med).any():
             cov.skipped(
                 name, f"{TOO_FEW_STEPS}: fewer than {th('spike_min_neighbours'):g} same-lag"
             )
             continue
         cov.ran(name)
+        judged[check.code] = (label, y, med, mask)
+    for check in SPIKE_CHECKS:
+        if check.code not in judged:
+            continue
+        label, y, med, mask = judged[check.code]
+        if check.sibling in judged:
+            near = spike_mask(y, groups, th("spike_mads_corroborated"))[0]
+            mask = mask | (near & judged[check.sibling][3])
         if mask.any():
-            out.append(_spike_finding(df, check, label, y, med, mask, steps, judged))
+            n = int(np.isfinite(med).sum())
+            out.append(_spike_finding(df, check, label, y, med, mask, steps, n))
     return out
 
 

@@ -84,6 +84,13 @@ THRESHOLDS: dict[str, Threshold] = {
         OURS + "the largest seen on healthy runs is 3.7 (the demo's KL old→new, KL to reference "
         "and log-ratio, 2 x 240 steps) and 5.3 (Tinker's sampler KL, 100 steps)",
     ),
+    "spike_mads_corroborated": Threshold(
+        4.0,
+        "robust sigmas of log y (1.4826 MAD)",
+        OURS + "KL old→new and |log-ratio| at a step where the other is a spike (spike_mads): "
+        "both measure how far the policy moved since sampling, and the largest |log s| of a "
+        "minibatch of a few dozen sequences is a noisy statistic (measured: docs, Dashboard)",
+    ),
     "spike_factor": Threshold(5.0, "x the rolling median", OURS + "half an order of magnitude"),
     "spike_window": Threshold(12, "same-lag steps each side", OURS),
     "spike_min_neighbours": Threshold(8, "same-lag steps", OURS + "fewer: not judged"),
@@ -113,6 +120,13 @@ THRESHOLDS: dict[str, Threshold] = {
         100,
         "most recent off-policy steps",
         OURS + "the clip share is judged on where the run is now (the recorder judges it live)",
+    ),
+    "clip_min_steps": Threshold(
+        30,
+        "off-policy steps",
+        OURS + "fewer: a clip finding is a note (info), not a warning. A run's first updates are "
+        "its largest (Adam's first steps move every weight by about the learning rate), so its "
+        "first off-policy steps clip far more than the rest (measured: docs, Dashboard)",
     ),
     "saturated": Threshold(
         0.5, "share of groups all at the highest reward", OURS + "half the batch is solved"

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from training_hooks.findings.core import RunFacts
+from training_hooks.findings.core import RunFacts, stated_eps_source
 from training_hooks.findings.live import LiveFinding, LiveFindings
 from training_hooks.priority import idle_thread
 from training_hooks.schema import STATUS_RUNNING, Seq
@@ -101,7 +101,13 @@ def findings_sink(state, settings, mlflow_sink=None) -> FindingsSink:
     (``findings_every``, ``on_finding``, algorithm and both ε); a resumed run's earlier findings
     (run.json) are not reported again."""
     s = settings
-    facts = RunFacts(s.algorithm, STATUS_RUNNING, seq_eps=s.seq_eps, token_eps=s.token_eps)
+    facts = RunFacts(
+        s.algorithm,
+        STATUS_RUNNING,
+        seq_eps=s.seq_eps,
+        token_eps=s.token_eps,
+        eps_source=stated_eps_source(state.info.config),
+    )
     report = FindingReporter(state, mlflow_sink=mlflow_sink, on_finding=s.on_finding)
     sink = FindingsSink(facts, report, every=s.findings_every, run_id=state.info.run_id)
     sink.live.seed(state.info.other.get("findings", []))
