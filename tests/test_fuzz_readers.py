@@ -113,7 +113,8 @@ def _encoded(encoding: str) -> Callable[[Path], None]:
     def apply(run_dir: Path) -> None:
         info = _run_json(run_dir)
         info["name"] = "ünïcödé run ½"  # (every encoding below has these)
-        _write(run_dir, json.dumps(info, ensure_ascii=False).encode(encoding))
+        # other text (a live finding's "ε") may have no code in ``encoding``: a "?" then
+        _write(run_dir, json.dumps(info, ensure_ascii=False).encode(encoding, errors="replace"))
 
     return apply
 

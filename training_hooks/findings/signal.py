@@ -89,9 +89,12 @@ def outcome_shares(
         )
 
 
-def group_outcomes(seq: pd.DataFrame) -> pd.DataFrame:
+def group_outcomes(seq: pd.DataFrame) -> pd.DataFrame | None:
     """``outcome_shares`` of a sequences table (columns step, group, reward; rank if any), with
-    the run's highest and lowest reward over the table."""
+    the run's highest and lowest reward over the table; None when a column it needs is missing
+    (a damaged part's column the reader set aside): the split is then unknown, not empty."""
+    if not {Seq.STEP, Seq.GROUP, Seq.REWARD} <= set(seq.columns):
+        return None
     keys = [Seq.STEP] + ([Seq.RANK] if Seq.RANK in seq.columns else []) + [Seq.GROUP]
     reward = pd.to_numeric(seq[Seq.REWARD], errors="coerce")
     g = reward.groupby([seq[k] for k in keys], sort=True).agg(["min", "max"])
