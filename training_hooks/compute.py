@@ -24,7 +24,7 @@ The host arithmetic that turns this into step scalars (``StepRecord.materialize`
 writer thread, which waits for the copy; the caller never does. Without ``torch.distributed`` the
 summary is reduced there too, from the transferred (K, B) rows with numpy (``summarize``, the same
 code as the device reduction): on small batches each tensor op costs microseconds of fixed
-overhead, which the training thread no longer pays.
+overhead, which the training thread does not pay.
 
 Step scalars (S = the step's sequences over all ranks, M = their masked tokens):
 

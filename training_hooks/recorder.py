@@ -184,8 +184,8 @@ class RunRecorder:
         parquet_ok = self._create_folders()
         self._workers = self._start_sinks(s, parquet_ok)
         self._deferred = self._start_background_compute(s)
-        # Load the fused CPU kernel (numba: ~1 s from its disk cache, a few seconds the first
-        # time on a machine) while the caller sets up its model, not in the first log_step.
+        # Load the fused CPU kernel (numba: from its disk cache, compiled the first time on a
+        # machine) while the caller sets up its model, not in the first log_step.
         threading.Thread(target=fused_available, name="gspo-fused-load", daemon=True).start()
         _LIVE.add(self)
 
