@@ -564,8 +564,8 @@ def _read_file(pf: pq.ParquetFile, columns: list[str], step_range: tuple[int, in
     The whole file's ``columns`` are read, then filtered: no row group is skipped by its ``step``
     statistics. The fuzz tests found both ways of skipping unsafe on a damaged part: reading the
     statistics from Python aborted the process, and Arrow's dataset reader (``filters=``) hung.
-    Reading a projection is cheap: a compacted 1.28M-row sequence
-    table took 19 ms for 2 columns, 50 ms for 6 (bench/make_runs.py data)."""
+    Reading a projection is cheap: only the named columns are decoded (docs/benchmarks.md has
+    the times)."""
     if step_range is None:
         return pf.read(columns=columns)
     lo, hi = step_range

@@ -146,7 +146,7 @@ def bench_runs_page(root: str, cwd: str) -> dict:
     return out
 
 
-#: The goals (issue 24, item 1), printed beside the measurements.
+#: The goals (the Runs page's cold and warm render, seconds), printed beside the measurements.
 GOALS = {"cold_s": 3.0, "warm_s": 0.5}
 
 

@@ -106,6 +106,23 @@ def _prefetch_row(x, b):
         _prefetch(x, b, j)
 
 
+@njit(inline="always")
+def _prefetch_inputs(lp, old, mask, adv, ref, ent, smp, b, per_tok, has_ref, has_ent, has_smp):
+    """Prefetch row b of every input the kernel reads (the optional ones when given), so the
+    next row is on its way to the cache while the current one is reduced."""
+    _prefetch_row(lp, b)
+    _prefetch_row(old, b)
+    _prefetch_row(mask, b)
+    if per_tok:
+        _prefetch_row(adv, b)
+    if has_ref:
+        _prefetch_row(ref, b)
+    if has_ent:
+        _prefetch_row(ent, b)
+    if has_smp:
+        _prefetch_row(smp, b)
+
+
 @njit(inline="always", fastmath=_FM)
 def _k3_series(x):
     """k3(x) = exp(x) - 1 - x for |x| < SERIES_BOUND: x^2 sum_j c_j x^j, Estrin's scheme."""
@@ -298,17 +315,9 @@ def _kernel(lp, old, mask, adv, ref, ent, smp, flags, thr, out, b0, b1):  # prag
     scratch = np.empty(lp.shape[1], dtype=np.float64)  # (T,) a row's u, for its largest |u|
     for b in range(b0, b1):
         if b + 1 < b1:  # the next row's inputs, while this one is reduced
-            _prefetch_row(lp, b + 1)
-            _prefetch_row(old, b + 1)
-            _prefetch_row(mask, b + 1)
-            if per_tok:
-                _prefetch_row(adv, b + 1)
-            if has_ref:
-                _prefetch_row(ref, b + 1)
-            if has_ent:
-                _prefetch_row(ent, b + 1)
-            if has_smp:
-                _prefetch_row(smp, b + 1)
+            _prefetch_inputs(
+                lp, old, mask, adv, ref, ent, smp, b + 1, per_tok, has_ref, has_ent, has_smp
+            )
         n, s_d, n_below, n_above, k_d, big = _pass_log_ratio(lp, old, mask, b, tok_lo, tok_hi)
         a_row = 0.0 if per_tok else np.float64(adv[b, 0])
         adv_sums = (0.0, 0, 0, 0, 0)

@@ -88,7 +88,7 @@ def make_batch():
 
 
 def pytest_configure(config):
-    # torch's intra-op pool on a shared 2-core machine: keep the suite from oversubscribing
+    # torch's intra-op pool on a shared machine with few cores: keep the suite from oversubscribing
     torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
 
 

@@ -5,7 +5,7 @@ and picks free ports (``free_port``).
 Loaded as a plugin by ``conftest.py``. The session fixtures ``mlflow_server`` (SQLite store),
 ``postgres`` and ``team_mlflow`` start their servers on a thread right after collection (once the
 ``-m``/``-k`` selection is final) when a selected test asks for them, so initdb (about 5 s) and
-MLflow's boot and schema migration (10-60 s on a busy 2-core machine) overlap the tests that run
+MLflow's boot and schema migration (tens of seconds on a busy machine) overlap the tests that run
 before. A server the selected tests do not ask for is never started.
 
 PostgreSQL is Debian's ``postgresql`` package (``.ci/run`` installs it; its binaries live in
@@ -39,7 +39,7 @@ from dataclasses import dataclass
 import pytest
 
 PG_START_TIMEOUT_S = 60.0
-MLFLOW_START_TIMEOUT_S = 180.0  # mlflow server's import + migration on a loaded 2-core machine
+MLFLOW_START_TIMEOUT_S = 180.0  # mlflow server's import + migration on a loaded machine
 UNPRIVILEGED_USER = "nobody"  # who runs PostgreSQL when the tests run as root
 BINARIES = ("initdb", "postgres")
 

@@ -352,7 +352,7 @@ def test_sparse_series_markers_no_ema_and_one_point_visible():
     traces = ct.run_traces(_series(df), p, smoothing=0.6)
     assert [t.role for t in traces] == ["raw"]
     assert traces[0].style.marker == 6 and max(traces[0].y) == np.float32(0.315)
-    # the EMA it no longer draws: m2 = (0.6*0.4*0.2 + 0.4*0.315) / (1 - 0.36) = 0.27188
+    # the EMA it does not draw: m2 = (0.6*0.4*0.2 + 0.4*0.315) / (1 - 0.36) = 0.27188
     assert series_math.ema(val[[9, 19, 29, 39]], 0.6)[1] == pytest.approx(0.271875)
     one = _series(_steps(1, **{Step.REWARD_MEAN: [0.5]}))
     (raw,) = ct.run_traces(one, PANELS_BY_KEY["reward"], smoothing=0.6)

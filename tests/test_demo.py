@@ -418,7 +418,7 @@ def test_demo_end_to_end_records_every_column(tmp_path, mlflow_uri, capsys):
         assert set(schema.STEP_COLUMN_NAMES) <= set(steps.columns)
         assert steps[schema.Step.STEP].tolist() == list(range(6))  # 3 rollouts x 2 minibatches
         # the rollout index and the policy lag (2 minibatches: the second step is one update
-        # behind), no longer as extras
+        # behind), as their own columns, not as extras
         assert steps[schema.Step.ROLLOUT].tolist() == [0, 0, 1, 1, 2, 2]
         assert steps[schema.Step.POLICY_LAG].tolist() == [0, 1, 0, 1, 0, 1]
         assert not {"rollout", "epoch"} & (set(steps.columns) - set(schema.STEP_COLUMN_NAMES))

@@ -497,7 +497,7 @@ def test_importer_rejects_damaged_input(inp: ImporterInput, tmp_path_factory):
 )
 def test_bad_run_json_fields_are_named(base_run, tmp_path, field, value, why):
     """Regressions from fuzzing: a wrongly typed or absurdly nested run.json field makes the run's
-    run.json unreadable with the field named (it used to crash the runs list or the cache)."""
+    run.json unreadable with the field named (never a crash of the runs list or the cache)."""
     damage = Damage("run.json retype", field, _retyped(field, value), True)
     root, _ = _damaged_root(base_run, damage, tmp_path)
     run, problems = _read_everything(root)

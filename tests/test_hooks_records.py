@@ -22,19 +22,9 @@ from training_hooks import (
     StepInputs,
     step_diagnostics,
 )
-from training_hooks.compute import (
-    COUNTS,
-    MINS,
-    SEQ_ROWS,
-    SQUARED,
-    SUMS,
-    TOKEN_PARTS,
-    TOKEN_WEIGHTED,
-    Layout,
-    Reduction,
-    pack,
-    reduce_step,
-)
+from training_hooks.compute import TOKEN_PARTS, Reduction, reduce_step
+from training_hooks.layout import SEQ_ROWS, Layout, pack
+from training_hooks.step_summary import COUNTS, MINS, SQUARED, SUMS, TOKEN_WEIGHTED
 
 
 def test_the_sequence_table_has_every_declared_value_with_its_type(make_batch):

@@ -5,7 +5,7 @@ MLflow exactly once (its history equals the Parquet step table), and the dashboa
 server alone, lists the runs and draws their curves, read sampled by the server.
 
 The single runs keep MLflow's client in the recorder's sink thread (``mlflow_process=False``: 6
-fewer interpreters importing MLflow on a 2-core machine); the distributed run uses the default,
+fewer interpreters importing MLflow on a machine with few cores); the distributed run uses the default,
 a child process at idle priority, so both routes meet the server.
 """
 

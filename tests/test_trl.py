@@ -475,7 +475,7 @@ if int(os.environ.get("RANK", "0")) == 0:
 @pytest.mark.slow
 @pytest.mark.skipif(
     os.environ.get("GSPO_DASH_DIST_TESTS") == "0",
-    reason="2-process TRL run (~40 s on 2 cores) turned off by GSPO_DASH_DIST_TESTS=0",
+    reason="2-process TRL run (slow) turned off by GSPO_DASH_DIST_TESTS=0",
 )
 def test_two_ranks_record_what_trl_logs(model_dir, tmp_path):
     """torchrun, 2 CPU ranks (gloo): every rank's sequences recorded; step scalars equal TRL's."""

@@ -22,9 +22,9 @@ What ``reduce_step`` does with one step's checked inputs (``StepInputs``), on th
 
 The host arithmetic that turns this into step scalars (``StepRecord.materialize``) runs on the
 writer thread, which waits for the copy; the caller never does. Without ``torch.distributed`` the
-summary is reduced there too, from the transferred (K, B) rows with numpy (``_summary``, the same
+summary is reduced there too, from the transferred (K, B) rows with numpy (``summarize``, the same
 code as the device reduction): on small batches each tensor op costs microseconds of fixed
-overhead, which the training thread no longer pays.
+overhead, which the training thread does not pay.
 
 Step scalars (S = the step's sequences over all ranks, M = their masked tokens):
 
@@ -46,7 +46,6 @@ Step scalars (S = the step's sequences over all ranks, M = their masked tokens):
 from __future__ import annotations
 
 import functools
-import itertools
 import math
 import threading
 from collections.abc import Mapping, Sequence
@@ -58,139 +57,15 @@ import torch
 
 from gspo_metrics import group_advantages, zero_variance_groups
 from gspo_metrics.diagnostics import stacked_sequence_diagnostics
-from gspo_metrics.spec import CALLER_VALUES, GRPO_EPS, GSPO_EPS, PER_SEQUENCE, SEQUENCE_DIAGNOSTICS
+from gspo_metrics.spec import CALLER_VALUES, GRPO_EPS, GSPO_EPS, PER_SEQUENCE
 
 from .inputs import StepInputs, buffer_dtype
+from .layout import SEQ_ROW, Layout, pack
 from .schema import TOKEN_SAMPLE_REASONS, Seq, Step
+from .step_summary import MINS, step_row, summarize
 
 DEFAULT_SEQ_EPS = GSPO_EPS  # (public names of training_hooks, kept: gspo_metrics.spec's defaults)
 DEFAULT_TOKEN_EPS = GRPO_EPS
-
-#: Rows of the per-sequence stack (K, B): the caller's values, then the rows of
-#: ``stacked_sequence_diagnostics``; each name is its sequence-table column.
-SEQ_ROWS: tuple[str, ...] = (*CALLER_VALUES, *SEQUENCE_DIAGNOSTICS)
-SEQ_ROW: dict[str, int] = {name: k for k, name in enumerate(SEQ_ROWS)}
-
-
-@dataclass(frozen=True)
-class Layout:
-    """Where each named part lies in a packed 1-D buffer, recorded once when the parts are
-    packed: ``layout["loss"]`` is the part's slice, ``layout.read(flat, "seq")`` the part in its
-    shape, ``"loss" in layout`` whether it was packed."""
-
-    parts: Mapping[str, tuple[slice, tuple[int, ...]]]
-    size: int
-
-    @classmethod
-    def of(cls, shapes: Mapping[str, tuple[int, ...]]) -> Layout:
-        """The layout of parts of these shapes, packed one after the other in this order."""
-        return _layout(tuple(shapes.items()))
-
-    def __contains__(self, name: object) -> bool:
-        return name in self.parts
-
-    def __getitem__(self, name: str) -> slice:
-        return self.parts[name][0]
-
-    def __iter__(self):
-        return iter(self.parts)
-
-    def read(self, flat: Any, name: str) -> Any:
-        where, shape = self.parts[name]
-        return flat[where].reshape(shape)
-
-
-@functools.lru_cache(maxsize=64)  # (a run packs the same shapes step after step)
-def _layout(shapes: tuple[tuple[str, tuple[int, ...]], ...]) -> Layout:
-    sizes = [math.prod(shape) for _, shape in shapes]
-    ends = list(itertools.accumulate(sizes))
-    parts = {
-        name: (slice(end - size, end), tuple(shape))
-        for (name, shape), size, end in zip(shapes, sizes, ends, strict=True)
-    }
-    return Layout(parts, ends[-1] if ends else 0)
-
-
-def pack(parts: Mapping[str, torch.Tensor], dtype, device) -> tuple[torch.Tensor, Layout]:
-    """One flat ``dtype`` buffer of ``parts`` (converted by the copy) and its layout."""
-    layout = Layout.of({name: tuple(p.shape) for name, p in parts.items()})
-    flat = torch.empty(layout.size, dtype=dtype, device=device)
-    torch.cat([p if p.dim() == 1 else p.reshape(-1) for p in parts.values()], out=flat)
-    return flat, layout
-
-
-# ----------------------------------------------------------------------------- the step summary
-
-#: The counts that open the summary's sums (over ranks: ranks, sequences, groups, ...).
-COUNTS = ("ranks", "sequences", "groups", "truncated_n", "loss_n")
-#: Rows whose population std the step row gives (their sums of squares are summed).
-SQUARED = (Seq.REWARD, Seq.ADVANTAGE, Seq.SEQ_LOG_RATIO)
-#: Rows averaged over tokens (each sequence weighted by its length).
-TOKEN_WEIGHTED = (
-    Seq.TOKEN_CLIP_FRACTION,
-    Seq.TOKEN_CLIP_LOW_FRACTION,
-    Seq.TOKEN_CLIP_HIGH_FRACTION,
-    Seq.KL_REF,
-    Seq.KL_OLD,
-    Seq.SAMPLER_KL,
-    Seq.ENTROPY,
-)
-#: The summary's vector of sums (all-reduced with SUM), part by part.
-SUMS = Layout.of(
-    {
-        "counts": (len(COUNTS),),
-        "zero_var": (1,),  # zero-variance groups
-        "rows": (len(SEQ_ROWS),),  # per-row sums over the sequences
-        "squares": (len(SQUARED),),
-        "adv_abs": (1,),  # sum of |advantage|
-        "token_weighted": (len(TOKEN_WEIGHTED),),  # sums of length * row
-        "loss": (1,),
-    }
-)
-#: The summary's vector of minima (all-reduced with MIN): maxima are negated.
-MINS = (
-    "seq_log_ratio_min",
-    "-seq_log_ratio_max",
-    "length_min",
-    "-length_max",
-    "-abs_token_max",
-    "-sampler_abs_diff_max",
-)
-_SQUARED_ROWS = [SEQ_ROW[name] for name in SQUARED]
-_TOKEN_WEIGHTED_ROWS = [SEQ_ROW[name] for name in TOKEN_WEIGHTED]
-
-
-def _summary(seq_K_B, counts, zero_var, loss, lib):
-    """The step summary of the (K, B) per-sequence rows: ``(sums, mins)`` as ``SUMS``, ``MINS``.
-
-    One formula for both places it runs: torch tensors on the device (distributed: the vectors
-    are then all-reduced with SUM and MIN) and numpy arrays on the host (one process, in
-    ``StepRecord.materialize``); ``lib`` is ``torch`` or ``numpy``. ``counts`` as ``COUNTS``,
-    ``zero_var`` (1,) zero-variance groups, ``loss`` (1,) the loss (0 when none).
-    """
-    cat = torch.cat if lib is torch else np.concatenate
-    sq_3_B = seq_K_B[_SQUARED_ROWS]
-    length_B = seq_K_B[SEQ_ROW[Seq.LENGTH]]
-    parts = {
-        "counts": counts,
-        "zero_var": zero_var,
-        "rows": seq_K_B.sum(1),
-        "squares": (sq_3_B * sq_3_B).sum(1),
-        "adv_abs": abs(seq_K_B[SEQ_ROW[Seq.ADVANTAGE]]).sum().reshape(1),
-        "token_weighted": (seq_K_B[_TOKEN_WEIGHTED_ROWS] * length_B).sum(1),
-        "loss": loss,
-    }
-    sums = cat([parts[name] for name in SUMS])
-    slr_B = seq_K_B[SEQ_ROW[Seq.SEQ_LOG_RATIO]]
-    # min/max propagate NaN in both libraries (torch: not aminmax, ~100x slower on small tensors)
-    abs_max = lib.maximum(
-        abs(seq_K_B[SEQ_ROW[Seq.TOKEN_LOG_RATIO_MIN]]),
-        abs(seq_K_B[SEQ_ROW[Seq.TOKEN_LOG_RATIO_MAX]]),
-    ).max()
-    sampler_max = seq_K_B[SEQ_ROW[Seq.SAMPLER_LOGP_ABS_DIFF_MAX]].max()  # (NaN: not given)
-    mins = [slr_B.min(), -slr_B.max(), length_B.min(), -length_B.max(), -abs_max, -sampler_max]
-    return sums, lib.stack(mins)
-
 
 # ----------------------------------------------------------------------------- the record
 
@@ -270,7 +145,7 @@ class StepRecord:
                 sums, mins = self._host_summary(seq_K_B, flat)
                 lengths = seq_K_B[SEQ_ROW[Seq.LENGTH]]
             self.seq = _sequence_columns(self, seq_K_B)
-            self.row = _step_row(self, sums, mins, lengths)
+            self.row = step_row(self, sums, mins, lengths)
             for key in self.tensor_extra_keys:
                 self.row[key] = float(flat[layout[f"extra/{key}"]][0])
             if "token_rows" in layout:
@@ -281,7 +156,7 @@ class StepRecord:
             return self
 
     def _host_summary(self, seq_K_B: np.ndarray, flat: np.ndarray):
-        """``_summary`` of this process's rows, on the host."""
+        """``summarize`` of this process's rows, on the host."""
         layout, B = self.layout, self.batch_size
         loss = flat[layout["loss"]] if "loss" in layout else None
         if "zero_var" in layout:
@@ -293,7 +168,7 @@ class StepRecord:
             [1.0, B, self.num_prompts, B if self.truncated_given else 0, float(loss is not None)],
             dtype=np.float64,
         )
-        return _summary(seq_K_B, counts, zero_var, np.zeros(1) if loss is None else loss, np)
+        return summarize(seq_K_B, counts, zero_var, np.zeros(1) if loss is None else loss, np)
 
 
 def _sequence_columns(rec: StepRecord, seq_K_B: np.ndarray) -> dict[str, np.ndarray]:
@@ -378,93 +253,6 @@ def _token_texts(rec: StepRecord, b: int, mask_t: np.ndarray) -> list[str] | Non
         for t, keep in zip(row, mask_t.tolist(), strict=True)
         if keep
     ]
-
-
-def _p90(x: np.ndarray) -> float:
-    """numpy's default ("linear") 90th percentile, without np.percentile's ~1 ms of overhead."""
-    n = len(x)
-    if n == 0:
-        return math.nan
-    a = np.sort(x)
-    h = (n - 1) * 0.9
-    lo = math.floor(h)
-    hi = min(lo + 1, n - 1)
-    return float(a[lo] + (h - lo) * (a[hi] - a[lo]))
-
-
-def _div(a: float, b: float) -> float:
-    return a / b if b > 0 else math.nan
-
-
-def _step_row(
-    rec: StepRecord, sums: np.ndarray, mins: np.ndarray, lengths: np.ndarray
-) -> dict[str, Any]:
-    """The step-table row from the summary (``SUMS``, ``MINS``) and all ranks' lengths."""
-    sums = sums.tolist()  # Python floats: cheaper scalar arithmetic
-    count = dict(zip(COUNTS, sums[SUMS["counts"]], strict=True))
-    row_sum = dict(zip(SEQ_ROWS, sums[SUMS["rows"]], strict=True))
-    sq = dict(zip(SQUARED, sums[SUMS["squares"]], strict=True))
-    tokw = dict(zip(TOKEN_WEIGHTED, sums[SUMS["token_weighted"]], strict=True))
-    low = dict(zip(MINS, mins.tolist(), strict=True))
-    (zero_var,), (adv_abs,) = sums[SUMS["zero_var"]], sums[SUMS["adv_abs"]]
-    n, n_tok = count["sequences"], row_sum[Seq.LENGTH]
-
-    def mean(name: str) -> float:
-        return _div(row_sum[name], n)
-
-    def std(name: str) -> float:
-        m = mean(name)
-        var = _div(sq[name], n) - m * m
-        return math.sqrt(max(var, 0.0)) if math.isfinite(var) else math.nan
-
-    def tok_mean(name: str) -> float:
-        return _div(tokw[name], n_tok)
-
-    nonfinite = row_sum[Seq.NONFINITE_COUNT]
-    row: dict[str, Any] = {
-        Step.RUN_ID: rec.run_id,
-        Step.STEP: int(rec.step),
-        Step.WALL_TIME: rec.wall_time,
-        Step.ALGORITHM: rec.algorithm,
-        Step.LOSS: _div(sums[SUMS["loss"]][0], count["loss_n"]),
-        Step.REWARD_MEAN: mean(Seq.REWARD),
-        Step.REWARD_STD: std(Seq.REWARD),
-        Step.ADVANTAGE_MEAN: mean(Seq.ADVANTAGE),
-        Step.ADVANTAGE_STD: std(Seq.ADVANTAGE),
-        Step.ADVANTAGE_ABS_MEAN: _div(adv_abs, n),
-        Step.SEQ_LOG_RATIO_MEAN: mean(Seq.SEQ_LOG_RATIO),
-        Step.SEQ_LOG_RATIO_STD: std(Seq.SEQ_LOG_RATIO),
-        Step.SEQ_LOG_RATIO_MIN: float(low["seq_log_ratio_min"]),
-        Step.SEQ_LOG_RATIO_MAX: float(-low["-seq_log_ratio_max"]),
-        Step.SEQ_CLIP_FRACTION: mean(Seq.SEQ_CLIPPED),
-        Step.SEQ_CLIP_LOW_FRACTION: mean(Seq.SEQ_CLIP_LOW),
-        Step.SEQ_CLIP_HIGH_FRACTION: mean(Seq.SEQ_CLIP_HIGH),
-        Step.TOKEN_CLIP_FRACTION: tok_mean(Seq.TOKEN_CLIP_FRACTION),
-        Step.TOKEN_CLIP_LOW_FRACTION: tok_mean(Seq.TOKEN_CLIP_LOW_FRACTION),
-        Step.TOKEN_CLIP_HIGH_FRACTION: tok_mean(Seq.TOKEN_CLIP_HIGH_FRACTION),
-        Step.TOKEN_LOG_RATIO_ABS_MAX: float(-low["-abs_token_max"]),
-        Step.ZERO_VARIANCE_GROUPS: int(zero_var),
-        Step.ZERO_VARIANCE_FRACTION: _div(zero_var, count["groups"]),
-        Step.NUM_GROUPS: int(count["groups"]),
-        Step.NUM_SEQUENCES: int(n),
-        Step.NUM_TOKENS: int(n_tok),
-        Step.LENGTH_MEAN: _div(n_tok, n),
-        Step.LENGTH_MIN: float(low["length_min"]),
-        Step.LENGTH_MAX: float(-low["-length_max"]),
-        Step.LENGTH_P90: _p90(lengths),
-        Step.TRUNCATED_FRACTION: _div(row_sum[Seq.TRUNCATED], count["truncated_n"]),
-        Step.KL_REF_MEAN: tok_mean(Seq.KL_REF),
-        Step.KL_OLD_MEAN: tok_mean(Seq.KL_OLD),
-        Step.ENTROPY_MEAN: tok_mean(Seq.ENTROPY),
-        Step.NONFINITE_COUNT: int(nonfinite) if math.isfinite(nonfinite) else 0,
-        Step.NUM_RANKS: int(count["ranks"]),
-        Step.ROLLOUT: rec.rollout,
-        Step.POLICY_LAG: rec.policy_lag,
-        Step.SAMPLER_KL_MEAN: tok_mean(Seq.SAMPLER_KL),
-        Step.SAMPLER_LOGP_ABS_DIFF_MAX: float(-low["-sampler_abs_diff_max"]),
-    }
-    row.update(rec.extra)
-    return row
 
 
 # ----------------------------------------------------------------------------- the reduction
@@ -619,7 +407,7 @@ def _distributed_summary(inputs: StepInputs, seq_K_B, dtype, world) -> dict[str,
     zero_var = zero_variance_groups(inputs.rewards).sum().reshape(1)
     loss = torch.zeros(1, dtype=dtype, device=device) if inputs.loss is None else inputs.loss
     seq64_K_B = seq_K_B.to(dtype)
-    sums, mins = _summary(seq64_K_B, counts, zero_var.to(device=device, dtype=dtype), loss, torch)
+    sums, mins = summarize(seq64_K_B, counts, zero_var.to(device=device, dtype=dtype), loss, torch)
     # and -B, whose minimum over ranks is minus the largest B (the gather's common length)
     mins_and_B = torch.cat([mins, torch.full((1,), -float(B), dtype=dtype, device=device)])
     dist.all_reduce(sums, op=dist.ReduceOp.SUM)

@@ -21,12 +21,10 @@ instead (``deferred``).
 from __future__ import annotations
 
 import atexit
-import dataclasses
 import functools
 import getpass
 import logging
 import os
-import re
 import secrets
 import socket
 import sys
@@ -35,12 +33,10 @@ import time
 import warnings
 import weakref
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from gspo_metrics.checks import check_eps_pair
 from gspo_metrics.diagnostics import fused_available
 from gspo_metrics.spec import GRPO_EPS, GSPO_EPS
 
@@ -48,6 +44,7 @@ from . import schema, storage
 from .compute import Reduction, StepRecord, dist_info, reduce_step
 from .deferred import DeferredCompute
 from .inputs import StepInputs
+from .recorder_settings import RecorderSettings
 from .schema import RunInfo, write_json_atomic
 from .sinks import NullSink, ParquetSink, Sink, SinkWorker
 from .sinks.findings import findings_sink
@@ -55,7 +52,6 @@ from .sinks.mlflow import resolve_tracking_uri, run_params
 
 log = logging.getLogger("training_hooks")
 
-_RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _MAX_FAULTS_PER_SINK = 20
 
 
@@ -98,20 +94,6 @@ def library_versions() -> dict[str, str]:
     return out
 
 
-def _config_dict(config: Any) -> dict[str, Any]:
-    if config is None:
-        return {}
-    if dataclasses.is_dataclass(config) and not isinstance(config, type):
-        return dataclasses.asdict(config)
-    if isinstance(config, Mapping):
-        return dict(config)
-    if hasattr(config, "__dict__"):  # argparse.Namespace and friends
-        return dict(vars(config))
-    raise ValueError(
-        f"config must be a dict, a dataclass or a namespace, got {type(config).__name__}"
-    )
-
-
 class RunState:
     """The run's ``RunInfo`` behind a lock; rank 0 persists it to ``run.json``."""
 
@@ -151,116 +133,6 @@ class RunState:
                 stacklevel=2,
             )
         log.warning("gspo-dash %s sink %s: %s", sink, kind, message)
-
-
-@dataclass(frozen=True)
-class RecorderSettings:
-    """Everything a ``RunRecorder`` is told when it starts; checked when built (ValueError
-    naming the setting). ``RunRecorder(root, name, algorithm, config, mlflow, *, ...)`` takes
-    these fields as its arguments (the first five also by position)."""
-
-    root: str | os.PathLike = "runs"
-    """Folder holding one sub-folder per run (``root/<run_id>``): a local path, or an object-store
-    URI (``s3://bucket/prefix``, ``gs://...``; ``training_hooks.storage``)."""
-    name: str | None = None
-    """Human-readable run name (default: the algorithm)."""
-    algorithm: str = "gspo"
-    """What trains ("grpo", "gspo", ...); both clip units are computed anyway."""
-    config: Any = None
-    """The run's hyper-parameters (dict, dataclass or namespace): in run.json, MLflow params."""
-    mlflow: bool | str | None = None
-    """None/False (off), True (``MLFLOW_TRACKING_URI`` or ``sqlite:///mlflow.db`` in the
-    working directory), or a tracking URI."""
-    run_id: str | None = None
-    """Resume this run if ``root/<run_id>`` exists (append, status back to running), else start a
-    new run with this id. Default: ``<name>-<time>-<hex>``."""
-    seq_eps: tuple[float, float] = GSPO_EPS
-    """GSPO's sequence-unit clip range (eps_low, eps_high)."""
-    token_eps: tuple[float, float] = GRPO_EPS
-    """GRPO's token-unit clip range (eps_low, eps_high)."""
-    reduction: str = "sum"
-    """The loss reduction, recorded in run.json ("sum", "token_mean", ...)."""
-    group_size: int | None = None
-    """G; checked against ``rewards.shape[1]`` (default: taken from the first step)."""
-    flush_interval_s: float = 5.0
-    """Parquet parts and the run.json heartbeat are written at least this often, so a
-    ``kill -9`` loses at most this much."""
-    steps_per_file: int = 100
-    """Steps buffered per Parquet part."""
-    token_samples: int = 0
-    """Per step, store the per-token log-ratios of this many sequences (spread evenly over the
-    batch) in ``tokens/``; 0 turns the table off."""
-    experiment: str = "gspo-dash"
-    """The MLflow experiment name."""
-    mlflow_steps_per_batch: int = 50
-    """Steps buffered per MLflow ``log_batch`` call."""
-    mlflow_artifacts: bool = True
-    """Upload the run folder (Parquet, run.json) to MLflow at close."""
-    mlflow_process: bool = True
-    """Run the MLflow client in a child process, so its Python never holds this process's GIL;
-    False runs it in the sink's thread."""
-    close_timeout_s: float = 60.0
-    """How long ``close`` waits for each sink before abandoning it."""
-    queue_size: int = 1000
-    """Steps each sink's queue holds; when a sink falls that far behind, new steps are dropped
-    for it until it catches up (a fault in run.json), never waited for."""
-    sinks: Sequence[Sink] = ()
-    """Extra ``Sink`` objects, each run on its own thread like the built-in ones (rank 0)."""
-    distributed: bool | None = None
-    """None (auto: use ``torch.distributed`` when initialised), or False."""
-    findings_every: int = 10
-    """Run the Health checks that need no future (``training_hooks.findings.LIVE_CODES``) every
-    this many steps (and 2% of the steps so far) on their own thread, never the training thread;
-    0: off. The first time a code fires the recorder prints one line, adds it to run.json's
-    ``findings``, tags the MLflow run and calls ``on_finding`` (rank 0; docs/health.md)."""
-    on_finding: Callable[[Any], Any] | str | None = None
-    """Called with each new live finding (``training_hooks.findings.live.LiveFinding``: step,
-    code, severity, title, evidence, advice) on the findings thread; what it raises is a fault,
-    never an error in training. A string ``"package.module:function"`` names one (for a process
-    that cannot be handed a callable, e.g. a verl worker)."""
-    compute_thread: bool | None = None
-    """CPU tensors of at least ``RunRecorder.defer_min_elements`` (B * T), one process:
-    ``log_step`` checks the step and copies its tensors, and a background thread reduces the
-    copy at idle priority (``training_hooks.deferred``), as a GPU would queue the work. None: on
-    when torch uses fewer intra-op threads than the process has cores (a spare core to reduce
-    on); when it uses them all, a background reduction only competes with training
-    (bench/bench_hooks.py), so the caller reduces. GPU tensors and ``torch.distributed`` always
-    reduce on the caller's thread (on the device)."""
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.algorithm, str) or not self.algorithm:
-            raise ValueError(f"algorithm must be a non-empty string, got {self.algorithm!r}")
-        name = self.name if self.name is not None else self.algorithm
-        if not isinstance(name, str) or not name:
-            raise ValueError(f"name must be a non-empty string, got {name!r}")
-        group_size = self.group_size
-        if group_size is not None and (not isinstance(group_size, int) or group_size < 1):
-            raise ValueError(f"group_size must be a positive int, got {group_size!r}")
-        if not self.flush_interval_s > 0:
-            raise ValueError(f"flush_interval_s must be > 0, got {self.flush_interval_s!r}")
-        if not isinstance(self.token_samples, int) or self.token_samples < 0:
-            raise ValueError(f"token_samples must be an int >= 0, got {self.token_samples!r}")
-        if not isinstance(self.findings_every, int) or self.findings_every < 0:
-            raise ValueError(f"findings_every must be an int >= 0, got {self.findings_every!r}")
-        if self.on_finding is not None and not callable(self.on_finding):
-            from .findings.live import callback_from_spec
-
-            object.__setattr__(self, "on_finding", callback_from_spec(self.on_finding))
-        if self.run_id is not None and not _RUN_ID_RE.match(str(self.run_id)):
-            raise ValueError(
-                f"run_id {self.run_id!r} must be 1-128 characters of letters, digits, '.', '_', '-'"
-            )
-        normalised = {
-            "root": os.fspath(self.root),
-            "name": name,
-            "config": _config_dict(self.config),
-            "seq_eps": check_eps_pair("seq_eps", self.seq_eps),
-            "token_eps": check_eps_pair("token_eps", self.token_eps),
-            "flush_interval_s": float(self.flush_interval_s),
-            "close_timeout_s": float(self.close_timeout_s),
-        }
-        for key, value in normalised.items():
-            object.__setattr__(self, key, value)
 
 
 class RunRecorder:
@@ -312,8 +184,8 @@ class RunRecorder:
         parquet_ok = self._create_folders()
         self._workers = self._start_sinks(s, parquet_ok)
         self._deferred = self._start_background_compute(s)
-        # Load the fused CPU kernel (numba: ~1 s from its disk cache, a few seconds the first
-        # time on a machine) while the caller sets up its model, not in the first log_step.
+        # Load the fused CPU kernel (numba: from its disk cache, compiled the first time on a
+        # machine) while the caller sets up its model, not in the first log_step.
         threading.Thread(target=fused_available, name="gspo-fused-load", daemon=True).start()
         _LIVE.add(self)
 

@@ -1,6 +1,6 @@
 """MLflow sink: the step table's columns as MLflow metrics, batched, on the sink's own thread.
 
-MLflow is slow (about 1,000-4,000 points/s into SQLite here, ~14 ms per ``log_batch``), so the sink
+MLflow is slow (milliseconds per ``log_batch`` call into SQLite; docs/benchmarks.md), so the sink
 buffers ``steps_per_batch`` steps per call and splits each call under MLflow's limits (1000 metrics,
 100 params, 100 tags per ``log_batch``). It may lag behind training; Parquet is the source of
 truth and ``python -m training_hooks.sync`` replays a run from it. Opening a new SQLite store
