@@ -1,10 +1,8 @@
 """The Compare page's small multiples as one Apache ECharts option, drawn by ``st.echarts_chart``.
 
-Why ECharts and not Plotly for this grid (measured in headless Chromium on this 2-core machine,
-6 runs x 5,000 steps, 13 panels; bench/bench_dashboard.py): the page loads no plotly.js (4.7 MB,
-~1 s of script evaluation on every load), and ECharts draws the grid's series on one canvas in a
-fraction of plotly.js's SVG time. A cold load took 4.7-5.0 s to its last long task, against
-6.6-6.7 s for the tuned one-figure Plotly grid it replaced (README, "Dashboard speed").
+Why ECharts and not Plotly for this grid: the page then loads no plotly.js (a 4.7 MB bundle
+evaluated on every load), and ECharts draws every panel's series on one canvas instead of an SVG
+per trace (docs/benchmarks.md, "Dashboard speed", has the loads measured before and after).
 
 One chart holds every panel: panel i has grid i, x axis i and y axis i; its title (and the
 ``PanelView`` subtitle) sits above it, its unit on the y axis. Runs are coloured, the algorithm is

@@ -49,7 +49,7 @@ THRESHOLDS: dict[str, Threshold] = {
     "mismatch_k3_dense": Threshold(
         1e-3,
         "nats/token (k3)",
-        "verl rollout-correction docs and the issue: dense models "
+        "verl rollout-correction docs: dense models "
         "1e-5..1e-3, MoE 1e-3..1e-1; above 1e-3 is said (info), dense or MoE unknown",
     ),
     "mismatch_k3_floor": Threshold(
