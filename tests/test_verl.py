@@ -500,14 +500,18 @@ def test_the_experiment_name_comes_from_the_actor_workers_config(monkeypatch):
         plugin.configure(algorithm="grpo")
 
 
-def test_on_finding_is_named_as_module_and_attribute():
-    """GSPO_DASH_VERL_ON_FINDING names a callable as module:attribute (dotted attributes too);
-    anything else is refused naming the variable."""
-    assert plugin._resolve("training_hooks.verl:configure") is plugin.configure
-    assert plugin._resolve("os:path.join") is os.path.join
-    for bad in ("training_hooks.verl", ":configure", "os:"):
-        with pytest.raises(ValueError, match=plugin.ENV_ON_FINDING):
-            plugin._resolve(bad)
+def test_on_finding_is_named_as_module_and_function(monkeypatch, tmp_path):
+    """GSPO_DASH_VERL_ON_FINDING names a callable as module:function: the plugin hands the
+    string to RunRecorder, which loads it; anything else is refused naming the spec."""
+    from training_hooks.findings.live import callback_from_spec
+    from training_hooks.recorder_settings import RecorderSettings
+
+    assert callback_from_spec("training_hooks.verl:configure") is plugin.configure
+    for bad in ("training_hooks.verl", ":configure", "os:", "os:no_such_function"):
+        with pytest.raises(ValueError, match="on_finding spec"):
+            callback_from_spec(bad)
+    settings = RecorderSettings(root=tmp_path, on_finding="training_hooks.verl:configure")
+    assert settings.on_finding is plugin.configure
 
 
 _DIST_SCRIPT = r"""

@@ -35,8 +35,7 @@ name verl gave the worker (``rollout.trace.experiment_name``, which verl's confi
 
 Pass-through: ``GSPO_DASH_VERL_OPTIONS`` holds a JSON object of more ``RunRecorder`` keyword
 arguments (``{"mlflow": true, "token_samples": 8}``); ``GSPO_DASH_VERL_ON_FINDING`` names a
-callable as ``module:attribute``, given to the recorder as ``on_finding=`` when the recorder
-accepts that argument; from Python, ``configure(**recorder_kwargs)`` does the same in-process.
+callable as ``module:function``, given to the recorder as ``on_finding=`` (which loads it); from Python, ``configure(**recorder_kwargs)`` does the same in-process.
 
 Training is unchanged: the plugin reads detached tensors after verl used them, draws no random
 numbers and returns verl's loss and outputs as they are. Any error of the recorder (a bad
@@ -394,7 +393,7 @@ class _Session:
         return True
 
     def _open(self, config: Any) -> Any:
-        from .recorder import RecorderSettings, RunRecorder
+        from .recorder import RunRecorder
 
         loss_mode = _loss_mode(config)
         algorithm = "gspo" if loss_mode in GSPO_LOSS_MODES else "grpo"
@@ -404,13 +403,8 @@ class _Session:
         if raw:
             opts.update(json.loads(raw))
         on_finding = os.environ.get(ENV_ON_FINDING, "").strip()
-        if on_finding:
-            if "on_finding" in RecorderSettings.__dataclass_fields__:
-                opts["on_finding"] = _resolve(on_finding)
-            else:
-                _warn_once(
-                    "on_finding", f"this RunRecorder takes no on_finding; {ENV_ON_FINDING} ignored"
-                )
+        if on_finding:  # "module:function": RunRecorder loads it (findings.live.callback_from_spec)
+            opts["on_finding"] = on_finding
         opts.update(_options)
         opts.setdefault("seq_eps" if algorithm == "gspo" else "token_eps", eps)
         opts.setdefault("reduction", str(config.loss_agg_mode))
@@ -496,13 +490,6 @@ def verl_settings(config: Any) -> dict[str, Any]:
     except Exception:  # noqa: BLE001
         out["verl_version"] = ""
     return out
-
-
-def _resolve(target: str) -> Any:
-    module, _, attr = target.partition(":")
-    if not module or not attr:
-        raise ValueError(f"{ENV_ON_FINDING} must be 'module:attribute', got {target!r}")
-    return functools.reduce(getattr, attr.split("."), importlib.import_module(module))
 
 
 _SESSION: _Session | None = None
