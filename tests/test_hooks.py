@@ -578,7 +578,7 @@ def test_resume_appends_and_finishes(tmp_path, make_batch):
 
 
 def test_run_json_is_valid_json_with_schema_version(tmp_path, make_batch):
-    """run.json holds the issue's fields, JSON-clean (no NaN), with schema_version."""
+    """run.json holds the required fields, JSON-clean (no NaN), with schema_version."""
     with RunRecorder(
         root=tmp_path,
         name="j",
