@@ -16,6 +16,7 @@ import pandas as pd
 from training_hooks.findings import *  # noqa: F403 -- the page-facing names, one home
 from training_hooks.findings import (
     HealthReport,
+    RunFacts,
     facts_of,
     group_outcomes,
     run_health,
@@ -24,7 +25,7 @@ from training_hooks.findings import (
 from training_hooks.findings import __all__ as _FINDINGS_ALL
 from training_hooks.schema import Seq
 
-__all__ = [*_FINDINGS_ALL, "OUTCOME_COLUMNS", "report_for"]
+__all__ = [*_FINDINGS_ALL, "OUTCOME_COLUMNS", "report_for", "report_of"]
 
 #: The sequence-table columns the solved / failed split of zero-variance groups reads.
 OUTCOME_COLUMNS = (Seq.STEP, Seq.RANK, Seq.GROUP, Seq.REWARD)
@@ -39,6 +40,15 @@ def report_for(run, steps_df: pd.DataFrame, sequences: pd.DataFrame | None = Non
     )
     if run.info is None:  # an MLflow-only run: the algorithm its tags state
         facts = replace(facts, algorithm=run.algorithm)
+    return report_of(facts, steps_df, sequences)
+
+
+def report_of(
+    facts: RunFacts, steps_df: pd.DataFrame, sequences: pd.DataFrame | None = None
+) -> HealthReport:
+    """The ``HealthReport`` of a step table judged with ``facts``, plus ``sequences`` (columns
+    ``OUTCOME_COLUMNS``) for the solved / failed split when the run recorded them: what the
+    Health page shows, for ``report_for`` and for a run's summary written beside it."""
     df = steps_df
     if sequences is not None and len(sequences) and Seq.REWARD in sequences.columns:
         df = with_group_outcomes(steps_df, group_outcomes(sequences))

@@ -32,7 +32,6 @@ from .schema import (
     TABLE_DIRS,
     RunInfo,
     RunSummary,
-    Seq,
     is_data_file,
 )
 
@@ -174,13 +173,13 @@ def page_findings(
     data, health = app_checks()
     if df is None:
         df, _ = data.step_frame(str(run_dir))
+    seqs = None
     if sequences is None or SEQUENCES_DIR in sequences:
         seqs = data._read_table(
             str(run_dir), SEQUENCES_DIR, health.OUTCOME_COLUMNS, None, SEQUENCE_COLUMNS
         )
-        if seqs is not None and len(seqs.df) and Seq.REWARD in seqs.df.columns:
-            df = health.with_group_outcomes(df, health.group_outcomes(seqs.df))
-    return health.run_health(df, health.facts_of(info, status=status)).findings
+    facts = health.facts_of(info, status=status)
+    return health.report_of(facts, df, None if seqs is None else seqs.df).findings
 
 
 def try_summarise_run(run_dir: str, info: RunInfo) -> tuple[RunSummary | None, str | None]:
