@@ -20,6 +20,7 @@ pytest.register_assert_rewrite("servers", "s3_server", "app_runs")
 import torch  # noqa: E402
 from app_runs import record_run  # noqa: E402
 from s3_server import s3_root, s3_server  # noqa: E402, F401 -- fixtures (moto's S3 server)
+from servers import FIXTURE_SERVERS  # noqa: E402 -- the fixtures that start a server
 
 pytest_plugins = ("servers",)
 
@@ -96,9 +97,7 @@ def pytest_configure(config):
 
 # A test that uses one of these starts (or waits for) a server: it belongs to the slow tier
 # whatever its own marks say, so the quick tier (`pytest -m "not slow"`) never starts one.
-SERVER_FIXTURES = frozenset(
-    {"mlflow_server", "team_mlflow", "team_mlflow_boot", "postgres", "s3_server", "s3_root"}
-)
+SERVER_FIXTURES = frozenset(FIXTURE_SERVERS) | {"s3_server", "s3_root"}
 
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects by mark
