@@ -110,9 +110,13 @@ def bench_blocking(args, tmp: str) -> list[tuple]:
     on the caller's thread over the loss's)."""
     x = make_inputs(args.B, args.T)
     from gspo_metrics import group_advantages
+    from gspo_metrics.diagnostics import prepare_fused
 
     adv = group_advantages(x["rewards"]).flatten()
     med = statistics.median
+    # A run's steady state: the kernel loaded and its split over torch's threads compiled (a
+    # recorder starts both on a background thread; they take a second or two, once).
+    prepare_fused(x["logits"].dtype)
 
     def loss_alone() -> tuple[float, float]:
         """Median wall and caller-thread CPU seconds of the loss step alone."""

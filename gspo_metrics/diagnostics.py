@@ -205,6 +205,14 @@ def fused_available(device: torch.device | str = "cpu") -> bool:
     return _FUSED[0] is not None
 
 
+def prepare_fused(dtype: torch.dtype = torch.float32) -> None:
+    """Load the fused kernel and, when torch runs ops on several threads, compile what a batch
+    split over them needs for ``dtype`` (``fused.prepare``), so no later call compiles: about
+    1-2 s, once per process; meant for a background thread (``RunRecorder`` starts one)."""
+    if fused_available() and torch.get_num_threads() > 1:
+        _FUSED[0].prepare(dtype)
+
+
 def check_diagnostics_inputs(
     logprobs: torch.Tensor,
     old_logprobs: torch.Tensor,
@@ -297,8 +305,9 @@ def reference_diagnostics(
         "advantage": adv if adv.dim() == 1 else adv_bt.sum(-1) / n_b,
         "seq_log_ratio": log_s_b,
         **_reference_clip_fractions(mask_bt, n_b, d_bt, log_s_b, adv, adv_bt, seq_eps, token_eps),
-        "token_log_ratio_min": centred_bt.amin(-1),
-        "token_log_ratio_max": centred_bt.amax(-1),
+        # (padding at +-inf, not at log s: a NaN or overflowed log s would leak into them)
+        "token_log_ratio_min": torch.where(mask_bt, d_bt, math.inf).amin(-1),
+        "token_log_ratio_max": torch.where(mask_bt, d_bt, -math.inf).amax(-1),
         # population std: sqrt(mean_t (d_bt - log s_b)^2)
         "token_log_ratio_std": torch.linalg.vector_norm(centred_bt - log_s_b[:, None], dim=-1)
         / n_b.sqrt(),

@@ -1,12 +1,13 @@
-"""``stacked_sequence_diagnostics`` on CPU, fused (numba): a few passes over each row, in cache.
+"""``stacked_sequence_diagnostics`` on CPU, fused (numba): one pass over each row's inputs.
 
 It must give the numbers of the reference route (``diagnostics.reference_diagnostics``, where
 each diagnostic is its equation); the tests hold it to them. The eager-torch route
 (``gspo_metrics.eager``) makes about 20 passes over (B, T) buffers, two of
 them ``expm1``, and pays a few microseconds of dispatch per tensor op whatever B and T are. Here
-each row is read by a handful of short loops that LLVM vectorises (the row stays in L1/L2 between
-them), every per-row sum is accumulated in float64, and the kernel releases the GIL, so the
-recorder's writer threads keep running beside it and a large batch can be split over threads.
+one loop that LLVM vectorises reads each input of a row once (a few short ones then go over the
+row's log-ratios, in L1), every per-row sum is accumulated in float64, and the kernel releases
+the GIL, so the recorder's writer threads keep running beside it; a large batch is split over
+torch's own OpenMP threads (``omp_team``).
 At B=512, T=1024 this costs about half the eager route; on the demo's 64 x 6 batch, about a
 twentieth (``bench/bench_losses.py``).
 
@@ -14,9 +15,10 @@ Per row b, over its masked tokens t (n_b of them), with d = log pi_theta - log p
 
     log s_b             = sum_t d / n_b
     token_log_ratio_std = sqrt(sum_t (d - log s_b)^2 / n_b)            (a second pass)
-    k3(x)               = exp(x) - 1 - x, as x^2 sum_j x^j / (j + 2)! (j <= 11) for |x| < 1/2,
-                          where exp(x) - 1 - x would cancel (next term < 6e-15 of the sum), and
-                          as expm1(x) - x in an exact scalar walk for the rare larger |x|
+    k3(x)               = exp(x) - 1 - x, as x^2 sum_j x^j / (j + 2)! for |x| < 1/2, where
+                          exp(x) - 1 - x would cancel (j <= 11 for float64 inputs, next term
+                          < 6e-15 of the sum; j <= 7 for float32 ones, < 3e-9), and as
+                          expm1(x) - x in an exact scalar walk for the rare larger |x|
     kl_old_b            = mean_t k3(d),   kl_ref_b = mean_t k3(log pi_ref - log pi_theta)
     sampler_kl_b        = mean_t k3(u),   u = log pi_old - log pi_sampler (with sampler log-probs)
     sampler_logp_abs_diff_max = max_t |u|
@@ -49,9 +51,10 @@ import torch
 from llvmlite import ir
 from numba import float32, float64, int64, njit, types, uint8, void
 from numba.core import cgutils
-from numba.extending import intrinsic
+from numba.extending import intrinsic, overload
 
 from .checks import as_bool_mask, check_nonempty_rows
+from .omp_team import team
 from .spec import SEQUENCE_DIAGNOSTICS
 
 # k3(x) / x^2 = sum_j c_j x^j with c_j = 1 / (j + 2)!, j = 0 .. 11 (the series to x^13)
@@ -71,10 +74,7 @@ K = len(ROW)
 # runs it); NaN and inf keep their meaning (no "nnan"/"ninf"), so a non-finite input still
 # reaches the row's probe sum.
 _FM = {"reassoc", "contract", "nsz", "arcp"}
-# The spread pass (extremes, squared deviations) may also assume no NaN: its results are
-# replaced whenever the row's log-ratios are not all finite.
-_FM_NNAN = _FM | {"nnan"}
-_ABS_BITS = np.int64(0x7FFFFFFFFFFFFFFF)  # all but the sign bit of a float64
+_INT_MAX = np.int64(0x7FFFFFFFFFFFFFFF)  # all but the sign bit of a float64
 
 
 @intrinsic
@@ -97,13 +97,15 @@ def _prefetch(typingctx, arr, i, j):
 
 @njit(inline="always")
 def _prefetch_row(x, b):
-    """Prefetch row b of ``x`` (B, T), one cache line at a time. A row of T = 1024 float32 is a
-    4 KB page, and the hardware prefetcher stops at page boundaries: without this every row of
-    every input starts with cache misses once the inputs have left the caches (as they have
-    after a loss step)."""
-    step = max(1, 64 // x.itemsize)
+    """Prefetch the start of each 4 KB page that row b of ``x`` (B, T) touches: the hardware
+    prefetcher streams the rest of a page once a loop reads it, but stops at page boundaries, so
+    without this every row of every input starts with cache misses once the inputs have left the
+    caches (as they have after a loss step). (One hint per cache line instead cost more than it
+    saved once the row's inputs are read in one loop.)"""
+    step = max(1, 4096 // x.itemsize)
     for j in range(0, x.shape[1], step):
         _prefetch(x, b, j)
+    _prefetch(x, b, x.shape[1] - 1)  # (a row that starts inside a page ends in the next)
 
 
 @njit(inline="always")
@@ -123,85 +125,119 @@ def _prefetch_inputs(lp, old, mask, adv, ref, ent, smp, b, per_tok, has_ref, has
         _prefetch_row(smp, b)
 
 
-@njit(inline="always", fastmath=_FM)
-def _k3_series(x):
-    """k3(x) = exp(x) - 1 - x for |x| < SERIES_BOUND: x^2 sum_j c_j x^j, Estrin's scheme."""
-    x2 = x * x
-    x4 = x2 * x2
-    q0 = (_C0 + x * _C1) + x2 * (_C2 + x * _C3)
-    q1 = (_C4 + x * _C5) + x2 * (_C6 + x * _C7)
-    q2 = (_C8 + x * _C9) + x2 * (_C10 + x * _C11)
-    return x2 * (q0 + x4 * (q1 + x4 * q2))
+def _k3_series(x, like):  # pragma: no cover (numba compiles the overload below)
+    """k3(x) = exp(x) - 1 - x for |x| < SERIES_BOUND: x^2 sum_j c_j x^j, Estrin's scheme, to the
+    precision of ``like``'s type (the inputs' element): j <= 11 for float64 (next term < 6e-15
+    of the sum), j <= 7 for float32 (next term < 3e-9 of the sum, below float32's rounding)."""
+
+
+@overload(_k3_series, inline="always", jit_options={"fastmath": _FM})
+def _k3_series_impl(x, like):
+    if like == types.float32:
+
+        def short(x, like):
+            x2 = x * x
+            x4 = x2 * x2
+            q0 = (_C0 + x * _C1) + x2 * (_C2 + x * _C3)
+            q1 = (_C4 + x * _C5) + x2 * (_C6 + x * _C7)
+            return x2 * (q0 + x4 * q1)
+
+        return short
+
+    def full(x, like):
+        x2 = x * x
+        x4 = x2 * x2
+        q0 = (_C0 + x * _C1) + x2 * (_C2 + x * _C3)
+        q1 = (_C4 + x * _C5) + x2 * (_C6 + x * _C7)
+        q2 = (_C8 + x * _C9) + x2 * (_C10 + x * _C11)
+        return x2 * (q0 + x4 * (q1 + x4 * q2))
+
+    return full
+
+
+def _pass_row(lp, old, mask, ref, smp, b, tok_lo, tok_hi, has_ref, has_smp, d_row, u_row):
+    """One loop over row b's tokens, reading each input once; ``has_ref`` / ``has_smp`` are
+    literal booleans (``_row_sums``), so each combination compiles to its own loop:
+
+    d = lp - old: count, sum, tokens below / above the token range, k3(d) summed where
+    |d| < SERIES_BOUND and the number of other tokens (left to ``_fixup``); d written to
+    ``d_row`` (T,) float64, the row's first d at padding (it changes no extreme).
+    e = ref - lp and u = old - smp: k3 summed the same way, and their sums (the probe); u
+    written to ``u_row`` (0 at padding).
+
+    Returns (n, sum d, n below, n above, k3 of d, k3 of e, k3 of u, tokens left to _fixup,
+    sum e, sum u)."""
+
+
+@overload(_pass_row, jit_options={"fastmath": _FM})
+def _pass_row_impl(lp, old, mask, ref, smp, b, tok_lo, tok_hi, has_ref, has_smp, d_row, u_row):
+    if not isinstance(has_ref, types.BooleanLiteral) or not isinstance(
+        has_smp, types.BooleanLiteral
+    ):
+        return None
+    with_ref, with_smp = has_ref.literal_value, has_smp.literal_value
+
+    def impl(lp, old, mask, ref, smp, b, tok_lo, tok_hi, has_ref, has_smp, d_row, u_row):
+        T = lp.shape[1]
+        d0 = 0.0
+        for t in range(T):
+            if mask[b, t] != 0:
+                d0 = np.float64(lp[b, t]) - np.float64(old[b, t])
+                break
+        n = 0
+        n_below = 0
+        n_above = 0
+        n_big = 0
+        s_d = 0.0
+        k_d = 0.0
+        k_e = 0.0
+        k_u = 0.0
+        s_e = 0.0
+        s_u = 0.0
+        for t in range(T):
+            m = mask[b, t] != 0
+            x = np.float64(lp[b, t])
+            o = np.float64(old[b, t])
+            d = x - o
+            d_row[t] = d if m else d0
+            d = d if m else 0.0
+            n += m
+            s_d += d
+            n_below += d < tok_lo
+            n_above += d > tok_hi
+            small = abs(d) < SERIES_BOUND  # (False for NaN and inf: those go to _fixup)
+            k_d += _k3_series(d if small else 0.0, lp[b, t])  # (k3(0) = 0)
+            n_big += not small
+            if with_ref:
+                e = np.float64(ref[b, t]) - x
+                e = e if m else 0.0
+                small = abs(e) < SERIES_BOUND
+                k_e += _k3_series(e if small else 0.0, lp[b, t])
+                n_big += not small
+                s_e += e
+            if with_smp:
+                u = o - np.float64(smp[b, t])
+                u = u if m else 0.0  # (padding: |0| is below every masked |u|)
+                small = abs(u) < SERIES_BOUND
+                k_u += _k3_series(u if small else 0.0, lp[b, t])
+                n_big += not small
+                s_u += u
+                u_row[t] = u
+        return n, s_d, n_below, n_above, k_d, k_e, k_u, n_big, s_e, s_u
+
+    return impl
 
 
 @njit(fastmath=_FM)
-def _pass_log_ratio(lp, old, mask, b, tok_lo, tok_hi):
-    """d = lp - old over row b's tokens: count, sum, tokens below / above the token range, k3(d)
-    summed where |d| < SERIES_BOUND and the number of other tokens (left to ``_fixup``)."""
-    n = 0
-    s_d = 0.0
-    n_below = 0
-    n_above = 0
-    s_k3 = 0.0
-    n_big = 0
-    for t in range(lp.shape[1]):
-        m = mask[b, t] != 0
-        d = np.float64(lp[b, t]) - np.float64(old[b, t])
-        d = d if m else 0.0
-        n += m
-        s_d += d
-        n_below += d < tok_lo
-        n_above += d > tok_hi
-        small = abs(d) < SERIES_BOUND  # (False for NaN and inf: those go to _fixup)
-        s_k3 += _k3_series(d) if small else 0.0
-        n_big += not small
-    return n, s_d, n_below, n_above, s_k3, n_big
-
-
-@njit(fastmath=_FM)
-def _pass_ref(lp, ref, mask, b):
-    """e = ref - lp over row b's tokens: sum of k3(e) where |e| < SERIES_BOUND, the number of
-    other tokens, and the sum of e (the probe)."""
-    s_k3 = 0.0
-    n_big = 0
-    s_e = 0.0
-    for t in range(lp.shape[1]):
-        e = np.float64(ref[b, t]) - np.float64(lp[b, t])
-        e = e if mask[b, t] != 0 else 0.0
-        small = abs(e) < SERIES_BOUND
-        s_k3 += _k3_series(e) if small else 0.0
-        n_big += not small
-        s_e += e
-    return s_k3, n_big, s_e
-
-
-@njit(fastmath=_FM)
-def _pass_sampler(old, smp, mask, b, scratch):
-    """u = old - smp over row b's tokens: ``_pass_ref``'s three sums for u, and the largest |u|.
-
-    The largest |u| is an integer maximum of the bits of |u| (``scratch`` (T,) float64 holds
-    u): for floats >= 0 the order of their bits is the order of their values, and an integer
-    maximum vectorises where a float compare-and-select cannot without assuming no NaN. A NaN
-    (its bits are above inf's) wins the maximum, as it should."""
-    s_k3 = 0.0
-    n_big = 0
-    s_u = 0.0
-    T = old.shape[1]
-    for t in range(T):
-        u = np.float64(old[b, t]) - np.float64(smp[b, t])
-        u = u if mask[b, t] != 0 else 0.0  # (padding: |0| is below every masked |u|)
-        small = abs(u) < SERIES_BOUND
-        s_k3 += _k3_series(u) if small else 0.0
-        n_big += not small
-        s_u += u
-        scratch[t] = u
-    bits = scratch[:T].view(np.int64)
-    top = np.int64(0)
-    for t in range(T):
-        a = bits[t] & _ABS_BITS
-        top = a if a > top else top
-    bits[0] = top
-    return s_k3, n_big, s_u, scratch[0]
+def _row_sums(lp, old, mask, ref, smp, b, tok_lo, tok_hi, has_ref, has_smp, d_row, u_row):
+    """``_pass_row`` compiled for the inputs given (runtime flags to literal ones)."""
+    if has_ref:
+        if has_smp:
+            return _pass_row(lp, old, mask, ref, smp, b, tok_lo, tok_hi, True, True, d_row, u_row)
+        return _pass_row(lp, old, mask, ref, smp, b, tok_lo, tok_hi, True, False, d_row, u_row)
+    if has_smp:
+        return _pass_row(lp, old, mask, ref, smp, b, tok_lo, tok_hi, False, True, d_row, u_row)
+    return _pass_row(lp, old, mask, ref, smp, b, tok_lo, tok_hi, False, False, d_row, u_row)
 
 
 @njit(fastmath=_FM)
@@ -210,6 +246,21 @@ def _pass_masked_sum(x, mask, b):
     for t in range(x.shape[1]):
         s += np.float64(x[b, t]) if mask[b, t] != 0 else 0.0
     return s
+
+
+@njit(fastmath=_FM)
+def _abs_max(u_row):
+    """The largest |u| of ``u_row``, as an integer maximum of the bits of |u|: for floats >= 0
+    the order of their bits is the order of their values, and an integer maximum vectorises
+    where a float compare-and-select does not. A NaN (its bits are above inf's) wins, as it
+    should."""
+    bits = u_row.view(np.int64)
+    top = np.int64(0)
+    for t in range(bits.shape[0]):
+        a = bits[t] & _INT_MAX
+        top = a if a > top else top
+    bits[0] = top
+    return u_row[0]
 
 
 @njit(fastmath=_FM)
@@ -237,23 +288,34 @@ def _pass_token_adv(lp, old, adv, mask, b, tok_lo, tok_hi):
     return s_a, n_neg, n_pos, n_below_neg, n_above_pos
 
 
-@njit(fastmath=_FM_NNAN)
-def _pass_spread(lp, old, mask, b, mean):
-    """min, max and sum of squared deviations from ``mean`` of d over row b's tokens (valid only
-    when the row holds no NaN)."""
+@njit(fastmath=_FM)
+def _pass_spread(d_row, mask, b, mean):
+    """min, max and sum of squared deviations from ``mean`` of row b's d (``d_row``, written by
+    ``_pass_log_ratio``; valid only when the row holds no NaN).
+
+    The extremes are integer extremes of order keys (``_order_key``): LLVM vectorises an integer
+    minimum and maximum, not a float compare-and-select."""
     s_sq = 0.0
-    lo = np.inf
-    hi = -np.inf
-    for t in range(lp.shape[1]):
-        m = mask[b, t] != 0
-        d = np.float64(lp[b, t]) - np.float64(old[b, t])
-        dev = d - mean if m else 0.0
+    for t in range(d_row.shape[0]):
+        dev = d_row[t] - mean if mask[b, t] != 0 else 0.0
         s_sq += dev * dev
-        d_lo = d if m else np.inf
-        d_hi = d if m else -np.inf
-        lo = d_lo if d_lo < lo else lo  # (compare-and-select: the form LLVM vectorises)
-        hi = d_hi if d_hi > hi else hi
-    return lo, hi, s_sq
+    keys = d_row.view(np.int64)
+    lo = _INT_MAX
+    hi = -_INT_MAX - 1
+    for t in range(d_row.shape[0]):
+        k = _order_key(keys[t])
+        lo = k if k < lo else lo
+        hi = k if k > hi else hi
+    keys[0] = _order_key(lo)  # (the key map is its own inverse)
+    keys[1] = _order_key(hi)
+    return d_row[0], d_row[1], s_sq
+
+
+@njit(inline="always")
+def _order_key(bits):
+    """A float64's bits as an int64 in the floats' order: a negative float's magnitude bits are
+    flipped (-0.0 sorts just below +0.0, inf at the ends). Applied twice it gives the bits back."""
+    return bits ^ ((bits >> 63) & _INT_MAX)
 
 
 @njit
@@ -306,39 +368,31 @@ def _kernel(lp, old, mask, adv, ref, ent, smp, flags, thr, out, b0, b1):  # prag
     unused; smp (B, T) log pi_sampler when flags[3] else unused. thr = [token log lo, token log
     hi, seq log lo, seq log hi]. A row without tokens gets length 0 (the caller raises).
 
-    Each row takes a few vectorised passes (the row stays in cache between them) and, only when
-    a log-ratio is outside the series' range or an input is non-finite (the sum of every
-    input's masked values, the probe, is then not finite), one exact scalar walk."""
+    Each row takes one vectorised loop over the log-probs (``_pass_row``), one over the entropy
+    and one over per-token advantages when given, two short ones over its log-ratios
+    (``_pass_spread``) and, only when a log-ratio is outside the series' range or an input is
+    non-finite (the sum of every input's masked values, the probe, is then not finite), one
+    exact scalar walk."""
     per_tok, has_ref, has_ent, has_smp = flags[0] != 0, flags[1] != 0, flags[2] != 0, flags[3] != 0
     tok_lo, tok_hi = thr[0], thr[1]
     nan = np.nan
-    scratch = np.empty(lp.shape[1], dtype=np.float64)  # (T,) a row's u, for its largest |u|
+    d_row = np.empty(lp.shape[1], dtype=np.float64)  # (T,) a row's d, for its spread
+    u_row = np.empty(lp.shape[1], dtype=np.float64)  # (T,) a row's u, for its largest |u|
     for b in range(b0, b1):
         if b + 1 < b1:  # the next row's inputs, while this one is reduced
             _prefetch_inputs(
                 lp, old, mask, adv, ref, ent, smp, b + 1, per_tok, has_ref, has_ent, has_smp
             )
-        n, s_d, n_below, n_above, k_d, big = _pass_log_ratio(lp, old, mask, b, tok_lo, tok_hi)
+        n, s_d, n_below, n_above, k_d, k_e, k_u, big, s_e, s_u = _row_sums(
+            lp, old, mask, ref, smp, b, tok_lo, tok_hi, has_ref, has_smp, d_row, u_row
+        )
+        s_h = _pass_masked_sum(ent, mask, b) if has_ent else 0.0
         a_row = 0.0 if per_tok else np.float64(adv[b, 0])
         adv_sums = (0.0, 0, 0, 0, 0)
         if per_tok:
             adv_sums = _pass_token_adv(lp, old, adv, mask, b, tok_lo, tok_hi)
-        probe = s_d + adv_sums[0] + a_row
-        k_e = 0.0
-        if has_ref:
-            k_e, big_e, s_e = _pass_ref(lp, ref, mask, b)
-            big += big_e
-            probe += s_e
-        s_h = 0.0
-        if has_ent:
-            s_h = _pass_masked_sum(ent, mask, b)
-            probe += s_h
-        k_u = 0.0
-        u_max = 0.0
-        if has_smp:
-            k_u, big_u, s_u, u_max = _pass_sampler(old, smp, mask, b, scratch)
-            big += big_u
-            probe += s_u
+        probe = s_d + adv_sums[0] + a_row + s_e + s_h + s_u  # (the absent ones are 0)
+        u_max = _abs_max(u_row) if has_smp else 0.0
         finite = math.isfinite(probe)
         n_bad = 0
         d_nan = False
@@ -356,7 +410,7 @@ def _kernel(lp, old, mask, adv, ref, ent, smp, flags, thr, out, b0, b1):  # prag
             continue
         nf = np.float64(n)
         log_s = s_d / nf
-        d_min, d_max, s_sq = _pass_spread(lp, old, mask, b, log_s)
+        d_min, d_max, s_sq = _pass_spread(d_row, mask, b, log_s)
         if not math.isfinite(s_d):  # an inf or NaN log-ratio: as the torch route gives
             s_sq = nan
         if d_nan:
@@ -484,6 +538,15 @@ def stacked_diagnostics(
     return torch.from_numpy(out).to(dtype)
 
 
+def prepare(dtype: torch.dtype = torch.float32) -> None:
+    """Compile now what ``fused_rows`` needs to split ``dtype`` rows over torch's OpenMP team
+    (otherwise its first split call starts that in the background and runs the rows on the
+    other route meanwhile)."""
+    omp = team(diagnostics_kernel)
+    if omp is not None:
+        omp.prepare(np.float64 if dtype == torch.float64 else np.float32)
+
+
 def fused_rows(
     lp,
     old,
@@ -504,9 +567,12 @@ def fused_rows(
     ``out`` when given.
 
     ``threads`` > 1 splits the rows into that many blocks (at least ``MIN_ELEMENTS_PER_THREAD``
-    elements each), the caller's thread running the first and a pool the others; the kernel
-    releases the GIL, so they run in parallel. If another call is already splitting, this one
-    runs on the caller's thread alone.
+    elements each). torch's own OpenMP team runs them when torch has one (``omp_team``: its
+    workers are the ones spinning right after torch's last op; the first call for a dtype
+    starts the team's compilation in the background and takes the next route meanwhile);
+    otherwise the caller's thread runs the first block and a pool the others. The kernel
+    releases the GIL, so they run in parallel. On the pool's route, if another call is already
+    splitting, this one runs on the caller's thread alone.
     """
     global _pool
     B, T = lp.shape
@@ -525,6 +591,9 @@ def fused_rows(
         out,
     )
     blocks = max(1, min(int(threads), B, (B * T) // MIN_ELEMENTS_PER_THREAD))
+    omp = team(diagnostics_kernel) if blocks > 1 else None
+    if omp is not None and omp.run(args, blocks):
+        return out
     if blocks == 1 or not _pool_lock.acquire(blocking=False):
         diagnostics_kernel(*args, 0, B)
         return out

@@ -37,7 +37,7 @@ from typing import Any
 
 import torch
 
-from gspo_metrics.diagnostics import fused_available
+from gspo_metrics.diagnostics import prepare_fused
 from gspo_metrics.spec import GRPO_EPS, GSPO_EPS
 
 from . import schema, storage
@@ -185,8 +185,9 @@ class RunRecorder:
         self._workers = self._start_sinks(s, parquet_ok)
         self._deferred = self._start_background_compute(s)
         # Load the fused CPU kernel (numba: from its disk cache, compiled the first time on a
-        # machine) while the caller sets up its model, not in the first log_step.
-        threading.Thread(target=fused_available, name="gspo-fused-load", daemon=True).start()
+        # machine) and its split over torch's threads while the caller sets up its model, not in
+        # the first log_step.
+        threading.Thread(target=prepare_fused, name="gspo-fused-load", daemon=True).start()
         _LIVE.add(self)
 
     # ------------------------------------------------------------------ setup steps
