@@ -24,6 +24,7 @@ from training_hooks import (
 )
 from training_hooks.compute import TOKEN_PARTS, Reduction, reduce_step
 from training_hooks.layout import SEQ_ROWS, Layout, pack
+from training_hooks.schema import Step
 from training_hooks.step_summary import COUNTS, MINS, SQUARED, SUMS, TOKEN_WEIGHTED
 
 
@@ -111,7 +112,7 @@ def test_the_summary_vector_is_declared_part_by_part():
     sizes = {name: s.stop - s.start for name, (s, _) in SUMS.parts.items()}
     assert sizes == {
         "counts": len(COUNTS),
-        "zero_var": 1,
+        "zero_var": 2,  # zero-variance groups, groups whose rewards are known
         "rows": len(SEQ_ROWS),
         "squares": len(SQUARED),
         "adv_abs": 1,
@@ -211,3 +212,24 @@ def test_normal_process_restores_an_idle_child():
         assert os.sched_getscheduler(child.pid) == os.SCHED_OTHER
     finally:
         child.communicate("\n", timeout=30)
+
+
+@pytest.mark.parametrize("reward_dtype", [torch.float32, torch.float64])
+def test_groups_with_unknown_rewards_are_not_judged_zero_variance(make_batch, reward_dtype):
+    """A group with a NaN reward (verl's split groups) is neither a zero-variance group nor a
+    varied one: the count and fraction are over the groups whose rewards are known, and null /
+    NaN when there is none (unknown is not 0). float64 rewards are counted before the stack's
+    float32 rounding, float32 ones on the host: both routes."""
+    b = make_batch(3, 2, 4)
+    b["advantages"] = torch.zeros(6)
+    nan = math.nan
+    b["rewards"] = torch.tensor([[1.0, 1.0], [nan, 0.0], [0.0, 2.0]], dtype=reward_dtype)
+    row = reduce_step(StepInputs.check(0, **b), Reduction()).materialize().row
+    assert row[Step.ZERO_VARIANCE_GROUPS] == 1  # group 0; group 1 unknown; group 2 varied
+    assert row[Step.ZERO_VARIANCE_FRACTION] == 0.5  # of the 2 judged, not of 3
+    assert row[Step.NUM_GROUPS] == 3
+    b["rewards"] = torch.full((3, 2), nan, dtype=reward_dtype)
+    row = reduce_step(StepInputs.check(0, **b), Reduction()).materialize().row
+    assert row[Step.ZERO_VARIANCE_GROUPS] is None
+    assert math.isnan(row[Step.ZERO_VARIANCE_FRACTION])
+    assert math.isnan(row[Step.REWARD_MEAN]) and row[Step.NUM_GROUPS] == 3

@@ -406,6 +406,8 @@ def test_unknown_rewards_and_groups_are_nan_not_zero(hooked, monkeypatch):
     _, steps, seqs = _recorded(hooked)
     assert len(steps) == STEPS_PER_BATCH and (steps["verl/groups_known"] == 0).all()
     assert seqs[Seq.REWARD].isna().all() and steps[Step.REWARD_MEAN].isna().all()
+    assert steps[Step.ZERO_VARIANCE_GROUPS].isna().all()  # unknown, not "no group"
+    assert steps[Step.ZERO_VARIANCE_FRACTION].isna().all()
     assert steps[Step.POLICY_LAG].tolist() == [0, 1, 2, 3]
     assert steps[Step.TOKEN_CLIP_FRACTION].notna().all()
 

@@ -55,14 +55,14 @@ from typing import Any
 import numpy as np
 import torch
 
-from gspo_metrics import group_advantages, zero_variance_groups
+from gspo_metrics import group_advantages
 from gspo_metrics.diagnostics import stacked_sequence_diagnostics
 from gspo_metrics.spec import CALLER_VALUES, GRPO_EPS, GSPO_EPS, PER_SEQUENCE
 
 from .inputs import StepInputs, buffer_dtype
 from .layout import SEQ_ROW, Layout, pack
 from .schema import TOKEN_SAMPLE_REASONS, Seq, Step
-from .step_summary import MINS, step_row, summarize
+from .step_summary import MINS, step_row, summarize, zero_variance_counts
 
 DEFAULT_SEQ_EPS = GSPO_EPS  # (public names of training_hooks, kept: gspo_metrics.spec's defaults)
 DEFAULT_TOKEN_EPS = GRPO_EPS
@@ -163,7 +163,7 @@ class StepRecord:
             zero_var = flat[layout["zero_var"]]
         else:
             reward_P_G = seq_K_B[SEQ_ROW[Seq.REWARD]].reshape(self.num_prompts, -1)
-            zero_var = np.array([zero_variance_groups(reward_P_G).sum()], dtype=np.float64)
+            zero_var = zero_variance_counts(reward_P_G, np)
         counts = np.array(
             [1.0, B, self.num_prompts, B if self.truncated_given else 0, float(loss is not None)],
             dtype=np.float64,
@@ -380,7 +380,7 @@ def _host_summary_parts(inputs: StepInputs, stack_dtype, dtype) -> dict[str, tor
     if inputs.loss is not None:
         parts["loss"] = inputs.loss
     if inputs.rewards.dtype.itemsize > stack_dtype.itemsize:
-        zero_var = zero_variance_groups(inputs.rewards).sum().reshape(1)
+        zero_var = zero_variance_counts(inputs.rewards, torch)
         parts["zero_var"] = zero_var.to(device=inputs.logprobs.device, dtype=dtype)
     return parts
 
@@ -404,7 +404,7 @@ def _distributed_summary(inputs: StepInputs, seq_K_B, dtype, world) -> dict[str,
         dtype=dtype,
         device=device,
     )
-    zero_var = zero_variance_groups(inputs.rewards).sum().reshape(1)
+    zero_var = zero_variance_counts(inputs.rewards, torch)
     loss = torch.zeros(1, dtype=dtype, device=device) if inputs.loss is None else inputs.loss
     seq64_K_B = seq_K_B.to(dtype)
     sums, mins = summarize(seq64_K_B, counts, zero_var.to(device=device, dtype=dtype), loss, torch)

@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
+from gspo_metrics import zero_variance_groups
+
 from .layout import SEQ_ROW, SEQ_ROWS, Layout
 from .schema import Seq, Step
 
@@ -41,7 +43,7 @@ TOKEN_WEIGHTED = (
 SUMS = Layout.of(
     {
         "counts": (len(COUNTS),),
-        "zero_var": (1,),  # zero-variance groups
+        "zero_var": (2,),  # zero-variance groups and groups judged (``zero_variance_counts``)
         "rows": (len(SEQ_ROWS),),  # per-row sums over the sequences
         "squares": (len(SQUARED),),
         "adv_abs": (1,),  # sum of |advantage|
@@ -62,13 +64,24 @@ _SQUARED_ROWS = [SEQ_ROW[name] for name in SQUARED]
 _TOKEN_WEIGHTED_ROWS = [SEQ_ROW[name] for name in TOKEN_WEIGHTED]
 
 
+def zero_variance_counts(rewards_P_G, lib):
+    """(2,) float64: the zero-variance groups among the groups whose rewards are all known
+    (finite), and how many groups those are. A group with a NaN reward (unknown: verl's split
+    groups) is neither counted nor judged: its zero-variance state is unknown, not "no"."""
+    known_P = lib.isfinite(rewards_P_G).all(-1)
+    zero_P = zero_variance_groups(rewards_P_G) & known_P
+    if lib is torch:
+        return torch.stack([zero_P.sum(), known_P.sum()]).to(torch.float64)
+    return np.array([zero_P.sum(), known_P.sum()], dtype=np.float64)
+
+
 def summarize(seq_K_B, counts, zero_var, loss, lib):
     """The step summary of the (K, B) per-sequence rows: ``(sums, mins)`` as ``SUMS``, ``MINS``.
 
     One formula for both places it runs: torch tensors on the device (distributed: the vectors
     are then all-reduced with SUM and MIN) and numpy arrays on the host (one process, in
     ``StepRecord.materialize``); ``lib`` is ``torch`` or ``numpy``. ``counts`` as ``COUNTS``,
-    ``zero_var`` (1,) zero-variance groups, ``loss`` (1,) the loss (0 when none).
+    ``zero_var`` (2,) ``zero_variance_counts``, ``loss`` (1,) the loss (0 when none).
     """
     cat = torch.cat if lib is torch else np.concatenate
     sq_3_B = seq_K_B[_SQUARED_ROWS]
@@ -120,7 +133,7 @@ def step_row(
     sq = dict(zip(SQUARED, sums[SUMS["squares"]], strict=True))
     tokw = dict(zip(TOKEN_WEIGHTED, sums[SUMS["token_weighted"]], strict=True))
     low = dict(zip(MINS, mins.tolist(), strict=True))
-    (zero_var,), (adv_abs,) = sums[SUMS["zero_var"]], sums[SUMS["adv_abs"]]
+    (zero_var, judged), (adv_abs,) = sums[SUMS["zero_var"]], sums[SUMS["adv_abs"]]
     n, n_tok = count["sequences"], row_sum[Seq.LENGTH]
 
     def mean(name: str) -> float:
@@ -157,8 +170,9 @@ def step_row(
         Step.TOKEN_CLIP_LOW_FRACTION: tok_mean(Seq.TOKEN_CLIP_LOW_FRACTION),
         Step.TOKEN_CLIP_HIGH_FRACTION: tok_mean(Seq.TOKEN_CLIP_HIGH_FRACTION),
         Step.TOKEN_LOG_RATIO_ABS_MAX: float(-low["-abs_token_max"]),
-        Step.ZERO_VARIANCE_GROUPS: int(zero_var),
-        Step.ZERO_VARIANCE_FRACTION: _div(zero_var, count["groups"]),
+        # (null / NaN when no group's rewards are known: unknown, not 0)
+        Step.ZERO_VARIANCE_GROUPS: int(zero_var) if judged > 0 else None,
+        Step.ZERO_VARIANCE_FRACTION: _div(zero_var, judged),
         Step.NUM_GROUPS: int(count["groups"]),
         Step.NUM_SEQUENCES: int(n),
         Step.NUM_TOKENS: int(n_tok),
