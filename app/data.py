@@ -6,7 +6,8 @@ their (size, mtime), so a live run's new parts show up on the next rerun without
 unchanged run costs nothing. On an object store a folder's files come from one listing of the whole
 prefix, reused for ``LISTING_TTL_S`` seconds (``listing``), not one request per run. Reads project columns and filter rows in pyarrow (row-group statistics
 on ``step``, and files skipped by the step range in their names), so a step curve never touches
-the per-sequence table. The step table of an MLflow-only run comes from ``app.mlflow_store``.
+the per-sequence table; the reading itself is ``training_hooks.tables`` (shared with a run's summary),
+cached here. The step table of an MLflow-only run comes from ``app.mlflow_store``.
 
 Bad data never raises here: an unreadable file, an older schema or a missing table come back as
 ``Table.problems`` (plain sentences naming the run and the reason) beside whatever could be read.
@@ -26,18 +27,13 @@ from typing import Any, TypeVar
 
 import numpy as np
 import pandas as pd
-import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.parquet as pq
 import streamlit as st
 
 from app import mlflow_store
 from app.records import SOURCE_MLFLOW, SOURCE_PARQUET, RunRef, Table, short_error
-from training_hooks import storage
+from training_hooks import storage, tables
 from training_hooks.metric_map import Derived
 from training_hooks.schema import (
-    METADATA_KEY,
-    SCHEMA_VERSION,
     SEQUENCE_COLUMNS,
     SEQUENCES_DIR,
     STEP_COLUMNS,
@@ -46,14 +42,11 @@ from training_hooks.schema import (
     TOKENS_DIR,
     Seq,
     Step,
-    arrow_schema,
     is_data_file,
-    parse_part_name,
-    superseded,
 )
 from training_hooks.storage import FileStamp
+from training_hooks.tables import PartFiles, add_derived, known_cumsum  # noqa: F401
 
-PartFiles = tuple[FileStamp, ...]  # (name, size, mtime_ns) of each part, by name
 T = TypeVar("T")
 
 #: An object-store listing is reused this long (the live watcher polls every 5 s).
@@ -286,41 +279,15 @@ def load_steps(run: RunRef, columns: Iterable[str] | None = None) -> Table:
             run.metric_keys,
             params=mlflow_store.run_params(run),
         )
-        return _one_row_per_step(t)
+        return tables.one_row_per_step(t)
     want = None
     if columns is not None:
         cols = tuple(dict.fromkeys(columns))
         want = tuple(dict.fromkeys((Step.STEP, Step.WALL_TIME, *_sources_of(cols))))
     t = _read_table(run.path or "", STEPS_DIR, want, None, STEP_COLUMNS, _step_parts)
     if t is None:  # no step file yet
-        t = _one_row_per_step(Table(pd.DataFrame(columns=list(want or ())), []))
+        t = tables.one_row_per_step(Table(pd.DataFrame(columns=list(want or ())), []))
     return t
-
-
-def step_frame(run_dir: str) -> tuple[pd.DataFrame, PartFiles]:
-    """A run folder's step table exactly as ``load_steps`` gives it (all columns, one row per
-    step, derived columns), read now and not cached, with the step parts listed (all of them,
-    superseded ones included, as discovery lists them). For writers of a run's summary
-    (``training_hooks.summary``), whose findings must be the pages' findings."""
-    folder = storage.join(run_dir, STEPS_DIR)
-    listed = _list_now(folder)
-    old = superseded(f.name for f in listed)
-    files = tuple(f for f in listed if f.name not in old)
-    t = _read_files(folder, files, None, None, STEP_COLUMNS, skip_vanished=True)
-    return _one_row_per_step(t).df, listed
-
-
-def _one_row_per_step(t: Table) -> Table:
-    """A read step table deduplicated on ``step`` (the last write wins), sorted, derived columns
-    added."""
-    df, problems = t.df, list(t.problems)
-    if len(df) and Step.STEP in df.columns:
-        df = df.drop_duplicates(subset=[Step.STEP], keep="last").sort_values(Step.STEP)
-        df = df.reset_index(drop=True)
-    elif len(df):
-        problems.append("the step table has no 'step' column")
-        df = df.iloc[0:0]
-    return Table(add_derived(df), problems)
 
 
 def load_sequences(
@@ -379,56 +346,9 @@ def _sources_of(cols: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(out)
 
 
-def known_cumsum(values: pd.Series) -> pd.Series:
-    """Running total of ``values`` in row order, unknown (NaN) from the first unknown value on: a
-    step whose count was not logged is not a step of 0, so no total after it is known. All NaN for
-    a run that logged no count (never a line at 0)."""
-    v = pd.to_numeric(values, errors="coerce").astype(float)
-    known = v.notna().cummin()
-    return v.where(known).cumsum().where(known)
-
-
-def add_derived(df: pd.DataFrame) -> pd.DataFrame:
-    """Adds the Derived columns that can be computed from what ``df`` has (pure)."""
-    df = df.copy()
-    pairs = (
-        (Derived.TOKEN_CLIP_BINDING, Step.TOKEN_CLIP_LOW_FRACTION, Step.TOKEN_CLIP_HIGH_FRACTION),
-        (Derived.SEQ_CLIP_BINDING, Step.SEQ_CLIP_LOW_FRACTION, Step.SEQ_CLIP_HIGH_FRACTION),
-    )
-    for out, lo, hi in pairs:
-        if out not in df.columns and lo in df.columns and hi in df.columns:
-            df[out] = df[lo].astype(float) + df[hi].astype(float)
-    if Step.NUM_TOKENS in df.columns and Derived.TOKENS_SEEN not in df.columns:
-        df[Derived.TOKENS_SEEN] = known_cumsum(df[Step.NUM_TOKENS])
-    if Step.WALL_TIME in df.columns and Derived.ELAPSED_MIN not in df.columns and len(df):
-        wt = df[Step.WALL_TIME].astype(float)
-        df[Derived.ELAPSED_MIN] = (wt - wt.min()) / 60.0
-    return df
-
-
 # ----------------------------------------------------------------------------------------------
 # Parquet parts
 # ----------------------------------------------------------------------------------------------
-
-
-def _version_of(schema: pa.Schema) -> int | None:
-    meta = schema.metadata or {}
-    raw = meta.get(METADATA_KEY)
-    try:
-        return int(raw) if raw is not None else None
-    except ValueError:
-        return None
-
-
-def _outside(name: str, step_range: tuple[int, int] | None) -> bool:
-    """True when the file's name says it holds no step of ``step_range`` (names without a step
-    range are read and filtered by their rows)."""
-    part = parse_part_name(name) if step_range is not None else None
-    return part is not None and (part["last"] < step_range[0] or part["first"] > step_range[1])
-
-
-class _Vanished(Exception):
-    """A listed file was gone when read (compaction replaced it): list again."""
 
 
 def _read_table(
@@ -436,31 +356,14 @@ def _read_table(
     table: str,
     columns: tuple[str, ...] | None,
     step_range: tuple[int, int] | None,
-    expected: tuple[str, ...],
+    expected: tuple[tuple[str, str], ...],
     read: Callable[..., Table] | None = None,
 ) -> Table | None:
-    """A run's table from its listed files by ``read`` (default ``_read_parts``; None when the
-    table has no file). Files a compacted file supersedes are skipped (``schema.superseded``); a
-    file gone between the listing and the read (compaction) makes it list the folder again,
-    once."""
-    read = read or _read_parts
-    folder = storage.join(run_dir, table)
-    for attempt in range(2):
-        files = part_files(folder) if attempt == 0 else _list_now(folder)
-        if not files:
-            return None
-        old = superseded(f.name for f in files)
-        files = tuple(f for f in files if f.name not in old)
-        try:
-            return read(folder, files, columns, step_range, expected, attempt > 0)
-        except _Vanished:
-            continue
-    return None  # (not reached: the second attempt skips vanished files)
-
-
-def _list_now(folder: str) -> PartFiles:
-    """The folder's parts, listed now (not from a shared listing)."""
-    return tuple(f for f in storage.list_files(folder) if is_data_file(f.name))
+    """``tables.read_table`` from the shared listing (``part_files``), by ``read`` (default the
+    cached ``_read_parts``)."""
+    return tables.read_table(
+        run_dir, table, columns, step_range, expected, read or _read_parts, part_files
+    )
 
 
 @st.cache_data(show_spinner=False, max_entries=256)
@@ -474,7 +377,7 @@ def _read_parts(
 ) -> Table:
     """``_read_files``, cached: ``files`` (with size and mtime) is part of the key (``_declared``
     is not: the folder names the table)."""
-    return _read_files(folder, files, columns, step_range, _declared, skip_vanished)
+    return tables.read_files(folder, files, columns, step_range, _declared, skip_vanished)
 
 
 @st.cache_data(show_spinner=False, max_entries=256)
@@ -487,102 +390,6 @@ def _step_parts(
     skip_vanished: bool = False,
 ) -> Table:
     """A step table read (``_read_files``) and finished (``_one_row_per_step``), cached whole."""
-    return _one_row_per_step(
-        _read_files(folder, files, columns, step_range, _declared, skip_vanished)
+    return tables.one_row_per_step(
+        tables.read_files(folder, files, columns, step_range, _declared, skip_vanished)
     )
-
-
-def _read_files(
-    folder: str,
-    files: PartFiles,
-    columns: tuple[str, ...] | None,
-    step_range: tuple[int, int] | None,
-    declared: tuple[tuple[str, str], ...],
-    skip_vanished: bool,
-) -> Table:
-    """Read ``files`` of ``folder`` (each file's columns among ``columns``, its rows in
-    ``step_range``), each ``declared`` (name, type) column cast to its type (``_conform``);
-    unreadable files, columns of the wrong type and missing declared columns become problems. A
-    vanished file raises ``_Vanished`` (never cached) unless ``skip_vanished``."""
-    frames: list[pd.DataFrame] = []
-    problems: list[str] = []
-    missing: set[str] = set()
-    versions: set[int | None] = set()
-    table = storage.basename(folder)
-    expected = tuple(name for name, _ in declared)
-    for name, size, _ in files:
-        if _outside(name, step_range):
-            continue
-        try:
-            pf = pq.ParquetFile(storage.open_input(storage.join(folder, name), size))
-            schema = pf.schema_arrow
-            versions.add(_version_of(schema))
-            present = set(schema.names)
-            wanted = [c for c in (columns or schema.names) if c in present]
-            asked = expected if columns is None else columns
-            missing |= {c for c in asked if c not in present and c in expected}
-            rows = step_range if Step.STEP in present else None
-            got, bad = _conform(_read_file(pf, wanted, rows), declared)
-            if (columns is None or Step.STEP in columns) and Step.STEP not in got.column_names:
-                raise ValueError(f"no usable {Step.STEP!r} column ({'; '.join(bad) or 'missing'})")
-            frames.append(got.to_pandas())
-            problems += [f"{table}/{name}: {b}" for b in bad]
-        except FileNotFoundError as e:
-            if not skip_vanished:
-                raise _Vanished(name) from e
-        except Exception as e:  # noqa: BLE001 - any unreadable file is reported, not raised
-            problems.append(f"{table}/{name} is unreadable ({short_error(e)})")
-    problems += _schema_problems(table, missing, versions)
-    frames = [f for f in frames if len(f)]
-    if not frames:
-        return Table(pd.DataFrame(columns=list(columns or ())), problems)
-    df = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
-    return Table(df, problems)
-
-
-def _conform(table: pa.Table, declared: tuple[tuple[str, str], ...]) -> tuple[pa.Table, list[str]]:
-    """``table`` with each declared column cast to its declared type (a lossless cast only); a
-    column that cannot be is left out, and said so."""
-    types = {f.name: f.type for f in arrow_schema(declared)}
-    bad = []
-    for name in table.column_names:
-        want = types.get(name)
-        if want is None or table.schema.field(name).type == want:
-            continue
-        try:
-            column = table[name].cast(want, safe=True)
-            table = table.set_column(table.column_names.index(name), name, column)
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
-            bad.append(f"column {name!r} is {table.schema.field(name).type}, not {want}: left out")
-            table = table.drop_columns([name])
-    return table, bad
-
-
-def _read_file(pf: pq.ParquetFile, columns: list[str], step_range: tuple[int, int] | None):
-    """``columns`` of one Parquet file; with ``step_range``, only its rows in that range.
-
-    The whole file's ``columns`` are read, then filtered: no row group is skipped by its ``step``
-    statistics. The fuzz tests found both ways of skipping unsafe on a damaged part: reading the
-    statistics from Python aborted the process, and Arrow's dataset reader (``filters=``) hung.
-    Reading a projection is cheap: only the named columns are decoded (docs/benchmarks.md has
-    the times)."""
-    if step_range is None:
-        return pf.read(columns=columns)
-    lo, hi = step_range
-    t = pf.read(columns=list(dict.fromkeys([*columns, Step.STEP])))
-    step = t.column(Step.STEP)
-    keep = pc.and_(pc.greater_equal(step, lo), pc.less_equal(step, hi))
-    return t.filter(keep).select(columns)
-
-
-def _schema_problems(table: str, missing: set[str], versions: set[int | None]) -> list[str]:
-    """Sentences for columns the files lack and for files written by a newer schema."""
-    out = []
-    if missing:
-        out.append(f"{table}: older or partial schema, missing " + ", ".join(sorted(missing)))
-    newer = sorted(v for v in versions if v is not None and v > SCHEMA_VERSION)
-    if newer:
-        out.append(
-            f"{table} was written with schema v{newer[-1]}, newer than this app (v{SCHEMA_VERSION})"
-        )
-    return out

@@ -1,7 +1,8 @@
 """Health, as the pages read it: the findings of ``training_hooks.findings`` (one torch-free
 implementation shared with the recorder, which runs the checks that need no future while the run
 trains) for a ``RunRef``, with the run's settings from its run.json and, for runs that record
-sequences, the split of zero-variance groups into solved and failed from their rewards.
+sequences, the split of zero-variance groups into solved and failed from their rewards
+(``report_of``, which a run's summary uses too).
 
 The names below are re-exported from ``training_hooks.findings`` so that the pages, the bench and
 the tests keep reading ``app.health.CODES``, ``app.health.run_findings``, ... (a contract).
@@ -14,21 +15,10 @@ from dataclasses import replace
 import pandas as pd
 
 from training_hooks.findings import *  # noqa: F403 -- the page-facing names, one home
-from training_hooks.findings import (
-    HealthReport,
-    RunFacts,
-    facts_of,
-    group_outcomes,
-    run_health,
-    with_group_outcomes,
-)
+from training_hooks.findings import HealthReport, facts_of, report_of
 from training_hooks.findings import __all__ as _FINDINGS_ALL
-from training_hooks.schema import Seq
 
-__all__ = [*_FINDINGS_ALL, "OUTCOME_COLUMNS", "report_for", "report_of"]
-
-#: The sequence-table columns the solved / failed split of zero-variance groups reads.
-OUTCOME_COLUMNS = (Seq.STEP, Seq.RANK, Seq.GROUP, Seq.REWARD)
+__all__ = [*_FINDINGS_ALL, "report_for"]
 
 
 def report_for(run, steps_df: pd.DataFrame, sequences: pd.DataFrame | None = None) -> HealthReport:
@@ -41,15 +31,3 @@ def report_for(run, steps_df: pd.DataFrame, sequences: pd.DataFrame | None = Non
     if run.info is None:  # an MLflow-only run: the algorithm its tags state
         facts = replace(facts, algorithm=run.algorithm)
     return report_of(facts, steps_df, sequences)
-
-
-def report_of(
-    facts: RunFacts, steps_df: pd.DataFrame, sequences: pd.DataFrame | None = None
-) -> HealthReport:
-    """The ``HealthReport`` of a step table judged with ``facts``, plus ``sequences`` (columns
-    ``OUTCOME_COLUMNS``) for the solved / failed split when the run recorded them: what the
-    Health page shows, for ``report_for`` and for a run's summary written beside it."""
-    df = steps_df
-    if sequences is not None and len(sequences) and Seq.REWARD in sequences.columns:
-        df = with_group_outcomes(steps_df, group_outcomes(sequences))
-    return run_health(df, facts)

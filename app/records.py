@@ -1,6 +1,7 @@
 """The typed records that cross the app's module boundaries: a run the app can show (``RunRef``), a
-read table with its problems (``Table``), what a root holds (``Discovery``); and the one way an
-exception becomes part of a problem sentence (``short_error``).
+read table with its problems (``Table``, declared in ``training_hooks.tables`` beside the reader
+it shares with a run's summary), what a root holds (``Discovery``); and the one way an exception
+becomes part of a problem sentence (``short_error``, from there too).
 
 Problems are plain sentences naming the run and the reason; the readers return them beside whatever
 could be read and never raise on bad data.
@@ -10,9 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import pandas as pd
-
 from training_hooks.schema import RunInfo
+from training_hooks.tables import Table, short_error  # noqa: F401 -- (their one home)
 
 SOURCE_PARQUET = "parquet"
 SOURCE_MLFLOW = "mlflow"
@@ -46,22 +46,8 @@ class RunRef:
 
 
 @dataclass(frozen=True)
-class Table:
-    """A read table and what went wrong while reading it."""
-
-    df: pd.DataFrame
-    problems: list[str]
-
-
-@dataclass(frozen=True)
 class Discovery:
     """The runs found under a root (and in an MLflow store), newest first."""
 
     runs: list[RunRef]
     problems: list[str]  # about the root or the store itself
-
-
-def short_error(e: Exception) -> str:
-    """``Type: message``, cut to 160 characters, for a problem sentence."""
-    text = f"{type(e).__name__}: {e}"
-    return text if len(text) < 160 else text[:157] + "..."

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from app import data, ui
 from app.records import SOURCE_PARQUET, RunRef
-from training_hooks import storage
+from training_hooks import findings, storage
 from training_hooks.schema import STEPS_DIR, SUMMARY_VERSION, RunSummary, is_data_file
-from training_hooks.summary import app_checks, checks_digest, is_current
+from training_hooks.summary import checks_digest, is_current
 
 
 def valid_summary(run: RunRef) -> RunSummary | None:
@@ -41,11 +41,10 @@ def valid_summary(run: RunRef) -> RunSummary | None:
 
 def health_counts(run: RunRef) -> tuple[int, int]:
     """(errors, warnings) the Health page lists for ``run`` (a Parquet run)."""
-    _, health = app_checks()
     s = valid_summary(run)
     if s is None:
         found = [f.severity for f in ui.findings_for(run, data.load_steps(run).df)]
     else:
-        status = health.check_status(run.status, run.updated_at, run.last_step)
+        status = findings.check_status(run.status, run.updated_at, run.last_step)
         found = [severity for _, severity in s.findings] + [f.severity for f in status]
-    return found.count(health.ERROR), found.count(health.WARNING)
+    return found.count(findings.ERROR), found.count(findings.WARNING)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 import time
 
@@ -17,6 +18,7 @@ from app.discovery import discover
 from app.health import ERROR, WARNING
 from app.summary import health_counts, valid_summary
 from training_hooks import summary as summary_module
+from training_hooks import tables
 from training_hooks.schema import RUN_JSON, STEPS_DIR, SUMMARY_VERSION, RunInfo, read_run_info
 
 sys.path.insert(0, str(REPO / "bench"))
@@ -139,7 +141,7 @@ def test_resuming_drops_the_old_summary(tmp_path):
         x = -torch.rand(4, 5)
         rec.log_step(6, rewards=torch.ones(1, 4), logprobs=x, old_logprobs=x, mask=x < 0)
     s = read_run_info(run_dir).summary
-    assert s is not None and s.steps == len(data.step_frame(run_dir)[0]) == 7
+    assert s is not None and s.steps == len(tables.step_frame(run_dir)[0]) == 7
 
 
 @pytest.mark.slow
@@ -208,3 +210,26 @@ def test_summarise_root_backfills_runs_that_have_none(tmp_path, capsys):
     assert valid_summary(runs["old"]) is not None and valid_summary(runs["live"]) is None
     for run in runs.values():
         assert health_counts(run) == _page_counts(run)
+
+
+@pytest.mark.slow
+def test_a_recorder_writes_its_summary_without_importing_the_dashboard(tmp_path):
+    """The summary's reader and checks live under training_hooks: a training process that
+    records and closes a run imports neither streamlit nor the app, and the summary is there."""
+    code = (
+        "import sys; sys.path.insert(0, sys.argv[2]); from app_runs import record_run; "
+        "from training_hooks.schema import read_run_info; "
+        "d = record_run(sys.argv[1], 'r', 'grpo', seed=1, spread=0.1); "
+        "print(read_run_info(d).summary is not None, "
+        "sorted(m for m in sys.modules if m == 'streamlit' or m.split('.')[0] == 'app'))"
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path), os.path.join(REPO, "tests")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.split("\n")[-2] == "True []", out.stdout[-2000:]

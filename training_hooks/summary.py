@@ -1,9 +1,10 @@
 """A run's summary (``schema.RunSummary``, run.json's ``summary``): what the Runs page shows of a
 run without reading its step table, made once by whoever writes the run.
 
-``summarise_run(run_dir, info)`` reads the step table as the dashboard reads it and judges it by
-the dashboard's health checks, so the Runs page's Health count from a summary is the count the
-Health page gives from the table. The recorder calls it when it closes, the importers when they
+``summarise_run(run_dir, info)`` reads the step table with the reader the dashboard uses
+(``training_hooks.tables``) and judges it by the checks the Health page runs
+(``training_hooks.findings.report_of``), so the Runs page's Health count from a summary is the
+count the Health page gives from the table. The recorder calls it when it closes, the importers when they
 write a run, ``bench/make_runs.py`` for its generated runs. It imports no torch.
 
 The app trusts a summary only while it still describes the run (``app.summary``): the same step
@@ -16,13 +17,12 @@ from __future__ import annotations
 import functools
 import hashlib
 import importlib
-import inspect
 import os
 import pkgutil
 import time
 from typing import Any
 
-from . import storage
+from . import findings, storage, tables
 from .schema import (
     SEQUENCE_COLUMNS,
     SEQUENCES_DIR,
@@ -35,58 +35,24 @@ from .schema import (
     is_data_file,
 )
 
-#: The code that decides the findings: whole modules, and the functions of the app's reader
-#: that turn step files into the checked table (a digest of their source invalidates older
-#: summaries; the rest of ``app.data`` may change without it).
+#: The code that decides the findings: the checks and the step-table reader (a digest of their
+#: source, and of this module's, invalidates older summaries).
 CHECK_MODULES = (
-    "app.health",
+    "training_hooks.tables",
     *(
         f"training_hooks.findings.{m.name}"
         for m in pkgutil.iter_modules([os.path.join(os.path.dirname(__file__), "findings")])
     ),
 )
-READER_FUNCTIONS = (
-    "step_frame",
-    "_read_files",
-    "_conform",
-    "_read_file",
-    "_one_row_per_step",
-    "_read_table",
-)
-
-
-def app_checks() -> tuple[Any, Any]:
-    """``(step table reader, health checks)``: the dashboard's ``app.data`` (``step_frame``) and
-    ``app.health`` (the page's layer over ``training_hooks.findings``: ``run_health``,
-    ``facts_of``, the group outcomes, ``check_status``, ``ERROR``, ``WARNING``). The one place
-    this package names them.
-    (Outside a Streamlit server, importing the app's cached readers would log a warning per
-    cache; a training process is told nothing it can act on, so they are silenced.)"""
-    import logging
-
-    import streamlit  # noqa: F401 -- (sets up its loggers, so the level below holds)
-
-    caches = logging.getLogger("streamlit.runtime.caching.cache_data_api")
-    level = caches.level
-    caches.setLevel(logging.ERROR)
-    try:
-        from app import data, health
-    finally:
-        caches.setLevel(level)
-    return data, health
 
 
 @functools.lru_cache(maxsize=1)
 def checks_digest() -> str:
-    """A digest of the code of ``CHECK_MODULES``, of the reader's ``READER_FUNCTIONS`` (and
-    ``add_derived``) and of this module (12 hex digits)."""
-    data, _ = app_checks()
+    """A digest of the code of ``CHECK_MODULES`` and of this module (12 hex digits)."""
     h = hashlib.sha1()
     for name in (*CHECK_MODULES, __name__):
         with open(importlib.import_module(name).__file__, "rb") as f:
             h.update(f.read())
-    for fn in (*(getattr(data, n) for n in READER_FUNCTIONS), data.add_derived):
-        h.update(inspect.getsource(fn).encode())
     return h.hexdigest()[:12]
 
 
@@ -129,19 +95,18 @@ def is_current(summary: RunSummary, steps: tuple | None, sequences: tuple | None
 def summarise_run(run_dir: str, info: RunInfo) -> RunSummary:
     """The summary of the run in ``run_dir`` described by ``info`` (its algorithm and eps), from
     its step table on disk now."""
-    data, health = app_checks()
     stamps = {t: folder_stamp(run_dir, t) for t in (STEPS_DIR, SEQUENCES_DIR)}
-    tables = tuple(
+    with_parts = tuple(
         t
         for t in TABLE_DIRS
         if any(is_data_file(f.name) for f in storage.list_files(storage.join(run_dir, t)))
     )
-    df, files = data.step_frame(str(run_dir))
+    df, files = tables.step_frame(str(run_dir))
     eps = eps_pairs(info)
     algorithm = str(info.algorithm or "?")
     # the status is judged by the reader, as of when it reads
-    found = page_findings(run_dir, info, df, status=STATUS_FINISHED, sequences=tables)
-    problems = (health.ERROR, health.WARNING)
+    found = page_findings(run_dir, info, df, status=STATUS_FINISHED, sequences=with_parts)
+    problems = (findings.ERROR, findings.WARNING)
     return RunSummary(
         version=SUMMARY_VERSION,
         checks=checks_digest(),
@@ -149,7 +114,7 @@ def summarise_run(run_dir: str, info: RunInfo) -> RunSummary:
         step_files=tuple((f.name, f.size) for f in files),
         steps_dir=stamps[STEPS_DIR],
         sequences_dir=stamps[SEQUENCES_DIR],
-        tables=tables,
+        tables=with_parts,
         algorithm=algorithm,
         seq_eps=eps.get("seq"),
         token_eps=eps.get("token"),
@@ -170,21 +135,20 @@ def page_findings(
     (``df``, read as the dashboard reads it when not given) judged with run.json's settings
     (``status`` overrides the one stated) and, when it recorded sequences, the solved / failed
     split of its zero-variance groups. ``sequences``: the run's tables with files, when known."""
-    data, health = app_checks()
     if df is None:
-        df, _ = data.step_frame(str(run_dir))
+        df, _ = tables.step_frame(str(run_dir))
     seqs = None
     if sequences is None or SEQUENCES_DIR in sequences:
-        seqs = data._read_table(
-            str(run_dir), SEQUENCES_DIR, health.OUTCOME_COLUMNS, None, SEQUENCE_COLUMNS
+        seqs = tables.read_table(
+            str(run_dir), SEQUENCES_DIR, findings.OUTCOME_COLUMNS, None, SEQUENCE_COLUMNS
         )
-    facts = health.facts_of(info, status=status)
-    return health.report_of(facts, df, None if seqs is None else seqs.df).findings
+    facts = findings.facts_of(info, status=status)
+    return findings.report_of(facts, df, None if seqs is None else seqs.df).findings
 
 
 def try_summarise_run(run_dir: str, info: RunInfo) -> tuple[RunSummary | None, str | None]:
-    """``(summarise_run(...), None)``, or ``(None, why)`` when it cannot be made (the dashboard
-    is not installed, a table is unreadable): a missing summary only costs the app a read."""
+    """``(summarise_run(...), None)``, or ``(None, why)`` when it cannot be made (a table is
+    unreadable): a missing summary only costs the app a read."""
     try:
         return summarise_run(run_dir, info), None
     except Exception as e:  # noqa: BLE001 -- a summary is a cache; the run is recorded anyway

@@ -55,9 +55,11 @@ from training_hooks.findings.core import (
 )
 from training_hooks.findings.run import (
     LIVE_CODES,
+    OUTCOME_COLUMNS,
     HealthReport,
     facts_of,
     live_findings,
+    report_of,
     run_findings,
     run_health,
 )
@@ -86,6 +88,7 @@ __all__ = [
     "NO_STEPS",
     "OK",
     "OK_CODE",
+    "OUTCOME_COLUMNS",
     "ON_POLICY_ONLY",
     "RUNNING",
     "SAMPLER_MISMATCH",
@@ -108,6 +111,7 @@ __all__ = [
     "in_step_order",
     "lag_groups",
     "live_findings",
+    "report_of",
     "rolling_baseline",
     "row_nanmedian",
     "run_findings",

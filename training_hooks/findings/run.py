@@ -42,10 +42,15 @@ from training_hooks.findings.core import (
     train_mask,
 )
 from training_hooks.findings.mismatch import check_sampler_mismatch
-from training_hooks.findings.signal import check_learning_signal, check_truncation
+from training_hooks.findings.signal import (
+    check_learning_signal,
+    check_truncation,
+    group_outcomes,
+    with_group_outcomes,
+)
 from training_hooks.findings.spikes import check_spikes, check_trends
 from training_hooks.findings.status import check_lag, check_nonfinite, check_status
-from training_hooks.schema import STATUS_FINISHED, RunInfo
+from training_hooks.schema import STATUS_FINISHED, RunInfo, Seq
 
 #: The codes the recorder judges live (their checks need no future).
 LIVE_CODES = (
@@ -155,6 +160,22 @@ def run_health(df: pd.DataFrame, facts: RunFacts) -> HealthReport:
     if not any(f.severity in (ERROR, WARNING) for f in found):
         found.append(_nothing_unusual(df, cov))
     return HealthReport(found, dict(cov.checked), dict(cov.not_checked))
+
+
+#: The sequence-table columns the solved / failed split of zero-variance groups reads.
+OUTCOME_COLUMNS = (Seq.STEP, Seq.RANK, Seq.GROUP, Seq.REWARD)
+
+
+def report_of(
+    facts: RunFacts, steps_df: pd.DataFrame, sequences: pd.DataFrame | None = None
+) -> HealthReport:
+    """The ``HealthReport`` of a step table judged with ``facts``, plus ``sequences`` (columns
+    ``OUTCOME_COLUMNS``) for the solved / failed split of zero-variance groups when the run
+    recorded them: what the Health page shows, and what a run's summary records beside it."""
+    df = steps_df
+    if sequences is not None and len(sequences) and Seq.REWARD in sequences.columns:
+        df = with_group_outcomes(steps_df, group_outcomes(sequences))
+    return run_health(df, facts)
 
 
 def run_findings(

@@ -1,0 +1,251 @@
+"""A run's Parquet tables read from its folder: the one reader the dashboard (``app.data``, which
+caches it) and a run's summary (``training_hooks.summary``, written by the recorder and the
+importers) share, so the table a summary judges is the table the pages judge. Pure pyarrow and
+pandas: no Streamlit, no torch.
+
+Bad data never raises here: an unreadable file, an older schema or a missing table come back as
+``Table.problems`` (plain sentences naming the reason) beside whatever could be read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from . import storage
+from .metric_map import Derived
+from .schema import (
+    METADATA_KEY,
+    SCHEMA_VERSION,
+    STEP_COLUMNS,
+    STEPS_DIR,
+    Step,
+    arrow_schema,
+    is_data_file,
+    parse_part_name,
+    superseded,
+)
+from .storage import FileStamp
+
+PartFiles = tuple[FileStamp, ...]  # (name, size, mtime_ns) of each part, by name
+
+
+@dataclass(frozen=True)
+class Table:
+    """A read table and what went wrong while reading it."""
+
+    df: pd.DataFrame
+    problems: list[str]
+
+
+def short_error(e: Exception) -> str:
+    """``Type: message``, cut to 160 characters, for a problem sentence."""
+    text = f"{type(e).__name__}: {e}"
+    return text if len(text) < 160 else text[:157] + "..."
+
+
+def known_cumsum(values: pd.Series) -> pd.Series:
+    """Running total of ``values`` in row order, unknown (NaN) from the first unknown value on: a
+    step whose count was not logged is not a step of 0, so no total after it is known. All NaN for
+    a run that logged no count (never a line at 0)."""
+    v = pd.to_numeric(values, errors="coerce").astype(float)
+    known = v.notna().cummin()
+    return v.where(known).cumsum().where(known)
+
+
+def add_derived(df: pd.DataFrame) -> pd.DataFrame:
+    """Adds the Derived columns that can be computed from what ``df`` has (pure)."""
+    df = df.copy()
+    pairs = (
+        (Derived.TOKEN_CLIP_BINDING, Step.TOKEN_CLIP_LOW_FRACTION, Step.TOKEN_CLIP_HIGH_FRACTION),
+        (Derived.SEQ_CLIP_BINDING, Step.SEQ_CLIP_LOW_FRACTION, Step.SEQ_CLIP_HIGH_FRACTION),
+    )
+    for out, lo, hi in pairs:
+        if out not in df.columns and lo in df.columns and hi in df.columns:
+            df[out] = df[lo].astype(float) + df[hi].astype(float)
+    if Step.NUM_TOKENS in df.columns and Derived.TOKENS_SEEN not in df.columns:
+        df[Derived.TOKENS_SEEN] = known_cumsum(df[Step.NUM_TOKENS])
+    if Step.WALL_TIME in df.columns and Derived.ELAPSED_MIN not in df.columns and len(df):
+        wt = df[Step.WALL_TIME].astype(float)
+        df[Derived.ELAPSED_MIN] = (wt - wt.min()) / 60.0
+    return df
+
+
+def version_of(schema: pa.Schema) -> int | None:
+    meta = schema.metadata or {}
+    raw = meta.get(METADATA_KEY)
+    try:
+        return int(raw) if raw is not None else None
+    except ValueError:
+        return None
+
+
+def outside(name: str, step_range: tuple[int, int] | None) -> bool:
+    """True when the file's name says it holds no step of ``step_range`` (names without a step
+    range are read and filtered by their rows)."""
+    part = parse_part_name(name) if step_range is not None else None
+    return part is not None and (part["last"] < step_range[0] or part["first"] > step_range[1])
+
+
+class Vanished(Exception):
+    """A listed file was gone when read (compaction replaced it): list again."""
+
+
+def read_files(
+    folder: str,
+    files: PartFiles,
+    columns: tuple[str, ...] | None,
+    step_range: tuple[int, int] | None,
+    declared: tuple[tuple[str, str], ...],
+    skip_vanished: bool,
+) -> Table:
+    """Read ``files`` of ``folder`` (each file's columns among ``columns``, its rows in
+    ``step_range``), each ``declared`` (name, type) column cast to its type (``conform``);
+    unreadable files, columns of the wrong type and missing declared columns become problems. A
+    vanished file raises ``Vanished`` (never cached) unless ``skip_vanished``."""
+    frames: list[pd.DataFrame] = []
+    problems: list[str] = []
+    missing: set[str] = set()
+    versions: set[int | None] = set()
+    table = storage.basename(folder)
+    expected = tuple(name for name, _ in declared)
+    for name, size, _ in files:
+        if outside(name, step_range):
+            continue
+        try:
+            pf = pq.ParquetFile(storage.open_input(storage.join(folder, name), size))
+            schema = pf.schema_arrow
+            versions.add(version_of(schema))
+            present = set(schema.names)
+            wanted = [c for c in (columns or schema.names) if c in present]
+            asked = expected if columns is None else columns
+            missing |= {c for c in asked if c not in present and c in expected}
+            rows = step_range if Step.STEP in present else None
+            got, bad = conform(read_file(pf, wanted, rows), declared)
+            if (columns is None or Step.STEP in columns) and Step.STEP not in got.column_names:
+                raise ValueError(f"no usable {Step.STEP!r} column ({'; '.join(bad) or 'missing'})")
+            frames.append(got.to_pandas())
+            problems += [f"{table}/{name}: {b}" for b in bad]
+        except FileNotFoundError as e:
+            if not skip_vanished:
+                raise Vanished(name) from e
+        except Exception as e:  # noqa: BLE001 - any unreadable file is reported, not raised
+            problems.append(f"{table}/{name} is unreadable ({short_error(e)})")
+    problems += schema_problems(table, missing, versions)
+    frames = [f for f in frames if len(f)]
+    if not frames:
+        return Table(pd.DataFrame(columns=list(columns or ())), problems)
+    df = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+    return Table(df, problems)
+
+
+def conform(table: pa.Table, declared: tuple[tuple[str, str], ...]) -> tuple[pa.Table, list[str]]:
+    """``table`` with each declared column cast to its declared type (a lossless cast only); a
+    column that cannot be is left out, and said so."""
+    types = {f.name: f.type for f in arrow_schema(declared)}
+    bad = []
+    for name in table.column_names:
+        want = types.get(name)
+        if want is None or table.schema.field(name).type == want:
+            continue
+        try:
+            column = table[name].cast(want, safe=True)
+            table = table.set_column(table.column_names.index(name), name, column)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+            bad.append(f"column {name!r} is {table.schema.field(name).type}, not {want}: left out")
+            table = table.drop_columns([name])
+    return table, bad
+
+
+def read_file(pf: pq.ParquetFile, columns: list[str], step_range: tuple[int, int] | None):
+    """``columns`` of one Parquet file; with ``step_range``, only its rows in that range.
+
+    The whole file's ``columns`` are read, then filtered: no row group is skipped by its ``step``
+    statistics. The fuzz tests found both ways of skipping unsafe on a damaged part: reading the
+    statistics from Python aborted the process, and Arrow's dataset reader (``filters=``) hung.
+    Reading a projection is cheap: only the named columns are decoded (docs/benchmarks.md has
+    the times)."""
+    if step_range is None:
+        return pf.read(columns=columns)
+    lo, hi = step_range
+    t = pf.read(columns=list(dict.fromkeys([*columns, Step.STEP])))
+    step = t.column(Step.STEP)
+    keep = pc.and_(pc.greater_equal(step, lo), pc.less_equal(step, hi))
+    return t.filter(keep).select(columns)
+
+
+def schema_problems(table: str, missing: set[str], versions: set[int | None]) -> list[str]:
+    """Sentences for columns the files lack and for files written by a newer schema."""
+    out = []
+    if missing:
+        out.append(f"{table}: older or partial schema, missing " + ", ".join(sorted(missing)))
+    newer = sorted(v for v in versions if v is not None and v > SCHEMA_VERSION)
+    if newer:
+        out.append(
+            f"{table} was written with schema v{newer[-1]}, newer than this app (v{SCHEMA_VERSION})"
+        )
+    return out
+
+
+def one_row_per_step(t: Table) -> Table:
+    """A read step table deduplicated on ``step`` (the last write wins), sorted, derived columns
+    added."""
+    df, problems = t.df, list(t.problems)
+    if len(df) and Step.STEP in df.columns:
+        df = df.drop_duplicates(subset=[Step.STEP], keep="last").sort_values(Step.STEP)
+        df = df.reset_index(drop=True)
+    elif len(df):
+        problems.append("the step table has no 'step' column")
+        df = df.iloc[0:0]
+    return Table(add_derived(df), problems)
+
+
+def list_now(folder: str) -> PartFiles:
+    """The folder's parts, listed now (not from a shared listing)."""
+    return tuple(f for f in storage.list_files(folder) if is_data_file(f.name))
+
+
+def read_table(
+    run_dir: str,
+    table: str,
+    columns: tuple[str, ...] | None,
+    step_range: tuple[int, int] | None,
+    expected: tuple[tuple[str, str], ...],
+    read: Callable[..., Table] = read_files,
+    listed: Callable[[str], PartFiles] = list_now,
+) -> Table | None:
+    """A run's ``table`` (columns ``expected``: (name, type) pairs) from the parts ``listed``
+    lists, by ``read`` (None when the table has no part). The app passes its cached listing and
+    reader. Parts a compacted part supersedes are skipped (``schema.superseded``); a part gone
+    between the listing and the read (compaction) makes it list the folder again, now, once."""
+    folder = storage.join(run_dir, table)
+    for attempt in range(2):
+        files = listed(folder) if attempt == 0 else list_now(folder)
+        if not files:
+            return None
+        old = superseded(f.name for f in files)
+        files = tuple(f for f in files if f.name not in old)
+        try:
+            return read(folder, files, columns, step_range, expected, attempt > 0)
+        except Vanished:
+            continue
+    return None  # (not reached: the second attempt skips vanished files)
+
+
+def step_frame(run_dir: str) -> tuple[pd.DataFrame, PartFiles]:
+    """A run folder's step table exactly as the app's ``load_steps`` gives it (all columns, one row per
+    step, derived columns), read now and not cached, with the step parts listed (all of them,
+    superseded ones included, as discovery lists them). For writers of a run's summary
+    (``training_hooks.summary``), whose findings must be the pages' findings; the app's
+    ``load_steps`` is this read, cached."""
+    folder = storage.join(run_dir, STEPS_DIR)
+    listed = list_now(folder)
+    old = superseded(f.name for f in listed)
+    files = tuple(f for f in listed if f.name not in old)
+    t = read_files(folder, files, None, None, STEP_COLUMNS, skip_vanished=True)
+    return one_row_per_step(t).df, listed
