@@ -32,6 +32,38 @@ class AppDidNotStart(RuntimeError):
 
 
 @contextmanager
+def running(
+    cmd: list[str],
+    *,
+    cwd: str | os.PathLike,
+    port: int,
+    log_path: Path,
+    env: dict[str, str] | None = None,
+    timeout_s: float = 30.0,
+) -> Iterator[subprocess.Popen]:
+    """Run a dashboard command (``streamlit run ...``, ``gspo-dash ...``) in ``cwd``, its output
+    in ``log_path``, until ``/_stcore/health`` answers on 127.0.0.1:``port``; yield the process
+    and stop it on exit. Raises ``AppDidNotStart`` (with the log) when it exits or does not
+    answer within ``timeout_s``."""
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            deadline = time.monotonic() + timeout_s
+            while not _healthy(f"http://127.0.0.1:{port}"):
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    log.flush()
+                    raise AppDidNotStart("the dashboard did not start: " + log_path.read_text())
+                time.sleep(0.2)
+            yield proc
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+@contextmanager
 def serve(
     root: str | os.PathLike,
     *,
@@ -45,43 +77,23 @@ def serve(
     ``main``: another checkout's ``app/main.py`` (a benchmark's before/after)."""
     port = free_port()
     env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
+    cmd = (
+        [sys.executable, "-m", "streamlit", "run", os.fspath(main)]
+        + ["--server.port", str(port), "--server.address", "127.0.0.1"]
+        + ["--server.headless", "true", "--browser.gatherUsageStats", "false"]
+        + ["--", "--root", os.fspath(root)]
+    )
     log_path = Path(cwd) / "streamlit.log"
-    with open(log_path, "w") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "streamlit", "run", os.fspath(main)]
-            + ["--server.port", str(port), "--server.address", "127.0.0.1"]
-            + ["--server.headless", "true", "--browser.gatherUsageStats", "false"]
-            + ["--", "--root", os.fspath(root)],
-            cwd=cwd,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        base = f"http://127.0.0.1:{port}"
-        try:
-            _wait_healthy(base, proc, timeout_s, log, log_path)
-            yield base
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+    with running(cmd, cwd=cwd, port=port, log_path=log_path, env=env, timeout_s=timeout_s):
+        yield f"http://127.0.0.1:{port}"
 
 
-def _wait_healthy(base: str, proc: subprocess.Popen, timeout_s: float, log, log_path) -> None:
-    deadline = time.time() + timeout_s
-    while True:
-        try:
-            with urllib.request.urlopen(f"{base}/_stcore/health", timeout=1) as r:
-                if r.status == 200:
-                    return
-        except OSError:
-            pass
-        if time.time() > deadline or proc.poll() is not None:
-            log.flush()
-            raise AppDidNotStart("streamlit did not start: " + log_path.read_text())
-        time.sleep(0.2)
+def _healthy(base: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{base}/_stcore/health", timeout=2) as r:
+            return r.status == 200
+    except OSError:
+        return False
 
 
 def launch_chromium(playwright):

@@ -10,16 +10,14 @@ import os
 import shutil
 import socket
 import sqlite3
-import subprocess
 import sys
-import time
 import tomllib
-import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 from google.protobuf.json_format import MessageToDict
+from launch import running
 from servers import free_port
 from streamlit.testing.v1 import AppTest
 
@@ -125,28 +123,8 @@ def _server(cmd: list[str], cwd: Path, port: int, logs: Path):
     env |= {"PYTHONPATH": str(REPO), "STREAMLIT_SERVER_HEADLESS": "true"}
     env.pop("MLFLOW_TRACKING_URI", None)
     log_path = logs / f"server-{port}.log"
-    with open(log_path, "w") as log:
-        proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT)
-        try:
-            deadline = time.monotonic() + 90
-            while True:
-                try:
-                    url = f"http://127.0.0.1:{port}/_stcore/health"
-                    with urllib.request.urlopen(url, timeout=2) as r:
-                        if r.status == 200:
-                            break
-                except OSError:
-                    pass
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise AssertionError("server did not start: " + log_path.read_text()[-3000:])
-                time.sleep(0.3)
-            yield log_path
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+    with running(cmd, cwd=cwd, port=port, log_path=log_path, env=env, timeout_s=90):
+        yield log_path
 
 
 def _assert_loopback_only(port: int) -> None:
