@@ -443,15 +443,43 @@ def test_fraction_axes_start_at_zero():
 
 
 def test_readout_lists_one_value_per_run_beyond_eight_runs():
-    """Nine runs, smoothed: each run's tooltip is its EMA alone; two runs: value and EMA."""
-    df = pd.DataFrame({Step.STEP: np.arange(20), Step.LOSS: np.arange(20.0)})
+    """Two runs, smoothed: a readout series per run with value and EMA. Nine runs: one readout
+    series for the panel, a column per run with its EMA alone (its value when not smoothed: r8's
+    10 points are sparse), rows at the union of the runs' readout points, empty where a run has
+    no point (r8 starts at step 10)."""
     p = PANELS_BY_KEY["loss"]
-    for n, dims in ((9, ["optimizer step", "EMA"]), (2, ["optimizer step", "value", "EMA"])):
-        runs = [_series(df, key=f"r{i}") for i in range(n)]
-        traces = [t for s in runs for t in ct.run_traces(s, p, smoothing=0.5, readout=1)]
-        spec = _spec(eg.grid_option(runs, [p], [traces])[0])
-        readouts = _on_panel(spec, 0, "readout")
-        assert len(readouts) == n and all(r["dimensions"] == dims for r in readouts)
+
+    def run(i: int, first: int = 0) -> ct.RunSeries:  # loss = 10 i + step
+        steps = np.arange(first, 20)
+        return _series(pd.DataFrame({Step.STEP: steps, Step.LOSS: 10.0 * i + steps}), key=f"r{i}")
+
+    two = [run(0), run(1)]
+    traces = [t for s in two for t in ct.run_traces(s, p, smoothing=0.5, readout=1)]
+    readouts = _on_panel(_spec(eg.grid_option(two, [p], [traces])[0]), 0, "readout")
+    assert [r["id"] for r in readouts] == ["r0|readout|0", "r1|readout|0"]
+    assert all(r["dimensions"] == ["optimizer step", "value", "EMA"] for r in readouts)
+
+    nine = [run(i) for i in range(8)] + [run(8, first=10)]
+    traces = [t for s in nine for t in ct.run_traces(s, p, smoothing=0.5, readout=1)]
+    spec = _spec(eg.grid_option(nine, [p], [traces])[0])
+    (readout,) = _on_panel(spec, 0, "readout")
+    assert readout["id"] == "|readout|0"
+    assert [d["displayName"] for d in readout["dimensions"]] == ["optimizer step"] + [
+        f"r{i} · EMA" for i in range(8)
+    ] + ["r8 · value"]
+    assert len({d["name"] for d in readout["dimensions"]}) == 10
+    assert readout["encode"]["tooltip"] == list(range(1, 10))
+    rows = readout["data"]
+    assert [r[0] for r in rows] == list(range(20))
+    # step 0: each run's first value is its EMA: 10 i; r8 has no step 0
+    assert rows[0] == [0, 0, 10, 20, 30, 40, 50, 60, 70, None]
+    # step 1, weight 0.5, debiased: (0.25 v0 + 0.5 v1) / 0.75, at 4 significant digits; r0:
+    # 0.5 / 0.75 = 0.6667; r1: (2.5 + 5.5) / 0.75 = 10.667 -> 10.67
+    assert rows[1][1:3] == [0.6667, 10.67]
+    assert [r[9] for r in rows[9:12]] == [None, 90, 91]  # r8's values: 80 + step
+    for j in range(8):  # every column is the run's EMA at 4 significant digits
+        expect = series_math.ema(10.0 * j + np.arange(20), 0.5)
+        np.testing.assert_allclose([r[j + 1] for r in rows], expect, rtol=5e-4)
 
 
 @pytest.mark.parametrize("key", ["reward", "length", "seq_log_ratio", "loss"])
@@ -655,6 +683,10 @@ def test_foreign_groups_collapsed_constants_and_counters(lag_root, app_env):
         assert counter not in drawn
     groups = at.multiselect(key="groups")
     assert groups.options == ["other (1)", "actor/ (2)", "timing_s/ (1)"]
+    assert [e.label for e in at.expander if "Constant" in e.label] == ["Constant over the run (1)"]
+    assert not [d for d in at.dataframe if "metric" in d.value.columns]  # built when opened
+    at.session_state["constants_table"] = True  # the expander opened (it reruns the script)
+    at.run()
     consts = [d.value for d in at.dataframe if "metric" in d.value.columns]
     assert consts[0].to_dict("records") == [
         {"metric": "lr", "run": "alt", "value": "1e-06", "steps logged": STEPS}

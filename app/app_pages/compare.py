@@ -366,13 +366,13 @@ elif not chosen:
 ui.timing("compare charts")
 
 if extras.constants:
-    with st.expander(
+    if box := ui.lazy_expander(
         f"Constant over the run ({len(extras.constants)})",
-        icon=":material/horizontal_rule:",
-        expanded=len(extras.constants) <= 12,
+        "constants_table",
+        ":material/horizontal_rule:",
     ):
-        st.caption("Metrics that kept one value in every run that logged them (not drawn).")
-        st.dataframe(cv.constants_frame(extras.constants), hide_index=True)
+        box.caption("Metrics that kept one value in every run that logged them (not drawn).")
+        box.dataframe(cv.constants_frame(extras.constants), hide_index=True)
 if extras.groups:
     asked = more_metrics(extras, series)
     if asked:
