@@ -20,7 +20,7 @@ from test_app_pages import _arr, _assert_clean, _grid, _open
 from app import compare_traces as ct
 from app import compare_view as cv
 from app import echarts_grid as eg
-from app import lag, plotly_traces, series_math, ui
+from app import lag, plotly_traces, series_math, traces, ui
 from app.panels import PANELS, PANELS_BY_KEY, extra_panel
 from training_hooks.metric_map import Derived
 from training_hooks.schema import STEPS_DIR, Step
@@ -480,6 +480,49 @@ def test_readout_lists_one_value_per_run_beyond_eight_runs():
     for j in range(8):  # every column is the run's EMA at 4 significant digits
         expect = series_math.ema(10.0 * j + np.arange(20), 0.5)
         np.testing.assert_allclose([r[j + 1] for r in rows], expect, rtol=5e-4)
+
+
+def test_chart_key_names_everything_a_chart_is_drawn_from():
+    """The whole-chart cache key: the same inputs (options in any order) give one key; a change
+    of any run's files, name, algorithm, colour, ε, bounds or sources, of the panels or of an
+    option gives another."""
+    df = pd.DataFrame({Step.STEP: [0, 1], Step.LOSS: [1.0, 2.0]})
+    opts = {"x": Step.STEP, "steps": "auto", "smoothing": 0.6, "max_points": 500, "bands": False}
+    how = {"opts": opts, "log_keys": [], "zoom_band": True, "readout": 50.0}
+    panels = [PANELS_BY_KEY["loss"]]
+
+    def key(series=None, digests=None, panels=panels, how=how) -> str:
+        series = series or [_series(df, key="a"), _series(df, key="b")]
+        return traces.chart_key(series, digests or {"a": "d1", "b": "d2"}, panels, how)
+
+    base = key()
+    reordered = {
+        "readout": 50.0,
+        "zoom_band": True,
+        "log_keys": [],
+        "opts": dict(reversed(opts.items())),
+    }
+    assert key(how=reordered) == base
+    changed = [
+        key(digests={"a": "d1", "b": "d3"}),  # a run's step parts changed
+        key(series=[_series(df, key="a"), _series(df, key="b", label="b2")]),
+        key(series=[_series(df, key="a"), _series(df, key="b", algorithm="grpo")]),
+        key(series=[_series(df, key="a"), _series(df, key="b", eps={"seq": (1e-3, 1e-3)})]),
+        key(panels=[PANELS_BY_KEY["reward"]]),
+        key(panels=[extra_panel("grad_norm")]),
+        key(how={**how, "opts": {**opts, "smoothing": 0.9}}),
+        key(how={**how, "log_keys": ["loss"]}),
+        key(how={**how, "zoom_band": False}),
+        key(how={**how, "readout": 20.0}),
+    ]
+    recolored = [_series(df, key="a"), _series(df, key="b")]
+    recolored[1].color = "#ff7f0e"
+    bounded = [_series(df, key="a"), _series(df, key="b")]
+    bounded[1].bounds = {Step.REWARD_MEAN: (0.0, 1.0)}
+    mapped = [_series(df, key="a"), _series(df, key="b")]
+    mapped[1].sources = {Step.LOSS: "loss/policy_avg"}
+    changed += [key(series=recolored), key(series=bounded), key(series=mapped)]
+    assert len({base, *changed}) == len(changed) + 1
 
 
 @pytest.mark.parametrize("key", ["reward", "length", "seq_log_ratio", "loss"])
