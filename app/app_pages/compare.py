@@ -378,8 +378,11 @@ elif not chosen:
 ui.timing("compare charts")
 
 if extras.constants:
+    names = list(dict.fromkeys(c.metric for c in extras.constants))
+    named = ", ".join(ui.md_escape(n) for n in names[:3])
+    named += f" and {len(names) - 3} more" if len(names) > 3 else ""
     if box := ui.lazy_expander(
-        f"Constant over the run ({len(extras.constants)})",
+        f"Constant over the run: {named}",
         "constants_table",
         ":material/horizontal_rule:",
     ):
