@@ -15,9 +15,12 @@ escapes them) and fixed column labels, never a metric name from disk.
 
 The hover: a run's lines are drawn from LTTB-cut points that differ per run, and ECharts' axis
 tooltip lists only the series whose point lies nearest the pointer, so no drawn line takes part in
-it. Each run instead gets an invisible ``readout`` series on x points shared by every run of the
-chart (``series_math.readout_points``): the tooltip lists every run's value (and EMA, and second column)
-at the x under the pointer.
+it. The runs' values instead sit in invisible ``readout`` series on x points shared by every run of
+the chart (``series_math.readout_points``): the tooltip lists every run's value (and EMA, and
+second column) at the x under the pointer. Up to READOUT_DETAIL_RUNS runs, each run has its own
+readout series (the tooltip heads each run's values with its colour); beyond, a panel has one
+readout series with a column per run (ECharts' cost grows with the number of series: a third of
+them were readouts).
 """
 
 from __future__ import annotations
@@ -50,7 +53,8 @@ SLIDER_PX = 40  # the x zoom slider above the panels
 LEGEND_WIDTH_PX = 900
 #: Points of the hover readout per run and chart: ``readout_size``
 READOUT_POINTS = 200
-#: Beyond this many runs the tooltip lists one value per run (the EMA when smoothed), not three
+#: Beyond this many runs the tooltip lists one value per run (the EMA when smoothed), not three,
+#: from one readout series per panel (``_runs_readout_series``)
 READOUT_DETAIL_RUNS = 8
 #: Tooltip numbers: 4 significant digits, as the panels' other hovers (``run_traces``); the
 #: readout sends no more (it was a third of the grid's JSON at 7 digits)
@@ -140,19 +144,16 @@ def _band_series(t: ct.Trace, i: int) -> list[dict]:
     ]
 
 
-def _readout_series(
-    t: ct.Readout, i: int, panel: Panel, x_name: str, detail: bool, scale: str = ""
-) -> dict:
+def _readout_series(t: ct.Readout, i: int, panel: Panel, x_name: str, scale: str = "") -> dict:
     """The run's hover on panel ``i``: an undrawn line whose tooltip shows the run's value, EMA
-    and second column at the shared readout points (``series_math.readout_points``); without
-    ``detail``, only the EMA when there is one, else the value. ``scale``: the unit of values
-    drawn in units of 10^k (``tiny``)."""
+    and second column at the shared readout points (``series_math.readout_points``). ``scale``:
+    the unit of values drawn in units of 10^k (``tiny``)."""
     # fixed labels: the tooltip is HTML, and a metric name from disk has no business there; a
     # mapped column's source name is one of ``metric_map``'s own (``app.sources``)
     columns = [("y", f"value ({t.source})" if t.source else "value")]
     if t.ema is not None:
-        columns = [*columns, ("ema", "EMA")] if detail else [("ema", "EMA")]
-    if t.second is not None and detail:
+        columns.append(("ema", "EMA"))
+    if t.second is not None:
         columns.append(("second", panel.second_label))
     if scale:
         columns = [(k, f"{label} {scale}") for k, label in columns]
@@ -293,16 +294,57 @@ def _panel_series(
     detail: bool,
     scale: str,
 ) -> list[dict]:
-    """The ECharts series of panel ``i``'s traces, in their order."""
+    """The ECharts series of panel ``i``'s traces, in their order; with ``detail``, a readout
+    series per run, else one for every run of the panel, last."""
     out: list[dict] = []
+    readouts = [t for t in traces if isinstance(t, ct.Readout)]
     for t in traces:
         if isinstance(t, ct.Readout):
-            out.append(_readout_series(t, i, panel, x_name, detail, scale))
+            if detail:
+                out.append(_readout_series(t, i, panel, x_name, scale))
         elif t.role == ct.BAND:
             out += _band_series(t, i)
         else:
             out.append(_line_series(t, i))
+    if readouts and not detail:
+        out.append(_runs_readout_series(readouts, i, x_name, scale))
     return out
+
+
+def _runs_readout_series(
+    readouts: Sequence[ct.Readout], i: int, x_name: str, scale: str = ""
+) -> dict:
+    """Every run's hover on panel ``i`` in one undrawn line: rows at the union of the runs' readout
+    points (shared multiples of one spacing), a column per run with its EMA when it has one, else
+    its value, empty where the run has no point. The column's name is the run's label and what it
+    holds (plain text: ECharts escapes it in the tooltip); ``scale`` as ``_readout_series``."""
+    xs = np.unique(np.concatenate([np.asarray(r.x) for r in readouts]))
+    table = np.full((len(xs), len(readouts)), np.nan)  # (points, runs)
+    names = []
+    for j, r in enumerate(readouts):
+        table[np.searchsorted(xs, r.x), j] = r.ema if r.ema is not None else r.y
+        what = "EMA" if r.ema is not None else f"value ({r.source})" if r.source else "value"
+        names.append(f"{r.label} · {what}" + (f" {scale}" if scale else ""))
+    values = series_math.browser_array(table.ravel(), READOUT_DIGITS)
+    n = len(readouts)
+    data = [[x, *values[k * n : (k + 1) * n]] for k, x in enumerate(series_math.browser_array(xs))]
+    return {
+        "id": f"|readout|{i}",  # of no run
+        "type": "line",
+        **_on(i),
+        "name": f"{n} runs",
+        "data": data,
+        # names that cannot clash (a run's label may read as the x axis's name); the tooltip
+        # shows the display names
+        "dimensions": [{"name": "x", "displayName": x_name}]
+        + [{"name": f"run{j}", "displayName": name} for j, name in enumerate(names)],
+        "encode": {"x": 0, "y": 1, "tooltip": list(range(1, n + 1))},
+        "symbol": "none",
+        "silent": True,
+        "lineStyle": {"opacity": 0, "width": 0},
+        "color": GRID_TEXT,  # its tooltip markers: one colour for every run, the text's
+        "z": 0,
+    }
 
 
 def _plot_area(i: int) -> dict:

@@ -1,11 +1,14 @@
 """The Compare page's per-run computations, cached per run: a selection change redraws only the runs
 it adds, and a run's traces, policy-lag split and extra-metric statistics are recomputed only when
-its step parts (size, mtime) change.
+its step parts (size, mtime) change. A whole chart's option is cached too, on its runs' digests
+and every option it is drawn with.
 """
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable, Mapping, Sequence
+from typing import TypeVar
 
 import numpy as np
 import pandas as pd
@@ -63,6 +66,46 @@ def run_traces(
 def _run_traces(key: str, _series, _panel, _options: dict) -> list:
     # ``key`` alone is hashed: it names everything the traces depend on; the rest carry the data
     return compare_traces.run_traces(_series, _panel, **_options)
+
+
+T = TypeVar("T")
+
+
+def chart_key(
+    series: Sequence[compare_traces.RunSeries],
+    digests: Mapping[str, str],
+    panels: Sequence[Panel],
+    how: Mapping[str, object],
+) -> str:
+    """The cache key of a chart of ``panels`` over ``series``: each run's files (``digests``: run
+    key -> ``run_digest``), its name, algorithm, colour, ε, bounds and mapped sources, the panels
+    whole, and ``how`` it is drawn (plain values: options, log panels, readout spacing)."""
+    runs = [
+        (
+            digests[s.key],
+            s.key,
+            s.label,
+            s.algorithm,
+            s.color,
+            sorted(s.eps.items()),
+            sorted(s.bounds.items()),
+            sorted(s.sources.items()),
+        )
+        for s in series
+    ]
+    drawn = sorted((k, sorted(v.items()) if isinstance(v, Mapping) else v) for k, v in how.items())
+    return repr((runs, list(panels), drawn))
+
+
+def cached_chart(key: str, build: Callable[[], T]) -> T:
+    """``build()``, cached on ``key`` (``chart_key``: everything the chart is drawn from)."""
+    return _cached_chart(key, build)
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def _cached_chart(key: str, _build: Callable[[], T]) -> T:
+    # ``key`` alone is hashed; ``_build`` computes the value on a miss
+    return _build()
 
 
 def run_lag(run: RunRef, df: pd.DataFrame, digest: str | None = None) -> LagSplit:

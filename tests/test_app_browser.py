@@ -114,3 +114,59 @@ def test_same_name_runs_are_two_legend_entries_in_chromium(server, root_copy):
             assert not page.locator("[data-testid=stException]").count()
         finally:
             browser.close()
+
+
+def test_many_runs_hover_lists_every_run_in_chromium(tmp_path):
+    """Nine runs (beyond the detailed hover's eight): hovering the first panel lists every run
+    with one number each, from the panel's one readout series; a run named with markup is shown
+    as those characters in the tooltip (HTML), no element made of it."""
+    import sys
+    from urllib.parse import urlencode
+
+    from app_runs import REPO
+    from playwright.sync_api import sync_playwright
+
+    sys.path.insert(0, str(REPO / "bench"))
+    from make_runs import make_root
+
+    if not os.path.exists(launch.CHROMIUM):
+        pytest.skip(f"{launch.CHROMIUM} is missing (Debian package 'chromium')")
+    root = tmp_path / "root"
+    dirs = make_root(root, runs=9, steps=300, groups=2, group_size=4, tokens_per_step=0)
+    names = [os.path.basename(d) for d in dirs]  # a run's name is its folder's
+    odd = "<b>nine</b> & co"
+    info = json.loads((root / names[-1] / "run.json").read_text())
+    (root / names[-1] / "run.json").write_text(json.dumps({**info, "name": odd}))
+    shown = [*names[:-1], odd]
+    tooltip = (
+        "() => [...document.querySelectorAll('div')].filter(d => d.style.zIndex === '9999999'"
+        " && d.style.display !== 'none' && d.style.opacity !== '0')"
+    )
+    with launch.serve(root, cwd=tmp_path) as base, sync_playwright() as p:
+        browser = launch.launch_chromium(p)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1200})
+            page.goto(f"{base}/compare?" + urlencode({"runs": shown}, doseq=True))
+            grid = page.locator("[data-testid=stEChartsChart]").nth(1)
+            grid.wait_for(timeout=60_000)
+            page.wait_for_function(
+                "() => [...document.querySelectorAll('[data-testid=stEChartsChart] canvas')]"
+                ".some(c => c.clientHeight > 200)",
+                timeout=60_000,
+            )
+            page.wait_for_timeout(1000)
+            box = grid.bounding_box()
+            for fx in (0.2, 0.3):  # a point of the first panel's plot (Reward)
+                page.mouse.move(box["x"] + fx * box["width"], box["y"] + 150)
+                page.wait_for_timeout(500)
+            text = page.evaluate(tooltip + ".map(d => d.innerText).join('\\n')")
+            tags = page.evaluate(tooltip + ".map(d => d.querySelectorAll('b').length)")
+        finally:
+            browser.close()
+    lines = text.splitlines()
+    for name in shown:  # its label, what the number is, the number
+        (i,) = [k for k, line in enumerate(lines) if line.startswith(f"{name} · ")]
+        assert lines[i] == f"{name} · EMA", lines
+        float(lines[i + 1])
+    assert f"{len(names)} runs" in lines
+    assert tags == [0], text

@@ -20,7 +20,7 @@ from test_app_pages import _arr, _assert_clean, _grid, _open
 from app import compare_traces as ct
 from app import compare_view as cv
 from app import echarts_grid as eg
-from app import lag, plotly_traces, series_math, ui
+from app import lag, plotly_traces, series_math, traces, ui
 from app.panels import PANELS, PANELS_BY_KEY, extra_panel
 from training_hooks.metric_map import Derived
 from training_hooks.schema import STEPS_DIR, Step
@@ -443,15 +443,86 @@ def test_fraction_axes_start_at_zero():
 
 
 def test_readout_lists_one_value_per_run_beyond_eight_runs():
-    """Nine runs, smoothed: each run's tooltip is its EMA alone; two runs: value and EMA."""
-    df = pd.DataFrame({Step.STEP: np.arange(20), Step.LOSS: np.arange(20.0)})
+    """Two runs, smoothed: a readout series per run with value and EMA. Nine runs: one readout
+    series for the panel, a column per run with its EMA alone (its value when not smoothed: r8's
+    10 points are sparse), rows at the union of the runs' readout points, empty where a run has
+    no point (r8 starts at step 10)."""
     p = PANELS_BY_KEY["loss"]
-    for n, dims in ((9, ["optimizer step", "EMA"]), (2, ["optimizer step", "value", "EMA"])):
-        runs = [_series(df, key=f"r{i}") for i in range(n)]
-        traces = [t for s in runs for t in ct.run_traces(s, p, smoothing=0.5, readout=1)]
-        spec = _spec(eg.grid_option(runs, [p], [traces])[0])
-        readouts = _on_panel(spec, 0, "readout")
-        assert len(readouts) == n and all(r["dimensions"] == dims for r in readouts)
+
+    def run(i: int, first: int = 0) -> ct.RunSeries:  # loss = 10 i + step
+        steps = np.arange(first, 20)
+        return _series(pd.DataFrame({Step.STEP: steps, Step.LOSS: 10.0 * i + steps}), key=f"r{i}")
+
+    two = [run(0), run(1)]
+    traces = [t for s in two for t in ct.run_traces(s, p, smoothing=0.5, readout=1)]
+    readouts = _on_panel(_spec(eg.grid_option(two, [p], [traces])[0]), 0, "readout")
+    assert [r["id"] for r in readouts] == ["r0|readout|0", "r1|readout|0"]
+    assert all(r["dimensions"] == ["optimizer step", "value", "EMA"] for r in readouts)
+
+    nine = [run(i) for i in range(8)] + [run(8, first=10)]
+    traces = [t for s in nine for t in ct.run_traces(s, p, smoothing=0.5, readout=1)]
+    spec = _spec(eg.grid_option(nine, [p], [traces])[0])
+    (readout,) = _on_panel(spec, 0, "readout")
+    assert readout["id"] == "|readout|0"
+    assert [d["displayName"] for d in readout["dimensions"]] == ["optimizer step"] + [
+        f"r{i} · EMA" for i in range(8)
+    ] + ["r8 · value"]
+    assert len({d["name"] for d in readout["dimensions"]}) == 10
+    assert readout["encode"]["tooltip"] == list(range(1, 10))
+    rows = readout["data"]
+    assert [r[0] for r in rows] == list(range(20))
+    # step 0: each run's first value is its EMA: 10 i; r8 has no step 0
+    assert rows[0] == [0, 0, 10, 20, 30, 40, 50, 60, 70, None]
+    # step 1, weight 0.5, debiased: (0.25 v0 + 0.5 v1) / 0.75, at 4 significant digits; r0:
+    # 0.5 / 0.75 = 0.6667; r1: (2.5 + 5.5) / 0.75 = 10.667 -> 10.67
+    assert rows[1][1:3] == [0.6667, 10.67]
+    assert [r[9] for r in rows[9:12]] == [None, 90, 91]  # r8's values: 80 + step
+    for j in range(8):  # every column is the run's EMA at 4 significant digits
+        expect = series_math.ema(10.0 * j + np.arange(20), 0.5)
+        np.testing.assert_allclose([r[j + 1] for r in rows], expect, rtol=5e-4)
+
+
+def test_chart_key_names_everything_a_chart_is_drawn_from():
+    """The whole-chart cache key: the same inputs (options in any order) give one key; a change
+    of any run's files, name, algorithm, colour, ε, bounds or sources, of the panels or of an
+    option gives another."""
+    df = pd.DataFrame({Step.STEP: [0, 1], Step.LOSS: [1.0, 2.0]})
+    opts = {"x": Step.STEP, "steps": "auto", "smoothing": 0.6, "max_points": 500, "bands": False}
+    how = {"opts": opts, "log_keys": [], "zoom_band": True, "readout": 50.0}
+    panels = [PANELS_BY_KEY["loss"]]
+
+    def key(series=None, digests=None, panels=panels, how=how) -> str:
+        series = series or [_series(df, key="a"), _series(df, key="b")]
+        return traces.chart_key(series, digests or {"a": "d1", "b": "d2"}, panels, how)
+
+    base = key()
+    reordered = {
+        "readout": 50.0,
+        "zoom_band": True,
+        "log_keys": [],
+        "opts": dict(reversed(opts.items())),
+    }
+    assert key(how=reordered) == base
+    changed = [
+        key(digests={"a": "d1", "b": "d3"}),  # a run's step parts changed
+        key(series=[_series(df, key="a"), _series(df, key="b", label="b2")]),
+        key(series=[_series(df, key="a"), _series(df, key="b", algorithm="grpo")]),
+        key(series=[_series(df, key="a"), _series(df, key="b", eps={"seq": (1e-3, 1e-3)})]),
+        key(panels=[PANELS_BY_KEY["reward"]]),
+        key(panels=[extra_panel("grad_norm")]),
+        key(how={**how, "opts": {**opts, "smoothing": 0.9}}),
+        key(how={**how, "log_keys": ["loss"]}),
+        key(how={**how, "zoom_band": False}),
+        key(how={**how, "readout": 20.0}),
+    ]
+    recolored = [_series(df, key="a"), _series(df, key="b")]
+    recolored[1].color = "#ff7f0e"
+    bounded = [_series(df, key="a"), _series(df, key="b")]
+    bounded[1].bounds = {Step.REWARD_MEAN: (0.0, 1.0)}
+    mapped = [_series(df, key="a"), _series(df, key="b")]
+    mapped[1].sources = {Step.LOSS: "loss/policy_avg"}
+    changed += [key(series=recolored), key(series=bounded), key(series=mapped)]
+    assert len({base, *changed}) == len(changed) + 1
 
 
 @pytest.mark.parametrize("key", ["reward", "length", "seq_log_ratio", "loss"])
@@ -655,6 +726,11 @@ def test_foreign_groups_collapsed_constants_and_counters(lag_root, app_env):
         assert counter not in drawn
     groups = at.multiselect(key="groups")
     assert groups.options == ["other (1)", "actor/ (2)", "timing_s/ (1)"]
+    labels = [e.label for e in at.expander if "Constant" in e.label]
+    assert labels == ["Constant over the run: lr"]  # the metric named before it is opened
+    assert not [d for d in at.dataframe if "metric" in d.value.columns]  # built when opened
+    at.session_state["constants_table"] = True  # the expander opened (it reruns the script)
+    at.run()
     consts = [d.value for d in at.dataframe if "metric" in d.value.columns]
     assert consts[0].to_dict("records") == [
         {"metric": "lr", "run": "alt", "value": "1e-06", "steps logged": STEPS}

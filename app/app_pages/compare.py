@@ -157,51 +157,63 @@ def x_span(series: list[ct.RunSeries], x: str) -> tuple[float, float] | None:
 def draw_panels(
     runs_by_key, series, panels, opts, *, key: str, log_keys=(), zoom_band=True
 ) -> None:
-    """``panels`` in charts of PANELS_PER_FIGURE, each run on the steps its panel shows."""
+    """``panels`` in charts of PANELS_PER_FIGURE, each run on the steps its panel shows. A chart's
+    option is cached whole (``traces.cached_chart``) on everything it is drawn from: a reload, a
+    new tab or a colleague on the same runs, files and options gets it at once."""
     span = x_span(series, opts["x"])
     # a round spacing: changes of the selection mostly keep it, and with it the cached traces
     whole = opts["x"] != ct.X_ELAPSED  # steps and tokens: readout at whole numbers
     n = eg.readout_size(len(series))
     readout = series_math.readout_spacing(*span, n, whole=whole) if span else None
     digests = {s.key: traces.run_digest(runs_by_key[s.key]) for s in series}  # once per run
+    how = {"opts": opts, "log_keys": list(log_keys), "zoom_band": zoom_band, "readout": readout}
     for start in range(0, len(panels), PANELS_PER_FIGURE):
         chunk = panels[start : start + PANELS_PER_FIGURE]
-        by_panel, views = [], []
-        for p in chunk:
-            subsets = {
-                s.key: cv.panel_subset(p.off_policy_default, opts["steps"], s.lag) for s in series
-            }
-            points = ct.trace_points(
-                p,
-                len(series),
-                budget=PANEL_POINT_BUDGET,
-                max_points=opts["max_points"],
-                smoothing=opts["smoothing"],
-                bands=opts["bands"],
-            )
-            per_run = {
-                s.key: traces.run_traces(
-                    runs_by_key[s.key],
-                    s,
-                    p,
-                    digest=digests[s.key],
-                    x=opts["x"],
-                    smoothing=opts["smoothing"],
-                    max_points=points,
-                    bands=opts["bands"],
-                    log_y=p.key in log_keys,
-                    subset=subsets[s.key],
-                    readout=readout,
-                )
-                for s in series
-            }
-            by_panel.append([t for ts in per_run.values() for t in ts])
-            drawn = [k for k, ts in per_run.items() if ts]
-            views.append(ct.panel_view(series, p, subsets, drawn, zoom_band=zoom_band, x=opts["x"]))
-        option, height = eg.grid_option(
-            series, chunk, by_panel, x=opts["x"], log_panels=log_keys, views=views
+        option, height = traces.cached_chart(
+            traces.chart_key(series, digests, chunk, how),
+            lambda chunk=chunk: grid_chart(runs_by_key, series, chunk, digests, **how),
         )
         st.echarts_chart(option, height=height, key=f"{key}-{start // PANELS_PER_FIGURE}")
+
+
+def grid_chart(
+    runs_by_key, series, chunk, digests, *, opts, log_keys, zoom_band, readout
+) -> tuple[dict, int]:
+    """(option, height) of one ECharts grid of the panels ``chunk``: every run's traces (cached
+    per run and panel) on the steps each panel shows, and the panels' views."""
+    by_panel, views = [], []
+    for p in chunk:
+        subsets = {
+            s.key: cv.panel_subset(p.off_policy_default, opts["steps"], s.lag) for s in series
+        }
+        points = ct.trace_points(
+            p,
+            len(series),
+            budget=PANEL_POINT_BUDGET,
+            max_points=opts["max_points"],
+            smoothing=opts["smoothing"],
+            bands=opts["bands"],
+        )
+        per_run = {
+            s.key: traces.run_traces(
+                runs_by_key[s.key],
+                s,
+                p,
+                digest=digests[s.key],
+                x=opts["x"],
+                smoothing=opts["smoothing"],
+                max_points=points,
+                bands=opts["bands"],
+                log_y=p.key in log_keys,
+                subset=subsets[s.key],
+                readout=readout,
+            )
+            for s in series
+        }
+        by_panel.append([t for ts in per_run.values() for t in ts])
+        drawn = [k for k, ts in per_run.items() if ts]
+        views.append(ct.panel_view(series, p, subsets, drawn, zoom_band=zoom_band, x=opts["x"]))
+    return eg.grid_option(series, chunk, by_panel, x=opts["x"], log_panels=log_keys, views=views)
 
 
 def more_metrics(extras: cv.Extras, series: list[ct.RunSeries]) -> list[panels.Panel]:
@@ -366,13 +378,16 @@ elif not chosen:
 ui.timing("compare charts")
 
 if extras.constants:
-    with st.expander(
-        f"Constant over the run ({len(extras.constants)})",
-        icon=":material/horizontal_rule:",
-        expanded=len(extras.constants) <= 12,
+    names = list(dict.fromkeys(c.metric for c in extras.constants))
+    named = ", ".join(ui.md_escape(n) for n in names[:3])
+    named += f" and {len(names) - 3} more" if len(names) > 3 else ""
+    if box := ui.lazy_expander(
+        f"Constant over the run: {named}",
+        "constants_table",
+        ":material/horizontal_rule:",
     ):
-        st.caption("Metrics that kept one value in every run that logged them (not drawn).")
-        st.dataframe(cv.constants_frame(extras.constants), hide_index=True)
+        box.caption("Metrics that kept one value in every run that logged them (not drawn).")
+        box.dataframe(cv.constants_frame(extras.constants), hide_index=True)
 if extras.groups:
     asked = more_metrics(extras, series)
     if asked:
