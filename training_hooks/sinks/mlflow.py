@@ -309,12 +309,16 @@ class _ChildBackend:
             bufsize=1,
             env=_child_env(),
         )
+        stdin, stdout = self.proc.stdin, self.proc.stdout
+        if stdin is None or stdout is None:  # set by PIPE; Popen types them Optional
+            raise RuntimeError("the MLflow child process has no stdin/stdout pipe")
+        self.stdin, self.stdout = stdin, stdout
 
     def call(self, op: str, **kwargs: Any) -> Any:
-        self.proc.stdin.write(json.dumps({"op": op, **kwargs}) + "\n")
-        self.proc.stdin.flush()
+        self.stdin.write(json.dumps({"op": op, **kwargs}) + "\n")
+        self.stdin.flush()
         self._await_reply()
-        line = self.proc.stdout.readline()
+        line = self.stdout.readline()
         if not line:
             raise RuntimeError(f"the MLflow child process exited (code {self.proc.poll()})")
         reply = json.loads(line)
@@ -328,7 +332,7 @@ class _ChildBackend:
         machine, a big upload) whose server answers is waited for."""
         while self.liveness is not None:
             try:
-                ready, _, _ = select.select([self.proc.stdout], [], [], LIVENESS_EVERY_S)
+                ready, _, _ = select.select([self.stdout], [], [], LIVENESS_EVERY_S)
             except (OSError, ValueError):  # no select() on pipes here: wait in readline
                 return
             if ready:
@@ -353,7 +357,7 @@ class _ChildBackend:
 
     def stop(self, timeout: float = 10.0) -> None:
         try:
-            self.proc.stdin.close()
+            self.stdin.close()
             self.proc.wait(timeout=timeout)
         except Exception:  # noqa: BLE001
             self.kill()
