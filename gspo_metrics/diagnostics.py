@@ -43,7 +43,7 @@ from .checks import (
 )
 from .eager import eager_diagnostics
 from .losses import check_advantages
-from .ratios import check_token_inputs
+from .ratios import check_token_shapes
 from .spec import GRPO_EPS, GSPO_EPS, SEQUENCE_DIAGNOSTICS, WHOLE_NUMBERS
 
 BACKENDS = ("auto", "fused", "torch", "reference")
@@ -228,7 +228,7 @@ def check_diagnostics_inputs(
 ) -> None:
     """Every check of ``sequence_diagnostics``' arguments: ValueError naming the argument and its
     shape. ``nonempty`` also checks that every row of ``mask`` marks a token (one host sync)."""
-    check_token_inputs(logprobs, old_logprobs, mask, nonempty=False)
+    check_token_shapes(logprobs, old_logprobs, mask)
     if advantages is not None:  # (None: only for callers that derive them later themselves)
         check_advantages(advantages, logprobs)
     check_eps_pair("seq_eps", seq_eps)

@@ -296,7 +296,7 @@ class RunRecorder:
             sinks.append(self.parquet)
         self.mlflow_sink = None
         if self.is_main and self.tracking_uri is not None:
-            self.mlflow_sink = self._mlflow_sink(s)
+            self.mlflow_sink = self._mlflow_sink(s, self.tracking_uri)
         if self.is_main and s.findings_every:  # closed before MLflow: its last tags get there
             sinks.append(findings_sink(self.state, s, self.mlflow_sink))
         if self.mlflow_sink is not None:
@@ -316,13 +316,13 @@ class RunRecorder:
             w.start()
         return workers
 
-    def _mlflow_sink(self, s: RecorderSettings) -> Sink:
+    def _mlflow_sink(self, s: RecorderSettings, tracking_uri: str) -> Sink:
         from .sinks.mlflow import MlflowSink
 
         info = self.state.info
-        same_store = info.mlflow.get("tracking_uri") == self.tracking_uri
+        same_store = info.mlflow.get("tracking_uri") == tracking_uri
         return MlflowSink(
-            self.tracking_uri,
+            tracking_uri,
             experiment=s.experiment,
             run_name=s.name,
             gspo_run_id=self.run_id,

@@ -150,6 +150,10 @@ class DemoConfig:
     @property
     def eps(self) -> tuple[float, float]:
         """This run's clip range (eps_low, eps_high), in its algorithm's unit."""
+        if self.eps_low is None or self.eps_high is None:  # __post_init__ sets both
+            raise RuntimeError(
+                "DemoConfig.eps_low/eps_high are unset (built without __post_init__)"
+            )
         return (self.eps_low, self.eps_high)
 
     @property

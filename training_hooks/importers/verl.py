@@ -68,7 +68,8 @@ def _beside(file: Path) -> tuple[Settings, tuple[str, ...], float | None, Mappin
         data = load_config(cand) if cand.is_file() else None
         if not data:
             continue
-        cfg = data.get("config") if isinstance(data.get("config"), Mapping) else data
+        inner = data.get("config")
+        cfg = inner if isinstance(inner, Mapping) else data
         settings = read_settings("verl", cfg, cand.name)
         if settings:
             return settings, (str(cand),), _timestamp(data.get("created_at")), cfg
