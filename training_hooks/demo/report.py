@@ -131,6 +131,8 @@ class ProgressLine:
         width = 10
         bar = "#" * (width * done // self.total)
         if done > 1:
+            if self.first_done is None:
+                raise RuntimeError("the progress line of a rollout past the first before the first")
             over = "rollout 2" if done == 2 else f"rollouts 2-{done}"
             rate = f"{(done - 1) / max(now - self.first_done, 1e-9):.1f} rollouts/s over {over}"
         else:

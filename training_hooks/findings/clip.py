@@ -34,6 +34,7 @@ from training_hooks.findings.core import (
     Finding,
     RunFacts,
     col,
+    column,
     fmt_eps,
     pct,
     steps_of,
@@ -242,7 +243,7 @@ def _clip_evidence(df: pd.DataFrame, r: ClipReading, bound: float, high: bool) -
     elif not r.lag_known and r.some_unknown:
         text += " The lag is unknown: on-policy steps, if any, only lower this mean."
     if r.exact and all(c in df.columns for c in spec.binding):
-        b = col(df, spec.binding[0]) + col(df, spec.binding[1])
+        b = column(df, spec.binding[0]) + column(df, spec.binding[1])
         if np.isfinite(b[r.rows]).any():
             text += f" The clip binds on {pct(float(np.nanmean(b[r.rows])))} of {spec.what} (mean)."
     return text

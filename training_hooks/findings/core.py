@@ -156,6 +156,14 @@ def col(df: pd.DataFrame, name: str | None) -> np.ndarray | None:
     return pd.to_numeric(df[name], errors="coerce").to_numpy(np.float64, na_value=np.nan)
 
 
+def column(df: pd.DataFrame, name: str) -> np.ndarray:
+    """``col`` of a column the caller knows is there; a KeyError naming it otherwise."""
+    y = col(df, name)
+    if y is None:
+        raise KeyError(f"the step table has no column {name!r}")
+    return y
+
+
 def logged(df: pd.DataFrame, name: str | None) -> np.ndarray | None:
     """``col`` when the column holds at least one value (a column of nulls was never logged)."""
     y = col(df, name)
