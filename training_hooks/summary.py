@@ -63,7 +63,7 @@ def eps_pairs(info: RunInfo) -> dict[str, tuple[float, float]]:
         "seq": (info.seq_eps_low, info.seq_eps_high),
         "token": (info.token_eps_low, info.token_eps_high),
     }
-    return {unit: p for unit, p in pairs.items() if None not in p}
+    return {unit: (lo, hi) for unit, (lo, hi) in pairs.items() if lo is not None and hi is not None}
 
 
 def folder_stamp(run_dir: str, table: str) -> tuple[int, int] | None:

@@ -83,6 +83,7 @@ from typing import Any
 import torch
 from transformers import TrainerCallback
 
+from ._trl_base import TrainerMethods
 from .recorder import RunRecorder
 
 try:  # the optional extra: gspo-dash[trl]
@@ -299,7 +300,7 @@ class _RecorderCallback(TrainerCallback):
         self.trainer._gd_close("finished")
 
 
-class GSPODashMixin:
+class GSPODashMixin(TrainerMethods):
     """Mix into a ``GRPOTrainer`` (before it in the bases) to record every optimizer step.
 
     Use ``attach(trainer, ...)`` or ``RecordedGRPOTrainer``; ``self.gspo_dash_recorder`` is the

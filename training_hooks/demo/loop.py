@@ -434,7 +434,18 @@ def measure(config: DemoConfig, mb: Minibatch, upd: Update) -> StepStats:
             torch.where(mb.mask, upd.entropy, 0.0).sum() / n_tok,
         ]
     ).tolist()
-    return StepStats(mb.rollout, *host, policy_lag=mb.policy_lag)
+    reward, seq_clip, token_clip, length, truncated, zero_var, entropy = host
+    return StepStats(
+        mb.rollout,
+        reward,
+        seq_clip,
+        token_clip,
+        length,
+        truncated,
+        zero_var,
+        entropy,
+        policy_lag=mb.policy_lag,
+    )
 
 
 def train(

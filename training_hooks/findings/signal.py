@@ -185,6 +185,9 @@ def _check_zero_variance(df: pd.DataFrame, cov: Coverage) -> list[Finding]:
             cov.skipped("zero-variance groups", NOT_LOGGED)
             return []
         got = late_median(df, hi_col, 4)  # no total: the solved share alone
+        if got is None:  # logged, but not in the last quarter of the run
+            cov.skipped("zero-variance groups", "no value in the last quarter of the run")
+            return []
     cov.ran("zero-variance groups", "" if hi_col else "solved / failed split " + NOT_LOGGED)
     med, n = got
     if hi_col is None:
