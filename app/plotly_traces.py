@@ -70,7 +70,7 @@ def plotly_trace(t: ct.Trace, panel: Panel, x: str, source: str | None = None) -
         shown_as = shown_as.replace(what, panel.second_label)
     value = "%{y:.4g} (EMA)" if t.role == ct.EMA else "%{y:.4g}"
     hover = f"{charts.plot_text(t.label)}<br>{ct.X_AXES.get(x, x)} %{{x}}<br>{shown_as} {value}"
-    trace = {
+    trace: dict[str, object] = {
         "type": "scatter",
         "x": t.x,
         "y": t.y,

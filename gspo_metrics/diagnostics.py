@@ -28,6 +28,7 @@ from __future__ import annotations
 import math
 import threading
 import warnings
+from types import ModuleType
 
 import torch
 
@@ -191,7 +192,9 @@ def fused_available(device: torch.device | str = "cpu") -> bool:
         with _FUSED_LOCK:
             if not _FUSED:
                 try:
-                    from . import fused
+                    from . import fused as loaded
+
+                    fused: ModuleType | None = loaded
                 except Exception as e:  # noqa: BLE001 -- numba missing or broken: torch serves
                     fused = None
                     _FUSED_ERROR[0] = f"{type(e).__name__}: {e}"

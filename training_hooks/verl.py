@@ -126,7 +126,7 @@ class _PatchOnImport(importlib.abc.MetaPathFinder):
             exec_module(module)
             _patch(fullname, module)
 
-        spec.loader.exec_module = exec_and_patch
+        spec.loader.exec_module = exec_and_patch  # type: ignore[method-assign]  # this loader only
         return spec
 
 

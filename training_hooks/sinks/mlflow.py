@@ -454,8 +454,9 @@ class MlflowSink:
 
     def open(self) -> None:
         """Start the child (it imports MLflow meanwhile), probe the server, open the run."""
-        backend = _ChildBackend(self.tracking_uri, self._gone) if self.process else None
-        self._child = backend  # so that abort() can stop a child hung while opening
+        child = _ChildBackend(self.tracking_uri, self._gone) if self.process else None
+        self._child = child  # so that abort() can stop a child hung while opening
+        backend: MlflowBackend | _ChildBackend | None = child
         try:
             if why := probe_tracking_server(self.tracking_uri):
                 raise SinkFailed(f"{why}; {self._replay_hint()}")
@@ -525,6 +526,7 @@ class MlflowSink:
     def _gone(self) -> str | None:
         """Why this sink cannot go on (its child exited, its server does not answer), or None."""
         child = self._child
+        why: str | None
         if child is not None and child.proc.poll() is not None:
             why = f"the MLflow child process exited (code {child.proc.returncode})"
         else:
