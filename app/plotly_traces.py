@@ -50,6 +50,8 @@ def plotly_trace(t: ct.Trace, panel: Panel, x: str, source: str | None = None) -
     (``source``: the foreign metric the column was mapped from). Text escaped (``plot_text``)."""
     sty = t.style
     if t.role == ct.BAND:
+        if t.lo is None:
+            raise ValueError(f"band trace {t.name!r} has no lower edge (lo)")
         return {
             "type": "scatter",
             "mode": "lines",

@@ -652,7 +652,12 @@ def data_files(run_dir: str | os.PathLike, table: str) -> list[str]:
     old = superseded(names)
     names = [n for n in names if n not in old]
     info = {n: parse_part_name(n) for n in names}
-    names.sort(key=lambda n: (info[n]["rank"], info[n]["seq"]) if info[n] else (-1, 0))
+
+    def order(n: str) -> tuple[int, int]:
+        i = info[n]
+        return (i["rank"], i["seq"]) if i else (-1, 0)
+
+    names.sort(key=order)
     return [storage.join(folder, n) for n in names]
 
 

@@ -585,11 +585,9 @@ class GSPODashMixin(TrainerMethods):
             return totals[0] / totals[1].clamp(min=1.0)
 
 
-def _concat(buffer: list[dict[str, torch.Tensor]], key: str) -> torch.Tensor | None:
-    """``key`` of every microbatch, concatenated; (B, T) tensors right-padded with 0 to the widest
-    T. None when a microbatch lacks it."""
-    if any(key not in mb for mb in buffer):
-        return None
+def _concat(buffer: list[dict[str, torch.Tensor]], key: str) -> torch.Tensor:
+    """``key`` of every microbatch (each holds it), concatenated; (B, T) tensors right-padded
+    with 0 to the widest T."""
     T = max(mb["logps"].shape[1] for mb in buffer)
     parts = []
     for mb in buffer:
@@ -635,7 +633,7 @@ class _StepRows:
 
     def __getitem__(self, key: str) -> torch.Tensor | None:
         if key not in self._taken:
-            x = _concat(self.buffer, key)
+            x = _concat(self.buffer, key) if all(key in mb for mb in self.buffer) else None
             if x is not None:
                 x = x[self.order] if self.keep_B is None else x[self.order][self.keep_B]
             self._taken[key] = x

@@ -26,6 +26,7 @@ from training_hooks.findings.core import (
     Finding,
     RunFacts,
     col,
+    column,
     find_column,
     logged,
     pct,
@@ -195,7 +196,7 @@ def _check_zero_variance(df: pd.DataFrame, cov: Coverage) -> list[Finding]:
             return []
         return [_zero_variance(med, None, n, ERROR if med >= th("zero_var_error") else WARNING)]
     total = col(df, Step.ZERO_VARIANCE_FRACTION)
-    hi = col(df, hi_col)
+    hi = column(df, hi_col)
     late = slice(len(df) - max(1, len(df) // 4), None)
     solved = float(np.nanmedian(hi[late])) if np.isfinite(hi[late]).any() else 0.0
     rest = total - hi if total is not None else np.full(len(df), np.nan)

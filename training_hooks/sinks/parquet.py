@@ -165,13 +165,13 @@ class ParquetSink:
         for f in storage.list_files(folder):
             info = parse_part_name(f.name)
             if info is not None and info["rank"] == self.rank:
-                files.append((info["first"], info["seq"], f.name))
+                files.append((info["first"], info["seq"], f.name, info["last"]))
         if len(files) < 2:
             return
         files.sort()
-        paths = [storage.join(folder, name) for _, _, name in files]
+        paths = [storage.join(folder, name) for _, _, name, _ in files]
         first = min(f[0] for f in files)
-        last = max(parse_part_name(f[2])["last"] for f in files)
+        last = max(f[3] for f in files)
         target = self._path(table, first, last, prefix="compacted")
         compact_parquet(paths, target, compression=self.compression)
         for p in paths:  # the compacted file is in place: the parts are now duplicates
@@ -243,6 +243,7 @@ def sequence_table(records: list[StepRecord]):
 
     sch = schema.sequence_schema()
     n = sum(r.batch_size for r in records)
+    seqs = [r.materialized()[1] for r in records]
     arrays = []
     for f in sch:
         name = f.name
@@ -253,22 +254,22 @@ def sequence_table(records: list[StepRecord]):
                 pa.array([records[0].run_id] * n, type=f.type) if n else pa.array([], f.type)
             )
         elif name in (Seq.COMPLETION, Seq.PROMPT):  # text: B values or None per record
-            if all(r.seq[name] is None for r in records):
+            if all(s[name] is None for s in seqs):
                 arrays.append(pa.nulls(n, f.type))
             else:
                 vals: list = []
-                for r in records:
-                    t = r.seq[name]
+                for r, s in zip(records, seqs, strict=True):
+                    t = s[name]
                     vals.extend(t if t is not None else [None] * r.batch_size)
                 arrays.append(pa.array(vals, type=f.type))
-        elif name == Seq.TRUNCATED and any(r.seq[name] is None for r in records):
+        elif name == Seq.TRUNCATED and any(s[name] is None for s in seqs):
             vals = []
-            for r in records:
-                t = r.seq[name]
+            for r, s in zip(records, seqs, strict=True):
+                t = s[name]
                 vals.extend(t.tolist() if t is not None else [None] * r.batch_size)
             arrays.append(pa.array(vals, type=f.type))
         else:
-            arr = np.concatenate([r.seq[name] for r in records])
+            arr = np.concatenate([s[name] for s in seqs])
             arrays.append(pa.array(arr.astype(_NUMPY[str(f.type)], copy=False), type=f.type))
     return pa.table(arrays, schema=sch)
 
@@ -277,13 +278,12 @@ def token_table(records: list[StepRecord]):
     """The token-table Arrow table, or None when no record sampled tokens."""
     import pyarrow as pa
 
-    recs = [r for r in records if r.tokens]
+    recs = [(r, r.tokens) for r in records if r.tokens]
     if not recs:
         return None
     sch = schema.token_schema()
     cols: dict[str, list] = {name: [] for name in sch.names}
-    for r in recs:
-        t = r.tokens
+    for r, t in recs:
         k = len(t["group"])
         cols[Tok.SCHEMA_VERSION] += [SCHEMA_VERSION] * k
         cols[Tok.RUN_ID] += [r.run_id] * k
