@@ -232,7 +232,7 @@ def _sampled_in_sql(client, run_id: str, key: str, max_points: int) -> list | No
     store = getattr(getattr(client, "_tracking_client", None), "store", None)
     kind = type(store).__name__
     try:
-        if kind == "SqlAlchemyStore":
+        if store is not None and kind == "SqlAlchemyStore":
             return store.get_metric_history_bulk_interval([run_id], key, max_points, None, None)
         if kind == "RestStore":
             return _sampled_by_server(store, run_id, key, max_points)

@@ -543,6 +543,7 @@ def step_diagnostics(
     )
     how = Reduction(seq_eps, token_eps, distributed=distributed, algorithm=algorithm)
     rec = reduce_step(inputs, how).materialize()
-    row = {k: v for k, v in rec.row.items() if k not in (Step.RUN_ID, Step.ALGORITHM)}
-    seq = {k: v for k, v in rec.seq.items() if v is not None}
+    rec_row, rec_seq = rec.materialized()
+    row = {k: v for k, v in rec_row.items() if k not in (Step.RUN_ID, Step.ALGORITHM)}
+    seq = {k: v for k, v in rec_seq.items() if v is not None}
     return row, pd.DataFrame(seq)

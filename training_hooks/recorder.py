@@ -460,7 +460,7 @@ class RunRecorder:
             and inputs.logprobs.numel() >= self.defer_min_elements
         ):
             slot = deferred.acquire()  # None when the thread is behind: compute here
-        if slot is not None:
+        if deferred is not None and slot is not None:  # (a slot comes from ``deferred``)
             try:
                 # the token-level errors (an empty mask row too) belong to this call
                 inputs.check_tokens(self.settings.seq_eps, self.settings.token_eps)

@@ -506,16 +506,16 @@ class GSPODashMixin(TrainerMethods):
                 f"gspo-dash: step {step}{rows}; not recorded", RuntimeWarning, stacklevel=2
             )
             return
-        adv = rows["adv"]
+        adv = rows.need("adv")
         if adv.dim() == 2 and adv.shape[1] == 1:
             adv = adv.squeeze(1)
         gen, lag = self._gd_lag(rows, step)
         rec.log_step(
             step,
-            rewards=rows["reward"].reshape(-1, G),
-            logprobs=rows["logps"],
-            old_logprobs=rows["old"],
-            mask=rows["mask"],
+            rewards=rows.need("reward").reshape(-1, G),
+            logprobs=rows.need("logps"),
+            old_logprobs=rows.need("old"),
+            mask=rows.need("mask"),
             advantages=adv,
             ref_logprobs=rows["ref"],
             entropy=rows["entropy"],
@@ -534,11 +534,11 @@ class GSPODashMixin(TrainerMethods):
         whose old log-probs the step uses (``step`` is TRL's global_step after this step), 0
         when TRL skipped them (its old log-probs are then this step's own, detached). Unknown
         (None) if the step's rows come from more than one generation."""
-        rollouts = rows["rollout"].unique().tolist()
+        rollouts = rows.need("rollout").unique().tolist()
         gen = self._gd_generations.get(rollouts[0]) if len(rollouts) == 1 else None
         if gen is None:
             return None, None
-        if not bool(rows["old_given"].all()):
+        if not bool(rows.need("old_given").all()):
             return gen, 0
         return gen, step - 1 - gen.global_step
 
@@ -630,6 +630,12 @@ class _StepRows:
         """The step's completions' text, rows as ``self[key]`` (``texts`` by generation index)."""
         keep = None if self.keep_B is None else self.keep_B.tolist()
         return [t for i, t in enumerate(texts) if keep is None or keep[i]]
+
+    def need(self, key: str) -> torch.Tensor:
+        """``self[key]`` of a key every captured microbatch holds (else a clear error)."""
+        if (x := self[key]) is None:
+            raise RuntimeError(f"gspo-dash: a captured TRL microbatch has no {key!r}")
+        return x
 
     def __getitem__(self, key: str) -> torch.Tensor | None:
         if key not in self._taken:

@@ -247,18 +247,18 @@ class MlflowBackend:
             "mlflow.runName": spec.run_name,
         }
         new_run = run is None
-        if new_run:
+        if run is None:
             run = client.create_run(exp_id, run_name=spec.run_name or None, tags=tags)
         else:
             client.update_run(run.info.run_id, status="RUNNING")
             client.log_batch(run.info.run_id, tags=[RunTag(k, v) for k, v in tags.items()])
-        self.run_id = run.info.run_id
-        log_params(client, self.run_id, spec.params, new_run=new_run)
+        self.run_id = run_id = run.info.run_id
+        log_params(client, run_id, spec.params, new_run=new_run)
         return {
             "tracking_uri": self.tracking_uri,
             "experiment": spec.experiment,
             "experiment_id": exp_id,
-            "run_id": self.run_id,
+            "run_id": run_id,
         }
 
     def log(self, metrics: list) -> int:
@@ -489,10 +489,13 @@ class MlflowSink:
         """Log the buffer chunk by chunk, dropping each once MLflow has it (no duplicates). A
         failed call whose server no longer answers raises ``SinkFailed``; otherwise the error
         propagates and the buffer is retried at the next flush."""
+        backend = self.backend
+        if backend is None:
+            raise RuntimeError("MlflowSink: flush before open (no MLflow run to log to)")
         while self._pending:
             part = self._pending[:MAX_METRICS_PER_BATCH]
             try:
-                self.backend.log(part)
+                backend.log(part)
             except SinkFailed:
                 raise
             except Exception as e:
@@ -503,7 +506,7 @@ class MlflowSink:
         self._steps = 0
         if self._tags:
             items = list(self._tags)
-            self.backend.set_tags(dict(items))  # (a failure keeps them queued: retried next flush)
+            backend.set_tags(dict(items))  # (a failure keeps them queued: retried next flush)
             for _ in items:
                 self._tags.popleft()
 

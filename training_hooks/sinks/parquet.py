@@ -212,7 +212,7 @@ def step_table(records: list[StepRecord], extra_keys: tuple[str, ...] = ()):
     import pyarrow as pa
 
     sch = schema.step_schema(extra_keys)
-    rows = [r.row for r in records]
+    rows = [r.materialized()[0] for r in records]
     nan = float("nan")
     arrays = []
     for f in sch:
