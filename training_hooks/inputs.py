@@ -173,15 +173,18 @@ class StepInputs:
             x = getattr(self, name)
             return None if x is None else copy(name, x)
 
+        def big_required(name: str) -> torch.Tensor:
+            return copy(name, getattr(self, name))
+
         def small(x: torch.Tensor | None) -> torch.Tensor | None:
             return None if x is None else x.detach().clone()
 
         return StepInputs(
             step=self.step,
-            rewards=small(self.rewards),
-            logprobs=big("logprobs"),
-            old_logprobs=big("old_logprobs"),
-            mask=big("mask"),
+            rewards=self.rewards.detach().clone(),
+            logprobs=big_required("logprobs"),
+            old_logprobs=big_required("old_logprobs"),
+            mask=big_required("mask"),
             advantages=big("advantages"),
             ref_logprobs=big("ref_logprobs"),
             entropy=big("entropy"),

@@ -208,7 +208,7 @@ class RunRecorder:
 
     def _join_run(self, s: RecorderSettings) -> None:
         """The run's id (rank 0's under ``torch.distributed``) and folder."""
-        run_id = s.run_id or new_run_id(s.name)
+        run_id = s.run_id or new_run_id(s.run_name)
         if self.distributed:  # one run id for every rank: rank 0's
             import torch.distributed as dist
 
@@ -232,7 +232,7 @@ class RunRecorder:
         now = time.time()
         info = RunInfo(
             run_id=self.run_id,
-            name=s.name,
+            name=s.run_name,
             algorithm=s.algorithm,
             seq_eps_low=s.seq_eps[0],
             seq_eps_high=s.seq_eps[1],
@@ -324,7 +324,7 @@ class RunRecorder:
         return MlflowSink(
             tracking_uri,
             experiment=s.experiment,
-            run_name=s.name,
+            run_name=s.run_name,
             gspo_run_id=self.run_id,
             algorithm=s.algorithm,
             params=run_params(info),

@@ -51,7 +51,10 @@ def checks_digest() -> str:
     """A digest of the code of ``CHECK_MODULES`` and of this module (12 hex digits)."""
     h = hashlib.sha1()
     for name in (*CHECK_MODULES, __name__):
-        with open(importlib.import_module(name).__file__, "rb") as f:
+        path = importlib.import_module(name).__file__
+        if path is None:
+            raise RuntimeError(f"module {name} has no source file to digest")
+        with open(path, "rb") as f:
             h.update(f.read())
     return h.hexdigest()[:12]
 

@@ -368,6 +368,8 @@ def update(learner: Learner, mb: Minibatch, step: int) -> Update:
     reach the weights."""
     config, faults = learner.config, learner.faults
     logp, entropy = action_logprobs(learner.policy, mb.ids, mb.actions, with_entropy=True)
+    if entropy is None:  # asked for with_entropy
+        raise RuntimeError("action_logprobs returned no entropy")
     logp = faults.nan_logprobs(step, logp, mb.mask)  # nan-logprobs
     out = learner.loss_fn(
         logp,

@@ -116,7 +116,7 @@ def _not_judged(what: str, why: str) -> Finding:
 
 def _any_clip_column(df: pd.DataFrame) -> bool:
     probes = [c for s in CLIP_SPECS.values() for c in (s.column, *s.binding, s.binding_sum)]
-    return any(np.isfinite(col(df, c)).any() for c in probes if c in df.columns)
+    return any(np.isfinite(column(df, c)).any() for c in probes if c in df.columns)
 
 
 def check_clip_range(
@@ -191,7 +191,7 @@ def _reading(df, split, facts, algo, spec, known, share, measure, exact) -> Clip
         mean,
         measure,
         exact,
-        off.any(),
+        bool(off.any()),
         split.n_unknown > 0,
         mixed,
         caveat,

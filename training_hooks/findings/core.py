@@ -224,7 +224,7 @@ def train_mask(df: pd.DataFrame) -> np.ndarray:
     has = np.zeros(len(df), bool)
     for c in TRAIN_COLUMNS:
         if c in df.columns:
-            has |= ~np.isnan(col(df, c))  # inf is a value (and a finding)
+            has |= ~np.isnan(column(df, c))  # inf is a value (and a finding)
     return has
 
 

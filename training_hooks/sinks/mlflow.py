@@ -261,12 +261,18 @@ class MlflowBackend:
             "run_id": run_id,
         }
 
+    def _open_run_id(self) -> str:
+        """The id of the run ``open`` found or created; a clear error before ``open``."""
+        if self.run_id is None:
+            raise RuntimeError("MlflowBackend: no MLflow run is open (call open() first)")
+        return self.run_id
+
     def log(self, metrics: list) -> int:
         """Log [key, value, timestamp ms, step] entries, at most 1000 per ``log_batch``."""
         from mlflow.entities import Metric
 
         for part in chunks(metrics, MAX_METRICS_PER_BATCH):
-            self.client.log_batch(self.run_id, metrics=[Metric(*m) for m in part])
+            self.client.log_batch(self._open_run_id(), metrics=[Metric(*m) for m in part])
         return len(metrics)
 
     def set_tags(self, tags: Mapping[str, str]) -> int:
@@ -275,13 +281,17 @@ class MlflowBackend:
 
         items = [RunTag(k, str(v)[:MAX_TAG_VALUE_LENGTH]) for k, v in tags.items()]
         for part in chunks(items, MAX_TAGS_PER_BATCH):
-            self.client.log_batch(self.run_id, tags=part)
+            self.client.log_batch(self._open_run_id(), tags=part)
         return len(items)
 
     def finish(self, status: str, artifact_dir: str | None) -> None:
         if artifact_dir and os.path.isdir(artifact_dir):
-            self.client.log_artifacts(self.run_id, artifact_dir, artifact_path=ARTIFACT_PATH)
-        self.client.set_terminated(self.run_id, status=MLFLOW_STATUS.get(status, "FINISHED"))
+            self.client.log_artifacts(
+                self._open_run_id(), artifact_dir, artifact_path=ARTIFACT_PATH
+            )
+        self.client.set_terminated(
+            self._open_run_id(), status=MLFLOW_STATUS.get(status, "FINISHED")
+        )
 
 
 class _ChildBackend:
@@ -474,7 +484,7 @@ class MlflowSink:
 
     def write(self, record: StepRecord) -> None:
         ts = int(record.wall_time * 1000)
-        for key, value in row_metrics(record.row):
+        for key, value in row_metrics(record.materialized()[0]):
             self._pending.append([key, value, ts, record.step])
         self._steps += 1
 

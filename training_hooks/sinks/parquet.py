@@ -20,6 +20,8 @@ from .. import schema, storage
 from ..schema import SCHEMA_VERSION, Seq, Step, Tok, parse_part_name
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+
     from ..compute import StepRecord
 
 # Encodings of every part and compacted file: dictionaries for the string columns only (run id,
@@ -141,7 +143,10 @@ class ParquetSink:
     def _write_parts(self, records: list[StepRecord]) -> None:
         steps = [r.step for r in records]
         first, last = min(steps), max(steps)
-        builders = [(schema.SEQUENCES_DIR, sequence_table), (schema.TOKENS_DIR, token_table)]
+        builders: list[tuple[str, Callable[[list[StepRecord]], pa.Table | None]]] = [
+            (schema.SEQUENCES_DIR, sequence_table),
+            (schema.TOKENS_DIR, token_table),
+        ]
         if self.write_steps:
             builders.append((schema.STEPS_DIR, lambda rs: step_table(rs, tuple(self._extra_keys))))
         # sequences first, then tokens, then steps: a reader that sees a step sees its sequences.
