@@ -51,7 +51,7 @@ LEGEND_TOP = {
 
 
 def layout_dict(title, xtitle, ytitle, height, log_y=False) -> dict:
-    yaxis = {"title": {"text": plot_text(ytitle), "font": {"size": 11}}}
+    yaxis: dict[str, object] = {"title": {"text": plot_text(ytitle), "font": {"size": 11}}}
     if log_y:
         yaxis["type"] = "log"
     return {

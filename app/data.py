@@ -20,7 +20,7 @@ import os
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -57,6 +57,7 @@ def part_files(folder: str | os.PathLike) -> PartFiles:
     """(name, size, mtime_ns) of the finished Parquet parts in ``folder``, sorted by name: what a
     read of the folder depends on, so also its cache key. Local: ``os.scandir``; object store: the
     folder's entries in a recent listing of it or of its root (``listing``)."""
+    files: Sequence[FileStamp]
     if storage.is_uri(folder):
         files = _listed_files(str(folder))
     else:
@@ -284,10 +285,10 @@ def load_steps(run: RunRef, columns: Iterable[str] | None = None) -> Table:
     if columns is not None:
         cols = tuple(dict.fromkeys(columns))
         want = tuple(dict.fromkeys((Step.STEP, Step.WALL_TIME, *_sources_of(cols))))
-    t = _read_table(run.path or "", STEPS_DIR, want, None, STEP_COLUMNS, _step_parts)
-    if t is None:  # no step file yet
-        t = tables.one_row_per_step(Table(pd.DataFrame(columns=list(want or ())), []))
-    return t
+    read = _read_table(run.path or "", STEPS_DIR, want, None, STEP_COLUMNS, _step_parts)
+    if read is None:  # no step file yet
+        return tables.one_row_per_step(Table(pd.DataFrame(columns=list(want or ())), []))
+    return read
 
 
 def load_sequences(

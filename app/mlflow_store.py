@@ -232,7 +232,7 @@ def _sampled_in_sql(client, run_id: str, key: str, max_points: int) -> list | No
     store = getattr(getattr(client, "_tracking_client", None), "store", None)
     kind = type(store).__name__
     try:
-        if kind == "SqlAlchemyStore":
+        if store is not None and kind == "SqlAlchemyStore":
             return store.get_metric_history_bulk_interval([run_id], key, max_points, None, None)
         if kind == "RestStore":
             return _sampled_by_server(store, run_id, key, max_points)
@@ -263,7 +263,7 @@ def _metric_points(client, run_id: str, key: str, max_points: int | None):
     store can (``sampled``: it may have more points), else the full history (``max_points=None``:
     always the full history)."""
     hist = _sampled_in_sql(client, run_id, key, max_points) if max_points else None
-    sampled = hist is not None and len(hist) >= max_points
+    sampled = hist is not None and max_points is not None and len(hist) >= max_points
     if hist is None:
         hist = client.get_metric_history(run_id, key)
     n = len(hist)

@@ -50,6 +50,8 @@ def plotly_trace(t: ct.Trace, panel: Panel, x: str, source: str | None = None) -
     (``source``: the foreign metric the column was mapped from). Text escaped (``plot_text``)."""
     sty = t.style
     if t.role == ct.BAND:
+        if t.lo is None:
+            raise ValueError(f"band trace {t.name!r} has no lower edge (lo)")
         return {
             "type": "scatter",
             "mode": "lines",
@@ -70,7 +72,7 @@ def plotly_trace(t: ct.Trace, panel: Panel, x: str, source: str | None = None) -
         shown_as = shown_as.replace(what, panel.second_label)
     value = "%{y:.4g} (EMA)" if t.role == ct.EMA else "%{y:.4g}"
     hover = f"{charts.plot_text(t.label)}<br>{ct.X_AXES.get(x, x)} %{{x}}<br>{shown_as} {value}"
-    trace = {
+    trace: dict[str, object] = {
         "type": "scatter",
         "x": t.x,
         "y": t.y,

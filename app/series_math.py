@@ -144,8 +144,8 @@ def browser_array(values, digits: int = 7) -> list:
     r = np.where(exp >= 0, np.round(v * scale) / scale, np.round(v / scale) * scale)
     out = r.tolist()
     for i in np.flatnonzero(ok & ~exact):  # |v| outside ~1e-16..1e28: rare, one by one
-        r = float(f"{v[i]:.{digits}g}")
-        out[i] = r if math.isfinite(r) else float(v[i])  # rounded past float64's largest
+        r_i = float(f"{v[i]:.{digits}g}")
+        out[i] = r_i if math.isfinite(r_i) else float(v[i])  # rounded past float64's largest
     if not finite.all():
         out = [x if math.isfinite(x) else None for x in out]
     return out

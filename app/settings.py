@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,7 +34,9 @@ class Settings:
         return frozenset(self.allowed_uris + ((self.tracking_uri,) if self.tracking_uri else ()))
 
 
-def parse_settings(argv: Sequence[str] | None = None, env: dict | None = None) -> Settings:
+def parse_settings(
+    argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
+) -> Settings:
     """Root and tracking URI from ``argv`` (``--root``, ``--tracking-uri``), else the environment
     (``GSPO_DASH_ROOT``, ``MLFLOW_TRACKING_URI``), else ``./runs``. ``./mlflow.db`` (if present) is
     read on its own only when neither a root nor a tracking URI was given: with an explicit root,

@@ -568,7 +568,9 @@ def eps_of(run: RunRef) -> dict[str, tuple[float, float]]:
         return {}
     i = run.info
     pairs = {"seq": (i.seq_eps_low, i.seq_eps_high), "token": (i.token_eps_low, i.token_eps_high)}
-    return {unit: p for unit, p in pairs.items() if None not in p}  # an unknown ε: left out
+    return {  # an unknown ε: left out
+        unit: (lo, hi) for unit, (lo, hi) in pairs.items() if lo is not None and hi is not None
+    }
 
 
 def import_details(run: RunRef, *, key: str) -> None:

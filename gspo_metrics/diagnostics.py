@@ -28,6 +28,7 @@ from __future__ import annotations
 import math
 import threading
 import warnings
+from types import ModuleType
 
 import torch
 
@@ -43,7 +44,7 @@ from .checks import (
 )
 from .eager import eager_diagnostics
 from .losses import check_advantages
-from .ratios import check_token_inputs
+from .ratios import check_token_shapes
 from .spec import GRPO_EPS, GSPO_EPS, SEQUENCE_DIAGNOSTICS, WHOLE_NUMBERS
 
 BACKENDS = ("auto", "fused", "torch", "reference")
@@ -191,7 +192,9 @@ def fused_available(device: torch.device | str = "cpu") -> bool:
         with _FUSED_LOCK:
             if not _FUSED:
                 try:
-                    from . import fused
+                    from . import fused as loaded
+
+                    fused: ModuleType | None = loaded
                 except Exception as e:  # noqa: BLE001 -- numba missing or broken: torch serves
                     fused = None
                     _FUSED_ERROR[0] = f"{type(e).__name__}: {e}"
@@ -228,7 +231,7 @@ def check_diagnostics_inputs(
 ) -> None:
     """Every check of ``sequence_diagnostics``' arguments: ValueError naming the argument and its
     shape. ``nonempty`` also checks that every row of ``mask`` marks a token (one host sync)."""
-    check_token_inputs(logprobs, old_logprobs, mask, nonempty=False)
+    check_token_shapes(logprobs, old_logprobs, mask)
     if advantages is not None:  # (None: only for callers that derive them later themselves)
         check_advantages(advantages, logprobs)
     check_eps_pair("seq_eps", seq_eps)

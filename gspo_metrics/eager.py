@@ -106,7 +106,7 @@ def _write_rows(w, row, lp, old_logprobs, mask, adv, ref_logprobs, entropy, smp,
     sums_R_B = torch.empty((R, B), dtype=w.dtype, device=w.device) if per_row else None
 
     def written(*names: str) -> None:
-        if per_row:
+        if sums_R_B is not None:  # (per_row)
             for name in names:
                 torch.sum(w[row[name]], -1, out=sums_R_B[row[name]])
 

@@ -198,7 +198,7 @@ def _pass_row_impl(lp, old, mask, ref, smp, b, tok_lo, tok_hi, has_ref, has_smp,
             m = mask[b, t] != 0
             x = np.float64(lp[b, t])
             o = np.float64(old[b, t])
-            d = x - o
+            d: float = x - o  # (float64; reset to a float 0.0 on padding below)
             d_row[t] = d if m else d0
             d = d if m else 0.0
             n += m
@@ -209,14 +209,14 @@ def _pass_row_impl(lp, old, mask, ref, smp, b, tok_lo, tok_hi, has_ref, has_smp,
             k_d += _k3_series(d if small else 0.0, lp[b, t])  # (k3(0) = 0)
             n_big += not small
             if with_ref:
-                e = np.float64(ref[b, t]) - x
+                e: float = np.float64(ref[b, t]) - x
                 e = e if m else 0.0
                 small = abs(e) < SERIES_BOUND
                 k_e += _k3_series(e if small else 0.0, lp[b, t])
                 n_big += not small
                 s_e += e
             if with_smp:
-                u = o - np.float64(smp[b, t])
+                u: float = o - np.float64(smp[b, t])
                 u = u if m else 0.0  # (padding: |0| is below every masked |u|)
                 small = abs(u) < SERIES_BOUND
                 k_u += _k3_series(u if small else 0.0, lp[b, t])
@@ -274,9 +274,9 @@ def _pass_token_adv(lp, old, adv, mask, b, tok_lo, tok_hi):
     n_above_pos = 0
     for t in range(lp.shape[1]):
         m = mask[b, t] != 0
-        a = np.float64(adv[b, t])
+        a: float = np.float64(adv[b, t])
         a = a if m else 0.0
-        d = np.float64(lp[b, t]) - np.float64(old[b, t])
+        d: float = np.float64(lp[b, t]) - np.float64(old[b, t])
         d = d if m else 0.0
         neg = a < 0.0
         pos = a > 0.0

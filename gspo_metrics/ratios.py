@@ -21,28 +21,34 @@ from .checks import (
 from .masked import masked_fill_zero
 
 
-def check_token_inputs(
+def check_token_shapes(
     logprobs: torch.Tensor,
     old_logprobs: torch.Tensor,
     mask: torch.Tensor,
     *,
-    nonempty: bool = True,
     other: str = "old_logprobs",
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Validate (B, T) inputs; returns the bool mask (B, T) and the per-row token count (B,).
-
-    ``nonempty=False`` only checks shapes and dtypes and returns ``(mask, None)`` with ``mask``
-    unconverted: the caller does the empty-row check (a host sync) and the count. ``other`` is
-    the second tensor's name in the errors (``kl_estimate`` passes "ref_logprobs").
-    """
+) -> None:
+    """Validate (B, T) inputs' shapes and dtypes only: the caller does the empty-row check (a
+    host sync) and the count. ``other`` is the second tensor's name in the errors
+    (``kl_estimate`` passes "ref_logprobs")."""
     check_tensor(logprobs, "logprobs", 2, "(B, T)")
     check_float(logprobs, "logprobs")
     check_tensor(old_logprobs, other, 2, "(B, T)")
     check_float(old_logprobs, other)
     check_tensor(mask, "mask", 2, "(B, T)")
     check_same_shape(logprobs, "logprobs", **{other: old_logprobs, "mask": mask})
-    if not nonempty:
-        return mask, None
+
+
+def check_token_inputs(
+    logprobs: torch.Tensor,
+    old_logprobs: torch.Tensor,
+    mask: torch.Tensor,
+    *,
+    other: str = "old_logprobs",
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Validate (B, T) inputs (``check_token_shapes``, and no empty row); returns the bool mask
+    (B, T) and the per-row token count (B,)."""
+    check_token_shapes(logprobs, old_logprobs, mask, other=other)
     mask_bt = as_bool_mask(mask)
     return mask_bt, check_nonempty_rows(mask_bt)
 

@@ -149,10 +149,13 @@ def _datum_row(datum: Any, lp: Any, i: int) -> tuple[torch.Tensor, ...]:
         raise ValueError(
             f"logprobs_list[{i}] has shape {tuple(lp.shape)} but target_tokens has ({n},)"
         )
-    kw = {"n": n, "device": lp.device, "dtype": lp.dtype}
-    q = _as_1d(inputs["logprobs"], f"data[{i}] logprobs", **kw)
-    adv = _as_1d(inputs["advantages"], f"data[{i}] advantages", **kw)
-    ratio_mask = _as_1d(inputs["sequence_ratio_mask"], f"data[{i}] sequence_ratio_mask", **kw) != 0
+
+    def row(key: str) -> torch.Tensor:
+        return _as_1d(inputs[key], f"data[{i}] {key}", n=n, device=lp.device, dtype=lp.dtype)
+
+    q = row("logprobs")
+    adv = row("advantages")
+    ratio_mask = row("sequence_ratio_mask") != 0
     if not bool(ratio_mask.any()):
         raise ValueError(
             f"data[{i}] sequence_ratio_mask marks no token: it must mark at least one token"

@@ -358,3 +358,15 @@ def test_a_log_ratio_spike_corroborated_by_kl_old(kl_spike):
         "worst at step 101: max |log s| (sequence) = 0.3, 30x the median 0.01 of its same-lag "
         "neighbours (steps 101)."
     )
+
+
+def test_solved_share_logged_only_early_is_skipped_not_a_crash():
+    """No zero-variance total and a solved-share column with values only in the first half: its
+    last-quarter median is unknown, so the check is not run (named with why), not judged."""
+    n = 8
+    high = [0.5] * 4 + [np.nan] * 4  # the last quarter (rows 6, 7) holds no value
+    df = pd.DataFrame({Step.STEP: np.arange(n), "zero_variance_high_fraction": high})
+    report = run_health(df, RunFacts())
+    reason = report.not_checked["zero-variance groups"]
+    assert reason == "no value in the last quarter of the run"
+    assert not {"zero_variance", "task_saturated"} & _codes(report).keys()

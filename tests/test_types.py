@@ -17,12 +17,15 @@ pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[1]
 
 SNIPPET = """
+    import torch
+
     from training_hooks.recorder import RunRecorder
     from training_hooks.schema import Seq, Step
 
     columns = [Seq.{seq}, Step.{step}]
     rec = RunRecorder("runs", {recorder_arg}=(0.1, 0.2))
-    rec.log_step(0, rewards=None, logprobs=None, old_logprobs=None, mask=None, {step_arg}=1)
+    x = torch.zeros(1, 1)
+    rec.log_step(0, rewards=x, logprobs=x, old_logprobs=x, mask=x, {step_arg}=1)
 """
 
 

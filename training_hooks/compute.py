@@ -134,6 +134,10 @@ class StepRecord:
                 return self
             if self.ready_event is not None:
                 self.ready_event.synchronize()
+            if self.host_buffer is None or self.layout is None:
+                raise RuntimeError(
+                    f"StepRecord of step {self.step} has no host buffer and layout to materialize"
+                )
             flat = self.host_buffer.numpy().astype(np.float64, copy=False)
             layout = self.layout
             seq_K_B = layout.read(flat, "seq")
@@ -142,12 +146,13 @@ class StepRecord:
                 lengths = flat[layout["lengths"]]
                 lengths = lengths[lengths >= 0]  # (-1: the padding of a smaller rank)
             else:
-                sums, mins = self._host_summary(seq_K_B, flat)
+                sums, mins = self._host_summary(layout, seq_K_B, flat)
                 lengths = seq_K_B[SEQ_ROW[Seq.LENGTH]]
             self.seq = _sequence_columns(self, seq_K_B)
-            self.row = step_row(self, sums, mins, lengths)
+            row = step_row(self, sums, mins, lengths)
             for key in self.tensor_extra_keys:
-                self.row[key] = float(flat[layout[f"extra/{key}"]][0])
+                row[key] = float(flat[layout[f"extra/{key}"]][0])
+            self.row = row
             if "token_rows" in layout:
                 parts = (layout.read(flat, p) for p in ("token_rows", *TOKEN_PARTS))
                 self.tokens = _token_columns(self, seq_K_B, *parts)
@@ -155,9 +160,17 @@ class StepRecord:
             self.ready_event = None
             return self
 
-    def _host_summary(self, seq_K_B: np.ndarray, flat: np.ndarray):
+    def materialized(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        """``(row, seq)`` of a materialised record; a clear error before ``materialize()``."""
+        if self.row is None or self.seq is None:
+            raise RuntimeError(
+                f"StepRecord of step {self.step} is not materialised: call materialize() first"
+            )
+        return self.row, self.seq
+
+    def _host_summary(self, layout: Layout, seq_K_B: np.ndarray, flat: np.ndarray):
         """``summarize`` of this process's rows, on the host."""
-        layout, B = self.layout, self.batch_size
+        B = self.batch_size
         loss = flat[layout["loss"]] if "loss" in layout else None
         if "zero_var" in layout:
             zero_var = flat[layout["zero_var"]]
@@ -530,6 +543,7 @@ def step_diagnostics(
     )
     how = Reduction(seq_eps, token_eps, distributed=distributed, algorithm=algorithm)
     rec = reduce_step(inputs, how).materialize()
-    row = {k: v for k, v in rec.row.items() if k not in (Step.RUN_ID, Step.ALGORITHM)}
-    seq = {k: v for k, v in rec.seq.items() if v is not None}
+    rec_row, rec_seq = rec.materialized()
+    row = {k: v for k, v in rec_row.items() if k not in (Step.RUN_ID, Step.ALGORITHM)}
+    seq = {k: v for k, v in rec_seq.items() if v is not None}
     return row, pd.DataFrame(seq)

@@ -45,7 +45,9 @@ class SnapshotSlot:
         buf = self._bufs.get(name)
         if buf is None or buf.numel() < n or buf.dtype != x.dtype or buf.device != x.device:
             grow = buf is not None and buf.dtype == x.dtype and buf.device == x.device
-            size = max(n, buf.numel() * 5 // 4) if grow else n  # T varies from step to step
+            size = (
+                max(n, buf.numel() * 5 // 4) if buf is not None and grow else n
+            )  # T varies from step to step
             buf = self._bufs[name] = torch.empty(size, dtype=x.dtype, device=x.device)
         out = buf[:n].view(x.shape)
         out.copy_(x)

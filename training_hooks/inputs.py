@@ -173,15 +173,18 @@ class StepInputs:
             x = getattr(self, name)
             return None if x is None else copy(name, x)
 
+        def big_required(name: str) -> torch.Tensor:
+            return copy(name, getattr(self, name))
+
         def small(x: torch.Tensor | None) -> torch.Tensor | None:
             return None if x is None else x.detach().clone()
 
         return StepInputs(
             step=self.step,
-            rewards=small(self.rewards),
-            logprobs=big("logprobs"),
-            old_logprobs=big("old_logprobs"),
-            mask=big("mask"),
+            rewards=self.rewards.detach().clone(),
+            logprobs=big_required("logprobs"),
+            old_logprobs=big_required("old_logprobs"),
+            mask=big_required("mask"),
             advantages=big("advantages"),
             ref_logprobs=big("ref_logprobs"),
             entropy=big("entropy"),
@@ -200,14 +203,17 @@ class StepInputs:
 
 
 def _check_step(step: object) -> int:
-    return _check_count(step, "step")
+    return _check_int(step, "step")
 
 
 def _check_count(value: object, name: str) -> int | None:
-    """A non-negative int (``step``, ``rollout``, ``policy_lag``) as int; for the optional ones
-    (not ``step``) None stays None: not said, a null in the step table."""
-    if value is None and name != "step":
-        return None
+    """An optional non-negative int (``rollout``, ``policy_lag``) as int; None stays None: not
+    said, a null in the step table."""
+    return None if value is None else _check_int(value, name)
+
+
+def _check_int(value: object, name: str) -> int:
+    """A non-negative int (``step``, or a given ``rollout``/``policy_lag``) as int."""
     if isinstance(value, bool) or not isinstance(value, int | np.integer):
         raise ValueError(f"{name} must be an int, got {value!r}")
     if value < 0:

@@ -208,7 +208,7 @@ class RunRecorder:
 
     def _join_run(self, s: RecorderSettings) -> None:
         """The run's id (rank 0's under ``torch.distributed``) and folder."""
-        run_id = s.run_id or new_run_id(s.name)
+        run_id = s.run_id or new_run_id(s.run_name)
         if self.distributed:  # one run id for every rank: rank 0's
             import torch.distributed as dist
 
@@ -232,7 +232,7 @@ class RunRecorder:
         now = time.time()
         info = RunInfo(
             run_id=self.run_id,
-            name=s.name,
+            name=s.run_name,
             algorithm=s.algorithm,
             seq_eps_low=s.seq_eps[0],
             seq_eps_high=s.seq_eps[1],
@@ -296,7 +296,7 @@ class RunRecorder:
             sinks.append(self.parquet)
         self.mlflow_sink = None
         if self.is_main and self.tracking_uri is not None:
-            self.mlflow_sink = self._mlflow_sink(s)
+            self.mlflow_sink = self._mlflow_sink(s, self.tracking_uri)
         if self.is_main and s.findings_every:  # closed before MLflow: its last tags get there
             sinks.append(findings_sink(self.state, s, self.mlflow_sink))
         if self.mlflow_sink is not None:
@@ -316,15 +316,15 @@ class RunRecorder:
             w.start()
         return workers
 
-    def _mlflow_sink(self, s: RecorderSettings) -> Sink:
+    def _mlflow_sink(self, s: RecorderSettings, tracking_uri: str) -> Sink:
         from .sinks.mlflow import MlflowSink
 
         info = self.state.info
-        same_store = info.mlflow.get("tracking_uri") == self.tracking_uri
+        same_store = info.mlflow.get("tracking_uri") == tracking_uri
         return MlflowSink(
-            self.tracking_uri,
+            tracking_uri,
             experiment=s.experiment,
-            run_name=s.name,
+            run_name=s.run_name,
             gspo_run_id=self.run_id,
             algorithm=s.algorithm,
             params=run_params(info),
@@ -460,7 +460,7 @@ class RunRecorder:
             and inputs.logprobs.numel() >= self.defer_min_elements
         ):
             slot = deferred.acquire()  # None when the thread is behind: compute here
-        if slot is not None:
+        if deferred is not None and slot is not None:  # (a slot comes from ``deferred``)
             try:
                 # the token-level errors (an empty mask row too) belong to this call
                 inputs.check_tokens(self.settings.seq_eps, self.settings.token_eps)

@@ -111,6 +111,11 @@ class RecorderSettings:
     (bench/bench_hooks.py), so the caller reduces. GPU tensors and ``torch.distributed`` always
     reduce on the caller's thread (on the device)."""
 
+    @property
+    def run_name(self) -> str:
+        """The run's name: ``name``, else the algorithm (as ``__post_init__`` sets ``name``)."""
+        return self.name if self.name is not None else self.algorithm
+
     def __post_init__(self) -> None:
         if not isinstance(self.algorithm, str) or not self.algorithm:
             raise ValueError(f"algorithm must be a non-empty string, got {self.algorithm!r}")

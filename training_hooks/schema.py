@@ -29,7 +29,7 @@ import math
 import os
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import MISSING, asdict, dataclass, field, fields
+from dataclasses import MISSING, Field, asdict, dataclass, field, fields
 from typing import Any
 
 from gspo_metrics.spec import PER_SEQUENCE
@@ -370,11 +370,11 @@ class ImportRecord:
         """From run.json's ``imported`` object; unknown keys are ignored, lists become tuples."""
         if not isinstance(data, Mapping):
             raise ValueError(f"run.json 'imported' must be an object, got {type(data).__name__}")
-        kwargs = {}
+        kwargs: dict[str, Any] = {}  # run.json values: checked against the field types below
         for f in fields(cls):
             if f.name in data:
                 v = data[f.name]
-                if why := _field_problem(f"imported.{f.name}", f.type, v):
+                if why := _field_problem(f"imported.{f.name}", _annotation(f), v):
                     raise ValueError(why)
                 kwargs[f.name] = tuple(v) if isinstance(v, list) else v
         return cls(**kwargs)
@@ -437,7 +437,7 @@ class RunSummary:
                     raise ValueError(f"run.json 'summary' has no {f.name!r}")
                 continue
             v = data[f.name]
-            if why := _field_problem(f"summary.{f.name}", f.type, v):
+            if why := _field_problem(f"summary.{f.name}", _annotation(f), v):
                 raise ValueError(why)
             kwargs[f.name] = _tuples(v)
         return cls(**kwargs)
@@ -502,7 +502,7 @@ class RunInfo:
         kwargs = {k: v for k, v in data.items() if k in known}
         other = {k: v for k, v in data.items() if k not in known}
         for k, v in kwargs.items():  # a file from disk: every known field has its declared type
-            if why := _field_problem(k, cls.__dataclass_fields__[k].type, v):
+            if why := _field_problem(k, _annotation(cls.__dataclass_fields__[k]), v):
                 raise ValueError(why)
         if kwargs.get("imported") is not None:
             kwargs["imported"] = ImportRecord.from_json(kwargs["imported"])
@@ -512,6 +512,14 @@ class RunInfo:
             except ValueError:
                 kwargs["summary"] = None
         return cls(**kwargs, other=other)
+
+
+def _annotation(f: Field) -> str:
+    """A run.json dataclass field's annotation: a string (``from __future__ import annotations``
+    here), which ``_field_problem`` reads."""
+    if not isinstance(f.type, str):
+        raise TypeError(f"field {f.name!r} has a non-string annotation {f.type!r}")
+    return f.type
 
 
 def _field_problem(name: str, annotation: str, value: Any) -> str | None:
@@ -652,7 +660,12 @@ def data_files(run_dir: str | os.PathLike, table: str) -> list[str]:
     old = superseded(names)
     names = [n for n in names if n not in old]
     info = {n: parse_part_name(n) for n in names}
-    names.sort(key=lambda n: (info[n]["rank"], info[n]["seq"]) if info[n] else (-1, 0))
+
+    def order(n: str) -> tuple[int, int]:
+        i = info[n]
+        return (i["rank"], i["seq"]) if i else (-1, 0)
+
+    names.sort(key=order)
     return [storage.join(folder, n) for n in names]
 
 

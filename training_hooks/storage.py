@@ -34,7 +34,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeGuard
 
 _URI_RE = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://(.*)$")
 #: Objects modified less than this long before a listing get the listing's time as their stamp.
@@ -53,7 +53,7 @@ class FileStamp(NamedTuple):
     mtime_ns: int
 
 
-def is_uri(path: Any) -> bool:
+def is_uri(path: object) -> TypeGuard[str]:
     """True for an object-store URI (``s3://...``, ``gs://...``); ``file://`` and plain paths are
     local."""
     if not isinstance(path, str):

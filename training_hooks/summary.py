@@ -51,7 +51,10 @@ def checks_digest() -> str:
     """A digest of the code of ``CHECK_MODULES`` and of this module (12 hex digits)."""
     h = hashlib.sha1()
     for name in (*CHECK_MODULES, __name__):
-        with open(importlib.import_module(name).__file__, "rb") as f:
+        path = importlib.import_module(name).__file__
+        if path is None:
+            raise RuntimeError(f"module {name} has no source file to digest")
+        with open(path, "rb") as f:
             h.update(f.read())
     return h.hexdigest()[:12]
 
@@ -63,7 +66,7 @@ def eps_pairs(info: RunInfo) -> dict[str, tuple[float, float]]:
         "seq": (info.seq_eps_low, info.seq_eps_high),
         "token": (info.token_eps_low, info.token_eps_high),
     }
-    return {unit: p for unit, p in pairs.items() if None not in p}
+    return {unit: (lo, hi) for unit, (lo, hi) in pairs.items() if lo is not None and hi is not None}
 
 
 def folder_stamp(run_dir: str, table: str) -> tuple[int, int] | None:

@@ -88,7 +88,9 @@ def version_of(schema: pa.Schema) -> int | None:
 def outside(name: str, step_range: tuple[int, int] | None) -> bool:
     """True when the file's name says it holds no step of ``step_range`` (names without a step
     range are read and filtered by their rows)."""
-    part = parse_part_name(name) if step_range is not None else None
+    if step_range is None:
+        return False
+    part = parse_part_name(name)
     return part is not None and (part["last"] < step_range[0] or part["first"] > step_range[1])
 
 

@@ -83,6 +83,7 @@ from typing import Any
 import torch
 from transformers import TrainerCallback
 
+from ._trl_base import TrainerMethods
 from .recorder import RunRecorder
 
 try:  # the optional extra: gspo-dash[trl]
@@ -299,7 +300,7 @@ class _RecorderCallback(TrainerCallback):
         self.trainer._gd_close("finished")
 
 
-class GSPODashMixin:
+class GSPODashMixin(TrainerMethods):
     """Mix into a ``GRPOTrainer`` (before it in the bases) to record every optimizer step.
 
     Use ``attach(trainer, ...)`` or ``RecordedGRPOTrainer``; ``self.gspo_dash_recorder`` is the
@@ -505,16 +506,16 @@ class GSPODashMixin:
                 f"gspo-dash: step {step}{rows}; not recorded", RuntimeWarning, stacklevel=2
             )
             return
-        adv = rows["adv"]
+        adv = rows.need("adv")
         if adv.dim() == 2 and adv.shape[1] == 1:
             adv = adv.squeeze(1)
         gen, lag = self._gd_lag(rows, step)
         rec.log_step(
             step,
-            rewards=rows["reward"].reshape(-1, G),
-            logprobs=rows["logps"],
-            old_logprobs=rows["old"],
-            mask=rows["mask"],
+            rewards=rows.need("reward").reshape(-1, G),
+            logprobs=rows.need("logps"),
+            old_logprobs=rows.need("old"),
+            mask=rows.need("mask"),
             advantages=adv,
             ref_logprobs=rows["ref"],
             entropy=rows["entropy"],
@@ -533,11 +534,11 @@ class GSPODashMixin:
         whose old log-probs the step uses (``step`` is TRL's global_step after this step), 0
         when TRL skipped them (its old log-probs are then this step's own, detached). Unknown
         (None) if the step's rows come from more than one generation."""
-        rollouts = rows["rollout"].unique().tolist()
+        rollouts = rows.need("rollout").unique().tolist()
         gen = self._gd_generations.get(rollouts[0]) if len(rollouts) == 1 else None
         if gen is None:
             return None, None
-        if not bool(rows["old_given"].all()):
+        if not bool(rows.need("old_given").all()):
             return gen, 0
         return gen, step - 1 - gen.global_step
 
@@ -584,11 +585,9 @@ class GSPODashMixin:
             return totals[0] / totals[1].clamp(min=1.0)
 
 
-def _concat(buffer: list[dict[str, torch.Tensor]], key: str) -> torch.Tensor | None:
-    """``key`` of every microbatch, concatenated; (B, T) tensors right-padded with 0 to the widest
-    T. None when a microbatch lacks it."""
-    if any(key not in mb for mb in buffer):
-        return None
+def _concat(buffer: list[dict[str, torch.Tensor]], key: str) -> torch.Tensor:
+    """``key`` of every microbatch (each holds it), concatenated; (B, T) tensors right-padded
+    with 0 to the widest T."""
     T = max(mb["logps"].shape[1] for mb in buffer)
     parts = []
     for mb in buffer:
@@ -632,9 +631,15 @@ class _StepRows:
         keep = None if self.keep_B is None else self.keep_B.tolist()
         return [t for i, t in enumerate(texts) if keep is None or keep[i]]
 
+    def need(self, key: str) -> torch.Tensor:
+        """``self[key]`` of a key every captured microbatch holds (else a clear error)."""
+        if (x := self[key]) is None:
+            raise RuntimeError(f"gspo-dash: a captured TRL microbatch has no {key!r}")
+        return x
+
     def __getitem__(self, key: str) -> torch.Tensor | None:
         if key not in self._taken:
-            x = _concat(self.buffer, key)
+            x = _concat(self.buffer, key) if all(key in mb for mb in self.buffer) else None
             if x is not None:
                 x = x[self.order] if self.keep_B is None else x[self.order][self.keep_B]
             self._taken[key] = x

@@ -126,7 +126,7 @@ class _PatchOnImport(importlib.abc.MetaPathFinder):
             exec_module(module)
             _patch(fullname, module)
 
-        spec.loader.exec_module = exec_and_patch
+        spec.loader.exec_module = exec_and_patch  # type: ignore[method-assign]  # this loader only
         return spec
 
 
@@ -321,10 +321,10 @@ def _cat(parts: list[Any], T: int) -> Any:
 def _group_order(uids: list[str | None], G: int) -> list[int] | None:
     """Row indices group by group (groups in first-seen order), or None when a uid is missing
     or a group does not have exactly G rows."""
-    if any(u is None for u in uids):
-        return None
     groups: dict[str, list[int]] = {}
     for i, u in enumerate(uids):
+        if u is None:
+            return None
         groups.setdefault(u, []).append(i)
     if any(len(rows) != G for rows in groups.values()):
         return None

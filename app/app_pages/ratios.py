@@ -57,7 +57,7 @@ else:
     axis = aggregate.symlog_for(lr, band)
     hist = aggregate.step_histogram(df, Seq.SEQ_LOG_RATIO, axis=axis)
 hlines = []
-if band:
+if band and seq_eps:  # (band is known exactly when seq_eps is)
     hlines = [
         (band[0], f"log(1-{eps_format.fmt_eps(seq_eps[0])})"),
         (band[1], f"log(1+{eps_format.fmt_eps(seq_eps[1])})"),

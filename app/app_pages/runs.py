@@ -48,7 +48,10 @@ def _import_form() -> None:
     with st.expander("Import a run logged by TRL, Tinker or verl", icon=":material/upload_file:"):
         with st.form("import_run"):
             source = st.selectbox(
-                "Logged by", list(IMPORT_HINTS), format_func=IMPORT_HINTS.get, key="import_source"
+                "Logged by",
+                list(IMPORT_HINTS),
+                format_func=IMPORT_HINTS.__getitem__,
+                key="import_source",
             )
             path = st.text_input("Path on this machine", key="import_path")
             name = st.text_input("Name (optional)", key="import_name")

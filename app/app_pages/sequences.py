@@ -212,9 +212,8 @@ sel = st.dataframe(
     column_config=column_config(),
 )
 lag_of = dict(zip(shown.split.step, shown.split.lag_class, strict=True))
-lag_word = {ON: "an on-policy step", OFF: "an off-policy step"}.get(
-    lag_of.get(step), "a step of unknown lag"
-)
+lag_words: dict[str | None, str] = {ON: "an on-policy step", OFF: "an off-policy step"}
+lag_word = lag_words.get(lag_of.get(step), "a step of unknown lag")
 n_culprit = sum(any(REASONS[c] in records[k] for c in CULPRITS) for k in keys if k in records)
 st.caption(
     f"{len(view)} sequences at step {step} ({lag_word}); {len(with_tokens)} with token records"

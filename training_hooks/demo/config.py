@@ -7,7 +7,7 @@ turns the fields into the command line's options, so a new field is a new option
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, TypedDict
 
 from gspo_metrics.spec import GRPO_EPS, GSPO_EPS
 
@@ -46,6 +46,13 @@ REGIME_BANDS: dict[str, tuple[float | None, float | None]] = {
 def option(default: Any, help: str, **metadata: Any) -> Any:
     """A dataclass field with its default and its one-line documentation (the option's help)."""
     return dataclasses.field(default=default, metadata={"help": help, **metadata})
+
+
+class ClipRanges(TypedDict):
+    """``DemoConfig.clip_ranges``: the recorder's (and ``sequence_diagnostics``') keywords."""
+
+    seq_eps: tuple[float, float]
+    token_eps: tuple[float, float]
 
 
 @dataclasses.dataclass
@@ -150,6 +157,10 @@ class DemoConfig:
     @property
     def eps(self) -> tuple[float, float]:
         """This run's clip range (eps_low, eps_high), in its algorithm's unit."""
+        if self.eps_low is None or self.eps_high is None:  # __post_init__ sets both
+            raise RuntimeError(
+                "DemoConfig.eps_low/eps_high are unset (built without __post_init__)"
+            )
         return (self.eps_low, self.eps_high)
 
     @property
@@ -160,13 +171,13 @@ class DemoConfig:
             return "paper"
         return "demo" if self.eps == DEFAULT_EPS[self.algorithm] else "option"
 
-    def clip_ranges(self) -> dict[str, tuple[float, float]]:
+    def clip_ranges(self) -> ClipRanges:
         """The recorder's ``seq_eps`` and ``token_eps``: this run's range in its own unit and the
         other algorithm's default range in the other unit, so every run of a demo measures both
         units with the same ranges and Compare draws them side by side."""
         other = next(a for a in ALGORITHMS if a != self.algorithm)
         ranges = {CLIP_UNIT[other]: DEFAULT_EPS[other], CLIP_UNIT[self.algorithm]: self.eps}
-        return {"seq_eps": ranges["seq"], "token_eps": ranges["token"]}
+        return ClipRanges(seq_eps=ranges["seq"], token_eps=ranges["token"])
 
     def make_task(self) -> Task:
         return Task(self.alphabet, self.ops, self.min_len, self.max_len)

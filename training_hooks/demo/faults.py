@@ -189,6 +189,8 @@ class Faults:
         if not self.on("entropy-collapse", step):
             return 1.0
         start = self.first_step("entropy-collapse")
+        if start is None:  # on() said it is injected
+            raise RuntimeError("entropy-collapse is on but has no first step")
         first = -(-start // steps_per_rollout) * steps_per_rollout  # first rollout at or after
         return 1.0 + ENTROPY_SCALE_PER_ROLLOUT * ((step - first) // steps_per_rollout)
 

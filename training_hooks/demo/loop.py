@@ -368,6 +368,8 @@ def update(learner: Learner, mb: Minibatch, step: int) -> Update:
     reach the weights."""
     config, faults = learner.config, learner.faults
     logp, entropy = action_logprobs(learner.policy, mb.ids, mb.actions, with_entropy=True)
+    if entropy is None:  # asked for with_entropy
+        raise RuntimeError("action_logprobs returned no entropy")
     logp = faults.nan_logprobs(step, logp, mb.mask)  # nan-logprobs
     out = learner.loss_fn(
         logp,
@@ -434,7 +436,18 @@ def measure(config: DemoConfig, mb: Minibatch, upd: Update) -> StepStats:
             torch.where(mb.mask, upd.entropy, 0.0).sum() / n_tok,
         ]
     ).tolist()
-    return StepStats(mb.rollout, *host, policy_lag=mb.policy_lag)
+    reward, seq_clip, token_clip, length, truncated, zero_var, entropy = host
+    return StepStats(
+        mb.rollout,
+        reward,
+        seq_clip,
+        token_clip,
+        length,
+        truncated,
+        zero_var,
+        entropy,
+        policy_lag=mb.policy_lag,
+    )
 
 
 def train(

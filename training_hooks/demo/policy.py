@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import cast
 
 import torch
 import torch.nn.functional as F
@@ -65,13 +66,15 @@ class Policy(nn.Module):
             raise ValueError(f"d_model ({d_model}) must be divisible by n_heads ({n_heads})")
         self.tok = nn.Embedding(vocab_size, d_model)
         self.pos = nn.Embedding(max_positions, d_model)
-        self.blocks = nn.ModuleList(Block(d_model, n_heads) for _ in range(n_layers))
+        blocks = [Block(d_model, n_heads) for _ in range(n_layers)]
+        self.blocks = nn.ModuleList(blocks)
         self.ln_f = nn.LayerNorm(d_model)
         self.head = nn.Linear(d_model, num_actions)
         self.logit_scale = 1.0  # an inverse temperature on every logit (1: none)
         self.apply(self._init)
-        for block in self.blocks:  # GPT-2's scaled init of the residual projections
-            for lin in (block.proj, block.mlp[2]):
+        for block in blocks:  # GPT-2's scaled init of the residual projections
+            # (Sequential's [] is typed Module: its third layer is the Linear built above)
+            for lin in (block.proj, cast(nn.Linear, block.mlp[2])):
                 nn.init.normal_(lin.weight, std=0.02 / math.sqrt(2 * n_layers))
 
     @staticmethod

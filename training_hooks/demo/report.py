@@ -131,6 +131,8 @@ class ProgressLine:
         width = 10
         bar = "#" * (width * done // self.total)
         if done > 1:
+            if self.first_done is None:
+                raise RuntimeError("the progress line of a rollout past the first before the first")
             over = "rollout 2" if done == 2 else f"rollouts 2-{done}"
             rate = f"{(done - 1) / max(now - self.first_done, 1e-9):.1f} rollouts/s over {over}"
         else:
@@ -179,14 +181,12 @@ def summary_table(results: Sequence[RunResult]) -> str:
     n = len(results[0].rollout_rewards)
     k = results[0].fifth_size()
     every = "both runs" if len(results) == 2 else ("the run" if len(results) == 1 else "every run")
-    ranges = {tuple(sorted(r.config.clip_ranges().items())) for r in results}
+    ranges = {(c["seq_eps"], c["token_eps"]) for c in (r.config.clip_ranges() for r in results)}
     lines.append(
         f"1/5: rollout steps 1-{k} and {n - k + 1}-{n} of {n}; "
         "*: off-policy optimizer steps only (policy lag >= 1; an on-policy step has ratio 1)"
     )
-    for rng in sorted(ranges):
-        d = dict(rng)
-        tok, seq = d["token_eps"], d["seq_eps"]
+    for seq, tok in sorted(ranges):
         lines += [
             f"tok clip: share of tokens whose own ratio is outside [{1 - tok[0]:g}, "
             f"{1 + tok[1]:g}] (GRPO's unit and ε)",

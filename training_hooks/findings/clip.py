@@ -34,6 +34,7 @@ from training_hooks.findings.core import (
     Finding,
     RunFacts,
     col,
+    column,
     fmt_eps,
     pct,
     steps_of,
@@ -115,7 +116,7 @@ def _not_judged(what: str, why: str) -> Finding:
 
 def _any_clip_column(df: pd.DataFrame) -> bool:
     probes = [c for s in CLIP_SPECS.values() for c in (s.column, *s.binding, s.binding_sum)]
-    return any(np.isfinite(col(df, c)).any() for c in probes if c in df.columns)
+    return any(np.isfinite(column(df, c)).any() for c in probes if c in df.columns)
 
 
 def check_clip_range(
@@ -190,7 +191,7 @@ def _reading(df, split, facts, algo, spec, known, share, measure, exact) -> Clip
         mean,
         measure,
         exact,
-        off.any(),
+        bool(off.any()),
         split.n_unknown > 0,
         mixed,
         caveat,
@@ -242,7 +243,7 @@ def _clip_evidence(df: pd.DataFrame, r: ClipReading, bound: float, high: bool) -
     elif not r.lag_known and r.some_unknown:
         text += " The lag is unknown: on-policy steps, if any, only lower this mean."
     if r.exact and all(c in df.columns for c in spec.binding):
-        b = col(df, spec.binding[0]) + col(df, spec.binding[1])
+        b = column(df, spec.binding[0]) + column(df, spec.binding[1])
         if np.isfinite(b[r.rows]).any():
             text += f" The clip binds on {pct(float(np.nanmean(b[r.rows])))} of {spec.what} (mean)."
     return text

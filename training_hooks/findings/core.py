@@ -156,6 +156,14 @@ def col(df: pd.DataFrame, name: str | None) -> np.ndarray | None:
     return pd.to_numeric(df[name], errors="coerce").to_numpy(np.float64, na_value=np.nan)
 
 
+def column(df: pd.DataFrame, name: str) -> np.ndarray:
+    """``col`` of a column the caller knows is there; a KeyError naming it otherwise."""
+    y = col(df, name)
+    if y is None:
+        raise KeyError(f"the step table has no column {name!r}")
+    return y
+
+
 def logged(df: pd.DataFrame, name: str | None) -> np.ndarray | None:
     """``col`` when the column holds at least one value (a column of nulls was never logged)."""
     y = col(df, name)
@@ -216,7 +224,7 @@ def train_mask(df: pd.DataFrame) -> np.ndarray:
     has = np.zeros(len(df), bool)
     for c in TRAIN_COLUMNS:
         if c in df.columns:
-            has |= ~np.isnan(col(df, c))  # inf is a value (and a finding)
+            has |= ~np.isnan(column(df, c))  # inf is a value (and a finding)
     return has
 
 

@@ -21,6 +21,7 @@ from training_hooks.findings.core import (
     RunFacts,
     at_steps,
     col,
+    column,
     find_column,
     steps_of,
     th,
@@ -111,7 +112,7 @@ def mismatch_metrics_read(df: pd.DataFrame, facts: RunFacts) -> list[tuple[Misma
     for m in MISMATCH_METRICS:
         name = find_column(df, m.name)
         y = col(df, name)
-        if y is not None and np.isfinite(y).any():
+        if name is not None and y is not None and np.isfinite(y).any():
             out.append((m, facts.logged_as(name) if not m.source else f"{m.source} {m.name}"))
     return out
 
@@ -121,7 +122,9 @@ def _mismatch_metric_parts(df: pd.DataFrame, facts: RunFacts) -> list[MismatchPa
     out = []
     for m, label in mismatch_metrics_read(df, facts):
         name = find_column(df, m.name)
-        y = col(df, name)
+        if name is None:  # mismatch_metrics_read found it
+            raise KeyError(f"the step table has no column for {m.name!r}")
+        y = column(df, name)
         if label != name:
             label = f"{label} (stored as {name})"
         sev, rows = _judge_mismatch(m.kind, y)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+from numpy.typing import ArrayLike
 
 from training_hooks.findings.core import (
     ERROR,
@@ -26,6 +27,7 @@ from training_hooks.findings.core import (
     Finding,
     RunFacts,
     col,
+    column,
     find_column,
     logged,
     pct,
@@ -66,10 +68,10 @@ def zero_variance_values(reward_P_G: np.ndarray) -> np.ndarray:
 
 
 def outcome_shares(
-    steps_S: np.ndarray,
-    groups_S: np.ndarray,
-    zero_step_Z: np.ndarray,
-    zero_value_Z: np.ndarray,
+    steps_S: ArrayLike,
+    groups_S: ArrayLike,
+    zero_step_Z: ArrayLike,
+    zero_value_Z: ArrayLike,
     r_hi: float,
     r_lo: float,
 ) -> pd.DataFrame:
@@ -77,15 +79,15 @@ def outcome_shares(
     share of its groups that are zero-variance at ``r_hi`` (the run's highest reward), and
     ``ALL_LOW_FRACTION``, at ``r_lo`` (its lowest). Each zero-variance group is given by its step
     (``zero_step_Z``) and its common reward (``zero_value_Z``)."""
-    steps_S = np.asarray(steps_S, np.int64)
-    groups_S = np.asarray(groups_S, np.float64)
+    step_S = np.asarray(steps_S, np.int64)
+    group_S = np.asarray(groups_S, np.float64)
     value_Z = np.asarray(zero_value_Z, np.float64)
-    at = pd.Index(steps_S).get_indexer(np.asarray(zero_step_Z, np.int64))  # (Z,) -> row
-    hi = np.bincount(at, weights=value_Z >= r_hi, minlength=len(steps_S))
-    lo = np.bincount(at, weights=value_Z <= r_lo, minlength=len(steps_S))
+    at = pd.Index(step_S).get_indexer(np.asarray(zero_step_Z, np.int64))  # (Z,) -> row
+    hi = np.bincount(at, weights=value_Z >= r_hi, minlength=len(step_S))
+    lo = np.bincount(at, weights=value_Z <= r_lo, minlength=len(step_S))
     with np.errstate(invalid="ignore", divide="ignore"):
         return pd.DataFrame(
-            {Step.STEP: steps_S, ALL_HIGH_FRACTION: hi / groups_S, ALL_LOW_FRACTION: lo / groups_S}
+            {Step.STEP: step_S, ALL_HIGH_FRACTION: hi / group_S, ALL_LOW_FRACTION: lo / group_S}
         )
 
 
@@ -185,6 +187,9 @@ def _check_zero_variance(df: pd.DataFrame, cov: Coverage) -> list[Finding]:
             cov.skipped("zero-variance groups", NOT_LOGGED)
             return []
         got = late_median(df, hi_col, 4)  # no total: the solved share alone
+        if got is None:  # logged, but not in the last quarter of the run
+            cov.skipped("zero-variance groups", "no value in the last quarter of the run")
+            return []
     cov.ran("zero-variance groups", "" if hi_col else "solved / failed split " + NOT_LOGGED)
     med, n = got
     if hi_col is None:
@@ -192,7 +197,7 @@ def _check_zero_variance(df: pd.DataFrame, cov: Coverage) -> list[Finding]:
             return []
         return [_zero_variance(med, None, n, ERROR if med >= th("zero_var_error") else WARNING)]
     total = col(df, Step.ZERO_VARIANCE_FRACTION)
-    hi = col(df, hi_col)
+    hi = column(df, hi_col)
     late = slice(len(df) - max(1, len(df) // 4), None)
     solved = float(np.nanmedian(hi[late])) if np.isfinite(hi[late]).any() else 0.0
     rest = total - hi if total is not None else np.full(len(df), np.nan)

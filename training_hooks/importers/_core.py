@@ -312,7 +312,8 @@ def wall_times(
     if not key or not any(numeric(log.steps[s].get(key)) is not None for s in train):
         return {}, f"null: the log has no {key or 'duration metric'}" if key else "null"
     origin = log.started_at
-    t, prev, out = origin or 0.0, None, {}
+    out: dict[int, float] = {}
+    t, prev = origin or 0.0, None
     for s in train:
         d = numeric(log.steps[s].get(key))
         if d is None or not math.isfinite(d) or d < 0:

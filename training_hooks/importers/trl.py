@@ -112,7 +112,9 @@ def _beside(file: Path) -> tuple[Settings, tuple[str, ...], str | None, dict[str
             if cand == file or NOT_ARGS.match(cand.name) or not cand.is_file():
                 continue
             cfg = load_config(cand)
-            found = read_settings("trl", cfg, cand.name) if cfg else {}
+            if not cfg:
+                continue
+            found = read_settings("trl", cfg, cand.name)
             if found and not {"model_type", "architectures"} & set(cfg):
                 settings.update(found)
                 config.update(cfg)
@@ -141,7 +143,7 @@ def facts(log: SourceLog, fmt: SourceFormat, settings: Settings) -> Settings:
 
 def run_settings(s: Mapping[str, Any]) -> RunSettings:
     level = s.get("importance_sampling_level")
-    algorithm = {"sequence": "gspo", "token": "grpo"}.get(level)
+    algorithm = {"sequence": "gspo", "token": "grpo"}.get(level) if isinstance(level, str) else None
     eps = None
     if isinstance(s.get("epsilon"), int | float):
         high = s.get("epsilon_high")

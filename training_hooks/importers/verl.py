@@ -68,7 +68,8 @@ def _beside(file: Path) -> tuple[Settings, tuple[str, ...], float | None, Mappin
         data = load_config(cand) if cand.is_file() else None
         if not data:
             continue
-        cfg = data.get("config") if isinstance(data.get("config"), Mapping) else data
+        inner = data.get("config")
+        cfg = inner if isinstance(inner, Mapping) else data
         settings = read_settings("verl", cfg, cand.name)
         if settings:
             return settings, (str(cand),), _timestamp(data.get("created_at")), cfg
@@ -101,11 +102,11 @@ def facts(log: SourceLog, fmt: SourceFormat, settings: Settings) -> Settings:
     )
     if not (epochs and mini and batch) or "one_update_per_row" in settings:
         return {}
-    values = [as_step(s.value) for s in (epochs, mini, batch)]
-    if None in values:
+    n_epochs, n_mini, n_batch = (as_step(s.value) for s in (epochs, mini, batch))
+    if n_epochs is None or n_mini is None or n_batch is None:
         return {}
-    one = values[0] == 1 and values[1] >= values[2]
-    why = f"ppo_epochs={values[0]}, ppo_mini_batch_size={values[1]}, train_batch_size={values[2]}"
+    one = n_epochs == 1 and n_mini >= n_batch
+    why = f"ppo_epochs={n_epochs}, ppo_mini_batch_size={n_mini}, train_batch_size={n_batch}"
     return {"one_update_per_row": Setting(one, why)}
 
 

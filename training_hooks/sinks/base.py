@@ -39,7 +39,9 @@ class SinkFailed(Exception):
 class Sink(Protocol):
     """What a ``SinkWorker`` drives. Every method runs on the sink's own thread."""
 
-    name: str
+    @property
+    def name(self) -> str:
+        """The sink's name in faults and timings (a class constant in the sinks here)."""
 
     def open(self) -> None:
         """Acquire resources (create folders, connect). An exception disables the sink."""

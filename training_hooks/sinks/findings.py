@@ -44,11 +44,12 @@ class FindingsSink:
         idle_thread()  # this thread runs when training leaves a core idle
 
     def write(self, record: StepRecord) -> None:
-        reward_B = (record.seq or {}).get(Seq.REWARD)
+        row, seq = record.materialized()
+        reward_B = seq.get(Seq.REWARD)
         reward_P_G = None
         if reward_B is not None and record.group_size:
             reward_P_G = reward_B.reshape(-1, record.group_size)  # (B,) -> (P, G)
-        self.live.add(record.row, reward_P_G)
+        self.live.add(row, reward_P_G)
         self._new += 1
 
     def should_flush(self) -> bool:

@@ -247,26 +247,32 @@ class MlflowBackend:
             "mlflow.runName": spec.run_name,
         }
         new_run = run is None
-        if new_run:
+        if run is None:
             run = client.create_run(exp_id, run_name=spec.run_name or None, tags=tags)
         else:
             client.update_run(run.info.run_id, status="RUNNING")
             client.log_batch(run.info.run_id, tags=[RunTag(k, v) for k, v in tags.items()])
-        self.run_id = run.info.run_id
-        log_params(client, self.run_id, spec.params, new_run=new_run)
+        self.run_id = run_id = run.info.run_id
+        log_params(client, run_id, spec.params, new_run=new_run)
         return {
             "tracking_uri": self.tracking_uri,
             "experiment": spec.experiment,
             "experiment_id": exp_id,
-            "run_id": self.run_id,
+            "run_id": run_id,
         }
+
+    def _open_run_id(self) -> str:
+        """The id of the run ``open`` found or created; a clear error before ``open``."""
+        if self.run_id is None:
+            raise RuntimeError("MlflowBackend: no MLflow run is open (call open() first)")
+        return self.run_id
 
     def log(self, metrics: list) -> int:
         """Log [key, value, timestamp ms, step] entries, at most 1000 per ``log_batch``."""
         from mlflow.entities import Metric
 
         for part in chunks(metrics, MAX_METRICS_PER_BATCH):
-            self.client.log_batch(self.run_id, metrics=[Metric(*m) for m in part])
+            self.client.log_batch(self._open_run_id(), metrics=[Metric(*m) for m in part])
         return len(metrics)
 
     def set_tags(self, tags: Mapping[str, str]) -> int:
@@ -275,13 +281,17 @@ class MlflowBackend:
 
         items = [RunTag(k, str(v)[:MAX_TAG_VALUE_LENGTH]) for k, v in tags.items()]
         for part in chunks(items, MAX_TAGS_PER_BATCH):
-            self.client.log_batch(self.run_id, tags=part)
+            self.client.log_batch(self._open_run_id(), tags=part)
         return len(items)
 
     def finish(self, status: str, artifact_dir: str | None) -> None:
         if artifact_dir and os.path.isdir(artifact_dir):
-            self.client.log_artifacts(self.run_id, artifact_dir, artifact_path=ARTIFACT_PATH)
-        self.client.set_terminated(self.run_id, status=MLFLOW_STATUS.get(status, "FINISHED"))
+            self.client.log_artifacts(
+                self._open_run_id(), artifact_dir, artifact_path=ARTIFACT_PATH
+            )
+        self.client.set_terminated(
+            self._open_run_id(), status=MLFLOW_STATUS.get(status, "FINISHED")
+        )
 
 
 class _ChildBackend:
@@ -309,12 +319,16 @@ class _ChildBackend:
             bufsize=1,
             env=_child_env(),
         )
+        stdin, stdout = self.proc.stdin, self.proc.stdout
+        if stdin is None or stdout is None:  # set by PIPE; Popen types them Optional
+            raise RuntimeError("the MLflow child process has no stdin/stdout pipe")
+        self.stdin, self.stdout = stdin, stdout
 
     def call(self, op: str, **kwargs: Any) -> Any:
-        self.proc.stdin.write(json.dumps({"op": op, **kwargs}) + "\n")
-        self.proc.stdin.flush()
+        self.stdin.write(json.dumps({"op": op, **kwargs}) + "\n")
+        self.stdin.flush()
         self._await_reply()
-        line = self.proc.stdout.readline()
+        line = self.stdout.readline()
         if not line:
             raise RuntimeError(f"the MLflow child process exited (code {self.proc.poll()})")
         reply = json.loads(line)
@@ -328,7 +342,7 @@ class _ChildBackend:
         machine, a big upload) whose server answers is waited for."""
         while self.liveness is not None:
             try:
-                ready, _, _ = select.select([self.proc.stdout], [], [], LIVENESS_EVERY_S)
+                ready, _, _ = select.select([self.stdout], [], [], LIVENESS_EVERY_S)
             except (OSError, ValueError):  # no select() on pipes here: wait in readline
                 return
             if ready:
@@ -353,7 +367,7 @@ class _ChildBackend:
 
     def stop(self, timeout: float = 10.0) -> None:
         try:
-            self.proc.stdin.close()
+            self.stdin.close()
             self.proc.wait(timeout=timeout)
         except Exception:  # noqa: BLE001
             self.kill()
@@ -450,8 +464,9 @@ class MlflowSink:
 
     def open(self) -> None:
         """Start the child (it imports MLflow meanwhile), probe the server, open the run."""
-        backend = _ChildBackend(self.tracking_uri, self._gone) if self.process else None
-        self._child = backend  # so that abort() can stop a child hung while opening
+        child = _ChildBackend(self.tracking_uri, self._gone) if self.process else None
+        self._child = child  # so that abort() can stop a child hung while opening
+        backend: MlflowBackend | _ChildBackend | None = child
         try:
             if why := probe_tracking_server(self.tracking_uri):
                 raise SinkFailed(f"{why}; {self._replay_hint()}")
@@ -469,7 +484,7 @@ class MlflowSink:
 
     def write(self, record: StepRecord) -> None:
         ts = int(record.wall_time * 1000)
-        for key, value in row_metrics(record.row):
+        for key, value in row_metrics(record.materialized()[0]):
             self._pending.append([key, value, ts, record.step])
         self._steps += 1
 
@@ -484,10 +499,13 @@ class MlflowSink:
         """Log the buffer chunk by chunk, dropping each once MLflow has it (no duplicates). A
         failed call whose server no longer answers raises ``SinkFailed``; otherwise the error
         propagates and the buffer is retried at the next flush."""
+        backend = self.backend
+        if backend is None:
+            raise RuntimeError("MlflowSink: flush before open (no MLflow run to log to)")
         while self._pending:
             part = self._pending[:MAX_METRICS_PER_BATCH]
             try:
-                self.backend.log(part)
+                backend.log(part)
             except SinkFailed:
                 raise
             except Exception as e:
@@ -498,7 +516,7 @@ class MlflowSink:
         self._steps = 0
         if self._tags:
             items = list(self._tags)
-            self.backend.set_tags(dict(items))  # (a failure keeps them queued: retried next flush)
+            backend.set_tags(dict(items))  # (a failure keeps them queued: retried next flush)
             for _ in items:
                 self._tags.popleft()
 
@@ -521,6 +539,7 @@ class MlflowSink:
     def _gone(self) -> str | None:
         """Why this sink cannot go on (its child exited, its server does not answer), or None."""
         child = self._child
+        why: str | None
         if child is not None and child.proc.poll() is not None:
             why = f"the MLflow child process exited (code {child.proc.returncode})"
         else:

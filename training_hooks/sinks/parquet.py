@@ -20,6 +20,8 @@ from .. import schema, storage
 from ..schema import SCHEMA_VERSION, Seq, Step, Tok, parse_part_name
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+
     from ..compute import StepRecord
 
 # Encodings of every part and compacted file: dictionaries for the string columns only (run id,
@@ -141,7 +143,10 @@ class ParquetSink:
     def _write_parts(self, records: list[StepRecord]) -> None:
         steps = [r.step for r in records]
         first, last = min(steps), max(steps)
-        builders = [(schema.SEQUENCES_DIR, sequence_table), (schema.TOKENS_DIR, token_table)]
+        builders: list[tuple[str, Callable[[list[StepRecord]], pa.Table | None]]] = [
+            (schema.SEQUENCES_DIR, sequence_table),
+            (schema.TOKENS_DIR, token_table),
+        ]
         if self.write_steps:
             builders.append((schema.STEPS_DIR, lambda rs: step_table(rs, tuple(self._extra_keys))))
         # sequences first, then tokens, then steps: a reader that sees a step sees its sequences.
@@ -165,13 +170,13 @@ class ParquetSink:
         for f in storage.list_files(folder):
             info = parse_part_name(f.name)
             if info is not None and info["rank"] == self.rank:
-                files.append((info["first"], info["seq"], f.name))
+                files.append((info["first"], info["seq"], f.name, info["last"]))
         if len(files) < 2:
             return
         files.sort()
-        paths = [storage.join(folder, name) for _, _, name in files]
+        paths = [storage.join(folder, name) for _, _, name, _ in files]
         first = min(f[0] for f in files)
-        last = max(parse_part_name(f[2])["last"] for f in files)
+        last = max(f[3] for f in files)
         target = self._path(table, first, last, prefix="compacted")
         compact_parquet(paths, target, compression=self.compression)
         for p in paths:  # the compacted file is in place: the parts are now duplicates
@@ -212,7 +217,7 @@ def step_table(records: list[StepRecord], extra_keys: tuple[str, ...] = ()):
     import pyarrow as pa
 
     sch = schema.step_schema(extra_keys)
-    rows = [r.row for r in records]
+    rows = [r.materialized()[0] for r in records]
     nan = float("nan")
     arrays = []
     for f in sch:
@@ -243,6 +248,7 @@ def sequence_table(records: list[StepRecord]):
 
     sch = schema.sequence_schema()
     n = sum(r.batch_size for r in records)
+    seqs = [r.materialized()[1] for r in records]
     arrays = []
     for f in sch:
         name = f.name
@@ -253,22 +259,22 @@ def sequence_table(records: list[StepRecord]):
                 pa.array([records[0].run_id] * n, type=f.type) if n else pa.array([], f.type)
             )
         elif name in (Seq.COMPLETION, Seq.PROMPT):  # text: B values or None per record
-            if all(r.seq[name] is None for r in records):
+            if all(s[name] is None for s in seqs):
                 arrays.append(pa.nulls(n, f.type))
             else:
                 vals: list = []
-                for r in records:
-                    t = r.seq[name]
+                for r, s in zip(records, seqs, strict=True):
+                    t = s[name]
                     vals.extend(t if t is not None else [None] * r.batch_size)
                 arrays.append(pa.array(vals, type=f.type))
-        elif name == Seq.TRUNCATED and any(r.seq[name] is None for r in records):
+        elif name == Seq.TRUNCATED and any(s[name] is None for s in seqs):
             vals = []
-            for r in records:
-                t = r.seq[name]
+            for r, s in zip(records, seqs, strict=True):
+                t = s[name]
                 vals.extend(t.tolist() if t is not None else [None] * r.batch_size)
             arrays.append(pa.array(vals, type=f.type))
         else:
-            arr = np.concatenate([r.seq[name] for r in records])
+            arr = np.concatenate([s[name] for s in seqs])
             arrays.append(pa.array(arr.astype(_NUMPY[str(f.type)], copy=False), type=f.type))
     return pa.table(arrays, schema=sch)
 
@@ -277,13 +283,12 @@ def token_table(records: list[StepRecord]):
     """The token-table Arrow table, or None when no record sampled tokens."""
     import pyarrow as pa
 
-    recs = [r for r in records if r.tokens]
+    recs = [(r, r.tokens) for r in records if r.tokens]
     if not recs:
         return None
     sch = schema.token_schema()
     cols: dict[str, list] = {name: [] for name in sch.names}
-    for r in recs:
-        t = r.tokens
+    for r, t in recs:
         k = len(t["group"])
         cols[Tok.SCHEMA_VERSION] += [SCHEMA_VERSION] * k
         cols[Tok.RUN_ID] += [r.run_id] * k
