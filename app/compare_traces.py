@@ -124,7 +124,7 @@ class RunSeries:
 
 def eps_label(series: Sequence[RunSeries], unit: str) -> str:
     """'ε 3e-4/4e-4' when every run shares the unit's eps; else 'ε per run'."""
-    vals = {s.eps.get(unit) for s in series if s.eps.get(unit) is not None}
+    vals = {e for s in series if (e := s.eps.get(unit)) is not None}
     if not vals:
         return ""
     if len(vals) == 1:
@@ -247,6 +247,8 @@ def _band_trace(
     """The run's band on the rows ``ok``: (lower, upper) columns, or mean ± std cut to the
     values' observed range (``RunSeries.bounds``); cut to ``n_out`` points by a min/max
     envelope. None when the run lacks the band's columns or finite values of them."""
+    if panel.band is None:
+        return None
     df = s.df
     lo_col, hi_col = panel.band
     xv = df[x].to_numpy(np.float64)[ok]
@@ -318,7 +320,11 @@ def panel_view(
         parts.append("no data: " + short_list(missing, len(series)))
     y_range = None
     if zoom_band and drawn and panel.clip_unit == "seq" and panel.band is not None:
-        gspo = [s.eps.get("seq") for s in series if s.algorithm.lower() == "gspo"]
+        gspo = [
+            e
+            for s in series
+            if s.algorithm.lower() == "gspo" and (e := s.eps.get("seq")) is not None
+        ]
         y_range = seq_band_range(gspo) if gspo else None
         if y_range is not None:
             shown = [
@@ -347,7 +353,7 @@ def clip_band_lines(series: Sequence[RunSeries], panel: Panel) -> list[tuple[flo
     one sequence ε (else [])."""
     if panel.clip_unit != "seq" or panel.band is None:
         return []
-    eps_set = {s.eps.get("seq") for s in series if s.eps.get("seq")}
+    eps_set = {e for s in series if (e := s.eps.get("seq"))}
     if len(eps_set) != 1:
         return []
     lo, hi = next(iter(eps_set))

@@ -28,6 +28,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -449,7 +450,7 @@ def tiny(traces: Sequence[ct.Trace | ct.Readout]) -> int | None:
 def _scaled(t: ct.Trace | ct.Readout, exp: int) -> ct.Trace | ct.Readout:
     """A copy of ``t`` with its y values in units of 10^exp."""
     fields = _Y_FIELDS[type(t)]
-    scaled = {
+    scaled: dict[str, Any] = {
         k: np.asarray(getattr(t, k), np.float64) / 10.0**exp
         for k in fields
         if getattr(t, k) is not None

@@ -6,6 +6,8 @@ name prefix and drawn only when asked; constants are shown as values and bookkee
 at all.
 """
 
+import functools
+
 import numpy as np
 import pandas as pd
 import streamlit as st
@@ -51,7 +53,7 @@ def controls() -> dict:
         steps = st.segmented_control(
             "steps",
             options=list(cv.STEP_CHOICES),
-            format_func=STEP_LABELS.get,
+            format_func=STEP_LABELS.__getitem__,
             default=cv.AUTO,
             key="steps",
             bind="query-params",
@@ -171,7 +173,7 @@ def draw_panels(
         chunk = panels[start : start + PANELS_PER_FIGURE]
         option, height = traces.cached_chart(
             traces.chart_key(series, digests, chunk, how),
-            lambda chunk=chunk: grid_chart(runs_by_key, series, chunk, digests, **how),
+            functools.partial(grid_chart, runs_by_key, series, chunk, digests, **how),
         )
         st.echarts_chart(option, height=height, key=f"{key}-{start // PANELS_PER_FIGURE}")
 
@@ -306,7 +308,7 @@ builtin = [p.key for p in panels.PANELS]
 titles = {p.key: p.title for p in panels.PANELS}
 with st.expander("Charts and log scales", icon=":material/tune:"):
     chosen = st.multiselect(
-        "Built-in charts", builtin, default=builtin, format_func=titles.get, key="panels"
+        "Built-in charts", builtin, default=builtin, format_func=titles.__getitem__, key="panels"
     )
     opts["bands"] = st.toggle(
         "Bands (reward ± std, log-ratio min..max)", value=len(series) <= 3, key="bands"
