@@ -481,6 +481,9 @@ def test_two_ranks_record_what_trl_logs(model_dir, tmp_path):
     """torchrun, 2 CPU ranks (gloo): every rank's sequences recorded; step scalars equal TRL's."""
     script = tmp_path / "run.py"
     script.write_text(_DIST_SCRIPT)
+    # the ranks import this checkout, whatever this interpreter has installed
+    repo = str(Path(__file__).resolve().parents[1])
+    path = os.pathsep.join(p for p in (repo, os.environ.get("PYTHONPATH")) if p)
     proc = subprocess.run(
         [
             sys.executable,
@@ -496,6 +499,7 @@ def test_two_ranks_record_what_trl_logs(model_dir, tmp_path):
         capture_output=True,
         text=True,
         timeout=300,
+        env={**os.environ, "PYTHONPATH": path},
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads((tmp_path / "result.json").read_text())
