@@ -376,8 +376,8 @@ def _read_parts(
     _declared: tuple[tuple[str, str], ...],
     skip_vanished: bool = False,
 ) -> Table:
-    """``_read_files``, cached: ``files`` (with size and mtime) is part of the key (``_declared``
-    is not: the folder names the table)."""
+    """``tables.read_files``, cached: ``files`` (with size and mtime) is part of the key
+    (``_declared`` is not: the folder names the table)."""
     return tables.read_files(folder, files, columns, step_range, _declared, skip_vanished)
 
 
@@ -390,7 +390,8 @@ def _step_parts(
     _declared: tuple[tuple[str, str], ...],
     skip_vanished: bool = False,
 ) -> Table:
-    """A step table read (``_read_files``) and finished (``_one_row_per_step``), cached whole."""
+    """A step table read (``tables.read_files``) and finished (``tables.one_row_per_step``),
+    cached whole."""
     return tables.one_row_per_step(
         tables.read_files(folder, files, columns, step_range, _declared, skip_vanished)
     )

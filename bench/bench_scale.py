@@ -231,21 +231,20 @@ def run(args) -> dict:
     base = Path(args.scale_root)
     base.mkdir(parents=True, exist_ok=True)
     cwd = tempfile.mkdtemp(prefix="gspo-dash-bench-scale-")
-    local = str(base / f"local-{args.scale_runs}")
-    res["generate_local_s"] = ensure_root(local, args.scale_runs, args.scale_steps)
-    res["local"] = {
-        "discovery": bench_discovery(local),
-        "runs_page": bench_runs_page(local, cwd),
-    }
-    print(json.dumps(res["local"], indent=1), flush=True)
-    if args.big_runs:  # bench only: the Runs page at many more runs
-        big = str(base / f"local-{args.big_runs}")
-        res["generate_local_big_s"] = ensure_root(big, args.big_runs, args.scale_steps)
-        res["local_big"] = {
-            "discovery": bench_discovery(big),
-            "runs_page": bench_runs_page(big, cwd),
+
+    def local_root(where: str, runs: int) -> None:
+        """Discovery and the Runs page on a local root of ``runs`` runs, into ``res[where]``."""
+        root = str(base / f"local-{runs}")
+        res[f"generate_{where}_s"] = ensure_root(root, runs, args.scale_steps)
+        res[where] = {
+            "discovery": bench_discovery(root),
+            "runs_page": bench_runs_page(root, cwd),
         }
-        print(json.dumps(res["local_big"], indent=1), flush=True)
+        print(json.dumps(res[where], indent=1), flush=True)
+
+    local_root("local", args.scale_runs)
+    if args.big_runs:  # bench only: the Runs page at many more runs
+        local_root("local_big", args.big_runs)
     if args.compare_runs:
         croot = str(base / f"compare-{args.compare_runs}x{args.compare_steps}")
         res["generate_compare_s"] = ensure_root(croot, args.compare_runs, args.compare_steps)

@@ -547,6 +547,25 @@ def prepare(dtype: torch.dtype = torch.float32) -> None:
         omp.prepare(np.float64 if dtype == torch.float64 else np.float32)
 
 
+def kernel_args(lp, old, mask_u8, adv_2d, ref, ent, per_tok, thresholds, out, sampler) -> tuple:
+    """``diagnostics_kernel``'s arguments but b0, b1 (``Team.run`` takes them so too), from
+    ``fused_rows``' (an absent ``ref``/``ent``/``sampler`` becomes a (1, 1) stand-in and a flag
+    of 0); the kernel writes ``out`` (K, B) float64."""
+    dummy = np.zeros((1, 1), dtype=lp.dtype)
+    given = (ref, ent, sampler)
+    flags = np.array([per_tok, *(x is not None for x in given)], dtype=np.int64)
+    return (
+        lp,
+        old,
+        mask_u8,
+        adv_2d,
+        *(dummy if x is None else x for x in given),
+        flags,
+        np.asarray(thresholds, dtype=np.float64),
+        out,
+    )
+
+
 def fused_rows(
     lp,
     old,
@@ -577,19 +596,7 @@ def fused_rows(
     global _pool
     B, T = lp.shape
     out = np.empty((K, B), dtype=np.float64) if out is None else out
-    dummy = np.zeros((1, 1), dtype=lp.dtype)
-    given = (ref, ent, sampler)
-    flags = np.array([per_tok, *(x is not None for x in given)], dtype=np.int64)
-    args = (
-        lp,
-        old,
-        mask_u8,
-        adv_2d,
-        *(dummy if x is None else x for x in given),
-        flags,
-        np.asarray(thresholds, dtype=np.float64),
-        out,
-    )
+    args = kernel_args(lp, old, mask_u8, adv_2d, ref, ent, per_tok, thresholds, out, sampler)
     blocks = max(1, min(int(threads), B, (B * T) // MIN_ELEMENTS_PER_THREAD))
     omp = team(diagnostics_kernel) if blocks > 1 else None
     if omp is not None and omp.run(args, blocks):

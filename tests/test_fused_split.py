@@ -56,14 +56,10 @@ def _args(seed, B, T, dtype, per_tok, with_ref=True, with_ent=True, with_smp=Tru
 
 
 def _kernel_args(args, sampler):
-    """``diagnostics_kernel``'s arguments (without b0, b1) for ``fused_rows``'s."""
-    lp, old, mask, adv, ref, ent, per_tok, thr = args
-    dummy = np.zeros((1, 1), dtype=lp.dtype)
-    given_ = (ref, ent, sampler)
-    flags = np.array([per_tok, *(x is not None for x in given_)], dtype=np.int64)
-    out = np.full((fused.K, lp.shape[0]), -1.0)
-    opt = tuple(dummy if x is None else x for x in given_)
-    return (lp, old, mask, adv, *opt, flags, np.asarray(thr, dtype=np.float64), out)
+    """``diagnostics_kernel``'s arguments (without b0, b1) for ``fused_rows``', into a fresh
+    ``out`` filled with -1 (so a row nobody wrote shows)."""
+    out = np.full((fused.K, args[0].shape[0]), -1.0)
+    return fused.kernel_args(*args, out, sampler)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])

@@ -212,6 +212,12 @@ def list_now(folder: str) -> PartFiles:
     return tuple(f for f in storage.list_files(folder) if is_data_file(f.name))
 
 
+def current(files: PartFiles) -> PartFiles:
+    """``files`` without the parts a compacted part supersedes (``schema.superseded``)."""
+    old = superseded(f.name for f in files)
+    return tuple(f for f in files if f.name not in old)
+
+
 def read_table(
     run_dir: str,
     table: str,
@@ -230,24 +236,20 @@ def read_table(
         files = listed(folder) if attempt == 0 else list_now(folder)
         if not files:
             return None
-        old = superseded(f.name for f in files)
-        files = tuple(f for f in files if f.name not in old)
         try:
-            return read(folder, files, columns, step_range, expected, attempt > 0)
+            return read(folder, current(files), columns, step_range, expected, attempt > 0)
         except Vanished:
             continue
     return None  # (not reached: the second attempt skips vanished files)
 
 
 def step_frame(run_dir: str) -> tuple[pd.DataFrame, PartFiles]:
-    """A run folder's step table exactly as the app's ``load_steps`` gives it (all columns, one row per
-    step, derived columns), read now and not cached, with the step parts listed (all of them,
-    superseded ones included, as discovery lists them). For writers of a run's summary
+    """A run folder's step table exactly as the app's ``load_steps`` gives it (all columns, one
+    row per step, derived columns), read now and not cached, with the step parts listed (all of
+    them, superseded ones included, as discovery lists them). For writers of a run's summary
     (``training_hooks.summary``), whose findings must be the pages' findings; the app's
     ``load_steps`` is this read, cached."""
     folder = storage.join(run_dir, STEPS_DIR)
     listed = list_now(folder)
-    old = superseded(f.name for f in listed)
-    files = tuple(f for f in listed if f.name not in old)
-    t = read_files(folder, files, None, None, STEP_COLUMNS, skip_vanished=True)
+    t = read_files(folder, current(listed), None, None, STEP_COLUMNS, skip_vanished=True)
     return one_row_per_step(t).df, listed
