@@ -159,13 +159,16 @@ def binding_sentence(state: np.ndarray, loss_unit: str | None) -> str:
     binds = int((state == BINDS).sum())
     keeps = int((state == OUT_NOT_BINDING).sum())
     unknown = n_out - binds - keeps
-    verb = "binds" if loss_unit == "seq" else "would bind (this loss clips tokens)"
+    own = loss_unit == "seq"  # else the loss clips tokens (or is unknown): a clip would bind
+    verb, removed = ("binds", "is removed") if own else ("would bind", "would be removed")
     text = (
         f"{n_out:,} of {len(state):,} sequences lie out of range; out of range is not clipped: "
-        f"the clip {verb} on {binds:,} (s above 1+ε_high with A > 0, or below 1-ε_low with "
-        f"A < 0: the gradient is removed) and not on {keeps:,} (the advantage's sign keeps the "
-        "unclipped term, or A = 0)"
+        f"the {'' if own else 'sequence '}clip {verb} on {binds:,} (s above 1+ε_high with A > 0, "
+        f"or below 1-ε_low with A < 0: the gradient {removed}) and not on {keeps:,} (the "
+        "advantage's sign keeps the unclipped term, or A = 0)"
     )
+    if loss_unit == "token":
+        text += "; this run's loss clips tokens, not sequences"
     if unknown:
         text += f"; {unknown:,} have no recorded advantage, so it is not known"
     return text + "."

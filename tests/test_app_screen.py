@@ -248,7 +248,10 @@ def test_seq_clip_state_hand_computed():
     assert text.startswith(
         "5 of 6 sequences lie out of range; out of range is not clipped: the clip binds on 2 "
     )
-    assert "and not on 3 " in text
+    assert "and not on 3 " in text and "the gradient is removed" in text
+    grpo = aggregate.binding_sentence(aggregate.seq_clip_state(df, band), "token")
+    assert "the sequence clip would bind on 2 " in grpo and "would be removed" in grpo
+    assert grpo.endswith("this run's loss clips tokens, not sequences.")
 
 
 # ---------------------------------------------------------------------- links with commas
