@@ -99,7 +99,9 @@ def test_attenuation_equals_autograd_under_every_reduction(name, level, params, 
 def test_float64_gradcheck(name, level, params):
     """Analytic gradients equal finite differences, away from the clip edges (log-ratios ~1e-2)."""
     logp, old, adv, mask = random_inputs(seed=3, spread=0.01, per_token=True)
-    old = logp - 0.01 * torch.randn(logp.shape, generator=torch.Generator().manual_seed(4), dtype=F64)
+    old = logp - 0.01 * torch.randn(
+        logp.shape, generator=torch.Generator().manual_seed(4), dtype=F64
+    )
     fn = get_loss(name)
 
     def f(x):
@@ -140,7 +142,9 @@ def test_padding_garbage_changes_nothing(variant, seed, extra, garbage, per_toke
     assert (g2[:, logp.shape[1] :] == 0).all() and (g2[:, : logp.shape[1]][~mask] == 0).all()
     assert out2.per_sequence.keys() == out1.per_sequence.keys()
     for key, v in out1.per_sequence.items():
-        torch.testing.assert_close(out2.per_sequence[key], v, rtol=1e-12, atol=1e-12, equal_nan=True)
+        torch.testing.assert_close(
+            out2.per_sequence[key], v, rtol=1e-12, atol=1e-12, equal_nan=True
+        )
 
 
 @settings(max_examples=150, deadline=None)
