@@ -81,9 +81,9 @@ def bnpo_loss(
 
         loss = sum_{b, t in M_b} l_bt / sum_b |M_b|      (reduction "token_mean")
 
-    On one batch this is DAPO's normaliser; TRL's DAPO divides by the tokens of the whole
-    accumulated batch instead, BNPO by those of each micro-batch. (TRL names it after BNPO, Xiao
-    et al., 2025, arXiv:2506.02864.) Arguments as ``grpo_loss``.
+    DAPO's token-level normaliser (arXiv:2503.14476) applied to each micro-batch: TRL's ``dapo``
+    divides by the tokens of the whole accumulated batch, ``bnpo`` by those of the micro-batch it
+    is given (on one batch the two agree). A TRL name, not a paper's. Arguments as ``grpo_loss``.
     """
     return ppo_clip_loss(
         logprobs,

@@ -245,3 +245,20 @@ def test_dr_grpo_and_dro_have_no_default_for_the_runs_own_constant():
         get_loss("dr_grpo")(logp, old, adv, mask)
     with pytest.raises(TypeError, match="beta"):
         get_loss("dro")(logp, old, adv, mask)
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 10_000), spread=st.sampled_from([0.05, 0.5, 2.0]))
+def test_where_the_unbounded_losses_stay_within_0_1(seed, spread):
+    """The unbounded losses leave [0, 1] only for the reason their docstrings give: GMPO with
+    every A > 0 (no negative token lifts R), GPG where every r >= 1, CISPO with its floor at or
+    below every rho stay in [0, 1]."""
+    logp, old, adv, mask = random_inputs(seed, spread=spread)
+    att = get_loss("gmpo")(logp, old, adv.abs() + 0.1, mask).per_sequence["attenuation"]
+    assert ((att >= -1e-12) & (att <= 1 + 1e-12)).all()
+    up = torch.where(mask, (logp - old).abs(), 0.0) + old  # log r = |log r| >= 0
+    att = get_loss("gpg")(up, old, adv, mask).per_sequence["attenuation"]
+    assert ((att >= -1e-12) & (att <= 1 + 1e-12)).all()
+    r_min = float(torch.where(mask, (logp - old).exp(), torch.inf).min())
+    att = get_loss("cispo")(logp, old, adv, mask, weight_min=r_min, weight_max=1.2)
+    assert (att.per_sequence["attenuation"] >= -1e-12).all()
