@@ -170,7 +170,7 @@ class ToolLoss:
 
     @property
     def level(self) -> str:
-        """The ratio level: "token" or "sequence"."""
+        """The ratio level, "token" or "sequence" (the ratio attenuation is measured against)."""
         return str(self.params.get("level", LOSS_INFO[self.loss].level))
 
     @property
@@ -385,6 +385,8 @@ def _verl(settings: Mapping[str, Any], reduction: str | None) -> ToolLoss:
         else:
             params["norm_length"] = factor
     loss = VERL_LOSSES[mode]
+    if LOSS_INFO[loss].level == "either":  # verl's ratios are per token (its gspo is GSPO-token)
+        params["level"] = "token"
     return ToolLoss(
         "verl",
         VERSIONS["verl"],

@@ -171,8 +171,9 @@ def test_attenuation_bounds(variant, seed, spread, per_token):
 @pytest.mark.parametrize(("name", "level", "params"), VARIANTS, ids=IDS)
 def test_outputs_detached_and_zero_advantage_is_nan(name, level, params):
     """LossOutput: a scalar loss with grad; detached (B,) per-sequence tensors with log_ratio,
-    length, attenuation (and the clip statistics for the hard-clip losses); a sequence whose
-    advantage is 0 has no plain gradient, so its attenuation is NaN (unknown), not 0."""
+    length, attenuation (and the clip statistics for the hard-clip losses), the same under
+    torch.no_grad; a sequence whose advantage is 0 has no plain gradient, so its attenuation is
+    NaN (unknown), not 0."""
     logp, old, adv, mask = random_inputs(seed=11)
     adv[2] = 0.0
     x = logp.clone().requires_grad_()
@@ -187,6 +188,10 @@ def test_outputs_detached_and_zero_advantage_is_nan(name, level, params):
     att = out.per_sequence["attenuation"]
     assert math.isnan(att[2]) and torch.isfinite(att[[0, 1, 3, 4]]).all()
     torch.testing.assert_close(out.per_sequence["length"], mask.sum(-1))
+    with torch.no_grad():  # a recorder's call: the diagnostics need no autograd graph
+        quiet = get_loss(name)(logp, old, adv, mask, **params)
+    for key, v in out.per_sequence.items():
+        torch.testing.assert_close(quiet.per_sequence[key], v, rtol=0, atol=0, equal_nan=True)
 
 
 @pytest.mark.parametrize("name", sorted(LOSSES))

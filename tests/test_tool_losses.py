@@ -148,13 +148,13 @@ def test_trl_bad_values_and_missing_length_raise_naming_the_setting():
     ("settings", "loss", "params"),
     [
         ({}, "grpo", {"eps_low": 0.2, "eps_high": 0.2, "dual_clip": 3.0,
-                      "log_ratio_clamp": (-20.0, 20.0), "reduction": "token_mean"}),
+                      "log_ratio_clamp": (-20.0, 20.0), "reduction": "token_mean", "level": "token"}),
         ({"loss_mode": "gspo", "loss_agg_mode": "seq-mean-token-mean"}, "gspo",
          {"eps_low": 0.2, "eps_high": 0.2, "log_ratio_clamp": (-math.inf, 10.0),
           "reduction": "seq_mean_token_mean"}),
         ({"loss_mode": "cispo", "clip_ratio_low": 1.0, "clip_ratio_high": 4.0}, "cispo",
          {"weight_min": 0.0, "weight_max": 5.0, "log_ratio_clamp": (-20.0, 20.0),
-          "reduction": "token_mean"}),
+          "reduction": "token_mean", "level": "token"}),
         ({"loss_mode": "geo_mean", "clip_ratio_low": 0.4, "clip_ratio_high": 0.4}, "gmpo",
          {"eps_low": 0.4, "eps_high": 0.4, "reduction": "seq_mean_token_mean"}),
         ({"loss_mode": "dppo_tv"}, "dppo_tv",  # verl's ActorConfig clip_ratio_c: 3.0, not 20
@@ -172,6 +172,7 @@ def test_verl_settings_to_parameters(settings, loss, params):
     clamps and the dual clip of vanilla included); defaults are verl 0.9.1's ActorConfig's."""
     tl = loss_for("verl", settings)
     assert (tl.version, tl.loss) == ("0.9.1", loss) and dict(tl.params) == params
+    assert tl.level == ("sequence" if loss in ("gspo", "gmpo") else "token")
 
 
 def test_verl_clip_ratio_falls_back_only_where_low_or_high_is_none():
