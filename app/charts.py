@@ -265,8 +265,8 @@ def token_vs_sequence_figure(
             bgcolor="rgba(255,255,255,0.85)",
         )
     _layout(fig, title, *axes, height)
-    band = seq_band_name(seq_eps, loss_unit)
-    legend = {**LEGEND_TOP, "title": {"text": plot_text(band) + ":", "side": "top"}}
+    band_name = seq_band_name(seq_eps, loss_unit)
+    legend = {**LEGEND_TOP, "title": {"text": plot_text(band_name) + ":", "side": "top"}}
     # the legend's title and up to three entries, one a line at this width, above the plot
     fig.update_layout(legend=legend, margin={"t": 110})
     return fig
