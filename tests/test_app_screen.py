@@ -420,6 +420,7 @@ def test_compare_noise_panel_and_nan_step(screen_root, app_env, tmp_path):
     assert at9 == [None]
 
 
+@pytest.mark.slow
 def test_link_with_a_comma_list(recorded_root, app_env):
     """?runs=<id>,<id> selects both runs; a part that names no run is named in an escaped
     warning while the others are shown."""
