@@ -364,6 +364,11 @@ class ImportRecord:
     settings: dict[str, Any] = field(default_factory=dict)  # name -> {"value", "from"}
     wall_time: str = ""  # how the wall_time column was built (or why it is null)
     summary: dict[str, Any] = field(default_factory=dict)  # e.g. TRL's end-of-training entry
+    file_format: str = ""  # the kind of file read: "trainer_state.json", "TensorBoard event file"
+    reader_notes: tuple[str, ...] = ()  # what the reader found or assumed (steps, restarts, ...)
+    cross_checks: tuple[str, ...] = ()  # another file of the same run compared with the one read
+    segment: int | None = None  # which run of a file holding several runs (1-based)
+    segments: int | None = None  # how many runs that file holds
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ImportRecord:

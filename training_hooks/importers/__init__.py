@@ -25,7 +25,7 @@ passed), ``tinker`` (``metrics.jsonl`` or any JSON-lines file; ``config.json`` b
 updates per batch) come from those files, ``--config`` overrides them, and what none states stays
 null in run.json. A bad file raises ``ValueError`` with a one-line reason (the CLI exits 2) and
 leaves the root unchanged. A log already in the root (the same file, or the same content) is not
-imported twice: ``AlreadyImported`` ("already imported as run X", the CLI exits 0), unless
+imported twice: ``AlreadyImported`` ("already imported as run X", the CLI exits 1), unless
 ``replace=True`` (``--replace``) imports it again over that run.
 
 This package imports no torch (the dashboard's Runs page calls ``import_run``).
