@@ -332,8 +332,7 @@ def flatten(config: Mapping[str, Any], sep: str = ".", prefix: str = "") -> dict
 
 @dataclass(frozen=True)
 class ImportRecord:
-    """How an imported run was read (``run.json``'s ``imported``): shown by the app, never trusted
-    as code. Every text field may hold text from the imported files or the user (untrusted)."""
+    """How an imported run was read (``run.json``'s ``imported``); its text is untrusted."""
 
     tool: str  # "trl" | "tinker" | "verl"
     format: str  # the log format and generation detected, e.g. "TRL >=0.17 trainer_state.json"
@@ -367,8 +366,7 @@ class ImportRecord:
     file_format: str = ""  # the kind of file read: "trainer_state.json", "TensorBoard event file"
     reader_notes: tuple[str, ...] = ()  # what the reader found or assumed (steps, restarts, ...)
     cross_checks: tuple[str, ...] = ()  # another file of the same run compared with the one read
-    segment: int | None = None  # which run of a file holding several runs (1-based)
-    segments: int | None = None  # how many runs that file holds
+    segment: str | None = None  # which run of a file holding several: "2 of 5"
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ImportRecord:

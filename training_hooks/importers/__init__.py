@@ -42,6 +42,7 @@ from training_hooks.importers._core import (
     ImportResult,
     import_run,
 )
+from training_hooks.importers._segments import SeveralRuns
 from training_hooks.importers._summary import ImportSummary, markdown_table, summarize
 
 __all__ = [
@@ -51,6 +52,7 @@ __all__ = [
     "UNKNOWN_ALGORITHM",
     "ImportResult",
     "ImportSummary",
+    "SeveralRuns",
     "import_run",
     "main",
     "markdown_table",

@@ -105,7 +105,7 @@ def import_run(
         raise ValueError("path is empty: give the log file or the folder holding it")
     log = _pick.read(spec.name, Path(os.fspath(path)), config, segment)
     digest = file_digest(log.file)
-    earlier = earlier_imports(root, spec.name, log.file, digest, log.segment)
+    earlier = earlier_imports(root, spec.name, log.file, digest, segment_text(log))
     if earlier and not replace:
         raise AlreadyImported(*earlier[0])
     if earlier and run_id not in (None, earlier[0][0]):
@@ -154,7 +154,7 @@ def earlier_imports(
     tool: str,
     file: str | os.PathLike,
     digest: str,
-    segment: int | None = None,
+    segment: str | None = None,
 ) -> list[tuple[str, str]]:
     """(run_id, why) of the runs in ``root`` imported from ``tool``'s log ``file`` before: the
     same content (``file_sha256``) or the same file (its path, resolved), and the same run of it
@@ -395,9 +395,13 @@ def _record(
         file_format=log.file_format,
         reader_notes=log.notes,
         cross_checks=log.cross_checks,
-        segment=log.segment,
-        segments=log.segments,
+        segment=segment_text(log),
     )
+
+
+def segment_text(log: SourceLog) -> str | None:
+    """ "2 of 5" for the second run of a file holding five, None for a file holding one."""
+    return f"{log.segment} of {log.segments}" if log.segments else None
 
 
 def _derived(spec: ToolSpec, mapped: Mapped) -> dict[str, str]:
