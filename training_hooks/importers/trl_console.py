@@ -44,6 +44,8 @@ FILE_FORMAT = "TRL console log"
 SUMMARY_KEYS = ("train_runtime", "train_samples_per_second", "train_steps_per_second")
 EVAL_PREFIXES = ("eval_", "test_")
 TRAIN, EVAL, SUMMARY, DAMAGED = "train", "eval", "summary", "damaged"
+MAX_NAME = 256  # a longer metric name is damage, not a name
+GARBLE = ("%|", "it/s]", "s/it]", "\ufffd")  # a progress bar (or broken bytes) inside a name
 
 
 @dataclass
@@ -96,6 +98,12 @@ def _one(piece: str, start: int, line: int, ended: bool, out: Dicts) -> int:
         return len(piece) if e.incomplete else max(e.pos, start + 1)
     if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
         out.malformed.append({"line": line, "reason": "a record that is not a dict of names"})
+        return end
+    bad = next((k for k in value if len(k) > MAX_NAME or any(g in k for g in GARBLE)), None)
+    if bad is not None:  # a progress bar written into the record: its values are not trusted
+        out.malformed.append({"line": line, "reason": f"a damaged record (name {bad[:60]!r})"})
+        if not is_eval:
+            out.entries.append(Entry(line, DAMAGED))
         return end
     metrics = {k: _value(v, out) for k, v in value.items()}
     if any(k in metrics for k in SUMMARY_KEYS):
