@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import mmap
 import struct
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -224,6 +224,7 @@ def read(file: Path, tool: str, segment: int | None = None) -> SourceLog:
             recs.append((r.step, kept))
     merged = merge_by_step(recs)
     settings, files, version, config = _settings(file, tool, found)
+    last = _last_window(seg.records, settings, merged.steps) if tool == "trl" else []
     steps = set(merged.steps)
     clock = {s: t for s, t in found.clock.items() if s in steps}
     return SourceLog(
@@ -244,7 +245,7 @@ def read(file: Path, tool: str, segment: int | None = None) -> SourceLog:
         summary=summary,
         source_finished=True if tool == "trl" and "train_runtime" in summary else None,
         file_format=FILE_FORMAT,
-        notes=tuple(_notes(found, tool, seg, len(segments))),
+        notes=tuple(_notes(found, tool, seg, len(segments)) + last),
         segment=seg.index if len(segments) > 1 else None,
         segments=len(segments) if len(segments) > 1 else None,
         wall_clock=clock,
@@ -267,6 +268,26 @@ def _settings(
         config = {**config, **args}
         files = (*files, f"{file} (args)")
     return settings, files, version, config
+
+
+def _last_window(
+    records: Sequence[Record], settings: Settings, steps: Mapping[int, Any]
+) -> list[str]:
+    """TRL logs its metrics of the steps since the last logging step with the end-of-training
+    summary: a row at a step off the logging_steps grid, without the loss. Said, not hidden."""
+    at = [r.step for r in records if "train_runtime" in r.metrics]
+    every = settings.get("logging_steps")
+    if not at or every is None or not isinstance(every.value, int) or every.value <= 0:
+        return []
+    step = at[-1]
+    if step % every.value == 0 or step not in steps:
+        return []
+    return [
+        f"step {step} holds the metrics TRL logged with its end-of-training summary: the last, "
+        f"partial logging window (steps {step - step % every.value + 1}-{step}, off the "
+        f"logging_steps {every.value} grid)"
+        + ("" if "loss" in steps[step] else "; the Trainer logs no loss there")
+    ]
 
 
 def _json(text: str) -> Mapping[str, Any] | None:

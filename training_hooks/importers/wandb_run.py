@@ -67,12 +67,11 @@ def read(run: Path, tool: str, config: Mapping[str, Any] | None, segment: int | 
     if config:
         settings.update(read_settings(tool, config, "--config"))
     kind = sniff(console)
-    label = f"{FILE_FORMAT}: files/{CONSOLE}"
     if tool == "verl" or kind is VERL_CONSOLE:
         if tool != "verl":
             raise ValueError(f"{console} holds verl console lines: {VERL_CONSOLE.hint(run)}")
         log = verl_console.read(console, segment)
-        log = dataclasses.replace(log, file_format=f"{label} ({verl_console.FILE_FORMAT})")
+        log = dataclasses.replace(log, file_format=f"{verl_console.FILE_FORMAT} in a {FILE_FORMAT}")
     else:
         step = trl_console.final_step(summary, "train/global_step")
         log = trl_console.read(
@@ -84,7 +83,7 @@ def read(run: Path, tool: str, config: Mapping[str, Any] | None, segment: int | 
                 cfg.get("logging_first_step") or (config or {}).get("logging_first_step")
             ),
             name=run.name,
-            file_format=f"{label} ({trl_console.FILE_FORMAT})",
+            file_format=f"{trl_console.FILE_FORMAT} in a {FILE_FORMAT}",
         )
     checks = agree(log, summary, tool) if summary else ()
     kept = [
