@@ -518,16 +518,14 @@ class RunInfo:
 
 
 def _annotation(f: Field) -> str:
-    """A run.json dataclass field's annotation: a string (``from __future__ import annotations``
-    here), which ``_field_problem`` reads."""
+    """A run.json field's annotation, a string here (``from __future__ import annotations``)."""
     if not isinstance(f.type, str):
         raise TypeError(f"field {f.name!r} has a non-string annotation {f.type!r}")
     return f.type
 
 
 def _field_problem(name: str, annotation: str, value: Any) -> str | None:
-    """Why ``value`` read from run.json does not fit the field ``name`` declared as
-    ``annotation``, or None."""
+    """Why ``value`` read from run.json does not fit field ``name`` (``annotation``), or None."""
     if _fits(annotation, value):
         return None
     return f"run.json field {name!r} must be {annotation}, got {value!r:.80}"
