@@ -177,9 +177,9 @@ def _is_num(v: Any) -> bool:
 
 
 def _import(
-    tool: str, path: Path, root: Path, segment: int | None = None
+    tool: str, path: Path, root: Path, segment: int | None = None, **kw: Any
 ) -> tuple[pd.DataFrame, schema.RunInfo]:
-    res = importers.import_run(tool, path, root=root, segment=segment)
+    res = importers.import_run(tool, path, root=root, segment=segment, **kw)
     df = schema.read_table(res["run_dir"], schema.STEPS_DIR).set_index(Step.STEP)
     return df, schema.read_run_info(res["run_dir"])
 
@@ -600,3 +600,38 @@ def test_tinker_file_of_several_runs_is_refused_then_read_run_by_run(tmp_path):
 
 def _tree_empty(root: Path) -> bool:
     return not root.exists() or not any(root.iterdir())
+
+
+def test_damaged_copies_of_the_real_logs(tmp_path):
+    """Copies of the new-format logs, damaged here in tmp_path the way real logs are: verl's step-5
+    line garbled and the file cut inside step 10's line; the W&B console's third dict garbled by
+    a progress bar and the file cut inside its 40th. Each damaged record is skipped and counted,
+    the others keep their steps and values."""
+    tool, log = next((t, p) for t, p in LOGS if kind_of(p) == "console")
+    src = source_rows(tool, log)
+    lines = log.read_bytes().split(b"\n")
+    at = {s: next(i for i, b in enumerate(lines) if b"step:%d - " % s in b) for s in (5, 10)}
+    lines[at[5]] = lines[at[5]].replace(b"actor/entropy:1.", b"actor/entropy:1.x")
+    cut = tmp_path / "verl_demo.log"
+    cut.write_bytes(b"\n".join(lines[: at[10]] + [lines[at[10]][:900]]))
+    df, info = _import(tool, cut, tmp_path / "a")
+    assert list(df.index) == [1, 2, 3, 4, 6, 7, 8, 9]
+    assert all(df.loc[s, Step.REWARD_MEAN] == src[s]["critic/score/mean"] for s in df.index)
+    rec = info.imported
+    assert [d["line"] for d in rec.malformed_lines] == [at[5] + 1]
+    assert rec.truncated_last_line == at[10] + 1
+    _, run = next((t, p) for t, p in LOGS if kind_of(p) == "wandb")
+    src = source_rows("trl", run)
+    files = tmp_path / "run-x" / "files"
+    files.mkdir(parents=True)
+    text = (run / "files" / "output.log").read_text(encoding="utf-8").split("\n")
+    dicts = [i for i, line in enumerate(text) if line.startswith("{'loss'")]
+    text[dicts[2]] = text[dicts[2]].replace("'grad_norm': '", "'grad_norm':  30%|███ | 3/500 '")
+    (files / "output.log").write_text("\n".join(text[: dicts[39]] + [text[dicts[39]][:300]]))
+    df, info = _import("trl", files.parent, tmp_path / "b", config={"logging_steps": 10})
+    want = [10 * k for k in range(1, 40) if k != 3]  # the 3rd keeps its place; the 40th is cut
+    assert list(df.index) == want
+    assert all(df.loc[s, Step.LOSS] == src[s]["loss"] for s in want)
+    rec = info.imported
+    assert [d["line"] for d in rec.malformed_lines] == [dicts[2] + 1]
+    assert rec.truncated_last_line == dicts[39] + 1 and rec.settings["logging_steps"]["value"] == 10
