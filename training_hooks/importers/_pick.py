@@ -82,7 +82,7 @@ def _trl(path: Path, config: Mapping[str, Any] | None, segment: int | None) -> S
         kind = sniff(path)
         if kind is EVENT:
             return _trl_events(path, segment)
-        if wandb_run.run_folder(path) is not None and path.name == wandb_run.CONSOLE:
+        if path.name == wandb_run.CONSOLE and wandb_run.run_folder(path) is not None:
             return wandb_run.read(wandb_run.run_folder(path) or path, "trl", config, segment)
         if kind is TRL_CONSOLE:
             return _trl_console(path, config, segment)
@@ -177,7 +177,7 @@ def _verl(path: Path, config: Mapping[str, Any] | None, segment: int | None) -> 
         kind = sniff(path)
         if kind is EVENT:
             return tfevents.read(path, "verl", segment)
-        if wandb_run.run_folder(path) is not None and path.name == wandb_run.CONSOLE:
+        if path.name == wandb_run.CONSOLE and wandb_run.run_folder(path) is not None:
             return wandb_run.read(wandb_run.run_folder(path) or path, "verl", config, segment)
         if kind is VERL_CONSOLE:
             return verl_console.read(path, segment)
