@@ -535,3 +535,23 @@ def test_missing_extra_is_named(tmp_path, monkeypatch):
         match=r"the optional 'tensorboard' extra.*pip install 'gspo-dash\[tensorboard\]'",
     ):
         importers.import_run("trl", f, root=tmp_path / "runs")
+
+
+def test_verl_file_log_of_two_runs_ends_each_by_its_own_steps(tmp_path):
+    """Steps 1-3, then 1-2 appended by a restart; the config beside (total_training_steps 3)
+    was written by the last start: run 2 stopped at step 2 of 3; run 1's end is unknown (the
+    config is not its own), not 'finished' because the file's largest step is 3."""
+    rows = [(s, 0.1 * s) for s in (1, 2, 3)] + [(1, 0.2), (2, 0.3)]
+    f = tmp_path / "exp.jsonl"
+    f.write_text(
+        "".join(json.dumps({"step": s, "data": {"critic/score/mean": r}}) + "\n" for s, r in rows)
+    )
+    (tmp_path / "exp.config.json").write_text(
+        json.dumps({"config": {"trainer": {"total_training_steps": 3}}})
+    )
+    df1, one = _import("verl", f, tmp_path / "runs", segment=1)
+    df2, two = _import("verl", f, tmp_path / "runs", segment=2)
+    assert list(df1[Step.REWARD_MEAN]) == [0.1, 0.2, 0.30000000000000004]
+    assert list(df2[Step.REWARD_MEAN]) == [0.2, 0.3]
+    assert one.imported.source_finished is None and one.imported.settings_files == ()
+    assert two.imported.source_finished is False

@@ -246,15 +246,17 @@ def _json_runs(
             f"every run that starts: it describes run {len(segments)}, so this run's settings are "
             "unknown"
         )
+    kept = {k: v for k, v in log.settings.items() if v.origin.startswith("the log")}
+    settings = log.settings if last else kept
     return dataclasses.replace(
         log,
+        # how the run ended, from this run's own steps (verl: against the settings it has)
+        source_finished=verl._finished(settings, merged.steps) if log.tool == "verl" else None,
         steps=merged.steps,
         duplicate_steps=merged.duplicate_steps,
         malformed=tuple(d for d in log.malformed if a <= d.get("line", a) <= b),
         truncated_last_line=log.truncated_last_line if last else None,
-        settings=log.settings
-        if last
-        else {k: s for k, s in log.settings.items() if s.origin.startswith("the log")},
+        settings=settings,
         settings_files=log.settings_files if last else (),
         config=log.config if last else {},
         started_at=log.started_at if last else None,
