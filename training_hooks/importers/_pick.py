@@ -247,7 +247,7 @@ def _json_runs(
             "unknown"
         )
     kept = {k: v for k, v in log.settings.items() if v.origin.startswith("the log")}
-    settings = log.settings if last else kept
+    settings = dict(log.settings) if last else kept
     return dataclasses.replace(
         log,
         # how the run ended, from this run's own steps (verl: against the settings it has)
