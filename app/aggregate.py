@@ -113,6 +113,67 @@ def share_inside(values: pd.Series | np.ndarray, lo: float, hi: float) -> float:
     return float(((v >= lo) & (v <= hi)).mean()) if len(v) else float("nan")
 
 
+#: how a sequence stands against the sequence-unit clip (``seq_clip_state``)
+INSIDE, BINDS, OUT_NOT_BINDING, OUT = "inside", "binds", "out, not binding", "out"
+
+
+def seq_clip_state(df: pd.DataFrame, band: tuple[float, float] | None) -> np.ndarray:
+    """Per sequence of ``df``: INSIDE the sequence band, or outside it (``seq_clipped``) and then
+    BINDS (the clip removes its gradient: s above 1+ε_high with A > 0, or below 1-ε_low with
+    A < 0) or OUT_NOT_BINDING (the advantage's sign keeps the unclipped term, or A = 0); OUT
+    where the data cannot tell the two apart.
+
+    Binding is read from the recorder's ``seq_clip_low`` + ``seq_clip_high`` (the share of the
+    sequence's tokens where the clip binds: > 0 binds) where recorded, else from the advantage's
+    sign and log s against ``band`` (log(1-ε_low), log(1+ε_high)); with neither, OUT."""
+    n = len(df)
+    out = np.full(n, INSIDE, dtype=object)
+    if Seq.SEQ_CLIPPED not in df.columns:
+        return out
+    outside = df[Seq.SEQ_CLIPPED].to_numpy(bool, na_value=False)
+    binds = np.full(n, np.nan)  # 1 binds, 0 does not, NaN unknown
+    if Seq.SEQ_CLIP_LOW in df.columns and Seq.SEQ_CLIP_HIGH in df.columns:
+        share = df[Seq.SEQ_CLIP_LOW].to_numpy(np.float64, na_value=np.nan) + df[
+            Seq.SEQ_CLIP_HIGH
+        ].to_numpy(np.float64, na_value=np.nan)
+        binds = np.where(np.isfinite(share), (share > 0).astype(np.float64), np.nan)
+    if band is not None and Seq.ADVANTAGE in df.columns and Seq.SEQ_LOG_RATIO in df.columns:
+        a = df[Seq.ADVANTAGE].to_numpy(np.float64, na_value=np.nan)
+        lr = df[Seq.SEQ_LOG_RATIO].to_numpy(np.float64, na_value=np.nan)
+        with np.errstate(invalid="ignore"):
+            by_sign = ((lr > band[1]) & (a > 0)) | ((lr < band[0]) & (a < 0))
+        known = np.isfinite(a) & np.isfinite(lr)
+        binds = np.where(np.isnan(binds) & known, by_sign.astype(np.float64), binds)
+    out[outside] = OUT
+    out[outside & (binds == 1)] = BINDS
+    out[outside & (binds == 0)] = OUT_NOT_BINDING
+    return out
+
+
+def binding_sentence(state: np.ndarray, loss_unit: str | None) -> str:
+    """A caption's sentence from ``seq_clip_state``'s ``state``: how many sequences lie out of
+    range, and on how many of them the clip binds (``loss_unit`` "seq") or would bind."""
+    n_out = int((state != INSIDE).sum())
+    if not n_out:
+        return "No sequence shown lies out of range."
+    binds = int((state == BINDS).sum())
+    keeps = int((state == OUT_NOT_BINDING).sum())
+    unknown = n_out - binds - keeps
+    own = loss_unit == "seq"  # else the loss clips tokens (or is unknown): a clip would bind
+    verb, removed = ("binds", "is removed") if own else ("would bind", "would be removed")
+    text = (
+        f"{n_out:,} of {len(state):,} sequences lie out of range; out of range is not clipped: "
+        f"the {'' if own else 'sequence '}clip {verb} on {binds:,} (s above 1+ε_high with A > 0, "
+        f"or below 1-ε_low with A < 0: the gradient {removed}) and not on {keeps:,} (the "
+        "advantage's sign keeps the unclipped term, or A = 0)"
+    )
+    if loss_unit == "token":
+        text += "; this run's loss clips tokens, not sequences"
+    if unknown:
+        text += f"; {unknown:,} have no recorded advantage, so it is not known"
+    return text + "."
+
+
 def clip_by_length(df: pd.DataFrame, buckets: int = 8) -> pd.DataFrame:
     """Clip rates per length bucket (quantile buckets): columns bucket (label: the shortest and
     longest length it holds), lo, hi (those lengths), sequences,

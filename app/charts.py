@@ -21,12 +21,17 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from app.aggregate import (
+    BINDS,
+    INSIDE,
+    OUT,
+    OUT_NOT_BINDING,
     ZV_ALL_HIGH,
     ZV_ALL_LOW,
     ZV_OTHER,
     HiddenMove,
     StepHistogram,
     SymLog,
+    seq_clip_state,
 )
 from app.eps_format import eps_text, fmt_eps
 from training_hooks.schema import Seq
@@ -183,6 +188,24 @@ def seq_band_name(seq_eps: tuple[float, float] | None, loss_unit: str | None) ->
     return f"sequence band ({eps})"
 
 
+def clip_state_legend(loss_unit: str | None) -> list[tuple[str, str, str]]:
+    """(``seq_clip_state`` kind, legend name, colour) of the token-vs-sequence scatter. Out of
+    range is not clipped: the clip binds only where the advantage's sign makes the clipped term
+    the smaller one; on a run whose loss clips tokens it binds on no sequence (a sequence clip
+    would)."""
+    if loss_unit == "seq":
+        where, binds, keeps = "out of range", "clip binds (gradient removed)", "not binding"
+        keeps += " (A's sign keeps the gradient)"
+    else:
+        where, binds, keeps = "out of range", "a sequence clip would bind", "would not bind"
+    return [
+        (BINDS, f"{where}, {binds}", "#d62728"),
+        (OUT_NOT_BINDING, f"{where}, {keeps}", "#ff9f1c"),
+        (OUT, f"{where} (binding unknown: no advantage recorded)", "#9467bd"),
+        (INSIDE, "inside", "#1f77b4"),
+    ]
+
+
 def token_vs_sequence_figure(
     df: pd.DataFrame,
     *,
@@ -192,9 +215,11 @@ def token_vs_sequence_figure(
     height: int = 420,
 ) -> go.Figure:
     """Each sequence: x = its sequence log-ratio log s, y = the spread of its token log-ratios
-    (max - min), coloured by whether it lies outside the sequence band (``seq_clipped``). Points
-    near x = 0 high up are sequences whose ratio ~1 hides large token moves; ``example`` (from
-    ``aggregate.hidden_move_example``, a sequence of ``df``) gets an arrow on its very point."""
+    (max - min), coloured by where it stands against the sequence band
+    (``aggregate.seq_clip_state``: inside; out of range with the clip binding; out of range, not
+    binding). Points near x = 0 high up are sequences whose ratio ~1 hides large token moves;
+    ``example`` (from ``aggregate.hidden_move_example``, a sequence of ``df``) gets an arrow on its
+    very point."""
     need = (Seq.SEQ_LOG_RATIO, Seq.TOKEN_LOG_RATIO_MIN, Seq.TOKEN_LOG_RATIO_MAX)
     fig = go.Figure()
     title = "Token vs sequence: a ratio near 1 can hide large token moves"
@@ -205,15 +230,11 @@ def token_vs_sequence_figure(
         return fig
     x = df[Seq.SEQ_LOG_RATIO].to_numpy(np.float64)
     y = (df[Seq.TOKEN_LOG_RATIO_MAX] - df[Seq.TOKEN_LOG_RATIO_MIN]).to_numpy(np.float64)
-    clipped = (
-        df[Seq.SEQ_CLIPPED].to_numpy(bool)
-        if Seq.SEQ_CLIPPED in df.columns
-        else np.zeros(len(x), bool)
-    )
+    band = (math.log1p(-seq_eps[0]), math.log1p(seq_eps[1])) if seq_eps else None
+    state = seq_clip_state(df, band)
     length = df[Seq.LENGTH].to_numpy() if Seq.LENGTH in df.columns else np.full(len(x), np.nan)
-    band = seq_band_name(seq_eps, loss_unit)
-    outside = "outside " + band + (": clipped" if loss_unit == "seq" else "")
-    for mask, name, color in ((clipped, outside, "#d62728"), (~clipped, "inside", "#1f77b4")):
+    for kind, name, color in clip_state_legend(loss_unit):
+        mask = state == kind
         if mask.any():
             fig.add_trace(
                 go.Scattergl(
@@ -244,7 +265,10 @@ def token_vs_sequence_figure(
             bgcolor="rgba(255,255,255,0.85)",
         )
     _layout(fig, title, *axes, height)
-    fig.update_layout(legend=LEGEND_TOP, margin={"t": 62})
+    band_name = seq_band_name(seq_eps, loss_unit)
+    legend = {**LEGEND_TOP, "title": {"text": plot_text(band_name) + ":", "side": "top"}}
+    # the legend's title and up to three entries, one a line at this width, above the plot
+    fig.update_layout(legend=legend, margin={"t": 110})
     return fig
 
 
@@ -286,9 +310,9 @@ def clip_by_length_figure(
                 )
     _layout(
         fig,
-        "Clip rate by completion length",
+        "Out of range by completion length",
         "length bucket (tokens, quantiles)",
-        "clip fraction",
+        "share out of range",
         height,
     )
     fig.update_xaxes(type="category")  # "5-6" is a label, not a number

@@ -19,6 +19,7 @@ from app.compare_view import (
     SEQ_BAND_ZOOM,
     SUBSET_TEXT,
     PanelView,
+    below_floor,
     count_outside,
     seq_band_range,
     short_list,
@@ -26,7 +27,14 @@ from app.compare_view import (
 )
 from app.eps_format import fmt_eps
 from app.lag import ALL, LagSplit, lag_split
-from app.line_style import MARKER_SIZE, dash_for, is_sparse
+from app.line_style import (
+    DOT,
+    MARKER_SIZE,
+    OPEN_TRIANGLE,
+    SECOND_MARKER_SIZE,
+    dash_for,
+    is_sparse,
+)
 from app.panels import Panel, has_data
 from app.series_math import compact, downsample_indices, ema, envelope, readout_points
 from training_hooks.metric_map import Derived
@@ -37,13 +45,51 @@ DEFAULT_MAX_POINTS = 2000
 X_STEP = Step.STEP
 X_ELAPSED = Derived.ELAPSED_MIN
 X_TOKENS = Derived.TOKENS_SEEN
+#: the rollout axis: a step's rollout number, its rollout's optimizer steps spread evenly within
+#: it (``rollout_position``), so runs with different minibatches per rollout line up by rollout
+X_ROLLOUT = "rollout_position"
 X_AXES = {
     X_STEP: "optimizer step",
+    X_ROLLOUT: "rollout (its optimizer steps spread within it)",
     X_ELAPSED: "wall time (minutes since start)",
     X_TOKENS: "response tokens seen",
 }
 #: a run without the x axis's column, in a note (never "no tokens seen": that reads as zero)
-X_UNLOGGED = {X_STEP: "no step", X_ELAPSED: "no wall time", X_TOKENS: "no token counts"}
+X_UNLOGGED = {
+    X_STEP: "no step",
+    X_ROLLOUT: "no rollout number",
+    X_ELAPSED: "no wall time",
+    X_TOKENS: "no token counts",
+}
+#: x axes whose values are whole numbers (the readout and zoom labels have no decimals)
+WHOLE_X = (X_STEP, X_TOKENS)
+
+
+def rollout_position(df: pd.DataFrame) -> np.ndarray:
+    """Each row's place on the rollout axis: its rollout number r plus k/n, where it is the k-th
+    (from 0, in row order) of the n rows of rollout r; NaN where the rollout is not known (never
+    a rollout 0). A rollout's on-policy step sits at r, its later minibatches between r and r+1."""
+    if Step.ROLLOUT not in df.columns:
+        return np.full(len(df), np.nan)
+    r = pd.to_numeric(df[Step.ROLLOUT], errors="coerce").astype(float).reset_index(drop=True)
+    known = r.notna()
+    out = np.full(len(df), np.nan)
+    if known.any():
+        groups = r[known].groupby(r[known], sort=False)
+        k = groups.cumcount().to_numpy(np.float64)
+        n = groups.transform("size").to_numpy(np.float64)
+        out[known.to_numpy()] = r[known].to_numpy() + k / n
+    return out
+
+
+def with_rollout_position(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` with the rollout axis's column (``rollout_position``) when it has a rollout
+    column and lacks that one (a copy), else ``df`` itself."""
+    if X_ROLLOUT in df.columns or Step.ROLLOUT not in df.columns:
+        return df
+    out = df.copy()
+    out[X_ROLLOUT] = rollout_position(df)
+    return out
 
 
 #: a trace's role: what it draws
@@ -54,7 +100,8 @@ BAND, RAW, EMA, SECOND, READOUT = "band", "raw", "ema", "second", "readout"
 class Style:
     """How a trace looks: its run's colour, its algorithm's dash (``app.line_style``), a line
     width (0: no line), an opacity (None: opaque), a marker size at every point (None: no
-    markers) and, for a band, the fill's opacity."""
+    markers) and its shape (``line_style.DOT`` or ``OPEN_TRIANGLE``) and, for a band, the fill's
+    opacity."""
 
     color: str
     dash: str = "solid"
@@ -62,6 +109,7 @@ class Style:
     opacity: float | None = None
     marker: int | None = None
     fill_opacity: float = 0.0
+    symbol: str = DOT
 
 
 @dataclass(frozen=True, eq=False)  # arrays: no elementwise ==
@@ -169,13 +217,17 @@ def run_traces(
         return []
     xv_all = df[x].to_numpy(np.float64)
     yv_all = df[panel.column].to_numpy(np.float64)
-    ok = s.rows(subset) & np.isfinite(xv_all) & np.isfinite(yv_all)
+    on_axis = s.rows(subset) & np.isfinite(xv_all)
+    ok = on_axis & np.isfinite(yv_all)
     if log_y:
         ok &= yv_all > 0
     if not ok.any():
         return []
     xv, yv = xv_all[ok], yv_all[ok]
-    sparse = is_sparse(int(ok.sum()), int((s.rows(subset) & np.isfinite(xv_all)).sum()))
+    sparse = is_sparse(int(ok.sum()), int(on_axis.sum()))
+    # a dense series breaks where a step shown has no finite value (a NaN diagnostic is unknown,
+    # never 0); a sparse one has a marker at each point instead
+    gaps = None if sparse else _gaps_before(ok, on_axis & ~np.isfinite(yv_all))
     label = _trace_name(s, panel, subset)
     out: list[Trace | Readout] = []
     if bands and panel.band is not None:
@@ -187,23 +239,30 @@ def run_traces(
     raw_style = Style(s.color, dash, 1, 0.25) if smooth else Style(s.color, dash, 1.8, 1.0)
     if sparse:  # a marker at every point: a single point is visible, a gap is not bridged unseen
         raw_style = Style(s.color, dash, 1.8, 1.0, marker=MARKER_SIZE)
-    out.append(_line(s, RAW, label, label, xv, yv, max_points, raw_style))
+    out.append(_line(s, RAW, label, label, xv, yv, max_points, raw_style, gaps))
     fewer = max(max_points // 2, 3)
     ys = ema(yv, smoothing) if smooth else None
     if ys is not None:
-        out.append(_line(s, EMA, label, label, xv, ys, fewer, Style(s.color, dash, 2)))
+        out.append(_line(s, EMA, label, label, xv, ys, fewer, Style(s.color, dash, 2), gaps))
     y2 = _second_column(s, panel, ok)
     if y2 is not None:
         fin = np.isfinite(y2)
-        dots = Style(s.color, dash, 0, 0.8, marker=3)
+        marks = Style(s.color, dash, 0, 0.8, SECOND_MARKER_SIZE, symbol=OPEN_TRIANGLE)
         name2 = f"{label} · {panel.second_label}"
-        out.append(_line(s, SECOND, label, name2, xv[fin], y2[fin], fewer, dots))
+        out.append(_line(s, SECOND, label, name2, xv[fin], y2[fin], fewer, marks))
     if readout is not None:
         at, rows = readout_points(xv, readout)
         pick = {k: v[rows] if v is not None else None for k, v in (("ema", ys), ("second", y2))}
         source = s.sources.get(panel.column)
         out.append(Readout(s.key, label, s.color, at, yv[rows], **pick, source=source))
     return out
+
+
+def _gaps_before(ok: np.ndarray, unknown: np.ndarray) -> np.ndarray:
+    """Per row of ``ok`` (in order): how many ``unknown`` rows (a step shown without a finite
+    value) come before it, a running count: rows i < j of ``ok`` have a gap between them when
+    their counts differ."""
+    return np.cumsum(unknown)[ok]
 
 
 def _second_column(s: RunSeries, panel: Panel, ok: np.ndarray) -> np.ndarray | None:
@@ -235,10 +294,20 @@ def _line(
     y: np.ndarray,
     max_points: int,
     style: Style,
+    gaps: np.ndarray | None = None,
 ) -> Trace:
-    """One run's line (or dots), cut to ``max_points`` by LTTB."""
+    """One run's line (or dots), cut to ``max_points`` by LTTB; ``gaps`` (``_gaps_before``, per
+    point) puts a NaN point (a break in the line) between two kept points with unknown steps
+    between them, half-way in x."""
     idx = downsample_indices(x, y, max_points)
-    return Trace(role, s.key, label, name, compact(x[idx]), compact(y[idx]), style)
+    xs, ys = x[idx], y[idx]
+    if gaps is not None and len(idx) > 1:
+        after = np.flatnonzero(np.diff(gaps[idx]) > 0)  # a gap between point i and i + 1
+        if len(after):
+            mid = (xs[after] + xs[after + 1]) / 2
+            xs = np.insert(xs.astype(np.float64), after + 1, mid)
+            ys = np.insert(ys.astype(np.float64), after + 1, np.nan)
+    return Trace(role, s.key, label, name, compact(xs), compact(ys), style)
 
 
 def _band_trace(
@@ -307,8 +376,10 @@ def panel_view(
 ) -> PanelView:
     """How the grid shows ``panel`` beyond its traces, computed on the steps it shows: which steps
     (``subsets``: run key -> subset), which runs have nothing to draw (``drawn``: keys of the runs
-    with traces; those without a finite value of the x column ``x`` named apart), and for the log s panel a zoom onto GSPO's band with the points outside it
-    counted (``zoom_band``, when a GSPO run with a known sequence ε is shown)."""
+    with traces; those without a finite value of the x column ``x`` named apart), for the log s
+    panel a zoom onto GSPO's band with the points outside it counted (``zoom_band``, when a GSPO
+    run with a known sequence ε is shown), and for a panel with a float-noise floor whose every
+    value shown lies below it, that fact (``PanelView.noise_floor``)."""
     labels = {s.key: s.label for s in series}
     parts = [subset_text({labels[k]: v for k, v in subsets.items() if k in labels})]
     no_x = {s.key for s in series if not has_data(s.df, x)}
@@ -337,6 +408,13 @@ def panel_view(
                 f"zoomed to {SEQ_BAND_ZOOM:g}x GSPO's band: {out} of {total} points outside "
                 "the view"
             )
+    noise = _noise_floor(series, panel, subsets, drawn)
+    if noise is not None:
+        floor, top = noise
+        parts.append(
+            f"float noise: every value below {fmt_eps(floor)} (largest {fmt_eps(top)}), drawn at 0"
+        )
+        y_range = (0.0, floor)
     kinds = set(subsets.values()) - {ALL}
     empty = "no data for the selected runs"
     if len(no_x) == len(series):
@@ -344,7 +422,30 @@ def panel_view(
     elif kinds:
         empty = f"no data in the {' / '.join(SUBSET_TEXT[k] for k in sorted(kinds))} shown"
     tight = any(panel.column in s.bounds for s in series if s.key in drawn)
-    return PanelView(" · ".join(p for p in parts if p), y_range, empty, panel.nonnegative, tight)
+    return PanelView(
+        " · ".join(p for p in parts if p),
+        y_range,
+        empty,
+        panel.nonnegative,
+        tight,
+        noise[0] if noise is not None else None,
+    )
+
+
+def _noise_floor(
+    series: Sequence[RunSeries], panel: Panel, subsets: dict[str, str], drawn: Sequence[str]
+) -> tuple[float, float] | None:
+    """(floor, largest |value|) when ``panel`` has a float-noise floor and every value the drawn
+    runs show on it lies below (``compare_view.below_floor``), else None."""
+    if panel.noise_floor is None or not drawn:
+        return None
+    shown = [
+        s.df[panel.column].to_numpy(np.float64)[s.rows(subsets.get(s.key, ALL))]
+        for s in series
+        if s.key in drawn and panel.column in s.df.columns
+    ]
+    top = below_floor(shown, panel.noise_floor)
+    return None if top is None else (panel.noise_floor, top)
 
 
 def clip_band_lines(series: Sequence[RunSeries], panel: Panel) -> list[tuple[float, str]]:
@@ -358,3 +459,60 @@ def clip_band_lines(series: Sequence[RunSeries], panel: Panel) -> list[tuple[flo
         return []
     lo, hi = next(iter(eps_set))
     return [(math.log1p(-lo), "log(1-ε_low)"), (math.log1p(hi), "log(1+ε_high)")]
+
+
+# ------------------------------------------------------------------------ the per-lag split
+
+#: the x column of the per-lag charts: the declared policy lag
+X_LAG = Step.POLICY_LAG
+X_LAG_NAME = "policy lag (optimizer steps since the batch was sampled)"
+LAG_COUNT_LABEL = "steps at this lag"
+
+
+def declared_lags(s: RunSeries) -> np.ndarray:
+    """The distinct declared policy lags of the run's steps, sorted (empty when none is
+    declared: a measured lag tells on- from off-policy, not how far off)."""
+    lags = [v for v in (s.lag or lag_split(s.df)).lag if v is not None]
+    return np.unique(np.asarray(lags, np.int64))
+
+
+def splits_by_lag(series: Sequence[RunSeries]) -> bool:
+    """True when some run declares two or more off-policy lags (1 and 2, ...): only then does a
+    split by lag show more than the on/off-policy split of the "steps" control."""
+    return any(int((declared_lags(s) >= 1).sum()) >= 2 for s in series)
+
+
+def lag_traces(s: RunSeries, panel: Panel) -> list[Trace | Readout]:
+    """The run's mean of ``panel``'s column at each declared policy lag, over every step of that
+    lag with a finite value: a line with a marker at each lag, and its readout (the mean and
+    ``LAG_COUNT_LABEL``, the steps it averages, as the second column). Empty when the run has no
+    declared lag or no value of the column."""
+    if panel.column not in s.df.columns:
+        return []
+    lag = np.array([np.nan if v is None else v for v in (s.lag or lag_split(s.df)).lag])
+    y = s.df[panel.column].to_numpy(np.float64)
+    ok = np.isfinite(lag) & np.isfinite(y)
+    if not ok.any():
+        return []
+    frame = pd.DataFrame({"lag": lag[ok].astype(np.int64), "y": y[ok]})
+    by = frame.groupby("lag")["y"].agg(["mean", "size"])
+    x = by.index.to_numpy(np.int64)
+    mean = by["mean"].to_numpy(np.float64)
+    label = _trace_name(s, panel, ALL)
+    style = Style(s.color, dash_for(s.algorithm), 1.8, 1.0, marker=MARKER_SIZE)
+    line = Trace(RAW, s.key, label, label, compact(x), compact(mean), style)
+    count = by["size"].to_numpy(np.int64)
+    return [line, Readout(s.key, label, s.color, x, mean, second=count)]
+
+
+def lag_view(series: Sequence[RunSeries], panel: Panel, drawn: Sequence[str]) -> PanelView:
+    """The per-lag chart's view of ``panel``: what its points are, and which runs have none."""
+    missing = [s.label for s in series if s.key not in drawn]
+    parts = ["mean over each run's steps at each declared lag"]
+    if drawn and missing:
+        parts.append("no declared lag or value: " + short_list(missing, len(series)))
+    return PanelView(
+        " · ".join(parts),
+        empty_note="no declared policy lag in the selected runs",
+        nonnegative=panel.nonnegative,
+    )

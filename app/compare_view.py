@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from app import lag
+from app.panels import PANEL_COLUMNS
 from training_hooks.metric_map import is_known_column
 from training_hooks.schema import STEP_KEY_COLUMNS, Step
 
@@ -109,10 +110,13 @@ class ExtraStats:
 
 def extra_stats(df: pd.DataFrame) -> dict[str, ExtraStats]:
     """{column: stats} for the numeric columns of a step table that no built-in panel reads (not a
-    schema or derived column); columns with no finite value are left out (nothing was logged)."""
+    schema or derived column, nor an extra a built-in panel draws: ``grad_norm``); columns with no
+    finite value are left out (nothing was logged)."""
     out = {}
     for c in df.columns:
-        if is_known_column(c) or c in STEP_KEY_COLUMNS or df[c].dtype.kind not in "fiu":
+        if is_known_column(c) or c in STEP_KEY_COLUMNS or c in PANEL_COLUMNS:
+            continue
+        if df[c].dtype.kind not in "fiu":
             continue
         v = pd.to_numeric(df[c], errors="coerce").to_numpy(np.float64, na_value=np.nan)
         v = v[np.isfinite(v)]
@@ -213,15 +217,17 @@ SEQ_BAND_ZOOM = 4.0
 @dataclass(frozen=True)
 class PanelView:
     """How the grid draws one panel beyond its traces: a second title line computed on the steps
-    shown, a y range (None: autorange), the note of an empty panel, a y floor at 0, and whether the
+    shown, a y range (None: autorange), the note of an empty panel, a y floor at 0, whether the
     y axis ends at the drawn extent (a band cut to its values' observed range: 0/1 rewards end at
-    0 and 1, not at the next round number beyond)."""
+    0 and 1, not at the next round number beyond), and the float-noise floor every value shown
+    lies below (``noise_floor``: the y axis then runs from 0 to it, so noise draws flat at 0)."""
 
     subtitle: str = ""
     y_range: tuple[float, float] | None = None
     empty_note: str = "no data for the selected runs"
     nonnegative: bool = False
     tight: bool = False
+    noise_floor: float | None = None
 
 
 def seq_band_range(eps_pairs: Iterable[tuple[float, float]]) -> tuple[float, float] | None:
@@ -232,6 +238,18 @@ def seq_band_range(eps_pairs: Iterable[tuple[float, float]]) -> tuple[float, flo
     lo = min(math.log1p(-p[0]) for p in pairs)
     hi = max(math.log1p(p[1]) for p in pairs)
     return SEQ_BAND_ZOOM * lo, SEQ_BAND_ZOOM * hi
+
+
+def below_floor(values: Iterable[np.ndarray], floor: float) -> float | None:
+    """The largest |value| over several series when every finite one lies below ``floor`` in size
+    (float noise), else None (a value at or above it, or no finite value at all)."""
+    top, any_ = 0.0, False
+    for v in values:
+        v = np.abs(np.asarray(v, np.float64))
+        v = v[np.isfinite(v)]
+        if len(v):
+            any_, top = True, max(top, float(v.max()))
+    return top if any_ and top < floor else None
 
 
 def count_outside(values: Iterable[np.ndarray], y_range: tuple[float, float]) -> tuple[int, int]:

@@ -101,14 +101,15 @@ def _line_series(t: ct.Trace, i: int) -> dict:
         "silent": True,
         "tooltip": {"show": False},  # the readout series is the hover (module docstring)
     }
+    symbol = line_style.ECHARTS_SYMBOL[sty.symbol]
     if dots:
-        s["symbolSize"] = sty.marker
+        s.update(symbol=symbol, symbolSize=sty.marker)
         s["itemStyle"]["opacity"] = sty.opacity
         return s
     markers = sty.marker is not None  # a sparse series (``line_style.is_sparse``)
     s["showSymbol"] = markers
     if markers:
-        s.update(symbol="circle", symbolSize=sty.marker, showAllSymbol=True)
+        s.update(symbol=symbol, symbolSize=sty.marker, showAllSymbol=True)
     s["lineStyle"] = {
         "color": sty.color,
         "width": sty.width,
@@ -236,11 +237,17 @@ def grid_option(
     x: str = ct.X_STEP,
     log_panels: Sequence[str] = (),
     views: Sequence[PanelView] | None = None,
+    x_range: tuple[float, float] | None = None,
+    x_name: str | None = None,
 ) -> tuple[dict, int]:
     """(option, height px) for ``st.echarts_chart``: ``panels`` as small multiples in rows of
-    COLUMNS, x axes linked (a zoom on one zooms all). ``traces_by_panel[i]`` are ``run_traces``
-    records for panel i; ``views[i]`` its subtitle, y range, empty note and floor; ``log_panels``
-    the keys of panels with a log y axis. A panel without traces keeps its axes and says why."""
+    COLUMNS, x axes linked (a zoom on one zooms all) over one x range: ``x_range`` (the page's,
+    shared with its other charts) else the span of every panel's traces, widened to round ticks
+    (``series_math.nice_extent``), so a panel whose runs logged fewer steps is drawn on its
+    neighbours' axis. ``traces_by_panel[i]`` are ``run_traces`` records for panel i;
+    ``views[i]`` its subtitle, y range, empty note, floors; ``log_panels`` the keys of panels with
+    a log y axis; ``x_name`` the x axis's name (default: ``compare_traces.X_AXES``'). A panel
+    without traces keeps its axes and says why."""
     n = len(panels)
     views = list(views) if views is not None else [PanelView() for _ in panels]
     if n != len(traces_by_panel):
@@ -249,19 +256,22 @@ def grid_option(
         )
     if n != len(views):
         raise ValueError(f"views must have one PanelView per panel ({n}), got {len(views)}")
-    x_name = ct.X_AXES.get(x, x)
+    x_name = x_name or ct.X_AXES.get(x, x)
     detail = len(series) <= READOUT_DETAIL_RUNS
+    x_ends = _x_ends(x_range, traces_by_panel)
     grids, xs, ys, out, titles, notes = [], [], [], [], [], []
     for i, (panel, traces, view) in enumerate(zip(panels, traces_by_panel, views, strict=True)):
         grids.append(_plot_area(i))
         titles.append(_title(i, ct.panel_title(panel, series), view.subtitle))
-        xs.append(_x_axis(i, x, x_name))
+        xs.append(_x_axis(i, x, x_name, x_ends))
         log_y = panel.key in log_panels
         zoomed = log_y or view.y_range or ct.clip_band_lines(series, panel)
         exp = None if zoomed else tiny(traces)
+        if view.noise_floor is not None and not log_y and view.noise_floor < TINY:
+            exp = math.floor(math.log10(view.noise_floor))  # the axis in units of the floor's
         if exp is not None:
             traces = [_scaled(t, exp) for t in traces]
-        ys.append(_y_axis(i, panel, view, log_y, exp))
+        ys.append(_y_axis(i, panel, view, log_y, exp, traces))
         scale = f"×1e{exp}" if exp is not None else ""
         out += _panel_series(traces, i, panel, x_name, detail, scale)
         out += _band_lines(series, panel, i, traces)
@@ -373,9 +383,24 @@ def _title(i: int, title: str, subtitle: str) -> dict:
     }
 
 
-def _x_axis(i: int, x: str, x_name: str) -> dict:
-    """Panel ``i``'s x axis, named ``x_name``."""
-    return {
+def _x_ends(
+    x_range: tuple[float, float] | None, traces_by_panel: Sequence[Sequence[ct.Trace | ct.Readout]]
+) -> tuple[float, float] | None:
+    """The chart's one x range: ``x_range``, else the span of every trace's x; widened to round
+    ticks (``series_math.nice_extent``). None when there is nothing to span."""
+    if x_range is None:
+        xs = [np.asarray(t.x, np.float64) for ts in traces_by_panel for t in ts if len(t.x)]
+        xs = [v[np.isfinite(v)] for v in xs]
+        xs = [v for v in xs if len(v)]
+        if not xs:
+            return None
+        x_range = (min(float(v.min()) for v in xs), max(float(v.max()) for v in xs))
+    return series_math.nice_extent(*x_range)
+
+
+def _x_axis(i: int, x: str, x_name: str, ends: tuple[float, float] | None = None) -> dict:
+    """Panel ``i``'s x axis, named ``x_name``, over ``ends`` (the chart's one x range)."""
+    axis = {
         **_AXIS,
         "gridIndex": i,
         "type": "value",
@@ -384,8 +409,22 @@ def _x_axis(i: int, x: str, x_name: str) -> dict:
         "nameLocation": "middle",
         "nameGap": 24,
         # the readout's shared x points are whole steps and tokens: no decimals
-        "axisPointer": {"label": {"precision": "auto" if x == ct.X_ELAPSED else 0}},
+        "axisPointer": {"label": {"precision": 0 if x in ct.WHOLE_X else "auto"}},
     }
+    if ends is not None:
+        axis["min"], axis["max"] = ends
+    return axis
+
+
+def whole_x_axis(option: dict, lo: int, hi: int) -> None:
+    """Turn a ``grid_option``'s x axes into a whole-number axis from ``lo`` to ``hi`` with a tick
+    at each whole number (the per-lag charts: lags 0, 1, 2, 3; half a lag means nothing), and drop
+    its zoom (a handful of points has nothing to zoom into)."""
+    ends = (lo - 0.5, hi + 0.5) if lo == hi else (float(lo), float(hi))
+    for axis in option["xAxis"]:
+        axis.update(min=ends[0], max=ends[1], interval=1, minInterval=1)
+        axis["axisPointer"] = {"label": {"precision": 0}}
+    option["dataZoom"] = []
 
 
 def _empty_note(i: int, text: str) -> dict:
@@ -412,7 +451,7 @@ def _zoom(n: int, x: str) -> list[dict]:
             "right": "4%",
             "showDataShadow": False,
             "filterMode": "none",
-            "labelPrecision": "auto" if x == ct.X_ELAPSED else 0,
+            "labelPrecision": 0 if x in ct.WHOLE_X else "auto",
             "textStyle": {"color": GRID_TEXT},
         },
         {
@@ -458,9 +497,18 @@ def _scaled(t: ct.Trace | ct.Readout, exp: int) -> ct.Trace | ct.Readout:
     return dataclasses.replace(t, **scaled)
 
 
-def _y_axis(i: int, panel: Panel, view: PanelView, log_y: bool, exp: int | None = None) -> dict:
-    """Panel ``i``'s y axis, named with its unit (and the 10^exp its values are drawn in): log,
-    or zoomed to ``view.y_range``, or from the values' observed range, or from 0."""
+def _y_axis(
+    i: int,
+    panel: Panel,
+    view: PanelView,
+    log_y: bool,
+    exp: int | None = None,
+    traces: Sequence[ct.Trace | ct.Readout] = (),
+) -> dict:
+    """Panel ``i``'s y axis, named with its unit (and the 10^exp its values are drawn in, the
+    ``traces``' own scale): log, or zoomed to ``view.y_range`` (in the same units; an end is
+    labelled only where it is a round number), or from the values' observed range (widened to a
+    round step, ``series_math.tight_extent``), or from 0."""
     axis = {
         **_AXIS,
         "gridIndex": i,
@@ -473,14 +521,34 @@ def _y_axis(i: int, panel: Panel, view: PanelView, log_y: bool, exp: int | None 
     if log_y:
         return axis
     if view.y_range is not None:
-        axis["min"], axis["max"] = view.y_range
-        # the zoom's ends are no round numbers: no labels there
-        axis["axisLabel"] = {"showMinLabel": False, "showMaxLabel": False}
-    elif view.tight:  # the drawn extent is the values' observed range (``PanelView``)
-        axis["min"], axis["max"] = "dataMin", "dataMax"
+        lo, hi = (v / 10.0**exp if exp is not None else v for v in view.y_range)
+        axis["min"], axis["max"] = lo, hi
+        # a zoom's ends are mostly no round numbers: no label there ("-0.0808")
+        show = {"showMinLabel": series_math.is_round(lo), "showMaxLabel": series_math.is_round(hi)}
+        axis["axisLabel"] = show
+    elif view.tight and (extent := _y_extent(traces)) is not None:
+        # the drawn extent is the values' observed range (``PanelView``), to a round step
+        axis["min"], axis["max"] = series_math.tight_extent(*extent)
     elif view.nonnegative:
         axis["min"] = 0
     return axis
+
+
+def _y_extent(traces: Sequence[ct.Trace | ct.Readout]) -> tuple[float, float] | None:
+    """(min, max) of every finite y the ``traces`` draw (a band's lower edge included; a readout
+    draws nothing), or None."""
+    los, his = [], []
+    for t in traces:
+        if isinstance(t, ct.Readout):
+            continue
+        for v in (t.y, t.lo):
+            if v is not None:
+                v = np.asarray(v, np.float64)
+                v = v[np.isfinite(v)]
+                if len(v):
+                    los.append(float(v.min()))
+                    his.append(float(v.max()))
+    return (min(los), max(his)) if los else None
 
 
 def legend_rows(chars: Sequence[int], width_px: int = LEGEND_WIDTH_PX) -> int:

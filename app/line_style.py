@@ -3,6 +3,8 @@ markers.
 
 - GSPO solid, GRPO dashed, any other or unknown algorithm dotted: a run whose algorithm is not
   known is never drawn like one that is, and the legend names it ("algorithm unknown").
+- A panel's second column (the p90 of the length panel) is open triangles, never a line: no
+  line style (the unknown algorithm's dotted one included) can read as it.
 - A series with few points (validation lines, a one-entry import) is drawn with a marker at each
   point and never EMA-smoothed: with a handful of points an EMA moves the peaks (a 4-point
   validation line's best value shown lower than logged), and a line of one point has no length.
@@ -25,6 +27,11 @@ UNKNOWN_TEXT = "algorithm unknown"
 SPARSE_POINTS = 20
 SPARSE_ROW_SHARE = 5
 MARKER_SIZE = 6  # px, a sparse series' markers
+#: a marker's shape: a sparse series' points are dots, a second column's open triangles
+DOT, OPEN_TRIANGLE = "dot", "open triangle"
+ECHARTS_SYMBOL = {DOT: "circle", OPEN_TRIANGLE: "emptyTriangle"}
+PLOTLY_SYMBOL = {DOT: "circle", OPEN_TRIANGLE: "triangle-up-open"}
+SECOND_MARKER_SIZE = 5  # px, a second column's triangles
 
 
 def dash_for(algorithm: object) -> str:

@@ -7,11 +7,14 @@ the page names it on one line.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
+from training_hooks.findings.core import pct
+from training_hooks.findings.thresholds import th
 from training_hooks.metric_map import Derived
 from training_hooks.schema import Step
 
@@ -36,6 +39,18 @@ class Panel:
     off_policy_default: bool = False  # the "steps" control's auto: off-policy steps of mixed runs
     nonnegative: bool = False  # values >= 0: the y axis starts at 0 (a flat 0 reads as 0)
     band_opacity: float = BAND_OPACITY  # the band's fill
+    #: values below this in size are float noise, not signal (the panel says so and draws them
+    #: flat at 0: ``compare_traces.panel_view``); None: no such floor
+    noise_floor: float | None = None
+
+
+#: GRPO's column (the extra our recorder, the TRL and verl hooks and the TRL importer keep under
+#: this name): drawn among the built-in panels when a shown run logged it
+GRAD_NORM = "grad_norm"
+#: the sampler/trainer k3 below which a mismatch is float noise (Health's floor), and the per-token
+#: |Δ log p| whose k3 (Δ²/2 to second order) sits at that floor: sqrt(2 x 1e-5) = 0.0045 nats
+K3_FLOOR = th("mismatch_k3_floor")
+LOGP_DIFF_FLOOR = math.sqrt(2 * K3_FLOOR)
 
 
 PANELS: tuple[Panel, ...] = (
@@ -74,8 +89,10 @@ PANELS: tuple[Panel, ...] = (
         Step.SEQ_CLIP_FRACTION,
         "fraction of sequences",
         "Share of sequences whose s lies outside [1-ε_low, 1+ε_high] with GSPO's ε "
-        "(Tinker's clipped fraction). GSPO papers report ~10-20%; on a GRPO run it shows how "
-        "often GSPO would have clipped.",
+        f"(Tinker's clipped fraction). The GSPO paper reports about 15%; Health's usual band is "
+        f"{pct(th('gspo_clip_usual_low'))}-{pct(th('gspo_clip_usual_high'))}, a warning above "
+        f"{pct(th('gspo_clip_warn_high'))}. On a GRPO run it shows how often GSPO would have "
+        "clipped.",
         clip_unit="seq",
         off_policy_default=True,
         nonnegative=True,
@@ -98,7 +115,9 @@ PANELS: tuple[Panel, ...] = (
         Step.TOKEN_CLIP_FRACTION,
         "fraction of tokens",
         "Share of tokens whose own ratio r_t lies outside [1-ε_low, 1+ε_high] with GRPO's ε, "
-        "whatever the advantage's sign. GRPO typically sits well under 1-5%.",
+        "whatever the advantage's sign. Health's usual band for GRPO is "
+        f"{pct(th('grpo_clip_usual_low'))}-{pct(th('grpo_clip_usual_high'))}, a warning above "
+        f"{pct(th('grpo_clip_warn_high'))}.",
         clip_unit="token",
         off_policy_default=True,
         nonnegative=True,
@@ -125,11 +144,12 @@ PANELS: tuple[Panel, ...] = (
     ),
     Panel(
         "length",
-        "Completion length: mean (line), p90 (dots)",
+        "Completion length: mean (line), p90 (open triangles)",
         Step.LENGTH_MEAN,
         "tokens",
-        "Mean masked length (the line, smoothed like the others) and its 90th percentile over "
-        "the step's sequences (small dots, raw). GSPO's s is length-normalised; GRPO's token-sum "
+        "Mean masked length (the line, smoothed like the others, in the run's line style) and its "
+        "90th percentile over the step's sequences (open triangles, raw: never a line, so no "
+        "line style reads as it). GSPO's s is length-normalised; GRPO's token-sum "
         "losses weight long completions more.",
         second=Step.LENGTH_P90,
         second_label="p90 length",
@@ -168,7 +188,10 @@ PANELS: tuple[Panel, ...] = (
         "The sampler/trainer mismatch at equal weights: k3 of the trainer's over the inference "
         "engine's probability of each sampled token, token-weighted. It grows with numerical "
         "differences between the two (precision, kernels); imports read verl's "
-        "rollout_corr/k3_kl, Tinker's optim/kl_sample_train_v2, TRL's sampling/*.",
+        "rollout_corr/k3_kl, Tinker's optim/kl_sample_train_v2, TRL's sampling/*. Below "
+        f"{K3_FLOOR:g} (Health's floor) it is float noise: a panel whose values all lie below "
+        "says so and draws them at 0.",
+        noise_floor=K3_FLOOR,
     ),
     Panel(
         "sampler_logp_diff",
@@ -176,8 +199,11 @@ PANELS: tuple[Panel, ...] = (
         Step.SAMPLER_LOGP_ABS_DIFF_MAX,
         "nats",
         "The largest gap between the sampler's and the trainer's log-probability of one token in "
-        "the step: one token far off can dominate an importance-weighted update.",
+        "the step: one token far off can dominate an importance-weighted update. Below "
+        f"{LOGP_DIFF_FLOOR:.2g} nats (a token whose k3 ≈ Δ²/2 sits at Health's floor "
+        f"{K3_FLOOR:g}) it is float noise, said and drawn at 0.",
         nonnegative=True,
+        noise_floor=LOGP_DIFF_FLOOR,
     ),
     Panel(
         "entropy",
@@ -186,8 +212,20 @@ PANELS: tuple[Panel, ...] = (
         "nats / token",
         "Token-weighted policy entropy; a collapse to ~0 means the policy stopped exploring.",
     ),
+    Panel(
+        "grad_norm",
+        "Gradient norm",
+        GRAD_NORM,
+        "as logged (L2)",
+        "The gradient's L2 norm as the trainer logged it (ours: before clipping, as "
+        "torch.nn.utils.clip_grad_norm_ returns it; TRL's and verl's grad_norm). Shown when a run "
+        "logged a column named grad_norm.",
+        nonnegative=True,
+    ),
 )
 PANELS_BY_KEY = {p.key: p for p in PANELS}
+#: the step columns the built-in panels draw (line and second column)
+PANEL_COLUMNS = frozenset(c for p in PANELS for c in (p.column, p.second) if c)
 
 
 def extra_panel(column: str, note: str = "") -> Panel:

@@ -13,6 +13,7 @@ import plotly.graph_objects as go
 from app import charts
 from app import compare_traces as ct
 from app.colors import rgba
+from app.line_style import PLOTLY_SYMBOL
 from app.panels import Panel
 from app.series_math import compact
 
@@ -71,7 +72,8 @@ def plotly_trace(t: ct.Trace, panel: Panel, x: str, source: str | None = None) -
     if t.role == ct.SECOND:
         shown_as = shown_as.replace(what, panel.second_label)
     value = "%{y:.4g} (EMA)" if t.role == ct.EMA else "%{y:.4g}"
-    hover = f"{charts.plot_text(t.label)}<br>{ct.X_AXES.get(x, x)} %{{x}}<br>{shown_as} {value}"
+    at = "%{x:,.0f}" if x in ct.WHOLE_X else "%{x:.4g}"  # steps and tokens are whole numbers
+    hover = f"{charts.plot_text(t.label)}<br>{ct.X_AXES.get(x, x)} {at}<br>{shown_as} {value}"
     trace: dict[str, object] = {
         "type": "scatter",
         "x": t.x,
@@ -87,7 +89,8 @@ def plotly_trace(t: ct.Trace, panel: Panel, x: str, source: str | None = None) -
         trace["opacity"] = sty.opacity
     if sty.marker is not None:
         mode = "markers" if t.role == ct.SECOND else "lines+markers"
-        trace.update(mode=mode, marker={"color": sty.color, "size": sty.marker})
+        marker = {"color": sty.color, "size": sty.marker, "symbol": PLOTLY_SYMBOL[sty.symbol]}
+        trace.update(mode=mode, marker=marker)
     return trace
 
 

@@ -149,3 +149,64 @@ def browser_array(values, digits: int = 7) -> list:
     if not finite.all():
         out = [x if math.isfinite(x) else None for x in out]
     return out
+
+
+# ------------------------------------------------------------------------------ axis ends
+
+
+def nice_number(value: float) -> float:
+    """ECharts' rounded "nice" number for a tick interval: 1, 2, 3, 5 or 10 times the power of ten
+    at or below ``value`` (its ``numberUtil.nice(value, true)``: a fraction below 1.5 -> 1,
+    2.5 -> 2, 4 -> 3, 7 -> 5, else 10)."""
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(f"value must be a positive number, got {value}")
+    exp = math.floor(math.log10(value))
+    f = value / 10.0**exp
+    nf = 1.0 if f < 1.5 else 2.0 if f < 2.5 else 3.0 if f < 4 else 5.0 if f < 7 else 10.0
+    return _tidy(nf * 10.0**exp)
+
+
+def _tidy(v: float) -> float:
+    """``v`` without float dust: 0.30000000000000004 -> 0.3 (12 significant digits)."""
+    return float(f"{v:.12g}")
+
+
+def nice_extent(lo: float, hi: float, split: int = 5) -> tuple[float, float]:
+    """[lo, hi] widened to multiples of the tick interval ECharts picks for the widened range
+    itself (``nice_number`` of its span / ``split``, ECharts' default 5 ticks): an axis given
+    these ends gets its ticks on round numbers and no odd label at an end ("210" after "200").
+    The interval is refined until the widened range's own interval divides its ends (at most a
+    few rounds: the interval only grows)."""
+    if not (math.isfinite(lo) and math.isfinite(hi)) or lo > hi:
+        raise ValueError(f"need finite lo <= hi, got lo={lo}, hi={hi}")
+    if lo == hi:
+        pad = abs(lo) or 1.0
+        lo, hi = lo - pad, hi + pad
+    step = nice_number((hi - lo) / split)
+    for _ in range(8):
+        a, b = _tidy(math.floor(lo / step) * step), _tidy(math.ceil(hi / step) * step)
+        again = nice_number((b - a) / split)
+        if again == step:
+            return a, b
+        step = again
+    return a, b
+
+
+def tight_extent(lo: float, hi: float, parts: int = 20) -> tuple[float, float]:
+    """[lo, hi] widened to the next multiples of a round step near (hi - lo) / ``parts`` (1, 2
+    or 5 x 10^k): an axis that ends at its values' observed range (0/1 rewards end at 0 and 1)
+    without a tick label of seven digits at an end ("0.2141522" becomes "0.2")."""
+    if not (math.isfinite(lo) and math.isfinite(hi)) or lo > hi:
+        raise ValueError(f"need finite lo <= hi, got lo={lo}, hi={hi}")
+    if lo == hi:
+        return lo, hi
+    raw = (hi - lo) / parts
+    k = math.floor(math.log10(raw))
+    step = next(m * 10.0**k for m in (1.0, 2.0, 5.0, 10.0) if m * 10.0**k >= raw)
+    return _tidy(math.floor(lo / step) * step), _tidy(math.ceil(hi / step) * step)
+
+
+def is_round(value: float, digits: int = 2) -> bool:
+    """True when ``value`` is written in at most ``digits`` significant digits (0, 1, 0.25,
+    1e-5): an axis end that can carry a label."""
+    return math.isfinite(value) and (value == 0 or float(f"{value:.{digits}g}") == _tidy(value))

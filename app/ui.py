@@ -76,17 +76,20 @@ def stable_labels(runs: list[RunRef]) -> dict[str, str]:
 def resolve_link(
     values: list[str], runs: list[RunRef], labels: dict[str, str]
 ) -> tuple[list[str], list[str]]:
-    """(run keys, notes) of the values a link's ``?runs=`` holds: each value is a run's label (what
-    the bound picker writes), its key, or a name. A name several runs carry selects them all, and
-    a note says so; a value no run answers to is named in a note ("not found: ...")."""
+    """(run keys, notes) of the values a link's ``?runs=`` holds, repeated (``runs=a&runs=b``, what
+    the bound picker writes) or comma-separated (``runs=a,b``, what a person types): each value is
+    a run's label, its key, or a name; a value with commas that names no run whole is read as the
+    list of its parts (a run may have a comma in its name). A name several runs carry selects them
+    all, and a note says so; a value no run answers to is named in a note ("not found: ...")."""
     by_label = {labels.get(r.key, r.key): r.key for r in runs}
     by_key = {r.key: r.key for r in runs}
     by_name: dict[str, list[str]] = {}
     for r in runs:
         by_name.setdefault(r.name, []).append(r.key)
+    known = by_label.keys() | by_key.keys() | by_name.keys()
     keys: list[str] = []
     notes: list[str] = []
-    for v in values:
+    for v in _link_parts(values, known):
         if v in by_label or v in by_key:
             keys.append(by_label.get(v) or by_key[v])
         elif len(same := by_name.get(v, [])) > 1:
@@ -96,6 +99,18 @@ def resolve_link(
         else:
             notes.append(f"not found: {v!r} (no run has this name or id)")
     return list(dict.fromkeys(keys)), notes
+
+
+def _link_parts(values: list[str], known) -> list[str]:
+    """``values`` with each one that is not in ``known`` and holds a comma split at its commas
+    (parts stripped, empty ones dropped)."""
+    out: list[str] = []
+    for v in values:
+        if v in known or "," not in v:
+            out.append(v)
+        else:
+            out += [p.strip() for p in v.split(",") if p.strip()]
+    return out
 
 
 LINK_KEY = "_runs_link"  # (keys, notes) of the link the session opened with
@@ -457,11 +472,13 @@ def window_sequences(
     columns: list[str],
     window: tuple[int, int] | None,
     shown: StepSubset | None = None,
+    optional: tuple[str, ...] = (),
 ) -> Table:
-    """The run's per-sequence ``columns`` in the step ``window`` (and in the ``shown`` subset of
-    steps); stops the page with a message when there is none, or when a column is missing (a
-    damaged or partial table: the data problems say why)."""
-    t = data.load_sequences(run, columns, window)
+    """The run's per-sequence ``columns`` (and the ``optional`` ones it has) in the step
+    ``window`` (and in the ``shown`` subset of steps); stops the page with a message when there
+    is none, or when one of ``columns`` is missing (a damaged or partial table: the data problems
+    say why)."""
+    t = data.load_sequences(run, [*columns, *optional], window)
     df = shown.keep(t.df) if shown is not None and len(t.df) else t.df
     if not len(df):
         where = f" among the {shown.label}" if shown is not None and t.df.size else ""

@@ -71,13 +71,15 @@ def test_counters_and_groups():
 
 def test_extra_stats_and_classify():
     """Constants (one value in every run that logged it) become values, counters vanish, the rest
-    are curves by group; our own runs' unprefixed extras are drawn by default, foreign ones not."""
+    are curves by group; our own runs' unprefixed extras are drawn by default, foreign ones not;
+    grad_norm, which a built-in panel draws, is no extra."""
     own = pd.DataFrame(
         {
             Step.STEP: [0, 1, 2],
             Step.REWARD_MEAN: [0.1, 0.2, 0.3],  # a built-in column: not an extra
             "lr": [1e-6, 1e-6, 1e-6],
-            "grad_norm": [1.0, np.nan, 3.0],
+            "grad_norm": [1.0, 2.0, 3.0],  # the built-in Gradient norm panel's column
+            "loss_scale": [1.0, np.nan, 3.0],
             "epoch": [0, 0, 1],
             "actor/x": [1.0, 2.0, 3.0],
             "note": ["a", "b", "c"],  # not numeric
@@ -86,13 +88,13 @@ def test_extra_stats_and_classify():
     )
     imported = pd.DataFrame({Step.STEP: [0, 1], "lr": [2e-6, 2e-6], "actor/x": [1.0, 1.0]})
     stats = {"own": cv.extra_stats(own), "imp": cv.extra_stats(imported)}
-    assert set(stats["own"]) == {"lr", "grad_norm", "epoch", "actor/x"}
-    assert stats["own"]["grad_norm"] == cv.ExtraStats(2, 1.0, 3.0)
+    assert set(stats["own"]) == {"lr", "loss_scale", "epoch", "actor/x"}
+    assert stats["own"]["loss_scale"] == cv.ExtraStats(2, 1.0, 3.0)
     ex = cv.classify_extras(stats, own=["own"])
     assert ex.counters == ("epoch",)
     assert ex.constants == (cv.Constant("lr", "own", 1e-6, 3), cv.Constant("lr", "imp", 2e-6, 2))
     # actor/x varies in one run: a curve (its constant run is drawn too, as a flat line)
-    assert ex.groups == {cv.OTHER_GROUP: ("grad_norm",), "actor/": ("actor/x",)}
+    assert ex.groups == {cv.OTHER_GROUP: ("loss_scale",), "actor/": ("actor/x",)}
     assert ex.default_groups == (cv.OTHER_GROUP,) and ex.n_curves == 2
     assert cv.classify_extras(stats, own=[]).default_groups == ()
     frame = cv.constants_frame(ex.constants)
@@ -597,7 +599,8 @@ def _record(root, name, algorithm, *, alternate: bool, extra=None, seed=0):
 
 def _extras(step: int) -> dict:
     return {
-        "grad_norm": 1.0 + step,
+        "grad_norm": 1.0 + step,  # drawn by the built-in Gradient norm panel
+        "loss_scale": 2.0 + 0.5 * step,  # an unprefixed extra of our own: drawn by default
         "lr": 1e-6,  # constant: a value, not a line
         "epoch": step // 4,  # counters: never drawn
         "training/global_step": step,
@@ -715,13 +718,18 @@ def _inside(v: float, domain: list[float]) -> bool:
 def test_foreign_groups_collapsed_constants_and_counters(lag_root, app_env):
     """Extras beyond the schema: the run's own unprefixed one drawn by default after the built-in
     panels; prefixed groups only when asked (or searched); the constant lr in the constants table;
-    the counters (epoch, training/global_step, progress/*) never drawn, named in a caption."""
+    the counters (epoch, training/global_step, progress/*) never drawn, named in a caption;
+    grad_norm among the built-in panels (Gradient norm), not among the extras."""
     app_env(lag_root)
     ids = run_ids(lag_root)
     at = _open("compare", {"runs": [ids["alt"]]})
     _assert_clean(at)
-    assert list(_grid(at, ("more",))) == ["grad_norm"]
+    assert list(_grid(at, ("more",))) == ["loss_scale"]
     drawn = _grid(at)
+    grad = _run_trace(drawn["Gradient norm"], ids["alt"])
+    np.testing.assert_array_equal(_arr(grad["x"]), range(STEPS))
+    np.testing.assert_allclose(_arr(grad["y"]), 1.0 + np.arange(STEPS), rtol=1e-6)
+    assert "grad_norm" not in drawn
     for counter in ("epoch", "training/global_step", "progress/done_frac", "lr"):
         assert counter not in drawn
     groups = at.multiselect(key="groups")
@@ -868,7 +876,7 @@ def test_reward_band_stays_within_the_rewards(lag_root, app_env):
     np.testing.assert_allclose(lo, np.clip(m - sd, 0, 1), atol=1e-6)
     i = [t["text"] for t in _spec_of(at)["title"]].index("Reward")
     axis = _spec_of(at)["yAxis"][i]  # the axis ends at the band's ends, not past them
-    assert (axis["min"], axis["max"]) == ("dataMin", "dataMax")
+    assert (axis["min"], axis["max"]) == (0.0, 1.0)
 
 
 def test_real_logs_unknown_algorithm_dotted_and_named(real_root, app_env):

@@ -104,7 +104,7 @@ def _assert_clean(at: AppTest) -> None:
 
 EXPECTED_CHARTS = {
     "runs": 0,
-    "compare": 3,  # the legend strip, the 13 built-in panels, the runs' own extra metric
+    "compare": 2,  # the legend strip, the built-in panels (grad_norm among them: no extra left)
     "health": 0,
     "ratios": 3,
     "groups": 3,
@@ -128,10 +128,10 @@ def test_every_page_renders_recorded_runs(page, recorded_root, app_env):
         assert set(df["status"]) == {"finished"} and set(df["last step"]) == {STEPS - 1}
     if page == "compare":  # a legend strip and the small multiples
         grid = _grid(at)
-        assert len(grid) == 13 + 1  # 13 built-in panels + the extra metric
+        # 13 built-in panels + Gradient norm (the runs' extra grad_norm, a built-in panel now)
+        assert len(grid) == 13 + 1 and "Gradient norm" in grid
         assert "Sequence-unit clip fraction — sequence unit, ε 3e-4/4e-4" in grid
-        # the runs' own extra (log_step(extra=...)) is drawn by default, after the built-in panels
-        assert list(_grid(at, ("more",))) == ["grad_norm"]
+        assert list(_grid(at, ("more",))) == []  # no other extra: no second chart
         # two runs, bands on (<= 3 runs): reward = 2 bands + raw per run (STEPS points: sparse,
         # drawn with markers and not smoothed)
         assert [t["role"] for t in grid["Reward"]["traces"]].count("band") == 2

@@ -150,22 +150,38 @@ def test_ratios_default_to_off_policy_and_count_only_those(lagged_root, app_env)
 
 
 def test_ratios_band_named_by_the_runs_loss_unit(lagged_root, app_env):
-    """GRPO run: the band is the measured sequence band with its ε, never "GSPO range"; GSPO run:
-    GSPO's range, the loss's unit. The clip-by-length legend names both units' ε and roles."""
+    """GRPO run: the band (the legend's title) is the measured sequence band with its ε, never
+    "GSPO range", and no sequence is called clipped (the loss clips tokens: a sequence clip would
+    bind); GSPO run: GSPO's range, the loss's unit, and out of range is not clipped: the clip
+    binds or not by the advantage's sign. The clip-by-length legend names both units' ε and
+    roles."""
     app_env(lagged_root)
     ids = run_ids(lagged_root)
     at = _clean("ratios", {"run": ids["lag-grpo"]})
-    names = [t["name"] for t in _fig(at, "tok_vs_seq")["data"]]
-    assert names[0] == "outside sequence band (ε 3e-4/4e-4, measured: this loss clips tokens)"
-    assert not any("GSPO" in n for n in names)
+    fig = _fig(at, "tok_vs_seq")
+    names = [t["name"] for t in fig["data"]]
+    title = fig["layout"]["legend"]["title"]["text"]
+    assert title == "sequence band (ε 3e-4/4e-4, measured: this loss clips tokens):"
+    # spread 0.3: every off-policy sequence lies far outside a 3e-4/4e-4 band, none inside
+    assert names == ["out of range, a sequence clip would bind", "out of range, would not bind"]
+    assert not any("GSPO" in n or "clipped" in n for n in names)
     bars = [t["name"] for t in _fig(at, "clip_by_length")["data"]]
     assert bars == [
         "share of sequences outside the sequence band, ε 3e-4/4e-4 (measured)",
         "share of tokens outside the token band, ε 0.2/0.2 (the loss's unit)",
     ]
     at = _clean("ratios", {"run": ids["lag-gspo"]})
-    names = [t["name"] for t in _fig(at, "tok_vs_seq")["data"]]
-    assert "outside GSPO's range (ε 3e-4/4e-4, the loss clips here): clipped" in names
+    fig = _fig(at, "tok_vs_seq")
+    title = fig["layout"]["legend"]["title"]["text"]
+    assert title == "GSPO's range (ε 3e-4/4e-4, the loss clips here):"
+    names = [t["name"] for t in fig["data"]]
+    legend = [name for _, name, _ in charts.clip_state_legend("seq")]
+    assert legend[:2] == [
+        "out of range, clip binds (gradient removed)",
+        "out of range, not binding (A's sign keeps the gradient)",
+    ]
+    assert set(names) <= set(legend) and "inside" in names and legend[1] in names
+    assert not any("clipped" in n for n in names)
 
 
 def test_ratios_arrow_points_at_a_drawn_sequence(lagged_root, app_env):

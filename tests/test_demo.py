@@ -662,7 +662,7 @@ def test_default_demo_is_in_the_real_regime(tmp_path, capsys):
         assert within("gain", gain), (info.algorithm, gain)
         off = steps[steps[S.POLICY_LAG] > 0]
         if info.algorithm == "grpo":
-            tok = (off[S.TOKEN_CLIP_FRACTION] * off[S.NUM_TOKENS]).sum() / off[S.NUM_TOKENS].sum()
+            tok = off[S.TOKEN_CLIP_FRACTION].mean()  # the step mean, as the demo prints it
             assert within("grpo_tok_clip_off", tok), tok
         else:
             assert (info.seq_eps_low, info.seq_eps_high) == DEMO_GSPO_EPS

@@ -6,6 +6,7 @@ name prefix and drawn only when asked; constants are shown as values and bookkee
 at all.
 """
 
+import dataclasses
 import functools
 
 import numpy as np
@@ -42,6 +43,7 @@ def controls() -> dict:
             options=list(ct.X_AXES),
             format_func=lambda k: {
                 ct.X_STEP: "step",
+                ct.X_ROLLOUT: "rollout",
                 ct.X_ELAPSED: "wall time",
                 ct.X_TOKENS: "tokens",
             }[k],
@@ -49,6 +51,10 @@ def controls() -> dict:
             key="x",
             bind="query-params",
             required=True,
+            help="step: optimizer steps. rollout: the rollout (sampled batch) each step trained on, "
+            "its optimizer steps spread evenly within it, so runs with different minibatches per "
+            "batch line up by batch. wall time: minutes since the run's first step. tokens: "
+            "response tokens trained on so far.",
         )
         steps = st.segmented_control(
             "steps",
@@ -104,7 +110,7 @@ def load_series(shown, ctx: ui.Context) -> tuple[list[ct.RunSeries], dict, list[
                 label=ctx.label(run),  # unique: two runs may share a name
                 algorithm=run.algorithm,
                 color=ctx.colors.get(run.key, colors.PALETTE[0]),
-                df=t.df,
+                df=ct.with_rollout_position(t.df),
                 eps=ui.eps_of(run),
                 lag=traces.run_lag(run, t.df, digest),
                 bounds=observed_bounds(run),
@@ -159,16 +165,23 @@ def x_span(series: list[ct.RunSeries], x: str) -> tuple[float, float] | None:
 def draw_panels(
     runs_by_key, series, panels, opts, *, key: str, log_keys=(), zoom_band=True
 ) -> None:
-    """``panels`` in charts of PANELS_PER_FIGURE, each run on the steps its panel shows. A chart's
-    option is cached whole (``traces.cached_chart``) on everything it is drawn from: a reload, a
-    new tab or a colleague on the same runs, files and options gets it at once."""
+    """``panels`` in charts of PANELS_PER_FIGURE, each run on the steps its panel shows, every
+    chart over the shown runs' one x span. A chart's option is cached whole
+    (``traces.cached_chart``) on everything it is drawn from: a reload, a new tab or a colleague
+    on the same runs, files and options gets it at once."""
     span = x_span(series, opts["x"])
     # a round spacing: changes of the selection mostly keep it, and with it the cached traces
-    whole = opts["x"] != ct.X_ELAPSED  # steps and tokens: readout at whole numbers
+    whole = opts["x"] in ct.WHOLE_X  # steps and tokens: readout at whole numbers
     n = eg.readout_size(len(series))
     readout = series_math.readout_spacing(*span, n, whole=whole) if span else None
     digests = {s.key: traces.run_digest(runs_by_key[s.key]) for s in series}  # once per run
-    how = {"opts": opts, "log_keys": list(log_keys), "zoom_band": zoom_band, "readout": readout}
+    how = {
+        "opts": opts,
+        "log_keys": list(log_keys),
+        "zoom_band": zoom_band,
+        "readout": readout,
+        "x_range": span,
+    }
     for start in range(0, len(panels), PANELS_PER_FIGURE):
         chunk = panels[start : start + PANELS_PER_FIGURE]
         option, height = traces.cached_chart(
@@ -179,7 +192,7 @@ def draw_panels(
 
 
 def grid_chart(
-    runs_by_key, series, chunk, digests, *, opts, log_keys, zoom_band, readout
+    runs_by_key, series, chunk, digests, *, opts, log_keys, zoom_band, readout, x_range
 ) -> tuple[dict, int]:
     """(option, height) of one ECharts grid of the panels ``chunk``: every run's traces (cached
     per run and panel) on the steps each panel shows, and the panels' views."""
@@ -215,7 +228,37 @@ def grid_chart(
         by_panel.append([t for ts in per_run.values() for t in ts])
         drawn = [k for k, ts in per_run.items() if ts]
         views.append(ct.panel_view(series, p, subsets, drawn, zoom_band=zoom_band, x=opts["x"]))
-    return eg.grid_option(series, chunk, by_panel, x=opts["x"], log_panels=log_keys, views=views)
+    return eg.grid_option(
+        series, chunk, by_panel, x=opts["x"], log_panels=log_keys, views=views, x_range=x_range
+    )
+
+
+def draw_lag_split(series: list[ct.RunSeries], shown: list[panels.Panel]) -> None:
+    """The KL old→new and clip panels among ``shown``, split by declared policy lag: each run's
+    mean at each lag (``compare_traces.lag_traces``), one chart; nothing when no run declares two
+    or more off-policy lags (the "steps" control's on/off split then says it all)."""
+    chosen = [p for p in shown if p.off_policy_default]
+    if not chosen or not ct.splits_by_lag(series):
+        return
+    st.subheader("By policy lag", anchor=False)
+    st.caption(
+        "The KL old→new and clip charts again, one point per declared policy lag: each run's "
+        "mean over all its steps at that lag (the hover gives how many). Lag 0 is the on-policy "
+        "step (ratio 1: nothing clips, KL old→new is 0); later minibatches on one batch move "
+        "further from the policy that sampled it."
+    )
+    counted = [dataclasses.replace(p, second_label=ct.LAG_COUNT_LABEL) for p in chosen]
+    by_panel = [[t for s in series for t in ct.lag_traces(s, p)] for p in counted]
+    views = [
+        ct.lag_view(series, p, list(dict.fromkeys(t.run for t in ts)))
+        for p, ts in zip(counted, by_panel, strict=True)
+    ]
+    lags = [int(v) for s in series for v in ct.declared_lags(s)]
+    option, height = eg.grid_option(
+        series, counted, by_panel, x=ct.X_LAG, views=views, x_name=ct.X_LAG_NAME
+    )
+    eg.whole_x_axis(option, min(lags), max(lags))
+    st.echarts_chart(option, height=height, key="lag-split")
 
 
 def more_metrics(extras: cv.Extras, series: list[ct.RunSeries]) -> list[panels.Panel]:
@@ -375,6 +418,7 @@ if shown_panels:
         log_keys=log_keys or [],
         zoom_band=zoom_band,
     )
+    draw_lag_split(series, shown_panels)
 elif not chosen:
     st.info("No built-in charts chosen (see 'Charts and log scales').", icon=":material/info:")
 ui.timing("compare charts")

@@ -31,12 +31,15 @@ cols = [
     Seq.TOKEN_LOG_RATIO_MAX,
     Seq.TOKEN_CLIP_FRACTION,
 ]
-t = ui.window_sequences(run, cols, window, shown)
+# whether the clip binds on a sequence out of range (``aggregate.seq_clip_state``)
+binding = (Seq.SEQ_CLIP_LOW, Seq.SEQ_CLIP_HIGH, Seq.ADVANTAGE)
+t = ui.window_sequences(run, cols, window, shown, optional=binding)
 df = t.df
 n_steps = int(df[Seq.STEP].nunique())
 st.caption(shown.describe(n_steps))
 band = (math.log1p(-seq_eps[0]), math.log1p(seq_eps[1])) if seq_eps else None
 lr = df[Seq.SEQ_LOG_RATIO]
+
 
 st.subheader("Sequence log-ratio distribution over steps")
 SYMLOG, LINEAR, ZOOM = "symmetric log", "linear", "±3× the band"
@@ -114,6 +117,7 @@ with left:
         )
     else:
         lines.append("No sequence shown has a ratio near 1 hiding token moves (none marked).")
+    lines.append(aggregate.binding_sentence(aggregate.seq_clip_state(df, band), unit))
     st.caption(" ".join(lines))
 with right:
     buckets = aggregate.clip_by_length(df)
