@@ -12,8 +12,8 @@ per-sequence diagnostics) imports no torch, so the on-disk schema and the dashbo
 
 Modules: ``spec`` (declarations), ``checks`` (argument checks), ``masked``, ``ratios``,
 ``advantages``, ``losses``, ``kl``, ``tinker`` (the math), ``diagnostics`` (the per-sequence
-diagnostics: API and readable reference route) with its fast routes ``fused`` (numba, CPU) and
-``eager`` (torch ops, GPU).
+diagnostics: API and readable reference route) with the route every call runs, ``eager`` (torch
+ops on the inputs' device).
 
 Nothing here does I/O, reads globals or transfers to the host, except ``gspo_metrics.tinker``
 (whose metrics are floats by Tinker's contract) and the argument checks (one bool for "every row
