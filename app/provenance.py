@@ -35,10 +35,13 @@ def source_lines(info: RunInfo) -> list[str]:
     if rec is None:
         return []
     tool = TOOL_NAMES.get(rec.tool, rec.tool)
+    read = f" ({rec.file_format})" if rec.file_format else ""
     lines = [
         f"Imported from {tool}: {rec.format or 'format unknown'}.",
         f"Version: {version_text(rec)}.",
-        f"Source: {rec.path or '?'}" + (f" (file read: {rec.file})" if rec.file else "") + ".",
+        f"Source: {rec.path or '?'}"
+        + (f" (file read: {rec.file}{read})" if rec.file else "")
+        + ".",
         "Settings files: "
         + (", ".join(rec.settings_files) if rec.settings_files else "none found beside the log")
         + ".",
@@ -48,6 +51,10 @@ def source_lines(info: RunInfo) -> list[str]:
         lines.append(f"Imported at {when}; {rec.rows} rows from {rec.lines or '?'} entries.")
     if rec.wall_time:
         lines.append(f"Wall time: {rec.wall_time}.")
+    if rec.segment:
+        lines.append(f"Run {rec.segment} of the runs that file holds one after another.")
+    lines += [f"Read: {n}." for n in rec.reader_notes]
+    lines += [f"Compared: {c}." for c in rec.cross_checks]
     return lines
 
 

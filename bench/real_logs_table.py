@@ -1,5 +1,6 @@
 """The README's table of real logs: import every log under ../shared/real_logs/ into a temporary
-root and print one row per log (tool and version, rows, our columns filled, columns unknown).
+root and print one row per log (tool and version, rows, our columns filled, columns unknown); a
+file holding several runs gets one row per run.
 
     python bench/real_logs_table.py [REAL_LOGS_DIR]
 
@@ -29,8 +30,16 @@ def main(argv: list[str]) -> int:
     rows = []
     with tempfile.TemporaryDirectory() as root:
         for tool, path in real_logs(folder):
-            res = importers.import_run(tool, path, root=root)
-            rows.append((str(path.relative_to(folder)), importers.summarize(res["run_dir"])))
+            label = str(path.relative_to(folder))
+            try:
+                runs = [(None, label)]
+                importers.import_run(tool, path, root=Path(root) / "probe")
+            except importers.SeveralRuns as e:  # a file of several runs: one row per run
+                n = len(e.segments)
+                runs = [(k, f"{label} (run {k} of {n})") for k in range(1, n + 1)]
+            for segment, name in runs:
+                res = importers.import_run(tool, path, root=root, segment=segment)
+                rows.append((name, importers.summarize(res["run_dir"])))
     print(importers.markdown_table(rows))
     print()
     for label, s in rows:

@@ -11,7 +11,9 @@ Names are loaded lazily: ``gspo_metrics.spec`` (the clip-range defaults, the dec
 per-sequence diagnostics) imports no torch, so the on-disk schema and the dashboard can use it.
 
 Modules: ``spec`` (declarations), ``checks`` (argument checks), ``masked``, ``ratios``,
-``advantages``, ``losses``, ``kl``, ``tinker`` (the math), ``diagnostics`` (the per-sequence
+``advantages``, ``losses`` (the loss registry, with its families ``losses_clip``,
+``losses_weight``, ``losses_soft``), ``tool_losses`` (``loss_for``: a TRL or verl run's settings
+as the loss it trains with), ``kl``, ``tinker`` (the math), ``diagnostics`` (the per-sequence
 diagnostics: API and readable reference route) with the route every call runs, ``eager`` (torch
 ops on the inputs' device).
 
@@ -32,8 +34,11 @@ _EXPORTS = {
     "zero_variance_groups": "advantages",
     "sequence_diagnostics": "diagnostics",
     "kl_estimate": "kl",
+    "ALL_REDUCTIONS": "losses",
     "LOSSES": "losses",
+    "LOSS_INFO": "losses",
     "REDUCTIONS": "losses",
+    "LossInfo": "losses",
     "LossOutput": "losses",
     "get_loss": "losses",
     "grpo_loss": "losses",
@@ -43,20 +48,27 @@ _EXPORTS = {
     "masked_sum": "masked",
     "sequence_log_ratio": "ratios",
     "token_log_ratio": "ratios",
+    "ToolLoss": "tool_losses",
+    "loss_for": "tool_losses",
 }
 
 __all__ = [
+    "ALL_REDUCTIONS",
     "GRPO_EPS",
     "GSPO_EPS",
     "LOSSES",
+    "LOSS_INFO",
     "REDUCTIONS",
     "SEQUENCE_DIAGNOSTICS",
+    "LossInfo",
     "LossOutput",
+    "ToolLoss",
     "get_loss",
     "group_advantages",
     "grpo_loss",
     "gspo_loss",
     "kl_estimate",
+    "loss_for",
     "masked_mean",
     "masked_sum",
     "register_loss",
@@ -71,8 +83,11 @@ if TYPE_CHECKING:
     from .diagnostics import sequence_diagnostics
     from .kl import kl_estimate
     from .losses import (
+        ALL_REDUCTIONS,
+        LOSS_INFO,
         LOSSES,
         REDUCTIONS,
+        LossInfo,
         LossOutput,
         get_loss,
         grpo_loss,
@@ -81,6 +96,7 @@ if TYPE_CHECKING:
     )
     from .masked import masked_mean, masked_sum
     from .ratios import sequence_log_ratio, token_log_ratio
+    from .tool_losses import ToolLoss, loss_for
 
 
 def __getattr__(name: str):

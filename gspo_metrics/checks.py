@@ -97,3 +97,28 @@ def check_eps_pair(name: str, eps: object) -> tuple[float, float]:
 def check_choice(value: str, name: str, choices: tuple[str, ...]) -> None:
     if value not in choices:
         raise ValueError(f"unknown {name} {value!r}; valid: {', '.join(repr(c) for c in choices)}")
+
+
+def check_number(
+    value: object,
+    name: str,
+    *,
+    above: float | None = None,
+    at_least: float | None = None,
+    below: float | None = None,
+) -> float:
+    """``value`` as a finite float, with optional bounds (``above``/``below`` strict, ``at_least``
+    inclusive); errors name the argument and the bound it broke."""
+    number = type(value) in (float, int) or (
+        isinstance(value, Real) and not isinstance(value, bool)
+    )
+    if not number or not math.isfinite(value):  # type: ignore[arg-type]
+        raise ValueError(f"{name} must be a finite number, got {value!r}")
+    x = float(value)  # type: ignore[arg-type]
+    if above is not None and not x > above:
+        raise ValueError(f"{name} must be > {above}, got {value!r}")
+    if at_least is not None and not x >= at_least:
+        raise ValueError(f"{name} must be >= {at_least}, got {value!r}")
+    if below is not None and not x < below:
+        raise ValueError(f"{name} must be < {below}, got {value!r}")
+    return x

@@ -1,46 +1,100 @@
-"""Clipped policy-gradient losses: GRPO (PPO token clip) and GSPO-token, with explicit reductions.
+"""Policy-gradient losses: one registry, one signature, explicit reductions, one attenuation measure.
 
 Notation: B sequences, T token positions, ``mask`` (B, T) marks the tokens the ratio and the loss are
-taken over, ``A`` the advantages ((B,) broadcast over tokens, or (B, T) per token), and
-``clip(x) = clamp(x, 1 - eps_low, 1 + eps_high)``. Both losses share one surrogate:
+taken over (M_b the marked tokens of row b, |M_b| their number), ``A`` the advantages ((B,) broadcast
+over tokens, or (B, T) per token), ``sg[x]`` a stop-gradient, and
 
-    l_t = -min(rho_t * A_t, clip(rho_t) * A_t)
+    log r_t = log pi_theta(y_t) - log pi_old(y_t)        the token log-ratio
+    log s_b = mean_{t in M_b} log r_t                    the sequence log-ratio (GSPO)
+    clip(x) = clamp(x, 1 - eps_low, 1 + eps_high)
 
-GRPO (Shao et al., 2024; PPO's token clip):  rho_t = exp(log pi_theta(y_t) - log pi_old(y_t))
+Every registered loss is ``fn(logprobs, old_logprobs, advantages, mask, **params) -> LossOutput``;
+its parameters, equation and paper are in its docstring, and ``LOSS_INFO`` says what kind of trust
+region it has. The families, one module each:
 
-GSPO-token (Zheng et al., 2025, sec. 4.3; exactly Tinker's ``gspo`` loss):
-    log s   = mean_{t in M} (sg[log pi_theta(y_t)] - log pi_old(y_t))
+- here: PPO's clipped surrogate ``l_t = -min(rho_t A_t, clip(rho_t) A_t)``, at the token level
+  (``grpo``) and in GSPO-token's form (``gspo``);
+- ``losses_clip``: the same clip with other normalisers and defaults (``dapo``, ``bnpo``,
+  ``dr_grpo``, ``luspo``) and GMPO's clip of the geometric mean (``gmpo``);
+- ``losses_weight``: a stop-gradient weight times log pi (``cispo``, ``vespo``, ``dppo_tv``,
+  ``dppo_kl``, ``gpg``);
+- ``losses_soft``: a soft gate or a penalty instead of a clip (``sapo``, ``dro``, ``kl_cov``).
+
+GRPO (Shao et al., 2024; PPO's token clip):  rho_t = r_t = exp(log r_t)
+
+GSPO-token (Zheng et al., 2025, sec. 4.3; exactly Tinker's ``gspo`` loss, verl's ``gspo``):
     rho_t   = sg[s] * pi_theta(y_t) / sg[pi_theta(y_t)]      (value s, gradient of its own token)
 so every token carries the sequence ratio's value and clip decision, and d l_t / d log pi_theta(y_t)
 = -s * A_t where the clip does not bind. Defaults follow the paper and Tinker: eps 3e-4 / 4e-4.
 
-Reductions (the loss's implicit length weighting; see ``REDUCTIONS``):
-    "sum"                 sum_{b,t in M} l_bt                      Tinker's ``loss:sum``; gradient -s*A_t
-    "token_mean"          sum_{b,t in M} l_bt / sum_b |M_b|        DAPO, verl's "token-mean"
-    "seq_mean_token_mean" mean_b (sum_{t in M_b} l_bt / |M_b|)     the GSPO paper; gradient -s*A/|y|
+Ratio level (``level``, TRL's ``importance_sampling_level``), for the losses that take it:
+    "token"     rho_t = r_t
+    "sequence"  rho_t = s_b, differentiated through every token of the sequence (TRL's GSPO:
+                d s_b / d log pi_theta(y_t) = s_b / |M_b|). With one advantage per sequence this
+                gives GSPO-token's loss and gradient; with per-token advantages it does not.
 
-Per-sequence diagnostics (detached, (B,)), in the loss's own unit and eps:
-    log_ratio     log s_b (the sequence log-ratio; for GRPO too, as a comparison point)
+Reductions (the loss's implicit length weighting; ``REDUCTIONS`` and ``SUM_REDUCTIONS``):
+    "sum"                     sum_{b,t in M} l_bt                  Tinker's ``loss:sum``; verl "token-sum"
+    "token_mean"              sum_{b,t in M} l_bt / sum_b |M_b|    DAPO, BNPO; verl "token-mean"
+    "seq_mean_token_mean"     mean_b (sum_{t in M_b} l_bt / |M_b|) the GSPO paper, TRL's grpo
+    "seq_mean_token_sum"      mean_b sum_{t in M_b} l_bt           LUSPO; verl "seq-mean-token-sum"
+    "seq_mean_token_sum_norm" mean_b sum_{t in M_b} l_bt / L       Dr. GRPO's constant normaliser
+                              (``norm_length=L``: TRL's max_completion_length, verl's loss_scale_factor)
+
+Per-sequence diagnostics (detached, (B,)), in ``LossOutput.per_sequence``:
+    log_ratio     log s_b (the sequence log-ratio, for every loss as a comparison point)
+    length        |M_b|, the number of masked tokens
+    attenuation   the share of the plain importance-weighted policy gradient that the loss's trust
+                  region removed from the sequence (below); every loss
+and, for the losses with a hard clip on the ratio (``LossInfo.hard_clip``), in the loss's own unit:
     out_of_range  fraction of the sequence's tokens whose rho lies outside the clip range, whatever
                   A's sign (GSPO: 0 or 1 = Tinker's clipped fraction)
     clip_low      fraction of tokens with rho < 1 - eps_low and A < 0  (the clip zeroes the gradient)
     clip_high     fraction of tokens with rho > 1 + eps_high and A > 0 (TRL's clip_ratio/high)
-    length        |M_b|, the number of masked tokens
+
+Attenuation, one measure for every loss:
+
+    attenuation_b = 1 - sum_{t in M_b} |d l^sum / d log pi_theta(y_bt)| / sum_{t in M_b} |rho_bt A_bt|
+
+with l^sum the loss under the "sum" reduction and rho the plain ratio of the loss's level (r_t, or
+s_b; verl's numerical clamps of log r are not applied to it). Every reduction multiplies all of a
+sequence's tokens by one positive constant (1 / sum_b |M_b|, 1 / (B |M_b|), ...), so against the
+plain gradient reduced the same way the share is the same under every reduction, and each loss
+returns it whatever reduction it is given. Each computes it in closed form from its own equation
+(no autograd inside a loss; the tests hold it to autograd).
+It is NaN where the sequence has no plain gradient (A = 0 on all its tokens): unknown, not 0. It lies
+in [0, 1] where the trust region only removes weight: a hard clip (the share of |rho A| on the
+binding tokens), CISPO's cap, SAPO's gate, DPPO's mask. A loss that can also add weight leaves that
+range below 0 (``LossInfo.bounded`` is False; its docstring says how).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
-from typing import NamedTuple, Protocol
+from dataclasses import dataclass
+from typing import NamedTuple, TypeVar
 
 import torch
 
-from .checks import check_choice, check_eps, check_float, check_same_shape, check_tensor
+from .checks import (
+    check_choice,
+    check_eps,
+    check_float,
+    check_number,
+    check_same_shape,
+    check_tensor,
+)
 from .masked import masked_fill_zero
 from .ratios import check_token_inputs
 from .spec import GRPO_EPS, GSPO_EPS
 
 REDUCTIONS = ("sum", "token_mean", "seq_mean_token_mean")
+#: The reductions that sum each sequence's tokens and average over sequences (LUSPO, Dr. GRPO).
+SUM_REDUCTIONS = ("seq_mean_token_sum", "seq_mean_token_sum_norm")
+#: Every reduction a registered loss accepts.
+ALL_REDUCTIONS = REDUCTIONS + SUM_REDUCTIONS
+LEVELS = ("token", "sequence")
 
 
 class LossOutput(NamedTuple):
@@ -49,33 +103,41 @@ class LossOutput(NamedTuple):
     loss: torch.Tensor
     """() scalar with grad, reduced as asked."""
     per_sequence: Mapping[str, torch.Tensor]
-    """Detached (B,) tensors: log_ratio, out_of_range, clip_low, clip_high, length."""
+    """Detached (B,) tensors: log_ratio, length, attenuation for every loss; out_of_range,
+    clip_low, clip_high for the losses with a hard clip; see each loss for any other."""
 
 
-class LossFn(Protocol):
-    def __call__(
-        self,
-        logprobs: torch.Tensor,
-        old_logprobs: torch.Tensor,
-        advantages: torch.Tensor,
-        mask: torch.Tensor,
-        *,
-        eps_low: float = ...,
-        eps_high: float = ...,
-        reduction: str = ...,
-    ) -> LossOutput: ...
+@dataclass(frozen=True)
+class LossInfo:
+    """What kind of trust region a registered loss has: for the code that labels and judges a run."""
 
+    level: str
+    """The ratio its attenuation is measured against: "token" (r_t), "sequence" (s_b), or
+    "either" (the loss takes ``level=``)."""
+    hard_clip: bool
+    """A clip on the ratio can give tokens exactly zero gradient; ``per_sequence`` then holds the
+    clip statistics (out_of_range, clip_low, clip_high) in the loss's unit and eps."""
+    bounded: bool
+    """``attenuation`` lies in [0, 1] for every input and parameter value."""
+
+
+LossFn = Callable[..., LossOutput]
+F = TypeVar("F", bound=LossFn)
 
 LOSSES: dict[str, LossFn] = {}
+#: What each registered loss is (filled by ``register_loss`` with ``LOSSES``).
+LOSS_INFO: dict[str, LossInfo] = {}
 
 
-def register_loss(name: str) -> Callable[[LossFn], LossFn]:
-    """Decorator adding a loss to ``LOSSES`` under ``name``."""
+def register_loss(name: str, info: LossInfo | None = None) -> Callable[[F], F]:
+    """Decorator adding a loss to ``LOSSES`` (and its ``info`` to ``LOSS_INFO``) under ``name``."""
 
-    def wrap(fn: LossFn) -> LossFn:
+    def wrap(fn: F) -> F:
         if name in LOSSES:
             raise ValueError(f"a loss named {name!r} is already registered")
         LOSSES[name] = fn
+        if info is not None:
+            LOSS_INFO[name] = info
         return fn
 
     return wrap
@@ -104,27 +166,87 @@ def check_advantages(advantages: torch.Tensor, logprobs: torch.Tensor) -> None:
         check_same_shape(logprobs, "logprobs", advantages=advantages)
 
 
-def check_loss_inputs(
+def check_reduction(reduction: str, norm_length: float | None) -> None:
+    """A reduction of ``ALL_REDUCTIONS``, with ``norm_length`` given exactly when it uses one."""
+    check_choice(reduction, "reduction", ALL_REDUCTIONS)
+    if reduction == "seq_mean_token_sum_norm":
+        if norm_length is None:
+            raise ValueError(
+                "reduction 'seq_mean_token_sum_norm' divides by a constant length: pass "
+                "norm_length (TRL's max_completion_length, verl's loss_scale_factor)"
+            )
+        check_number(norm_length, "norm_length", above=0.0)
+    elif norm_length is not None:
+        raise ValueError(
+            f"norm_length is used by reduction 'seq_mean_token_sum_norm' only, got "
+            f"norm_length={norm_length!r} with reduction {reduction!r}"
+        )
+
+
+def check_level(level: str) -> None:
+    check_choice(level, "level", LEVELS)
+
+
+def check_log_ratio_clamp(bounds: tuple[float, float] | None) -> None:
+    """None, or (low, high) with low <= 0 <= high (the on-policy ratio 1 stays unclamped)."""
+    if bounds is None:
+        return
+    if not isinstance(bounds, tuple | list) or len(bounds) != 2:
+        raise ValueError(f"log_ratio_clamp must be None or a pair (low, high), got {bounds!r}")
+    low, high = bounds
+    for name, v in (("log_ratio_clamp[0]", low), ("log_ratio_clamp[1]", high)):
+        if not isinstance(v, int | float) or math.isnan(v):
+            raise ValueError(f"{name} must be a number, got {v!r}")
+    if not low <= 0.0 <= high:
+        raise ValueError(f"log_ratio_clamp must have low <= 0 <= high, got {bounds!r}")
+
+
+class Batch(NamedTuple):
+    """A loss's checked inputs; every (B, T) tensor is exactly 0 outside the mask."""
+
+    mask_bt: torch.Tensor  # (B, T) bool
+    count_b: torch.Tensor  # (B,) integer |M_b| >= 1
+    n_b: torch.Tensor  # (B,) |M_b| in the inputs' dtype
+    lp_bt: torch.Tensor  # (B, T) log pi_theta, with grad
+    old_bt: torch.Tensor  # (B, T) log pi_old
+    adv_bt: torch.Tensor  # (B, T) advantages, broadcast if (B,)
+
+    @property
+    def log_r_bt(self) -> torch.Tensor:
+        """(B, T) log r_t with grad, 0 on padding."""
+        return self.lp_bt - self.old_bt
+
+
+def prepare_batch(
     logprobs: torch.Tensor,
     old_logprobs: torch.Tensor,
     advantages: torch.Tensor,
     mask: torch.Tensor,
-    eps_low: float,
-    eps_high: float,
     reduction: str,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Validate; returns (mask_bt bool, count_b, advantages_bt with 0 on padding)."""
-    check_choice(reduction, "reduction", REDUCTIONS)
-    check_eps(eps_low, eps_high)
+    norm_length: float | None = None,
+) -> Batch:
+    """Check a loss's inputs and reduction; padding replaced by 0 (``torch.where``, so NaN or inf
+    under the mask reaches no value and no gradient)."""
+    check_reduction(reduction, norm_length)
     mask_bt, count_b = check_token_inputs(logprobs, old_logprobs, mask)
     check_advantages(advantages, logprobs)
     adv = advantages.to(logprobs.dtype)
     adv_bt = adv[:, None].expand_as(logprobs) if adv.dim() == 1 else adv
-    return mask_bt, count_b, masked_fill_zero(adv_bt, mask_bt)
+    return Batch(
+        mask_bt,
+        count_b,
+        count_b.to(logprobs.dtype),
+        masked_fill_zero(logprobs, mask_bt),
+        masked_fill_zero(old_logprobs, mask_bt),
+        masked_fill_zero(adv_bt, mask_bt),
+    )
 
 
 def reduce_loss(
-    per_token_loss_bt: torch.Tensor, count_b: torch.Tensor, reduction: str
+    per_token_loss_bt: torch.Tensor,
+    count_b: torch.Tensor,
+    reduction: str,
+    norm_length: float | None = None,
 ) -> torch.Tensor:
     """Apply a reduction to a per-token loss that is exactly 0 on padding (see module docstring)."""
     if reduction == "sum":
@@ -133,8 +255,102 @@ def reduce_loss(
         return per_token_loss_bt.sum() / count_b.sum().to(per_token_loss_bt.dtype)
     if reduction == "seq_mean_token_mean":
         return (per_token_loss_bt.sum(-1) / count_b.to(per_token_loss_bt.dtype)).mean()
-    check_choice(reduction, "reduction", REDUCTIONS)
-    raise AssertionError("unreachable")
+    check_reduction(reduction, norm_length)
+    seq_sum = per_token_loss_bt.sum(-1).mean()
+    if reduction == "seq_mean_token_sum":
+        return seq_sum
+    assert norm_length is not None  # (check_reduction raised otherwise)
+    return seq_sum / norm_length
+
+
+def level_log_ratio(batch: Batch, level: str) -> torch.Tensor:
+    """log rho with grad: (B, T) log r_t ("token"), or (B, 1) log s_b ("sequence")."""
+    if level == "token":
+        return batch.log_r_bt
+    return batch.log_r_bt.sum(-1, keepdim=True) / batch.n_b[:, None]
+
+
+def clamp_log_ratio(
+    log_rho: torch.Tensor, bounds: tuple[float, float] | None
+) -> tuple[torch.Tensor, torch.Tensor | float]:
+    """verl's numerical guard: log rho clamped to [low, high] (gradient 0 outside), and the
+    detached factor d clamped / d log rho (1 where the clamp passes the gradient)."""
+    if bounds is None:
+        return log_rho, 1.0
+    low, high = bounds
+    clamped = torch.clamp(log_rho, low, high)
+    x = log_rho.detach()
+    return clamped, ((x >= low) & (x <= high)).to(x.dtype)
+
+
+def to_logprobs(dl_dlog_rho: torch.Tensor, batch: Batch, level: str) -> torch.Tensor:
+    """(B, T) d l^sum / d log pi_theta from each token's d l_t / d log rho_t (detached).
+
+    Token level (and GSPO-token): log rho_t moves with its own token only. Sequence level: log s_b
+    moves with every token of b by 1 / |M_b|, so each token gets sum_t (d l_t / d log s_b) / |M_b|.
+    """
+    if level == "token":
+        return masked_fill_zero(dl_dlog_rho, batch.mask_bt)
+    per_token_b = masked_fill_zero(dl_dlog_rho, batch.mask_bt).sum(-1) / batch.n_b
+    return masked_fill_zero(per_token_b[:, None].expand_as(batch.lp_bt), batch.mask_bt)
+
+
+def attenuation(grad_bt: torch.Tensor, rho: torch.Tensor, batch: Batch) -> torch.Tensor:
+    """(B,) 1 - sum_t |grad_bt| / sum_t |rho_bt A_bt| (see the module docstring); NaN where the
+    denominator is 0 (no plain gradient to attenuate). ``grad_bt`` is 0 on padding; ``rho`` is
+    the plain ratio, (B, T) or (B, 1)."""
+    kept_b = grad_bt.abs().sum(-1)
+    plain_b = masked_fill_zero(rho * batch.adv_bt.abs(), batch.mask_bt).sum(-1)
+    nan = torch.full_like(plain_b, math.nan)
+    return torch.where(plain_b > 0, 1.0 - kept_b / plain_b, nan)
+
+
+def scalar(value: float, like: torch.Tensor) -> torch.Tensor:
+    """``value`` as a 0-d tensor of ``like``'s dtype and device, made in that dtype (a Python
+    float given to ``torch.where`` would pass through float32 first)."""
+    return torch.tensor(value, dtype=like.dtype, device=like.device)
+
+
+def pick_min(
+    v1: torch.Tensor, d1: torch.Tensor, v2: torch.Tensor, d2: torch.Tensor
+) -> torch.Tensor:
+    """The derivative of min(v1, v2) as torch differentiates it: the smaller branch's derivative,
+    the mean of the two on a tie (as inside the clip range, where both branches are rho * A)."""
+    return torch.where(v1 < v2, d1, torch.where(v2 < v1, d2, 0.5 * (d1 + d2)))
+
+
+def clip_terms(
+    rho: torch.Tensor,
+    adv_bt: torch.Tensor,
+    eps_low: float,
+    eps_high: float,
+    delta: float | None = None,
+    dual_clip: float | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """PPO's per-token loss and its detached derivative in rho, (B, T) each:
+
+    l = -min(cap(rho) * A, clip(rho) * A),  cap(rho) = min(rho, delta)   (delta: TRL's two-sided
+                                                                          clip, INTELLECT-2)
+    where A < 0 and dual_clip = c:  l = min(l, -c * A)                    (verl's dual clip,
+                                                                          Ye et al., 2020)
+    """
+    clipped = torch.clamp(rho, 1.0 - eps_low, 1.0 + eps_high)
+    capped = rho if delta is None else torch.clamp(rho, max=delta)
+    v1, v2 = capped * adv_bt, clipped * adv_bt
+    loss_bt = -torch.minimum(v1, v2)
+    with torch.no_grad():
+        r = rho.detach()
+        d1 = adv_bt if delta is None else adv_bt * (r <= delta)
+        d2 = adv_bt * ((r >= 1.0 - eps_low) & (r <= 1.0 + eps_high))
+        dl_drho = -pick_min(v1.detach(), d1, v2.detach(), d2)
+    if dual_clip is not None:
+        floor_bt = -dual_clip * adv_bt  # verl's pg_losses3; constant in rho
+        floored = torch.minimum(floor_bt, loss_bt)
+        with torch.no_grad():
+            d_floored = pick_min(floor_bt, torch.zeros_like(r), loss_bt.detach(), dl_drho)
+            dl_drho = torch.where(adv_bt < 0, d_floored, dl_drho)
+        loss_bt = torch.where(adv_bt < 0, floored, loss_bt)
+    return loss_bt, dl_drho
 
 
 def clipped_surrogate(
@@ -153,9 +369,8 @@ def clipped_surrogate(
     ``log_rho_bt`` carries the gradient; ``count_b`` is each row's number of loss tokens.
     """
     rho_bt = torch.exp(log_rho_bt)
-    clipped_bt = torch.clamp(rho_bt, 1.0 - eps_low, 1.0 + eps_high)
-    per_token_loss_bt = -torch.minimum(rho_bt * adv_bt, clipped_bt * adv_bt)
-    return reduce_loss(per_token_loss_bt, count_b, reduction), rho_bt.detach()
+    loss_bt, _ = clip_terms(rho_bt, adv_bt, eps_low, eps_high)
+    return reduce_loss(loss_bt, count_b, reduction), rho_bt.detach()
 
 
 def token_clip_stats(
@@ -208,7 +423,70 @@ def sequence_clip_stats(
     }
 
 
-@register_loss("gspo")
+def check_clip_options(
+    eps_low: float,
+    eps_high: float,
+    level: str,
+    delta: float | None,
+    dual_clip: float | None,
+    log_ratio_clamp: tuple[float, float] | None,
+) -> None:
+    check_eps(eps_low, eps_high)
+    check_level(level)
+    if delta is not None:
+        check_number(delta, "delta", above=0.0)
+    if dual_clip is not None:
+        check_number(dual_clip, "dual_clip", above=1.0)
+    check_log_ratio_clamp(log_ratio_clamp)
+
+
+def ppo_clip_loss(
+    logprobs: torch.Tensor,
+    old_logprobs: torch.Tensor,
+    advantages: torch.Tensor,
+    mask: torch.Tensor,
+    *,
+    eps_low: float,
+    eps_high: float,
+    reduction: str,
+    level: str = "token",
+    delta: float | None = None,
+    dual_clip: float | None = None,
+    log_ratio_clamp: tuple[float, float] | None = None,
+    norm_length: float | None = None,
+) -> LossOutput:
+    """PPO's clipped surrogate at the token or the sequence level: the math of ``grpo_loss`` and of
+    the recipes in ``losses_clip`` (which differ in defaults only); arguments as ``grpo_loss``."""
+    check_clip_options(eps_low, eps_high, level, delta, dual_clip, log_ratio_clamp)
+    batch = prepare_batch(logprobs, old_logprobs, advantages, mask, reduction, norm_length)
+    # log rho = log r_t (B, T), or log s_b (B, 1) differentiated through all of b's tokens
+    log_rho = level_log_ratio(batch, level)
+    log_rho_c, passes = clamp_log_ratio(log_rho, log_ratio_clamp)
+    rho = torch.exp(log_rho_c)
+    loss_bt, dl_drho = clip_terms(rho, batch.adv_bt, eps_low, eps_high, delta, dual_clip)
+    loss = reduce_loss(
+        masked_fill_zero(loss_bt, batch.mask_bt), batch.count_b, reduction, norm_length
+    )
+    with torch.no_grad():
+        # d l / d log rho = d l / d rho * rho (times 0 where verl's clamp holds log rho)
+        grad_bt = to_logprobs(dl_drho * rho * passes, batch, level)
+        log_s_b = batch.log_r_bt.sum(-1) / batch.n_b
+        if level == "token":
+            stats = token_clip_stats(rho, batch.adv_bt, batch.count_b, eps_low, eps_high)
+        else:
+            stats = sequence_clip_stats(
+                log_s_b, advantages, batch.adv_bt, batch.count_b, eps_low, eps_high
+            )
+        per_sequence = {
+            "log_ratio": log_s_b,
+            **stats,
+            "length": batch.count_b,
+            "attenuation": attenuation(grad_bt, torch.exp(log_rho.detach()), batch),
+        }
+    return LossOutput(loss, per_sequence)
+
+
+@register_loss("gspo", LossInfo(level="sequence", hard_clip=True, bounded=True))
 def gspo_loss(
     logprobs: torch.Tensor,
     old_logprobs: torch.Tensor,
@@ -218,8 +496,17 @@ def gspo_loss(
     eps_low: float = GSPO_EPS[0],
     eps_high: float = GSPO_EPS[1],
     reduction: str = "sum",
+    log_ratio_clamp: tuple[float, float] | None = None,
+    norm_length: float | None = None,
 ) -> LossOutput:
-    """GSPO-token loss (Tinker's ``gspo``; see the module docstring for the equations).
+    """GSPO-token loss (Zheng et al., 2025, arXiv:2507.18071, sec. 4.3; Tinker's ``gspo``, verl's
+    ``gspo``):
+
+        log s_b = mean_{t in M_b} (sg[log pi_theta(y_t)] - log pi_old(y_t))
+        rho_t   = sg[s_b] * pi_theta(y_t) / sg[pi_theta(y_t)]
+        l_t     = -min(rho_t A_t, clip(rho_t) A_t)     d l_t / d log pi_theta(y_t) = -s_b A_t or 0
+
+    Attenuation (rho = s_b) in [0, 1]: the share of |A| on the tokens where the clip binds.
 
     Args:
         logprobs: (B, T) log pi_theta of the sampled tokens, with grad.
@@ -229,26 +516,37 @@ def gspo_loss(
             row must mark at least one token.
         eps_low: the clip range [1 - eps_low, 1 + eps_high] on the sequence ratio s.
         eps_high: see eps_low.
-        reduction: "sum", "token_mean" or "seq_mean_token_mean".
+        reduction: one of ``ALL_REDUCTIONS``.
+        log_ratio_clamp: verl's numerical guard, (low, high) on log rho_t (verl's gspo: (-inf,
+            10)): clamped in value, gradient 0 outside. None (Tinker, TRL, the paper): no clamp.
+        norm_length: L of reduction "seq_mean_token_sum_norm" (only with it).
     """
-    mask_bt, count_b, adv_bt = check_loss_inputs(
-        logprobs, old_logprobs, advantages, mask, eps_low, eps_high, reduction
-    )
-    lp_bt = masked_fill_zero(logprobs, mask_bt)
-    old_bt = masked_fill_zero(old_logprobs, mask_bt)
+    check_eps(eps_low, eps_high)
+    check_log_ratio_clamp(log_ratio_clamp)
+    batch = prepare_batch(logprobs, old_logprobs, advantages, mask, reduction, norm_length)
+    lp_bt = batch.lp_bt
     # log s = mean over masked tokens of sg[log pi_theta] - log pi_old        (B,)
-    log_s_b = (lp_bt.detach() - old_bt).sum(-1) / count_b.to(lp_bt.dtype)
+    log_s_b = (lp_bt.detach() - batch.old_bt).sum(-1) / batch.n_b
     # log rho_t = sg[log s] + log pi_theta(y_t) - sg[log pi_theta(y_t)]       (B, T); 0 on padding
-    log_rho_bt = masked_fill_zero(log_s_b[:, None] + (lp_bt - lp_bt.detach()), mask_bt)
-    loss, _ = clipped_surrogate(
-        log_rho_bt, adv_bt, count_b, eps_low=eps_low, eps_high=eps_high, reduction=reduction
-    )
+    log_rho_bt = masked_fill_zero(log_s_b[:, None] + (lp_bt - lp_bt.detach()), batch.mask_bt)
+    log_rho_c, passes = clamp_log_ratio(log_rho_bt, log_ratio_clamp)
+    rho_bt = torch.exp(log_rho_c)
+    loss_bt, dl_drho = clip_terms(rho_bt, batch.adv_bt, eps_low, eps_high)
+    loss = reduce_loss(loss_bt, batch.count_b, reduction, norm_length)
     with torch.no_grad():
-        stats = sequence_clip_stats(log_s_b, advantages, adv_bt, count_b, eps_low, eps_high)
-    return LossOutput(loss, {"log_ratio": log_s_b.detach(), **stats, "length": count_b})
+        stats = sequence_clip_stats(
+            log_s_b, advantages, batch.adv_bt, batch.count_b, eps_low, eps_high
+        )
+        # each token's log rho_t moves with its own log pi_theta(y_t) only: the token-level chain
+        grad_bt = to_logprobs(dl_drho * rho_bt * passes, batch, "token")
+        att_b = attenuation(grad_bt, torch.exp(log_s_b)[:, None], batch)
+    return LossOutput(
+        loss,
+        {"log_ratio": log_s_b.detach(), **stats, "length": batch.count_b, "attenuation": att_b},
+    )
 
 
-@register_loss("grpo")
+@register_loss("grpo", LossInfo(level="either", hard_clip=True, bounded=True))
 def grpo_loss(
     logprobs: torch.Tensor,
     old_logprobs: torch.Tensor,
@@ -258,21 +556,48 @@ def grpo_loss(
     eps_low: float = GRPO_EPS[0],
     eps_high: float = GRPO_EPS[1],
     reduction: str = "sum",
+    level: str = "token",
+    delta: float | None = None,
+    dual_clip: float | None = None,
+    log_ratio_clamp: tuple[float, float] | None = None,
+    norm_length: float | None = None,
 ) -> LossOutput:
-    """GRPO's PPO token-clipped surrogate: rho_t = exp(log pi_theta(y_t) - log pi_old(y_t)).
+    """GRPO's PPO-clipped surrogate (Shao et al., 2024, arXiv:2402.03300; PPO: Schulman et al.,
+    2017): l_t = -min(rho_t A_t, clip(rho_t) A_t), rho_t = exp(log pi_theta(y_t) - log pi_old(y_t)).
 
     Same arguments as ``gspo_loss``; eps defaults to PPO's 0.2 on both sides. No KL penalty term:
-    add ``beta * kl_estimate(...)`` yourself if your recipe has one.
+    add ``beta * kl_estimate(...)`` yourself if your recipe has one. Also:
+
+    Args:
+        level: "token" (rho_t = r_t), or "sequence" (rho_t = s_b with its gradient through every
+            token: TRL's GSPO, ``importance_sampling_level="sequence"``).
+        delta: TRL's two-sided clip (INTELLECT-2, arXiv:2505.07291): the unclipped branch's ratio
+            capped at delta, l_t = -min(min(rho_t, delta) A_t, clip(rho_t) A_t). None: no cap.
+        dual_clip: verl's dual clip c > 1 (Ye et al., 2020, arXiv:1912.09729; verl's
+            ``clip_ratio_c``): where A_t < 0, l_t = min(l_t, -c A_t). None: no dual clip.
+        log_ratio_clamp: verl's numerical guard on log rho ((-20, 20) in verl's vanilla).
+        norm_length: L of reduction "seq_mean_token_sum_norm" (only with it).
+
+    Attenuation in [0, 1]: each token keeps |rho A| or nothing (0 where the clip, the cap or the
+    dual clip binds); at the sequence level with per-token advantages of both signs, the tokens'
+    terms also cancel in d s_b, which the measure counts as removed.
     """
-    mask_bt, count_b, adv_bt = check_loss_inputs(
-        logprobs, old_logprobs, advantages, mask, eps_low, eps_high, reduction
+    return ppo_clip_loss(
+        logprobs,
+        old_logprobs,
+        advantages,
+        mask,
+        eps_low=eps_low,
+        eps_high=eps_high,
+        reduction=reduction,
+        level=level,
+        delta=delta,
+        dual_clip=dual_clip,
+        log_ratio_clamp=log_ratio_clamp,
+        norm_length=norm_length,
     )
-    # log rho_t = log pi_theta(y_t) - log pi_old(y_t)                          (B, T); 0 on padding
-    log_rho_bt = masked_fill_zero(logprobs, mask_bt) - masked_fill_zero(old_logprobs, mask_bt)
-    loss, rho_bt = clipped_surrogate(
-        log_rho_bt, adv_bt, count_b, eps_low=eps_low, eps_high=eps_high, reduction=reduction
-    )
-    with torch.no_grad():
-        stats = token_clip_stats(rho_bt, adv_bt, count_b, eps_low, eps_high)
-    log_s_b = log_rho_bt.detach().sum(-1) / count_b.to(log_rho_bt.dtype)
-    return LossOutput(loss, {"log_ratio": log_s_b, **stats, "length": count_b})
+
+
+# The other families register themselves on import; imported here so that ``LOSSES`` always holds
+# every loss (each module imports this one's building blocks, above).
+from . import losses_clip, losses_soft, losses_weight  # noqa: E402, F401, I001

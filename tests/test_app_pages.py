@@ -315,6 +315,42 @@ def test_runs_page_imports_a_verl_log(root_copy, app_env, tmp_path):
     assert any("Imported 3 steps" in s.value for s in at.success)
 
 
+def test_runs_page_imports_a_console_log_and_one_run_of_several(root_copy, app_env, tmp_path):
+    """The form reads a TRL console log with the logging_steps typed in (its dicts carry no
+    step), and a Tinker file holding two runs: refused without a run number (the error says so),
+    imported with one."""
+    log = tmp_path / "train.log"
+    log.write_text(
+        "{'loss': 0.5, 'reward': 0.25, 'epoch': 0.5}\n{'loss': 0.4, 'reward': 0.5, 'epoch': 1.0}\n"
+    )
+    two = tmp_path / "metrics.jsonl"
+    two.write_text("".join(json.dumps({"step": s, "reward/mean": 0.5}) + "\n" for s in (0, 1, 0)))
+    app_env(root_copy)
+    at = _open("runs")
+    at.selectbox(key="import_source").select("trl")
+    at.text_input(key="import_path").input(str(log))
+    at.number_input(key="import_logging_steps").set_value(5)
+    at.button(key="import_submit").click().run()
+    _assert_clean(at)
+    assert any("Imported 2 steps" in s.value for s in at.success)
+    from training_hooks import schema
+
+    imported = [schema.read_run_info(p) for p in root_copy.iterdir() if (p / "run.json").is_file()]
+    (rec,) = [i.imported for i in imported if i.imported and i.imported.file == str(log)]
+    assert rec.file_format == "TRL console log" and rec.rows == 2
+    assert rec.settings["logging_steps"] == {"value": 5, "from": "--config: logging_steps"}
+    at.selectbox(key="import_source").select("tinker")
+    at.text_input(key="import_path").input(str(two))
+    at.number_input(key="import_logging_steps").set_value(None)
+    at.button(key="import_submit").click().run()
+    assert not at.exception
+    assert any("holds 2 runs one after another" in _unescaped(e.value) for e in at.error)
+    at.number_input(key="import_segment").set_value(2)
+    at.button(key="import_submit").click().run()
+    _assert_clean(at)
+    assert any("Imported 1 steps" in s.value for s in at.success)
+
+
 # ----------------------------------------------------------------------------- one identity per run
 
 
@@ -486,8 +522,8 @@ def _details_text(at: AppTest) -> str:
 @pytest.mark.slow
 def test_runs_details_and_health_card_say_where_an_import_came_from(root_copy, app_env, tmp_path):
     """The Runs page's detail view and the Health card of an imported verl run state the tool,
-    the format, the version as detected, the source path, each setting with the file it came
-    from, the settings no file states, and every foreign key: mapped, renamed, kept, not stored
+    the format, the version as detected, the source path and the kind of file read, each setting
+    with the file it came from, the settings no file states, and every foreign key: mapped, renamed, kept, not stored
     (with the reason)."""
     run_id, log = _verl_import(root_copy, tmp_path)
     app_env(root_copy)
@@ -502,7 +538,7 @@ def test_runs_details_and_health_card_say_where_an_import_came_from(root_copy, a
         text = _details_text(at)
         assert "Imported from verl: verl metrics." in text
         assert "Version: unknown (no file states it and no metric name dates it)." in text
-        assert f"Source: {log} (file read: {log})." in text
+        assert f"Source: {log} (file read: {log} (verl file-logger JSON lines))." in text
         assert f"Settings files: {log.parent / 'exp.config.json'}." in text
         assert "Foreign keys: 1 mapped, 1 renamed, 1 kept, 1 not stored, 1 not numeric." in text
         unknown = next(c for c in at.caption if c.value.startswith("Settings found"))

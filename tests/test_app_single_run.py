@@ -493,7 +493,7 @@ def test_runs_table_on_the_real_logs(app_env, tmp_path):
     logs = _real_logs()
     if logs is None:
         pytest.skip("../shared/real_logs is absent (a plain clone)")
-    from training_hooks.importers import import_run
+    from training_hooks.importers import SeveralRuns, import_run
 
     sources = {
         "trl": [logs / "trl" / d for d in ("gemma3-rl-abdo-ashraf", "minesweeper-aaipl-srinath")]
@@ -504,7 +504,11 @@ def test_runs_table_on_the_real_logs(app_env, tmp_path):
     root = tmp_path / "real"
     for tool, paths in sources.items():
         for path in paths:
-            import_run(tool, str(path), root=str(root))
+            try:
+                import_run(tool, str(path), root=str(root))
+            except SeveralRuns as e:  # a file of several runs: each imported as its own
+                for k in range(1, len(e.segments) + 1):
+                    import_run(tool, str(path), root=str(root), segment=k)
     app_env(root)
     at = _clean("runs")
     df = at.dataframe[0].value

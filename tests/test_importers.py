@@ -545,8 +545,9 @@ def test_reimport_replaces_the_earlier_import(tmp_path):
 @pytest.mark.slow
 def test_reimport_says_already_imported_and_leaves_the_root(tmp_path):
     """The same file, or a copy of it elsewhere, imported again into the same root: the CLI says
-    "already imported as run X", exits 0 and leaves every byte of the root as it was; --replace
-    imports it again over run X (one run, the digest of the file in its record)."""
+    "refused: already imported as run X" on stderr, exits 1 (a refusal is no success) and leaves
+    every byte of the root as it was; --replace imports it again over run X (one run, the digest
+    of the file in its record)."""
     f = tmp_path / "a" / "e.jsonl"
     f.parent.mkdir()
     f.write_text("".join(json.dumps(r) + "\n" for r in _verl_lines([1, 2])))
@@ -558,8 +559,9 @@ def test_reimport_says_already_imported_and_leaves_the_root(tmp_path):
     before = _contents(root)
     cmd = [sys.executable, "-m", "training_hooks.importers", "verl", str(f), "--root", str(root)]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.startswith(f"already imported as run {run_id} (from {f})")
+    assert out.returncode == 1 and out.stdout == "", out.stderr
+    assert out.stderr.startswith(f"refused: already imported as run {run_id} (from {f})")
+    assert len(out.stderr.strip().splitlines()) == 1
     assert _contents(root) == before
     copy = tmp_path / "b" / "copy.jsonl"
     copy.parent.mkdir()

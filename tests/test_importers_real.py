@@ -11,9 +11,13 @@ the files belong to their authors and are never copied into the project.
 
 from __future__ import annotations
 
+import ast
+import importlib.util
 import json
 import math
 import os
+import re
+import struct
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -41,19 +45,53 @@ pytestmark = pytest.mark.skipif(REAL is None, reason="../shared/real_logs/ is ab
 
 
 def real_logs(folder: Path | None = REAL) -> list[tuple[str, Path]]:
-    """(tool, log file) for every log in the folder: trl/**/*trainer_state*.json, tinker/**/*.jsonl,
-    verl/**/*.jsonl (the .config.json beside a verl log is its config, not a log)."""
+    """(tool, log) for every log in the folder: trl/**/*trainer_state*.json, tinker/**/*.jsonl,
+    verl/**/*.jsonl (the .config.json beside a verl log is its config, not a log); and the newer
+    formats: verl/**/*.log (console), trl/**/events.out.tfevents.* (TensorBoard) and
+    trl/**/wandb/run-*/ (a W&B run folder, given as the folder)."""
     if folder is None:
         return []
     found = [("trl", p) for p in (folder / "trl").rglob("*trainer_state*.json")]
     found += [(tool, p) for tool in ("tinker", "verl") for p in (folder / tool).rglob("*.jsonl")]
+    found += [("verl", p) for p in (folder / "verl").rglob("*.log")]
+    found += [("trl", p) for p in (folder / "trl").rglob("events.out.tfevents.*")]
+    found += [("trl", p) for p in (folder / "trl").rglob("wandb/run-*") if p.is_dir()]
     return sorted(found, key=lambda tp: str(tp[1]))
+
+
+def log_id(path: Path) -> str:
+    """A test id: the log's folder under the tool's (its format added for the newer ones)."""
+    rel = path.relative_to(REAL) if REAL else path
+    kind = (
+        "tfevents" if path.name.startswith("events.") else "wandb" if "wandb" in rel.parts else ""
+    )
+    return rel.parts[1] + (f"-{kind}" if kind else "") if len(rel.parts) > 1 else path.parent.name
+
+
+def kind_of(path: Path) -> str:
+    if path.name.startswith("events.out.tfevents."):
+        return "tfevents"
+    if path.is_dir():
+        return "wandb"
+    return "console" if path.suffix == ".log" else "json"
+
+
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+#: TRL's end-of-training entry: a summary, no step (trainer_state.json, events, console alike)
+TRL_SUMMARY = {"train_runtime", "train_samples_per_second", "train_steps_per_second"}
+TRL_SUMMARY_EVENTS = TRL_SUMMARY | {"train_loss", "total_flos"}
+WANDB_LOGGING_STEPS = 10  # the README: the source's config.yaml (not kept) says logging_steps=10
 
 
 def source_rows(tool: str, path: Path) -> dict[int, dict[str, Any]]:
     """The log as its tool wrote it, parsed here independently of the importer: {step: {name:
     value}}, a later value of a name at a step replacing the earlier one. TRL's final summary
     entry (train_runtime) is no step; a line that is not JSON is skipped."""
+    kind = kind_of(path)
+    if kind != "json":
+        return {"console": _verl_console_rows, "tfevents": _event_rows, "wandb": _wandb_rows}[kind](
+            path
+        )
     rows: dict[int, dict[str, Any]] = defaultdict(dict)
     if tool == "trl":
         for e in json.loads(path.read_text())["log_history"]:
@@ -70,12 +108,78 @@ def source_rows(tool: str, path: Path) -> dict[int, dict[str, Any]]:
     return dict(rows)
 
 
+def source_runs(tool: str, path: Path) -> list[dict[int, dict[str, Any]]]:
+    """A JSON-lines log split into the runs appended to it, parsed here: a line that logs a name
+    again at a step at or before its run's first step starts a new run. Other logs: one run."""
+    if kind_of(path) != "json" or tool == "trl":
+        return [source_rows(tool, path)]
+    runs: list[dict[int, dict[str, Any]]] = []
+    first = None
+    for line in path.read_text().splitlines():
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            continue
+        data = obj["data"] if tool == "verl" else {k: v for k, v in obj.items() if k != "step"}
+        step = obj["step"]
+        if not runs or (step <= first and set(data) & set(runs[-1].get(step, {}))):
+            runs.append({})
+            first = step
+        runs[-1].setdefault(step, {}).update(data)
+    return runs
+
+
+def _verl_console_rows(path: Path) -> dict[int, dict[str, Any]]:
+    """verl's console lines: ``(Actor pid=N) step:N - key:value - ...`` once the colours are
+    dropped; every value a float."""
+    rows: dict[int, dict[str, Any]] = {}
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        m = re.search(r"(?:^|\) )step:(\d+) - (.*)$", ANSI.sub("", line))
+        if m:
+            parts = (p.rpartition(":") for p in m.group(2).strip().split(" - "))
+            rows.setdefault(int(m.group(1)), {}).update({k: float(v) for k, _, v in parts})
+    return rows
+
+
+def _wandb_rows(run: Path) -> dict[int, dict[str, Any]]:
+    """The dicts of a W&B run's output.log (every value a quoted number), the k-th at step
+    k x logging_steps; the end-of-training dict is no step."""
+    rows: dict[int, dict[str, Any]] = {}
+    text = (run / "files" / "output.log").read_text(encoding="utf-8", errors="replace")
+    for line in text.splitlines():
+        if (i := line.find("{'")) >= 0:
+            d = ast.literal_eval(line[i:])  # the test's own route: a known file, no code runs
+            if not TRL_SUMMARY & set(d):
+                rows[(len(rows) + 1) * WANDB_LOGGING_STEPS] = {k: float(v) for k, v in d.items()}
+    return rows
+
+
+def _event_rows(path: Path) -> dict[int, dict[str, Any]]:
+    """A TensorBoard event file, framed here (8-byte length, 4-byte CRC, the Event, 4-byte CRC)
+    and decoded with TensorBoard's Event class; TRL's names without transformers' ``train/``."""
+    event_pb2 = pytest.importorskip("tensorboard.compat.proto.event_pb2")
+    data, pos = path.read_bytes(), 0
+    rows: dict[int, dict[str, Any]] = {}
+    while pos < len(data):
+        (n,) = struct.unpack_from("<Q", data, pos)
+        ev = event_pb2.Event.FromString(data[pos + 12 : pos + 12 + n])
+        pos += n + 16
+        for v in ev.summary.value:
+            vals = v.tensor.float_val if v.WhichOneof("value") == "tensor" else [v.simple_value]
+            name = v.tag.removeprefix("train/")
+            if len(vals) == 1 and name not in TRL_SUMMARY_EVENTS:
+                rows.setdefault(ev.step, {})[name] = vals[0]
+    return rows
+
+
 def _is_num(v: Any) -> bool:
     return isinstance(v, int | float) and not isinstance(v, bool)
 
 
-def _import(tool: str, path: Path, root: Path) -> tuple[pd.DataFrame, schema.RunInfo]:
-    res = importers.import_run(tool, path, root=root)
+def _import(
+    tool: str, path: Path, root: Path, segment: int | None = None, **kw: Any
+) -> tuple[pd.DataFrame, schema.RunInfo]:
+    res = importers.import_run(tool, path, root=root, segment=segment, **kw)
     df = schema.read_table(res["run_dir"], schema.STEPS_DIR).set_index(Step.STEP)
     return df, schema.read_run_info(res["run_dir"])
 
@@ -90,13 +194,38 @@ def test_the_seven_logs_of_the_readme_are_found():
     assert tools.count("tinker") >= 2
 
 
+def test_the_newer_formats_of_the_readme_are_found():
+    """The README's newer logs: a verl console log, a TensorBoard event file beside a
+    trainer_state.json, a W&B run folder, and a Tinker file that six starts appended to."""
+    kinds = {(t, kind_of(p)) for t, p in LOGS}
+    assert {("verl", "console"), ("trl", "tfevents"), ("trl", "wandb")} <= kinds
+    assert any(len(source_runs(t, p)) > 1 for t, p in LOGS if t == "tinker")
+
+
+def _needs_extra(path: Path) -> None:
+    if kind_of(path) == "tfevents":
+        pytest.importorskip("tensorboard", reason="the 'tensorboard' extra is not installed")
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize(("tool", "path"), LOGS, ids=[p.parent.name for _, p in LOGS])
+@pytest.mark.parametrize(("tool", "path"), LOGS, ids=[log_id(p) for _, p in LOGS])
 def test_every_value_equals_the_source(tool, path, tmp_path):
     """Each stored foreign metric equals the source at every step (null where the source has
-    none); each of our columns no source name fills is null; one row per step with numbers."""
-    src = source_rows(tool, path)
-    df, info = _import(tool, path, tmp_path)
+    none); each of our columns no source name fills is null; one row per step with numbers. A
+    file holding several runs is refused as a whole and each of its runs compared alone."""
+    _needs_extra(path)
+    runs = source_runs(tool, path)
+    if len(runs) > 1:
+        with pytest.raises(importers.SeveralRuns, match=f"holds {len(runs)} runs"):
+            importers.import_run(tool, path, root=tmp_path)
+    for k, src in enumerate(runs, 1):
+        segment = k if len(runs) > 1 else None
+        df, info = _import(tool, path, tmp_path / str(k), segment)
+        _equals_the_source(tool, path, src, df, info)
+        assert info.imported.segment == (f"{k} of {len(runs)}" if segment else None)
+
+
+def _equals_the_source(tool: str, path: Path, src, df: pd.DataFrame, info: schema.RunInfo):
     rec = info.imported
     numeric_steps = {s for s, m in src.items() if any(_is_num(v) for v in m.values())}
     assert list(df.index) == sorted(numeric_steps)
@@ -117,19 +246,29 @@ def test_every_value_equals_the_source(tool, path, tmp_path):
     for name in rec.nulled:  # a feature that was off: no column at all
         assert name not in df.columns and f"{tool}/{name}" not in df.columns
     assert rec.path == str(path) and rec.rows == len(df) and rec.tool == tool
+    assert rec.file_format  # the record says which kind of file it read
 
 
 def _names(src: dict[int, dict[str, Any]]) -> set[str]:
     return {k for m in src.values() for k in m}
 
 
-@pytest.mark.parametrize(("tool", "path"), LOGS, ids=[p.parent.name for _, p in LOGS])
+@pytest.mark.parametrize(("tool", "path"), LOGS, ids=[log_id(p) for _, p in LOGS])
 def test_settings_are_null_unless_a_file_beside_the_log_states_them(tool, path, tmp_path):
     """run.json's ε, reduction and group size come from the config beside the log (read here
-    independently) or stay null; never our defaults."""
-    _, info = _import(tool, path, tmp_path)
+    independently), or printed in it (verl's console, TRL's TensorBoard args), or stay null;
+    never our defaults."""
+    _needs_extra(path)
+    runs = len(source_runs(tool, path))
+    _, info = _import(tool, path, tmp_path, runs if runs > 1 else None)
     cfg_file = path.with_name(path.stem + ".config.json")
-    if tool == "verl" and cfg_file.is_file():
+    if kind_of(path) in ("console", "tfevents"):
+        _settings_printed_in_the_log(path, info)
+    elif kind_of(path) == "wandb":  # requirements.txt gives the version, nothing else
+        assert [Path(f).name for f in info.imported.settings_files] == ["requirements.txt"]
+        assert info.token_eps_low is None and info.group_size is None and info.reduction is None
+        assert info.versions["trl"] == "0.24.0"
+    elif tool == "verl" and cfg_file.is_file():
         actor = json.loads(cfg_file.read_text())["config"]["actor_rollout_ref"]["actor"]
         assert (info.token_eps_low, info.token_eps_high) == (
             actor["clip_ratio_low"],
@@ -143,6 +282,56 @@ def test_settings_are_null_unless_a_file_beside_the_log_states_them(tool, path, 
         for key in ("seq_eps_low", "seq_eps_high", "token_eps_low", "token_eps_high"):
             assert getattr(info, key) is None, key
         assert info.reduction is None and info.group_size is None
+
+
+def _settings_printed_in_the_log(path: Path, info: schema.RunInfo) -> None:
+    """verl's console log prints its resolved config (a pprint'ed dict, read here with
+    ast.literal_eval); TRL's event file holds its training arguments as JSON text."""
+    if kind_of(path) == "console":
+        cfg = _printed_config(path)
+        actor, rollout = cfg["actor_rollout_ref"]["actor"], cfg["actor_rollout_ref"]["rollout"]
+        assert (info.token_eps_low, info.token_eps_high) == (
+            actor["clip_ratio_low"],
+            actor["clip_ratio_high"],
+        )
+        assert info.reduction == actor["loss_agg_mode"].replace("-", "_") == "token_mean"
+        assert info.group_size == rollout["n"] == 8 and info.seq_eps_low is None
+        assert actor["policy_loss"]["loss_mode"] == "vanilla" and info.algorithm == "grpo"
+        return
+    args = _event_args(path)
+    assert info.group_size == args["num_generations"] == 4
+    assert args["epsilon_high"] is None  # TRL 0.16: one epsilon for both sides
+    assert (info.token_eps_low, info.token_eps_high) == (args["epsilon"], args["epsilon"])
+    assert info.algorithm == "grpo" and info.seq_eps_low is None and "loss_type" not in args
+    assert info.reduction is None
+
+
+def _printed_config(path: Path) -> dict[str, Any]:
+    lines = [
+        re.sub(r"^\([^)]*\) ", "", ANSI.sub("", line))
+        for line in path.read_text(encoding="utf-8", errors="replace").splitlines()
+    ]
+    start = next(i for i, line in enumerate(lines) if line.startswith("{'actor_rollout_ref'"))
+    for end in range(start, len(lines)):
+        if lines[end].endswith("}"):
+            try:
+                return ast.literal_eval("\n".join(lines[start : end + 1]))
+            except SyntaxError:
+                continue
+    raise AssertionError("no config printed")
+
+
+def _event_args(path: Path) -> dict[str, Any]:
+    event_pb2 = pytest.importorskip("tensorboard.compat.proto.event_pb2")
+    data, pos = path.read_bytes(), 0
+    while pos < len(data):
+        (n,) = struct.unpack_from("<Q", data, pos)
+        ev = event_pb2.Event.FromString(data[pos + 12 : pos + 12 + n])
+        pos += n + 16
+        for v in ev.summary.value:
+            if v.tag == "args/text_summary":
+                return json.loads(v.tensor.string_val[0])
+    raise AssertionError("no args in the event file")
 
 
 def _one(name: str) -> tuple[str, Path]:
@@ -298,13 +487,151 @@ def _parses(line: str) -> bool:
 def test_readme_table_rows(tmp_path):
     """The README's table: one row per real log, computed by importers.summarize."""
     rows = []
-    for tool, path in LOGS:
-        res = importers.import_run(tool, path, root=tmp_path)
+    have_tb = importlib.util.find_spec("tensorboard") is not None
+    logs = [(t, p) for t, p in LOGS if have_tb or kind_of(p) != "tfevents"]
+    for tool, path in logs:
+        runs = len(source_runs(tool, path))  # a file of several runs: its last one
+        res = importers.import_run(tool, path, root=tmp_path, segment=runs if runs > 1 else None)
         rows.append((str(path.relative_to(REAL)), importers.summarize(res["run_dir"])))
     table = importers.markdown_table(rows)
-    assert len(table.splitlines()) == 2 + len(LOGS)
+    assert len(table.splitlines()) == 2 + len(logs)
     by_log = dict(rows)
     verl = next(s for k, s in by_log.items() if "clip-sweep" in k)
     assert Step.SAMPLER_KL_MEAN in verl.filled and Step.KL_REF_MEAN in verl.unknown
     tinker = next(s for k, s in by_log.items() if "arithmetic" in k)
     assert Step.REWARD_MEAN in tinker.filled and Step.KL_OLD_MEAN in tinker.unknown
+
+
+def test_verl_console_log(tmp_path):
+    """verl's console log (Ray prefixes, colours, rollout text between the metric lines, the
+    file ending inside step 11): the ten steps, its settings from the config it printed
+    (use_kl_loss False, one optimizer step a row: pg_loss is the loss), unfinished (10 of the
+    133,000 steps it printed)."""
+    tool, path = next((t, p) for t, p in LOGS if kind_of(p) == "console")
+    src = source_rows(tool, path)
+    df, info = _import(tool, path, tmp_path)
+    assert list(df.index) == list(range(1, 11))
+    assert df.loc[1, Step.REWARD_MEAN] == src[1]["critic/score/mean"] == 0.5721990466117859
+    assert df.loc[10, Step.REWARD_MEAN] == src[10]["critic/score/mean"]
+    assert df.loc[1, Step.LOSS] == src[1]["actor/pg_loss"] == -1.7394086171407253e-10
+    assert df.loc[9, "actor/grad_norm"] == src[9]["actor/grad_norm"]
+    assert (df[Derived.TOKEN_CLIP_BINDING] == 0.0).all()  # actor/pg_clipfrac 0.0 throughout
+    assert df[Step.KL_REF_MEAN].isna().all() and "actor/kl_loss" not in _names(src)
+    rec = info.imported
+    assert rec.file_format == "verl console log" and rec.source_finished is False
+    assert rec.settings["total_training_steps"]["value"] == 133000
+    assert any("ends inside a step" in n for n in rec.reader_notes)
+    assert info.name == "uitars-bs32n12"  # trainer.experiment_name of the printed config
+
+
+def test_wandb_run_folder(tmp_path):
+    """A W&B run of an Unsloth GRPOTrainer: every value a quoted 4-digit string, no step in the
+    dicts (logging_steps inferred from train/global_step 500 over 50 records, and said so), the
+    exact TRL version from requirements.txt, the summary agreeing with the last record."""
+    tool, path = next((t, p) for t, p in LOGS if kind_of(p) == "wandb")
+    src = source_rows(tool, path)
+    df, info = _import(tool, path, tmp_path)
+    assert list(df.index) == list(range(10, 501, 10))
+    assert df.loc[10, Step.LOSS] == src[10]["loss"] == 1.755e-07
+    assert (df[Step.REWARD_MEAN] == 0.0).sum() == 35 and df[Step.REWARD_MEAN].max() == 0.05
+    assert (df[Step.ZERO_VARIANCE_FRACTION] == 1.0).sum() == 40
+    assert (
+        df[Step.KL_REF_MEAN].idxmax() == 170
+        and df.loc[170, Step.KL_REF_MEAN] == src[170]["kl"] == 0.01642
+    )
+    rec = info.imported
+    assert rec.version == "0.24.0" and rec.settings["logging_steps"]["value"] == 10
+    assert rec.settings["logging_steps"]["from"].startswith("inferred")
+    assert any("logging_steps (10, inferred" in n for n in rec.reader_notes)
+    assert any(
+        "agrees with the last record of output.log (step 500)" in c for c in rec.cross_checks
+    )
+    assert rec.summary["train_runtime"] == 1572.0 and rec.source_finished is True
+
+
+def test_trainer_state_and_its_event_file_agree_but_for_step_113(tmp_path):
+    """The furixturi run left a trainer_state.json (checkpoint-113, steps 10-110) and the
+    Trainer's TensorBoard event file: importing either compares it with the other; the 132
+    values both hold are equal at float32, and the event file has step 113 besides."""
+    pytest.importorskip("tensorboard", reason="the 'tensorboard' extra is not installed")
+    tool, state = _one("qwen2-grpo-test-furixturi/checkpoint-113")
+    _, info = _import(tool, state.parent.parent, tmp_path / "a")  # the output dir
+    checks = info.imported.cross_checks
+    assert any("agrees with checkpoint-113/trainer_state.json: 132 values" in c for c in checks)
+    assert any("has 1 step checkpoint-113/trainer_state.json lacks: step 113" in c for c in checks)
+    assert any("found in" in n and "compared" in n for n in info.imported.reader_notes)
+    _, events = next((t, p) for t, p in LOGS if kind_of(p) == "tfevents")
+    src = source_rows(tool, events)
+    df, info = _import(tool, events, tmp_path / "b")
+    assert list(df.index) == [*range(10, 111, 10), 113]
+    assert df.loc[113, Step.REWARD_MEAN] == src[113]["reward"] and pd.isna(df.loc[113, Step.LOSS])
+    assert "the event file's own clock" in info.imported.wall_time
+    assert df.loc[10, Step.WALL_TIME] == pytest.approx(1743501857.68, abs=0.01)
+    assert any("lacks: step 113" in c for c in info.imported.cross_checks)
+
+
+def test_tinker_loop_logging_loss_sum(tmp_path):
+    """A Tinker loop of its own: loss:sum (forward_backward's summed loss) is the loss, with its
+    6.08e11 spike at step 92; mean_reward the reward."""
+    tool, path = _one("code-rl-shaider10-run1")
+    src = source_rows(tool, path)
+    df, info = _import(tool, path, tmp_path)
+    assert df.loc[92, Step.LOSS] == src[92]["loss:sum"] and df[Step.LOSS].idxmax() == 92
+    assert df.loc[92, Step.LOSS] > 6e11 and df.drop(index=92)[Step.LOSS].abs().max() < 2.7e4
+    assert df.loc[0, Step.REWARD_MEAN] == src[0]["mean_reward"] == 0.6125
+    assert info.imported.mapped["loss:sum"] == Step.LOSS
+
+
+def test_tinker_file_of_several_runs_is_refused_then_read_run_by_run(tmp_path):
+    """Six lines (steps 0, 0, 0, 0, 1, 0) appended by restarts: refused as one run, naming the
+    lines where a run starts again; the fourth run holds lines 4-5 (steps 0 and 1, its progress
+    going on); config.json is the last run's only."""
+    tool, path = _one("bash-codeforces-astowolfo")
+    with pytest.raises(importers.SeveralRuns) as err:
+        importers.import_run(tool, path, root=tmp_path)
+    assert "holds 5 runs" in str(err.value) and "line 6 (step 0 after step 1)" in str(err.value)
+    assert _tree_empty(tmp_path)
+    df, info = _import(tool, path, tmp_path, 4)
+    assert list(df.index) == [0, 1] and info.imported.segment == "4 of 5"
+    assert info.imported.settings_files == () and info.group_size is None
+    _, last = _import(tool, path, tmp_path, 5)
+    assert last.imported.settings["loss_fn"]["value"] == "importance_sampling"
+
+
+def _tree_empty(root: Path) -> bool:
+    return not root.exists() or not any(root.iterdir())
+
+
+def test_damaged_copies_of_the_real_logs(tmp_path):
+    """Copies of the new-format logs, damaged here in tmp_path the way real logs are: verl's step-5
+    line garbled and the file cut inside step 10's line; the W&B console's third dict garbled by
+    a progress bar and the file cut inside its 40th. Each damaged record is skipped and counted,
+    the others keep their steps and values."""
+    tool, log = next((t, p) for t, p in LOGS if kind_of(p) == "console")
+    src = source_rows(tool, log)
+    lines = log.read_bytes().split(b"\n")
+    at = {s: next(i for i, b in enumerate(lines) if b"step:%d - " % s in b) for s in (5, 10)}
+    lines[at[5]] = lines[at[5]].replace(b"actor/entropy:1.", b"actor/entropy:1.x")
+    cut = tmp_path / "verl_demo.log"
+    cut.write_bytes(b"\n".join(lines[: at[10]] + [lines[at[10]][:900]]))
+    df, info = _import(tool, cut, tmp_path / "a")
+    assert list(df.index) == [1, 2, 3, 4, 6, 7, 8, 9]
+    assert all(df.loc[s, Step.REWARD_MEAN] == src[s]["critic/score/mean"] for s in df.index)
+    rec = info.imported
+    assert [d["line"] for d in rec.malformed_lines] == [at[5] + 1]
+    assert rec.truncated_last_line == at[10] + 1
+    _, run = next((t, p) for t, p in LOGS if kind_of(p) == "wandb")
+    src = source_rows("trl", run)
+    files = tmp_path / "run-x" / "files"
+    files.mkdir(parents=True)
+    text = (run / "files" / "output.log").read_text(encoding="utf-8").split("\n")
+    dicts = [i for i, line in enumerate(text) if line.startswith("{'loss'")]
+    text[dicts[2]] = text[dicts[2]].replace("'grad_norm': '", "'grad_norm':  30%|███ | 3/500 '")
+    (files / "output.log").write_text("\n".join(text[: dicts[39]] + [text[dicts[39]][:300]]))
+    df, info = _import("trl", files.parent, tmp_path / "b", config={"logging_steps": 10})
+    want = [10 * k for k in range(1, 40) if k != 3]  # the 3rd keeps its place; the 40th is cut
+    assert list(df.index) == want
+    assert all(df.loc[s, Step.LOSS] == src[s]["loss"] for s in want)
+    rec = info.imported
+    assert [d["line"] for d in rec.malformed_lines] == [dicts[2] + 1]
+    assert rec.truncated_last_line == dicts[39] + 1 and rec.settings["logging_steps"]["value"] == 10

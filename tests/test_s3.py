@@ -269,7 +269,7 @@ def test_importer_and_sync_with_an_s3_root(tmp_path, s3_root, mlflow_uri):
     run_dir = storage.join(s3_root, "trl-one")
     first = [f.name for f in storage.list_tree(run_dir)]
     _trl_state(out, [*history, {**TRL_STEP, "step": 4, "reward": 1.0}])
-    assert importers_cli.main(args) == 0  # already imported: nothing written
+    assert importers_cli.main(args) == 1  # refused, already imported: nothing written
     assert [f.name for f in storage.list_tree(run_dir)] == first
     assert importers_cli.main([*args, "--replace"]) == 0
     second = [f.name for f in storage.list_tree(run_dir)]

@@ -317,6 +317,16 @@ MAPPINGS: tuple[MetricMapping, ...] = (
         _TINKER, "reward/mean", Step.REWARD_MEAN, note="a recipe loop's mean reward per rollout"
     ),
     MetricMapping(
+        _TINKER, "mean_reward", Step.REWARD_MEAN, note="a loop's mean reward per rollout"
+    ),
+    MetricMapping(
+        _TINKER,
+        "loss:sum",
+        Step.LOSS,
+        note="the loss forward_backward returned, summed over the batch's tokens (Tinker's "
+        "losses are sums, not means)",
+    ),
+    MetricMapping(
         _TINKER,
         "off_policy/lag_batches",
         Step.POLICY_LAG,

@@ -332,8 +332,7 @@ def flatten(config: Mapping[str, Any], sep: str = ".", prefix: str = "") -> dict
 
 @dataclass(frozen=True)
 class ImportRecord:
-    """How an imported run was read (``run.json``'s ``imported``): shown by the app, never trusted
-    as code. Every text field may hold text from the imported files or the user (untrusted)."""
+    """How an imported run was read (``run.json``'s ``imported``); its text is untrusted."""
 
     tool: str  # "trl" | "tinker" | "verl"
     format: str  # the log format and generation detected, e.g. "TRL >=0.17 trainer_state.json"
@@ -364,6 +363,10 @@ class ImportRecord:
     settings: dict[str, Any] = field(default_factory=dict)  # name -> {"value", "from"}
     wall_time: str = ""  # how the wall_time column was built (or why it is null)
     summary: dict[str, Any] = field(default_factory=dict)  # e.g. TRL's end-of-training entry
+    file_format: str = ""  # the kind of file read: "trainer_state.json", "TensorBoard event file"
+    reader_notes: tuple[str, ...] = ()  # what the reader found or assumed (steps, restarts, ...)
+    cross_checks: tuple[str, ...] = ()  # another file of the same run compared with the one read
+    segment: str | None = None  # which run of a file holding several: "2 of 5"
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ImportRecord:
@@ -515,16 +518,14 @@ class RunInfo:
 
 
 def _annotation(f: Field) -> str:
-    """A run.json dataclass field's annotation: a string (``from __future__ import annotations``
-    here), which ``_field_problem`` reads."""
+    """A run.json field's annotation, a string here (``from __future__ import annotations``)."""
     if not isinstance(f.type, str):
         raise TypeError(f"field {f.name!r} has a non-string annotation {f.type!r}")
     return f.type
 
 
 def _field_problem(name: str, annotation: str, value: Any) -> str | None:
-    """Why ``value`` read from run.json does not fit the field ``name`` declared as
-    ``annotation``, or None."""
+    """Why ``value`` read from run.json does not fit field ``name`` (``annotation``), or None."""
     if _fits(annotation, value):
         return None
     return f"run.json field {name!r} must be {annotation}, got {value!r:.80}"

@@ -34,9 +34,12 @@ st.caption(
 
 IMPORT_FLASH = "_import_flash"
 IMPORT_HINTS = {
-    "trl": "TRL: the output dir (newest checkpoint-*/trainer_state.json) or a trainer_state.json",
+    "trl": "TRL / Unsloth: an output dir (newest checkpoint-*/trainer_state.json), a "
+    "trainer_state.json, a console log (one dict per logging step), a TensorBoard event file "
+    "(runs/*/events.out.tfevents.*) or a W&B run folder (wandb/run-*)",
     "tinker": "Tinker cookbook: the log dir or its metrics.jsonl (config.json beside it is read)",
-    "verl": "verl file logger: <project>/<experiment>.jsonl (trainer.logger=[...,'file'])",
+    "verl": "verl: the file logger's <project>/<experiment>.jsonl, a console log ('step:N - ...' "
+    "lines), a TensorBoard event file or a W&B run folder",
 }
 
 
@@ -45,7 +48,10 @@ def _import_form() -> None:
     The source path and the root are checked first (``import_source``, ``import_root``)."""
     if flash := st.session_state.pop(IMPORT_FLASH, None):
         st.success(flash, icon=":material/check_circle:")
-    with st.expander("Import a run logged by TRL, Tinker or verl", icon=":material/upload_file:"):
+    with st.expander(
+        "Import a run logged by TRL, Tinker or verl (state files, console logs, TensorBoard, W&B)",
+        icon=":material/upload_file:",
+    ):
         with st.form("import_run"):
             source = st.selectbox(
                 "Logged by",
@@ -57,6 +63,22 @@ def _import_form() -> None:
             name = st.text_input("Name (optional)", key="import_name")
             algorithm = st.selectbox(
                 "Algorithm", ["guess from its config", "grpo", "gspo"], key="import_algorithm"
+            )
+            every, segment = st.columns(2)
+            logging_steps = every.number_input(
+                "logging_steps (a console log's dicts carry no step)",
+                min_value=1,
+                value=None,
+                step=1,
+                key="import_logging_steps",
+                help="Left empty: from a file beside the log, else the steps are record numbers.",
+            )
+            run_no = segment.number_input(
+                "Run in the file (a file holding several runs)",
+                min_value=1,
+                value=None,
+                step=1,
+                key="import_segment",
             )
             replace = st.checkbox(
                 "Replace an earlier import of this log",
@@ -77,6 +99,8 @@ def _import_form() -> None:
                 name=name.strip() or None,
                 algorithm=None if algorithm.startswith("guess") else algorithm,
                 replace=replace,
+                config={"logging_steps": int(logging_steps)} if logging_steps else None,
+                segment=int(run_no) if run_no else None,
             )
         except AlreadyImported as e:
             st.info(

@@ -1,4 +1,8 @@
-"""``python -m training_hooks.importers trl|tinker|verl PATH --root ROOT [--algorithm ..] ...``"""
+"""``python -m training_hooks.importers trl|tinker|verl PATH --root ROOT [--algorithm ..] ...``
+
+Exit status: 0 imported (a report follows); 1 refused, nothing written: the log is in the root
+already (``--replace`` imports it again); 2 a bad path, file or argument (one line on stderr, the
+root unchanged)."""
 
 from __future__ import annotations
 
@@ -8,7 +12,9 @@ from pathlib import Path
 
 from training_hooks import schema
 from training_hooks.importers._core import SOURCES, TOOLS, AlreadyImported, import_run
+from training_hooks.importers._pick import PATH_HINTS
 from training_hooks.importers._read import load_config
+from training_hooks.importers._segments import SeveralRuns
 from training_hooks.importers._summary import report_lines
 
 
@@ -19,7 +25,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("source", choices=SOURCES, help="the tool that logged the run")
     p.add_argument(
-        "path", help="; ".join(f"{name}: {spec.path_hint}" for name, spec in TOOLS.items())
+        "path",
+        help="; ".join(
+            f"{name}: {PATH_HINTS.get(name, spec.path_hint)}" for name, spec in TOOLS.items()
+        ),
     )
     p.add_argument(
         "--root",
@@ -42,6 +51,12 @@ def _parser() -> argparse.ArgumentParser:
         "the run it became; without it such an import is refused and the root left as it was",
     )
     p.add_argument(
+        "--segment",
+        default=None,
+        help="a file holding several runs one after another (a log path reused across "
+        "restarts): the run to import (1, 2, ...), or 'all' for each as its own run",
+    )
+    p.add_argument(
         "--config",
         default=None,
         help="a JSON or YAML file of the run's settings; overrides what is found beside the log",
@@ -50,7 +65,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Exit 0 with a report on success, or with "already imported as run X" when the log is in the
+    """Exit 0 with a report on success; 1 with "already imported as run X" when the log is in the
     root already (nothing written); 2 with a one-line reason (root unchanged) on failure."""
     args = _parser().parse_args(argv)
     try:
@@ -59,27 +74,58 @@ def main(argv: list[str] | None = None) -> int:
             config = load_config(Path(args.config))
             if config is None:
                 raise ValueError(f"--config {args.config!r} is not a readable JSON/YAML mapping")
-        res = import_run(
-            args.source,
-            args.path,
-            root=args.root,
-            name=args.name,
-            algorithm=args.algorithm,
-            run_id=args.run_id,
-            config=config,
-            replace=args.replace,
-        )
+        segments = _segments(args, config)
+        for k in segments:
+            res = _import(args, config, k)
+            rec = res["record"]
+            what = f" ({rec.file_format})" if rec.file_format else ""
+            print(f"imported {res['steps']} steps from {rec.file}{what} into {res['run_dir']}")
+            for line in report_lines(rec, schema.read_run_info(res["run_dir"])):
+                print(f"  {line}")
     except AlreadyImported as e:
-        print(_one_line(e))
-        return 0
+        print(f"refused: {_one_line(e)}", file=sys.stderr)
+        return 1
     except (ValueError, OSError) as e:
         print(f"error: {_one_line(e)}", file=sys.stderr)
         return 2
-    print(f"imported {res['steps']} steps from {res['record'].file} into {res['run_dir']}")
-    info = schema.read_run_info(res["run_dir"])
-    for line in report_lines(res["record"], info):
-        print(f"  {line}")
     return 0
+
+
+def _segments(args: argparse.Namespace, config) -> list[int | None]:
+    """The runs of the file to import: the one ``--segment`` names, every one (``all``: found by
+    reading the file once), or the file's only run (None)."""
+    if args.segment is None:
+        return [None]
+    if args.segment != "all":
+        try:
+            return [int(args.segment)]
+        except ValueError:
+            raise ValueError(
+                f"--segment must be a run number or 'all', got {args.segment!r}"
+            ) from None
+    from training_hooks.importers import _pick
+
+    try:
+        _pick.read(args.source, Path(args.path), config, None)
+    except SeveralRuns as e:
+        return list(range(1, len(e.segments) + 1))
+    return [None]
+
+
+def _import(args: argparse.Namespace, config, segment: int | None):
+    return import_run(
+        args.source,
+        args.path,
+        root=args.root,
+        name=args.name if segment is None or args.name is None else f"{args.name}-{segment}",
+        algorithm=args.algorithm,
+        run_id=args.run_id
+        if segment is None or args.run_id is None
+        else f"{args.run_id}-{segment}",
+        config=config,
+        replace=args.replace,
+        segment=segment,
+    )
 
 
 def _one_line(e: Exception) -> str:

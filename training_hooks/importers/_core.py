@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from training_hooks import schema, storage
-from training_hooks.importers import tinker, trl, verl
+from training_hooks.importers import _pick, tinker, trl, verl
 from training_hooks.importers._read import SourceLog, numeric
 from training_hooks.importers._spec import RunSettings, Settings, ToolSpec
 from training_hooks.metric_map import Context, Resolution, SourceFormat, detect_format, resolve
@@ -72,6 +72,7 @@ def import_run(
     run_id: str | None = None,
     config: Mapping[str, Any] | None = None,
     replace: bool = False,
+    segment: int | None = None,
 ) -> ImportResult:
     """Import one run logged by ``source`` ("trl", "tinker", "verl") from ``path`` into ``root``.
 
@@ -87,6 +88,8 @@ def import_run(
             override the ones found beside the log.
         replace: a log imported into ``root`` before (the same file, or a file with the same
             content) is imported again over that run; without it the import is refused.
+        segment: which run (1-based) of a file holding several one after another (a log path
+            reused across restarts); such a file without it is refused, naming where each starts.
     Raises:
         AlreadyImported: the log is in the root already and ``replace`` is false (a
             ``ValueError`` naming the run); the root is then unchanged.
@@ -100,9 +103,9 @@ def import_run(
     given = str(path)
     if not given.strip():
         raise ValueError("path is empty: give the log file or the folder holding it")
-    log = spec.read(Path(os.fspath(path)))
+    log = _pick.read(spec.name, Path(os.fspath(path)), config, segment)
     digest = file_digest(log.file)
-    earlier = earlier_imports(root, spec.name, log.file, digest)
+    earlier = earlier_imports(root, spec.name, log.file, digest, segment_text(log))
     if earlier and not replace:
         raise AlreadyImported(*earlier[0])
     if earlier and run_id not in (None, earlier[0][0]):
@@ -147,11 +150,16 @@ def file_digest(file: str | os.PathLike) -> str:
 
 
 def earlier_imports(
-    root: str | os.PathLike, tool: str, file: str | os.PathLike, digest: str
+    root: str | os.PathLike,
+    tool: str,
+    file: str | os.PathLike,
+    digest: str,
+    segment: str | None = None,
 ) -> list[tuple[str, str]]:
     """(run_id, why) of the runs in ``root`` imported from ``tool``'s log ``file`` before: the
-    same content (``file_sha256``) or the same file (its path, resolved); newest import first.
-    Folders without a readable run.json are skipped (they are no imports of this file)."""
+    same content (``file_sha256``) or the same file (its path, resolved), and the same run of it
+    (``segment``); newest import first. Folders without a readable run.json are skipped (they are
+    no imports of this file)."""
     here = os.path.realpath(file)
     found: list[tuple[float, str, str]] = []
     for name in storage.list_dirs(root):
@@ -162,7 +170,7 @@ def earlier_imports(
         except (OSError, ValueError, TypeError):
             continue
         rec = info.imported
-        if rec is None or rec.tool != tool:
+        if rec is None or rec.tool != tool or rec.segment != segment:
             continue
         same_path = bool(rec.file) and os.path.realpath(rec.file) == here
         if rec.file_sha256 == digest:
@@ -307,6 +315,8 @@ def wall_times(
     is per optimizer step: times the steps since the previous row), from the log's start time
     when a file states it, else from 0 (relative: seconds since the first logged step began).
     Validation-only rows get none and break nothing; a train row without a duration ends it."""
+    if log.wall_clock:
+        return dict(log.wall_clock), log.wall_clock_text
     key = spec.duration
     train = [s for s in sorted(log.steps) if s not in validation_only]
     if not key or not any(numeric(log.steps[s].get(key)) is not None for s in train):
@@ -382,7 +392,16 @@ def _record(
         settings={k: {"value": s.value, "from": s.origin} for k, s in sorted(settings.items())},
         wall_time=wall_text,
         summary=dict(log.summary),
+        file_format=log.file_format,
+        reader_notes=log.notes,
+        cross_checks=log.cross_checks,
+        segment=segment_text(log),
     )
+
+
+def segment_text(log: SourceLog) -> str | None:
+    """ "2 of 5" for the second run of a file holding five, None for a file holding one."""
+    return f"{log.segment} of {log.segments}" if log.segments else None
 
 
 def _derived(spec: ToolSpec, mapped: Mapped) -> dict[str, str]:

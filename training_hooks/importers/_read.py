@@ -39,6 +39,14 @@ class SourceLog:
     last_timestamp: float | None = None
     source_finished: bool | None = None
     summary: Mapping[str, Any] = field(default_factory=dict)
+    file_format: str = ""  # the kind of file read ("trainer_state.json", "TensorBoard event file")
+    notes: tuple[str, ...] = ()  # what the reader found or assumed, in sentences
+    cross_checks: tuple[str, ...] = ()  # another file of the same run compared with this one
+    segment: int | None = None  # which run of a file holding several (1-based)
+    segments: int | None = None  # how many runs the file holds, when more than one
+    wall_clock: Mapping[int, float] = field(default_factory=dict)  # step -> the log's own clock
+    wall_clock_text: str = ""  # where wall_clock came from
+    printed_digits: int | None = None  # values printed as text with this many significant digits
 
 
 @dataclass(frozen=True)

@@ -110,6 +110,10 @@ def report_lines(rec: schema.ImportRecord, info: schema.RunInfo | None = None) -
     its evidence, every foreign key by what happened to it (with the reason where its meaning
     differs or it was not stored), the settings with their files and the unknown ones."""
     lines = [f"format: {rec.format}", f"version: {version_text(rec)}"]
+    if rec.file_format:
+        lines.append(f"read: {rec.file} ({rec.file_format})")
+    lines += [f"note: {n}" for n in rec.reader_notes]
+    lines += [f"cross-check: {c}" for c in rec.cross_checks]
     if rec.settings_files:
         lines.append(f"settings files: {', '.join(rec.settings_files)}")
     if rec.truncated_last_line:

@@ -1,0 +1,229 @@
+"""PPO-clip recipes: the clip of ``grpo_loss`` with each paper's normaliser and defaults, and GMPO.
+
+DAPO, BNPO, Dr. GRPO and LUSPO share GRPO's per-token surrogate l_t = -min(rho_t A_t, clip(rho_t)
+A_t) (``losses.ppo_clip_loss``, at the token or the sequence level); they differ in how the
+per-token losses are reduced and in their default clip range, so each is that surrogate with its
+paper's reduction and eps (every other option as ``grpo_loss``: ``level``, ``delta``,
+``dual_clip``, ``log_ratio_clamp``, ``norm_length``). GMPO clips each token in log space and then
+takes the geometric mean of the sequence's ratios: one loss per sequence.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from .checks import check_eps
+from .losses import (
+    LossInfo,
+    LossOutput,
+    attenuation,
+    pick_min,
+    ppo_clip_loss,
+    prepare_batch,
+    reduce_loss,
+    register_loss,
+)
+from .masked import masked_fill_zero
+from .spec import GSPO_EPS
+
+_CLIP = LossInfo(level="either", hard_clip=True, bounded=True)
+
+
+@register_loss("dapo", _CLIP)
+def dapo_loss(
+    logprobs: torch.Tensor,
+    old_logprobs: torch.Tensor,
+    advantages: torch.Tensor,
+    mask: torch.Tensor,
+    *,
+    eps_low: float = 0.2,
+    eps_high: float = 0.28,
+    reduction: str = "token_mean",
+    **options: Any,
+) -> LossOutput:
+    """DAPO (Yu et al., 2025, arXiv:2503.14476): PPO's clip with a raised upper bound
+    ("clip-higher": eps 0.2 / 0.28, the paper's) and the token mean over the whole batch,
+
+        loss = sum_{b, t in M_b} l_bt / sum_b |M_b|      (reduction "token_mean")
+
+    so every token weighs the same whatever its sequence's length. DAPO's dynamic sampling and
+    overlong reward shaping act on the data, not on the loss. TRL's ``dapo`` (its default
+    ``loss_type``) and verl's ``vanilla`` with ``loss_agg_mode="token-mean"``. Arguments as
+    ``grpo_loss``.
+    """
+    return ppo_clip_loss(
+        logprobs,
+        old_logprobs,
+        advantages,
+        mask,
+        eps_low=eps_low,
+        eps_high=eps_high,
+        reduction=reduction,
+        **options,
+    )
+
+
+@register_loss("bnpo", _CLIP)
+def bnpo_loss(
+    logprobs: torch.Tensor,
+    old_logprobs: torch.Tensor,
+    advantages: torch.Tensor,
+    mask: torch.Tensor,
+    *,
+    eps_low: float = 0.2,
+    eps_high: float = 0.2,
+    reduction: str = "token_mean",
+    **options: Any,
+) -> LossOutput:
+    """TRL's ``bnpo``: GRPO's clip (eps 0.2 / 0.2) with the token mean over the local batch,
+
+        loss = sum_{b, t in M_b} l_bt / sum_b |M_b|      (reduction "token_mean")
+
+    DAPO's token-level normaliser (arXiv:2503.14476) applied to each micro-batch: TRL's ``dapo``
+    divides by the tokens of the whole accumulated batch, ``bnpo`` by those of the micro-batch it
+    is given (on one batch the two agree). A TRL name, not a paper's. Arguments as ``grpo_loss``.
+    """
+    return ppo_clip_loss(
+        logprobs,
+        old_logprobs,
+        advantages,
+        mask,
+        eps_low=eps_low,
+        eps_high=eps_high,
+        reduction=reduction,
+        **options,
+    )
+
+
+@register_loss("dr_grpo", _CLIP)
+def dr_grpo_loss(
+    logprobs: torch.Tensor,
+    old_logprobs: torch.Tensor,
+    advantages: torch.Tensor,
+    mask: torch.Tensor,
+    *,
+    norm_length: float | None = None,
+    eps_low: float = 0.2,
+    eps_high: float = 0.2,
+    reduction: str = "seq_mean_token_sum_norm",
+    **options: Any,
+) -> LossOutput:
+    """Dr. GRPO (Liu et al., 2025, "Understanding R1-Zero-Like Training", arXiv:2503.20783):
+        GRPO's clip with a constant normaliser instead of each sequence's length,
+
+            loss = sum_{b, t in M_b} l_bt / (B * L)          (reduction "seq_mean_token_sum_norm")
+
+        L = ``norm_length``, a constant (the generation budget: TRL's ``max_completion_length``; verl's
+        ``loss_scale_factor`` for ``loss_agg_mode="seq-mean-token-sum-norm"``), so no sequence's
+        length rescales its gradient. No default: L is the run's budget, required by this reduction
+    (and refused by the others). (Dr. GRPO also drops the std
+        scaling of advantages: that is the advantages' business, ``group_advantages(scale="none")``.)
+        Other arguments as ``grpo_loss``.
+    """
+    return ppo_clip_loss(
+        logprobs,
+        old_logprobs,
+        advantages,
+        mask,
+        eps_low=eps_low,
+        eps_high=eps_high,
+        reduction=reduction,
+        norm_length=norm_length,
+        **options,
+    )
+
+
+@register_loss("luspo", _CLIP)
+def luspo_loss(
+    logprobs: torch.Tensor,
+    old_logprobs: torch.Tensor,
+    advantages: torch.Tensor,
+    mask: torch.Tensor,
+    *,
+    eps_low: float = GSPO_EPS[0],
+    eps_high: float = GSPO_EPS[1],
+    reduction: str = "seq_mean_token_sum",
+    level: str = "sequence",
+    **options: Any,
+) -> LossOutput:
+    """LUSPO (Length-Unbiased Sequence Policy Optimization, arXiv:2602.05261; TRL's ``luspo``):
+    GSPO's sequence-level clip, each sequence's loss scaled by its length,
+
+        loss = mean_b sum_{t in M_b} l_bt = mean_b |M_b| * L_b    (reduction "seq_mean_token_sum")
+
+    with rho = s_b (``level="sequence"``, the paper's and TRL's recommended setup). eps defaults
+    to GSPO's paper range (3e-4 / 4e-4; LUSPO modifies GSPO); TRL uses its ``epsilon``. Other
+    arguments as ``grpo_loss``.
+    """
+    return ppo_clip_loss(
+        logprobs,
+        old_logprobs,
+        advantages,
+        mask,
+        eps_low=eps_low,
+        eps_high=eps_high,
+        reduction=reduction,
+        level=level,
+        **options,
+    )
+
+
+@register_loss("gmpo", LossInfo(level="sequence", hard_clip=True, bounded=False))
+def gmpo_loss(
+    logprobs: torch.Tensor,
+    old_logprobs: torch.Tensor,
+    advantages: torch.Tensor,
+    mask: torch.Tensor,
+    *,
+    eps_low: float = 0.4,
+    eps_high: float = 0.4,
+    reduction: str = "seq_mean_token_mean",
+    norm_length: float | None = None,
+) -> LossOutput:
+    """GMPO (Zhao et al., 2025, "Geometric-Mean Policy Optimization", arXiv:2507.20673; verl's
+    ``geo_mean``): the geometric mean of the token ratios, each clipped in log space first,
+
+        x_t   = log r_t,   g_t = sign(A_t)
+        x'_t  = g_t * min(g_t x_t, g_t clamp(x_t, -eps_low, eps_high))   (PPO's side of the clip)
+        R_b   = exp(mean_{t in M_b} x'_t),   Abar_b = mean_{t in M_b} A_t
+        L_b   = -Abar_b R_b       one loss per sequence, counted on each of its tokens
+
+    so "seq_mean_token_mean" (the default) gives mean_b L_b, verl's reduction (verl ignores
+    ``loss_agg_mode`` here). eps are in log space: the paper's (0.4, 0.4) clip ratios to
+    (e^-0.4, e^0.4). The clip statistics are per token, in that log-space range.
+
+    Attenuation (rho = s_b): with d l^sum / d log pi(y_t) = -Abar_b R_b u_t (u_t = 1 where the
+    clip lets x_t through), 1 - |Abar_b| R_b sum_t u_t / (s_b sum_t |A_t|). Not bounded: where
+    A < 0, a token clipped at -eps_low lifts R above s and the other tokens' gradient with it
+    (log r = [-5, 0], eps 0.2, A = -1: R / s = e^2.4, attenuation 1 - e^2.4 / 2 = -4.5).
+    """
+    check_eps(eps_low, eps_high)
+    batch = prepare_batch(logprobs, old_logprobs, advantages, mask, reduction, norm_length)
+    x_bt, adv_bt = batch.log_r_bt, batch.adv_bt
+    g_bt = torch.sign(adv_bt)
+    a1, a2 = g_bt * x_bt, g_bt * torch.clamp(x_bt, -eps_low, eps_high)
+    x_clip_bt = masked_fill_zero(g_bt * torch.minimum(a1, a2), batch.mask_bt)
+    R_b = torch.exp(x_clip_bt.sum(-1) / batch.n_b)
+    abar_b = adv_bt.sum(-1) / batch.n_b
+    loss_b = -abar_b * R_b
+    loss_bt = masked_fill_zero(loss_b[:, None].expand_as(x_bt), batch.mask_bt)
+    loss = reduce_loss(loss_bt, batch.count_b, reduction, norm_length)
+    with torch.no_grad():
+        x = x_bt.detach()
+        inside = ((x >= -eps_low) & (x <= eps_high)).to(x.dtype)
+        # d x'_t / d x_t: g * (d min / d x), torch's tie rule (inside the range both branches agree)
+        u_bt = g_bt * pick_min(a1.detach(), g_bt, a2.detach(), g_bt * inside)
+        grad_bt = masked_fill_zero(-(abar_b * R_b.detach())[:, None] * u_bt, batch.mask_bt)
+        log_s_b = x.sum(-1) / batch.n_b
+        below_bt, above_bt = x < -eps_low, x > eps_high
+        per_sequence = {
+            "log_ratio": log_s_b,
+            "out_of_range": (below_bt | above_bt).sum(-1) / batch.n_b,
+            "clip_low": (below_bt & (adv_bt < 0)).sum(-1) / batch.n_b,
+            "clip_high": (above_bt & (adv_bt > 0)).sum(-1) / batch.n_b,
+            "length": batch.count_b,
+            "attenuation": attenuation(grad_bt, torch.exp(log_s_b)[:, None], batch),
+        }
+    return LossOutput(loss, per_sequence)

@@ -1,0 +1,129 @@
+"""What a file looks like, from its first bytes: which log format, and the command that reads it.
+
+Used to pick the reader for a path (``_pick``) and to turn "not valid JSON: Extra data: line 2"
+into a sentence a user can act on ("it looks like a Tinker metrics.jsonl, which `python -m
+training_hooks.importers tinker PATH` reads"). Only a bounded head of the file is read."""
+
+from __future__ import annotations
+
+import json
+import re
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+
+from training_hooks.importers._text import ANSI, RAY_PREFIX
+
+HEAD_BYTES = 256 * 1024
+COMMAND = "python -m training_hooks.importers"
+EVENT_FILE = re.compile(r"^events\.out\.tfevents\.")
+#: a verl console metrics line: ``step:3 - actor/pg_loss:0.01 - ...``
+VERL_STEP_LINE = re.compile(r"^step:(\d+)(?: - |$)")
+#: the first key of a TRL / transformers console log dict (``{'loss': ...``, ``{'eval_loss'``),
+#: as Python prints a dict (single quotes: a JSON object is no such record)
+TRL_DICT_START = re.compile(
+    r"""\{\s*'(?:loss|grad_norm|learning_rate|reward|train_runtime|eval_[\w/]+|"""
+    r"""completion_length|completions/[\w/]+|rewards/[\w/]+|kl|epoch)'\s*:"""
+)
+
+
+@dataclass(frozen=True)
+class Kind:
+    """A log format: its key, its name in words, the tools whose reader reads it."""
+
+    key: str
+    label: str
+    tools: tuple[str, ...]
+
+    def command(self, path: Path | str) -> str:
+        tools = "|".join(self.tools)
+        return f"{COMMAND} {tools} {path}"
+
+    def hint(self, path: Path | str) -> str:
+        return f"it looks like {self.label}, which `{self.command(path)}` reads"
+
+
+TRAINER_STATE = Kind("trainer_state", "a TRL trainer_state.json", ("trl",))
+TRL_CONSOLE = Kind(
+    "trl_console", "a TRL / Unsloth console log (one dict per logging step)", ("trl",)
+)
+TINKER_JSONL = Kind(
+    "tinker_jsonl", 'a Tinker metrics.jsonl (JSON lines with a top-level "step")', ("tinker",)
+)
+VERL_JSONL = Kind(
+    "verl_jsonl", 'a verl file-logger log (JSON lines {"step": N, "data": {...}})', ("verl",)
+)
+VERL_CONSOLE = Kind(
+    "verl_console", "a verl console log ('step:N - key:value - ...' lines)", ("verl",)
+)
+EVENT = Kind("tfevents", "a TensorBoard event file", ("trl", "verl"))
+WANDB = Kind("wandb", "a W&B run folder (files/output.log, wandb-summary.json)", ("trl", "verl"))
+
+
+def sniff(path: Path) -> Kind | None:
+    """The format ``path`` (a file) looks like, or None when it looks like none we read."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(HEAD_BYTES)
+    except OSError:
+        return None
+    if EVENT_FILE.match(path.name) or is_tfrecord(head):
+        return EVENT
+    text = head.decode("utf-8", errors="replace")
+    first = text.lstrip()[:1]
+    if first in "{[":
+        kind = _json_kind(text)
+        if kind is not None:
+            return kind
+    return _console_kind(text)
+
+
+def is_tfrecord(head: bytes) -> bool:
+    """A TFRecord file's first header: 8 bytes of length, then their masked CRC32C."""
+    if len(head) < 12:
+        return False
+    from training_hooks.importers._crc import masked_crc32c
+
+    (crc,) = struct.unpack("<I", head[8:12])
+    return masked_crc32c(head[:8]) == crc
+
+
+def _json_kind(text: str) -> Kind | None:
+    line = text.lstrip().split("\n", 1)[0].strip()
+    try:
+        obj = json.loads(line)
+    except (ValueError, RecursionError):
+        obj = None
+    if isinstance(obj, dict):
+        if "log_history" in obj:
+            return TRAINER_STATE
+        if "step" in obj and isinstance(obj.get("data"), dict):
+            return VERL_JSONL
+        if "step" in obj:
+            return TINKER_JSONL
+        return None
+    if re.search(r'"log_history"\s*:', text):
+        return TRAINER_STATE
+    return None
+
+
+def _console_kind(text: str) -> Kind | None:
+    for raw in text.splitlines():
+        line = ANSI.sub("", raw) if "\x1b" in raw else raw
+        m = RAY_PREFIX.match(line)
+        line = line[m.end() :] if m else line
+        for piece in line.split("\r"):
+            if VERL_STEP_LINE.match(piece.strip()):
+                return VERL_CONSOLE
+            if TRL_DICT_START.search(piece):
+                return TRL_CONSOLE
+    return None
+
+
+def wrong_format(file: Path, tool: str, what: str) -> ValueError:
+    """The error for a file that no reader of ``tool`` reads: what it looks like and the command
+    that reads it, when we know; else that it is none of ``what``."""
+    kind = sniff(file) if file.is_file() else None
+    if kind is not None and tool not in kind.tools:
+        return ValueError(f"{file} holds no {what}: {kind.hint(file)}")
+    return ValueError(f"{file} holds no {what}")

@@ -1,0 +1,105 @@
+"""Reading a console log as untrusted text: bounded lines, ANSI colour codes and Ray's
+``(Actor pid=N)`` prefixes removed, progress-bar redraws (carriage returns) split apart.
+
+Shared by the console readers (TRL / Unsloth dicts, verl ``step:N - ...`` lines, a W&B
+``output.log``). No pyarrow, no torch."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+MAX_LINE_BYTES = 1_000_000  # a longer line is skipped (and counted), never held whole
+MAX_LOG_BYTES = 4_000_000_000  # a console log larger than this is refused
+#: CSI sequences (colours, cursor moves: ``ESC [ ... letter``) and OSC sequences (titles, links).
+ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
+#: Ray's per-line prefix: ``(TaskRunner pid=2021996)``, ``(pid=2021996)``,
+#: ``(WorkerDict pid=1, ip=10.0.0.1)``; its dedup suffix ``[repeated 7x across cluster]``.
+RAY_PREFIX = re.compile(r"^\((?:(?P<actor>[A-Za-z_][\w.-]*) )?pid=\d+(?:, ip=[0-9A-Fa-f.:]+)?\) ?")
+RAY_REPEATED = re.compile(r"\s*\[repeated \d+x across cluster\]\s*$")
+
+
+@dataclass(frozen=True)
+class Line:
+    number: int  # 1-based
+    text: str  # ANSI codes and the Ray prefix removed
+    actor: str  # the Ray prefix's actor ("TaskRunner"), "" without one
+    prefix: str  # the Ray prefix as written ("(TaskRunner pid=2021996)"), "" without one
+    ended: bool  # the line ended with a newline (False: the file's last line, maybe cut)
+
+
+@dataclass
+class LineStats:
+    lines: int = 0
+    too_long: list[int] | None = None  # numbers of lines longer than MAX_LINE_BYTES
+    ansi: bool = False  # colour codes were removed
+    ray: bool = False  # Ray prefixes were removed
+
+
+def check_size(path: Path) -> None:
+    size = path.stat().st_size
+    if size > MAX_LOG_BYTES:
+        raise ValueError(f"{path} is {size:,} bytes, more than the {MAX_LOG_BYTES:,} read")
+
+
+def read_lines(path: Path, stats: LineStats | None = None) -> Iterator[Line]:
+    """Every line of ``path`` (invalid UTF-8 replaced, not fatal), cleaned; a line longer than
+    ``MAX_LINE_BYTES`` is skipped (its number goes to ``stats.too_long``) without being held."""
+    check_size(path)
+    stats = stats if stats is not None else LineStats()
+    stats.too_long = stats.too_long if stats.too_long is not None else []
+    with open(path, "rb") as f:
+        n = 0
+        while True:
+            raw = f.readline(MAX_LINE_BYTES + 1)
+            if not raw:
+                break
+            n += 1
+            if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
+                stats.too_long.append(n)
+                while raw and not raw.endswith(b"\n"):  # the rest of the long line
+                    raw = f.readline(MAX_LINE_BYTES + 1)
+                continue
+            ended = raw.endswith(b"\n")
+            yield clean(n, raw.rstrip(b"\r\n").decode("utf-8", errors="replace"), ended, stats)
+        stats.lines = n
+
+
+def clean(number: int, text: str, ended: bool, stats: LineStats | None = None) -> Line:
+    """One raw line with its colour codes and Ray prefix removed."""
+    if "\x1b" in text:
+        text = ANSI.sub("", text)
+        if stats is not None:
+            stats.ansi = True
+    actor = prefix = ""
+    m = RAY_PREFIX.match(text)
+    if m:
+        actor, prefix = m.group("actor") or "", m.group(0).rstrip()
+        text = RAY_REPEATED.sub("", text[m.end() :])
+        if stats is not None:
+            stats.ray = True
+    return Line(number, text, actor, prefix, ended)
+
+
+def redraws(text: str) -> list[str]:
+    """The pieces of a line that a terminal would have drawn over each other (progress bars
+    redraw with a carriage return), last piece last."""
+    return text.split("\r") if "\r" in text else [text]
+
+
+def cleaning_note(stats: LineStats) -> list[str]:
+    """What was removed from the lines, in words (for the import record)."""
+    out = []
+    if stats.ansi:
+        out.append("ANSI colour codes removed")
+    if stats.ray:
+        out.append("Ray '(Actor pid=N)' prefixes removed")
+    if stats.too_long:
+        few = ", ".join(map(str, stats.too_long[:8]))
+        out.append(
+            f"{len(stats.too_long)} lines longer than {MAX_LINE_BYTES:,} bytes skipped "
+            f"(line {few}{', ...' if len(stats.too_long) > 8 else ''})"
+        )
+    return out

@@ -1,0 +1,212 @@
+"""verl's console logger (``trainer.logger=['console', ...]``, on by default): the log a verl job
+leaves on stdout -> a SourceLog.
+
+verl prints one line per step, ``step:N - key:value - key:value - ...`` (its ``concat_dict_to_str``:
+numbers only, as ``pprint.pformat`` writes them: ``1e-06``, ``nan``, ``np.float64(0.5)`` under
+numpy 2). Under Ray every line carries its actor's prefix (``(TaskRunner pid=2021996)``) and often
+colour codes, and the metric lines sit among rollout text, warnings, tracebacks and progress bars
+from other actors. The resolved config is printed once at start (``pprint`` of a dict, over many
+prefixed lines) and read here for the settings, as the file logger's ``.config.json`` would be;
+so is ``Total training steps: N``. A metric line cut short (the job killed mid-write) is skipped,
+never stored with a cut number; a line that is not ``key:number`` throughout is skipped and
+counted. A file holding several runs (a restart appending to the same log) is split by
+``_segments``; each run's settings are the config printed before its first step.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from training_hooks.importers import verl
+from training_hooks.importers._literal import LiteralError, brace_depth, parse_literal
+from training_hooks.importers._read import SourceLog, merge_by_step
+from training_hooks.importers._segments import Record, choose, segment_notes, split_by_step
+from training_hooks.importers._sniff import VERL_STEP_LINE
+from training_hooks.importers._text import LineStats, cleaning_note, read_lines, redraws
+from training_hooks.tool_settings import Setting, read_settings
+
+FILE_FORMAT = "verl console log"
+MAX_DUMP_LINES = 50_000  # a config dump longer than this is not read
+TOTAL_STEPS = re.compile(r"^Total training steps: (\d+)\s*$")
+CONFIG_KEYS = ("actor_rollout_ref", "algorithm", "trainer", "data")
+CONFIG_START = re.compile(r"^\{'[A-Za-z_]\w*': ")  # pprint's first line of a dict
+
+
+@dataclass
+class _Dump:
+    line: int
+    prefix: str
+    parts: list[str]
+    state: tuple[int, str]
+
+
+@dataclass
+class _Scan:
+    records: list[Record]
+    malformed: list[dict[str, Any]]
+    configs: list[tuple[int, dict[str, Any]]]
+    totals: list[tuple[int, int]]
+    notes: list[str]
+    truncated: int | None = None
+    other: int = 0  # lines that are neither metrics nor config
+
+
+def parse_step_line(text: str) -> tuple[int, dict[str, float]] | str:
+    """``step:N - key:value - ...`` -> (N, {key: value}); a reason string when any part is not
+    ``key:number``."""
+    parts = text.strip().split(" - ")
+    m = VERL_STEP_LINE.match(parts[0])
+    if not m:
+        return "not a 'step:N - ...' line"
+    metrics: dict[str, float] = {}
+    for part in parts[1:]:
+        key, sep, raw = part.rpartition(":")
+        if not sep or not key.strip() or key != key.strip():
+            return f"{part[:60]!r} is not key:value"
+        try:
+            value, end = parse_literal(raw)
+        except LiteralError as e:
+            return f"{part[:60]!r}: the value is not a number ({e})"
+        if end != len(raw) or isinstance(value, str | list | tuple | dict) or value is None:
+            return f"{part[:60]!r}: the value is not a number"
+        metrics[key] = float(value)
+    return int(m.group(1)), metrics
+
+
+def scan(file: Path) -> tuple[_Scan, LineStats]:
+    stats = LineStats()
+    out = _Scan([], [], [], [], [])
+    dump: _Dump | None = None
+    for ln in read_lines(file, stats):
+        text = ln.text.strip()
+        if dump is not None and ln.prefix == dump.prefix:
+            if not VERL_STEP_LINE.match(text):
+                dump = _grow(dump, ln.text, out)
+                continue
+            out.notes.append(f"the '{{' at line {dump.line} never closed: not a config")
+            dump = None
+        if dump is None and CONFIG_START.match(text):
+            dump = _grow(_Dump(ln.number, ln.prefix, [], (0, "")), ln.text, out)
+            continue
+        if (m := TOTAL_STEPS.match(text)) is not None:
+            out.totals.append((ln.number, int(m.group(1))))
+            continue
+        piece = next((p.strip() for p in redraws(text) if VERL_STEP_LINE.match(p.strip())), None)
+        if piece is None:
+            out.other += 1
+            continue
+        if not ln.ended:  # the file's last line without its newline: cut mid-write
+            out.truncated = ln.number
+            continue
+        got = parse_step_line(piece)
+        if isinstance(got, str):
+            out.malformed.append({"line": ln.number, "reason": got})
+        else:
+            out.records.append(Record(ln.number, *got))
+    if dump is not None:
+        out.notes.append(f"the config printed at line {dump.line} is cut short: not read")
+    return out, stats
+
+
+def _grow(dump: _Dump, text: str, out: _Scan) -> _Dump | None:
+    """Add a line to a multi-line config dump; parse it when its braces close."""
+    dump.parts.append(text)
+    dump.state = brace_depth(text + "\n", dump.state)
+    if dump.state[0] > 0 and len(dump.parts) < MAX_DUMP_LINES:
+        return dump
+    try:
+        cfg, end = parse_literal("\n".join(dump.parts))
+    except LiteralError as e:
+        out.notes.append(f"the config printed at line {dump.line} was not read ({e})")
+        return None
+    if isinstance(cfg, dict) and any(k in cfg for k in CONFIG_KEYS):
+        out.configs.append((dump.line, cfg))
+    return None
+
+
+def read(path: Path, segment: int | None = None) -> SourceLog:
+    """The run (``segment``, 1-based, when the file holds several) logged in a verl console log."""
+    found, stats = scan(path)
+    if not found.records:
+        why = (
+            f"; line {found.malformed[0]['line']}: {found.malformed[0]['reason']}"
+            if found.malformed
+            else ""
+        )
+        raise ValueError(f"{path} holds no verl console metrics line ('step:N - key:value'){why}")
+    segments = split_by_step(found.records, validation=("val-",))
+    seg = choose(segments, segment, path)
+    first = seg.records[0].line
+    settings, cfg, origin = _settings(path, found, first)
+    merged = merge_by_step((r.step, r.metrics) for r in seg.records)
+    got = cfg.get("trainer")
+    trainer: dict[str, Any] = got if isinstance(got, dict) else {}
+    name = (
+        trainer.get("experiment_name") if isinstance(trainer.get("experiment_name"), str) else None
+    )
+    notes = [
+        f"{len(found.records)} metric lines read among {stats.lines} lines; {found.other} other "
+        "lines (rollout text, warnings, progress bars) skipped",
+        *cleaning_note(stats),
+        *segment_notes(seg, len(segments)),
+        *found.notes,
+        *([origin] if origin else []),
+    ]
+    tail = stats.lines - found.records[-1].line
+    if tail > 0:
+        notes.append(
+            f"the file goes on for {tail} lines after its last metrics line (step "
+            f"{found.records[-1].step}, line {found.records[-1].line}) without another: it ends "
+            "inside a step"
+        )
+    log = SourceLog(
+        tool="verl",
+        file=path,
+        name=name or path.stem or "verl",
+        steps=merged.steps,
+        lines=stats.lines,
+        malformed=tuple(found.malformed),
+        truncated_last_line=found.truncated,
+        duplicate_steps=merged.duplicate_steps,
+        settings=settings,
+        config=cfg,
+        summary={
+            k: trainer[k]
+            for k in ("project_name", "experiment_name")
+            if isinstance(trainer.get(k), str)
+        },
+        file_format=FILE_FORMAT,
+        notes=tuple(notes),
+        segment=seg.index if len(segments) > 1 else None,
+        segments=len(segments) if len(segments) > 1 else None,
+    )
+    return dataclasses.replace(log, source_finished=verl._finished(settings, merged.steps))
+
+
+def _settings(
+    path: Path, found: _Scan, first_line: int
+) -> tuple[dict[str, Setting], dict[str, Any], str]:
+    """The settings of the config printed last before ``first_line`` (the run's own), and the
+    total steps printed then."""
+    cfgs = [(n, c) for n, c in found.configs if n < first_line]
+    settings: dict[str, Setting] = {}
+    cfg: dict[str, Any] = {}
+    origin = ""
+    if cfgs:
+        n, cfg = cfgs[-1]
+        settings = read_settings("verl", cfg, f"{path.name}: the config printed at line {n}")
+        origin = f"settings from the config verl printed at line {n}"
+    elif found.configs:
+        origin = "the config printed in the log comes after this run's first step: not used"
+    totals = [(n, t) for n, t in found.totals if n < first_line]
+    known = settings.get("total_training_steps")
+    if totals and (known is None or known.value is None):
+        n, t = totals[-1]
+        settings["total_training_steps"] = Setting(
+            t, f"{path.name}: line {n} (Total training steps: {t})"
+        )
+    return settings, cfg, origin

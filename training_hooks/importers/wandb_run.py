@@ -1,0 +1,209 @@
+"""A W&B run folder (``wandb/run-<time>-<id>/``) -> a SourceLog, read offline: nothing is fetched.
+
+``files/output.log`` is the run's console as W&B captured it: TRL / Unsloth print one dict per
+logging step there (read by ``trl_console``), verl its ``step:N - ...`` lines (``verl_console``).
+``files/wandb-summary.json`` holds the last value of every logged key (HF's names: ``train/loss``;
+``_step`` is W&B's own counter, not the trainer's step) and ``train/global_step``, the final
+optimizer step; ``files/requirements.txt`` pins the exact tool version (``trl==0.24.0``);
+``files/config.yaml`` (``key: {value: ...}``) the run's settings and ``files/wandb-metadata.json``
+its start time, when they were kept. The binary ``.wandb`` file is not read.
+
+The summary is compared with the console's last record (at the precision the console printed):
+an import says whether the two files of the run agree, and where they do not.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, TypeGuard
+
+from training_hooks.importers import trl_console, verl_console
+from training_hooks.importers._read import SourceLog, load_config, parse_json
+from training_hooks.importers._sniff import VERL_CONSOLE, sniff
+from training_hooks.importers._spec import Settings
+from training_hooks.tool_settings import read_settings
+
+FILE_FORMAT = "W&B run folder"
+FILES = "files"
+CONSOLE = "output.log"
+SUMMARY = "wandb-summary.json"
+MAX_SUMMARY_BYTES = 4_000_000
+PINNED = re.compile(
+    r"^\s*(?P<name>[A-Za-z0-9_.-]+)\s*==\s*(?P<version>[0-9][0-9A-Za-z.+!-]*)\s*$", re.MULTILINE
+)
+
+
+def run_folder(path: Path) -> Path | None:
+    """The W&B run folder ``path`` is, or is inside (``files/``, ``files/output.log``), or the
+    only run of a ``wandb/`` folder (or of the ``wandb/`` in ``path``); None when it is none."""
+    if path.is_file():
+        path = path.parent
+    if path.name == FILES and (path / CONSOLE).is_file():
+        return path.parent
+    if (path / FILES / CONSOLE).is_file():
+        return path
+    base = path / "wandb" if (path / "wandb").is_dir() else path
+    runs = sorted(p for p in base.glob("run-*") if (p / FILES / CONSOLE).is_file())
+    if len(runs) > 1:
+        raise ValueError(
+            f"{base} holds {len(runs)} W&B runs ({', '.join(p.name for p in runs[:4])}"
+            f"{', ...' if len(runs) > 4 else ''}): pass one"
+        )
+    return runs[0] if runs else None
+
+
+def read(run: Path, tool: str, config: Mapping[str, Any] | None, segment: int | None) -> SourceLog:
+    """The run in W&B run folder ``run`` as ``tool`` ("trl" or "verl") logged it."""
+    files = run / FILES
+    console = files / CONSOLE
+    summary = _summary(files / SUMMARY)
+    version = _pinned(files / "requirements.txt", tool)
+    cfg = _config(files / "config.yaml")
+    settings: Settings = read_settings(tool, cfg, "config.yaml") if cfg else {}
+    if config:
+        settings.update(read_settings(tool, config, "--config"))
+    kind = sniff(console)
+    if tool == "verl" or kind is VERL_CONSOLE:
+        if tool != "verl":
+            raise ValueError(f"{console} holds verl console lines: {VERL_CONSOLE.hint(run)}")
+        log = verl_console.read(console, segment)
+        log = dataclasses.replace(log, file_format=f"{verl_console.FILE_FORMAT} in a {FILE_FORMAT}")
+    else:
+        step = trl_console.final_step(summary, "train/global_step")
+        log = trl_console.read(
+            console,
+            settings,
+            segment,
+            final=(step, f"{SUMMARY} (train/global_step)") if step else None,
+            first_step=bool(
+                cfg.get("logging_first_step") or (config or {}).get("logging_first_step")
+            ),
+            name=run.name,
+            file_format=f"{trl_console.FILE_FORMAT} in a {FILE_FORMAT}",
+        )
+    checks = agree(log, summary, tool) if summary else ()
+    kept = [
+        f.name
+        for f in (files / "requirements.txt", files / "config.yaml", files / SUMMARY)
+        if f.is_file()
+    ]
+    return dataclasses.replace(
+        log,
+        version=version or log.version,
+        config={**cfg, **log.config},
+        settings_files=tuple(str(files / n) for n in kept if n != SUMMARY),
+        started_at=_started(files / "wandb-metadata.json"),
+        cross_checks=checks,
+        notes=(
+            f"W&B run {run.name}: read files/{CONSOLE}"
+            + (f"; compared with {SUMMARY}" if summary else f"; no {SUMMARY}")
+            + (f"; the version from requirements.txt ({tool}=={version})" if version else ""),
+            *log.notes,
+        ),
+    )
+
+
+def _summary(file: Path) -> dict[str, Any]:
+    if not file.is_file() or file.stat().st_size > MAX_SUMMARY_BYTES:
+        return {}
+    try:
+        data = parse_json(file.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _pinned(file: Path, tool: str) -> str | None:
+    """The ``tool==X`` pin of a requirements file (W&B writes ``pip freeze`` there)."""
+    try:
+        if not file.is_file() or file.stat().st_size > MAX_SUMMARY_BYTES:
+            return None
+        text = file.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    for m in PINNED.finditer(text):
+        if m.group("name").lower().replace("_", "-") == tool:
+            return m.group("version")
+    return None
+
+
+def _config(file: Path) -> dict[str, Any]:
+    """W&B's config.yaml: ``key: {value: X}`` (older: ``{desc: ..., value: X}``) -> {key: X}."""
+    data = load_config(file) if file.is_file() else None
+    if not data:
+        return {}
+    return {
+        str(k): v["value"]
+        for k, v in data.items()
+        if not str(k).startswith("_") and isinstance(v, Mapping) and "value" in v
+    }
+
+
+def _started(file: Path) -> float | None:
+    meta = load_config(file) if file.is_file() else None
+    when = meta.get("startedAt") if meta else None
+    if not isinstance(when, str):
+        return None
+    try:
+        return dt.datetime.fromisoformat(when.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def agree(log: SourceLog, summary: Mapping[str, Any], tool: str) -> tuple[str, ...]:
+    """The console's last training row against wandb-summary.json's last values (``train/<name>``
+    for TRL; the names as logged for verl), each at the precision the console printed it."""
+    if not log.steps:
+        return ()
+    step = max(log.steps)
+    row = log.steps[step]
+    prefix = "train/" if tool == "trl" else ""
+    same: list[str] = []
+    differ: list[str] = []
+    for name, x in sorted(row.items()):
+        v = summary.get(prefix + name)
+        if not _is_num(x) or not _is_num(v):
+            continue
+        (same if _agrees(float(x), float(v), log.printed_digits) else differ).append(
+            f"{name} ({x!r} vs {v!r})"
+        )
+    out = []
+    if same and not differ:
+        out.append(
+            f"{SUMMARY} agrees with the last record of {CONSOLE} (step {step}) on all {len(same)} "
+            "metrics both hold"
+            + (
+                f", at the {log.printed_digits} significant digits the console printed"
+                if log.printed_digits
+                else ""
+            )
+        )
+    elif differ:
+        out.append(
+            f"{SUMMARY} differs from the last record of {CONSOLE} (step {step}) on {len(differ)} "
+            f"of {len(same) + len(differ)} metrics: {', '.join(differ[:6])}"
+            + (", ..." if len(differ) > 6 else "")
+        )
+    final = trl_console.final_step(summary, "train/global_step") if tool == "trl" else None
+    if final is not None:
+        stated = log.settings.get("logging_steps")
+        inferred = stated is not None and stated.origin.startswith("inferred")
+        verdict = "equals" if final == step else "differs from"
+        if not inferred:
+            out.append(
+                f"{SUMMARY} train/global_step {final} {verdict} the last record's step {step}"
+            )
+    return tuple(out)
+
+
+def _is_num(v: Any) -> TypeGuard[int | float]:
+    return isinstance(v, int | float) and not isinstance(v, bool)
+
+
+def _agrees(x: float, v: float, digits: int | None) -> bool:
+    """``x`` (as the console printed it: ``digits`` significant digits, None: in full) is ``v``."""
+    return x == v or (digits is not None and float(f"{v:.{digits}g}") == x)
