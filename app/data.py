@@ -271,8 +271,8 @@ def load_steps(run: RunRef, columns: Iterable[str] | None = None) -> Table:
     """The step table of a run, one row per step (deduplicated, sorted), plus derived columns.
 
     Parquet runs read only ``columns`` (all when None), and the finished table is cached whole
-    (a rerun costs one cache lookup); MLflow-only runs read the store's metric history (slow:
-    about 1 s per 1,000 points; cached)."""
+    (a rerun costs one cache lookup); MLflow-only runs read the store's metric history (slow;
+    cached)."""
     if run.source == SOURCE_MLFLOW:
         t = mlflow_store.mlflow_steps(
             run.tracking_uri or "",

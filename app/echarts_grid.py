@@ -2,7 +2,7 @@
 
 Why ECharts and not Plotly for this grid: the page then loads no plotly.js (a 4.7 MB bundle
 evaluated on every load), and ECharts draws every panel's series on one canvas instead of an SVG
-per trace (docs/benchmarks.md, "Dashboard speed", has the loads measured before and after).
+per trace (docs/benchmarks.md, "Dashboard speed").
 
 One chart holds every panel: panel i has grid i, x axis i and y axis i; its title (and the
 ``PanelView`` subtitle) sits above it, its unit on the y axis. Runs are coloured, the algorithm is

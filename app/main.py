@@ -54,11 +54,9 @@ if _login_required() and not st.user.get("is_logged_in"):
     st.stop()
 
 page = st.navigation(_navigation())
-ui.timing("start")
 ctx = ui.sidebar()
 if _login_required():
     st.sidebar.button("Log out", on_click=st.logout, key="logout")
-ui.timing("sidebar")
 try:
     page.run()
 except Exception as e:  # last resort: a message, never a bare traceback page (st.stop/rerun pass)
@@ -70,4 +68,3 @@ except Exception as e:  # last resort: a message, never a bare traceback page (s
     if not ctx.read_only:  # a team server shows no tracebacks (they name the server's paths)
         with st.expander("Technical details (for a bug report)"):
             st.code(traceback.format_exc(), language=None)
-ui.timing("page")

@@ -2,11 +2,9 @@
 that exist only there (their metric history, names mapped to our columns).
 
 Public MLflow API throughout (``search_experiments``, ``search_runs``, ``get_metric_history``),
-but one place: MLflow's client has no public call that samples a metric history, and reading all
-of it is slow (one run of 10,000 steps x 20 metrics from SQLite: about 20 s in full, 1.5 s sampled
-in SQL to 2,000 points per metric; ``bench/bench_dashboard.py``). ``_sampled_in_sql`` alone reaches
-into the client's store for that (a database directly, a tracking server through the REST endpoint
-MLflow's UI uses); the public call is used whenever neither route answers.
+but one place, ``_sampled_in_sql``: MLflow's client has no public call that samples a metric
+history, and the public full read of a long run is too slow for a page (docs/benchmarks.md, "MLflow
+against Parquet"); the public call is used whenever the sampled route does not answer.
 
 Cached with ``st.cache_data`` (the runs listing for 30 s, a run's curves for 60 s); a broken or
 missing store is a problem sentence, never an exception.
@@ -218,10 +216,9 @@ def _sampled_in_sql(client, run_id: str, key: str, max_points: int) -> list | No
     """At most ``max_points`` evenly spaced points of one metric (first and last kept), sampled
     in SQL by the store, or None where that is not available.
 
-    PRIVATE MLflow API, on purpose and only here: ``client._tracking_client.store`` and its
-    ``get_metric_history_bulk_interval`` (no public client call samples; the public
-    ``get_metric_history`` reads every point, more than ten times slower on long runs). Two routes
-    to the same SQL sampling:
+    PRIVATE MLflow API, on purpose and only here (no public client call samples):
+    ``client._tracking_client.store`` and its ``get_metric_history_bulk_interval``. Two routes to
+    the same SQL sampling:
     - a database URI (sqlite, postgresql, mysql): the client's ``SqlAlchemyStore`` samples;
     - a tracking server (http/https URI): the client's ``RestStore`` has no sampling of its own
       (MLflow's generic method reads every point, then samples), so ask the server's endpoint

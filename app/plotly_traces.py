@@ -41,7 +41,7 @@ def compare_figure(
     layout = charts.layout_dict(title, ct.X_AXES.get(x, x), panel.unit, height, log_y)
     layout.update(shapes=shapes, annotations=notes, showlegend=False)
     # traces and layout are built here from known-good dicts: skip plotly's per-property validation
-    # (it costs ~30 ms per chart; the Compare page draws a dozen)
+    # (it costs time on every chart, and the Compare page draws a dozen)
     return go.Figure(data=traces, layout=layout, _validate=False)
 
 

@@ -7,7 +7,6 @@ parameters.
 
 from __future__ import annotations
 
-import os
 import re
 import sys
 import time
@@ -48,20 +47,6 @@ class Context:
     def label(self, run: RunRef) -> str:
         """The run's name where it is unique, else "name [key]" (``stable_labels``)."""
         return self.labels.get(run.key, run.name)
-
-
-_T0: list[float] = []
-
-
-def timing(what: str) -> None:
-    """GSPO_DASH_TIMING=1 prints how long each part of a script run took, in seconds since its
-    "start" mark (for the benchmark)."""
-    if not os.environ.get("GSPO_DASH_TIMING"):
-        return
-    now = time.perf_counter()
-    if what == "start" or not _T0:
-        _T0[:] = [now]
-    print(f"gspo-dash {what}: {now - _T0[0]:.3f} s", file=sys.stderr, flush=True)
 
 
 def stable_labels(runs: list[RunRef]) -> dict[str, str]:

@@ -340,20 +340,6 @@ def _median(values: list[float]) -> float:
     return v[len(v) // 2] if len(v) % 2 else (v[len(v) // 2 - 1] + v[len(v) // 2]) / 2
 
 
-def _server_times(log: Path) -> list[float]:
-    """The server's own seconds per Compare script run: its last GSPO_DASH_TIMING "compare ..."
-    mark in each run (the log has one "start" line per run)."""
-    out: list[float] = []
-    last = None
-    for line in log.read_text().splitlines() + ["gspo-dash start: 0"]:
-        if line.startswith("gspo-dash start:") and last is not None:
-            out.append(last)
-            last = None
-        elif line.startswith("gspo-dash compare"):
-            last = float(line.rsplit(":", 1)[1].split()[0])
-    return out
-
-
 def _closing(page, measure, *args) -> dict:
     """``measure(page, *args)``, then the page closed: a page left open keeps its Streamlit session
     (and the live refresh) running beside the next measurement."""
@@ -401,7 +387,6 @@ def bench_browser(
 
     names = [r.name for r in discover(str(root)).runs]
     out: dict = {}
-    os.environ["GSPO_DASH_TIMING"] = "1"
     cwd = Path(tempfile.mkdtemp(prefix="gspo-dash-bench-"))
     plotly_js = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
     viewport = {"width": 1500, "height": 1000}
@@ -452,7 +437,6 @@ def bench_browser(
                 context.close()
             out[label] = res
         browser.close()
-    out["server_script_s"] = _server_times(cwd / "streamlit.log")
     out["load_avg"] = os.getloadavg()
     return out
 

@@ -9,26 +9,25 @@ is exponentiated and padding (log r = 0, inside the range) can never count as cl
 Where the clip *binds* (the gradient is zeroed) is where the ratio is out of range on the side the
 advantage pushes: low with A < 0, high with A > 0 (TRL's clip_ratio/low|high, verl's pg_clipfrac).
 
+A diagnostic none of whose inputs is known is NaN, never 0: a comparison with NaN is false, so a
+clip test on a NaN log-ratio would otherwise count the token (or the sequence) as "inside".
+
 All outputs are (B,) tensors on the inputs' device; nothing is transferred to the host. The
 diagnostics and their meaning are declared once, in ``gspo_metrics.spec.PER_SEQUENCE``.
 
-Three routes compute them, and the tests hold them to the same numbers:
+Two routes compute them, and the tests hold them to the same numbers:
 
+- the torch route (``gspo_metrics.eager``), what every call runs: few tensor ops in one reused
+  (R, B, T) buffer on the inputs' device, exact while every input is finite; a step that holds a
+  NaN or inf anywhere (or an empty row) is handed to the reference route;
 - the reference route (``reference_diagnostics``, below): each diagnostic as its equation, masked
-  with ``torch.where`` so no padding value can leak; the readable one, and the answer for a step
-  that holds a NaN or inf;
-- the fused numba kernel (``gspo_metrics.fused``), for CPU tensors: a few passes over each row
-  while it is in cache;
-- the eager-torch route (``gspo_metrics.eager``), elsewhere (a GPU): few tensor ops in one reused
-  (R, B, T) buffer, exact while every input is finite (else it hands the step to the reference).
+  with ``torch.where`` so no padding value can leak; the readable one, the tests' oracle, and the
+  answer for a step that holds a NaN or inf.
 """
 
 from __future__ import annotations
 
 import math
-import threading
-import warnings
-from types import ModuleType
 
 import torch
 
@@ -47,7 +46,7 @@ from .losses import check_advantages
 from .ratios import check_token_shapes
 from .spec import GRPO_EPS, GSPO_EPS, SEQUENCE_DIAGNOSTICS, WHOLE_NUMBERS
 
-BACKENDS = ("auto", "fused", "torch", "reference")
+BACKENDS = ("auto", "torch", "reference")
 
 
 def sequence_diagnostics(
@@ -79,15 +78,12 @@ def sequence_diagnostics(
             (vLLM, SGLang) reported for the tokens it sampled, for the sampler/trainer mismatch
             (``sampler_kl``, ``sampler_logp_abs_diff_max``; NaN without them).
         workspace: optional dict the caller passes again on every call (one per thread): a
-            (R, B, T) scratch buffer is kept in it and reused instead of allocated. On CPU a fresh
-            (B, T) allocation costs about as much in page faults as a pass over it, so a loop
-            calling this every step runs about 2x faster with a workspace. Results never alias it.
-            (Used by the torch route only.)
-        backend: ``"fused"``: one pass per row compiled with numba (``gspo_metrics.fused``), for
-            CPU tensors; ``"torch"``: eager tensor ops on the inputs' device; ``"auto"`` (the
-            default): fused on CPU when numba is installed, torch otherwise; ``"reference"``: the
-            readable route (slower; for checking). All give the same numbers to float32
-            rounding (the fused route sums in float64).
+            (R, B, T) scratch buffer is kept in it and reused instead of allocated (a loop calling
+            this every step then allocates nothing). Results never alias it. (Used by the torch
+            route only.)
+        backend: ``"torch"`` (or ``"auto"``, the default): eager tensor ops on the inputs'
+            device; ``"reference"``: the readable route (slower; for checking). Both give the
+            same numbers to float rounding.
 
     The counts (``length``, ``nonfinite_count``: ``spec.WHOLE_NUMBERS``) are int64, the others
     have the inputs' floating dtype (float32 for half-precision inputs). The values are rows of
@@ -131,7 +127,7 @@ def stacked_sequence_diagnostics(
     Row k is ``SEQUENCE_DIAGNOSTICS[k]`` (``length`` and ``nonfinite_count`` as whole floats), in
     the inputs' floating dtype. Same arguments and checks as ``sequence_diagnostics``; this is the
     form a recorder wants (one tensor to move to the host). The torch route costs a few dozen
-    tensor ops whatever B and T are; the fused route one kernel call.
+    tensor ops whatever B and T are.
     """
     with torch.no_grad():
         check_diagnostics_inputs(
@@ -154,13 +150,6 @@ def stacked_sequence_diagnostics(
         if backend == "reference":
             check_no_empty_rows(mask)
             return stack_diagnostics(reference_diagnostics(*args, seq_eps, token_eps))
-        if backend == "fused":
-            if logprobs.device.type != "cpu":
-                raise ValueError(f"backend='fused' needs CPU tensors, got {logprobs.device}")
-            if not fused_available():
-                raise ValueError(f"backend='fused' needs numba: {_FUSED_ERROR[0]}")
-        if backend == "fused" or (backend == "auto" and fused_available(logprobs.device)):
-            return _FUSED[0].stacked_diagnostics(*args, seq_eps, token_eps)
         out_K_B, probe = eager_diagnostics(*args, seq_eps, token_eps, workspace)
         # One host sync for both data-dependent questions: is a row empty (an error), and is
         # anything non-finite anywhere (then the reference route counts it; rare). ``probe``
@@ -175,45 +164,6 @@ def stacked_sequence_diagnostics(
 def stack_diagnostics(values: dict[str, torch.Tensor]) -> torch.Tensor:
     """The (K, B) stack of named (B,) diagnostics, rows in ``SEQUENCE_DIAGNOSTICS`` order."""
     return torch.stack([values[name] for name in SEQUENCE_DIAGNOSTICS])
-
-
-_FUSED: list = []  # [module] once imported, [None] if numba is missing or broken
-_FUSED_ERROR: list = [""]  # why, then
-_FUSED_LOCK = threading.Lock()
-
-
-def fused_available(device: torch.device | str = "cpu") -> bool:
-    """Whether ``backend="auto"`` takes the fused route for tensors on ``device``: a CPU device
-    and numba installed. The first call imports ``gspo_metrics.fused`` (compiling its kernel, or
-    loading it from numba's disk cache): a few seconds once per machine, about 1 s later on."""
-    if torch.device(device).type != "cpu":
-        return False
-    if not _FUSED:
-        with _FUSED_LOCK:
-            if not _FUSED:
-                try:
-                    from . import fused as loaded
-
-                    fused: ModuleType | None = loaded
-                except Exception as e:  # noqa: BLE001 -- numba missing or broken: torch serves
-                    fused = None
-                    _FUSED_ERROR[0] = f"{type(e).__name__}: {e}"
-                    warnings.warn(
-                        "gspo_metrics: the fused CPU kernel is unavailable "
-                        f"({_FUSED_ERROR[0]}); sequence_diagnostics uses the torch route",
-                        RuntimeWarning,
-                        stacklevel=2,
-                    )
-                _FUSED.append(fused)
-    return _FUSED[0] is not None
-
-
-def prepare_fused(dtype: torch.dtype = torch.float32) -> None:
-    """Load the fused kernel and, when torch runs ops on several threads, compile what a batch
-    split over them needs for ``dtype`` (``fused.prepare``), so no later call compiles: about
-    1-2 s, once per process; meant for a background thread (``RunRecorder`` starts one)."""
-    if fused_available() and torch.get_num_threads() > 1:
-        _FUSED[0].prepare(dtype)
 
 
 def check_diagnostics_inputs(
@@ -325,28 +275,54 @@ def reference_diagnostics(
 
 def _reference_clip_fractions(mask_bt, n_b, d_bt, log_s_b, adv, adv_bt, seq_eps, token_eps):
     """The clip diagnostics of both units; a clip *binds* where the ratio is out of range on
-    the side the advantage pushes (low with A < 0, high with A > 0)."""
+    the side the advantage pushes (low with A < 0, high with A > 0).
+
+    Unknown is not zero: a comparison with NaN is false, which would count an unknown ratio as
+    inside the range, so a value whose answer depends on a NaN is NaN. The sequence unit is NaN
+    where log s_b is; the token unit's fractions where a masked log r is; a binding fraction also
+    where the advantage of an out-of-range token (or sequence) is NaN.
+    """
+    nan = math.nan
     # sequence unit: s_b against [1 - eps_low, 1 + eps_high], in log space
     below_b = (log_s_b < math.log1p(-seq_eps[0])).to(n_b.dtype)
     above_b = (log_s_b > math.log1p(seq_eps[1])).to(n_b.dtype)
+    seq_unknown_b = torch.isnan(log_s_b)
     # token unit: each r_bt against [1 - eps_low, 1 + eps_high]; padding (d = 0) is inside
     below_bt = d_bt < math.log1p(-token_eps[0])
     above_bt = d_bt > math.log1p(token_eps[1])
+    tok_unknown_b = torch.isnan(d_bt).any(-1)  # (d is 0 on padding)
     n_below_b, n_above_b = below_bt.sum(-1), above_bt.sum(-1)
     if adv.dim() == 1:  # A_b: every token binds on the side A_b pushes, or none does
-        neg_b, pos_b = (adv < 0).to(n_b.dtype), (adv > 0).to(n_b.dtype)  # fractions 0 or 1
-        tok_low_b, tok_high_b = n_below_b / n_b * neg_b, n_above_b / n_b * pos_b
+        adv_nan_b = torch.isnan(adv)
+        neg_b = torch.where(adv_nan_b, nan, (adv < 0).to(n_b.dtype))  # fractions 0 or 1
+        pos_b = torch.where(adv_nan_b, nan, (adv > 0).to(n_b.dtype))
+        tok_low_b = torch.where(n_below_b > 0, n_below_b / n_b * neg_b, 0.0)
+        tok_high_b = torch.where(n_above_b > 0, n_above_b / n_b * pos_b, 0.0)
     else:  # A_bt (0 on padding): token by token
+        adv_nan_bt = torch.isnan(adv_bt)
         neg_bt, pos_bt = adv_bt < 0, adv_bt > 0
-        neg_b, pos_b = (neg_bt & mask_bt).sum(-1) / n_b, (pos_bt & mask_bt).sum(-1) / n_b
-        tok_low_b = (below_bt & neg_bt).sum(-1) / n_b
-        tok_high_b = (above_bt & pos_bt).sum(-1) / n_b
+        adv_unknown_b = adv_nan_bt.any(-1)
+        neg_b = torch.where(adv_unknown_b, nan, (neg_bt & mask_bt).sum(-1) / n_b)
+        pos_b = torch.where(adv_unknown_b, nan, (pos_bt & mask_bt).sum(-1) / n_b)
+        tok_low_b = torch.where(
+            (below_bt & adv_nan_bt).any(-1), nan, (below_bt & neg_bt).sum(-1) / n_b
+        )
+        tok_high_b = torch.where(
+            (above_bt & adv_nan_bt).any(-1), nan, (above_bt & pos_bt).sum(-1) / n_b
+        )
+
+    def seq_unit(x_b: torch.Tensor) -> torch.Tensor:
+        return torch.where(seq_unknown_b, nan, x_b)
+
+    def token_unit(x_b: torch.Tensor) -> torch.Tensor:
+        return torch.where(tok_unknown_b, nan, x_b)
+
     return {
-        "seq_clipped": below_b + above_b,  # (disjoint)
+        "seq_clipped": seq_unit(below_b + above_b),  # (disjoint)
         # every token carries s_b: GSPO binds low on the tokens with A < 0 when s_b is below
-        "seq_clip_low": below_b * neg_b,
-        "seq_clip_high": above_b * pos_b,
-        "token_clip_fraction": (n_below_b + n_above_b) / n_b,
-        "token_clip_low_fraction": tok_low_b,
-        "token_clip_high_fraction": tok_high_b,
+        "seq_clip_low": seq_unit(torch.where(below_b > 0, neg_b, 0.0)),
+        "seq_clip_high": seq_unit(torch.where(above_b > 0, pos_b, 0.0)),
+        "token_clip_fraction": token_unit((n_below_b + n_above_b) / n_b),
+        "token_clip_low_fraction": token_unit(tok_low_b),
+        "token_clip_high_fraction": token_unit(tok_high_b),
     }

@@ -1,15 +1,15 @@
-"""``stacked_sequence_diagnostics`` in eager tensor ops: the route on a GPU (or without numba).
+"""``stacked_sequence_diagnostics`` in eager tensor ops, on the inputs' own device: the route every
+call runs.
 
 It must give the numbers of the reference route (``diagnostics.reference_diagnostics``, where
 each diagnostic is its equation); the tests hold it to them. What differs is the cost: masking
 is a multiplication by the 0/1 mask, in one reused (R, B, T) buffer. That is exact when every
 input is finite everywhere, padding included (``x * 1 = x``, ``x * 0 = 0``); a NaN or inf
 anywhere, even under the padding, reaches the returned probe sum (``inf * 0 = nan``), and the
-caller then takes the reference route. Each (B, T) pass costs about 0.1-1 ms at B=512, T=1024 on
-a CPU core and each fresh (B, T) allocation about as much in page faults, so passes are few and
-the buffer is reused in place. Every per-token quantity that is summed over T is written to a
-row of the buffer and all rows are summed in one reduction, so small batches pay for few tensor
-ops.
+caller then takes the reference route. Every (B, T) pass and every fresh (B, T) allocation costs
+memory traffic, so passes are few and the buffer is reused in place; every per-token quantity
+that is summed over T is written to a row of the buffer and all rows are summed in one
+reduction, so small batches pay for few tensor ops.
 """
 
 from __future__ import annotations
@@ -110,8 +110,8 @@ def _write_rows(w, row, lp, old_logprobs, mask, adv, ref_logprobs, entropy, smp,
             for name in names:
                 torch.sum(w[row[name]], -1, out=sums_R_B[row[name]])
 
-    # the 0/1 mask as floats. A bool tensor's bytes are 0/1: converting them as uint8 is the same
-    # values and about 7x faster on CPU than the bool -> float conversion
+    # the 0/1 mask as floats. A bool tensor's bytes are 0/1: converting them as uint8 gives the
+    # same values, and torch's uint8 -> float conversion is faster on CPU than bool -> float
     if mask.dtype == torch.bool:
         mask_f = w[row["mask"]].copy_(mask.view(torch.uint8))
     else:  # any dtype: nonzero marks a token (as_bool_mask's rule), written as 0/1 floats
@@ -174,10 +174,10 @@ def _spread(d_bt, mask_f, log_s_b, n_b, out) -> dict[str, torch.Tensor]:
 
     Padding takes the row mean, which lies inside [min, max] of the row's tokens and adds 0 to
     the squared deviations: one tensor gives exact masked min, max and std. (amin + amax, not
-    torch.aminmax: aminmax is ~100x slower on small CPU tensors.) lerp(a, b, w) is exactly a at
-    w = 0 and exactly b at w = 1 (torch evaluates it as a + w (b - a) for w < 0.5 and
-    b - (b - a)(1 - w) otherwise), so this is where(mask, d, log s) in float arithmetic, about
-    2x faster than where on a bool mask.
+    torch.aminmax, which is slower on small CPU tensors.) lerp(a, b, w) is exactly a at w = 0 and
+    exactly b at w = 1 (torch evaluates it as a + w (b - a) for w < 0.5 and b - (b - a)(1 - w)
+    otherwise), so this is where(mask, d, log s) in float arithmetic, on the float mask the
+    buffer already holds.
     """
     log_s_col = log_s_b[:, None]
     work_bt = torch.lerp(log_s_col, d_bt, mask_f, out=out)

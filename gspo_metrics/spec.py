@@ -5,13 +5,13 @@ so ``training_hooks.schema`` and the dashboard can read these names on a laptop.
 
 ``PER_SEQUENCE`` is the one list of per-sequence numbers. Everything else reads it:
 ``SEQUENCE_DIAGNOSTICS`` (what ``sequence_diagnostics`` returns, in this order), the row of each
-diagnostic in the fused kernel's output (``gspo_metrics.fused``) and in the torch routes' stack,
-the recorder's per-sequence rows and columns (``training_hooks.compute``), and the sequence
-table's columns ``training_hooks.schema.Seq`` / ``SEQUENCE_COLUMNS`` (in this order on disk).
+diagnostic in the routes' stack, the recorder's per-sequence rows and columns
+(``training_hooks.compute``), and the sequence table's columns ``training_hooks.schema.Seq`` /
+``SEQUENCE_COLUMNS`` (in this order on disk).
 
 Adding a diagnostic is one entry here plus its math in each route: the reference route
-(``gspo_metrics.diagnostics``), the eager-torch route (``gspo_metrics.eager``) and the fused
-kernel (``gspo_metrics.fused``); the test comparing the routes iterates over this list.
+(``gspo_metrics.diagnostics``) and the eager-torch route (``gspo_metrics.eager``); the test
+comparing the routes iterates over this list.
 """
 
 from __future__ import annotations

@@ -400,7 +400,7 @@ def test_demo_end_to_end_records_every_column(tmp_path, mlflow_uri, capsys):
     text = capsys.readouterr().out
     assert f"Open the dashboard on both runs: gspo-dash --root {out}\n" in text
     assert "reward 1st 1/5" in text and "faults injected: none" in text
-    for phase in ("numba kernel", "warm start", "training grpo", "writing gspo", "total"):
+    for phase in ("warm start", "training grpo", "writing gspo", "total"):
         assert re.search(rf"^  {phase} +\d+\.\d ", text, re.M), phase
     assert [r.config.algorithm for r in results] == ["grpo", "gspo"]
 

@@ -28,18 +28,6 @@ F64 = torch.float64
 NAN = float("nan")
 
 
-@pytest.fixture(autouse=True, params=["caller", "thread"])
-def reduce_on(request, monkeypatch) -> str:
-    """Every test here runs twice: steps reduced on the caller's thread, and on the recorder's
-    background thread from a copy (``training_hooks.deferred``), whatever the batch size."""
-    import training_hooks.recorder as recorder_module
-
-    thread = request.param == "thread"
-    monkeypatch.setattr(recorder_module, "_usable_cores", lambda: 1 << 20 if thread else 1)
-    monkeypatch.setattr(RunRecorder, "defer_min_elements", 0)
-    return request.param
-
-
 # The required columns, spelled out once more so a schema edit cannot silently drop one.
 REQUIRED_STEP = (
     "run_id step wall_time algorithm loss reward_mean reward_std seq_log_ratio_mean "
@@ -272,7 +260,7 @@ def test_recorded_full_inputs_equal_the_readable_route(tmp_path, make_batch, see
     for name, want in ref.items():
         if want.dtype == torch.int64:
             np.testing.assert_array_equal(seq[name].to_numpy(), want.numpy(), err_msg=name)
-        else:  # float32 on disk; the fused route sums float32 inputs in float64 too
+        else:  # float32 on disk
             got = seq[name].to_numpy(dtype=np.float64)
             np.testing.assert_allclose(
                 got, want.float().double(), rtol=3e-6, atol=1e-7, err_msg=name
@@ -541,6 +529,48 @@ def test_nonfinite_inside_mask_counted_writer_survives(tmp_path, make_batch):
     assert seqs[seqs[Seq.STEP] == 0][Seq.NONFINITE_COUNT].tolist() == [1, 0, 0, 1]
     info = read_run_info(rec.run_dir)
     assert info.status == "finished" and info.faults == []
+
+
+def test_unknown_clip_fractions_are_nan_and_null_on_disk_never_zero(tmp_path):
+    """Step 0: every log-prob NaN. Step 1: the second of three sequences all NaN (the hand case
+    of ``test_diagnostics.test_a_nan_sequence_among_finite_ones_is_nan_alone``). What the step
+    and sequence tables hold, read back from Parquet: a clip fraction of an unknown ratio is NaN
+    (its flag ``seq_clipped`` null), never 0; a step mean over a NaN sequence is NaN, as
+    ``seq_log_ratio_mean`` always was; the counts and the known sequences keep their numbers."""
+    nan, l15, l05 = NAN, math.log(1.5), math.log(0.5)
+    step1 = torch.tensor([[l15, 0.0], [nan, nan], [l05, 7.0]])
+    common = dict(rewards=torch.tensor([[1.0, 1.0, 0.0]]), advantages=torch.tensor([1, 1, -1.0]))
+    mask = torch.tensor([[1, 1], [1, 1], [1, 0]], dtype=torch.bool)
+    with RunRecorder(root=tmp_path, name="nan", findings_every=0) as rec:
+        rec.log_step(
+            0, logprobs=torch.full((3, 2), nan), old_logprobs=torch.zeros(3, 2), mask=mask, **common
+        )
+        rec.log_step(1, logprobs=step1, old_logprobs=torch.zeros(3, 2), mask=mask, **common)
+    steps = pd.read_parquet(os.path.join(rec.run_dir, "steps")).set_index(Step.STEP)
+    clip_columns = [
+        Step.SEQ_CLIP_FRACTION,
+        Step.SEQ_CLIP_LOW_FRACTION,
+        Step.SEQ_CLIP_HIGH_FRACTION,
+        Step.TOKEN_CLIP_FRACTION,
+        Step.TOKEN_CLIP_LOW_FRACTION,
+        Step.TOKEN_CLIP_HIGH_FRACTION,
+    ]
+    for step in (0, 1):
+        for column in [*clip_columns, Step.SEQ_LOG_RATIO_MEAN, Step.KL_OLD_MEAN]:
+            assert math.isnan(steps.loc[step, column]), (step, column)
+    assert steps[Step.NONFINITE_COUNT].tolist() == [5, 2]  # 2 + 2 + 1 masked, then row 1's 2
+    assert steps[Step.NUM_TOKENS].tolist() == [5, 5]
+    assert steps.loc[1, Step.ADVANTAGE_MEAN] == pytest.approx(1 / 3)  # (1 + 1 - 1) / 3
+    seqs = pd.read_parquet(os.path.join(rec.run_dir, "sequences"))
+    s0, s1 = (seqs[seqs[Seq.STEP] == k].sort_values(Seq.SAMPLE) for k in (0, 1))
+    assert s0[Seq.SEQ_CLIPPED].isna().all()  # null, not False
+    assert s0[Seq.TOKEN_CLIP_FRACTION].isna().all() and s0[Seq.SEQ_CLIP_LOW].isna().all()
+    assert s1[Seq.SEQ_CLIPPED].tolist() == [True, None, True]
+    np.testing.assert_allclose(s1[Seq.TOKEN_CLIP_FRACTION], [0.5, nan, 1.0])
+    np.testing.assert_allclose(s1[Seq.SEQ_CLIP_HIGH], [1.0, nan, 0.0])
+    np.testing.assert_allclose(s1[Seq.SEQ_CLIP_LOW], [0.0, nan, 1.0])
+    np.testing.assert_allclose(s1[Seq.SEQ_LOG_RATIO], [l15 / 2, nan, l05], rtol=1e-6)
+    assert s1[Seq.NONFINITE_COUNT].tolist() == [0, 2, 0]
 
 
 def test_exception_in_with_block_marks_failed(tmp_path, make_batch):

@@ -7,7 +7,6 @@ import dataclasses
 import inspect
 import math
 import os
-import threading
 
 import numpy as np
 import pytest
@@ -39,11 +38,10 @@ def test_the_sequence_table_has_every_declared_value_with_its_type(make_batch):
     assert SEQ_ROWS[:2] == tuple(v.name for v in PER_SEQUENCE if v.source == "caller")
 
 
-def test_step_inputs_check_normalises_and_snapshot_copies(make_batch):
+def test_step_inputs_check_normalises(make_batch):
     """``StepInputs.check`` gives the checked forms (integer rewards as float32, a truncation
     list as a tensor, extras split into floats and 0-d tensors, the loss as (1,) float64);
-    the record is frozen; ``snapshot`` copies every tensor, so overwriting the caller's changes
-    nothing, and reduces to the same numbers."""
+    the record is frozen and reduces to the loss and the rewards' mean."""
     b = make_batch(2, 2, 5)
     b["rewards"] = torch.tensor([[1, 0], [2, 2]])
     inputs = StepInputs.check(
@@ -62,23 +60,8 @@ def test_step_inputs_check_normalises_and_snapshot_copies(make_batch):
     assert (inputs.step, inputs.wall_time, inputs.num_prompts, inputs.group_size) == (3, 12.0, 2, 2)
     with pytest.raises(dataclasses.FrozenInstanceError):
         inputs.step = 4
-    bufs: dict[str, torch.Tensor] = {}
-
-    def copy(name: str, x: torch.Tensor) -> torch.Tensor:
-        bufs[name] = x.detach().clone()
-        return bufs[name]
-
-    def row(x: StepInputs) -> dict:  # (NaN as None, to compare)
-        r = reduce_step(x, Reduction()).materialize().row
-        return {k: None if isinstance(v, float) and math.isnan(v) else v for k, v in r.items()}
-
-    snap = inputs.snapshot(copy)
-    assert set(bufs) == {"logprobs", "old_logprobs", "mask"}  # (no advantages, ref, entropy)
-    want = row(snap)
-    for x in (b["logprobs"], b["old_logprobs"], inputs.rewards, inputs.truncated, inputs.loss):
-        x.fill_(7)  # the caller reuses its tensors
-    got = row(snap)
-    assert got == want and got["loss"] == 0.25 and got["reward_mean"] == 1.25
+    got = reduce_step(inputs, Reduction()).materialize().row
+    assert got["loss"] == 0.25 and got["reward_mean"] == 1.25  # (1 + 0 + 2 + 2) / 4
 
 
 def test_step_inputs_check_names_the_bad_argument(make_batch):
@@ -170,48 +153,6 @@ def test_recorder_settings_are_the_recorders_arguments(tmp_path):
     )
     assert DEFAULT_SEQ_EPS == GSPO_EPS and DEFAULT_TOKEN_EPS == GRPO_EPS
     assert not os.listdir(tmp_path)  # nothing was written by the refused recorders
-
-
-@pytest.mark.skipif(not hasattr(os, "SCHED_IDLE"), reason="SCHED_IDLE is Linux's")
-def test_idle_thread_lowers_only_the_calling_thread():
-    """``priority.idle_thread`` puts the calling thread at SCHED_IDLE and leaves the others."""
-    from training_hooks.priority import idle_thread
-
-    seen = []
-
-    def run():
-        idle_thread()
-        seen.append(os.sched_getscheduler(0))  # (0: the calling thread, on Linux)
-
-    t = threading.Thread(target=run)
-    t.start()
-    t.join()
-    assert seen == [os.SCHED_IDLE]
-    assert os.sched_getscheduler(0) != os.SCHED_IDLE
-
-
-@pytest.mark.skipif(not hasattr(os, "SCHED_IDLE"), reason="SCHED_IDLE is Linux's")
-def test_normal_process_restores_an_idle_child():
-    """``priority.normal_process`` gives a child at ``idle_process`` (SCHED_IDLE) the normal
-    policy back, as the MLflow sink does when the recorder's close starts waiting on it."""
-    import subprocess
-    import sys
-    import time
-
-    from training_hooks.priority import normal_process
-
-    code = "from training_hooks.priority import idle_process; idle_process(); input()"
-    child = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, text=True)
-    try:
-        for _ in range(200):  # until the child has lowered itself
-            if os.sched_getscheduler(child.pid) == os.SCHED_IDLE:
-                break
-            time.sleep(0.05)
-        assert os.sched_getscheduler(child.pid) == os.SCHED_IDLE
-        normal_process(child.pid)
-        assert os.sched_getscheduler(child.pid) == os.SCHED_OTHER
-    finally:
-        child.communicate("\n", timeout=30)
 
 
 @pytest.mark.parametrize("reward_dtype", [torch.float32, torch.float64])

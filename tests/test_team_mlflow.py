@@ -6,7 +6,7 @@ server alone, lists the runs and draws their curves, read sampled by the server.
 
 The single runs keep MLflow's client in the recorder's sink thread (``mlflow_process=False``: 6
 fewer interpreters importing MLflow on a machine with few cores); the distributed run uses the default,
-a child process at idle priority, so both routes meet the server.
+a child process, so both routes meet the server.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ class Recorder:
     rank: int = 0
     world: int = 1
     master_port: int = 0
-    child: bool = False  # the MLflow client in its own idle-priority process (the default)
+    child: bool = False  # the MLflow client in its own process (the default)
 
 
 def _batch(seed: int, step: int, rank: int) -> dict:

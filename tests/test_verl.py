@@ -241,7 +241,7 @@ def hooked(tmp_path, monkeypatch):
     """The plugin on (GSPO_DASH_VERL = tmp_path), BaseEngine.train_batch wrapped; undone after."""
     monkeypatch.setenv(plugin.ENV_ROOT, str(tmp_path))
     monkeypatch.setenv(plugin.ENV_NAME, "toy")
-    monkeypatch.setenv(plugin.ENV_OPTIONS, '{"compute_thread": false}')
+    monkeypatch.setenv(plugin.ENV_OPTIONS, '{"findings_every": 10}')
     original = BaseEngine.__dict__["train_batch"]
     assert plugin.install()
     assert BaseEngine.__dict__["train_batch"] is not original

@@ -202,8 +202,10 @@ def _sequence_columns(rec: StepRecord, seq_K_B: np.ndarray) -> dict[str, np.ndar
             out[value.name] = None  # not given: unknown, not False
         elif value.dtype == "int32":
             out[value.name] = seq_K_B[k].astype(np.int32)
-        elif value.dtype == "bool":
-            out[value.name] = seq_K_B[k] != 0
+        elif value.dtype == "bool":  # a NaN flag (unknown: its ratio is NaN) is None, a null
+            unknown = np.isnan(seq_K_B[k])
+            flag = seq_K_B[k] != 0
+            out[value.name] = np.where(unknown, None, flag) if unknown.any() else flag
         else:
             out[value.name] = f32[k]
     out[Seq.COMPLETION] = rec.completions

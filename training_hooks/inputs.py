@@ -1,9 +1,8 @@
 """``StepInputs``: one optimizer step's inputs, checked once, carried to the reduction.
 
 ``RunRecorder.log_step`` and ``step_diagnostics`` build it with ``StepInputs.check`` (their
-keyword arguments); the background route (``training_hooks.deferred``) carries a ``snapshot`` of
-it; ``training_hooks.compute.reduce_step`` reduces it. Adding a step input is one field here,
-its check in ``check``, and its use in the reduction.
+keyword arguments); ``training_hooks.compute.reduce_step`` reduces it. Adding a step input is one
+field here, its check in ``check``, and its use in the reduction.
 
 Axes: P prompts, G completions per prompt, B = P*G sequences (group by group), T token positions.
 """
@@ -12,7 +11,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,7 +19,6 @@ import numpy as np
 import torch
 
 from gspo_metrics.checks import check_float, check_tensor
-from gspo_metrics.diagnostics import check_diagnostics_inputs
 
 from .schema import validate_extra_key
 
@@ -34,7 +32,7 @@ def buffer_dtype(device: torch.device) -> torch.dtype:
 @dataclass(frozen=True, eq=False)
 class StepInputs:
     """One step's inputs, checked (``check``): the step-level arguments here, the token-level
-    ones by the diagnostics, or by ``check_tokens`` before a ``snapshot``."""
+    ones by the diagnostics."""
 
     step: int
     rewards: torch.Tensor
@@ -146,59 +144,6 @@ class StepInputs:
             prompts=prompts,
             token_texts=token_texts,
             wall_time=wall_time,
-        )
-
-    def check_tokens(self, seq_eps: tuple[float, float], token_eps: tuple[float, float]) -> None:
-        """The token-level checks (``check_diagnostics_inputs``), empty mask rows included (one
-        host sync): what the reduction would raise, raised now."""
-        check_diagnostics_inputs(
-            self.logprobs,
-            self.old_logprobs,
-            self.mask,
-            self.advantages,
-            seq_eps=seq_eps,
-            token_eps=token_eps,
-            ref_logprobs=self.ref_logprobs,
-            entropy=self.entropy,
-            sampler_logprobs=self.sampler_logprobs,
-            nonempty=True,
-        )
-
-    def snapshot(self, copy: Callable[[str, torch.Tensor], torch.Tensor]) -> StepInputs:
-        """These inputs with every tensor copied, so the caller may overwrite its own as soon as
-        this returns: the (B, T) ones by ``copy(name, tensor)`` (into reused buffers), the small
-        ones cloned."""
-
-        def big(name: str) -> torch.Tensor | None:
-            x = getattr(self, name)
-            return None if x is None else copy(name, x)
-
-        def big_required(name: str) -> torch.Tensor:
-            return copy(name, getattr(self, name))
-
-        def small(x: torch.Tensor | None) -> torch.Tensor | None:
-            return None if x is None else x.detach().clone()
-
-        return StepInputs(
-            step=self.step,
-            rewards=self.rewards.detach().clone(),
-            logprobs=big_required("logprobs"),
-            old_logprobs=big_required("old_logprobs"),
-            mask=big_required("mask"),
-            advantages=big("advantages"),
-            ref_logprobs=big("ref_logprobs"),
-            entropy=big("entropy"),
-            sampler_logprobs=big("sampler_logprobs"),
-            rollout=self.rollout,
-            policy_lag=self.policy_lag,
-            truncated=small(self.truncated),
-            loss=small(self.loss),
-            extra=dict(self.extra),
-            tensor_extra={k: v.clone() for k, v in self.tensor_extra.items()},
-            completions=self.completions,
-            prompts=self.prompts,
-            token_texts=self.token_texts,
-            wall_time=self.wall_time,
         )
 
 

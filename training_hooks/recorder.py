@@ -11,17 +11,13 @@ starts one host transfer and enqueues the step; background threads write Parquet
 truth) and MLflow. A failing or hung sink is reported (a warning, once per sink, and
 ``run.json["faults"]``) and never stops training or the other sink.
 
-On a GPU the reductions are queued on the device (one host sync, for the data-dependent checks:
-an empty mask row, a non-finite input). On the CPU they are one call of the fused numba kernel
-(``gspo_metrics.fused``, loaded on a background thread when the recorder starts), and when torch
-leaves a core spare, large steps are copied and reduced on a background thread at idle priority
-instead (``deferred``).
+The reductions are torch ops on the tensors' own device (queued on a GPU), with one host sync for
+the data-dependent checks (an empty mask row, a non-finite input).
 """
 
 from __future__ import annotations
 
 import atexit
-import functools
 import getpass
 import logging
 import os
@@ -37,12 +33,10 @@ from typing import Any
 
 import torch
 
-from gspo_metrics.diagnostics import prepare_fused
 from gspo_metrics.spec import GRPO_EPS, GSPO_EPS
 
 from . import schema, storage
 from .compute import Reduction, StepRecord, dist_info, reduce_step
-from .deferred import DeferredCompute
 from .inputs import StepInputs
 from .recorder_settings import RecorderSettings
 from .schema import RunInfo, write_json_atomic
@@ -53,13 +47,6 @@ from .sinks.mlflow import resolve_tracking_uri, run_params
 log = logging.getLogger("training_hooks")
 
 _MAX_FAULTS_PER_SINK = 20
-
-
-def _usable_cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
 
 
 def new_run_id(name: str) -> str:
@@ -84,10 +71,6 @@ def library_versions() -> dict[str, str]:
         from importlib.metadata import version
 
         out["gspo_dash"] = version("gspo-dash")
-    except Exception:  # noqa: BLE001
-        pass
-    try:  # the fused CPU kernel's compiler, when installed (read without importing it)
-        out["numba"] = version("numba")
     except Exception:  # noqa: BLE001
         pass
     out["gspo_metrics"] = getattr(gspo_metrics, "__version__", out.get("gspo_dash", ""))
@@ -143,8 +126,6 @@ class RunRecorder:
     documented there. Use it as a context manager, or call ``close``.
     """
 
-    defer_min_elements = 1 << 16  # smaller CPU steps cost ~1 ms of op overhead: reduce in place
-
     def __init__(
         self,
         root: str | os.PathLike = "runs",
@@ -171,7 +152,6 @@ class RunRecorder:
         distributed: bool | None = None,
         findings_every: int = 10,
         on_finding: Callable[[Any], Any] | str | None = None,
-        compute_thread: bool | None = None,
     ):
         # the arguments are RecorderSettings' fields, in its order, with its defaults (a test
         # holds the two equal); each is documented there
@@ -183,11 +163,6 @@ class RunRecorder:
         self.state = RunState(self.run_dir, self._run_info(s), persist=self.is_main)
         parquet_ok = self._create_folders()
         self._workers = self._start_sinks(s, parquet_ok)
-        self._deferred = self._start_background_compute(s)
-        # Load the fused CPU kernel (numba: from its disk cache, compiled the first time on a
-        # machine) and its split over torch's threads while the caller sets up its model, not in
-        # the first log_step.
-        threading.Thread(target=prepare_fused, name="gspo-fused-load", daemon=True).start()
         _LIVE.add(self)
 
     # ------------------------------------------------------------------ setup steps
@@ -203,8 +178,6 @@ class RunRecorder:
         self._lock = threading.Lock()
         self._workspace: dict = {}  # reused (B, T) scratch buffers of sequence_diagnostics
         self._compute_lock = threading.Lock()
-        self._log_step_cpu_s = 0.0  # CPU time spent inside log_step (the caller's thread)
-        self._steps_logged = 0
 
     def _join_run(self, s: RecorderSettings) -> None:
         """The run's id (rank 0's under ``torch.distributed``) and folder."""
@@ -217,7 +190,7 @@ class RunRecorder:
             run_id = box[0]
         self.run_id = run_id
         self.run_dir = storage.join(s.root, run_id)
-        # the steps' reduction: here (on the device, over ranks) or on the background thread
+        # the steps' reduction (on the device; over ranks when distributed)
         self._reduction = Reduction(
             s.seq_eps,
             s.token_eps,
@@ -336,15 +309,6 @@ class RunRecorder:
             process=s.mlflow_process,
         )
 
-    def _start_background_compute(self, s: RecorderSettings) -> DeferredCompute | None:
-        """The background reduction thread (``training_hooks.deferred``), when it is on."""
-        compute_thread = s.compute_thread
-        if compute_thread is None:
-            compute_thread = torch.get_num_threads() < _usable_cores()
-        if not compute_thread or self.distributed:
-            return None
-        return DeferredCompute(self._forward, self.state.fault)
-
     def _resume(self, info: RunInfo) -> RunInfo:
         old = schema.read_run_info(self.run_dir)
         if old.algorithm != info.algorithm:
@@ -417,7 +381,6 @@ class RunRecorder:
         """
         if self._closed:
             raise RuntimeError(f"run {self.run_id!r} is closed; log_step after close()")
-        t0 = time.thread_time()
         inputs = StepInputs.check(
             step,
             rewards=rewards,
@@ -446,36 +409,12 @@ class RunRecorder:
         self.last_step = inputs.step
         with self.state.lock:
             self.state.info.last_step = inputs.step
-        self._log_step_cpu_s += time.thread_time() - t0
-        self._steps_logged += 1
 
     def _reduce(self, inputs: StepInputs) -> None:
-        """Reduce the step and hand it to the sinks: from a snapshot on the background thread
-        when it has a free slot (large CPU steps), else here."""
-        deferred = self._deferred
-        slot = None
-        if (
-            deferred is not None
-            and inputs.logprobs.device.type == "cpu"  # (a GPU queues the work itself)
-            and inputs.logprobs.numel() >= self.defer_min_elements
-        ):
-            slot = deferred.acquire()  # None when the thread is behind: compute here
-        if deferred is not None and slot is not None:  # (a slot comes from ``deferred``)
-            try:
-                # the token-level errors (an empty mask row too) belong to this call
-                inputs.check_tokens(self.settings.seq_eps, self.settings.token_eps)
-                snapshot = inputs.snapshot(slot.copy)
-            except BaseException:
-                deferred.release(slot)
-                raise
-            deferred.submit(functools.partial(reduce_step, snapshot, self._reduction), slot)
-            return
+        """Reduce the step on its tensors' device and hand it to the sinks."""
         with self._compute_lock:  # the workspace buffers are not shareable between threads
             record = reduce_step(inputs, self._reduction, self._workspace)
-        if deferred is not None:
-            deferred.put(record)  # after any queued steps
-        else:
-            self._forward(record)
+        self._forward(record)
 
     def _forward(self, record: StepRecord) -> None:
         for w in self._workers:
@@ -483,20 +422,7 @@ class RunRecorder:
 
     def flush(self, timeout: float | None = 30.0) -> bool:
         """Persist everything logged so far (waits up to ``timeout`` s per sink). True if done."""
-        reduced = self._deferred is None or self._deferred.drain(timeout)
-        return all([reduced] + [w.flush(timeout) for w in self._workers])
-
-    def cpu_stats(self) -> dict[str, float]:
-        """CPU seconds the recorder used: in ``log_step`` (the caller's thread) and, after
-        ``close``, in the background reduction thread ("compute", when there is one) and in
-        each sink's thread (the MLflow child process is not included)."""
-        out = {"steps": float(self._steps_logged), "log_step": self._log_step_cpu_s}
-        if self._deferred is not None and self._deferred.cpu_s is not None:
-            out[self._deferred.name] = self._deferred.cpu_s
-        for w in self._workers:
-            if w.cpu_s is not None:
-                out[w.name] = w.cpu_s
-        return out
+        return all([w.flush(timeout) for w in self._workers])
 
     @property
     def faults(self) -> list[dict[str, Any]]:
@@ -517,8 +443,6 @@ class RunRecorder:
         if status not in schema.STATUSES:
             raise ValueError(f"status must be one of {schema.STATUSES}, got {status!r}")
         timeout = self.settings.close_timeout_s
-        if self._deferred is not None:  # every logged step reaches the sinks before they close
-            self._deferred.close(timeout)
         parquet_workers = [w for w in self._workers if w.sink is self.parquet]
         other_workers = [w for w in self._workers if w.sink is not self.parquet]
         for w in parquet_workers:

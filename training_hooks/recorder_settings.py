@@ -102,14 +102,6 @@ class RecorderSettings:
     code, severity, title, evidence, advice) on the findings thread; what it raises is a fault,
     never an error in training. A string ``"package.module:function"`` names one (for a process
     that cannot be handed a callable, e.g. a verl worker)."""
-    compute_thread: bool | None = None
-    """CPU tensors of at least ``RunRecorder.defer_min_elements`` (B * T), one process:
-    ``log_step`` checks the step and copies its tensors, and a background thread reduces the
-    copy at idle priority (``training_hooks.deferred``), as a GPU would queue the work. None: on
-    when torch uses fewer intra-op threads than the process has cores (a spare core to reduce
-    on); when it uses them all, a background reduction only competes with training
-    (bench/bench_hooks.py), so the caller reduces. GPU tensors and ``torch.distributed`` always
-    reduce on the caller's thread (on the device)."""
 
     @property
     def run_name(self) -> str:

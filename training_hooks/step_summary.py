@@ -97,7 +97,7 @@ def summarize(seq_K_B, counts, zero_var, loss, lib):
     }
     sums = cat([parts[name] for name in SUMS])
     slr_B = seq_K_B[SEQ_ROW[Seq.SEQ_LOG_RATIO]]
-    # min/max propagate NaN in both libraries (torch: not aminmax, ~100x slower on small tensors)
+    # min/max propagate NaN in both libraries (torch: not aminmax, slower on small tensors)
     abs_max = lib.maximum(
         abs(seq_K_B[SEQ_ROW[Seq.TOKEN_LOG_RATIO_MIN]]),
         abs(seq_K_B[SEQ_ROW[Seq.TOKEN_LOG_RATIO_MAX]]),
@@ -108,7 +108,7 @@ def summarize(seq_K_B, counts, zero_var, loss, lib):
 
 
 def _p90(x: np.ndarray) -> float:
-    """numpy's default ("linear") 90th percentile, without np.percentile's ~1 ms of overhead."""
+    """numpy's default ("linear") 90th percentile, without np.percentile's fixed overhead."""
     n = len(x)
     if n == 0:
         return math.nan

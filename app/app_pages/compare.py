@@ -372,7 +372,6 @@ with st.expander("Charts and log scales", icon=":material/tune:"):
         key="logy",
     )
 
-ui.timing("compare loaded")
 legend, legend_height = eg.legend_option(series)
 st.echarts_chart(legend, height=legend_height, key="legend")
 lag_caption(series, opts["steps"])
@@ -421,7 +420,6 @@ if shown_panels:
     draw_lag_split(series, shown_panels)
 elif not chosen:
     st.info("No built-in charts chosen (see 'Charts and log scales').", icon=":material/info:")
-ui.timing("compare charts")
 
 if extras.constants:
     names = list(dict.fromkeys(c.metric for c in extras.constants))
@@ -447,5 +445,4 @@ if shown_panels:
             )
         )
 
-ui.timing("compare extras")
 ui.notice_problems(shown, problems)

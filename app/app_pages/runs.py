@@ -277,7 +277,7 @@ def _health_css(v: str) -> str:
     return "color: #9a6700" if "warn" in v else "color: #1a7f37"
 
 
-# pandas' Styler renders every cell in Python (about 1.5 ms a row): long tables go uncoloured
+# pandas' Styler renders every cell in Python: long tables go uncoloured
 STYLED_ROWS_MAX = 300
 styled = view.style.map(_status_css, subset=["status"]).map(_health_css, subset=["health"])
 st.dataframe(

@@ -47,8 +47,7 @@ algorithm (same seed: the same initial weights and the same prompt stream):
 
 The command line prints a header (what runs, each eps and whose it is, the injected faults), a
 progress line per run whose every value names the rollouts it covers, a summary table, and the
-wall time of each phase (start-up, the numba kernel, the warm start, each run's training, the
-writing) with the CPU time and load average.
+wall time of each phase (start-up, the warm start, each run's training, the writing) with the CPU time and load average.
 
 For benchmarks and tests, ``train(DemoConfig(...), recorder)`` runs one loop with a ``RunRecorder``
 (or None), and ``build(config)`` returns the task, policy and reference policy.

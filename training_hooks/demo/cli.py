@@ -181,34 +181,6 @@ def cpu_text() -> str:
     )
 
 
-def load_kernel(device: str) -> Phase | None:
-    """Load the diagnostics' numba kernel now, timed (None off the CPU, where it is not used).
-
-    numba keeps the compiled kernel in its disk cache (``cache=True``), so it is compiled once
-    per machine (and again only when its source changes), then loaded in about a second."""
-    import torch
-
-    if torch.device(device).type != "cpu":
-        return None
-    from gspo_metrics.diagnostics import fused_available
-
-    t0 = time.perf_counter()
-    ok = fused_available()
-    seconds = time.perf_counter() - t0
-    if not ok:
-        return Phase("numba kernel", seconds, "numba unavailable: torch computes the diagnostics")
-    from gspo_metrics import fused
-
-    stats = getattr(fused.diagnostics_kernel, "stats", None)
-    if stats is None:
-        return Phase("numba kernel", seconds, "loaded (numba's cache state unknown)")
-    if stats.cache_misses:
-        what = f"compiled (once per machine), cached in {stats.cache_path}"
-    else:
-        what = f"loaded from numba's cache in {stats.cache_path} (compiled once per machine)"
-    return Phase("numba kernel", seconds, what)
-
-
 def run(argv: Sequence[str] | None = None) -> list[RunResult]:
     """The command line: train and record every requested algorithm, print the summary, the
     time of each phase and the commands that open the runs."""
@@ -223,8 +195,6 @@ def run(argv: Sequence[str] | None = None) -> list[RunResult]:
     uri = resolve_tracking_uri(session.mlflow)
     print(header(configs, session.out, uri), flush=True)
     phases = [] if started is None else [Phase("start-up", started, "python, torch, imports")]
-    kernel = load_kernel(configs[0].device)
-    phases += [kernel] if kernel else []
     t1 = time.perf_counter()
     build(configs[0])  # the warm start, shared by every run (its weights are cached)
     warm = f"{configs[0].warmup_steps} supervised steps, shared by the runs"

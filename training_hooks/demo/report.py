@@ -96,7 +96,7 @@ class ProgressLine:
         off-policy clip 1.2% of tokens, 14% of sequences, length 3.4
 
     The rate leaves out the first rollout step, which pays one-time costs (the first calls of
-    torch and of the numba kernel).
+    torch's ops).
     """
 
     WINDOW = 10  # rollout steps the values average over

@@ -122,7 +122,6 @@ class SinkWorker:
         self.disabled = False
         self.dropped = 0
         self.busy_since: float | None = None
-        self.cpu_s: float | None = None  # the thread's CPU seconds, once it has ended
         self._maxsize = max(1, int(queue_size))
         self._wake_at = max(1, self._maxsize // 2)
         self._items: collections.deque = collections.deque()  # records and commands, FIFO
@@ -225,10 +224,7 @@ class SinkWorker:
                 pass
 
     def _run(self) -> None:
-        try:
-            self._loop()
-        finally:
-            self.cpu_s = time.thread_time()  # this thread's CPU time, for overhead accounting
+        self._loop()
 
     def _write(self, record: StepRecord) -> None:
         self.sink.write(record.materialize())

@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING
 
 from training_hooks.findings.core import RunFacts, stated_eps_source
 from training_hooks.findings.live import LiveFinding, LiveFindings
-from training_hooks.priority import idle_thread
 from training_hooks.schema import STATUS_RUNNING, Seq
 
 if TYPE_CHECKING:
@@ -41,7 +40,7 @@ class FindingsSink:
         self._new = 0  # steps since the last evaluation
 
     def open(self) -> None:
-        idle_thread()  # this thread runs when training leaves a core idle
+        pass
 
     def write(self, record: StepRecord) -> None:
         row, seq = record.materialized()

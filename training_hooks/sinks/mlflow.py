@@ -300,9 +300,7 @@ class _ChildBackend:
 
     One JSON line per call on its stdin, one JSON reply per line on its stdout. The child holds
     its own GIL: MLflow's Python-heavy client (SQLAlchemy, HTTP) and its import and SQLite
-    migration never compete with the training thread for the parent's GIL, and it runs at the
-    lowest CPU priority (``priority.idle_process``), so on a busy machine it lags rather than
-    slowing training.
+    migration never compete with the training thread for the parent's GIL.
     It exits when the parent does (EOF on stdin).
     """
 
@@ -377,13 +375,9 @@ class _ChildBackend:
             self.proc.kill()
 
 
-# The child's entry point: its priority drops before it imports mlflow or this module (the
-# package's lazy __init__ and ``priority`` import nothing else), so only the interpreter's own
-# start-up (about 0.1 s of CPU) runs at normal priority.
+# The child's entry point.
 _CHILD_MAIN = """\
 import sys
-from training_hooks.priority import idle_process
-idle_process()
 from training_hooks.sinks.mlflow import _serve
 sys.exit(_serve(sys.argv[1]))
 """
@@ -523,12 +517,6 @@ class MlflowSink:
     def close(self, status: str) -> None:
         if self.backend is None:
             return
-        if self._child is not None:
-            # the recorder's close waits on the child from here: at idle priority on a busy
-            # machine it would get no CPU while the parent waits, so it gets the normal one back
-            from training_hooks.priority import normal_process
-
-            normal_process(self._child.proc.pid)
         try:
             self.flush()
             self.backend.finish(status, self.artifact_dir)

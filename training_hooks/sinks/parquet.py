@@ -275,7 +275,10 @@ def sequence_table(records: list[StepRecord]):
             arrays.append(pa.array(vals, type=f.type))
         else:
             arr = np.concatenate([s[name] for s in seqs])
-            arrays.append(pa.array(arr.astype(_NUMPY[str(f.type)], copy=False), type=f.type))
+            if arr.dtype == object:  # a flag with unknown (None) values: nulls
+                arrays.append(pa.array(arr.tolist(), type=f.type))
+            else:
+                arrays.append(pa.array(arr.astype(_NUMPY[str(f.type)], copy=False), type=f.type))
     return pa.table(arrays, schema=sch)
 
 
