@@ -40,7 +40,9 @@ from .storage import atomic_path  # noqa: F401 -- part of this module's API
 # 2: step columns rollout, policy_lag, sampler_kl_mean, sampler_logp_abs_diff_max.
 # 3: sequence columns sampler_kl, sampler_logp_abs_diff_max; token column reason. Older files
 #    lack them (read as absent: unknown), nothing else changed.
-SCHEMA_VERSION = 3
+# 4: sequence column attenuation; step columns attenuation_mean, attenuation_pos_mean,
+#    attenuation_neg_mean (older files lack them: unknown).
+SCHEMA_VERSION = 4
 METADATA_KEY = b"gspo_dash.schema_version"
 
 RUN_JSON = "run.json"
@@ -110,6 +112,11 @@ class Step:
     # k3 = r - 1 - log r, token-weighted mean (an estimate of KL(pi_sampler || pi_trainer))
     SAMPLER_KL_MEAN = "sampler_kl_mean"
     SAMPLER_LOGP_ABS_DIFF_MAX = "sampler_logp_abs_diff_max"  # max |log p_sampler - log p_trainer|
+    # the loss's attenuation (Seq.ATTENUATION): mean over the sequences where it is known, and
+    # over those with A > 0 and with A < 0 (NaN when none)
+    ATTENUATION_MEAN = "attenuation_mean"
+    ATTENUATION_POS_MEAN = "attenuation_pos_mean"
+    ATTENUATION_NEG_MEAN = "attenuation_neg_mean"
 
 
 class Seq:
@@ -144,6 +151,7 @@ class Seq:
     TOKEN_CLIP_FRACTION = "token_clip_fraction"
     TOKEN_CLIP_LOW_FRACTION = "token_clip_low_fraction"
     TOKEN_CLIP_HIGH_FRACTION = "token_clip_high_fraction"
+    ATTENUATION = "attenuation"
     KL_REF = "kl_ref"
     KL_OLD = "kl_old"
     SAMPLER_KL = "sampler_kl"
@@ -217,6 +225,9 @@ STEP_COLUMNS: tuple[tuple[str, str], ...] = (
     (Step.POLICY_LAG, "int64"),
     (Step.SAMPLER_KL_MEAN, "float64"),
     (Step.SAMPLER_LOGP_ABS_DIFF_MAX, "float64"),
+    (Step.ATTENUATION_MEAN, "float64"),
+    (Step.ATTENUATION_POS_MEAN, "float64"),
+    (Step.ATTENUATION_NEG_MEAN, "float64"),
 )
 
 SEQUENCE_COLUMNS: tuple[tuple[str, str], ...] = (
