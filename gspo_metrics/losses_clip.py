@@ -28,7 +28,6 @@ from .masked import masked_fill_zero
 from .spec import GSPO_EPS
 
 
-
 @register_loss("dapo")
 def dapo_loss(
     logprobs: torch.Tensor,

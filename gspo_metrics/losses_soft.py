@@ -92,8 +92,6 @@ def sapo_loss(
     return LossOutput(loss, per_sequence)
 
 
-
-
 @register_loss("dro")
 def dro_loss(
     logprobs: torch.Tensor,

@@ -210,8 +210,6 @@ def _dppo(
     )
 
 
-
-
 @register_loss("dppo_tv")
 def dppo_tv_loss(
     logprobs: torch.Tensor,

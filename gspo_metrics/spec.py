@@ -213,3 +213,49 @@ def parse_algorithm(label: object) -> Algorithm | None:
     if info is None:
         return None
     return Algorithm(name, "sequence" if info.level == "sequence" else "token")
+
+
+# ----------------------------------------------------------------------------- the tools' names
+#: TRL 1.16's ``loss_type`` -> our loss (``gspo_metrics.tool_losses`` adds TRL's reduction).
+TRL_LOSS_TYPES: dict[str, str] = {
+    "grpo": "grpo",
+    "bnpo": "bnpo",
+    "dr_grpo": "dr_grpo",
+    "dapo": "dapo",
+    "luspo": "luspo",
+    "cispo": "cispo",
+    "sapo": "sapo",
+    "vespo": "vespo",
+}
+#: verl 0.9.1's ``policy_loss.loss_mode`` -> our loss.
+VERL_LOSS_MODES: dict[str, str] = {
+    "vanilla": "grpo",
+    "gspo": "gspo",
+    "sapo": "sapo",
+    "cispo": "cispo",
+    "geo_mean": "gmpo",
+    "gpg": "gpg",
+    "dppo_tv": "dppo_tv",
+    "dppo_kl": "dppo_kl",
+    "dro": "dro",
+    "kl_cov": "kl_cov",
+}
+
+
+def tool_algorithm(tool: str, loss_name: object, level: object = None) -> str:
+    """The ``algorithm`` label of a ``tool`` run ("trl" or "verl") whose loss the tool names
+    ``loss_name`` (TRL's ``loss_type``, verl's ``loss_mode``) at ratio ``level`` (TRL's
+    ``importance_sampling_level``; verl's ratios are per token). ``UNKNOWN_ALGORITHM`` when the
+    name is not stated (None) or not one of the tool's known names, or TRL's level is unstated:
+    never a default."""
+    names = {"trl": TRL_LOSS_TYPES, "verl": VERL_LOSS_MODES}.get(tool)
+    if names is None:
+        raise ValueError(f"tool must be 'trl' or 'verl', got {tool!r}")
+    loss = names.get(loss_name) if isinstance(loss_name, str) else None
+    if loss is None:
+        return UNKNOWN_ALGORITHM
+    if tool == "verl" or LOSS_INFO[loss].level != "either":
+        return algorithm_label(loss)
+    if level not in ("token", "sequence"):
+        return UNKNOWN_ALGORITHM
+    return algorithm_label(loss, str(level))

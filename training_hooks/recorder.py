@@ -6,6 +6,10 @@
             rec.log_step(step, rewards=rewards_P_G, logprobs=logp_B_T, old_logprobs=old_B_T,
                          mask=mask_B_T, loss=out, extra={"grad_norm": gn, "lr": lr})
 
+``algorithm`` names the loss that trains (``gspo_metrics.spec.algorithm_label``: "gspo", "grpo",
+"dapo", "cispo", ...); not given, it is "unknown". ``loss`` given as a ``LossOutput`` (any
+registered loss's) also records its ``per_sequence["attenuation"]``.
+
 ``log_step`` validates (ValueError before anything is written), reduces on the tensors' device,
 starts one host transfer and enqueues the step; background threads write Parquet (the source of
 truth) and MLflow. A failing or hung sink is reported (a warning, once per sink, and
@@ -33,7 +37,7 @@ from typing import Any
 
 import torch
 
-from gspo_metrics.spec import GRPO_EPS, GSPO_EPS
+from gspo_metrics.spec import GRPO_EPS, GSPO_EPS, UNKNOWN_ALGORITHM
 
 from . import schema, storage
 from .compute import Reduction, StepRecord, dist_info, reduce_step
@@ -121,7 +125,7 @@ class RunState:
 class RunRecorder:
     """Record every step's diagnostics of a GRPO/GSPO run to Parquet (and MLflow).
 
-    ``RunRecorder(root="runs", name=None, algorithm="gspo", config=None, mlflow=None, *,
+    ``RunRecorder(root="runs", name=None, algorithm="unknown", config=None, mlflow=None, *,
     run_id=None, seq_eps=..., ...)``: the arguments are the fields of ``RecorderSettings``, each
     documented there. Use it as a context manager, or call ``close``.
     """
@@ -130,7 +134,7 @@ class RunRecorder:
         self,
         root: str | os.PathLike = "runs",
         name: str | None = None,
-        algorithm: str = "gspo",
+        algorithm: str = UNKNOWN_ALGORITHM,
         config: Any = None,
         mlflow: bool | str | None = None,
         *,

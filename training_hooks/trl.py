@@ -39,12 +39,16 @@ What is recorded, per optimizer step, on every rank (``RunRecorder.log_step``):
   ``grad_norm`` (the value it logs, captured from ``Trainer._get_grad_norm``) and
   ``rewards/<fn>/mean`` as extras.
 
-Units. ``importance_sampling_level="sequence"`` is GSPO: the run's algorithm is "gspo" and our
-sequence-unit eps are TRL's ``(epsilon, epsilon_high)``; then TRL's ``clip_ratio/low_mean`` (the
-fraction of sequences whose ratio s is below 1-eps with A<0) is our ``seq_clip_low_fraction``.
-Otherwise the algorithm is "grpo", our token-unit eps are TRL's, and ``clip_ratio/low_mean`` is our
-``token_clip_low_fraction`` (token-weighted). The other unit keeps its default eps. TRL's ``kl`` is
-our ``kl_ref_mean`` (k3, token mean) and ``entropy`` our ``entropy_mean``.
+Labels and units. The run's algorithm is the loss TRL ran: its ``loss_type`` at its
+``importance_sampling_level`` (``trl_algorithm``: "dapo", "grpo", "cispo", "sapo-seq"; grpo at the
+sequence level is GSPO, "gspo"). For a loss with a hard clip, our eps of the clip's unit are TRL's
+``(epsilon, epsilon_high)`` (the sequence unit at the sequence level: TRL's
+``clip_ratio/low_mean`` is then our ``seq_clip_low_fraction``; else the token unit, and it is our
+``token_clip_low_fraction``, token-weighted); the other unit keeps its default eps. CISPO, SAPO and
+VESPO have no hard clip: both units keep their defaults. Every step also records the attenuation
+of TRL's loss (``gspo_metrics.loss_for("trl", settings)`` on the step's detached tensors, its
+policy term: see ``docs/metrics.md``), per sequence and as step means. TRL's ``kl`` is our
+``kl_ref_mean`` (k3, token mean) and ``entropy`` our ``entropy_mean``.
 
 Versions: TRL 1.0 through 1.16 (``SUPPORTED_TRL``); ``attach`` and ``RecordedGRPOTrainer`` refuse
 any other release, and a trainer on the Liger GRPO loss, with a ValueError naming the range. What
@@ -82,6 +86,9 @@ from typing import Any
 
 import torch
 from transformers import TrainerCallback
+
+from gspo_metrics.losses import LossOutput
+from gspo_metrics.spec import parse_algorithm, tool_algorithm
 
 from ._trl_base import TrainerMethods
 from .recorder import RunRecorder
@@ -193,9 +200,44 @@ TRL_SETTINGS = (
     "mask_truncated_completions",
     "multi_objective_aggregation",
     "top_entropy_quantile",
+    "sapo_temperature_pos",
+    "sapo_temperature_neg",
     "seed",
     "max_steps",
 )
+
+
+def trl_algorithm(trainer: Any) -> str:
+    """The run's ``algorithm`` label: TRL's ``loss_type`` at its ``importance_sampling_level``
+    (``gspo_metrics.spec.tool_algorithm``: "dapo", "cispo", "sapo-seq", "gspo" for grpo at the
+    sequence level...); "unknown" for a loss_type this version of gspo-dash does not know."""
+    args = trainer.args
+    level = getattr(trainer, "importance_sampling_level", None)
+    return tool_algorithm("trl", getattr(args, "loss_type", None), level)
+
+
+def _clip_unit(algorithm: str) -> str | None:
+    parsed = parse_algorithm(algorithm)
+    return None if parsed is None else parsed.clip_unit
+
+
+def _tool_loss(trainer: Any) -> Any:
+    """``loss_for("trl", ...)`` of the trainer's settings (its policy term), for the attenuation;
+    None (and a warning) when it cannot be built."""
+    from gspo_metrics.tool_losses import TRL_DEFAULTS, loss_for
+
+    args = trainer.args
+    settings = {k: getattr(args, k) for k in TRL_DEFAULTS if hasattr(args, k)}
+    settings["importance_sampling_level"] = getattr(trainer, "importance_sampling_level", "token")
+    try:
+        return loss_for("trl", settings, policy_only=True)
+    except ValueError as e:
+        warnings.warn(
+            f"gspo-dash: the attenuation of this TRL loss is not recorded: {e}",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+        return None
 
 
 def trl_settings(trainer: Any) -> dict[str, Any]:
@@ -315,6 +357,7 @@ class GSPODashMixin(TrainerMethods):
         self._gd_pending_rewards: tuple[torch.Tensor, list, list] | None = None
         self._gd_generations: dict[int, _Generation] = {}
         self._gd_grad_norm: Any = None
+        self._gd_loss: Any = None  # loss_for("trl", ...) of the run, for the attenuation
         self.gspo_dash_recorder: RunRecorder | None = None
         self.gspo_dash_run_dir: str | None = None
         self._gd_reason = unsupported_layout(self.args)
@@ -335,13 +378,12 @@ class GSPODashMixin(TrainerMethods):
         if self._gd_reason is not None or self.gspo_dash_recorder is not None:
             return
         opts = dict(self._gd_options)
-        sequence = self.importance_sampling_level == "sequence"
-        algorithm = "gspo" if sequence else "grpo"
+        algorithm = trl_algorithm(self)
+        self._gd_loss = _tool_loss(self)
+        unit = _clip_unit(algorithm)
         eps = (float(self.epsilon_low), float(self.epsilon_high))
-        if sequence:
-            opts.setdefault("seq_eps", eps)
-        else:
-            opts.setdefault("token_eps", eps)
+        if unit is not None:  # the eps of the loss's own clip unit (no hard clip: neither)
+            opts.setdefault("seq_eps" if unit == "seq" else "token_eps", eps)
         config = trl_settings(self)
         config.update(opts.pop("config", None) or {})
         opts.setdefault("name", f"trl-{algorithm}")
@@ -520,7 +562,7 @@ class GSPODashMixin(TrainerMethods):
             ref_logprobs=rows["ref"],
             entropy=rows["entropy"],
             truncated=rows["truncated"],
-            loss=torch.stack([mb["loss"] for mb in buffer]).sum(),
+            loss=self._gd_loss_output(rows, adv, torch.stack([mb["loss"] for mb in buffer]).sum()),
             extra=self._gd_extra(rows, gen),
             completions=rows.texts(gen.texts) if gen is not None else None,
             prompts=_group_prompts(rows, gen, G),
@@ -528,6 +570,28 @@ class GSPODashMixin(TrainerMethods):
             policy_lag=lag,
             sampler_logprobs=rows["sampler"],
         )
+
+    def _gd_loss_output(self, rows: _StepRows, adv: torch.Tensor, loss: torch.Tensor) -> Any:
+        """TRL's loss, with the attenuation of TRL's loss (``loss_for("trl", ...)``) on the step's
+        rows when it can be computed; a row TRL's loss ignores (its mask zeroed) is NaN."""
+        tool_loss = self._gd_loss
+        if tool_loss is None:
+            return loss
+        try:
+            with torch.no_grad():
+                out = tool_loss(rows.need("logps"), rows.need("old"), adv, rows.need("mask"))
+            att = out.per_sequence["attenuation"]
+            att = torch.where(rows.need("loss_masked") > 0, torch.nan, att)
+        except Exception as e:  # noqa: BLE001 - never stops training; the attenuation is unknown
+            self._gd_loss = None
+            warnings.warn(
+                f"gspo-dash: the attenuation of TRL's {tool_loss.tool_loss} loss is not "
+                f"recorded ({type(e).__name__}: {e})",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+            return loss
+        return LossOutput(loss, {"attenuation": att})
 
     def _gd_lag(self, rows: _StepRows, step: int) -> tuple[_Generation | None, int | None]:
         """The step's generation and policy lag: optimizer steps taken since the generation
@@ -658,7 +722,9 @@ def attach(trainer: GRPOTrainer, **recorder_kwargs: Any) -> GRPOTrainer:
         raise ValueError(f"trainer must be a trl.GRPOTrainer, got {type(trainer).__name__}")
     _check_trainer(trainer)
     if "algorithm" in recorder_kwargs:
-        raise ValueError("algorithm comes from importance_sampling_level; do not pass it")
+        raise ValueError(
+            "algorithm comes from TRL's loss_type and importance_sampling_level; do not pass it"
+        )
     if isinstance(trainer, GSPODashMixin):
         raise ValueError("this trainer is already recorded by gspo-dash")
     cls = type(trainer)
@@ -676,7 +742,9 @@ class RecordedGRPOTrainer(GSPODashMixin, GRPOTrainer):
         _check_trainer(self)
         opts = dict(gspo_dash or {})
         if "algorithm" in opts:
-            raise ValueError("algorithm comes from importance_sampling_level; do not pass it")
+            raise ValueError(
+                "algorithm comes from TRL's loss_type and importance_sampling_level; do not pass it"
+            )
         self._gd_setup(opts)
 
 

@@ -1,5 +1,10 @@
 """Clip share, in the algorithm's own unit, on the most recent off-policy steps.
 
+Only for a loss with a hard clip (``gspo_metrics.spec.LOSS_INFO[loss].hard_clip``), in its unit
+(``Algorithm.clip_unit``) and ε, against the usual band of its clip (``CLIP_BANDS``): CISPO's cap
+or SAPO's gate clip no gradient, and their trust region is judged by its attenuation
+(``findings.attenuation``); a run whose loss is unknown is not judged.
+
 ``clip_high`` / ``clip_low``: the mean of the per-step clip shares of the last ``clip_window``
 off-policy steps outside the algorithm's usual range, with the run's ε. The mean, not the median: a
 step holds a few hundred tokens, so at GRPO's usual 0.03%-1% most steps clip no token and the
@@ -18,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from gspo_metrics.spec import GRPO_EPS, GSPO_EPS
+from gspo_metrics.spec import GRPO_EPS, GSPO_EPS, parse_algorithm
 from training_hooks.findings import lag as lagmod
 from training_hooks.findings.core import (
     CLIP_HIGH,
@@ -58,8 +63,8 @@ class ClipSpec:
     reference_eps: tuple[float, float]  # the ε the usual band was measured at
 
 
-CLIP_SPECS = {
-    "gspo": ClipSpec(
+CLIP_SPECS = {  # by the clip's unit (gspo_metrics.spec.Algorithm.clip_unit)
+    "seq": ClipSpec(
         Step.SEQ_CLIP_FRACTION,
         (Step.SEQ_CLIP_LOW_FRACTION, Step.SEQ_CLIP_HIGH_FRACTION),
         Derived.SEQ_CLIP_BINDING,
@@ -67,7 +72,7 @@ CLIP_SPECS = {
         "sequences",
         GSPO_EPS,
     ),
-    "grpo": ClipSpec(
+    "token": ClipSpec(
         Step.TOKEN_CLIP_FRACTION,
         (Step.TOKEN_CLIP_LOW_FRACTION, Step.TOKEN_CLIP_HIGH_FRACTION),
         Derived.TOKEN_CLIP_BINDING,
@@ -75,6 +80,16 @@ CLIP_SPECS = {
         "tokens",
         GRPO_EPS,
     ),
+}
+
+
+#: The losses whose clip share has a usual band, and the band's thresholds (``<prefix>_clip_*``)
+#: per unit: PPO's clip on the ratio, GRPO's band on tokens (the DAPO / BNPO / Dr. GRPO / LUSPO
+#: recipes differ in their normaliser and eps, not the clip) and GSPO's on sequences (TRL's
+#: sequence level is GSPO's ratio). GMPO's clip (log space, per token) has no published band.
+CLIP_BANDS: dict[tuple[str, str], str] = {
+    **{(loss, "token"): "grpo" for loss in ("grpo", "dapo", "bnpo", "dr_grpo", "luspo")},
+    **{(loss, "seq"): "gspo" for loss in ("gspo", "dapo", "bnpo", "dr_grpo", "luspo")},
 }
 
 
@@ -128,22 +143,36 @@ def check_clip_range(
     """``clip_high`` / ``clip_low`` (see the module docstring); ``cov`` says what was judged."""
     facts = facts if facts is not None else RunFacts()
     cov = cov if cov is not None else Coverage()
-    algo = str(facts.algorithm).lower()
-    spec, known = CLIP_SPECS.get(algo), _known_eps(facts.eps)
-    if spec is None or known is None:
+    parsed = parse_algorithm(facts.algorithm)
+    if parsed is not None and parsed.clip_unit is None:  # CISPO's cap, SAPO's gate, ...
+        why = f"{parsed.loss.upper()} has no hard clip (its attenuation is checked instead)"
+        cov.skipped(HIGH, why)
+        cov.skipped(LOW, why)
+        return []
+    unit = None if parsed is None else parsed.clip_unit
+    band = None if parsed is None or unit is None else CLIP_BANDS.get((parsed.loss, unit))
+    if parsed is not None and unit is not None and band is None:
+        why = f"no published usual clip share for {parsed.loss.upper()}"
+        cov.skipped(HIGH, why)
+        cov.skipped(LOW, why)
+        return []
+    spec = None if unit is None else CLIP_SPECS[unit]
+    known = _known_eps(facts.eps)
+    if spec is None or known is None or band is None or parsed is None:
         why = f"{SETTING_UNKNOWN}: {'algorithm' if spec is None else 'ε'}"
         cov.skipped(HIGH, why)
         cov.skipped(LOW, why)
         if _any_clip_column(df):
-            what = "the run does not state its algorithm" if spec is None else "its ε is unknown"
+            what = "the run does not state its loss" if spec is None else "its ε is unknown"
             return [_not_judged("the clip share", f"{what}, so its usual range is unknown.")]
         return []
+    algo = band
     share, measure, exact = _clip_series(df, spec)
     if share is None:
         cov.skipped(HIGH, f"{NOT_LOGGED} in the {spec.unit} unit")
         cov.skipped(LOW, f"{NOT_LOGGED} in the {spec.unit} unit")
         return []
-    r = _reading(df, split, facts, algo, spec, known, share, measure, exact)
+    r = _reading(df, split, facts, algo, spec, known, share, measure, exact, label=parsed.loss)
     if r is None:
         cov.skipped(HIGH, "no step with a clip share")
         cov.skipped(LOW, "no step with a clip share")
@@ -164,7 +193,9 @@ def check_clip_range(
     return []
 
 
-def _reading(df, split, facts, algo, spec, known, share, measure, exact) -> ClipReading | None:
+def _reading(
+    df, split, facts, algo, spec, known, share, measure, exact, label=""
+) -> ClipReading | None:
     """The rows judged (the last ``clip_window`` off-policy steps, else of every step) and the
     mean of their shares; None without a finite share."""
     mixed = facts.one_update_per_row is False
@@ -195,6 +226,7 @@ def _reading(df, split, facts, algo, spec, known, share, measure, exact) -> Clip
         split.n_unknown > 0,
         mixed,
         caveat,
+        label or algo,
     )
 
 
@@ -215,6 +247,7 @@ class ClipReading:
     some_unknown: bool  # some steps' lag is unknown
     mixed: bool  # each row averages several updates, on- and off-policy
     caveat: str  # for the Checked line
+    label: str = ""  # the loss that ran ("dapo"; algo is the band's: "grpo" / "gspo")
 
 
 def _clip_evidence(df: pd.DataFrame, r: ClipReading, bound: float, high: bool) -> str:
@@ -229,7 +262,7 @@ def _clip_evidence(df: pd.DataFrame, r: ClipReading, bound: float, high: bool) -
         )
     ref = spec.reference_eps
     text = (
-        f"{r.algo.upper()} clips {pct(r.mean)} of {spec.what} (mean {r.measure} over {which}; "
+        f"{(r.label or r.algo).upper()} clips {pct(r.mean)} of {spec.what} (mean {r.measure} over {which}; "
         f"ε {fmt_eps(r.eps[0])}/{fmt_eps(r.eps[1])} in the {spec.unit} unit). Usual: "
         f"{pct(th(r.algo + '_clip_usual_low'))}–{pct(th(r.algo + '_clip_usual_high'))} at ε "
         f"{fmt_eps(ref[0])}/{fmt_eps(ref[1])}; Health warns {'above' if high else 'below'} "
@@ -291,7 +324,7 @@ def _clip_finding(
     return Finding(
         CLIP_HIGH if high else CLIP_LOW,
         WARNING if (high or wrong_unit) and not early else INFO,
-        f"{r.algo.upper()} clips {'far more' if high else 'far less'} than usual "
+        f"{(r.label or r.algo).upper()} clips {'far more' if high else 'far less'} than usual "
         f"({r.spec.unit} unit)",
         _clip_evidence(df, r, bound, high) + (_EARLY.format(n=r.pool) if early else ""),
         advice,

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from gspo_metrics.spec import parse_algorithm
 from training_hooks.findings import lag as lagmod
 from training_hooks.findings.thresholds import THRESHOLDS, Threshold, th  # noqa: F401 -- re-exported
 from training_hooks.schema import STATUS_FINISHED, STEP_METRIC_COLUMNS, Step
@@ -66,6 +67,12 @@ RUNNING = "running"
 NO_STEPS = "no_steps"
 NOT_JUDGED = "not_judged"
 
+# The attenuation checks' codes (``training_hooks.findings.attenuation``; stable too).
+ATTENUATION_HIGH = "attenuation_high"
+ATTENUATION_LOW = "attenuation_low"
+ATTENUATION_ONE_SIDED = "attenuation_one_sided"
+CODES = (*CODES, ATTENUATION_HIGH, ATTENUATION_LOW, ATTENUATION_ONE_SIDED)
+
 
 @dataclass(frozen=True)
 class Finding:
@@ -85,7 +92,7 @@ class RunFacts:
     where an imported run's columns came from. A setting the run does not state is None (the
     check that needs it is listed as not checked, never run with a default)."""
 
-    algorithm: str = "unknown"  # "grpo" / "gspo"; anything else: unknown
+    algorithm: str = "unknown"  # a loss's label (gspo_metrics.spec.parse_algorithm); else unknown
     status: str = STATUS_FINISHED
     updated_at: float | None = None
     last_step: int | None = None
@@ -99,7 +106,12 @@ class RunFacts:
 
     @property
     def eps(self):
-        return self.seq_eps if str(self.algorithm).lower() == "gspo" else self.token_eps
+        """The ε of the loss's hard clip, in its unit (sequence or token); None without one."""
+        parsed = parse_algorithm(self.algorithm)
+        unit = None if parsed is None else parsed.clip_unit
+        if unit is None:
+            return None
+        return self.seq_eps if unit == "seq" else self.token_eps
 
     def logged_as(self, column: str) -> str:
         """``column`` as the run's log named it: ``"verl rollout_corr/k3_kl"`` for an import's

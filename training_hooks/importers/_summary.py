@@ -92,7 +92,7 @@ def unknown_settings(info: schema.RunInfo) -> list[str]:
     tool = [k for k in SETTING_KEYS.get(rec.tool, {}) if k not in rec.settings]
     run = [t for f, t in RUN_FIELDS.items() if getattr(info, f) is None and f not in tool]
     if info.algorithm in ("", "?", "unknown"):
-        run.insert(0, "algorithm (GRPO or GSPO)")
+        run.insert(0, "algorithm (the loss: TRL loss_type and level, verl loss_mode)")
     return tool + run
 
 

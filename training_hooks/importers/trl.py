@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from gspo_metrics.spec import parse_algorithm, tool_algorithm
 from training_hooks.importers._read import (
     SourceLog,
     as_step,
@@ -143,11 +144,19 @@ def facts(log: SourceLog, fmt: SourceFormat, settings: Settings) -> Settings:
 
 def run_settings(s: Mapping[str, Any]) -> RunSettings:
     level = s.get("importance_sampling_level")
-    algorithm = {"sequence": "gspo", "token": "grpo"}.get(level) if isinstance(level, str) else None
+    # the loss TRL ran: a stated loss_type at a stated level ("dapo", "cispo", "sapo-seq", grpo
+    # at the sequence level "gspo"); either unstated: unknown (TRL's default changed over versions)
+    loss_type = s.get("loss_type")
+    algorithm = None
+    if loss_type is not None or level is not None:
+        algorithm = tool_algorithm("trl", loss_type, level)
     eps = None
     if isinstance(s.get("epsilon"), int | float):
         high = s.get("epsilon_high")
         eps = (float(s["epsilon"]), float(high if isinstance(high, int | float) else s["epsilon"]))
+    parsed = parse_algorithm(algorithm)
+    if parsed is not None and parsed.clip_unit is None:  # CISPO's cap, SAPO's gate: no clip eps
+        eps = None
     return RunSettings(
         algorithm=algorithm,
         seq_eps=eps if level == "sequence" else None,
