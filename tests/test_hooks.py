@@ -321,7 +321,7 @@ def test_parquet_layout_parts_compaction_and_run_json(tmp_path, make_batch):
     assert list(steps.columns) == [*STEP_COLUMN_NAMES, "lr", "grad_norm"]
     assert set(REQUIRED_STEP) <= set(steps.columns)
     assert steps[Step.STEP].tolist() == list(range(23))
-    assert (steps[Step.SCHEMA_VERSION] == 3).all()
+    assert (steps[Step.SCHEMA_VERSION] == 4).all()
     # schema v2's lag and sampler columns: null (not 0) when the loop did not give them
     assert steps[[Step.ROLLOUT, Step.POLICY_LAG, Step.SAMPLER_KL_MEAN]].isna().all().all()
     assert steps["grad_norm"].iloc[:10].isna().all()  # NaN where not given

@@ -135,14 +135,14 @@ def _model_card_version(card: Path) -> str | None:
 
 
 def facts(log: SourceLog, fmt: SourceFormat, settings: Settings) -> Settings:
-    """TRL before 0.20 had token-level ratios only: the clip unit is then a fact; before 0.16 it
+    """TRL before 0.20 had token-level ratios only: the clip unit is then a fact; before 0.17 it
     had one loss, GRPO's (no ``loss_type``): the loss is then a fact too."""
     out: Settings = {}
     if "importance_sampling_level" not in settings and fmt.until and fmt.until <= (0, 20):
         why = f"TRL < 0.20 has token-level ratios only ({'; '.join(fmt.evidence)})"
         out["importance_sampling_level"] = Setting("token", why)
-    if "loss_type" not in settings and fmt.until and fmt.until <= (0, 16):
-        why = f"TRL < 0.16 has one loss, GRPO's, and no loss_type ({'; '.join(fmt.evidence)})"
+    if "loss_type" not in settings and fmt.until and fmt.until <= (0, 17):
+        why = f"TRL < 0.17 has one loss, GRPO's, and no loss_type ({'; '.join(fmt.evidence)})"
         out["loss_type"] = Setting("grpo", why)
     return out
 
