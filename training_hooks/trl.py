@@ -81,17 +81,16 @@ from __future__ import annotations
 
 import math
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 from transformers import TrainerCallback
 
-from gspo_metrics.losses import LossOutput
-from gspo_metrics.spec import parse_algorithm, tool_algorithm
-
 from ._trl_base import TrainerMethods
+from ._trl_rows import _concat, _StepRows
 from .recorder import RunRecorder
+from .trl_loss import clip_unit, loss_output, tool_loss, trl_algorithm
 
 try:  # the optional extra: gspo-dash[trl]
     from trl import GRPOTrainer
@@ -205,39 +204,6 @@ TRL_SETTINGS = (
     "seed",
     "max_steps",
 )
-
-
-def trl_algorithm(trainer: Any) -> str:
-    """The run's ``algorithm`` label: TRL's ``loss_type`` at its ``importance_sampling_level``
-    (``gspo_metrics.spec.tool_algorithm``: "dapo", "cispo", "sapo-seq", "gspo" for grpo at the
-    sequence level...); "unknown" for a loss_type this version of gspo-dash does not know."""
-    args = trainer.args
-    level = getattr(trainer, "importance_sampling_level", None)
-    return tool_algorithm("trl", getattr(args, "loss_type", None), level)
-
-
-def _clip_unit(algorithm: str) -> str | None:
-    parsed = parse_algorithm(algorithm)
-    return None if parsed is None else parsed.clip_unit
-
-
-def _tool_loss(trainer: Any) -> Any:
-    """``loss_for("trl", ...)`` of the trainer's settings (its policy term), for the attenuation;
-    None (and a warning) when it cannot be built."""
-    from gspo_metrics.tool_losses import TRL_DEFAULTS, loss_for
-
-    args = trainer.args
-    settings = {k: getattr(args, k) for k in TRL_DEFAULTS if hasattr(args, k)}
-    settings["importance_sampling_level"] = getattr(trainer, "importance_sampling_level", "token")
-    try:
-        return loss_for("trl", settings, policy_only=True)
-    except ValueError as e:
-        warnings.warn(
-            f"gspo-dash: the attenuation of this TRL loss is not recorded: {e}",
-            RuntimeWarning,
-            stacklevel=3,
-        )
-        return None
 
 
 def trl_settings(trainer: Any) -> dict[str, Any]:
@@ -379,8 +345,8 @@ class GSPODashMixin(TrainerMethods):
             return
         opts = dict(self._gd_options)
         algorithm = trl_algorithm(self)
-        self._gd_loss = _tool_loss(self)
-        unit = _clip_unit(algorithm)
+        self._gd_loss = tool_loss(self)
+        unit = clip_unit(algorithm)
         eps = (float(self.epsilon_low), float(self.epsilon_high))
         if unit is not None:  # the eps of the loss's own clip unit (no hard clip: neither)
             opts.setdefault("seq_eps" if unit == "seq" else "token_eps", eps)
@@ -572,26 +538,13 @@ class GSPODashMixin(TrainerMethods):
         )
 
     def _gd_loss_output(self, rows: _StepRows, adv: torch.Tensor, loss: torch.Tensor) -> Any:
-        """TRL's loss, with the attenuation of TRL's loss (``loss_for("trl", ...)``) on the step's
-        rows when it can be computed; a row TRL's loss ignores (its mask zeroed) is NaN."""
-        tool_loss = self._gd_loss
-        if tool_loss is None:
+        """TRL's loss, with the attenuation of TRL's loss on the step's rows (``trl_loss``)."""
+        if self._gd_loss is None:
             return loss
-        try:
-            with torch.no_grad():
-                out = tool_loss(rows.need("logps"), rows.need("old"), adv, rows.need("mask"))
-            att = out.per_sequence["attenuation"]
-            att = torch.where(rows.need("loss_masked") > 0, torch.nan, att)
-        except Exception as e:  # noqa: BLE001 - never stops training; the attenuation is unknown
+        out = loss_output(self._gd_loss, rows, adv, loss)
+        if out is loss:  # it could not be computed: not tried again
             self._gd_loss = None
-            warnings.warn(
-                f"gspo-dash: the attenuation of TRL's {tool_loss.tool_loss} loss is not "
-                f"recorded ({type(e).__name__}: {e})",
-                RuntimeWarning,
-                stacklevel=2,
-            )
-            return loss
-        return LossOutput(loss, {"attenuation": att})
+        return out
 
     def _gd_lag(self, rows: _StepRows, step: int) -> tuple[_Generation | None, int | None]:
         """The step's generation and policy lag: optimizer steps taken since the generation
@@ -647,67 +600,6 @@ class GSPODashMixin(TrainerMethods):
             if self.accelerator.num_processes > 1:  # every rank records every step: no deadlock
                 totals = self.accelerator.reduce(totals, reduction="sum")
             return totals[0] / totals[1].clamp(min=1.0)
-
-
-def _concat(buffer: list[dict[str, torch.Tensor]], key: str) -> torch.Tensor:
-    """``key`` of every microbatch (each holds it), concatenated; (B, T) tensors right-padded
-    with 0 to the widest T."""
-    T = max(mb["logps"].shape[1] for mb in buffer)
-    parts = []
-    for mb in buffer:
-        x = mb[key]
-        if x.dim() == 2 and x.shape[1] < T:
-            x = torch.nn.functional.pad(x, (0, T - x.shape[1]))
-        parts.append(x)
-    return torch.cat(parts)
-
-
-@dataclass(frozen=True)
-class _StepRows:
-    """One optimizer step's microbatches as one batch: ``rows[key]`` is ``key`` of every row in
-    generation order (group by group), without the groups that hold an empty completion."""
-
-    buffer: list[dict[str, torch.Tensor]]
-    order: torch.Tensor  # (B,) concatenation row of each generation index
-    keep_B: torch.Tensor | None  # (B,) bool, rows of the kept groups; None: every group kept
-    dropped_groups: int
-    _taken: dict[str, torch.Tensor | None] = field(default_factory=dict, repr=False)
-
-    @classmethod
-    def assemble(cls, buffer: list[dict[str, torch.Tensor]], G: int) -> _StepRows | str:
-        """The step's rows, or why they cannot be recorded (the end of a warning)."""
-        index = _concat(buffer, "index")
-        order = torch.argsort(index)  # back to generation order: group by group
-        index = index[order]
-        B = index.numel()
-        if B % G or not torch.equal(index, torch.arange(B, device=index.device)):
-            return " did not hold whole groups once each"
-        mask = _concat(buffer, "mask")[order]
-        keep_P = (mask.sum(1) > 0).reshape(B // G, G).all(1)  # (P,) groups with no empty row
-        dropped = int((~keep_P).sum())
-        if dropped == B // G:
-            return ": every group holds an empty completion"
-        keep_B = keep_P.repeat_interleave(G) if dropped else None
-        return cls(buffer, order, keep_B, dropped)
-
-    def texts(self, texts: list[str | None]) -> list[str | None]:
-        """The step's completions' text, rows as ``self[key]`` (``texts`` by generation index)."""
-        keep = None if self.keep_B is None else self.keep_B.tolist()
-        return [t for i, t in enumerate(texts) if keep is None or keep[i]]
-
-    def need(self, key: str) -> torch.Tensor:
-        """``self[key]`` of a key every captured microbatch holds (else a clear error)."""
-        if (x := self[key]) is None:
-            raise RuntimeError(f"gspo-dash: a captured TRL microbatch has no {key!r}")
-        return x
-
-    def __getitem__(self, key: str) -> torch.Tensor | None:
-        if key not in self._taken:
-            x = _concat(self.buffer, key) if all(key in mb for mb in self.buffer) else None
-            if x is not None:
-                x = x[self.order] if self.keep_B is None else x[self.order][self.keep_B]
-            self._taken[key] = x
-        return self._taken[key]
 
 
 def attach(trainer: GRPOTrainer, **recorder_kwargs: Any) -> GRPOTrainer:

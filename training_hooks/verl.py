@@ -453,7 +453,8 @@ class _Run:
             opts["on_finding"] = on_finding
         opts.update(_options)
         unit = clip_unit(algorithm)
-        if unit == "token" and parse_algorithm(algorithm).loss in TOKEN_CLIP_LOSSES:
+        parsed = parse_algorithm(algorithm)
+        if unit == "token" and parsed is not None and parsed.loss in TOKEN_CLIP_LOSSES:
             # GMPO clips log r_t in [-low, high]: r_t in [e^-low, e^high], the token unit's eps
             eps = (-math.expm1(-eps[0]), math.expm1(eps[1]))
         if unit is not None:  # the eps of the loss's own clip unit (no hard clip: neither)

@@ -39,7 +39,7 @@ TRUNCATION = "truncation"
 NONFINITE = "nonfinite"
 CRASHED = "crashed"
 FAILED = "failed"
-CODES = (
+CODES: tuple[str, ...] = (
     ON_POLICY_ONLY,
     STALE_OLD_LOGPROBS,
     SAMPLER_MISMATCH,
