@@ -88,10 +88,18 @@ def dash_for(algorithm: object) -> str:
 def echarts_type(algorithm: object) -> str | list[int]:
     """The ECharts ``lineStyle.type`` of ``algorithm``'s runs: solid, dashed, dotted, or the
     loss's dash pattern as ECharts' list of lengths."""
-    dash = dash_for(algorithm)
+    return echarts_dash(dash_for(algorithm))
+
+
+def echarts_dash(dash: str) -> str | list[int]:
+    """A Plotly dash (``dash_for``'s: a name, or "10px,4px" lengths) as ECharts'
+    ``lineStyle.type`` (a name, or the lengths' list)."""
     if dash in ECHARTS_TYPE:
         return ECHARTS_TYPE[dash]
-    return [int(part.removesuffix("px")) for part in dash.split(",")]
+    parts = dash.split(",")
+    if not all(p.removesuffix("px").isdigit() for p in parts):
+        raise ValueError(f"not a dash of line_style: {dash!r}")
+    return [int(p.removesuffix("px")) for p in parts]
 
 
 def algorithm_text(algorithm: object) -> str:
