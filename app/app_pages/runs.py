@@ -5,7 +5,7 @@ import time
 import pandas as pd
 import streamlit as st
 
-from app import line_style, data, mlflow_store, ui
+from app import data, line_style, mlflow_store, ui
 from app.discovery import imported_tool
 from app.eps_format import fmt_eps
 from app.records import SOURCE_PARQUET, RunRef
