@@ -35,6 +35,7 @@ from typing import Any
 from gspo_metrics.spec import PER_SEQUENCE
 
 from . import storage
+from .names import flatten, slug  # noqa: F401 -- part of this module's API
 from .storage import atomic_path  # noqa: F401 -- part of this module's API
 
 # 2: step columns rollout, policy_lag, sampler_kl_mean, sampler_logp_abs_diff_max.
@@ -316,29 +317,6 @@ def validate_extra_key(key: str) -> str:
             f"extra: {key!r} is a built-in step column; rename it (for example 'user/{key}')"
         )
     return key
-
-
-_SLUG_RE = re.compile(r"[^A-Za-z0-9._-]+")
-
-
-def slug(name: str) -> str:
-    """A run name as a safe folder-name stem: runs of other characters become "-", at most 80."""
-    s = _SLUG_RE.sub("-", name).strip("-.")
-    return s[:80] or "run"
-
-
-def flatten(config: Mapping[str, Any], sep: str = ".", prefix: str = "") -> dict[str, Any]:
-    """Nested mappings -> one level, keys joined by ``sep`` (``{"a": {"b": 1}}`` -> ``{"a.b": 1}``).
-
-    An empty nested mapping is kept as a value (``{"a": {}}`` -> ``{"a": {}}``)."""
-    out: dict[str, Any] = {}
-    for key, value in config.items():
-        k = f"{prefix}{sep}{key}" if prefix else str(key)
-        if isinstance(value, Mapping) and value:
-            out.update(flatten(value, sep, k))
-        else:
-            out[k] = value
-    return out
 
 
 @dataclass(frozen=True)
