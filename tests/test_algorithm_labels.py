@@ -69,5 +69,26 @@ def test_tool_names_map_to_the_loss_loss_for_computes():
     assert tool_algorithm("verl", "clip_cov") == "unknown"
 
 
-def test_a_recorder_told_no_algorithm_says_unknown():
+def test_a_recorder_told_no_algorithm_says_unknown(tmp_path):
+    """Not told: "unknown" (never "gspo" or "grpo"); resuming a run that states its loss without
+    saying one keeps the run's; saying another is refused."""
+    import torch
+
+    from training_hooks import RunRecorder
+    from training_hooks.schema import read_run_info
+
     assert RecorderSettings().algorithm == "unknown"
+    x = -torch.rand(4, 5)
+    step = dict(
+        rewards=torch.tensor([[1.0, 0.0, 1.0, 0.0]]), logprobs=x, old_logprobs=x, mask=x < 0
+    )
+    with RunRecorder(root=tmp_path, name="plain") as rec:
+        rec.log_step(0, **step)
+    assert read_run_info(rec.run_dir).algorithm == "unknown"
+    with RunRecorder(root=tmp_path, name="c", algorithm="cispo") as first:
+        first.log_step(0, **step)
+    with RunRecorder(root=tmp_path, run_id=first.run_id) as again:
+        again.log_step(1, **step)
+    assert again.algorithm == read_run_info(first.run_dir).algorithm == "cispo"
+    with pytest.raises(ValueError, match="recorded with algorithm 'cispo'"):
+        RunRecorder(root=tmp_path, run_id=first.run_id, algorithm="sapo")

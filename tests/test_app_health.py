@@ -624,6 +624,14 @@ def _scenario(code: str) -> tuple[pd.DataFrame, dict]:
         df.loc[17, Step.LOSS] = np.inf
     elif code in (health.CRASHED, health.FAILED):
         kw = {"status": code, "updated_at": 1.0, "now": 7200.0}
+    elif code in (health.ATTENUATION_HIGH, health.ATTENUATION_LOW):  # on the off-policy steps
+        df[Step.ATTENUATION_MEAN] = np.where(
+            off, 0.8 if code == health.ATTENUATION_HIGH else 1e-6, 0
+        )
+    elif code == health.ATTENUATION_ONE_SIDED:  # 4% of A > 0's gradient, 0.1% of A < 0's
+        df[Step.ATTENUATION_MEAN] = np.where(off, 0.02, 0)
+        df[Step.ATTENUATION_POS_MEAN] = np.where(off, 0.04, 0)
+        df[Step.ATTENUATION_NEG_MEAN] = np.where(off, 0.001, 0)
     return df, kw
 
 
@@ -653,6 +661,9 @@ def test_codes_are_the_contract():
         "nonfinite",
         "crashed",
         "failed",
+        "attenuation_high",
+        "attenuation_low",
+        "attenuation_one_sided",
     )
 
 

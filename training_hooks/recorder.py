@@ -22,6 +22,7 @@ the data-dependent checks (an empty mask row, a non-finite input).
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import getpass
 import logging
 import os
@@ -303,7 +304,7 @@ class RunRecorder:
             experiment=s.experiment,
             run_name=s.run_name,
             gspo_run_id=self.run_id,
-            algorithm=s.algorithm,
+            algorithm=self.algorithm,
             params=run_params(info),
             resume_run_id=info.mlflow.get("run_id") if same_store else None,
             resume=self.resumed,
@@ -315,6 +316,10 @@ class RunRecorder:
 
     def _resume(self, info: RunInfo) -> RunInfo:
         old = schema.read_run_info(self.run_dir)
+        if info.algorithm == UNKNOWN_ALGORITHM and old.algorithm != UNKNOWN_ALGORITHM:
+            # not told: the run's own label holds (the steps appended carry it too)
+            info.algorithm = self.algorithm = old.algorithm
+            self._reduction = dataclasses.replace(self._reduction, algorithm=old.algorithm)
         if old.algorithm != info.algorithm:
             raise ValueError(
                 f"run {old.run_id!r} was recorded with algorithm {old.algorithm!r}; "

@@ -14,10 +14,13 @@ Modules: ``core`` (codes, ``Finding``, ``RunFacts``, ``Coverage``, table readers
 ``lag`` (policy lag per step), ``status`` (how the run ended, non-finite values, stale old
 log-probs), ``mismatch`` (sampler/trainer), ``clip``, ``signal`` (constant reward, zero-variance
 and solved groups, truncation), ``spikes`` (spikes and trends), ``run`` (the entry points),
-``live`` (the recorder's side).
+``attenuation`` (every loss's trust region in one unit), ``live`` (the recorder's side).
 """
 
 from training_hooks.findings.core import (
+    ATTENUATION_HIGH,
+    ATTENUATION_LOW,
+    ATTENUATION_ONE_SIDED,
     CLIP_HIGH,
     CLIP_LOW,
     CODES,
@@ -69,6 +72,9 @@ from training_hooks.findings.status import check_status
 from training_hooks.findings.thresholds import THRESHOLDS, Threshold, th
 
 __all__ = [
+    "ATTENUATION_HIGH",
+    "ATTENUATION_LOW",
+    "ATTENUATION_ONE_SIDED",
     "CLIP_HIGH",
     "CLIP_LOW",
     "CODES",
