@@ -20,6 +20,7 @@ import pandas as pd
 
 from gspo_metrics.spec import GRPO_EPS, GSPO_EPS
 from training_hooks.findings import lag as lagmod
+from training_hooks.findings.thresholds import RAW
 from training_hooks.findings.core import (
     CLIP_HIGH,
     CLIP_LOW,
@@ -173,8 +174,11 @@ def _reading(df, split, facts, algo, spec, known, share, measure, exact) -> Clip
     if not pool.any():
         return None
     idx = np.flatnonzero(pool)
+    warm = int(th("clip_min_steps")) if off.any() else 0
+    after = idx[warm:]  # the warm-up (a run's first off-policy steps) never decides the verdict
+    early = len(after) < th("min_basis")
     rows = np.zeros(len(df), bool)
-    rows[idx[-int(th("clip_window")) :]] = True
+    rows[(idx if early else after)[-int(th("clip_window")) :]] = True
     mean = float(np.mean(share[rows]))
     caveat = ""
     if mixed:
@@ -195,6 +199,8 @@ def _reading(df, split, facts, algo, spec, known, share, measure, exact) -> Clip
         split.n_unknown > 0,
         mixed,
         caveat,
+        bool(off.any()) and early,
+        warm if off.any() and not early else 0,
     )
 
 
@@ -215,6 +221,8 @@ class ClipReading:
     some_unknown: bool  # some steps' lag is unknown
     mixed: bool  # each row averages several updates, on- and off-policy
     caveat: str  # for the Checked line
+    early: bool  # the run has no off-policy step past its warm-up: rows are the warm-up
+    skipped: int  # warm-up steps left out of rows (0: none)
 
 
 def _clip_evidence(df: pd.DataFrame, r: ClipReading, bound: float, high: bool) -> str:
@@ -252,8 +260,28 @@ def _clip_evidence(df: pd.DataFrame, r: ClipReading, bound: float, high: bool) -
 _EARLY = (
     " These are the run's first {n} off-policy steps, whose updates are its largest (Adam's "
     "first steps move every weight by about the learning rate): a note until "
-    + f"{th('clip_min_steps'):g} off-policy steps."
+    + f"{th('clip_min_steps'):g} + {th('min_basis'):g} off-policy steps."
 )
+#: Above this mean share a run's first off-policy steps are no excuse (``RAW``).
+WARMUP_CEILING = {"gspo": RAW.gspo_clip_warmup_ceiling, "grpo": RAW.grpo_clip_warmup_ceiling}
+
+
+def _warmup_text(r: ClipReading, early: bool, high: bool, ceiling: float) -> str:
+    """What the finding says of the run's warm-up: a note's reason, a ceiling crossed, or the
+    first off-policy steps left out of the judged ones."""
+    if early:
+        return _EARLY.format(n=r.pool)
+    if r.early and high:
+        return (
+            f" These are the run's first {r.pool} off-policy steps, but above "
+            f"{pct(ceiling)} their being the largest updates does not explain it."
+        )
+    if r.skipped:
+        return (
+            f" The run's first {r.skipped} off-policy steps (its warm-up: the largest updates) "
+            "are left out."
+        )
+    return ""
 
 
 def _clip_finding(
@@ -284,7 +312,8 @@ def _clip_finding(
                 f" The run states this ε as its own (eps_source = {eps_source!r}), so it is not "
                 "taken for the wrong unit."
             )
-    early = r.lag_known and r.pool < th("clip_min_steps")
+    ceiling = WARMUP_CEILING[r.algo].value
+    early = r.early and not (high and r.mean > ceiling)
     steps = steps_of(df)
     over = r.rows & ((r.share > bound) if high else (r.share < bound))
     score = r.share if high else -r.share
@@ -293,7 +322,7 @@ def _clip_finding(
         WARNING if (high or wrong_unit) and not early else INFO,
         f"{r.algo.upper()} clips {'far more' if high else 'far less'} than usual "
         f"({r.spec.unit} unit)",
-        _clip_evidence(df, r, bound, high) + (_EARLY.format(n=r.pool) if early else ""),
+        _clip_evidence(df, r, bound, high) + _warmup_text(r, early, high, ceiling),
         advice,
         tuple(int(s) for s in steps[over][:50]),
         worst(steps[over], score[over]),
