@@ -20,7 +20,6 @@ import pandas as pd
 
 from gspo_metrics.spec import GRPO_EPS, GSPO_EPS
 from training_hooks.findings import lag as lagmod
-from training_hooks.findings.thresholds import RAW
 from training_hooks.findings.core import (
     CLIP_HIGH,
     CLIP_LOW,
@@ -42,6 +41,7 @@ from training_hooks.findings.core import (
     th,
     worst,
 )
+from training_hooks.findings.thresholds import RAW
 from training_hooks.metric_map import Derived
 from training_hooks.schema import Step
 

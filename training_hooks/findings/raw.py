@@ -364,7 +364,7 @@ def check_reward_components(df: pd.DataFrame, facts: RunFacts, cov: Coverage) ->
         return []
     share = RAW.pinned_share.value
     pinned, moving = [], []
-    for fn, c in comps.items():
+    for c in comps.values():
         y = column(df, c)
         c0, c1 = _quarters(y)
         lo, hi = float(np.nanmin(y)), float(np.nanmax(y))
