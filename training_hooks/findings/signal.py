@@ -46,13 +46,15 @@ FOREIGN_ALL_LOW = ("by_group/frac_all_bad", "noise_decomp/frac_all_wrong")
 OTHER_SIGNALS = ("teacher_kl", "distill")
 
 
-def late_median(df: pd.DataFrame, column: str | None, part: int) -> tuple[float, int] | None:
+def late_median(
+    df: pd.DataFrame, column: str | None, part: int, least: int = 1
+) -> tuple[float, int] | None:
     """(median, finite values) of ``column`` over the last 1/``part`` of the rows, at least
-    ``min_basis`` rows (a 10-row run's last 10% is one row: no verdict); None without."""
+    ``least`` rows; None without."""
     v = col(df, column)
     if v is None:
         return None
-    late = v[-max(1, len(v) // part, min(int(th("min_basis")), len(v))) :]
+    late = v[-max(1, len(v) // part, min(least, len(v))) :]
     late = late[np.isfinite(late)]
     return (float(np.median(late)), len(late)) if len(late) else None
 
@@ -291,7 +293,8 @@ def _saturated(solved: float, unsolved: float, source: str, n: int) -> Finding:
 def check_truncation(df: pd.DataFrame, cov: Coverage | None = None) -> list[Finding]:
     """Median ``truncated_fraction`` over the last 10% of steps at or above ``truncation``."""
     cov = cov if cov is not None else Coverage()
-    got = late_median(df, Step.TRUNCATED_FRACTION, 10)
+    # at least min_basis rows: a 10-row run's last 10% is one row, which is no verdict
+    got = late_median(df, Step.TRUNCATED_FRACTION, 10, int(th("min_basis")))
     if got is None:
         cov.skipped("truncation", NOT_LOGGED)
         return []
