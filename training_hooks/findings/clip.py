@@ -229,6 +229,9 @@ def _clip_evidence(df: pd.DataFrame, r: ClipReading, bound: float, high: bool) -
     spec, n = r.spec, int(r.rows.sum())
     kind = "off-policy steps" if r.lag_known else "steps"
     which = f"the last {n} of {r.pool} {kind}" if n < r.pool else f"{n} {kind}"
+    if r.skipped:  # the warm-up left out
+        later = r.pool - r.skipped
+        which = f"{'the last ' if n < later else ''}{n} {kind} after the first {r.skipped}"
     if not r.lag_known and not r.mixed:
         which = (
             f"{which}, none known off-policy"
@@ -278,7 +281,7 @@ def _warmup_text(r: ClipReading, early: bool, high: bool, ceiling: float) -> str
         )
     if r.skipped:
         return (
-            f" The run's first {r.skipped} off-policy steps (its warm-up: the largest updates) "
+            f" The first {r.skipped} (the run's warm-up: Adam's first updates are its largest) "
             "are left out."
         )
     return ""
