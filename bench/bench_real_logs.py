@@ -33,8 +33,9 @@ from test_importers_real import real_logs, real_logs_dir  # noqa: E402
 from training_hooks import findings, importers, schema, tables  # noqa: E402
 
 SERIOUS = (findings.ERROR, findings.WARNING)
-#: A run the source says stopped before its end, as Health or the Runs page shows it: a finding
-#: under one of these codes, or a status other than finished / running.
+#: A run the source says stopped before its end, as Health and the Runs page show it: a status
+#: other than finished / running (what both pages print for the run), or a warning or error
+#: under one of these codes.
 STATUS_CODES = ("stopped_early", findings.CRASHED, findings.FAILED)
 
 
@@ -136,6 +137,7 @@ LABELS: dict[str, Label] = {
 class Judged:
     key: str
     info: schema.RunInfo
+    facts: findings.RunFacts  # as the Health page judges the run (its status as shown)
     report: findings.HealthReport
 
 
@@ -154,15 +156,16 @@ def judge_all(folder: Path, root: Path) -> list[Judged]:
             res = importers.import_run(tool, path, root=root, segment=seg)
             df, _ = tables.step_frame(res["run_dir"])
             info = schema.read_run_info(res["run_dir"])
-            report = findings.run_health(df, findings.facts_of(info))
-            out.append(Judged(rel if seg is None else f"{rel}#{seg}", info, report))
+            facts = findings.facts_of(info)
+            report = findings.run_health(df, facts)
+            out.append(Judged(rel if seg is None else f"{rel}#{seg}", info, facts, report))
     return out
 
 
 def found(problem: Problem, j: Judged) -> bool:
     if any(f.code in problem.codes and f.severity in SERIOUS for f in j.report.findings):
         return True
-    return problem.status and j.info.status not in (schema.STATUS_FINISHED, schema.STATUS_RUNNING)
+    return problem.status and j.facts.status not in (schema.STATUS_FINISHED, schema.STATUS_RUNNING)
 
 
 def columns_line(info: schema.RunInfo) -> tuple[str, str]:
@@ -215,7 +218,7 @@ def main(argv: list[str]) -> int:
     for j in judged:
         mapped, held = columns_line(j.info)
         tag = "labelled" if j.key in LABELS else "not described by the README"
-        print(f"== {j.key} ({tag}; {j.info.last_step} last step, status {j.info.status})")
+        print(f"== {j.key} ({tag}; last step {j.info.last_step}, status {j.facts.status})")
         print(f"   mapped: {mapped}")
         print(f"   withheld: {held}")
         for f in j.report.findings:
