@@ -38,7 +38,6 @@ from training_hooks.findings.core import (
     pct,
     steps_of,
     th,
-    train_mask,
     worst,
 )
 from training_hooks.findings.status import GRAD_NORM_NAMES
@@ -237,11 +236,14 @@ def check_no_signal(df: pd.DataFrame, facts: RunFacts, cov: Coverage) -> list[Fi
     """``no_learning_signal``: a share of the steps with a zero gradient norm (``zero_grad_share``,
     a warning), or, with the reward flat over the run's last half, a loss 0 at every step or a
     gradient norm collapsed to ``grad_collapse`` of its start (an error)."""
-    train = train_mask(df)
     gname = grad_norm_column(df)
     g = column(df, gname) if gname is not None else None
     loss = logged(df, Step.LOSS)
     reward = logged(df, Step.REWARD_MEAN)
+    train = np.zeros(len(df), bool)  # the rows that hold any of the three
+    for y in (g, loss, reward):
+        if y is not None:
+            train |= np.isfinite(y)
     if g is None and loss is None:
         cov.skipped("learning signal (loss, gradient norm)", NOT_LOGGED)
         return []
