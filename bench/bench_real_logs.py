@@ -7,7 +7,7 @@ findings, then recall against the README's description and the false alarms.
 - **recall**: of the problems the README describes (``LABELS``: the section "What each of the
   newer logs shows"), the share Health finds at warning or error under the codes that name it.
 - **false alarms**: a warning or error on a log the README shows no problem in (its "healthy
-  learning" log; the six one-step restarts of a reused log path), or a code a log must not get
+  learning" log; the restarts of a reused log path: 5 runs of 1-2 steps), or a code a log must not get
   (``forbid``: the TensorBoard import's step 113, which has no ``train/loss``, is not a NaN).
 - warnings the README does not describe, on a labelled log, are listed (not counted: Health may
   see more than the README says); logs the README does not describe are printed, not scored.
@@ -119,7 +119,7 @@ LABELS: dict[str, Label] = {
     "tinker/rlvr-gptoss20b-v3b-joanvelja/gptoss-20b-v3b-metrics.jsonl": Label(shows_none=True),
     **{
         f"tinker/bash-codeforces-astowolfo/metrics.jsonl#{k}": Label(shows_none=True)
-        for k in range(1, 7)
+        for k in range(1, 6)
     },
     "tinker/code-rl-shaider10-run1/metrics.jsonl": Label(
         (
