@@ -20,6 +20,7 @@ from training_hooks.findings.clip import check_clip_range
 from training_hooks.findings.core import (
     CLIP_HIGH,
     CLIP_LOW,
+    CLIP_ONE_UPDATE,
     ERROR,
     INFO,
     KL_OLD_SPIKE,
@@ -66,6 +67,7 @@ LIVE_CODES = (
     KL_REF_SPIKE,
     CLIP_HIGH,
     CLIP_LOW,
+    CLIP_ONE_UPDATE,
     ZERO_VARIANCE,
     TASK_SATURATED,
 )
@@ -103,7 +105,6 @@ def _live_checks(df: pd.DataFrame, split, facts: RunFacts, cov: Coverage) -> lis
         *_clip_checks(df, split, facts, cov),
         *check_learning_signal(df, facts, cov),
         *check_spikes(df, split, cov),
-        *check_raw_values(df, facts, cov),
     ]
 
 
@@ -161,6 +162,7 @@ def run_health(df: pd.DataFrame, facts: RunFacts) -> HealthReport:
         *_live_checks(df, split, facts, cov),
         *check_trends(df, split, cov),
         *check_truncation(df, cov),
+        *check_raw_values(df, facts, cov),
     ]
     if len(df) == 0:
         found.append(
