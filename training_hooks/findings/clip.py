@@ -160,21 +160,28 @@ def check_clip_range(
         cov.ran(LOW)
     if r.mean > th(f"{algo}_clip_warn_high"):
         return [_clip_finding(df, r, high=True, eps_source=facts.eps_source)]
-    if LOW in cov.checked and r.mean < th(f"{algo}_clip_warn_low"):
-        return [_clip_finding(df, r, high=False, eps_source=facts.eps_source)]
+    if LOW in cov.checked:
+        # the warm-up is left out only where it excuses: it raises the share, never lowers it
+        r = _reading(df, split, facts, algo, spec, known, share, measure, exact, warm_up=False)
+        if r is not None and r.mean < th(f"{algo}_clip_warn_low"):
+            return [_clip_finding(df, r, high=False, eps_source=facts.eps_source)]
     return []
 
 
-def _reading(df, split, facts, algo, spec, known, share, measure, exact) -> ClipReading | None:
+def _reading(
+    df, split, facts, algo, spec, known, share, measure, exact, warm_up: bool = True
+) -> ClipReading | None:
     """The rows judged (the last ``clip_window`` off-policy steps, else of every step) and the
-    mean of their shares; None without a finite share."""
+    mean of their shares; None without a finite share. ``warm_up``: the run's first
+    ``clip_min_steps`` off-policy steps are left out when ``min_basis`` steps follow them (for
+    clip_high: they are its largest updates; clip_low keeps them, they only raise the share)."""
     mixed = facts.one_update_per_row is False
     off = split.mask(lagmod.OFF_POLICY) if not mixed else np.zeros(len(df), bool)
     pool = (off if off.any() else np.ones(len(df), bool)) & np.isfinite(share)
     if not pool.any():
         return None
     idx = np.flatnonzero(pool)
-    warm = int(th("clip_min_steps")) if off.any() else 0
+    warm = int(th("clip_min_steps")) if off.any() and warm_up else 0
     after = idx[warm:]  # the warm-up (a run's first off-policy steps) never decides the verdict
     early = len(after) < th("min_basis")
     rows = np.zeros(len(df), bool)
