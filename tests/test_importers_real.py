@@ -535,11 +535,13 @@ def test_wandb_run_folder(tmp_path):
     assert df.loc[10, Step.LOSS] == src[10]["loss"] == 1.755e-07
     assert (df[Step.REWARD_MEAN] == 0.0).sum() == 35 and df[Step.REWARD_MEAN].max() == 0.05
     assert (df[Step.ZERO_VARIANCE_FRACTION] == 1.0).sum() == 40
-    assert (
-        df[Step.KL_REF_MEAN].idxmax() == 170
-        and df.loc[170, Step.KL_REF_MEAN] == src[170]["kl"] == 0.01642
-    )
+    # Unsloth's compute_loss logs kl (sequence-weighted k3): kept as trl/kl, ours left null
+    assert df["trl/kl"].idxmax() == 170 and df.loc[170, "trl/kl"] == src[170]["kl"] == 0.01642
+    assert df[Step.KL_REF_MEAN].isna().all()
     rec = info.imported
+    assert rec.dialect == "unsloth" and "requirements.txt pins unsloth==2026.6.9" in " ".join(
+        rec.evidence
+    )
     assert rec.version == "0.24.0" and rec.settings["logging_steps"]["value"] == 10
     assert rec.settings["logging_steps"]["from"].startswith("inferred")
     assert any("logging_steps (10, inferred" in n for n in rec.reader_notes)

@@ -54,6 +54,9 @@ STATUS_FINISHED = "finished"
 STATUS_FAILED = "failed"
 #: Not written by the hooks: the app's verdict for a ``running`` run whose heartbeat stopped.
 STATUS_CRASHED = "crashed"
+#: Not written by the hooks: an import whose source says it stopped before its planned end
+#: (``ImportRecord.stopped_early`` says how the source says so).
+STATUS_STOPPED_EARLY = "stopped early"
 STATUSES = (STATUS_RUNNING, STATUS_FINISHED, STATUS_FAILED)
 
 
@@ -347,6 +350,7 @@ class ImportRecord:
     log_started_at: float | None = None  # the log's own start time, when a file says so
     log_last_timestamp: float | None = None  # the log's own last timestamp, when it has one
     source_finished: bool | None = None  # the source run reached its planned end (None: unknown)
+    stopped_early: str | None = None  # how the source says it stopped before its end
     rows: int = 0  # steps written
     lines: int | None = None  # lines (JSONL) or log_history entries read
     malformed_lines: tuple[dict[str, Any], ...] = ()  # {"line": n, "reason": str}
@@ -360,6 +364,9 @@ class ImportRecord:
     dropped_non_numeric: tuple[str, ...] = ()  # names whose values are text or lists
     notes: dict[str, str] = field(default_factory=dict)  # foreign name -> how its meaning differs
     assumptions: tuple[str, ...] = ()  # tool defaults relied on (not stated by the files)
+    assumed_defaults: dict[str, Any] = field(default_factory=dict)  # name -> {"value", "from"}
+    dialect: str | None = None  # "unsloth": TRL's logs written through Unsloth's GRPO trainer
+    version_from: str | None = None  # who stated ``version``: "beside the log", "--tool-version"
     settings: dict[str, Any] = field(default_factory=dict)  # name -> {"value", "from"}
     wall_time: str = ""  # how the wall_time column was built (or why it is null)
     summary: dict[str, Any] = field(default_factory=dict)  # e.g. TRL's end-of-training entry

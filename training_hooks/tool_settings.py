@@ -47,12 +47,13 @@ SETTING_KEYS: dict[str, dict[str, tuple[str, ...]]] = {
         "total_training_steps": ("trainer.total_training_steps",),
     },
     TINKER: {
-        "group_size": ("dataset_builder.group_size", "group_size"),
+        "group_size": ("dataset_builder.group_size",),  # a loop's top-level one: not read
         "loss_fn": ("loss_fn",),
         "clip_low_threshold": ("loss_fn_config.clip_low_threshold",),
         "clip_high_threshold": ("loss_fn_config.clip_high_threshold",),
         "num_substeps": ("num_substeps",),
         "kl_penalty_coef": ("kl_penalty_coef",),
+        "max_steps": ("max_steps",),  # a loop's config (rl/train.py has none)
     },
 }
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import Any
 
 from training_hooks import schema
 from training_hooks.metric_map import Derived
@@ -75,12 +76,32 @@ def version_text(rec: schema.ImportRecord) -> str:
     imply, else which key families were found (their versions may disagree), with the evidence."""
     why = "; ".join(rec.evidence)
     if rec.version:
-        return f"{rec.version} (stated beside the log)"
+        return f"{rec.version} (stated {rec.version_from or 'beside the log'})"
     if rec.version_range:
         return f"{rec.version_range}, from the metric names ({why}); no file states it"
     if rec.evidence:
         return f"unknown; key families found: {why}"
     return "unknown (no file states it and no metric name dates it)"
+
+
+def assumed_range(rec: schema.ImportRecord) -> str:
+    """The versions the import resolved the names for: "TRL >=0.17,<0.27 (Unsloth dialect)";
+    "every version" when nothing dates the log."""
+    tool = {"trl": "TRL", "verl": "verl", "tinker": "Tinker"}.get(rec.tool, rec.tool)
+    rng = rec.version or rec.version_range
+    text = f"{tool} {rng}" if rng else f"{tool}, every version (nothing dates the log)"
+    if rec.dialect:
+        text += f", {rec.dialect.capitalize()}'s GRPO trainer (its own keys read as its own)"
+    return text
+
+
+def value_text(v: Any) -> str:
+    """A setting's value as a config writes it: ``null``, ``true``, ``'token'``, ``0.2``."""
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return repr(v) if isinstance(v, str) else str(v)
 
 
 def unknown_settings(info: schema.RunInfo) -> list[str]:
@@ -89,7 +110,11 @@ def unknown_settings(info: schema.RunInfo) -> list[str]:
     rec = info.imported
     if rec is None:
         return []
-    tool = [k for k in SETTING_KEYS.get(rec.tool, {}) if k not in rec.settings]
+    tool = [
+        k
+        for k in SETTING_KEYS.get(rec.tool, {})
+        if k not in rec.settings and k not in rec.assumed_defaults
+    ]
     run = [t for f, t in RUN_FIELDS.items() if getattr(info, f) is None and f not in tool]
     if info.algorithm in ("", "?", "unknown"):
         run.insert(0, "algorithm (GRPO or GSPO)")
@@ -109,7 +134,13 @@ def report_lines(rec: schema.ImportRecord, info: schema.RunInfo | None = None) -
     """The import report (the CLI prints it; the app shows the same record): format, version and
     its evidence, every foreign key by what happened to it (with the reason where its meaning
     differs or it was not stored), the settings with their files and the unknown ones."""
-    lines = [f"format: {rec.format}", f"version: {version_text(rec)}"]
+    lines = [
+        f"format: {rec.format}",
+        f"version: {version_text(rec)}",
+        f"versions assumed: {assumed_range(rec)}",
+    ]
+    if rec.stopped_early:
+        lines.append(f"status: stopped early ({rec.stopped_early})")
     if rec.file_format:
         lines.append(f"read: {rec.file} ({rec.file_format})")
     lines += [f"note: {n}" for n in rec.reader_notes]
@@ -143,6 +174,8 @@ def report_lines(rec: schema.ImportRecord, info: schema.RunInfo | None = None) -
             or "none"
         )
     )
+    if rec.assumptions:
+        lines.append("mapped assuming: " + "; ".join(rec.assumptions))
     lines.append(
         f"kept under their own names ({len(rec.unmapped)}): " + (", ".join(rec.unmapped) or "none")
     )
@@ -157,12 +190,23 @@ def report_lines(rec: schema.ImportRecord, info: schema.RunInfo | None = None) -
         "settings: "
         + (
             ", ".join(
-                f"{k}={v.get('value')!r} (from {v.get('from')})"
+                f"{k}={value_text(v.get('value'))} (from {v.get('from')})"
                 if isinstance(v, dict)
-                else f"{k}={v!r}"
+                else f"{k}={value_text(v)}"
                 for k, v in rec.settings.items()
             )
             or "none found"
+        )
+    )
+    lines.append(
+        "assumed defaults (no file states them; a default decides them): "
+        + (
+            ", ".join(
+                f"{k}={value_text(v.get('value'))} ({v.get('from')})"
+                for k, v in rec.assumed_defaults.items()
+                if isinstance(v, dict)
+            )
+            or "none"
         )
     )
     if info is not None:
