@@ -35,6 +35,7 @@ from training_hooks.schema import (
     ImportRecord,
     RunInfo,
     Step,
+    import_status,
     is_data_file,
     read_run_info,
 )
@@ -57,7 +58,7 @@ def effective_status(info: RunInfo, now: float | None = None) -> str:
         and now - info.updated_at > stale_after_s(info)
     ):
         return STATUS_CRASHED
-    return info.status
+    return import_status(info)
 
 
 class RootUnreadable(Exception):

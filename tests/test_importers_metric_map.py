@@ -193,7 +193,9 @@ def test_assumed_defaults_of_an_import_record():
     from training_hooks.tool_versions import assumed_defaults
 
     old = assumed_defaults(SourceFormat("trl", "t", None, (0, 16)), {})
-    assert old["num_iterations"]["value"] == 1 and "no such setting" in old["num_iterations"]["from"]
+    assert (
+        old["num_iterations"]["value"] == 1 and "no such setting" in old["num_iterations"]["from"]
+    )
     assert old["use_bias_correction_kl"]["value"] is False
     new = assumed_defaults(SourceFormat("trl", "t", (0, 26), None), {"num_iterations": 2})
     assert "num_iterations" not in new and "use_bias_correction_kl" not in new  # spans the change

@@ -431,6 +431,10 @@ class RunSummary:
     judged by the reader, as of when it reads)."""
     made_at: float | None = None
     """When it was written (seconds since the epoch)."""
+    coverage: tuple[int, int] | None = None
+    """(checks that ran, checks that could not) of the data checks, the run's status check
+    included; None in summaries written before it was kept (the Health cell then reads the
+    table to say how much was checked)."""
 
     def to_json(self) -> dict[str, Any]:
         return _json_safe(asdict(self))
@@ -575,6 +579,16 @@ def write_json_atomic(path: str | os.PathLike, data: Mapping[str, Any]) -> None:
     fsync, rename over ``path``; on an object store: one PUT). See ``training_hooks.storage``."""
     text = json.dumps(_json_safe(data), indent=2, sort_keys=False)
     storage.write_bytes(path, text.encode("utf-8"))
+
+
+def import_status(info: RunInfo) -> str:
+    """``info.status``, except an import whose source says it stopped before its planned end
+    (``imported.source_finished`` false; imports written before that status existed say
+    "finished"): "stopped early"."""
+    rec = info.imported
+    if info.status == STATUS_FINISHED and rec is not None and rec.source_finished is False:
+        return STATUS_STOPPED_EARLY
+    return info.status
 
 
 def read_run_info(run_dir: str | os.PathLike) -> RunInfo:

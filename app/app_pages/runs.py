@@ -10,13 +10,14 @@ from app.discovery import imported_tool
 from app.eps_format import fmt_eps
 from app.records import SOURCE_PARQUET, RunRef
 from app.settings import import_root, import_source
-from app.summary import health_counts
+from app.summary import health_cell
 
 STATUS_COLOR = {
     "running": "#1a7f37",
     "finished": "#57606a",
     "failed": "#cf222e",
     "crashed": "#cf222e",
+    "stopped early": "#9a6700",
     "unknown": "#9a6700",
 }
 TABLE_KEY = "runs_table"
@@ -25,7 +26,8 @@ KEYS_KEY = "_runs_table_keys"
 ctx = ui.page_header(
     "Runs",
     "Every run under the root, newest first. Select rows to compare them (the selection is kept "
-    "in the URL); the Health column counts the automatic findings (errors / warnings).",
+    "in the URL); the Health column counts the automatic findings (errors / warnings), and says "
+    "how much was checked when most checks could not run.",
 )
 st.caption(
     f"Root: {ui.md_escape(ctx.root)}"
@@ -141,12 +143,16 @@ def _config_summary(run: RunRef) -> str:
 
 
 def _health(run: RunRef) -> str:
+    """ "ok" only when nothing was found and most checks ran; "2 of 14 checked" (with the
+    findings, if any) when most checks could not run (a setting or a column was missing)."""
     if run.source != SOURCE_PARQUET:
         return "open Health"
-    n_err, n_warn = health_counts(run)  # (from the run's summary when it is up to date)
+    n_err, n_warn, ran, not_ran = health_cell(run)  # (the run's summary when up to date)
+    little = f"{ran} of {ran + not_ran} checked" if not_ran > ran else ""
     if not n_err and not n_warn:
-        return "ok"
-    return f"{n_err} err · {n_warn} warn" if n_err else f"{n_warn} warn"
+        return f"nothing found, {little}" if little else "ok"
+    found = f"{n_err} err · {n_warn} warn" if n_err else f"{n_warn} warn"
+    return f"{found}; {little}" if little else found
 
 
 UNKNOWN = "unknown"
@@ -231,7 +237,7 @@ with st.container(horizontal=True):
     algos = st.pills("Algorithm", ["GRPO", "GSPO"], selection_mode="multi", key="runs_algo")
     statuses = st.pills(
         "Status",
-        ["running", "finished", "failed", "crashed"],
+        ["running", "finished", "stopped early", "failed", "crashed"],
         selection_mode="multi",
         key="runs_status",
     )
@@ -272,9 +278,13 @@ def _status_css(v: str) -> str:
 
 
 def _health_css(v: str) -> str:
+    """Red for errors, amber for warnings, green for "ok" only (most checks ran, nothing found);
+    grey for what was mostly not checked or not judged here."""
     if "err" in v:
         return "color: #cf222e"
-    return "color: #9a6700" if "warn" in v else "color: #1a7f37"
+    if "warn" in v:
+        return "color: #9a6700"
+    return "color: #1a7f37" if v == "ok" else "color: #57606a"
 
 
 # pandas' Styler renders every cell in Python: long tables go uncoloured

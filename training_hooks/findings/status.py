@@ -21,6 +21,7 @@ from training_hooks.findings.core import (
     ON_POLICY_ONLY,
     RUNNING,
     STALE_OLD_LOGPROBS,
+    STOPPED_EARLY,
     Coverage,
     Finding,
     col,
@@ -30,13 +31,24 @@ from training_hooks.findings.core import (
     th,
     train_mask,
 )
-from training_hooks.schema import STATUS_CRASHED, STATUS_FAILED, STATUS_RUNNING, Step
+from training_hooks.schema import (
+    STATUS_CRASHED,
+    STATUS_FAILED,
+    STATUS_RUNNING,
+    STATUS_STOPPED_EARLY,
+    Step,
+)
 
 
 def check_status(
-    status: str, updated_at: float | None, last_step: int | None, now: float | None = None
+    status: str,
+    updated_at: float | None,
+    last_step: int | None,
+    now: float | None = None,
+    stopped_early: str | None = None,
 ) -> list[Finding]:
-    """A run that stopped without finishing (crashed: stale heartbeat) or that failed."""
+    """A run that stopped without finishing (crashed: stale heartbeat), that failed, or (an
+    import) whose source says it stopped before its planned end (``stopped_early``: how)."""
     now = time.time() if now is None else now
     ago = f"{(now - updated_at) / 60:.0f} min ago" if updated_at else "at an unknown time"
     where = f" at step {last_step}" if last_step is not None else ""
@@ -60,6 +72,18 @@ def check_status(
                 "The run failed",
                 f"the recorder closed with status 'failed'{where}, last update {ago}.",
                 "The training loop raised; see run.json's faults and the job's traceback.",
+            )
+        ]
+    if status == STATUS_STOPPED_EARLY:
+        return [
+            Finding(
+                STOPPED_EARLY,
+                INFO,
+                "Stopped before its planned end",
+                f"the imported log says so: {stopped_early or 'its source did not reach its end'}"
+                f"{where and f'; its last step here is {last_step}'}.",
+                "Judge it as a partial run: trends and end-of-run verdicts describe the steps it "
+                "has, not a finished training. Import a later file of the run if there is one.",
             )
         ]
     if status == STATUS_RUNNING:
