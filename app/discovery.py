@@ -23,6 +23,7 @@ from app.data import PartFiles, part_files
 from app.mlflow_store import mlflow_runs
 from app.records import SOURCE_PARQUET, Discovery, RunRef, short_error
 from training_hooks import storage
+from training_hooks.findings import import_status
 from training_hooks.schema import (
     RUN_JSON,
     SCHEMA_VERSION,
@@ -35,7 +36,6 @@ from training_hooks.schema import (
     ImportRecord,
     RunInfo,
     Step,
-    import_status,
     is_data_file,
     read_run_info,
 )

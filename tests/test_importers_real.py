@@ -26,6 +26,7 @@ import pandas as pd
 import pytest
 
 from training_hooks import importers, schema
+from training_hooks.importers._summary import dialect_of
 from training_hooks.metric_map import Derived
 from training_hooks.schema import Step
 
@@ -547,7 +548,7 @@ def test_wandb_run_folder(tmp_path):
     assert df["trl/kl"].idxmax() == 170 and df.loc[170, "trl/kl"] == src[170]["kl"] == 0.01642
     assert df[Step.KL_REF_MEAN].isna().all()
     rec = info.imported
-    assert rec.dialect == "unsloth" and "requirements.txt pins unsloth==2026.6.9" in " ".join(
+    assert dialect_of(rec) == "unsloth" and "requirements.txt pins unsloth==2026.6.9" in " ".join(
         rec.evidence
     )
     assert rec.version == "0.24.0" and rec.settings["logging_steps"]["value"] == 10

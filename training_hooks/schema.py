@@ -18,8 +18,7 @@ step they hold (``part-<first step:09d>-<last step:09d>-<rank>-<seq>.parquet``),
 ``compacted-*.parquet`` replaces the small parts when a run closes (written first, then the parts
 are deleted: a reader in between sees rows twice, and readers de-duplicate on ``TABLE_KEYS``).
 
-App code never spells a column name as a bare string: it uses the constants below (``Step.LOSS``,
-``Seq.SEQ_LOG_RATIO``, ...).
+App code never spells a column name as a bare string: it uses the constants below (``Step.LOSS``).
 """
 
 from __future__ import annotations
@@ -54,9 +53,6 @@ STATUS_FINISHED = "finished"
 STATUS_FAILED = "failed"
 #: Not written by the hooks: the app's verdict for a ``running`` run whose heartbeat stopped.
 STATUS_CRASHED = "crashed"
-#: Not written by the hooks: an import whose source says it stopped before its planned end
-#: (``ImportRecord.stopped_early`` says how the source says so).
-STATUS_STOPPED_EARLY = "stopped early"
 STATUSES = (STATUS_RUNNING, STATUS_FINISHED, STATUS_FAILED)
 
 
@@ -365,8 +361,6 @@ class ImportRecord:
     notes: dict[str, str] = field(default_factory=dict)  # foreign name -> how its meaning differs
     assumptions: tuple[str, ...] = ()  # tool defaults relied on (not stated by the files)
     assumed_defaults: dict[str, Any] = field(default_factory=dict)  # name -> {"value", "from"}
-    dialect: str | None = None  # "unsloth": TRL's logs written through Unsloth's GRPO trainer
-    version_from: str | None = None  # who stated ``version``: "beside the log", "--tool-version"
     settings: dict[str, Any] = field(default_factory=dict)  # name -> {"value", "from"}
     wall_time: str = ""  # how the wall_time column was built (or why it is null)
     summary: dict[str, Any] = field(default_factory=dict)  # e.g. TRL's end-of-training entry
@@ -431,10 +425,7 @@ class RunSummary:
     judged by the reader, as of when it reads)."""
     made_at: float | None = None
     """When it was written (seconds since the epoch)."""
-    coverage: tuple[int, int] | None = None
-    """(checks that ran, checks that could not) of the data checks, the run's status check
-    included; None in summaries written before it was kept (the Health cell then reads the
-    table to say how much was checked)."""
+    coverage: tuple[int, int] | None = None  # (checks that ran, that could not); None: older
 
     def to_json(self) -> dict[str, Any]:
         return _json_safe(asdict(self))
@@ -579,16 +570,6 @@ def write_json_atomic(path: str | os.PathLike, data: Mapping[str, Any]) -> None:
     fsync, rename over ``path``; on an object store: one PUT). See ``training_hooks.storage``."""
     text = json.dumps(_json_safe(data), indent=2, sort_keys=False)
     storage.write_bytes(path, text.encode("utf-8"))
-
-
-def import_status(info: RunInfo) -> str:
-    """``info.status``, except an import whose source says it stopped before its planned end
-    (``imported.source_finished`` false; imports written before that status existed say
-    "finished"): "stopped early"."""
-    rec = info.imported
-    if info.status == STATUS_FINISHED and rec is not None and rec.source_finished is False:
-        return STATUS_STOPPED_EARLY
-    return info.status
 
 
 def read_run_info(run_dir: str | os.PathLike) -> RunInfo:

@@ -49,8 +49,13 @@ from training_hooks.findings.signal import (
     with_group_outcomes,
 )
 from training_hooks.findings.spikes import check_spikes, check_trends
-from training_hooks.findings.status import check_lag, check_nonfinite, check_status
-from training_hooks.schema import STATUS_FINISHED, RunInfo, Seq, import_status
+from training_hooks.findings.status import (
+    check_lag,
+    check_nonfinite,
+    check_status,
+    import_status,
+)
+from training_hooks.schema import STATUS_FINISHED, RunInfo, Seq
 
 #: The codes the recorder judges live (their checks need no future).
 LIVE_CODES = (

@@ -34,10 +34,24 @@ from training_hooks.findings.core import (
 from training_hooks.schema import (
     STATUS_CRASHED,
     STATUS_FAILED,
+    STATUS_FINISHED,
     STATUS_RUNNING,
-    STATUS_STOPPED_EARLY,
+    RunInfo,
     Step,
 )
+
+#: Not written by the hooks: an import whose source says it stopped before its planned end.
+STATUS_STOPPED_EARLY = "stopped early"
+
+
+def import_status(info: RunInfo) -> str:
+    """``info.status``, except an import whose source says it stopped before its planned end
+    (``imported.source_finished`` false; imports written before that status existed say
+    "finished"): "stopped early"."""
+    rec = info.imported
+    if info.status == STATUS_FINISHED and rec is not None and rec.source_finished is False:
+        return STATUS_STOPPED_EARLY
+    return info.status
 
 
 def check_status(

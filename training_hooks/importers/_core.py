@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from training_hooks import schema, storage
+from training_hooks.findings.status import STATUS_STOPPED_EARLY
 from training_hooks.importers import _pick, tinker, trl, verl
 from training_hooks.importers._read import SourceLog, numeric
 from training_hooks.importers._spec import RunSettings, Settings, ToolSpec
@@ -227,7 +228,7 @@ def _run_info(
         created_at=record.log_started_at,
         updated_at=record.imported_at or 0.0,
         ended_at=record.log_last_timestamp,
-        status=schema.STATUS_STOPPED_EARLY if record.stopped_early else schema.STATUS_FINISHED,
+        status=STATUS_STOPPED_EARLY if record.stopped_early else schema.STATUS_FINISHED,
         last_step=last_step,
         source=record.tool,
         imported=record,
@@ -434,8 +435,6 @@ def _record(
         notes=notes,
         assumptions=tuple(assumptions),
         assumed_defaults=assumed_defaults(fmt, settings),
-        dialect=fmt.dialect or None,
-        version_from=fmt.version_from if fmt.version else None,
         settings={k: {"value": s.value, "from": s.origin} for k, s in sorted(settings.items())},
         wall_time=wall_text,
         summary=dict(log.summary),

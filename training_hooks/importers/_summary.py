@@ -76,7 +76,7 @@ def version_text(rec: schema.ImportRecord) -> str:
     imply, else which key families were found (their versions may disagree), with the evidence."""
     why = "; ".join(rec.evidence)
     if rec.version:
-        return f"{rec.version} (stated {rec.version_from or 'beside the log'})"
+        return f"{rec.version} (stated {version_from(rec)})"
     if rec.version_range:
         return f"{rec.version_range}, from the metric names ({why}); no file states it"
     if rec.evidence:
@@ -90,9 +90,22 @@ def assumed_range(rec: schema.ImportRecord) -> str:
     tool = {"trl": "TRL", "verl": "verl", "tinker": "Tinker"}.get(rec.tool, rec.tool)
     rng = rec.version or rec.version_range
     text = f"{tool} {rng}" if rng else f"{tool}, every version (nothing dates the log)"
-    if rec.dialect:
-        text += f", {rec.dialect.capitalize()}'s GRPO trainer (its own keys read as its own)"
+    if dialect_of(rec):
+        text += ", Unsloth's GRPO trainer (the keys it logs itself read as its own)"
     return text
+
+
+def dialect_of(rec: schema.ImportRecord) -> str | None:
+    """ "unsloth" when the import read the log as Unsloth's GRPO trainer's (its evidence says
+    why: ``tool_versions.detect_format``), else None."""
+    return "unsloth" if any(e.startswith("Unsloth: ") for e in rec.evidence) else None
+
+
+def version_from(rec: schema.ImportRecord) -> str:
+    """Who stated the exact version: "beside the log", "with --tool-version", ..."""
+    head = f"version {rec.version} stated "
+    said = [e[len(head) :] for e in rec.evidence if e.startswith(head)]
+    return said[-1] if said else "beside the log"
 
 
 def value_text(v: Any) -> str:
@@ -186,6 +199,14 @@ def report_lines(rec: schema.ImportRecord, info: schema.RunInfo | None = None) -
             f"not numeric, not stored ({len(rec.dropped_non_numeric)}): "
             + ", ".join(rec.dropped_non_numeric)
         )
+    lines += _settings_lines(rec, info)
+    lines.append(f"wall time: {rec.wall_time}")
+    return lines
+
+
+def _settings_lines(rec: schema.ImportRecord, info: schema.RunInfo | None) -> list[str]:
+    """The settings found (with their files), the defaults assumed, the unknown ones."""
+    lines: list[str] = []
     lines.append(
         "settings: "
         + (
@@ -211,7 +232,6 @@ def report_lines(rec: schema.ImportRecord, info: schema.RunInfo | None = None) -
     )
     if info is not None:
         lines.append("unknown settings: " + (", ".join(unknown_settings(info)) or "none"))
-    lines.append(f"wall time: {rec.wall_time}")
     return lines
 
 
