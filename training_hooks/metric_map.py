@@ -662,6 +662,13 @@ def map_metric_names(
     return out
 
 
+def candidate_columns(source: str, name: str) -> set[str]:
+    """Our columns ``source``'s metric ``name`` fills in some version or setting (empty when
+    none): where a name kept as ``<tool>/<name>`` would go if its meaning were pinned."""
+    key = _lookup_key(name)
+    return {m.column for m in _BY_NAME.get(key, ()) if m.source == source and m.column}
+
+
 def is_known_column(column: str) -> bool:
     """True for a declared step column or a derived one."""
     return column in STEP_COLUMN_NAMES or column in vars(Derived).values()
