@@ -631,7 +631,7 @@ def test_tool_version_pins_the_range_and_the_report_says_so(tmp_path, capsys):
     args = ["trl", str(src), "--root", str(root), "--replace", "--run-id", "p"]
     assert importers.main([*args, "--tool-version", "0.23.0"]) == 0
     out = capsys.readouterr().out
-    assert "version: 0.23.0 (stated with --tool-version)" in out
+    assert "version: 0.23.0 (stated by the user (--tool-version, the import form))" in out
     assert "versions assumed: TRL 0.23.0" in out and "kl -> kl_ref_mean" in out
     assert "None" not in out
     cfg = tmp_path / "c.json"

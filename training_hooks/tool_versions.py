@@ -45,7 +45,7 @@ class SourceFormat:
     evidence: tuple[str, ...] = ()
     version: str | None = None  # exact, when a file (or the user) says so
     dialect: str = ""  # "" the tool itself; UNSLOTH: TRL through Unsloth's GRPO trainer
-    version_from: str = ""  # who stated ``version``: "beside the log", "with --tool-version"
+    version_from: str = ""  # who stated ``version``: "beside the log", "by the user (--tool-version, the import form)"
 
     @property
     def version_range(self) -> str | None:

@@ -66,6 +66,12 @@ def _import_form() -> None:
             algorithm = st.selectbox(
                 "Algorithm", ["guess from its config", "grpo", "gspo"], key="import_algorithm"
             )
+            version = st.text_input(
+                "Tool version (optional, e.g. 0.23.0; for Unsloth the TRL it ran on)",
+                key="import_tool_version",
+                help="Left empty: from a file beside the log, else dated by its metric names. "
+                "The import reads the names as that version logs them.",
+            )
             every, segment = st.columns(2)
             logging_steps = every.number_input(
                 "logging_steps (a console log's dicts carry no step)",
@@ -103,6 +109,7 @@ def _import_form() -> None:
                 replace=replace,
                 config={"logging_steps": int(logging_steps)} if logging_steps else None,
                 segment=int(run_no) if run_no else None,
+                tool_version=version.strip() or None,
             )
         except AlreadyImported as e:
             st.info(

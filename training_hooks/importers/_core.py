@@ -240,13 +240,14 @@ def _format(
 ) -> SourceFormat:
     """The log's format: its version stated by the user (``tool_version``, else the config's
     ``tool_version`` key), else by a file beside the log, else dated by its names."""
-    stated, origin = tool_version, "with --tool-version"
+    stated, origin = tool_version, "by the user (--tool-version, the import form)"
     if stated is None and config and config.get("tool_version") is not None:
         stated, origin = str(config["tool_version"]), "by the config key tool_version"
     if stated is not None:
         if not isinstance(stated, str) or parse_version(stated) is None:
             raise ValueError(
-                f"tool_version must be a version like '0.23.0', got {stated!r} ({origin[3:]})"
+                f"tool_version must be a version like '0.23.0', got {stated!r} "
+                f"({'--tool-version' if tool_version is not None else 'the config key'})"
             )
         return detect_format(
             source,

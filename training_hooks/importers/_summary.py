@@ -102,7 +102,7 @@ def dialect_of(rec: schema.ImportRecord) -> str | None:
 
 
 def version_from(rec: schema.ImportRecord) -> str:
-    """Who stated the exact version: "beside the log", "with --tool-version", ..."""
+    """Who stated the exact version: "beside the log", "by the user (--tool-version, the import form)", ..."""
     head = f"version {rec.version} stated "
     said = [e[len(head) :] for e in rec.evidence if e.startswith(head)]
     return said[-1] if said else "beside the log"
