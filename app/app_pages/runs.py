@@ -97,38 +97,41 @@ def _import_form() -> None:
             submitted = st.form_submit_button("Import into the runs root", key="import_submit")
         if not submitted:
             return
-        from training_hooks.importers import AlreadyImported, import_run  # torch-free
-
-        try:
-            result = import_run(
-                source,
-                import_source(path),
-                root=import_root(ctx.root),
-                name=name.strip() or None,
-                algorithm=None if algorithm.startswith("guess") else algorithm,
-                replace=replace,
-                config={"logging_steps": int(logging_steps)} if logging_steps else None,
-                segment=int(run_no) if run_no else None,
-                tool_version=version.strip() or None,
-            )
-        except AlreadyImported as e:
-            st.info(
-                f"{ui.md_escape(e)}. Tick 'Replace an earlier import of this log' to import it "
-                "again.",
-                icon=":material/content_copy:",
-            )
-            return
-        except (ValueError, OSError) as e:
-            st.error(
-                f"Could not import {ui.md_escape(repr(path))} as a {source} log: {ui.md_escape(e)}",
-                icon=":material/error:",
-            )
-            return
-        st.session_state[IMPORT_FLASH] = ui.md_escape(
-            f"Imported {result['steps']} steps from {path} as run {result['run_id']}."
+        _submit(
+            source,
+            path,
+            name=name.strip() or None,
+            algorithm=None if algorithm.startswith("guess") else algorithm,
+            replace=replace,
+            config={"logging_steps": int(logging_steps)} if logging_steps else None,
+            segment=int(run_no) if run_no else None,
+            tool_version=version.strip() or None,
         )
-        data.clear_caches()
-        st.rerun()
+
+
+def _submit(source: str, path: str, **options) -> None:
+    """Import the form's log (``options``: import_run's keywords); say what happened."""
+    from training_hooks.importers import AlreadyImported, import_run  # torch-free
+
+    try:
+        result = import_run(source, import_source(path), root=import_root(ctx.root), **options)
+    except AlreadyImported as e:
+        st.info(
+            f"{ui.md_escape(e)}. Tick 'Replace an earlier import of this log' to import it again.",
+            icon=":material/content_copy:",
+        )
+        return
+    except (ValueError, OSError) as e:
+        st.error(
+            f"Could not import {ui.md_escape(repr(path))} as a {source} log: {ui.md_escape(e)}",
+            icon=":material/error:",
+        )
+        return
+    st.session_state[IMPORT_FLASH] = ui.md_escape(
+        f"Imported {result['steps']} steps from {path} as run {result['run_id']}."
+    )
+    data.clear_caches()
+    st.rerun()
 
 
 if not ctx.read_only:  # read-only (team) mode: nothing is written, so no import form
