@@ -9,7 +9,11 @@ versions), which tool defaults it relies on when the log does not say (``assumes
 report lists them), and how the meaning differs from our column (``note``). A name whose meaning
 differs from our column in the detected version (``column=""``), or whose meaning cannot be pinned
 (the version range spans a change, a required setting is unknown), keeps the prefixed name
-``<tool>/<name>`` and never fills ours. Names not in the table keep their own names. A metric the
+``<tool>/<name>`` and never fills ours. The range is cut to the name's own versions (the log
+holds it, so it is at least as new as the name's first ``since``); a required setting no file
+states is taken from the tool's default where one default decides it over the segment
+(``tool_versions.DEFAULTS``, reported as assumed). A ``dialect`` rule (Unsloth's trainer)
+replaces the tool's rules for its name. Names not in the table keep their own names. A metric the
 tool logs as 0 because the feature is off (``OFF_WHEN``) is not stored at all (unknown, not zero).
 
 Definitions, read from each tool's source (TRL ``grpo_trainer.py`` v0.14-v1.16, verl ``dp_actor.py``
