@@ -77,6 +77,7 @@ TASK_SATURATED = "task_saturated"
 # not state a setting it needs.
 OK_CODE = "ok"
 RUNNING = "running"
+STOPPED_EARLY = "stopped_early"  # an import whose source says it stopped before its end
 NO_STEPS = "no_steps"
 NOT_JUDGED = "not_judged"
 
@@ -115,6 +116,7 @@ class RunFacts:
     updates_per_batch: int | None = None
     updates_origin: str = ""  # where updates_per_batch comes from ("TRL's default ...")
     max_grad_norm: float | None = None  # the gradient clip the run states (None: unstated)
+    stopped_early: str | None = None  # an import: how its source says it stopped before its end
 
     @property
     def eps(self):
