@@ -14,7 +14,9 @@ Modules: ``core`` (codes, ``Finding``, ``RunFacts``, ``Coverage``, table readers
 ``lag`` (policy lag per step), ``status`` (how the run ended, non-finite values, stale old
 log-probs), ``mismatch`` (sampler/trainer), ``clip``, ``signal`` (constant reward, zero-variance
 and solved groups, truncation), ``spikes`` (spikes and trends), ``run`` (the entry points),
-``attenuation`` (every loss's trust region in one unit), ``live`` (the recorder's side).
+``raw`` (what the raw values show: gradient norm, loss scale, no learning signal, reward
+components, KL level), ``onpolicy`` (clipping at one update per batch), ``attenuation`` (every
+loss's trust region in one unit), ``live`` (the recorder's side).
 """
 
 from training_hooks.findings.core import (
@@ -23,27 +25,36 @@ from training_hooks.findings.core import (
     ATTENUATION_ONE_SIDED,
     CLIP_HIGH,
     CLIP_LOW,
+    CLIP_ONE_UPDATE,
     CODES,
     CRASHED,
     ENTROPY_COLLAPSE,
     ERROR,
     FAILED,
+    GRAD_NORM_SPIKE,
+    GRAD_OVER_CLIP,
     INFO,
     KL_OLD_SPIKE,
+    KL_REF_HIGH,
     KL_REF_SPIKE,
     LENGTH_BLOWUP,
     LENGTH_COLLAPSE,
     LOG_RATIO_SPIKE,
+    LOSS_SPIKE,
+    NAN_CELLS,
+    NO_SIGNAL,
     NO_STEPS,
     NONFINITE,
     NOT_JUDGED,
     OK,
     OK_CODE,
     ON_POLICY_ONLY,
+    REWARD_PINNED,
     RUNNING,
     SAMPLER_MISMATCH,
     SEVERITY_ORDER,
     STALE_OLD_LOGPROBS,
+    STOPPED_EARLY,
     TASK_SATURATED,
     TRUNCATION,
     WARNING,
@@ -68,8 +79,8 @@ from training_hooks.findings.run import (
 )
 from training_hooks.findings.signal import group_outcomes, with_group_outcomes
 from training_hooks.findings.spikes import rolling_baseline, row_nanmedian, spike_mask
-from training_hooks.findings.status import check_status
-from training_hooks.findings.thresholds import THRESHOLDS, Threshold, th
+from training_hooks.findings.status import STATUS_STOPPED_EARLY, check_status, import_status
+from training_hooks.findings.thresholds import RAW, THRESHOLDS, RawThresholds, Threshold, th
 
 __all__ = [
     "ATTENUATION_HIGH",
@@ -78,6 +89,14 @@ __all__ = [
     "CLIP_HIGH",
     "CLIP_LOW",
     "CODES",
+    "NAN_CELLS",
+    "CLIP_ONE_UPDATE",
+    "KL_REF_HIGH",
+    "REWARD_PINNED",
+    "NO_SIGNAL",
+    "LOSS_SPIKE",
+    "GRAD_OVER_CLIP",
+    "GRAD_NORM_SPIKE",
     "CRASHED",
     "ENTROPY_COLLAPSE",
     "ERROR",
@@ -100,7 +119,11 @@ __all__ = [
     "SAMPLER_MISMATCH",
     "SEVERITY_ORDER",
     "STALE_OLD_LOGPROBS",
+    "STATUS_STOPPED_EARLY",
+    "STOPPED_EARLY",
     "TASK_SATURATED",
+    "RAW",
+    "RawThresholds",
     "THRESHOLDS",
     "TRUNCATION",
     "WARNING",
@@ -114,6 +137,7 @@ __all__ = [
     "facts_of",
     "fmt_eps",
     "group_outcomes",
+    "import_status",
     "in_step_order",
     "lag_groups",
     "live_findings",
