@@ -19,7 +19,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from app.mlflow_store import TAGS_KEY
 from app.records import RunRef
 from training_hooks.schema import flatten
 
@@ -67,6 +66,8 @@ def settings(run: RunRef) -> dict[str, Any]:
             if (v := getattr(run.info, k)) is not None:
                 out.setdefault(k, v)
     else:
+        from app.mlflow_store import TAGS_KEY  # (streamlit's import: only for MLflow-only runs)
+
         out.update({k: v for k, v in run.params.items() if k != TAGS_KEY})
     if run.algorithm != "?":
         out[ALGORITHM] = run.algorithm
@@ -144,6 +145,7 @@ def group_runs(runs: Sequence[RunRef], key: str) -> Grouping:
     for value, members in by_value.items():
         name = value if key == ALGORITHM else f"{key}={value}"
         full = lookup(settings(members[0]), key)[0] or key
+        members = sorted(members, key=lambda r: r.key)  # one order whatever the input's
         groups.append(RunGroup(name, value, tuple(members), differing(members, full)))
     return Grouping(key, sorted(groups, key=lambda g: g.name), ungrouped)
 

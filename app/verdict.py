@@ -153,8 +153,14 @@ def pair_rows(r: Report) -> list[dict]:
 
 
 def notes(r: Report) -> list[str]:
-    """The warnings, then the runs left out and why."""
-    return [*r.verdict.warnings, *(f"left out: {run.key}: {why}" for run, why in r.left_out)]
+    """The warnings, the groups whose runs differ in more than the seed, the runs left out."""
+    differ = [
+        f"{g.name}: its runs also differ in {', '.join(g.differ)}"
+        for g in r.grouping.groups
+        if g.differ
+    ]
+    left = [f"left out: {run.key}: {why}" for run, why in r.left_out]
+    return [*r.verdict.warnings, *differ, *left]
 
 
 def _text_table(rows: list[dict]) -> str:
@@ -173,8 +179,8 @@ def text(r: Report) -> str:
         f"{r.metric}: mean over the final {r.final:.0%} of each run's logged steps, runs grouped "
         f"by {r.by}; 95% percentile bootstrap CIs ({vs.N_RESAMPLES:,} resamples per group)"
     )
-    parts = [head, "", _text_table(group_rows(r)), "", _text_table(pair_rows(r))]
-    return "\n".join([*parts, *([""] + notes(r) if notes(r) else [])]).rstrip() + "\n"
+    parts = [head, _text_table(group_rows(r)), _text_table(pair_rows(r)), "\n".join(notes(r))]
+    return "\n\n".join(p for p in parts if p) + "\n"
 
 
 def parser() -> argparse.ArgumentParser:
@@ -200,6 +206,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     if not 0 < args.final <= 1:
         parser().error(f"--final must be in (0, 1], got {args.final}")
+    from streamlit.logger import get_logger
+
+    # outside a Streamlit server its caches warn once per cached function as the app's modules
+    # are imported ("No runtime found"): noise here (a filter: Streamlit resets its loggers'
+    # levels when it reads its config)
+    get_logger("streamlit.runtime.caching.cache_data_api").addFilter(
+        lambda record: "No runtime found" not in record.getMessage()
+    )
     from app.discovery import discover
 
     found = discover(args.root)
