@@ -15,6 +15,7 @@ import streamlit as st
 
 from app import colors, data, panels, ui
 from app import compare_traces as ct
+from app import compare_view as cv
 from app import group_chart as gc
 from app import run_groups as rg
 from app import verdict as vd
@@ -111,10 +112,12 @@ def grouped_charts(
     shown_panels: Sequence[panels.Panel],
     *,
     x: str,
+    steps: str,
     smoothing: float,
     max_points: int,
 ) -> None:
-    """The shown panels, one mean + band + faint seeds per group, and the seeds panel."""
+    """The shown panels, one mean + band + faint seeds per group, and the seeds panel; each run
+    on the steps its panel shows (the "steps" control, ``compare_view.panel_subset``)."""
     by_key = {s.key: s for s in series}
     groups = [
         (
@@ -130,7 +133,8 @@ def grouped_charts(
             g.name: [
                 s
                 for m in members
-                if (s := gc.seed_of(m.label, m.df, x, p.column, smoothing)) is not None
+                if (s := gc.seed_of(m.label, _shown_rows(m, p, steps), x, p.column, smoothing))
+                is not None
             ]
             for g, _, members in groups
         }
@@ -143,11 +147,10 @@ def grouped_charts(
         if curves:
             drawn.append((p.title, p.unit, curves))
     spans = [(g.name, color, _spans(members, x)) for g, color, members in groups]
-    every = np.unique(np.concatenate([np.asarray(s) for _, _, sp in spans for s in sp] or [[]]))
-    grid = (
-        every if len(every) <= gc.GRID_POINTS else np.linspace(every[0], every[-1], gc.GRID_POINTS)
-    )
-    seeds_panel = [(name, color, grid, gc.coverage(sp, grid)) for name, color, sp in spans]
+    grid, counts = gc.seed_counts([sp for _, _, sp in spans])
+    seeds_panel = [
+        (name, color, grid, n) for (name, color, _), n in zip(spans, counts, strict=True)
+    ]
     x_range = (float(grid[0]), float(grid[-1])) if len(grid) else None
     option, height = gc.grouped_option(
         drawn, seeds_panel, x_name=ct.X_AXES.get(x, x), x_range=x_range
@@ -160,6 +163,11 @@ def grouped_charts(
         "The last chart counts the seeds at each x; the hover gives them too."
     )
     st.echarts_chart(option, height=height, key="grouped")
+
+
+def _shown_rows(s: ct.RunSeries, p: panels.Panel, steps: str) -> pd.DataFrame:
+    """The rows of ``s`` that panel ``p`` shows under the "steps" choice ``steps``."""
+    return s.df[s.rows(cv.panel_subset(p.off_policy_default, steps, s.lag))]
 
 
 def _spans(members: Sequence[ct.RunSeries], x: str) -> list[tuple[float, float]]:

@@ -110,6 +110,19 @@ def coverage(spans: Sequence[tuple[float, float]], grid: np.ndarray) -> np.ndarr
     return ((grid[None, :] >= lo[:, None]) & (grid[None, :] <= hi[:, None])).sum(axis=0)
 
 
+def seed_counts(
+    spans: Sequence[Sequence[tuple[float, float]]], n: int = GRID_POINTS
+) -> tuple[np.ndarray, list[np.ndarray]]:
+    """(grid, per group the seeds covering each grid x) from each group's runs' (first x, last
+    x): the grid is ``n`` evenly spaced x over every span and the spans' ends, so a count drops
+    right after the x where a run ends."""
+    ends = np.asarray([v for group in spans for span in group for v in span], np.float64)
+    if not len(ends):
+        return np.zeros(0), [np.zeros(0, np.int64) for _ in spans]
+    grid = np.unique(np.concatenate([ends, np.linspace(ends.min(), ends.max(), n)]))
+    return grid, [coverage(group, grid) for group in spans]
+
+
 def _on(i: int) -> dict:
     return {"xAxisIndex": i, "yAxisIndex": i, "animation": False}
 
@@ -189,7 +202,6 @@ def _seeds_panel(i: int, groups: Sequence[tuple[str, str, np.ndarray, np.ndarray
             "type": "line",
             **_on(i),
             "name": name,
-            "step": "end",
             "data": eg._pairs(x, n),
             "showSymbol": False,
             "lineStyle": {"color": color, "width": 1.5},
@@ -216,6 +228,10 @@ def grouped_option(
         grids.append(eg._plot_area(i))
         titles.append(eg._title(i, title, sub))
         xs.append(eg._x_axis(i, "", x_name, ends))
+        exp = tiny_exponent(curves)
+        if exp is not None:  # ECharts writes 1e-15 as a 17-digit decimal: draw in units of 10^k
+            curves = [scaled(g, 10.0**-exp) for g in curves]
+            unit = f"{unit} (×1e{exp})"
         ys.append(_y_axis(i, unit))
         for g in curves:
             out += _seed_lines(g, i) + _band(g, i) + [_mean(g, i)]
@@ -233,7 +249,12 @@ def grouped_option(
         "xAxis": xs,
         "yAxis": ys,
         "series": out,
-        "legend": {"bottom": 0, "left": "6%", "textStyle": {"color": eg.GRID_TEXT}},
+        "legend": {
+            "data": [name for name, *_ in seeds],
+            "bottom": 0,
+            "left": "6%",
+            "textStyle": {"color": eg.GRID_TEXT},
+        },
         "tooltip": {
             "trigger": "axis",
             "confine": True,
@@ -242,8 +263,24 @@ def grouped_option(
         },
         "dataZoom": eg._zoom(n, ""),
     }
-    option["legend"]["data"] = [name for name, *_ in seeds]
     return option, eg.SLIDER_PX + max(1, math.ceil(n / eg.COLUMNS)) * eg.GRID_ROW_PX + LEGEND_PX
+
+
+def tiny_exponent(curves: Sequence[GroupCurve]) -> int | None:
+    """k = floor(log10 max |y|) when every finite value the ``curves`` draw is below
+    ``echarts_grid.TINY`` in size and one is not 0, else None."""
+    values = [np.abs(v[np.isfinite(v)]) for g in curves for v in (g.mean, g.lo, g.hi)]
+    values += [np.abs(s.y) for g in curves for s in g.seeds]
+    top = max((float(v.max()) for v in values if len(v)), default=0.0)
+    return math.floor(math.log10(top)) if 0 < top < eg.TINY else None
+
+
+def scaled(g: GroupCurve, factor: float) -> GroupCurve:
+    """``g`` with every y times ``factor``."""
+    seeds = tuple(Seed(s.label, s.x, s.y * factor) for s in g.seeds)
+    return GroupCurve(
+        g.name, g.color, g.x, g.mean * factor, g.lo * factor, g.hi * factor, g.count, seeds
+    )
 
 
 def _y_axis(i: int, unit: str) -> dict:

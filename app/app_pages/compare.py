@@ -421,6 +421,7 @@ if shown_panels:
             series,
             shown_panels,
             x=opts["x"],
+            steps=opts["steps"],
             smoothing=opts["smoothing"],
             max_points=opts["max_points"],
         )
