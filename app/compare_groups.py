@@ -2,7 +2,8 @@
 ``python -m app.verdict``, on the shown runs) and the grouped charts (``app.group_chart``).
 
 Grouping by algorithm is on by default when every algorithm group of the shown runs has 2 or
-more runs; "none" draws one line per run (the page's own grid).
+more runs of distinct stated seeds (``default_key``); "none" draws one line per run (the page's
+own grid).
 """
 
 from __future__ import annotations
@@ -27,9 +28,17 @@ NONE = "none"
 
 
 def default_key(runs: Sequence[RunRef]) -> str:
-    """ "algorithm" when the shown runs make 1+ algorithm groups, each of 2+ runs; else NONE."""
+    """The algorithm when the shown runs make 1+ algorithm groups, each of 2+ runs that state
+    distinct seeds (a copy of a run is no second seed, and runs that state none may be anything:
+    other people's runs, other models); else NONE. Any grouping can still be chosen."""
     g = rg.group_runs(runs, rg.ALGORITHM)
-    return rg.ALGORITHM if g.groups and all(len(x.runs) >= 2 for x in g.groups) else NONE
+    return rg.ALGORITHM if g.groups and all(_seeds(x) for x in g.groups) else NONE
+
+
+def _seeds(g: rg.RunGroup) -> bool:
+    """Whether ``g`` has 2+ runs, each stating its seed, no seed twice."""
+    seeds = [rg.value_of(r, rg.SEED)[0] for r in g.runs]
+    return len(seeds) >= 2 and None not in seeds and len(set(seeds)) == len(seeds)
 
 
 def metric_options(series: Sequence[ct.RunSeries]) -> list[str]:
@@ -101,6 +110,11 @@ def verdict_table(r: vd.Report) -> None:
             named = ", ".join(ui.md_escape(k) for k in g.differ[:4])
             more = f" and {len(g.differ) - 4} more" if len(g.differ) > 4 else ""
             st.caption(f"{ui.md_escape(g.name)}: its runs also differ in {named}{more}.")
+        for seed, keys in g.repeated_seeds().items():
+            st.caption(
+                f"{ui.md_escape(g.name)}: runs {ui.md_escape(', '.join(keys))} state one seed "
+                f"({ui.md_escape(seed)}): repeats, not seeds."
+            )
     if r.left_out:
         items = [f"{ui.md_escape(run.label)}: {ui.md_escape(why)}" for run, why in r.left_out]
         st.caption("Left out: " + "; ".join(items) + ".")

@@ -23,6 +23,7 @@ from app.records import RunRef
 from training_hooks.schema import flatten
 
 ALGORITHM = "algorithm"
+SEED = "seed"
 #: run.json's own settings, read as config beside its ``config`` (None there: not stated)
 RUN_SETTINGS = (
     "reduction",
@@ -47,6 +48,15 @@ class RunGroup:
     value: str
     runs: tuple[RunRef, ...]
     differ: tuple[str, ...] = ()  # other settings whose values differ among ``runs``
+
+    def repeated_seeds(self) -> dict[str, list[str]]:
+        """{seed: run keys} of the seeds two or more members state (repeats, not seeds); runs
+        that state no seed are not counted (their seed is unknown)."""
+        by_seed: dict[str, list[str]] = {}
+        for r in self.runs:
+            if (seed := value_of(r, SEED)[0]) is not None:
+                by_seed.setdefault(seed, []).append(r.key)
+        return {k: v for k, v in by_seed.items() if len(v) > 1}
 
 
 @dataclass(frozen=True)

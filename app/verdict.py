@@ -159,8 +159,13 @@ def notes(r: Report) -> list[str]:
         for g in r.grouping.groups
         if g.differ
     ]
+    repeats = [
+        f"{g.name}: runs {', '.join(keys)} state one seed ({seed}): repeats, not seeds"
+        for g in r.grouping.groups
+        for seed, keys in g.repeated_seeds().items()
+    ]
     left = [f"left out: {run.key}: {why}" for run, why in r.left_out]
-    return [*r.verdict.warnings, *differ, *left]
+    return [*r.verdict.warnings, *differ, *repeats, *left]
 
 
 def _text_table(rows: list[dict]) -> str:

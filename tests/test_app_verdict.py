@@ -66,6 +66,13 @@ def test_groups_by_config_key_nested_null_missing_ambiguous():
     assert why["m"] == "its settings do not state 'lr'"
     assert why["x"].startswith("'lr' names 2 settings (actor.lr, critic.lr")
     assert g.groups[1].differ == ()  # a and b differ only in their seed
+    assert g.groups[1].repeated_seeds() == {}
+    twins = rg.group_runs([_ref("a", config={"seed": 3}), _ref("b", config={"seed": 3})], "lr")
+    assert twins.groups == [] and len(twins.ungrouped) == 2
+    (pair,) = rg.group_runs(
+        [_ref("a", config={"seed": 3}), _ref("b", config={"seed": 3}), _ref("c")], "algorithm"
+    ).groups
+    assert pair.repeated_seeds() == {"3": ["a", "b"]}  # c states no seed: not counted
 
 
 def test_group_names_what_else_differs_and_reads_run_settings():
