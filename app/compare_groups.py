@@ -8,13 +8,14 @@ own grid).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
 import streamlit as st
 
-from app import colors, data, panels, ui
+from app import colors, data, panels, traces, ui
 from app import compare_traces as ct
 from app import compare_view as cv
 from app import group_chart as gc
@@ -96,7 +97,9 @@ def verdict_table(r: vd.Report) -> None:
         f"its logged steps. Mean score per group with its 95% percentile bootstrap CI "
         f"({vs.N_RESAMPLES:,} resamples of the group's runs); per pair the difference A - B with "
         "its 95% CI (each group resampled on its own), P(A > B) = Mann-Whitney U / (n·m), and "
-        '"A better" or "B better" only when the difference\'s CI excludes 0.'
+        '"A better" or "B better" only when the difference\'s CI excludes 0. "Better" means a '
+        "higher score: for a metric where lower is better (loss, a clip share, a KL) read it as "
+        '"higher".'
     )
     st.dataframe(pd.DataFrame(vd.group_rows(r)), hide_index=True, key="verdict_groups")
     if r.verdict.pairs:
@@ -131,7 +134,8 @@ def grouped_charts(
     max_points: int,
 ) -> None:
     """The shown panels, one mean + band + faint seeds per group, and the seeds panel; each run
-    on the steps its panel shows (the "steps" control, ``compare_view.panel_subset``)."""
+    on the steps its panel shows (the "steps" control, ``compare_view.panel_subset``). The
+    option is cached whole on everything it is drawn from (``traces.chart_key``)."""
     by_key = {s.key: s for s in series}
     groups = [
         (
@@ -141,6 +145,53 @@ def grouped_charts(
         )
         for i, g in enumerate(r.grouping.groups)
     ]
+    members = [m for _, _, ms in groups for m in ms]
+    digests = {
+        m.key: traces.run_digest(run)
+        for g, _, _ in groups
+        for run in g.runs
+        if (m := by_key.get(run.key))
+    }
+    how = {
+        "grouped": [(g.name, color, [m.key for m in ms]) for g, color, ms in groups],
+        "x": x,
+        "steps": steps,
+        "smoothing": smoothing,
+        "max_points": max_points,
+    }
+    option, height = traces.cached_chart(
+        traces.chart_key(members, digests, shown_panels, how),
+        functools.partial(
+            grouped_option,
+            groups,
+            shown_panels,
+            x=x,
+            steps=steps,
+            smoothing=smoothing,
+            max_points=max_points,
+        ),
+    )
+    st.caption(
+        "Grouped: each group's mean over its seeds (thick), a pointwise 95% bootstrap band of that "
+        "mean (at each x separately, over the seeds present there; not a band for whole curves), "
+        "each seed faint behind (cut with min/max-preserving LTTB). The band covers only the x "
+        "where 2+ seeds exist; a seed is interpolated inside its own steps, never extrapolated. "
+        "The last chart counts the seeds at each x; the hover gives them too."
+    )
+    st.echarts_chart(option, height=height, key="grouped")
+
+
+def grouped_option(
+    groups: Sequence[tuple[rg.RunGroup, str, Sequence[ct.RunSeries]]],
+    shown_panels: Sequence[panels.Panel],
+    *,
+    x: str,
+    steps: str,
+    smoothing: float,
+    max_points: int,
+) -> tuple[dict, int]:
+    """(option, height) of the grouped charts: per panel each group's curve over the rows its
+    panel shows, then the seeds panel."""
     drawn = []
     for p in shown_panels:
         seeds = {
@@ -153,8 +204,9 @@ def grouped_charts(
             for g, _, members in groups
         }
         grid = gc.grid_x([s for ss in seeds.values() for s in ss])
+        points = gc.seed_points(sum(len(v) for v in seeds.values()), max_points)
         curves = [
-            gc.group_curve(g.name, color, seeds[g.name], grid, max_points)
+            gc.group_curve(g.name, color, seeds[g.name], grid, points)
             for g, color, _ in groups
             if seeds[g.name]
         ]
@@ -166,17 +218,7 @@ def grouped_charts(
         (name, color, grid, n) for (name, color, _), n in zip(spans, counts, strict=True)
     ]
     x_range = (float(grid[0]), float(grid[-1])) if len(grid) else None
-    option, height = gc.grouped_option(
-        drawn, seeds_panel, x_name=ct.X_AXES.get(x, x), x_range=x_range
-    )
-    st.caption(
-        "Grouped: each group's mean over its seeds (thick), a pointwise 95% bootstrap band of that "
-        "mean (at each x separately, over the seeds present there; not a band for whole curves), "
-        "each seed faint behind (cut with min/max-preserving LTTB). The band covers only the x "
-        "where 2+ seeds exist; a seed is interpolated inside its own steps, never extrapolated. "
-        "The last chart counts the seeds at each x; the hover gives them too."
-    )
-    st.echarts_chart(option, height=height, key="grouped")
+    return gc.grouped_option(drawn, seeds_panel, x_name=ct.X_AXES.get(x, x), x_range=x_range)
 
 
 def _shown_rows(s: ct.RunSeries, p: panels.Panel, steps: str) -> pd.DataFrame:

@@ -27,8 +27,11 @@ from app import series_math
 from app import verdict_stats as vs
 from app.colors import rgba
 
-GRID_POINTS = 300  # x points of a panel's means and bands
-SEED_POINTS = 300  # points per faint seed line
+GRID_POINTS = 200  # x points of a panel's means and bands (a panel is ~450 px wide)
+SEED_POINTS = 300  # points per faint seed line at most
+#: points of a panel's faint seed lines together (the browser's cost: 50 seeds get 80 each)
+SEED_BUDGET = 4_000
+MIN_SEED_POINTS = 60
 SEED_OPACITY = 0.3
 BAND_OPACITY = 0.2
 SEEDS_TITLE = "Seeds at each x"
@@ -68,15 +71,22 @@ def seed_of(label: str, df: pd.DataFrame, x: str, column: str, smoothing: float)
     ok = np.isfinite(xs) & np.isfinite(ys)
     if not ok.any():
         return None
-    order = np.argsort(xs[ok], kind="stable")
-    xs, ys = xs[ok][order], ys[ok][order]
+    xs, ys = xs[ok], ys[ok]
+    if len(xs) > 1 and np.any(xs[1:] < xs[:-1]):  # a step table is sorted: mostly no sort
+        order = np.argsort(xs, kind="stable")
+        xs, ys = xs[order], ys[order]
     return Seed(label, xs, series_math.ema(ys, smoothing) if smoothing else ys)
 
 
 def grid_x(seeds: Sequence[Seed], n: int = GRID_POINTS) -> np.ndarray:
     """Every seed's distinct x when there are at most ``n``, else ``n`` evenly spaced x over
     their span."""
-    xs = np.unique(np.concatenate([s.x for s in seeds])) if seeds else np.zeros(0)
+    if not seeds:
+        return np.zeros(0)
+    if any(len(np.unique(s.x[: n + 1])) > n for s in seeds):  # one seed has more: no union needed
+        lo, hi = min(s.x[0] for s in seeds), max(s.x[-1] for s in seeds)
+        return np.linspace(lo, hi, n)
+    xs = np.unique(np.concatenate([s.x for s in seeds]))
     return xs if len(xs) <= n else np.linspace(xs[0], xs[-1], n)
 
 
@@ -84,6 +94,12 @@ def on_grid(grid: np.ndarray, s: Seed) -> np.ndarray:
     """``s`` linearly interpolated at ``grid`` inside its own x range, NaN outside."""
     inside = (grid >= s.x[0]) & (grid <= s.x[-1])
     return np.where(inside, np.interp(grid, s.x, s.y), np.nan)
+
+
+def seed_points(n_seeds: int, most: int = SEED_POINTS) -> int:
+    """Points per faint seed line when a panel draws ``n_seeds``: ``SEED_BUDGET`` shared, at most
+    ``most``, at least ``MIN_SEED_POINTS``."""
+    return int(max(MIN_SEED_POINTS, min(most, SEED_BUDGET // max(n_seeds, 1))))
 
 
 def group_curve(

@@ -182,7 +182,8 @@ def text(r: Report) -> str:
     """The shell's table: what is scored, the groups, the pairs, the notes."""
     head = (
         f"{r.metric}: mean over the final {r.final:.0%} of each run's logged steps, runs grouped "
-        f"by {r.by}; 95% percentile bootstrap CIs ({vs.N_RESAMPLES:,} resamples per group)"
+        f"by {r.by}; 95% percentile bootstrap CIs ({vs.N_RESAMPLES:,} resamples per group); "
+        '"better" means a higher score'
     )
     parts = [head, _text_table(group_rows(r)), _text_table(pair_rows(r)), "\n".join(notes(r))]
     return "\n\n".join(p for p in parts if p) + "\n"
