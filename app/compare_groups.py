@@ -52,8 +52,11 @@ def metric_options(series: Sequence[ct.RunSeries]) -> list[str]:
     return builtin + sorted(have - set(builtin) - skip)
 
 
-def controls(shown: Sequence[RunRef], series: Sequence[ct.RunSeries]) -> tuple[str, str, float]:
-    """(group-by key or NONE, verdict metric, final fraction)."""
+def controls(
+    shown: Sequence[RunRef], series: Sequence[ct.RunSeries]
+) -> tuple[str, str | None, float]:
+    """(group-by key or NONE, verdict metric (None: no numeric column to score), final
+    fraction)."""
     keys = rg.candidate_keys(shown)
     default = default_key(shown)
     metrics = metric_options(series)
@@ -70,7 +73,11 @@ def controls(shown: Sequence[RunRef], series: Sequence[ct.RunSeries]) -> tuple[s
         metric = st.selectbox(
             "Verdict metric",
             metrics,
-            index=metrics.index(Step.REWARD_MEAN) if Step.REWARD_MEAN in metrics else 0,
+            index=metrics.index(Step.REWARD_MEAN)
+            if Step.REWARD_MEAN in metrics
+            else 0
+            if metrics
+            else None,
             key="verdict_metric",
             disabled=by == NONE,
             help="The step column each run is scored on.",

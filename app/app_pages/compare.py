@@ -374,7 +374,11 @@ with st.expander("Charts and log scales", icon=":material/tune:"):
     )
 
 by, verdict_metric, verdict_final = cg.controls(shown, series)
-verdict = cg.report(shown, by, verdict_metric, verdict_final) if by != cg.NONE else None
+verdict = (
+    cg.report(shown, by, verdict_metric, verdict_final)
+    if by != cg.NONE and verdict_metric is not None
+    else None
+)
 if verdict is not None:
     cg.verdict_table(verdict)
 grouped = verdict is not None and bool(verdict.grouping.groups)
