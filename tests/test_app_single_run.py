@@ -552,7 +552,13 @@ def test_runs_table_on_the_real_logs(app_env, tmp_path):
     # health: a green "ok" only where most checks ran; elsewhere how much was checked
     for cell in df["health"]:
         m = re.search(r"(\d+) of (\d+) checked", cell)
-        assert cell == "ok" or (m and int(m.group(1)) * 2 < int(m.group(2))), cell
+        if m:  # said only when most checks could not run
+            assert int(m.group(1)) * 2 < int(m.group(2)), cell
+        else:  # most checks ran: ok, or the findings' counts
+            assert cell == "ok" or re.fullmatch(r"(\d+ err · )?\d+ warn", cell), cell
+    health = dict(zip(df["name"], df["health"], strict=True))
+    # frac_reward_zero_std 1.0 and reward 0.0 on most of its last rows: all-wrong groups
+    assert health["agent-memory-redteam"] == "1 err · 0 warn"
     assert (df["health"] == "ok").sum() == 1  # the clip-sweep verl run: its config says much
     assert df["health"].str.startswith("nothing found, ").sum() >= 8
 

@@ -35,19 +35,13 @@ st.caption(
 )
 
 IMPORT_FLASH = "_import_flash"
-IMPORT_HINTS = {
-    "trl": "TRL / Unsloth: an output dir (newest checkpoint-*/trainer_state.json), a "
-    "trainer_state.json, a console log (one dict per logging step), a TensorBoard event file "
-    "(runs/*/events.out.tfevents.*) or a W&B run folder (wandb/run-*)",
-    "tinker": "Tinker cookbook: the log dir or its metrics.jsonl (config.json beside it is read)",
-    "verl": "verl: the file logger's <project>/<experiment>.jsonl, a console log ('step:N - ...' "
-    "lines), a TensorBoard event file or a W&B run folder",
-}
 
 
 def _import_form() -> None:
     """Import a TRL / Tinker / verl log into the root as a run of ours (training_hooks.importers).
     The source path and the root are checked first (``import_source``, ``import_root``)."""
+    from training_hooks.importers import TOOLS  # torch-free
+
     if flash := st.session_state.pop(IMPORT_FLASH, None):
         st.success(flash, icon=":material/check_circle:")
     with st.expander(
@@ -57,8 +51,8 @@ def _import_form() -> None:
         with st.form("import_run"):
             source = st.selectbox(
                 "Logged by",
-                list(IMPORT_HINTS),
-                format_func=IMPORT_HINTS.__getitem__,
+                list(TOOLS),
+                format_func=lambda tool: TOOLS[tool].path_hint,
                 key="import_source",
             )
             path = st.text_input("Path on this machine", key="import_path")

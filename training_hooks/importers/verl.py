@@ -152,5 +152,7 @@ SPEC = ToolSpec(
     algorithm_setting=("loss_mode", {"gspo": "gspo", "grpo": "vanilla"}),
     duration="timing_s/step",
     validation=("val-",),
-    path_hint="the file logger's <project>/<experiment>.jsonl (any name)",
+    display_name="verl",
+    path_hint="verl: the file logger's <project>/<experiment>.jsonl (any name), a console log "
+    "('step:N - ...' lines), a TensorBoard event file or a W&B run folder",
 )
