@@ -173,7 +173,8 @@ class RunRecorder:
         self.is_main = self.rank == 0
         self.root = s.root
         self.resumed = False
-        self.last_step: int | None = None
+        self.last_step: int | None = None  # the run's largest step (a resumed run's included)
+        self._logged_step: int | None = None  # the last step this recorder logged
         self._closed = False
         self._lock = threading.Lock()
         self._workspace: dict = {}  # reused (B, T) scratch buffers of sequence_diagnostics
@@ -401,14 +402,27 @@ class RunRecorder:
             sampler_logprobs=sampler_logprobs,
             group_size=self.group_size,
         )
+        self._check_step_order(inputs.step)
         self._reduce(inputs)
         if self.group_size is None:
             self.group_size = inputs.group_size
             with self.state.lock:
                 self.state.info.group_size = inputs.group_size
-        self.last_step = inputs.step
+        self._logged_step = inputs.step
+        self.last_step = inputs.step if self.last_step is None else max(self.last_step, inputs.step)
         with self.state.lock:
-            self.state.info.last_step = inputs.step
+            self.state.info.last_step = self.last_step
+
+    def _check_step_order(self, step: int) -> None:
+        """Steps only grow within one recorder: a step at or below the last one it logged is a
+        ValueError naming both. (A resumed run starts afresh: the steps it logs again supersede
+        the earlier rows of those steps, ``training_hooks.supersede``.)"""
+        last = self._logged_step
+        if last is not None and step <= last:
+            raise ValueError(
+                f"step {step} is at or below the last step logged, {last}: steps must increase "
+                "(one log_step per optimizer step); nothing was recorded for this call"
+            )
 
     def _reduce(self, inputs: StepInputs) -> None:
         """Reduce the step on its tensors' device and hand it to the sinks."""

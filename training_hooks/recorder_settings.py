@@ -57,7 +57,8 @@ class RecorderSettings:
     working directory), or a tracking URI."""
     run_id: str | None = None
     """Resume this run if ``root/<run_id>`` exists (append, status back to running), else start a
-    new run with this id. Default: ``<name>-<time>-<hex>``."""
+    new run with this id. Default: ``<name>-<time>-<hex>``. A resumed run may log a step again
+    (from a checkpoint): its new rows replace the earlier ones of that step."""
     seq_eps: tuple[float, float] = GSPO_EPS
     """GSPO's sequence-unit clip range (eps_low, eps_high)."""
     token_eps: tuple[float, float] = GRPO_EPS

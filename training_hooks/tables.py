@@ -31,6 +31,7 @@ from .schema import (
     superseded,
 )
 from .storage import FileStamp
+from .supersede import latest_frames
 
 PartFiles = tuple[FileStamp, ...]  # (name, size, mtime_ns) of each part, by name
 
@@ -107,10 +108,11 @@ def read_files(
     skip_vanished: bool,
 ) -> Table:
     """Read ``files`` of ``folder`` (each file's columns among ``columns``, its rows in
-    ``step_range``), each ``declared`` (name, type) column cast to its type (``conform``);
+    ``step_range``), each ``declared`` (name, type) column cast to its type (``conform``), the
+    rows of a step a newer write holds again left out (``training_hooks.supersede``);
     unreadable files, columns of the wrong type and missing declared columns become problems. A
     vanished file raises ``Vanished`` (never cached) unless ``skip_vanished``."""
-    frames: list[pd.DataFrame] = []
+    frames: list[tuple[str, pd.DataFrame]] = []
     problems: list[str] = []
     missing: set[str] = set()
     versions: set[int | None] = set()
@@ -125,13 +127,15 @@ def read_files(
             versions.add(version_of(schema))
             present = set(schema.names)
             wanted = [c for c in (columns or schema.names) if c in present]
+            if Step.STEP in present and Step.STEP not in wanted:  # (to tell a newer write's rows)
+                wanted.append(Step.STEP)
             asked = expected if columns is None else columns
             missing |= {c for c in asked if c not in present and c in expected}
             rows = step_range if Step.STEP in present else None
             got, bad = conform(read_file(pf, wanted, rows), declared)
             if (columns is None or Step.STEP in columns) and Step.STEP not in got.column_names:
                 raise ValueError(f"no usable {Step.STEP!r} column ({'; '.join(bad) or 'missing'})")
-            frames.append(got.to_pandas())
+            frames.append((name, got.to_pandas()))
             problems += [f"{table}/{name}: {b}" for b in bad]
         except FileNotFoundError as e:
             if not skip_vanished:
@@ -139,10 +143,12 @@ def read_files(
         except Exception as e:  # noqa: BLE001 - any unreadable file is reported, not raised
             problems.append(f"{table}/{name} is unreadable ({short_error(e)})")
     problems += schema_problems(table, missing, versions)
-    frames = [f for f in frames if len(f)]
-    if not frames:
+    kept = [f for f in latest_frames(frames) if len(f)]  # a step logged again: its newest write
+    if not kept:
         return Table(pd.DataFrame(columns=list(columns or ())), problems)
-    df = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+    df = pd.concat(kept, ignore_index=True) if len(kept) > 1 else kept[0]
+    if columns is not None and Step.STEP not in columns and Step.STEP in df.columns:
+        df = df.drop(columns=[Step.STEP])
     return Table(df, problems)
 
 
