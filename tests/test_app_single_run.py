@@ -50,7 +50,7 @@ def record_lagged(root, name: str, algorithm: str, *, spread: float, seed: int) 
     ) as rec:
         for step in range(STEPS):
             lag = step % 2
-            old = -torch.rand(B, T, generator=gen) * 3
+            old = -torch.rand(B, T, generator=gen) * 3 - 2  # log-probs <= 0 with the noise
             logp = old + spread * torch.randn(B, T, generator=gen) if lag else old.clone()
             mask = torch.ones(B, T, dtype=torch.bool)
             mask[: B // 2, T - 2 - step % 2 :] = False  # lengths 5/6 and 8
@@ -548,7 +548,7 @@ def _record_texts(root, name: str, *, texts: bool) -> str:
     from training_hooks import RunRecorder
 
     B, T_ = 4, 4
-    old = torch.zeros(B, T_)
+    old = -torch.ones(B, T_)  # (log-probs <= 0)
     logp = old + torch.tensor([0.1, -0.2, 0.3, 0.0]).repeat(B, 1)
     mask = torch.ones(B, T_, dtype=torch.bool)
     mask[0, 3] = False

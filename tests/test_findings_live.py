@@ -40,7 +40,7 @@ def _record(root: Path, *, on_finding=None, every: int = 5) -> str:
         flush_interval_s=0.2,
     ) as rec:
         for step in range(STEPS):
-            old = -torch.rand(P * G, T, generator=gen) * 3
+            old = -torch.rand(P * G, T, generator=gen) * 3 - 2  # log-probs <= 0 with the noise
             lag = step % 2
             logp = old + lag * 0.05 * torch.randn(P * G, T, generator=gen)
             if step == NAN_AT:
@@ -235,7 +235,7 @@ def test_each_live_finding_tags_the_mlflow_run(tmp_path, mlflow_uri):
         root=tmp_path, name="tags", algorithm="gspo", mlflow=mlflow_uri, findings_every=5
     ) as rec:
         for step in range(12):
-            old = -torch.rand(P * G, T, generator=gen) * 3
+            old = -torch.rand(P * G, T, generator=gen) * 3 - 2  # log-probs <= 0 with the noise
             rec.log_step(
                 step,
                 rewards=torch.randint(0, 2, (P, G), generator=gen).float(),
