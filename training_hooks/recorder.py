@@ -33,16 +33,14 @@ from typing import Any
 
 import torch
 
-from gspo_metrics.spec import GRPO_EPS, GSPO_EPS
-
 from . import schema, storage
 from .compute import Reduction, StepRecord, dist_info, reduce_step
 from .inputs import StepInputs
-from .recorder_settings import RecorderSettings
+from .recorder_settings import DEFAULT_TOKEN_SAMPLES, SETTING_SOURCES, RecorderSettings
 from .schema import RunInfo, write_json_atomic
 from .sinks import NullSink, ParquetSink, Sink, SinkWorker
 from .sinks.findings import findings_sink
-from .sinks.mlflow import resolve_tracking_uri, run_params
+from .sinks.mlflow import announce_store, resolve_tracking_uri, run_params
 
 log = logging.getLogger("training_hooks")
 
@@ -135,13 +133,13 @@ class RunRecorder:
         mlflow: bool | str | None = None,
         *,
         run_id: str | None = None,
-        seq_eps: tuple[float, float] = GSPO_EPS,
-        token_eps: tuple[float, float] = GRPO_EPS,
-        reduction: str = "sum",
+        seq_eps: tuple[float, float] | None = None,
+        token_eps: tuple[float, float] | None = None,
+        reduction: str | None = None,
         group_size: int | None = None,
         flush_interval_s: float = 5.0,
         steps_per_file: int = 100,
-        token_samples: int = 0,
+        token_samples: int = DEFAULT_TOKEN_SAMPLES,
         experiment: str = "gspo-dash",
         mlflow_steps_per_batch: int = 50,
         mlflow_artifacts: bool = True,
@@ -159,6 +157,8 @@ class RunRecorder:
         self.settings = s
         self.tracking_uri = resolve_tracking_uri(s.mlflow)
         self._init_fields(s)
+        if self.is_main:
+            announce_store(s.mlflow, self.tracking_uri)  # mlflow=True: where, printed once
         self._join_run(s)  # distributed: every rank takes rank 0's run id
         self.state = RunState(self.run_dir, self._run_info(s), persist=self.is_main)
         parquet_ok = self._create_folders()
@@ -223,8 +223,10 @@ class RunRecorder:
             pid=os.getpid(),
             flush_interval_s=s.flush_interval_s,
         )
+        # which of ε and the reduction the user gave; the others are defaults, and say so
+        info.other[SETTING_SOURCES] = s.setting_sources
         if storage.exists(storage.join(self.run_dir, schema.RUN_JSON)):
-            info = self._resume(info)
+            info = self._resume(info)  # (the run's own settings and their sources kept)
         info.other.setdefault("world_size", self.world_size)
         try:
             info.other.setdefault("user", getpass.getuser())

@@ -96,10 +96,17 @@ class RunFacts:
     sources: Mapping[str, str] = field(default_factory=dict)  # our column -> foreign metric read
     one_update_per_row: bool | None = True  # False: a row averages several optimizer updates
     eps_source: str | None = None  # whose ε the run says it is (config "eps_source"); None: unsaid
+    defaults: tuple[str, ...] = ()  # settings the recorder filled with its default (not stated)
 
     @property
     def eps(self):
         return self.seq_eps if str(self.algorithm).lower() == "gspo" else self.token_eps
+
+    @property
+    def eps_is_default(self) -> bool:
+        """The ε of the algorithm's unit is the recorder's default: the run did not state it."""
+        unit = "seq_eps" if str(self.algorithm).lower() == "gspo" else "token_eps"
+        return unit in self.defaults
 
     def logged_as(self, column: str) -> str:
         """``column`` as the run's log named it: ``"verl rollout_corr/k3_kl"`` for an import's
@@ -128,6 +135,15 @@ class Coverage:
     def skipped(self, name: str, reason: str) -> None:
         if name not in self.checked:
             self.not_checked[name] = reason
+
+
+def defaulted_settings(other: Mapping | None) -> tuple[str, ...]:
+    """The settings a recorded run.json says are the recorder's defaults (its
+    ``setting_sources``: "default"), sorted; () when it says none (or is older than the key)."""
+    sources = other.get("setting_sources") if isinstance(other, Mapping) else None
+    if not isinstance(sources, Mapping):
+        return ()
+    return tuple(sorted(k for k, v in sources.items() if v == "default"))
 
 
 def stated_eps_source(config) -> str | None:

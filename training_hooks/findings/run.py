@@ -36,6 +36,7 @@ from training_hooks.findings.core import (
     Coverage,
     Finding,
     RunFacts,
+    defaulted_settings,
     in_step_order,
     stated_eps_source,
     th,
@@ -254,6 +255,7 @@ def facts_of(info: RunInfo | None, *, status: str | None = None, **overrides) ->
         sources={v: k for k, v in imp.mapped.items()} if imp is not None else {},
         one_update_per_row=_one_update_per_row(info),
         eps_source=stated_eps_source(info.config),
+        defaults=defaulted_settings(info.other),
     )
     return replace(facts, **overrides)
 
