@@ -193,8 +193,7 @@ class RunRecorder:
         self.run_dir = storage.join(s.root, run_id)
         # the steps' reduction (on the device; over ranks when distributed)
         self._reduction = Reduction(
-            s.seq_eps,
-            s.token_eps,
+            *s.clip_ranges,
             s.token_samples,
             None if self.distributed else False,
             run_id,
@@ -204,14 +203,15 @@ class RunRecorder:
     def _run_info(self, s: RecorderSettings) -> RunInfo:
         """This run's ``RunInfo``: a new one, or the one on disk when resuming."""
         now = time.time()
+        seq_eps, token_eps = s.clip_ranges
         info = RunInfo(
             run_id=self.run_id,
             name=s.run_name,
             algorithm=s.algorithm,
-            seq_eps_low=s.seq_eps[0],
-            seq_eps_high=s.seq_eps[1],
-            token_eps_low=s.token_eps[0],
-            token_eps_high=s.token_eps[1],
+            seq_eps_low=seq_eps[0],
+            seq_eps_high=seq_eps[1],
+            token_eps_low=token_eps[0],
+            token_eps_high=token_eps[1],
             reduction=s.reduction,
             group_size=s.group_size,
             config=s.config,

@@ -123,6 +123,13 @@ class RecorderSettings:
         return dict(self.__dict__["_sources"])
 
     @property
+    def clip_ranges(self) -> tuple[tuple[float, float], tuple[float, float]]:
+        """``(seq_eps, token_eps)`` as used: as given, else the defaults (``__post_init__``
+        fills them in; ``setting_sources`` says which)."""
+        assert self.seq_eps is not None and self.token_eps is not None
+        return self.seq_eps, self.token_eps
+
+    @property
     def run_name(self) -> str:
         """The run's name: ``name``, else the algorithm (as ``__post_init__`` sets ``name``)."""
         return self.name if self.name is not None else self.algorithm
