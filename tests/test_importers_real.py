@@ -277,6 +277,14 @@ def test_settings_are_null_unless_a_file_beside_the_log_states_them(tool, path, 
         assert info.reduction == actor["loss_agg_mode"].replace("-", "_")
         assert info.group_size == actor["rollout_n"] and info.seq_eps_low is None
         assert info.algorithm == "grpo" and actor["policy_loss"]["loss_mode"] == "vanilla"
+    elif tool == "tinker" and path.with_name("config.json").is_file():
+        # the loop's config: read, but it states no ε or reduction, and a flat ``group_size``
+        # is not the cookbook's G (code-rl-shaider10: group_size 8 beside groups_total 8 and
+        # n_datums 48 = 3 kept groups x 16)
+        cfg = json.loads(path.with_name("config.json").read_text())
+        assert info.imported.settings_files == (str(path.with_name("config.json")),)
+        assert info.group_size == cfg.get("dataset_builder", {}).get("group_size")
+        assert info.token_eps_low is None and info.seq_eps_low is None and info.reduction is None
     else:  # nothing beside these logs states a setting
         assert info.imported.settings_files == ()
         for key in ("seq_eps_low", "seq_eps_high", "token_eps_low", "token_eps_high"):
