@@ -39,6 +39,22 @@ def valid_summary(run: RunRef) -> RunSummary | None:
     return s if listed == s.step_files else None
 
 
+def health_cell(run: RunRef) -> tuple[int, int, int, int]:
+    """(errors, warnings, checks that ran, checks that could not) on the Health page for ``run``
+    (a Parquet run): from the summary while it is up to date and records its coverage, else from
+    one read of the step table."""
+    s = valid_summary(run)
+    if s is None or s.coverage is None:
+        report = ui.health_report(run, data.load_steps(run).df)
+        found = [f.severity for f in report.findings]
+        ran, not_ran = len(report.checked), len(report.not_checked)
+    else:
+        status = findings.check_status(run.status, run.updated_at, run.last_step)
+        found = [severity for _, severity in s.findings] + [f.severity for f in status]
+        ran, not_ran = s.coverage
+    return found.count(findings.ERROR), found.count(findings.WARNING), ran, not_ran
+
+
 def health_counts(run: RunRef) -> tuple[int, int]:
     """(errors, warnings) the Health page lists for ``run`` (a Parquet run)."""
     s = valid_summary(run)

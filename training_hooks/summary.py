@@ -108,7 +108,8 @@ def summarise_run(run_dir: str, info: RunInfo) -> RunSummary:
     eps = eps_pairs(info)
     algorithm = str(info.algorithm or "?")
     # the status is judged by the reader, as of when it reads
-    found = page_findings(run_dir, info, df, status=STATUS_FINISHED, sequences=with_parts)
+    report = page_report(run_dir, info, df, status=STATUS_FINISHED, sequences=with_parts)
+    found = report.findings
     problems = (findings.ERROR, findings.WARNING)
     return RunSummary(
         version=SUMMARY_VERSION,
@@ -123,6 +124,7 @@ def summarise_run(run_dir: str, info: RunInfo) -> RunSummary:
         token_eps=eps.get("token"),
         findings=tuple((f.code, f.severity) for f in found if f.severity in problems),
         made_at=time.time(),
+        coverage=(len(report.checked), len(report.not_checked)),
     )
 
 
@@ -134,7 +136,19 @@ def page_findings(
     status: str | None = None,
     sequences: tuple[str, ...] | None = None,
 ) -> list:
-    """The Health page's findings of the run in ``run_dir`` (``Finding``s): its step table
+    """The findings of ``page_report`` (``Finding``s)."""
+    return page_report(run_dir, info, df, status=status, sequences=sequences).findings
+
+
+def page_report(
+    run_dir: str,
+    info: RunInfo,
+    df: Any = None,
+    *,
+    status: str | None = None,
+    sequences: tuple[str, ...] | None = None,
+) -> findings.HealthReport:
+    """The Health page's report of the run in ``run_dir`` (findings and coverage): its step table
     (``df``, read as the dashboard reads it when not given) judged with run.json's settings
     (``status`` overrides the one stated) and, when it recorded sequences, the solved / failed
     split of its zero-variance groups. ``sequences``: the run's tables with files, when known."""
@@ -146,7 +160,7 @@ def page_findings(
             str(run_dir), SEQUENCES_DIR, findings.OUTCOME_COLUMNS, None, SEQUENCE_COLUMNS
         )
     facts = findings.facts_of(info, status=status)
-    return findings.report_of(facts, df, None if seqs is None else seqs.df).findings
+    return findings.report_of(facts, df, None if seqs is None else seqs.df)
 
 
 def try_summarise_run(run_dir: str, info: RunInfo) -> tuple[RunSummary | None, str | None]:

@@ -9,6 +9,7 @@ Bad data never raises here: an unreadable file, an older schema or a missing tab
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -24,8 +25,10 @@ from .schema import (
     SCHEMA_VERSION,
     STEP_COLUMNS,
     STEPS_DIR,
+    TABLE_KEYS,
     Step,
     arrow_schema,
+    data_files,
     is_data_file,
     parse_part_name,
     superseded,
@@ -259,3 +262,30 @@ def step_frame(run_dir: str) -> tuple[pd.DataFrame, PartFiles]:
     listed = list_now(folder)
     t = read_files(folder, current(listed), None, None, STEP_COLUMNS, skip_vanished=True)
     return one_row_per_step(t).df, listed
+
+
+def read_whole_table(run_dir: str | os.PathLike, table: str, columns=None) -> pd.DataFrame:
+    """``schema.read_table``: every current file of a run's table (``schema.data_files``, columns
+    may differ by extras) in one DataFrame, a step logged again from its newest write only
+    (``training_hooks.supersede``), rows deduplicated on ``TABLE_KEYS`` keeping the last written,
+    sorted by the keys; ``columns`` (default all) read with the keys, dropped unless asked for."""
+    keys = TABLE_KEYS.get(table, ())
+    want = None if columns is None else list(dict.fromkeys([*columns, *keys]))
+    frames = []
+    for path in data_files(run_dir, table):
+        try:
+            pf = pq.ParquetFile(storage.open_input(path))
+        except FileNotFoundError:  # compacted away between the listing and the read
+            continue
+        names = pf.schema_arrow.names
+        read = pf.read(columns=None if want is None else [c for c in want if c in names])
+        frames.append((storage.basename(path), read.to_pandas()))
+    if not frames:
+        return pd.DataFrame(columns=list(columns) if columns else [])
+    df = pd.concat(latest_frames(frames), ignore_index=True)
+    present = [k for k in keys if k in df.columns]
+    if present:
+        df = df.drop_duplicates(subset=present, keep="last").sort_values(present, ignore_index=True)
+    if columns is not None:
+        df = df[[c for c in columns if c in df.columns]]
+    return df

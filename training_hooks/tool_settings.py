@@ -55,6 +55,7 @@ SETTING_KEYS: dict[str, dict[str, tuple[str, ...]]] = {
         "clip_high_threshold": ("loss_fn_config.clip_high_threshold",),
         "num_substeps": ("num_substeps",),
         "kl_penalty_coef": ("kl_penalty_coef",),
+        "max_steps": ("max_steps",),  # a loop's config (rl/train.py has none)
     },
 }
 
