@@ -19,6 +19,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from . import storage
+from .findings.core import NAN_CELLS
 from .metric_map import Derived
 from .schema import (
     METADATA_KEY,
@@ -116,6 +117,7 @@ def read_files(
     unreadable files, columns of the wrong type and missing declared columns become problems. A
     vanished file raises ``Vanished`` (never cached) unless ``skip_vanished``."""
     frames: list[tuple[str, pd.DataFrame]] = []
+    nans: dict[str, list[int]] = {}
     problems: list[str] = []
     missing: set[str] = set()
     versions: set[int | None] = set()
@@ -139,6 +141,7 @@ def read_files(
             if (columns is None or Step.STEP in columns) and Step.STEP not in got.column_names:
                 raise ValueError(f"no usable {Step.STEP!r} column ({'; '.join(bad) or 'missing'})")
             frames.append((name, got.to_pandas()))
+            add_nan_cells(nans, got)
             problems += [f"{table}/{name}: {b}" for b in bad]
         except FileNotFoundError as e:
             if not skip_vanished:
@@ -152,7 +155,24 @@ def read_files(
     df = pd.concat(kept, ignore_index=True) if len(kept) > 1 else kept[0]
     if columns is not None and Step.STEP not in columns and Step.STEP in df.columns:
         df = df.drop(columns=[Step.STEP])
+    df.attrs[NAN_CELLS] = {c: tuple(sorted(set(v))) for c, v in nans.items()}
     return Table(df, problems)
+
+
+def add_nan_cells(into: dict[str, list[int]], t: pa.Table) -> None:
+    """Adds to ``into`` the steps at which a float column of ``t`` holds NaN (a value the run
+    logged), not null (a step the column was not logged at): pandas reads both as NaN, so the
+    frame carries them in ``attrs[NAN_CELLS]`` (``training_hooks.findings.core``)."""
+    if Step.STEP not in t.column_names:
+        return
+    step = t.column(Step.STEP)
+    for name in t.column_names:
+        c = t.column(name)
+        if c.type not in (pa.float32(), pa.float64()) or c.null_count == len(c):
+            continue
+        isnan = pc.fill_null(pc.is_nan(c), False)
+        if pc.any(isnan).as_py():
+            into.setdefault(name, []).extend(pc.filter(step, isnan).to_pylist())
 
 
 def conform(table: pa.Table, declared: tuple[tuple[str, str], ...]) -> tuple[pa.Table, list[str]]:

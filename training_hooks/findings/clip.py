@@ -41,6 +41,7 @@ from training_hooks.findings.core import (
     th,
     worst,
 )
+from training_hooks.findings.thresholds import RAW
 from training_hooks.metric_map import Derived
 from training_hooks.schema import Step
 
@@ -162,22 +163,32 @@ def check_clip_range(
         cov.ran(LOW)
     if r.mean > th(f"{algo}_clip_warn_high"):
         return [_clip_finding(df, r, high=True, eps_source=facts.eps_source)]
-    if LOW in cov.checked and r.mean < th(f"{algo}_clip_warn_low"):
-        return [_clip_finding(df, r, high=False, eps_source=facts.eps_source)]
+    if LOW in cov.checked:
+        # the warm-up is left out only where it excuses: it raises the share, never lowers it
+        r = _reading(df, split, facts, algo, spec, known, share, measure, exact, warm_up=False)
+        if r is not None and r.mean < th(f"{algo}_clip_warn_low"):
+            return [_clip_finding(df, r, high=False, eps_source=facts.eps_source)]
     return []
 
 
-def _reading(df, split, facts, algo, spec, known, share, measure, exact) -> ClipReading | None:
+def _reading(
+    df, split, facts, algo, spec, known, share, measure, exact, warm_up: bool = True
+) -> ClipReading | None:
     """The rows judged (the last ``clip_window`` off-policy steps, else of every step) and the
-    mean of their shares; None without a finite share."""
+    mean of their shares; None without a finite share. ``warm_up``: the run's first
+    ``clip_min_steps`` off-policy steps are left out when ``min_basis`` steps follow them (for
+    clip_high: they are its largest updates; clip_low keeps them, they only raise the share)."""
     mixed = facts.one_update_per_row is False
     off = split.mask(lagmod.OFF_POLICY) if not mixed else np.zeros(len(df), bool)
     pool = (off if off.any() else np.ones(len(df), bool)) & np.isfinite(share)
     if not pool.any():
         return None
     idx = np.flatnonzero(pool)
+    warm = int(th("clip_min_steps")) if off.any() and warm_up else 0
+    after = idx[warm:]  # the warm-up (a run's first off-policy steps) never decides the verdict
+    early = len(after) < th("min_basis")
     rows = np.zeros(len(df), bool)
-    rows[idx[-int(th("clip_window")) :]] = True
+    rows[(idx if early else after)[-int(th("clip_window")) :]] = True
     mean = float(np.mean(share[rows]))
     caveat = ""
     if mixed:
@@ -202,6 +213,8 @@ def _reading(df, split, facts, algo, spec, known, share, measure, exact) -> Clip
         split.n_unknown > 0,
         mixed,
         caveat,
+        bool(off.any()) and early,
+        warm if off.any() and not early else 0,
         facts.eps_is_default,
     )
 
@@ -223,6 +236,8 @@ class ClipReading:
     some_unknown: bool  # some steps' lag is unknown
     mixed: bool  # each row averages several updates, on- and off-policy
     caveat: str  # for the Checked line
+    early: bool  # the run has no off-policy step past its warm-up: rows are the warm-up
+    skipped: int  # warm-up steps left out of rows (0: none)
     eps_default: bool = False  # the ε is the recorder's default (the run did not state it)
 
 
@@ -230,6 +245,9 @@ def _clip_evidence(df: pd.DataFrame, r: ClipReading, bound: float, high: bool) -
     spec, n = r.spec, int(r.rows.sum())
     kind = "off-policy steps" if r.lag_known else "steps"
     which = f"the last {n} of {r.pool} {kind}" if n < r.pool else f"{n} {kind}"
+    if r.skipped:  # the warm-up left out
+        later = r.pool - r.skipped
+        which = f"{'the last ' if n < later else ''}{n} {kind} after the first {r.skipped}"
     if not r.lag_known and not r.mixed:
         which = (
             f"{which}, none known off-policy"
@@ -262,8 +280,28 @@ def _clip_evidence(df: pd.DataFrame, r: ClipReading, bound: float, high: bool) -
 _EARLY = (
     " These are the run's first {n} off-policy steps, whose updates are its largest (Adam's "
     "first steps move every weight by about the learning rate): a note until "
-    + f"{th('clip_min_steps'):g} off-policy steps."
+    + f"{th('clip_min_steps'):g} + {th('min_basis'):g} off-policy steps."
 )
+#: Above this mean share a run's first off-policy steps are no excuse (``RAW``).
+WARMUP_CEILING = {"gspo": RAW.gspo_clip_warmup_ceiling, "grpo": RAW.grpo_clip_warmup_ceiling}
+
+
+def _warmup_text(r: ClipReading, early: bool, high: bool, ceiling: float) -> str:
+    """What the finding says of the run's warm-up: a note's reason, a ceiling crossed, or the
+    first off-policy steps left out of the judged ones."""
+    if early:
+        return _EARLY.format(n=r.pool)
+    if r.early and high:
+        return (
+            f" These are the run's first {r.pool} off-policy steps, but above "
+            f"{pct(ceiling)} their being the largest updates does not explain it."
+        )
+    if r.skipped:
+        return (
+            f" The first {r.skipped} (the run's warm-up: Adam's first updates are its largest) "
+            "are left out."
+        )
+    return ""
 
 
 def _clip_finding(
@@ -294,7 +332,8 @@ def _clip_finding(
                 f" The run states this ε as its own (eps_source = {eps_source!r}), so it is not "
                 "taken for the wrong unit."
             )
-    early = r.lag_known and r.pool < th("clip_min_steps")
+    ceiling = WARMUP_CEILING[r.algo].value
+    early = r.early and not (high and r.mean > ceiling)
     steps = steps_of(df)
     over = r.rows & ((r.share > bound) if high else (r.share < bound))
     score = r.share if high else -r.share
@@ -303,7 +342,7 @@ def _clip_finding(
         WARNING if (high or wrong_unit) and not early else INFO,
         f"{r.algo.upper()} clips {'far more' if high else 'far less'} than usual "
         f"({r.spec.unit} unit)",
-        _clip_evidence(df, r, bound, high) + (_EARLY.format(n=r.pool) if early else ""),
+        _clip_evidence(df, r, bound, high) + _warmup_text(r, early, high, ceiling),
         advice,
         tuple(int(s) for s in steps[over][:50]),
         worst(steps[over], score[over]),

@@ -38,6 +38,13 @@ TRUNCATION = "truncation"
 NONFINITE = "nonfinite"
 CRASHED = "crashed"
 FAILED = "failed"
+GRAD_NORM_SPIKE = "grad_norm_spike"
+GRAD_OVER_CLIP = "grad_over_clip"
+LOSS_SPIKE = "loss_spike"
+NO_SIGNAL = "no_learning_signal"
+REWARD_PINNED = "reward_component_pinned"
+KL_REF_HIGH = "kl_ref_high"
+CLIP_ONE_UPDATE = "clip_at_one_update"
 CODES = (
     ON_POLICY_ONLY,
     STALE_OLD_LOGPROBS,
@@ -55,6 +62,13 @@ CODES = (
     NONFINITE,
     CRASHED,
     FAILED,
+    GRAD_NORM_SPIKE,
+    GRAD_OVER_CLIP,
+    LOSS_SPIKE,
+    NO_SIGNAL,
+    REWARD_PINNED,
+    KL_REF_HIGH,
+    CLIP_ONE_UPDATE,
 )
 #: Stable too, outside the fault codes above: most groups all-correct (the task is solved for
 #: these prompts: not a lack of signal to fix, a state to act on).
@@ -97,6 +111,11 @@ class RunFacts:
     sources: Mapping[str, str] = field(default_factory=dict)  # our column -> foreign metric read
     one_update_per_row: bool | None = True  # False: a row averages several optimizer updates
     eps_source: str | None = None  # whose ε the run says it is (config "eps_source"); None: unsaid
+    #: Optimizer updates per sampled batch, where the run states it (TRL num_iterations, verl
+    #: ppo_epochs with one mini-batch) or the tool's default decides it; None: unknown.
+    updates_per_batch: int | None = None
+    updates_origin: str = ""  # where updates_per_batch comes from ("TRL's default ...")
+    max_grad_norm: float | None = None  # the gradient clip the run states (None: unstated)
     stopped_early: str | None = None  # an import: how its source says it stopped before its end
     defaults: tuple[str, ...] = ()  # settings the recorder filled with its default (not stated)
 
@@ -180,6 +199,12 @@ def column(df: pd.DataFrame, name: str) -> np.ndarray:
     if y is None:
         raise KeyError(f"the step table has no column {name!r}")
     return y
+
+
+#: ``DataFrame.attrs`` key of a table read from Parquet (``training_hooks.tables.read_files``):
+#: ``{column: (step, ...)}``, the steps whose stored value is NaN, a value the run logged. In the
+#: frame a null (not logged at that step) is NaN as well; only this tells the two apart.
+NAN_CELLS = "nan_cells"
 
 
 def logged(df: pd.DataFrame, name: str | None) -> np.ndarray | None:
