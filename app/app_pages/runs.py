@@ -11,6 +11,7 @@ from app.eps_format import fmt_eps
 from app.records import SOURCE_PARQUET, RunRef
 from app.settings import import_root, import_source
 from app.summary import health_cell
+from training_hooks.findings.core import defaulted_settings
 
 STATUS_COLOR = {
     "running": "#1a7f37",
@@ -163,13 +164,21 @@ UNKNOWN = "unknown"
 UNIT_NAMES = {"seq": "sequence (GSPO)", "token": "token (GRPO)"}
 
 
+def _default_mark(run: RunRef, setting: str) -> str:
+    """ " default" after a setting the recorder filled with its default (run.json
+    ``setting_sources``: the run did not state it), else nothing."""
+    other = run.info.other if run.info is not None else None
+    return " default" if setting in defaulted_settings(other) else ""
+
+
 def _eps_cell(run: RunRef, unit: str) -> str:
     """A unit's ε pair and its role: the one the run's loss clips with ("loss"), the other one
-    measured beside it by the recorder ("measured"); "unknown" where the ε is (never a default)."""
+    measured beside it by the recorder ("measured"); "unknown" where the ε is (never a default);
+    "default" where the recorder used its default because the run did not state one."""
     pair = ui.eps_of(run).get(unit)
     if pair is None:
         return UNKNOWN
-    text = f"{fmt_eps(pair[0])} / {fmt_eps(pair[1])}"
+    text = f"{fmt_eps(pair[0])} / {fmt_eps(pair[1])}" + _default_mark(run, f"{unit}_eps")
     role = ui.loss_unit(run)
     if role is None:
         return f"{text} (loss's unit unknown)"
@@ -227,7 +236,7 @@ def _row(run: RunRef) -> dict:
         "loss clips": UNIT_NAMES.get(ui.loss_unit(run) or "", UNKNOWN),
         "seq ε (low / high)": _eps_cell(run, "seq"),
         "token ε (low / high)": _eps_cell(run, "token"),
-        "reduction": _known(info.reduction if info else None),
+        "reduction": _known(info.reduction if info else None) + _default_mark(run, "reduction"),
         "group size": _known(info.group_size if info else None),
         "config": _config_summary(run),
         "problems": "; ".join(run.problems),
