@@ -654,6 +654,44 @@ def test_cli_one_run_with_faults(tmp_path, capsys):
     assert "mlflow ui" not in text
 
 
+def test_seeds_make_one_config_per_seed_and_algorithm(capsys):
+    """--seeds 3 --seed 5: runs of seeds 5, 6, 7 for each algorithm, seed by seed, named
+    demo-ALGO-sSEED; the default stays one run per algorithm named demo-ALGO; --seeds 0 is
+    refused by its option."""
+    session, configs = parse_args(["--seeds", "3", "--seed", "5", "--steps", "2"])
+    assert [(c.algorithm, c.seed) for c in configs] == [
+        (a, s) for s in (5, 6, 7) for a in ("grpo", "gspo")
+    ]
+    assert {c.steps for c in configs} == {2}
+    assert [session.run_name(c) for c in configs[:2]] == ["demo-grpo-s5", "demo-gspo-s5"]
+    default, (one, _) = parse_args([])
+    assert default.seeds == 1 and default.run_name(one) == "demo-grpo"
+    assert "3 seeds (5-7)" in header(configs, "runs", None).splitlines()[0]
+    with pytest.raises(SystemExit):
+        parse_args(["--seeds", "0"])
+    assert "--seeds must be >= 1, got 0" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_cli_seeds_record_every_seed(tmp_path, capsys):
+    """Two seeds of both algorithms: four runs named by seed, each storing its seed; the printout
+    names the verdict's command."""
+    out = tmp_path / "runs"
+    run(
+        ["--seeds", "2", "--out", str(out), "--no-mlflow", "--steps", "1", "--group-size", "4"]
+        + ["--prompts-per-step", "4", "--minibatches", "2", "--warmup-steps", "2"]
+    )
+    text = capsys.readouterr().out
+    infos = [schema.read_run_info(p) for p in sorted(out.iterdir())]
+    assert sorted((i.name, i.config["seed"]) for i in infos) == [
+        ("demo-grpo-s0", 0),
+        ("demo-grpo-s1", 1),
+        ("demo-gspo-s0", 0),
+        ("demo-gspo-s1", 1),
+    ]
+    assert "grpo s1 " in text and f"python -m app.verdict {out} --by algorithm" in text
+
+
 # ---------------------------------------------------------------- the default regime
 
 

@@ -323,7 +323,8 @@ def reduce_step(inputs: StepInputs, how: Reduction, workspace: dict | None = Non
     advantages = inputs.advantages
     if advantages is None:
         advantages = group_advantages(inputs.rewards.detach()).reshape(B)  # (P, G) -> (B,)
-    # checks logprobs/old_logprobs/mask/advantages/ref_logprobs/entropy, empty mask rows, eps
+    # checks logprobs/old_logprobs/mask/advantages/ref_logprobs/entropy, empty mask rows, eps,
+    # log-probs above 0
     diag_K_B = stacked_sequence_diagnostics(
         inputs.logprobs,
         inputs.old_logprobs,
@@ -335,6 +336,7 @@ def reduce_step(inputs: StepInputs, how: Reduction, workspace: dict | None = Non
         entropy=inputs.entropy,
         sampler_logprobs=inputs.sampler_logprobs,
         workspace=workspace,
+        check_logprobs=True,  # a log-prob above 0 inside the mask: a ValueError naming it
     )
     dist_on, rank, world = dist_info(how.distributed)
     device = inputs.logprobs.device

@@ -616,8 +616,7 @@ def parse_part_name(name: str) -> dict[str, int] | None:
     return {k: int(v) for k, v in m.groupdict().items()} if m else None
 
 
-#: Columns that identify a row of each table; a step logged twice (a resumed run re-logging it)
-#: keeps its last-written row.
+#: Columns that identify a row of each table (a step a resumed run logs again: its newest write).
 TABLE_KEYS = {
     STEPS_DIR: (Step.STEP,),
     SEQUENCES_DIR: (Seq.STEP, Seq.RANK, Seq.GROUP, Seq.SAMPLE),
@@ -662,28 +661,10 @@ def data_files(run_dir: str | os.PathLike, table: str) -> list[str]:
 
 
 def read_table(run_dir: str | os.PathLike, table: str, columns=None):
-    """A run's table as one pandas DataFrame: every file (columns may differ by extras), rows
-    deduplicated on ``TABLE_KEYS`` keeping the last written, sorted by the keys. ``columns``
-    (default all) are read with the keys, which are dropped again unless asked for."""
-    import pandas as pd
-    import pyarrow.parquet as pq
+    """A run's table as one DataFrame: every file (columns may differ by extras), a step logged
+    again from its newest write only (``training_hooks.supersede``), sorted by ``TABLE_KEYS``.
+    ``columns`` (default all) are read with the keys, dropped again unless asked for. (Pandas is
+    imported when a table is read: ``training_hooks.tables.read_whole_table``.)"""
+    from .tables import read_whole_table
 
-    keys = TABLE_KEYS.get(table, ())
-    want = None if columns is None else list(dict.fromkeys([*columns, *keys]))
-    frames = []
-    for path in data_files(run_dir, table):
-        try:
-            pf = pq.ParquetFile(storage.open_input(path))
-        except FileNotFoundError:  # compacted away between the listing and the read
-            continue
-        names = pf.schema_arrow.names
-        frames.append(pf.read(columns=None if want is None else [c for c in want if c in names]))
-    if not frames:
-        return pd.DataFrame(columns=list(columns) if columns else [])
-    df = pd.concat([f.to_pandas() for f in frames], ignore_index=True)
-    present = [k for k in keys if k in df.columns]
-    if present:
-        df = df.drop_duplicates(subset=present, keep="last").sort_values(present, ignore_index=True)
-    if columns is not None:
-        df = df[[c for c in columns if c in df.columns]]
-    return df
+    return read_whole_table(run_dir, table, columns)

@@ -50,6 +50,9 @@ from training_hooks.findings.thresholds import RAW
 from training_hooks.metric_map import Derived
 from training_hooks.schema import Step
 
+#: Said wherever a recorded run's ε is the recorder's default (run.json ``setting_sources``).
+DEFAULT_EPS = "judged at the recorder's default ε"
+DEFAULT_EPS_WHY = "the recorder's default: the run did not state its ε"
 HIGH = "clip share too high"
 LOW = "clip share too low"
 
@@ -223,6 +226,10 @@ def _reading(
         caveat = ROWS_MIX + ": a lower bound"
     elif not off.any():
         caveat = LAG_UNKNOWN + ": a lower bound"
+    if facts.eps_is_default:
+        caveat = "; ".join(
+            filter(None, (caveat, DEFAULT_EPS + f" {fmt_eps(known[0])}/{fmt_eps(known[1])}"))
+        )
     return ClipReading(
         algo,
         spec,
@@ -239,6 +246,7 @@ def _reading(
         caveat,
         bool(off.any()) and early,
         warm if off.any() and not early else 0,
+        facts.eps_is_default,
         label or algo,
     )
 
@@ -262,6 +270,7 @@ class ClipReading:
     caveat: str  # for the Checked line
     early: bool  # the run has no off-policy step past its warm-up: rows are the warm-up
     skipped: int  # warm-up steps left out of rows (0: none)
+    eps_default: bool = False  # the ε is the recorder's default (the run did not state it)
     label: str = ""  # the loss that ran ("dapo"; algo is the band's: "grpo" / "gspo")
 
 
@@ -281,7 +290,8 @@ def _clip_evidence(df: pd.DataFrame, r: ClipReading, bound: float, high: bool) -
     ref = spec.reference_eps
     text = (
         f"{(r.label or r.algo).upper()} clips {pct(r.mean)} of {spec.what} (mean {r.measure} over {which}; "
-        f"ε {fmt_eps(r.eps[0])}/{fmt_eps(r.eps[1])} in the {spec.unit} unit). Usual: "
+        f"ε {fmt_eps(r.eps[0])}/{fmt_eps(r.eps[1])} in the {spec.unit} unit"
+        f"{', ' + DEFAULT_EPS_WHY if r.eps_default else ''}). Usual: "
         f"{pct(th(r.algo + '_clip_usual_low'))}–{pct(th(r.algo + '_clip_usual_high'))} at ε "
         f"{fmt_eps(ref[0])}/{fmt_eps(ref[1])}; Health warns {'above' if high else 'below'} "
         f"{pct(bound)}."

@@ -124,6 +124,7 @@ class RunFacts:
     updates_origin: str = ""  # where updates_per_batch comes from ("TRL's default ...")
     max_grad_norm: float | None = None  # the gradient clip the run states (None: unstated)
     stopped_early: str | None = None  # an import: how its source says it stopped before its end
+    defaults: tuple[str, ...] = ()  # settings the recorder filled with its default (not stated)
 
     @property
     def eps(self):
@@ -133,6 +134,14 @@ class RunFacts:
         if unit is None:
             return None
         return self.seq_eps if unit == "seq" else self.token_eps
+
+    @property
+    def eps_is_default(self) -> bool:
+        """The ε of the loss's clip unit is the recorder's default: the run did not state it."""
+        parsed = parse_algorithm(self.algorithm)
+        clip = None if parsed is None else parsed.clip_unit
+        unit = "seq_eps" if clip == "seq" else "token_eps"
+        return unit in self.defaults
 
     def logged_as(self, column: str) -> str:
         """``column`` as the run's log named it: ``"verl rollout_corr/k3_kl"`` for an import's
@@ -161,6 +170,15 @@ class Coverage:
     def skipped(self, name: str, reason: str) -> None:
         if name not in self.checked:
             self.not_checked[name] = reason
+
+
+def defaulted_settings(other: Mapping | None) -> tuple[str, ...]:
+    """The settings a recorded run.json says are the recorder's defaults (its
+    ``setting_sources``: "default"), sorted; () when it says none (or is older than the key)."""
+    sources = other.get("setting_sources") if isinstance(other, Mapping) else None
+    if not isinstance(sources, Mapping):
+        return ()
+    return tuple(sorted(k for k, v in sources.items() if v == "default"))
 
 
 def stated_eps_source(config) -> str | None:

@@ -41,6 +41,7 @@ from training_hooks.findings.core import (
     Coverage,
     Finding,
     RunFacts,
+    defaulted_settings,
     in_step_order,
     stated_eps_source,
     th,
@@ -290,6 +291,7 @@ def facts_of(info: RunInfo | None, *, status: str | None = None, **overrides) ->
         eps_source=stated_eps_source(info.config),
         max_grad_norm=stated_max_grad_norm(info),
         stopped_early=imp.stopped_early if imp is not None else None,
+        defaults=defaulted_settings(info.other),
     )
     updates, origin = _updates(info)
     facts = replace(facts, updates_per_batch=updates, updates_origin=origin)
