@@ -42,7 +42,8 @@ def _record(root, loss: str, seed: int) -> str:
         for step in range(STEPS):
             old = -torch.rand(P * G, T, generator=gen) * 3
             off = step % 2 == 1
-            logp = old + 0.3 * torch.randn(P * G, T, generator=gen) if off else old.clone()
+            noisy = (old + 0.3 * torch.randn(P * G, T, generator=gen)).clamp(max=0.0)  # log p <= 0
+            logp = noisy if off else old.clone()
             rewards = torch.tensor([[1.0, 0.0, 1.0, 0.0], [1.0, 1.0, 0.0, 0.0]])
             adv = ((rewards - rewards.mean(1, keepdim=True)) / 0.5).reshape(-1)
             mask = torch.ones(P * G, T, dtype=torch.bool)
