@@ -684,6 +684,14 @@ def _scenario(code: str) -> tuple[pd.DataFrame, dict]:
     elif code == health.CLIP_ONE_UPDATE:
         df[Step.TOKEN_CLIP_FRACTION] = 0.1
         kw = {"facts": _facts(updates_per_batch=1, updates_origin="num_iterations = 1")}
+    elif code in (health.ATTENUATION_HIGH, health.ATTENUATION_LOW):  # on the off-policy steps
+        df[Step.ATTENUATION_MEAN] = np.where(
+            off, 0.8 if code == health.ATTENUATION_HIGH else 1e-6, 0
+        )
+    elif code == health.ATTENUATION_ONE_SIDED:  # 4% of A > 0's gradient, 0.1% of A < 0's
+        df[Step.ATTENUATION_MEAN] = np.where(off, 0.02, 0)
+        df[Step.ATTENUATION_POS_MEAN] = np.where(off, 0.04, 0)
+        df[Step.ATTENUATION_NEG_MEAN] = np.where(off, 0.001, 0)
     return df, kw
 
 
@@ -725,6 +733,9 @@ def test_codes_are_the_contract():
         "reward_component_pinned",
         "kl_ref_high",
         "clip_at_one_update",
+        "attenuation_high",
+        "attenuation_low",
+        "attenuation_one_sided",
     )
 
 

@@ -9,6 +9,7 @@ import os
 import random
 import re
 
+import numpy as np
 import pandas as pd
 import pytest
 import torch
@@ -32,6 +33,7 @@ from training_hooks.demo.config import DEMO_GSPO_EPS
 from training_hooks.demo.policy import Policy, action_logprobs, sample
 from training_hooks.demo.report import header
 from training_hooks.demo.task import Prompt, Task, target
+from training_hooks.schema import Step
 
 TASK = Task("abc", ("copy", "rev", "sort", "dup"), 1, 4)
 
@@ -425,7 +427,11 @@ def test_demo_end_to_end_records_every_column(tmp_path, mlflow_uri, capsys):
         # the sampler's log-probs (KV cache, float32) against one full forward: float rounding
         assert (steps[schema.Step.SAMPLER_LOGP_ABS_DIFF_MAX] < 1e-5).all()
         assert (steps[schema.Step.SAMPLER_KL_MEAN].abs() < 1e-10).all()
-        numeric = steps[list(schema.STEP_METRIC_COLUMNS) + ["lr", "grad_norm"]]
+        # the attenuation is unknown (NaN) for a sequence with no gradient (A = 0), so a step mean
+        # is known exactly when the step has a sequence of that sign (checked below)
+        att = (Step.ATTENUATION_MEAN, Step.ATTENUATION_POS_MEAN, Step.ATTENUATION_NEG_MEAN)
+        metrics = [c for c in schema.STEP_METRIC_COLUMNS if c not in att]
+        numeric = steps[metrics + ["lr", "grad_norm"]]
         assert math.isfinite(numeric.to_numpy(dtype=float).sum()), "a step metric is not finite"
         assert (steps[schema.Step.NONFINITE_COUNT] == 0).all()
         assert (steps[schema.Step.NUM_SEQUENCES] == 8).all()  # 2 groups of 4 per minibatch
@@ -434,7 +440,11 @@ def test_demo_end_to_end_records_every_column(tmp_path, mlflow_uri, capsys):
         assert set(schema.SEQUENCE_COLUMN_NAMES) <= set(seqs.columns)
         assert len(seqs) == 6 * 8
         texts = [schema.Seq.COMPLETION, schema.Seq.PROMPT]
-        num = seqs.drop(columns=[schema.Seq.RUN_ID, schema.Seq.TRUNCATED, *texts])
+        # (the attenuation is NaN where A = 0: checked below)
+        unknown_where_a0 = [schema.Seq.ATTENUATION]
+        num = seqs.drop(
+            columns=[schema.Seq.RUN_ID, schema.Seq.TRUNCATED, *texts, *unknown_where_a0]
+        )
         assert math.isfinite(num.to_numpy(dtype=float).sum()), "a sequence column is not finite"
         # the prompt apart ("rev abc ="), the completion alone ("cba<eos>")
         assert seqs[schema.Seq.PROMPT].str.endswith(" =").all()
@@ -443,6 +453,19 @@ def test_demo_end_to_end_records_every_column(tmp_path, mlflow_uri, capsys):
         ends = seqs[schema.Seq.COMPLETION].str.endswith("<eos>")
         assert (ends == ~seqs[schema.Seq.TRUNCATED]).all()
         assert set(seqs[schema.Seq.REWARD].unique()) <= {0.0, 1.0}
+        # the loss's attenuation: known where the sequence has a gradient (A != 0), in [0, 1]
+        # (GRPO's and GSPO's clips only remove weight); each step mean over its sign's sequences
+        adv, a = seqs[schema.Seq.ADVANTAGE], seqs[schema.Seq.ATTENUATION]
+        assert (a.notna() == (adv != 0)).all() and a.dropna().between(0.0, 1.0).all()
+        by_step = steps.set_index(Step.STEP)
+        for col, side in (
+            (Step.ATTENUATION_POS_MEAN, adv > 0),
+            (Step.ATTENUATION_NEG_MEAN, adv < 0),
+        ):
+            want = a[side].groupby(seqs[schema.Seq.STEP][side]).mean()
+            got = by_step[col].dropna()
+            assert sorted(got.index) == sorted(want.index), col
+            assert np.allclose(got.loc[want.index], want, atol=1e-6), col
         toks = _read(res.run_dir, schema.TOKENS_DIR)  # --token-samples default 8 per step
         assert set(schema.TOKEN_COLUMN_NAMES) <= set(toks.columns)
         assert len(toks) == 6 * 8

@@ -6,6 +6,10 @@
             rec.log_step(step, rewards=rewards_P_G, logprobs=logp_B_T, old_logprobs=old_B_T,
                          mask=mask_B_T, loss=out, extra={"grad_norm": gn, "lr": lr})
 
+``algorithm`` names the loss that trains (``gspo_metrics.spec.algorithm_label``: "gspo", "grpo",
+"dapo", "cispo", ...); not given, it is "unknown". ``loss`` given as a ``LossOutput`` (any
+registered loss's) also records its ``per_sequence["attenuation"]``.
+
 ``log_step`` validates (ValueError before anything is written), reduces on the tensors' device,
 starts one host transfer and enqueues the step; background threads write Parquet (the source of
 truth) and MLflow. A failing or hung sink is reported (a warning, once per sink, and
@@ -18,6 +22,7 @@ the data-dependent checks (an empty mask row, a non-finite input).
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import getpass
 import logging
 import os
@@ -32,6 +37,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import torch
+
+from gspo_metrics.spec import UNKNOWN_ALGORITHM
 
 from . import schema, storage
 from .compute import Reduction, StepRecord, dist_info, reduce_step
@@ -119,7 +126,7 @@ class RunState:
 class RunRecorder:
     """Record every step's diagnostics of a GRPO/GSPO run to Parquet (and MLflow).
 
-    ``RunRecorder(root="runs", name=None, algorithm="gspo", config=None, mlflow=None, *,
+    ``RunRecorder(root="runs", name=None, algorithm="unknown", config=None, mlflow=None, *,
     run_id=None, seq_eps=..., ...)``: the arguments are the fields of ``RecorderSettings``, each
     documented there. Use it as a context manager, or call ``close``.
     """
@@ -128,7 +135,7 @@ class RunRecorder:
         self,
         root: str | os.PathLike = "runs",
         name: str | None = None,
-        algorithm: str = "gspo",
+        algorithm: str = UNKNOWN_ALGORITHM,
         config: Any = None,
         mlflow: bool | str | None = None,
         *,
@@ -302,7 +309,7 @@ class RunRecorder:
             experiment=s.experiment,
             run_name=s.run_name,
             gspo_run_id=self.run_id,
-            algorithm=s.algorithm,
+            algorithm=self.algorithm,
             params=run_params(info),
             resume_run_id=info.mlflow.get("run_id") if same_store else None,
             resume=self.resumed,
@@ -314,6 +321,10 @@ class RunRecorder:
 
     def _resume(self, info: RunInfo) -> RunInfo:
         old = schema.read_run_info(self.run_dir)
+        if info.algorithm == UNKNOWN_ALGORITHM and old.algorithm != UNKNOWN_ALGORITHM:
+            # not told: the run's own label holds (the steps appended carry it too)
+            info.algorithm = self.algorithm = old.algorithm
+            self._reduction = dataclasses.replace(self._reduction, algorithm=old.algorithm)
         if old.algorithm != info.algorithm:
             raise ValueError(
                 f"run {old.run_id!r} was recorded with algorithm {old.algorithm!r}; "

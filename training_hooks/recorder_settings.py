@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gspo_metrics.checks import check_eps_pair
-from gspo_metrics.spec import GRPO_EPS, GSPO_EPS
+from gspo_metrics.spec import GRPO_EPS, GSPO_EPS, UNKNOWN_ALGORITHM
 
 from .sinks import Sink
 
@@ -55,8 +55,11 @@ class RecorderSettings:
     URI (``s3://bucket/prefix``, ``gs://...``; ``training_hooks.storage``)."""
     name: str | None = None
     """Human-readable run name (default: the algorithm)."""
-    algorithm: str = "gspo"
-    """What trains ("grpo", "gspo", ...); both clip units are computed anyway."""
+    algorithm: str = UNKNOWN_ALGORITHM
+    """The loss that trains, as ``gspo_metrics.spec.algorithm_label`` names it ("grpo", "gspo",
+    "dapo", "cispo", "sapo-seq", ...; ``loss_for(tool, settings).algorithm`` gives it from a
+    tool's settings). Not given: "unknown", never taken for a known loss (Health then judges
+    no clip share). Both clip units are computed anyway."""
     config: Any = None
     """The run's hyper-parameters (dict, dataclass or namespace): in run.json, MLflow params."""
     mlflow: bool | str | None = None

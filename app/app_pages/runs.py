@@ -5,7 +5,7 @@ import time
 import pandas as pd
 import streamlit as st
 
-from app import data, mlflow_store, ui
+from app import data, line_style, mlflow_store, ui
 from app.discovery import imported_tool
 from app.eps_format import fmt_eps
 from app.records import SOURCE_PARQUET, RunRef
@@ -59,7 +59,9 @@ def _import_form() -> None:
             path = st.text_input("Path on this machine", key="import_path")
             name = st.text_input("Name (optional)", key="import_name")
             algorithm = st.selectbox(
-                "Algorithm", ["guess from its config", "grpo", "gspo"], key="import_algorithm"
+                "Algorithm (the loss)",
+                ["guess from its config", *line_style.KNOWN_ALGORITHMS],
+                key="import_algorithm",
             )
             version = st.text_input(
                 "Tool version (optional, e.g. 0.23.0; for Unsloth the TRL it ran on)",

@@ -15,11 +15,14 @@ Modules: ``core`` (codes, ``Finding``, ``RunFacts``, ``Coverage``, table readers
 log-probs), ``mismatch`` (sampler/trainer), ``clip``, ``signal`` (constant reward, zero-variance
 and solved groups, truncation), ``spikes`` (spikes and trends), ``run`` (the entry points),
 ``raw`` (what the raw values show: gradient norm, loss scale, no learning signal, reward
-components, KL level), ``onpolicy`` (clipping at one update per batch), ``live`` (the recorder's
-side).
+components, KL level), ``onpolicy`` (clipping at one update per batch), ``attenuation`` (every
+loss's trust region in one unit), ``live`` (the recorder's side).
 """
 
 from training_hooks.findings.core import (
+    ATTENUATION_HIGH,
+    ATTENUATION_LOW,
+    ATTENUATION_ONE_SIDED,
     CLIP_HIGH,
     CLIP_LOW,
     CLIP_ONE_UPDATE,
@@ -80,6 +83,9 @@ from training_hooks.findings.status import STATUS_STOPPED_EARLY, check_status, i
 from training_hooks.findings.thresholds import RAW, THRESHOLDS, RawThresholds, Threshold, th
 
 __all__ = [
+    "ATTENUATION_HIGH",
+    "ATTENUATION_LOW",
+    "ATTENUATION_ONE_SIDED",
     "CLIP_HIGH",
     "CLIP_LOW",
     "CODES",

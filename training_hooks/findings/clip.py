@@ -1,5 +1,10 @@
 """Clip share, in the algorithm's own unit, on the most recent off-policy steps.
 
+Only for a loss with a hard clip (``gspo_metrics.spec.LOSS_INFO[loss].hard_clip``), in its unit
+(``Algorithm.clip_unit``) and ε, against the usual band of its clip (``CLIP_BANDS``): CISPO's cap
+or SAPO's gate clip no gradient, and their trust region is judged by its attenuation
+(``findings.attenuation``); a run whose loss is unknown is not judged.
+
 ``clip_high`` / ``clip_low``: the mean of the per-step clip shares of the last ``clip_window``
 off-policy steps outside the algorithm's usual range, with the run's ε. The mean, not the median: a
 step holds a few hundred tokens, so at GRPO's usual 0.03%-1% most steps clip no token and the
@@ -18,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from gspo_metrics.spec import GRPO_EPS, GSPO_EPS
+from gspo_metrics.spec import GRPO_EPS, GSPO_EPS, parse_algorithm
 from training_hooks.findings import lag as lagmod
 from training_hooks.findings.core import (
     CLIP_HIGH,
@@ -62,8 +67,8 @@ class ClipSpec:
     reference_eps: tuple[float, float]  # the ε the usual band was measured at
 
 
-CLIP_SPECS = {
-    "gspo": ClipSpec(
+CLIP_SPECS = {  # by the clip's unit (gspo_metrics.spec.Algorithm.clip_unit)
+    "seq": ClipSpec(
         Step.SEQ_CLIP_FRACTION,
         (Step.SEQ_CLIP_LOW_FRACTION, Step.SEQ_CLIP_HIGH_FRACTION),
         Derived.SEQ_CLIP_BINDING,
@@ -71,7 +76,7 @@ CLIP_SPECS = {
         "sequences",
         GSPO_EPS,
     ),
-    "grpo": ClipSpec(
+    "token": ClipSpec(
         Step.TOKEN_CLIP_FRACTION,
         (Step.TOKEN_CLIP_LOW_FRACTION, Step.TOKEN_CLIP_HIGH_FRACTION),
         Derived.TOKEN_CLIP_BINDING,
@@ -79,6 +84,16 @@ CLIP_SPECS = {
         "tokens",
         GRPO_EPS,
     ),
+}
+
+
+#: The losses whose clip share has a usual band, and the band's thresholds (``<prefix>_clip_*``)
+#: per unit: PPO's clip on the ratio, GRPO's band on tokens (the DAPO / BNPO / Dr. GRPO / LUSPO
+#: recipes differ in their normaliser and eps, not the clip) and GSPO's on sequences (TRL's
+#: sequence level is GSPO's ratio). GMPO's clip (log space, per token) has no published band.
+CLIP_BANDS: dict[tuple[str, str], str] = {
+    **{(loss, "token"): "grpo" for loss in ("grpo", "dapo", "bnpo", "dr_grpo", "luspo")},
+    **{(loss, "seq"): "gspo" for loss in ("gspo", "dapo", "bnpo", "dr_grpo", "luspo")},
 }
 
 
@@ -132,22 +147,36 @@ def check_clip_range(
     """``clip_high`` / ``clip_low`` (see the module docstring); ``cov`` says what was judged."""
     facts = facts if facts is not None else RunFacts()
     cov = cov if cov is not None else Coverage()
-    algo = str(facts.algorithm).lower()
-    spec, known = CLIP_SPECS.get(algo), _known_eps(facts.eps)
-    if spec is None or known is None:
+    parsed = parse_algorithm(facts.algorithm)
+    if parsed is not None and parsed.clip_unit is None:  # CISPO's cap, SAPO's gate, ...
+        why = f"{parsed.loss.upper()} has no hard clip (its attenuation is checked instead)"
+        cov.skipped(HIGH, why)
+        cov.skipped(LOW, why)
+        return []
+    unit = None if parsed is None else parsed.clip_unit
+    band = None if parsed is None or unit is None else CLIP_BANDS.get((parsed.loss, unit))
+    if parsed is not None and unit is not None and band is None:
+        why = f"no published usual clip share for {parsed.loss.upper()}"
+        cov.skipped(HIGH, why)
+        cov.skipped(LOW, why)
+        return []
+    spec = None if unit is None else CLIP_SPECS[unit]
+    known = _known_eps(facts.eps)
+    if spec is None or known is None or band is None or parsed is None:
         why = f"{SETTING_UNKNOWN}: {'algorithm' if spec is None else 'ε'}"
         cov.skipped(HIGH, why)
         cov.skipped(LOW, why)
         if _any_clip_column(df):
-            what = "the run does not state its algorithm" if spec is None else "its ε is unknown"
+            what = "the run does not state its loss" if spec is None else "its ε is unknown"
             return [_not_judged("the clip share", f"{what}, so its usual range is unknown.")]
         return []
+    algo = band
     share, measure, exact = _clip_series(df, spec)
     if share is None:
         cov.skipped(HIGH, f"{NOT_LOGGED} in the {spec.unit} unit")
         cov.skipped(LOW, f"{NOT_LOGGED} in the {spec.unit} unit")
         return []
-    r = _reading(df, split, facts, algo, spec, known, share, measure, exact)
+    r = _reading(df, split, facts, algo, spec, known, share, measure, exact, label=parsed.loss)
     if r is None:
         cov.skipped(HIGH, "no step with a clip share")
         cov.skipped(LOW, "no step with a clip share")
@@ -165,14 +194,16 @@ def check_clip_range(
         return [_clip_finding(df, r, high=True, eps_source=facts.eps_source)]
     if LOW in cov.checked:
         # the warm-up is left out only where it excuses: it raises the share, never lowers it
-        r = _reading(df, split, facts, algo, spec, known, share, measure, exact, warm_up=False)
+        r = _reading(
+            df, split, facts, algo, spec, known, share, measure, exact, False, label=parsed.loss
+        )
         if r is not None and r.mean < th(f"{algo}_clip_warn_low"):
             return [_clip_finding(df, r, high=False, eps_source=facts.eps_source)]
     return []
 
 
 def _reading(
-    df, split, facts, algo, spec, known, share, measure, exact, warm_up: bool = True
+    df, split, facts, algo, spec, known, share, measure, exact, warm_up: bool = True, label=""
 ) -> ClipReading | None:
     """The rows judged (the last ``clip_window`` off-policy steps, else of every step) and the
     mean of their shares; None without a finite share. ``warm_up``: the run's first
@@ -216,6 +247,7 @@ def _reading(
         bool(off.any()) and early,
         warm if off.any() and not early else 0,
         facts.eps_is_default,
+        label or algo,
     )
 
 
@@ -239,6 +271,7 @@ class ClipReading:
     early: bool  # the run has no off-policy step past its warm-up: rows are the warm-up
     skipped: int  # warm-up steps left out of rows (0: none)
     eps_default: bool = False  # the ε is the recorder's default (the run did not state it)
+    label: str = ""  # the loss that ran ("dapo"; algo is the band's: "grpo" / "gspo")
 
 
 def _clip_evidence(df: pd.DataFrame, r: ClipReading, bound: float, high: bool) -> str:
@@ -256,7 +289,7 @@ def _clip_evidence(df: pd.DataFrame, r: ClipReading, bound: float, high: bool) -
         )
     ref = spec.reference_eps
     text = (
-        f"{r.algo.upper()} clips {pct(r.mean)} of {spec.what} (mean {r.measure} over {which}; "
+        f"{(r.label or r.algo).upper()} clips {pct(r.mean)} of {spec.what} (mean {r.measure} over {which}; "
         f"ε {fmt_eps(r.eps[0])}/{fmt_eps(r.eps[1])} in the {spec.unit} unit"
         f"{', ' + DEFAULT_EPS_WHY if r.eps_default else ''}). Usual: "
         f"{pct(th(r.algo + '_clip_usual_low'))}–{pct(th(r.algo + '_clip_usual_high'))} at ε "
@@ -340,7 +373,7 @@ def _clip_finding(
     return Finding(
         CLIP_HIGH if high else CLIP_LOW,
         WARNING if (high or wrong_unit) and not early else INFO,
-        f"{r.algo.upper()} clips {'far more' if high else 'far less'} than usual "
+        f"{(r.label or r.algo).upper()} clips {'far more' if high else 'far less'} than usual "
         f"({r.spec.unit} unit)",
         _clip_evidence(df, r, bound, high) + _warmup_text(r, early, high, ceiling),
         advice,

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from gspo_metrics.spec import parse_algorithm
 from training_hooks.findings import lag as lagmod
 from training_hooks.findings.thresholds import THRESHOLDS, Threshold, th  # noqa: F401 -- re-exported
 from training_hooks.schema import STATUS_FINISHED, STEP_METRIC_COLUMNS, Step
@@ -45,7 +46,7 @@ NO_SIGNAL = "no_learning_signal"
 REWARD_PINNED = "reward_component_pinned"
 KL_REF_HIGH = "kl_ref_high"
 CLIP_ONE_UPDATE = "clip_at_one_update"
-CODES = (
+CODES: tuple[str, ...] = (
     ON_POLICY_ONLY,
     STALE_OLD_LOGPROBS,
     SAMPLER_MISMATCH,
@@ -81,6 +82,12 @@ STOPPED_EARLY = "stopped_early"  # an import whose source says it stopped before
 NO_STEPS = "no_steps"
 NOT_JUDGED = "not_judged"
 
+# The attenuation checks' codes (``training_hooks.findings.attenuation``; stable too).
+ATTENUATION_HIGH = "attenuation_high"
+ATTENUATION_LOW = "attenuation_low"
+ATTENUATION_ONE_SIDED = "attenuation_one_sided"
+CODES = (*CODES, ATTENUATION_HIGH, ATTENUATION_LOW, ATTENUATION_ONE_SIDED)
+
 
 @dataclass(frozen=True)
 class Finding:
@@ -100,7 +107,7 @@ class RunFacts:
     where an imported run's columns came from. A setting the run does not state is None (the
     check that needs it is listed as not checked, never run with a default)."""
 
-    algorithm: str = "unknown"  # "grpo" / "gspo"; anything else: unknown
+    algorithm: str = "unknown"  # a loss's label (gspo_metrics.spec.parse_algorithm); else unknown
     status: str = STATUS_FINISHED
     updated_at: float | None = None
     last_step: int | None = None
@@ -121,12 +128,19 @@ class RunFacts:
 
     @property
     def eps(self):
-        return self.seq_eps if str(self.algorithm).lower() == "gspo" else self.token_eps
+        """The ε of the loss's hard clip, in its unit (sequence or token); None without one."""
+        parsed = parse_algorithm(self.algorithm)
+        unit = None if parsed is None else parsed.clip_unit
+        if unit is None:
+            return None
+        return self.seq_eps if unit == "seq" else self.token_eps
 
     @property
     def eps_is_default(self) -> bool:
-        """The ε of the algorithm's unit is the recorder's default: the run did not state it."""
-        unit = "seq_eps" if str(self.algorithm).lower() == "gspo" else "token_eps"
+        """The ε of the loss's clip unit is the recorder's default: the run did not state it."""
+        parsed = parse_algorithm(self.algorithm)
+        clip = None if parsed is None else parsed.clip_unit
+        unit = "seq_eps" if clip == "seq" else "token_eps"
         return unit in self.defaults
 
     def logged_as(self, column: str) -> str:

@@ -13,7 +13,9 @@ from dataclasses import dataclass, replace
 
 import pandas as pd
 
+from gspo_metrics.spec import parse_algorithm
 from training_hooks.findings import lag as lagmod
+from training_hooks.findings.attenuation import check_attenuation
 from training_hooks.findings.clip import HIGH as CLIP_SHARE_HIGH
 from training_hooks.findings.clip import LOW as CLIP_SHARE_LOW
 from training_hooks.findings.clip import check_clip_range
@@ -170,6 +172,7 @@ def run_health(df: pd.DataFrame, facts: RunFacts) -> HealthReport:
         *_live_checks(df, split, facts, cov),
         *check_trends(df, split, cov),
         *check_truncation(df, cov),
+        *check_attenuation(df, split, _loss_text(facts.algorithm), cov),
         *check_raw_values(df, facts, cov),
     ]
     if len(df) == 0:
@@ -186,6 +189,12 @@ def run_health(df: pd.DataFrame, facts: RunFacts) -> HealthReport:
     if not any(f.severity in (ERROR, WARNING) for f in found):
         found.append(_nothing_unusual(df, cov))
     return HealthReport(found, dict(cov.checked), dict(cov.not_checked))
+
+
+def _loss_text(algorithm: str) -> str:
+    """The run's loss as the attenuation findings name it: "DAPO", "SAPO-SEQ", or "The loss"."""
+    parsed = parse_algorithm(algorithm)
+    return "The loss" if parsed is None else str(algorithm).upper()
 
 
 #: The sequence-table columns the solved / failed split of zero-variance groups reads.

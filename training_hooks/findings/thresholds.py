@@ -45,6 +45,31 @@ THRESHOLDS: dict[str, Threshold] = {
     "grpo_clip_warn_low": Threshold(
         3e-5, "share of tokens", PAPER_GSPO + "; 10x below the band's bottom"
     ),
+    # attenuation of off-policy steps (every loss: the share of the plain importance-weighted
+    # gradient its trust region removed; gspo_metrics.losses' docstring)
+    "attenuation_warn_high": Threshold(
+        0.5,
+        "share of the plain gradient (step mean over sequences)",
+        OURS + "half the gradient removed: above the top of GSPO's usual clipped share (10-30% "
+        "of sequences, " + PAPER_GSPO + "), which bounds GSPO's attenuation (a clipped sequence "
+        "loses at most its whole weight, and only where the clip binds)",
+    ),
+    "attenuation_warn_low": Threshold(
+        3e-5,
+        "share of the plain gradient (|step mean|)",
+        OURS + "GRPO's clip_low bound (3e-5 of tokens, " + PAPER_GSPO + ") as a share of the "
+        "gradient: below it the trust region does not act",
+    ),
+    "attenuation_side_min": Threshold(
+        0.01,
+        "share of the plain gradient (the larger sign's mean)",
+        OURS + "below 1% on both signs, which side acts is not judged",
+    ),
+    "attenuation_side_ratio": Threshold(
+        10.0,
+        "larger / smaller sign's mean (A > 0 against A < 0)",
+        OURS + "an order of magnitude: the trust region acts on one sign of the advantage only",
+    ),
     # sampler/trainer mismatch (k3 = r - 1 - log r per token, token mean)
     "mismatch_k3_dense": Threshold(
         1e-3,
