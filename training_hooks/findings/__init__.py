@@ -67,8 +67,10 @@ from training_hooks.findings.signal import group_outcomes, with_group_outcomes
 from training_hooks.findings.spikes import rolling_baseline, row_nanmedian, spike_mask
 from training_hooks.findings.status import check_status
 from training_hooks.findings.thresholds import THRESHOLDS, Threshold, th
+from training_hooks.findings.version import CHECKS_VERSION
 
 __all__ = [
+    "CHECKS_VERSION",
     "CLIP_HIGH",
     "CLIP_LOW",
     "CODES",
