@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import replace
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from . import findings, storage, tables
@@ -32,6 +32,7 @@ from .schema import (
     RunSummary,
     is_data_file,
 )
+
 
 def checks_version() -> str:
     """The version of the checks a summary's findings come from (``findings.CHECKS_VERSION``,
