@@ -108,7 +108,7 @@ def read_kept(run: RunRef) -> RunSummary | None:
         key = kept_key(run) if key is None else key
         if isinstance(raw, dict) and raw.get("format") == KEPT_FORMAT and raw.get("key") == key:
             try:
-                return RunSummary.from_json(raw.get("summary"))
+                return RunSummary.from_json(raw.get("summary") or {})
             except (ValueError, TypeError):
                 continue
     return None

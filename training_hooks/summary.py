@@ -121,7 +121,7 @@ def summarise_run(
 
 def page_findings(
     run_dir: str,
-    info: RunInfo,
+    info: RunInfo | None,
     df: Any = None,
     *,
     status: str | None = None,
