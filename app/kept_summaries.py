@@ -47,6 +47,13 @@ def cache_dir() -> str:
     return os.path.join(base, "summaries")
 
 
+def cached_object(run_dir: str, stamp: tuple[int, int]) -> str:
+    """The local cache's folder for an object-store run's run.json as listed with ``stamp``
+    (size, mtime): one folder per state of the object (``app.discovery``)."""
+    name = hashlib.sha1(str(run_dir).encode()).hexdigest()[:32]
+    return os.path.join(os.path.dirname(cache_dir()), "run_json", f"{name}-{stamp[0]}-{stamp[1]}")
+
+
 def _table_stamp(run: RunRef) -> list:
     """What the run's findings read of its files: locally the (size, mtime_ns) of its steps and
     sequences folders (discovery's stamp); on an object store its listed step and sequence

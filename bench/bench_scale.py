@@ -345,7 +345,9 @@ def bench_s3(args, cwd: str) -> dict:
         out["generate_s"] = ensure_root(root, args.scale_runs, args.scale_steps, summary=False)
         forget_kept(root)
         out["discovery"] = bench_discovery(root)
-        out["runs_page"] = bench_runs_page(root, cwd)
+        # a code without a background fill keeps nothing: its second server is its first
+        kept = (Path(args.code or HERE.parent) / "app" / "health_fill.py").exists()
+        out["runs_page"] = bench_runs_page(root, cwd, second=kept)
         return out
     finally:
         if proc is not None:

@@ -201,3 +201,43 @@ def test_a_kept_summary_is_set_aside_only_when_what_it_depends_on_changes(
     os.link(os.path.join(steps, part), os.path.join(steps, "part-extra.parquet"))
     grown = _run(root, "renamed")
     assert read_kept(grown) is None and health_fill.known(grown) is None
+
+
+@pytest.mark.slow
+def test_s3_runs_write_nothing_into_the_bucket_and_are_read_once(s3_root, tmp_path, app_at):
+    """Runs on S3 without summaries: the summaries are made and kept in the local cache, the
+    bucket is not written to; a second server start reads no object again (run.json from the
+    local cache, the Health cells from the kept summaries) and fills every cell at once."""
+    import sys
+
+    from app_runs import REPO
+
+    sys.path.insert(0, str(REPO / "bench"))
+    from make_runs import make_run
+
+    from training_hooks import storage
+
+    for i in range(3):
+        make_run(s3_root, f"s3-{i}", steps=20, seed=i, tokens_per_step=0, summary=False)
+    storage.SETTLE_S, settle = 0.0, storage.SETTLE_S  # their stamps: their mtimes now
+    try:
+        before = storage.list_tree(s3_root)
+        at = app_at(s3_root)
+        at.run()
+        assert set(_health(at).values()) <= {PENDING} | {"ok"} and health_fill.wait(120)
+        at.run()
+        first = _health(at)
+        assert PENDING not in first.values() and storage.list_tree(s3_root) == before
+        reads = []
+        real = storage.read_bytes, storage.open_input
+        remote = storage.is_uri  # (the local cache is read through storage too)
+        storage.read_bytes = lambda p, *a: remote(p) and reads.append(p) or real[0](p, *a)
+        storage.open_input = lambda p, *a: remote(p) and reads.append(p) or real[1](p, *a)
+        try:
+            at2 = app_at(s3_root)
+            at2.run()
+        finally:
+            storage.read_bytes, storage.open_input = real
+        assert _health(at2) == first and reads == []
+    finally:
+        storage.SETTLE_S = settle
