@@ -315,8 +315,6 @@ def run(args) -> dict:
         print(json.dumps(res[where], indent=1), flush=True)
 
     local_root("local", args.scale_runs, second=True)
-    if args.big_runs:  # bench only: the Runs page at many more runs (its first render)
-        local_root("local_big", args.big_runs, second=False)
     if args.compare_runs:
         croot = str(base / f"compare-{args.compare_runs}x{args.compare_steps}")
         res["generate_compare_s"] = ensure_root(croot, args.compare_runs, args.compare_steps)
@@ -326,6 +324,8 @@ def run(args) -> dict:
     if not args.no_s3 and has_storage:
         res["s3"] = bench_s3(args, cwd)
         print(json.dumps(res["s3"], indent=1), flush=True)
+    if args.big_runs:  # last: its summaries are still being made when the bench ends
+        local_root("local_big", args.big_runs, second=False)
     res["load_avg_end"] = os.getloadavg()
     return res
 
