@@ -21,8 +21,8 @@ import pandas as pd
 
 from app import lag
 from app.panels import PANEL_COLUMNS
-from training_hooks.metric_map import is_known_column
-from training_hooks.schema import STEP_KEY_COLUMNS, Step
+from training_hooks.metric_map import Derived, candidate_columns, is_known_column
+from training_hooks.schema import STEP_KEY_COLUMNS, RunInfo, Step
 
 # ------------------------------------------------------------------------------ the steps control
 
@@ -261,3 +261,87 @@ def count_outside(values: Iterable[np.ndarray], y_range: tuple[float, float]) ->
         total += len(v)
         out += int(((v < y_range[0]) | (v > y_range[1])).sum())
     return out, total
+
+
+# ------------------------------------------------------------------ logged under another name
+
+#: Our columns whose values a built-in chart draws through another column (low + high binding).
+DRAWN_AS = {
+    Step.TOKEN_CLIP_LOW_FRACTION: Derived.TOKEN_CLIP_BINDING,
+    Step.TOKEN_CLIP_HIGH_FRACTION: Derived.TOKEN_CLIP_BINDING,
+    Step.SEQ_CLIP_LOW_FRACTION: Derived.SEQ_CLIP_BINDING,
+    Step.SEQ_CLIP_HIGH_FRACTION: Derived.SEQ_CLIP_BINDING,
+}
+
+
+@dataclass(frozen=True)
+class StandIn:
+    """A run's foreign metric that a chart's column would hold if its meaning were pinned."""
+
+    run: str  # the run's label
+    stored: str  # the column it is stored as ("trl/kl")
+    foreign: str  # the name in the log ("kl")
+    why: str  # why it is not our column (the import's reason)
+
+
+def stand_ins(
+    runs: Sequence[tuple[str, RunInfo | None, pd.DataFrame]], columns: Iterable[str]
+) -> dict[str, list[StandIn]]:
+    """{chart column: the shown runs' metrics logged under another name that would fill it}:
+    each run's imported names kept as ``<tool>/<name>`` (``ImportRecord.renamed``) whose
+    mappings fill that column in some version or setting, and that hold a value in the run's
+    table. A chart with none here is not logged by the shown runs."""
+    wanted = set(columns)
+    out: dict[str, list[StandIn]] = {}
+    for label, info, df in runs:
+        rec = info.imported if info is not None else None
+        if rec is None:
+            continue
+        for foreign, stored in rec.renamed.items():
+            if stored not in df.columns or not df[stored].notna().any():
+                continue
+            cols = {DRAWN_AS.get(c, c) for c in candidate_columns(rec.tool, foreign)}
+            why = rec.notes.get(foreign) or "its meaning differs from the chart's"
+            for c in sorted(cols & wanted):
+                out.setdefault(c, []).append(StandIn(label, stored, foreign, why))
+    return out
+
+
+def stand_in_sentence(titles: Mapping[str, str], found: Mapping[str, list[StandIn]]) -> str:
+    """ "Logged under another name (...): KL to reference: trl/kl in run A (why); ..." """
+    parts = []
+    for col, items in found.items():
+        runs = "; ".join(f"{i.stored} in {i.run} ({i.why})" for i in items)
+        parts.append(f"{titles.get(col, col)}: {runs}")
+    return (
+        "Logged under another name, not drawn in those charts (its meaning differs from the "
+        "chart's, or the log does not say enough to pin it): " + ". ".join(parts) + "."
+    )
+
+
+def clip_units_line(series: Sequence[tuple[str, pd.DataFrame]]) -> str:
+    """Which shown runs record clip fractions in both units (sequence and token), per run: a
+    run recorded by the hooks records both; an import holds what its log had."""
+    seq = (Step.SEQ_CLIP_FRACTION, Step.SEQ_CLIP_LOW_FRACTION, Derived.SEQ_CLIP_BINDING)
+    tok = (Step.TOKEN_CLIP_FRACTION, Step.TOKEN_CLIP_LOW_FRACTION, Derived.TOKEN_CLIP_BINDING)
+
+    def has(df: pd.DataFrame, cols: tuple[str, ...]) -> bool:
+        return any(c in df.columns and df[c].notna().any() for c in cols)
+
+    units = {label: (has(df, seq), has(df, tok)) for label, df in series}
+    if all(a and b for a, b in units.values()):
+        return "Every shown run records both clip units, so GRPO and GSPO sit on the same scale."
+    both = [k for k, (a, b) in units.items() if a and b]
+    one = [k for k, (a, b) in units.items() if a != b]
+    none = [k for k, (a, b) in units.items() if not (a or b)]
+    parts = []
+    if both:
+        parts.append(f"both units: {', '.join(both)}")
+    if one:
+        parts.append(
+            "one unit only: "
+            + ", ".join(f"{k} ({'sequence' if units[k][0] else 'token'})" for k in one)
+        )
+    if none:
+        parts.append(f"no clip fraction: {', '.join(none)}")
+    return "Clip units per run: " + "; ".join(parts) + " (an import holds what its log had)."

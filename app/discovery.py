@@ -25,6 +25,7 @@ from app.kept_summaries import cached_object
 from app.mlflow_store import mlflow_runs
 from app.records import SOURCE_PARQUET, Discovery, RunRef, short_error
 from training_hooks import storage
+from training_hooks.findings import import_status
 from training_hooks.schema import (
     RUN_JSON,
     SCHEMA_VERSION,
@@ -59,7 +60,7 @@ def effective_status(info: RunInfo, now: float | None = None) -> str:
         and now - info.updated_at > stale_after_s(info)
     ):
         return STATUS_CRASHED
-    return info.status
+    return import_status(info)
 
 
 class RootUnreadable(Exception):

@@ -47,7 +47,7 @@ def known(run: RunRef) -> RunSummary | Unreadable | None:
     if run.source != SOURCE_PARQUET or not run.stamp:
         return None
     s = valid_summary(run)
-    if s is not None:
+    if s is not None and s.coverage is not None:  # (an older writer's records no coverage)
         return s
     key = _key(run)
     missing = object()

@@ -13,8 +13,8 @@ import time
 
 import pandas as pd
 
+from training_hooks.importers._summary import assumed_range, value_text, version_text
 from training_hooks.importers._summary import unknown_settings as unknown_settings  # re-export
-from training_hooks.importers._summary import version_text
 from training_hooks.schema import ImportRecord, RunInfo
 
 TOOL_NAMES = {"trl": "TRL", "tinker": "Tinker cookbook", "verl": "verl"}
@@ -39,6 +39,7 @@ def source_lines(info: RunInfo) -> list[str]:
     lines = [
         f"Imported from {tool}: {rec.format or 'format unknown'}.",
         f"Version: {version_text(rec)}.",
+        f"Names read as: {assumed_range(rec)}.",
         f"Source: {rec.path or '?'}"
         + (f" (file read: {rec.file}{read})" if rec.file else "")
         + ".",
@@ -46,6 +47,18 @@ def source_lines(info: RunInfo) -> list[str]:
         + (", ".join(rec.settings_files) if rec.settings_files else "none found beside the log")
         + ".",
     ]
+    if rec.stopped_early:
+        lines.append(f"Stopped early: {rec.stopped_early}.")
+    if rec.assumed_defaults:
+        lines.append(
+            "Assumed defaults (no file states them): "
+            + ", ".join(
+                f"{k} = {value_text(v.get('value'))} ({v.get('from')})"
+                for k, v in rec.assumed_defaults.items()
+                if isinstance(v, dict)
+            )
+            + "."
+        )
     if rec.imported_at:
         when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(rec.imported_at))
         lines.append(f"Imported at {when}; {rec.rows} rows from {rec.lines or '?'} entries.")

@@ -1,7 +1,7 @@
 """A run's Health count for the Runs page: from the summary its writer left in run.json
 (``training_hooks.summary``) while that still describes the run, else from its step table.
 
-``known_counts(run)`` is the same count when a summary is known without reading the tables
+``known_cell(run)`` is the same cell when a summary is known without reading the tables
 (run.json's, or one the dashboard made off the page's thread and kept: ``app.health_fill``),
 else None: the Runs page shows the cell pending.
 
@@ -43,25 +43,35 @@ def valid_summary(run: RunRef) -> RunSummary | None:
     return s if listed == s.step_files else None
 
 
-def health_counts(run: RunRef) -> tuple[int, int]:
-    """(errors, warnings) the Health page lists for ``run`` (a Parquet run)."""
+def health_cell(run: RunRef) -> tuple[int, int, int, int]:
+    """(errors, warnings, checks that ran, checks that could not) on the Health page for ``run``
+    (a Parquet run): from the summary while it is up to date and records its coverage, else from
+    one read of the step table."""
     s = valid_summary(run)
-    if s is None:
-        found = [f.severity for f in ui.findings_for(run, data.load_steps(run).df)]
-        return found.count(findings.ERROR), found.count(findings.WARNING)
-    return counts_of(run, s)
+    if s is None or s.coverage is None:
+        report = ui.health_report(run, data.load_steps(run).df)
+        found = [f.severity for f in report.findings]
+        ran, not_ran = len(report.checked), len(report.not_checked)
+        return found.count(findings.ERROR), found.count(findings.WARNING), ran, not_ran
+    return cell_of(run, s)
 
 
-def counts_of(run: RunRef, s: RunSummary) -> tuple[int, int]:
-    """(errors, warnings) of ``run`` from its summary ``s``: the summary's findings plus the
-    run's status judged now (a stale heartbeat is a crash, whenever it is read)."""
+def cell_of(run: RunRef, s: RunSummary) -> tuple[int, int, int, int]:
+    """``health_cell`` from the run's summary ``s`` (which records its coverage): its findings
+    plus the run's status judged now (a stale heartbeat is a crash, whenever it is read)."""
     status = findings.check_status(run.status, run.updated_at, run.last_step)
     found = [severity for _, severity in s.findings] + [f.severity for f in status]
-    return found.count(findings.ERROR), found.count(findings.WARNING)
+    ran, not_ran = s.coverage or (0, 0)
+    return found.count(findings.ERROR), found.count(findings.WARNING), ran, not_ran
 
 
-def known_counts(run: RunRef) -> tuple[int, int] | str | None:
-    """``health_counts(run)`` when the run's summary is known now (run.json's, or one the
+def health_counts(run: RunRef) -> tuple[int, int]:
+    """(errors, warnings) the Health page lists for ``run`` (a Parquet run)."""
+    return health_cell(run)[:2]
+
+
+def known_cell(run: RunRef) -> tuple[int, int, int, int] | str | None:
+    """``health_cell(run)`` when the run's summary is known now (run.json's, or one the
     dashboard made or kept: ``app.health_fill.known``) without reading its tables; a sentence
     when its summary could not be made; None while it is pending (never a count it lacks)."""
     from app import health_fill
@@ -69,4 +79,4 @@ def known_counts(run: RunRef) -> tuple[int, int] | str | None:
     s = health_fill.known(run)
     if s is None or isinstance(s, str):
         return s
-    return counts_of(run, s)
+    return cell_of(run, s)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -22,6 +23,7 @@ from app import compare_view as cv
 from app import echarts_grid as eg
 from app import lag, plotly_traces, series_math, traces, ui
 from app.panels import PANELS, PANELS_BY_KEY, extra_panel
+from training_hooks import importers
 from training_hooks.metric_map import Derived
 from training_hooks.schema import STEPS_DIR, Step
 
@@ -809,14 +811,29 @@ def real_root(tmp_path_factory):
     return root
 
 
+SAMPLER_KL_KEYS = ("rollout_corr/k3_kl", "optim/kl_sample_train_v2")
+
+
+def _source_logs(root, run_id: str, keys: tuple[str, ...]) -> bool:
+    """Whether the source file of an imported run (its segment, for a file of several runs)
+    logs a number under one of ``keys``, read from the source here, not from the import."""
+    from test_importers_real import source_runs
+
+    imported = json.loads((root / run_id / "run.json").read_text())["imported"]
+    runs = source_runs(imported["tool"], Path(imported["path"]))
+    seg = imported.get("segment")
+    rows = runs[int(seg.split(" of ")[0]) - 1] if seg else runs[-1]
+    return any(isinstance(m.get(k), (int, float)) for m in rows.values() for k in keys)
+
+
 @pytest.mark.slow
 def test_real_logs_builtin_panels_first_foreign_groups_collapsed(real_root, app_env):
-    """The seven real logs selected together: one figure of built-in panels (not one chart per
+    """Every real log selected together: one figure of built-in panels (not one chart per
     foreign metric: 927 before), both Tinker runs' reward in the Reward panel, the foreign metrics
     offered as groups, undrawn until asked; a group asked for draws at most 24 panels."""
     app_env(real_root)
     ids = run_ids(real_root)
-    assert len(ids) == 7
+    assert len(ids) >= 7
     at = _open("compare", {"runs": list(ids.values())})
     _assert_clean(at)
     assert len(at.get("echarts_chart")) == 2  # the legend strip and the built-in panels
@@ -824,17 +841,18 @@ def test_real_logs_builtin_panels_first_foreign_groups_collapsed(real_root, app_
     assert next(iter(grid)) == "Reward"
     # panels no import logged fold into one line; the rest are drawn, each with data
     (line,) = [c.value for c in at.caption if c.value.startswith("Not logged by the shown runs")]
-    folded = ("Sequence log-ratio log s", "KL to reference", "Token-unit clip fraction")
+    folded = ("Sequence log-ratio log s", "Token-unit clip fraction")
     assert all(ui.md_escape(t) in line for t in folded) and not set(folded) & set(grid)
     assert all(p["traces"] for p in grid.values()) and 8 <= len(grid) < len(PANELS)
     # verl's rollout_corr/k3_kl and Tinker's optim/kl_sample_train_v2: the sampler panel
     sampler = grid["Mismatch: KL(sampler ‖ trainer)"]
     verl = {k for n, k in ids.items() if n.startswith("deepseek")}
-    assert {t["legendgroup"] for t in sampler["traces"]} == verl | {ids["tinker-rl-lab-arithmetic"]}
-    tinker = {k for n, k in ids.items() if "tinker" in n or "cog-rl" in n}
-    assert len(tinker) == 2
+    logs_sampler_kl = {k for k in ids.values() if _source_logs(real_root, k, SAMPLER_KL_KEYS)}
+    assert verl | {ids["tinker-rl-lab-arithmetic"]} <= logs_sampler_kl
+    assert {t["legendgroup"] for t in sampler["traces"]} == logs_sampler_kl
+    tinker = {k for k in ids.values() if "-tinker-" in k}
     reward_runs = {t["legendgroup"] for t in grid["Reward"]["traces"]}
-    assert tinker <= reward_runs and len(reward_runs) == 7
+    assert len(tinker) >= 2 and reward_runs == set(ids.values())
     options = at.multiselect(key="groups").options
     for group in ("actor/", "critic/", "timing_s/", "val-core/", "trl/", "env/"):
         assert any(o.startswith(group + " (") for o in options), (group, options)
@@ -892,9 +910,10 @@ def test_real_logs_unknown_algorithm_dotted_and_named(real_root, app_env):
     algo = {
         k: json.loads((real_root / k / "run.json").read_text())["algorithm"] for k in ids.values()
     }
-    assert sorted(algo.values()).count("unknown") == 4  # both Tinker logs, two TRL logs
+    tinker = {k for k in ids.values() if "-tinker-" in k}
+    assert tinker and all(algo[k] == "unknown" for k in tinker)  # no Tinker file states a loss
     raw = [s for s in _series_of(_spec_of(at), "Reward") if "|raw|" in s["id"]]
-    assert len(raw) == 7
+    assert {s["id"].split("|")[0] for s in raw} == set(ids.values())
     for s in raw:
         want = "dotted" if algo[s["id"].split("|")[0]] == "unknown" else "dashed"
         assert s["lineStyle"]["type"] == want
@@ -986,3 +1005,76 @@ def test_one_entry_import_is_visible(tmp_path, app_env):
     (raw,) = [s for s in _series_of(_spec_of(at), "Reward") if "|raw|" in s["id"]]
     assert raw["data"] == [[1, 0.5]] and raw["showSymbol"] is True
     assert any(c.value.startswith("Not logged by the shown runs") for c in at.caption)
+
+
+# ------------------------------------------------------- logged under another name, clip units
+
+
+def _trl_import(root, name: str, extra: dict) -> str:
+    """A TRL >= 0.26 trainer_state.json (step_time dates it) of 3 rows holding ``extra``: kl
+    (use_bias_correction_kl unknown there) and clip_ratio/region_mean (its unit unknown) are
+    kept as trl/kl and trl/clip_ratio/region_mean. Returns the run id."""
+    folder = root.parent / f"src-{name}"
+    folder.mkdir(parents=True)
+    rows = [
+        {"step": s, "loss": 0.1 * s, "reward": 0.5, "step_time": 2.0, **extra} for s in (1, 2, 3)
+    ]
+    (folder / "trainer_state.json").write_text(json.dumps({"log_history": rows}))
+    return importers.import_run("trl", folder, root=root, name=name)["run_id"]
+
+
+def test_stand_ins_name_the_foreign_metric_per_chart_column(tmp_path):
+    """trl/kl stands in for KL to reference, trl/clip_ratio/region_mean for both binding charts
+    (its unit unknown), each with the import's reason; a chart no foreign name fills gets none."""
+    root = tmp_path / "runs"
+    rid = _trl_import(root, "a", {"kl": 0.02, "clip_ratio/region_mean": 0.1})
+    from training_hooks import schema
+
+    info = schema.read_run_info(root / rid)
+    df = pd.DataFrame({"trl/kl": [0.02] * 3, "trl/clip_ratio/region_mean": [0.1] * 3})
+    cols = [Step.KL_REF_MEAN, "token_clip_binding_fraction", "seq_clip_binding_fraction"]
+    found = cv.stand_ins([("a", info, df), ("b", None, df)], cols + [Step.ENTROPY_MEAN])
+    assert set(found) == set(cols)
+    (kl,) = found[Step.KL_REF_MEAN]
+    assert (kl.run, kl.stored, kl.foreign) == ("a", "trl/kl", "kl")
+    assert "use_bias_correction_kl" in kl.why
+    assert found["seq_clip_binding_fraction"][0].stored == "trl/clip_ratio/region_mean"
+    # a foreign column with no value in the run's table stands in for nothing
+    assert cv.stand_ins([("a", info, df.iloc[:0])], cols) == {}
+
+
+def test_clip_units_line_is_per_run():
+    """Both units only when every shown run has both; otherwise each run by what it holds."""
+    both = pd.DataFrame({Step.SEQ_CLIP_FRACTION: [0.1], Step.TOKEN_CLIP_FRACTION: [0.2]})
+    tok = pd.DataFrame({"token_clip_binding_fraction": [0.1]})
+    none = pd.DataFrame({Step.LOSS: [1.0]})
+    assert cv.clip_units_line([("r", both)]).startswith("Every shown run records both")
+    line = cv.clip_units_line([("r", both), ("i", tok), ("n", none)])
+    assert line == (
+        "Clip units per run: both units: r; one unit only: i (token); no clip fraction: n "
+        "(an import holds what its log had)."
+    )
+
+
+def test_compare_tells_logged_under_another_name_from_not_logged(tmp_path, app_env):
+    """An import storing trl/kl: "KL to reference" is not in the Not-logged line but in the
+    logged-under-another-name one (with the reason); the toggle draws trl/kl under its own
+    name; the header's unit claim is per run (this import records no clip unit)."""
+    root = tmp_path / "runs"
+    rid = _trl_import(root, "kept", {"kl": 0.02})
+    app_env(root)
+    at = _open("compare", {"runs": [rid]})
+    _assert_clean(at)
+    captions = [c.value for c in at.caption]
+    (not_logged,) = [c for c in captions if c.startswith("Not logged by the shown runs")]
+    assert "KL to reference" not in not_logged and "Entropy" in not_logged
+    (other,) = [c.replace("\\", "") for c in captions if c.startswith("Logged under another name")]
+    assert "KL to reference: trl/kl in kept" in other and "use_bias_correction_kl" in other
+    assert any(
+        c.replace("\\", "").startswith("Clip units per run: no clip fraction: kept")
+        for c in captions
+    ), captions
+    assert "KL to reference" not in _grid(at)
+    at.toggle(key="stand_ins").set_value(True).run()
+    _assert_clean(at)
+    assert list(_grid(at, ("stand_in",))) == ["trl/kl"]

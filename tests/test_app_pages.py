@@ -330,6 +330,7 @@ def test_runs_page_imports_a_console_log_and_one_run_of_several(root_copy, app_e
     at.selectbox(key="import_source").select("trl")
     at.text_input(key="import_path").input(str(log))
     at.number_input(key="import_logging_steps").set_value(5)
+    at.text_input(key="import_tool_version").input("0.16.0")
     at.button(key="import_submit").click().run()
     _assert_clean(at)
     assert any("Imported 2 steps" in s.value for s in at.success)
@@ -339,6 +340,8 @@ def test_runs_page_imports_a_console_log_and_one_run_of_several(root_copy, app_e
     (rec,) = [i.imported for i in imported if i.imported and i.imported.file == str(log)]
     assert rec.file_format == "TRL console log" and rec.rows == 2
     assert rec.settings["logging_steps"] == {"value": 5, "from": "--config: logging_steps"}
+    assert rec.version == "0.16.0" and "version 0.16.0 stated by the user" in " ".join(rec.evidence)
+    at.text_input(key="import_tool_version").input("")
     at.selectbox(key="import_source").select("tinker")
     at.text_input(key="import_path").input(str(two))
     at.number_input(key="import_logging_steps").set_value(None)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -503,7 +504,7 @@ def _real_logs() -> Path | None:
 
 
 def test_runs_table_on_the_real_logs(app_env, tmp_path):
-    """The seven real logs imported: each row's source is its tool, "last update" is the import
+    """The real logs imported (a file of several runs as one row per run): each row's source is its tool, "last update" is the import
     time (no log here has a clock of its own at its end), no per-sequence problem, and the verl
     log's torn last line (302) is listed."""
     logs = _real_logs()
@@ -518,20 +519,42 @@ def test_runs_table_on_the_real_logs(app_env, tmp_path):
         "verl": sorted((logs / "verl").glob("*/*.jsonl")),
     }
     root = tmp_path / "real"
+    imported: list[str] = []
     for tool, paths in sources.items():
         for path in paths:
             try:
                 import_run(tool, str(path), root=str(root))
+                imported.append(tool)
             except SeveralRuns as e:  # a file of several runs: each imported as its own
                 for k in range(1, len(e.segments) + 1):
                     import_run(tool, str(path), root=str(root), segment=k)
+                    imported.append(tool)
+    assert imported.count("trl") == 3 and imported.count("tinker") > len(sources["tinker"])
     app_env(root)
     at = _clean("runs")
     df = at.dataframe[0].value
-    assert sorted(df["source"]) == ["tinker"] * 2 + ["trl"] * 3 + ["verl"] * 2
+    assert sorted(df["source"]) == sorted(imported)
     assert df["last update"].str.startswith("imported at ").all()
     assert not df["problems"].str.contains("sequences table").any()
     assert df["problems"].str.contains(r"last line \(line 302\) is truncated").sum() == 1
+    # status: "stopped early" where the source says it stopped before its end (global_step 100
+    # of max_steps 200, progress/done_frac 0.15 and ~0.0005, step 100 of max_steps 200), never
+    # "finished"; the rest reached their end or do not say
+    stopped = {
+        "agent-memory-redteam",
+        "rlvr-gptoss20b-v3b-joanvelja",
+        "code-rl-shaider10-run1",
+        *(f"bash-codeforces-astowolfo-run{k}" for k in range(1, 6)),
+    }
+    status = dict(zip(df["name"], df["status"], strict=True))
+    assert {n for n, v in status.items() if v == "stopped early"} == stopped
+    assert {v for n, v in status.items() if n not in stopped} == {"finished"}
+    # health: a green "ok" only where most checks ran; elsewhere how much was checked
+    for cell in df["health"]:
+        m = re.search(r"(\d+) of (\d+) checked", cell)
+        assert cell == "ok" or (m and int(m.group(1)) * 2 < int(m.group(2))), cell
+    assert (df["health"] == "ok").sum() == 1  # the clip-sweep verl run: its config says much
+    assert df["health"].str.startswith("nothing found, ").sum() >= 8
 
 
 # --------------------------------------------------------------------------------------------

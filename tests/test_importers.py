@@ -608,3 +608,122 @@ def test_no_nan_written_where_the_source_gave_nothing(tmp_path):
     rewards = t.column(Step.REWARD_MEAN).to_pylist()
     assert math.isnan(rewards[0]) and rewards[1] == 0.5
     assert t.column("x").to_pylist() == [None, 1.0]
+
+
+# ------------------------------------------------------------ versions, dialects and the end
+
+
+def _state(folder, rows, **state):
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "trainer_state.json").write_text(json.dumps({"log_history": rows, **state}))
+    return folder
+
+
+def test_tool_version_pins_the_range_and_the_report_says_so(tmp_path, capsys):
+    """An undated TRL log holding kl: withheld without a version (its meaning changes at 0.16
+    and 0.26); --tool-version 0.23.0 (or the config key tool_version) pins it: kl is then the
+    token-mean k3, ours, and the report prints the versions assumed and who stated them; a
+    version that is not one is refused naming the argument."""
+    src = _state(tmp_path / "s", [{"step": s, "loss": 0.1, "kl": 0.01 * s} for s in (1, 2)])
+    root = tmp_path / "runs"
+    plain = importers.import_run("trl", src, root=root, run_id="p")
+    assert plain["record"].renamed == {"kl": "trl/kl"}
+    args = ["trl", str(src), "--root", str(root), "--replace", "--run-id", "p"]
+    assert importers.main([*args, "--tool-version", "0.23.0"]) == 0
+    out = capsys.readouterr().out
+    assert "version: 0.23.0 (stated by the user (--tool-version, the import form))" in out
+    assert "versions assumed: TRL 0.23.0" in out and "kl -> kl_ref_mean" in out
+    assert "None" not in out
+    cfg = tmp_path / "c.json"
+    cfg.write_text(json.dumps({"tool_version": "0.15.2"}))
+    again = importers.import_run(
+        "trl", src, root=root, config={"tool_version": "0.15.2"}, replace=True
+    )
+    assert again["record"].renamed == {"kl": "trl/kl"}  # <= 0.15: sequence-weighted
+    assert "by the config key tool_version" in " ".join(again["record"].evidence)
+    assert importers.main([*args, "--tool-version", "main"]) == 2
+    assert "tool_version must be a version like '0.23.0', got 'main'" in capsys.readouterr().err
+
+
+def test_unsloth_model_card_and_assumed_defaults(tmp_path):
+    """A checkpoint whose output dir's model card is tagged unsloth and says TRL 0.22.2: the
+    Unsloth dialect; its kl (sequence-weighted) is withheld, completion_length yields
+    length_mean to completions/mean_length; num_iterations and use_bias_correction_kl are
+    assumed defaults (in the record, not in the settings)."""
+    out = tmp_path / "out"
+    rows = [
+        {
+            "step": 10,
+            "loss": 0.0,
+            "reward": 0.5,
+            "kl": 0.002,
+            "completion_length": 100.0,
+            "completions/mean_length": 101.0,
+            "frac_reward_zero_std": 0.5,
+        }
+    ]
+    _state(out / "checkpoint-10", rows, global_step=10, max_steps=10)
+    (out / "README.md").write_text(
+        "---\ntags:\n- generated_from_trainer\n- unsloth\n---\n- TRL: 0.22.2\n"
+    )
+    res = importers.import_run("trl", out, root=tmp_path / "runs")
+    rec = res["record"]
+    assert rec.format == "Unsloth GRPOTrainer log (TRL >=0.22.2,<0.22.3)"
+    assert rec.mapped["completions/mean_length"] == Step.LENGTH_MEAN
+    assert rec.renamed == {"kl": "trl/kl", "completion_length": "trl/completion_length"}
+    assert "is filled by completions/mean_length" in rec.notes["completion_length"]
+    assert rec.assumed_defaults["num_iterations"]["value"] == 1
+    assert rec.assumed_defaults["use_bias_correction_kl"]["value"] is False
+    assert "num_iterations" not in rec.settings
+    assert schema.read_run_info(res["run_dir"]).status == "finished"
+
+
+@pytest.mark.parametrize(
+    ("kind", "status", "why"),
+    [
+        ("trl-checkpoint", "stopped early", "global_step 20 of max_steps 50"),
+        ("trl-done", "finished", None),
+        ("tinker-frac", "stopped early", "progress/done_frac 0.4 at its last logged step 1"),
+        ("tinker-max", "stopped early", "of max_steps 10 (config.json: max_steps)"),
+        ("tinker-done", "finished", None),
+    ],
+)
+def test_an_import_that_stopped_early_says_so(tmp_path, kind, status, why):
+    """global_step < max_steps, progress/done_frac < 1 or fewer steps than a config's
+    max_steps: "stopped early" with how the source says so; the Health status check says it."""
+    from training_hooks import findings
+
+    src = tmp_path / "src"
+    if kind.startswith("trl"):
+        last = 20 if kind == "trl-checkpoint" else 50
+        _state(
+            src,
+            [{"step": 10, "loss": 0.1}, {"step": 20, "loss": 0.2}],
+            global_step=last,
+            max_steps=50,
+        )
+        tool = "trl"
+    else:
+        src.mkdir()
+        frac = {"tinker-frac": 0.4, "tinker-done": 1.0}.get(kind)
+        rows = [
+            {
+                "step": s,
+                "env/all/reward/total": 0.5,
+                **({"progress/done_frac": frac * (s + 1) / 2} if frac else {}),
+            }
+            for s in (0, 1)
+        ]
+        (src / "metrics.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+        if kind == "tinker-max":
+            (src / "config.json").write_text(json.dumps({"max_steps": 10}))
+        tool = "tinker"
+    res = importers.import_run(tool, src, root=tmp_path / "runs")
+    info = schema.read_run_info(res["run_dir"])
+    assert info.status == status
+    if why is None:
+        assert info.imported.stopped_early is None
+        return
+    assert why in info.imported.stopped_early
+    found = findings.check_status(info.status, None, 1, stopped_early=info.imported.stopped_early)
+    assert [f.code for f in found] == [findings.STOPPED_EARLY] and why in found[0].evidence

@@ -128,19 +128,78 @@ def test_format_detection_from_names_and_a_stated_version():
     assert detect_source(["my/metric"]) is None
 
 
-def test_names_of_different_generations_give_no_impossible_range():
+def test_completion_length_beside_newer_keys_is_the_unsloth_dialect():
     """completion_length (TRL <= 0.16) beside num_tokens (>= 0.16) and frac_reward_zero_std
-    (>= 0.18), as an Unsloth or forked log may hold: no version has them all (0.18 >= 0.17), so
-    no range is claimed; the label names the key families found instead."""
+    (>= 0.18): no TRL version logs them all, Unsloth's compute_loss logs completion_length (and
+    kl) in every version: the Unsloth dialect, dated by TRL's other names (>= 0.18), whose
+    completion_length and kl keep Unsloth's meanings."""
     mixed = detect_format("trl", {"completion_length", "num_tokens", "frac_reward_zero_std"})
-    assert (mixed.since, mixed.until, mixed.version_range) == (None, None, None)
-    assert mixed.label == (
-        "TRL GRPOTrainer log (key families of different versions: completion_length: TRL <= "
-        "0.16; num_tokens: TRL >= 0.16; frac_reward_zero_std: TRL >= 0.18)"
+    assert (mixed.since, mixed.until, mixed.dialect) == ((0, 18), None, "unsloth")
+    assert mixed.label == "Unsloth GRPOTrainer log (TRL >=0.18)"
+    assert any(e.startswith("Unsloth: completion_length beside") for e in mixed.evidence)
+    ctx = Context(mixed, {})
+    assert resolve("frac_reward_zero_std", ctx).column == Step.ZERO_VARIANCE_FRACTION
+    assert resolve("completion_length", ctx).column == Step.LENGTH_MEAN
+    assert resolve("completion_length", ctx).yields  # TRL's completions/mean_length goes first
+    kl = resolve("kl", ctx)
+    assert kl.stored == "trl/kl" and "sequence-weighted" in kl.reason
+    # TRL proper at a stated 0.19.1 does not log completion_length: another trainer's key
+    plain = Context(detect_format("trl", {"frac_reward_zero_std"}, "0.19.1"), {})
+    other = resolve("completion_length", plain)
+    assert other.stored == "trl/completion_length" and "does not log" in other.reason
+    # a model card tagged unsloth makes even an old-looking log the dialect
+    card = detect_format("trl", {"completion_length"}, dialect_evidence=("tagged unsloth",))
+    assert card.dialect == "unsloth" and (card.since, card.until) == (None, None)
+    assert resolve("kl", Context(card, {})).stored == "trl/kl"
+
+
+def test_a_version_floor_is_not_doubt():
+    """A name's earliest version says when it appeared: a log that holds it is at least that
+    version, so an undated log (any version) still maps completions/mean_length (>= 0.17) and
+    frac_reward_zero_std (>= 0.18); a meaning that changes later still withholds (reward_std)."""
+    anyv = Context(SourceFormat("trl", "t"), {})
+    assert resolve("completions/mean_length", anyv).column == Step.LENGTH_MEAN
+    assert resolve("completions/clipped_ratio", anyv).column == Step.TRUNCATED_FRACTION
+    assert resolve("frac_reward_zero_std", anyv).column == Step.ZERO_VARIANCE_FRACTION
+    assert resolve("reward_std", anyv).stored == "trl/reward_std"
+    assert "any version" in resolve("reward_std", anyv).reason  # never "(None)"
+
+
+@pytest.mark.parametrize(
+    ("since", "until", "stored", "assumed"),
+    [
+        ((0, 26, 2), (0, 26, 3), Step.KL_REF_MEAN, "use_bias_correction_kl = false"),
+        ((1, 9), (1, 10), Step.KL_REF_MEAN, "use_bias_correction_kl = false"),
+        ((1, 12), (1, 13), "trl/kl", None),  # between the read versions: no default known
+        ((1, 16), None, "trl/kl", None),  # default true: k3 times the ratio, not ours
+        ((0, 26), None, "trl/kl", None),  # spans the change
+    ],
+)
+def test_kl_maps_where_a_default_decides_the_bias_correction(since, until, stored, assumed):
+    """use_bias_correction_kl (TRL >= 0.26) not stated: its default decides kl's meaning where one
+    default holds over the log's versions (false, read at 1.9), and the mapping says it assumed
+    it; where the default is true or unknown, or the range spans the change, kl is withheld."""
+    res = resolve("kl", _trl(since, until))
+    assert res.stored == stored
+    if assumed:
+        assert any(a.startswith(assumed) and "default" in a for a in res.assumed), res.assumed
+    else:
+        assert "use_bias_correction_kl" in res.reason and "None" not in res.reason
+
+
+def test_assumed_defaults_of_an_import_record():
+    """num_iterations and use_bias_correction_kl, stated by no file, are assumed defaults with
+    why (a setting TRL did not have yet behaves as its later default); a stated one is not."""
+    from training_hooks.tool_versions import assumed_defaults
+
+    old = assumed_defaults(SourceFormat("trl", "t", None, (0, 16)), {})
+    assert (
+        old["num_iterations"]["value"] == 1 and "no such setting" in old["num_iterations"]["from"]
     )
-    assert ">=" not in mixed.label.split("(")[0] and "0.2x" not in mixed.label
-    pinned = detect_format("trl", {"completion_length", "frac_reward_zero_std"}, "0.19.1")
-    assert (pinned.since, pinned.until) == ((0, 19, 1), (0, 19, 2))  # a stated version wins
+    assert old["use_bias_correction_kl"]["value"] is False
+    new = assumed_defaults(SourceFormat("trl", "t", (0, 26), None), {"num_iterations": 2})
+    assert "num_iterations" not in new and "use_bias_correction_kl" not in new  # spans the change
+    assert assumed_defaults(SourceFormat("verl", "v"), {}) == {}
 
 
 def test_read_settings_nested_flat_and_mlflow_strings():

@@ -9,7 +9,11 @@ versions), which tool defaults it relies on when the log does not say (``assumes
 report lists them), and how the meaning differs from our column (``note``). A name whose meaning
 differs from our column in the detected version (``column=""``), or whose meaning cannot be pinned
 (the version range spans a change, a required setting is unknown), keeps the prefixed name
-``<tool>/<name>`` and never fills ours. Names not in the table keep their own names. A metric the
+``<tool>/<name>`` and never fills ours. The range is cut to the name's own versions (the log
+holds it, so it is at least as new as the name's first ``since``); a required setting no file
+states is taken from the tool's default where one default decides it over the segment
+(``tool_versions.DEFAULTS``, reported as assumed). A ``dialect`` rule (Unsloth's trainer)
+replaces the tool's rules for its name. Names not in the table keep their own names. A metric the
 tool logs as 0 because the feature is off (``OFF_WHEN``) is not stored at all (unknown, not zero).
 
 Definitions, read from each tool's source (TRL ``grpo_trainer.py`` v0.14-v1.16, verl ``dp_actor.py``
@@ -53,8 +57,20 @@ from training_hooks.tool_settings import TINKER as _TINKER
 from training_hooks.tool_settings import TRL as _TRL
 from training_hooks.tool_settings import VERL as _VERL
 from training_hooks.tool_settings import read_settings
+from training_hooks.tool_versions import (  # noqa: F401 -- re-exported (metric_map's API)
+    DEFAULTS,
+    GENERATIONS,
+    UNSLOTH,
+    VERSION_EVIDENCE,
+    SourceFormat,
+    Version,
+    covers,
+    default_for,
+    detect_format,
+    parse_version,
+)
+from training_hooks.tool_versions import vtext as _vtext
 
-Version = tuple[int, ...]
 Condition = tuple[str, tuple[Any, ...]]  # (setting, the values that give our meaning)
 
 
@@ -77,6 +93,8 @@ class MetricMapping:
     requires: tuple[Condition, ...] = ()  # settings that must be known and match
     assumes: tuple[Condition, ...] = ()  # tool defaults relied on when the log does not say
     note: str = ""
+    dialect: str = ""  # "": the tool's own rule; UNSLOTH: the rule in that dialect only
+    yields: bool = False  # another name filling the same column in the log is stored there
 
     @property
     def versions(self) -> str:
@@ -210,6 +228,16 @@ MAPPINGS: tuple[MetricMapping, ...] = (
     ),
     MetricMapping(
         _TRL,
+        "clip_ratio",
+        "",
+        (0, 16),
+        (0, 17),
+        note="share of tokens whose clipped term exceeds the unclipped one (per_token_loss1 < "
+        "per_token_loss2): the ratio out of range on the side the min does not clip, so the clip "
+        "does not bind there; not our binding or out-of-range fraction",
+    ),
+    MetricMapping(
+        _TRL,
         "num_tokens",
         "",
         (0, 16),
@@ -222,6 +250,32 @@ MAPPINGS: tuple[MetricMapping, ...] = (
         (0, 23),
         requires=_ONE_LOG,
         note="max |log p_trainer - log p_vLLM| over the batch (vLLM IS correction on)" + _WINDOW,
+    ),
+    # ------------------------------------------- Unsloth's GRPO trainer (TRL's, its compute_loss)
+    MetricMapping(
+        _TRL,
+        "completion_length",
+        Step.LENGTH_MEAN,
+        dialect=UNSLOTH,
+        yields=True,
+        note="Unsloth's compute_loss: mean completion tokens per sequence of each micro-batch "
+        "(the main process's)" + _WINDOW + "; TRL's completions/mean_length goes first",
+    ),
+    MetricMapping(
+        _TRL,
+        "kl",
+        "",
+        dialect=UNSLOTH,
+        note="Unsloth's compute_loss: per micro-batch, the mean over sequences of each one's "
+        "token-mean k3 to the reference (sequence-weighted; ours is the token mean)",
+    ),
+    MetricMapping(
+        _TRL,
+        "sampling/sampling_logp_difference/max",
+        "",
+        dialect=UNSLOTH,
+        note="Unsloth's compute_loss: the max of each micro-batch, averaged over them (not the "
+        "batch max)",
     ),
     # ---------------------------------------------------------------- verl (file logger, MLflow)
     MetricMapping(_VERL, "critic/score/mean", Step.REWARD_MEAN, note="mean sequence score"),
@@ -348,58 +402,6 @@ for _m in MAPPINGS:
 del _m
 
 
-# ------------------------------------------------------------------------- formats and versions
-
-
-@dataclass(frozen=True)
-class SourceFormat:
-    """What a log's names (and files) say about the tool and its version."""
-
-    source: str
-    label: str  # e.g. "TRL >=0.17,<0.27 trainer_state.json"
-    since: Version | None = None  # the version is >= this
-    until: Version | None = None  # ... and < this
-    evidence: tuple[str, ...] = ()
-    version: str | None = None  # exact, when a file says so
-
-    @property
-    def version_range(self) -> str | None:
-        parts = [f">={_vtext(self.since)}"] if self.since else []
-        parts += [f"<{_vtext(self.until)}"] if self.until else []
-        return ",".join(parts) or None
-
-
-#: (tool, a metric name present, absent name that voids the rule or "", since, until, why).
-VERSION_EVIDENCE: tuple[tuple[str, str, str, Version | None, Version | None, str], ...] = (
-    (_TRL, "completion_length", "", None, (0, 17), "completion_length: TRL <= 0.16"),
-    (_TRL, "completion_length", "num_tokens", None, (0, 16), "no num_tokens: TRL <= 0.15"),
-    (_TRL, "num_tokens", "", (0, 16), None, "num_tokens: TRL >= 0.16"),
-    (_TRL, "completions/mean_length", "", (0, 17), None, "completions/*: TRL >= 0.17"),
-    (_TRL, "frac_reward_zero_std", "", (0, 18), None, "frac_reward_zero_std: TRL >= 0.18"),
-    (_TRL, "entropy", "", (0, 20), None, "entropy: TRL >= 0.20"),
-    (_TRL, "sampling/sampling_logp_difference/mean", "", (0, 23), None, "sampling/*: TRL >= 0.23"),
-    (_TRL, "step_time", "", (0, 26), None, "step_time: TRL >= 0.26"),
-    (_TRL, "cispo_clip_ratio", "", (0, 27), None, "cispo_clip_ratio: TRL >= 0.27"),
-    (_TRL, "tools/call_frequency", "", (0, 27), None, "tools/*: TRL >= 0.27"),
-    (_TRL, "vespo/phi_seq_mean", "", (1, 0), None, "vespo/*: TRL >= 1.0"),
-)
-
-_FORMAT_LABELS = {
-    _TRL: "TRL GRPOTrainer log",
-    _VERL: "verl metrics",
-    _TINKER: "Tinker cookbook metrics",
-}
-
-#: Named generations of a tool's log format: (since, until, name).
-GENERATIONS: dict[str, tuple[tuple[Version | None, Version | None, str], ...]] = {
-    _TRL: (
-        (None, (0, 16), "TRL <=0.15 / Unsloth"),
-        ((0, 16), (1, 0), "TRL 0.16-0.2x"),
-        ((1, 0), None, "TRL 1.x"),
-    ),
-}
-
-
 def detect_source(names: Iterable[str]) -> str | None:
     """The tool whose metric names these are (``None`` when nothing identifies one)."""
     names = set(names)
@@ -413,60 +415,6 @@ def detect_source(names: Iterable[str]) -> str | None:
     if names & trl:
         return _TRL
     return None
-
-
-def detect_format(source: str, names: Iterable[str], version: str | None = None) -> SourceFormat:
-    """The version range the metric names imply (``VERSION_EVIDENCE``), narrowed to ``version``
-    when a file beside the log states it."""
-    names = set(names)
-    since: Version | None = None
-    until: Version | None = None
-    evidence = []
-    for tool, name, unless, lo, hi, why in VERSION_EVIDENCE:
-        if tool != source or name not in names or (unless and unless in names):
-            continue
-        evidence.append(why)
-        since = lo if lo is not None and (since is None or lo > since) else since
-        until = hi if hi is not None and (until is None or hi < until) else until
-    exact = parse_version(version) if version else None
-    # names of different generations (a fork, Unsloth): no version has them all; say which
-    disagree = exact is None and since is not None and until is not None and since >= until
-    if disagree:
-        since = until = None
-    if exact is not None:
-        since, until = exact, (*exact[:-1], exact[-1] + 1)
-        evidence.append(f"version {version} stated beside the log")
-    fmt = SourceFormat(source, "", since, until, tuple(evidence), version)
-    label = _label(fmt, names)
-    if disagree:
-        label += f" (key families of different versions: {'; '.join(evidence)})"
-    return SourceFormat(source, label, since, until, tuple(evidence), version)
-
-
-def _label(fmt: SourceFormat, names: set[str]) -> str:
-    """The format's name, its generation where the version range lies within one, the range."""
-    label = _FORMAT_LABELS.get(fmt.source, fmt.source)
-    if fmt.source == _TINKER:
-        label += " (rl/train.py)" if any(n.startswith("env/all/") for n in names) else " (a loop)"
-    for lo, hi, name in GENERATIONS.get(fmt.source, ()):
-        if _covers(MetricMapping(fmt.source, "", "", lo, hi), fmt.since, fmt.until):
-            label = name
-    return f"{label} ({fmt.version_range})" if fmt.version_range else label
-
-
-def parse_version(text: str) -> Version | None:
-    """ "0.23.0" -> (0, 23, 0); the leading numeric parts only; None when there are none."""
-    parts = []
-    for bit in str(text).strip().lstrip("v").split("."):
-        digits = "".join(c for c in bit if c.isdigit()) if bit[:1].isdigit() else ""
-        if not digits:
-            break
-        parts.append(int(digits))
-    return tuple(parts) or None
-
-
-def _vtext(v: Version | None) -> str:
-    return ".".join(map(str, v)) if v else "?"
 
 
 # ------------------------------------------------------------------------- resolving a name
@@ -490,6 +438,7 @@ class Resolution:
     stored: str | None  # where its values go (our column, its name, "<tool>/<name>"); None: dropped
     reason: str = ""  # why it is not mapped, or how its meaning differs
     assumed: tuple[str, ...] = ()  # tool defaults relied on
+    yields: bool = False  # another name mapped to ``column`` takes it first
 
 
 def resolve(name: str, ctx: Context) -> Resolution:
@@ -506,6 +455,8 @@ def resolve(name: str, ctx: Context) -> Resolution:
         ):
             return Resolution(name, None, None, off.reason)
     cands = [m for m in _BY_NAME.get(key, ()) if m.source == ctx.fmt.source or not ctx.fmt.source]
+    own = [m for m in cands if m.dialect and m.dialect == ctx.fmt.dialect]
+    cands = own or [m for m in cands if not m.dialect]  # a dialect's rule replaces the tool's
     if not cands:
         return Resolution(name, None, _own_name(ctx.fmt.source, name))
     if ctx.lenient:
@@ -549,66 +500,124 @@ def _resolve_lenient(name: str, cands: list[MetricMapping], ctx: Context) -> Res
 
 def _resolve_strict(name: str, cands: list[MetricMapping], ctx: Context) -> Resolution:
     """Every version segment of the log's range must pick a mapping (the first whose settings
-    hold) and all must agree on a column; otherwise the name is kept as ``<tool>/<name>``."""
-    lo, hi = ctx.fmt.since, ctx.fmt.until
+    hold, a setting no file states taken from the tool's default where one decides it over the
+    segment) and all must agree on a column; otherwise the name is kept as ``<tool>/<name>``.
+
+    The name is in the log, so only the versions that log it are possible: the range is cut to
+    the name's own (its earliest ``since`` to its latest ``until``; a floor says when a key
+    appeared, not that its meaning is in doubt)."""
+    fmt = ctx.fmt
+    lo, hi = _existence(cands, fmt.since, fmt.until)
+    if lo is not None and hi is not None and lo >= hi:
+        return Resolution(
+            name,
+            None,
+            f"{fmt.source}/{name}",
+            f"{_tool_name(fmt.source)} {fmt.range_text} does not log {name} (it logs it in "
+            f"{_span(cands)}): another trainer's key, its meaning here unknown",
+        )
     cuts = sorted({b for m in cands for b in (m.since, m.until) if b and _inside(b, lo, hi)})
     bounds = [lo, *cuts, hi]
-    columns, assumed, notes = set(), [], []
+    columns, assumed, notes, yields = set(), [], [], False
     for a, b in zip(bounds, bounds[1:], strict=False):
-        here = [m for m in cands if _covers(m, a, b)]
-        picked, why = _pick(here, ctx)
+        here = [m for m in cands if covers(m.since, m.until, a, b)]
+        picked, why, defaults = _pick(here, ctx, a, b)
         if picked is None:
-            return Resolution(name, None, f"{ctx.fmt.source}/{name}", why)
+            return Resolution(name, None, f"{fmt.source}/{name}", why)
         columns.add(picked.column)
         notes.append(picked.note)
+        yields = yields or picked.yields
         assumed += [
-            f"{s} = {v[0]!r} (tool default)" for s, v in picked.assumes if s not in ctx.settings
-        ]
+            f"{s} = {_lit(v[0])} (tool default)" for s, v in picked.assumes if s not in ctx.settings
+        ] + defaults
     if len(columns) != 1:
         return Resolution(
             name,
             None,
-            f"{ctx.fmt.source}/{name}",
-            f"its meaning changed within this log's possible versions ({ctx.fmt.version_range})",
+            f"{fmt.source}/{name}",
+            f"its meaning changed within this log's possible versions ({fmt.range_text})",
         )
     column = columns.pop()
     if not column:
-        return Resolution(name, None, f"{ctx.fmt.source}/{name}", notes[0])
+        return Resolution(name, None, f"{fmt.source}/{name}", notes[0])
     note = "; ".join(dict.fromkeys(n for n in notes if n))
-    return Resolution(name, column, column, note, tuple(dict.fromkeys(assumed)))
+    return Resolution(name, column, column, note, tuple(dict.fromkeys(assumed)), yields)
+
+
+def _existence(
+    cands: list[MetricMapping], lo: Version | None, hi: Version | None
+) -> tuple[Version | None, Version | None]:
+    """[lo, hi) cut to the versions that log the name (every mapping of it bounded there)."""
+    if cands and all(m.since for m in cands):
+        floor = min(m.since for m in cands if m.since)
+        lo = floor if lo is None or floor > lo else lo
+    if cands and all(m.until for m in cands):
+        ceiling = max(m.until for m in cands if m.until)
+        hi = ceiling if hi is None or ceiling < hi else hi
+    return lo, hi
+
+
+def _span(cands: list[MetricMapping]) -> str:
+    lo, hi = _existence(cands, None, None)
+    return SourceFormat("", "", lo, hi).range_text
+
+
+def _tool_name(source: str) -> str:
+    return {"trl": "TRL", "verl": "verl", "tinker": "Tinker"}.get(source, source or "the tool")
 
 
 def _inside(v: Version, lo: Version | None, hi: Version | None) -> bool:
     return (lo is None or v > lo) and (hi is None or v < hi)
 
 
-def _covers(m: MetricMapping, a: Version | None, b: Version | None) -> bool:
-    """The mapping holds on the whole segment [a, b) (None = unbounded)."""
-    lo_ok = m.since is None or (a is not None and a >= m.since)
-    hi_ok = m.until is None or (b is not None and b <= m.until)
-    return lo_ok and hi_ok
-
-
-def _pick(here: list[MetricMapping], ctx: Context) -> tuple[MetricMapping | None, str]:
+def _pick(
+    here: list[MetricMapping], ctx: Context, a: Version | None, b: Version | None
+) -> tuple[MetricMapping | None, str, list[str]]:
+    """The first mapping of ``here`` whose settings hold on [a, b), the defaults it relied on."""
     if not here:
-        return None, f"its meaning is not known for this log's version ({ctx.fmt.version_range})"
+        why = f"its meaning is not known for this log's version ({ctx.fmt.range_text})"
+        return None, why, []
     why = ""
     for m in here:
-        missing = [s for s, _ in m.requires if s not in ctx.settings]
+        missing, defaults = [], []
+        for s, values in m.requires:
+            if s in ctx.settings:
+                continue
+            got = default_for(ctx.fmt, s, a, b)
+            if got is not None and _matches(got[0], values):
+                defaults.append(f"{s} = {_lit(got[0])} ({got[1]})")
+            else:
+                missing.append(s)
         wrong = [
             s
             for s, v in m.requires + m.assumes
             if s in ctx.settings and not _matches(ctx.settings[s], v)
         ]
         if not missing and not wrong:
-            return m, ""
+            return m, "", defaults
         if not why:
+            changes = [x for x in missing if any(d.setting == x for d in DEFAULTS)]
             why = (
-                f"{', '.join(missing)} not given (its meaning depends on it)"
+                f"{', '.join(missing)} not given (its meaning depends on it"
+                + (
+                    f"; {_tool_name(ctx.fmt.source)}'s default for it changes within "
+                    f"{ctx.fmt.range_text})"
+                    if changes
+                    else ")"
+                )
                 if missing
-                else f"{wrong[0]} = {ctx.settings[wrong[0]]!r} changes its meaning"
+                else f"{wrong[0]} = {_lit(ctx.settings[wrong[0]])} changes its meaning"
             )
-    return None, why
+    return None, why, []
+
+
+def _lit(v: Any) -> str:
+    """A value as a config would write it (``null``, ``true``, ``'token'``): never Python's None."""
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return repr(v) if isinstance(v, str) else str(v)
 
 
 # ------------------------------------------------------------------------- the dashboard's calls
@@ -655,6 +664,13 @@ def map_metric_names(
         taken[column] = name
         out[name] = column
     return out
+
+
+def candidate_columns(source: str, name: str) -> set[str]:
+    """Our columns ``source``'s metric ``name`` fills in some version or setting (empty when
+    none): where a name kept as ``<tool>/<name>`` would go if its meaning were pinned."""
+    key = _lookup_key(name)
+    return {m.column for m in _BY_NAME.get(key, ()) if m.source == source and m.column}
 
 
 def is_known_column(column: str) -> bool:

@@ -18,8 +18,7 @@ step they hold (``part-<first step:09d>-<last step:09d>-<rank>-<seq>.parquet``),
 ``compacted-*.parquet`` replaces the small parts when a run closes (written first, then the parts
 are deleted: a reader in between sees rows twice, and readers de-duplicate on ``TABLE_KEYS``).
 
-App code never spells a column name as a bare string: it uses the constants below (``Step.LOSS``,
-``Seq.SEQ_LOG_RATIO``, ...).
+App code never spells a column name as a bare string: it uses the constants below (``Step.LOSS``).
 """
 
 from __future__ import annotations
@@ -347,6 +346,7 @@ class ImportRecord:
     log_started_at: float | None = None  # the log's own start time, when a file says so
     log_last_timestamp: float | None = None  # the log's own last timestamp, when it has one
     source_finished: bool | None = None  # the source run reached its planned end (None: unknown)
+    stopped_early: str | None = None  # how the source says it stopped before its end
     rows: int = 0  # steps written
     lines: int | None = None  # lines (JSONL) or log_history entries read
     malformed_lines: tuple[dict[str, Any], ...] = ()  # {"line": n, "reason": str}
@@ -360,6 +360,7 @@ class ImportRecord:
     dropped_non_numeric: tuple[str, ...] = ()  # names whose values are text or lists
     notes: dict[str, str] = field(default_factory=dict)  # foreign name -> how its meaning differs
     assumptions: tuple[str, ...] = ()  # tool defaults relied on (not stated by the files)
+    assumed_defaults: dict[str, Any] = field(default_factory=dict)  # name -> {"value", "from"}
     settings: dict[str, Any] = field(default_factory=dict)  # name -> {"value", "from"}
     wall_time: str = ""  # how the wall_time column was built (or why it is null)
     summary: dict[str, Any] = field(default_factory=dict)  # e.g. TRL's end-of-training entry
@@ -425,6 +426,7 @@ class RunSummary:
     judged by the reader, as of when it reads)."""
     made_at: float | None = None
     """When it was written (seconds since the epoch)."""
+    coverage: tuple[int, int] | None = None  # (checks that ran, that could not); None: older
 
     def to_json(self) -> dict[str, Any]:
         return _json_safe(asdict(self))

@@ -94,7 +94,7 @@ def summarise_run(
     if info is not None:
         algorithm = str(info.algorithm or "?")
     # the status is judged by the reader, as of when it reads
-    found = page_findings(
+    report = page_report(
         run_dir,
         info,
         df,
@@ -102,6 +102,7 @@ def summarise_run(
         sequences=with_parts,
         algorithm=None if info is not None else algorithm,
     )
+    found = report.findings
     problems = (findings.ERROR, findings.WARNING)
     return RunSummary(
         version=SUMMARY_VERSION,
@@ -116,6 +117,7 @@ def summarise_run(
         token_eps=eps.get("token"),
         findings=tuple((f.code, f.severity) for f in found if f.severity in problems),
         made_at=time.time(),
+        coverage=(len(report.checked), len(report.not_checked)),
     )
 
 
@@ -128,7 +130,22 @@ def page_findings(
     sequences: tuple[str, ...] | None = None,
     algorithm: str | None = None,
 ) -> list:
-    """The Health page's findings of the run in ``run_dir`` (``Finding``s): its step table
+    """The findings of ``page_report`` (``Finding``s)."""
+    return page_report(
+        run_dir, info, df, status=status, sequences=sequences, algorithm=algorithm
+    ).findings
+
+
+def page_report(
+    run_dir: str,
+    info: RunInfo | None,
+    df: Any = None,
+    *,
+    status: str | None = None,
+    sequences: tuple[str, ...] | None = None,
+    algorithm: str | None = None,
+) -> findings.HealthReport:
+    """The Health page's report of the run in ``run_dir`` (findings and coverage): its step table
     (``df``, read as the dashboard reads it when not given) judged with run.json's settings
     (``status`` overrides the one stated) and, when it recorded sequences, the solved / failed
     split of its zero-variance groups. ``sequences``: the run's tables with files, when known;
@@ -143,7 +160,7 @@ def page_findings(
     facts = findings.facts_of(info, status=status)
     if algorithm is not None:
         facts = replace(facts, algorithm=algorithm)
-    return findings.report_of(facts, df, None if seqs is None else seqs.df).findings
+    return findings.report_of(facts, df, None if seqs is None else seqs.df)
 
 
 def try_summarise_run(

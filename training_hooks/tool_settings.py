@@ -47,12 +47,15 @@ SETTING_KEYS: dict[str, dict[str, tuple[str, ...]]] = {
         "total_training_steps": ("trainer.total_training_steps",),
     },
     TINKER: {
-        "group_size": ("dataset_builder.group_size", "group_size"),
+        # the cookbook's G; a flat ``group_size`` is a custom loop's own word (one Tinker loop's
+        # config says group_size 8 where its log shows 8 groups of 16), so it is not read as G
+        "group_size": ("dataset_builder.group_size",),
         "loss_fn": ("loss_fn",),
         "clip_low_threshold": ("loss_fn_config.clip_low_threshold",),
         "clip_high_threshold": ("loss_fn_config.clip_high_threshold",),
         "num_substeps": ("num_substeps",),
         "kl_penalty_coef": ("kl_penalty_coef",),
+        "max_steps": ("max_steps",),  # a loop's config (rl/train.py has none)
     },
 }
 

@@ -320,13 +320,25 @@ def more_metrics(extras: cv.Extras, series: list[ct.RunSeries]) -> list[panels.P
     return builtin + [panels.extra_panel(n) for n in names[:MAX_ASKED_PANELS]]
 
 
+def stand_in_panels(found: dict[str, list[cv.StandIn]]) -> list[panels.Panel]:
+    """One chart per foreign name standing in for a chart's column, titled with its own name,
+    its caption the caveat (why it is not our column)."""
+    out: dict[str, panels.Panel] = {}
+    for col, items in found.items():
+        title = next((p.title for p in panels.PANELS if p.column == col), col)
+        for i in items:
+            note = f"Stands in for '{title}' in {i.run}, logged as {i.foreign}: {i.why}."
+            out.setdefault(i.stored, panels.extra_panel(i.stored, note))
+    return list(out.values())
+
+
 ctx = ui.page_header(
     "Compare runs",
     "Each chart is one metric over training for every shown run. Colour = run, line style = "
     f"algorithm ({line_style.styles_sentence(['?'])}); a series of few points (validation) has "
     "a marker at each point and is not smoothed. Clip fractions come in two units: the sequence unit "
-    "(GSPO's ε, share of sequences) and the token unit (GRPO's ε, share of tokens); every run "
-    "records both, so GRPO and GSPO sit on the same scale.",
+    "(GSPO's ε, share of sequences) and the token unit (GRPO's ε, share of tokens); a run recorded "
+    "by gspo-dash's hooks records both, an import what its log had (said per run below).",
 )
 shown = ui.shown_runs(
     ctx,
@@ -398,8 +410,15 @@ split = panels.split_by_data(
     [s.df for s in series], [panels.PANELS_BY_KEY[k] for k in chosen], opts["x"]
 )
 shown_panels = split.drawn
-if split.unlogged:
-    st.caption(ui.md_escape(panels.not_logged_line(split.unlogged)))
+st.caption(ui.md_escape(cv.clip_units_line([(s.label, s.df) for s in series])))
+other_names = cv.stand_ins(
+    [(s.label, runs_by_key[s.key].info, s.df) for s in series], [p.column for p in split.unlogged]
+)
+if unlogged := [p for p in split.unlogged if p.column not in other_names]:
+    st.caption(ui.md_escape(panels.not_logged_line(unlogged)))
+if other_names:
+    titles_by_column = {p.column: p.title for p in split.unlogged}
+    st.caption(ui.md_escape(cv.stand_in_sentence(titles_by_column, other_names)))
 if split.off_axis:
     why = f"Logged only by runs left off this x axis ({ct.X_UNLOGGED[opts['x']]})"
     st.caption(ui.md_escape(panels.not_logged_line(split.off_axis, why)))
@@ -420,6 +439,11 @@ if shown_panels:
     draw_lag_split(series, shown_panels)
 elif not chosen:
     st.info("No built-in charts chosen (see 'Charts and log scales').", icon=":material/info:")
+if other_names and st.toggle(
+    "Draw the metrics logged under another name (labelled with their own names)",
+    key="stand_ins",
+):
+    draw_panels(runs_by_key, series, stand_in_panels(other_names), opts, key="stand_in")
 
 if extras.constants:
     names = list(dict.fromkeys(c.metric for c in extras.constants))

@@ -10,13 +10,14 @@ from app.discovery import imported_tool
 from app.eps_format import fmt_eps
 from app.records import SOURCE_PARQUET, RunRef
 from app.settings import import_root, import_source
-from app.summary import known_counts
+from app.summary import known_cell
 
 STATUS_COLOR = {
     "running": "#1a7f37",
     "finished": "#57606a",
     "failed": "#cf222e",
     "crashed": "#cf222e",
+    "stopped early": "#9a6700",
     "unknown": "#9a6700",
 }
 TABLE_KEY = "runs_table"
@@ -25,7 +26,8 @@ KEYS_KEY = "_runs_table_keys"
 ctx = ui.page_header(
     "Runs",
     "Every run under the root, newest first. Select rows to compare them (the selection is kept "
-    "in the URL); the Health column counts the automatic findings (errors / warnings).",
+    "in the URL); the Health column counts the automatic findings (errors / warnings), and says "
+    "how much was checked when most checks could not run.",
 )
 st.caption(
     f"Root: {ui.md_escape(ctx.root)}"
@@ -64,6 +66,12 @@ def _import_form() -> None:
             algorithm = st.selectbox(
                 "Algorithm", ["guess from its config", "grpo", "gspo"], key="import_algorithm"
             )
+            version = st.text_input(
+                "Tool version (optional, e.g. 0.23.0; for Unsloth the TRL it ran on)",
+                key="import_tool_version",
+                help="Left empty: from a file beside the log, else dated by its metric names. "
+                "The import reads the names as that version logs them.",
+            )
             every, segment = st.columns(2)
             logging_steps = every.number_input(
                 "logging_steps (a console log's dicts carry no step)",
@@ -89,37 +97,41 @@ def _import_form() -> None:
             submitted = st.form_submit_button("Import into the runs root", key="import_submit")
         if not submitted:
             return
-        from training_hooks.importers import AlreadyImported, import_run  # torch-free
-
-        try:
-            result = import_run(
-                source,
-                import_source(path),
-                root=import_root(ctx.root),
-                name=name.strip() or None,
-                algorithm=None if algorithm.startswith("guess") else algorithm,
-                replace=replace,
-                config={"logging_steps": int(logging_steps)} if logging_steps else None,
-                segment=int(run_no) if run_no else None,
-            )
-        except AlreadyImported as e:
-            st.info(
-                f"{ui.md_escape(e)}. Tick 'Replace an earlier import of this log' to import it "
-                "again.",
-                icon=":material/content_copy:",
-            )
-            return
-        except (ValueError, OSError) as e:
-            st.error(
-                f"Could not import {ui.md_escape(repr(path))} as a {source} log: {ui.md_escape(e)}",
-                icon=":material/error:",
-            )
-            return
-        st.session_state[IMPORT_FLASH] = ui.md_escape(
-            f"Imported {result['steps']} steps from {path} as run {result['run_id']}."
+        _submit(
+            source,
+            path,
+            name=name.strip() or None,
+            algorithm=None if algorithm.startswith("guess") else algorithm,
+            replace=replace,
+            config={"logging_steps": int(logging_steps)} if logging_steps else None,
+            segment=int(run_no) if run_no else None,
+            tool_version=version.strip() or None,
         )
-        data.clear_caches()
-        st.rerun()
+
+
+def _submit(source: str, path: str, **options) -> None:
+    """Import the form's log (``options``: import_run's keywords); say what happened."""
+    from training_hooks.importers import AlreadyImported, import_run  # torch-free
+
+    try:
+        result = import_run(source, import_source(path), root=import_root(ctx.root), **options)
+    except AlreadyImported as e:
+        st.info(
+            f"{ui.md_escape(e)}. Tick 'Replace an earlier import of this log' to import it again.",
+            icon=":material/content_copy:",
+        )
+        return
+    except (ValueError, OSError) as e:
+        st.error(
+            f"Could not import {ui.md_escape(repr(path))} as a {source} log: {ui.md_escape(e)}",
+            icon=":material/error:",
+        )
+        return
+    st.session_state[IMPORT_FLASH] = ui.md_escape(
+        f"Imported {result['steps']} steps from {path} as run {result['run_id']}."
+    )
+    data.clear_caches()
+    st.rerun()
 
 
 if not ctx.read_only:  # read-only (team) mode: nothing is written, so no import form
@@ -146,17 +158,21 @@ HEALTH_POLL_S = 2.0  # how often the page looks for newly filled Health cells
 
 
 def _health(run: RunRef) -> str:
+    """ "ok" only when nothing was found and most checks ran; "2 of 14 checked" (with the
+    findings, if any) when most checks could not run (a setting or a column was missing)."""
     if run.source != SOURCE_PARQUET:
         return "open Health"
-    counts = known_counts(run)  # (from a summary that describes the run, else not yet known)
-    if counts is None:
+    cell = known_cell(run)  # (from a summary that describes the run, else not yet known)
+    if cell is None:
         return HEALTH_PENDING
-    if isinstance(counts, str):
+    if isinstance(cell, str):
         return HEALTH_UNREADABLE
-    n_err, n_warn = counts
+    n_err, n_warn, ran, not_ran = cell
+    little = f"{ran} of {ran + not_ran} checked" if not_ran > ran else ""
     if not n_err and not n_warn:
-        return "ok"
-    return f"{n_err} err · {n_warn} warn" if n_err else f"{n_warn} warn"
+        return f"nothing found, {little}" if little else "ok"
+    found = f"{n_err} err · {n_warn} warn" if n_err else f"{n_warn} warn"
+    return f"{found}; {little}" if little else found
 
 
 UNKNOWN = "unknown"
@@ -241,7 +257,7 @@ with st.container(horizontal=True):
     algos = st.pills("Algorithm", ["GRPO", "GSPO"], selection_mode="multi", key="runs_algo")
     statuses = st.pills(
         "Status",
-        ["running", "finished", "failed", "crashed"],
+        ["running", "finished", "stopped early", "failed", "crashed"],
         selection_mode="multi",
         key="runs_status",
     )
@@ -281,11 +297,13 @@ def _status_css(v: str) -> str:
 
 
 def _health_css(v: str) -> str:
-    if v in (HEALTH_PENDING, HEALTH_UNREADABLE):
-        return "color: #57606a"
+    """Red for errors, amber for warnings, green for "ok" only (most checks ran, nothing found);
+    grey for what was mostly not checked, not judged here or still being checked."""
     if "err" in v:
         return "color: #cf222e"
-    return "color: #9a6700" if "warn" in v else "color: #1a7f37"
+    if "warn" in v:
+        return "color: #9a6700"
+    return "color: #1a7f37" if v == "ok" else "color: #57606a"
 
 
 # pandas' Styler renders every cell in Python: long tables go uncoloured

@@ -41,6 +41,7 @@ from training_hooks.findings.core import (
     SAMPLER_MISMATCH,
     SEVERITY_ORDER,
     STALE_OLD_LOGPROBS,
+    STOPPED_EARLY,
     TASK_SATURATED,
     TRUNCATION,
     WARNING,
@@ -65,7 +66,7 @@ from training_hooks.findings.run import (
 )
 from training_hooks.findings.signal import group_outcomes, with_group_outcomes
 from training_hooks.findings.spikes import rolling_baseline, row_nanmedian, spike_mask
-from training_hooks.findings.status import check_status
+from training_hooks.findings.status import STATUS_STOPPED_EARLY, check_status, import_status
 from training_hooks.findings.thresholds import THRESHOLDS, Threshold, th
 from training_hooks.findings.version import CHECKS_VERSION
 
@@ -96,6 +97,8 @@ __all__ = [
     "SAMPLER_MISMATCH",
     "SEVERITY_ORDER",
     "STALE_OLD_LOGPROBS",
+    "STATUS_STOPPED_EARLY",
+    "STOPPED_EARLY",
     "TASK_SATURATED",
     "THRESHOLDS",
     "TRUNCATION",
@@ -110,6 +113,7 @@ __all__ = [
     "facts_of",
     "fmt_eps",
     "group_outcomes",
+    "import_status",
     "in_step_order",
     "lag_groups",
     "live_findings",

@@ -63,6 +63,7 @@ TASK_SATURATED = "task_saturated"
 # not state a setting it needs.
 OK_CODE = "ok"
 RUNNING = "running"
+STOPPED_EARLY = "stopped_early"  # an import whose source says it stopped before its end
 NO_STEPS = "no_steps"
 NOT_JUDGED = "not_judged"
 
@@ -96,6 +97,7 @@ class RunFacts:
     sources: Mapping[str, str] = field(default_factory=dict)  # our column -> foreign metric read
     one_update_per_row: bool | None = True  # False: a row averages several optimizer updates
     eps_source: str | None = None  # whose ε the run says it is (config "eps_source"); None: unsaid
+    stopped_early: str | None = None  # an import: how its source says it stopped before its end
 
     @property
     def eps(self):

@@ -49,7 +49,12 @@ from training_hooks.findings.signal import (
     with_group_outcomes,
 )
 from training_hooks.findings.spikes import check_spikes, check_trends
-from training_hooks.findings.status import check_lag, check_nonfinite, check_status
+from training_hooks.findings.status import (
+    check_lag,
+    check_nonfinite,
+    check_status,
+    import_status,
+)
 from training_hooks.schema import STATUS_FINISHED, RunInfo, Seq
 
 #: The codes the recorder judges live (their checks need no future).
@@ -141,7 +146,9 @@ def run_health(df: pd.DataFrame, facts: RunFacts) -> HealthReport:
     cov = Coverage()
     cov.ran("run status")
     found = [
-        *check_status(facts.status, facts.updated_at, facts.last_step, facts.now),
+        *check_status(
+            facts.status, facts.updated_at, facts.last_step, facts.now, facts.stopped_early
+        ),
         *_live_checks(df, split, facts, cov),
         *check_trends(df, split, cov),
         *check_truncation(df, cov),
@@ -245,7 +252,7 @@ def facts_of(info: RunInfo | None, *, status: str | None = None, **overrides) ->
     imp = info.imported
     facts = RunFacts(
         algorithm=info.algorithm,
-        status=status or info.status,
+        status=status or import_status(info),
         updated_at=info.updated_at,
         last_step=info.last_step,
         seq_eps=(info.seq_eps_low, info.seq_eps_high),
@@ -254,6 +261,7 @@ def facts_of(info: RunInfo | None, *, status: str | None = None, **overrides) ->
         sources={v: k for k, v in imp.mapped.items()} if imp is not None else {},
         one_update_per_row=_one_update_per_row(info),
         eps_source=stated_eps_source(info.config),
+        stopped_early=imp.stopped_early if imp is not None else None,
     )
     return replace(facts, **overrides)
 

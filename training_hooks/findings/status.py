@@ -21,6 +21,7 @@ from training_hooks.findings.core import (
     ON_POLICY_ONLY,
     RUNNING,
     STALE_OLD_LOGPROBS,
+    STOPPED_EARLY,
     Coverage,
     Finding,
     col,
@@ -30,13 +31,38 @@ from training_hooks.findings.core import (
     th,
     train_mask,
 )
-from training_hooks.schema import STATUS_CRASHED, STATUS_FAILED, STATUS_RUNNING, Step
+from training_hooks.schema import (
+    STATUS_CRASHED,
+    STATUS_FAILED,
+    STATUS_FINISHED,
+    STATUS_RUNNING,
+    RunInfo,
+    Step,
+)
+
+#: Not written by the hooks: an import whose source says it stopped before its planned end.
+STATUS_STOPPED_EARLY = "stopped early"
+
+
+def import_status(info: RunInfo) -> str:
+    """``info.status``, except an import whose source says it stopped before its planned end
+    (``imported.source_finished`` false; imports written before that status existed say
+    "finished"): "stopped early"."""
+    rec = info.imported
+    if info.status == STATUS_FINISHED and rec is not None and rec.source_finished is False:
+        return STATUS_STOPPED_EARLY
+    return info.status
 
 
 def check_status(
-    status: str, updated_at: float | None, last_step: int | None, now: float | None = None
+    status: str,
+    updated_at: float | None,
+    last_step: int | None,
+    now: float | None = None,
+    stopped_early: str | None = None,
 ) -> list[Finding]:
-    """A run that stopped without finishing (crashed: stale heartbeat) or that failed."""
+    """A run that stopped without finishing (crashed: stale heartbeat), that failed, or (an
+    import) whose source says it stopped before its planned end (``stopped_early``: how)."""
     now = time.time() if now is None else now
     ago = f"{(now - updated_at) / 60:.0f} min ago" if updated_at else "at an unknown time"
     where = f" at step {last_step}" if last_step is not None else ""
@@ -60,6 +86,18 @@ def check_status(
                 "The run failed",
                 f"the recorder closed with status 'failed'{where}, last update {ago}.",
                 "The training loop raised; see run.json's faults and the job's traceback.",
+            )
+        ]
+    if status == STATUS_STOPPED_EARLY:
+        return [
+            Finding(
+                STOPPED_EARLY,
+                INFO,
+                "Stopped before its planned end",
+                f"the imported log says so: {stopped_early or 'its source did not reach its end'}"
+                f"{where and f'; its last step here is {last_step}'}.",
+                "Judge it as a partial run: trends and end-of-run verdicts describe the steps it "
+                "has, not a finished training. Import a later file of the run if there is one.",
             )
         ]
     if status == STATUS_RUNNING:

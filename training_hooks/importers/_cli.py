@@ -57,6 +57,14 @@ def _parser() -> argparse.ArgumentParser:
         "restarts): the run to import (1, 2, ...), or 'all' for each as its own run",
     )
     p.add_argument(
+        "--tool-version",
+        default=None,
+        metavar="X.Y.Z",
+        help="the version of the tool that wrote the log (for Unsloth: the TRL it ran on) when "
+        "no file beside it states it; also the config key tool_version. The names are then read "
+        "as that version logs them; the report prints the versions assumed",
+    )
+    p.add_argument(
         "--config",
         default=None,
         help="a JSON or YAML file of the run's settings; overrides what is found beside the log",
@@ -125,6 +133,7 @@ def _import(args: argparse.Namespace, config, segment: int | None):
         config=config,
         replace=args.replace,
         segment=segment,
+        tool_version=args.tool_version,
     )
 
 

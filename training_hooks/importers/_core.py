@@ -21,12 +21,21 @@ from pathlib import Path
 from typing import Any
 
 from training_hooks import schema, storage
+from training_hooks.findings.status import STATUS_STOPPED_EARLY
 from training_hooks.importers import _pick, tinker, trl, verl
 from training_hooks.importers._read import SourceLog, numeric
 from training_hooks.importers._spec import RunSettings, Settings, ToolSpec
-from training_hooks.metric_map import Context, Resolution, SourceFormat, detect_format, resolve
+from training_hooks.metric_map import (
+    Context,
+    Resolution,
+    SourceFormat,
+    detect_format,
+    parse_version,
+    resolve,
+)
 from training_hooks.summary import try_summarise_run
 from training_hooks.tool_settings import Setting, read_settings
+from training_hooks.tool_versions import assumed_defaults
 
 TOOLS: dict[str, ToolSpec] = {"trl": trl.SPEC, "tinker": tinker.SPEC, "verl": verl.SPEC}
 SOURCES = tuple(TOOLS)
@@ -73,6 +82,7 @@ def import_run(
     config: Mapping[str, Any] | None = None,
     replace: bool = False,
     segment: int | None = None,
+    tool_version: str | None = None,
 ) -> ImportResult:
     """Import one run logged by ``source`` ("trl", "tinker", "verl") from ``path`` into ``root``.
 
@@ -90,6 +100,9 @@ def import_run(
             content) is imported again over that run; without it the import is refused.
         segment: which run (1-based) of a file holding several one after another (a log path
             reused across restarts); such a file without it is refused, naming where each starts.
+        tool_version: the version of the tool that wrote the log ("0.23.0"; for Unsloth, the TRL
+            it ran on), when the files beside it do not say (``--tool-version``; also the config
+            key ``tool_version``); it overrides a version a file states.
     Raises:
         AlreadyImported: the log is in the root already and ``replace`` is false (a
             ``ValueError`` naming the run); the root is then unchanged.
@@ -114,7 +127,7 @@ def import_run(
             "another folder; give no run_id to replace that run"
         )
     run_id = earlier[0][0] if earlier else run_id
-    fmt = detect_format(source, _names(log), log.version)
+    fmt = _format(spec.name, log, config, tool_version)
     settings = _settings(spec, log, fmt, config, algorithm)
     ctx = Context(fmt, {k: s.value for k, s in settings.items()})
     mapped = map_log(spec, log, ctx)
@@ -128,7 +141,7 @@ def import_run(
     )
     name = name or log.name or source
     run_id = run_id or f"{schema.slug(name)}-{source}-{secrets.token_hex(2)}"
-    info = _run_info(run_id, name, algo, run, log, record, config, max(mapped.rows))
+    info = _run_info(run_id, name, algo, run, log, fmt, record, config, max(mapped.rows))
     table = step_table(run_id, algo, mapped.rows, wall)
     run_dir = write_run(root, run_id, info, table)
     return ImportResult(
@@ -191,12 +204,14 @@ def _run_info(
     algorithm: str,
     run: RunSettings,
     log: SourceLog,
+    fmt: SourceFormat,
     record: schema.ImportRecord,
     config: Mapping[str, Any] | None,
     last_step: int,
 ) -> schema.RunInfo:
     """run.json of an import: settings only where a file stated them (else null), the log's own
-    times where it has them, ``updated_at`` = when it was imported."""
+    times where it has them, ``updated_at`` = when it was imported; status "stopped early" when
+    the source says it stopped before its planned end (``record.stopped_early``)."""
     seq, tok = run.seq_eps or (None, None), run.token_eps or (None, None)
     return schema.RunInfo(
         run_id=run_id,
@@ -209,15 +224,39 @@ def _run_info(
         reduction=run.reduction,
         group_size=run.group_size,
         config={**log.config, **(config or {})},
-        versions=_versions(record.tool, log),
-        created_at=log.started_at,
+        versions=_versions(record.tool, fmt),
+        created_at=record.log_started_at,
         updated_at=record.imported_at or 0.0,
-        ended_at=log.last_timestamp,
-        status=schema.STATUS_FINISHED,
+        ended_at=record.log_last_timestamp,
+        status=STATUS_STOPPED_EARLY if record.stopped_early else schema.STATUS_FINISHED,
         last_step=last_step,
         source=record.tool,
         imported=record,
     )
+
+
+def _format(
+    source: str, log: SourceLog, config: Mapping[str, Any] | None, tool_version: str | None
+) -> SourceFormat:
+    """The log's format: its version stated by the user (``tool_version``, else the config's
+    ``tool_version`` key), else by a file beside the log, else dated by its names."""
+    stated, origin = tool_version, "by the user (--tool-version, the import form)"
+    if stated is None and config and config.get("tool_version") is not None:
+        stated, origin = str(config["tool_version"]), "by the config key tool_version"
+    if stated is not None:
+        if not isinstance(stated, str) or parse_version(stated) is None:
+            raise ValueError(
+                f"tool_version must be a version like '0.23.0', got {stated!r} "
+                f"({'--tool-version' if tool_version is not None else 'the config key'})"
+            )
+        return detect_format(
+            source,
+            _names(log),
+            stated.strip(),
+            version_from=origin,
+            dialect_evidence=log.dialect_evidence,
+        )
+    return detect_format(source, _names(log), log.version, dialect_evidence=log.dialect_evidence)
 
 
 def _tool(source: str) -> ToolSpec:
@@ -259,15 +298,19 @@ def map_log(spec: ToolSpec, log: SourceLog, ctx: Context) -> Mapped:
     ]
     resolutions: dict[str, Resolution] = {}
     taken: set[str] = set(schema.STEP_KEY_COLUMNS)
-    for n in sorted(numeric_names, key=lambda n: resolve(n, ctx).column is None):
-        res = resolve(n, ctx)
+    taken_by: dict[str, str] = {}
+    first = {n: resolve(n, ctx) for n in numeric_names}
+    for n in sorted(numeric_names, key=lambda n: (first[n].column is None, first[n].yields)):
+        res = first[n]
         if res.stored is not None and res.stored in taken:
             free = next(
                 f"{spec.name}/" * k + n for k in range(1, 9) if f"{spec.name}/" * k + n not in taken
             )
-            res = Resolution(n, None, free, f"{res.stored} is filled by another name")
+            why = f"{res.stored} is filled by {taken_by.get(res.stored, 'another name')}"
+            res = Resolution(n, None, free, why + (f" ({res.reason})" if res.reason else ""))
         if res.stored is not None:
             taken.add(res.stored)
+            taken_by[res.stored] = n
         resolutions[n] = res
     rows, int_notes = _rows(spec, log, resolutions)
     validation_only = tuple(
@@ -374,6 +417,9 @@ def _record(
         log_started_at=log.started_at,
         log_last_timestamp=log.last_timestamp,
         source_finished=log.source_finished,
+        stopped_early=(log.end_text or "the source says it stopped before its planned end")
+        if log.source_finished is False
+        else None,
         rows=len(mapped.rows),
         lines=log.lines,
         malformed_lines=log.malformed,
@@ -389,6 +435,7 @@ def _record(
         dropped_non_numeric=mapped.non_numeric,
         notes=notes,
         assumptions=tuple(assumptions),
+        assumed_defaults=assumed_defaults(fmt, settings),
         settings={k: {"value": s.value, "from": s.origin} for k, s in sorted(settings.items())},
         wall_time=wall_text,
         summary=dict(log.summary),
@@ -410,10 +457,10 @@ def _derived(spec: ToolSpec, mapped: Mapped) -> dict[str, str]:
     return {f: c for c, f in spec.derived_from.items() if c in filled}
 
 
-def _versions(source: str, log: SourceLog) -> dict[str, str]:
+def _versions(source: str, fmt: SourceFormat) -> dict[str, str]:
     out = {"gspo_dash_schema": str(schema.SCHEMA_VERSION)}
-    if log.version:
-        out[source] = log.version
+    if fmt.version:
+        out[source] = fmt.version
     return out
 
 

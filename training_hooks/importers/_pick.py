@@ -166,7 +166,13 @@ def _trl_console(file: Path, config: Mapping[str, Any] | None, segment: int | No
         settings.update(read_settings("trl", config, "--config"))
     first = bool((config or {}).get("logging_first_step", beside.get("logging_first_step")))
     log = trl_console.read(file, settings, segment, first_step=first)
-    return dataclasses.replace(log, settings_files=files, version=version, config=beside)
+    return dataclasses.replace(
+        log,
+        settings_files=files,
+        version=version,
+        config=beside,
+        dialect_evidence=trl.unsloth_evidence(file),
+    )
 
 
 # ----------------------------------------------------------------------------- verl
@@ -248,10 +254,15 @@ def _json_runs(
         )
     kept = {k: v for k, v in log.settings.items() if v.origin.startswith("the log")}
     settings = dict(log.settings) if last else kept
+    if log.tool == "verl":
+        ended = verl._finished(settings, merged.steps), verl.end_text(settings, merged.steps)
+    else:
+        ended = tinker.end_of(merged.steps, settings)
     return dataclasses.replace(
         log,
-        # how the run ended, from this run's own steps (verl: against the settings it has)
-        source_finished=verl._finished(settings, merged.steps) if log.tool == "verl" else None,
+        # how the run ended, from this run's own steps (against the settings it has)
+        source_finished=ended[0],
+        end_text=ended[1],
         steps=merged.steps,
         duplicate_steps=merged.duplicate_steps,
         malformed=tuple(d for d in log.malformed if a <= d.get("line", a) <= b),

@@ -38,6 +38,8 @@ class SourceLog:
     started_at: float | None = None
     last_timestamp: float | None = None
     source_finished: bool | None = None
+    end_text: str = ""  # how the source says where it ended (global_step 50 of max_steps 500)
+    dialect_evidence: tuple[str, ...] = ()  # files saying the trainer was Unsloth's
     summary: Mapping[str, Any] = field(default_factory=dict)
     file_format: str = ""  # the kind of file read ("trainer_state.json", "TensorBoard event file")
     notes: tuple[str, ...] = ()  # what the reader found or assumed, in sentences

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import Any
 
 from training_hooks import schema
 from training_hooks.metric_map import Derived
@@ -75,12 +76,45 @@ def version_text(rec: schema.ImportRecord) -> str:
     imply, else which key families were found (their versions may disagree), with the evidence."""
     why = "; ".join(rec.evidence)
     if rec.version:
-        return f"{rec.version} (stated beside the log)"
+        return f"{rec.version} (stated {version_from(rec)})"
     if rec.version_range:
         return f"{rec.version_range}, from the metric names ({why}); no file states it"
     if rec.evidence:
         return f"unknown; key families found: {why}"
     return "unknown (no file states it and no metric name dates it)"
+
+
+def assumed_range(rec: schema.ImportRecord) -> str:
+    """The versions the import resolved the names for: "TRL >=0.17,<0.27 (Unsloth dialect)";
+    "every version" when nothing dates the log."""
+    tool = {"trl": "TRL", "verl": "verl", "tinker": "Tinker"}.get(rec.tool, rec.tool)
+    rng = rec.version or rec.version_range
+    text = f"{tool} {rng}" if rng else f"{tool}, every version (nothing dates the log)"
+    if dialect_of(rec):
+        text += ", Unsloth's GRPO trainer (the keys it logs itself read as its own)"
+    return text
+
+
+def dialect_of(rec: schema.ImportRecord) -> str | None:
+    """ "unsloth" when the import read the log as Unsloth's GRPO trainer's (its evidence says
+    why: ``tool_versions.detect_format``), else None."""
+    return "unsloth" if any(e.startswith("Unsloth: ") for e in rec.evidence) else None
+
+
+def version_from(rec: schema.ImportRecord) -> str:
+    """Who stated the exact version: "beside the log", "by the user (--tool-version, the import form)", ..."""
+    head = f"version {rec.version} stated "
+    said = [e[len(head) :] for e in rec.evidence if e.startswith(head)]
+    return said[-1] if said else "beside the log"
+
+
+def value_text(v: Any) -> str:
+    """A setting's value as a config writes it: ``null``, ``true``, ``'token'``, ``0.2``."""
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return repr(v) if isinstance(v, str) else str(v)
 
 
 def unknown_settings(info: schema.RunInfo) -> list[str]:
@@ -89,7 +123,11 @@ def unknown_settings(info: schema.RunInfo) -> list[str]:
     rec = info.imported
     if rec is None:
         return []
-    tool = [k for k in SETTING_KEYS.get(rec.tool, {}) if k not in rec.settings]
+    tool = [
+        k
+        for k in SETTING_KEYS.get(rec.tool, {})
+        if k not in rec.settings and k not in rec.assumed_defaults
+    ]
     run = [t for f, t in RUN_FIELDS.items() if getattr(info, f) is None and f not in tool]
     if info.algorithm in ("", "?", "unknown"):
         run.insert(0, "algorithm (GRPO or GSPO)")
@@ -109,7 +147,13 @@ def report_lines(rec: schema.ImportRecord, info: schema.RunInfo | None = None) -
     """The import report (the CLI prints it; the app shows the same record): format, version and
     its evidence, every foreign key by what happened to it (with the reason where its meaning
     differs or it was not stored), the settings with their files and the unknown ones."""
-    lines = [f"format: {rec.format}", f"version: {version_text(rec)}"]
+    lines = [
+        f"format: {rec.format}",
+        f"version: {version_text(rec)}",
+        f"versions assumed: {assumed_range(rec)}",
+    ]
+    if rec.stopped_early:
+        lines.append(f"status: stopped early ({rec.stopped_early})")
     if rec.file_format:
         lines.append(f"read: {rec.file} ({rec.file_format})")
     lines += [f"note: {n}" for n in rec.reader_notes]
@@ -143,6 +187,8 @@ def report_lines(rec: schema.ImportRecord, info: schema.RunInfo | None = None) -
             or "none"
         )
     )
+    if rec.assumptions:
+        lines.append("mapped assuming: " + "; ".join(rec.assumptions))
     lines.append(
         f"kept under their own names ({len(rec.unmapped)}): " + (", ".join(rec.unmapped) or "none")
     )
@@ -153,21 +199,39 @@ def report_lines(rec: schema.ImportRecord, info: schema.RunInfo | None = None) -
             f"not numeric, not stored ({len(rec.dropped_non_numeric)}): "
             + ", ".join(rec.dropped_non_numeric)
         )
+    lines += _settings_lines(rec, info)
+    lines.append(f"wall time: {rec.wall_time}")
+    return lines
+
+
+def _settings_lines(rec: schema.ImportRecord, info: schema.RunInfo | None) -> list[str]:
+    """The settings found (with their files), the defaults assumed, the unknown ones."""
+    lines: list[str] = []
     lines.append(
         "settings: "
         + (
             ", ".join(
-                f"{k}={v.get('value')!r} (from {v.get('from')})"
+                f"{k}={value_text(v.get('value'))} (from {v.get('from')})"
                 if isinstance(v, dict)
-                else f"{k}={v!r}"
+                else f"{k}={value_text(v)}"
                 for k, v in rec.settings.items()
             )
             or "none found"
         )
     )
+    lines.append(
+        "assumed defaults (no file states them; a default decides them): "
+        + (
+            ", ".join(
+                f"{k}={value_text(v.get('value'))} ({v.get('from')})"
+                for k, v in rec.assumed_defaults.items()
+                if isinstance(v, dict)
+            )
+            or "none"
+        )
+    )
     if info is not None:
         lines.append("unknown settings: " + (", ".join(unknown_settings(info)) or "none"))
-    lines.append(f"wall time: {rec.wall_time}")
     return lines
 
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from training_hooks.importers import trl
+from training_hooks.importers import trl, trl_console
 from training_hooks.importers._crc import masked_crc32c
 from training_hooks.importers._read import SourceLog, merge_by_step
 from training_hooks.importers._segments import Record, choose, segment_notes, split_by_step
@@ -243,7 +243,11 @@ def read(file: Path, tool: str, segment: int | None = None) -> SourceLog:
         started_at=found.first_time,
         last_timestamp=max(clock.values()) if clock else None,
         summary=summary,
-        source_finished=True if tool == "trl" and "train_runtime" in summary else None,
+        source_finished=("train_runtime" in summary) if tool == "trl" else None,
+        end_text="" if tool != "trl" or "train_runtime" in summary else trl_console.END_MISSING,
+        dialect_evidence=trl.unsloth_evidence(output_dir(file) / trl.STATE_FILE)
+        if tool == "trl"
+        else (),
         file_format=FILE_FORMAT,
         notes=tuple(_notes(found, tool, seg, len(segments)) + last),
         segment=seg.index if len(segments) > 1 else None,

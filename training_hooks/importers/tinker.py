@@ -9,6 +9,7 @@ run's ``config.json`` (``log_hparams``) beside the log holds its settings. Given
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping
 from pathlib import Path
@@ -20,6 +21,7 @@ from training_hooks.importers._read import (
     find_file,
     json_lines_log,
     load_config,
+    numeric,
 )
 from training_hooks.importers._spec import RunSettings, Settings, ToolSpec
 from training_hooks.metric_map import SourceFormat
@@ -27,6 +29,7 @@ from training_hooks.schema import Step
 from training_hooks.tool_settings import Setting, read_settings
 
 TURNS = "env/all/turns_per_episode"
+DONE = "progress/done_frac"
 ALL_GOOD = "env/all/by_group/frac_all_good"
 ALL_BAD = "env/all/by_group/frac_all_bad"
 
@@ -43,16 +46,51 @@ def _parse(obj: Any) -> tuple[int, Mapping[str, Any]] | str:
 def read(path: Path) -> SourceLog:
     file = find_file(path, ("metrics.jsonl",), "*.jsonl", "Tinker metrics.jsonl")
     cfg = load_config(file.parent / "config.json") or {}
-    return json_lines_log(
+    settings = read_settings("tinker", cfg, "config.json") if cfg else {}
+    log = json_lines_log(
         "tinker",
         file,
         file.parent.name or "tinker",
         _parse,
         'Tinker metrics record ({"step": N, ...})',
-        settings=read_settings("tinker", cfg, "config.json") if cfg else {},
+        settings=settings,
         settings_files=(str(file.parent / "config.json"),) if cfg else (),
         config=cfg,
+        notes=_group_size_note(cfg),
     )
+    finished, text = end_of(log.steps, settings)
+    return dataclasses.replace(log, source_finished=finished, end_text=text)
+
+
+def _group_size_note(cfg: Mapping[str, Any]) -> tuple[str, ...]:
+    """A top-level ``group_size`` is not read as the group size: the cookbook's ``rl/train.py``
+    keeps it under ``dataset_builder``; a loop's own config may mean another thing by it."""
+    builder = cfg.get("dataset_builder")
+    if "group_size" not in cfg or (isinstance(builder, Mapping) and "group_size" in builder):
+        return ()
+    return (
+        f"config.json's top-level group_size ({cfg['group_size']}) is not read as the group size "
+        "(rollouts per prompt): rl/train.py keeps that under dataset_builder, and a loop's own "
+        "config may mean another thing by it (e.g. groups per batch)",
+    )
+
+
+def end_of(steps: Mapping[int, Mapping[str, Any]], settings: Settings) -> tuple[bool | None, str]:
+    """Whether the run reached its planned end: the cookbook's ``progress/done_frac`` on the last
+    step that logs it (< 1: stopped early), else a config's ``max_steps`` against the last step
+    (steps count from 0); (None, "") when neither says."""
+    done = [(s, m[DONE]) for s, m in sorted(steps.items()) if numeric(m.get(DONE)) is not None]
+    if done:
+        step, frac = done[-1]
+        where = f"progress/done_frac {frac:.3g} at its last logged step {step}"
+        return (frac >= 1.0, where + (" (the share of its batches done)" if frac < 1.0 else ""))
+    planned = settings.get("max_steps")
+    last = max(steps) if steps else None
+    if planned is None or as_step(planned.value) is None or last is None:
+        return None, ""
+    total = int(planned.value)
+    text = f"the log ends at step {last} ({last + 1} steps from step 0) of max_steps {total} ({planned.origin})"
+    return last + 1 >= total, text
 
 
 def facts(log: SourceLog, fmt: SourceFormat, settings: Settings) -> Settings:

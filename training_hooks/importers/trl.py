@@ -74,7 +74,9 @@ def read(path: Path) -> SourceLog:
         config=config,
         version=version,
         source_finished=_finished(state),
+        end_text=_end_text(file, state),
         summary=summary,
+        dialect_evidence=unsloth_evidence(file),
     )
 
 
@@ -95,6 +97,46 @@ def _finished(state: Mapping[str, Any]) -> bool | None:
     if step is None or last is None or last <= 0:
         return None
     return step >= last
+
+
+def _end_text(file: Path, state: Mapping[str, Any]) -> str:
+    """Where the state says the run is: "global_step 250 of max_steps 500 (trainer_state.json)"."""
+    step, last = as_step(state.get("global_step")), as_step(state.get("max_steps"))
+    if step is None or last is None or last <= 0:
+        return ""
+    return f"{file.name}: global_step {step} of max_steps {last}" + (
+        " (a checkpoint saved before the planned end, or a run stopped there)"
+        if step < last
+        else ""
+    )
+
+
+MODEL_CARD_TAGS = re.compile(r"^tags:\s*\n((?:\s*-\s*.+\n?)+)", re.MULTILINE)
+
+
+def unsloth_evidence(file: Path) -> tuple[str, ...]:
+    """What the model cards (README.md) in the log's folder and its output folder say of
+    Unsloth: a front-matter tag ``unsloth`` (Unsloth's trainer writes it)."""
+    folders = [
+        file.parent,
+        *([file.parent.parent] if file.parent.name.startswith("checkpoint-") else []),
+    ]
+    for folder in folders:
+        text = _card_text(folder / "README.md")
+        m = MODEL_CARD_TAGS.search(text) if text else None
+        tags = {t.strip(" -\t").lower() for t in m.group(1).splitlines()} if m else set()
+        if "unsloth" in tags:
+            return (f"the model card {folder.name}/README.md is tagged unsloth",)
+    return ()
+
+
+def _card_text(card: Path) -> str:
+    try:
+        if not card.is_file() or card.stat().st_size > 1_000_000:
+            return ""
+        return card.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
 
 
 def _beside(file: Path) -> tuple[Settings, tuple[str, ...], str | None, dict[str, Any]]:
@@ -124,12 +166,7 @@ def _beside(file: Path) -> tuple[Settings, tuple[str, ...], str | None, dict[str
 
 
 def _model_card_version(card: Path) -> str | None:
-    try:
-        if not card.is_file() or card.stat().st_size > 1_000_000:
-            return None
-        m = MODEL_CARD_TRL.search(card.read_text(encoding="utf-8", errors="replace"))
-    except OSError:
-        return None
+    m = MODEL_CARD_TRL.search(_card_text(card))
     return m.group(1) if m else None
 
 

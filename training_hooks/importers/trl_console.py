@@ -195,6 +195,13 @@ def logging_steps(settings: Settings, trains: int, final: tuple[int, str] | None
     )
 
 
+#: Why a TRL log without its end-of-training record stopped before its end.
+END_MISSING = (
+    "no end-of-training record (train_runtime): the Trainer logs one when training returns, so "
+    "the run stopped (or was still running) at its last logged step"
+)
+
+
 def read(
     file: Path,
     settings: Settings,
@@ -240,7 +247,8 @@ def read(
         duplicate_steps=merged.duplicate_steps,
         settings={**settings, **({"logging_steps": run.how.setting} if run.how.setting else {})},
         summary=run.summary,
-        source_finished=True if run.summary else None,
+        source_finished=bool(run.summary),
+        end_text="" if run.summary else END_MISSING,
         file_format=file_format,
         notes=tuple(notes),
         printed_digits=found.digits or None,

@@ -54,7 +54,9 @@ def read(path: Path) -> SourceLog:
         started_at=started,
         summary={"project": file.parent.name, "experiment": file.stem},
     )
-    return dataclasses.replace(log, source_finished=_finished(settings, log.steps))
+    return dataclasses.replace(
+        log, source_finished=_finished(settings, log.steps), end_text=end_text(settings, log.steps)
+    )
 
 
 def _beside(file: Path) -> tuple[Settings, tuple[str, ...], float | None, Mapping[str, Any]]:
@@ -93,6 +95,16 @@ def _finished(settings: Settings, steps: Mapping[int, Any]) -> bool | None:
     if total is None or as_step(total.value) is None:
         return None
     return max(steps) >= int(total.value)
+
+
+def end_text(settings: Settings, steps: Mapping[int, Any]) -> str:
+    """ "the log ends at step 10 of total_training_steps 133000 (<where that was read>)"."""
+    total = settings.get("total_training_steps")
+    if total is None or as_step(total.value) is None or not steps:
+        return ""
+    return (
+        f"the log ends at step {max(steps)} of total_training_steps {total.value} ({total.origin})"
+    )
 
 
 def facts(log: SourceLog, fmt: SourceFormat, settings: Settings) -> Settings:

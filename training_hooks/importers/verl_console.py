@@ -184,7 +184,11 @@ def read(path: Path, segment: int | None = None) -> SourceLog:
         segment=seg.index if len(segments) > 1 else None,
         segments=len(segments) if len(segments) > 1 else None,
     )
-    return dataclasses.replace(log, source_finished=verl._finished(settings, merged.steps))
+    return dataclasses.replace(
+        log,
+        source_finished=verl._finished(settings, merged.steps),
+        end_text=verl.end_text(settings, merged.steps),
+    )
 
 
 def _settings(

@@ -91,9 +91,11 @@ def read(run: Path, tool: str, config: Mapping[str, Any] | None, segment: int | 
         for f in (files / "requirements.txt", files / "config.yaml", files / SUMMARY)
         if f.is_file()
     ]
+    unsloth = _pinned(files / "requirements.txt", "unsloth") if tool == "trl" else None
     return dataclasses.replace(
         log,
         version=version or log.version,
+        dialect_evidence=(f"requirements.txt pins unsloth=={unsloth}",) if unsloth else (),
         config={**cfg, **log.config},
         settings_files=tuple(str(files / n) for n in kept if n != SUMMARY),
         started_at=_started(files / "wandb-metadata.json"),
