@@ -401,8 +401,7 @@ class RunSummary:
     version: int
     """``SUMMARY_VERSION`` of the writer."""
     checks: str
-    """The declared version of the checks that made ``findings``
-    (``training_hooks.summary.checks_version``, from ``findings.CHECKS_VERSION``)."""
+    """The declared version of the checks that made ``findings`` (``findings.CHECKS_VERSION``)."""
     steps: int
     """Rows of the step table (one per step)."""
     step_files: tuple[tuple[str, int], ...]
