@@ -37,6 +37,7 @@ from app.line_style import (
 )
 from app.panels import Panel, has_data
 from app.series_math import compact, downsample_indices, ema, envelope, readout_points
+from gspo_metrics.spec import parse_algorithm
 from training_hooks.metric_map import Derived
 from training_hooks.schema import Step
 
@@ -274,6 +275,12 @@ def _second_column(s: RunSeries, panel: Panel, ok: np.ndarray) -> np.ndarray | N
     return y2 if np.isfinite(y2).any() else None
 
 
+def _clips_in(algorithm: str, unit: str) -> bool:
+    """The run's loss has a hard clip in ``unit`` ("seq" / "token")."""
+    parsed = parse_algorithm(algorithm)
+    return parsed is not None and parsed.clip_unit == unit
+
+
 def _trace_name(s: RunSeries, panel: Panel, subset: str) -> str:
     """A run's trace name on ``panel``: its label, the clip unit's ε, the steps shown."""
     name = s.label
@@ -394,7 +401,7 @@ def panel_view(
         gspo = [
             e
             for s in series
-            if s.algorithm.lower() == "gspo" and (e := s.eps.get("seq")) is not None
+            if _clips_in(s.algorithm, "seq") and (e := s.eps.get("seq")) is not None
         ]
         y_range = seq_band_range(gspo) if gspo else None
         if y_range is not None:

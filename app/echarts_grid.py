@@ -113,7 +113,7 @@ def _line_series(t: ct.Trace, i: int) -> dict:
     s["lineStyle"] = {
         "color": sty.color,
         "width": sty.width,
-        "type": line_style.ECHARTS_TYPE.get(sty.dash, "solid"),
+        "type": line_style.echarts_dash(sty.dash),
         "opacity": 1.0 if sty.opacity is None else sty.opacity,
     }
     return s

@@ -28,6 +28,7 @@ import pandas as pd
 import streamlit as st
 
 from app.records import SOURCE_MLFLOW, RunRef, Table, short_error
+from gspo_metrics.spec import tool_algorithm
 from training_hooks.metric_map import map_metric_names
 from training_hooks.schema import STATUS_CRASHED, Step
 
@@ -167,15 +168,14 @@ def mlflow_runs(tracking_uri: str) -> tuple[list[RunRef], list[str]]:
 
 
 def _algorithm(tags: dict, params: dict) -> str:
-    """Ours tag it; TRL logs ``importance_sampling_level`` ("sequence" = GSPO); else unknown."""
-    algo = (
-        tags.get("algorithm")
-        or tags.get("gspo_dash.algorithm")
-        or params.get("algorithm")
-        or ("gspo" if params.get("importance_sampling_level") == "sequence" else None)
-        or ("grpo" if "importance_sampling_level" in params else "?")
-    )
-    return str(algo).lower()
+    """Ours tag it; TRL logs ``loss_type`` and ``importance_sampling_level`` (the loss at its
+    level: ``tool_algorithm``); else unknown ("?")."""
+    algo = tags.get("algorithm") or tags.get("gspo_dash.algorithm") or params.get("algorithm")
+    if not algo and "loss_type" in params:
+        algo = tool_algorithm(
+            "trl", params.get("loss_type"), params.get("importance_sampling_level")
+        )
+    return str(algo or "?").lower()
 
 
 def _run_ref(r, tracking_uri: str, now: float) -> RunRef:

@@ -134,6 +134,40 @@ PANELS: tuple[Panel, ...] = (
         nonnegative=True,
     ),
     Panel(
+        "attenuation",
+        "Attenuation (every loss, one scale)",
+        Step.ATTENUATION_MEAN,
+        "share of the plain gradient",
+        "The share of the plain importance-weighted policy gradient Σ_t |ρ_t A_t| the loss's "
+        "trust region removed, mean over the step's sequences: a hard clip's binding tokens "
+        "(GRPO, DAPO, GSPO), CISPO's cap, SAPO's gate, in one unit, so runs of different losses "
+        "compare on one scale. 0: nothing removed; below 0: a loss that adds weight (CISPO's "
+        "lower bound, GMPO). Recorded from the loss (TRL, verl, or a LossOutput given to "
+        f"log_step); Health warns above {pct(th('attenuation_warn_high'))}.",
+        off_policy_default=True,
+        zero_line=True,
+    ),
+    Panel(
+        "attenuation_pos",
+        "Attenuation, A > 0",
+        Step.ATTENUATION_POS_MEAN,
+        "share of the plain gradient",
+        "The attenuation of the sequences with a positive advantage (the ones the update "
+        "reinforces), mean over them: what the trust region held back of the push up.",
+        off_policy_default=True,
+        zero_line=True,
+    ),
+    Panel(
+        "attenuation_neg",
+        "Attenuation, A < 0",
+        Step.ATTENUATION_NEG_MEAN,
+        "share of the plain gradient",
+        "The attenuation of the sequences with a negative advantage, mean over them: what the "
+        "trust region held back of the push down. Far from the A > 0 panel: it acts on one side.",
+        off_policy_default=True,
+        zero_line=True,
+    ),
+    Panel(
         "zero_var",
         "Zero-variance groups",
         Step.ZERO_VARIANCE_FRACTION,

@@ -13,11 +13,10 @@ import time
 
 import pandas as pd
 
+from training_hooks.importers import TOOLS
 from training_hooks.importers._summary import assumed_range, value_text, version_text
 from training_hooks.importers._summary import unknown_settings as unknown_settings  # re-export
 from training_hooks.schema import ImportRecord, RunInfo
-
-TOOL_NAMES = {"trl": "TRL", "tinker": "Tinker cookbook", "verl": "verl"}
 
 #: What happened to a foreign metric name, in the order the keys table lists them.
 MAPPED, RENAMED, KEPT, NOT_STORED, NOT_NUMERIC = (
@@ -34,7 +33,8 @@ def source_lines(info: RunInfo) -> list[str]:
     rec = info.imported
     if rec is None:
         return []
-    tool = TOOL_NAMES.get(rec.tool, rec.tool)
+    spec = TOOLS.get(rec.tool)
+    tool = spec.display_name if spec else rec.tool
     read = f" ({rec.file_format})" if rec.file_format else ""
     lines = [
         f"Imported from {tool}: {rec.format or 'format unknown'}.",

@@ -24,7 +24,7 @@ class RunRef:
 
     key: str  # unique in the app: the run_id, or "mlflow:<mlflow run id>"
     name: str
-    algorithm: str  # "grpo", "gspo" or "?" when unknown
+    algorithm: str  # the loss that ran ("grpo", "gspo", "cispo": spec.algorithm_label), "?" unknown
     status: str  # as written (running/finished/failed) or the app's verdict "crashed"
     source: str  # SOURCE_PARQUET or SOURCE_MLFLOW
     path: str | None = None  # the run folder (Parquet runs): a local path or an object-store URI

@@ -23,6 +23,7 @@ from app.lag import ALL, OFF_POLICY, SUBSETS, LagSplit, lag_split
 from app.mlflow_store import typed_uri_problem
 from app.records import SOURCE_MLFLOW, RunRef, Table
 from app.settings import DEFAULT_ROOT, Settings, parse_settings
+from gspo_metrics.spec import parse_algorithm
 from training_hooks.schema import SEQUENCES_DIR, Seq, Step
 
 MAX_DEFAULT_RUNS = 6
@@ -557,12 +558,11 @@ def fmt_ago(ts: float | None, now: float | None = None) -> str:
     return f"{d / 86400:.0f} d ago"
 
 
-LOSS_UNIT = {"gspo": "seq", "grpo": "token"}  # the unit each algorithm's loss clips in
-
-
 def loss_unit(run: RunRef) -> str | None:
-    """ "seq" (GSPO clips the sequence ratio), "token" (GRPO clips each token's), None (unknown)."""
-    return LOSS_UNIT.get(str(run.algorithm).lower())
+    """The unit the run's loss clips in: "seq" (GSPO, a loss at the sequence level), "token"
+    (GRPO, DAPO, ...), None (no hard clip: CISPO, SAPO, ...; or an unknown loss)."""
+    parsed = parse_algorithm(run.algorithm)
+    return None if parsed is None else parsed.clip_unit
 
 
 def eps_of(run: RunRef) -> dict[str, tuple[float, float]]:

@@ -92,10 +92,33 @@ def cases(seeds: list[int]) -> list[Case]:
                     "a near-deterministic policy that samples one of its rare tokens pays its "
                     "k3 to the reference: e^(log pi_ref - log pi) is huge on that token",
                 ),
+                (
+                    health.NO_SIGNAL,
+                    "its groups of equal completions have advantage 0: a zero gradient norm at "
+                    "a third of the steps",
+                ),
             ),
         ),
-        Case("length-collapse", "grpo", 0, ("length-collapse",), (health.LENGTH_COLLAPSE,)),
-        Case("all-same-reward", "gspo", 0, ("all-same-reward",), (health.ZERO_VARIANCE,)),
+        Case(
+            "length-collapse",
+            "grpo",
+            0,
+            ("length-collapse",),
+            (health.LENGTH_COLLAPSE,),
+            also_true=(
+                (health.KL_REF_HIGH, "the collapsed policy writes what the reference would not"),
+            ),
+        ),
+        Case(
+            "all-same-reward",
+            "gspo",
+            0,
+            ("all-same-reward",),
+            (health.ZERO_VARIANCE,),
+            also_true=(
+                (health.NO_SIGNAL, "every advantage is 0: the gradient is 0 at every step"),
+            ),
+        ),
     ]
     return healthy + faults
 

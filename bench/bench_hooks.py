@@ -57,8 +57,8 @@ def make_inputs(B: int, T: int, device: str, G: int = 8, seed: int = 0) -> dict:
     import torch
 
     g = torch.Generator().manual_seed(seed)
-    old = -torch.rand(B, T, generator=g) * 4
-    lengths = torch.randint(T // 8, T + 1, (B,), generator=g)
+    old = -torch.rand(B, T, generator=g) * 4 - 1  # log-probs <= 0 with the noise
+    lengths = torch.randint(max(1, T // 8), T + 1, (B,), generator=g)  # (no empty row)
     x = {
         "rewards": torch.randint(0, 2, (B // G, G), generator=g).float(),
         "logits": old + 0.01 * torch.randn(B, T, generator=g),

@@ -69,6 +69,51 @@ def check_no_empty_rows(mask: torch.Tensor, name: str = "mask") -> None:
         check_nonempty_rows(mask, name)  # raises, naming the rows
 
 
+#: A log-probability is <= 0; a stored one may sit above 0 by float rounding (a log-softmax's two
+#: terms rounded apart): up to this many machine epsilons of its dtype, and never less than 1e-3.
+LOGPROB_TOLERANCE_EPS = 32
+LOGPROB_TOLERANCE_MIN = 1e-3
+
+
+def logprob_tolerance(dtype: torch.dtype) -> float:
+    """How far above 0 a log-probability of ``dtype`` may read by rounding: 1e-3 for float32 and
+    float64, 32 epsilons for half precision (bfloat16: 0.25, float16: 0.031)."""
+    return max(LOGPROB_TOLERANCE_MIN, LOGPROB_TOLERANCE_EPS * torch.finfo(dtype).eps)
+
+
+def positive_logprob_probe(*logprobs: torch.Tensor | None) -> torch.Tensor:
+    """0-d float32 on the tensors' device: NaN when a tensor holds a value above its tolerance
+    anywhere (padding included), else 0. Added to a probe sum, it sends the step to the exact,
+    masked check (``check_logprobs_at_most_zero``) within the caller's one host sync."""
+    given = [x for x in logprobs if x is not None and x.numel()]
+    if not given:
+        return torch.zeros((), dtype=torch.float32)
+    over = [x.amax().float() > logprob_tolerance(x.dtype) for x in given]
+    bad = torch.stack(over).any() if len(over) > 1 else over[0]
+    return torch.where(bad, torch.nan, 0.0)
+
+
+def check_logprobs_at_most_zero(mask: torch.Tensor, **logprobs: torch.Tensor | None) -> None:
+    """Every finite log-probability inside ``mask`` is <= 0 (within ``logprob_tolerance``; a NaN or
+    inf is the non-finite count's, not refused): ValueError
+    naming the tensor, how many values are above 0 and the largest (probabilities, or logits,
+    passed as log-probs: ``torch.rand`` would be). One host sync per tensor; callers run it only
+    when ``positive_logprob_probe`` (or another probe) says so."""
+    inside = as_bool_mask(mask)
+    for name, x in logprobs.items():
+        if x is None or not x.numel():
+            continue
+        over = (x > logprob_tolerance(x.dtype)) & torch.isfinite(x) & inside  # (inf: nonfinite)
+        n = int(over.sum())
+        if n:
+            largest = float(x[over].max())
+            raise ValueError(
+                f"{name} of shape {tuple(x.shape)} has {n} value(s) above 0 inside the mask "
+                f"(largest {largest:.4g}; tolerance {logprob_tolerance(x.dtype):.3g}): "
+                "log-probabilities are <= 0; were probabilities or logits passed?"
+            )
+
+
 def check_eps(eps_low: float, eps_high: float) -> None:
     """A clip range [1 - eps_low, 1 + eps_high]: finite numbers, 0 <= eps_low < 1, eps_high >= 0."""
     for name, value in (("eps_low", eps_low), ("eps_high", eps_high)):

@@ -36,10 +36,12 @@ from .checks import (
     check_choice,
     check_eps_pair,
     check_float,
+    check_logprobs_at_most_zero,
     check_no_empty_rows,
     check_nonempty_rows,
     check_same_shape,
     check_tensor,
+    positive_logprob_probe,
 )
 from .eager import eager_diagnostics
 from .losses import check_advantages
@@ -121,6 +123,7 @@ def stacked_sequence_diagnostics(
     sampler_logprobs: torch.Tensor | None = None,
     workspace: dict | None = None,
     backend: str = "auto",
+    check_logprobs: bool = False,
 ) -> torch.Tensor:
     """``sequence_diagnostics`` as one detached (K, B) tensor, K = len(SEQUENCE_DIAGNOSTICS).
 
@@ -128,6 +131,12 @@ def stacked_sequence_diagnostics(
     the inputs' floating dtype. Same arguments and checks as ``sequence_diagnostics``; this is the
     form a recorder wants (one tensor to move to the host). The torch route costs a few dozen
     tensor ops whatever B and T are.
+
+    ``check_logprobs`` (the recorder's): a log-prob above 0 inside the mask (beyond
+    ``checks.logprob_tolerance``: 1e-3 in float32) in ``logprobs``, ``old_logprobs``,
+    ``ref_logprobs`` or ``sampler_logprobs`` is a ValueError naming the tensor and how many
+    values (probabilities or logits passed as log-probs), found within the same host sync. Off,
+    only differences of log-probs are read, so a hand case may shift them freely.
     """
     with torch.no_grad():
         check_diagnostics_inputs(
@@ -147,16 +156,29 @@ def stacked_sequence_diagnostics(
         dtype = torch.promote_types(logprobs.dtype, torch.float32)
         optional = (ref_logprobs, entropy, sampler_logprobs)
         args = (logprobs, old_logprobs, mask, advantages, *optional, dtype)
+        named = {
+            "logprobs": logprobs,
+            "old_logprobs": old_logprobs,
+            "ref_logprobs": ref_logprobs,
+            "sampler_logprobs": sampler_logprobs,
+        }
+        if not check_logprobs:
+            named = {}
         if backend == "reference":
             check_no_empty_rows(mask)
+            check_logprobs_at_most_zero(mask, **named)
             return stack_diagnostics(reference_diagnostics(*args, seq_eps, token_eps))
         out_K_B, probe = eager_diagnostics(*args, seq_eps, token_eps, workspace)
-        # One host sync for both data-dependent questions: is a row empty (an error), and is
-        # anything non-finite anywhere (then the reference route counts it; rare). ``probe``
-        # sums the row means of every input: an empty row (0 / 0) or a NaN/inf input makes it
-        # non-finite (so can an overflow, which only costs the reference pass).
+        # One host sync for the data-dependent questions: is a row empty, is a log-prob above 0
+        # (errors), is anything non-finite anywhere (then the reference route counts it; rare).
+        # ``probe`` sums the row means of every input: an empty row (0 / 0) or a NaN/inf input
+        # makes it non-finite (so can an overflow, which only costs the reference pass), and so
+        # does a log-prob above 0 anywhere (``positive_logprob_probe``; the exact check is masked).
+        if named:
+            probe = probe + positive_logprob_probe(*named.values()).to(probe.dtype)
         if not math.isfinite(probe.item()):
             check_nonempty_rows(as_bool_mask(mask))  # raises, naming the rows
+            check_logprobs_at_most_zero(mask, **named)  # raises, naming the tensor
             out_K_B = stack_diagnostics(reference_diagnostics(*args, seq_eps, token_eps))
         return out_K_B
 

@@ -72,7 +72,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import NamedTuple, TypeVar
 
 import torch
@@ -87,7 +86,7 @@ from .checks import (
 )
 from .masked import masked_fill_zero
 from .ratios import check_token_inputs
-from .spec import GRPO_EPS, GSPO_EPS
+from .spec import GRPO_EPS, GSPO_EPS, LOSS_INFO, LossInfo  # noqa: F401 (re-exported)
 
 REDUCTIONS = ("sum", "token_mean", "seq_mean_token_mean")
 #: The reductions that sum each sequence's tokens and average over sequences (LUSPO, Dr. GRPO).
@@ -107,37 +106,22 @@ class LossOutput(NamedTuple):
     clip_low, clip_high for the losses with a hard clip; see each loss for any other."""
 
 
-@dataclass(frozen=True)
-class LossInfo:
-    """What kind of trust region a registered loss has: for the code that labels and judges a run."""
-
-    level: str
-    """The ratio its attenuation is measured against: "token" (r_t), "sequence" (s_b), or
-    "either" (the loss takes ``level=``)."""
-    hard_clip: bool
-    """A clip on the ratio can give tokens exactly zero gradient; ``per_sequence`` then holds the
-    clip statistics (out_of_range, clip_low, clip_high) in the loss's unit and eps."""
-    bounded: bool
-    """``attenuation`` lies in [0, 1] for every input and parameter value."""
-
-
 LossFn = Callable[..., LossOutput]
 F = TypeVar("F", bound=LossFn)
 
 LOSSES: dict[str, LossFn] = {}
-#: What each registered loss is (filled by ``register_loss`` with ``LOSSES``).
-LOSS_INFO: dict[str, LossInfo] = {}
 
 
-def register_loss(name: str, info: LossInfo | None = None) -> Callable[[F], F]:
-    """Decorator adding a loss to ``LOSSES`` (and its ``info`` to ``LOSS_INFO``) under ``name``."""
+def register_loss(name: str) -> Callable[[F], F]:
+    """Decorator adding a loss to ``LOSSES`` under ``name``, a loss declared in
+    ``gspo_metrics.spec.LOSS_INFO`` (what kind of trust region it has, read torch-free)."""
 
     def wrap(fn: F) -> F:
         if name in LOSSES:
             raise ValueError(f"a loss named {name!r} is already registered")
+        if name not in LOSS_INFO:
+            raise ValueError(f"declare loss {name!r} in gspo_metrics.spec.LOSS_INFO first")
         LOSSES[name] = fn
-        if info is not None:
-            LOSS_INFO[name] = info
         return fn
 
     return wrap
@@ -486,7 +470,7 @@ def ppo_clip_loss(
     return LossOutput(loss, per_sequence)
 
 
-@register_loss("gspo", LossInfo(level="sequence", hard_clip=True, bounded=True))
+@register_loss("gspo")
 def gspo_loss(
     logprobs: torch.Tensor,
     old_logprobs: torch.Tensor,
@@ -546,7 +530,7 @@ def gspo_loss(
     )
 
 
-@register_loss("grpo", LossInfo(level="either", hard_clip=True, bounded=True))
+@register_loss("grpo")
 def grpo_loss(
     logprobs: torch.Tensor,
     old_logprobs: torch.Tensor,

@@ -16,7 +16,6 @@ import torch
 
 from .checks import check_eps
 from .losses import (
-    LossInfo,
     LossOutput,
     attenuation,
     pick_min,
@@ -28,10 +27,8 @@ from .losses import (
 from .masked import masked_fill_zero
 from .spec import GSPO_EPS
 
-_CLIP = LossInfo(level="either", hard_clip=True, bounded=True)
 
-
-@register_loss("dapo", _CLIP)
+@register_loss("dapo")
 def dapo_loss(
     logprobs: torch.Tensor,
     old_logprobs: torch.Tensor,
@@ -65,7 +62,7 @@ def dapo_loss(
     )
 
 
-@register_loss("bnpo", _CLIP)
+@register_loss("bnpo")
 def bnpo_loss(
     logprobs: torch.Tensor,
     old_logprobs: torch.Tensor,
@@ -97,7 +94,7 @@ def bnpo_loss(
     )
 
 
-@register_loss("dr_grpo", _CLIP)
+@register_loss("dr_grpo")
 def dr_grpo_loss(
     logprobs: torch.Tensor,
     old_logprobs: torch.Tensor,
@@ -135,7 +132,7 @@ def dr_grpo_loss(
     )
 
 
-@register_loss("luspo", _CLIP)
+@register_loss("luspo")
 def luspo_loss(
     logprobs: torch.Tensor,
     old_logprobs: torch.Tensor,
@@ -170,7 +167,7 @@ def luspo_loss(
     )
 
 
-@register_loss("gmpo", LossInfo(level="sequence", hard_clip=True, bounded=False))
+@register_loss("gmpo")
 def gmpo_loss(
     logprobs: torch.Tensor,
     old_logprobs: torch.Tensor,

@@ -13,7 +13,6 @@ import torch
 
 from .checks import check_number
 from .losses import (
-    LossInfo,
     LossOutput,
     attenuation,
     check_level,
@@ -29,7 +28,7 @@ from .losses import (
 from .masked import masked_fill_zero
 
 
-@register_loss("sapo", LossInfo(level="either", hard_clip=False, bounded=True))
+@register_loss("sapo")
 def sapo_loss(
     logprobs: torch.Tensor,
     old_logprobs: torch.Tensor,
@@ -93,10 +92,7 @@ def sapo_loss(
     return LossOutput(loss, per_sequence)
 
 
-_PENALTY = LossInfo(level="token", hard_clip=False, bounded=False)
-
-
-@register_loss("dro", _PENALTY)
+@register_loss("dro")
 def dro_loss(
     logprobs: torch.Tensor,
     old_logprobs: torch.Tensor,
@@ -153,7 +149,7 @@ def top_covariance_tokens(
     return chosen.view_as(mask_bt)
 
 
-@register_loss("kl_cov", _PENALTY)
+@register_loss("kl_cov")
 def kl_cov_loss(
     logprobs: torch.Tensor,
     old_logprobs: torch.Tensor,

@@ -16,7 +16,6 @@ import torch
 from .checks import check_number
 from .losses import (
     Batch,
-    LossInfo,
     LossOutput,
     attenuation,
     check_level,
@@ -59,7 +58,7 @@ def token_fraction(flag_bt: torch.Tensor, batch: Batch) -> torch.Tensor:
     return (flag_bt.expand_as(batch.mask_bt) & batch.mask_bt).sum(-1) / batch.n_b
 
 
-@register_loss("cispo", LossInfo(level="either", hard_clip=False, bounded=False))
+@register_loss("cispo")
 def cispo_loss(
     logprobs: torch.Tensor,
     old_logprobs: torch.Tensor,
@@ -122,7 +121,7 @@ def cispo_loss(
     )
 
 
-@register_loss("vespo", LossInfo(level="token", hard_clip=False, bounded=False))
+@register_loss("vespo")
 def vespo_loss(
     logprobs: torch.Tensor,
     old_logprobs: torch.Tensor,
@@ -211,10 +210,7 @@ def _dppo(
     )
 
 
-_DPPO = LossInfo(level="token", hard_clip=False, bounded=True)
-
-
-@register_loss("dppo_tv", _DPPO)
+@register_loss("dppo_tv")
 def dppo_tv_loss(
     logprobs: torch.Tensor,
     old_logprobs: torch.Tensor,
@@ -257,7 +253,7 @@ def dppo_tv_loss(
     )
 
 
-@register_loss("dppo_kl", _DPPO)
+@register_loss("dppo_kl")
 def dppo_kl_loss(
     logprobs: torch.Tensor,
     old_logprobs: torch.Tensor,
@@ -295,7 +291,7 @@ def dppo_kl_loss(
     )
 
 
-@register_loss("gpg", LossInfo(level="token", hard_clip=False, bounded=False))
+@register_loss("gpg")
 def gpg_loss(
     logprobs: torch.Tensor,
     old_logprobs: torch.Tensor,

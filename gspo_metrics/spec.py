@@ -38,7 +38,8 @@ class SequenceValue:
     meaning: str
     """One line: what the number is (r_t = pi_theta / pi_old of token t, s = GSPO's ratio)."""
     source: Literal["diagnostics", "caller"] = "diagnostics"
-    """"diagnostics": computed by ``sequence_diagnostics``; "caller": given to ``log_step``."""
+    """"diagnostics": computed by ``sequence_diagnostics``; "caller": given to ``log_step`` (the
+    attenuation: read from the ``LossOutput`` given as its ``loss``)."""
 
 
 _D = SequenceValue
@@ -62,6 +63,14 @@ PER_SEQUENCE: tuple[SequenceValue, ...] = (
         "token_clip_low_fraction", "float32", "fraction where GRPO's clip binds low: r_t low, A < 0"
     ),
     _D("token_clip_high_fraction", "float32", "fraction where it binds high: r_t high, A > 0"),
+    _D(
+        "attenuation",
+        "float32",
+        "share of the plain importance-weighted gradient sum_t |rho A| the loss's trust region "
+        "removed (the loss's per_sequence['attenuation']); NaN when the loss given to log_step "
+        "did not say it, or the sequence has no plain gradient (A = 0)",
+        "caller",
+    ),
     _D("kl_ref", "float32", "k3 estimate of KL(pi_theta || pi_ref); NaN without ref_logprobs"),
     _D("kl_old", "float32", "k3 estimate of KL(pi_old || pi_theta)"),
     _D(
@@ -85,7 +94,168 @@ del _D
 SEQUENCE_DIAGNOSTICS: tuple[str, ...] = tuple(
     v.name for v in PER_SEQUENCE if v.source == "diagnostics"
 )
-#: The per-sequence values the caller gives (rewards, truncation), in ``PER_SEQUENCE`` order.
+#: The per-sequence values the caller gives (rewards, truncation, the loss's attenuation), in
+#: ``PER_SEQUENCE`` order.
 CALLER_VALUES: tuple[str, ...] = tuple(v.name for v in PER_SEQUENCE if v.source == "caller")
 #: Diagnostics that count something (int32 on disk): int64 in ``sequence_diagnostics``' result.
 WHOLE_NUMBERS: tuple[str, ...] = tuple(v.name for v in PER_SEQUENCE if v.dtype == "int32")
+
+
+# ----------------------------------------------------------------------------- the losses
+@dataclass(frozen=True)
+class LossInfo:
+    """What kind of trust region a registered loss has: for the code that labels and judges a run
+    (torch-free, so the hooks' findings and the dashboard read it without the math)."""
+
+    level: Literal["token", "sequence", "either"]
+    """The ratio its attenuation is measured against: "token" (r_t), "sequence" (s_b), or
+    "either" (the loss takes ``level=``)."""
+    hard_clip: bool
+    """A clip on the ratio can give tokens exactly zero gradient; ``per_sequence`` then holds the
+    clip statistics (out_of_range, clip_low, clip_high) in the loss's unit and eps."""
+    bounded: bool
+    """``attenuation`` lies in [0, 1] for every input and parameter value."""
+
+
+_CLIP = LossInfo("either", hard_clip=True, bounded=True)
+_PENALTY = LossInfo("token", hard_clip=False, bounded=False)
+_DPPO = LossInfo("token", hard_clip=False, bounded=True)
+#: Every loss ``gspo_metrics.LOSSES`` registers (its math in ``gspo_metrics.losses*``), by name.
+LOSS_INFO: dict[str, LossInfo] = {
+    "grpo": _CLIP,
+    "gspo": LossInfo("sequence", hard_clip=True, bounded=True),
+    "dapo": _CLIP,
+    "bnpo": _CLIP,
+    "dr_grpo": _CLIP,
+    "luspo": _CLIP,
+    "gmpo": LossInfo("sequence", hard_clip=True, bounded=False),
+    "cispo": LossInfo("either", hard_clip=False, bounded=False),
+    "vespo": LossInfo("token", hard_clip=False, bounded=False),
+    "dppo_tv": _DPPO,
+    "dppo_kl": _DPPO,
+    "gpg": LossInfo("token", hard_clip=False, bounded=False),
+    "sapo": LossInfo("either", hard_clip=False, bounded=True),
+    "dro": _PENALTY,
+    "kl_cov": _PENALTY,
+}
+del _CLIP, _PENALTY, _DPPO
+
+# ----------------------------------------------------------------------------- a run's algorithm
+#: The algorithm of a run no one declared the loss of: never taken for a known loss.
+UNKNOWN_ALGORITHM = "unknown"
+#: The label's suffix of a loss that takes either level, run at the sequence level (TRL's
+#: ``importance_sampling_level="sequence"``): ``"dapo-seq"``. GRPO's clip at the sequence level
+#: is GSPO (TRL's own name for it), labelled ``"gspo"``.
+SEQUENCE_SUFFIX = "-seq"
+#: Losses whose hard clip is on each token's ratio whatever the ratio level their attenuation
+#: is measured against: GMPO clips log r_t in [-eps_low, eps_high] (the token unit with
+#: eps = (1 - e^-eps_low, e^eps_high - 1)), then takes the geometric mean.
+TOKEN_CLIP_LOSSES = frozenset({"gmpo"})
+
+
+@dataclass(frozen=True)
+class Algorithm:
+    """A run's ``algorithm`` label read back: the loss that ran and at which ratio level."""
+
+    loss: str
+    """A ``LOSS_INFO`` name."""
+    level: Literal["token", "sequence"]
+    """The ratio level it ran at."""
+
+    @property
+    def info(self) -> LossInfo:
+        return LOSS_INFO[self.loss]
+
+    @property
+    def clip_unit(self) -> Literal["seq", "token"] | None:
+        """The unit its hard clip is in ("seq": on s_b, "token": on r_t); None: no hard clip."""
+        if not self.info.hard_clip:
+            return None
+        if self.loss in TOKEN_CLIP_LOSSES or self.level == "token":
+            return "token"
+        return "seq"
+
+
+def algorithm_label(loss: str, level: str | None = None) -> str:
+    """The ``algorithm`` a run of ``loss`` at ``level`` is recorded under: the loss's name
+    (``"cispo"``), with ``SEQUENCE_SUFFIX`` for a loss that takes either level run at the
+    sequence level (``"cispo-seq"``), GRPO's sequence level being ``"gspo"``. ``level`` None: the
+    loss's own (the token level where it takes either). ValueError for an unknown loss or level."""
+    if loss not in LOSS_INFO:
+        raise ValueError(f"unknown loss {loss!r}; known: {', '.join(sorted(LOSS_INFO))}")
+    own = LOSS_INFO[loss].level
+    if level not in (None, "token", "sequence"):
+        raise ValueError(f"level must be 'token' or 'sequence', got {level!r}")
+    if own != "either":
+        if level is not None and level != own:
+            raise ValueError(f"loss {loss!r} runs at the {own} level only, got level={level!r}")
+        return loss
+    if level != "sequence":
+        return loss
+    return "gspo" if loss == "grpo" else loss + SEQUENCE_SUFFIX
+
+
+def parse_algorithm(label: object) -> Algorithm | None:
+    """The ``Algorithm`` of a recorded ``algorithm`` label (``algorithm_label``'s inverse, any
+    case); None for "unknown", "?", an empty or any other label (a loss no one declared)."""
+    if not isinstance(label, str):
+        return None
+    name = label.strip().lower()
+    level: Literal["token", "sequence"] = "token"
+    if name.endswith(SEQUENCE_SUFFIX):
+        name, level = name[: -len(SEQUENCE_SUFFIX)], "sequence"
+        if LOSS_INFO.get(name, None) is None or LOSS_INFO[name].level != "either":
+            return None
+        if name == "grpo":  # (recorded as "gspo")
+            return None
+        return Algorithm(name, level)
+    info = LOSS_INFO.get(name)
+    if info is None:
+        return None
+    return Algorithm(name, "sequence" if info.level == "sequence" else "token")
+
+
+# ----------------------------------------------------------------------------- the tools' names
+#: TRL 1.16's ``loss_type`` -> our loss (``gspo_metrics.tool_losses`` adds TRL's reduction).
+TRL_LOSS_TYPES: dict[str, str] = {
+    "grpo": "grpo",
+    "bnpo": "bnpo",
+    "dr_grpo": "dr_grpo",
+    "dapo": "dapo",
+    "luspo": "luspo",
+    "cispo": "cispo",
+    "sapo": "sapo",
+    "vespo": "vespo",
+}
+#: verl 0.9.1's ``policy_loss.loss_mode`` -> our loss.
+VERL_LOSS_MODES: dict[str, str] = {
+    "vanilla": "grpo",
+    "gspo": "gspo",
+    "sapo": "sapo",
+    "cispo": "cispo",
+    "geo_mean": "gmpo",
+    "gpg": "gpg",
+    "dppo_tv": "dppo_tv",
+    "dppo_kl": "dppo_kl",
+    "dro": "dro",
+    "kl_cov": "kl_cov",
+}
+
+
+def tool_algorithm(tool: str, loss_name: object, level: object = None) -> str:
+    """The ``algorithm`` label of a ``tool`` run ("trl" or "verl") whose loss the tool names
+    ``loss_name`` (TRL's ``loss_type``, verl's ``loss_mode``) at ratio ``level`` (TRL's
+    ``importance_sampling_level``; verl's ratios are per token). ``UNKNOWN_ALGORITHM`` when the
+    name is not stated (None) or not one of the tool's known names, or TRL's level is unstated:
+    never a default."""
+    names = {"trl": TRL_LOSS_TYPES, "verl": VERL_LOSS_MODES}.get(tool)
+    if names is None:
+        raise ValueError(f"tool must be 'trl' or 'verl', got {tool!r}")
+    loss = names.get(loss_name) if isinstance(loss_name, str) else None
+    if loss is None:
+        return UNKNOWN_ALGORITHM
+    if tool == "verl" or LOSS_INFO[loss].level != "either":
+        return algorithm_label(loss)
+    if level not in ("token", "sequence"):
+        return UNKNOWN_ALGORITHM
+    return algorithm_label(loss, str(level))

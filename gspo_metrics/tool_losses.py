@@ -39,6 +39,7 @@ import torch
 
 from .checks import check_choice, check_number
 from .losses import ALL_REDUCTIONS, LOSS_INFO, LossOutput, get_loss
+from .spec import TRL_LOSS_TYPES, VERL_LOSS_MODES, algorithm_label
 
 TOOLS = ("trl", "verl")
 #: The tool versions whose code and defaults this mapping follows (and the parity tests run).
@@ -66,16 +67,20 @@ TRL_DEFAULTS: dict[str, Any] = {
     "use_vllm": False,
     "vllm_importance_sampling_correction": True,
 }
-#: TRL's loss_type -> (our registered loss, its reduction in TRL).
+#: TRL's loss_type -> its reduction in TRL.
+_TRL_REDUCTIONS: dict[str, str] = {
+    "grpo": "seq_mean_token_mean",
+    "bnpo": "token_mean",
+    "dr_grpo": "seq_mean_token_sum_norm",
+    "dapo": "token_mean",
+    "luspo": "seq_mean_token_sum",
+    "cispo": "token_mean",
+    "sapo": "seq_mean_token_mean",
+    "vespo": "token_mean",
+}
+#: TRL's loss_type -> (our registered loss, its reduction in TRL); the names in ``spec``.
 TRL_LOSSES: dict[str, tuple[str, str]] = {
-    "grpo": ("grpo", "seq_mean_token_mean"),
-    "bnpo": ("bnpo", "token_mean"),
-    "dr_grpo": ("dr_grpo", "seq_mean_token_sum_norm"),
-    "dapo": ("dapo", "token_mean"),
-    "luspo": ("luspo", "seq_mean_token_sum"),
-    "cispo": ("cispo", "token_mean"),
-    "sapo": ("sapo", "seq_mean_token_mean"),
-    "vespo": ("vespo", "token_mean"),
+    loss_type: (loss, _TRL_REDUCTIONS[loss_type]) for loss_type, loss in TRL_LOSS_TYPES.items()
 }
 #: TRL settings that add a term outside the policy surrogate: (neutral value, what it adds).
 TRL_OUTSIDE: dict[str, tuple[Any, str]] = {
@@ -118,19 +123,8 @@ VERL_REDUCTIONS: dict[str, str] = {
     "seq-mean-token-mean": "seq_mean_token_mean",
     "seq-mean-token-sum-norm": "seq_mean_token_sum_norm",
 }
-#: verl's loss_mode -> our registered loss.
-VERL_LOSSES: dict[str, str] = {
-    "vanilla": "grpo",
-    "gspo": "gspo",
-    "sapo": "sapo",
-    "cispo": "cispo",
-    "geo_mean": "gmpo",
-    "gpg": "gpg",
-    "dppo_tv": "dppo_tv",
-    "dppo_kl": "dppo_kl",
-    "dro": "dro",
-    "kl_cov": "kl_cov",
-}
+#: verl's loss_mode -> our registered loss (declared in ``spec``, torch-free).
+VERL_LOSSES: dict[str, str] = VERL_LOSS_MODES
 #: verl loss modes this mapping does not reproduce, and why.
 VERL_UNSUPPORTED: dict[str, str] = {
     "clip_cov": "it detaches a random subset of tokens (torch.randperm on the global generator), "
@@ -176,6 +170,12 @@ class ToolLoss:
     @property
     def reduction(self) -> str:
         return str(self.params["reduction"])
+
+    @property
+    def algorithm(self) -> str:
+        """The run's ``algorithm`` label (``spec.algorithm_label``): ``"cispo"``, ``"dapo-seq"``,
+        ``"gspo"`` (GRPO's clip at the sequence level, TRL's GSPO)..."""
+        return algorithm_label(self.loss, self.level)
 
     def __call__(
         self,

@@ -33,7 +33,7 @@ def record_run(root, name: str, algorithm: str, *, seed: int, spread: float, ste
         flush_interval_s=0.5,
     ) as rec:
         for step in range(steps):
-            old = -torch.rand(B, T, generator=gen) * 3
+            old = -torch.rand(B, T, generator=gen) * 3 - 2  # log-probs <= 0 with the noise
             logp = old + spread * torch.randn(B, T, generator=gen)
             mask = torch.ones(B, T, dtype=torch.bool)
             mask[:, T - 1 - step % 3 :] = False  # lengths vary with the step

@@ -78,11 +78,22 @@ def _make_batch(
     }
     if ref:
         batch["ref_logprobs"] = old + 0.05 * torch.randn(B, T, generator=gen, dtype=dtype)
+    _below_zero(batch)
     if entropy:
         batch["entropy"] = torch.rand(B, T, generator=gen, dtype=dtype) * 2
     if truncated:
         batch["truncated"] = torch.rand(B, generator=gen) < 0.3
     return batch
+
+
+def _below_zero(batch: dict) -> None:
+    """Log-probs are <= 0 (the recorder refuses one above 0): when the noise lifted any above 0,
+    every log-prob tensor is shifted down by the largest (the diagnostics read differences only)."""
+    names = [k for k in ("logprobs", "old_logprobs", "ref_logprobs") if k in batch]
+    top = max(float(batch[k].max()) for k in names)
+    if top > 0:
+        for k in names:
+            batch[k] = batch[k] - top
 
 
 @pytest.fixture

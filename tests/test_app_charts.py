@@ -296,25 +296,35 @@ def test_run_colours_distinct_on_screen_and_stable(keys):
 
 
 def test_line_style_by_algorithm_unknown_dotted():
-    """GSPO solid, GRPO dashed, anything else dotted (Plotly "dot", ECharts "dotted") and named
-    "algorithm unknown"; the page's sentence names the dotted style only when one is shown."""
+    """GSPO solid, GRPO dashed, each other known loss its own dash pattern (DAPO 6px,4px), any
+    other label dotted (Plotly "dot", ECharts "dotted") and named "algorithm unknown"; the
+    page's sentence names the dotted style only when one is shown."""
     from app import line_style as ls
 
-    assert [ls.dash_for(a) for a in ("gspo", "GRPO", "unknown", "?", "dapo")] == [
+    assert [ls.dash_for(a) for a in ("gspo", "GRPO", "unknown", "?", "dapo", "ppo")] == [
         "solid",
         "dash",
         "dot",
         "dot",
+        "6px,4px",
         "dot",
     ]
-    assert [ls.echarts_type(a) for a in ("gspo", "grpo", "?")] == ["solid", "dashed", "dotted"]
-    assert [ls.algorithm_text(a) for a in ("gspo", "grpo", "unknown")] == [
+    assert [ls.echarts_type(a) for a in ("gspo", "grpo", "?", "dapo")] == [
+        "solid",
+        "dashed",
+        "dotted",
+        [6, 4],
+    ]
+    assert [ls.algorithm_text(a) for a in ("gspo", "grpo", "unknown", "dapo", "sapo-seq")] == [
         "GSPO",
         "GRPO",
         "algorithm unknown",
+        "DAPO",
+        "SAPO (sequence ratio)",
     ]
     assert ls.styles_sentence(["gspo"]) == "GRPO dashed, GSPO solid"
     assert ls.styles_sentence(["?"]) == "GRPO dashed, GSPO solid, algorithm unknown dotted"
+    assert ls.styles_sentence(["dapo"]) == "GRPO dashed, GSPO solid, DAPO dash 6-4"
 
 
 def test_unknown_algorithm_line_and_legend_are_dotted():

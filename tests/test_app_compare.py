@@ -585,7 +585,7 @@ def _record(root, name, algorithm, *, alternate: bool, extra=None, seed=0):
         root=root, name=name, algorithm=algorithm, mlflow=False, group_size=G, flush_interval_s=0.2
     ) as rec:
         for step in range(STEPS):
-            old = -torch.rand(P * G, T, generator=gen) * 3
+            old = -torch.rand(P * G, T, generator=gen) * 3 - 2  # log-probs <= 0 with the noise
             off = alternate and step % 2 == 1
             logp = old + 0.3 * torch.randn(P * G, T, generator=gen) if off else old.clone()
             rec.log_step(

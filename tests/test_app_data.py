@@ -226,7 +226,7 @@ def _log_trl_run(uri: str, steps: int = 30, params: dict | None = None) -> str:
             "custom/foo": float(s * s),
         }.items():
             metrics.append(Metric(key, v, now + s * 1000, s))
-    params = {"importance_sampling_level": "sequence", **(params or {})}
+    params = {"importance_sampling_level": "sequence", "loss_type": "grpo", **(params or {})}
     client.log_batch(
         run.info.run_id, metrics=metrics, params=[Param(k, v) for k, v in params.items()]
     )
@@ -236,7 +236,8 @@ def _log_trl_run(uri: str, steps: int = 30, params: dict | None = None) -> str:
 
 @pytest.mark.slow
 def test_mlflow_only_run(mlflow_uri, tmp_path):
-    """A TRL-style run only in MLflow is listed (algorithm from its params) and its curves come
+    """A TRL-style run only in MLflow is listed (algorithm from its params: loss_type grpo at the
+    sequence level, TRL's GSPO) and its curves come
     back under our column names, values exact, other metrics under their own names."""
     run_id = _log_trl_run(mlflow_uri)
     empty = tmp_path / "empty-root"

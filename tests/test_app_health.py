@@ -175,11 +175,13 @@ def test_clip_judged_on_off_policy_steps_in_the_algorithms_unit():
     f = _find(df)[health.CLIP_HIGH]
     assert f.severity == health.WARNING and "GSPO clips far more" in f.title
     assert f.evidence.startswith(
-        "GSPO clips 60% of sequences (mean seq_clip_fraction over 100 off-policy steps; "
+        "GSPO clips 60% of sequences (mean seq_clip_fraction over 70 off-policy steps after the "
+        "first 30; "
         "ε 3e-4/4e-4 in the sequence unit). Usual: 10%–30% at ε 3e-4/4e-4; Health warns above 50%."
     )
     assert "The clip binds on 10% of sequences (mean)." in f.evidence  # 0.05 low + 0.05 high
-    assert f.steps == tuple(range(1, N, 2))[:50] and len(f.culprits) == 3
+    # the first 30 off-policy steps (1, 3, ..., 59) are the warm-up, left out
+    assert f.steps == tuple(range(61, N, 2))[:50] and len(f.culprits) == 3
     # GRPO: its own unit is tokens; 8% of tokens is above 5%, 0.5% is inside 0.03-1%
     df[Step.TOKEN_CLIP_FRACTION] = np.where(off, 0.08, 0.0)
     f = _find(df, "grpo")[health.CLIP_HIGH]
@@ -206,7 +208,8 @@ def test_clip_share_is_the_mean_of_the_off_policy_steps_not_the_median():
     """GRPO at its usual ε, the last 100 off-policy steps: 20 clip 5% of their tokens, 80 clip
     none (a step holds ~140 tokens: most clip none). The median step reads 0%, the run clips
     20 x 0.05 / 100 = 1% (mean): inside the band, no finding. One step at 0.1%, 99 at 0: mean
-    0.001 / 100 = 0.001%, below 0.003%: clip_low, with the statistic it names."""
+    0.001 / 100 = 0.001%, below 0.003%: clip_low, with the statistic it names (over all 100: the
+    warm-up, which only raises a share, is not left out of a too-low verdict)."""
     df = _table()
     off = np.flatnonzero(df[Step.POLICY_LAG] == 1)  # 100 odd steps
     share = np.zeros(N)
@@ -227,20 +230,59 @@ def test_clip_share_is_the_mean_of_the_off_policy_steps_not_the_median():
     assert "The clip binds on 0.001% of tokens (mean)." in f.evidence  # 0.0005 + 0.0005
 
 
-@pytest.mark.parametrize("n, severity", [(58, health.INFO), (60, health.WARNING)])
+@pytest.mark.parametrize(
+    "n, severity", [(58, health.INFO), (68, health.INFO), (70, health.WARNING)]
+)
 def test_clip_on_the_first_off_policy_steps_is_a_note(n, severity):
-    """GSPO clipping 60% of sequences on every off-policy step: over 29 off-policy steps (58
-    steps, lags 0/1) it is the run's first updates, a note (info) that says why; from 30
-    (clip_min_steps) a warning."""
+    """GSPO clipping 60% of sequences on every off-policy step (lags 0/1: n/2 of them). The first
+    30 (clip_min_steps) are the run's warm-up: with fewer than 5 (min_basis) off-policy steps
+    after them, the verdict rests on the warm-up, a note (info) that says why (29 and 34); from
+    35 the warm-up is left out and the 5 steps after it are judged: a warning."""
     df = _table(n)
     df[Step.SEQ_CLIP_FRACTION] = np.where(df[Step.POLICY_LAG] == 1, 0.6, 0.0)
     f = _find(df)[health.CLIP_HIGH]
     assert f.severity == severity
     note = f"These are the run's first {n // 2} off-policy steps, whose updates are its largest"
     assert (note in f.evidence) == (severity == health.INFO)
+    judged = f"{n // 2}" if severity == health.INFO else "5 off-policy steps after the first 30"
     assert f.evidence.startswith(
-        f"GSPO clips 60% of sequences (mean seq_clip_fraction over {n // 2}"
+        f"GSPO clips 60% of sequences (mean seq_clip_fraction over {judged}"
     )
+
+
+def test_the_warm_up_excuse_has_a_ceiling():
+    """A 40-step GSPO run (20 off-policy steps, all warm-up) clipping 98.8% of its sequences:
+    above the 90% ceiling (gspo_clip_warmup_ceiling) its being the first updates is no excuse,
+    a warning that says so; at 60% the same run is a note."""
+    df = _table(40)
+    off = df[Step.POLICY_LAG] == 1
+    df[Step.SEQ_CLIP_FRACTION] = np.where(off, 0.988, 0.0)
+    f = _find(df)[health.CLIP_HIGH]
+    assert f.severity == health.WARNING
+    assert f.evidence.startswith("GSPO clips 98.8% of sequences (mean seq_clip_fraction over 20")
+    assert "These are the run's first 20 off-policy steps, but above 90%" in f.evidence
+    df[Step.SEQ_CLIP_FRACTION] = np.where(off, 0.6, 0.0)
+    assert _find(df)[health.CLIP_HIGH].severity == health.INFO
+
+
+def test_an_80_step_run_is_not_judged_on_its_warm_up():
+    """80 off-policy steps: the first 30 (the warm-up) clip 99% of sequences, the 50 after them
+    20% (inside the band). The whole window would read (30 x 0.99 + 50 x 0.2) / 80 = 49.6%; the
+    warm-up is left out, so the verdict is the 50 steps' 20%: no clip finding. At 60% on the 50
+    it is a warning naming 50 steps."""
+    df = _table(160)
+    off = np.flatnonzero(df[Step.POLICY_LAG] == 1)
+    share = np.zeros(160)
+    share[off[:30]] = 0.99
+    share[off[30:]] = 0.2
+    assert np.mean(share[off]) == pytest.approx(0.49625)
+    df[Step.SEQ_CLIP_FRACTION] = share
+    assert health.CLIP_HIGH not in _find(df)
+    share[off[30:]] = 0.6
+    df[Step.SEQ_CLIP_FRACTION] = share
+    f = _find(df)[health.CLIP_HIGH]
+    assert f.severity == health.WARNING and f.basis == 50
+    assert "over 50 off-policy steps after the first 30" in f.evidence
 
 
 @pytest.mark.parametrize("source", ["demo", "option", "paper", None])
@@ -487,7 +529,7 @@ def test_truncation():
     df = _table()
     df[Step.TRUNCATED_FRACTION] = np.r_[np.zeros(N - 20), np.full(20, 0.3)]
     f = _find(df)[health.TRUNCATION]
-    assert "(20) = 30% of sequences" in f.evidence
+    assert "the last 20 steps (the last 10%, at least 5) = 30% of sequences" in f.evidence
 
 
 def test_nonfinite_values_and_validation_only_rows():
@@ -499,7 +541,7 @@ def test_nonfinite_values_and_validation_only_rows():
     df.loc[11, Step.LOSS] = np.nan
     f = _find(df)[health.NONFINITE]
     assert f.severity == health.ERROR and f.steps == (5, 9, 11) and f.culprits == (5, 9, 11)
-    assert "4 non-finite input values" in f.evidence and "loss is NaN/inf at 1 steps" in f.evidence
+    assert "4 non-finite input values" in f.evidence and "loss is NaN at step 11" in f.evidence
     clean = _table().drop(index=0)  # step 0 becomes a validation-only row
     val = {c: np.nan for c in clean.columns} | {Step.STEP: 0, "val-core/acc/mean@16": 0.31}
     df = pd.concat([pd.DataFrame([val]), clean], ignore_index=True)
@@ -624,7 +666,38 @@ def _scenario(code: str) -> tuple[pd.DataFrame, dict]:
         df.loc[17, Step.LOSS] = np.inf
     elif code in (health.CRASHED, health.FAILED):
         kw = {"status": code, "updated_at": 1.0, "now": 7200.0}
+    elif code == health.GRAD_NORM_SPIKE:
+        df["grad_norm"] = np.linspace(0.5, 1.0, N)
+        df.loc[101, "grad_norm"] = 50.0
+    elif code == health.GRAD_OVER_CLIP:
+        df["grad_norm"] = 1.0
+        kw = {"facts": _facts(max_grad_norm=0.005)}
+    elif code == health.LOSS_SPIKE:
+        df.loc[101, Step.LOSS] = 1e3
+    elif code == health.NO_SIGNAL:
+        df["grad_norm"] = np.where(np.arange(N) % 2, 0.0, 0.8)
+    elif code == health.REWARD_PINNED:
+        df["rewards/format/mean"] = df[Step.REWARD_MEAN]
+        df["rewards/accuracy/mean"] = 0.0
+    elif code == health.KL_REF_HIGH:
+        df[Step.KL_REF_MEAN] = 2.0
+    elif code == health.CLIP_ONE_UPDATE:
+        df[Step.TOKEN_CLIP_FRACTION] = 0.1
+        kw = {"facts": _facts(updates_per_batch=1, updates_origin="num_iterations = 1")}
+    elif code in (health.ATTENUATION_HIGH, health.ATTENUATION_LOW):  # on the off-policy steps
+        df[Step.ATTENUATION_MEAN] = np.where(
+            off, 0.8 if code == health.ATTENUATION_HIGH else 1e-6, 0
+        )
+    elif code == health.ATTENUATION_ONE_SIDED:  # 4% of A > 0's gradient, 0.1% of A < 0's
+        df[Step.ATTENUATION_MEAN] = np.where(off, 0.02, 0)
+        df[Step.ATTENUATION_POS_MEAN] = np.where(off, 0.04, 0)
+        df[Step.ATTENUATION_NEG_MEAN] = np.where(off, 0.001, 0)
     return df, kw
+
+
+def _facts(**kw) -> health.RunFacts:
+    """The facts ``_find`` states, plus ``kw``."""
+    return health.RunFacts("gspo", seq_eps=GSPO_EPS, token_eps=GRPO_EPS, **kw)
 
 
 @pytest.mark.parametrize("code", health.CODES)
@@ -653,6 +726,16 @@ def test_codes_are_the_contract():
         "nonfinite",
         "crashed",
         "failed",
+        "grad_norm_spike",
+        "grad_over_clip",
+        "loss_spike",
+        "no_learning_signal",
+        "reward_component_pinned",
+        "kl_ref_high",
+        "clip_at_one_update",
+        "attenuation_high",
+        "attenuation_low",
+        "attenuation_one_sided",
     )
 
 

@@ -324,7 +324,7 @@ def _record(root, name: str, *, sampler_noise: float, steps: int = STEPS, seed: 
     ) as rec:
         for step in range(steps):
             lag = step % 4
-            old = -torch.rand(P * G, T, generator=gen) * 3
+            old = -torch.rand(P * G, T, generator=gen) * 3 - 2  # log-probs <= 0 with the noise
             logp = old + 0.05 * lag * torch.randn(P * G, T, generator=gen)
             rec.log_step(
                 step,

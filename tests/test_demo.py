@@ -9,6 +9,7 @@ import os
 import random
 import re
 
+import numpy as np
 import pandas as pd
 import pytest
 import torch
@@ -32,6 +33,7 @@ from training_hooks.demo.config import DEMO_GSPO_EPS
 from training_hooks.demo.policy import Policy, action_logprobs, sample
 from training_hooks.demo.report import header
 from training_hooks.demo.task import Prompt, Task, target
+from training_hooks.schema import Step
 
 TASK = Task("abc", ("copy", "rev", "sort", "dup"), 1, 4)
 
@@ -425,7 +427,11 @@ def test_demo_end_to_end_records_every_column(tmp_path, mlflow_uri, capsys):
         # the sampler's log-probs (KV cache, float32) against one full forward: float rounding
         assert (steps[schema.Step.SAMPLER_LOGP_ABS_DIFF_MAX] < 1e-5).all()
         assert (steps[schema.Step.SAMPLER_KL_MEAN].abs() < 1e-10).all()
-        numeric = steps[list(schema.STEP_METRIC_COLUMNS) + ["lr", "grad_norm"]]
+        # the attenuation is unknown (NaN) for a sequence with no gradient (A = 0), so a step mean
+        # is known exactly when the step has a sequence of that sign (checked below)
+        att = (Step.ATTENUATION_MEAN, Step.ATTENUATION_POS_MEAN, Step.ATTENUATION_NEG_MEAN)
+        metrics = [c for c in schema.STEP_METRIC_COLUMNS if c not in att]
+        numeric = steps[metrics + ["lr", "grad_norm"]]
         assert math.isfinite(numeric.to_numpy(dtype=float).sum()), "a step metric is not finite"
         assert (steps[schema.Step.NONFINITE_COUNT] == 0).all()
         assert (steps[schema.Step.NUM_SEQUENCES] == 8).all()  # 2 groups of 4 per minibatch
@@ -434,7 +440,11 @@ def test_demo_end_to_end_records_every_column(tmp_path, mlflow_uri, capsys):
         assert set(schema.SEQUENCE_COLUMN_NAMES) <= set(seqs.columns)
         assert len(seqs) == 6 * 8
         texts = [schema.Seq.COMPLETION, schema.Seq.PROMPT]
-        num = seqs.drop(columns=[schema.Seq.RUN_ID, schema.Seq.TRUNCATED, *texts])
+        # (the attenuation is NaN where A = 0: checked below)
+        unknown_where_a0 = [schema.Seq.ATTENUATION]
+        num = seqs.drop(
+            columns=[schema.Seq.RUN_ID, schema.Seq.TRUNCATED, *texts, *unknown_where_a0]
+        )
         assert math.isfinite(num.to_numpy(dtype=float).sum()), "a sequence column is not finite"
         # the prompt apart ("rev abc ="), the completion alone ("cba<eos>")
         assert seqs[schema.Seq.PROMPT].str.endswith(" =").all()
@@ -443,6 +453,19 @@ def test_demo_end_to_end_records_every_column(tmp_path, mlflow_uri, capsys):
         ends = seqs[schema.Seq.COMPLETION].str.endswith("<eos>")
         assert (ends == ~seqs[schema.Seq.TRUNCATED]).all()
         assert set(seqs[schema.Seq.REWARD].unique()) <= {0.0, 1.0}
+        # the loss's attenuation: known where the sequence has a gradient (A != 0), in [0, 1]
+        # (GRPO's and GSPO's clips only remove weight); each step mean over its sign's sequences
+        adv, a = seqs[schema.Seq.ADVANTAGE], seqs[schema.Seq.ATTENUATION]
+        assert (a.notna() == (adv != 0)).all() and a.dropna().between(0.0, 1.0).all()
+        by_step = steps.set_index(Step.STEP)
+        for col, side in (
+            (Step.ATTENUATION_POS_MEAN, adv > 0),
+            (Step.ATTENUATION_NEG_MEAN, adv < 0),
+        ):
+            want = a[side].groupby(seqs[schema.Seq.STEP][side]).mean()
+            got = by_step[col].dropna()
+            assert sorted(got.index) == sorted(want.index), col
+            assert np.allclose(got.loc[want.index], want, atol=1e-6), col
         toks = _read(res.run_dir, schema.TOKENS_DIR)  # --token-samples default 8 per step
         assert set(schema.TOKEN_COLUMN_NAMES) <= set(toks.columns)
         assert len(toks) == 6 * 8
@@ -629,6 +652,44 @@ def test_cli_one_run_with_faults(tmp_path, capsys):
     assert "faults injected: lr-spike@1 (at step 1)" in text
     assert "faults injected in the run: lr-spike@1 (at step 1)" in text
     assert "mlflow ui" not in text
+
+
+def test_seeds_make_one_config_per_seed_and_algorithm(capsys):
+    """--seeds 3 --seed 5: runs of seeds 5, 6, 7 for each algorithm, seed by seed, named
+    demo-ALGO-sSEED; the default stays one run per algorithm named demo-ALGO; --seeds 0 is
+    refused by its option."""
+    session, configs = parse_args(["--seeds", "3", "--seed", "5", "--steps", "2"])
+    assert [(c.algorithm, c.seed) for c in configs] == [
+        (a, s) for s in (5, 6, 7) for a in ("grpo", "gspo")
+    ]
+    assert {c.steps for c in configs} == {2}
+    assert [session.run_name(c) for c in configs[:2]] == ["demo-grpo-s5", "demo-gspo-s5"]
+    default, (one, _) = parse_args([])
+    assert default.seeds == 1 and default.run_name(one) == "demo-grpo"
+    assert "3 seeds (5-7)" in header(configs, "runs", None).splitlines()[0]
+    with pytest.raises(SystemExit):
+        parse_args(["--seeds", "0"])
+    assert "--seeds must be >= 1, got 0" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_cli_seeds_record_every_seed(tmp_path, capsys):
+    """Two seeds of both algorithms: four runs named by seed, each storing its seed; the printout
+    names the verdict's command."""
+    out = tmp_path / "runs"
+    run(
+        ["--seeds", "2", "--out", str(out), "--no-mlflow", "--steps", "1", "--group-size", "4"]
+        + ["--prompts-per-step", "4", "--minibatches", "2", "--warmup-steps", "2"]
+    )
+    text = capsys.readouterr().out
+    infos = [schema.read_run_info(p) for p in sorted(out.iterdir())]
+    assert sorted((i.name, i.config["seed"]) for i in infos) == [
+        ("demo-grpo-s0", 0),
+        ("demo-grpo-s1", 1),
+        ("demo-gspo-s0", 0),
+        ("demo-gspo-s1", 1),
+    ]
+    assert "grpo s1 " in text and f"python -m app.verdict {out} --by algorithm" in text
 
 
 # ---------------------------------------------------------------- the default regime

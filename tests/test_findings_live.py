@@ -16,7 +16,14 @@ import torch
 from app import health
 from training_hooks import RunRecorder, schema
 from training_hooks.findings import LIVE_CODES, RunFacts, facts_of, live_findings
-from training_hooks.findings.live import LiveFindings, callback_from_spec
+from training_hooks.findings.live import (
+    CUT,
+    LINE_CHARS,
+    LIVE_NOTE,
+    LiveFinding,
+    LiveFindings,
+    callback_from_spec,
+)
 from training_hooks.schema import Seq, Step
 
 P, G, T = 4, 4, 6
@@ -40,7 +47,7 @@ def _record(root: Path, *, on_finding=None, every: int = 5) -> str:
         flush_interval_s=0.2,
     ) as rec:
         for step in range(STEPS):
-            old = -torch.rand(P * G, T, generator=gen) * 3
+            old = -torch.rand(P * G, T, generator=gen) * 3 - 2  # log-probs <= 0 with the noise
             lag = step % 2
             logp = old + lag * 0.05 * torch.randn(P * G, T, generator=gen)
             if step == NAN_AT:
@@ -126,7 +133,9 @@ def test_nonfinite_is_found_at_its_step_and_reported_once(live_run):
     assert len(nonfinite) == 1
     f = nonfinite[0]
     assert f.step == 24 and f.steps == (NAN_AT,) and f.severity == health.ERROR
-    assert f.line.startswith("gspo-dash: step 24: nonfinite: 1 non-finite input values")
+    assert f.line.startswith(
+        f"gspo-dash: step 24: nonfinite (error, {LIVE_NOTE}): 1 non-finite input values"
+    )
     assert {name for _, name in got} == {"gspo-dash-findings"}
     assert [f.code for f, _ in got] == [
         d["code"] for d in json.loads(Path(run_dir, schema.RUN_JSON).read_text())["findings"]
@@ -135,16 +144,17 @@ def test_nonfinite_is_found_at_its_step_and_reported_once(live_run):
 
 @pytest.mark.slow  # records a run with RunRecorder (torch, threads): a few seconds
 def test_the_recorder_prints_one_line_per_new_code(tmp_path, capsys):
-    """The printed lines (stderr) are ``gspo-dash: step N: code: evidence``, one per reported
-    finding."""
+    """The printed lines (stderr) are ``gspo-dash: step N: code (severity, a live note; ...):
+    evidence``, one per reported finding, each at most LINE_CHARS."""
     run_dir = _record(tmp_path, every=10)
     err = capsys.readouterr().err  # beside warnings: a program's stdout may be its data
     out = [line for line in err.splitlines() if line.startswith("gspo-dash:")]
     recorded = json.loads(Path(run_dir, schema.RUN_JSON).read_text())["findings"]
     assert len(out) == len(recorded) >= 2
     for line, f in zip(out, recorded, strict=True):
-        assert line.startswith(f"gspo-dash: step {f['step']}: {f['code']}: ")
-    clip = next(line for line in out if ": clip_high: " in line)
+        head = f"gspo-dash: step {f['step']}: {f['code']} ({f['severity']}, {LIVE_NOTE}): "
+        assert line.startswith(head) and len(line) <= LINE_CHARS
+    clip = next(line for line in out if ": clip_high (" in line)
     assert "GSPO clips" in clip and "% of sequences" in clip
 
 
@@ -165,6 +175,27 @@ def test_findings_off_and_a_failing_callback(tmp_path, capsys):
     assert any(f["sink"] == "on_finding" and "callback broke" in f["error"] for f in info["faults"])
     assert len(schema.read_table(run_dir, schema.STEPS_DIR)) == STEPS
     assert "gspo-dash: step" in capsys.readouterr().err
+
+
+def _finding(evidence: str) -> LiveFinding:
+    return LiveFinding("r", 7, "clip_high", "warning", "t", evidence, "a", (7,))
+
+
+def test_the_live_line_says_it_is_a_note_and_is_cut_between_words():
+    """A short finding prints whole, saying it is a live note; a long one is cut at the last
+    space that fits (never mid-word), says it was cut, and is exactly as long as allowed or
+    shorter; one word longer than the line is cut hard, and says so too."""
+    head = f"gspo-dash: step 7: clip_high (warning, {LIVE_NOTE}): "
+    assert _finding("GSPO clips 73% of sequences.").line == head + "GSPO clips 73% of sequences."
+    words = " ".join(f"word{i:03d}" for i in range(100))  # 8-character words, one space apart
+    line = _finding(words).line
+    assert line.startswith(head) and line.endswith(CUT) and len(line) <= LINE_CHARS
+    kept = line[len(head) : -len(CUT)].split(" ")
+    assert kept == [f"word{i:03d}" for i in range(len(kept))]  # whole words, in order
+    room = LINE_CHARS - len(CUT) - len(head)  # the evidence's characters that fit
+    assert len(" ".join(kept)) <= room < len(" ".join(kept)) + 9  # no further word fits
+    blob = _finding("x" * 1000).line
+    assert blob == head + "x" * (LINE_CHARS - len(CUT) - len(head)) + CUT
 
 
 def test_on_finding_by_name_and_bad_settings():
@@ -235,7 +266,7 @@ def test_each_live_finding_tags_the_mlflow_run(tmp_path, mlflow_uri):
         root=tmp_path, name="tags", algorithm="gspo", mlflow=mlflow_uri, findings_every=5
     ) as rec:
         for step in range(12):
-            old = -torch.rand(P * G, T, generator=gen) * 3
+            old = -torch.rand(P * G, T, generator=gen) * 3 - 2  # log-probs <= 0 with the noise
             rec.log_step(
                 step,
                 rewards=torch.randint(0, 2, (P, G), generator=gen).float(),

@@ -22,6 +22,26 @@ LOGS = {
         "verl/asycn-verl-clip-sweep/deepseek1.5b_sync_8gpu_clip_low0.2_high0.28_seed0.jsonl",
     ),
     "trl-0.23": ("trl", "trl/minesweeper-aaipl-srinath/checkpoint-500/trainer_state.json"),
+    "graphcross": ("trl", "trl/graphcross-lil-anchutka/checkpoint-600/trainer_state.json"),
+    "furixturi": ("trl", "trl/qwen2-grpo-test-furixturi/checkpoint-113/trainer_state.json"),
+    "furixturi-tfevents": (
+        "trl",
+        "trl/qwen2-grpo-test-furixturi/runs/Apr01_09-57-15_h100x2-nc80-eastus2/"
+        "events.out.tfevents.1743501588.h100x2-nc80-eastus2",
+    ),
+    "pythia": ("trl", "trl/pythia-grpo-vemz/checkpoint-100/trainer_state.json"),
+    "seriserendipia": (
+        "trl",
+        "trl/qwen-grpo-multigpu-seriserendipia/checkpoint-462/trainer_state.json",
+    ),
+    "hiepdema": ("trl", "trl/wandb-qwen3-sparse-hiepdema/wandb/run-20260707_151546-bp5e8rq3"),
+    "gui-cursor": ("verl", "verl/gui-cursor-grpo-yuzhaouoe/verl_demo.log"),
+    "joanvelja": ("tinker", "tinker/rlvr-gptoss20b-v3b-joanvelja/gptoss-20b-v3b-metrics.jsonl"),
+    "shaider10": ("tinker", "tinker/code-rl-shaider10-run1/metrics.jsonl"),
+    **{
+        f"astowolfo-{k}": ("tinker", f"tinker/bash-codeforces-astowolfo/metrics.jsonl#{k}")
+        for k in range(1, 6)
+    },
 }
 
 
@@ -30,8 +50,10 @@ def reports(tmp_path_factory) -> dict[str, health.HealthReport]:
     """Each log imported into one root and read as the Health page reads it."""
     root = tmp_path_factory.mktemp("real")
     for name, (tool, rel) in LOGS.items():
+        rel, _, seg = rel.partition("#")  # "path#N": run N of a file that holds several
         if (REAL / rel).exists():
-            importers.import_run(tool, REAL / rel, root=root, name=name)
+            segment = int(seg) if seg else None
+            importers.import_run(tool, REAL / rel, root=root, name=name, segment=segment)
     out = {}
     for run in discover(str(root)).runs:
         out[run.name] = ui.health_report(run, data.load_steps(run).df)
@@ -91,3 +113,99 @@ def test_trl_split_unknown_is_said(reports):
     f = found[health.ZERO_VARIANCE]
     assert "whether they are all-correct (solved) or all-wrong is not logged" in f.evidence
     assert r.checked["zero-variance groups"] == "solved / failed split not logged"
+
+
+def _serious(r) -> set[str]:
+    return {f.code for f in r.findings if f.severity in (health.ERROR, health.WARNING)}
+
+
+#: Each labelled log's warnings and errors, pinned (the README's "What each of the newer logs
+#: shows"; bench/bench_real_logs.py scores the same against its description).
+SERIOUS = {
+    "graphcross": {health.ZERO_VARIANCE, health.NO_SIGNAL, health.LENGTH_COLLAPSE},
+    "furixturi": {health.REWARD_PINNED},
+    "furixturi-tfevents": {health.REWARD_PINNED},
+    "pythia": {health.TRUNCATION},
+    "seriserendipia": {health.ZERO_VARIANCE, health.NO_SIGNAL},
+    "hiepdema": {health.ZERO_VARIANCE},
+    "gui-cursor": set(),
+    "joanvelja": set(),
+    "shaider10": {health.LOSS_SPIKE},
+    **{f"astowolfo-{k}": set() for k in range(1, 6)},
+}
+
+
+@pytest.mark.parametrize("name", sorted(SERIOUS))
+def test_each_labelled_log_gets_its_warnings_and_no_other(reports, name):
+    r, _ = _get(reports, name)
+    assert _serious(r) == SERIOUS[name]
+
+
+def test_graphcross_collapse_is_no_learning_signal(reports):
+    """Loss 0.0 in all 60 rows, grad_norm 0.18-0.31 (steps 10-50) -> ~3e-4, reward flat at 0.07
+    over the last half: an error; the zero-variance share's reward is the run's highest (0.07)."""
+    r, found = _get(reports, "graphcross")
+    f = found[health.NO_SIGNAL]
+    assert f.severity == health.ERROR
+    assert "trl loss is 0 at every one of its 60 steps" in f.evidence
+    assert "grad_norm fell from a median 0.237 (first 10% of steps) to 0.000331" in f.evidence
+    assert "is the highest the run logs (0.0385 to 0.07)" in found[health.ZERO_VARIANCE].evidence
+    assert health.GRAD_NORM_SPIKE not in found  # a gradient that decays is no explosion
+
+
+def test_furixturi_accuracy_is_pinned_while_format_rises(reports):
+    _, found = _get(reports, "furixturi")
+    f = found[health.REWARD_PINNED]
+    assert f.evidence.startswith("rewards/accuracy_reward stays at 0.00469–0.0211")
+    assert "the rise is rewards/format_reward's (0.0152 → 0.117" in f.evidence
+
+
+def test_tensorboard_step_without_a_loss_is_not_a_nan(reports):
+    """The event file's step 113 holds rewards but no train/loss: not logged, not NaN; every
+    numeric column was read for non-finite values."""
+    r, found = _get(reports, "furixturi-tfevents")
+    assert health.NONFINITE not in found
+    assert r.checked["non-finite values"] == "every numeric column"
+
+
+def test_pythia_truncation_on_ten_rows(reports):
+    """10 rows: the last 10% is one row, so truncation reads the last 5 (min_basis): 100%."""
+    _, found = _get(reports, "pythia")
+    f = found[health.TRUNCATION]
+    assert f.severity == health.WARNING and "the last 5 steps" in f.evidence
+    assert f.evidence.endswith("= 100% of sequences.")
+
+
+def test_seriserendipia_zero_gradient_steps(reports):
+    _, found = _get(reports, "seriserendipia")
+    f = found[health.NO_SIGNAL]
+    assert f.severity == health.WARNING
+    assert "grad_norm is zero (≤ 1e-08) at 78 of 231 steps (33.8%; first at step 8)" in f.evidence
+
+
+def test_hiepdema_sparse_reward_is_failed_not_solved(reports):
+    _, found = _get(reports, "hiepdema")
+    f = found[health.ZERO_VARIANCE]
+    assert f.severity == health.ERROR
+    assert "is the lowest the run logs (its range: 0 to 0.05): the groups are all-wrong" in (
+        f.evidence
+    )
+    assert health.GRAD_NORM_SPIKE not in found  # rare steps with a signal are no explosion
+
+
+def test_shaider10_loss_spike_at_step_92(reports):
+    _, found = _get(reports, "shaider10")
+    f = found[health.LOSS_SPIKE]
+    assert f.steps == (92,) and "tinker loss:sum = 6.083e+11 at step 92" in f.evidence
+    assert "largest at any other step: 2.66e+04" in f.evidence
+
+
+def test_gui_cursor_one_update_per_batch_clips_nothing(reports):
+    """verl with ppo_epochs 1 and one mini-batch: the clip at one update per batch is checked
+    (pg_clipfrac 0.0 at every step: nothing), the usual-band clip checks are not."""
+    r, found = _get(reports, "gui-cursor")
+    assert health.CLIP_ONE_UPDATE not in found
+    assert r.checked["clip at one update per batch"] == (
+        "ppo_epochs=1, ppo_mini_batch_size=32, train_batch_size=32"
+    )
+    assert r.not_checked["clip share too high"].startswith("one update per batch")

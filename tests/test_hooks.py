@@ -44,7 +44,8 @@ REQUIRED_SEQ = (
 
 
 def hand_batch() -> dict:
-    """P=2, G=2, T=4; token log-ratios d with old = 0, lengths 1..4, garbage under the padding."""
+    """P=2, G=2, T=4; token log-ratios d with old = -1 (logprobs d - 1: log-probs are <= 0),
+    lengths 1..4, garbage under the padding."""
     d = torch.tensor(
         [
             [0.3, 9.0, 9.0, 9.0],  # s = 0.3: outside both ranges, A > 0 -> binds high
@@ -57,8 +58,8 @@ def hand_batch() -> dict:
     mask = torch.arange(4)[None, :] < torch.tensor([1, 2, 3, 4])[:, None]
     return {
         "rewards": torch.tensor([[1.0, 0.0], [2.0, 2.0]], dtype=F64),
-        "logprobs": d,
-        "old_logprobs": torch.zeros(4, 4, dtype=F64),
+        "logprobs": d - 1,
+        "old_logprobs": torch.full((4, 4), -1.0, dtype=F64),
         "mask": mask,
         "truncated": torch.tensor([True, False, False, True]),
         "loss": 1.5,
@@ -125,16 +126,19 @@ def test_recorder_writes_the_hand_case(tmp_path):
 
 
 def hand_sampler() -> torch.Tensor:
-    """Sampler log-probs for ``hand_batch`` (old = 0, lengths 1..4): u = old - sampler is
+    """Sampler log-probs for ``hand_batch`` (old = -1, lengths 1..4): u = old - sampler is
     [-.1 | .2, 0 | 0, 0, -.3 | 0, 0, 0, 0] on the masked tokens, garbage under the padding."""
-    return torch.tensor(
-        [
-            [0.1, 9.0, NAN, -9.0],
-            [-0.2, 0.0, NAN, 9.0],
-            [0.0, 0.0, 0.3, float("inf")],
-            [0.0, 0.0, 0.0, 0.0],
-        ],
-        dtype=F64,
+    return (
+        torch.tensor(
+            [
+                [0.1, 9.0, NAN, -9.0],
+                [-0.2, 0.0, NAN, 9.0],
+                [0.0, 0.0, 0.3, float("inf")],
+                [0.0, 0.0, 0.0, 0.0],
+            ],
+            dtype=F64,
+        )
+        - 1
     )
 
 
@@ -316,12 +320,12 @@ def test_parquet_layout_parts_compaction_and_run_json(tmp_path, make_batch):
         assert len(files) == 1 and files[0].startswith("compacted-"), files
         meta = pq.ParquetFile(os.path.join(rec.run_dir, table, files[0])).metadata
         assert meta.row_group(0).column(0).compression == "ZSTD"
-        assert meta.metadata[b"gspo_dash.schema_version"] == b"3"
+        assert meta.metadata[b"gspo_dash.schema_version"] == b"4"
     steps = pd.read_parquet(os.path.join(rec.run_dir, "steps"))
     assert list(steps.columns) == [*STEP_COLUMN_NAMES, "lr", "grad_norm"]
     assert set(REQUIRED_STEP) <= set(steps.columns)
     assert steps[Step.STEP].tolist() == list(range(23))
-    assert (steps[Step.SCHEMA_VERSION] == 3).all()
+    assert (steps[Step.SCHEMA_VERSION] == 4).all()
     # schema v2's lag and sampler columns: null (not 0) when the loop did not give them
     assert steps[[Step.ROLLOUT, Step.POLICY_LAG, Step.SAMPLER_KL_MEAN]].isna().all().all()
     assert steps["grad_norm"].iloc[:10].isna().all()  # NaN where not given
@@ -538,14 +542,15 @@ def test_unknown_clip_fractions_are_nan_and_null_on_disk_never_zero(tmp_path):
     (its flag ``seq_clipped`` null), never 0; a step mean over a NaN sequence is NaN, as
     ``seq_log_ratio_mean`` always was; the counts and the known sequences keep their numbers."""
     nan, l15, l05 = NAN, math.log(1.5), math.log(0.5)
-    step1 = torch.tensor([[l15, 0.0], [nan, nan], [l05, 7.0]])
+    step1 = torch.tensor([[l15, 0.0], [nan, nan], [l05, 7.0]]) - 2  # log-probs <= 0, old -2
     common = dict(rewards=torch.tensor([[1.0, 1.0, 0.0]]), advantages=torch.tensor([1, 1, -1.0]))
     mask = torch.tensor([[1, 1], [1, 1], [1, 0]], dtype=torch.bool)
     with RunRecorder(root=tmp_path, name="nan", findings_every=0) as rec:
         rec.log_step(
             0, logprobs=torch.full((3, 2), nan), old_logprobs=torch.zeros(3, 2), mask=mask, **common
         )
-        rec.log_step(1, logprobs=step1, old_logprobs=torch.zeros(3, 2), mask=mask, **common)
+        old = torch.full((3, 2), -2.0)
+        rec.log_step(1, logprobs=step1, old_logprobs=old, mask=mask, **common)
     steps = pd.read_parquet(os.path.join(rec.run_dir, "steps")).set_index(Step.STEP)
     clip_columns = [
         Step.SEQ_CLIP_FRACTION,

@@ -27,7 +27,7 @@ def batch(step: int, rank: int) -> dict:
     gen = torch.Generator().manual_seed(100 * step + rank)
     P = PROMPTS[rank]
     B = P * G
-    old = -torch.rand(B, T, generator=gen, dtype=torch.float64) * 2
+    old = -torch.rand(B, T, generator=gen, dtype=torch.float64) * 2 - 2  # log-probs <= 0
     mask = torch.rand(B, T, generator=gen) < 0.7
     mask[:, 0] = True
     return {

@@ -35,7 +35,8 @@ def test_the_sequence_table_has_every_declared_value_with_its_type(make_batch):
     for v in PER_SEQUENCE:
         assert seqs[v.name].dtype == numpy_type[v.dtype], v.name
     assert sorted(SEQ_ROWS) == sorted(v.name for v in PER_SEQUENCE)
-    assert SEQ_ROWS[:2] == tuple(v.name for v in PER_SEQUENCE if v.source == "caller")
+    caller = tuple(v.name for v in PER_SEQUENCE if v.source == "caller")
+    assert caller == ("truncated", "reward", "attenuation") and SEQ_ROWS[:3] == caller
 
 
 def test_step_inputs_check_normalises(make_batch):
@@ -100,6 +101,7 @@ def test_the_summary_vector_is_declared_part_by_part():
         "squares": len(SQUARED),
         "adv_abs": 1,
         "token_weighted": len(TOKEN_WEIGHTED),
+        "attenuation": 6,  # (sum, count) of the known attenuations: all, A > 0, A < 0
         "loss": 1,
     }
     assert SUMS.size == sum(sizes.values()) and len(MINS) == 6

@@ -130,8 +130,9 @@ def test_trl_trainer_state_with_args_beside(tmp_path):
     assert r2["eval_reward"] == 0.5 and pd.isna(r1["eval_reward"])  # eval merged into step 2
     assert r2[Step.ENTROPY_MEAN] == 2.5  # ... cancelling no train metric of that step
     assert list(df[Step.WALL_TIME]) == [1.5, 3.0, 4.5]
+    # the loss TRL ran: loss_type "dapo" at importance_sampling_level "token" (stated beside)
     assert set(df[Step.SCHEMA_VERSION]) == {schema.SCHEMA_VERSION} and set(df[Step.ALGORITHM]) == {
-        "grpo"
+        "dapo"
     }
     info = schema.read_run_info(res["run_dir"])
     assert info.source == "trl" and info.status == schema.STATUS_FINISHED and info.name == "out"
@@ -175,13 +176,21 @@ def test_trl_without_settings_keeps_unit_dependent_names_and_leaves_settings_nul
 
 
 def test_trl_gspo_clip_metrics_are_sequence_unit(tmp_path):
-    """--config with importance_sampling_level="sequence": TRL's clip_ratio/* fill seq_clip_*,
-    the ε are sequence-unit, and --config overrides a settings file found beside the log."""
+    """--config with importance_sampling_level="sequence" (and loss_type "grpo": TRL's GSPO):
+    TRL's clip_ratio/* fill seq_clip_*, the ε are sequence-unit, and --config overrides a settings
+    file found beside the log."""
     file = _trl_state(tmp_path / "o", [{**TRL_STEP, "step": 5}])
     (tmp_path / "o" / "args.yaml").write_text("importance_sampling_level: token\nepsilon: 0.2\n")
     config = tmp_path / "cfg.json"
     config.write_text(
-        json.dumps({"importance_sampling_level": "sequence", "epsilon": 3e-4, "epsilon_high": 4e-4})
+        json.dumps(
+            {
+                "importance_sampling_level": "sequence",
+                "loss_type": "grpo",
+                "epsilon": 3e-4,
+                "epsilon_high": 4e-4,
+            }
+        )
     )
     root = tmp_path / "runs"
     args = ["trl", str(file), "--root", str(root), "--name", "g", "--config", str(config)]

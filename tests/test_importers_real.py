@@ -290,7 +290,17 @@ def test_settings_are_null_unless_a_file_beside_the_log_states_them(tool, path, 
         assert info.imported.settings_files == ()
         for key in ("seq_eps_low", "seq_eps_high", "token_eps_low", "token_eps_high"):
             assert getattr(info, key) is None, key
-        assert info.reduction is None and info.group_size is None
+        assert info.reduction == _one_loss_reduction(info) and info.group_size is None
+
+
+def _one_loss_reduction(info: schema.RunInfo) -> str | None:
+    """TRL < 0.17 had one loss, GRPO's (no loss_type): a fact of the version, not a setting, and
+    with it its reduction (the per-sequence token mean); else the reduction is unstated."""
+    loss_type = (info.imported.settings or {}).get("loss_type")
+    if loss_type is not None and loss_type["from"].startswith("TRL < 0.17 has one loss"):
+        assert loss_type["value"] == "grpo" and info.algorithm == "grpo"
+        return "seq_mean_token_mean"
+    return None
 
 
 def _settings_printed_in_the_log(path: Path, info: schema.RunInfo) -> None:
@@ -312,7 +322,7 @@ def _settings_printed_in_the_log(path: Path, info: schema.RunInfo) -> None:
     assert args["epsilon_high"] is None  # TRL 0.16: one epsilon for both sides
     assert (info.token_eps_low, info.token_eps_high) == (args["epsilon"], args["epsilon"])
     assert info.algorithm == "grpo" and info.seq_eps_low is None and "loss_type" not in args
-    assert info.reduction is None
+    assert info.reduction == _one_loss_reduction(info) == "seq_mean_token_mean"
 
 
 def _printed_config(path: Path) -> dict[str, Any]:

@@ -211,7 +211,7 @@ rec = RunRecorder(sys.argv[1], algorithm="gspo", mlflow=False, run_id="killed",
 print(rec.run_dir, flush=True)
 for step in range(10_000):
     g = torch.Generator().manual_seed(step)
-    old = -torch.rand(8, 6, generator=g)
+    old = -torch.rand(8, 6, generator=g) - 1
     rec.log_step(step, rewards=torch.randint(0, 2, (2, 4), generator=g).float(),
                  logprobs=old + 0.01, old_logprobs=old, mask=torch.ones(8, 6, dtype=torch.bool))
     if step % 3 == 2:

@@ -61,9 +61,12 @@ def test_step_schema_golden():
         ("policy_lag", "int64"),
         ("sampler_kl_mean", "double"),
         ("sampler_logp_abs_diff_max", "double"),
+        ("attenuation_mean", "double"),
+        ("attenuation_pos_mean", "double"),
+        ("attenuation_neg_mean", "double"),
         ("lr", "double"),
     ]
-    assert schema.step_schema().metadata[schema.METADATA_KEY] == b"3"
+    assert schema.step_schema().metadata[schema.METADATA_KEY] == b"4"
 
 
 def test_sequence_and_token_schema_golden():
@@ -89,6 +92,7 @@ def test_sequence_and_token_schema_golden():
         ("token_clip_fraction", "float"),
         ("token_clip_low_fraction", "float"),
         ("token_clip_high_fraction", "float"),
+        ("attenuation", "float"),
         ("kl_ref", "float"),
         ("kl_old", "float"),
         ("sampler_kl", "float"),
@@ -129,7 +133,11 @@ def test_sequence_columns_are_the_declared_per_sequence_values():
         assert v.meaning and v.dtype in ("int32", "float32", "bool")
     diagnostics = [v.name for v in PER_SEQUENCE if v.source == "diagnostics"]
     assert list(SEQUENCE_DIAGNOSTICS) == diagnostics
-    assert {v.name for v in PER_SEQUENCE} - set(diagnostics) == {Seq.REWARD, Seq.TRUNCATED}
+    assert {v.name for v in PER_SEQUENCE} - set(diagnostics) == {
+        Seq.REWARD,
+        Seq.TRUNCATED,
+        Seq.ATTENUATION,
+    }
 
 
 def _constants(cls: type) -> dict[str, str]:

@@ -56,7 +56,7 @@ def payload_root(tmp_path_factory) -> Path:
         flush_interval_s=0.5,
     ) as rec:
         for step in range(4):
-            old = -torch.rand(P * G, T, generator=gen)
+            old = -torch.rand(P * G, T, generator=gen) - 1  # log-probs <= 0 with the noise
             rec.log_step(
                 step,
                 rewards=torch.randint(0, 2, (P, G), generator=gen).float(),

@@ -95,10 +95,22 @@ def reward_a(completions, **kwargs):
     return out
 
 
-def _train(model_dir: Path, out: Path, level: str, *, record: bool, cls=GRPOTrainer, steps=STEPS):
+def _train(
+    model_dir: Path,
+    out: Path,
+    level: str,
+    *,
+    record: bool,
+    cls=GRPOTrainer,
+    steps=STEPS,
+    loss_type: str | None = None,
+    **settings,
+):
+    """``settings`` (GRPOConfig fields) override the run's clip range and the others."""
     tokenizer = PreTrainedTokenizerFast.from_pretrained(model_dir)
     prompts = list(PROMPTS)
     eps = dict(epsilon=0.2) if level == "token" else dict(epsilon=3e-4, epsilon_high=4e-4)
+    eps.update(settings)
     args = GRPOConfig(
         output_dir=str(out),
         per_device_train_batch_size=8,
@@ -109,7 +121,7 @@ def _train(model_dir: Path, out: Path, level: str, *, record: bool, cls=GRPOTrai
         learning_rate=0.05,
         beta=0.04,
         importance_sampling_level=level,
-        loss_type="dapo" if level == "token" else "grpo",
+        loss_type=loss_type or ("dapo" if level == "token" else "grpo"),
         logging_steps=1,
         report_to="none",
         use_cpu=True,
@@ -299,11 +311,12 @@ def test_sampler_logprobs_from_trl_reach_the_sampler_columns(model_dir, tmp_path
 
 @pytest.mark.slow
 def test_run_json_holds_the_trl_settings(runs):
-    """run.json: source trl, algorithm from importance_sampling_level, TRL's eps in its unit."""
+    """run.json: source trl, algorithm the loss TRL ran (loss_type "dapo" at the token level,
+    "grpo" at the sequence level: GSPO), TRL's eps in its unit."""
     level, recorded, _ = runs
     info = schema.read_run_info(recorded.gspo_dash_run_dir)
     assert info.source == "trl" and info.status == schema.STATUS_FINISHED
-    assert info.algorithm == ("grpo" if level == "token" else "gspo")
+    assert info.algorithm == ("dapo" if level == "token" else "gspo")
     if level == "token":
         assert (info.token_eps_low, info.token_eps_high) == (0.2, 0.2)
     else:
@@ -344,7 +357,7 @@ def test_trl_trainer_state_imports_beside_the_recorded_run(runs, tmp_path):
         "trl",
         tmp_path,
         root=Path(recorded.gspo_dash_run_dir).parent,
-        algorithm="grpo" if level == "token" else "gspo",
+        algorithm="dapo" if level == "token" else "gspo",
     )
     imported = pd.read_parquet(
         sorted((Path(res["run_dir"]) / schema.STEPS_DIR).glob("*.parquet"))

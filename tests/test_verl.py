@@ -223,8 +223,8 @@ def _actor_config(loss_mode: str) -> ActorConfig:
     )
 
 
-def _train(loss_mode: str, batches: int = 2):
-    engine = BigramEngine(lr=3.0 if loss_mode == "vanilla" else 0.5)
+def _train(loss_mode: str, batches: int = 2, lr: float | None = None):
+    engine = BigramEngine(lr=lr if lr is not None else 3.0 if loss_mode == "vanilla" else 0.5)
     loss_fn = functools.partial(ppo_loss, config=_actor_config(loss_mode))
     worker = _worker(engine, loss_fn)
     metrics, trained = [], []
@@ -559,3 +559,81 @@ def test_two_ranks_make_one_run(tmp_path):
     assert (steps[Step.NUM_RANKS] == 2).all() and (steps[Step.NUM_SEQUENCES] == MINI).all()
     assert steps[Step.POLICY_LAG].tolist() == list(range(8))
     assert (steps["verl/groups_known"] == 1).all() and steps[Step.REWARD_MEAN].notna().all()
+
+
+def _runs(root) -> list[tuple[schema.RunInfo, pd.DataFrame]]:
+    """Every run under ``root``: (run.json, step table by step), oldest first."""
+    out = []
+    for run_dir in sorted(p for p in root.iterdir() if p.is_dir()):
+        info = schema.read_run_info(str(run_dir))
+        steps = schema.read_table(str(run_dir), schema.STEPS_DIR).set_index(Step.STEP)
+        out.append((info, steps.sort_index()))
+    return sorted(out, key=lambda r: r[0].created_at)
+
+
+def _verl_attenuation(inputs: dict, config: ActorConfig) -> np.ndarray:
+    """(B,) 1 - sum_t |grad| / sum_t |r A| by autograd of verl's loss (``loss_for("verl", ...)``
+    under the sum reduction) on the tensors a step recorded."""
+    from gspo_metrics import loss_for
+
+    settings = plugin.verl_loss_settings(config)
+    tool = loss_for("verl", {**settings, "reduction": "sum"})
+    lp = inputs["logprobs"].double().requires_grad_(True)
+    old, mask, adv = inputs["old_logprobs"].double(), inputs["mask"], inputs["advantages"].double()
+    tool(lp, old, adv, mask).loss.backward()
+    m = mask.bool()
+    kept = torch.where(m, lp.grad, 0.0).abs().sum(-1)
+    r = torch.exp(torch.where(m, lp.detach() - old, 0.0))
+    plain = torch.where(m, r * adv.abs(), 0.0).sum(-1)
+    return (1 - kept / plain).numpy()
+
+
+def test_a_cispo_training_is_recorded_as_cispo_with_its_attenuation(hooked, monkeypatch):
+    """loss_mode=cispo: algorithm "cispo", no clip eps of verl's (CISPO clips no gradient: the
+    token unit keeps its default 0.2/0.2, the sequence unit GSPO's), and each sequence's
+    attenuation equal to autograd's of verl's CISPO on the step's recorded tensors (1e-5,
+    float32 storage); 0 on the on-policy first step, not 0 once the policy moved."""
+    from training_hooks.recorder import RunRecorder
+
+    kept: dict[int, dict] = {}
+    log_step = RunRecorder.log_step
+
+    def keep(self, step, **kw):
+        kept[step] = {k: v.detach().clone() for k, v in kw.items() if torch.is_tensor(v)}
+        return log_step(self, step, **kw)
+
+    monkeypatch.setattr(RunRecorder, "log_step", keep)
+    _train("cispo", batches=1, lr=3.0)  # (steps large enough to leave [0.8, 1.2])
+    plugin.close()
+    info, steps, seqs = _recorded(hooked)
+    assert info.algorithm == "cispo" and info.config["loss_mode"] == "cispo"
+    assert (info.token_eps_low, info.seq_eps_low) == (0.2, 3e-4)  # the defaults
+    config = _actor_config("cispo")
+    for step, inputs in kept.items():
+        rows = seqs[seqs[Seq.STEP] == step]
+        want = _verl_attenuation(inputs, config)
+        got = rows[Seq.ATTENUATION].to_numpy(np.float64)
+        np.testing.assert_allclose(got, want, atol=1e-5, equal_nan=True)
+        assert steps.loc[step, Step.ATTENUATION_MEAN] == pytest.approx(np.nanmean(got), abs=1e-6)
+    assert abs(steps.loc[1, Step.ATTENUATION_MEAN]) < 1e-6  # lag 0: every weight 1, in range
+    assert steps.loc[STEPS_PER_BATCH, Step.ATTENUATION_MEAN] > 1e-4
+
+
+def test_each_engine_and_each_loss_mode_is_its_own_run(hooked):
+    """Two trainings in one process are two runs, each from its step 1 under its own loss: a
+    second engine (vanilla, then gspo), and one engine training again with another loss_mode."""
+    _train("vanilla", batches=1)
+    _train("gspo", batches=1)
+    engine = BigramEngine(lr=0.5)
+    for mode in ("vanilla", "cispo"):
+        worker = _worker(engine, functools.partial(ppo_loss, config=_actor_config(mode)))
+        TrainingWorker.train_mini_batch(worker, _batch(engine, seed=0))
+    plugin.close()
+    runs = _runs(hooked)
+    assert [info.algorithm for info, _ in runs] == ["grpo", "gspo", "grpo", "cispo"]
+    for info, steps in runs:
+        assert steps.index.tolist() == list(range(1, STEPS_PER_BATCH + 1)), info.algorithm
+        assert steps[Step.POLICY_LAG].tolist() == [0, 1, 2, 3]
+        assert info.status == schema.STATUS_FINISHED
+    gspo = runs[1][0]
+    assert (gspo.seq_eps_low, gspo.seq_eps_high) == (3e-4, 4e-4)

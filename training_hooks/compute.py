@@ -40,6 +40,9 @@ Step scalars (S = the step's sequences over all ranks, M = their masked tokens):
     length_p90                                        numpy's linear-interpolation 90th percentile
                                                       (of all ranks' lengths, gathered)
     loss                                              the LossOutput's loss; mean over ranks
+    attenuation_mean, attenuation_pos/neg_mean        mean over the sequences of S whose attenuation
+                                                      is known (finite), all / A > 0 / A < 0 (A the
+                                                      sequence's advantage column): NaN when none
     extra keys                                        the caller's values (rank 0's, distributed)
 """
 
@@ -320,7 +323,8 @@ def reduce_step(inputs: StepInputs, how: Reduction, workspace: dict | None = Non
     advantages = inputs.advantages
     if advantages is None:
         advantages = group_advantages(inputs.rewards.detach()).reshape(B)  # (P, G) -> (B,)
-    # checks logprobs/old_logprobs/mask/advantages/ref_logprobs/entropy, empty mask rows, eps
+    # checks logprobs/old_logprobs/mask/advantages/ref_logprobs/entropy, empty mask rows, eps,
+    # log-probs above 0
     diag_K_B = stacked_sequence_diagnostics(
         inputs.logprobs,
         inputs.old_logprobs,
@@ -332,6 +336,7 @@ def reduce_step(inputs: StepInputs, how: Reduction, workspace: dict | None = Non
         entropy=inputs.entropy,
         sampler_logprobs=inputs.sampler_logprobs,
         workspace=workspace,
+        check_logprobs=True,  # a log-prob above 0 inside the mask: a ValueError naming it
     )
     dist_on, rank, world = dist_info(how.distributed)
     device = inputs.logprobs.device
@@ -375,14 +380,18 @@ def reduce_step(inputs: StepInputs, how: Reduction, workspace: dict | None = Non
 
 def _sequence_rows(inputs: StepInputs, diag_K_B: torch.Tensor) -> torch.Tensor:
     """The (K, B) per-sequence rows, ``SEQ_ROWS``: the caller's values (rewards, truncation: 0
-    when not given), then the diagnostics, in their dtype (float32/float64: every row fits)."""
+    when not given, the loss's attenuation: NaN when not given), then the diagnostics, in their dtype (float32/float64: every row fits)."""
     B, ddt, device = diag_K_B.shape[1], diag_K_B.dtype, diag_K_B.device
     truncated = inputs.truncated
+    attenuation = inputs.attenuation
     caller = {
         Seq.REWARD: inputs.rewards.reshape(1, B).to(device=device, dtype=ddt),
         Seq.TRUNCATED: diag_K_B.new_zeros(1, B)
         if truncated is None
         else truncated.reshape(1, B).to(device=device, dtype=ddt),
+        Seq.ATTENUATION: diag_K_B.new_full((1, B), math.nan)  # not given: unknown
+        if attenuation is None
+        else attenuation.reshape(1, B).to(device=device, dtype=ddt),
     }
     return torch.cat([*(caller[name] for name in CALLER_VALUES), diag_K_B])
 

@@ -59,6 +59,9 @@ class StepInputs:
     """(B,) bool or 0/1: the completion hit the length limit."""
     loss: torch.Tensor | None = None
     """(1,) the step's loss, detached, on ``logprobs``' device in ``buffer_dtype``."""
+    attenuation: torch.Tensor | None = None
+    """(B,) the loss's ``per_sequence["attenuation"]``, detached, when ``loss`` is a
+    ``LossOutput`` that has it (None: unknown, NaN in the tables)."""
     extra: Mapping[str, float] = field(default_factory=dict)
     """The caller's scalar extras given as numbers (None as NaN)."""
     tensor_extra: Mapping[str, torch.Tensor] = field(default_factory=dict)
@@ -138,6 +141,7 @@ class StepInputs:
             policy_lag=policy_lag,
             truncated=truncated,
             loss=_loss_tensor(loss, logprobs.device),
+            attenuation=_loss_attenuation(loss, B),
             extra=host_extra,
             tensor_extra=tensor_extra,
             completions=completions,
@@ -253,6 +257,22 @@ def _check_token_texts(rows: object, B: int, T: int) -> list[Sequence[str] | Non
         if row is not None and len(row) != T:
             raise ValueError(f"token_texts[{i}] has {len(row)} entries but there are T = {T}")
     return out
+
+
+def _loss_attenuation(loss: object, B: int) -> torch.Tensor | None:
+    """The (B,) ``per_sequence["attenuation"]`` of a ``LossOutput`` (detached), None when
+    ``loss`` has none (a scalar loss, a loss output without it); ValueError for a bad shape."""
+    per_sequence = getattr(loss, "per_sequence", None)
+    if not isinstance(per_sequence, Mapping) or "attenuation" not in per_sequence:
+        return None
+    att = check_tensor(per_sequence["attenuation"], "loss.per_sequence['attenuation']", 1, "(B,)")
+    check_float(att, "loss.per_sequence['attenuation']")
+    if att.shape[0] != B:
+        raise ValueError(
+            f"loss.per_sequence['attenuation'] has shape {tuple(att.shape)} but there are "
+            f"B = {B} sequences"
+        )
+    return att.detach()
 
 
 def _loss_tensor(loss: object, device: torch.device) -> torch.Tensor | None:

@@ -6,6 +6,10 @@
             rec.log_step(step, rewards=rewards_P_G, logprobs=logp_B_T, old_logprobs=old_B_T,
                          mask=mask_B_T, loss=out, extra={"grad_norm": gn, "lr": lr})
 
+``algorithm`` names the loss that trains (``gspo_metrics.spec.algorithm_label``: "gspo", "grpo",
+"dapo", "cispo", ...); not given, it is "unknown". ``loss`` given as a ``LossOutput`` (any
+registered loss's) also records its ``per_sequence["attenuation"]``.
+
 ``log_step`` validates (ValueError before anything is written), reduces on the tensors' device,
 starts one host transfer and enqueues the step; background threads write Parquet (the source of
 truth) and MLflow. A failing or hung sink is reported (a warning, once per sink, and
@@ -18,6 +22,7 @@ the data-dependent checks (an empty mask row, a non-finite input).
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import getpass
 import logging
 import os
@@ -33,16 +38,16 @@ from typing import Any
 
 import torch
 
-from gspo_metrics.spec import GRPO_EPS, GSPO_EPS
+from gspo_metrics.spec import UNKNOWN_ALGORITHM
 
 from . import schema, storage
 from .compute import Reduction, StepRecord, dist_info, reduce_step
 from .inputs import StepInputs
-from .recorder_settings import RecorderSettings
+from .recorder_settings import DEFAULT_TOKEN_SAMPLES, SETTING_SOURCES, RecorderSettings
 from .schema import RunInfo, write_json_atomic
 from .sinks import NullSink, ParquetSink, Sink, SinkWorker
 from .sinks.findings import findings_sink
-from .sinks.mlflow import resolve_tracking_uri, run_params
+from .sinks.mlflow import announce_store, resolve_tracking_uri, run_params
 
 log = logging.getLogger("training_hooks")
 
@@ -121,7 +126,7 @@ class RunState:
 class RunRecorder:
     """Record every step's diagnostics of a GRPO/GSPO run to Parquet (and MLflow).
 
-    ``RunRecorder(root="runs", name=None, algorithm="gspo", config=None, mlflow=None, *,
+    ``RunRecorder(root="runs", name=None, algorithm="unknown", config=None, mlflow=None, *,
     run_id=None, seq_eps=..., ...)``: the arguments are the fields of ``RecorderSettings``, each
     documented there. Use it as a context manager, or call ``close``.
     """
@@ -130,18 +135,18 @@ class RunRecorder:
         self,
         root: str | os.PathLike = "runs",
         name: str | None = None,
-        algorithm: str = "gspo",
+        algorithm: str = UNKNOWN_ALGORITHM,
         config: Any = None,
         mlflow: bool | str | None = None,
         *,
         run_id: str | None = None,
-        seq_eps: tuple[float, float] = GSPO_EPS,
-        token_eps: tuple[float, float] = GRPO_EPS,
-        reduction: str = "sum",
+        seq_eps: tuple[float, float] | None = None,
+        token_eps: tuple[float, float] | None = None,
+        reduction: str | None = None,
         group_size: int | None = None,
         flush_interval_s: float = 5.0,
         steps_per_file: int = 100,
-        token_samples: int = 0,
+        token_samples: int = DEFAULT_TOKEN_SAMPLES,
         experiment: str = "gspo-dash",
         mlflow_steps_per_batch: int = 50,
         mlflow_artifacts: bool = True,
@@ -159,6 +164,8 @@ class RunRecorder:
         self.settings = s
         self.tracking_uri = resolve_tracking_uri(s.mlflow)
         self._init_fields(s)
+        if self.is_main:
+            announce_store(s.mlflow, self.tracking_uri)  # mlflow=True: where, printed once
         self._join_run(s)  # distributed: every rank takes rank 0's run id
         self.state = RunState(self.run_dir, self._run_info(s), persist=self.is_main)
         parquet_ok = self._create_folders()
@@ -173,7 +180,8 @@ class RunRecorder:
         self.is_main = self.rank == 0
         self.root = s.root
         self.resumed = False
-        self.last_step: int | None = None
+        self.last_step: int | None = None  # the run's largest step (a resumed run's included)
+        self._logged_step: int | None = None  # the last step this recorder logged
         self._closed = False
         self._lock = threading.Lock()
         self._workspace: dict = {}  # reused (B, T) scratch buffers of sequence_diagnostics
@@ -192,8 +200,7 @@ class RunRecorder:
         self.run_dir = storage.join(s.root, run_id)
         # the steps' reduction (on the device; over ranks when distributed)
         self._reduction = Reduction(
-            s.seq_eps,
-            s.token_eps,
+            *s.clip_ranges,
             s.token_samples,
             None if self.distributed else False,
             run_id,
@@ -203,14 +210,15 @@ class RunRecorder:
     def _run_info(self, s: RecorderSettings) -> RunInfo:
         """This run's ``RunInfo``: a new one, or the one on disk when resuming."""
         now = time.time()
+        seq_eps, token_eps = s.clip_ranges
         info = RunInfo(
             run_id=self.run_id,
             name=s.run_name,
             algorithm=s.algorithm,
-            seq_eps_low=s.seq_eps[0],
-            seq_eps_high=s.seq_eps[1],
-            token_eps_low=s.token_eps[0],
-            token_eps_high=s.token_eps[1],
+            seq_eps_low=seq_eps[0],
+            seq_eps_high=seq_eps[1],
+            token_eps_low=token_eps[0],
+            token_eps_high=token_eps[1],
             reduction=s.reduction,
             group_size=s.group_size,
             config=s.config,
@@ -222,8 +230,10 @@ class RunRecorder:
             pid=os.getpid(),
             flush_interval_s=s.flush_interval_s,
         )
+        # which of ε and the reduction the user gave; the others are defaults, and say so
+        info.other[SETTING_SOURCES] = s.setting_sources
         if storage.exists(storage.join(self.run_dir, schema.RUN_JSON)):
-            info = self._resume(info)
+            info = self._resume(info)  # (the run's own settings and their sources kept)
         info.other.setdefault("world_size", self.world_size)
         try:
             info.other.setdefault("user", getpass.getuser())
@@ -299,7 +309,7 @@ class RunRecorder:
             experiment=s.experiment,
             run_name=s.run_name,
             gspo_run_id=self.run_id,
-            algorithm=s.algorithm,
+            algorithm=self.algorithm,
             params=run_params(info),
             resume_run_id=info.mlflow.get("run_id") if same_store else None,
             resume=self.resumed,
@@ -311,6 +321,10 @@ class RunRecorder:
 
     def _resume(self, info: RunInfo) -> RunInfo:
         old = schema.read_run_info(self.run_dir)
+        if info.algorithm == UNKNOWN_ALGORITHM and old.algorithm != UNKNOWN_ALGORITHM:
+            # not told: the run's own label holds (the steps appended carry it too)
+            info.algorithm = self.algorithm = old.algorithm
+            self._reduction = dataclasses.replace(self._reduction, algorithm=old.algorithm)
         if old.algorithm != info.algorithm:
             raise ValueError(
                 f"run {old.run_id!r} was recorded with algorithm {old.algorithm!r}; "
@@ -401,14 +415,27 @@ class RunRecorder:
             sampler_logprobs=sampler_logprobs,
             group_size=self.group_size,
         )
+        self._check_step_order(inputs.step)
         self._reduce(inputs)
         if self.group_size is None:
             self.group_size = inputs.group_size
             with self.state.lock:
                 self.state.info.group_size = inputs.group_size
-        self.last_step = inputs.step
+        self._logged_step = inputs.step
+        self.last_step = inputs.step if self.last_step is None else max(self.last_step, inputs.step)
         with self.state.lock:
-            self.state.info.last_step = inputs.step
+            self.state.info.last_step = self.last_step
+
+    def _check_step_order(self, step: int) -> None:
+        """Steps only grow within one recorder: a step at or below the last one it logged is a
+        ValueError naming both. (A resumed run starts afresh: the steps it logs again supersede
+        the earlier rows of those steps, ``training_hooks.supersede``.)"""
+        last = self._logged_step
+        if last is not None and step <= last:
+            raise ValueError(
+                f"step {step} is at or below the last step logged, {last}: steps must increase "
+                "(one log_step per optimizer step); nothing was recorded for this call"
+            )
 
     def _reduce(self, inputs: StepInputs) -> None:
         """Reduce the step on its tensors' device and hand it to the sinks."""

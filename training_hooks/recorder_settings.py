@@ -16,11 +16,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from gspo_metrics.checks import check_eps_pair
-from gspo_metrics.spec import GRPO_EPS, GSPO_EPS
+from gspo_metrics.spec import GRPO_EPS, GSPO_EPS, UNKNOWN_ALGORITHM
 
 from .sinks import Sink
 
 _RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+#: ``token_samples``' default: enough for the token view, a small share of ``log_step``'s cost.
+DEFAULT_TOKEN_SAMPLES = 8
+#: The settings whose value, when not given, is a default; run.json's ``setting_sources`` says
+#: which of them the user stated ("stated") and which are the default ("default").
+DEFAULTS: dict[str, Any] = {"seq_eps": GSPO_EPS, "token_eps": GRPO_EPS, "reduction": "sum"}
+STATED, DEFAULT = "stated", "default"
+SETTING_SOURCES = "setting_sources"  # run.json's key
 
 
 def _config_dict(config: Any) -> dict[str, Any]:
@@ -48,8 +55,11 @@ class RecorderSettings:
     URI (``s3://bucket/prefix``, ``gs://...``; ``training_hooks.storage``)."""
     name: str | None = None
     """Human-readable run name (default: the algorithm)."""
-    algorithm: str = "gspo"
-    """What trains ("grpo", "gspo", ...); both clip units are computed anyway."""
+    algorithm: str = UNKNOWN_ALGORITHM
+    """The loss that trains, as ``gspo_metrics.spec.algorithm_label`` names it ("grpo", "gspo",
+    "dapo", "cispo", "sapo-seq", ...; ``loss_for(tool, settings).algorithm`` gives it from a
+    tool's settings). Not given: "unknown", never taken for a known loss (Health then judges
+    no clip share). Both clip units are computed anyway."""
     config: Any = None
     """The run's hyper-parameters (dict, dataclass or namespace): in run.json, MLflow params."""
     mlflow: bool | str | None = None
@@ -57,13 +67,18 @@ class RecorderSettings:
     working directory), or a tracking URI."""
     run_id: str | None = None
     """Resume this run if ``root/<run_id>`` exists (append, status back to running), else start a
-    new run with this id. Default: ``<name>-<time>-<hex>``."""
-    seq_eps: tuple[float, float] = GSPO_EPS
-    """GSPO's sequence-unit clip range (eps_low, eps_high)."""
-    token_eps: tuple[float, float] = GRPO_EPS
-    """GRPO's token-unit clip range (eps_low, eps_high)."""
-    reduction: str = "sum"
-    """The loss reduction, recorded in run.json ("sum", "token_mean", ...)."""
+    new run with this id. Default: ``<name>-<time>-<hex>``. A resumed run may log a step again
+    (from a checkpoint): its new rows replace the earlier ones of that step."""
+    seq_eps: tuple[float, float] | None = None
+    """GSPO's sequence-unit clip range (eps_low, eps_high). None (not given): the paper's 3e-4 /
+    4e-4 (``gspo_metrics.spec.GSPO_EPS``), recorded in run.json as the default, not as stated
+    (``setting_sources``)."""
+    token_eps: tuple[float, float] | None = None
+    """GRPO's token-unit clip range (eps_low, eps_high). None (not given): 0.2 / 0.2
+    (``gspo_metrics.spec.GRPO_EPS``), recorded as the default, as ``seq_eps``."""
+    reduction: str | None = None
+    """The loss reduction, recorded in run.json ("sum", "token_mean", ...). None (not given):
+    "sum", recorded as the default."""
     group_size: int | None = None
     """G; checked against ``rewards.shape[1]`` (default: taken from the first step)."""
     flush_interval_s: float = 5.0
@@ -71,9 +86,10 @@ class RecorderSettings:
     ``kill -9`` loses at most this much."""
     steps_per_file: int = 100
     """Steps buffered per Parquet part."""
-    token_samples: int = 0
+    token_samples: int = DEFAULT_TOKEN_SAMPLES
     """Per step, store the per-token log-ratios of this many sequences (spread evenly over the
-    batch) in ``tokens/``; 0 turns the table off."""
+    batch) in ``tokens/``, with up to three culprits per reason, for the Sequences page's token
+    view; 0 turns the table off."""
     experiment: str = "gspo-dash"
     """The MLflow experiment name."""
     mlflow_steps_per_batch: int = 50
@@ -104,6 +120,19 @@ class RecorderSettings:
     that cannot be handed a callable, e.g. a verl worker)."""
 
     @property
+    def setting_sources(self) -> dict[str, str]:
+        """``{"seq_eps": "stated" | "default", "token_eps": ..., "reduction": ...}``: which of
+        ``DEFAULTS`` the user gave (run.json ``setting_sources``)."""
+        return dict(self.__dict__["_sources"])
+
+    @property
+    def clip_ranges(self) -> tuple[tuple[float, float], tuple[float, float]]:
+        """``(seq_eps, token_eps)`` as used: as given, else the defaults (``__post_init__``
+        fills them in; ``setting_sources`` says which)."""
+        assert self.seq_eps is not None and self.token_eps is not None
+        return self.seq_eps, self.token_eps
+
+    @property
     def run_name(self) -> str:
         """The run's name: ``name``, else the algorithm (as ``__post_init__`` sets ``name``)."""
         return self.name if self.name is not None else self.algorithm
@@ -131,6 +160,13 @@ class RecorderSettings:
             raise ValueError(
                 f"run_id {self.run_id!r} must be 1-128 characters of letters, digits, '.', '_', '-'"
             )
+        sources = {k: STATED if getattr(self, k) is not None else DEFAULT for k in DEFAULTS}
+        object.__setattr__(self, "_sources", sources)
+        for key, default in DEFAULTS.items():
+            if getattr(self, key) is None:
+                object.__setattr__(self, key, default)
+        if not isinstance(self.reduction, str) or not self.reduction:
+            raise ValueError(f"reduction must be a non-empty string, got {self.reduction!r}")
         normalised = {
             "root": os.fspath(self.root),
             "name": name,

@@ -34,12 +34,15 @@ from typing import Any
 from gspo_metrics.spec import PER_SEQUENCE
 
 from . import storage
+from .names import flatten, slug  # noqa: F401 -- part of this module's API
 from .storage import atomic_path  # noqa: F401 -- part of this module's API
 
 # 2: step columns rollout, policy_lag, sampler_kl_mean, sampler_logp_abs_diff_max.
 # 3: sequence columns sampler_kl, sampler_logp_abs_diff_max; token column reason. Older files
 #    lack them (read as absent: unknown), nothing else changed.
-SCHEMA_VERSION = 3
+# 4: sequence column attenuation; step columns attenuation_mean, attenuation_pos_mean,
+#    attenuation_neg_mean (older files lack them: unknown).
+SCHEMA_VERSION = 4
 METADATA_KEY = b"gspo_dash.schema_version"
 
 RUN_JSON = "run.json"
@@ -109,6 +112,11 @@ class Step:
     # k3 = r - 1 - log r, token-weighted mean (an estimate of KL(pi_sampler || pi_trainer))
     SAMPLER_KL_MEAN = "sampler_kl_mean"
     SAMPLER_LOGP_ABS_DIFF_MAX = "sampler_logp_abs_diff_max"  # max |log p_sampler - log p_trainer|
+    # the loss's attenuation (Seq.ATTENUATION): mean over the sequences where it is known, and
+    # over those with A > 0 and with A < 0 (NaN when none)
+    ATTENUATION_MEAN = "attenuation_mean"
+    ATTENUATION_POS_MEAN = "attenuation_pos_mean"
+    ATTENUATION_NEG_MEAN = "attenuation_neg_mean"
 
 
 class Seq:
@@ -143,6 +151,7 @@ class Seq:
     TOKEN_CLIP_FRACTION = "token_clip_fraction"
     TOKEN_CLIP_LOW_FRACTION = "token_clip_low_fraction"
     TOKEN_CLIP_HIGH_FRACTION = "token_clip_high_fraction"
+    ATTENUATION = "attenuation"
     KL_REF = "kl_ref"
     KL_OLD = "kl_old"
     SAMPLER_KL = "sampler_kl"
@@ -216,6 +225,9 @@ STEP_COLUMNS: tuple[tuple[str, str], ...] = (
     (Step.POLICY_LAG, "int64"),
     (Step.SAMPLER_KL_MEAN, "float64"),
     (Step.SAMPLER_LOGP_ABS_DIFF_MAX, "float64"),
+    (Step.ATTENUATION_MEAN, "float64"),
+    (Step.ATTENUATION_POS_MEAN, "float64"),
+    (Step.ATTENUATION_NEG_MEAN, "float64"),
 )
 
 SEQUENCE_COLUMNS: tuple[tuple[str, str], ...] = (
@@ -304,29 +316,6 @@ def validate_extra_key(key: str) -> str:
             f"extra: {key!r} is a built-in step column; rename it (for example 'user/{key}')"
         )
     return key
-
-
-_SLUG_RE = re.compile(r"[^A-Za-z0-9._-]+")
-
-
-def slug(name: str) -> str:
-    """A run name as a safe folder-name stem: runs of other characters become "-", at most 80."""
-    s = _SLUG_RE.sub("-", name).strip("-.")
-    return s[:80] or "run"
-
-
-def flatten(config: Mapping[str, Any], sep: str = ".", prefix: str = "") -> dict[str, Any]:
-    """Nested mappings -> one level, keys joined by ``sep`` (``{"a": {"b": 1}}`` -> ``{"a.b": 1}``).
-
-    An empty nested mapping is kept as a value (``{"a": {}}`` -> ``{"a": {}}``)."""
-    out: dict[str, Any] = {}
-    for key, value in config.items():
-        k = f"{prefix}{sep}{key}" if prefix else str(key)
-        if isinstance(value, Mapping) and value:
-            out.update(flatten(value, sep, k))
-        else:
-            out[k] = value
-    return out
 
 
 @dataclass(frozen=True)
@@ -627,8 +616,7 @@ def parse_part_name(name: str) -> dict[str, int] | None:
     return {k: int(v) for k, v in m.groupdict().items()} if m else None
 
 
-#: Columns that identify a row of each table; a step logged twice (a resumed run re-logging it)
-#: keeps its last-written row.
+#: Columns that identify a row of each table (a step a resumed run logs again: its newest write).
 TABLE_KEYS = {
     STEPS_DIR: (Step.STEP,),
     SEQUENCES_DIR: (Seq.STEP, Seq.RANK, Seq.GROUP, Seq.SAMPLE),
@@ -673,28 +661,10 @@ def data_files(run_dir: str | os.PathLike, table: str) -> list[str]:
 
 
 def read_table(run_dir: str | os.PathLike, table: str, columns=None):
-    """A run's table as one pandas DataFrame: every file (columns may differ by extras), rows
-    deduplicated on ``TABLE_KEYS`` keeping the last written, sorted by the keys. ``columns``
-    (default all) are read with the keys, which are dropped again unless asked for."""
-    import pandas as pd
-    import pyarrow.parquet as pq
+    """A run's table as one DataFrame: every file (columns may differ by extras), a step logged
+    again from its newest write only (``training_hooks.supersede``), sorted by ``TABLE_KEYS``.
+    ``columns`` (default all) are read with the keys, dropped again unless asked for. (Pandas is
+    imported when a table is read: ``training_hooks.tables.read_whole_table``.)"""
+    from .tables import read_whole_table
 
-    keys = TABLE_KEYS.get(table, ())
-    want = None if columns is None else list(dict.fromkeys([*columns, *keys]))
-    frames = []
-    for path in data_files(run_dir, table):
-        try:
-            pf = pq.ParquetFile(storage.open_input(path))
-        except FileNotFoundError:  # compacted away between the listing and the read
-            continue
-        names = pf.schema_arrow.names
-        frames.append(pf.read(columns=None if want is None else [c for c in want if c in names]))
-    if not frames:
-        return pd.DataFrame(columns=list(columns) if columns else [])
-    df = pd.concat([f.to_pandas() for f in frames], ignore_index=True)
-    present = [k for k in keys if k in df.columns]
-    if present:
-        df = df.drop_duplicates(subset=present, keep="last").sort_values(present, ignore_index=True)
-    if columns is not None:
-        df = df[[c for c in columns if c in df.columns]]
-    return df
+    return read_whole_table(run_dir, table, columns)

@@ -39,6 +39,8 @@ TOKEN_WEIGHTED = (
     Seq.SAMPLER_KL,
     Seq.ENTROPY,
 )
+#: The attenuation's step means: every sequence whose attenuation is known, A > 0, A < 0.
+ATTENUATION_SIGNS = ("all", "pos", "neg")
 #: The summary's vector of sums (all-reduced with SUM), part by part.
 SUMS = Layout.of(
     {
@@ -48,6 +50,7 @@ SUMS = Layout.of(
         "squares": (len(SQUARED),),
         "adv_abs": (1,),  # sum of |advantage|
         "token_weighted": (len(TOKEN_WEIGHTED),),  # sums of length * row
+        "attenuation": (2 * len(ATTENUATION_SIGNS),),  # (sum, count) of the known, per sign
         "loss": (1,),
     }
 )
@@ -93,6 +96,7 @@ def summarize(seq_K_B, counts, zero_var, loss, lib):
         "squares": (sq_3_B * sq_3_B).sum(1),
         "adv_abs": abs(seq_K_B[SEQ_ROW[Seq.ADVANTAGE]]).sum().reshape(1),
         "token_weighted": (seq_K_B[_TOKEN_WEIGHTED_ROWS] * length_B).sum(1),
+        "attenuation": _attenuation_sums(seq_K_B, length_B, lib),
         "loss": loss,
     }
     sums = cat([parts[name] for name in SUMS])
@@ -105,6 +109,20 @@ def summarize(seq_K_B, counts, zero_var, loss, lib):
     sampler_max = seq_K_B[SEQ_ROW[Seq.SAMPLER_LOGP_ABS_DIFF_MAX]].max()  # (NaN: not given)
     mins = [slr_B.min(), -slr_B.max(), length_B.min(), -length_B.max(), -abs_max, -sampler_max]
     return sums, lib.stack(mins)
+
+
+def _attenuation_sums(seq_K_B, length_B, lib):
+    """(6,): the sum and the number of the known (finite) attenuations, over every sequence, those
+    with A > 0 and those with A < 0 (``ATTENUATION_SIGNS``). A NaN (unknown) counts nowhere."""
+    att_B = seq_K_B[SEQ_ROW[Seq.ATTENUATION]]
+    adv_B = seq_K_B[SEQ_ROW[Seq.ADVANTAGE]]
+    zero_B = length_B * 0  # (lengths are finite: a zero and a one of the rows' dtype)
+    one_B = zero_B + 1
+    known_B = lib.isfinite(att_B)
+    out = []
+    for sel_B in (known_B, known_B & (adv_B > 0), known_B & (adv_B < 0)):
+        out += [lib.where(sel_B, att_B, zero_B).sum(), lib.where(sel_B, one_B, zero_B).sum()]
+    return lib.stack(out)
 
 
 def _p90(x: np.ndarray) -> float:
@@ -134,6 +152,8 @@ def step_row(
     tokw = dict(zip(TOKEN_WEIGHTED, sums[SUMS["token_weighted"]], strict=True))
     low = dict(zip(MINS, mins.tolist(), strict=True))
     (zero_var, judged), (adv_abs,) = sums[SUMS["zero_var"]], sums[SUMS["adv_abs"]]
+    att = sums[SUMS["attenuation"]]
+    att_mean = {sign: _div(att[2 * i], att[2 * i + 1]) for i, sign in enumerate(ATTENUATION_SIGNS)}
     n, n_tok = count["sequences"], row_sum[Seq.LENGTH]
 
     def mean(name: str) -> float:
@@ -190,6 +210,9 @@ def step_row(
         Step.POLICY_LAG: rec.policy_lag,
         Step.SAMPLER_KL_MEAN: tok_mean(Seq.SAMPLER_KL),
         Step.SAMPLER_LOGP_ABS_DIFF_MAX: float(-low["-sampler_abs_diff_max"]),
+        Step.ATTENUATION_MEAN: att_mean["all"],
+        Step.ATTENUATION_POS_MEAN: att_mean["pos"],
+        Step.ATTENUATION_NEG_MEAN: att_mean["neg"],
     }
     row.update(rec.extra)
     return row

@@ -9,6 +9,7 @@ Bad data never raises here: an unreadable file, an older schema or a missing tab
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -18,19 +19,23 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from . import storage
+from .findings.core import NAN_CELLS
 from .metric_map import Derived
 from .schema import (
     METADATA_KEY,
     SCHEMA_VERSION,
     STEP_COLUMNS,
     STEPS_DIR,
+    TABLE_KEYS,
     Step,
     arrow_schema,
+    data_files,
     is_data_file,
     parse_part_name,
     superseded,
 )
 from .storage import FileStamp
+from .supersede import latest_frames
 
 PartFiles = tuple[FileStamp, ...]  # (name, size, mtime_ns) of each part, by name
 
@@ -107,10 +112,12 @@ def read_files(
     skip_vanished: bool,
 ) -> Table:
     """Read ``files`` of ``folder`` (each file's columns among ``columns``, its rows in
-    ``step_range``), each ``declared`` (name, type) column cast to its type (``conform``);
+    ``step_range``), each ``declared`` (name, type) column cast to its type (``conform``), the
+    rows of a step a newer write holds again left out (``training_hooks.supersede``);
     unreadable files, columns of the wrong type and missing declared columns become problems. A
     vanished file raises ``Vanished`` (never cached) unless ``skip_vanished``."""
-    frames: list[pd.DataFrame] = []
+    frames: list[tuple[str, pd.DataFrame]] = []
+    nans: dict[str, list[int]] = {}
     problems: list[str] = []
     missing: set[str] = set()
     versions: set[int | None] = set()
@@ -125,13 +132,16 @@ def read_files(
             versions.add(version_of(schema))
             present = set(schema.names)
             wanted = [c for c in (columns or schema.names) if c in present]
+            if Step.STEP in present and Step.STEP not in wanted:  # (to tell a newer write's rows)
+                wanted.append(Step.STEP)
             asked = expected if columns is None else columns
             missing |= {c for c in asked if c not in present and c in expected}
             rows = step_range if Step.STEP in present else None
             got, bad = conform(read_file(pf, wanted, rows), declared)
             if (columns is None or Step.STEP in columns) and Step.STEP not in got.column_names:
                 raise ValueError(f"no usable {Step.STEP!r} column ({'; '.join(bad) or 'missing'})")
-            frames.append(got.to_pandas())
+            frames.append((name, got.to_pandas()))
+            add_nan_cells(nans, got)
             problems += [f"{table}/{name}: {b}" for b in bad]
         except FileNotFoundError as e:
             if not skip_vanished:
@@ -139,11 +149,30 @@ def read_files(
         except Exception as e:  # noqa: BLE001 - any unreadable file is reported, not raised
             problems.append(f"{table}/{name} is unreadable ({short_error(e)})")
     problems += schema_problems(table, missing, versions)
-    frames = [f for f in frames if len(f)]
-    if not frames:
+    kept = [f for f in latest_frames(frames) if len(f)]  # a step logged again: its newest write
+    if not kept:
         return Table(pd.DataFrame(columns=list(columns or ())), problems)
-    df = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+    df = pd.concat(kept, ignore_index=True) if len(kept) > 1 else kept[0]
+    if columns is not None and Step.STEP not in columns and Step.STEP in df.columns:
+        df = df.drop(columns=[Step.STEP])
+    df.attrs[NAN_CELLS] = {c: tuple(sorted(set(v))) for c, v in nans.items()}
     return Table(df, problems)
+
+
+def add_nan_cells(into: dict[str, list[int]], t: pa.Table) -> None:
+    """Adds to ``into`` the steps at which a float column of ``t`` holds NaN (a value the run
+    logged), not null (a step the column was not logged at): pandas reads both as NaN, so the
+    frame carries them in ``attrs[NAN_CELLS]`` (``training_hooks.findings.core``)."""
+    if Step.STEP not in t.column_names:
+        return
+    step = t.column(Step.STEP)
+    for name in t.column_names:
+        c = t.column(name)
+        if c.type not in (pa.float32(), pa.float64()) or c.null_count == len(c):
+            continue
+        isnan = pc.fill_null(pc.is_nan(c), False)
+        if pc.any(isnan).as_py():
+            into.setdefault(name, []).extend(pc.filter(step, isnan).to_pylist())
 
 
 def conform(table: pa.Table, declared: tuple[tuple[str, str], ...]) -> tuple[pa.Table, list[str]]:
@@ -253,3 +282,30 @@ def step_frame(run_dir: str, listed: PartFiles | None = None) -> tuple[pd.DataFr
     listed = list_now(folder) if listed is None else listed
     t = read_files(folder, current(listed), None, None, STEP_COLUMNS, skip_vanished=True)
     return one_row_per_step(t).df, listed
+
+
+def read_whole_table(run_dir: str | os.PathLike, table: str, columns=None) -> pd.DataFrame:
+    """``schema.read_table``: every current file of a run's table (``schema.data_files``, columns
+    may differ by extras) in one DataFrame, a step logged again from its newest write only
+    (``training_hooks.supersede``), rows deduplicated on ``TABLE_KEYS`` keeping the last written,
+    sorted by the keys; ``columns`` (default all) read with the keys, dropped unless asked for."""
+    keys = TABLE_KEYS.get(table, ())
+    want = None if columns is None else list(dict.fromkeys([*columns, *keys]))
+    frames = []
+    for path in data_files(run_dir, table):
+        try:
+            pf = pq.ParquetFile(storage.open_input(path))
+        except FileNotFoundError:  # compacted away between the listing and the read
+            continue
+        names = pf.schema_arrow.names
+        read = pf.read(columns=None if want is None else [c for c in want if c in names])
+        frames.append((storage.basename(path), read.to_pandas()))
+    if not frames:
+        return pd.DataFrame(columns=list(columns) if columns else [])
+    df = pd.concat(latest_frames(frames), ignore_index=True)
+    present = [k for k in keys if k in df.columns]
+    if present:
+        df = df.drop_duplicates(subset=present, keep="last").sort_values(present, ignore_index=True)
+    if columns is not None:
+        df = df[[c for c in columns if c in df.columns]]
+    return df

@@ -39,12 +39,16 @@ What is recorded, per optimizer step, on every rank (``RunRecorder.log_step``):
   ``grad_norm`` (the value it logs, captured from ``Trainer._get_grad_norm``) and
   ``rewards/<fn>/mean`` as extras.
 
-Units. ``importance_sampling_level="sequence"`` is GSPO: the run's algorithm is "gspo" and our
-sequence-unit eps are TRL's ``(epsilon, epsilon_high)``; then TRL's ``clip_ratio/low_mean`` (the
-fraction of sequences whose ratio s is below 1-eps with A<0) is our ``seq_clip_low_fraction``.
-Otherwise the algorithm is "grpo", our token-unit eps are TRL's, and ``clip_ratio/low_mean`` is our
-``token_clip_low_fraction`` (token-weighted). The other unit keeps its default eps. TRL's ``kl`` is
-our ``kl_ref_mean`` (k3, token mean) and ``entropy`` our ``entropy_mean``.
+Labels and units. The run's algorithm is the loss TRL ran: its ``loss_type`` at its
+``importance_sampling_level`` (``trl_algorithm``: "dapo", "grpo", "cispo", "sapo-seq"; grpo at the
+sequence level is GSPO, "gspo"). For a loss with a hard clip, our eps of the clip's unit are TRL's
+``(epsilon, epsilon_high)`` (the sequence unit at the sequence level: TRL's
+``clip_ratio/low_mean`` is then our ``seq_clip_low_fraction``; else the token unit, and it is our
+``token_clip_low_fraction``, token-weighted); the other unit keeps its default eps. CISPO, SAPO and
+VESPO have no hard clip: both units keep their defaults. Every step also records the attenuation
+of TRL's loss (``gspo_metrics.loss_for("trl", settings)`` on the step's detached tensors, its
+policy term: see ``docs/metrics.md``), per sequence and as step means. TRL's ``kl`` is our
+``kl_ref_mean`` (k3, token mean) and ``entropy`` our ``entropy_mean``.
 
 Versions: TRL 1.0 through 1.16 (``SUPPORTED_TRL``); ``attach`` and ``RecordedGRPOTrainer`` refuse
 any other release, and a trainer on the Liger GRPO loss, with a ValueError naming the range. What
@@ -77,14 +81,16 @@ from __future__ import annotations
 
 import math
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 from transformers import TrainerCallback
 
 from ._trl_base import TrainerMethods
+from ._trl_rows import _concat, _StepRows
 from .recorder import RunRecorder
+from .trl_loss import clip_unit, loss_output, tool_loss, trl_algorithm
 
 try:  # the optional extra: gspo-dash[trl]
     from trl import GRPOTrainer
@@ -193,6 +199,8 @@ TRL_SETTINGS = (
     "mask_truncated_completions",
     "multi_objective_aggregation",
     "top_entropy_quantile",
+    "sapo_temperature_pos",
+    "sapo_temperature_neg",
     "seed",
     "max_steps",
 )
@@ -315,6 +323,7 @@ class GSPODashMixin(TrainerMethods):
         self._gd_pending_rewards: tuple[torch.Tensor, list, list] | None = None
         self._gd_generations: dict[int, _Generation] = {}
         self._gd_grad_norm: Any = None
+        self._gd_loss: Any = None  # loss_for("trl", ...) of the run, for the attenuation
         self.gspo_dash_recorder: RunRecorder | None = None
         self.gspo_dash_run_dir: str | None = None
         self._gd_reason = unsupported_layout(self.args)
@@ -335,13 +344,12 @@ class GSPODashMixin(TrainerMethods):
         if self._gd_reason is not None or self.gspo_dash_recorder is not None:
             return
         opts = dict(self._gd_options)
-        sequence = self.importance_sampling_level == "sequence"
-        algorithm = "gspo" if sequence else "grpo"
+        algorithm = trl_algorithm(self)
+        self._gd_loss = tool_loss(self)
+        unit = clip_unit(algorithm)
         eps = (float(self.epsilon_low), float(self.epsilon_high))
-        if sequence:
-            opts.setdefault("seq_eps", eps)
-        else:
-            opts.setdefault("token_eps", eps)
+        if unit is not None:  # the eps of the loss's own clip unit (no hard clip: neither)
+            opts.setdefault("seq_eps" if unit == "seq" else "token_eps", eps)
         config = trl_settings(self)
         config.update(opts.pop("config", None) or {})
         opts.setdefault("name", f"trl-{algorithm}")
@@ -520,7 +528,7 @@ class GSPODashMixin(TrainerMethods):
             ref_logprobs=rows["ref"],
             entropy=rows["entropy"],
             truncated=rows["truncated"],
-            loss=torch.stack([mb["loss"] for mb in buffer]).sum(),
+            loss=self._gd_loss_output(rows, adv, torch.stack([mb["loss"] for mb in buffer]).sum()),
             extra=self._gd_extra(rows, gen),
             completions=rows.texts(gen.texts) if gen is not None else None,
             prompts=_group_prompts(rows, gen, G),
@@ -528,6 +536,15 @@ class GSPODashMixin(TrainerMethods):
             policy_lag=lag,
             sampler_logprobs=rows["sampler"],
         )
+
+    def _gd_loss_output(self, rows: _StepRows, adv: torch.Tensor, loss: torch.Tensor) -> Any:
+        """TRL's loss, with the attenuation of TRL's loss on the step's rows (``trl_loss``)."""
+        if self._gd_loss is None:
+            return loss
+        out = loss_output(self._gd_loss, rows, adv, loss)
+        if out is loss:  # it could not be computed: not tried again
+            self._gd_loss = None
+        return out
 
     def _gd_lag(self, rows: _StepRows, step: int) -> tuple[_Generation | None, int | None]:
         """The step's generation and policy lag: optimizer steps taken since the generation
@@ -585,67 +602,6 @@ class GSPODashMixin(TrainerMethods):
             return totals[0] / totals[1].clamp(min=1.0)
 
 
-def _concat(buffer: list[dict[str, torch.Tensor]], key: str) -> torch.Tensor:
-    """``key`` of every microbatch (each holds it), concatenated; (B, T) tensors right-padded
-    with 0 to the widest T."""
-    T = max(mb["logps"].shape[1] for mb in buffer)
-    parts = []
-    for mb in buffer:
-        x = mb[key]
-        if x.dim() == 2 and x.shape[1] < T:
-            x = torch.nn.functional.pad(x, (0, T - x.shape[1]))
-        parts.append(x)
-    return torch.cat(parts)
-
-
-@dataclass(frozen=True)
-class _StepRows:
-    """One optimizer step's microbatches as one batch: ``rows[key]`` is ``key`` of every row in
-    generation order (group by group), without the groups that hold an empty completion."""
-
-    buffer: list[dict[str, torch.Tensor]]
-    order: torch.Tensor  # (B,) concatenation row of each generation index
-    keep_B: torch.Tensor | None  # (B,) bool, rows of the kept groups; None: every group kept
-    dropped_groups: int
-    _taken: dict[str, torch.Tensor | None] = field(default_factory=dict, repr=False)
-
-    @classmethod
-    def assemble(cls, buffer: list[dict[str, torch.Tensor]], G: int) -> _StepRows | str:
-        """The step's rows, or why they cannot be recorded (the end of a warning)."""
-        index = _concat(buffer, "index")
-        order = torch.argsort(index)  # back to generation order: group by group
-        index = index[order]
-        B = index.numel()
-        if B % G or not torch.equal(index, torch.arange(B, device=index.device)):
-            return " did not hold whole groups once each"
-        mask = _concat(buffer, "mask")[order]
-        keep_P = (mask.sum(1) > 0).reshape(B // G, G).all(1)  # (P,) groups with no empty row
-        dropped = int((~keep_P).sum())
-        if dropped == B // G:
-            return ": every group holds an empty completion"
-        keep_B = keep_P.repeat_interleave(G) if dropped else None
-        return cls(buffer, order, keep_B, dropped)
-
-    def texts(self, texts: list[str | None]) -> list[str | None]:
-        """The step's completions' text, rows as ``self[key]`` (``texts`` by generation index)."""
-        keep = None if self.keep_B is None else self.keep_B.tolist()
-        return [t for i, t in enumerate(texts) if keep is None or keep[i]]
-
-    def need(self, key: str) -> torch.Tensor:
-        """``self[key]`` of a key every captured microbatch holds (else a clear error)."""
-        if (x := self[key]) is None:
-            raise RuntimeError(f"gspo-dash: a captured TRL microbatch has no {key!r}")
-        return x
-
-    def __getitem__(self, key: str) -> torch.Tensor | None:
-        if key not in self._taken:
-            x = _concat(self.buffer, key) if all(key in mb for mb in self.buffer) else None
-            if x is not None:
-                x = x[self.order] if self.keep_B is None else x[self.order][self.keep_B]
-            self._taken[key] = x
-        return self._taken[key]
-
-
 def attach(trainer: GRPOTrainer, **recorder_kwargs: Any) -> GRPOTrainer:
     """Record ``trainer`` (a ``GRPOTrainer`` or subclass instance) with gspo-dash; returns it.
 
@@ -658,7 +614,9 @@ def attach(trainer: GRPOTrainer, **recorder_kwargs: Any) -> GRPOTrainer:
         raise ValueError(f"trainer must be a trl.GRPOTrainer, got {type(trainer).__name__}")
     _check_trainer(trainer)
     if "algorithm" in recorder_kwargs:
-        raise ValueError("algorithm comes from importance_sampling_level; do not pass it")
+        raise ValueError(
+            "algorithm comes from TRL's loss_type and importance_sampling_level; do not pass it"
+        )
     if isinstance(trainer, GSPODashMixin):
         raise ValueError("this trainer is already recorded by gspo-dash")
     cls = type(trainer)
@@ -676,7 +634,9 @@ class RecordedGRPOTrainer(GSPODashMixin, GRPOTrainer):
         _check_trainer(self)
         opts = dict(gspo_dash or {})
         if "algorithm" in opts:
-            raise ValueError("algorithm comes from importance_sampling_level; do not pass it")
+            raise ValueError(
+                "algorithm comes from TRL's loss_type and importance_sampling_level; do not pass it"
+            )
         self._gd_setup(opts)
 
 

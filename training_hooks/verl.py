@@ -24,11 +24,16 @@ folder, ``s3://bucket/prefix`` or ``gs://...``). Then ``install`` wraps
   The first step after a flagged one (or the first of the job) is lag 0 of a new rollout; a step
   without the flag (``train_batch`` driven by another loop) has unknown rollout and lag.
 
-Run settings: the algorithm is "gspo" for verl's GSPO loss modes (``GSPO_LOSS_MODES``), else
-"grpo"; verl's ``clip_ratio_low/high`` are the eps of the loss's own unit (sequence for GSPO,
-token otherwise; the other unit keeps its default); ``loss_agg_mode`` is the reduction; the
-``VERL_SETTINGS`` of the ``ActorConfig`` and verl's version go into run.json. One run per job: the
-first recorded step opens it; under ``torch.distributed`` every rank joins rank 0's run
+Run settings: the algorithm is the loss of verl's ``policy_loss.loss_mode`` (``verl_algorithm``:
+vanilla "grpo", "gspo", "cispo", "sapo", geo_mean "gmpo", ...; "unknown" for a mode gspo-dash does not
+reproduce); for a loss with a hard clip, verl's ``clip_ratio_low/high`` are the eps of its unit
+(sequence for GSPO, token otherwise, GMPO's log-space range as token eps; the other unit keeps its
+default); ``loss_agg_mode`` is the reduction; the ``VERL_SETTINGS`` of the ``ActorConfig`` and
+verl's version go into run.json. Every step also records the attenuation of verl's loss
+(``gspo_metrics.loss_for("verl", settings)`` on the step's detached tensors), per sequence and as
+step means. One run per engine's training: an engine's first recorded step opens its run; a
+second engine in the process, or an engine training again with another loss mode or clip
+setting, is a new run. Under ``torch.distributed`` every rank joins rank 0's run
 (``RunRecorder``'s distributed mode). Its name is ``GSPO_DASH_VERL_NAME``, else the experiment
 name verl gave the worker (``rollout.trace.experiment_name``, which verl's config fills from
 ``trainer.experiment_name``), else ``verl-<loss_mode>``.
@@ -57,6 +62,8 @@ import warnings
 from dataclasses import dataclass
 from typing import Any
 
+from gspo_metrics.spec import TOKEN_CLIP_LOSSES, parse_algorithm, tool_algorithm
+
 ENV_ROOT = "GSPO_DASH_VERL"
 """The runs root; unset or empty: the plugin does nothing."""
 ENV_NAME = "GSPO_DASH_VERL_NAME"
@@ -66,8 +73,6 @@ ENV_OPTIONS = "GSPO_DASH_VERL_OPTIONS"
 ENV_ON_FINDING = "GSPO_DASH_VERL_ON_FINDING"
 """``module:attribute`` of a callable passed to ``RunRecorder(on_finding=...)``."""
 
-#: verl ``policy_loss.loss_mode`` values whose clip is on GSPO's sequence ratio.
-GSPO_LOSS_MODES = frozenset({"gspo"})
 
 #: ``ActorConfig`` fields stored in run.json (``config``) and as MLflow params.
 VERL_SETTINGS = (
@@ -331,13 +336,48 @@ def _group_order(uids: list[str | None], G: int) -> list[int] | None:
     return [i for rows in groups.values() for i in rows]
 
 
-# ---------------------------------------------------------------------- the job's run
+# ---------------------------------------------------------------------- one run per engine
 class _Session:
-    """This process's run: the recorder (opened at the first step), the step and lag counters."""
+    """This process's recording: the experiment name verl gave its worker, and one run per
+    engine (``_Run``): each engine's training is its own run, and an engine that trains again
+    with another loss (a second ``loss_mode``, other clip settings) starts a new one."""
 
     def __init__(self):
-        self.recorder: Any = None
         self.experiment_name: str | None = None
+        self.runs: dict[int, _Run] = {}  # id(engine) -> its run (the run keeps the engine)
+
+    def record(self, engine, config, capture: _MicroBatches, flag: Any, outputs: Any) -> None:
+        key = run_key(config)
+        run = self.runs.get(id(engine))
+        if run is not None and run.key != key:  # the engine trains another loss: a new run
+            run.close()
+            run = None
+        if run is None:
+            run = self.runs[id(engine)] = _Run(engine, key, self.experiment_name)
+        run.record(engine, config, capture, flag, outputs)
+
+    def close(self, status: str | None = None) -> None:
+        runs, self.runs = list(self.runs.values()), {}
+        for run in runs:
+            run.close(status)
+
+
+def run_key(config: Any) -> tuple[Any, ...]:
+    """What makes two ``train_batch`` calls of one engine the same training: the loss mode and
+    the policy-loss settings read (``verl_loss_settings``), as a hashable tuple."""
+    return tuple(sorted((k, repr(v)) for k, v in verl_loss_settings(config).items()))
+
+
+class _Run:
+    """One engine's training: its recorder (opened at its first step), its step and lag counters,
+    and the loss it trains (``loss_for("verl", ...)``, for the attenuation)."""
+
+    def __init__(self, engine: Any, key: tuple[Any, ...], experiment_name: str | None):
+        self.engine = engine  # (kept: its id is the run's key in _Session.runs)
+        self.key = key
+        self.experiment_name = experiment_name
+        self.recorder: Any = None
+        self.tool_loss: Any = None
         self.step = 0
         self.rollout = 0
         self.lag = 0
@@ -362,6 +402,11 @@ class _Session:
             self._log(config, capture, rollout, lag, outputs)
         except Exception as e:  # noqa: BLE001 - never stops training
             _warn_once("record", f"step {self.step} not recorded ({type(e).__name__}: {e})")
+
+    def close(self, status: str | None = None) -> None:
+        rec, self.recorder = self.recorder, None
+        if rec is not None:
+            rec.close(status)
 
     def _ready(self, engine: Any, capture: _MicroBatches) -> bool:
         """Whether every rank records this step. Under ``torch.distributed`` the recorder runs
@@ -396,7 +441,8 @@ class _Session:
         from .recorder import RunRecorder
 
         loss_mode = _loss_mode(config)
-        algorithm = "gspo" if loss_mode in GSPO_LOSS_MODES else "grpo"
+        algorithm = verl_algorithm(config)
+        self.tool_loss = _tool_loss(config)
         eps = clip_range(config)
         opts: dict[str, Any] = {}
         raw = os.environ.get(ENV_OPTIONS, "").strip()
@@ -406,7 +452,13 @@ class _Session:
         if on_finding:  # "module:function": RunRecorder loads it (findings.live.callback_from_spec)
             opts["on_finding"] = on_finding
         opts.update(_options)
-        opts.setdefault("seq_eps" if algorithm == "gspo" else "token_eps", eps)
+        unit = clip_unit(algorithm)
+        parsed = parse_algorithm(algorithm)
+        if unit == "token" and parsed is not None and parsed.loss in TOKEN_CLIP_LOSSES:
+            # GMPO clips log r_t in [-low, high]: r_t in [e^-low, e^high], the token unit's eps
+            eps = (-math.expm1(-eps[0]), math.expm1(eps[1]))
+        if unit is not None:  # the eps of the loss's own clip unit (no hard clip: neither)
+            opts.setdefault("seq_eps" if unit == "seq" else "token_eps", eps)
         opts.setdefault("reduction", str(config.loss_agg_mode))
         opts.setdefault(
             "name", os.environ.get(ENV_NAME) or self.experiment_name or f"verl-{loss_mode}"
@@ -441,11 +493,29 @@ class _Session:
             ref_logprobs=t["ref"].float() if "ref" in t else None,
             entropy=t.get("entropy"),
             sampler_logprobs=t["sampler"].float() if "sampler" in t else None,
-            loss=torch.stack([mb["loss"] for mb in capture.items]).sum(),
+            loss=self._loss_output(t, torch.stack([mb["loss"] for mb in capture.items]).sum()),
             rollout=rollout,
             policy_lag=lag,
             extra=extra,
         )
+
+    def _loss_output(self, t: dict[str, Any], loss: Any) -> Any:
+        """verl's loss, with the attenuation of verl's loss mode (``loss_for("verl", ...)``) on
+        the step's rows when it can be computed (else the loss alone: the attenuation unknown)."""
+        import torch
+
+        from gspo_metrics.losses import LossOutput
+
+        if self.tool_loss is None:
+            return loss
+        try:
+            with torch.no_grad():
+                out = self.tool_loss(t["logps"], t["old"].float(), t["adv"].float(), t["mask"])
+        except Exception as e:  # noqa: BLE001 - never stops training
+            self.tool_loss = None
+            _warn_once("attenuation", f"no attenuation recorded ({type(e).__name__}: {e})")
+            return loss
+        return LossOutput(loss, {"attenuation": out.per_sequence["attenuation"]})
 
 
 def _grad_norm(outputs: Any) -> float | None:
@@ -466,6 +536,63 @@ def clip_range(config: Any) -> tuple[float, float]:
         float(config.clip_ratio if low is None else low),
         float(config.clip_ratio if high is None else high),
     )
+
+
+def verl_loss_settings(config: Any) -> dict[str, Any]:
+    """The ``ActorConfig``'s settings ``loss_for("verl", ...)`` reads (``VERL_DEFAULTS``' names,
+    flat, those of ``policy_loss`` included), as verl holds them: the ones it has."""
+    from gspo_metrics.tool_losses import VERL_DEFAULTS
+
+    out: dict[str, Any] = {}
+    for key in VERL_DEFAULTS:
+        if hasattr(config, key):
+            out[key] = getattr(config, key)
+    policy_loss = getattr(config, "policy_loss", None)
+    for key in VERL_DEFAULTS:
+        value = _field(policy_loss, key)
+        if value is not _MISSING:
+            out[key] = value
+    out["loss_mode"] = _loss_mode(config)
+    return out
+
+
+_MISSING = object()
+
+
+def _field(obj: Any, key: str) -> Any:
+    """``obj[key]`` or ``obj.key`` (verl's configs are dict-like dataclasses), else _MISSING."""
+    if obj is None:
+        return _MISSING
+    try:
+        if key in obj:
+            return obj[key]
+    except TypeError:
+        pass
+    return getattr(obj, key, _MISSING)
+
+
+def verl_algorithm(config: Any) -> str:
+    """The run's ``algorithm`` label: the loss of verl's ``loss_mode``
+    (``gspo_metrics.spec.tool_algorithm``: vanilla "grpo", "gspo", "cispo", geo_mean "gmpo"...);
+    "unknown" for a mode this version does not reproduce (clip_cov, a custom one)."""
+    return tool_algorithm("verl", _loss_mode(config))
+
+
+def clip_unit(algorithm: str) -> str | None:
+    parsed = parse_algorithm(algorithm)
+    return None if parsed is None else parsed.clip_unit
+
+
+def _tool_loss(config: Any) -> Any:
+    """``loss_for("verl", ...)`` of the run's settings, for the attenuation; None (a warning,
+    once) when it cannot be built (a mode it does not reproduce: the attenuation is unknown)."""
+    from gspo_metrics.tool_losses import loss_for
+
+    try:
+        return loss_for("verl", verl_loss_settings(config))
+    except ValueError as e:
+        _warn_once("attenuation", f"no attenuation recorded: {e}")
+        return None
 
 
 def _loss_mode(config: Any) -> str:
@@ -505,13 +632,13 @@ def _session() -> _Session:
 
 
 def close(status: str | None = None) -> None:
-    """Close this process's run (also done at exit); the next step opens a new one."""
+    """Close this process's runs (also done at exit); the next step opens a new one."""
     global _SESSION
     with _lock:
         session, _SESSION = _SESSION, None
         _warned.clear()
-    if session is not None and session.recorder is not None:
-        session.recorder.close(status)
+    if session is not None:
+        session.close(status)
 
 
 def _warn_once(kind: str, message: str) -> None:
@@ -528,7 +655,6 @@ __all__ = [
     "ENV_ON_FINDING",
     "ENV_OPTIONS",
     "ENV_ROOT",
-    "GSPO_LOSS_MODES",
     "VERL_SETTINGS",
     "StepRows",
     "clip_range",
@@ -536,5 +662,7 @@ __all__ = [
     "configure",
     "install",
     "ppo_config",
+    "verl_algorithm",
+    "verl_loss_settings",
     "verl_settings",
 ]

@@ -14,6 +14,7 @@ import pandas as pd
 import streamlit as st
 
 from app import colors, data, lag, line_style, panels, series_math, sources, traces, ui
+from app import compare_groups as cg
 from app import compare_traces as ct
 from app import compare_view as cv
 from app import echarts_grid as eg
@@ -384,8 +385,18 @@ with st.expander("Charts and log scales", icon=":material/tune:"):
         key="logy",
     )
 
-legend, legend_height = eg.legend_option(series)
-st.echarts_chart(legend, height=legend_height, key="legend")
+by, verdict_metric, verdict_final = cg.controls(shown, series)
+verdict = (
+    cg.report(shown, by, verdict_metric, verdict_final)
+    if by != cg.NONE and verdict_metric is not None
+    else None
+)
+if verdict is not None:
+    cg.verdict_table(verdict)
+grouped = verdict is not None and bool(verdict.grouping.groups)
+if not grouped:
+    legend, legend_height = eg.legend_option(series)
+    st.echarts_chart(legend, height=legend_height, key="legend")
 lag_caption(series, opts["steps"])
 plain = ct.trace_points(
     panels.PANELS_BY_KEY["loss"],
@@ -427,15 +438,26 @@ if shown_panels:
         "X axes are linked: zoom with the slider above the charts (drag its ends) or ctrl + scroll "
         "on a chart, and every chart follows; drag a zoomed chart to pan."
     )
-    draw_panels(
-        runs_by_key,
-        series,
-        shown_panels,
-        opts,
-        key="grid",
-        log_keys=log_keys or [],
-        zoom_band=zoom_band,
-    )
+    if grouped and verdict is not None:
+        cg.grouped_charts(
+            verdict,
+            series,
+            shown_panels,
+            x=opts["x"],
+            steps=opts["steps"],
+            smoothing=opts["smoothing"],
+            max_points=opts["max_points"],
+        )
+    else:
+        draw_panels(
+            runs_by_key,
+            series,
+            shown_panels,
+            opts,
+            key="grid",
+            log_keys=log_keys or [],
+            zoom_band=zoom_band,
+        )
     draw_lag_split(series, shown_panels)
 elif not chosen:
     st.info("No built-in charts chosen (see 'Charts and log scales').", icon=":material/info:")

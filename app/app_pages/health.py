@@ -19,8 +19,10 @@ ctx = ui.page_header(
     "Health",
     "Automatic checks on each run's step table, split by policy lag (declared policy_lag, else "
     "measured: a step whose token log-ratios are all 0 is on-policy). Clip share and KL old→new "
-    "are judged on off-policy steps only, in the algorithm's own unit and with the run's ε (never "
-    "a default); spikes and trends against steps of the same lag nearby. Also: sampler/trainer "
+    "are judged on off-policy steps only, in the algorithm's own unit and with the run's ε (an "
+    "unknown ε is never filled in; a recorded run that did not state its ε is judged at the "
+    "recorder's default, and the finding says so); spikes and trends against steps of the same "
+    "lag nearby. Also: sampler/trainer "
     "mismatch, stale old log-probs, zero-variance groups, entropy and length trends, truncation, "
     "non-finite values, and runs that stopped without finishing.",
 )

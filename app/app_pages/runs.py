@@ -5,12 +5,13 @@ import time
 import pandas as pd
 import streamlit as st
 
-from app import data, health_fill, mlflow_store, ui
+from app import data, health_fill, line_style, mlflow_store, ui
 from app.discovery import imported_tool
 from app.eps_format import fmt_eps
 from app.records import SOURCE_PARQUET, RunRef
 from app.settings import import_root, import_source
 from app.summary import known_cell
+from training_hooks.findings.core import defaulted_settings
 
 STATUS_COLOR = {
     "running": "#1a7f37",
@@ -35,19 +36,13 @@ st.caption(
 )
 
 IMPORT_FLASH = "_import_flash"
-IMPORT_HINTS = {
-    "trl": "TRL / Unsloth: an output dir (newest checkpoint-*/trainer_state.json), a "
-    "trainer_state.json, a console log (one dict per logging step), a TensorBoard event file "
-    "(runs/*/events.out.tfevents.*) or a W&B run folder (wandb/run-*)",
-    "tinker": "Tinker cookbook: the log dir or its metrics.jsonl (config.json beside it is read)",
-    "verl": "verl: the file logger's <project>/<experiment>.jsonl, a console log ('step:N - ...' "
-    "lines), a TensorBoard event file or a W&B run folder",
-}
 
 
 def _import_form() -> None:
     """Import a TRL / Tinker / verl log into the root as a run of ours (training_hooks.importers).
     The source path and the root are checked first (``import_source``, ``import_root``)."""
+    from training_hooks.importers import TOOLS  # torch-free
+
     if flash := st.session_state.pop(IMPORT_FLASH, None):
         st.success(flash, icon=":material/check_circle:")
     with st.expander(
@@ -57,14 +52,16 @@ def _import_form() -> None:
         with st.form("import_run"):
             source = st.selectbox(
                 "Logged by",
-                list(IMPORT_HINTS),
-                format_func=IMPORT_HINTS.__getitem__,
+                list(TOOLS),
+                format_func=lambda tool: TOOLS[tool].path_hint,
                 key="import_source",
             )
             path = st.text_input("Path on this machine", key="import_path")
             name = st.text_input("Name (optional)", key="import_name")
             algorithm = st.selectbox(
-                "Algorithm", ["guess from its config", "grpo", "gspo"], key="import_algorithm"
+                "Algorithm (the loss)",
+                ["guess from its config", *line_style.KNOWN_ALGORITHMS],
+                key="import_algorithm",
             )
             version = st.text_input(
                 "Tool version (optional, e.g. 0.23.0; for Unsloth the TRL it ran on)",
@@ -179,13 +176,21 @@ UNKNOWN = "unknown"
 UNIT_NAMES = {"seq": "sequence (GSPO)", "token": "token (GRPO)"}
 
 
+def _default_mark(run: RunRef, setting: str) -> str:
+    """ " default" after a setting the recorder filled with its default (run.json
+    ``setting_sources``: the run did not state it), else nothing."""
+    other = run.info.other if run.info is not None else None
+    return " default" if setting in defaulted_settings(other) else ""
+
+
 def _eps_cell(run: RunRef, unit: str) -> str:
     """A unit's ε pair and its role: the one the run's loss clips with ("loss"), the other one
-    measured beside it by the recorder ("measured"); "unknown" where the ε is (never a default)."""
+    measured beside it by the recorder ("measured"); "unknown" where the ε is (never a default);
+    "default" where the recorder used its default because the run did not state one."""
     pair = ui.eps_of(run).get(unit)
     if pair is None:
         return UNKNOWN
-    text = f"{fmt_eps(pair[0])} / {fmt_eps(pair[1])}"
+    text = f"{fmt_eps(pair[0])} / {fmt_eps(pair[1])}" + _default_mark(run, f"{unit}_eps")
     role = ui.loss_unit(run)
     if role is None:
         return f"{text} (loss's unit unknown)"
@@ -243,7 +248,7 @@ def _row(run: RunRef) -> dict:
         "loss clips": UNIT_NAMES.get(ui.loss_unit(run) or "", UNKNOWN),
         "seq ε (low / high)": _eps_cell(run, "seq"),
         "token ε (low / high)": _eps_cell(run, "token"),
-        "reduction": _known(info.reduction if info else None),
+        "reduction": _known(info.reduction if info else None) + _default_mark(run, "reduction"),
         "group size": _known(info.group_size if info else None),
         "config": _config_summary(run),
         "problems": "; ".join(run.problems),

@@ -22,7 +22,7 @@ from typing import Any
 from .config import DemoConfig, Session
 from .faults import fault_help
 from .loop import RunResult, build, train
-from .report import Phase, ProgressLine, header, phases_text, summary_table
+from .report import Phase, ProgressLine, header, phases_text, run_label, summary_table
 
 DESCRIPTION = (
     "Train a small transformer policy with GRPO and GSPO on a synthetic verifiable task and "
@@ -142,7 +142,7 @@ def record_run(config: DemoConfig, session: Session) -> RunResult:
 
     with RunRecorder(
         root=session.out,
-        name=f"{session.name_prefix}-{config.algorithm}",
+        name=session.run_name(config),
         algorithm=config.algorithm,
         config=config.stored(),
         mlflow=session.mlflow,
@@ -151,7 +151,8 @@ def record_run(config: DemoConfig, session: Session) -> RunResult:
         token_samples=session.token_samples,
         **config.clip_ranges(),
     ) as recorder:
-        result = train(config, recorder, ProgressLine(config.algorithm, config.steps))
+        progress = ProgressLine(run_label(config, session.seeds), config.steps)
+        result = train(config, recorder, progress)
         result.run_dir = str(recorder.run_dir)
         t0 = time.perf_counter()
     result.write_time = time.perf_counter() - t0
@@ -196,8 +197,14 @@ def run(argv: Sequence[str] | None = None) -> list[RunResult]:
     print(header(configs, session.out, uri), flush=True)
     phases = [] if started is None else [Phase("start-up", started, "python, torch, imports")]
     t1 = time.perf_counter()
-    build(configs[0])  # the warm start, shared by every run (its weights are cached)
+    first_of_seed: dict[int, DemoConfig] = {}  # a seed's runs share its warm start
+    for c in configs:
+        first_of_seed.setdefault(c.seed, c)
+    for c in first_of_seed.values():
+        build(c)  # the warm start, cached: every run of the seed starts from it
     warm = f"{configs[0].warmup_steps} supervised steps, shared by the runs"
+    if len(first_of_seed) > 1:
+        warm = f"{configs[0].warmup_steps} supervised steps per seed, shared by its runs"
     phases.append(Phase("warm start", time.perf_counter() - t1, warm))
     sinks = "the last Parquet parts, MLflow's metrics and artifacts" if uri else "Parquet"
     results = []
@@ -205,22 +212,28 @@ def run(argv: Sequence[str] | None = None) -> list[RunResult]:
         results.append(record_run(config, session))
         r = results[-1]
         what = f"{config.steps} rollout steps, {config.optimizer_steps} optimizer steps"
-        phases.append(Phase(f"training {config.algorithm}", r.train_time, what))
-        phases.append(Phase(f"writing {config.algorithm}", r.write_time, f"at close: {sinks}"))
+        name = run_label(config, session.seeds)
+        phases.append(Phase(f"training {name}", r.train_time, what))
+        phases.append(Phase(f"writing {name}", r.write_time, f"at close: {sinks}"))
     elapsed = time.perf_counter() - t0
     known = sum(p.seconds for p in phases) - (started or 0.0)
     what = "each run's set-up (recorder, policy copy), printing"
     phases.append(Phase("other", elapsed - known, what))
     print()
-    print(summary_table(results))
+    print(summary_table(results, session.seeds))
     print()
     print(phases_text(phases, None if started is None else started + elapsed))
     print(cpu_text())
     print()
     for r in results:
-        print(f"{r.config.algorithm}: {r.run_dir}")
+        print(f"{run_label(r.config, session.seeds)}: {r.run_dir}")
     runs = "both runs" if len(results) == 2 else ("the run" if len(results) == 1 else "the runs")
     print(f"Open the dashboard on {runs}: gspo-dash --root {shlex.quote(session.out)}")
+    if session.seeds > 1:
+        print(
+            "Which algorithm is better, and how sure (the seeds grouped): python -m app.verdict "
+            f"{shlex.quote(session.out)} --by algorithm --metric reward_mean"
+        )
     if uri:
         print(f"The same runs in MLflow: mlflow ui --backend-store-uri {shlex.quote(uri)}")
     return results

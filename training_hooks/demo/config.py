@@ -203,7 +203,12 @@ class Session:
     """
 
     out: str = option("runs", "Run folder root.")
-    algorithms: tuple[str, ...] = option(ALGORITHMS, "Algorithms to train, one run each.")
+    algorithms: tuple[str, ...] = option(ALGORITHMS, "Algorithms to train, one run each per seed.")
+    seeds: int = option(
+        1,
+        "Seeds per algorithm: runs of --seed, --seed + 1, ... (named PREFIX-ALGORITHM-sSEED when "
+        "more than one), grouped over seeds by Compare's verdict and python -m app.verdict.",
+    )
     token_samples: int = option(
         8, "Sequences per step whose per-token log-ratios are stored (dashboard token view)."
     )
@@ -212,7 +217,7 @@ class Session:
         "torch intra-op threads (1: the matrices are tiny, a second thread only spins, and the "
         "recorder's writer threads get the other core).",
     )
-    name_prefix: str = option("demo", "Run names are PREFIX-ALGORITHM.")
+    name_prefix: str = option("demo", "Run names are PREFIX-ALGORITHM (-sSEED with --seeds).")
     mlflow: bool | str = option(
         True,
         "MLflow tracking URI; True: MLFLOW_TRACKING_URI or sqlite:///mlflow.db; False: Parquet "
@@ -224,7 +229,20 @@ class Session:
         for a in self.algorithms:
             if a not in ALGORITHMS:
                 raise ValueError(f"algorithms: unknown {a!r}; valid: {', '.join(ALGORITHMS)}")
+        if self.seeds < 1:
+            raise ValueError(f"seeds must be >= 1, got {self.seeds}")
 
     def configs(self, **settings: Any) -> list[DemoConfig]:
-        """One ``DemoConfig`` per algorithm, with ``settings`` (DemoConfig fields) in each."""
-        return [DemoConfig(algorithm=a, **settings) for a in self.algorithms]
+        """One ``DemoConfig`` per seed and algorithm (seed by seed: a seed's runs share its warm
+        start), with ``settings`` (DemoConfig fields) in each; seeds ``seed``, ``seed + 1``, ..."""
+        first = settings.pop("seed", DemoConfig.seed)
+        return [
+            DemoConfig(algorithm=a, seed=first + k, **settings)
+            for k in range(self.seeds)
+            for a in self.algorithms
+        ]
+
+    def run_name(self, config: DemoConfig) -> str:
+        """PREFIX-ALGORITHM, and -sSEED when this session trains more than one seed."""
+        name = f"{self.name_prefix}-{config.algorithm}"
+        return name if self.seeds == 1 else f"{name}-s{config.seed}"

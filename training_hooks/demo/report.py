@@ -48,17 +48,27 @@ def faults_text(inject: Sequence[str]) -> str:
     return ", ".join(parts)
 
 
+def run_label(config: DemoConfig, seeds: int = 1) -> str:
+    """A run in the demo's printout: its algorithm, and "sSEED" when there are several seeds."""
+    return config.algorithm if seeds == 1 else f"{config.algorithm} s{config.seed}"
+
+
 def header(configs: Sequence[DemoConfig], out: str, mlflow_uri: str | None) -> str:
     """What this invocation trains and records, before it starts."""
     c = configs[0]
-    algos = " and ".join(x.algorithm.upper() for x in configs)
+    first: dict[str, DemoConfig] = {}  # the first config of each algorithm
+    for x in configs:
+        first.setdefault(x.algorithm, x)
+    algos = " and ".join(a.upper() for a in first)
+    seeds = sorted({x.seed for x in configs})
+    seeded = f"seed {c.seed}" if len(seeds) == 1 else f"{len(seeds)} seeds ({seeds[0]}-{seeds[-1]})"
     lines = [
-        f"gspo-dash demo: {algos}, {c.steps} rollout steps each, seed {c.seed}",
+        f"gspo-dash demo: {algos}, {c.steps} rollout steps each, {seeded}",
         f"  each rollout step: P={c.prompts_per_step} prompts x G={c.group_size} completions, "
         f"{c.minibatches} minibatches x {c.epochs} epoch(s) = {c.epochs * c.minibatches} "
         f"optimizer steps (policy lag 0..{c.epochs * c.minibatches - 1}), lr {c.lr:g}",
     ]
-    lines += [f"  {x.algorithm.upper()} clip range: {eps_whose(x)}" for x in configs]
+    lines += [f"  {x.algorithm.upper()} clip range: {eps_whose(x)}" for x in first.values()]
     lines += [
         f"  faults injected: {faults_text(c.inject)}",
         f"  recording to {out} (Parquet)"
@@ -157,22 +167,24 @@ def _first_last(r: RunResult, name: str) -> tuple[float, float]:
     return sum(first) / len(first), sum(last) / len(last)
 
 
-def summary_table(results: Sequence[RunResult]) -> str:
+def summary_table(results: Sequence[RunResult], seeds: int = 1) -> str:
     """The end-of-demo table: reward first vs last fifth, the off-policy clip shares in both
     units, entropy and truncation first vs last fifth, the training time and rate; then what
-    each column covers."""
+    each column covers. One row per run (``run_label``: with its seed when ``seeds`` > 1)."""
+    names = [run_label(r.config, seeds) for r in results]
+    w = max(4, *(len(n) for n in names))
     head = (
-        f"{'algo':4s} {'reward 1st 1/5':>14s} {'last 1/5':>8s} {'tok clip*':>9s} "
+        f"{'algo':{w}s} {'reward 1st 1/5':>14s} {'last 1/5':>8s} {'tok clip*':>9s} "
         f"{'seq clip*':>9s} {'entropy 1st/last':>16s} {'trunc 1st/last':>14s} "
         f"{'train s':>7s} {'rollouts/s':>10s}"
     )
     lines = [head]
-    for r in results:
+    for name, r in zip(names, results, strict=True):
         first, last = r.fifths()
         e0, e1 = _first_last(r, "entropy_mean")
         t0, t1 = _first_last(r, "truncated_fraction")
         lines.append(
-            f"{r.config.algorithm:4s} {first:14.3f} {last:8.3f} "
+            f"{name:{w}s} {first:14.3f} {last:8.3f} "
             f"{_pct(r.mean('token_clip_fraction', True), 2):>9s} "
             f"{_pct(r.mean('seq_clip_fraction', True)):>9s} "
             f"{f'{e0:.2f}/{e1:.2f}':>16s} {f'{t0:.3f}/{t1:.3f}':>14s} "

@@ -14,29 +14,42 @@ Modules: ``core`` (codes, ``Finding``, ``RunFacts``, ``Coverage``, table readers
 ``lag`` (policy lag per step), ``status`` (how the run ended, non-finite values, stale old
 log-probs), ``mismatch`` (sampler/trainer), ``clip``, ``signal`` (constant reward, zero-variance
 and solved groups, truncation), ``spikes`` (spikes and trends), ``run`` (the entry points),
-``live`` (the recorder's side).
+``raw`` (what the raw values show: gradient norm, loss scale, no learning signal, reward
+components, KL level), ``onpolicy`` (clipping at one update per batch), ``attenuation`` (every
+loss's trust region in one unit), ``live`` (the recorder's side).
 """
 
 from training_hooks.findings.core import (
+    ATTENUATION_HIGH,
+    ATTENUATION_LOW,
+    ATTENUATION_ONE_SIDED,
     CLIP_HIGH,
     CLIP_LOW,
+    CLIP_ONE_UPDATE,
     CODES,
     CRASHED,
     ENTROPY_COLLAPSE,
     ERROR,
     FAILED,
+    GRAD_NORM_SPIKE,
+    GRAD_OVER_CLIP,
     INFO,
     KL_OLD_SPIKE,
+    KL_REF_HIGH,
     KL_REF_SPIKE,
     LENGTH_BLOWUP,
     LENGTH_COLLAPSE,
     LOG_RATIO_SPIKE,
+    LOSS_SPIKE,
+    NAN_CELLS,
+    NO_SIGNAL,
     NO_STEPS,
     NONFINITE,
     NOT_JUDGED,
     OK,
     OK_CODE,
     ON_POLICY_ONLY,
+    REWARD_PINNED,
     RUNNING,
     SAMPLER_MISMATCH,
     SEVERITY_ORDER,
@@ -67,14 +80,25 @@ from training_hooks.findings.run import (
 from training_hooks.findings.signal import group_outcomes, with_group_outcomes
 from training_hooks.findings.spikes import rolling_baseline, row_nanmedian, spike_mask
 from training_hooks.findings.status import STATUS_STOPPED_EARLY, check_status, import_status
-from training_hooks.findings.thresholds import THRESHOLDS, Threshold, th
+from training_hooks.findings.thresholds import RAW, THRESHOLDS, RawThresholds, Threshold, th
 from training_hooks.findings.version import CHECKS_VERSION
 
 __all__ = [
+    "ATTENUATION_HIGH",
+    "ATTENUATION_LOW",
+    "ATTENUATION_ONE_SIDED",
     "CHECKS_VERSION",
     "CLIP_HIGH",
     "CLIP_LOW",
     "CODES",
+    "NAN_CELLS",
+    "CLIP_ONE_UPDATE",
+    "KL_REF_HIGH",
+    "REWARD_PINNED",
+    "NO_SIGNAL",
+    "LOSS_SPIKE",
+    "GRAD_OVER_CLIP",
+    "GRAD_NORM_SPIKE",
     "CRASHED",
     "ENTROPY_COLLAPSE",
     "ERROR",
@@ -100,6 +124,8 @@ __all__ = [
     "STATUS_STOPPED_EARLY",
     "STOPPED_EARLY",
     "TASK_SATURATED",
+    "RAW",
+    "RawThresholds",
     "THRESHOLDS",
     "TRUNCATION",
     "WARNING",

@@ -1,5 +1,10 @@
 """Clip share, in the algorithm's own unit, on the most recent off-policy steps.
 
+Only for a loss with a hard clip (``gspo_metrics.spec.LOSS_INFO[loss].hard_clip``), in its unit
+(``Algorithm.clip_unit``) and ε, against the usual band of its clip (``CLIP_BANDS``): CISPO's cap
+or SAPO's gate clip no gradient, and their trust region is judged by its attenuation
+(``findings.attenuation``); a run whose loss is unknown is not judged.
+
 ``clip_high`` / ``clip_low``: the mean of the per-step clip shares of the last ``clip_window``
 off-policy steps outside the algorithm's usual range, with the run's ε. The mean, not the median: a
 step holds a few hundred tokens, so at GRPO's usual 0.03%-1% most steps clip no token and the
@@ -18,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from gspo_metrics.spec import GRPO_EPS, GSPO_EPS
+from gspo_metrics.spec import GRPO_EPS, GSPO_EPS, parse_algorithm
 from training_hooks.findings import lag as lagmod
 from training_hooks.findings.core import (
     CLIP_HIGH,
@@ -41,9 +46,13 @@ from training_hooks.findings.core import (
     th,
     worst,
 )
+from training_hooks.findings.thresholds import RAW
 from training_hooks.metric_map import Derived
 from training_hooks.schema import Step
 
+#: Said wherever a recorded run's ε is the recorder's default (run.json ``setting_sources``).
+DEFAULT_EPS = "judged at the recorder's default ε"
+DEFAULT_EPS_WHY = "the recorder's default: the run did not state its ε"
 HIGH = "clip share too high"
 LOW = "clip share too low"
 
@@ -58,8 +67,8 @@ class ClipSpec:
     reference_eps: tuple[float, float]  # the ε the usual band was measured at
 
 
-CLIP_SPECS = {
-    "gspo": ClipSpec(
+CLIP_SPECS = {  # by the clip's unit (gspo_metrics.spec.Algorithm.clip_unit)
+    "seq": ClipSpec(
         Step.SEQ_CLIP_FRACTION,
         (Step.SEQ_CLIP_LOW_FRACTION, Step.SEQ_CLIP_HIGH_FRACTION),
         Derived.SEQ_CLIP_BINDING,
@@ -67,7 +76,7 @@ CLIP_SPECS = {
         "sequences",
         GSPO_EPS,
     ),
-    "grpo": ClipSpec(
+    "token": ClipSpec(
         Step.TOKEN_CLIP_FRACTION,
         (Step.TOKEN_CLIP_LOW_FRACTION, Step.TOKEN_CLIP_HIGH_FRACTION),
         Derived.TOKEN_CLIP_BINDING,
@@ -75,6 +84,16 @@ CLIP_SPECS = {
         "tokens",
         GRPO_EPS,
     ),
+}
+
+
+#: The losses whose clip share has a usual band, and the band's thresholds (``<prefix>_clip_*``)
+#: per unit: PPO's clip on the ratio, GRPO's band on tokens (the DAPO / BNPO / Dr. GRPO / LUSPO
+#: recipes differ in their normaliser and eps, not the clip) and GSPO's on sequences (TRL's
+#: sequence level is GSPO's ratio). GMPO's clip (log space, per token) has no published band.
+CLIP_BANDS: dict[tuple[str, str], str] = {
+    **{(loss, "token"): "grpo" for loss in ("grpo", "dapo", "bnpo", "dr_grpo", "luspo")},
+    **{(loss, "seq"): "gspo" for loss in ("gspo", "dapo", "bnpo", "dr_grpo", "luspo")},
 }
 
 
@@ -128,22 +147,36 @@ def check_clip_range(
     """``clip_high`` / ``clip_low`` (see the module docstring); ``cov`` says what was judged."""
     facts = facts if facts is not None else RunFacts()
     cov = cov if cov is not None else Coverage()
-    algo = str(facts.algorithm).lower()
-    spec, known = CLIP_SPECS.get(algo), _known_eps(facts.eps)
-    if spec is None or known is None:
+    parsed = parse_algorithm(facts.algorithm)
+    if parsed is not None and parsed.clip_unit is None:  # CISPO's cap, SAPO's gate, ...
+        why = f"{parsed.loss.upper()} has no hard clip (its attenuation is checked instead)"
+        cov.skipped(HIGH, why)
+        cov.skipped(LOW, why)
+        return []
+    unit = None if parsed is None else parsed.clip_unit
+    band = None if parsed is None or unit is None else CLIP_BANDS.get((parsed.loss, unit))
+    if parsed is not None and unit is not None and band is None:
+        why = f"no published usual clip share for {parsed.loss.upper()}"
+        cov.skipped(HIGH, why)
+        cov.skipped(LOW, why)
+        return []
+    spec = None if unit is None else CLIP_SPECS[unit]
+    known = _known_eps(facts.eps)
+    if spec is None or known is None or band is None or parsed is None:
         why = f"{SETTING_UNKNOWN}: {'algorithm' if spec is None else 'ε'}"
         cov.skipped(HIGH, why)
         cov.skipped(LOW, why)
         if _any_clip_column(df):
-            what = "the run does not state its algorithm" if spec is None else "its ε is unknown"
+            what = "the run does not state its loss" if spec is None else "its ε is unknown"
             return [_not_judged("the clip share", f"{what}, so its usual range is unknown.")]
         return []
+    algo = band
     share, measure, exact = _clip_series(df, spec)
     if share is None:
         cov.skipped(HIGH, f"{NOT_LOGGED} in the {spec.unit} unit")
         cov.skipped(LOW, f"{NOT_LOGGED} in the {spec.unit} unit")
         return []
-    r = _reading(df, split, facts, algo, spec, known, share, measure, exact)
+    r = _reading(df, split, facts, algo, spec, known, share, measure, exact, label=parsed.loss)
     if r is None:
         cov.skipped(HIGH, "no step with a clip share")
         cov.skipped(LOW, "no step with a clip share")
@@ -159,28 +192,44 @@ def check_clip_range(
         cov.ran(LOW)
     if r.mean > th(f"{algo}_clip_warn_high"):
         return [_clip_finding(df, r, high=True, eps_source=facts.eps_source)]
-    if LOW in cov.checked and r.mean < th(f"{algo}_clip_warn_low"):
-        return [_clip_finding(df, r, high=False, eps_source=facts.eps_source)]
+    if LOW in cov.checked:
+        # the warm-up is left out only where it excuses: it raises the share, never lowers it
+        r = _reading(
+            df, split, facts, algo, spec, known, share, measure, exact, False, label=parsed.loss
+        )
+        if r is not None and r.mean < th(f"{algo}_clip_warn_low"):
+            return [_clip_finding(df, r, high=False, eps_source=facts.eps_source)]
     return []
 
 
-def _reading(df, split, facts, algo, spec, known, share, measure, exact) -> ClipReading | None:
+def _reading(
+    df, split, facts, algo, spec, known, share, measure, exact, warm_up: bool = True, label=""
+) -> ClipReading | None:
     """The rows judged (the last ``clip_window`` off-policy steps, else of every step) and the
-    mean of their shares; None without a finite share."""
+    mean of their shares; None without a finite share. ``warm_up``: the run's first
+    ``clip_min_steps`` off-policy steps are left out when ``min_basis`` steps follow them (for
+    clip_high: they are its largest updates; clip_low keeps them, they only raise the share)."""
     mixed = facts.one_update_per_row is False
     off = split.mask(lagmod.OFF_POLICY) if not mixed else np.zeros(len(df), bool)
     pool = (off if off.any() else np.ones(len(df), bool)) & np.isfinite(share)
     if not pool.any():
         return None
     idx = np.flatnonzero(pool)
+    warm = int(th("clip_min_steps")) if off.any() and warm_up else 0
+    after = idx[warm:]  # the warm-up (a run's first off-policy steps) never decides the verdict
+    early = len(after) < th("min_basis")
     rows = np.zeros(len(df), bool)
-    rows[idx[-int(th("clip_window")) :]] = True
+    rows[(idx if early else after)[-int(th("clip_window")) :]] = True
     mean = float(np.mean(share[rows]))
     caveat = ""
     if mixed:
         caveat = ROWS_MIX + ": a lower bound"
     elif not off.any():
         caveat = LAG_UNKNOWN + ": a lower bound"
+    if facts.eps_is_default:
+        caveat = "; ".join(
+            filter(None, (caveat, DEFAULT_EPS + f" {fmt_eps(known[0])}/{fmt_eps(known[1])}"))
+        )
     return ClipReading(
         algo,
         spec,
@@ -195,6 +244,10 @@ def _reading(df, split, facts, algo, spec, known, share, measure, exact) -> Clip
         split.n_unknown > 0,
         mixed,
         caveat,
+        bool(off.any()) and early,
+        warm if off.any() and not early else 0,
+        facts.eps_is_default,
+        label or algo,
     )
 
 
@@ -215,12 +268,19 @@ class ClipReading:
     some_unknown: bool  # some steps' lag is unknown
     mixed: bool  # each row averages several updates, on- and off-policy
     caveat: str  # for the Checked line
+    early: bool  # the run has no off-policy step past its warm-up: rows are the warm-up
+    skipped: int  # warm-up steps left out of rows (0: none)
+    eps_default: bool = False  # the ε is the recorder's default (the run did not state it)
+    label: str = ""  # the loss that ran ("dapo"; algo is the band's: "grpo" / "gspo")
 
 
 def _clip_evidence(df: pd.DataFrame, r: ClipReading, bound: float, high: bool) -> str:
     spec, n = r.spec, int(r.rows.sum())
     kind = "off-policy steps" if r.lag_known else "steps"
     which = f"the last {n} of {r.pool} {kind}" if n < r.pool else f"{n} {kind}"
+    if r.skipped:  # the warm-up left out
+        later = r.pool - r.skipped
+        which = f"{'the last ' if n < later else ''}{n} {kind} after the first {r.skipped}"
     if not r.lag_known and not r.mixed:
         which = (
             f"{which}, none known off-policy"
@@ -229,8 +289,9 @@ def _clip_evidence(df: pd.DataFrame, r: ClipReading, bound: float, high: bool) -
         )
     ref = spec.reference_eps
     text = (
-        f"{r.algo.upper()} clips {pct(r.mean)} of {spec.what} (mean {r.measure} over {which}; "
-        f"ε {fmt_eps(r.eps[0])}/{fmt_eps(r.eps[1])} in the {spec.unit} unit). Usual: "
+        f"{(r.label or r.algo).upper()} clips {pct(r.mean)} of {spec.what} (mean {r.measure} over {which}; "
+        f"ε {fmt_eps(r.eps[0])}/{fmt_eps(r.eps[1])} in the {spec.unit} unit"
+        f"{', ' + DEFAULT_EPS_WHY if r.eps_default else ''}). Usual: "
         f"{pct(th(r.algo + '_clip_usual_low'))}–{pct(th(r.algo + '_clip_usual_high'))} at ε "
         f"{fmt_eps(ref[0])}/{fmt_eps(ref[1])}; Health warns {'above' if high else 'below'} "
         f"{pct(bound)}."
@@ -252,8 +313,28 @@ def _clip_evidence(df: pd.DataFrame, r: ClipReading, bound: float, high: bool) -
 _EARLY = (
     " These are the run's first {n} off-policy steps, whose updates are its largest (Adam's "
     "first steps move every weight by about the learning rate): a note until "
-    + f"{th('clip_min_steps'):g} off-policy steps."
+    + f"{th('clip_min_steps'):g} + {th('min_basis'):g} off-policy steps."
 )
+#: Above this mean share a run's first off-policy steps are no excuse (``RAW``).
+WARMUP_CEILING = {"gspo": RAW.gspo_clip_warmup_ceiling, "grpo": RAW.grpo_clip_warmup_ceiling}
+
+
+def _warmup_text(r: ClipReading, early: bool, high: bool, ceiling: float) -> str:
+    """What the finding says of the run's warm-up: a note's reason, a ceiling crossed, or the
+    first off-policy steps left out of the judged ones."""
+    if early:
+        return _EARLY.format(n=r.pool)
+    if r.early and high:
+        return (
+            f" These are the run's first {r.pool} off-policy steps, but above "
+            f"{pct(ceiling)} their being the largest updates does not explain it."
+        )
+    if r.skipped:
+        return (
+            f" The first {r.skipped} (the run's warm-up: Adam's first updates are its largest) "
+            "are left out."
+        )
+    return ""
 
 
 def _clip_finding(
@@ -284,16 +365,17 @@ def _clip_finding(
                 f" The run states this ε as its own (eps_source = {eps_source!r}), so it is not "
                 "taken for the wrong unit."
             )
-    early = r.lag_known and r.pool < th("clip_min_steps")
+    ceiling = WARMUP_CEILING[r.algo].value
+    early = r.early and not (high and r.mean > ceiling)
     steps = steps_of(df)
     over = r.rows & ((r.share > bound) if high else (r.share < bound))
     score = r.share if high else -r.share
     return Finding(
         CLIP_HIGH if high else CLIP_LOW,
         WARNING if (high or wrong_unit) and not early else INFO,
-        f"{r.algo.upper()} clips {'far more' if high else 'far less'} than usual "
+        f"{(r.label or r.algo).upper()} clips {'far more' if high else 'far less'} than usual "
         f"({r.spec.unit} unit)",
-        _clip_evidence(df, r, bound, high) + (_EARLY.format(n=r.pool) if early else ""),
+        _clip_evidence(df, r, bound, high) + _warmup_text(r, early, high, ceiling),
         advice,
         tuple(int(s) for s in steps[over][:50]),
         worst(steps[over], score[over]),

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from gspo_metrics.spec import parse_algorithm
 from training_hooks.findings import lag as lagmod
 from training_hooks.findings.thresholds import THRESHOLDS, Threshold, th  # noqa: F401 -- re-exported
 from training_hooks.schema import STATUS_FINISHED, STEP_METRIC_COLUMNS, Step
@@ -38,7 +39,14 @@ TRUNCATION = "truncation"
 NONFINITE = "nonfinite"
 CRASHED = "crashed"
 FAILED = "failed"
-CODES = (
+GRAD_NORM_SPIKE = "grad_norm_spike"
+GRAD_OVER_CLIP = "grad_over_clip"
+LOSS_SPIKE = "loss_spike"
+NO_SIGNAL = "no_learning_signal"
+REWARD_PINNED = "reward_component_pinned"
+KL_REF_HIGH = "kl_ref_high"
+CLIP_ONE_UPDATE = "clip_at_one_update"
+CODES: tuple[str, ...] = (
     ON_POLICY_ONLY,
     STALE_OLD_LOGPROBS,
     SAMPLER_MISMATCH,
@@ -55,6 +63,13 @@ CODES = (
     NONFINITE,
     CRASHED,
     FAILED,
+    GRAD_NORM_SPIKE,
+    GRAD_OVER_CLIP,
+    LOSS_SPIKE,
+    NO_SIGNAL,
+    REWARD_PINNED,
+    KL_REF_HIGH,
+    CLIP_ONE_UPDATE,
 )
 #: Stable too, outside the fault codes above: most groups all-correct (the task is solved for
 #: these prompts: not a lack of signal to fix, a state to act on).
@@ -66,6 +81,12 @@ RUNNING = "running"
 STOPPED_EARLY = "stopped_early"  # an import whose source says it stopped before its end
 NO_STEPS = "no_steps"
 NOT_JUDGED = "not_judged"
+
+# The attenuation checks' codes (``training_hooks.findings.attenuation``; stable too).
+ATTENUATION_HIGH = "attenuation_high"
+ATTENUATION_LOW = "attenuation_low"
+ATTENUATION_ONE_SIDED = "attenuation_one_sided"
+CODES = (*CODES, ATTENUATION_HIGH, ATTENUATION_LOW, ATTENUATION_ONE_SIDED)
 
 
 @dataclass(frozen=True)
@@ -86,7 +107,7 @@ class RunFacts:
     where an imported run's columns came from. A setting the run does not state is None (the
     check that needs it is listed as not checked, never run with a default)."""
 
-    algorithm: str = "unknown"  # "grpo" / "gspo"; anything else: unknown
+    algorithm: str = "unknown"  # a loss's label (gspo_metrics.spec.parse_algorithm); else unknown
     status: str = STATUS_FINISHED
     updated_at: float | None = None
     last_step: int | None = None
@@ -97,11 +118,30 @@ class RunFacts:
     sources: Mapping[str, str] = field(default_factory=dict)  # our column -> foreign metric read
     one_update_per_row: bool | None = True  # False: a row averages several optimizer updates
     eps_source: str | None = None  # whose ε the run says it is (config "eps_source"); None: unsaid
+    #: Optimizer updates per sampled batch, where the run states it (TRL num_iterations, verl
+    #: ppo_epochs with one mini-batch) or the tool's default decides it; None: unknown.
+    updates_per_batch: int | None = None
+    updates_origin: str = ""  # where updates_per_batch comes from ("TRL's default ...")
+    max_grad_norm: float | None = None  # the gradient clip the run states (None: unstated)
     stopped_early: str | None = None  # an import: how its source says it stopped before its end
+    defaults: tuple[str, ...] = ()  # settings the recorder filled with its default (not stated)
 
     @property
     def eps(self):
-        return self.seq_eps if str(self.algorithm).lower() == "gspo" else self.token_eps
+        """The ε of the loss's hard clip, in its unit (sequence or token); None without one."""
+        parsed = parse_algorithm(self.algorithm)
+        unit = None if parsed is None else parsed.clip_unit
+        if unit is None:
+            return None
+        return self.seq_eps if unit == "seq" else self.token_eps
+
+    @property
+    def eps_is_default(self) -> bool:
+        """The ε of the loss's clip unit is the recorder's default: the run did not state it."""
+        parsed = parse_algorithm(self.algorithm)
+        clip = None if parsed is None else parsed.clip_unit
+        unit = "seq_eps" if clip == "seq" else "token_eps"
+        return unit in self.defaults
 
     def logged_as(self, column: str) -> str:
         """``column`` as the run's log named it: ``"verl rollout_corr/k3_kl"`` for an import's
@@ -130,6 +170,15 @@ class Coverage:
     def skipped(self, name: str, reason: str) -> None:
         if name not in self.checked:
             self.not_checked[name] = reason
+
+
+def defaulted_settings(other: Mapping | None) -> tuple[str, ...]:
+    """The settings a recorded run.json says are the recorder's defaults (its
+    ``setting_sources``: "default"), sorted; () when it says none (or is older than the key)."""
+    sources = other.get("setting_sources") if isinstance(other, Mapping) else None
+    if not isinstance(sources, Mapping):
+        return ()
+    return tuple(sorted(k for k, v in sources.items() if v == "default"))
 
 
 def stated_eps_source(config) -> str | None:
@@ -164,6 +213,12 @@ def column(df: pd.DataFrame, name: str) -> np.ndarray:
     if y is None:
         raise KeyError(f"the step table has no column {name!r}")
     return y
+
+
+#: ``DataFrame.attrs`` key of a table read from Parquet (``training_hooks.tables.read_files``):
+#: ``{column: (step, ...)}``, the steps whose stored value is NaN, a value the run logged. In the
+#: frame a null (not logged at that step) is NaN as well; only this tells the two apart.
+NAN_CELLS = "nan_cells"
 
 
 def logged(df: pd.DataFrame, name: str | None) -> np.ndarray | None:

@@ -9,7 +9,8 @@ later fires at a higher severity; a note (info) is reported only when it rests o
 sink's thread (``training_hooks.sinks.findings``), never on the training thread.
 
 ``LiveFinding.line`` is what the recorder prints:
-``gspo-dash: step 312: clip_high: GSPO clips 73% of sequences (median seq_clip_fraction ...``.
+``gspo-dash: step 312: clip_high (warning, a live note; the run's Health page has the full
+finding): GSPO clips 73% of sequences (mean seq_clip_fraction ...``, at most ``LINE_CHARS``.
 """
 
 from __future__ import annotations
@@ -28,7 +29,10 @@ from training_hooks.findings.signal import outcome_shares, with_group_outcomes, 
 from training_hooks.findings.thresholds import th
 from training_hooks.schema import Step
 
-LINE_CHARS = 400  # a printed line is cut here (the evidence in run.json is whole)
+LINE_CHARS = 400  # a printed line is at most this long (the evidence in run.json is whole)
+#: What every printed line says of itself, and what a shortened one ends with.
+LIVE_NOTE = "a live note; the run's Health page has the full finding"
+CUT = " ... [cut: run.json and the Health page have it whole]"
 
 
 @dataclass(frozen=True)
@@ -46,9 +50,16 @@ class LiveFinding:
 
     @property
     def line(self) -> str:
-        """One line for the training log."""
-        text = f"gspo-dash: step {self.step}: {self.code}: {self.evidence}"
-        return text if len(text) <= LINE_CHARS else text[: LINE_CHARS - 3] + "..."
+        """One line for the training log, at most ``LINE_CHARS``: says it is a live note (the
+        Health page has the full finding); longer evidence is cut between words, and says so."""
+        head = f"gspo-dash: step {self.step}: {self.code} ({self.severity}, {LIVE_NOTE}): "
+        text = head + self.evidence
+        if len(text) <= LINE_CHARS:
+            return text
+        kept = text[: LINE_CHARS - len(CUT) + 1]
+        space = kept.rfind(" ")  # (the character after ``kept`` may start a word: drop a part)
+        kept = kept[:space] if space > len(head) else kept[: LINE_CHARS - len(CUT)]
+        return kept.rstrip(" ,;:(") + CUT
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)

@@ -13,11 +13,16 @@ from dataclasses import dataclass, replace
 
 import pandas as pd
 
+from gspo_metrics.spec import parse_algorithm
 from training_hooks.findings import lag as lagmod
+from training_hooks.findings.attenuation import check_attenuation
+from training_hooks.findings.clip import HIGH as CLIP_SHARE_HIGH
+from training_hooks.findings.clip import LOW as CLIP_SHARE_LOW
 from training_hooks.findings.clip import check_clip_range
 from training_hooks.findings.core import (
     CLIP_HIGH,
     CLIP_LOW,
+    CLIP_ONE_UPDATE,
     ERROR,
     INFO,
     KL_OLD_SPIKE,
@@ -36,12 +41,15 @@ from training_hooks.findings.core import (
     Coverage,
     Finding,
     RunFacts,
+    defaulted_settings,
     in_step_order,
     stated_eps_source,
     th,
     train_mask,
 )
 from training_hooks.findings.mismatch import check_sampler_mismatch
+from training_hooks.findings.onpolicy import check_clip_one_update
+from training_hooks.findings.raw import check_raw_values
 from training_hooks.findings.signal import (
     check_learning_signal,
     check_truncation,
@@ -55,7 +63,7 @@ from training_hooks.findings.status import (
     check_status,
     import_status,
 )
-from training_hooks.schema import STATUS_FINISHED, RunInfo, Seq
+from training_hooks.schema import STATUS_FINISHED, RunInfo, Seq, flatten
 
 #: The codes the recorder judges live (their checks need no future).
 LIVE_CODES = (
@@ -67,6 +75,7 @@ LIVE_CODES = (
     KL_REF_SPIKE,
     CLIP_HIGH,
     CLIP_LOW,
+    CLIP_ONE_UPDATE,
     ZERO_VARIANCE,
     TASK_SATURATED,
 )
@@ -98,13 +107,24 @@ def _listing(items: Mapping[str, str], empty: str) -> str:
 def _live_checks(df: pd.DataFrame, split, facts: RunFacts, cov: Coverage) -> list[Finding]:
     lag_found = check_lag(df, split, cov)
     return [
-        *check_nonfinite(df, cov),
+        *check_nonfinite(df, cov, facts),
         *lag_found,
         *check_sampler_mismatch(df, split, facts, cov),
-        *check_clip_range(df, split, facts, cov),
+        *_clip_checks(df, split, facts, cov),
         *check_learning_signal(df, facts, cov),
         *check_spikes(df, split, cov),
     ]
+
+
+def _clip_checks(df: pd.DataFrame, split, facts: RunFacts, cov: Coverage) -> list[Finding]:
+    """The clip share against its usual band, or, in a run that takes one update per batch
+    (nothing should clip there, whatever ε), ``clip_at_one_update`` instead."""
+    found = check_clip_one_update(df, facts, cov)
+    if facts.updates_per_batch != 1:
+        return found + check_clip_range(df, split, facts, cov)
+    for name in (CLIP_SHARE_HIGH, CLIP_SHARE_LOW):
+        cov.skipped(name, "one update per batch: judged as clip at one update per batch")
+    return found
 
 
 #: Findings whose fault leaves every ratio at 1, so nothing can clip: stale old log-probs
@@ -152,6 +172,8 @@ def run_health(df: pd.DataFrame, facts: RunFacts) -> HealthReport:
         *_live_checks(df, split, facts, cov),
         *check_trends(df, split, cov),
         *check_truncation(df, cov),
+        *check_attenuation(df, split, _loss_text(facts.algorithm), cov),
+        *check_raw_values(df, facts, cov),
     ]
     if len(df) == 0:
         found.append(
@@ -167,6 +189,12 @@ def run_health(df: pd.DataFrame, facts: RunFacts) -> HealthReport:
     if not any(f.severity in (ERROR, WARNING) for f in found):
         found.append(_nothing_unusual(df, cov))
     return HealthReport(found, dict(cov.checked), dict(cov.not_checked))
+
+
+def _loss_text(algorithm: str) -> str:
+    """The run's loss as the attenuation findings name it: "DAPO", "SAPO-SEQ", or "The loss"."""
+    parsed = parse_algorithm(algorithm)
+    return "The loss" if parsed is None else str(algorithm).upper()
 
 
 #: The sequence-table columns the solved / failed split of zero-variance groups reads.
@@ -261,8 +289,12 @@ def facts_of(info: RunInfo | None, *, status: str | None = None, **overrides) ->
         sources={v: k for k, v in imp.mapped.items()} if imp is not None else {},
         one_update_per_row=_one_update_per_row(info),
         eps_source=stated_eps_source(info.config),
+        max_grad_norm=stated_max_grad_norm(info),
         stopped_early=imp.stopped_early if imp is not None else None,
+        defaults=defaulted_settings(info.other),
     )
+    updates, origin = _updates(info)
+    facts = replace(facts, updates_per_batch=updates, updates_origin=origin)
     return replace(facts, **overrides)
 
 
@@ -277,3 +309,51 @@ def _one_update_per_row(info: RunInfo) -> bool | None:
     if isinstance(one, Mapping) and isinstance(one.get("value"), bool):
         return one["value"]
     return None
+
+
+#: Where a run's config states its gradient clip (dotted paths, matched on the tail): TRL /
+#: transformers, verl's actor, Tinker's cookbook.
+MAX_GRAD_NORM_KEYS = ("max_grad_norm", "actor_rollout_ref.actor.grad_clip", "grad_clip")
+
+
+def _setting(info: RunInfo, name: str):
+    """An import's setting ``name`` as found beside the log: (value, where) or None."""
+    imp = info.imported
+    got = (imp.settings or {}).get(name) if imp is not None else None
+    if isinstance(got, Mapping) and "value" in got:
+        return got["value"], str(got.get("from", ""))
+    return None
+
+
+def stated_max_grad_norm(info: RunInfo) -> float | None:
+    """The gradient clip a run states: an import's setting ``max_grad_norm``, else its config's
+    (``MAX_GRAD_NORM_KEYS``); None when nothing states it (never the tool's default)."""
+    got = _setting(info, "max_grad_norm")
+    values = [got[0]] if got is not None else []
+    if isinstance(info.config, Mapping):
+        flat = {k.replace("/", "."): v for k, v in flatten(info.config, ".").items()}
+        for key in MAX_GRAD_NORM_KEYS:
+            values += [v for k, v in sorted(flat.items()) if k == key or k.endswith("." + key)]
+    for v in values:
+        if isinstance(v, int | float) and not isinstance(v, bool) and v > 0:
+            return float(v)
+    return None
+
+
+def _updates(info: RunInfo) -> tuple[int | None, str]:
+    """(optimizer updates per sampled batch, where that comes from) of an import: TRL's
+    ``num_iterations`` as stated, else TRL's default of 1, said as such; verl's
+    ``one_update_per_row`` (ppo_epochs 1, one mini-batch per batch). (None, "") otherwise."""
+    imp = info.imported
+    if imp is None:
+        return None, ""
+    if imp.tool == "trl":
+        got = _setting(info, "num_iterations")
+        if got is not None and isinstance(got[0], int) and not isinstance(got[0], bool):
+            return got[0], f"num_iterations = {got[0]}, {got[1]}"
+        return 1, "TRL's default num_iterations = 1; the log does not state it"
+    if imp.tool == "verl":
+        got = _setting(info, "one_update_per_row")
+        if got is not None and got[0] is True:
+            return 1, got[1]
+    return None, ""

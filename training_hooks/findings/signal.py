@@ -46,12 +46,15 @@ FOREIGN_ALL_LOW = ("by_group/frac_all_bad", "noise_decomp/frac_all_wrong")
 OTHER_SIGNALS = ("teacher_kl", "distill")
 
 
-def late_median(df: pd.DataFrame, column: str | None, part: int) -> tuple[float, int] | None:
-    """(median, finite values) of ``column`` over the last 1/``part`` of the rows; None without."""
+def late_median(
+    df: pd.DataFrame, column: str | None, part: int, least: int = 1
+) -> tuple[float, int] | None:
+    """(median, finite values) of ``column`` over the last 1/``part`` of the rows, at least
+    ``least`` rows; None without."""
     v = col(df, column)
     if v is None:
         return None
-    late = v[-max(1, len(v) // part) :]
+    late = v[-max(1, len(v) // part, min(least, len(v))) :]
     late = late[np.isfinite(late)]
     return (float(np.median(late)), len(late)) if len(late) else None
 
@@ -195,7 +198,8 @@ def _check_zero_variance(df: pd.DataFrame, cov: Coverage) -> list[Finding]:
     if hi_col is None:
         if med < th("zero_var_warn"):
             return []
-        return [_zero_variance(med, None, n, ERROR if med >= th("zero_var_error") else WARNING)]
+        sev = ERROR if med >= th("zero_var_error") else WARNING
+        return [_zero_variance(med, None, n, sev, _reward_level(df, med))]
     total = col(df, Step.ZERO_VARIANCE_FRACTION)
     hi = column(df, hi_col)
     late = slice(len(df) - max(1, len(df) // 4), None)
@@ -212,13 +216,45 @@ def _check_zero_variance(df: pd.DataFrame, cov: Coverage) -> list[Finding]:
     return out
 
 
-def _zero_variance(med: float, split, n: int, severity: str) -> Finding:
+def _reward_level(df: pd.DataFrame, med: float) -> str:
+    """With (nearly) every group zero-variance and no solved / failed split logged, what the
+    reward says: at the lowest reward the run logs, every group failed; at its highest, solved
+    if that is the reward's ceiling. "" when neither (or the share is below zero_var_error)."""
+    r = logged(df, Step.REWARD_MEAN)
+    if r is None or med < th("zero_var_error"):
+        return ""
+    got = late_median(df, Step.REWARD_MEAN, 4)
+    fin = r[np.isfinite(r)]
+    if got is None or len(fin) < 2 or fin.max() == fin.min():
+        return ""
+    level, lo, hi = got[0], float(fin.min()), float(fin.max())
+    tol = 0.01 * (hi - lo)
+    if level <= lo + tol:
+        return (
+            f" The reward's median over those steps, {level:.4g}, is the lowest the run logs "
+            "(its range: "
+            f"{lo:.4g} to {hi:.4g}): the groups are all-wrong (failed), not solved."
+        )
+    if level >= hi - tol:
+        return (
+            f" The reward's median over those steps, {level:.4g}, is the highest the run logs "
+            f"({lo:.4g} to {hi:.4g}): every completion gets that reward, solved only if "
+            f"{level:.4g} is the reward's ceiling."
+        )
+    return ""
+
+
+def _zero_variance(med: float, split, n: int, severity: str, level: str = "") -> Finding:
     text = (
         f"median zero_variance_fraction over the last quarter of the run ({n} steps) "
         f"= {pct(med)} of groups"
     )
     if split is None:
-        text += "; whether they are all-correct (solved) or all-wrong is not logged."
+        text += (
+            "; whether they are all-correct (solved) or all-wrong is not logged."
+            if not level
+            else "; the solved / failed split is not logged, but the reward tells." + level
+        )
         head = "Most groups are zero-variance: little or no learning signal"
     else:
         solved, unsolved, source = split
@@ -257,7 +293,8 @@ def _saturated(solved: float, unsolved: float, source: str, n: int) -> Finding:
 def check_truncation(df: pd.DataFrame, cov: Coverage | None = None) -> list[Finding]:
     """Median ``truncated_fraction`` over the last 10% of steps at or above ``truncation``."""
     cov = cov if cov is not None else Coverage()
-    got = late_median(df, Step.TRUNCATED_FRACTION, 10)
+    # at least min_basis rows: a 10-row run's last 10% is one row, which is no verdict
+    got = late_median(df, Step.TRUNCATED_FRACTION, 10, int(th("min_basis")))
     if got is None:
         cov.skipped("truncation", NOT_LOGGED)
         return []
@@ -269,7 +306,8 @@ def check_truncation(df: pd.DataFrame, cov: Coverage | None = None) -> list[Find
             TRUNCATION,
             WARNING,
             "Many completions are truncated",
-            f"median truncated_fraction over the last 10% of steps ({got[1]}) = "
+            f"median truncated_fraction over the last {got[1]} steps (the last 10%, at least "
+            f"{th('min_basis'):g}) = "
             f"{pct(got[0])} of sequences.",
             "Truncated completions usually get a wrong-answer reward for the wrong reason. Raise "
             "the generation limit, mask truncated sequences out of the loss, or penalise overlong "

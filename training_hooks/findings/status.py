@@ -16,6 +16,7 @@ from training_hooks.findings.core import (
     FAILED,
     INFO,
     LAG_UNKNOWN,
+    NAN_CELLS,
     NONFINITE,
     NOT_LOGGED,
     ON_POLICY_ONLY,
@@ -24,13 +25,16 @@ from training_hooks.findings.core import (
     STOPPED_EARLY,
     Coverage,
     Finding,
+    RunFacts,
     col,
+    column,
     fmt_steps,
     logged,
     steps_of,
     th,
     train_mask,
 )
+from training_hooks.metric_map import Derived
 from training_hooks.schema import (
     STATUS_CRASHED,
     STATUS_FAILED,
@@ -52,6 +56,17 @@ def import_status(info: RunInfo) -> str:
     if info.status == STATUS_FINISHED and rec is not None and rec.source_finished is False:
         return STATUS_STOPPED_EARLY
     return info.status
+
+
+#: The gradient norm as the runs log it (an extra of ours, TRL's, verl's, Tinker's), in the order
+#: the checks prefer them: before clipping first.
+GRAD_NORM_NAMES = (
+    "grad_norm",
+    "actor/grad_norm_pre_clip",
+    "actor/grad_norm",
+    "unclipped_grad_l2:mean",
+    "train/grad_norm",
+)
 
 
 def check_status(
@@ -113,42 +128,97 @@ def check_status(
     return []
 
 
-#: Step metrics whose NaN is a finding (inf is one in any column of this list).
+#: Step metrics whose NaN is a finding on a table that cannot tell a NaN from a value not logged
+#: (a recorded run: the recorder writes NaN for "not given"; a table built in memory). Inf is a
+#: finding in every measured column.
 NONFINITE_COLUMNS = (Step.LOSS, Step.REWARD_MEAN, Step.SEQ_LOG_RATIO_MEAN, Step.KL_OLD_MEAN)
+#: Columns that count, identify or are derived from others, not values a run logged.
+NOT_MEASURED = frozenset(
+    {
+        Step.STEP,
+        Step.WALL_TIME,
+        Step.SCHEMA_VERSION,
+        Step.NUM_RANKS,
+        Step.ROLLOUT,
+        Step.POLICY_LAG,
+        Step.NONFINITE_COUNT,
+        Derived.TOKENS_SEEN,
+        Derived.ELAPSED_MIN,
+    }
+)
 
 
-def check_nonfinite(df: pd.DataFrame, cov: Coverage | None = None) -> list[Finding]:
-    """NaN/inf inside the mask (``nonfinite_count``), or a NaN/inf step metric on a training row.
+def measured_columns(df: pd.DataFrame) -> list[str]:
+    """The numeric columns of values a run logged (ours, its extras, a log's foreign names)."""
+    return [
+        c
+        for c in df.columns
+        if isinstance(c, str)
+        and c not in NOT_MEASURED
+        and pd.api.types.is_numeric_dtype(df[c])
+        and not pd.api.types.is_bool_dtype(df[c])
+    ]
 
-    Rows without any training metric (``train_mask``: a validation-only line) are skipped; a
-    metric that is NaN on every row was never logged (no reference model, a source without it),
-    so its NaN is not a finding."""
-    df = df[train_mask(df)]
+
+def _bad_cells(df: pd.DataFrame, exact: bool) -> dict[str, np.ndarray]:
+    """Per column, the row indices holding a non-finite value the run logged. ``exact``: the
+    table says which NaN are values (``NAN_CELLS``: an import read from Parquet, whose nulls are
+    steps a column was not logged at); otherwise a NaN counts in ``NONFINITE_COLUMNS`` and the
+    gradient norm only, on training rows of a column that holds finite values."""
+    steps = steps_of(df)
+    train = train_mask(df)
+    nan_cells = df.attrs.get(NAN_CELLS, {}) if exact else {}
+    out = {}
+    for c in measured_columns(df):
+        y = column(df, c)
+        bad = np.isinf(y)
+        if exact and c in nan_cells:
+            bad |= np.isin(steps, np.asarray(nan_cells[c], np.int64)) & np.isnan(y)
+        elif not exact and (c in NONFINITE_COLUMNS or c in GRAD_NORM_NAMES):
+            bad |= np.isnan(y) & train & np.isfinite(y).any()
+        if bad.any():
+            out[c] = np.flatnonzero(bad)
+    return out
+
+
+def check_nonfinite(
+    df: pd.DataFrame, cov: Coverage | None = None, facts: RunFacts | None = None
+) -> list[Finding]:
+    """NaN/inf inside the mask (``nonfinite_count``), or a NaN/inf in a numeric column the run
+    logged, each named with its steps. On an import read from Parquet every column is read and a
+    NaN is one only where the log wrote NaN (``NAN_CELLS``): a step a column was not logged at
+    (TRL's TensorBoard step 113 without ``train/loss``) is not a NaN."""
     cov = cov if cov is not None else Coverage()
-    read = [c for c in (Step.NONFINITE_COUNT, *NONFINITE_COLUMNS) if logged(df, c) is not None]
-    if not read:
+    exact = NAN_CELLS in df.attrs and facts is not None and facts.tool is not None
+    columns = measured_columns(df)
+    if not any(logged(df, c) is not None for c in (Step.NONFINITE_COUNT, *columns)):
         cov.skipped("non-finite values", NOT_LOGGED)
         return []
-    cov.ran("non-finite values", "" if Step.NONFINITE_COUNT in read else "step metrics only")
+    cov.ran("non-finite values", "every numeric column" if exact else _legacy_note(df))
     steps = steps_of(df)
     bad: set[int] = set()
     parts = []
     nf = col(df, Step.NONFINITE_COUNT)
     if nf is not None:
-        idx = np.flatnonzero(np.nan_to_num(nf, nan=0) > 0)
+        idx = np.flatnonzero((np.nan_to_num(nf, nan=0) > 0) & train_mask(df))
         if len(idx):
             bad.update(int(s) for s in steps[idx])
             parts.append(
-                f"{int(np.nansum(nf))} non-finite input values inside the mask at {len(idx)} steps"
+                f"{int(np.nansum(nf[idx]))} non-finite input values inside the mask at "
+                f"{len(idx)} steps"
             )
-    for c in NONFINITE_COLUMNS:
-        y = col(df, c)
-        if y is None:
-            continue
-        idx = np.flatnonzero(np.isinf(y) | (np.isnan(y) & np.isfinite(y).any()))
-        if len(idx):
-            bad.update(int(s) for s in steps[idx])
-            parts.append(f"{c} is NaN/inf at {len(idx)} steps")
+    cells = _bad_cells(df, exact)
+    for c, idx in list(cells.items())[:_NAMED]:
+        bad.update(int(s) for s in steps[idx])
+        kinds = "/".join(
+            k for k, m in (("NaN", np.isnan), ("inf", np.isinf)) if m(column(df, c)[idx]).any()
+        )
+        name = facts.logged_as(c) if facts is not None else c
+        parts.append(f"{name} is {kinds} at {_n_steps(steps[idx])}")
+    for idx in list(cells.values())[_NAMED:]:
+        bad.update(int(s) for s in steps[idx])
+    if len(cells) > _NAMED:
+        parts.append(f"and {len(cells) - _NAMED} more columns")
     if not parts:
         return []
     ordered = sorted(bad)
@@ -157,14 +227,28 @@ def check_nonfinite(df: pd.DataFrame, cov: Coverage | None = None) -> list[Findi
             NONFINITE,
             ERROR,
             "Non-finite values",
-            "; ".join(parts) + f" (first: {fmt_steps(ordered)}).",
-            "A NaN in log-probs or rewards poisons the loss and the optimizer state. Open the "
-            "first bad step; usual causes are -inf log-probs from a masked vocabulary entry, a "
-            "0/0 advantage (std without eps) or an overflow in bf16.",
+            "; ".join(parts) + ".",
+            "A NaN in log-probs or rewards poisons the loss and the optimizer state; a NaN or inf "
+            "gradient norm is an update that overflowed (the optimizer skips it or takes it). "
+            "Open the first bad step; usual causes are -inf log-probs from a masked vocabulary "
+            "entry, a 0/0 advantage (std without eps) or an overflow in bf16/fp16.",
             tuple(ordered[:50]),
             tuple(ordered[:3]),
         )
     ]
+
+
+_NAMED = 6  # columns named in the evidence
+
+
+def _n_steps(steps: np.ndarray) -> str:
+    return f"step {steps[0]}" if len(steps) == 1 else f"{len(steps)} steps ({fmt_steps(steps)})"
+
+
+def _legacy_note(df: pd.DataFrame) -> str:
+    return "inf in every numeric column; NaN in " + ", ".join(
+        c for c in (*NONFINITE_COLUMNS, *GRAD_NORM_NAMES) if c in df.columns
+    )
 
 
 def check_lag(

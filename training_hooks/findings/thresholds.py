@@ -5,7 +5,7 @@ The tests and the Health page quote the same numbers; ``th(name)`` reads one.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 
 @dataclass(frozen=True)
@@ -44,6 +44,31 @@ THRESHOLDS: dict[str, Threshold] = {
     ),
     "grpo_clip_warn_low": Threshold(
         3e-5, "share of tokens", PAPER_GSPO + "; 10x below the band's bottom"
+    ),
+    # attenuation of off-policy steps (every loss: the share of the plain importance-weighted
+    # gradient its trust region removed; gspo_metrics.losses' docstring)
+    "attenuation_warn_high": Threshold(
+        0.5,
+        "share of the plain gradient (step mean over sequences)",
+        OURS + "half the gradient removed: above the top of GSPO's usual clipped share (10-30% "
+        "of sequences, " + PAPER_GSPO + "), which bounds GSPO's attenuation (a clipped sequence "
+        "loses at most its whole weight, and only where the clip binds)",
+    ),
+    "attenuation_warn_low": Threshold(
+        3e-5,
+        "share of the plain gradient (|step mean|)",
+        OURS + "GRPO's clip_low bound (3e-5 of tokens, " + PAPER_GSPO + ") as a share of the "
+        "gradient: below it the trust region does not act",
+    ),
+    "attenuation_side_min": Threshold(
+        0.01,
+        "share of the plain gradient (the larger sign's mean)",
+        OURS + "below 1% on both signs, which side acts is not judged",
+    ),
+    "attenuation_side_ratio": Threshold(
+        10.0,
+        "larger / smaller sign's mean (A > 0 against A < 0)",
+        OURS + "an order of magnitude: the trust region acts on one sign of the advantage only",
     ),
     # sampler/trainer mismatch (k3 = r - 1 - log r per token, token mean)
     "mismatch_k3_dense": Threshold(
@@ -141,6 +166,98 @@ THRESHOLDS: dict[str, Threshold] = {
         0.1, "share of sequences, above the median of the 8 rows before", OURS
     ),
 }
+
+
+@dataclass(frozen=True)
+class RawThresholds:
+    """The thresholds of the checks on a run's raw values (``training_hooks.findings.raw``,
+    ``onpolicy``; the clip warm-up's ceiling): read as typed attributes (``RAW.grad_spike.value``),
+    listed in ``THRESHOLDS`` under their field names as well."""
+
+    grad_spike: Threshold = Threshold(
+        10.0,
+        "x the 90th percentile of the run's gradient norms",
+        OURS + "a step's update ten times the run's large ones. Not the median: a sparse-reward "
+        "run's steps with a signal are a tenth of its steps, and its median is the no-signal "
+        "steps' ~0. On the real logs the largest is 2.8x, but for a gradient decaying 1000-fold "
+        "from the run's start (156x its p90, never above the steps before it; docs/health.md)",
+    )
+    grad_over_clip: Threshold = Threshold(
+        100.0,
+        "x the stated max_grad_norm (the logged norm is the one before clipping)",
+        OURS + "at 100x the clip rescales every update by 1/100 or less: the clip, not the "
+        "learning rate, sets the step size",
+    )
+    zero_grad: Threshold = Threshold(
+        1e-8,
+        "gradient norm (L2)",
+        OURS + "at or below it the update is zero up to float noise (TRL logs 0.0 or 1e-9 on "
+        "steps whose every group is zero-variance)",
+    )
+    zero_grad_share: Threshold = Threshold(
+        0.25,
+        "share of steps with a zero gradient norm",
+        OURS + "a quarter of the updates do nothing",
+    )
+    grad_collapse: Threshold = Threshold(
+        0.01,
+        "late / early median gradient norm",
+        OURS + "the gradient fell a hundredfold from the run's first 10% of steps to its last "
+        "half: the updates have all but stopped",
+    )
+    zero_loss: Threshold = Threshold(
+        1e-6,
+        "|loss|",
+        OURS + "TRL rounds the logged loss to 4 decimals, so a logged 0.0 is below 5e-5; exactly "
+        "0 at every step is no policy gradient at all",
+    )
+    flat_reward: Threshold = Threshold(
+        0.05,
+        "reward range over the judged steps / max(1, |median reward|)",
+        OURS + "the reward moved by less than 5% of its scale",
+    )
+    loss_spike: Threshold = Threshold(
+        100.0,
+        "x the 90th percentile of the run's non-zero |loss|",
+        OURS + "two orders of magnitude off the run's own large losses; on the real logs the "
+        "largest is 3x, but for one step of 3e7x (docs/health.md)",
+    )
+    pinned_share: Threshold = Threshold(
+        0.1,
+        "a component's share of the total reward's rise, and of its level",
+        OURS + "a component that adds under a tenth of the rise and of the total is not what the "
+        "policy is learning",
+    )
+    kl_ref_high: Threshold = Threshold(
+        1.0,
+        "nats/token (median KL to the reference over the last quarter of the run)",
+        OURS + "GRPO runs with a KL term (DeepSeekMath's beta 0.04) stay near 1e-3..1e-1; a nat "
+        "per token means the policy's samples are e times less likely per token under the "
+        "reference",
+    )
+    one_update_clip: Threshold = Threshold(
+        0.01,
+        "mean clip share (tokens or sequences) at one update per batch",
+        OURS + "with one update per batch pi_old is the policy being updated: the ratio is 1 up "
+        "to float noise (bf16: ~1e-3 per token) and nothing should clip, whatever epsilon",
+    )
+    gspo_clip_warmup_ceiling: Threshold = Threshold(
+        0.9,
+        "share of sequences (mean over a run's first clip_min_steps off-policy steps)",
+        OURS + "the excuse of a run's first updates has a ceiling: a 20-step GSPO run clipping "
+        "98.8% of its sequences is not warm-up",
+    )
+    grpo_clip_warmup_ceiling: Threshold = Threshold(
+        0.25,
+        "share of tokens (mean over a run's first clip_min_steps off-policy steps)",
+        OURS + "5x the warning (5%), 2x the 11% the demo's healthy GRPO runs clip over their first "
+        "5 off-policy steps (docs/dashboard.md): a quarter of the tokens clipped is not warm-up",
+    )
+
+
+RAW = RawThresholds()
+for _f in fields(RawThresholds):
+    THRESHOLDS[_f.name] = getattr(RAW, _f.name)
 
 
 def th(name: str) -> float:

@@ -12,7 +12,6 @@ from pathlib import Path
 
 from training_hooks import schema
 from training_hooks.importers._core import SOURCES, TOOLS, AlreadyImported, import_run
-from training_hooks.importers._pick import PATH_HINTS
 from training_hooks.importers._read import load_config
 from training_hooks.importers._segments import SeveralRuns
 from training_hooks.importers._summary import report_lines
@@ -26,9 +25,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("source", choices=SOURCES, help="the tool that logged the run")
     p.add_argument(
         "path",
-        help="; ".join(
-            f"{name}: {PATH_HINTS.get(name, spec.path_hint)}" for name, spec in TOOLS.items()
-        ),
+        help="; ".join(spec.path_hint for spec in TOOLS.values()),
     )
     p.add_argument(
         "--root",

@@ -43,12 +43,6 @@ from training_hooks.importers._sniff import (
 )
 from training_hooks.tool_settings import read_settings
 
-#: What each tool's import reads, for the CLI's help.
-PATH_HINTS = {
-    "trl": "an output dir, a trainer_state.json, a console log, an event file or a W&B run folder",
-    "tinker": "the log dir or its metrics.jsonl (config.json beside it is read)",
-    "verl": "the file logger's .jsonl, a console log, an event file or a W&B run folder",
-}
 CONSOLE_SUFFIXES = (".log", ".out", ".txt", ".err")
 MAX_CANDIDATES = 200  # files looked at in a folder
 MAX_COMPARED = 4  # other files of the run compared with the one read

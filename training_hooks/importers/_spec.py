@@ -43,4 +43,5 @@ class ToolSpec:
     validation: tuple[str, ...] = ()
     derive: Callable[[dict[str, float]], dict[str, float]] = field(default=lambda row: {})
     derived_from: Mapping[str, str] = field(default_factory=dict)  # column -> its formula
-    path_hint: str = ""
+    display_name: str = ""  # the tool's name in user text ("Tinker cookbook")
+    path_hint: str = ""  # what the import reads, for the CLI's help and the dashboard's form

@@ -130,7 +130,7 @@ def unknown_settings(info: schema.RunInfo) -> list[str]:
     ]
     run = [t for f, t in RUN_FIELDS.items() if getattr(info, f) is None and f not in tool]
     if info.algorithm in ("", "?", "unknown"):
-        run.insert(0, "algorithm (GRPO or GSPO)")
+        run.insert(0, "algorithm (the loss: TRL loss_type and level, verl loss_mode)")
     return tool + run
 
 

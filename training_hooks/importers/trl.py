@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from gspo_metrics.spec import parse_algorithm, tool_algorithm
 from training_hooks.importers._read import (
     SourceLog,
     as_step,
@@ -171,20 +172,33 @@ def _model_card_version(card: Path) -> str | None:
 
 
 def facts(log: SourceLog, fmt: SourceFormat, settings: Settings) -> Settings:
-    """TRL before 0.20 had token-level ratios only: the clip unit is then a fact."""
+    """TRL before 0.20 had token-level ratios only: the clip unit is then a fact; before 0.17 it
+    had one loss, GRPO's (no ``loss_type``): the loss is then a fact too."""
+    out: Settings = {}
     if "importance_sampling_level" not in settings and fmt.until and fmt.until <= (0, 20):
         why = f"TRL < 0.20 has token-level ratios only ({'; '.join(fmt.evidence)})"
-        return {"importance_sampling_level": Setting("token", why)}
-    return {}
+        out["importance_sampling_level"] = Setting("token", why)
+    if "loss_type" not in settings and fmt.until and fmt.until <= (0, 17):
+        why = f"TRL < 0.17 has one loss, GRPO's, and no loss_type ({'; '.join(fmt.evidence)})"
+        out["loss_type"] = Setting("grpo", why)
+    return out
 
 
 def run_settings(s: Mapping[str, Any]) -> RunSettings:
     level = s.get("importance_sampling_level")
-    algorithm = {"sequence": "gspo", "token": "grpo"}.get(level) if isinstance(level, str) else None
+    # the loss TRL ran: a stated loss_type at a stated level ("dapo", "cispo", "sapo-seq", grpo
+    # at the sequence level "gspo"); either unstated: unknown (TRL's default changed over versions)
+    loss_type = s.get("loss_type")
+    algorithm = None
+    if loss_type is not None or level is not None:
+        algorithm = tool_algorithm("trl", loss_type, level)
     eps = None
     if isinstance(s.get("epsilon"), int | float):
         high = s.get("epsilon_high")
         eps = (float(s["epsilon"]), float(high if isinstance(high, int | float) else s["epsilon"]))
+    parsed = parse_algorithm(algorithm)
+    if parsed is not None and parsed.clip_unit is None:  # CISPO's cap, SAPO's gate: no clip eps
+        eps = None
     return RunSettings(
         algorithm=algorithm,
         seq_eps=eps if level == "sequence" else None,
@@ -203,5 +217,8 @@ SPEC = ToolSpec(
     duration="step_time",
     per_step=True,
     validation=("eval_",),
-    path_hint="output dir (newest checkpoint-*/trainer_state.json) or a trainer_state.json",
+    display_name="TRL",
+    path_hint="TRL / Unsloth: an output dir (newest checkpoint-*/trainer_state.json), a "
+    "trainer_state.json, a console log (one dict per logging step), a TensorBoard event file "
+    "(runs/*/events.out.tfevents.*) or a W&B run folder (wandb/run-*)",
 )

@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from gspo_metrics.spec import TOKEN_CLIP_LOSSES, VERL_LOSS_MODES, parse_algorithm, tool_algorithm
 from training_hooks.importers._read import (
     SourceLog,
     as_step,
@@ -124,11 +126,9 @@ def facts(log: SourceLog, fmt: SourceFormat, settings: Settings) -> Settings:
 
 def run_settings(s: Mapping[str, Any]) -> RunSettings:
     mode = s.get("loss_mode")
-    algorithm = None
-    if mode == "gspo":
-        algorithm = "gspo"
-    elif mode == "vanilla" and s.get("adv_estimator") == "grpo":
-        algorithm = "grpo"
+    # the loss of a stated loss_mode (vanilla: "grpo", geo_mean: "gmpo", ...); unstated: unknown
+    algorithm = tool_algorithm("verl", mode) if mode is not None else None
+    unit = _clip_unit(algorithm)
     # clip_ratio_low/high default to null in verl's config: then clip_ratio holds for both
     low = s.get("clip_ratio_low") if s.get("clip_ratio_low") is not None else s.get("clip_ratio")
     high = s.get("clip_ratio_high") if s.get("clip_ratio_high") is not None else s.get("clip_ratio")
@@ -137,20 +137,39 @@ def run_settings(s: Mapping[str, Any]) -> RunSettings:
         eps = (float(low), float(high))
     return RunSettings(
         algorithm=algorithm,
-        seq_eps=eps if mode == "gspo" else None,
-        token_eps=eps if mode == "vanilla" else None,
+        seq_eps=eps if unit == "seq" else None,
+        token_eps=_token_eps(algorithm, eps) if unit == "token" else None,
         reduction=reduction_of("verl", s.get("loss_agg_mode")),
         group_size=as_step(s.get("group_size")),
     )
 
+
+def _clip_unit(algorithm: str | None) -> str | None:
+    parsed = parse_algorithm(algorithm)
+    return None if parsed is None else parsed.clip_unit
+
+
+def _token_eps(algorithm: str | None, eps: tuple[float, float] | None):
+    """The token unit's eps of verl's clip_ratio_low/high: as they are, but GMPO's, which clip
+    log r_t in [-low, high], are r_t's range [e^-low, e^high] (the eps 1 - e^-low, e^high - 1)."""
+    parsed = parse_algorithm(algorithm)
+    if eps is None or parsed is None or parsed.loss not in TOKEN_CLIP_LOSSES:
+        return eps
+    return (-math.expm1(-eps[0]), math.expm1(eps[1]))
+
+
+#: ``--algorithm LABEL`` states verl's loss_mode: every mode's label (``tool_algorithm``)
+ALGORITHM_MODES = {tool_algorithm("verl", mode): mode for mode in VERL_LOSS_MODES}
 
 SPEC = ToolSpec(
     name="verl",
     read=read,
     facts=facts,
     run_settings=run_settings,
-    algorithm_setting=("loss_mode", {"gspo": "gspo", "grpo": "vanilla"}),
+    algorithm_setting=("loss_mode", ALGORITHM_MODES),
     duration="timing_s/step",
     validation=("val-",),
-    path_hint="the file logger's <project>/<experiment>.jsonl (any name)",
+    display_name="verl",
+    path_hint="verl: the file logger's <project>/<experiment>.jsonl (any name), a console log "
+    "('step:N - ...' lines), a TensorBoard event file or a W&B run folder",
 )

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from training_hooks.findings.core import RunFacts, stated_eps_source
+from training_hooks.findings.core import RunFacts, defaulted_settings, stated_eps_source
 from training_hooks.findings.live import LiveFinding, LiveFindings
 from training_hooks.schema import STATUS_RUNNING, Seq
 
@@ -107,6 +107,7 @@ def findings_sink(state, settings, mlflow_sink=None) -> FindingsSink:
         seq_eps=s.seq_eps,
         token_eps=s.token_eps,
         eps_source=stated_eps_source(state.info.config),
+        defaults=defaulted_settings(state.info.other),
     )
     report = FindingReporter(state, mlflow_sink=mlflow_sink, on_finding=s.on_finding)
     sink = FindingsSink(facts, report, every=s.findings_every, run_id=state.info.run_id)

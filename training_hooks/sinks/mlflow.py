@@ -89,6 +89,34 @@ def resolve_tracking_uri(mlflow: Any) -> str | None:
     return uri
 
 
+_ANNOUNCED: set[str] = set()  # the stores ``announce_store`` printed (once per process)
+
+
+def announce_store(setting: Any, uri: str | None, out=None) -> str | None:
+    """With ``mlflow=True`` (the user named no store), print once per process on stderr where
+    the MLflow store is: the tracking URI and whence it came (``MLFLOW_TRACKING_URI`` or the
+    default, a SQLite file in the working folder), and for a local SQLite store the ``mlruns``
+    folder beside the working folder where MLflow puts the artifacts of an experiment it
+    creates. Returns the line printed (None when nothing was)."""
+    if setting is not True or uri is None or uri in _ANNOUNCED:
+        return None
+    _ANNOUNCED.add(uri)
+    whence = (
+        "from MLFLOW_TRACKING_URI"
+        if os.environ.get("MLFLOW_TRACKING_URI")
+        else "the default with mlflow=True"
+    )
+    line = f"gspo-dash: MLflow store {uri} ({whence})"
+    if uri.startswith("sqlite:///"):
+        mlruns = os.path.join(os.getcwd(), "mlruns")
+        line += f"; MLflow puts the artifacts of an experiment it creates in {mlruns}"
+    line += "; pass mlflow='<tracking URI>' to choose another"
+    import sys
+
+    print(line, file=out or sys.stderr, flush=True)
+    return line
+
+
 def probe_tracking_server(uri: str, timeout_s: float = PROBE_TIMEOUT_S) -> str | None:
     """Why the tracking server at an http(s) ``uri`` is not answering (refused, timed out, reset),
     or None when it answered ``GET /health`` with anything (any status: it is alive) or ``uri`` is

@@ -187,11 +187,14 @@ def compact_parquet(paths: list[str], target: str, *, compression: str = "zstd")
     """Merge Parquet files (schemas may differ by extra columns) into ``target``, atomically.
 
     Streams file by file, batching rows into row groups of about 64k rows, so memory stays
-    bounded by a row group rather than the run.
+    bounded by a row group rather than the run. A step a newer file holds again (a resumed run
+    logged it again) is kept from the newest write only (``training_hooks.supersede``).
     """
     import pyarrow as pa
+    import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
+    dropped = _superseded_rows(paths)
     schemas = [pq.read_schema(storage.open_input(p)) for p in paths]
     unified = pa.unify_schemas(schemas, promote_options="permissive")
     unified = unified.with_metadata(schemas[0].metadata or {})
@@ -200,6 +203,9 @@ def compact_parquet(paths: list[str], target: str, *, compression: str = "zstd")
             pending, rows = [], 0
             for p in paths:
                 t = pq.ParquetFile(storage.open_input(p)).read()  # (not pq.read_table: no dataset)
+                drop = dropped.get(storage.basename(p))
+                if drop is not None and len(drop):
+                    t = t.filter(pc.invert(pc.is_in(t[Step.STEP], value_set=pa.array(drop))))
                 for f in unified:
                     if f.name not in t.column_names:
                         t = t.append_column(f, pa.nulls(t.num_rows, f.type))
@@ -210,6 +216,23 @@ def compact_parquet(paths: list[str], target: str, *, compression: str = "zstd")
                     pending, rows = [], 0
             if pending:
                 writer.write_table(pa.concat_tables(pending))
+
+
+def _superseded_rows(paths: list[str]) -> dict[str, np.ndarray]:
+    """File name -> the steps whose rows a newer file of ``paths`` holds (read only when the
+    names' step ranges overlap: a resumed run that logged steps again)."""
+    import pyarrow.parquet as pq
+
+    from ..supersede import overlapping, superseded_steps
+
+    names = [storage.basename(p) for p in paths]
+    if not overlapping(names):
+        return {}
+    steps = [
+        (n, pq.ParquetFile(storage.open_input(p)).read(columns=[Step.STEP])[Step.STEP].to_numpy())
+        for n, p in zip(names, paths, strict=True)
+    ]
+    return superseded_steps(steps)
 
 
 def step_table(records: list[StepRecord], extra_keys: tuple[str, ...] = ()):

@@ -1,0 +1,249 @@
+"""Compare's runs grouped over seeds: the grouping control, the verdict table (the same report as
+``python -m app.verdict``, on the shown runs) and the grouped charts (``app.group_chart``).
+
+Grouping by algorithm is on by default when every algorithm group of the shown runs has 2 or
+more runs of distinct stated seeds (``default_key``); "none" draws one line per run (the page's
+own grid).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from app import colors, data, panels, traces, ui
+from app import compare_traces as ct
+from app import compare_view as cv
+from app import group_chart as gc
+from app import run_groups as rg
+from app import verdict as vd
+from app import verdict_stats as vs
+from app.records import RunRef
+from training_hooks.schema import Step
+
+NONE = "none"
+
+
+def default_key(runs: Sequence[RunRef]) -> str:
+    """The algorithm when the shown runs make 1+ algorithm groups, each of 2+ runs that state
+    distinct seeds (a copy of a run is no second seed, and runs that state none may be anything:
+    other people's runs, other models); else NONE. Any grouping can still be chosen."""
+    g = rg.group_runs(runs, rg.ALGORITHM)
+    return rg.ALGORITHM if g.groups and all(_seeds(x) for x in g.groups) else NONE
+
+
+def _seeds(g: rg.RunGroup) -> bool:
+    """Whether ``g`` has 2+ runs, each stating its seed, no seed twice."""
+    seeds = [rg.value_of(r, rg.SEED)[0] for r in g.runs]
+    return len(seeds) >= 2 and None not in seeds and len(set(seeds)) == len(seeds)
+
+
+def metric_options(series: Sequence[ct.RunSeries]) -> list[str]:
+    """Step columns to score: the built-in panels' columns any shown run logged (panel order),
+    then the other numeric columns."""
+    frames = [s.df for s in series]
+    have = {c for df in frames for c in df.columns if pd.api.types.is_numeric_dtype(df[c])}
+    builtin = [p.column for p in panels.PANELS if p.column in have]
+    skip = {Step.STEP, *ct.X_AXES}
+    return builtin + sorted(have - set(builtin) - skip)
+
+
+def controls(
+    shown: Sequence[RunRef], series: Sequence[ct.RunSeries]
+) -> tuple[str, str | None, float]:
+    """(group-by key or NONE, verdict metric (None: no numeric column to score), final
+    fraction)."""
+    keys = rg.candidate_keys(shown)
+    default = default_key(shown)
+    metrics = metric_options(series)
+    with st.container(horizontal=True, vertical_alignment="bottom"):
+        by = st.selectbox(
+            "Group runs by",
+            [NONE, *keys],
+            index=[NONE, *keys].index(default),
+            key="group_by",
+            help="Runs with one value of this setting form a group (their seeds): the charts draw "
+            "each group's mean with a pointwise 95% bootstrap band, and the verdict compares the "
+            "groups. A run that does not state the setting is in no group (listed below).",
+        )
+        metric = st.selectbox(
+            "Verdict metric",
+            metrics,
+            index=metrics.index(Step.REWARD_MEAN)
+            if Step.REWARD_MEAN in metrics
+            else 0
+            if metrics
+            else None,
+            key="verdict_metric",
+            disabled=by == NONE,
+            help="The step column each run is scored on.",
+        )
+        final = st.slider(
+            "Final fraction of steps",
+            0.05,
+            1.0,
+            vs.DEFAULT_FINAL,
+            0.05,
+            key="verdict_final",
+            disabled=by == NONE,
+            help="A run's score: the mean of the metric over this final fraction of the steps at "
+            "which it logged it.",
+        )
+    return by, metric, final
+
+
+def verdict_table(r: vd.Report) -> None:
+    """The groups and the pairs, the warnings and the runs left out."""
+    st.subheader("Verdict", anchor=False)
+    st.caption(
+        f"Score of a run: the mean of {ui.md_escape(r.metric)} over the final {r.final:.0%} of "
+        f"its logged steps. Mean score per group with its 95% percentile bootstrap CI "
+        f"({vs.N_RESAMPLES:,} resamples of the group's runs); per pair the difference A - B with "
+        "its 95% CI (each group resampled on its own), P(A > B) = Mann-Whitney U / (n·m), and "
+        '"A better" or "B better" only when the difference\'s CI excludes 0. "Better" means a '
+        "higher score: for a metric where lower is better (loss, a clip share, a KL) read it as "
+        '"higher".'
+    )
+    st.dataframe(pd.DataFrame(vd.group_rows(r)), hide_index=True, key="verdict_groups")
+    if r.verdict.pairs:
+        st.dataframe(pd.DataFrame(vd.pair_rows(r)), hide_index=True, key="verdict_pairs")
+    else:
+        st.info("One group only: nothing to compare.", icon=":material/info:")
+    for w in r.verdict.warnings:
+        st.warning(ui.md_escape(w), icon=":material/warning:")
+    for g in r.grouping.groups:
+        if g.differ:
+            named = ", ".join(ui.md_escape(k) for k in g.differ[:4])
+            more = f" and {len(g.differ) - 4} more" if len(g.differ) > 4 else ""
+            st.caption(f"{ui.md_escape(g.name)}: its runs also differ in {named}{more}.")
+        for seed, keys in g.repeated_seeds().items():
+            st.caption(
+                f"{ui.md_escape(g.name)}: runs {ui.md_escape(', '.join(keys))} state one seed "
+                f"({ui.md_escape(seed)}): repeats, not seeds."
+            )
+    if r.left_out:
+        items = [f"{ui.md_escape(run.label)}: {ui.md_escape(why)}" for run, why in r.left_out]
+        st.caption("Left out: " + "; ".join(items) + ".")
+
+
+def grouped_charts(
+    r: vd.Report,
+    series: Sequence[ct.RunSeries],
+    shown_panels: Sequence[panels.Panel],
+    *,
+    x: str,
+    steps: str,
+    smoothing: float,
+    max_points: int,
+) -> None:
+    """The shown panels, one mean + band + faint seeds per group, and the seeds panel; each run
+    on the steps its panel shows (the "steps" control, ``compare_view.panel_subset``). The
+    option is cached whole on everything it is drawn from (``traces.chart_key``)."""
+    by_key = {s.key: s for s in series}
+    groups = [
+        (
+            g,
+            colors.PALETTE[i % len(colors.PALETTE)],
+            [by_key[m.key] for m in g.runs if m.key in by_key],
+        )
+        for i, g in enumerate(r.grouping.groups)
+    ]
+    members = [m for _, _, ms in groups for m in ms]
+    digests = {
+        m.key: traces.run_digest(run)
+        for g, _, _ in groups
+        for run in g.runs
+        if (m := by_key.get(run.key))
+    }
+    how = {
+        "grouped": [(g.name, color, [m.key for m in ms]) for g, color, ms in groups],
+        "x": x,
+        "steps": steps,
+        "smoothing": smoothing,
+        "max_points": max_points,
+    }
+    option, height = traces.cached_chart(
+        traces.chart_key(members, digests, shown_panels, how),
+        functools.partial(
+            grouped_option,
+            groups,
+            shown_panels,
+            x=x,
+            steps=steps,
+            smoothing=smoothing,
+            max_points=max_points,
+        ),
+    )
+    st.caption(
+        "Grouped: each group's mean over its seeds (thick), a pointwise 95% bootstrap band of that "
+        "mean (at each x separately, over the seeds present there; not a band for whole curves), "
+        "each seed faint behind (cut with min/max-preserving LTTB). The band covers only the x "
+        "where 2+ seeds exist; a seed is interpolated inside its own steps, never extrapolated. "
+        "The last chart counts the seeds at each x; the hover gives them too."
+    )
+    st.echarts_chart(option, height=height, key="grouped")
+
+
+def grouped_option(
+    groups: Sequence[tuple[rg.RunGroup, str, Sequence[ct.RunSeries]]],
+    shown_panels: Sequence[panels.Panel],
+    *,
+    x: str,
+    steps: str,
+    smoothing: float,
+    max_points: int,
+) -> tuple[dict, int]:
+    """(option, height) of the grouped charts: per panel each group's curve over the rows its
+    panel shows, then the seeds panel."""
+    drawn = []
+    for p in shown_panels:
+        seeds = {
+            g.name: [
+                s
+                for m in members
+                if (s := gc.seed_of(m.label, _shown_rows(m, p, steps), x, p.column, smoothing))
+                is not None
+            ]
+            for g, _, members in groups
+        }
+        grid = gc.grid_x([s for ss in seeds.values() for s in ss])
+        points = gc.seed_points(sum(len(v) for v in seeds.values()), max_points)
+        curves = [
+            gc.group_curve(g.name, color, seeds[g.name], grid, points)
+            for g, color, _ in groups
+            if seeds[g.name]
+        ]
+        if curves:
+            drawn.append((p.title, p.unit, curves))
+    spans = [(g.name, color, _spans(members, x)) for g, color, members in groups]
+    grid, counts = gc.seed_counts([sp for _, _, sp in spans])
+    seeds_panel = [
+        (name, color, grid, n) for (name, color, _), n in zip(spans, counts, strict=True)
+    ]
+    x_range = (float(grid[0]), float(grid[-1])) if len(grid) else None
+    return gc.grouped_option(drawn, seeds_panel, x_name=ct.X_AXES.get(x, x), x_range=x_range)
+
+
+def _shown_rows(s: ct.RunSeries, p: panels.Panel, steps: str) -> pd.DataFrame:
+    """The rows of ``s`` that panel ``p`` shows under the "steps" choice ``steps``."""
+    return s.df[s.rows(cv.panel_subset(p.off_policy_default, steps, s.lag))]
+
+
+def _spans(members: Sequence[ct.RunSeries], x: str) -> list[tuple[float, float]]:
+    out = []
+    for m in members:
+        if x in m.df.columns:
+            v = m.df[x].to_numpy(np.float64, na_value=np.nan)
+            v = v[np.isfinite(v)]
+            if len(v):
+                out.append((float(v.min()), float(v.max())))
+    return out
+
+
+def report(shown: Sequence[RunRef], by: str, metric: str, final: float) -> vd.Report:
+    """``python -m app.verdict``'s report on the shown runs (steps through the page's cache)."""
+    return vd.report(shown, by, metric, final, load=data.load_steps)

@@ -1,0 +1,313 @@
+"""Compare's grouped view: per group of runs (seeds of one configuration) and metric, the mean
+over its seeds with a pointwise 95% bootstrap band, its seeds as faint lines behind, and a last
+panel with the number of seeds at each x. Pure: curves in, one ECharts option out (the layout,
+titles, axes and zoom of ``app.echarts_grid``).
+
+How a group's curve is made (``group_curve``): each seed's finite values, sorted by x and EMA
+smoothed over its own points when asked, are linearly interpolated onto the panel's x grid
+(``grid_x``, shared by every group of the panel, so the hover lists every group at one x) only
+inside that seed's own x range: outside it the seed is absent, never extrapolated. At each grid
+x the mean is over the seeds present there and the band (``verdict_stats.pointwise_band``) over
+them too, drawn only where 2 or more are: pointwise, so it is not a band that contains whole
+curves with 95% probability. The faint seed lines are the seeds' own points cut by MinMaxLTTB
+(``series_math.downsample_indices``: spikes survive), not the interpolated ones.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from app import echarts_grid as eg
+from app import series_math
+from app import verdict_stats as vs
+from app.colors import rgba
+
+GRID_POINTS = 200  # x points of a panel's means and bands (a panel is ~450 px wide)
+SEED_POINTS = 300  # points per faint seed line at most
+#: points of a panel's faint seed lines together (the browser's cost: 50 seeds get 80 each)
+SEED_BUDGET = 4_000
+MIN_SEED_POINTS = 60
+SEED_OPACITY = 0.3
+BAND_OPACITY = 0.2
+SEEDS_TITLE = "Seeds at each x"
+LEGEND_PX = 30  # the groups' legend, below the panels
+
+
+@dataclass(frozen=True)
+class Seed:
+    """One run of a group: its label and its (x, y) on one metric, sorted by x, finite."""
+
+    label: str
+    x: np.ndarray
+    y: np.ndarray
+
+
+@dataclass(frozen=True)
+class GroupCurve:
+    """A group on one panel: the grid, the mean / band / seed count there, its faint seeds."""
+
+    name: str
+    color: str
+    x: np.ndarray  # (X,) the panel's grid
+    mean: np.ndarray  # (X,) NaN where no seed is present
+    lo: np.ndarray  # (X,) NaN where fewer than 2 seeds are
+    hi: np.ndarray
+    count: np.ndarray  # (X,) seeds present
+    seeds: tuple[Seed, ...]  # downsampled, for the faint lines
+
+
+def seed_of(label: str, df: pd.DataFrame, x: str, column: str, smoothing: float) -> Seed | None:
+    """A run's (x, y) on ``column``: finite rows, sorted by x, EMA-smoothed (``smoothing``); None
+    when it has no finite value."""
+    if column not in df.columns or x not in df.columns:
+        return None
+    xs = df[x].to_numpy(np.float64, na_value=np.nan)
+    ys = df[column].to_numpy(np.float64, na_value=np.nan)
+    ok = np.isfinite(xs) & np.isfinite(ys)
+    if not ok.any():
+        return None
+    xs, ys = xs[ok], ys[ok]
+    if len(xs) > 1 and np.any(xs[1:] < xs[:-1]):  # a step table is sorted: mostly no sort
+        order = np.argsort(xs, kind="stable")
+        xs, ys = xs[order], ys[order]
+    return Seed(label, xs, series_math.ema(ys, smoothing) if smoothing else ys)
+
+
+def grid_x(seeds: Sequence[Seed], n: int = GRID_POINTS) -> np.ndarray:
+    """Every seed's distinct x when there are at most ``n``, else ``n`` evenly spaced x over
+    their span."""
+    if not seeds:
+        return np.zeros(0)
+    if any(len(np.unique(s.x[: n + 1])) > n for s in seeds):  # one seed has more: no union needed
+        lo, hi = min(s.x[0] for s in seeds), max(s.x[-1] for s in seeds)
+        return np.linspace(lo, hi, n)
+    xs = np.unique(np.concatenate([s.x for s in seeds]))
+    return xs if len(xs) <= n else np.linspace(xs[0], xs[-1], n)
+
+
+def on_grid(grid: np.ndarray, s: Seed) -> np.ndarray:
+    """``s`` linearly interpolated at ``grid`` inside its own x range, NaN outside."""
+    inside = (grid >= s.x[0]) & (grid <= s.x[-1])
+    return np.where(inside, np.interp(grid, s.x, s.y), np.nan)
+
+
+def seed_points(n_seeds: int, most: int = SEED_POINTS) -> int:
+    """Points per faint seed line when a panel draws ``n_seeds``: ``SEED_BUDGET`` shared, at most
+    ``most``, at least ``MIN_SEED_POINTS``."""
+    return int(max(MIN_SEED_POINTS, min(most, SEED_BUDGET // max(n_seeds, 1))))
+
+
+def group_curve(
+    name: str, color: str, seeds: Sequence[Seed], grid: np.ndarray, seed_points: int = SEED_POINTS
+) -> GroupCurve:
+    """The group ``name``'s mean, pointwise band and seed count on ``grid``, and its seeds cut to
+    ``seed_points`` points each."""
+    if not seeds:
+        raise ValueError(f"group {name!r} has no seed with values")
+    y = np.stack([on_grid(grid, s) for s in seeds])  # (seeds, X)
+    mean, lo, hi, count = vs.pointwise_band(y, name)
+    cut = []
+    for s in seeds:
+        keep = series_math.downsample_indices(s.x, s.y, seed_points)
+        cut.append(Seed(s.label, s.x[keep], s.y[keep]))
+    return GroupCurve(name, color, grid, mean, lo, hi, count, tuple(cut))
+
+
+def coverage(spans: Sequence[tuple[float, float]], grid: np.ndarray) -> np.ndarray:
+    """(X,) how many of the (first x, last x) ``spans`` cover each grid x."""
+    if not spans:
+        return np.zeros(len(grid), np.int64)
+    lo, hi = np.asarray(spans, np.float64).T
+    return ((grid[None, :] >= lo[:, None]) & (grid[None, :] <= hi[:, None])).sum(axis=0)
+
+
+def seed_counts(
+    spans: Sequence[Sequence[tuple[float, float]]], n: int = GRID_POINTS
+) -> tuple[np.ndarray, list[np.ndarray]]:
+    """(grid, per group the seeds covering each grid x) from each group's runs' (first x, last
+    x): the grid is ``n`` evenly spaced x over every span and the spans' ends, so a count drops
+    right after the x where a run ends."""
+    ends = np.asarray([v for group in spans for span in group for v in span], np.float64)
+    if not len(ends):
+        return np.zeros(0), [np.zeros(0, np.int64) for _ in spans]
+    grid = np.unique(np.concatenate([ends, np.linspace(ends.min(), ends.max(), n)]))
+    return grid, [coverage(group, grid) for group in spans]
+
+
+def _on(i: int) -> dict:
+    return {"xAxisIndex": i, "yAxisIndex": i, "animation": False}
+
+
+def _seed_lines(g: GroupCurve, i: int) -> list[dict]:
+    return [
+        {
+            "id": f"{g.name}|seed|{i}|{k}",
+            "type": "line",
+            **_on(i),
+            "name": f"{g.name}: {s.label}",
+            "data": eg._pairs(s.x, s.y),
+            "showSymbol": False,
+            "silent": True,
+            "tooltip": {"show": False},
+            "lineStyle": {"color": g.color, "width": 1, "opacity": SEED_OPACITY},
+            "z": 1,
+        }
+        for k, s in enumerate(g.seeds)
+    ]
+
+
+def _band(g: GroupCurve, i: int) -> list[dict]:
+    base = {
+        "type": "line",
+        **_on(i),
+        "stack": f"{g.name}|band|{i}",
+        "stackStrategy": "all",
+        "symbol": "none",
+        "silent": True,
+        "connectNulls": False,
+        "lineStyle": {"width": 0},
+        "tooltip": {"show": False},
+        "z": 2,
+    }
+    return [
+        {**base, "id": f"{g.name}|band-low|{i}", "data": eg._pairs(g.x, g.lo)},
+        {
+            **base,
+            "id": f"{g.name}|band-height|{i}",
+            "data": eg._pairs(g.x, g.hi - g.lo),
+            "areaStyle": {"color": rgba(g.color, BAND_OPACITY), "opacity": 1},
+        },
+    ]
+
+
+def _mean(g: GroupCurve, i: int) -> dict:
+    """The mean line; its hover shows the mean, the band's ends and the seeds at that x."""
+    columns = [g.mean, g.lo, g.hi]
+    rows = zip(
+        series_math.browser_array(g.x),
+        *(series_math.browser_array(c, eg.READOUT_DIGITS) for c in columns),
+        g.count.astype(int).tolist(),
+        strict=True,
+    )
+    return {
+        "id": f"{g.name}|mean|{i}",
+        "type": "line",
+        **_on(i),
+        "name": g.name,
+        "data": [list(r) for r in rows],
+        "dimensions": ["x", "mean", "band low", "band high", "seeds"],
+        "encode": {"x": 0, "y": 1, "tooltip": [1, 2, 3, 4]},
+        "showSymbol": False,
+        "connectNulls": False,
+        "lineStyle": {"color": g.color, "width": 2.2},
+        "itemStyle": {"color": g.color},
+        "z": 3,
+    }
+
+
+def _seeds_panel(i: int, groups: Sequence[tuple[str, str, np.ndarray, np.ndarray]]) -> list[dict]:
+    """The last panel: per group (name, colour, grid, seeds covering each x), a step line."""
+    return [
+        {
+            "id": f"{name}|seeds|{i}",
+            "type": "line",
+            **_on(i),
+            "name": name,
+            "data": eg._pairs(x, n),
+            "showSymbol": False,
+            "lineStyle": {"color": color, "width": 1.5},
+            "itemStyle": {"color": color},
+        }
+        for name, color, x, n in groups
+    ]
+
+
+def grouped_option(
+    panels: Sequence[tuple[str, str, Sequence[GroupCurve]]],
+    seeds: Sequence[tuple[str, str, np.ndarray, np.ndarray]],
+    *,
+    x_name: str,
+    x_range: tuple[float, float] | None,
+) -> tuple[dict, int]:
+    """(option, height px): one panel per (title, unit, group curves), then the seeds panel
+    (``seeds``: per group its name, colour, x grid and seeds covering each x)."""
+    ends = series_math.nice_extent(*x_range) if x_range else None
+    n = len(panels) + 1
+    grids, titles, xs, ys, out = [], [], [], [], []
+    sub = "mean over seeds; band: pointwise 95% bootstrap CI of the mean; faint: each seed"
+    for i, (title, unit, curves) in enumerate(panels):
+        grids.append(eg._plot_area(i))
+        titles.append(eg._title(i, title, sub))
+        xs.append(eg._x_axis(i, "", x_name, ends))
+        exp = tiny_exponent(curves)
+        if exp is not None:  # ECharts writes 1e-15 as a 17-digit decimal: draw in units of 10^k
+            curves = [scaled(g, 10.0**-exp) for g in curves]
+            unit = f"{unit} (×1e{exp})"
+        ys.append(_y_axis(i, unit))
+        for g in curves:
+            out += _seed_lines(g, i) + _band(g, i) + [_mean(g, i)]
+    i = len(panels)
+    grids.append(eg._plot_area(i))
+    titles.append(eg._title(i, SEEDS_TITLE, "runs of each group whose steps cover that x"))
+    xs.append(eg._x_axis(i, "", x_name, ends))
+    ys.append({**_y_axis(i, "seeds"), "min": 0, "minInterval": 1})
+    out += _seeds_panel(i, seeds)
+    option = {
+        "animation": False,
+        "textStyle": {"color": eg.GRID_TEXT},
+        "title": titles,
+        "grid": grids,
+        "xAxis": xs,
+        "yAxis": ys,
+        "series": out,
+        "legend": {
+            "data": [name for name, *_ in seeds],
+            "bottom": 0,
+            "left": "6%",
+            "textStyle": {"color": eg.GRID_TEXT},
+        },
+        "tooltip": {
+            "trigger": "axis",
+            "confine": True,
+            "valueFormatter": eg.VALUE_FORMAT,
+            "axisPointer": {"type": "line"},
+        },
+        "dataZoom": eg._zoom(n, ""),
+    }
+    return option, eg.SLIDER_PX + max(1, math.ceil(n / eg.COLUMNS)) * eg.GRID_ROW_PX + LEGEND_PX
+
+
+def tiny_exponent(curves: Sequence[GroupCurve]) -> int | None:
+    """k = floor(log10 max |y|) when every finite value the ``curves`` draw is below
+    ``echarts_grid.TINY`` in size and one is not 0, else None."""
+    values = [np.abs(v[np.isfinite(v)]) for g in curves for v in (g.mean, g.lo, g.hi)]
+    values += [np.abs(s.y) for g in curves for s in g.seeds]
+    top = max((float(v.max()) for v in values if len(v)), default=0.0)
+    return math.floor(math.log10(top)) if 0 < top < eg.TINY else None
+
+
+def scaled(g: GroupCurve, factor: float) -> GroupCurve:
+    """``g`` with every y times ``factor``."""
+    seeds = tuple(Seed(s.label, s.x, s.y * factor) for s in g.seeds)
+    return GroupCurve(
+        g.name, g.color, g.x, g.mean * factor, g.lo * factor, g.hi * factor, g.count, seeds
+    )
+
+
+def _y_axis(i: int, unit: str) -> dict:
+    return {
+        "splitLine": {"lineStyle": {"color": eg.GRID_LINE}},
+        "axisLine": {"show": False},
+        "axisTick": {"show": False},
+        "gridIndex": i,
+        "type": "value",
+        "scale": True,
+        "name": unit,
+        "nameLocation": "middle",
+        "nameGap": 46,
+    }

@@ -1,0 +1,246 @@
+"""The verdict of runs grouped over seeds, from the shell (for CI pipelines) and for the Compare page:
+
+    python -m app.verdict ROOT --by KEY --metric COLUMN [--final 0.2] [--json]
+
+prints a table of the groups (N, mean score, 95% CI, runs) and of every pair (difference, its 95%
+CI, P(A > B), the verdict), then the warnings (groups under 3 seeds) and the runs left out (setting
+unknown, metric not logged). ``--json`` prints one object instead (the names are a contract):
+
+    {"metric", "by", "final",
+     "groups": [{"name", "n", "estimate", "ci": [lo, hi], "runs": [run ids]}],
+     "pairs": [{"a", "b", "delta", "ci": [lo, hi], "p_better", "verdict"}]}
+
+with ``delta`` = estimate(a) - estimate(b), ``p_better`` = P(a > b) and ``verdict`` a group's name
+or "inconclusive"; warnings and left-out runs then go to stderr. The statistics are
+``app.verdict_stats``; the groups ``app.run_groups``. Exit status 0 with a verdict, 2 on a bad
+argument or when fewer than two groups have a score.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from app import run_groups as rg
+from app import verdict_stats as vs
+from app.records import RunRef, Table
+from training_hooks.schema import Step
+
+
+@dataclass(frozen=True)
+class Report:
+    """The verdict of ``runs`` grouped by ``by`` on ``metric``, with what was left out."""
+
+    metric: str
+    by: str
+    final: float
+    grouping: rg.Grouping
+    verdict: vs.Verdict
+    left_out: list[tuple[RunRef, str]]  # (run, why it has no score or no group)
+
+    def to_json(self) -> dict:
+        return {
+            "metric": self.metric,
+            "by": self.by,
+            "final": self.final,
+            "groups": [
+                {
+                    "name": g.name,
+                    "n": g.n,
+                    "estimate": g.estimate,
+                    "ci": list(g.ci),
+                    "runs": list(g.runs),
+                }
+                for g in self.verdict.groups
+            ],
+            "pairs": [
+                {
+                    "a": p.a,
+                    "b": p.b,
+                    "delta": p.delta,
+                    "ci": list(p.ci),
+                    "p_better": p.p_better,
+                    "verdict": p.verdict,
+                }
+                for p in self.verdict.pairs
+            ],
+        }
+
+
+def _load(run: RunRef) -> Table:
+    from app import data  # streamlit's import: only when steps are read
+
+    return data.load_steps(run)
+
+
+def report(
+    runs: Sequence[RunRef],
+    by: str,
+    metric: str,
+    final: float = vs.DEFAULT_FINAL,
+    load: Callable[[RunRef], Table] = _load,
+) -> Report:
+    """Group ``runs`` by ``by``, score each on ``metric`` (``verdict_stats.final_score``) and
+    compare the groups; a run without a finite value of ``metric`` is left out, with the reason."""
+    if not 0 < final <= 1:
+        raise ValueError(f"final must be in (0, 1], got {final}")
+    grouping = rg.group_runs(runs, by)
+    left_out = list(grouping.ungrouped)
+    scores: dict[str, tuple[list[str], list[float]]] = {}
+    for g in grouping.groups:
+        ids, values = [], []
+        for run in g.runs:
+            df = load(run).df
+            if metric not in df.columns or Step.STEP not in df.columns:
+                left_out.append((run, f"did not log {metric!r}"))
+                continue
+            steps = df[Step.STEP].to_numpy(np.float64)
+            score = vs.final_score(steps, df[metric].to_numpy(np.float64, na_value=np.nan), final)
+            if np.isfinite(score):
+                ids.append(run.key)
+                values.append(score)
+            else:
+                left_out.append((run, f"no finite value of {metric!r}"))
+        if ids:
+            scores[g.name] = (ids, values)
+    return Report(metric, by, final, grouping, vs.compare(scores), left_out)
+
+
+def _num(v: float) -> str:
+    return f"{v:.4g}"
+
+
+def _ci(ci: Sequence[float]) -> str:
+    return f"[{_num(ci[0])}, {_num(ci[1])}]"
+
+
+def verdict_word(p: vs.PairVerdict) -> str:
+    return vs.INCONCLUSIVE if p.verdict == vs.INCONCLUSIVE else f"{p.verdict} better"
+
+
+def group_rows(r: Report) -> list[dict]:
+    """The groups' table (the page's and the shell's)."""
+    return [
+        {
+            "group": g.name,
+            "N": g.n,
+            "mean score": _num(g.estimate),
+            "95% CI": _ci(g.ci),
+            "runs": ", ".join(g.runs),
+        }
+        for g in r.verdict.groups
+    ]
+
+
+def pair_rows(r: Report) -> list[dict]:
+    """The pairs' table: A, B, the difference A - B with its CI, P(A > B), the verdict."""
+    return [
+        {
+            "A": p.a,
+            "B": p.b,
+            "A - B": _num(p.delta),
+            "95% CI of A - B": _ci(p.ci),
+            "P(A > B)": f"{p.p_better:.3f}",
+            "verdict": verdict_word(p),
+        }
+        for p in r.verdict.pairs
+    ]
+
+
+def notes(r: Report) -> list[str]:
+    """The warnings, the groups whose runs differ in more than the seed, the runs left out."""
+    differ = [
+        f"{g.name}: its runs also differ in {', '.join(g.differ)}"
+        for g in r.grouping.groups
+        if g.differ
+    ]
+    repeats = [
+        f"{g.name}: runs {', '.join(keys)} state one seed ({seed}): repeats, not seeds"
+        for g in r.grouping.groups
+        for seed, keys in g.repeated_seeds().items()
+    ]
+    left = [f"left out: {run.key}: {why}" for run, why in r.left_out]
+    return [*r.verdict.warnings, *differ, *repeats, *left]
+
+
+def _text_table(rows: list[dict]) -> str:
+    if not rows:
+        return ""
+    cols = list(rows[0])
+    width = {c: max(len(c), *(len(str(row[c])) for row in rows)) for c in cols}
+    lines = ["  ".join(c.ljust(width[c]) for c in cols)]
+    lines += ["  ".join(str(row[c]).ljust(width[c]) for c in cols) for row in rows]
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def text(r: Report) -> str:
+    """The shell's table: what is scored, the groups, the pairs, the notes."""
+    head = (
+        f"{r.metric}: mean over the final {r.final:.0%} of each run's logged steps, runs grouped "
+        f"by {r.by}; 95% percentile bootstrap CIs ({vs.N_RESAMPLES:,} resamples per group); "
+        '"better" means a higher score'
+    )
+    parts = [head, _text_table(group_rows(r)), _text_table(pair_rows(r)), "\n".join(notes(r))]
+    return "\n\n".join(p for p in parts if p) + "\n"
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m app.verdict",
+        description="Which group of runs is better on a step metric, and how sure (runs grouped "
+        "over seeds; bootstrap CIs, P(A > B)).",
+    )
+    p.add_argument("root", metavar="ROOT", help="folder (or s3:// URI) holding one folder per run")
+    p.add_argument("--by", required=True, metavar="KEY", help="algorithm, or a config key (lr)")
+    p.add_argument("--metric", required=True, metavar="COLUMN", help="a step-table column")
+    p.add_argument(
+        "--final",
+        type=float,
+        default=vs.DEFAULT_FINAL,
+        help="the final fraction of each run's logged steps its score averages (default 0.2)",
+    )
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    if not 0 < args.final <= 1:
+        parser().error(f"--final must be in (0, 1], got {args.final}")
+    from streamlit.logger import get_logger
+
+    # outside a Streamlit server its caches warn once per cached function as the app's modules
+    # are imported ("No runtime found"): noise here (a filter: Streamlit resets its loggers'
+    # levels when it reads its config)
+    get_logger("streamlit.runtime.caching.cache_data_api").addFilter(
+        lambda record: "No runtime found" not in record.getMessage()
+    )
+    from app.discovery import discover
+
+    found = discover(args.root)
+    for problem in found.problems:
+        print(problem, file=sys.stderr)
+    r = report(found.runs, args.by, args.metric, args.final)
+    if args.json:
+        print(json.dumps(r.to_json(), indent=2))
+        for note in notes(r):
+            print(note, file=sys.stderr)
+    else:
+        print(text(r), end="")
+    if len(r.verdict.groups) < 2:
+        print(
+            f"fewer than two groups of runs by {args.by!r} have a score on {args.metric!r}: "
+            "nothing to compare",
+            file=sys.stderr,
+        )
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,236 @@
+"""Runs grouped over seeds: the groups (``app.run_groups``), the grouped curves
+(``app.group_chart``), ``python -m app.verdict`` and Compare's verdict table, which must agree."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+from app_runs import record_run, run_ids
+from test_app_pages import _assert_clean, _open
+
+from app import group_chart as gc
+from app import run_groups as rg
+from app import verdict as vd
+from app.records import SOURCE_MLFLOW, SOURCE_PARQUET, RunRef
+from training_hooks.schema import STEPS_DIR, RunInfo, Step
+
+# ------------------------------------------------------------------------------ groups
+
+
+def _ref(key: str, algorithm: str = "grpo", config=None, **info) -> RunRef:
+    ri = RunInfo(run_id=key, name=key, algorithm=algorithm, config=config or {}, **info)
+    return RunRef(key, key, algorithm, "finished", SOURCE_PARQUET, info=ri)
+
+
+def test_groups_by_algorithm_leave_the_unknown_out():
+    """Three GRPO and two GSPO runs make two groups, members sorted by run id whatever the input
+    order; a run of unknown algorithm is in no group, with the reason."""
+    runs = [
+        _ref("g2"),
+        _ref("s1", "gspo"),
+        _ref("g1"),
+        _ref("u", "?"),
+        _ref("g3"),
+        _ref("s2", "gspo"),
+    ]
+    g = rg.group_runs(runs, "algorithm")
+    assert [(x.name, [r.key for r in x.runs]) for x in g.groups] == [
+        ("grpo", ["g1", "g2", "g3"]),
+        ("gspo", ["s1", "s2"]),
+    ]
+    assert [(r.key, why) for r, why in g.ungrouped] == [("u", "its algorithm is unknown")]
+
+
+def test_groups_by_config_key_nested_null_missing_ambiguous():
+    """``lr`` finds ``optim.lr``; a null lr, a run without one and a run where two settings end in
+    ``.lr`` are left out, each with its reason; the group names its value."""
+    runs = [
+        _ref("a", config={"optim": {"lr": 1e-3}, "seed": 0}),
+        _ref("b", config={"optim": {"lr": 1e-3}, "seed": 1}),
+        _ref("c", config={"optim": {"lr": 3e-4}, "seed": 0}),
+        _ref("n", config={"optim": {"lr": None}}),
+        _ref("m", config={"beta": 0.1}),
+        _ref("x", config={"actor": {"lr": 1}, "critic": {"lr": 2}}),
+    ]
+    g = rg.group_runs(runs, "lr")
+    assert [(x.name, [r.key for r in x.runs]) for x in g.groups] == [
+        ("lr=0.0003", ["c"]),
+        ("lr=0.001", ["a", "b"]),
+    ]
+    why = {r.key: w for r, w in g.ungrouped}
+    assert why["n"] == "'optim.lr' is null in its settings"
+    assert why["m"] == "its settings do not state 'lr'"
+    assert why["x"].startswith("'lr' names 2 settings (actor.lr, critic.lr")
+    assert g.groups[1].differ == ()  # a and b differ only in their seed
+    assert g.groups[1].repeated_seeds() == {}
+    twins = rg.group_runs([_ref("a", config={"seed": 3}), _ref("b", config={"seed": 3})], "lr")
+    assert twins.groups == [] and len(twins.ungrouped) == 2
+    (pair,) = rg.group_runs(
+        [_ref("a", config={"seed": 3}), _ref("b", config={"seed": 3}), _ref("c")], "algorithm"
+    ).groups
+    assert pair.repeated_seeds() == {"3": ["a", "b"]}  # c states no seed: not counted
+
+
+def test_group_names_what_else_differs_and_reads_run_settings():
+    """Grouped by algorithm, runs that also differ in lr (and in run.json's own group_size) say
+    so; the seed is not named. An MLflow-only run's params are its settings."""
+    runs = [
+        _ref("a", config={"lr": 1e-3, "seed": 0}, group_size=8),
+        _ref("b", config={"lr": 3e-4, "seed": 1}, group_size=16),
+    ]
+    (grp,) = rg.group_runs(runs, "algorithm").groups
+    assert grp.differ == ("group_size", "lr")
+    assert rg.group_runs(runs, "group_size").groups[0].name == "group_size=16"
+    ml = RunRef("mlflow:1", "m", "gspo", "finished", SOURCE_MLFLOW, params={"beta": "0.04"})
+    assert rg.value_of(ml, "beta") == ("0.04", "")
+    assert rg.candidate_keys(runs) == ["algorithm", "group_size", "lr"]
+    with pytest.raises(ValueError, match="key must name a setting"):
+        rg.group_runs(runs, " ")
+
+
+# ------------------------------------------------------------------------------ grouped curves
+
+
+def test_group_curve_no_extrapolation_and_seed_counts():
+    """Seed a on x 0..4 (y = x), seed b on x 0..2 (y = 10 + x): on the shared grid 0..4 the
+    mean is (x + 10 + x) / 2 where both are and a's value alone beyond 2 (b is not extrapolated);
+    the band is there only at x <= 2; the seed counts are [2, 2, 2, 1, 1]."""
+    a = gc.Seed("a", np.arange(5.0), np.arange(5.0))
+    b = gc.Seed("b", np.arange(3.0), 10 + np.arange(3.0))
+    grid = gc.grid_x([a, b])
+    np.testing.assert_array_equal(grid, np.arange(5.0))
+    g = gc.group_curve("G", "#000000", [a, b], grid)
+    np.testing.assert_allclose(g.mean, [5, 6, 7, 3, 4])
+    assert g.count.tolist() == [2, 2, 2, 1, 1]
+    assert np.isfinite(g.lo[:3]).all() and np.isnan(g.lo[3:]).all()
+    # between two grid steps a seed is interpolated inside its own range only
+    np.testing.assert_allclose(gc.on_grid(np.array([1.5, 2.5]), b), [11.5, np.nan])
+    grid2, (counts,) = gc.seed_counts([[(0.0, 4.0), (0.0, 2.0)]], n=5)
+    assert counts[grid2 <= 2].min() == 2 and counts[grid2 > 2].max() == 1
+
+
+def test_seed_lines_keep_a_spike():
+    """A 5,000-step seed with one spike, cut to 300 points for its faint line, keeps the spike."""
+    x = np.arange(5000.0)
+    y = np.sin(x / 50)
+    y[3333] = 40.0
+    seeds = [gc.Seed("a", x, y), gc.Seed("b", x, y)]
+    g = gc.group_curve("G", "#000000", seeds, gc.grid_x(seeds), 300)
+    (s, _) = g.seeds
+    assert len(s.x) <= 300 and s.y.max() == 40.0
+
+
+# ------------------------------------------------------------------------------ CLI and page
+
+
+@pytest.fixture(scope="module")
+def seeds_root(tmp_path_factory):
+    """Three GRPO and three GSPO seeds by the real recorder; the third GSPO seed logs 4 steps of
+    the others' 6."""
+    root = tmp_path_factory.mktemp("seeds")
+    for s in range(3):
+        record_run(root, f"grpo-s{s}", "grpo", seed=10 + s, spread=0.05)
+        record_run(root, f"gspo-s{s}", "gspo", seed=20 + s, spread=1e-3, steps=4 if s == 2 else 6)
+    return root
+
+
+def _hand_score(root, run_id: str) -> float:
+    """The last ceil(0.2 n) steps' reward_mean, by hand from the step table."""
+    df = pq.read_table(root / run_id / STEPS_DIR).to_pandas().sort_values(Step.STEP)
+    k = math.ceil(0.2 * len(df))
+    return float(df[Step.REWARD_MEAN].to_numpy()[-k:].mean())
+
+
+def test_cli_json_contract_and_numbers(seeds_root, capsys):
+    """--json prints the contract's keys; each group's estimate is the mean of its runs' scores
+    computed here from the step tables; delta = estimate(a) - estimate(b); the verdict is a group
+    or "inconclusive"; P(A > B) is the hand count of the scores."""
+    assert (
+        vd.main([str(seeds_root), "--by", "algorithm", "--metric", Step.REWARD_MEAN, "--json"]) == 0
+    )
+    out = json.loads(capsys.readouterr().out)
+    assert set(out) == {"metric", "by", "final", "groups", "pairs"}
+    assert (out["metric"], out["by"], out["final"]) == (Step.REWARD_MEAN, "algorithm", 0.2)
+    ids = run_ids(seeds_root)
+    hand = {}
+    for g in out["groups"]:
+        assert set(g) == {"name", "n", "estimate", "ci", "runs"}
+        assert sorted(g["runs"]) == sorted(ids[f"{g['name']}-s{s}"] for s in range(3))
+        hand[g["name"]] = [_hand_score(seeds_root, r) for r in g["runs"]]
+        assert g["n"] == 3
+        assert g["estimate"] == pytest.approx(np.mean(hand[g["name"]]), abs=1e-12)
+        lo, hi = min(hand[g["name"]]) - 1e-12, max(hand[g["name"]]) + 1e-12
+        assert lo <= g["ci"][0] <= g["estimate"] <= g["ci"][1] <= hi
+    (p,) = out["pairs"]
+    assert set(p) == {"a", "b", "delta", "ci", "p_better", "verdict"}
+    assert (p["a"], p["b"]) == ("grpo", "gspo")
+    est = {g["name"]: g["estimate"] for g in out["groups"]}
+    assert p["delta"] == pytest.approx(est["grpo"] - est["gspo"], abs=1e-12)
+    wins = sum((a > b) + 0.5 * (a == b) for a in hand["grpo"] for b in hand["gspo"])
+    assert p["p_better"] == pytest.approx(wins / 9)
+    assert p["verdict"] in ("grpo", "gspo", "inconclusive")
+    if p["verdict"] == "inconclusive":
+        assert p["ci"][0] <= 0 <= p["ci"][1]
+
+
+def test_cli_text_and_one_group_exits_2(seeds_root, capsys):
+    """The table names the metric and the groups; --by lr (every run has lr 1e-6) gives one group:
+    nothing to compare, exit status 2; a bad --final is refused by name."""
+    assert vd.main([str(seeds_root), "--by", "algorithm", "--metric", Step.LOSS]) == 0
+    text = capsys.readouterr().out
+    assert text.startswith("loss: mean over the final 20% of each run's logged steps")
+    assert "grpo  gspo" in text
+    assert vd.main([str(seeds_root), "--by", "lr", "--metric", Step.LOSS]) == 2
+    captured = capsys.readouterr()
+    assert "lr=1e-06  6" in captured.out and "nothing to compare" in captured.err
+    with pytest.raises(SystemExit):
+        vd.main([str(seeds_root), "--by", "lr", "--metric", Step.LOSS, "--final", "1.5"])
+    assert "--final must be in (0, 1]" in capsys.readouterr().err
+
+
+def test_page_verdict_agrees_with_the_cli(seeds_root, app_env, capsys):
+    """Compare on the six runs groups by algorithm by default (3 seeds each) and shows the same
+    groups, N, estimates, CIs, P(A > B) and verdict as ``python -m app.verdict``; the grouped chart
+    counts 3 GSPO seeds up to step 3 and 2 after it."""
+    app_env(seeds_root)
+    at = _open("compare")
+    _assert_clean(at)
+    assert at.selectbox(key="group_by").value == "algorithm"
+    groups, pairs = (df.value for df in at.dataframe[:2])
+    vd.main([str(seeds_root), "--by", "algorithm", "--metric", Step.REWARD_MEAN, "--json"])
+    out = json.loads(capsys.readouterr().out)
+    for row, g in zip(groups.to_dict("records"), out["groups"], strict=True):
+        assert (row["group"], row["N"]) == (g["name"], g["n"])
+        assert row["mean score"] == f"{g['estimate']:.4g}"
+        assert row["95% CI"] == f"[{g['ci'][0]:.4g}, {g['ci'][1]:.4g}]"
+    (row,) = pairs.to_dict("records")
+    (p,) = out["pairs"]
+    assert (row["A"], row["B"], row["P(A > B)"]) == (p["a"], p["b"], f"{p['p_better']:.3f}")
+    assert row["95% CI of A - B"] == f"[{p['ci'][0]:.4g}, {p['ci'][1]:.4g}]"
+    assert row["verdict"] == (
+        p["verdict"] if p["verdict"] == "inconclusive" else f"{p['verdict']} better"
+    )
+    (chart,) = [el for el in at.get("echarts_chart") if el.proto.id.endswith("-grouped")]
+    spec = json.loads(chart.proto.spec)
+    seeds = {s["name"]: s["data"] for s in spec["series"] if s["id"].split("|")[1] == "seeds"}
+    gspo = np.array(seeds["gspo"], float)
+    assert set(gspo[gspo[:, 0] <= 3, 1]) == {3} and set(gspo[gspo[:, 0] > 3, 1]) == {2}
+    assert set(np.array(seeds["grpo"], float)[:, 1]) == {3}
+    means = [s for s in spec["series"] if s["id"].split("|")[1] == "mean"]
+    assert {s["name"] for s in means} == {"grpo", "gspo"}
+    assert "pointwise" in spec["title"][0]["subtext"] or "pointwise" in " ".join(
+        c.value for c in at.caption
+    )
+
+
+def test_page_without_groups_of_two_draws_runs(recorded_root, app_env):
+    """One run per algorithm: grouping is off by default and the per-run grid is drawn."""
+    app_env(recorded_root)
+    at = _open("compare")
+    _assert_clean(at)
+    assert at.selectbox(key="group_by").value == "none"
+    assert not [el for el in at.get("echarts_chart") if el.proto.id.endswith("-grouped")]

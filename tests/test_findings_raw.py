@@ -1,0 +1,303 @@
+"""The checks on a run's raw values, on small hand-made tables (each firing and not firing):
+non-finite values in every column (a NaN told from a step a column was not logged at), gradient
+norm explosions and a gradient far above max_grad_norm, a loss off its own scale, no learning
+signal, a reward component never earned, the KL to the reference at a high level, and clipping
+in a run that takes one update per batch."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from app import health
+from training_hooks import importers, schema, tables
+from training_hooks.findings import NAN_CELLS, RAW, THRESHOLDS, RunFacts, facts_of, run_health
+from training_hooks.findings.core import SETTING_UNKNOWN
+from training_hooks.schema import Step
+
+TRL = RunFacts("unknown", tool="trl")
+
+
+def _steps(n: int, **cols) -> pd.DataFrame:
+    return pd.DataFrame({Step.STEP: np.arange(1, n + 1), **cols})
+
+
+def _codes(df: pd.DataFrame, facts: RunFacts = TRL) -> dict[str, health.Finding]:
+    return {f.code: f for f in run_health(df, facts).findings}
+
+
+def test_raw_thresholds_are_typed_and_listed():
+    """Each new threshold is a typed attribute of RAW and the same object in THRESHOLDS."""
+    assert RAW.grad_spike.value == 10.0 and RAW.loss_spike.value == 100.0
+    assert THRESHOLDS["one_update_clip"] is RAW.one_update_clip
+    assert all(t.source and t.unit for t in THRESHOLDS.values())
+
+
+# ---------------------------------------------------------------------------------------------
+# Non-finite values
+
+
+def test_a_logged_nan_is_found_a_step_not_logged_is_not():
+    """An import's table: grad_norm NaN at step 7 (listed in attrs[NAN_CELLS]: the log wrote
+    NaN), loss NaN at step 12 but not listed (a null: step 12 has no loss), a foreign column inf at
+    step 3. Found: grad_norm at 7 and the inf at 3, each named; not loss."""
+    g = np.full(12, 0.5)
+    g[6] = np.nan
+    loss = np.full(12, 0.01)
+    loss[11] = np.nan
+    other = np.ones(12)
+    other[2] = np.inf
+    df = _steps(12, **{Step.LOSS: loss, "grad_norm": g, "env/all/extra": other})
+    df.attrs[NAN_CELLS] = {"grad_norm": (7,)}
+    r = run_health(df, TRL)
+    f = {x.code: x for x in r.findings}[health.NONFINITE]
+    assert f.evidence == "grad_norm is NaN at step 7; env/all/extra is inf at step 3."
+    assert f.steps == (3, 7)
+    assert r.checked["non-finite values"] == "every numeric column"
+    df.attrs[NAN_CELLS] = {}
+    f = _codes(df)[health.NONFINITE]
+    assert f.evidence == "env/all/extra is inf at step 3." and f.steps == (3,)
+
+
+def test_a_recorded_run_keeps_the_old_reading_plus_the_gradient_norm():
+    """A recorded run (no tool; the recorder writes NaN for "not given"): NaN counts in loss,
+    reward, log-ratio, KL old→new and the gradient norm, not in another extra."""
+    g = np.full(20, 0.5)
+    g[4] = np.nan
+    lr = np.full(20, 1e-5)
+    lr[9] = np.nan
+    df = _steps(20, **{Step.REWARD_MEAN: np.linspace(0, 1, 20), "grad_norm": g, "lr": lr})
+    f = _codes(df, RunFacts())[health.NONFINITE]
+    assert f.evidence == "grad_norm is NaN at step 5." and f.steps == (5,)
+
+
+def test_import_route_nan_against_absent(tmp_path):
+    """Two routes to one answer: a TRL trainer_state.json with grad_norm NaN at step 3 and a
+    step 5 that logs only a reward (no loss), imported and read as the page reads it: the finding
+    names grad_norm at step 3 only."""
+    hist = [
+        {"step": s, "loss": 0.01 * s, "grad_norm": 0.4, "reward": 0.1 * s, "learning_rate": 1e-5}
+        for s in range(1, 5)
+    ]
+    hist[2]["grad_norm"] = float("nan")
+    hist.append({"step": 5, "reward": 0.6})
+    path = tmp_path / "trainer_state.json"
+    path.write_text(json.dumps({"log_history": hist, "global_step": 5, "max_steps": 5}))
+    res = importers.import_run("trl", path, root=tmp_path / "runs")
+    df, _ = tables.step_frame(res["run_dir"])
+    assert df.attrs[NAN_CELLS] == {"grad_norm": (3,)}
+    info = schema.read_run_info(res["run_dir"])
+    f = {x.code: x for x in run_health(df, facts_of(info)).findings}[health.NONFINITE]
+    assert f.evidence == "grad_norm is NaN at step 3." and f.steps == (3,)
+
+
+# ---------------------------------------------------------------------------------------------
+# Gradient norm
+
+
+def test_gradient_norm_explosion():
+    """40 steps at 1.0..1.39 (p90 ~1.35) and one at 50 (step 30): 37x, a spike at step 30 only."""
+    g = np.linspace(1.0, 1.39, 40)
+    g[29] = 50.0
+    f = _codes(_steps(40, grad_norm=g))[health.GRAD_NORM_SPIKE]
+    assert f.severity == health.WARNING and f.steps == (30,)
+    assert f.evidence.startswith("grad_norm = 50 at step 30, ")
+
+
+def test_a_decaying_or_sparse_gradient_is_no_explosion():
+    """A gradient that falls from 0.3 to 2e-4 after 5 steps (graphcross's shape), and a sparse
+    run where 1 step in 10 has a gradient of 0.3 and the rest 1e-5 (p90 = 0.3): no spike."""
+    decay = np.r_[np.full(5, 0.3), np.full(55, 2e-4)]
+    assert health.GRAD_NORM_SPIKE not in _codes(_steps(60, grad_norm=decay))
+    sparse = np.where(np.arange(50) % 10 == 0, 0.3, 1e-5)
+    assert health.GRAD_NORM_SPIKE not in _codes(_steps(50, grad_norm=sparse))
+
+
+def test_gradient_far_above_max_grad_norm():
+    """grad_norm up to 14,444 (median 1,000) with max_grad_norm 0.01: every step is 100x the
+    clip or more, a warning naming both; with max_grad_norm 1.0 and a norm 1.2-1.5, nothing;
+    unstated, listed as not checked."""
+    g = np.linspace(1000.0, 14444.0, 30)
+    df = _steps(30, grad_norm=g)
+    f = _codes(df, RunFacts(tool="trl", max_grad_norm=0.01))[health.GRAD_OVER_CLIP]
+    assert f.severity == health.WARNING and len(f.steps) == 30
+    assert "grad_norm reaches 14444 (median 7.72e+03) where max_grad_norm is 0.01" in f.evidence
+    ok = _steps(30, grad_norm=np.linspace(1.2, 1.5, 30))
+    assert health.GRAD_OVER_CLIP not in _codes(ok, RunFacts(tool="trl", max_grad_norm=1.0))
+    r = run_health(ok, TRL)
+    assert (
+        r.not_checked["gradient norm against max_grad_norm"] == f"{SETTING_UNKNOWN}: max_grad_norm"
+    )
+
+
+def test_max_grad_norm_is_read_from_what_the_run_states():
+    """From the config (TRL's max_grad_norm, verl's actor grad_clip); never a default."""
+    info = schema.RunInfo(run_id="r", name="r", algorithm="unknown", config={"max_grad_norm": 0.3})
+    assert health.facts_of(info).max_grad_norm == 0.3
+    verl = {"actor_rollout_ref": {"actor": {"grad_clip": 1.0}}}
+    assert (
+        health.facts_of(
+            schema.RunInfo(run_id="r", name="r", algorithm="unknown", config=verl)
+        ).max_grad_norm
+        == 1.0
+    )
+    assert (
+        health.facts_of(
+            schema.RunInfo(run_id="r", name="r", algorithm="unknown", config={})
+        ).max_grad_norm
+        is None
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Loss scale
+
+
+def test_loss_off_its_own_scale():
+    """|loss| 1e3..2.7e4 at 100 steps and 6.08e11 at step 92 (Tinker's loss:sum): a spike at 92
+    only; without it, nothing."""
+    rng = np.random.default_rng(0)
+    loss = rng.uniform(1e3, 2.7e4, 100) * rng.choice([-1, 1], 100)
+    loss[91] = 6.08e11
+    f = _codes(_steps(100, **{Step.LOSS: loss}))[health.LOSS_SPIKE]
+    assert f.steps == (92,) and f.evidence.startswith("loss = 6.08e+11 at step 92, ")
+    loss[91] = 2e4
+    assert health.LOSS_SPIKE not in _codes(_steps(100, **{Step.LOSS: loss}))
+
+
+# ---------------------------------------------------------------------------------------------
+# No learning signal
+
+
+def test_zero_gradient_steps():
+    """grad_norm exactly 0 at 34 of 100 steps: a warning naming 34 of 100; at 10 of 100 nothing."""
+    g = np.full(100, 0.7)
+    g[np.arange(0, 100, 3)[:34]] = 0.0
+    f = _codes(_steps(100, grad_norm=g))[health.NO_SIGNAL]
+    assert f.severity == health.WARNING
+    assert "grad_norm is zero (≤ 1e-08) at 34 of 100 steps (34%; first at step 1)" in f.evidence
+    g = np.full(100, 0.7)
+    g[:10] = 0.0
+    assert health.NO_SIGNAL not in _codes(_steps(100, grad_norm=g))
+
+
+def test_a_run_collapsed_from_its_first_step():
+    """Reward flat at -0.875, loss 0.0 on all 200 rows, grad norm ~1e-3: no learning signal, an
+    error. The same loss with the reward rising (verl's pg_loss ~1e-9 is GRPO's normal) is none."""
+    n = 200
+    df = _steps(n, **{Step.REWARD_MEAN: np.full(n, -0.875), Step.LOSS: np.zeros(n)})
+    df["grad_norm"] = 1e-3 * np.exp(np.random.default_rng(1).normal(0, 0.1, n))
+    f = _codes(df)[health.NO_SIGNAL]
+    assert f.severity == health.ERROR and "loss is 0 at every one of its 200 steps" in f.evidence
+    assert "the reward is flat (-0.875–-0.875, 10–90%)" in f.evidence
+    df[Step.REWARD_MEAN] = np.linspace(0.57, 0.83, n)
+    assert health.NO_SIGNAL not in _codes(df)
+
+
+# ---------------------------------------------------------------------------------------------
+# Reward components
+
+
+def test_a_component_near_zero_while_the_total_rises():
+    """format 0.01 -> 0.13 and accuracy 0.005-0.02 (furixturi's shape), total = their sum: the
+    rise is format's, accuracy is pinned; both rising: nothing."""
+    n = 12
+    fmt = np.linspace(0.01, 0.13, n)
+    acc = np.tile([0.005, 0.02, 0.008], 4)
+    df = _steps(n, **{Step.REWARD_MEAN: fmt + acc, "rewards/format": fmt, "rewards/acc": acc})
+    f = _codes(df)[health.REWARD_PINNED]
+    assert f.evidence.startswith("rewards/acc stays at 0.005–0.02")
+    assert "the rise is rewards/format's" in f.evidence
+    df["rewards/acc"] = np.linspace(0.01, 0.2, n)
+    df[Step.REWARD_MEAN] = df["rewards/format"] + df["rewards/acc"]
+    assert health.REWARD_PINNED not in _codes(df)
+
+
+def test_a_component_never_earned_while_the_total_saturates():
+    """correctness 0.0 on every row, format at its maximum, zero-variance share 53% -> 97%: the
+    total saturates; correctness is never earned."""
+    n = 40
+    df = _steps(
+        n,
+        **{
+            Step.REWARD_MEAN: np.full(n, 2.0),
+            Step.ZERO_VARIANCE_FRACTION: np.linspace(0.53, 0.97, n),
+            "rewards/correctness_reward/mean": np.zeros(n),
+            "rewards/format_reward/mean": np.full(n, 2.0),
+        },
+    )
+    f = _codes(df)[health.REWARD_PINNED]
+    assert f.title == "A reward component is never earned while the total saturates"
+    assert f.evidence.startswith("rewards/correctness_reward/mean is 0.0 at every step")
+
+
+# ---------------------------------------------------------------------------------------------
+# KL to the reference
+
+
+def test_kl_level_and_spike():
+    """KL to the reference 0.5 -> 2.0 nats/token: the median of its last 10 steps is
+    0.5 + 1.5 x 34.5 / 39 = 1.83, kl_ref_high; 0.01..0.05: nothing. A KL of
+    38 at one step, 35x its ~1.1 median: a kl_ref_spike at that step."""
+    n = 40
+    high = _steps(n, **{Step.KL_REF_MEAN: np.linspace(0.5, 2.0, n)})
+    assert "(10 steps) = 1.83 nats/token" in _codes(high)[health.KL_REF_HIGH].evidence
+    low = _steps(n, **{Step.KL_REF_MEAN: np.linspace(0.01, 0.05, n)})
+    assert health.KL_REF_HIGH not in _codes(low)
+    kl = 1.1 * np.exp(np.random.default_rng(2).normal(0, 0.1, n))
+    kl[25] = 38.0
+    f = _codes(_steps(n, **{Step.KL_REF_MEAN: kl}))[health.KL_REF_SPIKE]
+    assert f.steps == (26,)
+
+
+# ---------------------------------------------------------------------------------------------
+# Clipping at one update per batch
+
+
+def test_clipping_at_one_update_points_at_the_mismatch():
+    """TRL's default of one update per batch, 25-33% clipped (TRL's clip_ratio/region_mean): the
+    finding names the log-prob mismatch, not the learning rate; no clip_high beside it."""
+    facts = RunFacts(
+        "grpo",
+        token_eps=(0.2, 0.2),
+        tool="trl",
+        updates_per_batch=1,
+        updates_origin="TRL's default num_iterations = 1; the log does not state it",
+    )
+    df = _steps(50, **{"trl/clip_ratio/region_mean": np.linspace(0.25, 0.33, 50)})
+    r = run_health(df, facts)
+    found = {f.code: f for f in r.findings}
+    f = found[health.CLIP_ONE_UPDATE]
+    assert f.severity == health.WARNING
+    assert f.evidence.startswith("mean trl/clip_ratio/region_mean = 29% of tokens or sequences")
+    assert "mismatch between the log-probs" in f.advice and "learning rate will not" in f.advice
+    assert "lower the learning rate" not in f.advice and health.CLIP_HIGH not in found
+    assert r.checked["clip at one update per batch"] == facts.updates_origin
+    df["trl/clip_ratio/region_mean"] = 0.0
+    assert health.CLIP_ONE_UPDATE not in _codes(df, facts)
+
+
+def test_updates_per_batch_unknown_is_not_checked():
+    df = _steps(50, **{"trl/clip_ratio/region_mean": np.full(50, 0.3)})
+    r = run_health(df, RunFacts(tool="tinker"))
+    assert r.not_checked["clip at one update per batch"] == f"{SETTING_UNKNOWN}: updates per batch"
+
+
+@pytest.mark.parametrize(
+    "settings, expected",
+    [
+        ({}, (1, "TRL's default num_iterations = 1; the log does not state it")),
+        ({"num_iterations": {"value": 2, "from": "config.json: num_iterations"}}, (2, None)),
+    ],
+)
+def test_trl_updates_per_batch_stated_or_default(settings, expected):
+    rec = schema.ImportRecord(tool="trl", format="TRL", settings=settings)
+    facts = facts_of(
+        schema.RunInfo(run_id="r", name="r", algorithm="unknown", source="trl", imported=rec)
+    )
+    assert facts.updates_per_batch == expected[0]
+    if expected[1]:
+        assert facts.updates_origin == expected[1]

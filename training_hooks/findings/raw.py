@@ -1,0 +1,443 @@
+"""What a careful engineer sees in a run's raw values, wherever the columns exist (a recorded run's
+extras, an import's foreign names): the gradient norm (explosions against the run's own median,
+far above the stated ``max_grad_norm``, zero or collapsed), a loss far outside its own scale, no
+learning signal left, a reward component never earned while the total rises, and the KL to the
+reference at a high level. Every threshold is a field of ``RAW`` (``thresholds.RawThresholds``).
+
+``grad_norm_spike``, ``grad_over_clip``, ``loss_spike``, ``no_learning_signal``,
+``reward_component_pinned``, ``kl_ref_high``.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+from training_hooks.findings.core import (
+    ERROR,
+    GRAD_NORM_SPIKE,
+    GRAD_OVER_CLIP,
+    KL_REF_HIGH,
+    LOSS_SPIKE,
+    NO_SIGNAL,
+    NOT_LOGGED,
+    REWARD_PINNED,
+    SETTING_UNKNOWN,
+    TOO_FEW_STEPS,
+    WARNING,
+    Coverage,
+    Finding,
+    RunFacts,
+    col,
+    column,
+    find_column,
+    fmt_steps,
+    logged,
+    pct,
+    steps_of,
+    th,
+    worst,
+)
+from training_hooks.findings.status import GRAD_NORM_NAMES
+from training_hooks.findings.thresholds import RAW
+from training_hooks.schema import Step
+
+
+def grad_norm_column(df: pd.DataFrame) -> str | None:
+    """The gradient-norm column a run logs (``GRAD_NORM_NAMES``, before clipping first; else a
+    foreign name ending in ``/grad_norm``); None without one."""
+    for name in (*GRAD_NORM_NAMES, "grad_norm"):
+        found = name if name in df.columns else find_column(df, name)
+        if found is not None and logged(df, found) is not None:
+            return found
+    return None
+
+
+def check_raw_values(
+    df: pd.DataFrame, facts: RunFacts | None = None, cov: Coverage | None = None
+) -> list[Finding]:
+    """Every check of this module on ``df`` (rows in step order)."""
+    facts = facts if facts is not None else RunFacts()
+    cov = cov if cov is not None else Coverage()
+    return [
+        *check_grad_norm(df, facts, cov),
+        *check_loss_scale(df, facts, cov),
+        *check_no_signal(df, facts, cov),
+        *check_reward_components(df, facts, cov),
+        *check_kl_level(df, facts, cov),
+    ]
+
+
+# ---------------------------------------------------------------------------------------------
+# Gradient norm
+
+
+def _with_signal(df: pd.DataFrame, g: np.ndarray) -> np.ndarray:
+    """Rows whose update had a signal: a gradient norm above ``zero_grad`` and, where the share
+    is logged, not every group zero-variance."""
+    ok = np.isfinite(g) & (g > RAW.zero_grad.value)
+    zv = col(df, Step.ZERO_VARIANCE_FRACTION)
+    if zv is not None:
+        ok &= ~(zv >= 1.0)
+    return ok
+
+
+def past_median(y: np.ndarray, k: int = 8) -> np.ndarray:
+    """Per row, the median of the finite values among the ``k`` rows before it; NaN with fewer
+    than ``spike_min_past`` of them (a run's first rows have no past to jump from)."""
+    out = np.full(len(y), np.nan)
+    for i in range(len(y)):
+        past = y[max(0, i - k) : i]
+        past = past[np.isfinite(past)]
+        if len(past) >= th("spike_min_past"):
+            out[i] = np.median(past)
+    return out
+
+
+def check_grad_norm(df: pd.DataFrame, facts: RunFacts, cov: Coverage) -> list[Finding]:
+    """``grad_norm_spike``: steps whose gradient norm is ``grad_spike`` x the 90th percentile of
+    the run's or more (a sparse-reward run's steps with a signal are a tenth of its steps: a
+    median would be the no-signal steps' ~0) and as far above the median of the 8 steps before
+    (a run whose gradient decays from its start has no explosion); ``grad_over_clip``: the norm ``grad_over_clip`` x the stated
+    ``max_grad_norm`` or more (what the log holds is the norm before clipping)."""
+    name = grad_norm_column(df)
+    if name is None:
+        cov.skipped("gradient norm", NOT_LOGGED)
+        return []
+    g = column(df, name)
+    active = _with_signal(df, g)
+    if active.sum() < th("min_basis"):
+        cov.skipped("gradient norm", f"{TOO_FEW_STEPS} with a non-zero gradient")
+        return []
+    cov.ran("gradient norm", facts.logged_as(name))
+    steps = steps_of(df)
+    out = []
+    base = float(np.quantile(g[np.isfinite(g)], 0.9))
+    with np.errstate(invalid="ignore"):
+        over = np.isfinite(g) & (g >= RAW.grad_spike.value * base) & (base > 0)
+        over &= g >= RAW.grad_spike.value * past_median(g)  # a jump, not a run that decays
+    if over.any():
+        idx = np.flatnonzero(over)
+        w = idx[np.argmax(g[idx])]
+        n = int(np.isfinite(g).sum())
+        out.append(
+            Finding(
+                GRAD_NORM_SPIKE,
+                WARNING,
+                f"Gradient norm explodes at {len(idx)} step{'s' if len(idx) > 1 else ''}",
+                f"{facts.logged_as(name)} = {g[w]:.4g} at step {steps[w]}, {g[w] / base:.3g}x the "
+                f"90th percentile {base:.3g} of the run's {n} steps (steps "
+                f"{fmt_steps(steps[idx])}; Health warns at {RAW.grad_spike.value:g}x).",
+                "One batch pushed the weights much further than the others: a long or degenerate "
+                "completion, a reward outlier, a learning-rate warm-up ending, or fp16/bf16 "
+                "overflow. Open the step's batch; gradient clipping (max_grad_norm) bounds the "
+                "update, a lower learning rate or a loss normalised by length makes it rarer.",
+                tuple(int(s) for s in steps[idx][:50]),
+                worst(steps[idx], g[idx]),
+                basis=n,
+            )
+        )
+    if facts.max_grad_norm is None:
+        cov.skipped("gradient norm against max_grad_norm", f"{SETTING_UNKNOWN}: max_grad_norm")
+    elif facts.max_grad_norm > 0:
+        cov.ran("gradient norm against max_grad_norm")
+        out += _over_clip(df, name, g, facts, steps)
+    return out
+
+
+def _over_clip(df, name: str, g: np.ndarray, facts: RunFacts, steps: np.ndarray) -> list[Finding]:
+    clip = float(facts.max_grad_norm or 0.0)
+    with np.errstate(invalid="ignore"):
+        over = np.isfinite(g) & (g >= RAW.grad_over_clip.value * clip)
+    if not over.any():
+        return []
+    idx = np.flatnonzero(over)
+    n = int(np.isfinite(g).sum())
+    return [
+        Finding(
+            GRAD_OVER_CLIP,
+            WARNING,
+            "The gradient norm is far above max_grad_norm",
+            f"{facts.logged_as(name)} reaches {np.nanmax(g):.5g} (median {np.nanmedian(g):.3g}) "
+            f"where max_grad_norm is {clip:g}: at {len(idx)} of {n} steps it is "
+            f"{RAW.grad_over_clip.value:g}x the clip or more (steps {fmt_steps(steps[idx])}). "
+            "The logged norm is the one before clipping.",
+            "Every such update is rescaled to max_grad_norm, so the clip, not the learning rate, "
+            "sets the step size, and the direction is all that is left of the gradient. Check "
+            "max_grad_norm (a value meant for another scale: 0.01 instead of 1.0) and why the "
+            "gradient is this large (a loss summed over tokens instead of averaged, a reward "
+            "on a large scale).",
+            tuple(int(s) for s in steps[idx][:50]),
+            worst(steps[idx], g[idx]),
+            basis=n,
+        )
+    ]
+
+
+# ---------------------------------------------------------------------------------------------
+# Loss
+
+
+def check_loss_scale(df: pd.DataFrame, facts: RunFacts, cov: Coverage) -> list[Finding]:
+    """``loss_spike``: steps whose |loss| is ``loss_spike`` x the 90th percentile of the run's
+    non-zero |loss| or more."""
+    y = logged(df, Step.LOSS)
+    a = np.abs(y) if y is not None else None
+    base = a[np.isfinite(a) & (a > 0)] if a is not None else np.array([])
+    if len(base) < th("min_basis"):
+        cov.skipped("loss scale", NOT_LOGGED if y is None else f"{TOO_FEW_STEPS} with a loss")
+        return []
+    cov.ran("loss scale", facts.logged_as(Step.LOSS))
+    assert a is not None and y is not None
+    med = float(np.quantile(base, 0.9))
+    with np.errstate(invalid="ignore"):
+        over = np.isfinite(a) & (a >= RAW.loss_spike.value * med)
+    if not over.any():
+        return []
+    steps = steps_of(df)
+    idx = np.flatnonzero(over)
+    w = idx[np.argmax(a[idx])]
+    rest = a[np.isfinite(a) & ~over]
+    return [
+        Finding(
+            LOSS_SPIKE,
+            WARNING,
+            f"The loss jumps by orders of magnitude at {len(idx)} step{'s' if len(idx) > 1 else ''}",
+            f"{facts.logged_as(Step.LOSS)} = {y[w]:.4g} at step {steps[w]}, {a[w] / med:.3g}x the "
+            f"90th percentile of the run's |loss|, {med:.3g} (largest at any other step: {rest.max():.3g}; steps "
+            f"{fmt_steps(steps[idx])}; Health warns at {RAW.loss_spike.value:g}x).",
+            "A loss this far off its own scale is one batch with an extreme term: a ratio "
+            "exp(log pi - log pi_old) overflowing on a token whose log-probs disagree (an "
+            "unclipped importance-sampling loss has no bound), a reward outlier, or a sum over a "
+            "huge completion. Open the step's batch; if the update was taken, check the gradient "
+            "norm and the steps after it.",
+            tuple(int(s) for s in steps[idx][:50]),
+            worst(steps[idx], a[idx]),
+            basis=len(base),
+        )
+    ]
+
+
+# ---------------------------------------------------------------------------------------------
+# No learning signal
+
+
+def _flat(r: np.ndarray) -> tuple[bool, float, float]:
+    """(flat, p10, p90) of a reward series: its 10-90% range at most ``flat_reward`` of its
+    scale (max(1, |median|))."""
+    lo, hi = np.quantile(r, [0.1, 0.9])
+    scale = max(1.0, abs(float(np.median(r))))
+    return bool(hi - lo <= RAW.flat_reward.value * scale), float(lo), float(hi)
+
+
+def check_no_signal(df: pd.DataFrame, facts: RunFacts, cov: Coverage) -> list[Finding]:
+    """``no_learning_signal``: a share of the steps with a zero gradient norm (``zero_grad_share``,
+    a warning), or, with the reward flat over the run's last half, a loss 0 at every step or a
+    gradient norm collapsed to ``grad_collapse`` of its start (an error)."""
+    gname = grad_norm_column(df)
+    g = column(df, gname) if gname is not None else None
+    loss = logged(df, Step.LOSS)
+    reward = logged(df, Step.REWARD_MEAN)
+    train = np.zeros(len(df), bool)  # the rows that hold any of the three
+    for y in (g, loss, reward):
+        if y is not None:
+            train |= np.isfinite(y)
+    if g is None and loss is None:
+        cov.skipped("learning signal (loss, gradient norm)", NOT_LOGGED)
+        return []
+    n = int(train.sum())
+    if n < 2 * th("min_basis"):
+        cov.skipped("learning signal (loss, gradient norm)", TOO_FEW_STEPS)
+        return []
+    cov.ran("learning signal (loss, gradient norm)")
+    steps = steps_of(df)
+    late = np.zeros(len(df), bool)
+    late[np.flatnonzero(train)[n // 2 :]] = True
+    said, severity, basis = [], WARNING, n
+    if g is not None:
+        fin = np.isfinite(g)
+        zero = fin & (g <= RAW.zero_grad.value)
+        if fin.sum() and zero.sum() / fin.sum() >= RAW.zero_grad_share.value:
+            said.append(
+                f"{facts.logged_as(gname or '')} is zero (≤ {RAW.zero_grad.value:g}) at "
+                f"{int(zero.sum())} of {int(fin.sum())} steps ({pct(zero.sum() / fin.sum())}; "
+                f"first at step {steps[np.argmax(zero)]}): those updates change nothing"
+            )
+    r = reward[late & np.isfinite(reward)] if reward is not None else np.array([])
+    flat = _flat(r) if len(r) >= th("min_basis") else None
+    if flat is not None and flat[0]:
+        why = _collapse(df, g, gname, loss, late, facts)
+        if why:
+            severity = ERROR
+            said.append(
+                f"over the last half of the run ({len(r)} steps) the reward is flat "
+                f"({flat[1]:.4g}–{flat[2]:.4g}, 10–90%) while {why}"
+            )
+    if not said:
+        return []
+    return [
+        Finding(
+            NO_SIGNAL,
+            severity,
+            "No learning signal: the updates have stopped"
+            if severity == ERROR
+            else "Many updates carry no learning signal",
+            "; ".join(said) + ".",
+            "A zero gradient means every advantage in the batch was 0: every group's completions "
+            "got the same reward (see the zero-variance share), or the reward never reaches the "
+            "loss. Check the reward on a few completions, make it denser or give partial credit, "
+            "use easier prompts or larger groups, or drop zero-variance groups (DAPO's dynamic "
+            "sampling).",
+            basis=basis,
+        )
+    ]
+
+
+def _collapse(df, g, gname, loss, late, facts: RunFacts) -> str:
+    """Why the run's updates have stopped, in words ("" when they have not)."""
+    parts = []
+    if loss is not None:
+        fin = np.isfinite(loss)
+        if fin.sum() >= th("min_basis") and bool(np.all(np.abs(loss[fin]) <= RAW.zero_loss.value)):
+            parts.append(
+                f"{facts.logged_as(Step.LOSS)} is 0 at every one of its {int(fin.sum())} steps"
+            )
+    if g is not None:
+        v = g[np.isfinite(g)]
+        if len(v) >= 2 * th("min_basis"):
+            early = float(np.median(v[: max(1, len(v) // 10)]))
+            end = g[late & np.isfinite(g)]
+            end_med = float(np.median(end)) if len(end) else np.nan
+            if early > 0 and end_med <= RAW.grad_collapse.value * early:
+                parts.append(
+                    f"{facts.logged_as(gname)} fell from a median {early:.3g} (first 10% of "
+                    f"steps) to {end_med:.3g} ({end_med / early:.2g}x; Health calls ≤ "
+                    f"{RAW.grad_collapse.value:g}x a collapse)"
+                )
+    return " and ".join(parts)
+
+
+# ---------------------------------------------------------------------------------------------
+# Reward components
+
+#: A reward function's mean per step as TRL logs it (``rewards/<fn>`` before 0.17, then
+#: ``rewards/<fn>/mean``), kept under its own name or behind the importer's ``trl/`` prefix.
+COMPONENT = re.compile(r"^(?:trl/)?rewards/(?P<fn>[^/]+?)(?:/mean)?$")
+
+
+def reward_components(df: pd.DataFrame) -> dict[str, str]:
+    """{reward function: its column} of the components a run logs beside its total."""
+    out: dict[str, str] = {}
+    for c in df.columns:
+        m = COMPONENT.match(c) if isinstance(c, str) else None
+        if m and logged(df, c) is not None:
+            out.setdefault(m["fn"], c)
+    return out
+
+
+def _quarters(y: np.ndarray) -> tuple[float, float]:
+    v = y[np.isfinite(y)]
+    k = max(1, len(v) // 4)
+    return float(np.median(v[:k])), float(np.median(v[-k:]))
+
+
+def check_reward_components(df: pd.DataFrame, facts: RunFacts, cov: Coverage) -> list[Finding]:
+    """``reward_component_pinned``: with two reward functions or more, one that stays near 0
+    (at most ``pinned_share`` of the total's level at the end and of its rise) while the total
+    rises or saturates (most groups zero-variance): what the policy learns is the others."""
+    comps = reward_components(df)
+    total = logged(df, Step.REWARD_MEAN)
+    if len(comps) < 2 or total is None:
+        cov.skipped("reward components", NOT_LOGGED if len(comps) < 2 else "total not logged")
+        return []
+    if np.isfinite(total).sum() < th("min_basis"):
+        cov.skipped("reward components", TOO_FEW_STEPS)
+        return []
+    cov.ran("reward components")
+    t0, t1 = _quarters(total)
+    rise = t1 - t0
+    zv = col(df, Step.ZERO_VARIANCE_FRACTION)
+    zv_late = _quarters(zv)[1] if zv is not None and np.isfinite(zv).any() else 0.0
+    rises = rise > 0 and rise >= RAW.pinned_share.value * max(abs(t0), abs(t1))
+    saturates = zv_late >= th("zero_var_warn")
+    if not (rises or saturates):
+        return []
+    share = RAW.pinned_share.value
+    pinned, moving = [], []
+    for c in comps.values():
+        y = column(df, c)
+        c0, c1 = _quarters(y)
+        lo, hi = float(np.nanmin(y)), float(np.nanmax(y))
+        if abs(c1) <= share * max(abs(t1), 1e-12) and (not rises or c1 - c0 <= share * rise):
+            never = lo == hi == 0.0
+            pinned.append(
+                f"{c} is 0.0 at every step (never earned)"
+                if never
+                else f"{c} stays at {lo:.3g}–{hi:.3g} ({c0:.3g} → {c1:.3g}, first → last quarter)"
+            )
+        elif rises and c1 - c0 > 0:
+            moving.append((c1 - c0, c, c0, c1))
+    if not pinned:
+        return []
+    how = (
+        f"the total {facts.logged_as(Step.REWARD_MEAN)} rises {t0:.3g} → {t1:.3g} (medians of "
+        "the first and last quarter)"
+        if rises
+        else f"most groups are zero-variance at the end (median {pct(zv_late)} over the last "
+        "quarter): the total has saturated"
+    )
+    if moving:
+        d, c, c0, c1 = max(moving)
+        how += f", and the rise is {c}'s ({c0:.3g} → {c1:.3g}: {pct(d / rise)} of it)"
+    return [
+        Finding(
+            REWARD_PINNED,
+            WARNING,
+            "A reward component is never earned while the total "
+            + ("rises" if rises else "saturates"),
+            "; ".join(pinned) + f", while {how}.",
+            "The policy is learning the other components (often a format or length reward) and "
+            "not this one: the usual signature of a format-only or hacked reward. Read "
+            "completions that score high on the total; check this component's parser and "
+            "whether it can fire at all; weigh it up or gate the others on it.",
+            basis=int(np.isfinite(total).sum()),
+        )
+    ]
+
+
+# ---------------------------------------------------------------------------------------------
+# KL to the reference
+
+
+def check_kl_level(df: pd.DataFrame, facts: RunFacts, cov: Coverage) -> list[Finding]:
+    """``kl_ref_high``: the median KL to the reference over the last quarter of the run at or
+    above ``kl_ref_high`` (the tool's own kl, where the importer knew its meaning)."""
+    y = logged(df, Step.KL_REF_MEAN)
+    if y is None:
+        cov.skipped("KL to reference level", NOT_LOGGED)
+        return []
+    v = y[np.isfinite(y)]
+    if len(v) < th("min_basis"):
+        cov.skipped("KL to reference level", TOO_FEW_STEPS)
+        return []
+    cov.ran("KL to reference level", facts.logged_as(Step.KL_REF_MEAN))
+    late = v[-max(1, len(v) // 4) :]
+    med = float(np.median(late))
+    if med < RAW.kl_ref_high.value:
+        return []
+    return [
+        Finding(
+            KL_REF_HIGH,
+            WARNING,
+            "The policy is far from the reference model",
+            f"median {facts.source_of(Step.KL_REF_MEAN)} over the last quarter of the run "
+            f"({len(late)} steps) = {med:.3g} nats/token (Health warns at "
+            f"{RAW.kl_ref_high.value:g}; runs with a KL term usually sit near 1e-3..1e-1).",
+            "The policy's samples have drifted far from what the reference model would write: "
+            "reward hacking and degenerate text often look like this. Read recent completions; "
+            "a larger KL coefficient (beta) or a lower learning rate holds the policy closer.",
+            basis=len(late),
+        )
+    ]

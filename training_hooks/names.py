@@ -1,0 +1,30 @@
+"""Run names as folder-name stems (``slug``) and nested settings flat (``flatten``): helpers of
+``training_hooks.schema`` (which re-exports them), torch- and pyarrow-free."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+_SLUG_RE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def slug(name: str) -> str:
+    """A run name as a safe folder-name stem: runs of other characters become "-", at most 80."""
+    s = _SLUG_RE.sub("-", name).strip("-.")
+    return s[:80] or "run"
+
+
+def flatten(config: Mapping[str, Any], sep: str = ".", prefix: str = "") -> dict[str, Any]:
+    """Nested mappings -> one level, keys joined by ``sep`` (``{"a": {"b": 1}}`` -> ``{"a.b": 1}``).
+
+    An empty nested mapping is kept as a value (``{"a": {}}`` -> ``{"a": {}}``)."""
+    out: dict[str, Any] = {}
+    for key, value in config.items():
+        k = f"{prefix}{sep}{key}" if prefix else str(key)
+        if isinstance(value, Mapping) and value:
+            out.update(flatten(value, sep, k))
+        else:
+            out[k] = value
+    return out
