@@ -37,7 +37,7 @@ RECORDED = (
     ("rec-gspo-calm", "gspo", 0, 0.02, 6),
     ("rec-grpo-calm", "grpo", 1, 0.02, 6),
     ("rec-gspo-wide", "gspo", 2, 0.3, 40),
-    ("rec-grpo-wide", "grpo", 3, 1.5, 40),
+    ("rec-grpo-wide", "grpo", 3, 0.3, 40),
 )
 #: generated runs whose run.json then states another algorithm (judged in the other unit)
 MISLABELLED = ("gspo-spikes", "grpo-long")
