@@ -81,11 +81,13 @@ from training_hooks.findings.signal import group_outcomes, with_group_outcomes
 from training_hooks.findings.spikes import rolling_baseline, row_nanmedian, spike_mask
 from training_hooks.findings.status import STATUS_STOPPED_EARLY, check_status, import_status
 from training_hooks.findings.thresholds import RAW, THRESHOLDS, RawThresholds, Threshold, th
+from training_hooks.findings.version import CHECKS_VERSION
 
 __all__ = [
     "ATTENUATION_HIGH",
     "ATTENUATION_LOW",
     "ATTENUATION_ONE_SIDED",
+    "CHECKS_VERSION",
     "CLIP_HIGH",
     "CLIP_LOW",
     "CODES",
