@@ -44,6 +44,7 @@ class Context:
     labels: dict[str, str]  # run key -> stable, URL-friendly label
     read_only: bool = False  # the server's read-only (team) mode: nothing may be written
     link_notes: tuple[str, ...] = ()  # what the link's ?runs= named that no run answers to
+    reading: int = 0  # listed runs whose run.json is still being read (not in ``runs`` yet)
 
     def label(self, run: RunRef) -> str:
         """The run's name where it is unique, else "name [key]" (``stable_labels``)."""
@@ -175,6 +176,7 @@ def sidebar() -> Context:
         labels,
         read_only=settings.read_only,
         link_notes=notes,
+        reading=found.reading,
     )
     st.session_state[CTX_KEY] = ctx
     return ctx
