@@ -224,6 +224,7 @@ def test_s3_runs_write_nothing_into_the_bucket_and_are_read_once(s3_root, tmp_pa
     for i in range(3):
         make_run(s3_root, f"s3-{i}", steps=20, seed=i, tokens_per_step=0, summary=False)
     storage.SETTLE_S, settle = 0.0, storage.SETTLE_S  # their stamps: their mtimes now
+    ui.REMOTE_WAIT_S, wait_s = None, ui.REMOTE_WAIT_S  # the first render waits for run.json
     try:
         before = storage.list_tree(s3_root)
         at = app_at(s3_root)
@@ -244,7 +245,7 @@ def test_s3_runs_write_nothing_into_the_bucket_and_are_read_once(s3_root, tmp_pa
             storage.read_bytes, storage.open_input = real
         assert _health(at2) == first and reads == []
     finally:
-        storage.SETTLE_S = settle
+        storage.SETTLE_S, ui.REMOTE_WAIT_S = settle, wait_s
 
 
 @pytest.mark.slow
