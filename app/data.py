@@ -189,6 +189,16 @@ class Memo:
         with self._lock:
             return self._values.get(key, default)
 
+    def put_if_absent(self, key: Hashable, value: Any) -> Any:
+        """``value`` stored under ``key`` unless one is there already; the value held."""
+        with self._lock:
+            if key in self._values:
+                return self._values[key]
+            self._values[key] = value
+            while len(self._values) > self.max_entries:
+                self._values.popitem(last=False)
+            return value
+
     def put(self, key: Hashable, value: Any) -> None:
         with self._lock:
             self._values[key] = value

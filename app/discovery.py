@@ -11,6 +11,7 @@ shows up on the next rerun and an unchanged root of thousands of runs costs a li
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -20,6 +21,7 @@ import pyarrow.parquet as pq
 
 from app import data
 from app.data import PartFiles, part_files
+from app.kept_summaries import cached_object
 from app.mlflow_store import mlflow_runs
 from app.records import SOURCE_PARQUET, Discovery, RunRef, short_error
 from training_hooks import storage
@@ -204,6 +206,30 @@ def _summary_tables(root: str, info: RunInfo | None, stamp: tuple) -> dict[str, 
 RUN_SUMMARY_PART = "(from the run's summary)"  # stands for a table's files, never read
 
 
+def _run_info(root: str, run_dir: str, stamp: tuple) -> RunInfo:
+    """The run's run.json. On an object store, from the local cache while the object's listed
+    (size, mtime) is the one cached (``kept_summaries.cached_object``), else read and cached: a
+    second server start reads no run.json that did not change."""
+    if not storage.is_uri(root):
+        return read_run_info(run_dir)
+    listed = next(((size, mtime) for rel, size, mtime in stamp if rel == RUN_JSON), None)
+    if listed is None:
+        return read_run_info(run_dir)
+    folder = cached_object(run_dir, listed)
+    try:
+        return read_run_info(folder)
+    except (OSError, ValueError, TypeError):
+        pass
+    raw = storage.read_bytes(storage.join(run_dir, RUN_JSON))
+    try:
+        os.makedirs(folder, exist_ok=True)
+        with open(os.path.join(folder, RUN_JSON), "wb") as f:
+            f.write(raw)
+        return read_run_info(folder)
+    except OSError:  # no cache: the object as read
+        return RunInfo.from_json(json.loads(raw.decode("utf-8")))
+
+
 def _has_run_json(root: str, stamp: tuple) -> bool:
     if storage.is_uri(root):
         return any(rel == RUN_JSON for rel, _, _ in stamp)
@@ -219,7 +245,7 @@ def _read_run_ref(root: str, name: str, stamp: tuple) -> RunRef | None:
     info: RunInfo | None = None
     if has_json:
         try:
-            info = read_run_info(run_dir)
+            info = _run_info(root, run_dir, stamp)
         except (OSError, ValueError, TypeError) as e:
             problems.append(f"run.json is unreadable: {e}")
     tables = _summary_tables(root, info, stamp) or _table_files(root, name, stamp)

@@ -1,6 +1,10 @@
 """A run's Health count for the Runs page: from the summary its writer left in run.json
 (``training_hooks.summary``) while that still describes the run, else from its step table.
 
+``known_cell(run)`` is the same cell when a summary is known without reading the tables
+(run.json's, or one the dashboard made off the page's thread and kept: ``app.health_fill``),
+else None: the Runs page shows the cell pending.
+
 ``health_counts(run)`` is the number of errors and warnings the Health page lists for the run:
 the data checks' findings (the summary's, or the checks run on the step table as the Health page
 runs them) and the run's status judged now (a stale heartbeat is a crash, whenever it is read).
@@ -12,7 +16,7 @@ from app import data, ui
 from app.records import SOURCE_PARQUET, RunRef
 from training_hooks import findings, storage
 from training_hooks.schema import STEPS_DIR, SUMMARY_VERSION, RunSummary, is_data_file
-from training_hooks.summary import checks_digest, is_current
+from training_hooks.summary import checks_version, is_current
 
 
 def valid_summary(run: RunRef) -> RunSummary | None:
@@ -29,7 +33,7 @@ def valid_summary(run: RunRef) -> RunSummary | None:
         return None
     if not storage.is_uri(run.path or ""):  # local: (run.json, steps, sequences) stamps
         return s if is_current(s, run.stamp[1], run.stamp[2]) else None
-    if s.version != SUMMARY_VERSION or s.checks != checks_digest():
+    if s.version != SUMMARY_VERSION or s.checks != checks_version():
         return None
     listed = tuple(  # an object store: (name, size, mtime) of each of the run's objects
         (rel.split("/", 1)[1], size)
@@ -48,19 +52,31 @@ def health_cell(run: RunRef) -> tuple[int, int, int, int]:
         report = ui.health_report(run, data.load_steps(run).df)
         found = [f.severity for f in report.findings]
         ran, not_ran = len(report.checked), len(report.not_checked)
-    else:
-        status = findings.check_status(run.status, run.updated_at, run.last_step)
-        found = [severity for _, severity in s.findings] + [f.severity for f in status]
-        ran, not_ran = s.coverage
+        return found.count(findings.ERROR), found.count(findings.WARNING), ran, not_ran
+    return cell_of(run, s)
+
+
+def cell_of(run: RunRef, s: RunSummary) -> tuple[int, int, int, int]:
+    """``health_cell`` from the run's summary ``s`` (which records its coverage): its findings
+    plus the run's status judged now (a stale heartbeat is a crash, whenever it is read)."""
+    status = findings.check_status(run.status, run.updated_at, run.last_step)
+    found = [severity for _, severity in s.findings] + [f.severity for f in status]
+    ran, not_ran = s.coverage or (0, 0)
     return found.count(findings.ERROR), found.count(findings.WARNING), ran, not_ran
 
 
 def health_counts(run: RunRef) -> tuple[int, int]:
     """(errors, warnings) the Health page lists for ``run`` (a Parquet run)."""
-    s = valid_summary(run)
-    if s is None:
-        found = [f.severity for f in ui.findings_for(run, data.load_steps(run).df)]
-    else:
-        status = findings.check_status(run.status, run.updated_at, run.last_step)
-        found = [severity for _, severity in s.findings] + [f.severity for f in status]
-    return found.count(findings.ERROR), found.count(findings.WARNING)
+    return health_cell(run)[:2]
+
+
+def known_cell(run: RunRef) -> tuple[int, int, int, int] | str | None:
+    """``health_cell(run)`` when the run's summary is known now (run.json's, or one the
+    dashboard made or kept: ``app.health_fill.known``) without reading its tables; a sentence
+    when its summary could not be made; None while it is pending (never a count it lacks)."""
+    from app import health_fill
+
+    s = health_fill.known(run)
+    if s is None or isinstance(s, str):
+        return s
+    return cell_of(run, s)

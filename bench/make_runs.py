@@ -440,10 +440,12 @@ def make_root(
     group_size: int = 16,
     tokens_per_step: int = 2,
     workers: int | None = None,
+    summary: bool = True,
 ) -> list[str]:
     """``runs`` runs alternating GRPO and GSPO (names ``grpo-00``, ``gspo-01``, ...), written by
     ``workers`` threads (default: 1 locally, 16 on an object store, where writes wait on the
-    network)."""
+    network). ``summary=False``: run.json holds no summary (a run from another writer or an
+    older gspo-dash)."""
 
     def one(i: int) -> str:
         algo = ("grpo", "gspo")[i % 2]
@@ -457,6 +459,7 @@ def make_root(
             seed=i,
             tokens_per_step=tokens_per_step,
             spikes=3,
+            summary=summary,
         )
 
     workers = workers or (16 if storage.is_uri(root) else 1)
@@ -475,9 +478,19 @@ def main() -> None:
     p.add_argument("--group-size", type=int, default=16)
     p.add_argument("--tokens-per-step", type=int, default=2)
     p.add_argument("--workers", type=int, default=None, help="runs written at once")
+    p.add_argument("--no-summaries", action="store_true", help="write no summary in run.json")
     a = p.parse_args()
     t0 = time.perf_counter()
-    make_root(a.root, a.runs, a.steps, a.groups, a.group_size, a.tokens_per_step, a.workers)
+    make_root(
+        a.root,
+        a.runs,
+        a.steps,
+        a.groups,
+        a.group_size,
+        a.tokens_per_step,
+        a.workers,
+        summary=not a.no_summaries,
+    )
     print(
         f"wrote {a.runs} runs x {a.steps} steps x {a.groups * a.group_size} sequences "
         f"to {a.root} in {time.perf_counter() - t0:.1f} s"

@@ -38,11 +38,11 @@ def _page_counts(run) -> tuple[int, int]:
 
 def test_the_recorder_writes_a_summary_when_it_closes(tmp_path):
     """At close run.json holds a summary of the compacted step table: this version, the
-    checks' digest, every step, the step parts with their sizes and the steps folder's stamp."""
+    checks' declared version, every step, the step parts with their sizes and the steps folder's stamp."""
     run_dir = record_run(tmp_path, "r", "gspo", seed=0, spread=0.3)
     s = read_run_info(run_dir).summary
     assert s is not None
-    assert (s.version, s.checks, s.steps) == (SUMMARY_VERSION, summary_module.checks_digest(), 6)
+    assert (s.version, s.checks, s.steps) == (SUMMARY_VERSION, summary_module.checks_version(), 6)
     steps = os.path.join(run_dir, STEPS_DIR)
     assert s.step_files == tuple(
         (f, os.path.getsize(os.path.join(steps, f))) for f in sorted(os.listdir(steps))

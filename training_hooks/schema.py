@@ -390,7 +390,7 @@ class RunSummary:
     version: int
     """``SUMMARY_VERSION`` of the writer."""
     checks: str
-    """A digest of the health checks' code that made ``findings``."""
+    """The declared version of the checks that made ``findings`` (``findings.CHECKS_VERSION``)."""
     steps: int
     """Rows of the step table (one per step)."""
     step_files: tuple[tuple[str, int], ...]

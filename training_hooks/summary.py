@@ -8,18 +8,16 @@ count the Health page gives from the table. The recorder calls it when it closes
 write a run, ``bench/make_runs.py`` for its generated runs. It imports no torch.
 
 The app trusts a summary only while it still describes the run (``app.summary``): the same step
-parts, the same checks' code (``checks_digest``), the same algorithm and eps. A running run's
+parts, the same declared version of the checks (``checks_version``), the same algorithm and eps. A running run's
 summary is out of date at its next flush; the app then reads the table, as without one.
 """
 
 from __future__ import annotations
 
-import functools
-import hashlib
-import importlib
 import os
-import pkgutil
 import time
+from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from . import findings, storage, tables
@@ -35,28 +33,11 @@ from .schema import (
     is_data_file,
 )
 
-#: The code that decides the findings: the checks and the step-table reader (a digest of their
-#: source, and of this module's, invalidates older summaries).
-CHECK_MODULES = (
-    "training_hooks.tables",
-    *(
-        f"training_hooks.findings.{m.name}"
-        for m in pkgutil.iter_modules([os.path.join(os.path.dirname(__file__), "findings")])
-    ),
-)
 
-
-@functools.lru_cache(maxsize=1)
-def checks_digest() -> str:
-    """A digest of the code of ``CHECK_MODULES`` and of this module (12 hex digits)."""
-    h = hashlib.sha1()
-    for name in (*CHECK_MODULES, __name__):
-        path = importlib.import_module(name).__file__
-        if path is None:
-            raise RuntimeError(f"module {name} has no source file to digest")
-        with open(path, "rb") as f:
-            h.update(f.read())
-    return h.hexdigest()[:12]
+def checks_version() -> str:
+    """The version of the checks a summary's findings come from (``findings.CHECKS_VERSION``,
+    declared and bumped when the findings can change; not a digest of their source)."""
+    return f"v{findings.CHECKS_VERSION}"
 
 
 def eps_pairs(info: RunInfo) -> dict[str, tuple[float, float]]:
@@ -87,7 +68,7 @@ def is_current(summary: RunSummary, steps: tuple | None, sequences: tuple | None
     sequence folders whose stamps are ``steps`` and ``sequences`` now."""
     return (
         summary.version == SUMMARY_VERSION
-        and summary.checks == checks_digest()
+        and summary.checks == checks_version()
         and summary.steps_dir is not None
         and steps is not None
         and summary.steps_dir == tuple(steps)
@@ -95,31 +76,43 @@ def is_current(summary: RunSummary, steps: tuple | None, sequences: tuple | None
     )
 
 
-def summarise_run(run_dir: str, info: RunInfo) -> RunSummary:
+def summarise_run(
+    run_dir: str,
+    info: RunInfo | None,
+    *,
+    listed: Callable[[str], tables.PartFiles] = tables.list_now,
+    algorithm: str | None = None,
+) -> RunSummary:
     """The summary of the run in ``run_dir`` described by ``info`` (its algorithm and eps), from
-    its step table on disk now."""
+    its step table on disk now. ``listed``: a table folder's parts (the app passes its shared
+    listing); ``algorithm``: a folder without run.json (``info`` None), what its steps state."""
     stamps = {t: folder_stamp(run_dir, t) for t in (STEPS_DIR, SEQUENCES_DIR)}
-    with_parts = tuple(
-        t
-        for t in TABLE_DIRS
-        if any(is_data_file(f.name) for f in storage.list_files(storage.join(run_dir, t)))
-    )
-    df, files = tables.step_frame(str(run_dir))
-    eps = eps_pairs(info)
-    algorithm = str(info.algorithm or "?")
+    parts = {t: listed(storage.join(run_dir, t)) for t in TABLE_DIRS}
+    with_parts = tuple(t for t in TABLE_DIRS if any(is_data_file(f.name) for f in parts[t]))
+    df, files = tables.step_frame(str(run_dir), parts[STEPS_DIR])
+    eps = eps_pairs(info) if info is not None else {}
+    if info is not None:
+        algorithm = str(info.algorithm or "?")
     # the status is judged by the reader, as of when it reads
-    report = page_report(run_dir, info, df, status=STATUS_FINISHED, sequences=with_parts)
+    report = page_report(
+        run_dir,
+        info,
+        df,
+        status=STATUS_FINISHED,
+        sequences=with_parts,
+        algorithm=None if info is not None else algorithm,
+    )
     found = report.findings
     problems = (findings.ERROR, findings.WARNING)
     return RunSummary(
         version=SUMMARY_VERSION,
-        checks=checks_digest(),
+        checks=checks_version(),
         steps=len(df),
         step_files=tuple((f.name, f.size) for f in files),
         steps_dir=stamps[STEPS_DIR],
         sequences_dir=stamps[SEQUENCES_DIR],
         tables=with_parts,
-        algorithm=algorithm,
+        algorithm=algorithm or "?",
         seq_eps=eps.get("seq"),
         token_eps=eps.get("token"),
         findings=tuple((f.code, f.severity) for f in found if f.severity in problems),
@@ -130,28 +123,33 @@ def summarise_run(run_dir: str, info: RunInfo) -> RunSummary:
 
 def page_findings(
     run_dir: str,
-    info: RunInfo,
+    info: RunInfo | None,
     df: Any = None,
     *,
     status: str | None = None,
     sequences: tuple[str, ...] | None = None,
+    algorithm: str | None = None,
 ) -> list:
     """The findings of ``page_report`` (``Finding``s)."""
-    return page_report(run_dir, info, df, status=status, sequences=sequences).findings
+    return page_report(
+        run_dir, info, df, status=status, sequences=sequences, algorithm=algorithm
+    ).findings
 
 
 def page_report(
     run_dir: str,
-    info: RunInfo,
+    info: RunInfo | None,
     df: Any = None,
     *,
     status: str | None = None,
     sequences: tuple[str, ...] | None = None,
+    algorithm: str | None = None,
 ) -> findings.HealthReport:
     """The Health page's report of the run in ``run_dir`` (findings and coverage): its step table
     (``df``, read as the dashboard reads it when not given) judged with run.json's settings
     (``status`` overrides the one stated) and, when it recorded sequences, the solved / failed
-    split of its zero-variance groups. ``sequences``: the run's tables with files, when known."""
+    split of its zero-variance groups. ``sequences``: the run's tables with files, when known;
+    ``algorithm``: the one to judge by when run.json states none (a folder without one)."""
     if df is None:
         df, _ = tables.step_frame(str(run_dir))
     seqs = None
@@ -160,14 +158,18 @@ def page_report(
             str(run_dir), SEQUENCES_DIR, findings.OUTCOME_COLUMNS, None, SEQUENCE_COLUMNS
         )
     facts = findings.facts_of(info, status=status)
+    if algorithm is not None:
+        facts = replace(facts, algorithm=algorithm)
     return findings.report_of(facts, df, None if seqs is None else seqs.df)
 
 
-def try_summarise_run(run_dir: str, info: RunInfo) -> tuple[RunSummary | None, str | None]:
-    """``(summarise_run(...), None)``, or ``(None, why)`` when it cannot be made (a table is
-    unreadable): a missing summary only costs the app a read."""
+def try_summarise_run(
+    run_dir: str, info: RunInfo | None, **kwargs: Any
+) -> tuple[RunSummary | None, str | None]:
+    """``(summarise_run(run_dir, info, **kwargs), None)``, or ``(None, why)`` when it cannot be
+    made (a table is unreadable): a missing summary only costs the app a read."""
     try:
-        return summarise_run(run_dir, info), None
+        return summarise_run(run_dir, info, **kwargs), None
     except Exception as e:  # noqa: BLE001 -- a summary is a cache; the run is recorded anyway
         return None, f"{type(e).__name__}: {e}"
 

@@ -272,14 +272,14 @@ def read_table(
     return None  # (not reached: the second attempt skips vanished files)
 
 
-def step_frame(run_dir: str) -> tuple[pd.DataFrame, PartFiles]:
+def step_frame(run_dir: str, listed: PartFiles | None = None) -> tuple[pd.DataFrame, PartFiles]:
     """A run folder's step table exactly as the app's ``load_steps`` gives it (all columns, one
     row per step, derived columns), read now and not cached, with the step parts listed (all of
     them, superseded ones included, as discovery lists them). For writers of a run's summary
     (``training_hooks.summary``), whose findings must be the pages' findings; the app's
-    ``load_steps`` is this read, cached."""
+    ``load_steps`` is this read, cached. ``listed``: the folder's parts when already listed."""
     folder = storage.join(run_dir, STEPS_DIR)
-    listed = list_now(folder)
+    listed = list_now(folder) if listed is None else listed
     t = read_files(folder, current(listed), None, None, STEP_COLUMNS, skip_vanished=True)
     return one_row_per_step(t).df, listed
 

@@ -5,12 +5,12 @@ import time
 import pandas as pd
 import streamlit as st
 
-from app import data, line_style, mlflow_store, ui
+from app import data, health_fill, line_style, mlflow_store, ui
 from app.discovery import imported_tool
 from app.eps_format import fmt_eps
 from app.records import SOURCE_PARQUET, RunRef
 from app.settings import import_root, import_source
-from app.summary import health_cell
+from app.summary import known_cell
 from training_hooks.findings.core import defaulted_settings
 
 STATUS_COLOR = {
@@ -149,12 +149,22 @@ def _config_summary(run: RunRef) -> str:
     return ", ".join(items)
 
 
+HEALTH_PENDING = "checking…"  # a cell whose count is not known yet: never a count, never "ok"
+HEALTH_UNREADABLE = "unreadable: open Health"
+HEALTH_POLL_S = 2.0  # how often the page looks for newly filled Health cells
+
+
 def _health(run: RunRef) -> str:
     """ "ok" only when nothing was found and most checks ran; "2 of 14 checked" (with the
     findings, if any) when most checks could not run (a setting or a column was missing)."""
     if run.source != SOURCE_PARQUET:
         return "open Health"
-    n_err, n_warn, ran, not_ran = health_cell(run)  # (the run's summary when up to date)
+    cell = known_cell(run)  # (from a summary that describes the run, else not yet known)
+    if cell is None:
+        return HEALTH_PENDING
+    if isinstance(cell, str):
+        return HEALTH_UNREADABLE
+    n_err, n_warn, ran, not_ran = cell
     little = f"{ran} of {ran + not_ran} checked" if not_ran > ran else ""
     if not n_err and not n_warn:
         return f"nothing found, {little}" if little else "ok"
@@ -231,7 +241,7 @@ def _row(run: RunRef) -> dict:
         "started (UTC)": _started(run),
         "algorithm": run.algorithm.upper() if ui.loss_unit(run) else UNKNOWN,
         "status": run.status,
-        "health": data.per_run(_health, run),  # read once per state of the run
+        "health": _health(run),
         "last step": run.last_step,
         "last update": _last_update(run),
         "source": _source(run),
@@ -257,7 +267,6 @@ with st.container(horizontal=True):
         key="runs_status",
     )
 
-data.per_run_many(_health, ctx.runs)  # each run's health, read once per state (in parallel on S3)
 rows = [_row(r) for r in ctx.runs]
 df = pd.DataFrame(rows)
 keep = pd.Series(True, index=df.index)
@@ -294,7 +303,7 @@ def _status_css(v: str) -> str:
 
 def _health_css(v: str) -> str:
     """Red for errors, amber for warnings, green for "ok" only (most checks ran, nothing found);
-    grey for what was mostly not checked or not judged here."""
+    grey for what was mostly not checked, not judged here or still being checked."""
     if "err" in v:
         return "color: #cf222e"
     if "warn" in v:
@@ -327,6 +336,26 @@ st.dataframe(
         "problems": st.column_config.TextColumn(width="medium"),
     },
 )
+
+
+@st.fragment(run_every=HEALTH_POLL_S)
+def _health_progress(waiting: list[RunRef]) -> None:
+    """How many Health cells are still being checked; the page is drawn again when some filled."""
+    n = health_fill.left(waiting)
+    if n < len(waiting):
+        st.rerun(scope="app")
+    why = health_fill.FILLER.problem
+    st.caption(
+        f"Health: {n:,} of {len(df):,} runs still being checked, newest first (their cells read "
+        f"'{HEALTH_PENDING}'); each result is kept for the next server start."
+        + (f" The last could not be kept ({ui.md_escape(why)})." if why else ""),
+    )
+
+
+waiting = health_fill.pending(ctx.runs)
+if waiting:  # made off this thread; kept beside the runs, or in the local cache in read-only mode
+    health_fill.fill(waiting, writable=not ctx.read_only)
+    _health_progress(waiting)
 n_sel = len(ctx.selected)
 st.caption(
     f"{len(view)} of {len(df)} runs shown · {n_sel} selected for comparison"

@@ -21,14 +21,36 @@ from .task import Task
 #: off-policy sequence is outside it. This range keeps GSPO's clip share in the paper's regime
 #: (about 15% of the off-policy sequences; docs/demo.md).
 DEMO_GSPO_EPS: tuple[float, float] = (0.02, 0.03)
-#: The published clip range of each algorithm (GRPO's token unit, GSPO's sequence unit).
+#: The published clip range of each algorithm with a hard clip (GRPO's token unit, GSPO's
+#: sequence unit).
 PAPER_EPS: dict[str, tuple[float, float]] = {"grpo": GRPO_EPS, "gspo": GSPO_EPS}
-#: Clip range (eps_low, eps_high) of each algorithm the demo trains: GRPO clips tokens with the
-#: paper's range, GSPO clips sequences with the demo's (``gspo_metrics.grpo_loss`` / ``gspo_loss``).
+#: Clip range (eps_low, eps_high) of each algorithm the demo trains with a hard clip: GRPO clips
+#: tokens with the paper's range, GSPO clips sequences with the demo's (``gspo_metrics.grpo_loss``
+#: / ``gspo_loss``). CISPO and SAPO have no clip range (``LOSS_PARAMS``).
 DEFAULT_EPS: dict[str, tuple[float, float]] = {"grpo": GRPO_EPS, "gspo": DEMO_GSPO_EPS}
-#: The unit each algorithm clips in (the recorder's ``token_eps`` / ``seq_eps``).
+#: The unit each hard-clip algorithm clips in (the recorder's ``token_eps`` / ``seq_eps``).
 CLIP_UNIT: dict[str, str] = {"grpo": "token", "gspo": "seq"}
-ALGORITHMS = tuple(DEFAULT_EPS)
+#: CISPO's cap on its stop-gradient importance weight, w = min(r_t, 5) per token with no floor:
+#: TRL 1.16's documented recommendation for ``loss_type="cispo"`` (``epsilon_high=5.0``, an
+#: absolute ratio, ScaleRL's eps_max) and ``gspo_metrics.cispo_loss``'s default. The MiniMax-M1
+#: paper (arXiv:2506.13585) tunes only the upper bound and publishes no value.
+CISPO_WEIGHT_MAX = 5.0
+#: SAPO's gate temperatures (tau_pos where A > 0, tau_neg where A <= 0): the SAPO paper's
+#: (arXiv:2511.20347), TRL's ``sapo_temperature_pos/neg`` and verl's ``tau_pos/neg`` defaults.
+SAPO_TAUS: tuple[float, float] = (1.0, 1.05)
+#: The parameters each algorithm's registered loss (``gspo_metrics.get_loss``) is called with,
+#: beside the clip range of the hard-clip ones (``DemoConfig.loss_params``), all at the token
+#: level and with the run's ``reduction``: the four runs differ only in the trust region.
+LOSS_PARAMS: dict[str, dict[str, float]] = {
+    "grpo": {},
+    "gspo": {},
+    "cispo": {"weight_max": CISPO_WEIGHT_MAX},
+    "sapo": {"tau_pos": SAPO_TAUS[0], "tau_neg": SAPO_TAUS[1]},
+}
+#: Every algorithm the demo can train (``--algorithms``).
+ALGORITHMS = tuple(LOSS_PARAMS)
+#: What ``--algorithms`` trains when not given.
+DEFAULT_ALGORITHMS: tuple[str, ...] = ("grpo", "gspo")
 #: The regime the defaults are chosen for (docs/demo.md), as (low, high) bounds (None: none),
 #: checked on the recorded runs by ``bench/bench_demo_learning.py`` and the slow test:
 #: ``gain``, last fifth's mean reward minus the first fifth's (rewards are 0 or 1);
@@ -60,7 +82,10 @@ class DemoConfig:
     """Everything that defines one demo run (stored as the run's config)."""
 
     algorithm: str = option(
-        "gspo", '"grpo" (grpo_loss, token clip) or "gspo" (gspo_loss, sequence clip).', cli=False
+        "gspo",
+        '"grpo" (grpo_loss, token clip), "gspo" (gspo_loss, sequence clip), "cispo" (cispo_loss, '
+        'capped weight, no clip) or "sapo" (sapo_loss, soft gate, no clip).',
+        cli=False,
     )
     steps: int = option(50, "Rollout steps (each gives epochs * minibatches optimizer steps).")
     seed: int = option(
@@ -86,13 +111,13 @@ class DemoConfig:
     )
     eps_low: float | None = option(
         None,
-        "Clip eps below 1 (default: GRPO the paper's 0.2 per token, GSPO the demo's 0.02 per "
-        "sequence, not the paper's 3e-4: docs/demo.md).",
+        "Clip eps below 1, GRPO and GSPO only (default: GRPO the paper's 0.2 per token, GSPO the "
+        "demo's 0.02 per sequence, not the paper's 3e-4: docs/demo.md).",
     )
     eps_high: float | None = option(
         None,
-        "Clip eps above 1 (default: GRPO the paper's 0.2 per token, GSPO the demo's 0.03 per "
-        "sequence, not the paper's 4e-4: docs/demo.md).",
+        "Clip eps above 1, GRPO and GSPO only (default: GRPO the paper's 0.2 per token, GSPO the "
+        "demo's 0.03 per sequence, not the paper's 4e-4: docs/demo.md).",
     )
     reduction: str = option("seq_mean_token_mean", "Loss reduction (gspo_metrics.REDUCTIONS).")
     alphabet: str = option("abc", "Symbols of the task's strings.")
@@ -145,6 +170,16 @@ class DemoConfig:
         if self.reduction not in REDUCTIONS:
             raise ValueError(f"reduction must be one of {REDUCTIONS}, got {self.reduction!r}")
         self.inject = tuple(str(i) for i in Faults.parse(self.inject).injections)
+        if self.algorithm not in DEFAULT_EPS:
+            for name in ("eps_low", "eps_high"):
+                if getattr(self, name) is not None:
+                    raise ValueError(
+                        f"{name} applies to the hard-clip algorithms only "
+                        f"({', '.join(DEFAULT_EPS)}); {self.algorithm} has no clip range, got "
+                        f"{getattr(self, name)!r}"
+                    )
+            self.ops = tuple(self.ops)
+            return
         low, high = DEFAULT_EPS[self.algorithm]
         self.eps_low = low if self.eps_low is None else self.eps_low
         self.eps_high = high if self.eps_high is None else self.eps_high
@@ -155,8 +190,24 @@ class DemoConfig:
         return self.steps * self.epochs * self.minibatches
 
     @property
+    def hard_clip(self) -> bool:
+        """Whether this run's loss clips its ratio (GRPO, GSPO), so has a clip range and unit."""
+        return self.algorithm in DEFAULT_EPS
+
+    def loss_params(self) -> dict[str, float]:
+        """The keywords this run's loss is called with beside ``reduction``: the clip range of a
+        hard-clip loss, ``LOSS_PARAMS`` of the others."""
+        if self.hard_clip:
+            low, high = self.eps
+            return {"eps_low": low, "eps_high": high}
+        return dict(LOSS_PARAMS[self.algorithm])
+
+    @property
     def eps(self) -> tuple[float, float]:
-        """This run's clip range (eps_low, eps_high), in its algorithm's unit."""
+        """This run's clip range (eps_low, eps_high), in its algorithm's unit; ValueError for an
+        algorithm without a clip (``hard_clip`` False)."""
+        if not self.hard_clip:
+            raise ValueError(f"{self.algorithm} has no clip range (no hard clip)")
         if self.eps_low is None or self.eps_high is None:  # __post_init__ sets both
             raise RuntimeError(
                 "DemoConfig.eps_low/eps_high are unset (built without __post_init__)"
@@ -172,11 +223,13 @@ class DemoConfig:
         return "demo" if self.eps == DEFAULT_EPS[self.algorithm] else "option"
 
     def clip_ranges(self) -> ClipRanges:
-        """The recorder's ``seq_eps`` and ``token_eps``: this run's range in its own unit and the
-        other algorithm's default range in the other unit, so every run of a demo measures both
-        units with the same ranges and Compare draws them side by side."""
-        other = next(a for a in ALGORITHMS if a != self.algorithm)
-        ranges = {CLIP_UNIT[other]: DEFAULT_EPS[other], CLIP_UNIT[self.algorithm]: self.eps}
+        """The recorder's ``seq_eps`` and ``token_eps``: a hard-clip run's range in its own unit
+        and the demo's default range of the other unit (CISPO and SAPO: both defaults), so every
+        run of a demo measures both units with the same ranges and Compare draws them side by
+        side."""
+        ranges = {CLIP_UNIT[a]: eps for a, eps in DEFAULT_EPS.items()}
+        if self.hard_clip:
+            ranges[CLIP_UNIT[self.algorithm]] = self.eps
         return ClipRanges(seq_eps=ranges["seq"], token_eps=ranges["token"])
 
     def make_task(self) -> Task:
@@ -184,12 +237,19 @@ class DemoConfig:
 
     def stored(self) -> dict[str, Any]:
         """The run's config as recorded (run.json, MLflow params): the fields, ``ops`` and
-        ``inject`` joined, whose clip range it is (``eps_source``) and the paper's
-        (``paper_eps``, "low/high")."""
-        return {
+        ``inject`` joined; for a hard-clip run whose clip range it is (``eps_source``) and the
+        paper's (``paper_eps``, "low/high"); for CISPO and SAPO no eps fields (they have no clip
+        range) but the loss's parameters (``weight_max``; ``tau_pos``, ``tau_neg``)."""
+        stored = {
             **dataclasses.asdict(self),
             "ops": ",".join(self.ops),
             "inject": ",".join(self.inject),
+        }
+        if not self.hard_clip:
+            del stored["eps_low"], stored["eps_high"]
+            return {**stored, **LOSS_PARAMS[self.algorithm]}
+        return {
+            **stored,
             "eps_source": self.eps_source,
             "paper_eps": "/".join(f"{e:g}" for e in PAPER_EPS[self.algorithm]),
         }
@@ -203,7 +263,10 @@ class Session:
     """
 
     out: str = option("runs", "Run folder root.")
-    algorithms: tuple[str, ...] = option(ALGORITHMS, "Algorithms to train, one run each per seed.")
+    algorithms: tuple[str, ...] = option(
+        DEFAULT_ALGORITHMS,
+        f"Algorithms to train, one run each per seed (of {', '.join(ALGORITHMS)}).",
+    )
     seeds: int = option(
         1,
         "Seeds per algorithm: runs of --seed, --seed + 1, ... (named PREFIX-ALGORITHM-sSEED when "
@@ -236,8 +299,12 @@ class Session:
         """One ``DemoConfig`` per seed and algorithm (seed by seed: a seed's runs share its warm
         start), with ``settings`` (DemoConfig fields) in each; seeds ``seed``, ``seed + 1``, ..."""
         first = settings.pop("seed", DemoConfig.seed)
+        clip = {k: settings.pop(k) for k in ("eps_low", "eps_high") if k in settings}
         return [
-            DemoConfig(algorithm=a, seed=first + k, **settings)
+            # the clip range goes to the hard-clip algorithms only (CISPO and SAPO have none)
+            DemoConfig(
+                algorithm=a, seed=first + k, **settings, **(clip if a in DEFAULT_EPS else {})
+            )
             for k in range(self.seeds)
             for a in self.algorithms
         ]

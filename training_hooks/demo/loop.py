@@ -363,7 +363,7 @@ def stale_old_logprobs(learner: Learner, mb: Minibatch, step: int) -> Minibatch:
 
 
 def update(learner: Learner, mb: Minibatch, step: int) -> Update:
-    """One optimizer step: the algorithm's clipped loss (plus the optional KL penalty). A step
+    """One optimizer step: the algorithm's registered loss (plus the optional KL penalty). A step
     whose gradient norm is not finite is skipped (as torch.amp.GradScaler does): a NaN must not
     reach the weights."""
     config, faults = learner.config, learner.faults
@@ -376,9 +376,8 @@ def update(learner: Learner, mb: Minibatch, step: int) -> Update:
         mb.old_logprobs,
         mb.advantages,
         mb.mask,
-        eps_low=config.eps_low,
-        eps_high=config.eps_high,
         reduction=config.reduction,
+        **config.loss_params(),  # the clip range (GRPO, GSPO), CISPO's cap, SAPO's temperatures
     )
     loss = out.loss
     if config.kl_coef:

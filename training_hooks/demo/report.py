@@ -10,7 +10,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .config import CLIP_UNIT, PAPER_EPS, DemoConfig
+from .config import CLIP_UNIT, LOSS_PARAMS, PAPER_EPS, DemoConfig
 from .faults import FAULTS, Faults
 from .loop import RunResult, StepStats
 
@@ -35,6 +35,14 @@ def eps_whose(config: DemoConfig) -> str:
     if config.eps_source != "paper":
         text += f" (the paper's: {eps_text(PAPER_EPS[config.algorithm])})"
     return text
+
+
+def trust_region_text(config: DemoConfig) -> str:
+    """A run's trust region in the header: its clip range, or its loss's parameters."""
+    if config.hard_clip:
+        return f"clip range: {eps_whose(config)}"
+    params = ", ".join(f"{k} {v:g}" for k, v in LOSS_PARAMS[config.algorithm].items())
+    return f"no clip; {params} (config.LOSS_PARAMS)"
 
 
 def faults_text(inject: Sequence[str]) -> str:
@@ -68,7 +76,7 @@ def header(configs: Sequence[DemoConfig], out: str, mlflow_uri: str | None) -> s
         f"{c.minibatches} minibatches x {c.epochs} epoch(s) = {c.epochs * c.minibatches} "
         f"optimizer steps (policy lag 0..{c.epochs * c.minibatches - 1}), lr {c.lr:g}",
     ]
-    lines += [f"  {x.algorithm.upper()} clip range: {eps_whose(x)}" for x in first.values()]
+    lines += [f"  {x.algorithm.upper()} {trust_region_text(x)}" for x in first.values()]
     lines += [
         f"  faults injected: {faults_text(c.inject)}",
         f"  recording to {out} (Parquet)"
@@ -206,7 +214,8 @@ def summary_table(results: Sequence[RunResult], seeds: int = 1) -> str:
             f"[{1 - seq[0]:g}, {1 + seq[1]:g}] (GSPO's unit, the demo's ε)",
         ]
     lines += [
-        f"both units are measured on {every}, each algorithm clips in its own",
+        f"both units are measured on {every}, each hard-clip algorithm clips in its own "
+        "(CISPO and SAPO clip in neither)",
         "train s: the rollout loop (sampling, updates, log_step), first rollout included; "
         "rollouts/s: rollout steps 2 on (the first pays one-time costs); start-up, warm start "
         "and writing are timed apart (below)",

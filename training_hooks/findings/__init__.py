@@ -97,11 +97,13 @@ from training_hooks.findings.thresholds import (
     RunThresholds,
     Threshold,
 )
+from training_hooks.findings.version import CHECKS_VERSION
 
 __all__ = [
     "ATTENUATION_HIGH",
     "ATTENUATION_LOW",
     "ATTENUATION_ONE_SIDED",
+    "CHECKS_VERSION",
     "CLIP_HIGH",
     "CLIP_LOW",
     "CODES",

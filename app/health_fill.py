@@ -1,0 +1,139 @@
+"""The Runs page's Health column as it comes: the summaries no run.json holds (runs written by
+another writer or an older gspo-dash, summaries set aside by a new ``CHECKS_VERSION``) are made
+off the page's thread, newest runs first, and kept (``app.kept_summaries``), so the page draws
+at once and the next server start on the same root has them all.
+
+``known(run)`` is the run's summary when one is known now: run.json's while it describes the
+run (``app.summary.valid_summary``), else one this process made or kept, else None (the cell is
+pending). ``fill(runs, writable=...)`` queues the runs whose summary is not known; process-wide
+worker threads (one for a local root, whose reads are CPU; ``REMOTE_WORKERS`` for an object
+store, whose reads wait on the network) make them, and ``left(runs)`` says how many of them are
+still to come.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import threading
+
+from app import data
+from app.kept_summaries import keep, read_kept
+from app.records import SOURCE_PARQUET, RunRef
+from training_hooks import storage
+from training_hooks.schema import RunSummary
+from training_hooks.summary import try_summarise_run
+
+REMOTE_WORKERS = 16
+
+#: (run folder, discovery stamp) -> the run's summary (made or kept), None: none kept (compute),
+#: or ``Unreadable``.
+_KNOWN = data.Memo(max_entries=100_000)
+
+
+class Unreadable(str):
+    """Why a run's summary could not be made (its tables could not be read)."""
+
+
+def _key(run: RunRef) -> tuple:
+    return (run.path, run.stamp)
+
+
+def known(run: RunRef) -> RunSummary | Unreadable | None:
+    """The run's summary if one is known now (module docstring), ``Unreadable`` when it could
+    not be made, None while it is pending. Reads a kept summary once per state of the run."""
+    from app.summary import valid_summary
+
+    if run.source != SOURCE_PARQUET or not run.stamp:
+        return None
+    s = valid_summary(run)
+    if s is not None and s.coverage is not None:  # (an older writer's records no coverage)
+        return s
+    key = _key(run)
+    missing = object()
+    hit = _KNOWN.peek(key, missing)
+    if hit is missing:
+        hit = _KNOWN.put_if_absent(key, read_kept(run))
+    return hit
+
+
+def pending(runs: list[RunRef]) -> list[RunRef]:
+    """The Parquet runs of ``runs`` whose summary is not known yet, in their order."""
+    return [r for r in runs if r.source == SOURCE_PARQUET and r.stamp and known(r) is None]
+
+
+def left(runs: list[RunRef]) -> int:
+    """How many of ``runs`` still have no known summary."""
+    return sum(1 for r in runs if _KNOWN.peek(_key(r)) is None)
+
+
+class _Filler:
+    """A heap of runs to summarise, newest first, and the threads that work it off."""
+
+    def __init__(self) -> None:
+        self._heap: list[tuple[float, int, RunRef, bool]] = []
+        self._queued: set[tuple] = set()
+        self._order = itertools.count()
+        self._lock = threading.Lock()
+        self._threads: list[threading.Thread] = []
+        self.problem: str | None = None  # why the last summary could not be kept
+
+    def add(self, runs: list[RunRef], writable: bool) -> None:
+        with self._lock:
+            for r in runs:
+                if _key(r) not in self._queued:
+                    self._queued.add(_key(r))
+                    item = (-(r.updated_at or 0.0), next(self._order), r, writable)
+                    heapq.heappush(self._heap, item)
+            remote = any(storage.is_uri(r.path or "") for r in runs)
+            self._threads = [t for t in self._threads if t.is_alive()]
+            want = min(REMOTE_WORKERS if remote else 1, len(self._heap))
+            for _ in range(want - len(self._threads)):
+                t = threading.Thread(target=self._work, name="gspo-dash-health", daemon=True)
+                self._threads.append(t)
+                t.start()
+
+    def _next(self) -> tuple[RunRef, bool] | None:
+        with self._lock:
+            if not self._heap:
+                return None
+            _, _, run, writable = heapq.heappop(self._heap)
+            self._queued.discard(_key(run))
+            return run, writable
+
+    def _work(self) -> None:
+        while (job := self._next()) is not None:
+            run, writable = job
+            if _KNOWN.peek(_key(run)) is not None:
+                continue  # made meanwhile (another session's request)
+            summary, why = try_summarise_run(
+                run.path or "", run.info, listed=data.part_files, algorithm=run.algorithm
+            )
+            if summary is None:
+                _KNOWN.put(_key(run), Unreadable(why or "unreadable"))
+                continue
+            _KNOWN.put(_key(run), summary)
+            self.problem = keep(run, summary, writable=writable)
+
+
+FILLER = _Filler()
+
+
+def fill(runs: list[RunRef], *, writable: bool) -> None:
+    """Make the summaries of ``runs`` (those ``pending`` gives) off this thread, newest first,
+    and keep them (beside the runs when ``writable``, else in the local cache)."""
+    FILLER.add(runs, writable)
+
+
+def wait(timeout_s: float) -> bool:
+    """Wait until no summary is being made (tests, the benchmark); True when none is."""
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with FILLER._lock:
+            busy = bool(FILLER._heap) or any(t.is_alive() for t in FILLER._threads)
+        if not busy:
+            return True
+        time.sleep(0.05)
+    return False
