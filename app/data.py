@@ -295,7 +295,7 @@ def load_steps(run: RunRef, columns: Iterable[str] | None = None) -> Table:
     if columns is not None:
         cols = tuple(dict.fromkeys(columns))
         want = tuple(dict.fromkeys((Step.STEP, Step.WALL_TIME, *_sources_of(cols))))
-    read = _read_table(run.path or "", STEPS_DIR, want, None, STEP_COLUMNS, _step_parts)
+    read = _read_listed(run.path or "", STEPS_DIR, want, None, STEP_COLUMNS, _step_parts)
     if read is None:  # no step file yet
         return tables.one_row_per_step(Table(pd.DataFrame(columns=list(want or ())), []))
     return read
@@ -311,7 +311,7 @@ def load_sequences(
         return Table(pd.DataFrame(), [f"{run.label}: no sequences table (MLflow-only run)"])
     cols = tuple(dict.fromkeys(columns)) if columns is not None else None
     rng = (int(step_range[0]), int(step_range[1])) if step_range is not None else None
-    t = _read_table(run.path, SEQUENCES_DIR, cols, rng, SEQUENCE_COLUMNS)
+    t = _read_listed(run.path, SEQUENCES_DIR, cols, rng, SEQUENCE_COLUMNS)
     if t is None:
         return Table(pd.DataFrame(), [f"{run.label}: no sequences table"])
     return Table(t.df, [f"{run.label}: {p}" for p in t.problems])
@@ -321,7 +321,7 @@ def load_tokens(run: RunRef, step: int) -> Table:
     """The per-token rows (sampled sequences) of one step; empty when the run has no tokens/."""
     if run.source != SOURCE_PARQUET or not run.path:
         return Table(pd.DataFrame(), [])
-    t = _read_table(run.path, TOKENS_DIR, None, (int(step), int(step)), TOKEN_COLUMNS)
+    t = _read_listed(run.path, TOKENS_DIR, None, (int(step), int(step)), TOKEN_COLUMNS)
     if t is None:
         return Table(pd.DataFrame(), [])
     return Table(t.df, [f"{run.label}: {p}" for p in t.problems])
@@ -362,7 +362,7 @@ def _sources_of(cols: tuple[str, ...]) -> tuple[str, ...]:
 # ----------------------------------------------------------------------------------------------
 
 
-def _read_table(
+def _read_listed(
     run_dir: str,
     table: str,
     columns: tuple[str, ...] | None,
@@ -370,9 +370,9 @@ def _read_table(
     expected: tuple[tuple[str, str], ...],
     read: Callable[..., Table] | None = None,
 ) -> Table | None:
-    """``tables.read_table`` from the shared listing (``part_files``), by ``read`` (default the
+    """``tables.read_listed`` from the shared listing (``part_files``), by ``read`` (default the
     cached ``_read_parts``)."""
-    return tables.read_table(
+    return tables.read_listed(
         run_dir, table, columns, step_range, expected, read or _read_parts, part_files
     )
 

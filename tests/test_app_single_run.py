@@ -559,7 +559,7 @@ def test_runs_table_on_the_real_logs(app_env, tmp_path):
             assert cell == "ok" or re.fullmatch(r"(\d+ err · )?\d+ warn", cell), cell
     health = dict(zip(df["name"], df["health"], strict=True))
     # frac_reward_zero_std 1.0 and reward 0.0 on most of its last rows: all-wrong groups
-    assert health["agent-memory-redteam"] == "1 err · 0 warn"
+    assert health["agent-memory-redteam"].startswith("1 err · 0 warn")
     assert (df["health"] == "ok").sum() == 1  # the clip-sweep verl run: its config says much
     assert df["health"].str.startswith("nothing found, ").sum() >= 8
 

@@ -28,8 +28,8 @@ def _steps_on_disk(run_dir) -> pd.DataFrame:
 
 
 def _app_read(run_dir, table: str, declared) -> pd.DataFrame:
-    """The table as the dashboard reads it (``tables.read_table``, no caching)."""
-    t = tables.read_table(str(run_dir), table, None, None, declared)
+    """The table as the dashboard reads it (``tables.read_listed``, no caching)."""
+    t = tables.read_listed(str(run_dir), table, None, None, declared)
     assert t is not None and not t.problems, t and t.problems
     return t.df
 

@@ -154,7 +154,7 @@ def page_report(
         df, _ = tables.step_frame(str(run_dir))
     seqs = None
     if sequences is None or SEQUENCES_DIR in sequences:
-        seqs = tables.read_table(
+        seqs = tables.read_listed(
             str(run_dir), SEQUENCES_DIR, findings.OUTCOME_COLUMNS, None, SEQUENCE_COLUMNS
         )
     facts = findings.facts_of(info, status=status)

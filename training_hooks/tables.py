@@ -247,7 +247,7 @@ def current(files: PartFiles) -> PartFiles:
     return tuple(f for f in files if f.name not in old)
 
 
-def read_table(
+def read_listed(
     run_dir: str,
     table: str,
     columns: tuple[str, ...] | None,
