@@ -78,6 +78,15 @@ def _per_sequence(name: str) -> str:
     raise ValueError(f"{name!r} is not a value of gspo_metrics.spec.PER_SEQUENCE")
 
 
+#: The version of the tables' columns, written in each file and in ``run.json``; bumped with
+#: every column added (re-exported by ``training_hooks.schema``).
+# 2: step columns rollout, policy_lag, sampler_kl_mean, sampler_logp_abs_diff_max.
+# 3: sequence columns sampler_kl, sampler_logp_abs_diff_max; token column reason. Older files
+#    lack them (read as absent: unknown), nothing else changed.
+# 4: sequence column attenuation; step columns attenuation_mean, attenuation_pos_mean,
+#    attenuation_neg_mean (older files lack them: unknown).
+SCHEMA_VERSION = 4
+
 _F = "float64"
 _VERSION = "the format's version (``SCHEMA_VERSION``), also in the file's metadata"
 

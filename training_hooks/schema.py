@@ -33,16 +33,10 @@ from dataclasses import MISSING, Field, asdict, dataclass, field, fields
 from typing import Any
 
 from . import storage
-from .columns import Column, Seq, Step, Tok, column_list  # noqa: F401 -- Column: this API
+from .columns import SCHEMA_VERSION, Column, Seq, Step, Tok, column_list  # noqa: F401 -- this API
 from .names import flatten, slug  # noqa: F401 -- part of this module's API
 from .storage import atomic_path  # noqa: F401 -- part of this module's API
 
-# 2: step columns rollout, policy_lag, sampler_kl_mean, sampler_logp_abs_diff_max.
-# 3: sequence columns sampler_kl, sampler_logp_abs_diff_max; token column reason. Older files
-#    lack them (read as absent: unknown), nothing else changed.
-# 4: sequence column attenuation; step columns attenuation_mean, attenuation_pos_mean,
-#    attenuation_neg_mean (older files lack them: unknown).
-SCHEMA_VERSION = 4
 METADATA_KEY = b"gspo_dash.schema_version"
 
 RUN_JSON = "run.json"
