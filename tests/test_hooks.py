@@ -612,6 +612,20 @@ def test_resume_appends_and_finishes(tmp_path, make_batch):
         RunRecorder(root=tmp_path, run_id=rec.run_id, algorithm="grpo")
 
 
+def test_resume_states_the_algorithm_a_run_did_not(tmp_path, make_batch):
+    """A run recorded without an algorithm ("unknown") takes the one a resume states; a resume
+    that states none keeps the run's."""
+    with RunRecorder(root=tmp_path, name="u") as rec:
+        rec.log_step(0, **make_batch(seed=0))
+    assert read_run_info(rec.run_dir).algorithm == "unknown"
+    with RunRecorder(root=tmp_path, run_id=rec.run_id, algorithm="gspo") as rec2:
+        rec2.log_step(1, **make_batch(seed=1))
+    assert read_run_info(rec.run_dir).algorithm == "gspo"
+    with RunRecorder(root=tmp_path, run_id=rec.run_id) as rec3:
+        rec3.log_step(2, **make_batch(seed=2))
+    assert read_run_info(rec.run_dir).algorithm == "gspo"
+
+
 def test_run_json_is_valid_json_with_schema_version(tmp_path, make_batch):
     """run.json holds the required fields, JSON-clean (no NaN), with schema_version."""
     with RunRecorder(

@@ -14,7 +14,7 @@ ratio, r_t = pi_theta / pi_old of token t, A = the advantage. How each step scal
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from gspo_metrics.spec import PER_SEQUENCE
 
@@ -44,10 +44,12 @@ def column(name: str, dtype: str, meaning: str) -> str:
 
 
 def declared(name: str) -> Column:
-    """The declaration of a column constant (``Step.LOSS``): TypeError for any other string."""
-    if not isinstance(name, Column):
+    """The declaration of a column constant (``Step.LOSS``): TypeError for any other string.
+    Checked by its attributes, not its class: a test or a tool that re-imports this module
+    makes a second ``Column`` class, and the constants made by the first stay declarations."""
+    if not (isinstance(getattr(name, "dtype", None), str) and getattr(name, "meaning", None)):
         raise TypeError(f"{name!r} is not a declared column (a Step, Seq or Tok constant)")
-    return name
+    return cast(Column, name)
 
 
 def dtype(name: str) -> str:

@@ -310,7 +310,8 @@ class RunRecorder:
             # not told: the run's own label holds (the steps appended carry it too)
             info.algorithm = self.algorithm = old.algorithm
             self._reduction = dataclasses.replace(self._reduction, algorithm=old.algorithm)
-        if old.algorithm != info.algorithm:
+        # a run recorded as unknown takes the label a resume states; a stated label stays
+        if old.algorithm not in (info.algorithm, UNKNOWN_ALGORITHM):
             raise ValueError(
                 f"run {old.run_id!r} was recorded with algorithm {old.algorithm!r}; "
                 f"cannot resume it as {info.algorithm!r}"
