@@ -317,6 +317,7 @@ class RunRecorder:
                 f"cannot resume it as {info.algorithm!r}"
             )
         self.resumed = True
+        old.algorithm = info.algorithm  # (equal, or stated now for a run recorded as unknown)
         old.status = schema.STATUS_RUNNING
         old.ended_at = None
         old.updated_at = info.updated_at
