@@ -200,14 +200,10 @@ def grouped_option(
     """(option, height) of the grouped charts: per panel each group's curve over the rows its
     panel shows, then the seeds panel."""
     drawn = []
+    columns = _Columns(x, [p.column for p in shown_panels], smoothing)
     for p in shown_panels:
         seeds = {
-            g.name: [
-                s
-                for m in members
-                if (s := gc.seed_of(m.label, _shown_rows(m, p, steps), x, p.column, smoothing))
-                is not None
-            ]
+            g.name: [s for m in members if (s := columns.seed(m, p, steps)) is not None]
             for g, _, members in groups
         }
         grid = gc.grid_x([s for ss in seeds.values() for s in ss])
@@ -228,9 +224,44 @@ def grouped_option(
     return gc.grouped_option(drawn, seeds_panel, x_name=ct.X_AXES.get(x, x), x_range=x_range)
 
 
-def _shown_rows(s: ct.RunSeries, p: panels.Panel, steps: str) -> pd.DataFrame:
-    """The rows of ``s`` that panel ``p`` shows under the "steps" choice ``steps``."""
-    return s.df[s.rows(cv.panel_subset(p.off_policy_default, steps, s.lag))]
+class _Columns:
+    """The runs' values for every panel, read once per run and subset of steps: the rows of the
+    subset with a finite x, sorted by x, and every shown panel's column there, EMA-smoothed all
+    at once (``group_chart.ema_columns``). ``seed`` then gives what ``group_chart.seed_of`` gives
+    on the panel's rows, without a frame or a smoothing per panel."""
+
+    def __init__(self, x: str, columns: Sequence[str], smoothing: float) -> None:
+        self.x, self.columns, self.smoothing = x, list(dict.fromkeys(columns)), smoothing
+        self._read: dict[tuple[str, str], tuple[np.ndarray, dict[str, np.ndarray]] | None] = {}
+
+    def seed(self, s: ct.RunSeries, p: panels.Panel, steps: str) -> gc.Seed | None:
+        """Run ``s`` on panel ``p``'s column over the rows that panel shows under the "steps"
+        choice ``steps`` (``compare_view.panel_subset``); None when it has no finite value."""
+        subset = cv.panel_subset(p.off_policy_default, steps, s.lag)
+        if (s.key, subset) not in self._read:
+            self._read[s.key, subset] = self._values(s, subset)
+        got = self._read[s.key, subset]
+        if got is None or p.column not in got[1]:
+            return None
+        xs, (ys, ok) = got[0], got[1][p.column]
+        return gc.Seed(s.label, xs[ok], ys[ok]) if ok.any() else None
+
+    def _values(
+        self, s: ct.RunSeries, subset: str
+    ) -> tuple[np.ndarray, dict[str, tuple[np.ndarray, np.ndarray]]] | None:
+        if self.x not in s.df.columns:
+            return None
+        xs = s.df[self.x].to_numpy(np.float64, na_value=np.nan)
+        rows = np.flatnonzero(s.rows(subset) & np.isfinite(xs))
+        if len(rows) > 1 and np.any(xs[rows[1:]] < xs[rows[:-1]]):
+            rows = rows[np.argsort(xs[rows], kind="stable")]
+        have = [c for c in self.columns if c in s.df.columns]
+        if not have:
+            return xs[rows], {}
+        y = np.column_stack([s.df[c].to_numpy(np.float64, na_value=np.nan)[rows] for c in have])
+        ok = np.isfinite(y)
+        smooth = gc.ema_columns(y, self.smoothing) if self.smoothing else y
+        return xs[rows], {c: (smooth[:, j], ok[:, j]) for j, c in enumerate(have)}
 
 
 def _spans(members: Sequence[ct.RunSeries], x: str) -> list[tuple[float, float]]:

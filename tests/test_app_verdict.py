@@ -124,6 +124,60 @@ def test_seed_lines_keep_a_spike():
     assert len(s.x) <= 300 and s.y.max() == 40.0
 
 
+def test_grouped_build_reads_each_run_once_as_seed_of_would():
+    """Two routes to one seed: Compare's grouped build (each run read and smoothed once for every
+    panel, ``compare_groups._Columns``) against ``seed_of`` on the rows the panel shows, on a run
+    with NaNs, an unsorted step column and on/off-policy steps (the clip panel: off-policy
+    rows only under the "auto" steps choice)."""
+    import pandas as pd
+
+    from app import compare_groups as cg
+    from app import compare_traces as ct
+    from app import compare_view as cv
+    from app import panels
+
+    rng = np.random.default_rng(3)
+    n = 40
+    df = pd.DataFrame(
+        {
+            Step.STEP: rng.permutation(n).astype(float),
+            Step.POLICY_LAG: np.tile([0, 1], n // 2),
+            Step.REWARD_MEAN: rng.normal(size=n),
+            Step.TOKEN_CLIP_FRACTION: rng.random(n),
+        }
+    )
+    df.loc[[3, 8], Step.REWARD_MEAN] = np.nan
+    df.loc[[5], Step.TOKEN_CLIP_FRACTION] = np.nan
+    from app.lag import lag_split
+
+    run = ct.RunSeries("r", "r", "grpo", "#000000", df, lag=lag_split(df))
+    shown = [p for p in panels.PANELS if p.column in (Step.REWARD_MEAN, Step.TOKEN_CLIP_FRACTION)]
+    assert {p.off_policy_default for p in shown} == {True, False}
+    columns = cg._Columns(Step.STEP, [p.column for p in shown], 0.6)
+    for p in shown:
+        got = columns.seed(run, p, cv.AUTO)
+        rows = df[run.rows(cv.panel_subset(p.off_policy_default, cv.AUTO, run.lag))]
+        want = gc.seed_of("r", rows, Step.STEP, p.column, 0.6)
+        assert got is not None and want is not None
+        # 20 off-policy rows, one NaN (row 5, lag 1); 40 rows, two NaNs
+        assert len(got.x) == (19 if p.off_policy_default else 38)
+        np.testing.assert_array_equal(got.x, want.x)
+        np.testing.assert_allclose(got.y, want.y, rtol=1e-12)
+
+
+def test_ema_columns_is_ema_per_column():
+    """``ema_columns`` on a (rows, 2) array with a NaN: each column's EMA of its finite values,
+    as ``series_math.ema`` on that column alone."""
+    from app import series_math
+
+    y = np.array([[1.0, 5.0], [np.nan, 4.0], [3.0, 3.0], [7.0, np.inf]])
+    e = gc.ema_columns(y, 0.5)
+    np.testing.assert_allclose(e[[0, 2, 3], 0], series_math.ema(np.array([1.0, 3.0, 7.0]), 0.5))
+    np.testing.assert_allclose(e[:3, 1], series_math.ema(np.array([5.0, 4.0, 3.0]), 0.5))
+    # by hand: (3 + 0.5 * 1) / 1.5 at the second finite value of column 0
+    assert e[2, 0] == pytest.approx(3.5 / 1.5)
+
+
 # ------------------------------------------------------------------------------ CLI and page
 
 
