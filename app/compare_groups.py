@@ -54,9 +54,9 @@ def metric_options(series: Sequence[ct.RunSeries]) -> list[str]:
 
 def controls(
     shown: Sequence[RunRef], series: Sequence[ct.RunSeries]
-) -> tuple[str, str | None, float]:
+) -> tuple[str, str | None, float, dict[str, str]]:
     """(group-by key or NONE, verdict metric (None: no numeric column to score), final
-    fraction)."""
+    fraction, {group: its own column} (``python -m app.verdict``'s ``--group-metric``))."""
     keys = rg.candidate_keys(shown)
     default = default_key(shown)
     metrics = metric_options(series)
@@ -93,15 +93,30 @@ def controls(
             help="A run's score: the mean of the metric over this final fraction of the steps at "
             "which it logged it.",
         )
-    return by, metric, final
+    own: dict[str, str] = {}
+    text = st.text_input(
+        "Score a group on its own column",
+        key="verdict_group_metrics",
+        placeholder="gspo=seq_clip_fraction, grpo=token_clip_fraction",
+        disabled=by == NONE,
+        help="GROUP=COLUMN, comma-separated: that group is scored on that column instead of the "
+        "verdict metric (python -m app.verdict's --group-metric). The scores then compare two "
+        "columns: the tables say which column each group was scored on. The page's steps "
+        "control applies: off-policy steps only, for a clip share (0 at on-policy steps).",
+    )
+    if text.strip() and by != NONE:
+        try:
+            own = vd.parse_group_metrics([t for t in text.split(",") if t.strip()])
+        except ValueError as e:
+            st.error(ui.md_escape(str(e)), icon=":material/error:")
+    return by, metric, final, own
 
 
 def verdict_table(r: vd.Report) -> None:
     """The groups and the pairs, the warnings and the runs left out."""
     st.subheader("Verdict", anchor=False)
     st.caption(
-        f"Score of a run: the mean of {ui.md_escape(r.metric)} over the final {r.final:.0%} of "
-        f"its logged steps. Mean score per group with its 95% percentile bootstrap CI "
+        f"Score of a run: {ui.md_escape(vd.scored(r))}. Mean score per group with its 95% percentile bootstrap CI "
         f"({vs.N_RESAMPLES:,} resamples of the group's runs); per pair the difference A - B with "
         "its 95% CI (each group resampled on its own), P(A > B) = Mann-Whitney U / (n·m), and "
         '"A better" or "B better" only when the difference\'s CI excludes 0. "Better" means a '
@@ -275,6 +290,16 @@ def _spans(members: Sequence[ct.RunSeries], x: str) -> list[tuple[float, float]]
     return out
 
 
-def report(shown: Sequence[RunRef], by: str, metric: str, final: float) -> vd.Report:
-    """``python -m app.verdict``'s report on the shown runs (steps through the page's cache)."""
-    return vd.report(shown, by, metric, final, load=data.load_steps)
+def report(
+    shown: Sequence[RunRef],
+    by: str,
+    metric: str,
+    final: float,
+    group_metrics: dict[str, str] | None = None,
+    steps: str = vd.ALL_STEPS,
+) -> vd.Report:
+    """``python -m app.verdict``'s report on the shown runs (steps through the page's cache),
+    ``steps`` the page's "steps" control."""
+    return vd.report(
+        shown, by, metric, final, load=data.load_steps, group_metrics=group_metrics, steps=steps
+    )
