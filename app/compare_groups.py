@@ -239,6 +239,10 @@ def grouped_option(
     return gc.grouped_option(drawn, seeds_panel, x_name=ct.X_AXES.get(x, x), x_range=x_range)
 
 
+#: a run's x on one subset of steps, and per column (smoothed y, raw y finite) on those rows
+_Values = tuple[np.ndarray, dict[str, tuple[np.ndarray, np.ndarray]]]
+
+
 class _Columns:
     """The runs' values for every panel, read once per run and subset of steps: the rows of the
     subset with a finite x, sorted by x, and every shown panel's column there, EMA-smoothed all
@@ -247,7 +251,7 @@ class _Columns:
 
     def __init__(self, x: str, columns: Sequence[str], smoothing: float) -> None:
         self.x, self.columns, self.smoothing = x, list(dict.fromkeys(columns)), smoothing
-        self._read: dict[tuple[str, str], tuple[np.ndarray, dict[str, np.ndarray]] | None] = {}
+        self._read: dict[tuple[str, str], _Values | None] = {}
 
     def seed(self, s: ct.RunSeries, p: panels.Panel, steps: str) -> gc.Seed | None:
         """Run ``s`` on panel ``p``'s column over the rows that panel shows under the "steps"
@@ -261,9 +265,7 @@ class _Columns:
         xs, (ys, ok) = got[0], got[1][p.column]
         return gc.Seed(s.label, xs[ok], ys[ok]) if ok.any() else None
 
-    def _values(
-        self, s: ct.RunSeries, subset: str
-    ) -> tuple[np.ndarray, dict[str, tuple[np.ndarray, np.ndarray]]] | None:
+    def _values(self, s: ct.RunSeries, subset: str) -> _Values | None:
         if self.x not in s.df.columns:
             return None
         xs = s.df[self.x].to_numpy(np.float64, na_value=np.nan)
