@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from training_hooks.findings.core import pct
-from training_hooks.findings.thresholds import th
+from training_hooks.findings.thresholds import ATTENUATION, GRPO_CLIP, GSPO_CLIP, MISMATCH
 from training_hooks.metric_map import Derived
 from training_hooks.schema import Step
 
@@ -49,7 +49,7 @@ class Panel:
 GRAD_NORM = "grad_norm"
 #: the sampler/trainer k3 below which a mismatch is float noise (Health's floor), and the per-token
 #: |Δ log p| whose k3 (Δ²/2 to second order) sits at that floor: sqrt(2 x 1e-5) = 0.0045 nats
-K3_FLOOR = th("mismatch_k3_floor")
+K3_FLOOR = MISMATCH.k3_floor.value
 LOGP_DIFF_FLOOR = math.sqrt(2 * K3_FLOOR)
 
 
@@ -90,8 +90,8 @@ PANELS: tuple[Panel, ...] = (
         "fraction of sequences",
         "Share of sequences whose s lies outside [1-ε_low, 1+ε_high] with GSPO's ε "
         f"(Tinker's clipped fraction). The GSPO paper reports about 15%; Health's usual band is "
-        f"{pct(th('gspo_clip_usual_low'))}-{pct(th('gspo_clip_usual_high'))}, a warning above "
-        f"{pct(th('gspo_clip_warn_high'))}. On a GRPO run it shows how often GSPO would have "
+        f"{pct(GSPO_CLIP.usual_low.value)}-{pct(GSPO_CLIP.usual_high.value)}, a warning above "
+        f"{pct(GSPO_CLIP.warn_high.value)}. On a GRPO run it shows how often GSPO would have "
         "clipped.",
         clip_unit="seq",
         off_policy_default=True,
@@ -116,8 +116,8 @@ PANELS: tuple[Panel, ...] = (
         "fraction of tokens",
         "Share of tokens whose own ratio r_t lies outside [1-ε_low, 1+ε_high] with GRPO's ε, "
         "whatever the advantage's sign. Health's usual band for GRPO is "
-        f"{pct(th('grpo_clip_usual_low'))}-{pct(th('grpo_clip_usual_high'))}, a warning above "
-        f"{pct(th('grpo_clip_warn_high'))}.",
+        f"{pct(GRPO_CLIP.usual_low.value)}-{pct(GRPO_CLIP.usual_high.value)}, a warning above "
+        f"{pct(GRPO_CLIP.warn_high.value)}.",
         clip_unit="token",
         off_policy_default=True,
         nonnegative=True,
@@ -143,7 +143,7 @@ PANELS: tuple[Panel, ...] = (
         "(GRPO, DAPO, GSPO), CISPO's cap, SAPO's gate, in one unit, so runs of different losses "
         "compare on one scale. 0: nothing removed; below 0: a loss that adds weight (CISPO's "
         "lower bound, GMPO). Recorded from the loss (TRL, verl, or a LossOutput given to "
-        f"log_step); Health warns above {pct(th('attenuation_warn_high'))}.",
+        f"log_step); Health warns above {pct(ATTENUATION.warn_high.value)}.",
         off_policy_default=True,
         zero_line=True,
     ),

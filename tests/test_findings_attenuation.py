@@ -16,8 +16,8 @@ from training_hooks.findings.core import (
     CLIP_HIGH,
     CODES,
     NOT_LOGGED,
-    th,
 )
+from training_hooks.findings.thresholds import ATTENUATION, THRESHOLDS
 from training_hooks.schema import Step
 
 N = 60  # off-policy steps (every row lag 1), above min_basis and clip_min_steps
@@ -34,7 +34,8 @@ def _codes(report) -> dict:
 def test_the_attenuation_codes_are_stable_codes():
     assert {ATTENUATION_HIGH, ATTENUATION_LOW, ATTENUATION_ONE_SIDED} <= set(CODES)
     for name in ("attenuation_warn_high", "attenuation_warn_low", "attenuation_side_min"):
-        assert th(name) > 0
+        assert THRESHOLDS[name] is getattr(ATTENUATION, name.removeprefix("attenuation_"))
+        assert THRESHOLDS[name].value > 0
 
 
 def test_cispo_is_never_judged_on_a_clip_share():

@@ -345,7 +345,7 @@ def test_a_log_ratio_spike_corroborated_by_kl_old(kl_spike):
         kl[101] = 1e-2
     z = np.log(30) / (1.4826 * 0.5)
     assert z == pytest.approx(4.588, abs=1e-3)
-    assert health.th("spike_mads_corroborated") < z < health.th("spike_mads")
+    assert health.RUN.spike_mads_corroborated.value < z < health.RUN.spike_mads.value
     cols = {Step.KL_OLD_MEAN: kl, Step.SEQ_LOG_RATIO_MAX: log_s, Step.SEQ_LOG_RATIO_MIN: -log_s}
     found = _codes(run_health(_off_policy_table(**cols), GSPO))
     if not kl_spike:

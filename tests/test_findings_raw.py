@@ -7,6 +7,7 @@ in a run that takes one update per batch."""
 from __future__ import annotations
 
 import json
+from dataclasses import fields
 
 import numpy as np
 import pandas as pd
@@ -15,7 +16,16 @@ import pytest
 from app import health
 from training_hooks import importers, schema, tables
 from training_hooks.findings import NAN_CELLS, RAW, THRESHOLDS, RunFacts, facts_of, run_health
+from training_hooks.findings.clip import CLIP_BANDS
 from training_hooks.findings.core import SETTING_UNKNOWN
+from training_hooks.findings.thresholds import (
+    ATTENUATION,
+    BANDS,
+    GRPO_CLIP,
+    GSPO_CLIP,
+    MISMATCH,
+    RUN,
+)
 from training_hooks.schema import Step
 
 TRL = RunFacts("unknown", tool="trl")
@@ -34,6 +44,26 @@ def test_raw_thresholds_are_typed_and_listed():
     assert RAW.grad_spike.value == 10.0 and RAW.loss_spike.value == 100.0
     assert THRESHOLDS["one_update_clip"] is RAW.one_update_clip
     assert all(t.source and t.unit for t in THRESHOLDS.values())
+
+
+def test_every_threshold_is_one_attribute_listed_once():
+    """THRESHOLDS is derived from the typed groups: each entry is the very object of one group's
+    field (hand-counted: 4 + 4 clip bands, 4 attenuation, 9 mismatch, 20 run, 13 raw = 54), and
+    every band a loss can name (clip.CLIP_BANDS) has its thresholds in BANDS."""
+    groups = [
+        (GSPO_CLIP, "gspo_clip_"),
+        (GRPO_CLIP, "grpo_clip_"),
+        (ATTENUATION, "attenuation_"),
+        (MISMATCH, "mismatch_"),
+        (RUN, ""),
+        (RAW, ""),
+    ]
+    attrs = {p + f.name: getattr(g, f.name) for g, p in groups for f in fields(g)}
+    assert len(THRESHOLDS) == len(attrs) == 54
+    assert all(THRESHOLDS[k] is v for k, v in attrs.items())
+    assert RUN.clip_window.value == 100 and GSPO_CLIP.warn_high.value == 0.5
+    assert THRESHOLDS["grpo_clip_warn_low"].value == 3e-5 == BANDS["grpo"].warn_low.value
+    assert set(CLIP_BANDS.values()) == set(BANDS) == {"gspo", "grpo"}
 
 
 # ---------------------------------------------------------------------------------------------

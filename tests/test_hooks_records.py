@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import json
 import math
 import os
 
@@ -126,7 +127,7 @@ def test_a_record_holds_its_parts_by_name(make_batch):
 
 
 def test_recorder_settings_are_the_recorders_arguments(tmp_path):
-    """``RunRecorder``'s signature, written out, is ``RecorderSettings``' fields: the same names
+    """``RunRecorder``'s signature, taken from ``RecorderSettings``, is its fields: the same names
     in the same order, defaults and annotations (the first five positional), every field is
     documented, an unknown keyword is a TypeError naming RunRecorder, and the settings are
     checked and normalised."""
@@ -155,6 +156,34 @@ def test_recorder_settings_are_the_recorders_arguments(tmp_path):
     )
     assert DEFAULT_SEQ_EPS == GSPO_EPS and DEFAULT_TOKEN_EPS == GRPO_EPS
     assert not os.listdir(tmp_path)  # nothing was written by the refused recorders
+
+
+def test_recorder_from_settings_is_the_keyword_route(tmp_path):
+    """``RunRecorder.from_settings(RecorderSettings(...))`` and ``RunRecorder(...)`` with the same
+    keywords record the same run.json settings and ``setting_sources`` (only what was given is
+    "stated"); the keyword route's TypeError lists the valid names; the sixth setting is
+    keyword-only."""
+    kw = {"algorithm": "dapo", "token_eps": (0.2, 0.28), "run_id": "r1", "mlflow": None}
+    with RunRecorder(root=tmp_path / "a", **kw) as rec:
+        by_keywords = rec.settings
+    with RunRecorder.from_settings(RecorderSettings(root=tmp_path / "b", **kw)) as rec:
+        by_settings = rec.settings
+    assert dataclasses.replace(by_keywords, root="x") == dataclasses.replace(by_settings, root="x")
+    runs = [json.loads((tmp_path / d / "r1" / "run.json").read_text()) for d in "ab"]
+    assert runs[0]["setting_sources"] == {
+        "seq_eps": "default",
+        "token_eps": "stated",
+        "reduction": "default",
+    }
+    assert (runs[0]["token_eps_low"], runs[0]["token_eps_high"]) == (0.2, 0.28)
+    assert (runs[0]["seq_eps_low"], runs[0]["seq_eps_high"]) == GSPO_EPS
+    keys = ["setting_sources", "name", "algorithm", "reduction", "group_size", "config"]
+    keys += ["seq_eps_low", "seq_eps_high", "token_eps_low", "token_eps_high", "flush_interval_s"]
+    assert [runs[0][k] for k in keys] == [runs[1][k] for k in keys]
+    with pytest.raises(TypeError, match="'tokens_samples'.*: root, name, .*token_samples"):
+        RunRecorder(root=tmp_path, tokens_samples=2)
+    with pytest.raises(TypeError, match="RunRecorder.*positional"):
+        RunRecorder(tmp_path, None, "gspo", None, None, "r2")
 
 
 @pytest.mark.parametrize("reward_dtype", [torch.float32, torch.float64])

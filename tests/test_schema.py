@@ -257,3 +257,32 @@ def test_extra_keys_may_not_shadow_columns():
     with pytest.raises(ValueError, match="non-empty"):
         schema.validate_extra_key("")
     assert schema.mlflow_key("loss") == "gspo_dash/loss"
+
+
+def test_each_column_is_one_declaration_of_name_type_and_meaning():
+    """The column lists are the ``Step``/``Seq``/``Tok`` declarations in order, each carrying its
+    Arrow type and a meaning (the per-sequence ones: ``PER_SEQUENCE``'s); a column is its plain
+    name to every other use (equal, hashed, pickled and written to JSON as the string)."""
+    import pickle
+
+    from gspo_metrics.spec import PER_SEQUENCE
+    from training_hooks import columns
+
+    for table, listed in ((Step, schema.STEP_COLUMNS), (Seq, schema.SEQUENCE_COLUMNS)):
+        declared = columns.columns(table)
+        assert [(c, columns.dtype(c)) for c in declared] == list(listed)
+        assert all(columns.meaning(c) for c in declared)
+    assert [(c, columns.dtype(c)) for c in columns.columns(schema.Tok)] == list(
+        schema.TOKEN_COLUMNS
+    )
+    for v in PER_SEQUENCE:
+        c = getattr(Seq, v.name.upper())
+        assert (columns.dtype(c), columns.meaning(c)) == (v.dtype, v.meaning)
+    assert columns.dtype(Step.LOSS) == "float64" and columns.dtype(Seq.RANK) == "int32"
+    assert columns.meaning(Step.TOKEN_CLIP_FRACTION) != columns.meaning(Seq.TOKEN_CLIP_FRACTION)
+    assert type(pickle.loads(pickle.dumps(Step.LOSS))) is str
+    assert {Step.LOSS: 1}["loss"] == 1 and json.dumps([Seq.KL_REF]) == '["kl_ref"]'
+    with pytest.raises(TypeError, match="'loss' is not a declared column"):
+        columns.meaning("loss")
+    with pytest.raises(ValueError, match="meaning must be a non-empty string"):
+        columns.column("x", "float64", "")

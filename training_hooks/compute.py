@@ -26,24 +26,9 @@ summary is reduced there too, from the transferred (K, B) rows with numpy (``sum
 code as the device reduction): on small batches each tensor op costs microseconds of fixed
 overhead, which the training thread does not pay.
 
-Step scalars (S = the step's sequences over all ranks, M = their masked tokens):
-
-    reward_mean/std, advantage_*, seq_log_ratio_*     over S (population std)
-    seq_clip_fraction                                 |{b in S: s_b outside GSPO's range}| / |S|
-    seq_clip_low/high_fraction                        mean over S of the per-sequence binding
-                                                      fraction (0/1 with per-sequence advantages)
-    token_clip_fraction, token_clip_low/high_fraction token-weighted: sum_b n_b f_b / sum_b n_b
-    kl_ref_mean, kl_old_mean, entropy_mean,           token-weighted, like the token clip fractions
-    sampler_kl_mean
-    sampler_logp_abs_diff_max                         max over S of the per-sequence max |u|
-    rollout, policy_lag                               the caller's (null when not given)
-    length_p90                                        numpy's linear-interpolation 90th percentile
-                                                      (of all ranks' lengths, gathered)
-    loss                                              the LossOutput's loss; mean over ranks
-    attenuation_mean, attenuation_pos/neg_mean        mean over the sequences of S whose attenuation
-                                                      is known (finite), all / A > 0 / A < 0 (A the
-                                                      sequence's advantage column): NaN when none
-    extra keys                                        the caller's values (rank 0's, distributed)
+Each step scalar's meaning and reduction is its column's declaration (``training_hooks.columns``:
+``meaning(Step.X)``; S = the step's sequences over all ranks, M = their masked tokens); the
+caller's extra keys are its own values (rank 0's, distributed).
 """
 
 from __future__ import annotations

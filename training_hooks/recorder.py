@@ -33,7 +33,7 @@ import threading
 import time
 import warnings
 import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
@@ -43,7 +43,7 @@ from gspo_metrics.spec import UNKNOWN_ALGORITHM
 from . import schema, storage
 from .compute import Reduction, StepRecord, dist_info, reduce_step
 from .inputs import StepInputs
-from .recorder_settings import DEFAULT_TOKEN_SAMPLES, SETTING_SOURCES, RecorderSettings
+from .recorder_settings import SETTING_SOURCES, RecorderSettings, takes_params_of
 from .schema import RunInfo, write_json_atomic
 from .sinks import NullSink, ParquetSink, Sink, SinkWorker
 from .sinks.findings import findings_sink
@@ -128,39 +128,24 @@ class RunRecorder:
 
     ``RunRecorder(root="runs", name=None, algorithm="unknown", config=None, mlflow=None, *,
     run_id=None, seq_eps=..., ...)``: the arguments are the fields of ``RecorderSettings``, each
-    documented there. Use it as a context manager, or call ``close``.
+    documented there, and declared only there: ``takes_params_of`` gives ``__init__`` their
+    signature, so mypy checks the names and types at call sites against the dataclass itself
+    (``RunRecorder.from_settings`` takes a built one). Use it as a context manager, or call
+    ``close``.
     """
 
-    def __init__(
-        self,
-        root: str | os.PathLike = "runs",
-        name: str | None = None,
-        algorithm: str = UNKNOWN_ALGORITHM,
-        config: Any = None,
-        mlflow: bool | str | None = None,
-        *,
-        run_id: str | None = None,
-        seq_eps: tuple[float, float] | None = None,
-        token_eps: tuple[float, float] | None = None,
-        reduction: str | None = None,
-        group_size: int | None = None,
-        flush_interval_s: float = 5.0,
-        steps_per_file: int = 100,
-        token_samples: int = DEFAULT_TOKEN_SAMPLES,
-        experiment: str = "gspo-dash",
-        mlflow_steps_per_batch: int = 50,
-        mlflow_artifacts: bool = True,
-        mlflow_process: bool = True,
-        close_timeout_s: float = 60.0,
-        queue_size: int = 1000,
-        sinks: Sequence[Sink] = (),
-        distributed: bool | None = None,
-        findings_every: int = 10,
-        on_finding: Callable[[Any], Any] | str | None = None,
-    ):
-        # the arguments are RecorderSettings' fields, in its order, with its defaults (a test
-        # holds the two equal); each is documented there
-        s = RecorderSettings(**{k: v for k, v in locals().items() if k != "self"})
+    @takes_params_of(RecorderSettings)
+    def __init__(self, s: RecorderSettings) -> None:
+        self._start(s)
+
+    @classmethod
+    def from_settings(cls, settings: RecorderSettings) -> RunRecorder:
+        """A recorder with these settings (``RunRecorder(**fields)`` builds them from keywords)."""
+        rec = cls.__new__(cls)
+        rec._start(settings)
+        return rec
+
+    def _start(self, s: RecorderSettings) -> None:
         self.settings = s
         self.tracking_uri = resolve_tracking_uri(s.mlflow)
         self._init_fields(s)

@@ -18,7 +18,8 @@ step they hold (``part-<first step:09d>-<last step:09d>-<rank>-<seq>.parquet``),
 ``compacted-*.parquet`` replaces the small parts when a run closes (written first, then the parts
 are deleted: a reader in between sees rows twice, and readers de-duplicate on ``TABLE_KEYS``).
 
-App code never spells a column name as a bare string: it uses the constants below (``Step.LOSS``).
+App code never spells a column name as a bare string: it uses the column constants (``Step.LOSS``,
+declared with their Arrow type and meaning in ``training_hooks.columns``, re-exported here).
 """
 
 from __future__ import annotations
@@ -31,18 +32,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import MISSING, Field, asdict, dataclass, field, fields
 from typing import Any
 
-from gspo_metrics.spec import PER_SEQUENCE
-
 from . import storage
+from .columns import SCHEMA_VERSION, Column, Seq, Step, Tok, column_list  # noqa: F401 -- this API
 from .names import flatten, slug  # noqa: F401 -- part of this module's API
 from .storage import atomic_path  # noqa: F401 -- part of this module's API
 
-# 2: step columns rollout, policy_lag, sampler_kl_mean, sampler_logp_abs_diff_max.
-# 3: sequence columns sampler_kl, sampler_logp_abs_diff_max; token column reason. Older files
-#    lack them (read as absent: unknown), nothing else changed.
-# 4: sequence column attenuation; step columns attenuation_mean, attenuation_pos_mean,
-#    attenuation_neg_mean (older files lack them: unknown).
-SCHEMA_VERSION = 4
 METADATA_KEY = b"gspo_dash.schema_version"
 
 RUN_JSON = "run.json"
@@ -59,201 +53,18 @@ STATUS_CRASHED = "crashed"
 STATUSES = (STATUS_RUNNING, STATUS_FINISHED, STATUS_FAILED)
 
 
-class Step:
-    """Column names of the per-step table (one row per optimizer step)."""
-
-    SCHEMA_VERSION = "schema_version"
-    RUN_ID = "run_id"
-    STEP = "step"
-    WALL_TIME = "wall_time"  # seconds since the epoch when log_step was called
-    ALGORITHM = "algorithm"
-    LOSS = "loss"
-    REWARD_MEAN = "reward_mean"
-    REWARD_STD = "reward_std"  # population std over the step's sequences
-    ADVANTAGE_MEAN = "advantage_mean"
-    ADVANTAGE_STD = "advantage_std"
-    ADVANTAGE_ABS_MEAN = "advantage_abs_mean"
-    SEQ_LOG_RATIO_MEAN = "seq_log_ratio_mean"
-    SEQ_LOG_RATIO_STD = "seq_log_ratio_std"
-    SEQ_LOG_RATIO_MIN = "seq_log_ratio_min"
-    SEQ_LOG_RATIO_MAX = "seq_log_ratio_max"
-    # sequence unit (GSPO's eps): fraction of sequences whose s lies outside [1-eps_low, 1+eps_high]
-    # (Tinker's gspo_clipped_fraction), and where the clip binds (s<1-eps_low & A<0 / s>1+eps_high & A>0)
-    SEQ_CLIP_FRACTION = "seq_clip_fraction"
-    SEQ_CLIP_LOW_FRACTION = "seq_clip_low_fraction"
-    SEQ_CLIP_HIGH_FRACTION = "seq_clip_high_fraction"
-    # token unit (GRPO's eps): fraction of masked tokens whose own ratio lies outside the range,
-    # and where the clip binds (TRL's clip_ratio/low_mean, clip_ratio/high_mean)
-    TOKEN_CLIP_FRACTION = "token_clip_fraction"
-    TOKEN_CLIP_LOW_FRACTION = "token_clip_low_fraction"
-    TOKEN_CLIP_HIGH_FRACTION = "token_clip_high_fraction"
-    TOKEN_LOG_RATIO_ABS_MAX = "token_log_ratio_abs_max"
-    ZERO_VARIANCE_GROUPS = "zero_variance_groups"
-    ZERO_VARIANCE_FRACTION = "zero_variance_fraction"
-    NUM_GROUPS = "num_groups"
-    NUM_SEQUENCES = "num_sequences"
-    NUM_TOKENS = "num_tokens"
-    LENGTH_MEAN = "length_mean"
-    LENGTH_MIN = "length_min"
-    LENGTH_MAX = "length_max"
-    LENGTH_P90 = "length_p90"
-    TRUNCATED_FRACTION = "truncated_fraction"
-    KL_REF_MEAN = "kl_ref_mean"  # token-weighted k3 estimate of KL(pi_theta || pi_ref)
-    KL_OLD_MEAN = "kl_old_mean"  # token-weighted k3 estimate of KL(pi_old || pi_theta)
-    ENTROPY_MEAN = "entropy_mean"  # token-weighted
-    NONFINITE_COUNT = "nonfinite_count"  # NaN/inf inside the mask, over all inputs
-    NUM_RANKS = "num_ranks"
-    # policy lag (nullable: null when the loop or the source did not say)
-    ROLLOUT = "rollout"  # index of the batch of samples this step trains on
-    POLICY_LAG = (
-        "policy_lag"  # optimizer steps since the policy that produced old_logprobs (0 = on-policy)
-    )
-    # sampler/trainer mismatch at equal weights: r = pi_trainer / pi_sampler per token,
-    # k3 = r - 1 - log r, token-weighted mean (an estimate of KL(pi_sampler || pi_trainer))
-    SAMPLER_KL_MEAN = "sampler_kl_mean"
-    SAMPLER_LOGP_ABS_DIFF_MAX = "sampler_logp_abs_diff_max"  # max |log p_sampler - log p_trainer|
-    # the loss's attenuation (Seq.ATTENUATION): mean over the sequences where it is known, and
-    # over those with A > 0 and with A < 0 (NaN when none)
-    ATTENUATION_MEAN = "attenuation_mean"
-    ATTENUATION_POS_MEAN = "attenuation_pos_mean"
-    ATTENUATION_NEG_MEAN = "attenuation_neg_mean"
-
-
-class Seq:
-    """Column names of the per-sequence table (one row per sequence per step and rank).
-
-    The key columns, then one constant per per-sequence value of ``gspo_metrics.spec.PER_SEQUENCE``
-    (its meaning and type are declared there), in that order: ``Seq.LENGTH == "length"``. A test
-    holds these constants equal to the declaration, so a value added there fails it until its
-    constant is written here.
-    """
-
-    SCHEMA_VERSION = "schema_version"
-    RUN_ID = "run_id"
-    STEP = "step"
-    RANK = "rank"
-    GROUP = "group"  # prompt index within the step (and rank)
-    SAMPLE = "sample"  # completion index within the group
-    COMPLETION = "completion"  # optional model output, untrusted text
-    PROMPT = "prompt"  # optional: the group's prompt (the same for its G rows), untrusted text
-    # gspo_metrics.spec.PER_SEQUENCE, in its order
-    LENGTH = "length"
-    TRUNCATED = "truncated"
-    REWARD = "reward"
-    ADVANTAGE = "advantage"
-    SEQ_LOG_RATIO = "seq_log_ratio"
-    SEQ_CLIPPED = "seq_clipped"
-    SEQ_CLIP_LOW = "seq_clip_low"
-    SEQ_CLIP_HIGH = "seq_clip_high"
-    TOKEN_LOG_RATIO_MIN = "token_log_ratio_min"
-    TOKEN_LOG_RATIO_MAX = "token_log_ratio_max"
-    TOKEN_LOG_RATIO_STD = "token_log_ratio_std"
-    TOKEN_CLIP_FRACTION = "token_clip_fraction"
-    TOKEN_CLIP_LOW_FRACTION = "token_clip_low_fraction"
-    TOKEN_CLIP_HIGH_FRACTION = "token_clip_high_fraction"
-    ATTENUATION = "attenuation"
-    KL_REF = "kl_ref"
-    KL_OLD = "kl_old"
-    SAMPLER_KL = "sampler_kl"
-    SAMPLER_LOGP_ABS_DIFF_MAX = "sampler_logp_abs_diff_max"
-    ENTROPY = "entropy"
-    NONFINITE_COUNT = "nonfinite_count"
-
-
-class Tok:
-    """Column names of the optional per-token table (one row per sampled sequence)."""
-
-    SCHEMA_VERSION = "schema_version"
-    RUN_ID = "run_id"
-    STEP = "step"
-    RANK = "rank"
-    GROUP = "group"
-    SAMPLE = "sample"
-    TOKEN_LOG_RATIOS = "token_log_ratios"  # list<float32>, masked tokens only, in order
-    ADVANTAGES = "advantages"  # list<float32>, same positions
-    TOKENS = "tokens"  # list<string> or null: decoded tokens, untrusted text
-    REASON = "reason"  # why the sequence is in the sample: one of TOKEN_SAMPLE_REASONS
-
-
 #: ``Tok.REASON``'s values: the step's culprits, then the spread-out baseline. A sequence is kept
 #: for the first that applies: a NaN/inf inside its mask; the largest |log s| of the step; the
 #: largest token |log r|; else it is one of the sequences spread evenly over the batch.
 TOKEN_SAMPLE_REASONS = ("nonfinite", "max_abs_log_s", "max_abs_token_log_ratio", "baseline")
 
 
-# (name, arrow type name, nullable). Arrow types are spelled as strings so this module stays
-# importable without pyarrow; ``arrow_schema`` turns them into a ``pyarrow.Schema``.
-STEP_COLUMNS: tuple[tuple[str, str], ...] = (
-    (Step.SCHEMA_VERSION, "int16"),
-    (Step.RUN_ID, "string"),
-    (Step.STEP, "int64"),
-    (Step.WALL_TIME, "float64"),
-    (Step.ALGORITHM, "string"),
-    (Step.LOSS, "float64"),
-    (Step.REWARD_MEAN, "float64"),
-    (Step.REWARD_STD, "float64"),
-    (Step.ADVANTAGE_MEAN, "float64"),
-    (Step.ADVANTAGE_STD, "float64"),
-    (Step.ADVANTAGE_ABS_MEAN, "float64"),
-    (Step.SEQ_LOG_RATIO_MEAN, "float64"),
-    (Step.SEQ_LOG_RATIO_STD, "float64"),
-    (Step.SEQ_LOG_RATIO_MIN, "float64"),
-    (Step.SEQ_LOG_RATIO_MAX, "float64"),
-    (Step.SEQ_CLIP_FRACTION, "float64"),
-    (Step.SEQ_CLIP_LOW_FRACTION, "float64"),
-    (Step.SEQ_CLIP_HIGH_FRACTION, "float64"),
-    (Step.TOKEN_CLIP_FRACTION, "float64"),
-    (Step.TOKEN_CLIP_LOW_FRACTION, "float64"),
-    (Step.TOKEN_CLIP_HIGH_FRACTION, "float64"),
-    (Step.TOKEN_LOG_RATIO_ABS_MAX, "float64"),
-    (Step.ZERO_VARIANCE_GROUPS, "int64"),
-    (Step.ZERO_VARIANCE_FRACTION, "float64"),
-    (Step.NUM_GROUPS, "int64"),
-    (Step.NUM_SEQUENCES, "int64"),
-    (Step.NUM_TOKENS, "int64"),
-    (Step.LENGTH_MEAN, "float64"),
-    (Step.LENGTH_MIN, "float64"),
-    (Step.LENGTH_MAX, "float64"),
-    (Step.LENGTH_P90, "float64"),
-    (Step.TRUNCATED_FRACTION, "float64"),
-    (Step.KL_REF_MEAN, "float64"),
-    (Step.KL_OLD_MEAN, "float64"),
-    (Step.ENTROPY_MEAN, "float64"),
-    (Step.NONFINITE_COUNT, "int64"),
-    (Step.NUM_RANKS, "int64"),
-    (Step.ROLLOUT, "int64"),
-    (Step.POLICY_LAG, "int64"),
-    (Step.SAMPLER_KL_MEAN, "float64"),
-    (Step.SAMPLER_LOGP_ABS_DIFF_MAX, "float64"),
-    (Step.ATTENUATION_MEAN, "float64"),
-    (Step.ATTENUATION_POS_MEAN, "float64"),
-    (Step.ATTENUATION_NEG_MEAN, "float64"),
-)
-
-SEQUENCE_COLUMNS: tuple[tuple[str, str], ...] = (
-    (Seq.SCHEMA_VERSION, "int16"),
-    (Seq.RUN_ID, "string"),
-    (Seq.STEP, "int64"),
-    (Seq.RANK, "int32"),
-    (Seq.GROUP, "int32"),
-    (Seq.SAMPLE, "int32"),
-    *((value.name, value.dtype) for value in PER_SEQUENCE),  # in the declaration's order
-    (Seq.COMPLETION, "string"),
-    (Seq.PROMPT, "string"),
-)
-
-TOKEN_COLUMNS: tuple[tuple[str, str], ...] = (
-    (Tok.SCHEMA_VERSION, "int16"),
-    (Tok.RUN_ID, "string"),
-    (Tok.STEP, "int64"),
-    (Tok.RANK, "int32"),
-    (Tok.GROUP, "int32"),
-    (Tok.SAMPLE, "int32"),
-    (Tok.TOKEN_LOG_RATIOS, "list<float32>"),
-    (Tok.ADVANTAGES, "list<float32>"),
-    (Tok.TOKENS, "list<string>"),
-    (Tok.REASON, "string"),
-)
+# (name, Arrow type name) of each table's columns, from their declarations (``columns``). Arrow
+# types are spelled as strings so this module stays importable without pyarrow; ``arrow_schema``
+# turns them into a ``pyarrow.Schema``.
+STEP_COLUMNS: tuple[tuple[str, str], ...] = column_list(Step)
+SEQUENCE_COLUMNS: tuple[tuple[str, str], ...] = column_list(Seq)
+TOKEN_COLUMNS: tuple[tuple[str, str], ...] = column_list(Tok)
 
 STEP_COLUMN_NAMES = tuple(name for name, _ in STEP_COLUMNS)
 SEQUENCE_COLUMN_NAMES = tuple(name for name, _ in SEQUENCE_COLUMNS)

@@ -11,7 +11,7 @@ import streamlit as st
 
 from app import charts, data, eps_format, ui
 from app.lag import ALL, OFF, ON
-from gspo_metrics.spec import PER_SEQUENCE
+from training_hooks import columns
 from training_hooks.schema import Seq, Tok
 
 REASONS = {  # the recorder's reasons, culprits first (the order rows are listed in)
@@ -41,25 +41,27 @@ SHOW_COLUMNS = (
     Seq.ENTROPY,
 )
 
-#: Column headers a reader can parse: {column: (header, what it holds)}; the per-sequence values'
-#: meanings come from their one declaration (``gspo_metrics.spec.PER_SEQUENCE``).
-MEANING = {v.name: v.meaning for v in PER_SEQUENCE}
+#: Column headers a reader can parse: {column: (header, what it holds)}; what each holds is its
+#: column's declaration (``training_hooks.columns.meaning``).
 HEADERS = {
-    Seq.RANK: ("rank", "the data-parallel rank that logged the sequence"),
-    Seq.GROUP: ("group", "the prompt's index within the step"),
-    Seq.SAMPLE: ("sample", "the completion's index within its group"),
-    Seq.SEQ_LOG_RATIO: ("log s", MEANING[Seq.SEQ_LOG_RATIO]),
-    Seq.SEQ_CLIPPED: ("outside seq band", MEANING[Seq.SEQ_CLIPPED]),
-    Seq.TOKEN_CLIP_FRACTION: ("tokens outside band", MEANING[Seq.TOKEN_CLIP_FRACTION]),
-    Seq.ADVANTAGE: ("advantage A", MEANING[Seq.ADVANTAGE]),
-    Seq.REWARD: ("reward", MEANING[Seq.REWARD]),
-    Seq.LENGTH: ("length (tokens)", MEANING[Seq.LENGTH]),
-    Seq.TRUNCATED: ("truncated", MEANING[Seq.TRUNCATED]),
-    Seq.TOKEN_LOG_RATIO_MIN: ("token log r min", MEANING[Seq.TOKEN_LOG_RATIO_MIN]),
-    Seq.TOKEN_LOG_RATIO_MAX: ("token log r max", MEANING[Seq.TOKEN_LOG_RATIO_MAX]),
-    Seq.KL_OLD: ("KL old→new", MEANING[Seq.KL_OLD]),
-    Seq.KL_REF: ("KL to ref", MEANING[Seq.KL_REF]),
-    Seq.ENTROPY: ("entropy", MEANING[Seq.ENTROPY]),
+    c: (header, columns.meaning(c))
+    for c, header in (
+        (Seq.RANK, "rank"),
+        (Seq.GROUP, "group"),
+        (Seq.SAMPLE, "sample"),
+        (Seq.SEQ_LOG_RATIO, "log s"),
+        (Seq.SEQ_CLIPPED, "outside seq band"),
+        (Seq.TOKEN_CLIP_FRACTION, "tokens outside band"),
+        (Seq.ADVANTAGE, "advantage A"),
+        (Seq.REWARD, "reward"),
+        (Seq.LENGTH, "length (tokens)"),
+        (Seq.TRUNCATED, "truncated"),
+        (Seq.TOKEN_LOG_RATIO_MIN, "token log r min"),
+        (Seq.TOKEN_LOG_RATIO_MAX, "token log r max"),
+        (Seq.KL_OLD, "KL old→new"),
+        (Seq.KL_REF, "KL to ref"),
+        (Seq.ENTROPY, "entropy"),
+    )
 }
 
 

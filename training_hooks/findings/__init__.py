@@ -8,7 +8,8 @@ One implementation of each check serves both: the Health page runs every check o
 disk (``run_health``; ``run_findings`` returns its findings), the recorder runs the checks that
 need no future (``live_findings``, ``LIVE_CODES``) on the table it has so far, on its own thread
 (``training_hooks.findings.live``). Each finding has a stable ``code`` (``CODES``, a contract);
-every threshold is a ``Threshold`` in ``THRESHOLDS`` with its unit and source.
+every threshold is a ``Threshold`` with its unit and source, a typed attribute (``RUN.min_basis``,
+``GSPO_CLIP.warn_high``, ``ATTENUATION``, ``MISMATCH``, ``RAW``) listed in ``THRESHOLDS``.
 
 Modules: ``core`` (codes, ``Finding``, ``RunFacts``, ``Coverage``, table readers), ``thresholds``,
 ``lag`` (policy lag per step), ``status`` (how the run ended, non-finite values, stale old
@@ -80,7 +81,22 @@ from training_hooks.findings.run import (
 from training_hooks.findings.signal import group_outcomes, with_group_outcomes
 from training_hooks.findings.spikes import rolling_baseline, row_nanmedian, spike_mask
 from training_hooks.findings.status import STATUS_STOPPED_EARLY, check_status, import_status
-from training_hooks.findings.thresholds import RAW, THRESHOLDS, RawThresholds, Threshold, th
+from training_hooks.findings.thresholds import (
+    ATTENUATION,
+    BANDS,
+    GRPO_CLIP,
+    GSPO_CLIP,
+    MISMATCH,
+    RAW,
+    RUN,
+    THRESHOLDS,
+    AttenuationThresholds,
+    ClipBand,
+    MismatchThresholds,
+    RawThresholds,
+    RunThresholds,
+    Threshold,
+)
 from training_hooks.findings.version import CHECKS_VERSION
 
 __all__ = [
@@ -124,8 +140,18 @@ __all__ = [
     "STATUS_STOPPED_EARLY",
     "STOPPED_EARLY",
     "TASK_SATURATED",
+    "ATTENUATION",
+    "AttenuationThresholds",
+    "BANDS",
+    "ClipBand",
+    "GRPO_CLIP",
+    "GSPO_CLIP",
+    "MISMATCH",
+    "MismatchThresholds",
     "RAW",
+    "RUN",
     "RawThresholds",
+    "RunThresholds",
     "THRESHOLDS",
     "TRUNCATION",
     "WARNING",
@@ -149,7 +175,6 @@ __all__ = [
     "run_findings",
     "run_health",
     "spike_mask",
-    "th",
     "train_mask",
     "with_group_outcomes",
 ]

@@ -37,9 +37,9 @@ from training_hooks.findings.core import (
     col,
     pct,
     steps_of,
-    th,
     worst,
 )
+from training_hooks.findings.thresholds import ATTENUATION, RUN
 from training_hooks.schema import Step
 
 HIGH = "attenuation too high"
@@ -55,7 +55,7 @@ def _rows(df: pd.DataFrame, split: lagmod.LagSplit, y: np.ndarray) -> tuple[np.n
     pool = (off if off.any() else np.ones(len(df), bool)) & np.isfinite(y)
     rows = np.zeros(len(df), bool)
     idx = np.flatnonzero(pool)
-    rows[idx[-int(th("clip_window")) :]] = True
+    rows[idx[-int(RUN.clip_window.value) :]] = True
     return rows, bool(off.any())
 
 
@@ -78,15 +78,15 @@ def check_attenuation(
     steps = steps_of(df)
     found: list[Finding] = []
     cov.ran(HIGH, "" if off_known else LAG_UNKNOWN + ": a lower bound")
-    if mean > th("attenuation_warn_high"):
-        over = rows & (y > th("attenuation_warn_high"))
+    if mean > ATTENUATION.warn_high.value:
+        over = rows & (y > ATTENUATION.warn_high.value)
         found.append(
             Finding(
                 ATTENUATION_HIGH,
-                WARNING if n >= th("min_basis") else INFO,
+                WARNING if n >= RUN.min_basis.value else INFO,
                 f"{loss}'s trust region removes most of the gradient",
                 f"{loss} removes {pct(mean)} of the plain importance-weighted gradient ({basis}); "
-                f"Health warns above {pct(th('attenuation_warn_high'))}.",
+                f"Health warns above {pct(ATTENUATION.warn_high.value)}.",
                 "The policy moves further per update than the trust region allows: lower the "
                 "learning rate or the updates per batch, or widen the trust region if intended.",
                 tuple(int(s) for s in steps[over][:50]),
@@ -98,14 +98,14 @@ def check_attenuation(
         cov.skipped(LOW, LAG_UNKNOWN)
     else:
         cov.ran(LOW)
-        if abs(mean) < th("attenuation_warn_low"):
+        if abs(mean) < ATTENUATION.warn_low.value:
             found.append(
                 Finding(
                     ATTENUATION_LOW,
                     INFO,
                     f"{loss}'s trust region does not act",
                     f"{loss} removes {pct(mean)} of the plain gradient ({basis}); Health notes "
-                    f"below {pct(th('attenuation_warn_low'))}.",
+                    f"below {pct(ATTENUATION.warn_low.value)}.",
                     "The trust region is inactive at this step size: fine if intended; "
                     "otherwise the update has no trust region.",
                     basis=n,
@@ -130,7 +130,7 @@ def _one_sided(df, rows, off_known, loss, basis, cov) -> list[Finding]:
     cov.ran(ONE_SIDED)
     p, m = float(np.mean(pos[both])), float(np.mean(neg[both]))
     big, small = max(abs(p), abs(m)), min(abs(p), abs(m))
-    if big < th("attenuation_side_min") or big < th("attenuation_side_ratio") * small:
+    if big < ATTENUATION.side_min.value or big < ATTENUATION.side_ratio.value * small:
         return []
     side = "A > 0" if abs(p) > abs(m) else "A < 0"
     return [
@@ -140,7 +140,7 @@ def _one_sided(df, rows, off_known, loss, basis, cov) -> list[Finding]:
             f"{loss}'s trust region acts on {side} only",
             f"{loss} removes {pct(p)} of the plain gradient of sequences with A > 0 and "
             f"{pct(m)} of those with A < 0 ({basis.replace('attenuation_mean', 'per sign')}); "
-            f"Health notes a ratio above {th('attenuation_side_ratio'):g}x.",
+            f"Health notes a ratio above {ATTENUATION.side_ratio.value:g}x.",
             "One side of the update is held back and the other is not: with an asymmetric "
             "range (DAPO's clip-higher, CISPO's upper cap) that is the design; otherwise the "
             "policy drifts one way (check the sampler mismatch and the learning rate).",

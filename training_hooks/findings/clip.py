@@ -43,10 +43,9 @@ from training_hooks.findings.core import (
     fmt_eps,
     pct,
     steps_of,
-    th,
     worst,
 )
-from training_hooks.findings.thresholds import RAW
+from training_hooks.findings.thresholds import BANDS, RAW, RUN
 from training_hooks.metric_map import Derived
 from training_hooks.schema import Step
 
@@ -190,14 +189,14 @@ def check_clip_range(
         cov.skipped(LOW, LAG_UNKNOWN)
     else:
         cov.ran(LOW)
-    if r.mean > th(f"{algo}_clip_warn_high"):
+    if r.mean > BANDS[algo].warn_high.value:
         return [_clip_finding(df, r, high=True, eps_source=facts.eps_source)]
     if LOW in cov.checked:
         # the warm-up is left out only where it excuses: it raises the share, never lowers it
         r = _reading(
             df, split, facts, algo, spec, known, share, measure, exact, False, label=parsed.loss
         )
-        if r is not None and r.mean < th(f"{algo}_clip_warn_low"):
+        if r is not None and r.mean < BANDS[algo].warn_low.value:
             return [_clip_finding(df, r, high=False, eps_source=facts.eps_source)]
     return []
 
@@ -215,11 +214,11 @@ def _reading(
     if not pool.any():
         return None
     idx = np.flatnonzero(pool)
-    warm = int(th("clip_min_steps")) if off.any() and warm_up else 0
+    warm = int(RUN.clip_min_steps.value) if off.any() and warm_up else 0
     after = idx[warm:]  # the warm-up (a run's first off-policy steps) never decides the verdict
-    early = len(after) < th("min_basis")
+    early = len(after) < RUN.min_basis.value
     rows = np.zeros(len(df), bool)
-    rows[(idx if early else after)[-int(th("clip_window")) :]] = True
+    rows[(idx if early else after)[-int(RUN.clip_window.value) :]] = True
     mean = float(np.mean(share[rows]))
     caveat = ""
     if mixed:
@@ -292,7 +291,7 @@ def _clip_evidence(df: pd.DataFrame, r: ClipReading, bound: float, high: bool) -
         f"{(r.label or r.algo).upper()} clips {pct(r.mean)} of {spec.what} (mean {r.measure} over {which}; "
         f"ε {fmt_eps(r.eps[0])}/{fmt_eps(r.eps[1])} in the {spec.unit} unit"
         f"{', ' + DEFAULT_EPS_WHY if r.eps_default else ''}). Usual: "
-        f"{pct(th(r.algo + '_clip_usual_low'))}–{pct(th(r.algo + '_clip_usual_high'))} at ε "
+        f"{pct(BANDS[r.algo].usual_low.value)}–{pct(BANDS[r.algo].usual_high.value)} at ε "
         f"{fmt_eps(ref[0])}/{fmt_eps(ref[1])}; Health warns {'above' if high else 'below'} "
         f"{pct(bound)}."
     )
@@ -313,7 +312,7 @@ def _clip_evidence(df: pd.DataFrame, r: ClipReading, bound: float, high: bool) -
 _EARLY = (
     " These are the run's first {n} off-policy steps, whose updates are its largest (Adam's "
     "first steps move every weight by about the learning rate): a note until "
-    + f"{th('clip_min_steps'):g} + {th('min_basis'):g} off-policy steps."
+    + f"{RUN.clip_min_steps.value:g} + {RUN.min_basis.value:g} off-policy steps."
 )
 #: Above this mean share a run's first off-policy steps are no excuse (``RAW``).
 WARMUP_CEILING = {"gspo": RAW.gspo_clip_warmup_ceiling, "grpo": RAW.grpo_clip_warmup_ceiling}
@@ -344,7 +343,8 @@ def _clip_finding(
     unless the run states it as its own choice (``eps_source`` other than "paper": a "paper" ε
     that far from the paper's is the other algorithm's)."""
     gspo = r.algo == "gspo"
-    bound = th(f"{r.algo}_clip_warn_{'high' if high else 'low'}")
+    band = BANDS[r.algo]
+    bound = (band.warn_high if high else band.warn_low).value
     if high:
         advice = (
             "The policy moves further per update than this ε allows, so the clip stops the "

@@ -26,7 +26,7 @@ import pandas as pd
 from training_hooks.findings.core import INFO, SEVERITY_ORDER, Finding, RunFacts
 from training_hooks.findings.run import live_findings
 from training_hooks.findings.signal import outcome_shares, with_group_outcomes, zero_variance_values
-from training_hooks.findings.thresholds import th
+from training_hooks.findings.thresholds import RUN
 from training_hooks.schema import Step
 
 LINE_CHARS = 400  # a printed line is at most this long (the evidence in run.json is whole)
@@ -151,7 +151,7 @@ class LiveFindings:
         return new
 
     def _is_new(self, f: Finding) -> bool:
-        if f.severity == INFO and f.basis is not None and f.basis < th("min_basis"):
+        if f.severity == INFO and f.basis is not None and f.basis < RUN.min_basis.value:
             return False
         before = self.reported.get(f.code)
         return before is None or SEVERITY_ORDER[f.severity] < SEVERITY_ORDER[before.severity]

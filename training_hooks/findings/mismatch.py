@@ -24,10 +24,10 @@ from training_hooks.findings.core import (
     column,
     find_column,
     steps_of,
-    th,
     train_mask,
     worst,
 )
+from training_hooks.findings.thresholds import MISMATCH
 from training_hooks.schema import Step
 
 K3 = "k3"  # k3 = r - 1 - log r per token, token mean (nats/token)
@@ -74,12 +74,12 @@ class MismatchPart:
 
 
 def _k3_band(v: float) -> str:
-    dense, alarm = th("mismatch_k3_dense"), th("mismatch_kl_alarm")
+    dense, alarm = MISMATCH.k3_dense.value, MISMATCH.kl_alarm.value
     if v > alarm:
         return f"above verl's alarm ({alarm:g})"
     if v > dense:
-        return f"above the usual band of a dense model ({th('mismatch_k3_floor'):g}–{dense:g}), inside a MoE's ({dense:g}–{alarm:g})"
-    return f"inside the usual band of a dense model ({th('mismatch_k3_floor'):g}–{dense:g})"
+        return f"above the usual band of a dense model ({MISMATCH.k3_floor.value:g}–{dense:g}), inside a MoE's ({dense:g}–{alarm:g})"
+    return f"inside the usual band of a dense model ({MISMATCH.k3_floor.value:g}–{dense:g})"
 
 
 def _judge_mismatch(kind: str, y: np.ndarray) -> tuple[str | None, np.ndarray]:
@@ -88,14 +88,14 @@ def _judge_mismatch(kind: str, y: np.ndarray) -> tuple[str | None, np.ndarray]:
         if kind == ABS_LOGP:
             y = y**2 / 2  # a lower bound of k3 (Jensen on k3 ≈ Δ²/2)
         if kind in (K3, ABS_LOGP):  # info: the run's median is above float noise
-            warn = y > th("mismatch_kl_alarm")
-            info = (y > th("mismatch_k3_floor")) & (np.nanmedian(y) > th("mismatch_k3_floor"))
+            warn = y > MISMATCH.kl_alarm.value
+            info = (y > MISMATCH.k3_floor.value) & (np.nanmedian(y) > MISMATCH.k3_floor.value)
         elif kind == ABS_KL:
-            warn, info = np.abs(y) > th("mismatch_kl_alarm"), np.zeros(len(y), bool)
+            warn, info = np.abs(y) > MISMATCH.kl_alarm.value, np.zeros(len(y), bool)
         elif kind == CHI2:
-            warn, info = y > th("mismatch_chi2_token"), np.zeros(len(y), bool)
+            warn, info = y > MISMATCH.chi2_token.value, np.zeros(len(y), bool)
         else:  # IS_MEAN
-            warn = (y < th("mismatch_is_mean_low")) | (y > th("mismatch_is_mean_high"))
+            warn = (y < MISMATCH.is_mean_low.value) | (y > MISMATCH.is_mean_high.value)
             info = np.zeros(len(y), bool)
     if warn.any():
         return WARNING, warn
@@ -188,12 +188,12 @@ def _lag0_parts(df: pd.DataFrame, split: lagmod.LagSplit) -> list[MismatchPart]:
         if sev is not None:
             text = f"{head}, k3 old→new median {med:.3g} ({_k3_band(med)})"
             parts.append(MismatchPart(sev, text, rows, k3, int(noisy.sum())))
-    elif np.nanmedian(ratio[noisy]) > th("mismatch_token_max"):
+    elif np.nanmedian(ratio[noisy]) > MISMATCH.token_max.value:
         parts.append(MismatchPart(INFO, head, noisy, ratio, int(noisy.sum())))
     mean, std = col(df, Step.SEQ_LOG_RATIO_MEAN), col(df, Step.SEQ_LOG_RATIO_STD)
     if mean is not None and std is not None and np.isfinite(mean[noisy]).any():
         c, spread = float(np.nanmedian(mean[noisy])), float(np.nanmedian(std[noisy]))
-        if abs(c) > th("mismatch_shift") and abs(c) > th("mismatch_shift_snr") * spread:
+        if abs(c) > MISMATCH.shift.value and abs(c) > MISMATCH.shift_snr.value * spread:
             parts.append(
                 MismatchPart(WARNING, _shift_text(c, spread), noisy, np.abs(mean), int(noisy.sum()))
             )

@@ -27,10 +27,9 @@ from training_hooks.findings.core import (
     logged,
     pct,
     steps_of,
-    th,
     worst,
 )
-from training_hooks.findings.thresholds import RAW
+from training_hooks.findings.thresholds import RAW, RUN
 from training_hooks.metric_map import Derived
 from training_hooks.schema import Step
 
@@ -79,7 +78,7 @@ def check_clip_one_update(
         cov.skipped(NAME, NOT_LOGGED)
         return []
     name, unit, y = got
-    idx = np.flatnonzero(np.isfinite(y))[-int(th("clip_window")) :]
+    idx = np.flatnonzero(np.isfinite(y))[-int(RUN.clip_window.value) :]
     cov.ran(NAME, facts.updates_origin)
     mean = float(np.mean(y[idx]))
     if mean <= RAW.one_update_clip.value:

@@ -37,11 +37,10 @@ from training_hooks.findings.core import (
     logged,
     pct,
     steps_of,
-    th,
     worst,
 )
 from training_hooks.findings.status import GRAD_NORM_NAMES
-from training_hooks.findings.thresholds import RAW
+from training_hooks.findings.thresholds import RAW, RUN
 from training_hooks.schema import Step
 
 
@@ -91,7 +90,7 @@ def past_median(y: np.ndarray, k: int = 8) -> np.ndarray:
     for i in range(len(y)):
         past = y[max(0, i - k) : i]
         past = past[np.isfinite(past)]
-        if len(past) >= th("spike_min_past"):
+        if len(past) >= RUN.spike_min_past.value:
             out[i] = np.median(past)
     return out
 
@@ -108,7 +107,7 @@ def check_grad_norm(df: pd.DataFrame, facts: RunFacts, cov: Coverage) -> list[Fi
         return []
     g = column(df, name)
     active = _with_signal(df, g)
-    if active.sum() < th("min_basis"):
+    if active.sum() < RUN.min_basis.value:
         cov.skipped("gradient norm", f"{TOO_FEW_STEPS} with a non-zero gradient")
         return []
     cov.ran("gradient norm", facts.logged_as(name))
@@ -186,7 +185,7 @@ def check_loss_scale(df: pd.DataFrame, facts: RunFacts, cov: Coverage) -> list[F
     y = logged(df, Step.LOSS)
     a = np.abs(y) if y is not None else None
     base = a[np.isfinite(a) & (a > 0)] if a is not None else np.array([])
-    if len(base) < th("min_basis"):
+    if len(base) < RUN.min_basis.value:
         cov.skipped("loss scale", NOT_LOGGED if y is None else f"{TOO_FEW_STEPS} with a loss")
         return []
     cov.ran("loss scale", facts.logged_as(Step.LOSS))
@@ -248,7 +247,7 @@ def check_no_signal(df: pd.DataFrame, facts: RunFacts, cov: Coverage) -> list[Fi
         cov.skipped("learning signal (loss, gradient norm)", NOT_LOGGED)
         return []
     n = int(train.sum())
-    if n < 2 * th("min_basis"):
+    if n < 2 * RUN.min_basis.value:
         cov.skipped("learning signal (loss, gradient norm)", TOO_FEW_STEPS)
         return []
     cov.ran("learning signal (loss, gradient norm)")
@@ -266,7 +265,7 @@ def check_no_signal(df: pd.DataFrame, facts: RunFacts, cov: Coverage) -> list[Fi
                 f"first at step {steps[np.argmax(zero)]}): those updates change nothing"
             )
     r = reward[late & np.isfinite(reward)] if reward is not None else np.array([])
-    flat = _flat(r) if len(r) >= th("min_basis") else None
+    flat = _flat(r) if len(r) >= RUN.min_basis.value else None
     if flat is not None and flat[0]:
         why = _collapse(df, g, gname, loss, late, facts)
         if why:
@@ -300,13 +299,15 @@ def _collapse(df, g, gname, loss, late, facts: RunFacts) -> str:
     parts = []
     if loss is not None:
         fin = np.isfinite(loss)
-        if fin.sum() >= th("min_basis") and bool(np.all(np.abs(loss[fin]) <= RAW.zero_loss.value)):
+        if fin.sum() >= RUN.min_basis.value and bool(
+            np.all(np.abs(loss[fin]) <= RAW.zero_loss.value)
+        ):
             parts.append(
                 f"{facts.logged_as(Step.LOSS)} is 0 at every one of its {int(fin.sum())} steps"
             )
     if g is not None:
         v = g[np.isfinite(g)]
-        if len(v) >= 2 * th("min_basis"):
+        if len(v) >= 2 * RUN.min_basis.value:
             early = float(np.median(v[: max(1, len(v) // 10)]))
             end = g[late & np.isfinite(g)]
             end_med = float(np.median(end)) if len(end) else np.nan
@@ -352,7 +353,7 @@ def check_reward_components(df: pd.DataFrame, facts: RunFacts, cov: Coverage) ->
     if len(comps) < 2 or total is None:
         cov.skipped("reward components", NOT_LOGGED if len(comps) < 2 else "total not logged")
         return []
-    if np.isfinite(total).sum() < th("min_basis"):
+    if np.isfinite(total).sum() < RUN.min_basis.value:
         cov.skipped("reward components", TOO_FEW_STEPS)
         return []
     cov.ran("reward components")
@@ -361,7 +362,7 @@ def check_reward_components(df: pd.DataFrame, facts: RunFacts, cov: Coverage) ->
     zv = col(df, Step.ZERO_VARIANCE_FRACTION)
     zv_late = _quarters(zv)[1] if zv is not None and np.isfinite(zv).any() else 0.0
     rises = rise > 0 and rise >= RAW.pinned_share.value * max(abs(t0), abs(t1))
-    saturates = zv_late >= th("zero_var_warn")
+    saturates = zv_late >= RUN.zero_var_warn.value
     if not (rises or saturates):
         return []
     share = RAW.pinned_share.value
@@ -419,7 +420,7 @@ def check_kl_level(df: pd.DataFrame, facts: RunFacts, cov: Coverage) -> list[Fin
         cov.skipped("KL to reference level", NOT_LOGGED)
         return []
     v = y[np.isfinite(y)]
-    if len(v) < th("min_basis"):
+    if len(v) < RUN.min_basis.value:
         cov.skipped("KL to reference level", TOO_FEW_STEPS)
         return []
     cov.ran("KL to reference level", facts.logged_as(Step.KL_REF_MEAN))

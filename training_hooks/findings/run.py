@@ -44,7 +44,6 @@ from training_hooks.findings.core import (
     defaulted_settings,
     in_step_order,
     stated_eps_source,
-    th,
     train_mask,
 )
 from training_hooks.findings.mismatch import check_sampler_mismatch
@@ -63,6 +62,7 @@ from training_hooks.findings.status import (
     check_status,
     import_status,
 )
+from training_hooks.findings.thresholds import RUN
 from training_hooks.schema import STATUS_FINISHED, RunInfo, Seq, flatten
 
 #: The codes the recorder judges live (their checks need no future).
@@ -247,9 +247,9 @@ def _finish(found: list[Finding]) -> list[Finding]:
     says so and is a note (info), never a warning or an error."""
     out = []
     for f in found:
-        if f.basis is not None and f.basis < th("min_basis"):
+        if f.basis is not None and f.basis < RUN.min_basis.value:
             few = f" This rests on {f.basis} step{'s' if f.basis != 1 else ''} only (fewer than "
-            few += f"{th('min_basis'):g}): a note, not a verdict."
+            few += f"{RUN.min_basis.value:g}): a note, not a verdict."
             sev = INFO if f.severity in (ERROR, WARNING) else f.severity
             f = replace(f, severity=sev, evidence=f.evidence + few)
         out.append(f)

@@ -31,8 +31,8 @@ from training_hooks.findings.core import (
     find_column,
     logged,
     pct,
-    th,
 )
+from training_hooks.findings.thresholds import RUN
 from training_hooks.schema import Seq, Step
 
 #: Per step, the share of groups whose rewards are all equal to the run's highest reward (all
@@ -196,9 +196,9 @@ def _check_zero_variance(df: pd.DataFrame, cov: Coverage) -> list[Finding]:
     cov.ran("zero-variance groups", "" if hi_col else "solved / failed split " + NOT_LOGGED)
     med, n = got
     if hi_col is None:
-        if med < th("zero_var_warn"):
+        if med < RUN.zero_var_warn.value:
             return []
-        sev = ERROR if med >= th("zero_var_error") else WARNING
+        sev = ERROR if med >= RUN.zero_var_error.value else WARNING
         return [_zero_variance(med, None, n, sev, _reward_level(df, med))]
     total = col(df, Step.ZERO_VARIANCE_FRACTION)
     hi = column(df, hi_col)
@@ -208,10 +208,10 @@ def _check_zero_variance(df: pd.DataFrame, cov: Coverage) -> list[Finding]:
     rest_late = rest[late][np.isfinite(rest[late])]
     unsolved = float(np.median(rest_late)) if len(rest_late) else 0.0
     out = []
-    if unsolved >= th("zero_var_warn") or (med >= th("zero_var_warn") > solved):
-        sev = ERROR if unsolved >= th("zero_var_error") else WARNING
+    if unsolved >= RUN.zero_var_warn.value or (med >= RUN.zero_var_warn.value > solved):
+        sev = ERROR if unsolved >= RUN.zero_var_error.value else WARNING
         out.append(_zero_variance(med, (solved, unsolved, hi_col), n, sev))
-    if solved >= th("saturated"):
+    if solved >= RUN.saturated.value:
         out.append(_saturated(solved, unsolved, hi_col, n))
     return out
 
@@ -221,7 +221,7 @@ def _reward_level(df: pd.DataFrame, med: float) -> str:
     reward says: at the lowest reward the run logs, every group failed; at its highest, solved
     if that is the reward's ceiling. "" when neither (or the share is below zero_var_error)."""
     r = logged(df, Step.REWARD_MEAN)
-    if r is None or med < th("zero_var_error"):
+    if r is None or med < RUN.zero_var_error.value:
         return ""
     got = late_median(df, Step.REWARD_MEAN, 4)
     fin = r[np.isfinite(r)]
@@ -294,12 +294,12 @@ def check_truncation(df: pd.DataFrame, cov: Coverage | None = None) -> list[Find
     """Median ``truncated_fraction`` over the last 10% of steps at or above ``truncation``."""
     cov = cov if cov is not None else Coverage()
     # at least min_basis rows: a 10-row run's last 10% is one row, which is no verdict
-    got = late_median(df, Step.TRUNCATED_FRACTION, 10, int(th("min_basis")))
+    got = late_median(df, Step.TRUNCATED_FRACTION, 10, int(RUN.min_basis.value))
     if got is None:
         cov.skipped("truncation", NOT_LOGGED)
         return []
     cov.ran("truncation")
-    if got[0] < th("truncation"):
+    if got[0] < RUN.truncation.value:
         return []
     return [
         Finding(
@@ -307,7 +307,7 @@ def check_truncation(df: pd.DataFrame, cov: Coverage | None = None) -> list[Find
             WARNING,
             "Many completions are truncated",
             f"median truncated_fraction over the last {got[1]} steps (the last 10%, at least "
-            f"{th('min_basis'):g}) = "
+            f"{RUN.min_basis.value:g}) = "
             f"{pct(got[0])} of sequences.",
             "Truncated completions usually get a wrong-answer reward for the wrong reason. Raise "
             "the generation limit, mask truncated sequences out of the loss, or penalise overlong "

@@ -32,9 +32,9 @@ from training_hooks.findings.core import (
     fmt_steps,
     lag_groups,
     steps_of,
-    th,
     worst,
 )
+from training_hooks.findings.thresholds import RUN, Threshold
 from training_hooks.schema import Step
 
 # ---------------------------------------------------------------------------------------------
@@ -47,9 +47,9 @@ def rolling_baseline(y: np.ndarray, groups: np.ndarray) -> tuple[np.ndarray, np.
     where fewer than ``spike_min_neighbours`` such values or fewer than ``spike_min_past`` before
     it. Rows are taken in the order given (step order). A centred window follows a trend: on a
     line the median is the row's own value."""
-    h = int(th("spike_window"))
-    need = int(th("spike_min_neighbours"))
-    past = int(th("spike_min_past"))
+    h = int(RUN.spike_window.value)
+    need = int(RUN.spike_min_neighbours.value)
+    past = int(RUN.spike_min_past.value)
     med = np.full(len(y), np.nan)
     mad = np.full(len(y), np.nan)
     for g in dict.fromkeys(groups.tolist()):
@@ -95,8 +95,8 @@ def spike_mask(
     judged = np.isfinite(ly) & np.isfinite(med)
     with np.errstate(invalid="ignore"):
         jump = ly - med
-        k = th("spike_mads") if mads is None else mads
-        high = (jump > k * 1.4826 * mad) & (jump > np.log(th("spike_factor")))
+        k = RUN.spike_mads.value if mads is None else mads
+        high = (jump > k * 1.4826 * mad) & (jump > np.log(RUN.spike_factor.value))
     return judged & high, np.exp(med)
 
 
@@ -185,7 +185,7 @@ def check_spikes(
         mask, med = spike_mask(y, groups)
         if not np.isfinite(med).any():
             cov.skipped(
-                name, f"{TOO_FEW_STEPS}: fewer than {th('spike_min_neighbours'):g} same-lag"
+                name, f"{TOO_FEW_STEPS}: fewer than {RUN.spike_min_neighbours.value:g} same-lag"
             )
             continue
         cov.ran(name)
@@ -195,7 +195,7 @@ def check_spikes(
             continue
         label, y, med, mask = judged[check.code]
         if check.sibling in judged:
-            near = spike_mask(y, groups, th("spike_mads_corroborated"))[0]
+            near = spike_mask(y, groups, RUN.spike_mads_corroborated.value)[0]
             mask = mask | (near & judged[check.sibling][3])
         if mask.any():
             n = int(np.isfinite(med).sum())
@@ -257,10 +257,10 @@ def co_movers(df: pd.DataFrame, row: int) -> list[str]:
             base = float(np.median(past))
             if ratio and base > 0 and y[r] > 0:
                 k = y[r] / base
-                if max(k, 1 / k) >= th("co_move_factor"):
+                if max(k, 1 / k) >= RUN.co_move_factor.value:
                     out.append(f"{column} {k:.2g}x at step {steps[r]}")
                     break
-            elif not ratio and y[r] - base >= th("co_move_truncation"):
+            elif not ratio and y[r] - base >= RUN.co_move_truncation.value:
                 out.append(f"{column} {base:.2g} → {y[r]:.2g} at step {steps[r]}")
                 break
     return out
@@ -273,7 +273,7 @@ def early_late(y: np.ndarray, groups: np.ndarray) -> list[tuple[str, float, floa
     for g in dict.fromkeys(groups.tolist()):
         v = y[groups == g]
         v = v[np.isfinite(v)]
-        if len(v) < th("trend_min_steps"):
+        if len(v) < RUN.trend_min_steps.value:
             continue
         k = max(1, len(v) // 10)
         out.append((str(g), float(np.median(v[:k])), float(np.median(v[-k:]))))
@@ -284,7 +284,7 @@ def early_late(y: np.ndarray, groups: np.ndarray) -> list[tuple[str, float, floa
 class TrendCheck:
     code: str
     column: str
-    threshold: str  # a THRESHOLDS key: late/early ratio
+    threshold: Threshold  # late/early ratio
     falls: bool  # True: fires at ratio <= threshold; False: at ratio >= threshold
     title: str
     unit: str
@@ -295,7 +295,7 @@ TREND_CHECKS = (
     TrendCheck(
         ENTROPY_COLLAPSE,
         Step.ENTROPY_MEAN,
-        "entropy_collapse",
+        RUN.entropy_collapse,
         True,
         "Entropy collapsed",
         "nats/token",
@@ -306,7 +306,7 @@ TREND_CHECKS = (
     TrendCheck(
         LENGTH_COLLAPSE,
         Step.LENGTH_MEAN,
-        "length_collapse",
+        RUN.length_collapse,
         True,
         "Completion length collapsed",
         "tokens",
@@ -317,7 +317,7 @@ TREND_CHECKS = (
     TrendCheck(
         LENGTH_BLOWUP,
         Step.LENGTH_MEAN,
-        "length_blowup",
+        RUN.length_blowup,
         False,
         "Completion length blew up",
         "tokens",
@@ -345,10 +345,10 @@ def check_trends(
             continue
         per = [(g, a, b) for g, a, b in early_late(y, groups) if a > 0]
         if not per:
-            cov.skipped(name, f"{TOO_FEW_STEPS}: fewer than {th('trend_min_steps'):g} per lag")
+            cov.skipped(name, f"{TOO_FEW_STEPS}: fewer than {RUN.trend_min_steps.value:g} per lag")
             continue
         cov.ran(name)
-        limit = th(check.threshold)
+        limit = check.threshold.value
         ratios = [b / a for _, a, b in per]
         hit = all(r <= limit for r in ratios) if check.falls else all(r >= limit for r in ratios)
         if not hit:

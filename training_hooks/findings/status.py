@@ -31,9 +31,9 @@ from training_hooks.findings.core import (
     fmt_steps,
     logged,
     steps_of,
-    th,
     train_mask,
 )
+from training_hooks.findings.thresholds import RUN
 from training_hooks.metric_map import Derived
 from training_hooks.schema import (
     STATUS_CRASHED,
@@ -272,7 +272,7 @@ def check_lag(
         declared_off = (lag >= 1) & np.isfinite(ratio) & ~_after_null_updates(df, lag)
         exact = declared_off & (np.abs(ratio) <= lagmod.MEASURED_ON_TOL)
         n_off, n_exact = int(declared_off.sum()), int(exact.sum())
-        if n_off and n_exact / n_off >= th("stale_share"):
+        if n_off and n_exact / n_off >= RUN.stale_share.value:
             out.append(_stale(steps[exact], n_exact, n_off))
     if split.source == lagmod.UNKNOWN:
         cov.skipped("on- / off-policy steps", LAG_UNKNOWN)

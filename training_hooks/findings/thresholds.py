@@ -1,6 +1,8 @@
 """Every threshold a check uses, as data: its value, its unit and its source (``THRESHOLDS``).
 
-The tests and the Health page quote the same numbers; ``th(name)`` reads one.
+Each is an attribute a type checker resolves (``RUN.clip_window.value``, ``GSPO_CLIP.warn_high``,
+``MISMATCH``, ``ATTENUATION``, ``RAW``), declared once; ``THRESHOLDS`` lists them all by name,
+which the tests and the Health page quote.
 """
 
 from __future__ import annotations
@@ -21,151 +23,201 @@ PAPER_GSPO = (
 )
 VERL_RC = "verl docs/algo/rollout_corr.md (check_rollout_correction_health)"
 OURS = "ours (no published band): "
-THRESHOLDS: dict[str, Threshold] = {
-    # clip share of off-policy steps, each algorithm in its own unit (share outside [1-ε, 1+ε])
-    "gspo_clip_usual_low": Threshold(0.10, "share of sequences", PAPER_GSPO),
-    "gspo_clip_usual_high": Threshold(0.30, "share of sequences", PAPER_GSPO),
-    "gspo_clip_warn_high": Threshold(
+
+
+@dataclass(frozen=True)
+class ClipBand:
+    """One algorithm's clip share band, in its own unit (``clip.CLIP_BANDS`` names the band of a
+    loss): listed in ``THRESHOLDS`` as ``<band>_clip_<field>`` (``gspo_clip_warn_high``)."""
+
+    usual_low: Threshold
+    usual_high: Threshold
+    warn_high: Threshold
+    warn_low: Threshold
+
+
+# clip share of off-policy steps, each algorithm in its own unit (share outside [1-ε, 1+ε])
+GSPO_CLIP = ClipBand(
+    usual_low=Threshold(0.10, "share of sequences", PAPER_GSPO),
+    usual_high=Threshold(0.30, "share of sequences", PAPER_GSPO),
+    warn_high=Threshold(
         0.50,
         "share of sequences",
         PAPER_GSPO + "; warn at 5/3 of the band's top: our column counts every sequence outside "
         "the range whatever its advantage (zero-advantage groups included), more than the share "
         "where the clip binds",
     ),
-    "gspo_clip_warn_low": Threshold(
-        0.02, "share of sequences", PAPER_GSPO + "; 5x below the band's bottom"
-    ),
-    "grpo_clip_usual_low": Threshold(3e-4, "share of tokens", PAPER_GSPO),
-    "grpo_clip_usual_high": Threshold(0.01, "share of tokens", PAPER_GSPO),
-    "grpo_clip_warn_high": Threshold(
+    warn_low=Threshold(0.02, "share of sequences", PAPER_GSPO + "; 5x below the band's bottom"),
+)
+GRPO_CLIP = ClipBand(
+    usual_low=Threshold(3e-4, "share of tokens", PAPER_GSPO),
+    usual_high=Threshold(0.01, "share of tokens", PAPER_GSPO),
+    warn_high=Threshold(
         0.05,
         "share of tokens",
         PAPER_GSPO + "; 5x the band's top (DAPO's clip-higher runs sit near 1-2%)",
     ),
-    "grpo_clip_warn_low": Threshold(
-        3e-5, "share of tokens", PAPER_GSPO + "; 10x below the band's bottom"
-    ),
+    warn_low=Threshold(3e-5, "share of tokens", PAPER_GSPO + "; 10x below the band's bottom"),
+)
+#: The band of each name ``clip.CLIP_BANDS`` gives.
+BANDS: dict[str, ClipBand] = {"gspo": GSPO_CLIP, "grpo": GRPO_CLIP}
+
+
+@dataclass(frozen=True)
+class AttenuationThresholds:
+    """The thresholds of the attenuation checks (``training_hooks.findings.attenuation``), listed in
+    ``THRESHOLDS`` as ``attenuation_<field>``."""
+
     # attenuation of off-policy steps (every loss: the share of the plain importance-weighted
     # gradient its trust region removed; gspo_metrics.losses' docstring)
-    "attenuation_warn_high": Threshold(
+    warn_high: Threshold = Threshold(
         0.5,
         "share of the plain gradient (step mean over sequences)",
         OURS + "half the gradient removed: above the top of GSPO's usual clipped share (10-30% "
         "of sequences, " + PAPER_GSPO + "), which bounds GSPO's attenuation (a clipped sequence "
         "loses at most its whole weight, and only where the clip binds)",
-    ),
-    "attenuation_warn_low": Threshold(
+    )
+    warn_low: Threshold = Threshold(
         3e-5,
         "share of the plain gradient (|step mean|)",
         OURS + "GRPO's clip_low bound (3e-5 of tokens, " + PAPER_GSPO + ") as a share of the "
         "gradient: below it the trust region does not act",
-    ),
-    "attenuation_side_min": Threshold(
+    )
+    side_min: Threshold = Threshold(
         0.01,
         "share of the plain gradient (the larger sign's mean)",
         OURS + "below 1% on both signs, which side acts is not judged",
-    ),
-    "attenuation_side_ratio": Threshold(
+    )
+    side_ratio: Threshold = Threshold(
         10.0,
         "larger / smaller sign's mean (A > 0 against A < 0)",
         OURS + "an order of magnitude: the trust region acts on one sign of the advantage only",
-    ),
+    )
+
+
+ATTENUATION = AttenuationThresholds()
+
+
+@dataclass(frozen=True)
+class MismatchThresholds:
+    """The thresholds of the sampler/trainer mismatch checks (``training_hooks.findings.mismatch``), listed in
+    ``THRESHOLDS`` as ``mismatch_<field>``."""
+
     # sampler/trainer mismatch (k3 = r - 1 - log r per token, token mean)
-    "mismatch_k3_dense": Threshold(
+    k3_dense: Threshold = Threshold(
         1e-3,
         "nats/token (k3)",
         "verl rollout-correction docs: dense models "
         "1e-5..1e-3, MoE 1e-3..1e-1; above 1e-3 is said (info), dense or MoE unknown",
-    ),
-    "mismatch_k3_floor": Threshold(
+    )
+    k3_floor: Threshold = Threshold(
         1e-5, "nats/token (k3)", "bottom of the dense band (same source): below it, float noise"
-    ),
-    "mismatch_kl_alarm": Threshold(0.1, "nats/token (|kl|, k3)", VERL_RC + ": alarm |kl| > 0.1"),
-    "mismatch_chi2_token": Threshold(1.0, "chi2 per token", VERL_RC + ": alarm chi2_token > 1"),
-    "mismatch_is_mean_low": Threshold(0.5, "IS weight mean", VERL_RC + ": mean outside [0.5, 2]"),
-    "mismatch_is_mean_high": Threshold(2.0, "IS weight mean", VERL_RC + ": mean outside [0.5, 2]"),
-    "mismatch_shift": Threshold(
+    )
+    kl_alarm: Threshold = Threshold(0.1, "nats/token (|kl|, k3)", VERL_RC + ": alarm |kl| > 0.1")
+    chi2_token: Threshold = Threshold(1.0, "chi2 per token", VERL_RC + ": alarm chi2_token > 1")
+    is_mean_low: Threshold = Threshold(0.5, "IS weight mean", VERL_RC + ": mean outside [0.5, 2]")
+    is_mean_high: Threshold = Threshold(2.0, "IS weight mean", VERL_RC + ": mean outside [0.5, 2]")
+    shift: Threshold = Threshold(
         0.01,
         "nats per token",
         OURS + "a 1% per-token ratio offset; random bf16 noise averages "
         "out of a sequence mean, a one-sided temperature or top-p does not",
-    ),
-    "mismatch_shift_snr": Threshold(
+    )
+    shift_snr: Threshold = Threshold(
         3.0, "|mean| / std of log s", OURS + "every sequence shifted the same way"
-    ),
-    "mismatch_token_max": Threshold(
+    )
+    token_max: Threshold = Threshold(
         0.01,
         "nats (max token |log r| at lag 0, when no KL old→new is recorded)",
         OURS + "above bf16's rounding of a log-prob near -1 (2**-8 = 0.004)",
-    ),
-    "stale_share": Threshold(
+    )
+
+
+MISMATCH = MismatchThresholds()
+
+
+@dataclass(frozen=True)
+class RunThresholds:
+    """The thresholds of the checks on a run's steps (policy lag, reward signal, spikes, trends,
+    truncation, the clip share's window, what moved at a spike; the minimum basis of any check),
+    listed in ``THRESHOLDS`` under their field names."""
+
+    stale_share: Threshold = Threshold(
         0.5, "share of lag>=1 steps", OURS + "a few exact steps can be a zero learning rate"
-    ),
-    "zero_var_warn": Threshold(0.5, "share of groups", OURS + "half the batch gives no signal"),
-    "zero_var_error": Threshold(0.9, "share of groups", OURS + "almost no signal is left"),
-    "spike_mads": Threshold(
+    )
+    zero_var_warn: Threshold = Threshold(
+        0.5, "share of groups", OURS + "half the batch gives no signal"
+    )
+    zero_var_error: Threshold = Threshold(0.9, "share of groups", OURS + "almost no signal is left")
+    spike_mads: Threshold = Threshold(
         6.0,
         "robust sigmas of log y (1.4826 MAD)",
         OURS + "the largest seen on healthy runs is 3.7 (the demo's KL old→new, KL to reference "
         "and log-ratio, 2 x 240 steps) and 5.3 (Tinker's sampler KL, 100 steps)",
-    ),
-    "spike_mads_corroborated": Threshold(
+    )
+    spike_mads_corroborated: Threshold = Threshold(
         4.0,
         "robust sigmas of log y (1.4826 MAD)",
         OURS + "KL old→new and |log-ratio| at a step where the other is a spike (spike_mads): "
         "both measure how far the policy moved since sampling, and the largest |log s| of a "
         "minibatch of a few dozen sequences is a noisy statistic (measured: docs, Dashboard)",
-    ),
-    "spike_factor": Threshold(5.0, "x the rolling median", OURS + "half an order of magnitude"),
-    "spike_window": Threshold(12, "same-lag steps each side", OURS),
-    "spike_min_neighbours": Threshold(8, "same-lag steps", OURS + "fewer: not judged"),
-    "spike_min_past": Threshold(
+    )
+    spike_factor: Threshold = Threshold(
+        5.0, "x the rolling median", OURS + "half an order of magnitude"
+    )
+    spike_window: Threshold = Threshold(12, "same-lag steps each side", OURS)
+    spike_min_neighbours: Threshold = Threshold(8, "same-lag steps", OURS + "fewer: not judged")
+    spike_min_past: Threshold = Threshold(
         4,
         "same-lag steps before it",
         OURS + "a run's first updates are its largest (Adam's first steps move every weight by "
         "about the learning rate): judged against later steps only, they read as spikes (the "
         "demo, seed 1: KL old→new 21x at its first off-policy step)",
-    ),
-    "entropy_collapse": Threshold(
+    )
+    entropy_collapse: Threshold = Threshold(
         0.2,
         "late / early median entropy",
         "DAPO (Yu et al. 2025, arXiv 2503.14476): without clip-higher the entropy falls steeply "
         "early in training, what they call entropy collapse; a 5x fall is ours",
-    ),
-    "length_collapse": Threshold(0.5, "late / early median length", OURS + "halved"),
-    "length_blowup": Threshold(2.0, "late / early median length", OURS + "doubled"),
-    "truncation": Threshold(0.2, "share of sequences", OURS + "one in five hits the limit"),
-    "trend_min_steps": Threshold(10, "steps per lag group", OURS + "fewer: not judged"),
-    "min_basis": Threshold(
+    )
+    length_collapse: Threshold = Threshold(0.5, "late / early median length", OURS + "halved")
+    length_blowup: Threshold = Threshold(2.0, "late / early median length", OURS + "doubled")
+    truncation: Threshold = Threshold(
+        0.2, "share of sequences", OURS + "one in five hits the limit"
+    )
+    trend_min_steps: Threshold = Threshold(10, "steps per lag group", OURS + "fewer: not judged")
+    min_basis: Threshold = Threshold(
         5,
         "steps",
         OURS + "a median, a share or a trend over fewer steps is a note (info), never a warning",
-    ),
-    "clip_window": Threshold(
+    )
+    clip_window: Threshold = Threshold(
         100,
         "most recent off-policy steps",
         OURS + "the clip share is judged on where the run is now (the recorder judges it live)",
-    ),
-    "clip_min_steps": Threshold(
+    )
+    clip_min_steps: Threshold = Threshold(
         30,
         "off-policy steps",
         OURS + "fewer: a clip finding is a note (info), not a warning. A run's first updates are "
         "its largest (Adam's first steps move every weight by about the learning rate), so its "
         "first off-policy steps clip far more than the rest (measured: docs, Dashboard)",
-    ),
-    "saturated": Threshold(
+    )
+    saturated: Threshold = Threshold(
         0.5, "share of groups all at the highest reward", OURS + "half the batch is solved"
-    ),
-    "co_move_factor": Threshold(
+    )
+    co_move_factor: Threshold = Threshold(
         3.0,
         "x the median of the 8 rows before",
         OURS + "what else moved at a spike: a step's lr, grad norm or length this far from the "
         "rows before it",
-    ),
-    "co_move_truncation": Threshold(
+    )
+    co_move_truncation: Threshold = Threshold(
         0.1, "share of sequences, above the median of the 8 rows before", OURS
-    ),
-}
+    )
+
+
+RUN = RunThresholds()
 
 
 @dataclass(frozen=True)
@@ -256,9 +308,22 @@ class RawThresholds:
 
 
 RAW = RawThresholds()
-for _f in fields(RawThresholds):
-    THRESHOLDS[_f.name] = getattr(RAW, _f.name)
 
 
-def th(name: str) -> float:
-    return THRESHOLDS[name].value
+_Group = ClipBand | AttenuationThresholds | MismatchThresholds | RunThresholds | RawThresholds
+
+
+def _listed(group: _Group, prefix: str = "") -> dict[str, Threshold]:
+    return {prefix + f.name: getattr(group, f.name) for f in fields(group)}
+
+
+#: Every threshold by its name, in one list (the tests and the Health page list them with their
+#: sources); each is declared once, as an attribute above.
+THRESHOLDS: dict[str, Threshold] = {
+    **_listed(GSPO_CLIP, "gspo_clip_"),
+    **_listed(GRPO_CLIP, "grpo_clip_"),
+    **_listed(ATTENUATION, "attenuation_"),
+    **_listed(MISMATCH, "mismatch_"),
+    **_listed(RUN),
+    **_listed(RAW),
+}

@@ -1,0 +1,274 @@
+"""The columns of a run's three tables, each declared once: its name, Arrow type and meaning.
+
+A column is a ``Column``: a ``str`` (``Step.LOSS == "loss"``, usable wherever a name is) that also
+carries its Arrow type and one line of what it holds: ``dtype(Step.LOSS) == "float64"``,
+``meaning(Step.LOSS)``. Type checkers see the constants as ``str`` (``column`` says so), so a
+list or dict of them is a ``list[str]`` or ``dict[str, ...]`` like any other names. The column lists ``training_hooks.schema`` writes and reads
+(``STEP_COLUMNS`` and the rest) are the declarations below in their order; the per-sequence
+values (type and meaning) are ``gspo_metrics.spec.PER_SEQUENCE``'s, in its order.
+
+Notation: S = the step's sequences over all ranks, M = their masked tokens, s = GSPO's sequence
+ratio, r_t = pi_theta / pi_old of token t, A = the advantage. How each step scalar is reduced is in
+``training_hooks.compute``'s docstring.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gspo_metrics.spec import PER_SEQUENCE
+
+
+class Column(str):
+    """A column's name, with its Arrow type (spelled as a string, so no pyarrow is imported) and
+    its meaning. A pickled or copied column is its plain name."""
+
+    dtype: str
+    meaning: str
+
+    def __new__(cls, name: str, dtype: str, meaning: str) -> Column:
+        if not meaning:
+            raise ValueError(f"column {name!r}: meaning must be a non-empty string")
+        column = super().__new__(cls, name)
+        column.dtype = dtype
+        column.meaning = meaning
+        return column
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (str, (str(self),))
+
+
+def column(name: str, dtype: str, meaning: str) -> str:
+    """Declare a column (a ``Column``; typed ``str``, what every use of its name needs)."""
+    return Column(name, dtype, meaning)
+
+
+def declared(name: str) -> Column:
+    """The declaration of a column constant (``Step.LOSS``): TypeError for any other string."""
+    if not isinstance(name, Column):
+        raise TypeError(f"{name!r} is not a declared column (a Step, Seq or Tok constant)")
+    return name
+
+
+def dtype(name: str) -> str:
+    """A declared column's Arrow type: ``dtype(Step.LOSS) == "float64"``."""
+    return declared(name).dtype
+
+
+def meaning(name: str) -> str:
+    """A declared column's meaning, one line: ``meaning(Seq.KL_REF)``."""
+    return declared(name).meaning
+
+
+def columns(table: type) -> tuple[Column, ...]:
+    """The columns a class declares, in their declaration order."""
+    return tuple(v for v in vars(table).values() if isinstance(v, Column))
+
+
+def column_list(table: type) -> tuple[tuple[str, str], ...]:
+    """(name, Arrow type) of each column ``table`` declares, in order: the schema's lists."""
+    return tuple((str(c), c.dtype) for c in columns(table))
+
+
+def _per_sequence(name: str) -> str:
+    """The sequence-table column of ``PER_SEQUENCE``'s value ``name`` (its type and meaning)."""
+    for v in PER_SEQUENCE:
+        if v.name == name:
+            return column(v.name, v.dtype, v.meaning)
+    raise ValueError(f"{name!r} is not a value of gspo_metrics.spec.PER_SEQUENCE")
+
+
+#: The version of the tables' columns, written in each file and in ``run.json``; bumped with
+#: every column added (re-exported by ``training_hooks.schema``).
+# 2: step columns rollout, policy_lag, sampler_kl_mean, sampler_logp_abs_diff_max.
+# 3: sequence columns sampler_kl, sampler_logp_abs_diff_max; token column reason. Older files
+#    lack them (read as absent: unknown), nothing else changed.
+# 4: sequence column attenuation; step columns attenuation_mean, attenuation_pos_mean,
+#    attenuation_neg_mean (older files lack them: unknown).
+SCHEMA_VERSION = 4
+
+_F = "float64"
+_VERSION = "the format's version (``SCHEMA_VERSION``), also in the file's metadata"
+
+
+class Step:
+    """The per-step table (one row per optimizer step), in its column order."""
+
+    SCHEMA_VERSION = column("schema_version", "int16", _VERSION)
+    RUN_ID = column("run_id", "string", "the run's id")
+    STEP = column("step", "int64", "the optimizer step")
+    WALL_TIME = column("wall_time", _F, "seconds since the epoch when log_step was called")
+    ALGORITHM = column("algorithm", "string", "the run's loss label (``algorithm_label``)")
+    LOSS = column("loss", _F, "the LossOutput's loss; mean over ranks")
+    REWARD_MEAN = column("reward_mean", _F, "mean reward over S")
+    REWARD_STD = column("reward_std", _F, "population std of the reward over S")
+    ADVANTAGE_MEAN = column("advantage_mean", _F, "mean advantage over S")
+    ADVANTAGE_STD = column("advantage_std", _F, "population std of the advantage over S")
+    ADVANTAGE_ABS_MEAN = column("advantage_abs_mean", _F, "mean |A| over S")
+    SEQ_LOG_RATIO_MEAN = column("seq_log_ratio_mean", _F, "mean log s over S")
+    SEQ_LOG_RATIO_STD = column("seq_log_ratio_std", _F, "population std of log s over S")
+    SEQ_LOG_RATIO_MIN = column("seq_log_ratio_min", _F, "smallest log s over S")
+    SEQ_LOG_RATIO_MAX = column("seq_log_ratio_max", _F, "largest log s over S")
+    SEQ_CLIP_FRACTION = column(
+        "seq_clip_fraction",
+        _F,
+        "fraction of S whose s lies outside [1-eps_low, 1+eps_high], the sequence unit (GSPO's "
+        "eps; Tinker's gspo_clipped_fraction)",
+    )
+    SEQ_CLIP_LOW_FRACTION = column(
+        "seq_clip_low_fraction",
+        _F,
+        "mean over S of the fraction of tokens where the clip binds low (s < 1-eps_low, A < 0; 0 or "
+        "1 with per-sequence advantages)",
+    )
+    SEQ_CLIP_HIGH_FRACTION = column(
+        "seq_clip_high_fraction",
+        _F,
+        "the same where it binds high (s > 1+eps_high, A > 0)",
+    )
+    TOKEN_CLIP_FRACTION = column(
+        "token_clip_fraction",
+        _F,
+        "fraction of M whose r_t lies outside the token unit's range (GRPO's eps): "
+        "sum_b n_b f_b / sum_b n_b over the per-sequence fractions f_b (n_b = |M_b|)",
+    )
+    TOKEN_CLIP_LOW_FRACTION = column(
+        "token_clip_low_fraction",
+        _F,
+        "fraction of M where the token clip binds low: r_t low, A < 0 (TRL's clip_ratio/low_mean)",
+    )
+    TOKEN_CLIP_HIGH_FRACTION = column(
+        "token_clip_high_fraction",
+        _F,
+        "fraction of M where it binds high: r_t high, A > 0 (TRL's clip_ratio/high_mean)",
+    )
+    TOKEN_LOG_RATIO_ABS_MAX = column("token_log_ratio_abs_max", _F, "largest |log r_t| over M")
+    ZERO_VARIANCE_GROUPS = column(
+        "zero_variance_groups", "int64", "groups whose rewards are all equal (no learning signal)"
+    )
+    ZERO_VARIANCE_FRACTION = column(
+        "zero_variance_fraction", _F, "zero_variance_groups / the groups whose rewards are known"
+    )
+    NUM_GROUPS = column("num_groups", "int64", "prompts P of the step, over all ranks")
+    NUM_SEQUENCES = column("num_sequences", "int64", "sequences |S|")
+    NUM_TOKENS = column("num_tokens", "int64", "masked tokens |M|")
+    LENGTH_MEAN = column("length_mean", _F, "mean masked length over S")
+    LENGTH_MIN = column("length_min", _F, "shortest masked length over S")
+    LENGTH_MAX = column("length_max", _F, "longest masked length over S")
+    LENGTH_P90 = column(
+        "length_p90",
+        _F,
+        "90th percentile of all ranks' lengths, gathered (numpy's linear interpolation)",
+    )
+    TRUNCATED_FRACTION = column(
+        "truncated_fraction", _F, "fraction of S that hit the length limit (of those it is known)"
+    )
+    KL_REF_MEAN = column("kl_ref_mean", _F, "token-weighted k3 estimate of KL(pi_theta || pi_ref)")
+    KL_OLD_MEAN = column("kl_old_mean", _F, "token-weighted k3 estimate of KL(pi_old || pi_theta)")
+    ENTROPY_MEAN = column(
+        "entropy_mean", _F, "token-weighted mean entropy (like the token clip fractions)"
+    )
+    NONFINITE_COUNT = column("nonfinite_count", "int64", "NaN/inf inside the mask, over all inputs")
+    NUM_RANKS = column("num_ranks", "int64", "data-parallel ranks that logged the step")
+    ROLLOUT = column(
+        "rollout",
+        "int64",
+        "index of the batch of samples this step trains on (null when not given)",
+    )
+    POLICY_LAG = column(
+        "policy_lag",
+        "int64",
+        "optimizer steps since the policy that produced old_logprobs (0 = on-policy; null when "
+        "not given)",
+    )
+    SAMPLER_KL_MEAN = column(
+        "sampler_kl_mean",
+        _F,
+        "token-weighted k3 estimate of KL(pi_sampler || pi_trainer) at equal weights, "
+        "r = pi_trainer / pi_sampler, k3 = r - 1 - log r",
+    )
+    SAMPLER_LOGP_ABS_DIFF_MAX = column(
+        "sampler_logp_abs_diff_max", _F, "largest |log p_sampler - log p_trainer| over M"
+    )
+    ATTENUATION_MEAN = column(
+        "attenuation_mean",
+        _F,
+        "mean of the loss's attenuation (Seq.ATTENUATION) over the sequences where it is known "
+        "(NaN when none)",
+    )
+    ATTENUATION_POS_MEAN = column(
+        "attenuation_pos_mean", _F, "the same over those with A > 0 (NaN when none)"
+    )
+    ATTENUATION_NEG_MEAN = column(
+        "attenuation_neg_mean", _F, "the same over those with A < 0 (NaN when none)"
+    )
+
+
+class Seq:
+    """The per-sequence table (one row per sequence per step and rank), in its column order: the
+    keys, one constant per value of ``gspo_metrics.spec.PER_SEQUENCE`` (its type and meaning are
+    declared there; ``Seq.LENGTH == "length"``), in that order, then the texts."""
+
+    SCHEMA_VERSION = column("schema_version", "int16", _VERSION)
+    RUN_ID = column("run_id", "string", "the run's id")
+    STEP = column("step", "int64", "the optimizer step")
+    RANK = column("rank", "int32", "the data-parallel rank that logged the sequence")
+    GROUP = column("group", "int32", "the prompt's index within the step (and rank)")
+    SAMPLE = column("sample", "int32", "the completion's index within its group")
+    # gspo_metrics.spec.PER_SEQUENCE, in its order
+    LENGTH = _per_sequence("length")
+    TRUNCATED = _per_sequence("truncated")
+    REWARD = _per_sequence("reward")
+    ADVANTAGE = _per_sequence("advantage")
+    SEQ_LOG_RATIO = _per_sequence("seq_log_ratio")
+    SEQ_CLIPPED = _per_sequence("seq_clipped")
+    SEQ_CLIP_LOW = _per_sequence("seq_clip_low")
+    SEQ_CLIP_HIGH = _per_sequence("seq_clip_high")
+    TOKEN_LOG_RATIO_MIN = _per_sequence("token_log_ratio_min")
+    TOKEN_LOG_RATIO_MAX = _per_sequence("token_log_ratio_max")
+    TOKEN_LOG_RATIO_STD = _per_sequence("token_log_ratio_std")
+    TOKEN_CLIP_FRACTION = _per_sequence("token_clip_fraction")
+    TOKEN_CLIP_LOW_FRACTION = _per_sequence("token_clip_low_fraction")
+    TOKEN_CLIP_HIGH_FRACTION = _per_sequence("token_clip_high_fraction")
+    ATTENUATION = _per_sequence("attenuation")
+    KL_REF = _per_sequence("kl_ref")
+    KL_OLD = _per_sequence("kl_old")
+    SAMPLER_KL = _per_sequence("sampler_kl")
+    SAMPLER_LOGP_ABS_DIFF_MAX = _per_sequence("sampler_logp_abs_diff_max")
+    ENTROPY = _per_sequence("entropy")
+    NONFINITE_COUNT = _per_sequence("nonfinite_count")
+    # the texts
+    COMPLETION = column("completion", "string", "optional: the model's output, untrusted text")
+    PROMPT = column(
+        "prompt", "string", "optional: the group's prompt (the same for its G rows), untrusted text"
+    )
+
+
+class Tok:
+    """The optional per-token table (one row per sampled sequence), in its column order."""
+
+    SCHEMA_VERSION = column("schema_version", "int16", _VERSION)
+    RUN_ID = column("run_id", "string", "the run's id")
+    STEP = column("step", "int64", "the optimizer step")
+    RANK = column("rank", "int32", "the data-parallel rank that logged the sequence")
+    GROUP = column("group", "int32", "the prompt's index within the step (and rank)")
+    SAMPLE = column("sample", "int32", "the completion's index within its group")
+    TOKEN_LOG_RATIOS = column(
+        "token_log_ratios", "list<float32>", "log r_t of the masked tokens only, in order"
+    )
+    ADVANTAGES = column("advantages", "list<float32>", "the advantage at the same positions")
+    TOKENS = column("tokens", "list<string>", "decoded tokens or null, untrusted text")
+    REASON = column(
+        "reason", "string", "why the sequence is in the sample: one of TOKEN_SAMPLE_REASONS"
+    )
+
+
+del _F, _VERSION
+
+_declared = [str(c) for c in columns(Seq) if c in {v.name for v in PER_SEQUENCE}]
+if _declared != [v.name for v in PER_SEQUENCE]:  # a value added to the spec needs its constant
+    raise ValueError(
+        "training_hooks.columns.Seq must declare gspo_metrics.spec.PER_SEQUENCE's values in its "
+        f"order: has {_declared}, the spec {[v.name for v in PER_SEQUENCE]}"
+    )
+del _declared
