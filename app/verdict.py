@@ -67,10 +67,10 @@ def _subset(df, column: str, steps: str) -> tuple[str, np.ndarray | None]:
     """(the subset of steps scored, its row mask; None: every row)."""
     if steps not in STEPS:
         raise ValueError(f"steps must be one of {STEPS}, got {steps!r}")
-    if steps == ALL_STEPS:
-        return steps, None
-    split = lag.lag_split(df)
     off_default = any(p.off_policy_default for p in panels.PANELS if p.column == column)
+    if steps == ALL_STEPS or (steps == cv.AUTO and not off_default):
+        return ALL_STEPS, None  # no lag split needed (the page's default on reward_mean)
+    split = lag.lag_split(df)
     subset = cv.panel_subset(off_default, steps, split)
     return subset, None if subset == ALL_STEPS else split.mask(subset)
 
