@@ -11,10 +11,12 @@ shows up on the next rerun and an unchanged root of thousands of runs costs a li
 
 from __future__ import annotations
 
+import functools
 import json
 import os
+import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import replace
 
 import pyarrow.parquet as pq
@@ -115,9 +117,11 @@ def root_signature(root: str) -> tuple:
         return ()
 
 
-def discover(root: str, tracking_uri: str | None = None) -> Discovery:
-    """All runs under ``root`` (Parquet) plus runs only in the MLflow store at ``tracking_uri``."""
-    found = _discover_root(root)
+def discover(root: str, tracking_uri: str | None = None, wait_s: float | None = None) -> Discovery:
+    """All runs under ``root`` (Parquet) plus runs only in the MLflow store at ``tracking_uri``.
+    ``wait_s`` (object stores): return after that long with the runs read so far, the others
+    still being read in the background (``Discovery.reading``); None waits for every one."""
+    found = _discover_root(root, wait_s)
     runs = list(found.runs)
     problems = list(found.problems)
     if tracking_uri:
@@ -132,16 +136,53 @@ def discover(root: str, tracking_uri: str | None = None) -> Discovery:
             if r.mlflow_run_id in known_ml or tag_ids & known_ids:
                 continue  # the same run, already read from Parquet
             runs.append(r)
-    return Discovery(runs, problems)
+    return Discovery(runs, problems, found.reading)
 
 
 _RUN_REFS = data.Memo(max_entries=100_000)  # (root, folder, stamp) -> RunRef | None
-REMOTE_READERS = 16  # run folders read at once from an object store
+REMOTE_READERS = 64  # run folders read at once from an object store (each waits on the network)
+_READER = ThreadPoolExecutor(REMOTE_READERS, thread_name_prefix="gspo-dash-run-json")
+_READING: dict[tuple, Future] = {}  # (root, folder, stamp) being read -> its read (once per key)
+_READING_LOCK = threading.Lock()
 
 
-def _discover_root(root: str) -> Discovery:
+def _read_remote(root: str, todo: dict[str, tuple], stamps: dict, wait_s: float | None) -> None:
+    """Read the folders ``todo`` (name -> key) of an object-store root on the background pool,
+    newest run.json first (its listed mtime), each key once however many callers ask (a read
+    in flight is joined, not repeated); its result goes to ``_RUN_REFS`` when it ends. Waits
+    ``wait_s`` seconds at most (None: until all are read)."""
+
+    def newest(name: str) -> int:
+        return -max((m for rel, _, m in stamps[name] if rel == RUN_JSON), default=0)
+
+    def done(key: tuple, fut: Future) -> None:
+        if fut.exception() is None:  # (an unexpected error: read again on the next call)
+            _RUN_REFS.put(key, fut.result())
+        with _READING_LOCK:
+            _READING.pop(key, None)
+
+    futures = []
+    with _READING_LOCK:
+        for name in sorted(todo, key=newest):
+            key = todo[name]
+            fut = _READING.get(key)
+            if fut is None and key in _RUN_REFS:  # read meanwhile (kept before it left _READING)
+                continue
+            if fut is None:
+                fut = _READER.submit(_read_run_ref, root, name, stamps[name])
+                _READING[key] = fut
+                fut.add_done_callback(functools.partial(done, key))
+            futures.append(fut)
+    wait(futures, timeout=wait_s)
+    if wait_s is None:
+        for fut in futures:
+            fut.result()  # an unexpected error is raised here, as a local read raises it
+
+
+def _discover_root(root: str, wait_s: float | None = None) -> Discovery:
     """The runs under ``root``: each folder read once per stamp (``_RUN_REFS``), folders not
-    read yet read together (in parallel on an object store); statuses evaluated now."""
+    read yet read together (on an object store in parallel, in the background: ``wait_s``);
+    statuses evaluated now."""
     try:
         stamps = _folder_stamps(root)
     except RootUnreadable as e:
@@ -149,27 +190,31 @@ def _discover_root(root: str) -> Discovery:
     keys = {name: (root, name, stamp) for name, stamp in stamps.items()}
     missing = object()
     refs = {name: _RUN_REFS.peek(key, missing) for name, key in keys.items()}
-    todo = [name for name, ref in refs.items() if ref is missing]
-    if todo:
-
-        def read(name: str) -> RunRef | None:
-            return _read_run_ref(root, name, stamps[name])
-
-        if storage.is_uri(root):  # requests wait on the network: many at once
-            with ThreadPoolExecutor(REMOTE_READERS) as pool:
-                read_refs = list(pool.map(read, todo))
-        else:
-            read_refs = [read(name) for name in todo]
-        for name, ref in zip(todo, read_refs, strict=True):
-            _RUN_REFS.put(keys[name], ref)
+    todo = {name: keys[name] for name, ref in refs.items() if ref is missing}
+    if todo and storage.is_uri(root):  # requests wait on the network: many at once
+        _read_remote(root, todo, stamps, wait_s)
+        refs = {name: _RUN_REFS.peek(key, missing) for name, key in keys.items()}
+    elif todo:
+        for name, key in todo.items():
+            ref = _read_run_ref(root, name, stamps[name])
+            _RUN_REFS.put(key, ref)
             refs[name] = ref
     now = time.time()
-    runs = [_with_status(r, now) for r in refs.values() if r is not None]
+    reading = sum(ref is missing for ref in refs.values())
+    runs = [_with_status(r, now) for r in refs.values() if r is not None and r is not missing]
     runs.sort(key=lambda r: -(r.updated_at or 0))
-    problems = [] if runs else [f"No runs under {root!r} (a run is a folder with {RUN_JSON})."]
+    problems = (
+        [] if runs or reading else [f"No runs under {root!r} (a run is a folder with {RUN_JSON})."]
+    )
     if storage.is_uri(root) and (why := data.listing_problem(root)):
         problems.append(f"Listing {root!r} again failed ({why}): showing the last listing.")
-    return Discovery(runs, problems)
+    return Discovery(runs, problems, reading)
+
+
+def reading(root: str) -> int:
+    """How many run folders of ``root`` are being read in the background now."""
+    with _READING_LOCK:
+        return sum(key[0] == root for key in _READING)
 
 
 def _with_status(ref: RunRef, now: float) -> RunRef:

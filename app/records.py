@@ -51,3 +51,4 @@ class Discovery:
 
     runs: list[RunRef]
     problems: list[str]  # about the root or the store itself
+    reading: int = 0  # run folders listed whose run.json is still being read (not in ``runs``)

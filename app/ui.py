@@ -18,7 +18,7 @@ import streamlit as st
 
 from app import data, health, provenance
 from app.colors import run_colors
-from app.discovery import discover, imported_tool, root_signature
+from app.discovery import discover, imported_tool, reading, root_signature
 from app.lag import ALL, OFF_POLICY, SUBSETS, LagSplit, lag_split
 from app.mlflow_store import typed_uri_problem
 from app.records import SOURCE_MLFLOW, RunRef, Table
@@ -44,6 +44,7 @@ class Context:
     labels: dict[str, str]  # run key -> stable, URL-friendly label
     read_only: bool = False  # the server's read-only (team) mode: nothing may be written
     link_notes: tuple[str, ...] = ()  # what the link's ?runs= named that no run answers to
+    reading: int = 0  # listed runs whose run.json is still being read (not in ``runs`` yet)
 
     def label(self, run: RunRef) -> str:
         """The run's name where it is unique, else "name [key]" (``stable_labels``)."""
@@ -132,7 +133,10 @@ def sidebar() -> Context:
     sb.markdown("### gspo-dash")
     sb.caption("GRPO / GSPO update diagnostics")
     root, uri, problems = _root_and_store(settings)
-    found = discover(root, uri)
+    found = discover(root, uri, wait_s=REMOTE_WAIT_S)
+    if found.reading:
+        with sb:  # (a fragment writes into the container it is called in)
+            _reading(root, found.reading, len(found.runs))
     runs = found.runs
     keys = [r.key for r in runs]
     labels = stable_labels(runs)
@@ -172,6 +176,7 @@ def sidebar() -> Context:
         labels,
         read_only=settings.read_only,
         link_notes=notes,
+        reading=found.reading,
     )
     st.session_state[CTX_KEY] = ctx
     return ctx
@@ -212,6 +217,20 @@ def _root_and_store(settings: Settings) -> tuple[str, str | None, list[str]]:
     if why:
         sb.error(md_escape(why), icon=":material/block:")
     return root or DEFAULT_ROOT, (None if why else uri or None), [why] if why else []
+
+
+REMOTE_WAIT_S = 1.0  # an object store's run.json not read by then: the page draws without them
+READING_POLL_S = 2.0
+
+
+@st.fragment(run_every=READING_POLL_S)
+def _reading(root: str, n: int, shown: int) -> None:
+    """How many runs are still being read (an object store's run.json, newest first); the app
+    is drawn again when some more were read."""
+    left = reading(root)
+    if left < n:
+        st.rerun(scope="app")
+    st.caption(f"Reading {left:,} more runs' run.json (newest first); {shown:,} shown so far.")
 
 
 @st.fragment(run_every=AUTO_REFRESH_S)

@@ -35,7 +35,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+if __name__ == "__main__":  # a script: this checkout's packages (an importer chose its own,
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # e.g. bench_scale --code)
 from gspo_metrics.spec import GRPO_EPS, GSPO_EPS  # noqa: E402
 from training_hooks import schema, storage  # noqa: E402
 from training_hooks.schema import (  # noqa: E402

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+import time
 
 import pytest
 from app_runs import record_run
@@ -223,6 +224,7 @@ def test_s3_runs_write_nothing_into_the_bucket_and_are_read_once(s3_root, tmp_pa
     for i in range(3):
         make_run(s3_root, f"s3-{i}", steps=20, seed=i, tokens_per_step=0, summary=False)
     storage.SETTLE_S, settle = 0.0, storage.SETTLE_S  # their stamps: their mtimes now
+    ui.REMOTE_WAIT_S, wait_s = None, ui.REMOTE_WAIT_S  # the first render waits for run.json
     try:
         before = storage.list_tree(s3_root)
         at = app_at(s3_root)
@@ -243,4 +245,57 @@ def test_s3_runs_write_nothing_into_the_bucket_and_are_read_once(s3_root, tmp_pa
             storage.read_bytes, storage.open_input = real
         assert _health(at2) == first and reads == []
     finally:
-        storage.SETTLE_S = settle
+        storage.SETTLE_S, ui.REMOTE_WAIT_S = settle, wait_s
+
+
+@pytest.mark.slow
+def test_s3_run_json_is_read_in_the_background_once(s3_root, tmp_path, app_at, monkeypatch):
+    """On an object store the page does not wait for every run.json: it draws after
+    ``ui.REMOTE_WAIT_S`` with the runs read so far and says how many are still being read; a
+    rerun meanwhile joins the reads in flight (each run.json read once), and the next render
+    shows every run."""
+    import sys
+
+    from app_runs import REPO
+
+    sys.path.insert(0, str(REPO / "bench"))
+    from make_runs import make_run
+
+    from app import discovery
+    from training_hooks import storage
+
+    for i in range(3):
+        make_run(s3_root, f"bg-{i}", steps=5, seed=i, tokens_per_step=0, summary=False)
+    monkeypatch.setattr(storage, "SETTLE_S", 0.0)  # their stamps: their mtimes now
+    monkeypatch.setattr(data, "LISTING_TTL_S", 3600.0)
+    monkeypatch.setattr(ui, "REMOTE_WAIT_S", 0.1)
+    gate = threading.Event()
+    reads: list[str] = []
+    real_read, real_bytes = discovery._read_run_ref, storage.read_bytes
+
+    def gated(*args):
+        assert gate.wait(120)
+        return real_read(*args)
+
+    def counted(path, *args):
+        if storage.is_uri(path):
+            reads.append(path)
+        return real_bytes(path, *args)
+
+    monkeypatch.setattr(discovery, "_read_run_ref", gated)
+    monkeypatch.setattr(storage, "read_bytes", counted)
+    at = app_at(s3_root)
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert "Reading 3 runs' run.json" in at.info[0].value and not at.dataframe
+    assert any("Reading 3 more runs' run.json" in c.value for c in at.sidebar.caption)
+    at.run()  # a rerun while they are read: no second read is started
+    assert discovery.reading(s3_root) == 3
+    gate.set()
+    deadline = time.monotonic() + 120
+    while discovery.reading(s3_root) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    at.run()
+    assert sorted(_health(at)) == ["bg-0", "bg-1", "bg-2"]
+    assert sorted(reads) == sorted(storage.join(s3_root, f"bg-{i}", "run.json") for i in range(3))
+    assert not any("Reading" in c.value for c in at.sidebar.caption)

@@ -14,7 +14,7 @@ import torch.multiprocessing as mp
 from servers import free_port
 from test_hooks_dist import PROMPTS, G, batch
 
-from app import data
+from app import data, ui
 from app.discovery import discover
 from training_hooks import RunRecorder, schema, storage
 from training_hooks.schema import SEQUENCES_DIR, STEPS_DIR, Seq, Step
@@ -73,6 +73,7 @@ def test_two_ranks_write_one_s3_run_while_the_dashboard_reads(s3_root, tmp_path,
                 break
             time.sleep(0.5)
         monkeypatch.setenv("GSPO_DASH_ROOT", s3_root)
+        monkeypatch.setattr(ui, "REMOTE_WAIT_S", None)  # the first render waits for run.json
         monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
         monkeypatch.chdir(tmp_path)
         data.clear_caches()

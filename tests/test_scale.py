@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from app_runs import record_run
 
-from app import data, discovery
+from app import data, discovery, ui
 from training_hooks import schema, storage
 
 LOCAL_RUNS = 200
@@ -143,6 +143,7 @@ def test_s3_root_is_listed_once_not_per_run(one_run, s3_root, tmp_path, monkeypa
     for name in ("list_tree", "list_files", "read_bytes", "open_input"):
         calls.count(storage, name, only=storage.is_uri)  # (the local cache is read through it too)
     at = _app(s3_root, monkeypatch, tmp_path)
+    monkeypatch.setattr(ui, "REMOTE_WAIT_S", None)  # the first render waits for every run.json
     # the listing stays fresh for the whole first render (on a loaded machine it can take longer
     # than LISTING_TTL_S, and a background renewal would then be counted as a second listing)
     monkeypatch.setattr(data, "LISTING_TTL_S", 3600.0)

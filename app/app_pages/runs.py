@@ -134,6 +134,9 @@ def _submit(source: str, path: str, **options) -> None:
 if not ctx.read_only:  # read-only (team) mode: nothing is written, so no import form
     _import_form()
 
+if not ctx.runs and ctx.reading:
+    st.info(f"Reading {ctx.reading:,} runs' run.json, newest first…", icon=":material/sync:")
+    st.stop()
 if not ctx.runs:
     st.info(
         "No runs yet. Record one with `training_hooks.RunRecorder(root=...)`, run the demo "
