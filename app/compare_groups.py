@@ -54,9 +54,9 @@ def metric_options(series: Sequence[ct.RunSeries]) -> list[str]:
 
 def controls(
     shown: Sequence[RunRef], series: Sequence[ct.RunSeries]
-) -> tuple[str, str | None, float]:
+) -> tuple[str, str | None, float, dict[str, str]]:
     """(group-by key or NONE, verdict metric (None: no numeric column to score), final
-    fraction)."""
+    fraction, {group: its own column} (``python -m app.verdict``'s ``--group-metric``))."""
     keys = rg.candidate_keys(shown)
     default = default_key(shown)
     metrics = metric_options(series)
@@ -93,15 +93,30 @@ def controls(
             help="A run's score: the mean of the metric over this final fraction of the steps at "
             "which it logged it.",
         )
-    return by, metric, final
+    own: dict[str, str] = {}
+    text = st.text_input(
+        "Score a group on its own column",
+        key="verdict_group_metrics",
+        placeholder="gspo=seq_clip_fraction, grpo=token_clip_fraction",
+        disabled=by == NONE,
+        help="GROUP=COLUMN, comma-separated: that group is scored on that column instead of the "
+        "verdict metric (python -m app.verdict's --group-metric). The scores then compare two "
+        "columns: the tables say which column each group was scored on. The page's steps "
+        "control applies: off-policy steps only, for a clip share (0 at on-policy steps).",
+    )
+    if text.strip() and by != NONE:
+        try:
+            own = vd.parse_group_metrics([t for t in text.split(",") if t.strip()])
+        except ValueError as e:
+            st.error(ui.md_escape(str(e)), icon=":material/error:")
+    return by, metric, final, own
 
 
 def verdict_table(r: vd.Report) -> None:
     """The groups and the pairs, the warnings and the runs left out."""
     st.subheader("Verdict", anchor=False)
     st.caption(
-        f"Score of a run: the mean of {ui.md_escape(r.metric)} over the final {r.final:.0%} of "
-        f"its logged steps. Mean score per group with its 95% percentile bootstrap CI "
+        f"Score of a run: {ui.md_escape(vd.scored(r))}. Mean score per group with its 95% percentile bootstrap CI "
         f"({vs.N_RESAMPLES:,} resamples of the group's runs); per pair the difference A - B with "
         "its 95% CI (each group resampled on its own), P(A > B) = Mann-Whitney U / (n·m), and "
         '"A better" or "B better" only when the difference\'s CI excludes 0. "Better" means a '
@@ -200,14 +215,10 @@ def grouped_option(
     """(option, height) of the grouped charts: per panel each group's curve over the rows its
     panel shows, then the seeds panel."""
     drawn = []
+    columns = _Columns(x, [p.column for p in shown_panels], smoothing)
     for p in shown_panels:
         seeds = {
-            g.name: [
-                s
-                for m in members
-                if (s := gc.seed_of(m.label, _shown_rows(m, p, steps), x, p.column, smoothing))
-                is not None
-            ]
+            g.name: [s for m in members if (s := columns.seed(m, p, steps)) is not None]
             for g, _, members in groups
         }
         grid = gc.grid_x([s for ss in seeds.values() for s in ss])
@@ -228,9 +239,46 @@ def grouped_option(
     return gc.grouped_option(drawn, seeds_panel, x_name=ct.X_AXES.get(x, x), x_range=x_range)
 
 
-def _shown_rows(s: ct.RunSeries, p: panels.Panel, steps: str) -> pd.DataFrame:
-    """The rows of ``s`` that panel ``p`` shows under the "steps" choice ``steps``."""
-    return s.df[s.rows(cv.panel_subset(p.off_policy_default, steps, s.lag))]
+#: a run's x on one subset of steps, and per column (smoothed y, raw y finite) on those rows
+_Values = tuple[np.ndarray, dict[str, tuple[np.ndarray, np.ndarray]]]
+
+
+class _Columns:
+    """The runs' values for every panel, read once per run and subset of steps: the rows of the
+    subset with a finite x, sorted by x, and every shown panel's column there, EMA-smoothed all
+    at once (``group_chart.ema_columns``). ``seed`` then gives what ``group_chart.seed_of`` gives
+    on the panel's rows, without a frame or a smoothing per panel."""
+
+    def __init__(self, x: str, columns: Sequence[str], smoothing: float) -> None:
+        self.x, self.columns, self.smoothing = x, list(dict.fromkeys(columns)), smoothing
+        self._read: dict[tuple[str, str], _Values | None] = {}
+
+    def seed(self, s: ct.RunSeries, p: panels.Panel, steps: str) -> gc.Seed | None:
+        """Run ``s`` on panel ``p``'s column over the rows that panel shows under the "steps"
+        choice ``steps`` (``compare_view.panel_subset``); None when it has no finite value."""
+        subset = cv.panel_subset(p.off_policy_default, steps, s.lag)
+        if (s.key, subset) not in self._read:
+            self._read[s.key, subset] = self._values(s, subset)
+        got = self._read[s.key, subset]
+        if got is None or p.column not in got[1]:
+            return None
+        xs, (ys, ok) = got[0], got[1][p.column]
+        return gc.Seed(s.label, xs[ok], ys[ok]) if ok.any() else None
+
+    def _values(self, s: ct.RunSeries, subset: str) -> _Values | None:
+        if self.x not in s.df.columns:
+            return None
+        xs = s.df[self.x].to_numpy(np.float64, na_value=np.nan)
+        rows = np.flatnonzero(s.rows(subset) & np.isfinite(xs))
+        if len(rows) > 1 and np.any(xs[rows[1:]] < xs[rows[:-1]]):
+            rows = rows[np.argsort(xs[rows], kind="stable")]
+        have = [c for c in self.columns if c in s.df.columns]
+        if not have:
+            return xs[rows], {}
+        y = np.column_stack([s.df[c].to_numpy(np.float64, na_value=np.nan)[rows] for c in have])
+        ok = np.isfinite(y)
+        smooth = gc.ema_columns(y, self.smoothing) if self.smoothing else y
+        return xs[rows], {c: (smooth[:, j], ok[:, j]) for j, c in enumerate(have)}
 
 
 def _spans(members: Sequence[ct.RunSeries], x: str) -> list[tuple[float, float]]:
@@ -244,6 +292,16 @@ def _spans(members: Sequence[ct.RunSeries], x: str) -> list[tuple[float, float]]
     return out
 
 
-def report(shown: Sequence[RunRef], by: str, metric: str, final: float) -> vd.Report:
-    """``python -m app.verdict``'s report on the shown runs (steps through the page's cache)."""
-    return vd.report(shown, by, metric, final, load=data.load_steps)
+def report(
+    shown: Sequence[RunRef],
+    by: str,
+    metric: str,
+    final: float,
+    group_metrics: dict[str, str] | None = None,
+    steps: str = vd.ALL_STEPS,
+) -> vd.Report:
+    """``python -m app.verdict``'s report on the shown runs (steps through the page's cache),
+    ``steps`` the page's "steps" control."""
+    return vd.report(
+        shown, by, metric, final, load=data.load_steps, group_metrics=group_metrics, steps=steps
+    )

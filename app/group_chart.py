@@ -67,7 +67,11 @@ def seed_of(label: str, df: pd.DataFrame, x: str, column: str, smoothing: float)
     if column not in df.columns or x not in df.columns:
         return None
     xs = df[x].to_numpy(np.float64, na_value=np.nan)
-    ys = df[column].to_numpy(np.float64, na_value=np.nan)
+    return seed_from(label, xs, df[column].to_numpy(np.float64, na_value=np.nan), smoothing)
+
+
+def seed_from(label: str, xs: np.ndarray, ys: np.ndarray, smoothing: float) -> Seed | None:
+    """``seed_of`` on a run's x and y arrays (one row each)."""
     ok = np.isfinite(xs) & np.isfinite(ys)
     if not ok.any():
         return None
@@ -76,6 +80,21 @@ def seed_of(label: str, df: pd.DataFrame, x: str, column: str, smoothing: float)
         order = np.argsort(xs, kind="stable")
         xs, ys = xs[order], ys[order]
     return Seed(label, xs, series_math.ema(ys, smoothing) if smoothing else ys)
+
+
+def ema_columns(y: np.ndarray, weight: float) -> np.ndarray:
+    """``series_math.ema`` of each column of ``y`` (rows, columns) at once; a column's
+    non-finite values are skipped (at a finite value the result is the EMA of that column's
+    finite values alone)."""
+    if not 0 <= weight < 1:
+        raise ValueError(f"weight must be in [0, 1), got {weight}")
+    y = np.asarray(y, np.float64)
+    if y.ndim != 2:
+        raise ValueError(f"y must be (rows, columns), got shape {y.shape}")
+    if weight == 0 or not y.size:
+        return y.copy()
+    frame = pd.DataFrame(np.where(np.isfinite(y), y, np.nan))
+    return frame.ewm(alpha=1 - weight, adjust=True, ignore_na=True).mean().to_numpy(np.float64)
 
 
 def grid_x(seeds: Sequence[Seed], n: int = GRID_POINTS) -> np.ndarray:

@@ -1,6 +1,7 @@
 """The verdict of runs grouped over seeds, from the shell (for CI pipelines) and for the Compare page:
 
     python -m app.verdict ROOT --by KEY --metric COLUMN [--final 0.2] [--json]
+                          [--group-metric GROUP=COLUMN ...] [--steps all|on-policy|off-policy|auto]
 
 prints a table of the groups (N, mean score, 95% CI, runs) and of every pair (difference, its 95%
 CI, P(A > B), the verdict), then the warnings (groups under 3 seeds) and the runs left out (setting
@@ -11,7 +12,18 @@ unknown, metric not logged). ``--json`` prints one object instead (the names are
      "pairs": [{"a", "b", "delta", "ci": [lo, hi], "p_better", "verdict"}]}
 
 with ``delta`` = estimate(a) - estimate(b), ``p_better`` = P(a > b) and ``verdict`` a group's name
-or "inconclusive"; warnings and left-out runs then go to stderr. The statistics are
+or "inconclusive"; warnings and left-out runs then go to stderr. Asked for (below), each group
+also carries ``"metric"``, the column it was scored on, and the object ``"steps"``, the steps
+scored (absent: --metric for every group, all steps, as without them).
+
+``--group-metric GROUP=COLUMN`` (repeatable) scores the group GROUP on COLUMN instead of
+``--metric`` (every other group): "GSPO clips more sequences than GRPO clips tokens" is
+``--by algorithm --metric token_clip_fraction --group-metric gspo=seq_clip_fraction``. The output
+names each group's column; "better" then compares two columns' scores, no more.
+``--steps``: the steps a score averages over, as Compare's "steps" control (``app.lag``): all (the
+default), on-policy or off-policy steps only (a clip share or a KL old→new is 0 by construction at
+an on-policy step), or auto (off-policy steps for a metric whose Compare panel shows them by
+default, of a run that has both kinds; else all). The final fraction is of those steps. The statistics are
 ``app.verdict_stats``; the groups ``app.run_groups``. Exit status 0 with a verdict, 2 on a bad
 argument or when fewer than two groups have a score.
 """
@@ -21,15 +33,46 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 
+from app import compare_view as cv
+from app import lag, panels
 from app import run_groups as rg
 from app import verdict_stats as vs
 from app.records import RunRef, Table
 from training_hooks.schema import Step
+
+ALL_STEPS = lag.ALL
+STEPS = cv.STEP_CHOICES  # auto, all, on-policy, off-policy: Compare's "steps" control
+
+
+def parse_group_metrics(items: Sequence[str]) -> dict[str, str]:
+    """{group: column} from "GROUP=COLUMN" items (``--group-metric``; the page's field splits
+    on commas first). Raises ValueError naming the bad item."""
+    out: dict[str, str] = {}
+    for item in items:
+        group, eq, column = (t.strip() for t in item.partition("="))
+        if not eq or not group or not column:
+            raise ValueError(f"group metric must be GROUP=COLUMN, got {item!r}")
+        if group in out and out[group] != column:
+            raise ValueError(f"group {group!r} given two columns: {out[group]!r} and {column!r}")
+        out[group] = column
+    return out
+
+
+def _subset(df, column: str, steps: str) -> tuple[str, np.ndarray | None]:
+    """(the subset of steps scored, its row mask; None: every row)."""
+    if steps not in STEPS:
+        raise ValueError(f"steps must be one of {STEPS}, got {steps!r}")
+    off_default = any(p.off_policy_default for p in panels.PANELS if p.column == column)
+    if steps == ALL_STEPS or (steps == cv.AUTO and not off_default):
+        return ALL_STEPS, None  # no lag split needed (the page's default on reward_mean)
+    split = lag.lag_split(df)
+    subset = cv.panel_subset(off_default, steps, split)
+    return subset, None if subset == ALL_STEPS else split.mask(subset)
 
 
 @dataclass(frozen=True)
@@ -42,15 +85,23 @@ class Report:
     grouping: rg.Grouping
     verdict: vs.Verdict
     left_out: list[tuple[RunRef, str]]  # (run, why it has no score or no group)
+    group_metrics: dict[str, str] = field(default_factory=dict)  # {group: its own column}
+    steps: str = ALL_STEPS
+
+    def metric_of(self, group: str) -> str:
+        """The column ``group`` was scored on."""
+        return self.group_metrics.get(group, self.metric)
 
     def to_json(self) -> dict:
         return {
             "metric": self.metric,
             "by": self.by,
             "final": self.final,
+            **({"steps": self.steps} if self.steps != ALL_STEPS else {}),
             "groups": [
                 {
                     "name": g.name,
+                    **({"metric": self.metric_of(g.name)} if self.group_metrics else {}),
                     "n": g.n,
                     "estimate": g.estimate,
                     "ci": list(g.ci),
@@ -84,31 +135,48 @@ def report(
     metric: str,
     final: float = vs.DEFAULT_FINAL,
     load: Callable[[RunRef], Table] = _load,
+    group_metrics: Mapping[str, str] | None = None,
+    steps: str = ALL_STEPS,
 ) -> Report:
-    """Group ``runs`` by ``by``, score each on ``metric`` (``verdict_stats.final_score``) and
-    compare the groups; a run without a finite value of ``metric`` is left out, with the reason."""
+    """Group ``runs`` by ``by``, score each on ``metric`` (``verdict_stats.final_score``), or on
+    ``group_metrics[group]`` for a group named there, over the ``steps`` subset of its steps
+    (``STEPS``), and compare the groups; a run without a finite value there is left out, with the
+    reason. A group named in ``group_metrics`` that is not a group is an error."""
     if not 0 < final <= 1:
         raise ValueError(f"final must be in (0, 1], got {final}")
+    if steps not in STEPS:
+        raise ValueError(f"steps must be one of {STEPS}, got {steps!r}")
     grouping = rg.group_runs(runs, by)
+    own = dict(group_metrics or {})
+    unknown = sorted(set(own) - {g.name for g in grouping.groups})
+    if unknown:
+        names = ", ".join(g.name for g in grouping.groups) or "none"
+        raise ValueError(f"group metric names no group of {by!r}: {unknown} (groups: {names})")
     left_out = list(grouping.ungrouped)
     scores: dict[str, tuple[list[str], list[float]]] = {}
     for g in grouping.groups:
+        column = own.get(g.name, metric)
         ids, values = [], []
         for run in g.runs:
             df = load(run).df
-            if metric not in df.columns or Step.STEP not in df.columns:
-                left_out.append((run, f"did not log {metric!r}"))
+            if column not in df.columns or Step.STEP not in df.columns:
+                left_out.append((run, f"did not log {column!r}"))
                 continue
-            steps = df[Step.STEP].to_numpy(np.float64)
-            score = vs.final_score(steps, df[metric].to_numpy(np.float64, na_value=np.nan), final)
+            subset, rows = _subset(df, column, steps)
+            x = df[Step.STEP].to_numpy(np.float64)
+            y = df[column].to_numpy(np.float64, na_value=np.nan)
+            if rows is not None:
+                x, y = x[rows], y[rows]
+            score = vs.final_score(x, y, final) if len(x) else np.nan
             if np.isfinite(score):
                 ids.append(run.key)
                 values.append(score)
             else:
-                left_out.append((run, f"no finite value of {metric!r}"))
+                where = "" if subset == ALL_STEPS else f" at {subset} steps"
+                left_out.append((run, f"no finite value of {column!r}{where}"))
         if ids:
             scores[g.name] = (ids, values)
-    return Report(metric, by, final, grouping, vs.compare(scores), left_out)
+    return Report(metric, by, final, grouping, vs.compare(scores), left_out, own, steps)
 
 
 def _num(v: float) -> str:
@@ -128,6 +196,7 @@ def group_rows(r: Report) -> list[dict]:
     return [
         {
             "group": g.name,
+            **({"scored on": r.metric_of(g.name)} if r.group_metrics else {}),
             "N": g.n,
             "mean score": _num(g.estimate),
             "95% CI": _ci(g.ci),
@@ -178,12 +247,28 @@ def _text_table(rows: list[dict]) -> str:
     return "\n".join(line.rstrip() for line in lines)
 
 
+def scored(r: Report) -> str:
+    """What a score is: the column(s), the steps, the final fraction."""
+    if r.group_metrics:
+        named = "; ".join(f"{g} on {c}" for g, c in r.group_metrics.items())
+        what = f"{named}; any other group on {r.metric}"
+    else:
+        what = r.metric
+    steps = {
+        ALL_STEPS: "logged steps",
+        lag.ON_POLICY: "on-policy steps",
+        lag.OFF_POLICY: "off-policy steps",
+        cv.AUTO: "steps (off-policy ones for a clip or KL old→new column of a run with both)",
+    }[r.steps]
+    return f"{what}: mean over the final {r.final:.0%} of each run's {steps}"
+
+
 def text(r: Report) -> str:
     """The shell's table: what is scored, the groups, the pairs, the notes."""
     head = (
-        f"{r.metric}: mean over the final {r.final:.0%} of each run's logged steps, runs grouped "
-        f"by {r.by}; 95% percentile bootstrap CIs ({vs.N_RESAMPLES:,} resamples per group); "
-        '"better" means a higher score'
+        f"{scored(r)}, runs grouped by {r.by}; 95% percentile bootstrap CIs "
+        f'({vs.N_RESAMPLES:,} resamples per group); "better" means a higher score'
+        + (" (of each group's own column)" if r.group_metrics else "")
     )
     parts = [head, _text_table(group_rows(r)), _text_table(pair_rows(r)), "\n".join(notes(r))]
     return "\n\n".join(p for p in parts if p) + "\n"
@@ -204,6 +289,20 @@ def parser() -> argparse.ArgumentParser:
         default=vs.DEFAULT_FINAL,
         help="the final fraction of each run's logged steps its score averages (default 0.2)",
     )
+    p.add_argument(
+        "--group-metric",
+        action="append",
+        default=[],
+        metavar="GROUP=COLUMN",
+        help="score the group GROUP on COLUMN instead of --metric (repeatable)",
+    )
+    p.add_argument(
+        "--steps",
+        choices=STEPS,
+        default=ALL_STEPS,
+        help="the steps a score averages over (default all; off-policy: a clip share or KL "
+        "old→new is 0 at on-policy steps; auto: as Compare's default)",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     return p
 
@@ -212,6 +311,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     if not 0 < args.final <= 1:
         parser().error(f"--final must be in (0, 1], got {args.final}")
+    try:
+        own = parse_group_metrics(args.group_metric)
+    except ValueError as e:
+        parser().error(f"--group-metric: {e}")
     from streamlit.logger import get_logger
 
     # outside a Streamlit server its caches warn once per cached function as the app's modules
@@ -225,7 +328,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     found = discover(args.root)
     for problem in found.problems:
         print(problem, file=sys.stderr)
-    r = report(found.runs, args.by, args.metric, args.final)
+    try:
+        r = report(
+            found.runs, args.by, args.metric, args.final, group_metrics=own, steps=args.steps
+        )
+    except ValueError as e:
+        parser().error(f"--group-metric: {e}")
     if args.json:
         print(json.dumps(r.to_json(), indent=2))
         for note in notes(r):

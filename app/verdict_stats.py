@@ -189,8 +189,13 @@ def pointwise_band(
     lo = np.full(y.shape[1], np.nan)
     hi = np.full(y.shape[1], np.nan)
     rng = _rng(name)
-    patterns, which = np.unique(present.T, axis=0, return_inverse=True)
-    for p, pattern in enumerate(patterns):
+    if len(y) <= 62:  # one integer per column's pattern of present seeds: a 1-D unique
+        codes = present.T.astype(np.int64) @ (1 << np.arange(len(y), dtype=np.int64))
+        _, first, which = np.unique(codes, return_index=True, return_inverse=True)
+    else:
+        _, first, which = np.unique(present.T, axis=0, return_index=True, return_inverse=True)
+    for p, col in enumerate(first):
+        pattern = present[:, col]
         k = int(pattern.sum())
         if k < 2:
             continue

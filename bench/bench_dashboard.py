@@ -3,6 +3,7 @@
     python bench/bench_dashboard.py [--root DIR] [--runs 20 --steps 5000 --seqs 256] [--no-browser]
                                     [--loads 3 --views 2] [--code DIR] [--cold-only] [--profile]
                                     [--no-mlflow]
+    python bench/bench_dashboard.py --grouped [--configs 5 --seeds 10 --steps 5000] [--code DIR]
     python bench/bench_dashboard.py --scale [--scale-runs 2000 --scale-steps 10] [--no-s3]
 
 Measures, on a generated root of ``runs`` runs x ``steps`` steps x ``seqs`` sequences per step
@@ -19,6 +20,11 @@ Measures, on a generated root of ``runs`` runs x ``steps`` steps x ``seqs`` sequ
    ``--cold-only`` skips the warm and nav loads; ``--profile`` adds one more cold load of each
    view under Chromium's CPU profiler and prints where its main thread's time went, by script
    file (``profile_by_file_ms``). Each goal (``GOALS``) is printed beside its median.
+``--grouped``: instead, a root of ``configs`` configurations x ``seeds`` seeds (each run stating
+its seed; ``make_runs.make_grouped_root``, 32 sequences per step) and one view, Compare with every
+run: grouped by algorithm by default, so the grouped charts (means, bands, faint seeds) and the
+verdict; cold loads only, timed as in 2. (goal ``GOALS["grouped"]``).
+
 3. MLflow for comparison: one run of 10,000 steps x 20 metrics logged to a fresh SQLite store;
    time to load it back with ``MlflowClient.get_metric_history`` (what MLflow-only runs cost)
    against reading the same numbers from Parquet.
@@ -300,7 +306,7 @@ _NAV_LINK = "[data-testid=stSidebarNav] a[href$='/{}']"
 
 
 #: Goals of the Compare page in the browser: median seconds of a cold load to its last long task.
-GOALS = {"default_6_runs": 3.0, "all_runs": 5.0}
+GOALS = {"default_6_runs": 3.0, "all_runs": 5.0, "grouped": 3.0}
 
 
 def _profiled_load(page, url: str, top: int = 14) -> dict:
@@ -368,6 +374,7 @@ def bench_browser(
     code: Path | None = None,
     cold_only: bool = False,
     profile: bool = False,
+    grouped: bool = False,
 ) -> dict:
     """Headless Chromium on ``streamlit run``: /compare (the 6 most recent runs) and with every run
     in ?runs= (``views``: 1 = only the first), ``loads`` times each in a new browser profile
@@ -377,7 +384,8 @@ def bench_browser(
     Wall-clock seconds and the page's main-thread busy seconds; then what the page drew (figures,
     traces, points, JSON) and plotly.js's own draw time for it (each figure redrawn by a
     standalone plotly.js in the same page). ``code``: serve another checkout's app (``--code``);
-    ``cold_only``: no warm or nav loads; ``profile``: one more cold load under the CPU profiler."""
+    ``cold_only``: no warm or nav loads; ``profile``: one more cold load under the CPU profiler;
+    ``grouped``: one view only, ``grouped`` (every run: a ``--grouped`` root)."""
     if not os.path.exists(CHROMIUM):
         return {"skipped": f"{CHROMIUM} missing"}
     import plotly
@@ -404,10 +412,15 @@ def bench_browser(
             return page
 
         runs_q = "&".join(f"runs={n}" for n in names)
-        for label, url in (
-            ("default_6_runs", f"{base}/compare"),
-            ("all_runs", f"{base}/compare?{runs_q}"),
-        )[:views]:
+        shown = (
+            [("grouped", f"{base}/compare?{runs_q}")]
+            if grouped
+            else [
+                ("default_6_runs", f"{base}/compare"),
+                ("all_runs", f"{base}/compare?{runs_q}"),
+            ][:views]
+        )
+        for label, url in shown:
             times = []
             for _ in range(loads):
                 page = fresh_page()
@@ -512,6 +525,25 @@ def bench_mlflow(steps: int = 10_000, metrics: int = 20) -> dict:
     }
 
 
+def bench_grouped(a: argparse.Namespace) -> None:
+    """``--grouped``: the grouped Compare, cold, in headless Chromium (bench/out/grouped.json)."""
+    from make_runs import make_grouped_root
+
+    root = Path(a.root + "-grouped")
+    marker = root / f".bench-grouped-{a.configs}x{a.seeds}x{a.steps}x32"
+    if not marker.exists():
+        shutil.rmtree(root, ignore_errors=True)
+        root.mkdir(parents=True)
+        make_grouped_root(root, a.configs, a.seeds, a.steps, groups=2, group_size=16)
+        marker.write_text("ok")
+    code = Path(a.code).resolve() if a.code else None
+    res = {"config": vars(a), "load_avg_start": os.getloadavg()}
+    res["browser"] = bench_browser(root, a.loads, 1, code, True, a.profile, grouped=True)
+    Path(a.out).with_name("grouped.json").write_text(json.dumps(res, indent=1))
+    print(json.dumps(res, indent=1))
+    print_goals(res["browser"])
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--root", default=os.path.join(tempfile.gettempdir(), "gspo-dash-bench-root"))
@@ -526,10 +558,16 @@ def main() -> None:
     ap.add_argument("--cold-only", action="store_true", help="no warm or nav loads")
     ap.add_argument("--profile", action="store_true", help="one more cold load, CPU-profiled")
     ap.add_argument("--out", default=str(HERE / "out" / "dashboard.json"))
+    ap.add_argument("--grouped", action="store_true", help="the grouped Compare (see above)")
+    ap.add_argument("--configs", type=int, default=5, help="--grouped: configurations")
+    ap.add_argument("--seeds", type=int, default=10, help="--grouped: seeds per configuration")
     bench_scale.add_arguments(ap)  # --scale: thousands of runs, local and S3 (bench_scale.py)
     a = ap.parse_args()
     if a.scale:
         bench_scale.main(a)
+        return
+    if a.grouped:
+        bench_grouped(a)
         return
     root = Path(a.root)
     res: dict = {"config": vars(a), "load_avg_start": os.getloadavg()}

@@ -22,6 +22,7 @@ and a few steps carry a log-ratio/KL spike.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import os
 import sys
@@ -336,10 +337,12 @@ def make_run(
     start_time: float | None = None,
     steps_per_part: int = STEPS_PER_PART,
     summary: bool = True,
+    config: dict | None = None,
 ) -> str:
     """Write one run under ``root/run_id`` (a folder or an object-store URI); returns its path.
     ``summary``: a run not running gets the summary its recorder would have written at close
-    (``training_hooks.summary``)."""
+    (``training_hooks.summary``). ``config``: more settings in run.json's config (a stated seed).
+    """
     rng = np.random.default_rng(seed)
     run_dir = storage.join(root, run_id)
     storage.makedirs(run_dir)
@@ -350,6 +353,8 @@ def make_run(
     info = _run_info(
         run_id, algorithm, d, seed=seed, status=status, start=start, updated_at=updated_at
     )
+    if config:
+        info = dataclasses.replace(info, config={**info.config, **config})
     schema.write_json_atomic(storage.join(run_dir, schema.RUN_JSON), info.to_json())
     seq_cols = sequence_columns(d)
     step_cols = step_columns(d, rng, start)
@@ -468,6 +473,34 @@ def make_root(
         return [one(i) for i in range(runs)]
     with ThreadPoolExecutor(workers) as pool:
         return list(pool.map(one, range(runs)))
+
+
+#: the grouped root's configurations (``make_grouped_root``): algorithm names of the registry
+GROUPED_ALGORITHMS = ("grpo", "gspo", "dapo", "cispo", "sapo")
+
+
+def make_grouped_root(
+    root: str | os.PathLike, configs: int = 5, seeds: int = 10, steps: int = 5000, **kw
+) -> list[str]:
+    """``configs`` configurations (algorithms, ``GROUPED_ALGORITHMS``) x ``seeds`` runs each, every
+    run stating its seed in its config (``seed`` 0..seeds-1), named ``ALGO-sK``: what Compare
+    groups by algorithm by default. ``kw``: ``make_run``'s sizes (``groups``, ``group_size``)."""
+    if not 1 <= configs <= len(GROUPED_ALGORITHMS):
+        raise ValueError(f"configs must be in [1, {len(GROUPED_ALGORITHMS)}], got {configs}")
+    return [
+        make_run(
+            root,
+            f"{algo}-s{k}",
+            algorithm=algo,
+            steps=steps,
+            seed=100 * c + k,
+            spikes=3,
+            config={"seed": k},
+            **kw,
+        )
+        for c, algo in enumerate(GROUPED_ALGORITHMS[:configs])
+        for k in range(seeds)
+    ]
 
 
 def main() -> None:

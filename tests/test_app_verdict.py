@@ -124,6 +124,175 @@ def test_seed_lines_keep_a_spike():
     assert len(s.x) <= 300 and s.y.max() == 40.0
 
 
+def test_grouped_build_reads_each_run_once_as_seed_of_would():
+    """Two routes to one seed: Compare's grouped build (each run read and smoothed once for every
+    panel, ``compare_groups._Columns``) against ``seed_of`` on the rows the panel shows, on a run
+    with NaNs, an unsorted step column and on/off-policy steps (the clip panel: off-policy
+    rows only under the "auto" steps choice)."""
+    import pandas as pd
+
+    from app import compare_groups as cg
+    from app import compare_traces as ct
+    from app import compare_view as cv
+    from app import panels
+
+    rng = np.random.default_rng(3)
+    n = 40
+    df = pd.DataFrame(
+        {
+            Step.STEP: rng.permutation(n).astype(float),
+            Step.POLICY_LAG: np.tile([0, 1], n // 2),
+            Step.REWARD_MEAN: rng.normal(size=n),
+            Step.TOKEN_CLIP_FRACTION: rng.random(n),
+        }
+    )
+    df.loc[[3, 8], Step.REWARD_MEAN] = np.nan
+    df.loc[[5], Step.TOKEN_CLIP_FRACTION] = np.nan
+    from app.lag import lag_split
+
+    run = ct.RunSeries("r", "r", "grpo", "#000000", df, lag=lag_split(df))
+    shown = [p for p in panels.PANELS if p.column in (Step.REWARD_MEAN, Step.TOKEN_CLIP_FRACTION)]
+    assert {p.off_policy_default for p in shown} == {True, False}
+    columns = cg._Columns(Step.STEP, [p.column for p in shown], 0.6)
+    for p in shown:
+        got = columns.seed(run, p, cv.AUTO)
+        rows = df[run.rows(cv.panel_subset(p.off_policy_default, cv.AUTO, run.lag))]
+        want = gc.seed_of("r", rows, Step.STEP, p.column, 0.6)
+        assert got is not None and want is not None
+        # 20 off-policy rows, one NaN (row 5, lag 1); 40 rows, two NaNs
+        assert len(got.x) == (19 if p.off_policy_default else 38)
+        np.testing.assert_array_equal(got.x, want.x)
+        np.testing.assert_allclose(got.y, want.y, rtol=1e-12)
+
+
+def test_ema_columns_is_ema_per_column():
+    """``ema_columns`` on a (rows, 2) array with a NaN: each column's EMA of its finite values,
+    as ``series_math.ema`` on that column alone."""
+    from app import series_math
+
+    y = np.array([[1.0, 5.0], [np.nan, 4.0], [3.0, 3.0], [7.0, np.inf]])
+    e = gc.ema_columns(y, 0.5)
+    np.testing.assert_allclose(e[[0, 2, 3], 0], series_math.ema(np.array([1.0, 3.0, 7.0]), 0.5))
+    np.testing.assert_allclose(e[:3, 1], series_math.ema(np.array([5.0, 4.0, 3.0]), 0.5))
+    # by hand: (3 + 0.5 * 1) / 1.5 at the second finite value of column 0
+    assert e[2, 0] == pytest.approx(3.5 / 1.5)
+
+
+def _clip_runs():
+    """Three GSPO and three GRPO runs of 10 steps, on- and off-policy in turn (policy_lag 0, 1):
+    a clip share is 0 at every on-policy step; at off-policy steps GSPO's sequence share is
+    0.30 + 0.01 k and GRPO's token share 0.10 + 0.01 k (seed k); the other share 0.5 throughout."""
+    import pandas as pd
+
+    from app.records import Table
+
+    runs, tables = [], {}
+    for algo, base in (("gspo", 0.30), ("grpo", 0.10)):
+        for k in range(3):
+            key = f"{algo}-{k}"
+            off = np.tile([0.0, 1.0], 5)
+            own = off * (base + 0.01 * k)
+            df = pd.DataFrame(
+                {
+                    Step.STEP: np.arange(10),
+                    Step.POLICY_LAG: off.astype(int),
+                    Step.SEQ_CLIP_FRACTION: own if algo == "gspo" else np.full(10, 0.5),
+                    Step.TOKEN_CLIP_FRACTION: own if algo == "grpo" else np.full(10, 0.5),
+                }
+            )
+            runs.append(_ref(key, algo, {"seed": k}))
+            tables[key] = Table(df, [])
+    return runs, lambda run: tables[run.key]
+
+
+def test_each_group_on_its_own_column_at_off_policy_steps():
+    """GSPO scored on seq_clip_fraction, GRPO on token_clip_fraction, over off-policy steps only
+    (final 1.0: every such step): the scores by hand are 0.30, 0.31, 0.32 and 0.10, 0.11, 0.12,
+    so the estimates 0.31 and 0.11, delta 0.2, P(gspo > grpo) = 9/9 and a CI above 0: "gspo".
+    Over all steps the same runs score half as much (0.155 and 0.055: the on-policy zeros);
+    "auto" is off-policy for these clip columns; the report names each group's column."""
+    runs, load = _clip_runs()
+    own = {"gspo": Step.SEQ_CLIP_FRACTION}
+    r = vd.report(runs, "algorithm", Step.TOKEN_CLIP_FRACTION, 1.0, load, own, "off-policy")
+    est = {g.name: g for g in r.verdict.groups}
+    np.testing.assert_allclose(est["gspo"].scores, [0.30, 0.31, 0.32])
+    np.testing.assert_allclose(est["grpo"].scores, [0.10, 0.11, 0.12])
+    assert est["gspo"].estimate == pytest.approx(0.31) and est["grpo"].estimate == pytest.approx(
+        0.11
+    )
+    (p,) = r.verdict.pairs
+    assert (p.a, p.b) == ("grpo", "gspo")  # groups in name order
+    assert p.delta == pytest.approx(-0.2) and p.p_better == 0.0 and p.verdict == "gspo"
+    assert p.ci[1] < 0
+    out = r.to_json()
+    assert out["steps"] == "off-policy" and out["metric"] == Step.TOKEN_CLIP_FRACTION
+    assert {g["name"]: g["metric"] for g in out["groups"]} == {
+        "gspo": Step.SEQ_CLIP_FRACTION,
+        "grpo": Step.TOKEN_CLIP_FRACTION,
+    }
+    text = vd.text(r)
+    assert text.startswith(
+        "gspo on seq_clip_fraction; any other group on token_clip_fraction: mean over the final "
+        "100% of each run's off-policy steps"
+    )
+    assert [row["scored on"] for row in vd.group_rows(r)] == [
+        Step.TOKEN_CLIP_FRACTION,
+        Step.SEQ_CLIP_FRACTION,
+    ]
+    every = vd.report(runs, "algorithm", Step.TOKEN_CLIP_FRACTION, 1.0, load, own)
+    np.testing.assert_allclose(
+        [g.estimate for g in every.verdict.groups], [0.055, 0.155], rtol=1e-12
+    )
+    assert "steps" not in every.to_json()
+    auto = vd.report(runs, "algorithm", Step.TOKEN_CLIP_FRACTION, 1.0, load, own, "auto")
+    assert [g.estimate for g in auto.verdict.groups] == [g.estimate for g in r.verdict.groups]
+    # the plain contract is untouched: no per-group metric, no steps key
+    plain = vd.report(runs, "algorithm", Step.TOKEN_CLIP_FRACTION, 1.0, load).to_json()
+    assert set(plain) == {"metric", "by", "final", "groups", "pairs"}
+    assert set(plain["groups"][0]) == {"name", "n", "estimate", "ci", "runs"}
+
+
+def test_group_metric_errors_and_runs_without_off_policy_steps():
+    """A group metric naming no group, or not GROUP=COLUMN, is refused by name; a run with only
+    on-policy steps has no score at off-policy steps and is left out, with that reason."""
+    runs, load = _clip_runs()
+    with pytest.raises(ValueError, match="names no group of 'algorithm'.*'dapo'"):
+        vd.report(runs, "algorithm", Step.LOSS, 1.0, load, {"dapo": Step.LOSS})
+    with pytest.raises(ValueError, match="GROUP=COLUMN, got 'gspo'"):
+        vd.parse_group_metrics(["gspo"])
+    assert vd.parse_group_metrics([" gspo = seq_clip_fraction "]) == {"gspo": "seq_clip_fraction"}
+
+    def on_only(run):
+        t = load(run)
+        if run.key == "grpo-0":
+            t.df[Step.POLICY_LAG] = 0
+        return t
+
+    r = vd.report(runs, "algorithm", Step.TOKEN_CLIP_FRACTION, 1.0, on_only, None, "off-policy")
+    assert [(run.key, why) for run, why in r.left_out] == [
+        ("grpo-0", "no finite value of 'token_clip_fraction' at off-policy steps")
+    ]
+    assert {g.name: g.n for g in r.verdict.groups} == {"grpo": 2, "gspo": 3}
+
+
+def test_cli_group_metric_and_steps(tmp_path, capsys, monkeypatch):
+    """The shell takes --group-metric GROUP=COLUMN and --steps, and refuses a bad item by name."""
+    runs, load = _clip_runs()
+    from app import data, discovery
+    from app.records import Discovery
+
+    monkeypatch.setattr(data, "load_steps", load)
+    monkeypatch.setattr(discovery, "discover", lambda root: Discovery(runs, []))
+    argv = [str(tmp_path), "--by", "algorithm", "--metric", Step.TOKEN_CLIP_FRACTION]
+    argv += ["--group-metric", "gspo=seq_clip_fraction", "--steps", "off-policy", "--final", "1"]
+    assert vd.main([*argv, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["pairs"][0]["verdict"] == "gspo" and out["steps"] == "off-policy"
+    with pytest.raises(SystemExit):
+        vd.main([*argv, "--group-metric", "gspo"])
+    assert "--group-metric: group metric must be GROUP=COLUMN" in capsys.readouterr().err
+
+
 # ------------------------------------------------------------------------------ CLI and page
 
 

@@ -385,12 +385,14 @@ with st.expander("Charts and log scales", icon=":material/tune:"):
         key="logy",
     )
 
-by, verdict_metric, verdict_final = cg.controls(shown, series)
-verdict = (
-    cg.report(shown, by, verdict_metric, verdict_final)
-    if by != cg.NONE and verdict_metric is not None
-    else None
-)
+by, verdict_metric, verdict_final, own_metrics = cg.controls(shown, series)
+verdict = None
+if by != cg.NONE and verdict_metric is not None:
+    try:
+        verdict = cg.report(shown, by, verdict_metric, verdict_final, own_metrics, opts["steps"])
+    except ValueError as e:  # a group metric naming no group
+        st.error(ui.md_escape(str(e)), icon=":material/error:")
+        verdict = cg.report(shown, by, verdict_metric, verdict_final, None, opts["steps"])
 if verdict is not None:
     cg.verdict_table(verdict)
 grouped = verdict is not None and bool(verdict.grouping.groups)
