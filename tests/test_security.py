@@ -244,8 +244,9 @@ def test_read_only_mode_writes_nothing(root_copy, app_env, mlflow_uri, monkeypat
         assert_clean(at)
         assert at.title[0].value
         typed = {t.key for t in at.text_input}
-        # no root, URI or import path input anywhere: only the Runs filter and Compare's search
-        assert typed <= {"runs_filter", "metric_search"}, typed
+        # no root, URI or import path input anywhere: only the Runs filter, Compare's search
+        # and the verdict's GROUP=COLUMN items (view state, never a path)
+        assert typed <= {"runs_filter", "metric_search", "verdict_group_metrics"}, typed
         assert [c.value for c in at.sidebar.code] == [str(root_copy), mlflow_uri]
         if page == "runs":
             assert len(at.dataframe[0].value) == 3  # two Parquet runs and the MLflow-only one
