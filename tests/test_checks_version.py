@@ -45,15 +45,15 @@ MISLABELLED = ("gspo-spikes", "grpo-long")
 
 def findings_of_fixed_runs(root: str) -> dict[str, list[list[str]]]:
     """{run label: [[code, severity], ...]} of the fixed runs, written under ``root``, as their
-    summaries keep them (``training_hooks.summary.summarise_run``)."""
+    summaries keep them (``training_hooks.run_summary.summarise_run``)."""
     sys.path.insert(0, str(HERE.parent / "bench"))
     sys.path.insert(0, str(HERE))
     from app_runs import record_run
     from make_runs import make_run
 
     from training_hooks import storage
+    from training_hooks.run_summary import summarise_run
     from training_hooks.schema import RUN_JSON, read_run_info, write_json_atomic
-    from training_hooks.summary import summarise_run
 
     dirs = {}
     for label, kw in MADE:

@@ -50,7 +50,7 @@ from gspo_metrics.spec import CALLER_VALUES, GRPO_EPS, GSPO_EPS, PER_SEQUENCE
 from .inputs import StepInputs, buffer_dtype
 from .layout import SEQ_ROW, Layout, pack
 from .schema import TOKEN_SAMPLE_REASONS, Seq, Step
-from .step_summary import MINS, step_row, summarize, zero_variance_counts
+from .step_reduction import MINS, step_row, summarize, zero_variance_counts
 
 DEFAULT_SEQ_EPS = GSPO_EPS  # (public names of training_hooks, kept: gspo_metrics.spec's defaults)
 DEFAULT_TOKEN_EPS = GRPO_EPS

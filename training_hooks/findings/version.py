@@ -1,6 +1,6 @@
 """``CHECKS_VERSION``: the declared version of what the Health checks conclude.
 
-A run's summary (``training_hooks.summary``, run.json's ``summary`` or one the dashboard kept)
+A run's summary (``training_hooks.run_summary``, run.json's ``summary`` or one the dashboard kept)
 records the version of the checks that made its findings, and is set aside when it differs. Bump
 it whenever a check, a threshold (``thresholds.THRESHOLDS``) or the step-table reader
 (``training_hooks.tables``) can change the findings a run gets (a code, a severity); a change of
