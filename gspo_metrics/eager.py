@@ -9,7 +9,8 @@ anywhere, even under the padding, reaches the returned probe sum (``inf * 0 = na
 caller then takes the reference route. Every (B, T) pass and every fresh (B, T) allocation costs
 memory traffic, so passes are few and the buffer is reused in place; every per-token quantity
 that is summed over T is written to a row of the buffer and all rows are summed in one
-reduction, so small batches pay for few tensor ops.
+reduction, so small batches pay for few tensor ops. A diagnostic this route has no form of is
+taken from the reference route (``_with_reference``), so a new one needs only its equation there.
 """
 
 from __future__ import annotations
@@ -89,7 +90,31 @@ def eager_diagnostics(
     values.update(_spread(d_bt, mask_f, log_s_b, n_b, out=w[row["below"]]))
     below_above_2_B = means_R_B[row["below"] : row["above"] + 1]
     values.update(_clip_sides(values, below_above_2_B, seq_eps, dtype, low_high))
+    if len(values) < len(SEQUENCE_DIAGNOSTICS):  # a diagnostic with no eager form (yet)
+        values = _with_reference(values, inputs, dtype, seq_eps, token_eps)
     return torch.stack([values[name] for name in SEQUENCE_DIAGNOSTICS]), probe
+
+
+def _with_reference(values, inputs, dtype, seq_eps, token_eps):
+    """``values`` completed by the reference route's equations for the diagnostics this route has
+    no form of: a new diagnostic needs only its equation (``diagnostics.reference_diagnostics``),
+    at the cost of the reference pass on every step until it is written here too."""
+    from .diagnostics import reference_diagnostics  # (that module imports this one)
+
+    lp, old_logprobs, mask, adv, ref_logprobs, entropy, sampler_logprobs = inputs
+    ref = reference_diagnostics(
+        lp,
+        old_logprobs,
+        mask,
+        adv,
+        ref_logprobs,
+        entropy,
+        sampler_logprobs,
+        dtype,
+        seq_eps,
+        token_eps,
+    )
+    return {name: values[name] if name in values else ref[name] for name in SEQUENCE_DIAGNOSTICS}
 
 
 def _write_rows(w, row, lp, old_logprobs, mask, adv, ref_logprobs, entropy, smp, tok_lo, tok_hi):
