@@ -2,7 +2,7 @@
 (code, severity: what a run's summary keeps) of a fixed set of runs are held against
 ``tests/checks_findings.json``, which records the version they were made with.
 
-When the findings change, bump ``CHECKS_VERSION`` (training_hooks/findings/version.py), so every
+When the findings change, bump ``CHECKS_VERSION`` (training_hooks/findings/run.py), so every
 kept summary is set aside, then write the new findings with
 ``python tests/test_checks_version.py --update`` (it refuses while the version is the one the
 file records). The runs are generated (``bench/make_runs.py``, seeded) and recorded
