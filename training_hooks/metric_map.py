@@ -332,6 +332,13 @@ MAPPINGS: tuple[MetricMapping, ...] = (
     ),
     MetricMapping(
         _VERL,
+        "actor/grad_norm",
+        "grad_norm",  # the extra our recorder and TRL log (app.panels.GRAD_NORM)
+        note="L2 norm before clipping (clip_grad_norm_'s return), mean over the row's "
+        "optimizer steps when it holds several mini-batches; ours and TRL's grad_norm",
+    ),
+    MetricMapping(
+        _VERL,
         "rollout_corr/k3_kl",
         Step.SAMPLER_KL_MEAN,
         note="k3 of KL(pi_rollout || pi_train), token mean; from verl 0.6.1 the actor recomputes "
