@@ -295,7 +295,7 @@ def loss_output(
     grad_bt: torch.Tensor,
     rho: torch.Tensor,
     stats: Mapping[str, torch.Tensor] | None = None,
-    **extra: torch.Tensor,
+    extra: Mapping[str, torch.Tensor] | None = None,
 ) -> LossOutput:
     """``loss`` with the per-sequence diagnostics every loss records: log s_b, the clip ``stats``,
     length, the attenuation of ``grad_bt`` against the plain ratio ``rho``, then ``extra``."""
@@ -305,7 +305,7 @@ def loss_output(
             **(stats or {}),
             "length": batch.count_b,
             "attenuation": attenuation(grad_bt, rho, batch),
-            **extra,
+            **(extra or {}),
         }
     return LossOutput(loss, per_sequence)
 

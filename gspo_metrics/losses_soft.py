@@ -182,4 +182,4 @@ def kl_cov_loss(
         grad_bt = -adv_bt * r + ppo_kl_coef * torch.sign(log_r_bt.detach()) * chosen_bt
         grad_bt = masked_fill_zero(grad_bt, batch.mask_bt)
         penalised_b = chosen_bt.sum(-1) / batch.n_b
-    return loss_output(loss, batch, grad_bt, r, penalised=penalised_b)
+    return loss_output(loss, batch, grad_bt, r, extra={"penalised": penalised_b})

@@ -44,7 +44,7 @@ def weighted_log_prob_loss(
     loss = reduce_loss(loss_bt, batch.count_b, reduction, norm_length)
     with torch.no_grad():
         grad_bt = masked_fill_zero(-w_bt * batch.adv_bt, batch.mask_bt)  # d l_t / d log pi(y_t)
-    return loss_output(loss, batch, grad_bt, rho, **(extra or {}))
+    return loss_output(loss, batch, grad_bt, rho, extra=extra)
 
 
 def token_fraction(flag_bt: torch.Tensor, batch: Batch) -> torch.Tensor:
