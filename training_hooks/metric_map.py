@@ -628,10 +628,7 @@ def map_metric_name(name: str, *, sequence_level: bool = False) -> str:
 
 
 def map_metric_names(
-    names: Iterable[str],
-    *,
-    sequence_level: bool = False,
-    settings: Mapping[str, Any] | None = None,
+    names: Iterable[str], *, sequence_level: bool = False, settings: Mapping[str, Any] | None = None
 ) -> dict[str, str]:
     """{foreign name: column} for every name; when two names map to one column, ours wins
     (``gspo_dash/...``), then the first seen, and the loser keeps its own name.
