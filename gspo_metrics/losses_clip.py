@@ -17,7 +17,7 @@ import torch
 from .checks import check_eps
 from .losses import (
     LossOutput,
-    attenuation,
+    loss_output,
     pick_min,
     ppo_clip_loss,
     prepare_batch,
@@ -213,14 +213,11 @@ def gmpo_loss(
         # d x'_t / d x_t: g * (d min / d x), torch's tie rule (inside the range both branches agree)
         u_B_T = g_B_T * pick_min(a1.detach(), g_B_T, a2.detach(), g_B_T * inside)
         grad_B_T = masked_fill_zero(-(abar_B * R_B.detach())[:, None] * u_B_T, batch.mask_B_T)
-        log_s_B = x.sum(-1) / batch.n_B
         below_B_T, above_B_T = x < -eps_low, x > eps_high
-        per_sequence = {
-            "log_ratio": log_s_B,
+        stats = {
             "out_of_range": (below_B_T | above_B_T).sum(-1) / batch.n_B,
             "clip_low": (below_B_T & (adv_B_T < 0)).sum(-1) / batch.n_B,
             "clip_high": (above_B_T & (adv_B_T > 0)).sum(-1) / batch.n_B,
-            "length": batch.count_B,
-            "attenuation": attenuation(grad_B_T, torch.exp(log_s_B)[:, None], batch),
         }
-    return LossOutput(loss, per_sequence)
+        s_B = torch.exp(x.sum(-1) / batch.n_B)
+    return loss_output(loss, batch, grad_B_T, s_B[:, None], stats)

@@ -14,11 +14,11 @@ import torch
 from .checks import check_number
 from .losses import (
     LossOutput,
-    attenuation,
     check_level,
     check_log_ratio_clamp,
     clamp_log_ratio,
     level_log_ratio,
+    loss_output,
     prepare_batch,
     reduce_loss,
     register_loss,
@@ -84,12 +84,7 @@ def sapo_loss(
         sig_B_T = torch.sigmoid(tau_B_T * (r - 1))
         dl_dlog_rho = -4 * sig_B_T * (1 - sig_B_T) * r * adv_B_T * passes
         grad_B_T = to_logprobs(dl_dlog_rho, batch, level)
-        per_sequence = {
-            "log_ratio": batch.log_r_B_T.detach().sum(-1) / batch.n_B,
-            "length": batch.count_B,
-            "attenuation": attenuation(grad_B_T, torch.exp(log_rho.detach()), batch),
-        }
-    return LossOutput(loss, per_sequence)
+    return loss_output(loss, batch, grad_B_T, torch.exp(log_rho.detach()))
 
 
 @register_loss("dro")
@@ -123,12 +118,7 @@ def dro_loss(
     with torch.no_grad():
         x = log_r_B_T.detach()
         grad_B_T = masked_fill_zero(-batch.adv_B_T + beta * x, batch.mask_B_T)
-        per_sequence = {
-            "log_ratio": x.sum(-1) / batch.n_B,
-            "length": batch.count_B,
-            "attenuation": attenuation(grad_B_T, torch.exp(x), batch),
-        }
-    return LossOutput(loss, per_sequence)
+    return loss_output(loss, batch, grad_B_T, torch.exp(x))
 
 
 def top_covariance_tokens(
@@ -190,14 +180,8 @@ def kl_cov_loss(
         masked_fill_zero(loss_B_T, batch.mask_B_T), batch.count_B, reduction, norm_length
     )
     with torch.no_grad():
-        x = log_r_B_T.detach()
         r = ratio_B_T.detach()
-        grad_B_T = -adv_B_T * r + ppo_kl_coef * torch.sign(x) * chosen_B_T
+        grad_B_T = -adv_B_T * r + ppo_kl_coef * torch.sign(log_r_B_T.detach()) * chosen_B_T
         grad_B_T = masked_fill_zero(grad_B_T, batch.mask_B_T)
-        per_sequence = {
-            "log_ratio": x.sum(-1) / batch.n_B,
-            "length": batch.count_B,
-            "attenuation": attenuation(grad_B_T, r, batch),
-            "penalised": chosen_B_T.sum(-1) / batch.n_B,
-        }
-    return LossOutput(loss, per_sequence)
+        penalised_B = chosen_B_T.sum(-1) / batch.n_B
+    return loss_output(loss, batch, grad_B_T, r, extra={"penalised": penalised_B})

@@ -17,11 +17,11 @@ from .checks import check_number
 from .losses import (
     Batch,
     LossOutput,
-    attenuation,
     check_level,
     check_log_ratio_clamp,
     clamp_log_ratio,
     level_log_ratio,
+    loss_output,
     prepare_batch,
     reduce_loss,
     register_loss,
@@ -44,13 +44,7 @@ def weighted_log_prob_loss(
     loss = reduce_loss(loss_B_T, batch.count_B, reduction, norm_length)
     with torch.no_grad():
         grad_B_T = masked_fill_zero(-w_B_T * batch.adv_B_T, batch.mask_B_T)  # d l_t / d log pi(y_t)
-        per_sequence = {
-            "log_ratio": batch.log_r_B_T.detach().sum(-1) / batch.n_B,
-            "length": batch.count_B,
-            "attenuation": attenuation(grad_B_T, rho, batch),
-            **(extra or {}),
-        }
-    return LossOutput(loss, per_sequence)
+    return loss_output(loss, batch, grad_B_T, rho, extra=extra)
 
 
 def token_fraction(flag_B_T: torch.Tensor, batch: Batch) -> torch.Tensor:
