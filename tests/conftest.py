@@ -157,7 +157,7 @@ def root_copy(recorded_root, tmp_path) -> Path:
 @pytest.fixture(scope="session", autouse=True)
 def _component_scan_once():
     """Each new AppTest scans every installed distribution's metadata for Streamlit components
-    (``manifest_scanner.scan_component_manifests``, most of a short page test's time); the
+    (``manifest_scanner.scan_component_manifests``: a parse of each package's METADATA); the
     installed packages do not change during a session, so every AppTest gets the first scan's
     answer. Only when a collected test module imported Streamlit (no import here otherwise)."""
     if "streamlit" not in sys.modules:
