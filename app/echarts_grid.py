@@ -1,17 +1,15 @@
 """The Compare page's small multiples as one Apache ECharts option, drawn by ``st.echarts_chart``.
 
-Why ECharts and not Plotly for this grid: the page then loads no plotly.js (a 4.7 MB bundle
-evaluated on every load), and ECharts draws every panel's series on one canvas instead of an SVG
-per trace (docs/benchmarks.md, "Dashboard speed").
+Why ECharts and not Plotly for this grid: the page loads no plotly.js, and ECharts draws every
+panel's series on one canvas instead of an SVG per trace (docs/benchmarks.md, "Dashboard speed").
 
 One chart holds every panel: panel i has grid i, x axis i and y axis i; its title (and the
 ``PanelView`` subtitle) sits above it, its unit on the y axis. Runs are coloured, the algorithm is
 the line style (``app.line_style``: dotted for an unknown one), a sparse series has markers. The
 traces are ``compare_traces.run_traces``' records (``Trace``: raw, ema, second, band;
 ``Readout``), their text plain: ECharts draws strings as plain text, so run and metric names from
-disk can never become markup (checked in Chromium with a name holding HTML, and by
-tests/test_security_escaping.py). The tooltip alone is HTML: it shows series names (ECharts
-escapes them) and fixed column labels, never a metric name from disk.
+disk can never become markup. The tooltip alone is HTML: it shows series names (ECharts escapes
+them) and fixed column labels, never a metric name from disk.
 
 The hover: a run's lines are drawn from LTTB-cut points that differ per run, and ECharts' axis
 tooltip lists only the series whose point lies nearest the pointer, so no drawn line takes part in
@@ -19,8 +17,7 @@ it. The runs' values instead sit in invisible ``readout`` series on x points sha
 the chart (``series_math.readout_points``): the tooltip lists every run's value (and EMA, and
 second column) at the x under the pointer. Up to READOUT_DETAIL_RUNS runs, each run has its own
 readout series (the tooltip heads each run's values with its colour); beyond, a panel has one
-readout series with a column per run (ECharts' cost grows with the number of series: a third of
-them were readouts).
+readout series with a column per run (ECharts' cost grows with the number of series).
 """
 
 from __future__ import annotations

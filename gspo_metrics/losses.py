@@ -289,6 +289,27 @@ def attenuation(grad_bt: torch.Tensor, rho: torch.Tensor, batch: Batch) -> torch
     return torch.where(plain_b > 0, 1.0 - kept_b / plain_b, nan)
 
 
+def loss_output(
+    loss: torch.Tensor,
+    batch: Batch,
+    grad_bt: torch.Tensor,
+    rho: torch.Tensor,
+    stats: Mapping[str, torch.Tensor] | None = None,
+    extra: Mapping[str, torch.Tensor] | None = None,
+) -> LossOutput:
+    """``loss`` with the per-sequence diagnostics every loss records: log s_b, the clip ``stats``,
+    length, the attenuation of ``grad_bt`` against the plain ratio ``rho``, then ``extra``."""
+    with torch.no_grad():
+        per_sequence = {
+            "log_ratio": batch.log_r_bt.detach().sum(-1) / batch.n_b,
+            **(stats or {}),
+            "length": batch.count_b,
+            "attenuation": attenuation(grad_bt, rho, batch),
+            **(extra or {}),
+        }
+    return LossOutput(loss, per_sequence)
+
+
 def scalar(value: float, like: torch.Tensor) -> torch.Tensor:
     """``value`` as a 0-d tensor of ``like``'s dtype and device, made in that dtype (a Python
     float given to ``torch.where`` would pass through float32 first)."""
@@ -461,13 +482,7 @@ def ppo_clip_loss(
             stats = sequence_clip_stats(
                 log_s_b, advantages, batch.adv_bt, batch.count_b, eps_low, eps_high
             )
-        per_sequence = {
-            "log_ratio": log_s_b,
-            **stats,
-            "length": batch.count_b,
-            "attenuation": attenuation(grad_bt, torch.exp(log_rho.detach()), batch),
-        }
-    return LossOutput(loss, per_sequence)
+    return loss_output(loss, batch, grad_bt, torch.exp(log_rho.detach()), stats)
 
 
 @register_loss("gspo")
@@ -523,11 +538,7 @@ def gspo_loss(
         )
         # each token's log rho_t moves with its own log pi_theta(y_t) only: the token-level chain
         grad_bt = to_logprobs(dl_drho * rho_bt * passes, batch, "token")
-        att_b = attenuation(grad_bt, torch.exp(log_s_b)[:, None], batch)
-    return LossOutput(
-        loss,
-        {"log_ratio": log_s_b.detach(), **stats, "length": batch.count_b, "attenuation": att_b},
-    )
+    return loss_output(loss, batch, grad_bt, torch.exp(log_s_b)[:, None], stats)
 
 
 @register_loss("grpo")

@@ -17,7 +17,7 @@ import torch
 from .checks import check_eps
 from .losses import (
     LossOutput,
-    attenuation,
+    loss_output,
     pick_min,
     ppo_clip_loss,
     prepare_batch,
@@ -213,14 +213,11 @@ def gmpo_loss(
         # d x'_t / d x_t: g * (d min / d x), torch's tie rule (inside the range both branches agree)
         u_bt = g_bt * pick_min(a1.detach(), g_bt, a2.detach(), g_bt * inside)
         grad_bt = masked_fill_zero(-(abar_b * R_b.detach())[:, None] * u_bt, batch.mask_bt)
-        log_s_b = x.sum(-1) / batch.n_b
         below_bt, above_bt = x < -eps_low, x > eps_high
-        per_sequence = {
-            "log_ratio": log_s_b,
+        stats = {
             "out_of_range": (below_bt | above_bt).sum(-1) / batch.n_b,
             "clip_low": (below_bt & (adv_bt < 0)).sum(-1) / batch.n_b,
             "clip_high": (above_bt & (adv_bt > 0)).sum(-1) / batch.n_b,
-            "length": batch.count_b,
-            "attenuation": attenuation(grad_bt, torch.exp(log_s_b)[:, None], batch),
         }
-    return LossOutput(loss, per_sequence)
+        s_b = torch.exp(x.sum(-1) / batch.n_b)
+    return loss_output(loss, batch, grad_bt, s_b[:, None], stats)

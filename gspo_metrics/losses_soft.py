@@ -14,11 +14,11 @@ import torch
 from .checks import check_number
 from .losses import (
     LossOutput,
-    attenuation,
     check_level,
     check_log_ratio_clamp,
     clamp_log_ratio,
     level_log_ratio,
+    loss_output,
     prepare_batch,
     reduce_loss,
     register_loss,
@@ -84,12 +84,7 @@ def sapo_loss(
         sig_bt = torch.sigmoid(tau_bt * (r - 1))
         dl_dlog_rho = -4 * sig_bt * (1 - sig_bt) * r * adv_bt * passes
         grad_bt = to_logprobs(dl_dlog_rho, batch, level)
-        per_sequence = {
-            "log_ratio": batch.log_r_bt.detach().sum(-1) / batch.n_b,
-            "length": batch.count_b,
-            "attenuation": attenuation(grad_bt, torch.exp(log_rho.detach()), batch),
-        }
-    return LossOutput(loss, per_sequence)
+    return loss_output(loss, batch, grad_bt, torch.exp(log_rho.detach()))
 
 
 @register_loss("dro")
@@ -123,12 +118,7 @@ def dro_loss(
     with torch.no_grad():
         x = log_r_bt.detach()
         grad_bt = masked_fill_zero(-batch.adv_bt + beta * x, batch.mask_bt)
-        per_sequence = {
-            "log_ratio": x.sum(-1) / batch.n_b,
-            "length": batch.count_b,
-            "attenuation": attenuation(grad_bt, torch.exp(x), batch),
-        }
-    return LossOutput(loss, per_sequence)
+    return loss_output(loss, batch, grad_bt, torch.exp(x))
 
 
 def top_covariance_tokens(
@@ -188,14 +178,8 @@ def kl_cov_loss(
         masked_fill_zero(loss_bt, batch.mask_bt), batch.count_b, reduction, norm_length
     )
     with torch.no_grad():
-        x = log_r_bt.detach()
         r = ratio_bt.detach()
-        grad_bt = -adv_bt * r + ppo_kl_coef * torch.sign(x) * chosen_bt
+        grad_bt = -adv_bt * r + ppo_kl_coef * torch.sign(log_r_bt.detach()) * chosen_bt
         grad_bt = masked_fill_zero(grad_bt, batch.mask_bt)
-        per_sequence = {
-            "log_ratio": x.sum(-1) / batch.n_b,
-            "length": batch.count_b,
-            "attenuation": attenuation(grad_bt, r, batch),
-            "penalised": chosen_bt.sum(-1) / batch.n_b,
-        }
-    return LossOutput(loss, per_sequence)
+        penalised_b = chosen_bt.sum(-1) / batch.n_b
+    return loss_output(loss, batch, grad_bt, r, extra={"penalised": penalised_b})

@@ -17,11 +17,11 @@ from .checks import check_number
 from .losses import (
     Batch,
     LossOutput,
-    attenuation,
     check_level,
     check_log_ratio_clamp,
     clamp_log_ratio,
     level_log_ratio,
+    loss_output,
     prepare_batch,
     reduce_loss,
     register_loss,
@@ -44,13 +44,7 @@ def weighted_log_prob_loss(
     loss = reduce_loss(loss_bt, batch.count_b, reduction, norm_length)
     with torch.no_grad():
         grad_bt = masked_fill_zero(-w_bt * batch.adv_bt, batch.mask_bt)  # d l_t / d log pi(y_t)
-        per_sequence = {
-            "log_ratio": batch.log_r_bt.detach().sum(-1) / batch.n_b,
-            "length": batch.count_b,
-            "attenuation": attenuation(grad_bt, rho, batch),
-            **(extra or {}),
-        }
-    return LossOutput(loss, per_sequence)
+    return loss_output(loss, batch, grad_bt, rho, extra=extra)
 
 
 def token_fraction(flag_bt: torch.Tensor, batch: Batch) -> torch.Tensor:

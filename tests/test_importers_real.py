@@ -533,7 +533,8 @@ def test_verl_console_log(tmp_path):
     assert df.loc[1, Step.REWARD_MEAN] == src[1]["critic/score/mean"] == 0.5721990466117859
     assert df.loc[10, Step.REWARD_MEAN] == src[10]["critic/score/mean"]
     assert df.loc[1, Step.LOSS] == src[1]["actor/pg_loss"] == -1.7394086171407253e-10
-    assert df.loc[9, "actor/grad_norm"] == src[9]["actor/grad_norm"]
+    assert df.loc[9, "grad_norm"] == src[9]["actor/grad_norm"] == 8.100706100463867
+    assert "actor/grad_norm" not in df.columns
     assert (df[Derived.TOKEN_CLIP_BINDING] == 0.0).all()  # actor/pg_clipfrac 0.0 throughout
     assert df[Step.KL_REF_MEAN].isna().all() and "actor/kl_loss" not in _names(src)
     rec = info.imported
@@ -857,6 +858,7 @@ PINNED = {
     "asycn-verl-clip-sweep": (
         [
             "actor/entropy",
+            "actor/grad_norm",
             "actor/pg_clipfrac",
             "actor/ppo_kl",
             "critic/score/mean",
@@ -872,6 +874,7 @@ PINNED = {
     "asycn-verl-lr-sigfrac": (
         [
             "actor/entropy",
+            "actor/grad_norm",
             "critic/score/mean",
             "response_length/clip_ratio",
             "response_length/max",
@@ -885,6 +888,7 @@ PINNED = {
     "gui-cursor-grpo-yuzhaouoe": (
         [
             "actor/entropy",
+            "actor/grad_norm",
             "actor/pg_clipfrac",
             "actor/pg_loss",
             "actor/ppo_kl",

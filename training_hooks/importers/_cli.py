@@ -23,10 +23,7 @@ def _parser() -> argparse.ArgumentParser:
         description="Import a TRL, Tinker cookbook or verl run into a gspo-dash runs folder.",
     )
     p.add_argument("source", choices=SOURCES, help="the tool that logged the run")
-    p.add_argument(
-        "path",
-        help="; ".join(spec.path_hint for spec in TOOLS.values()),
-    )
+    p.add_argument("path", help="; ".join(spec.path_hint for spec in TOOLS.values()))
     p.add_argument(
         "--root",
         default="runs",
