@@ -33,7 +33,7 @@ SEED_POINTS = 300  # points per faint seed line at most
 SEED_BUDGET = 4_000
 MIN_SEED_POINTS = 60
 #: the faint seed lines and the bands are sent rounded to a step of at most 1/SPAN_STEPS of the
-#: panel's extent (``span_rounded``): a tenth of a pixel or less
+#: panel's extent (``span_rounded``): far below a pixel
 SPAN_STEPS = 10_000
 SEED_OPACITY = 0.3
 BAND_OPACITY = 0.2

@@ -366,9 +366,7 @@ def test_parts_joined_in_arrow_read_as_one_conversion_per_file(tmp_path):
         pq.write_table(t, folder / f"part-{3 * k:09d}-{3 * k + 2:09d}-r0000-{k:06d}.parquet")
     files = tables.list_now(str(folder))
     got = tables.read_files(str(folder), files, None, None, STEP_COLUMNS, False)
-    want = pd.concat(
-        [pq.read_table(folder / f.name).to_pandas() for f in files], ignore_index=True
-    )
+    want = pd.concat([pq.read_table(folder / f.name).to_pandas() for f in files], ignore_index=True)
     pd.testing.assert_frame_equal(got.df, want)
     # np.nan in a list given to pa.array (from_pandas=False) is a NaN; None is a null
     assert got.df.attrs[NAN_CELLS] == {Step.LOSS: (3, 4)}

@@ -163,7 +163,7 @@ def _frame(read: list[tuple[str, pa.Table]], nans: dict[str, list[int]]) -> pd.D
     newest write only (``latest_frames``); the steps of their NaN cells added to ``nans``
     (``add_nan_cells``). When no two files can hold one step and every file has one schema
     (the usual run), the tables are joined in Arrow and converted once: a conversion per file
-    costs far more than its rows (a run has tens of parts)."""
+    has a fixed cost, paid once instead of once per part."""
     kept = [(n, t) for n, t in read if t.num_rows]
     stepped = [n for n, t in read if Step.STEP in t.column_names]
     if not kept:
