@@ -22,8 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from app import echarts_grid as eg
-from app import series_math
+from app import echarts_grid, series_math
 from app import verdict_stats as vs
 from app.colors import rgba
 
@@ -278,7 +277,7 @@ def _mean(g: GroupCurve, i: int) -> dict:
     columns = [g.mean, g.lo, g.hi]
     rows = zip(
         series_math.browser_array(g.x),
-        *(series_math.browser_array(c, eg.READOUT_DIGITS) for c in columns),
+        *(series_math.browser_array(c, echarts_grid.READOUT_DIGITS) for c in columns),
         g.count.astype(int).tolist(),
         strict=True,
     )
@@ -306,7 +305,7 @@ def _seeds_panel(i: int, groups: Sequence[tuple[str, str, np.ndarray, np.ndarray
             "type": "line",
             **_on(i),
             "name": name,
-            "data": eg._pairs(x, n),
+            "data": echarts_grid._pairs(x, n),
             "showSymbol": False,
             "lineStyle": {"color": color, "width": 1.5},
             "itemStyle": {"color": color},
@@ -329,9 +328,9 @@ def grouped_option(
     grids, titles, xs, ys, out = [], [], [], [], []
     sub = "mean over seeds; band: pointwise 95% bootstrap CI of the mean; faint: each seed"
     for i, (title, unit, curves) in enumerate(panels):
-        grids.append(eg._plot_area(i))
-        titles.append(eg._title(i, title, sub))
-        xs.append(eg._x_axis(i, "", x_name, ends))
+        grids.append(echarts_grid._plot_area(i))
+        titles.append(echarts_grid._title(i, title, sub))
+        xs.append(echarts_grid._x_axis(i, "", x_name, ends))
         exp = tiny_exponent(curves)
         if exp is not None:  # ECharts writes 1e-15 as a 17-digit decimal: draw in units of 10^k
             curves = [scaled(g, 10.0**-exp) for g in curves]
@@ -342,14 +341,16 @@ def grouped_option(
         for g in curves:
             out += _seed_line(g, i, x_span, y_span) + _band(g, i, y_span) + [_mean(g, i)]
     i = len(panels)
-    grids.append(eg._plot_area(i))
-    titles.append(eg._title(i, SEEDS_TITLE, "runs of each group whose steps cover that x"))
-    xs.append(eg._x_axis(i, "", x_name, ends))
+    grids.append(echarts_grid._plot_area(i))
+    titles.append(
+        echarts_grid._title(i, SEEDS_TITLE, "runs of each group whose steps cover that x")
+    )
+    xs.append(echarts_grid._x_axis(i, "", x_name, ends))
     ys.append({**_y_axis(i, "seeds"), "min": 0, "minInterval": 1})
     out += _seeds_panel(i, seeds)
     option = {
         "animation": False,
-        "textStyle": {"color": eg.GRID_TEXT},
+        "textStyle": {"color": echarts_grid.GRID_TEXT},
         "title": titles,
         "grid": grids,
         "xAxis": xs,
@@ -359,17 +360,19 @@ def grouped_option(
             "data": [name for name, *_ in seeds],
             "bottom": 0,
             "left": "6%",
-            "textStyle": {"color": eg.GRID_TEXT},
+            "textStyle": {"color": echarts_grid.GRID_TEXT},
         },
         "tooltip": {
             "trigger": "axis",
             "confine": True,
-            "valueFormatter": eg.VALUE_FORMAT,
+            "valueFormatter": echarts_grid.VALUE_FORMAT,
             "axisPointer": {"type": "line"},
         },
-        "dataZoom": eg._zoom(n, ""),
+        "dataZoom": echarts_grid._zoom(n, ""),
     }
-    return option, eg.SLIDER_PX + max(1, math.ceil(n / eg.COLUMNS)) * eg.GRID_ROW_PX + LEGEND_PX
+    return option, echarts_grid.SLIDER_PX + max(
+        1, math.ceil(n / echarts_grid.COLUMNS)
+    ) * echarts_grid.GRID_ROW_PX + LEGEND_PX
 
 
 def tiny_exponent(curves: Sequence[GroupCurve]) -> int | None:
@@ -378,7 +381,7 @@ def tiny_exponent(curves: Sequence[GroupCurve]) -> int | None:
     values = [np.abs(v[np.isfinite(v)]) for g in curves for v in (g.mean, g.lo, g.hi)]
     values += [np.abs(s.y) for g in curves for s in g.seeds]
     top = max((float(v.max()) for v in values if len(v)), default=0.0)
-    return math.floor(math.log10(top)) if 0 < top < eg.TINY else None
+    return math.floor(math.log10(top)) if 0 < top < echarts_grid.TINY else None
 
 
 def scaled(g: GroupCurve, factor: float) -> GroupCurve:
@@ -391,7 +394,7 @@ def scaled(g: GroupCurve, factor: float) -> GroupCurve:
 
 def _y_axis(i: int, unit: str) -> dict:
     return {
-        "splitLine": {"lineStyle": {"color": eg.GRID_LINE}},
+        "splitLine": {"lineStyle": {"color": echarts_grid.GRID_LINE}},
         "axisLine": {"show": False},
         "axisTick": {"show": False},
         "gridIndex": i,

@@ -132,9 +132,7 @@ def test_grouped_build_reads_each_run_once_as_seed_of_would():
     import pandas as pd
 
     from app import compare_groups as cg
-    from app import compare_traces as ct
-    from app import compare_view as cv
-    from app import panels
+    from app import compare_traces, compare_view, panels
 
     rng = np.random.default_rng(3)
     n = 40
@@ -150,13 +148,15 @@ def test_grouped_build_reads_each_run_once_as_seed_of_would():
     df.loc[[5], Step.TOKEN_CLIP_FRACTION] = np.nan
     from app.lag import lag_split
 
-    run = ct.RunSeries("r", "r", "grpo", "#000000", df, lag=lag_split(df))
+    run = compare_traces.RunSeries("r", "r", "grpo", "#000000", df, lag=lag_split(df))
     shown = [p for p in panels.PANELS if p.column in (Step.REWARD_MEAN, Step.TOKEN_CLIP_FRACTION)]
     assert {p.off_policy_default for p in shown} == {True, False}
     columns = cg._Columns(Step.STEP, [p.column for p in shown], 0.6)
     for p in shown:
-        got = columns.seed(run, p, cv.AUTO)
-        rows = df[run.rows(cv.panel_subset(p.off_policy_default, cv.AUTO, run.lag))]
+        got = columns.seed(run, p, compare_view.AUTO)
+        rows = df[
+            run.rows(compare_view.panel_subset(p.off_policy_default, compare_view.AUTO, run.lag))
+        ]
         want = gc.seed_of("r", rows, Step.STEP, p.column, 0.6)
         assert got is not None and want is not None
         # 20 off-policy rows, one NaN (row 5, lag 1); 40 rows, two NaNs

@@ -26,7 +26,7 @@ import pandas as pd
 import pytest
 
 from training_hooks import importers, schema
-from training_hooks.importers._summary import dialect_of, report_lines
+from training_hooks.importers._describe import dialect_of, report_lines
 from training_hooks.metric_map import Derived
 from training_hooks.schema import Step
 

@@ -1,5 +1,5 @@
 """A run's Parquet tables read from its folder: the one reader the dashboard (``app.data``, which
-caches it) and a run's summary (``training_hooks.summary``, written by the recorder and the
+caches it) and a run's summary (``training_hooks.run_summary``, written by the recorder and the
 importers) share, so the table a summary judges is the table the pages judge. Pure pyarrow and
 pandas: no Streamlit, no torch.
 
@@ -307,7 +307,7 @@ def step_frame(run_dir: str, listed: PartFiles | None = None) -> tuple[pd.DataFr
     """A run folder's step table exactly as the app's ``load_steps`` gives it (all columns, one
     row per step, derived columns), read now and not cached, with the step parts listed (all of
     them, superseded ones included, as discovery lists them). For writers of a run's summary
-    (``training_hooks.summary``), whose findings must be the pages' findings; the app's
+    (``training_hooks.run_summary``), whose findings must be the pages' findings; the app's
     ``load_steps`` is this read, cached. ``listed``: the folder's parts when already listed."""
     folder = storage.join(run_dir, STEPS_DIR)
     listed = list_now(folder) if listed is None else listed

@@ -12,9 +12,9 @@ from pathlib import Path
 
 from training_hooks import schema
 from training_hooks.importers._core import SOURCES, TOOLS, AlreadyImported, import_run
+from training_hooks.importers._describe import report_lines
 from training_hooks.importers._read import load_config
 from training_hooks.importers._segments import SeveralRuns
-from training_hooks.importers._summary import report_lines
 
 
 def _parser() -> argparse.ArgumentParser:
