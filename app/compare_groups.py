@@ -44,7 +44,7 @@ def metric_options(series: Sequence[compare_traces.RunSeries]) -> list[str]:
     """Step columns to score: the built-in panels' columns any shown run logged (panel order),
     then the other numeric columns."""
     frames = [s.df for s in series]
-    have = {c for df in frames for c in df.columns if pd.api.types.is_numeric_dtype(df[c])}
+    have = {c for df in frames for c, t in df.dtypes.items() if pd.api.types.is_numeric_dtype(t)}
     builtin = [p.column for p in panels.PANELS if p.column in have]
     skip = {Step.STEP, *compare_traces.X_AXES}
     return builtin + sorted(have - set(builtin) - skip)

@@ -403,3 +403,32 @@ def test_page_without_groups_of_two_draws_runs(recorded_root, app_env):
     _assert_clean(at)
     assert at.selectbox(key="group_by").value == "none"
     assert not [el for el in at.get("echarts_chart") if el.proto.id.endswith("-grouped")]
+
+
+def test_seed_lines_one_series_per_group_rounded_below_a_pixel():
+    """A group's 3 seeds are one faint series: each seed's points in order, a gap (no y) between
+    seeds, no line from one seed's end to the next one's start; x sent as ints, y within
+    1/SPAN_STEPS of the panel's y extent, a one-step spike kept."""
+    x = np.arange(5000.0)
+    seeds = [gc.Seed(f"s{k}", x, np.sin(x / 300 + k) / 3 + 0.123456789) for k in range(3)]
+    seeds[1].y[2500] = 5.0
+    grid = gc.grid_x(seeds)
+    g = gc.group_curve("G", "#336699", seeds, grid, 100)
+    option, _ = gc.grouped_option(
+        [("Loss", "nats", [g])], [("G", "#336699", grid, g.count)], x_name="step", x_range=(0, 4999)
+    )
+    (line,) = [s for s in option["series"] if s["id"].split("|")[1] == "seed"]
+    pts = line["data"]
+    gaps = [i for i, (_, y) in enumerate(pts) if y is None]
+    assert len(gaps) == 2 and len(pts) == sum(len(s.x) for s in g.seeds) + 2
+    for k, part in enumerate(np.split(np.array(pts, dtype=object), gaps)):
+        part = part[1:] if k else part  # the gap point
+        xs = np.array([p[0] for p in part], float)
+        ys = np.array([p[1] for p in part], float)
+        assert all(type(p[0]) is int for p in part)
+        np.testing.assert_array_equal(xs, g.seeds[k].x)
+        extent = 5.0 - min(s.y.min() for s in g.seeds)
+        assert np.abs(ys - g.seeds[k].y).max() <= extent / gc.SPAN_STEPS
+    assert max(p[1] for p in pts if p[1] is not None) == 5.0
+    # the grid's inner x are short decimals, inside the seeds' x range
+    assert grid[0] == 0 and grid[-1] == 4999 and grid[1] == 25.1

@@ -105,7 +105,8 @@ def controls() -> dict:
 
 def load_series(shown, ctx: ui.Context) -> tuple[list[compare_traces.RunSeries], dict, list[str]]:
     """(series, {run label: extra-metric stats}, problems) of the shown runs with steps (labels:
-    ``ctx.labels``, unique even when two runs share a name)."""
+    ``ctx.labels``, unique even when two runs share a name), without their ``bounds``
+    (``with_bounds``: only the per-run grid draws them)."""
     series, stats, problems = [], {}, []
     for run in shown:
         t = data.load_steps(run)
@@ -124,11 +125,18 @@ def load_series(shown, ctx: ui.Context) -> tuple[list[compare_traces.RunSeries],
                 df=compare_traces.with_rollout_position(t.df),
                 eps=ui.eps_of(run),
                 lag=traces.run_lag(run, t.df, digest),
-                bounds=observed_bounds(run),
                 sources=sources.mapped_sources(run.info),
             )
         )
     return series, stats, problems
+
+
+def with_bounds(
+    series: list[compare_traces.RunSeries], runs_by_key
+) -> list[compare_traces.RunSeries]:
+    """``series`` with each run's ``observed_bounds``: a read of its per-sequence rewards, which
+    only the per-run grid uses (the Reward band and its y range), not the grouped charts."""
+    return [dataclasses.replace(s, bounds=observed_bounds(runs_by_key[s.key])) for s in series]
 
 
 def observed_bounds(run) -> dict[str, tuple[float, float]]:
@@ -439,6 +447,15 @@ if x_missing:
     st.caption(f"Left off this x axis ({why}): {', '.join(x_missing)}.")
 
 runs_by_key = {r.key: r for r in shown}
+if not grouped:
+    series = with_bounds(series, runs_by_key)
+
+
+def grid_series() -> list[compare_traces.RunSeries]:
+    """The series for a per-run grid (with bounds) below the grouped charts too."""
+    return with_bounds(series, runs_by_key) if grouped else series
+
+
 split = panels.split_by_data(
     [s.df for s in series], [panels.PANELS_BY_KEY[k] for k in chosen], opts["x"]
 )
@@ -487,7 +504,7 @@ if other_names and st.toggle(
     "Draw the metrics logged under another name (labelled with their own names)",
     key="stand_ins",
 ):
-    draw_panels(runs_by_key, series, stand_in_panels(other_names), opts, key="stand_in")
+    draw_panels(runs_by_key, grid_series(), stand_in_panels(other_names), opts, key="stand_in")
 
 if extras.constants:
     names = list(dict.fromkeys(c.metric for c in extras.constants))
@@ -503,7 +520,7 @@ if extras.constants:
 if extras.groups:
     asked = more_metrics(extras, series)
     if asked:
-        draw_panels(runs_by_key, series, asked, opts, key="more")
+        draw_panels(runs_by_key, grid_series(), asked, opts, key="more")
 if shown_panels:
     if box := ui.lazy_expander("What each chart means", "chart_help", ":material/help:"):
         box.markdown(  # one element, not one per chart: each costs the browser a render
