@@ -120,7 +120,8 @@ def root_signature(root: str) -> tuple:
 def discover(root: str, tracking_uri: str | None = None, wait_s: float | None = None) -> Discovery:
     """All runs under ``root`` (Parquet) plus runs only in the MLflow store at ``tracking_uri``.
     ``wait_s`` (object stores): return after that long with the runs read so far, the others
-    still being read in the background (``Discovery.reading``); None waits for every one."""
+    still being read in the background (``Discovery.reading``, their folders in
+    ``Discovery.pending``); None waits for every one."""
     found = _discover_root(root, wait_s)
     runs = list(found.runs)
     problems = list(found.problems)
@@ -136,7 +137,7 @@ def discover(root: str, tracking_uri: str | None = None, wait_s: float | None = 
             if r.mlflow_run_id in known_ml or tag_ids & known_ids:
                 continue  # the same run, already read from Parquet
             runs.append(r)
-    return Discovery(runs, problems, found.reading)
+    return Discovery(runs, problems, found.reading, found.pending)
 
 
 _RUN_REFS = data.Memo(max_entries=100_000)  # (root, folder, stamp) -> RunRef | None
@@ -146,14 +147,16 @@ _READING: dict[tuple, Future] = {}  # (root, folder, stamp) being read -> its re
 _READING_LOCK = threading.Lock()
 
 
+def _newest_first(stamp: tuple) -> int:
+    """Sort key of an object-store folder: its run.json's listed mtime, newest first."""
+    return -max((m for rel, _, m in stamp if rel == RUN_JSON), default=0)
+
+
 def _read_remote(root: str, todo: dict[str, tuple], stamps: dict, wait_s: float | None) -> None:
     """Read the folders ``todo`` (name -> key) of an object-store root on the background pool,
     newest run.json first (its listed mtime), each key once however many callers ask (a read
     in flight is joined, not repeated); its result goes to ``_RUN_REFS`` when it ends. Waits
     ``wait_s`` seconds at most (None: until all are read)."""
-
-    def newest(name: str) -> int:
-        return -max((m for rel, _, m in stamps[name] if rel == RUN_JSON), default=0)
 
     def done(key: tuple, fut: Future) -> None:
         if fut.exception() is None:  # (an unexpected error: read again on the next call)
@@ -163,7 +166,7 @@ def _read_remote(root: str, todo: dict[str, tuple], stamps: dict, wait_s: float 
 
     futures = []
     with _READING_LOCK:
-        for name in sorted(todo, key=newest):
+        for name in sorted(todo, key=lambda name: _newest_first(stamps[name])):
             key = todo[name]
             fut = _READING.get(key)
             if fut is None and key in _RUN_REFS:  # read meanwhile (kept before it left _READING)
@@ -200,7 +203,9 @@ def _discover_root(root: str, wait_s: float | None = None) -> Discovery:
             _RUN_REFS.put(key, ref)
             refs[name] = ref
     now = time.time()
-    reading = sum(ref is missing for ref in refs.values())
+    pending = [name for name, ref in refs.items() if ref is missing]
+    pending.sort(key=lambda name: _newest_first(stamps[name]))
+    reading = len(pending)
     runs = [_with_status(r, now) for r in refs.values() if r is not None and r is not missing]
     runs.sort(key=lambda r: -(r.updated_at or 0))
     problems = (
@@ -208,7 +213,7 @@ def _discover_root(root: str, wait_s: float | None = None) -> Discovery:
     )
     if storage.is_uri(root) and (why := data.listing_problem(root)):
         problems.append(f"Listing {root!r} again failed ({why}): showing the last listing.")
-    return Discovery(runs, problems, reading)
+    return Discovery(runs, problems, reading, tuple(pending))
 
 
 def reading(root: str) -> int:
