@@ -110,7 +110,10 @@ def _folder_stamps(root: str) -> dict[str, tuple]:
 
 def root_signature(root: str) -> tuple:
     """Cheap fingerprint of a root: its run folders and their stamps (``_folder_stamps``); ()
-    when the root cannot be listed."""
+    when the root cannot be listed, ("listing",) while an object store's first listing runs
+    in the background (it is not waited for)."""
+    if storage.is_uri(root) and not data.listed(root) and data.listing_in_progress(root):
+        return ("listing",)
     try:
         return tuple(_folder_stamps(root).items())
     except RootUnreadable:
@@ -121,7 +124,8 @@ def discover(root: str, tracking_uri: str | None = None, wait_s: float | None = 
     """All runs under ``root`` (Parquet) plus runs only in the MLflow store at ``tracking_uri``.
     ``wait_s`` (object stores): return after that long with the runs read so far, the others
     still being read in the background (``Discovery.reading``, their folders in
-    ``Discovery.pending``); None waits for every one."""
+    ``Discovery.pending``), and at once with the root's folders alone while its first listing
+    runs (``_folders_while_listing``); None waits for the listing and every run.json."""
     found = _discover_root(root, wait_s)
     runs = list(found.runs)
     problems = list(found.problems)
@@ -186,6 +190,9 @@ def _discover_root(root: str, wait_s: float | None = None) -> Discovery:
     """The runs under ``root``: each folder read once per stamp (``_RUN_REFS``), folders not
     read yet read together (on an object store in parallel, in the background: ``wait_s``);
     statuses evaluated now."""
+    if wait_s is not None and storage.is_uri(root) and not data.listed(root):
+        if (folders := _folders_while_listing(root)) is not None:
+            return folders
     try:
         stamps = _folder_stamps(root)
     except RootUnreadable as e:
@@ -216,10 +223,38 @@ def _discover_root(root: str, wait_s: float | None = None) -> Discovery:
     return Discovery(runs, problems, reading, tuple(pending))
 
 
-def reading(root: str) -> int:
-    """How many run folders of ``root`` are being read in the background now."""
+_LISTING_FOLDERS: dict[str, int] = {}  # root -> its run folders, found while it is listed
+
+
+def _folders_while_listing(root: str) -> Discovery | None:
+    """An object-store root not listed yet: its whole listing (every object: one request per
+    1,000, seconds at thousands of runs) is started in the background, and its run folders,
+    from a listing of its top level only (one request per 1,000 folders), are returned as
+    being read. None when that found no folder or failed, or the last listing failed: the
+    caller lists and says why."""
+    if data.listing_problem(root):
+        return None
+    data.list_in_background(root)
+    try:
+        names = storage.list_dirs(root)
+    except (OSError, ValueError):
+        return None
+    if not names:
+        return None
     with _READING_LOCK:
-        return sum(key[0] == root for key in _READING)
+        _LISTING_FOLDERS[root] = len(names)
+    return Discovery([], [], len(names), tuple(names))
+
+
+def reading(root: str) -> int:
+    """How many run folders of ``root`` are being read in the background now (while its first
+    listing runs: every folder found beside it)."""
+    with _READING_LOCK:
+        n = sum(key[0] == root for key in _READING)
+        folders = _LISTING_FOLDERS.get(root, 0)
+    if folders and not data.listed(root) and data.listing_in_progress(root):
+        return max(n, folders)
+    return n
 
 
 def _with_status(ref: RunRef, now: float) -> RunRef:

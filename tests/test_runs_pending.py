@@ -294,7 +294,8 @@ def test_s3_runs_write_nothing_into_the_bucket_and_are_read_once(s3_root, tmp_pa
 def test_s3_run_json_is_read_in_the_background_once(s3_root, tmp_path, app_at, monkeypatch):
     """On an object store the page does not wait for every run.json: it draws after
     ``ui.REMOTE_WAIT_S`` with the runs read so far, the others as rows of their listed folders
-    (no value but the name) and says how many are still being read; a
+    (no value but the name; at first from the root's top level, while its whole listing runs)
+    and says how many are still being read; a
     rerun meanwhile joins the reads in flight (each run.json read once), and the next render
     shows every run."""
     import sys
@@ -325,17 +326,31 @@ def test_s3_run_json_is_read_in_the_background_once(s3_root, tmp_path, app_at, m
             reads.append(path)
         return real_bytes(path, *args)
 
+    listed = threading.Event()
+    real_tree = storage.list_tree
+
+    def held_listing(*args, **kwargs):
+        assert listed.wait(120)
+        return real_tree(*args, **kwargs)
+
     monkeypatch.setattr(discovery, "_read_run_ref", gated)
     monkeypatch.setattr(storage, "read_bytes", counted)
+    monkeypatch.setattr(storage, "list_tree", held_listing)  # the root's whole listing
     at = app_at(s3_root)
-    at.run()
-    assert not at.exception, [e.value for e in at.exception]
-    assert "Reading 3 runs' run.json" in at.info[0].value
-    table = at.dataframe[0].value  # drawn from the listing: the folders, nothing else known
-    assert sorted(table["name"]) == ["bg-0", "bg-1", "bg-2"] and set(table["run id"]) == {""}
-    assert set(table["health"]) == {PENDING} and set(table["status"]) == {"reading…"}
-    assert table["last step"].isna().all()
-    assert any("Reading 3 more runs' run.json" in c.value for c in at.sidebar.caption)
+    for held in ("the whole listing", "run.json"):
+        at.run()  # drawn while the listing, then the reads are held
+        assert not at.exception, [e.value for e in at.exception]
+        assert "Reading 3 runs' run.json" in at.info[0].value, held
+        table = at.dataframe[0].value  # the listed folders, nothing else known
+        assert sorted(table["name"]) == ["bg-0", "bg-1", "bg-2"] and set(table["run id"]) == {""}
+        assert set(table["health"]) == {PENDING} and set(table["status"]) == {"reading…"}
+        assert table["last step"].isna().all()
+        assert any("Reading 3 more runs' run.json" in c.value for c in at.sidebar.caption)
+        assert discovery.reading(s3_root) == 3 and not reads
+        listed.set()
+        deadline = time.monotonic() + 120
+        while not data.listed(s3_root) and time.monotonic() < deadline:
+            time.sleep(0.05)
     at.run()  # a rerun while they are read: no second read is started
     assert discovery.reading(s3_root) == 3
     gate.set()
