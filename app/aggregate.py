@@ -251,10 +251,8 @@ class HiddenMove:
     token_clip_fraction: float | None  # share of its tokens outside the token band (if recorded)
 
 
-def trend_sentence(labels: Sequence[str], values: Sequence[float], what: str, fmt: str) -> str:
-    """A sentence saying how ``what`` (one value per length bucket, labelled in tokens) changes
-    with length, as the curve shows it: ``app.curve_words.shape_sentence``."""
-    return shape_sentence(labels, values, what, fmt)
+#: A sentence saying how ``what`` (one value per length bucket) changes with length.
+trend_sentence = shape_sentence
 
 
 def bucket_label(lo: float, hi: float) -> str:

@@ -15,9 +15,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from app import colors, data, panels, traces, ui
-from app import compare_traces as ct
-from app import compare_view as cv
+from app import colors, compare_traces, compare_view, data, panels, traces, ui
 from app import group_chart as gc
 from app import run_groups as rg
 from app import verdict as vd
@@ -42,18 +40,18 @@ def _seeds(g: rg.RunGroup) -> bool:
     return len(seeds) >= 2 and None not in seeds and len(set(seeds)) == len(seeds)
 
 
-def metric_options(series: Sequence[ct.RunSeries]) -> list[str]:
+def metric_options(series: Sequence[compare_traces.RunSeries]) -> list[str]:
     """Step columns to score: the built-in panels' columns any shown run logged (panel order),
     then the other numeric columns."""
     frames = [s.df for s in series]
-    have = {c for df in frames for c in df.columns if pd.api.types.is_numeric_dtype(df[c])}
+    have = {c for df in frames for c, t in df.dtypes.items() if pd.api.types.is_numeric_dtype(t)}
     builtin = [p.column for p in panels.PANELS if p.column in have]
-    skip = {Step.STEP, *ct.X_AXES}
+    skip = {Step.STEP, *compare_traces.X_AXES}
     return builtin + sorted(have - set(builtin) - skip)
 
 
 def controls(
-    shown: Sequence[RunRef], series: Sequence[ct.RunSeries]
+    shown: Sequence[RunRef], series: Sequence[compare_traces.RunSeries]
 ) -> tuple[str, str | None, float, dict[str, str]]:
     """(group-by key or NONE, verdict metric (None: no numeric column to score), final
     fraction, {group: its own column} (``python -m app.verdict``'s ``--group-metric``))."""
@@ -147,7 +145,7 @@ def verdict_table(r: vd.Report) -> None:
 
 def grouped_charts(
     r: vd.Report,
-    series: Sequence[ct.RunSeries],
+    series: Sequence[compare_traces.RunSeries],
     shown_panels: Sequence[panels.Panel],
     *,
     x: str,
@@ -204,7 +202,7 @@ def grouped_charts(
 
 
 def grouped_option(
-    groups: Sequence[tuple[rg.RunGroup, str, Sequence[ct.RunSeries]]],
+    groups: Sequence[tuple[rg.RunGroup, str, Sequence[compare_traces.RunSeries]]],
     shown_panels: Sequence[panels.Panel],
     *,
     x: str,
@@ -236,7 +234,9 @@ def grouped_option(
         (name, color, grid, n) for (name, color, _), n in zip(spans, counts, strict=True)
     ]
     x_range = (float(grid[0]), float(grid[-1])) if len(grid) else None
-    return gc.grouped_option(drawn, seeds_panel, x_name=ct.X_AXES.get(x, x), x_range=x_range)
+    return gc.grouped_option(
+        drawn, seeds_panel, x_name=compare_traces.X_AXES.get(x, x), x_range=x_range
+    )
 
 
 #: a run's x on one subset of steps, and per column (smoothed y, raw y finite) on those rows
@@ -253,10 +253,10 @@ class _Columns:
         self.x, self.columns, self.smoothing = x, list(dict.fromkeys(columns)), smoothing
         self._read: dict[tuple[str, str], _Values | None] = {}
 
-    def seed(self, s: ct.RunSeries, p: panels.Panel, steps: str) -> gc.Seed | None:
+    def seed(self, s: compare_traces.RunSeries, p: panels.Panel, steps: str) -> gc.Seed | None:
         """Run ``s`` on panel ``p``'s column over the rows that panel shows under the "steps"
         choice ``steps`` (``compare_view.panel_subset``); None when it has no finite value."""
-        subset = cv.panel_subset(p.off_policy_default, steps, s.lag)
+        subset = compare_view.panel_subset(p.off_policy_default, steps, s.lag)
         if (s.key, subset) not in self._read:
             self._read[s.key, subset] = self._values(s, subset)
         got = self._read[s.key, subset]
@@ -265,7 +265,7 @@ class _Columns:
         xs, (ys, ok) = got[0], got[1][p.column]
         return gc.Seed(s.label, xs[ok], ys[ok]) if ok.any() else None
 
-    def _values(self, s: ct.RunSeries, subset: str) -> _Values | None:
+    def _values(self, s: compare_traces.RunSeries, subset: str) -> _Values | None:
         if self.x not in s.df.columns:
             return None
         xs = s.df[self.x].to_numpy(np.float64, na_value=np.nan)
@@ -281,7 +281,7 @@ class _Columns:
         return xs[rows], {c: (smooth[:, j], ok[:, j]) for j, c in enumerate(have)}
 
 
-def _spans(members: Sequence[ct.RunSeries], x: str) -> list[tuple[float, float]]:
+def _spans(members: Sequence[compare_traces.RunSeries], x: str) -> list[tuple[float, float]]:
     out = []
     for m in members:
         if x in m.df.columns:

@@ -27,14 +27,7 @@ from app.compare_view import (
 )
 from app.eps_format import fmt_eps
 from app.lag import ALL, LagSplit, lag_split
-from app.line_style import (
-    DOT,
-    MARKER_SIZE,
-    OPEN_TRIANGLE,
-    SECOND_MARKER_SIZE,
-    dash_for,
-    is_sparse,
-)
+from app.line_style import DOT, MARKER_SIZE, OPEN_TRIANGLE, SECOND_MARKER_SIZE, dash_for, is_sparse
 from app.panels import Panel, has_data
 from app.series_math import compact, downsample_indices, ema, envelope, readout_points
 from gspo_metrics.spec import parse_algorithm

@@ -28,6 +28,7 @@ from app.mlflow_store import mlflow_runs
 from app.records import SOURCE_PARQUET, Discovery, RunRef, short_error
 from training_hooks import storage
 from training_hooks.findings import import_status
+from training_hooks.run_summary import is_current
 from training_hooks.schema import (
     RUN_JSON,
     SCHEMA_VERSION,
@@ -44,7 +45,6 @@ from training_hooks.schema import (
     read_run_info,
 )
 from training_hooks.storage import FileStamp
-from training_hooks.summary import is_current
 
 
 def stale_after_s(info: RunInfo) -> float:

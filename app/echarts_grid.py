@@ -1,17 +1,15 @@
 """The Compare page's small multiples as one Apache ECharts option, drawn by ``st.echarts_chart``.
 
-Why ECharts and not Plotly for this grid: the page then loads no plotly.js (a 4.7 MB bundle
-evaluated on every load), and ECharts draws every panel's series on one canvas instead of an SVG
-per trace (docs/benchmarks.md, "Dashboard speed").
+Why ECharts and not Plotly for this grid: the page loads no plotly.js, and ECharts draws every
+panel's series on one canvas instead of an SVG per trace (docs/benchmarks.md, "Dashboard speed").
 
 One chart holds every panel: panel i has grid i, x axis i and y axis i; its title (and the
 ``PanelView`` subtitle) sits above it, its unit on the y axis. Runs are coloured, the algorithm is
 the line style (``app.line_style``: dotted for an unknown one), a sparse series has markers. The
 traces are ``compare_traces.run_traces``' records (``Trace``: raw, ema, second, band;
 ``Readout``), their text plain: ECharts draws strings as plain text, so run and metric names from
-disk can never become markup (checked in Chromium with a name holding HTML, and by
-tests/test_security_escaping.py). The tooltip alone is HTML: it shows series names (ECharts
-escapes them) and fixed column labels, never a metric name from disk.
+disk can never become markup. The tooltip alone is HTML: it shows series names (ECharts escapes
+them) and fixed column labels, never a metric name from disk.
 
 The hover: a run's lines are drawn from LTTB-cut points that differ per run, and ECharts' axis
 tooltip lists only the series whose point lies nearest the pointer, so no drawn line takes part in
@@ -19,8 +17,7 @@ it. The runs' values instead sit in invisible ``readout`` series on x points sha
 the chart (``series_math.readout_points``): the tooltip lists every run's value (and EMA, and
 second column) at the x under the pointer. Up to READOUT_DETAIL_RUNS runs, each run has its own
 readout series (the tooltip heads each run's values with its colour); beyond, a panel has one
-readout series with a column per run (ECharts' cost grows with the number of series: a third of
-them were readouts).
+readout series with a column per run (ECharts' cost grows with the number of series).
 """
 
 from __future__ import annotations
@@ -32,8 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from app import compare_traces as ct
-from app import line_style, series_math
+from app import compare_traces, line_style, series_math
 from app.colors import rgba
 from app.compare_view import PanelView
 from app.panels import Panel
@@ -87,10 +83,10 @@ def _on(i: int) -> dict:
     return {"xAxisIndex": i, "yAxisIndex": i, "animation": False}
 
 
-def _line_series(t: ct.Trace, i: int) -> dict:
+def _line_series(t: compare_traces.Trace, i: int) -> dict:
     """A raw or EMA line, or the second column's dots (role ``second``), on panel ``i``."""
     sty = t.style
-    dots = t.role == ct.SECOND
+    dots = t.role == compare_traces.SECOND
     s = {
         "id": f"{t.run}|{t.role}|{i}",
         "type": "scatter" if dots else "line",
@@ -119,7 +115,7 @@ def _line_series(t: ct.Trace, i: int) -> dict:
     return s
 
 
-def _band_series(t: ct.Trace, i: int) -> list[dict]:
+def _band_series(t: compare_traces.Trace, i: int) -> list[dict]:
     """A band as two stacked areas: the lower edge (not drawn) and the band's height above it
     (filled)."""
     x, lo, hi = (np.asarray(v, np.float64) for v in (t.x, t.lo, t.y))
@@ -146,7 +142,9 @@ def _band_series(t: ct.Trace, i: int) -> list[dict]:
     ]
 
 
-def _readout_series(t: ct.Readout, i: int, panel: Panel, x_name: str, scale: str = "") -> dict:
+def _readout_series(
+    t: compare_traces.Readout, i: int, panel: Panel, x_name: str, scale: str = ""
+) -> dict:
     """The run's hover on panel ``i``: an undrawn line whose tooltip shows the run's value, EMA
     and second column at the shared readout points (``series_math.readout_points``). ``scale``:
     the unit of values drawn in units of 10^k (``tiny``)."""
@@ -178,12 +176,15 @@ def _readout_series(t: ct.Readout, i: int, panel: Panel, x_name: str, scale: str
 
 
 def _band_lines(
-    series: Sequence[ct.RunSeries], panel: Panel, i: int, traces: Sequence[ct.Trace | ct.Readout]
+    series: Sequence[compare_traces.RunSeries],
+    panel: Panel,
+    i: int,
+    traces: Sequence[compare_traces.Trace | compare_traces.Readout],
 ) -> list[dict]:
     """GSPO's clip range on the sequence log-ratio panel ``i`` (``compare_traces.clip_band_lines``):
     a dotted line across the x range of ``traces`` per bound, labelled at its left end, above
     every run's lines."""
-    lines = ct.clip_band_lines(series, panel)
+    lines = compare_traces.clip_band_lines(series, panel)
     drawn = [t.x for t in traces if len(t.x)]
     if not (lines and drawn):
         return []
@@ -230,11 +231,11 @@ def _cell(i: int) -> tuple[int, int]:
 
 
 def grid_option(
-    series: Sequence[ct.RunSeries],
+    series: Sequence[compare_traces.RunSeries],
     panels: Sequence[Panel],
-    traces_by_panel: Sequence[Sequence[ct.Trace | ct.Readout]],
+    traces_by_panel: Sequence[Sequence[compare_traces.Trace | compare_traces.Readout]],
     *,
-    x: str = ct.X_STEP,
+    x: str = compare_traces.X_STEP,
     log_panels: Sequence[str] = (),
     views: Sequence[PanelView] | None = None,
     x_range: tuple[float, float] | None = None,
@@ -256,16 +257,16 @@ def grid_option(
         )
     if n != len(views):
         raise ValueError(f"views must have one PanelView per panel ({n}), got {len(views)}")
-    x_name = x_name or ct.X_AXES.get(x, x)
+    x_name = x_name or compare_traces.X_AXES.get(x, x)
     detail = len(series) <= READOUT_DETAIL_RUNS
     x_ends = _x_ends(x_range, traces_by_panel)
     grids, xs, ys, out, titles, notes = [], [], [], [], [], []
     for i, (panel, traces, view) in enumerate(zip(panels, traces_by_panel, views, strict=True)):
         grids.append(_plot_area(i))
-        titles.append(_title(i, ct.panel_title(panel, series), view.subtitle))
+        titles.append(_title(i, compare_traces.panel_title(panel, series), view.subtitle))
         xs.append(_x_axis(i, x, x_name, x_ends))
         log_y = panel.key in log_panels
-        zoomed = log_y or view.y_range or ct.clip_band_lines(series, panel)
+        zoomed = log_y or view.y_range or compare_traces.clip_band_lines(series, panel)
         exp = None if zoomed else tiny(traces)
         if view.noise_floor is not None and not log_y and view.noise_floor < TINY:
             exp = math.floor(math.log10(view.noise_floor))  # the axis in units of the floor's
@@ -298,7 +299,7 @@ def grid_option(
 
 
 def _panel_series(
-    traces: Sequence[ct.Trace | ct.Readout],
+    traces: Sequence[compare_traces.Trace | compare_traces.Readout],
     i: int,
     panel: Panel,
     x_name: str,
@@ -308,12 +309,12 @@ def _panel_series(
     """The ECharts series of panel ``i``'s traces, in their order; with ``detail``, a readout
     series per run, else one for every run of the panel, last."""
     out: list[dict] = []
-    readouts = [t for t in traces if isinstance(t, ct.Readout)]
+    readouts = [t for t in traces if isinstance(t, compare_traces.Readout)]
     for t in traces:
-        if isinstance(t, ct.Readout):
+        if isinstance(t, compare_traces.Readout):
             if detail:
                 out.append(_readout_series(t, i, panel, x_name, scale))
-        elif t.role == ct.BAND:
+        elif t.role == compare_traces.BAND:
             out += _band_series(t, i)
         else:
             out.append(_line_series(t, i))
@@ -323,7 +324,7 @@ def _panel_series(
 
 
 def _runs_readout_series(
-    readouts: Sequence[ct.Readout], i: int, x_name: str, scale: str = ""
+    readouts: Sequence[compare_traces.Readout], i: int, x_name: str, scale: str = ""
 ) -> dict:
     """Every run's hover on panel ``i`` in one undrawn line: rows at the union of the runs' readout
     points (shared multiples of one spacing), a column per run with its EMA when it has one, else
@@ -384,7 +385,8 @@ def _title(i: int, title: str, subtitle: str) -> dict:
 
 
 def _x_ends(
-    x_range: tuple[float, float] | None, traces_by_panel: Sequence[Sequence[ct.Trace | ct.Readout]]
+    x_range: tuple[float, float] | None,
+    traces_by_panel: Sequence[Sequence[compare_traces.Trace | compare_traces.Readout]],
 ) -> tuple[float, float] | None:
     """The chart's one x range: ``x_range``, else the span of every trace's x; widened to round
     ticks (``series_math.nice_extent``). None when there is nothing to span."""
@@ -409,7 +411,7 @@ def _x_axis(i: int, x: str, x_name: str, ends: tuple[float, float] | None = None
         "nameLocation": "middle",
         "nameGap": 24,
         # the readout's shared x points are whole steps and tokens: no decimals
-        "axisPointer": {"label": {"precision": 0 if x in ct.WHOLE_X else "auto"}},
+        "axisPointer": {"label": {"precision": 0 if x in compare_traces.WHOLE_X else "auto"}},
     }
     if ends is not None:
         axis["min"], axis["max"] = ends
@@ -451,7 +453,7 @@ def _zoom(n: int, x: str) -> list[dict]:
             "right": "4%",
             "showDataShadow": False,
             "filterMode": "none",
-            "labelPrecision": 0 if x in ct.WHOLE_X else "auto",
+            "labelPrecision": 0 if x in compare_traces.WHOLE_X else "auto",
             "textStyle": {"color": GRID_TEXT},
         },
         {
@@ -470,10 +472,10 @@ def _zoom(n: int, x: str) -> list[dict]:
 #: the cell, and the spec cannot carry a JavaScript label formatter
 TINY = 1e-3
 #: the y values of a trace (a band's lower edge among them) and of a readout
-_Y_FIELDS = {ct.Trace: ("y", "lo"), ct.Readout: ("y", "ema", "second")}
+_Y_FIELDS = {compare_traces.Trace: ("y", "lo"), compare_traces.Readout: ("y", "ema", "second")}
 
 
-def tiny(traces: Sequence[ct.Trace | ct.Readout]) -> int | None:
+def tiny(traces: Sequence[compare_traces.Trace | compare_traces.Readout]) -> int | None:
     """k (floor of log10 of the largest |y|) when every finite y of ``traces`` is below TINY in
     size and one is not 0, else None."""
     top = 0.0
@@ -486,7 +488,9 @@ def tiny(traces: Sequence[ct.Trace | ct.Readout]) -> int | None:
     return math.floor(math.log10(top)) if 0 < top < TINY else None
 
 
-def _scaled(t: ct.Trace | ct.Readout, exp: int) -> ct.Trace | ct.Readout:
+def _scaled(
+    t: compare_traces.Trace | compare_traces.Readout, exp: int
+) -> compare_traces.Trace | compare_traces.Readout:
     """A copy of ``t`` with its y values in units of 10^exp."""
     fields = _Y_FIELDS[type(t)]
     scaled: dict[str, Any] = {
@@ -503,7 +507,7 @@ def _y_axis(
     view: PanelView,
     log_y: bool,
     exp: int | None = None,
-    traces: Sequence[ct.Trace | ct.Readout] = (),
+    traces: Sequence[compare_traces.Trace | compare_traces.Readout] = (),
 ) -> dict:
     """Panel ``i``'s y axis, named with its unit (and the 10^exp its values are drawn in, the
     ``traces``' own scale): log, or zoomed to ``view.y_range`` (in the same units; an end is
@@ -534,12 +538,14 @@ def _y_axis(
     return axis
 
 
-def _y_extent(traces: Sequence[ct.Trace | ct.Readout]) -> tuple[float, float] | None:
+def _y_extent(
+    traces: Sequence[compare_traces.Trace | compare_traces.Readout],
+) -> tuple[float, float] | None:
     """(min, max) of every finite y the ``traces`` draw (a band's lower edge included; a readout
     draws nothing), or None."""
     los, his = [], []
     for t in traces:
-        if isinstance(t, ct.Readout):
+        if isinstance(t, compare_traces.Readout):
             continue
         for v in (t.y, t.lo):
             if v is not None:
@@ -564,7 +570,7 @@ def legend_rows(chars: Sequence[int], width_px: int = LEGEND_WIDTH_PX) -> int:
     return rows
 
 
-def legend_option(series: Sequence[ct.RunSeries]) -> tuple[dict, int]:
+def legend_option(series: Sequence[compare_traces.RunSeries]) -> tuple[dict, int]:
     """(option, height px): a legend strip, one entry per run in its colour with its algorithm's
     dash (the grid draws no legend of its own)."""
     names = [f"{s.label} · {line_style.algorithm_text(s.algorithm)}" for s in series]

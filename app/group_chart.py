@@ -22,8 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from app import echarts_grid as eg
-from app import series_math
+from app import echarts_grid, series_math
 from app import verdict_stats as vs
 from app.colors import rgba
 
@@ -32,6 +31,9 @@ SEED_POINTS = 300  # points per faint seed line at most
 #: points of a panel's faint seed lines together (the browser's cost: 50 seeds get 80 each)
 SEED_BUDGET = 4_000
 MIN_SEED_POINTS = 60
+#: the faint seed lines and the bands are sent rounded to a step of at most 1/SPAN_STEPS of the
+#: panel's extent (``span_rounded``): far below a pixel
+SPAN_STEPS = 10_000
 SEED_OPACITY = 0.3
 BAND_OPACITY = 0.2
 SEEDS_TITLE = "Seeds at each x"
@@ -104,9 +106,19 @@ def grid_x(seeds: Sequence[Seed], n: int = GRID_POINTS) -> np.ndarray:
         return np.zeros(0)
     if any(len(np.unique(s.x[: n + 1])) > n for s in seeds):  # one seed has more: no union needed
         lo, hi = min(s.x[0] for s in seeds), max(s.x[-1] for s in seeds)
-        return np.linspace(lo, hi, n)
+        return _even(lo, hi, n)
     xs = np.unique(np.concatenate([s.x for s in seeds]))
-    return xs if len(xs) <= n else np.linspace(xs[0], xs[-1], n)
+    return xs if len(xs) <= n else _even(xs[0], xs[-1], n)
+
+
+def _even(lo: float, hi: float, n: int) -> np.ndarray:
+    """``n`` evenly spaced x from ``lo`` to ``hi``, the inner ones rounded (``span_round``: short
+    numbers in the browser's hover, the means computed at the x drawn)."""
+    grid = np.linspace(lo, hi, n)
+    inner = span_round(grid[1:-1], hi - lo)
+    if inner is not None:
+        grid[1:-1] = np.clip(inner, lo, hi)
+    return grid
 
 
 def on_grid(grid: np.ndarray, s: Seed) -> np.ndarray:
@@ -162,25 +174,75 @@ def _on(i: int) -> dict:
     return {"xAxisIndex": i, "yAxisIndex": i, "animation": False}
 
 
-def _seed_lines(g: GroupCurve, i: int) -> list[dict]:
+def span_round(values: np.ndarray, span: float) -> np.ndarray | None:
+    """``values`` rounded to the decimal step 10^k at most ``span`` / ``SPAN_STEPS`` (``span``:
+    the panel's extent on that axis, so the step is far below a pixel); None without a positive
+    finite span or when 10^k is not exact in float64 (a span near 1e-18 or 1e26)."""
+    if not (math.isfinite(span) and span > 0):
+        return None
+    k = math.floor(math.log10(span / SPAN_STEPS))
+    if abs(k) > 22:
+        return None
+    v = np.asarray(values, np.float64)
+    # round(v * 10^-k) / 10^-k is the correctly rounded decimal, so its repr is that decimal
+    return np.round(v * 10.0**-k) / 10.0**-k if k < 0 else np.round(v / 10.0**k) * 10.0**k
+
+
+def span_rounded(values: np.ndarray, span: float) -> list:
+    """``values`` as plain JSON numbers for a line the browser only draws (``span_round``),
+    integers as ints, non-finite values as None (a gap in the line). Without a rounding step:
+    ``series_math.browser_array``."""
+    r = span_round(values, span)
+    if r is None:
+        return series_math.browser_array(values)
+    finite = np.isfinite(r)
+    whole = finite & (r == np.round(r)) & (np.abs(r) < 2.0**53)
+    if whole[finite].all():
+        return [int(a) if ok else None for a, ok in zip(r.tolist(), finite.tolist(), strict=True)]
+    out = r.tolist()
+    if not finite.all():
+        out = [a if ok else None for a, ok in zip(out, finite.tolist(), strict=True)]
+    return out
+
+
+def _extent(arrays: Sequence[np.ndarray]) -> float:
+    """max - min of the finite values of ``arrays`` (NaN when there are none)."""
+    lo, hi = math.inf, -math.inf
+    for a in arrays:
+        f = a[np.isfinite(a)]
+        if len(f):
+            lo, hi = min(lo, float(f.min())), max(hi, float(f.max()))
+    return hi - lo if hi >= lo else math.nan
+
+
+def _seed_line(g: GroupCurve, i: int, x_span: float, y_span: float) -> list[dict]:
+    """The group's faint seed lines as one series: each seed's points, then a gap (a point
+    without y) before the next seed. One series, not one per seed: a panel of 5 groups x 10
+    seeds draws 5 series instead of 50 (the browser's cost grows with the series)."""
+    if not g.seeds:
+        return []
+    xs = np.concatenate([np.append(s.x, s.x[-1]) for s in g.seeds])
+    ys = np.concatenate([np.append(s.y, np.nan) for s in g.seeds])
+    data = [list(p) for p in zip(span_rounded(xs, x_span), span_rounded(ys, y_span), strict=True)]
     return [
         {
-            "id": f"{g.name}|seed|{i}|{k}",
+            "id": f"{g.name}|seed|{i}",
             "type": "line",
             **_on(i),
-            "name": f"{g.name}: {s.label}",
-            "data": eg._pairs(s.x, s.y),
+            "name": f"{g.name}: {len(g.seeds)} seeds",
+            "data": data[:-1],  # no gap after the last seed
+            "symbol": "none",
             "showSymbol": False,
+            "connectNulls": False,
             "silent": True,
             "tooltip": {"show": False},
             "lineStyle": {"color": g.color, "width": 1, "opacity": SEED_OPACITY},
             "z": 1,
         }
-        for k, s in enumerate(g.seeds)
     ]
 
 
-def _band(g: GroupCurve, i: int) -> list[dict]:
+def _band(g: GroupCurve, i: int, y_span: float) -> list[dict]:
     base = {
         "type": "line",
         **_on(i),
@@ -193,12 +255,18 @@ def _band(g: GroupCurve, i: int) -> list[dict]:
         "tooltip": {"show": False},
         "z": 2,
     }
+    x = series_math.browser_array(g.x)  # the mean's x (its hover), shared
+    lo, height = span_rounded(g.lo, y_span), span_rounded(g.hi - g.lo, y_span)
     return [
-        {**base, "id": f"{g.name}|band-low|{i}", "data": eg._pairs(g.x, g.lo)},
+        {
+            **base,
+            "id": f"{g.name}|band-low|{i}",
+            "data": [list(p) for p in zip(x, lo, strict=True)],
+        },
         {
             **base,
             "id": f"{g.name}|band-height|{i}",
-            "data": eg._pairs(g.x, g.hi - g.lo),
+            "data": [list(p) for p in zip(x, height, strict=True)],
             "areaStyle": {"color": rgba(g.color, BAND_OPACITY), "opacity": 1},
         },
     ]
@@ -209,7 +277,7 @@ def _mean(g: GroupCurve, i: int) -> dict:
     columns = [g.mean, g.lo, g.hi]
     rows = zip(
         series_math.browser_array(g.x),
-        *(series_math.browser_array(c, eg.READOUT_DIGITS) for c in columns),
+        *(series_math.browser_array(c, echarts_grid.READOUT_DIGITS) for c in columns),
         g.count.astype(int).tolist(),
         strict=True,
     )
@@ -237,7 +305,7 @@ def _seeds_panel(i: int, groups: Sequence[tuple[str, str, np.ndarray, np.ndarray
             "type": "line",
             **_on(i),
             "name": name,
-            "data": eg._pairs(x, n),
+            "data": echarts_grid._pairs(x, n),
             "showSymbol": False,
             "lineStyle": {"color": color, "width": 1.5},
             "itemStyle": {"color": color},
@@ -260,25 +328,29 @@ def grouped_option(
     grids, titles, xs, ys, out = [], [], [], [], []
     sub = "mean over seeds; band: pointwise 95% bootstrap CI of the mean; faint: each seed"
     for i, (title, unit, curves) in enumerate(panels):
-        grids.append(eg._plot_area(i))
-        titles.append(eg._title(i, title, sub))
-        xs.append(eg._x_axis(i, "", x_name, ends))
+        grids.append(echarts_grid._plot_area(i))
+        titles.append(echarts_grid._title(i, title, sub))
+        xs.append(echarts_grid._x_axis(i, "", x_name, ends))
         exp = tiny_exponent(curves)
         if exp is not None:  # ECharts writes 1e-15 as a 17-digit decimal: draw in units of 10^k
             curves = [scaled(g, 10.0**-exp) for g in curves]
             unit = f"{unit} (×1e{exp})"
         ys.append(_y_axis(i, unit))
+        x_span = _extent([a for g in curves for a in (g.x, *(s.x for s in g.seeds))])
+        y_span = _extent([a for g in curves for a in (g.lo, g.hi, *(s.y for s in g.seeds))])
         for g in curves:
-            out += _seed_lines(g, i) + _band(g, i) + [_mean(g, i)]
+            out += _seed_line(g, i, x_span, y_span) + _band(g, i, y_span) + [_mean(g, i)]
     i = len(panels)
-    grids.append(eg._plot_area(i))
-    titles.append(eg._title(i, SEEDS_TITLE, "runs of each group whose steps cover that x"))
-    xs.append(eg._x_axis(i, "", x_name, ends))
+    grids.append(echarts_grid._plot_area(i))
+    titles.append(
+        echarts_grid._title(i, SEEDS_TITLE, "runs of each group whose steps cover that x")
+    )
+    xs.append(echarts_grid._x_axis(i, "", x_name, ends))
     ys.append({**_y_axis(i, "seeds"), "min": 0, "minInterval": 1})
     out += _seeds_panel(i, seeds)
     option = {
         "animation": False,
-        "textStyle": {"color": eg.GRID_TEXT},
+        "textStyle": {"color": echarts_grid.GRID_TEXT},
         "title": titles,
         "grid": grids,
         "xAxis": xs,
@@ -288,17 +360,19 @@ def grouped_option(
             "data": [name for name, *_ in seeds],
             "bottom": 0,
             "left": "6%",
-            "textStyle": {"color": eg.GRID_TEXT},
+            "textStyle": {"color": echarts_grid.GRID_TEXT},
         },
         "tooltip": {
             "trigger": "axis",
             "confine": True,
-            "valueFormatter": eg.VALUE_FORMAT,
+            "valueFormatter": echarts_grid.VALUE_FORMAT,
             "axisPointer": {"type": "line"},
         },
-        "dataZoom": eg._zoom(n, ""),
+        "dataZoom": echarts_grid._zoom(n, ""),
     }
-    return option, eg.SLIDER_PX + max(1, math.ceil(n / eg.COLUMNS)) * eg.GRID_ROW_PX + LEGEND_PX
+    return option, echarts_grid.SLIDER_PX + max(
+        1, math.ceil(n / echarts_grid.COLUMNS)
+    ) * echarts_grid.GRID_ROW_PX + LEGEND_PX
 
 
 def tiny_exponent(curves: Sequence[GroupCurve]) -> int | None:
@@ -307,7 +381,7 @@ def tiny_exponent(curves: Sequence[GroupCurve]) -> int | None:
     values = [np.abs(v[np.isfinite(v)]) for g in curves for v in (g.mean, g.lo, g.hi)]
     values += [np.abs(s.y) for g in curves for s in g.seeds]
     top = max((float(v.max()) for v in values if len(v)), default=0.0)
-    return math.floor(math.log10(top)) if 0 < top < eg.TINY else None
+    return math.floor(math.log10(top)) if 0 < top < echarts_grid.TINY else None
 
 
 def scaled(g: GroupCurve, factor: float) -> GroupCurve:
@@ -320,7 +394,7 @@ def scaled(g: GroupCurve, factor: float) -> GroupCurve:
 
 def _y_axis(i: int, unit: str) -> dict:
     return {
-        "splitLine": {"lineStyle": {"color": eg.GRID_LINE}},
+        "splitLine": {"lineStyle": {"color": echarts_grid.GRID_LINE}},
         "axisLine": {"show": False},
         "axisTick": {"show": False},
         "gridIndex": i,

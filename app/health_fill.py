@@ -4,7 +4,7 @@ off the page's thread, newest runs first, and kept (``app.kept_summaries``), so 
 at once and the next server start on the same root has them all.
 
 ``known(run)`` is the run's summary when one is known now: run.json's while it describes the
-run (``app.summary.valid_summary``), else one this process made or kept, else None (the cell is
+run (``app.health_counts.valid_summary``), else one this process made or kept, else None (the cell is
 pending). ``fill(runs, writable=...)`` queues the runs whose summary is not known; process-wide
 worker threads (one for a local root, whose reads are CPU; ``REMOTE_WORKERS`` for an object
 store, whose reads wait on the network) make them, and ``left(runs)`` says how many of them are
@@ -21,8 +21,8 @@ from app import data
 from app.kept_summaries import keep, read_kept
 from app.records import SOURCE_PARQUET, RunRef
 from training_hooks import storage
+from training_hooks.run_summary import try_summarise_run
 from training_hooks.schema import RunSummary
-from training_hooks.summary import try_summarise_run
 
 REMOTE_WORKERS = 16
 
@@ -42,7 +42,7 @@ def _key(run: RunRef) -> tuple:
 def known(run: RunRef) -> RunSummary | Unreadable | None:
     """The run's summary if one is known now (module docstring), ``Unreadable`` when it could
     not be made, None while it is pending. Reads a kept summary once per state of the run."""
-    from app.summary import valid_summary
+    from app.health_counts import valid_summary
 
     if run.source != SOURCE_PARQUET or not run.stamp:
         return None

@@ -6,8 +6,8 @@ but one place, ``_sampled_in_sql``: MLflow's client has no public call that samp
 history, and the public full read of a long run is too slow for a page (docs/benchmarks.md, "MLflow
 against Parquet"); the public call is used whenever the sampled route does not answer.
 
-Cached with ``st.cache_data`` (the runs listing for 30 s, a run's curves for 60 s); a broken or
-missing store is a problem sentence, never an exception.
+Cached with ``st.cache_data``; a broken or missing store is a problem sentence, never an
+exception.
 
 The app only reads: it opens no store that MLflow would create, migrate or complete on opening
 (``store_problem``), and a URI typed in the browser is opened only when the server was started with

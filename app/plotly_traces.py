@@ -10,8 +10,7 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from app import charts
-from app import compare_traces as ct
+from app import charts, compare_traces
 from app.colors import rgba
 from app.line_style import PLOTLY_SYMBOL
 from app.panels import Panel
@@ -21,36 +20,40 @@ PANEL_HEIGHT = 290
 
 
 def compare_figure(
-    series: Sequence[ct.RunSeries], panel: Panel, *, height: int = PANEL_HEIGHT, **options
+    series: Sequence[compare_traces.RunSeries],
+    panel: Panel,
+    *,
+    height: int = PANEL_HEIGHT,
+    **options,
 ) -> go.Figure:
     """One small multiple: ``panel``'s metric for every run, titled with its unit and eps, GSPO's
     band lines on the log-ratio panel. ``options`` are ``compare_traces.run_traces``'s (x,
     smoothing, log_y, max_points, bands, subset); a readout, which is no Plotly trace, is left
     out."""
-    x, log_y = options.get("x", ct.X_STEP), options.get("log_y", False)
+    x, log_y = options.get("x", compare_traces.X_STEP), options.get("log_y", False)
     traces = []
     for s in series:
         source = s.sources.get(panel.column)
-        for t in ct.run_traces(s, panel, **options):
-            if isinstance(t, ct.Trace):
+        for t in compare_traces.run_traces(s, panel, **options):
+            if isinstance(t, compare_traces.Trace):
                 traces.append(plotly_trace(t, panel, x, source))
     shapes, notes = _clip_band_lines(series, panel)
     if not traces:
         notes.append(charts.centered_note("no data for the selected runs"))
-    title = charts.plot_text(ct.panel_title(panel, series))
-    layout = charts.layout_dict(title, ct.X_AXES.get(x, x), panel.unit, height, log_y)
+    title = charts.plot_text(compare_traces.panel_title(panel, series))
+    layout = charts.layout_dict(title, compare_traces.X_AXES.get(x, x), panel.unit, height, log_y)
     layout.update(shapes=shapes, annotations=notes, showlegend=False)
     # traces and layout are built here from known-good dicts: skip plotly's per-property validation
     # (it costs time on every chart, and the Compare page draws a dozen)
     return go.Figure(data=traces, layout=layout, _validate=False)
 
 
-def plotly_trace(t: ct.Trace, panel: Panel, x: str, source: str | None = None) -> dict:
+def plotly_trace(t: compare_traces.Trace, panel: Panel, x: str, source: str | None = None) -> dict:
     """``t`` as a Plotly trace dict: a band as a closed polygon (x forward, then back; upper edge,
     then lower), filled; a line or dots with a hover naming the run, the x axis and the metric
     (``source``: the foreign metric the column was mapped from). Text escaped (``plot_text``)."""
     sty = t.style
-    if t.role == ct.BAND:
+    if t.role == compare_traces.BAND:
         if t.lo is None:
             raise ValueError(f"band trace {t.name!r} has no lower edge (lo)")
         return {
@@ -69,11 +72,13 @@ def plotly_trace(t: ct.Trace, panel: Panel, x: str, source: str | None = None) -
         }
     what = charts.plot_text(panel.title)
     shown_as = what + (f" (from {charts.plot_text(source)})" if source else "")
-    if t.role == ct.SECOND:
+    if t.role == compare_traces.SECOND:
         shown_as = shown_as.replace(what, panel.second_label)
-    value = "%{y:.4g} (EMA)" if t.role == ct.EMA else "%{y:.4g}"
-    at = "%{x:,.0f}" if x in ct.WHOLE_X else "%{x:.4g}"  # steps and tokens are whole numbers
-    hover = f"{charts.plot_text(t.label)}<br>{ct.X_AXES.get(x, x)} {at}<br>{shown_as} {value}"
+    value = "%{y:.4g} (EMA)" if t.role == compare_traces.EMA else "%{y:.4g}"
+    at = (
+        "%{x:,.0f}" if x in compare_traces.WHOLE_X else "%{x:.4g}"
+    )  # steps and tokens are whole numbers
+    hover = f"{charts.plot_text(t.label)}<br>{compare_traces.X_AXES.get(x, x)} {at}<br>{shown_as} {value}"
     trace: dict[str, object] = {
         "type": "scatter",
         "x": t.x,
@@ -88,17 +93,19 @@ def plotly_trace(t: ct.Trace, panel: Panel, x: str, source: str | None = None) -
     if sty.opacity is not None:
         trace["opacity"] = sty.opacity
     if sty.marker is not None:
-        mode = "markers" if t.role == ct.SECOND else "lines+markers"
+        mode = "markers" if t.role == compare_traces.SECOND else "lines+markers"
         marker = {"color": sty.color, "size": sty.marker, "symbol": PLOTLY_SYMBOL[sty.symbol]}
         trace.update(mode=mode, marker=marker)
     return trace
 
 
-def _clip_band_lines(series: Sequence[ct.RunSeries], panel: Panel) -> tuple[list[dict], list[dict]]:
+def _clip_band_lines(
+    series: Sequence[compare_traces.RunSeries], panel: Panel
+) -> tuple[list[dict], list[dict]]:
     """(shapes, annotations): ``clip_band_lines`` as dotted lines across a Plotly figure,
     labelled."""
     shapes, notes = [], []
-    for y, text in ct.clip_band_lines(series, panel):
+    for y, text in compare_traces.clip_band_lines(series, panel):
         ref = {"xref": "x domain", "yref": "y"}
         shapes.append(
             {

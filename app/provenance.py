@@ -14,8 +14,8 @@ import time
 import pandas as pd
 
 from training_hooks.importers import TOOLS
-from training_hooks.importers._summary import assumed_range, value_text, version_text
-from training_hooks.importers._summary import unknown_settings as unknown_settings  # re-export
+from training_hooks.importers._describe import assumed_range, value_text, version_text
+from training_hooks.importers._describe import unknown_settings as unknown_settings  # re-export
 from training_hooks.schema import ImportRecord, RunInfo
 
 #: What happened to a foreign metric name, in the order the keys table lists them.

@@ -38,15 +38,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from app import compare_view as cv
-from app import lag, panels
+from app import compare_view, lag, panels
 from app import run_groups as rg
 from app import verdict_stats as vs
 from app.records import RunRef, Table
 from training_hooks.schema import Step
 
 ALL_STEPS = lag.ALL
-STEPS = cv.STEP_CHOICES  # auto, all, on-policy, off-policy: Compare's "steps" control
+STEPS = compare_view.STEP_CHOICES  # auto, all, on-policy, off-policy: Compare's "steps" control
 
 
 def parse_group_metrics(items: Sequence[str]) -> dict[str, str]:
@@ -68,10 +67,10 @@ def _subset(df, column: str, steps: str) -> tuple[str, np.ndarray | None]:
     if steps not in STEPS:
         raise ValueError(f"steps must be one of {STEPS}, got {steps!r}")
     off_default = any(p.off_policy_default for p in panels.PANELS if p.column == column)
-    if steps == ALL_STEPS or (steps == cv.AUTO and not off_default):
+    if steps == ALL_STEPS or (steps == compare_view.AUTO and not off_default):
         return ALL_STEPS, None  # no lag split needed (the page's default on reward_mean)
     split = lag.lag_split(df)
-    subset = cv.panel_subset(off_default, steps, split)
+    subset = compare_view.panel_subset(off_default, steps, split)
     return subset, None if subset == ALL_STEPS else split.mask(subset)
 
 
@@ -258,7 +257,7 @@ def scored(r: Report) -> str:
         ALL_STEPS: "logged steps",
         lag.ON_POLICY: "on-policy steps",
         lag.OFF_POLICY: "off-policy steps",
-        cv.AUTO: "steps (off-policy ones for a clip or KL old→new column of a run with both)",
+        compare_view.AUTO: "steps (off-policy ones for a clip or KL old→new column of a run with both)",
     }[r.steps]
     return f"{what}: mean over the final {r.final:.0%} of each run's {steps}"
 

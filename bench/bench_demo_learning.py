@@ -17,7 +17,7 @@ own printout) and checks it against the bands of the demo's regime
   it) between 0.05% and 3%;
 - GSPO's off-policy sequence clip share (sequences outside the run's own sequence range) between
   5% and 40%;
-- no warning or error from the Health checks (``training_hooks.summary.page_findings``: what the page lists);
+- no warning or error from the Health checks (``training_hooks.run_summary.page_findings``: what the page lists);
 - the entropy does not collapse: mean of the last fifth >= 0.3 of the first fifth.
 
 It prints one Markdown row per run (the table in docs/demo.md) and exits with status 1 when a
@@ -40,8 +40,8 @@ import pandas as pd
 from app import health
 from training_hooks import schema
 from training_hooks.demo.config import REGIME_BANDS
+from training_hooks.run_summary import page_findings
 from training_hooks.schema import Step
-from training_hooks.summary import page_findings
 
 LIMIT_S = 30.0
 

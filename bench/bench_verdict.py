@@ -27,9 +27,7 @@ import numpy as np
 import pandas as pd
 
 from app import compare_groups as cg
-from app import compare_traces as ct
-from app import compare_view as cv
-from app import panels
+from app import compare_traces, compare_view, panels
 from app import run_groups as rg
 from app import verdict_stats as vs
 from app.records import RunRef
@@ -69,13 +67,14 @@ def bench_chart(configs: int, seeds: int, steps: int) -> tuple[float, int, int]:
     groups = []
     for i, dfs in enumerate(frames):
         series = [
-            ct.RunSeries(f"g{i}-s{k}", f"g{i}-s{k}", "?", "#1f77b4", df) for k, df in enumerate(dfs)
+            compare_traces.RunSeries(f"g{i}-s{k}", f"g{i}-s{k}", "?", "#1f77b4", df)
+            for k, df in enumerate(dfs)
         ]
         refs = tuple(RunRef(s.key, s.key, "?", "finished", "parquet") for s in series)
         groups.append((rg.RunGroup(f"g{i}", f"g{i}", refs), "#1f77b4", series))
     t0 = time.perf_counter()
     option, _ = cg.grouped_option(
-        groups, panels.PANELS, x=Step.STEP, steps=cv.AUTO, smoothing=0.6, max_points=500
+        groups, panels.PANELS, x=Step.STEP, steps=compare_view.AUTO, smoothing=0.6, max_points=500
     )
     size = len(json.dumps(option))
     return time.perf_counter() - t0, size, len(option["title"]) - 1

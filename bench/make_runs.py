@@ -341,7 +341,7 @@ def make_run(
 ) -> str:
     """Write one run under ``root/run_id`` (a folder or an object-store URI); returns its path.
     ``summary``: a run not running gets the summary its recorder would have written at close
-    (``training_hooks.summary``). ``config``: more settings in run.json's config (a stated seed).
+    (``training_hooks.run_summary``). ``config``: more settings in run.json's config (a stated seed).
     """
     rng = np.random.default_rng(seed)
     run_dir = storage.join(root, run_id)
@@ -384,7 +384,7 @@ def make_run(
             table = _token_table(rng, run_id, first, last, d, tokens_per_step)
             _write(table, storage.join(run_dir, TOKENS_DIR), first, last, part)
     if summary and status != STATUS_RUNNING:
-        from training_hooks.summary import summarise_run
+        from training_hooks.run_summary import summarise_run
 
         info.summary = summarise_run(run_dir, info)
         schema.write_json_atomic(storage.join(run_dir, schema.RUN_JSON), info.to_json())
@@ -428,9 +428,9 @@ def _token_table(rng, run_id: str, first: int, last: int, d: Draws, k: int) -> p
 
 def add_summaries(root: str) -> int:
     """Write the summary of every run under ``root`` that is not running, as its recorder would
-    have at close (``training_hooks.summary.summarise_root``, for roots generated without them);
+    have at close (``training_hooks.run_summary.summarise_root``, for roots generated without them);
     returns how many were written."""
-    from training_hooks.summary import summarise_root
+    from training_hooks.run_summary import summarise_root
 
     n, problems = summarise_root(root)
     if problems:

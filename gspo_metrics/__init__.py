@@ -1,6 +1,7 @@
 """gspo_metrics: the exact math of GRPO and GSPO updates, as pure functions of tensors and a mask.
 
-Axes, named once and used in variable names throughout (``rewards_P_G``, ``mask_bt``):
+Axes, named once and used in variable names throughout, one capital per axis (``rewards_P_G``,
+``mask_B_T``, ``log_s_B``; ``K`` the rows of a stack of per-sequence values, ``out_K_B``):
 
     P  prompts in a batch
     G  completions sampled per prompt (the group)

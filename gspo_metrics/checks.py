@@ -44,20 +44,20 @@ def check_same_shape(ref: torch.Tensor, ref_name: str, **others: torch.Tensor | 
             )
 
 
-def check_nonempty_rows(mask_bt: torch.Tensor, name: str = "mask") -> torch.Tensor:
+def check_nonempty_rows(mask_B_T: torch.Tensor, name: str = "mask") -> torch.Tensor:
     """Every sequence must mark at least one token; returns the per-row token count (B,).
 
     This is the one data-dependent check (a single bool transferred to the host): a row with no
     token has no sequence ratio, and silently returning 0/0 = NaN would be a wrong number.
     """
-    counts_b = mask_bt.sum(-1)
-    if mask_bt.shape[-1] == 0 or bool((counts_b == 0).any()):
-        empty = torch.nonzero(counts_b == 0).flatten()[:8].tolist()
+    counts_B = mask_B_T.sum(-1)
+    if mask_B_T.shape[-1] == 0 or bool((counts_B == 0).any()):
+        empty = torch.nonzero(counts_B == 0).flatten()[:8].tolist()
         raise ValueError(
-            f"{name} of shape {tuple(mask_bt.shape)} marks no token in row(s) {empty}: "
+            f"{name} of shape {tuple(mask_B_T.shape)} marks no token in row(s) {empty}: "
             "every sequence must mark at least one token"
         )
-    return counts_b
+    return counts_B
 
 
 def check_no_empty_rows(mask: torch.Tensor, name: str = "mask") -> None:

@@ -243,59 +243,61 @@ def reference_diagnostics(
     log pi_theta - log pi_old, mean_t a masked mean over M_b. Padding is replaced by 0 with
     ``torch.where`` (never multiplied by 0: 0 * inf = nan), so no value under it can leak.
     """
-    mask_bt = as_bool_mask(mask)
-    n_b = mask_bt.sum(-1).to(dtype)
+    mask_B_T = as_bool_mask(mask)
+    n_B = mask_B_T.sum(-1).to(dtype)
 
-    def masked(x_bt: torch.Tensor) -> torch.Tensor:  # x on M_b, 0 on padding, in dtype
-        return torch.where(mask_bt, x_bt.detach().to(dtype), 0.0)
+    def masked(x_B_T: torch.Tensor) -> torch.Tensor:  # x on M_b, 0 on padding, in dtype
+        return torch.where(mask_B_T, x_B_T.detach().to(dtype), 0.0)
 
-    lp_bt = logprobs.detach().to(dtype)
-    d_bt = torch.where(mask_bt, lp_bt - old_logprobs.detach().to(dtype), 0.0)  # log r_bt
-    log_s_b = d_bt.sum(-1) / n_b  # log s_b = mean_t d_bt
+    lp_B_T = logprobs.detach().to(dtype)
+    d_B_T = torch.where(mask_B_T, lp_B_T - old_logprobs.detach().to(dtype), 0.0)  # log r_bt
+    log_s_B = d_B_T.sum(-1) / n_B  # log s_b = mean_t d_bt
     adv = advantages.detach().to(dtype)
-    adv_bt = adv[:, None] if adv.dim() == 1 else masked(adv)
+    adv_B_T = adv[:, None] if adv.dim() == 1 else masked(adv)
     # padding takes log s_b, which lies inside [min, max] of the row and adds 0 to the deviations
-    centred_bt = torch.where(mask_bt, d_bt, log_s_b[:, None])
-    kl_ref_b = entropy_b = torch.full_like(log_s_b, math.nan)  # NaN: not given
-    probe_bt = d_bt + adv_bt  # non-finite where an input is, at masked positions
+    centred_B_T = torch.where(mask_B_T, d_B_T, log_s_B[:, None])
+    kl_ref_B = entropy_B = torch.full_like(log_s_B, math.nan)  # NaN: not given
+    probe_B_T = d_B_T + adv_B_T  # non-finite where an input is, at masked positions
     if ref_logprobs is not None:
-        e_bt = masked(ref_logprobs.detach().to(dtype) - lp_bt)  # log pi_ref - log pi_theta
-        kl_ref_b = (torch.expm1(e_bt) - e_bt).sum(-1) / n_b  # mean_t k3 = e^e - 1 - e
-        probe_bt = probe_bt + e_bt
+        e_B_T = masked(ref_logprobs.detach().to(dtype) - lp_B_T)  # log pi_ref - log pi_theta
+        kl_ref_B = (torch.expm1(e_B_T) - e_B_T).sum(-1) / n_B  # mean_t k3 = e^e - 1 - e
+        probe_B_T = probe_B_T + e_B_T
     if entropy is not None:
-        ent_bt = masked(entropy)
-        entropy_b = ent_bt.sum(-1) / n_b
-        probe_bt = probe_bt + ent_bt
-    sampler_kl_b = sampler_max_b = torch.full_like(log_s_b, math.nan)  # NaN: not given
+        ent_B_T = masked(entropy)
+        entropy_B = ent_B_T.sum(-1) / n_B
+        probe_B_T = probe_B_T + ent_B_T
+    sampler_kl_B = sampler_max_B = torch.full_like(log_s_B, math.nan)  # NaN: not given
     if sampler_logprobs is not None:
         # u = log pi_old - log pi_sampler, the trainer's log-prob of the sampling policy against
         # the sampler's; k3 = e^u - 1 - u estimates KL(pi_sampler || pi_old) from its tokens
-        u_bt = masked(old_logprobs.detach().to(dtype) - sampler_logprobs.detach().to(dtype))
-        sampler_kl_b = (torch.expm1(u_bt) - u_bt).sum(-1) / n_b
-        sampler_max_b = u_bt.abs().amax(-1)  # (padding: |0| is below every masked |u|)
-        probe_bt = probe_bt + u_bt
+        u_B_T = masked(old_logprobs.detach().to(dtype) - sampler_logprobs.detach().to(dtype))
+        sampler_kl_B = (torch.expm1(u_B_T) - u_B_T).sum(-1) / n_B
+        sampler_max_B = u_B_T.abs().amax(-1)  # (padding: |0| is below every masked |u|)
+        probe_B_T = probe_B_T + u_B_T
     return {
-        "length": n_b,
+        "length": n_B,
         # per-token advantages: their masked mean
-        "advantage": adv if adv.dim() == 1 else adv_bt.sum(-1) / n_b,
-        "seq_log_ratio": log_s_b,
-        **_reference_clip_fractions(mask_bt, n_b, d_bt, log_s_b, adv, adv_bt, seq_eps, token_eps),
+        "advantage": adv if adv.dim() == 1 else adv_B_T.sum(-1) / n_B,
+        "seq_log_ratio": log_s_B,
+        **_reference_clip_fractions(
+            mask_B_T, n_B, d_B_T, log_s_B, adv, adv_B_T, seq_eps, token_eps
+        ),
         # (padding at +-inf, not at log s: a NaN or overflowed log s would leak into them)
-        "token_log_ratio_min": torch.where(mask_bt, d_bt, math.inf).amin(-1),
-        "token_log_ratio_max": torch.where(mask_bt, d_bt, -math.inf).amax(-1),
+        "token_log_ratio_min": torch.where(mask_B_T, d_B_T, math.inf).amin(-1),
+        "token_log_ratio_max": torch.where(mask_B_T, d_B_T, -math.inf).amax(-1),
         # population std: sqrt(mean_t (d_bt - log s_b)^2)
-        "token_log_ratio_std": torch.linalg.vector_norm(centred_bt - log_s_b[:, None], dim=-1)
-        / n_b.sqrt(),
-        "kl_ref": kl_ref_b,
-        "kl_old": (torch.expm1(d_bt) - d_bt).sum(-1) / n_b,  # mean_t k3(d) = e^d - 1 - d
-        "sampler_kl": sampler_kl_b,  # mean_t k3(u)
-        "sampler_logp_abs_diff_max": sampler_max_b,  # max_t |u|
-        "entropy": entropy_b,
-        "nonfinite_count": (~torch.isfinite(probe_bt) & mask_bt).sum(-1).to(dtype),
+        "token_log_ratio_std": torch.linalg.vector_norm(centred_B_T - log_s_B[:, None], dim=-1)
+        / n_B.sqrt(),
+        "kl_ref": kl_ref_B,
+        "kl_old": (torch.expm1(d_B_T) - d_B_T).sum(-1) / n_B,  # mean_t k3(d) = e^d - 1 - d
+        "sampler_kl": sampler_kl_B,  # mean_t k3(u)
+        "sampler_logp_abs_diff_max": sampler_max_B,  # max_t |u|
+        "entropy": entropy_B,
+        "nonfinite_count": (~torch.isfinite(probe_B_T) & mask_B_T).sum(-1).to(dtype),
     }
 
 
-def _reference_clip_fractions(mask_bt, n_b, d_bt, log_s_b, adv, adv_bt, seq_eps, token_eps):
+def _reference_clip_fractions(mask_B_T, n_B, d_B_T, log_s_B, adv, adv_B_T, seq_eps, token_eps):
     """The clip diagnostics of both units; a clip *binds* where the ratio is out of range on
     the side the advantage pushes (low with A < 0, high with A > 0).
 
@@ -306,45 +308,45 @@ def _reference_clip_fractions(mask_bt, n_b, d_bt, log_s_b, adv, adv_bt, seq_eps,
     """
     nan = math.nan
     # sequence unit: s_b against [1 - eps_low, 1 + eps_high], in log space
-    below_b = (log_s_b < math.log1p(-seq_eps[0])).to(n_b.dtype)
-    above_b = (log_s_b > math.log1p(seq_eps[1])).to(n_b.dtype)
-    seq_unknown_b = torch.isnan(log_s_b)
+    below_B = (log_s_B < math.log1p(-seq_eps[0])).to(n_B.dtype)
+    above_B = (log_s_B > math.log1p(seq_eps[1])).to(n_B.dtype)
+    seq_unknown_B = torch.isnan(log_s_B)
     # token unit: each r_bt against [1 - eps_low, 1 + eps_high]; padding (d = 0) is inside
-    below_bt = d_bt < math.log1p(-token_eps[0])
-    above_bt = d_bt > math.log1p(token_eps[1])
-    tok_unknown_b = torch.isnan(d_bt).any(-1)  # (d is 0 on padding)
-    n_below_b, n_above_b = below_bt.sum(-1), above_bt.sum(-1)
+    below_B_T = d_B_T < math.log1p(-token_eps[0])
+    above_B_T = d_B_T > math.log1p(token_eps[1])
+    tok_unknown_B = torch.isnan(d_B_T).any(-1)  # (d is 0 on padding)
+    n_below_B, n_above_B = below_B_T.sum(-1), above_B_T.sum(-1)
     if adv.dim() == 1:  # A_b: every token binds on the side A_b pushes, or none does
-        adv_nan_b = torch.isnan(adv)
-        neg_b = torch.where(adv_nan_b, nan, (adv < 0).to(n_b.dtype))  # fractions 0 or 1
-        pos_b = torch.where(adv_nan_b, nan, (adv > 0).to(n_b.dtype))
-        tok_low_b = torch.where(n_below_b > 0, n_below_b / n_b * neg_b, 0.0)
-        tok_high_b = torch.where(n_above_b > 0, n_above_b / n_b * pos_b, 0.0)
+        adv_nan_B = torch.isnan(adv)
+        neg_B = torch.where(adv_nan_B, nan, (adv < 0).to(n_B.dtype))  # fractions 0 or 1
+        pos_B = torch.where(adv_nan_B, nan, (adv > 0).to(n_B.dtype))
+        tok_low_B = torch.where(n_below_B > 0, n_below_B / n_B * neg_B, 0.0)
+        tok_high_B = torch.where(n_above_B > 0, n_above_B / n_B * pos_B, 0.0)
     else:  # A_bt (0 on padding): token by token
-        adv_nan_bt = torch.isnan(adv_bt)
-        neg_bt, pos_bt = adv_bt < 0, adv_bt > 0
-        adv_unknown_b = adv_nan_bt.any(-1)
-        neg_b = torch.where(adv_unknown_b, nan, (neg_bt & mask_bt).sum(-1) / n_b)
-        pos_b = torch.where(adv_unknown_b, nan, (pos_bt & mask_bt).sum(-1) / n_b)
-        tok_low_b = torch.where(
-            (below_bt & adv_nan_bt).any(-1), nan, (below_bt & neg_bt).sum(-1) / n_b
+        adv_nan_B_T = torch.isnan(adv_B_T)
+        neg_B_T, pos_B_T = adv_B_T < 0, adv_B_T > 0
+        adv_unknown_B = adv_nan_B_T.any(-1)
+        neg_B = torch.where(adv_unknown_B, nan, (neg_B_T & mask_B_T).sum(-1) / n_B)
+        pos_B = torch.where(adv_unknown_B, nan, (pos_B_T & mask_B_T).sum(-1) / n_B)
+        tok_low_B = torch.where(
+            (below_B_T & adv_nan_B_T).any(-1), nan, (below_B_T & neg_B_T).sum(-1) / n_B
         )
-        tok_high_b = torch.where(
-            (above_bt & adv_nan_bt).any(-1), nan, (above_bt & pos_bt).sum(-1) / n_b
+        tok_high_B = torch.where(
+            (above_B_T & adv_nan_B_T).any(-1), nan, (above_B_T & pos_B_T).sum(-1) / n_B
         )
 
-    def seq_unit(x_b: torch.Tensor) -> torch.Tensor:
-        return torch.where(seq_unknown_b, nan, x_b)
+    def seq_unit(x_B: torch.Tensor) -> torch.Tensor:
+        return torch.where(seq_unknown_B, nan, x_B)
 
-    def token_unit(x_b: torch.Tensor) -> torch.Tensor:
-        return torch.where(tok_unknown_b, nan, x_b)
+    def token_unit(x_B: torch.Tensor) -> torch.Tensor:
+        return torch.where(tok_unknown_B, nan, x_B)
 
     return {
-        "seq_clipped": seq_unit(below_b + above_b),  # (disjoint)
+        "seq_clipped": seq_unit(below_B + above_B),  # (disjoint)
         # every token carries s_b: GSPO binds low on the tokens with A < 0 when s_b is below
-        "seq_clip_low": seq_unit(torch.where(below_b > 0, neg_b, 0.0)),
-        "seq_clip_high": seq_unit(torch.where(above_b > 0, pos_b, 0.0)),
-        "token_clip_fraction": token_unit((n_below_b + n_above_b) / n_b),
-        "token_clip_low_fraction": token_unit(tok_low_b),
-        "token_clip_high_fraction": token_unit(tok_high_b),
+        "seq_clip_low": seq_unit(torch.where(below_B > 0, neg_B, 0.0)),
+        "seq_clip_high": seq_unit(torch.where(above_B > 0, pos_B, 0.0)),
+        "token_clip_fraction": token_unit((n_below_B + n_above_B) / n_B),
+        "token_clip_low_fraction": token_unit(tok_low_B),
+        "token_clip_high_fraction": token_unit(tok_high_B),
     }

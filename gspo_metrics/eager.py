@@ -9,7 +9,8 @@ anywhere, even under the padding, reaches the returned probe sum (``inf * 0 = na
 caller then takes the reference route. Every (B, T) pass and every fresh (B, T) allocation costs
 memory traffic, so passes are few and the buffer is reused in place; every per-token quantity
 that is summed over T is written to a row of the buffer and all rows are summed in one
-reduction, so small batches pay for few tensor ops.
+reduction, so small batches pay for few tensor ops. A diagnostic this route has no form of is
+taken from the reference route (``_with_reference``), so a new one needs only its equation there.
 """
 
 from __future__ import annotations
@@ -60,36 +61,60 @@ def eager_diagnostics(
     tok_lo, tok_hi = math.log1p(-token_eps[0]), math.log1p(token_eps[1])
     adv = advantages.to(dtype)
     inputs = (logprobs, old_logprobs, mask, adv, ref_logprobs, entropy, sampler_logprobs)
-    sums_R_B, mask_f, d_bt = _write_rows(w, row, *inputs, tok_lo, tok_hi)
-    n_b = sums_R_B[row["mask"]]
-    means_R_B = sums_R_B / n_b
-    log_s_b = means_R_B[row["log_ratio"]]
+    sums_R_B, mask_f, d_B_T = _write_rows(w, row, *inputs, tok_lo, tok_hi)
+    n_B = sums_R_B[row["mask"]]
+    means_R_B = sums_R_B / n_B
+    log_s_B = means_R_B[row["log_ratio"]]
     # the rows between the mask and kl_old hold the inputs
     probe = means_R_B[row["log_ratio"] : row["kl_old"]].sum()
-    nan_b = torch.full_like(log_s_b, float("nan"))
+    nan_B = torch.full_like(log_s_B, float("nan"))
     values = {
-        "length": n_b,
+        "length": n_B,
         "advantage": means_R_B[row["advantage"]] if per_tok else adv,
-        "seq_log_ratio": log_s_b,
-        "token_clip_fraction": (sums_R_B[row["below"]] + sums_R_B[row["above"]]) / n_b,
-        "kl_ref": means_R_B[row["kl_ref"]] if "kl_ref" in row else nan_b,
+        "seq_log_ratio": log_s_B,
+        "token_clip_fraction": (sums_R_B[row["below"]] + sums_R_B[row["above"]]) / n_B,
+        "kl_ref": means_R_B[row["kl_ref"]] if "kl_ref" in row else nan_B,
         "kl_old": means_R_B[row["kl_old"]],
-        "entropy": means_R_B[row["entropy"]] if "entropy" in row else nan_b,
-        **_sampler_values(w, row, means_R_B, nan_b),
-        "nonfinite_count": torch.zeros_like(n_b),  # (the probe sends any non-finite step away)
+        "entropy": means_R_B[row["entropy"]] if "entropy" in row else nan_B,
+        **_sampler_values(w, row, means_R_B, nan_B),
+        "nonfinite_count": torch.zeros_like(n_B),  # (the probe sends any non-finite step away)
     }
     if per_tok:  # per-token advantages: the binding side is decided token by token
         low_high = _per_token_adv_stats(
-            w[row["advantage"]], d_bt < tok_lo, d_bt > tok_hi, as_bool_mask(mask), n_b
+            w[row["advantage"]], d_B_T < tok_lo, d_B_T > tok_hi, as_bool_mask(mask), n_B
         )
     else:
         probe = probe + adv.sum()
         low_high = None
     # (the spread overwrites the "below" row: its count was summed above)
-    values.update(_spread(d_bt, mask_f, log_s_b, n_b, out=w[row["below"]]))
+    values.update(_spread(d_B_T, mask_f, log_s_B, n_B, out=w[row["below"]]))
     below_above_2_B = means_R_B[row["below"] : row["above"] + 1]
     values.update(_clip_sides(values, below_above_2_B, seq_eps, dtype, low_high))
+    if len(values) < len(SEQUENCE_DIAGNOSTICS):  # a diagnostic with no eager form (yet)
+        values = _with_reference(values, inputs, dtype, seq_eps, token_eps)
     return torch.stack([values[name] for name in SEQUENCE_DIAGNOSTICS]), probe
+
+
+def _with_reference(values, inputs, dtype, seq_eps, token_eps):
+    """``values`` completed by the reference route's equations for the diagnostics this route has
+    no form of: a new diagnostic needs only its equation (``diagnostics.reference_diagnostics``),
+    at the cost of the reference pass on every step until it is written here too."""
+    from .diagnostics import reference_diagnostics  # (that module imports this one)
+
+    lp, old_logprobs, mask, adv, ref_logprobs, entropy, sampler_logprobs = inputs
+    ref = reference_diagnostics(
+        lp,
+        old_logprobs,
+        mask,
+        adv,
+        ref_logprobs,
+        entropy,
+        sampler_logprobs,
+        dtype,
+        seq_eps,
+        token_eps,
+    )
+    return {name: values[name] if name in values else ref[name] for name in SEQUENCE_DIAGNOSTICS}
 
 
 def _write_rows(w, row, lp, old_logprobs, mask, adv, ref_logprobs, entropy, smp, tok_lo, tok_hi):
@@ -118,13 +143,13 @@ def _write_rows(w, row, lp, old_logprobs, mask, adv, ref_logprobs, entropy, smp,
         mask_f = torch.ne(mask, 0, out=w[row["mask"]])
     written("mask")
     # log r = log pi_theta - log pi_old, 0 on padding
-    d_bt = _sub_into(w[row["log_ratio"]], lp, old_logprobs).mul_(mask_f)
+    d_B_T = _sub_into(w[row["log_ratio"]], lp, old_logprobs).mul_(mask_f)
     written("log_ratio")
     if ref_logprobs is not None:
         # k3 of d = logp - ref: exp(-d) - 1 + d = expm1(e) - e with e = ref - logp
-        e_bt = _sub_into(w[row["ref"]], ref_logprobs, lp).mul_(mask_f)
+        e_B_T = _sub_into(w[row["ref"]], ref_logprobs, lp).mul_(mask_f)
         written("ref")
-        torch.expm1(e_bt, out=w[row["kl_ref"]]).sub_(e_bt)
+        torch.expm1(e_B_T, out=w[row["kl_ref"]]).sub_(e_B_T)
         written("kl_ref")
     if entropy is not None:
         torch.mul(entropy, mask_f, out=w[row["entropy"]])
@@ -134,17 +159,17 @@ def _write_rows(w, row, lp, old_logprobs, mask, adv, ref_logprobs, entropy, smp,
         written("advantage")
     if smp is not None:
         # u = log pi_old - log pi_sampler, 0 on padding; its k3 = expm1(u) - u
-        u_bt = _sub_into(w[row["sampler"]], old_logprobs, smp).mul_(mask_f)
+        u_B_T = _sub_into(w[row["sampler"]], old_logprobs, smp).mul_(mask_f)
         written("sampler")
-        torch.expm1(u_bt, out=w[row["sampler_kl"]]).sub_(u_bt)
+        torch.expm1(u_B_T, out=w[row["sampler_kl"]]).sub_(u_B_T)
         written("sampler_kl")
     # k3 terms are exactly 0 where d = 0, so the padding needs no second mask
-    torch.expm1(d_bt, out=w[row["kl_old"]]).sub_(d_bt)
+    torch.expm1(d_B_T, out=w[row["kl_old"]]).sub_(d_B_T)
     # padding has d = 0, inside every range; counts of 0/1 floats are exact below 2^24
-    torch.lt(d_bt, tok_lo, out=w[row["below"]])
-    torch.gt(d_bt, tok_hi, out=w[row["above"]])
+    torch.lt(d_B_T, tok_lo, out=w[row["below"]])
+    torch.gt(d_B_T, tok_hi, out=w[row["above"]])
     written("kl_old", "below", "above")
-    return (sums_R_B if per_row else w.sum(-1)), mask_f, d_bt
+    return (sums_R_B if per_row else w.sum(-1)), mask_f, d_B_T
 
 
 def _sub_into(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -155,21 +180,21 @@ def _sub_into(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> torch.Tens
     return out.copy_(a).sub_(b)
 
 
-def _sampler_values(w, row, means_R_B, nan_b) -> dict[str, torch.Tensor]:
+def _sampler_values(w, row, means_R_B, nan_B) -> dict[str, torch.Tensor]:
     """``sampler_kl`` (mean_t k3(u)) and ``sampler_logp_abs_diff_max`` (max_t |u|) from the
     buffer's rows, NaN without sampler log-probs. u is 0 on padding, so max(amax u, -amin u) is
     the masked max of |u| (0 lies inside [min u, max u] of a row with padding) and no |u| buffer
     is needed."""
     if "sampler" not in row:
-        return {"sampler_kl": nan_b, "sampler_logp_abs_diff_max": nan_b}
-    u_bt = w[row["sampler"]]
+        return {"sampler_kl": nan_B, "sampler_logp_abs_diff_max": nan_B}
+    u_B_T = w[row["sampler"]]
     return {
         "sampler_kl": means_R_B[row["sampler_kl"]],
-        "sampler_logp_abs_diff_max": torch.maximum(u_bt.amax(-1), u_bt.amin(-1).neg_()),
+        "sampler_logp_abs_diff_max": torch.maximum(u_B_T.amax(-1), u_B_T.amin(-1).neg_()),
     }
 
 
-def _spread(d_bt, mask_f, log_s_b, n_b, out) -> dict[str, torch.Tensor]:
+def _spread(d_B_T, mask_f, log_s_B, n_B, out) -> dict[str, torch.Tensor]:
     """Masked min, max and population std of each row's log r, using ``out`` (B, T) as scratch.
 
     Padding takes the row mean, which lies inside [min, max] of the row's tokens and adds 0 to
@@ -179,14 +204,14 @@ def _spread(d_bt, mask_f, log_s_b, n_b, out) -> dict[str, torch.Tensor]:
     otherwise), so this is where(mask, d, log s) in float arithmetic, on the float mask the
     buffer already holds.
     """
-    log_s_col = log_s_b[:, None]
-    work_bt = torch.lerp(log_s_col, d_bt, mask_f, out=out)
-    tmin_b, tmax_b = work_bt.amin(-1), work_bt.amax(-1)
-    tstd_b = torch.linalg.vector_norm(work_bt.sub_(log_s_col), dim=-1) / n_b.sqrt()
+    log_s_col = log_s_B[:, None]
+    work_B_T = torch.lerp(log_s_col, d_B_T, mask_f, out=out)
+    tmin_B, tmax_B = work_B_T.amin(-1), work_B_T.amax(-1)
+    tstd_B = torch.linalg.vector_norm(work_B_T.sub_(log_s_col), dim=-1) / n_B.sqrt()
     return {
-        "token_log_ratio_min": tmin_b,
-        "token_log_ratio_max": tmax_b,
-        "token_log_ratio_std": tstd_b,
+        "token_log_ratio_min": tmin_B,
+        "token_log_ratio_max": tmax_B,
+        "token_log_ratio_std": tstd_B,
     }
 
 
@@ -195,9 +220,9 @@ def _clip_sides(values, below_above_2_B, seq_eps, dtype, low_high) -> dict[str, 
     (few tensor ops for small batches). ``below_above_2_B``: the fraction of a row's tokens below
     / above the token-unit range; ``low_high``: with per-token advantages, the fractions of
     tokens binding low / high and of tokens with A < 0 / A > 0 (None with (B,) advantages)."""
-    adv_b, log_s_b = values["advantage"], values["seq_log_ratio"]
-    lo_2_1, hi_2_1 = _side_thresholds(seq_eps, dtype, log_s_b.device)
-    x_2_B = torch.stack([adv_b, log_s_b])
+    adv_B, log_s_B = values["advantage"], values["seq_log_ratio"]
+    lo_2_1, hi_2_1 = _side_thresholds(seq_eps, dtype, log_s_B.device)
+    x_2_B = torch.stack([adv_B, log_s_B])
     # [[A < 0, s below the range], [A > 0, s above it]] as 0/1
     side_2_2_B = torch.stack([x_2_B < lo_2_1, x_2_B > hi_2_1]).to(dtype)
     seq_side_2_B = side_2_2_B[:, 1]
@@ -206,9 +231,9 @@ def _clip_sides(values, below_above_2_B, seq_eps, dtype, low_high) -> dict[str, 
         # (n_below / n) * 1 == (n_below * 1) / n, and (n_below / n) * 0 == 0: exact either way
         tok_2_B = below_above_2_B * frac_2_B
     else:
-        tok_low_b, tok_high_b, neg_frac_b, pos_frac_b = low_high
-        frac_2_B = torch.stack([neg_frac_b, pos_frac_b])
-        tok_2_B = torch.stack([tok_low_b, tok_high_b])
+        tok_low_B, tok_high_B, neg_frac_B, pos_frac_B = low_high
+        frac_2_B = torch.stack([neg_frac_B, pos_frac_B])
+        tok_2_B = torch.stack([tok_low_B, tok_high_B])
     # GSPO binds where s is out of range on the side A pushes; fractions are finite, in [0, 1],
     # so the product equals torch.where(side, frac, 0)
     seq_clip_2_B = seq_side_2_B * frac_2_B
@@ -242,16 +267,16 @@ def _side_thresholds(seq_eps, dtype, device) -> tuple[torch.Tensor, torch.Tensor
     return out
 
 
-def _per_token_adv_stats(adv_bt, below_bt, above_bt, mask_bt, n_b):
+def _per_token_adv_stats(adv_B_T, below_B_T, above_B_T, mask_B_T, n_B):
     """Fractions of a row's tokens: binding low (below, A < 0), binding high (above, A > 0),
     with A < 0, with A > 0. ``adv_bt`` is 0 on padding."""
-    neg_bt = adv_bt < 0
-    pos_bt = adv_bt > 0
+    neg_B_T = adv_B_T < 0
+    pos_B_T = adv_B_T > 0
     return (
-        (below_bt & neg_bt).sum(-1) / n_b,
-        (above_bt & pos_bt).sum(-1) / n_b,
-        (neg_bt & mask_bt).sum(-1) / n_b,
-        (pos_bt & mask_bt).sum(-1) / n_b,
+        (below_B_T & neg_B_T).sum(-1) / n_B,
+        (above_B_T & pos_B_T).sum(-1) / n_B,
+        (neg_B_T & mask_B_T).sum(-1) / n_B,
+        (pos_B_T & mask_B_T).sum(-1) / n_B,
     )
 
 

@@ -22,13 +22,13 @@ from .ratios import check_token_inputs
 ESTIMATORS = ("k1", "k2", "k3")
 
 
-def kl_terms(log_diff_bt: torch.Tensor, estimator: str) -> torch.Tensor:
+def kl_terms(log_diff_B_T: torch.Tensor, estimator: str) -> torch.Tensor:
     """Per-token KL estimator from d = logp - ref_logp (already 0 on padding)."""
     if estimator == "k1":
-        return log_diff_bt
+        return log_diff_B_T
     if estimator == "k2":
-        return 0.5 * log_diff_bt.square()
-    return torch.expm1(-log_diff_bt) + log_diff_bt  # exp(-d) - 1 + d, accurate near d = 0
+        return 0.5 * log_diff_B_T.square()
+    return torch.expm1(-log_diff_B_T) + log_diff_B_T  # exp(-d) - 1 + d, accurate near d = 0
 
 
 def kl_estimate(
@@ -40,7 +40,7 @@ def kl_estimate(
 ) -> torch.Tensor:
     """(B, T) x3 -> (B,) masked mean of the chosen per-token KL estimator (see module docstring)."""
     check_choice(estimator, "estimator", ESTIMATORS)
-    mask_bt, count_b = check_token_inputs(logprobs, ref_logprobs, mask, other="ref_logprobs")
-    d_bt = masked_fill_zero(logprobs, mask_bt) - masked_fill_zero(ref_logprobs, mask_bt)
-    terms_bt = masked_fill_zero(kl_terms(d_bt, estimator), mask_bt)
-    return terms_bt.sum(-1) / count_b.to(terms_bt.dtype)
+    mask_B_T, count_B = check_token_inputs(logprobs, ref_logprobs, mask, other="ref_logprobs")
+    d_B_T = masked_fill_zero(logprobs, mask_B_T) - masked_fill_zero(ref_logprobs, mask_B_T)
+    terms_B_T = masked_fill_zero(kl_terms(d_B_T, estimator), mask_B_T)
+    return terms_B_T.sum(-1) / count_B.to(terms_B_T.dtype)

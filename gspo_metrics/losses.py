@@ -188,17 +188,17 @@ def check_log_ratio_clamp(bounds: tuple[float, float] | None) -> None:
 class Batch(NamedTuple):
     """A loss's checked inputs; every (B, T) tensor is exactly 0 outside the mask."""
 
-    mask_bt: torch.Tensor  # (B, T) bool
-    count_b: torch.Tensor  # (B,) integer |M_b| >= 1
-    n_b: torch.Tensor  # (B,) |M_b| in the inputs' dtype
-    lp_bt: torch.Tensor  # (B, T) log pi_theta, with grad
-    old_bt: torch.Tensor  # (B, T) log pi_old
-    adv_bt: torch.Tensor  # (B, T) advantages, broadcast if (B,)
+    mask_B_T: torch.Tensor  # (B, T) bool
+    count_B: torch.Tensor  # (B,) integer |M_b| >= 1
+    n_B: torch.Tensor  # (B,) |M_b| in the inputs' dtype
+    lp_B_T: torch.Tensor  # (B, T) log pi_theta, with grad
+    old_B_T: torch.Tensor  # (B, T) log pi_old
+    adv_B_T: torch.Tensor  # (B, T) advantages, broadcast if (B,)
 
     @property
-    def log_r_bt(self) -> torch.Tensor:
+    def log_r_B_T(self) -> torch.Tensor:
         """(B, T) log r_t with grad, 0 on padding."""
-        return self.lp_bt - self.old_bt
+        return self.lp_B_T - self.old_B_T
 
 
 def prepare_batch(
@@ -212,35 +212,35 @@ def prepare_batch(
     """Check a loss's inputs and reduction; padding replaced by 0 (``torch.where``, so NaN or inf
     under the mask reaches no value and no gradient)."""
     check_reduction(reduction, norm_length)
-    mask_bt, count_b = check_token_inputs(logprobs, old_logprobs, mask)
+    mask_B_T, count_B = check_token_inputs(logprobs, old_logprobs, mask)
     check_advantages(advantages, logprobs)
     adv = advantages.to(logprobs.dtype)
-    adv_bt = adv[:, None].expand_as(logprobs) if adv.dim() == 1 else adv
+    adv_B_T = adv[:, None].expand_as(logprobs) if adv.dim() == 1 else adv
     return Batch(
-        mask_bt,
-        count_b,
-        count_b.to(logprobs.dtype),
-        masked_fill_zero(logprobs, mask_bt),
-        masked_fill_zero(old_logprobs, mask_bt),
-        masked_fill_zero(adv_bt, mask_bt),
+        mask_B_T,
+        count_B,
+        count_B.to(logprobs.dtype),
+        masked_fill_zero(logprobs, mask_B_T),
+        masked_fill_zero(old_logprobs, mask_B_T),
+        masked_fill_zero(adv_B_T, mask_B_T),
     )
 
 
 def reduce_loss(
-    per_token_loss_bt: torch.Tensor,
-    count_b: torch.Tensor,
+    per_token_loss_B_T: torch.Tensor,
+    count_B: torch.Tensor,
     reduction: str,
     norm_length: float | None = None,
 ) -> torch.Tensor:
     """Apply a reduction to a per-token loss that is exactly 0 on padding (see module docstring)."""
     if reduction == "sum":
-        return per_token_loss_bt.sum()
+        return per_token_loss_B_T.sum()
     if reduction == "token_mean":
-        return per_token_loss_bt.sum() / count_b.sum().to(per_token_loss_bt.dtype)
+        return per_token_loss_B_T.sum() / count_B.sum().to(per_token_loss_B_T.dtype)
     if reduction == "seq_mean_token_mean":
-        return (per_token_loss_bt.sum(-1) / count_b.to(per_token_loss_bt.dtype)).mean()
+        return (per_token_loss_B_T.sum(-1) / count_B.to(per_token_loss_B_T.dtype)).mean()
     check_reduction(reduction, norm_length)
-    seq_sum = per_token_loss_bt.sum(-1).mean()
+    seq_sum = per_token_loss_B_T.sum(-1).mean()
     if reduction == "seq_mean_token_sum":
         return seq_sum
     assert norm_length is not None  # (check_reduction raised otherwise)
@@ -250,8 +250,8 @@ def reduce_loss(
 def level_log_ratio(batch: Batch, level: str) -> torch.Tensor:
     """log rho with grad: (B, T) log r_t ("token"), or (B, 1) log s_b ("sequence")."""
     if level == "token":
-        return batch.log_r_bt
-    return batch.log_r_bt.sum(-1, keepdim=True) / batch.n_b[:, None]
+        return batch.log_r_B_T
+    return batch.log_r_B_T.sum(-1, keepdim=True) / batch.n_B[:, None]
 
 
 def clamp_log_ratio(
@@ -274,19 +274,40 @@ def to_logprobs(dl_dlog_rho: torch.Tensor, batch: Batch, level: str) -> torch.Te
     moves with every token of b by 1 / |M_b|, so each token gets sum_t (d l_t / d log s_b) / |M_b|.
     """
     if level == "token":
-        return masked_fill_zero(dl_dlog_rho, batch.mask_bt)
-    per_token_b = masked_fill_zero(dl_dlog_rho, batch.mask_bt).sum(-1) / batch.n_b
-    return masked_fill_zero(per_token_b[:, None].expand_as(batch.lp_bt), batch.mask_bt)
+        return masked_fill_zero(dl_dlog_rho, batch.mask_B_T)
+    per_token_B = masked_fill_zero(dl_dlog_rho, batch.mask_B_T).sum(-1) / batch.n_B
+    return masked_fill_zero(per_token_B[:, None].expand_as(batch.lp_B_T), batch.mask_B_T)
 
 
-def attenuation(grad_bt: torch.Tensor, rho: torch.Tensor, batch: Batch) -> torch.Tensor:
+def attenuation(grad_B_T: torch.Tensor, rho: torch.Tensor, batch: Batch) -> torch.Tensor:
     """(B,) 1 - sum_t |grad_bt| / sum_t |rho_bt A_bt| (see the module docstring); NaN where the
     denominator is 0 (no plain gradient to attenuate). ``grad_bt`` is 0 on padding; ``rho`` is
     the plain ratio, (B, T) or (B, 1)."""
-    kept_b = grad_bt.abs().sum(-1)
-    plain_b = masked_fill_zero(rho * batch.adv_bt.abs(), batch.mask_bt).sum(-1)
-    nan = torch.full_like(plain_b, math.nan)
-    return torch.where(plain_b > 0, 1.0 - kept_b / plain_b, nan)
+    kept_B = grad_B_T.abs().sum(-1)
+    plain_B = masked_fill_zero(rho * batch.adv_B_T.abs(), batch.mask_B_T).sum(-1)
+    nan = torch.full_like(plain_B, math.nan)
+    return torch.where(plain_B > 0, 1.0 - kept_B / plain_B, nan)
+
+
+def loss_output(
+    loss: torch.Tensor,
+    batch: Batch,
+    grad_B_T: torch.Tensor,
+    rho: torch.Tensor,
+    stats: Mapping[str, torch.Tensor] | None = None,
+    extra: Mapping[str, torch.Tensor] | None = None,
+) -> LossOutput:
+    """``loss`` with the per-sequence diagnostics every loss records: log s_b, the clip ``stats``,
+    length, the attenuation of ``grad_bt`` against the plain ratio ``rho``, then ``extra``."""
+    with torch.no_grad():
+        per_sequence = {
+            "log_ratio": batch.log_r_B_T.detach().sum(-1) / batch.n_B,
+            **(stats or {}),
+            "length": batch.count_B,
+            "attenuation": attenuation(grad_B_T, rho, batch),
+            **(extra or {}),
+        }
+    return LossOutput(loss, per_sequence)
 
 
 def scalar(value: float, like: torch.Tensor) -> torch.Tensor:
@@ -305,7 +326,7 @@ def pick_min(
 
 def clip_terms(
     rho: torch.Tensor,
-    adv_bt: torch.Tensor,
+    adv_B_T: torch.Tensor,
     eps_low: float,
     eps_high: float,
     delta: float | None = None,
@@ -320,27 +341,27 @@ def clip_terms(
     """
     clipped = torch.clamp(rho, 1.0 - eps_low, 1.0 + eps_high)
     capped = rho if delta is None else torch.clamp(rho, max=delta)
-    v1, v2 = capped * adv_bt, clipped * adv_bt
-    loss_bt = -torch.minimum(v1, v2)
+    v1, v2 = capped * adv_B_T, clipped * adv_B_T
+    loss_B_T = -torch.minimum(v1, v2)
     with torch.no_grad():
         r = rho.detach()
-        d1 = adv_bt if delta is None else adv_bt * (r <= delta)
-        d2 = adv_bt * ((r >= 1.0 - eps_low) & (r <= 1.0 + eps_high))
+        d1 = adv_B_T if delta is None else adv_B_T * (r <= delta)
+        d2 = adv_B_T * ((r >= 1.0 - eps_low) & (r <= 1.0 + eps_high))
         dl_drho = -pick_min(v1.detach(), d1, v2.detach(), d2)
     if dual_clip is not None:
-        floor_bt = -dual_clip * adv_bt  # verl's pg_losses3; constant in rho
-        floored = torch.minimum(floor_bt, loss_bt)
+        floor_B_T = -dual_clip * adv_B_T  # verl's pg_losses3; constant in rho
+        floored = torch.minimum(floor_B_T, loss_B_T)
         with torch.no_grad():
-            d_floored = pick_min(floor_bt, torch.zeros_like(r), loss_bt.detach(), dl_drho)
-            dl_drho = torch.where(adv_bt < 0, d_floored, dl_drho)
-        loss_bt = torch.where(adv_bt < 0, floored, loss_bt)
-    return loss_bt, dl_drho
+            d_floored = pick_min(floor_B_T, torch.zeros_like(r), loss_B_T.detach(), dl_drho)
+            dl_drho = torch.where(adv_B_T < 0, d_floored, dl_drho)
+        loss_B_T = torch.where(adv_B_T < 0, floored, loss_B_T)
+    return loss_B_T, dl_drho
 
 
 def clipped_surrogate(
-    log_rho_bt: torch.Tensor,
-    adv_bt: torch.Tensor,
-    count_b: torch.Tensor,
+    log_rho_B_T: torch.Tensor,
+    adv_B_T: torch.Tensor,
+    count_B: torch.Tensor,
     *,
     eps_low: float,
     eps_high: float,
@@ -352,15 +373,15 @@ def clipped_surrogate(
     exactly 0 outside the loss's tokens, so there rho = 1 and the objective is 1 * 0 = 0 exactly.
     ``log_rho_bt`` carries the gradient; ``count_b`` is each row's number of loss tokens.
     """
-    rho_bt = torch.exp(log_rho_bt)
-    loss_bt, _ = clip_terms(rho_bt, adv_bt, eps_low, eps_high)
-    return reduce_loss(loss_bt, count_b, reduction), rho_bt.detach()
+    rho_B_T = torch.exp(log_rho_B_T)
+    loss_B_T, _ = clip_terms(rho_B_T, adv_B_T, eps_low, eps_high)
+    return reduce_loss(loss_B_T, count_B, reduction), rho_B_T.detach()
 
 
 def token_clip_stats(
-    rho_bt: torch.Tensor,
-    adv_bt: torch.Tensor,
-    count_b: torch.Tensor,
+    rho_B_T: torch.Tensor,
+    adv_B_T: torch.Tensor,
+    count_B: torch.Tensor,
     eps_low: float,
     eps_high: float,
 ) -> dict[str, torch.Tensor]:
@@ -368,21 +389,21 @@ def token_clip_stats(
 
     Padding has rho = 1 (inside the range, since eps >= 0) and A = 0, so it is never counted.
     """
-    below_bt = rho_bt < 1.0 - eps_low
-    above_bt = rho_bt > 1.0 + eps_high
-    n_b = count_b.to(rho_bt.dtype)
+    below_B_T = rho_B_T < 1.0 - eps_low
+    above_B_T = rho_B_T > 1.0 + eps_high
+    n_B = count_B.to(rho_B_T.dtype)
     return {
-        "out_of_range": (below_bt | above_bt).sum(-1) / n_b,
-        "clip_low": (below_bt & (adv_bt < 0)).sum(-1) / n_b,
-        "clip_high": (above_bt & (adv_bt > 0)).sum(-1) / n_b,
+        "out_of_range": (below_B_T | above_B_T).sum(-1) / n_B,
+        "clip_low": (below_B_T & (adv_B_T < 0)).sum(-1) / n_B,
+        "clip_high": (above_B_T & (adv_B_T > 0)).sum(-1) / n_B,
     }
 
 
 def sequence_clip_stats(
-    log_s_b: torch.Tensor,
+    log_s_B: torch.Tensor,
     advantages: torch.Tensor,
-    adv_bt: torch.Tensor,
-    count_b: torch.Tensor,
+    adv_B_T: torch.Tensor,
+    count_B: torch.Tensor,
     eps_low: float,
     eps_high: float,
 ) -> dict[str, torch.Tensor]:
@@ -391,19 +412,19 @@ def sequence_clip_stats(
     A sequence is out of range as a whole (0 or 1); the clip binds on its tokens whose advantage
     pushes past the violated bound, which for per-sequence advantages is again 0 or 1.
     """
-    s_b = torch.exp(log_s_b)  # the exact value every token's rho takes
-    below_b = s_b < 1.0 - eps_low
-    above_b = s_b > 1.0 + eps_high
+    s_B = torch.exp(log_s_B)  # the exact value every token's rho takes
+    below_B = s_B < 1.0 - eps_low
+    above_B = s_B > 1.0 + eps_high
     if advantages.dim() == 1:
-        neg_b, pos_b = (advantages < 0).to(s_b.dtype), (advantages > 0).to(s_b.dtype)
+        neg_B, pos_B = (advantages < 0).to(s_B.dtype), (advantages > 0).to(s_B.dtype)
     else:  # adv_bt is 0 on padding, so padding never counts
-        n_b = count_b.to(s_b.dtype)
-        neg_b, pos_b = (adv_bt < 0).sum(-1) / n_b, (adv_bt > 0).sum(-1) / n_b
-    zero = torch.zeros((), dtype=s_b.dtype, device=s_b.device)
+        n_B = count_B.to(s_B.dtype)
+        neg_B, pos_B = (adv_B_T < 0).sum(-1) / n_B, (adv_B_T > 0).sum(-1) / n_B
+    zero = torch.zeros((), dtype=s_B.dtype, device=s_B.device)
     return {
-        "out_of_range": (below_b | above_b).to(s_b.dtype),
-        "clip_low": torch.where(below_b, neg_b, zero),
-        "clip_high": torch.where(above_b, pos_b, zero),
+        "out_of_range": (below_B | above_B).to(s_B.dtype),
+        "clip_low": torch.where(below_B, neg_B, zero),
+        "clip_high": torch.where(above_B, pos_B, zero),
     }
 
 
@@ -447,27 +468,21 @@ def ppo_clip_loss(
     log_rho = level_log_ratio(batch, level)
     log_rho_c, passes = clamp_log_ratio(log_rho, log_ratio_clamp)
     rho = torch.exp(log_rho_c)
-    loss_bt, dl_drho = clip_terms(rho, batch.adv_bt, eps_low, eps_high, delta, dual_clip)
+    loss_B_T, dl_drho = clip_terms(rho, batch.adv_B_T, eps_low, eps_high, delta, dual_clip)
     loss = reduce_loss(
-        masked_fill_zero(loss_bt, batch.mask_bt), batch.count_b, reduction, norm_length
+        masked_fill_zero(loss_B_T, batch.mask_B_T), batch.count_B, reduction, norm_length
     )
     with torch.no_grad():
         # d l / d log rho = d l / d rho * rho (times 0 where verl's clamp holds log rho)
-        grad_bt = to_logprobs(dl_drho * rho * passes, batch, level)
-        log_s_b = batch.log_r_bt.sum(-1) / batch.n_b
+        grad_B_T = to_logprobs(dl_drho * rho * passes, batch, level)
+        log_s_B = batch.log_r_B_T.sum(-1) / batch.n_B
         if level == "token":
-            stats = token_clip_stats(rho, batch.adv_bt, batch.count_b, eps_low, eps_high)
+            stats = token_clip_stats(rho, batch.adv_B_T, batch.count_B, eps_low, eps_high)
         else:
             stats = sequence_clip_stats(
-                log_s_b, advantages, batch.adv_bt, batch.count_b, eps_low, eps_high
+                log_s_B, advantages, batch.adv_B_T, batch.count_B, eps_low, eps_high
             )
-        per_sequence = {
-            "log_ratio": log_s_b,
-            **stats,
-            "length": batch.count_b,
-            "attenuation": attenuation(grad_bt, torch.exp(log_rho.detach()), batch),
-        }
-    return LossOutput(loss, per_sequence)
+    return loss_output(loss, batch, grad_B_T, torch.exp(log_rho.detach()), stats)
 
 
 @register_loss("gspo")
@@ -508,26 +523,22 @@ def gspo_loss(
     check_eps(eps_low, eps_high)
     check_log_ratio_clamp(log_ratio_clamp)
     batch = prepare_batch(logprobs, old_logprobs, advantages, mask, reduction, norm_length)
-    lp_bt = batch.lp_bt
+    lp_B_T = batch.lp_B_T
     # log s = mean over masked tokens of sg[log pi_theta] - log pi_old        (B,)
-    log_s_b = (lp_bt.detach() - batch.old_bt).sum(-1) / batch.n_b
+    log_s_B = (lp_B_T.detach() - batch.old_B_T).sum(-1) / batch.n_B
     # log rho_t = sg[log s] + log pi_theta(y_t) - sg[log pi_theta(y_t)]       (B, T); 0 on padding
-    log_rho_bt = masked_fill_zero(log_s_b[:, None] + (lp_bt - lp_bt.detach()), batch.mask_bt)
-    log_rho_c, passes = clamp_log_ratio(log_rho_bt, log_ratio_clamp)
-    rho_bt = torch.exp(log_rho_c)
-    loss_bt, dl_drho = clip_terms(rho_bt, batch.adv_bt, eps_low, eps_high)
-    loss = reduce_loss(loss_bt, batch.count_b, reduction, norm_length)
+    log_rho_B_T = masked_fill_zero(log_s_B[:, None] + (lp_B_T - lp_B_T.detach()), batch.mask_B_T)
+    log_rho_c, passes = clamp_log_ratio(log_rho_B_T, log_ratio_clamp)
+    rho_B_T = torch.exp(log_rho_c)
+    loss_B_T, dl_drho = clip_terms(rho_B_T, batch.adv_B_T, eps_low, eps_high)
+    loss = reduce_loss(loss_B_T, batch.count_B, reduction, norm_length)
     with torch.no_grad():
         stats = sequence_clip_stats(
-            log_s_b, advantages, batch.adv_bt, batch.count_b, eps_low, eps_high
+            log_s_B, advantages, batch.adv_B_T, batch.count_B, eps_low, eps_high
         )
         # each token's log rho_t moves with its own log pi_theta(y_t) only: the token-level chain
-        grad_bt = to_logprobs(dl_drho * rho_bt * passes, batch, "token")
-        att_b = attenuation(grad_bt, torch.exp(log_s_b)[:, None], batch)
-    return LossOutput(
-        loss,
-        {"log_ratio": log_s_b.detach(), **stats, "length": batch.count_b, "attenuation": att_b},
-    )
+        grad_B_T = to_logprobs(dl_drho * rho_B_T * passes, batch, "token")
+    return loss_output(loss, batch, grad_B_T, torch.exp(log_s_B)[:, None], stats)
 
 
 @register_loss("grpo")

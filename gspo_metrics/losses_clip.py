@@ -17,7 +17,7 @@ import torch
 from .checks import check_eps
 from .losses import (
     LossOutput,
-    attenuation,
+    loss_output,
     pick_min,
     ppo_clip_loss,
     prepare_batch,
@@ -198,29 +198,26 @@ def gmpo_loss(
     """
     check_eps(eps_low, eps_high)
     batch = prepare_batch(logprobs, old_logprobs, advantages, mask, reduction, norm_length)
-    x_bt, adv_bt = batch.log_r_bt, batch.adv_bt
-    g_bt = torch.sign(adv_bt)
-    a1, a2 = g_bt * x_bt, g_bt * torch.clamp(x_bt, -eps_low, eps_high)
-    x_clip_bt = masked_fill_zero(g_bt * torch.minimum(a1, a2), batch.mask_bt)
-    R_b = torch.exp(x_clip_bt.sum(-1) / batch.n_b)
-    abar_b = adv_bt.sum(-1) / batch.n_b
-    loss_b = -abar_b * R_b
-    loss_bt = masked_fill_zero(loss_b[:, None].expand_as(x_bt), batch.mask_bt)
-    loss = reduce_loss(loss_bt, batch.count_b, reduction, norm_length)
+    x_B_T, adv_B_T = batch.log_r_B_T, batch.adv_B_T
+    g_B_T = torch.sign(adv_B_T)
+    a1, a2 = g_B_T * x_B_T, g_B_T * torch.clamp(x_B_T, -eps_low, eps_high)
+    x_clip_B_T = masked_fill_zero(g_B_T * torch.minimum(a1, a2), batch.mask_B_T)
+    R_B = torch.exp(x_clip_B_T.sum(-1) / batch.n_B)
+    abar_B = adv_B_T.sum(-1) / batch.n_B
+    loss_B = -abar_B * R_B
+    loss_B_T = masked_fill_zero(loss_B[:, None].expand_as(x_B_T), batch.mask_B_T)
+    loss = reduce_loss(loss_B_T, batch.count_B, reduction, norm_length)
     with torch.no_grad():
-        x = x_bt.detach()
+        x = x_B_T.detach()
         inside = ((x >= -eps_low) & (x <= eps_high)).to(x.dtype)
         # d x'_t / d x_t: g * (d min / d x), torch's tie rule (inside the range both branches agree)
-        u_bt = g_bt * pick_min(a1.detach(), g_bt, a2.detach(), g_bt * inside)
-        grad_bt = masked_fill_zero(-(abar_b * R_b.detach())[:, None] * u_bt, batch.mask_bt)
-        log_s_b = x.sum(-1) / batch.n_b
-        below_bt, above_bt = x < -eps_low, x > eps_high
-        per_sequence = {
-            "log_ratio": log_s_b,
-            "out_of_range": (below_bt | above_bt).sum(-1) / batch.n_b,
-            "clip_low": (below_bt & (adv_bt < 0)).sum(-1) / batch.n_b,
-            "clip_high": (above_bt & (adv_bt > 0)).sum(-1) / batch.n_b,
-            "length": batch.count_b,
-            "attenuation": attenuation(grad_bt, torch.exp(log_s_b)[:, None], batch),
+        u_B_T = g_B_T * pick_min(a1.detach(), g_B_T, a2.detach(), g_B_T * inside)
+        grad_B_T = masked_fill_zero(-(abar_B * R_B.detach())[:, None] * u_B_T, batch.mask_B_T)
+        below_B_T, above_B_T = x < -eps_low, x > eps_high
+        stats = {
+            "out_of_range": (below_B_T | above_B_T).sum(-1) / batch.n_B,
+            "clip_low": (below_B_T & (adv_B_T < 0)).sum(-1) / batch.n_B,
+            "clip_high": (above_B_T & (adv_B_T > 0)).sum(-1) / batch.n_B,
         }
-    return LossOutput(loss, per_sequence)
+        s_B = torch.exp(x.sum(-1) / batch.n_B)
+    return loss_output(loss, batch, grad_B_T, s_B[:, None], stats)

@@ -14,11 +14,11 @@ import torch
 from .checks import check_number
 from .losses import (
     LossOutput,
-    attenuation,
     check_level,
     check_log_ratio_clamp,
     clamp_log_ratio,
     level_log_ratio,
+    loss_output,
     prepare_batch,
     reduce_loss,
     register_loss,
@@ -74,22 +74,17 @@ def sapo_loss(
     log_rho = level_log_ratio(batch, level)
     log_rho_c, passes = clamp_log_ratio(log_rho, log_ratio_clamp)
     rho = torch.exp(log_rho_c)
-    adv_bt = batch.adv_bt
-    tau_bt = torch.where(adv_bt > 0, scalar(tau_pos, adv_bt), scalar(tau_neg, adv_bt))
-    gate_bt = torch.sigmoid(tau_bt * (rho - 1)) * 4 / tau_bt
-    loss_bt = masked_fill_zero(-gate_bt * adv_bt, batch.mask_bt)
-    loss = reduce_loss(loss_bt, batch.count_b, reduction, norm_length)
+    adv_B_T = batch.adv_B_T
+    tau_B_T = torch.where(adv_B_T > 0, scalar(tau_pos, adv_B_T), scalar(tau_neg, adv_B_T))
+    gate_B_T = torch.sigmoid(tau_B_T * (rho - 1)) * 4 / tau_B_T
+    loss_B_T = masked_fill_zero(-gate_B_T * adv_B_T, batch.mask_B_T)
+    loss = reduce_loss(loss_B_T, batch.count_B, reduction, norm_length)
     with torch.no_grad():
         r = rho.detach()
-        sig_bt = torch.sigmoid(tau_bt * (r - 1))
-        dl_dlog_rho = -4 * sig_bt * (1 - sig_bt) * r * adv_bt * passes
-        grad_bt = to_logprobs(dl_dlog_rho, batch, level)
-        per_sequence = {
-            "log_ratio": batch.log_r_bt.detach().sum(-1) / batch.n_b,
-            "length": batch.count_b,
-            "attenuation": attenuation(grad_bt, torch.exp(log_rho.detach()), batch),
-        }
-    return LossOutput(loss, per_sequence)
+        sig_B_T = torch.sigmoid(tau_B_T * (r - 1))
+        dl_dlog_rho = -4 * sig_B_T * (1 - sig_B_T) * r * adv_B_T * passes
+        grad_B_T = to_logprobs(dl_dlog_rho, batch, level)
+    return loss_output(loss, batch, grad_B_T, torch.exp(log_rho.detach()))
 
 
 @register_loss("dro")
@@ -115,38 +110,33 @@ def dro_loss(
     """
     check_number(beta, "beta", above=0.0)
     batch = prepare_batch(logprobs, old_logprobs, advantages, mask, reduction, norm_length)
-    log_r_bt = batch.log_r_bt
-    loss_bt = masked_fill_zero(
-        -(batch.lp_bt * batch.adv_bt - 0.5 * beta * log_r_bt.square()), batch.mask_bt
+    log_r_B_T = batch.log_r_B_T
+    loss_B_T = masked_fill_zero(
+        -(batch.lp_B_T * batch.adv_B_T - 0.5 * beta * log_r_B_T.square()), batch.mask_B_T
     )
-    loss = reduce_loss(loss_bt, batch.count_b, reduction, norm_length)
+    loss = reduce_loss(loss_B_T, batch.count_B, reduction, norm_length)
     with torch.no_grad():
-        x = log_r_bt.detach()
-        grad_bt = masked_fill_zero(-batch.adv_bt + beta * x, batch.mask_bt)
-        per_sequence = {
-            "log_ratio": x.sum(-1) / batch.n_b,
-            "length": batch.count_b,
-            "attenuation": attenuation(grad_bt, torch.exp(x), batch),
-        }
-    return LossOutput(loss, per_sequence)
+        x = log_r_B_T.detach()
+        grad_B_T = masked_fill_zero(-batch.adv_B_T + beta * x, batch.mask_B_T)
+    return loss_output(loss, batch, grad_B_T, torch.exp(x))
 
 
 def top_covariance_tokens(
-    adv_bt: torch.Tensor, lp_bt: torch.Tensor, mask_bt: torch.Tensor, ratio: float
+    adv_B_T: torch.Tensor, lp_B_T: torch.Tensor, mask_B_T: torch.Tensor, ratio: float
 ) -> torch.Tensor:
     """(B, T) bool: the max(1, floor(N * ratio)) masked tokens of largest centred covariance
     (A_t - mean A) (log pi_t - mean log pi) over the batch's N masked tokens (KL-Cov's choice).
 
     The one host transfer is N (the number of tokens to pick depends on it)."""
-    n_tokens = int(mask_bt.sum())
+    n_tokens = int(mask_B_T.sum())
     k = max(1, int(n_tokens * ratio))
-    adv_mean = adv_bt.sum() / n_tokens
-    lp_mean = lp_bt.sum() / n_tokens
-    cov_bt = (adv_bt - adv_mean) * (lp_bt - lp_mean)
-    cov_bt = torch.where(mask_bt, cov_bt, torch.full_like(cov_bt, -math.inf))
-    chosen = torch.zeros(cov_bt.numel(), dtype=torch.bool, device=cov_bt.device)
-    chosen[torch.topk(cov_bt.flatten(), min(k, n_tokens), largest=True).indices] = True
-    return chosen.view_as(mask_bt)
+    adv_mean = adv_B_T.sum() / n_tokens
+    lp_mean = lp_B_T.sum() / n_tokens
+    cov_B_T = (adv_B_T - adv_mean) * (lp_B_T - lp_mean)
+    cov_B_T = torch.where(mask_B_T, cov_B_T, torch.full_like(cov_B_T, -math.inf))
+    chosen = torch.zeros(cov_B_T.numel(), dtype=torch.bool, device=cov_B_T.device)
+    chosen[torch.topk(cov_B_T.flatten(), min(k, n_tokens), largest=True).indices] = True
+    return chosen.view_as(mask_B_T)
 
 
 @register_loss("kl_cov")
@@ -178,24 +168,20 @@ def kl_cov_loss(
     check_number(kl_cov_ratio, "kl_cov_ratio", above=0.0)
     check_number(ppo_kl_coef, "ppo_kl_coef", at_least=0.0)
     batch = prepare_batch(logprobs, old_logprobs, advantages, mask, reduction, norm_length)
-    log_r_bt, adv_bt = batch.log_r_bt, batch.adv_bt
-    ratio_bt = torch.exp(log_r_bt)
+    log_r_B_T, adv_B_T = batch.log_r_B_T, batch.adv_B_T
+    ratio_B_T = torch.exp(log_r_B_T)
     with torch.no_grad():
-        chosen_bt = top_covariance_tokens(adv_bt, batch.lp_bt.detach(), batch.mask_bt, kl_cov_ratio)
-    pg_bt = -adv_bt * ratio_bt
-    loss_bt = torch.where(chosen_bt, pg_bt + ppo_kl_coef * log_r_bt.abs(), pg_bt)
+        chosen_B_T = top_covariance_tokens(
+            adv_B_T, batch.lp_B_T.detach(), batch.mask_B_T, kl_cov_ratio
+        )
+    pg_B_T = -adv_B_T * ratio_B_T
+    loss_B_T = torch.where(chosen_B_T, pg_B_T + ppo_kl_coef * log_r_B_T.abs(), pg_B_T)
     loss = reduce_loss(
-        masked_fill_zero(loss_bt, batch.mask_bt), batch.count_b, reduction, norm_length
+        masked_fill_zero(loss_B_T, batch.mask_B_T), batch.count_B, reduction, norm_length
     )
     with torch.no_grad():
-        x = log_r_bt.detach()
-        r = ratio_bt.detach()
-        grad_bt = -adv_bt * r + ppo_kl_coef * torch.sign(x) * chosen_bt
-        grad_bt = masked_fill_zero(grad_bt, batch.mask_bt)
-        per_sequence = {
-            "log_ratio": x.sum(-1) / batch.n_b,
-            "length": batch.count_b,
-            "attenuation": attenuation(grad_bt, r, batch),
-            "penalised": chosen_bt.sum(-1) / batch.n_b,
-        }
-    return LossOutput(loss, per_sequence)
+        r = ratio_B_T.detach()
+        grad_B_T = -adv_B_T * r + ppo_kl_coef * torch.sign(log_r_B_T.detach()) * chosen_B_T
+        grad_B_T = masked_fill_zero(grad_B_T, batch.mask_B_T)
+        penalised_B = chosen_B_T.sum(-1) / batch.n_B
+    return loss_output(loss, batch, grad_B_T, r, extra={"penalised": penalised_B})

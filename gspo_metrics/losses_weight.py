@@ -17,11 +17,11 @@ from .checks import check_number
 from .losses import (
     Batch,
     LossOutput,
-    attenuation,
     check_level,
     check_log_ratio_clamp,
     clamp_log_ratio,
     level_log_ratio,
+    loss_output,
     prepare_batch,
     reduce_loss,
     register_loss,
@@ -32,7 +32,7 @@ from .masked import masked_fill_zero
 
 def weighted_log_prob_loss(
     batch: Batch,
-    w_bt: torch.Tensor,
+    w_B_T: torch.Tensor,
     rho: torch.Tensor,
     reduction: str,
     norm_length: float | None,
@@ -40,22 +40,16 @@ def weighted_log_prob_loss(
 ) -> LossOutput:
     """Reduced -w A log pi (``w_bt`` detached, (B, T) or broadcastable), with the per-sequence
     diagnostics; ``rho`` is the plain ratio attenuation is measured against."""
-    loss_bt = masked_fill_zero(-w_bt * batch.adv_bt * batch.lp_bt, batch.mask_bt)
-    loss = reduce_loss(loss_bt, batch.count_b, reduction, norm_length)
+    loss_B_T = masked_fill_zero(-w_B_T * batch.adv_B_T * batch.lp_B_T, batch.mask_B_T)
+    loss = reduce_loss(loss_B_T, batch.count_B, reduction, norm_length)
     with torch.no_grad():
-        grad_bt = masked_fill_zero(-w_bt * batch.adv_bt, batch.mask_bt)  # d l_t / d log pi(y_t)
-        per_sequence = {
-            "log_ratio": batch.log_r_bt.detach().sum(-1) / batch.n_b,
-            "length": batch.count_b,
-            "attenuation": attenuation(grad_bt, rho, batch),
-            **(extra or {}),
-        }
-    return LossOutput(loss, per_sequence)
+        grad_B_T = masked_fill_zero(-w_B_T * batch.adv_B_T, batch.mask_B_T)  # d l_t / d log pi(y_t)
+    return loss_output(loss, batch, grad_B_T, rho, extra=extra)
 
 
-def token_fraction(flag_bt: torch.Tensor, batch: Batch) -> torch.Tensor:
+def token_fraction(flag_B_T: torch.Tensor, batch: Batch) -> torch.Tensor:
     """(B,) the share of each sequence's tokens where ``flag_bt`` holds (padding never counts)."""
-    return (flag_bt.expand_as(batch.mask_bt) & batch.mask_bt).sum(-1) / batch.n_b
+    return (flag_B_T.expand_as(batch.mask_B_T) & batch.mask_B_T).sum(-1) / batch.n_B
 
 
 @register_loss("cispo")
@@ -115,9 +109,9 @@ def cispo_loss(
         log_rho = level_log_ratio(batch, level).detach()  # (B, T) or (B, 1)
         rho = torch.exp(clamp_log_ratio(log_rho, log_ratio_clamp)[0])
         w = torch.clamp(rho, min=weight_min, max=weight_max)
-        capped_b = token_fraction(w != rho, batch)
+        capped_B = token_fraction(w != rho, batch)
     return weighted_log_prob_loss(
-        batch, w, torch.exp(log_rho), reduction, norm_length, {"capped": capped_b}
+        batch, w, torch.exp(log_rho), reduction, norm_length, {"capped": capped_B}
     )
 
 
@@ -157,16 +151,16 @@ def vespo_loss(
         check_number(v, name)
     batch = prepare_batch(logprobs, old_logprobs, advantages, mask, reduction, norm_length)
     with torch.no_grad():
-        log_r_bt = batch.log_r_bt.detach()
-        seq_b = masked_fill_zero(torch.clamp(log_r_bt, -20.0, 20.0), batch.mask_bt).sum(-1)
-        log_w = torch.clamp(seq_b, math.log(1e-8), 20.0)[:, None]  # (B, 1)
-        nonneg_bt = batch.adv_bt >= 0
-        k_bt = torch.where(nonneg_bt, scalar(k_pos, log_w), scalar(k_neg, log_w))
-        lam_bt = torch.where(nonneg_bt, scalar(lambda_pos, log_w), scalar(lambda_neg, log_w))
-        lam_bt = lam_bt.clamp(min=1e-4)
-        log_phi = lam_bt + k_bt * log_w - lam_bt * torch.exp(log_w)
-        phi_bt = torch.exp(log_phi).nan_to_num(nan=0.0, posinf=0.0, neginf=0.0)
-    return weighted_log_prob_loss(batch, phi_bt, torch.exp(log_r_bt), reduction, norm_length)
+        log_r_B_T = batch.log_r_B_T.detach()
+        seq_B = masked_fill_zero(torch.clamp(log_r_B_T, -20.0, 20.0), batch.mask_B_T).sum(-1)
+        log_w = torch.clamp(seq_B, math.log(1e-8), 20.0)[:, None]  # (B, 1)
+        nonneg_B_T = batch.adv_B_T >= 0
+        k_B_T = torch.where(nonneg_B_T, scalar(k_pos, log_w), scalar(k_neg, log_w))
+        lam_B_T = torch.where(nonneg_B_T, scalar(lambda_pos, log_w), scalar(lambda_neg, log_w))
+        lam_B_T = lam_B_T.clamp(min=1e-4)
+        log_phi = lam_B_T + k_B_T * log_w - lam_B_T * torch.exp(log_w)
+        phi_B_T = torch.exp(log_phi).nan_to_num(nan=0.0, posinf=0.0, neginf=0.0)
+    return weighted_log_prob_loss(batch, phi_B_T, torch.exp(log_r_B_T), reduction, norm_length)
 
 
 def _dppo(
@@ -191,9 +185,9 @@ def _dppo(
     check_log_ratio_clamp(log_ratio_clamp)
     batch = prepare_batch(logprobs, old_logprobs, advantages, mask, reduction, norm_length)
     with torch.no_grad():
-        log_r = batch.log_r_bt.detach()
-        w_bt = torch.clamp(torch.exp(clamp_log_ratio(log_r, log_ratio_clamp)[0]), max=truncation)
-        lp, old = batch.lp_bt.detach(), batch.old_bt
+        log_r = batch.log_r_B_T.detach()
+        w_B_T = torch.clamp(torch.exp(clamp_log_ratio(log_r, log_ratio_clamp)[0]), max=truncation)
+        lp, old = batch.lp_B_T.detach(), batch.old_B_T
         p, p_old = torch.exp(lp), torch.exp(old)
         if divergence == "tv":
             keep_pos, keep_neg = (p - p_old) <= eps_high, (p - p_old) >= -eps_low
@@ -202,11 +196,11 @@ def _dppo(
                 (1.0 - p_old + 1e-8) / (1.0 - p + 1e-8)
             )
             keep_pos, keep_neg = (bkl <= eps_high) | (p <= p_old), (bkl <= eps_low) | (p >= p_old)
-        keep_bt = torch.where(batch.adv_bt > 0, keep_pos, keep_neg)
-        masked_b = token_fraction(~keep_bt, batch)
-        w_bt = w_bt * keep_bt
+        keep_B_T = torch.where(batch.adv_B_T > 0, keep_pos, keep_neg)
+        masked_B = token_fraction(~keep_B_T, batch)
+        w_B_T = w_B_T * keep_B_T
     return weighted_log_prob_loss(
-        batch, w_bt, torch.exp(log_r), reduction, norm_length, {"masked": masked_b}
+        batch, w_B_T, torch.exp(log_r), reduction, norm_length, {"masked": masked_B}
     )
 
 
@@ -313,6 +307,6 @@ def gpg_loss(
     """
     batch = prepare_batch(logprobs, old_logprobs, advantages, mask, reduction, norm_length)
     with torch.no_grad():
-        rho_bt = torch.exp(batch.log_r_bt.detach())
-        one = torch.ones((), dtype=rho_bt.dtype, device=rho_bt.device)
-    return weighted_log_prob_loss(batch, one, rho_bt, reduction, norm_length)
+        rho_B_T = torch.exp(batch.log_r_B_T.detach())
+        one = torch.ones((), dtype=rho_B_T.dtype, device=rho_B_T.device)
+    return weighted_log_prob_loss(batch, one, rho_B_T, reduction, norm_length)

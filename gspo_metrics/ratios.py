@@ -49,16 +49,16 @@ def check_token_inputs(
     """Validate (B, T) inputs (``check_token_shapes``, and no empty row); returns the bool mask
     (B, T) and the per-row token count (B,)."""
     check_token_shapes(logprobs, old_logprobs, mask, other=other)
-    mask_bt = as_bool_mask(mask)
-    return mask_bt, check_nonempty_rows(mask_bt)
+    mask_B_T = as_bool_mask(mask)
+    return mask_B_T, check_nonempty_rows(mask_B_T)
 
 
 def token_log_ratio(
     logprobs: torch.Tensor, old_logprobs: torch.Tensor, mask: torch.Tensor
 ) -> torch.Tensor:
     """(B, T) log r_t = logprobs - old_logprobs on masked tokens, exactly 0 on padding."""
-    mask_bt = as_bool_mask(mask)
-    return masked_fill_zero(logprobs, mask_bt) - masked_fill_zero(old_logprobs, mask_bt)
+    mask_B_T = as_bool_mask(mask)
+    return masked_fill_zero(logprobs, mask_B_T) - masked_fill_zero(old_logprobs, mask_B_T)
 
 
 def sequence_log_ratio(
@@ -69,6 +69,6 @@ def sequence_log_ratio(
     Differentiable in ``logprobs``; NaN/inf at positions the mask excludes do not reach the result.
     Raises ValueError on mismatched shapes or a row whose mask marks no token.
     """
-    mask_bt, count_b = check_token_inputs(logprobs, old_logprobs, mask)
-    log_ratio_bt = token_log_ratio(logprobs, old_logprobs, mask_bt)
-    return log_ratio_bt.sum(-1) / count_b.to(log_ratio_bt.dtype)
+    mask_B_T, count_B = check_token_inputs(logprobs, old_logprobs, mask)
+    log_ratio_B_T = token_log_ratio(logprobs, old_logprobs, mask_B_T)
+    return log_ratio_B_T.sum(-1) / count_B.to(log_ratio_B_T.dtype)

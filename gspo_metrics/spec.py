@@ -9,9 +9,13 @@ diagnostic in the routes' stack, the recorder's per-sequence rows and columns
 (``training_hooks.compute``), and the sequence table's columns ``training_hooks.schema.Seq`` /
 ``SEQUENCE_COLUMNS`` (in this order on disk).
 
-Adding a diagnostic is one entry here plus its math in each route: the reference route
-(``gspo_metrics.diagnostics``) and the eager-torch route (``gspo_metrics.eager``); the test
-comparing the routes iterates over this list.
+Adding a diagnostic is one entry here (its column, type, meaning, its step mean if any, the
+tables' version that adds it) plus its equation in the reference route
+(``gspo_metrics.diagnostics.reference_diagnostics``). The eager-torch route
+(``gspo_metrics.eager``) takes the reference's value of a diagnostic it has no form of (the cost
+of a reference pass per step, until a form is written there); the test comparing the routes
+iterates over this list. The sequence table's column, the step table's mean column, the step
+reduction and the tables' version follow from the entry.
 """
 
 from __future__ import annotations
@@ -27,8 +31,26 @@ GRPO_EPS: tuple[float, float] = (0.2, 0.2)
 
 
 @dataclass(frozen=True)
+class StepMean:
+    """A per-sequence value's mean over a step's sequences S (all ranks): a step-table column."""
+
+    column: str
+    """The step-table column (float64)."""
+    weight: Literal["sequences", "tokens"]
+    """"sequences": the plain mean over S; "tokens": each sequence weighted by its masked length
+    |M_b|, i.e. the mean over the step's masked tokens M (for a value that is itself a per-token
+    mean or fraction)."""
+    meaning: str
+    """One line: what the step column holds."""
+
+
+@dataclass(frozen=True)
 class SequenceValue:
-    """One per-sequence number: a column of the sequence table (one row per sequence b)."""
+    """One per-sequence number: a column of the sequence table (one row per sequence b), and the
+    step-table column of its mean if it has one. Everything about the value is declared here:
+    the sequence table's column (``training_hooks.columns.Seq``), the recorder's row of it
+    (``training_hooks.layout.SEQ_ROWS``), the step mean's column and its reduction
+    (``training_hooks.step_reduction``) and the tables' version read these fields."""
 
     name: str
     """The column name, and the key in ``sequence_diagnostics``' result."""
@@ -40,55 +62,167 @@ class SequenceValue:
     source: Literal["diagnostics", "caller"] = "diagnostics"
     """"diagnostics": computed by ``sequence_diagnostics``; "caller": given to ``log_step`` (the
     attenuation: read from the ``LossOutput`` given as its ``loss``)."""
+    step_mean: StepMean | None = None
+    """Its mean over the step, a step-table column; None: no such column (or one reduced
+    otherwise, written out in ``training_hooks.step_reduction``)."""
+    since: int = 1
+    """The tables' version (``training_hooks.columns.SCHEMA_VERSION``) that added it: a value
+    added later says the next version here, and the tables' version follows."""
 
 
-_D = SequenceValue
+_S: Literal["sequences"] = "sequences"
+_T: Literal["tokens"] = "tokens"
+_SEQ_RANGE = (
+    "[1-eps_low, 1+eps_high], the sequence unit (GSPO's eps; Tinker's gspo_clipped_fraction)"
+)
 #: The per-sequence numbers, in the sequence table's column order.
 PER_SEQUENCE: tuple[SequenceValue, ...] = (
-    _D("length", "int32", "masked tokens |M_b|"),
-    _D("truncated", "bool", "the completion hit the length limit (null if not given)", "caller"),
-    _D("reward", "float32", "the sequence's reward", "caller"),
-    _D("advantage", "float32", "the sequence's advantage (the masked mean if per token)"),
-    _D("seq_log_ratio", "float32", "log s = masked mean of the token log-ratios log r_t"),
-    _D("seq_clipped", "bool", "s outside the sequence-unit range (Tinker's clipped fraction)"),
-    _D("seq_clip_low", "float32", "fraction of tokens where GSPO's clip binds low: s low, A < 0"),
-    _D(
-        "seq_clip_high", "float32", "fraction of tokens where GSPO's clip binds high: s high, A > 0"
+    SequenceValue("length", "int32", "masked tokens |M_b|"),
+    SequenceValue(
+        "truncated",
+        "bool",
+        "the completion hit the length limit (null if not given)",
+        "caller",
     ),
-    _D("token_log_ratio_min", "float32", "smallest log r_t over the masked tokens"),
-    _D("token_log_ratio_max", "float32", "largest log r_t over the masked tokens"),
-    _D("token_log_ratio_std", "float32", "population std of log r_t over the masked tokens"),
-    _D("token_clip_fraction", "float32", "fraction of tokens whose r_t is outside the token range"),
-    _D(
-        "token_clip_low_fraction", "float32", "fraction where GRPO's clip binds low: r_t low, A < 0"
+    SequenceValue(
+        "reward",
+        "float32",
+        "the sequence's reward",
+        "caller",
+        StepMean("reward_mean", _S, "mean reward over S"),
     ),
-    _D("token_clip_high_fraction", "float32", "fraction where it binds high: r_t high, A > 0"),
-    _D(
+    SequenceValue(
+        "advantage",
+        "float32",
+        "the sequence's advantage (the masked mean if per token)",
+        step_mean=StepMean("advantage_mean", _S, "mean advantage over S"),
+    ),
+    SequenceValue(
+        "seq_log_ratio",
+        "float32",
+        "log s = masked mean of the token log-ratios log r_t",
+        step_mean=StepMean("seq_log_ratio_mean", _S, "mean log s over S"),
+    ),
+    SequenceValue(
+        "seq_clipped",
+        "bool",
+        "s outside the sequence-unit range (Tinker's clipped fraction)",
+        step_mean=StepMean(
+            "seq_clip_fraction", _S, "fraction of S whose s lies outside " + _SEQ_RANGE
+        ),
+    ),
+    SequenceValue(
+        "seq_clip_low",
+        "float32",
+        "fraction of tokens where GSPO's clip binds low: s low, A < 0",
+        step_mean=StepMean(
+            "seq_clip_low_fraction",
+            _S,
+            "mean over S of the fraction of tokens where the clip binds low (s < 1-eps_low, A < 0; "
+            "0 or 1 with per-sequence advantages)",
+        ),
+    ),
+    SequenceValue(
+        "seq_clip_high",
+        "float32",
+        "fraction of tokens where GSPO's clip binds high: s high, A > 0",
+        step_mean=StepMean(
+            "seq_clip_high_fraction", _S, "the same where it binds high (s > 1+eps_high, A > 0)"
+        ),
+    ),
+    SequenceValue("token_log_ratio_min", "float32", "smallest log r_t over the masked tokens"),
+    SequenceValue("token_log_ratio_max", "float32", "largest log r_t over the masked tokens"),
+    SequenceValue(
+        "token_log_ratio_std", "float32", "population std of log r_t over the masked tokens"
+    ),
+    SequenceValue(
+        "token_clip_fraction",
+        "float32",
+        "fraction of tokens whose r_t is outside the token range",
+        step_mean=StepMean(
+            "token_clip_fraction",
+            _T,
+            "fraction of M whose r_t lies outside the token unit's range (GRPO's eps): "
+            "sum_b n_b f_b / sum_b n_b over the per-sequence fractions f_b (n_b = |M_b|)",
+        ),
+    ),
+    SequenceValue(
+        "token_clip_low_fraction",
+        "float32",
+        "fraction where GRPO's clip binds low: r_t low, A < 0",
+        step_mean=StepMean(
+            "token_clip_low_fraction",
+            _T,
+            "fraction of M where the token clip binds low: r_t low, A < 0 (TRL's "
+            "clip_ratio/low_mean)",
+        ),
+    ),
+    SequenceValue(
+        "token_clip_high_fraction",
+        "float32",
+        "fraction where it binds high: r_t high, A > 0",
+        step_mean=StepMean(
+            "token_clip_high_fraction",
+            _T,
+            "fraction of M where it binds high: r_t high, A > 0 (TRL's clip_ratio/high_mean)",
+        ),
+    ),
+    SequenceValue(
         "attenuation",
         "float32",
         "share of the plain importance-weighted gradient sum_t |rho A| the loss's trust region "
         "removed (the loss's per_sequence['attenuation']); NaN when the loss given to log_step "
         "did not say it, or the sequence has no plain gradient (A = 0)",
         "caller",
+        since=4,
     ),
-    _D("kl_ref", "float32", "k3 estimate of KL(pi_theta || pi_ref); NaN without ref_logprobs"),
-    _D("kl_old", "float32", "k3 estimate of KL(pi_old || pi_theta)"),
-    _D(
+    SequenceValue(
+        "kl_ref",
+        "float32",
+        "k3 estimate of KL(pi_theta || pi_ref); NaN without ref_logprobs",
+        step_mean=StepMean(
+            "kl_ref_mean", _T, "token-weighted k3 estimate of KL(pi_theta || pi_ref)"
+        ),
+    ),
+    SequenceValue(
+        "kl_old",
+        "float32",
+        "k3 estimate of KL(pi_old || pi_theta)",
+        step_mean=StepMean(
+            "kl_old_mean", _T, "token-weighted k3 estimate of KL(pi_old || pi_theta)"
+        ),
+    ),
+    SequenceValue(
         "sampler_kl",
         "float32",
         "k3 estimate of KL(pi_sampler || pi_old), d = log pi_old - log pi_sampler: the trainer's "
         "log-prob of the sampling policy against the inference engine's; NaN without "
         "sampler_logprobs",
+        step_mean=StepMean(
+            "sampler_kl_mean",
+            _T,
+            "token-weighted k3 estimate of KL(pi_sampler || pi_trainer) at equal weights, "
+            "r = pi_trainer / pi_sampler, k3 = r - 1 - log r",
+        ),
+        since=3,
     ),
-    _D(
+    SequenceValue(
         "sampler_logp_abs_diff_max",
         "float32",
         "largest |log pi_old - log pi_sampler| over the masked tokens; NaN without sampler_logprobs",
+        since=3,
     ),
-    _D("entropy", "float32", "masked mean of the per-token entropy; NaN without entropy"),
-    _D("nonfinite_count", "int32", "masked positions where any input is NaN or inf"),
+    SequenceValue(
+        "entropy",
+        "float32",
+        "masked mean of the per-token entropy; NaN without entropy",
+        step_mean=StepMean(
+            "entropy_mean", _T, "token-weighted mean entropy (like the token clip fractions)"
+        ),
+    ),
+    SequenceValue("nonfinite_count", "int32", "masked positions where any input is NaN or inf"),
 )
-del _D
+del _S, _T, _SEQ_RANGE
 
 #: What ``sequence_diagnostics`` returns, in ``PER_SEQUENCE`` order (the rows of its stack).
 SEQUENCE_DIAGNOSTICS: tuple[str, ...] = tuple(
@@ -99,6 +233,8 @@ SEQUENCE_DIAGNOSTICS: tuple[str, ...] = tuple(
 CALLER_VALUES: tuple[str, ...] = tuple(v.name for v in PER_SEQUENCE if v.source == "caller")
 #: Diagnostics that count something (int32 on disk): int64 in ``sequence_diagnostics``' result.
 WHOLE_NUMBERS: tuple[str, ...] = tuple(v.name for v in PER_SEQUENCE if v.dtype == "int32")
+#: The values with a step mean, in ``PER_SEQUENCE`` order.
+STEP_MEANS: tuple[SequenceValue, ...] = tuple(v for v in PER_SEQUENCE if v.step_mean is not None)
 
 
 # ----------------------------------------------------------------------------- the losses

@@ -103,33 +103,33 @@ def gspo_loss_fn(
     T = max(lengths)
     dev, dtype = rows[0][0].device, rows[0][0].dtype
     pad = torch.nn.utils.rnn.pad_sequence
-    lp_bt = pad([r[0] for r in rows], batch_first=True)  # (B, T), keeps grad
-    q_bt = pad([r[1] for r in rows], batch_first=True)
-    adv_bt = pad([r[2] for r in rows], batch_first=True)
-    ratio_mask_bt = pad([r[3] for r in rows], batch_first=True, padding_value=False)
-    valid_bt = torch.arange(T, device=dev)[None, :] < torch.tensor(lengths, device=dev)[:, None]
-    ratio_count_b = ratio_mask_bt.sum(-1)
+    lp_B_T = pad([r[0] for r in rows], batch_first=True)  # (B, T), keeps grad
+    q_B_T = pad([r[1] for r in rows], batch_first=True)
+    adv_B_T = pad([r[2] for r in rows], batch_first=True)
+    ratio_mask_B_T = pad([r[3] for r in rows], batch_first=True, padding_value=False)
+    valid_B_T = torch.arange(T, device=dev)[None, :] < torch.tensor(lengths, device=dev)[:, None]
+    ratio_count_B = ratio_mask_B_T.sum(-1)
 
     # log s = mean over the ratio mask of sg[log pi_theta] - log q                  (B,)
-    lp_r = masked_fill_zero(lp_bt, ratio_mask_bt)
-    log_s_b = (lp_r.detach() - masked_fill_zero(q_bt, ratio_mask_bt)).sum(-1) / ratio_count_b.to(
+    lp_r = masked_fill_zero(lp_B_T, ratio_mask_B_T)
+    log_s_B = (lp_r.detach() - masked_fill_zero(q_B_T, ratio_mask_B_T)).sum(-1) / ratio_count_B.to(
         dtype
     )
     # log rho_t = sg[log s] + log pi_theta(y_t) - sg[log pi_theta(y_t)] over the datum's N tokens
-    lp_v = masked_fill_zero(lp_bt, valid_bt)
-    log_rho_bt = masked_fill_zero(log_s_b[:, None] + (lp_v - lp_v.detach()), valid_bt)
+    lp_v = masked_fill_zero(lp_B_T, valid_B_T)
+    log_rho_B_T = masked_fill_zero(log_s_B[:, None] + (lp_v - lp_v.detach()), valid_B_T)
     # adv and log rho are 0 outside the datum's N tokens: padding adds exactly 0
     loss, _ = clipped_surrogate(
-        log_rho_bt,
-        masked_fill_zero(adv_bt, valid_bt),
-        valid_bt.sum(-1),
+        log_rho_B_T,
+        masked_fill_zero(adv_B_T, valid_B_T),
+        valid_B_T.sum(-1),
         eps_low=1.0 - clip_low_threshold,
         eps_high=clip_high_threshold - 1.0,
         reduction="sum",
     )
-    s_b = torch.exp(log_s_b)
-    clipped_b = (s_b < clip_low_threshold) | (s_b > clip_high_threshold)
-    stats = torch.stack([loss.detach(), log_s_b.mean(), clipped_b.to(dtype).mean()]).tolist()
+    s_B = torch.exp(log_s_B)
+    clipped_B = (s_B < clip_low_threshold) | (s_B > clip_high_threshold)
+    stats = torch.stack([loss.detach(), log_s_B.mean(), clipped_B.to(dtype).mean()]).tolist()
     return loss, {
         "loss:sum": stats[0],
         "gspo_sequence_log_ratio:mean": stats[1],

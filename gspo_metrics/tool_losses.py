@@ -366,7 +366,8 @@ def _verl(settings: Mapping[str, Any], reduction: str | None) -> ToolLoss:
             f"unknown verl loss_mode {mode!r}; known: {', '.join(map(repr, sorted(VERL_LOSSES)))} "
             f"(not supported: {', '.join(map(repr, sorted(VERL_UNSUPPORTED)))})"
         )
-    params, notes = _verl_params(s, mode)
+    params = _verl_params(s, mode)
+    notes: list[str] = []
     if "reduction" not in params:  # the modes that honour loss_agg_mode
         agg = s.choice("loss_agg_mode", tuple(VERL_REDUCTIONS))
         params["reduction"] = VERL_REDUCTIONS[agg]
@@ -401,46 +402,31 @@ def _verl(settings: Mapping[str, Any], reduction: str | None) -> ToolLoss:
     )
 
 
-def _verl_params(s: _Settings, mode: str) -> tuple[dict[str, Any], list[str]]:
+def _verl_params(s: _Settings, mode: str) -> dict[str, Any]:
     """The registered loss's parameters for verl's ``mode`` (``reduction`` where verl fixes it)."""
-    notes: list[str] = []
     if mode in ("vanilla", "gspo", "cispo", "geo_mean", "dppo_tv", "dppo_kl"):
         low, high = _verl_eps(s)
     if mode == "vanilla":
         c = s.number("clip_ratio_c", above=1.0)
-        return {
-            "eps_low": low,
-            "eps_high": high,
-            "dual_clip": c,
-            "log_ratio_clamp": VERL_CLAMP,
-        }, notes
+        return {"eps_low": low, "eps_high": high, "dual_clip": c, "log_ratio_clamp": VERL_CLAMP}
     if mode == "gspo":
-        return {"eps_low": low, "eps_high": high, "log_ratio_clamp": (-math.inf, 10.0)}, notes
+        return {"eps_low": low, "eps_high": high, "log_ratio_clamp": (-math.inf, 10.0)}
     if mode == "cispo":
-        return {
-            "weight_min": 1.0 - low,
-            "weight_max": 1.0 + high,
-            "log_ratio_clamp": VERL_CLAMP,
-        }, notes
+        return {"weight_min": 1.0 - low, "weight_max": 1.0 + high, "log_ratio_clamp": VERL_CLAMP}
     if mode == "geo_mean":
-        return {"eps_low": low, "eps_high": high, "reduction": "seq_mean_token_mean"}, notes
+        return {"eps_low": low, "eps_high": high, "reduction": "seq_mean_token_mean"}
     if mode in ("dppo_tv", "dppo_kl"):
         c = s.number("clip_ratio_c", above=0.0)
-        return {
-            "eps_low": low,
-            "eps_high": high,
-            "truncation": c,
-            "log_ratio_clamp": VERL_CLAMP,
-        }, notes
+        return {"eps_low": low, "eps_high": high, "truncation": c, "log_ratio_clamp": VERL_CLAMP}
     if mode == "sapo":
         tau = {"tau_pos": s.number("tau_pos", above=0.0), "tau_neg": s.number("tau_neg", above=0.0)}
-        return {**tau, "log_ratio_clamp": VERL_CLAMP, "reduction": "seq_mean_token_mean"}, notes
+        return {**tau, "log_ratio_clamp": VERL_CLAMP, "reduction": "seq_mean_token_mean"}
     if mode == "dro":
         beta = s.get("dro_beta")
         if beta is None:
             raise ValueError("verl loss_mode 'dro' needs policy_loss.dro_beta > 0 (no default)")
-        return {"beta": check_number(beta, "verl setting dro_beta", above=0.0)}, notes
+        return {"beta": check_number(beta, "verl setting dro_beta", above=0.0)}
     if mode == "kl_cov":
         ratio = s.number("kl_cov_ratio", above=0.0)
-        return {"kl_cov_ratio": ratio, "ppo_kl_coef": s.number("ppo_kl_coef", at_least=0.0)}, notes
-    return {}, notes  # gpg
+        return {"kl_cov_ratio": ratio, "ppo_kl_coef": s.number("ppo_kl_coef", at_least=0.0)}
+    return {}  # gpg

@@ -9,8 +9,10 @@ migrates one template database once and every test gets its own copy.
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -19,6 +21,7 @@ pytest.register_assert_rewrite("servers", "s3_server", "app_runs")
 
 import torch  # noqa: E402
 from app_runs import record_run  # noqa: E402
+from hypothesis import settings  # noqa: E402
 from s3_server import s3_root, s3_server  # noqa: E402, F401 -- fixtures (moto's S3 server)
 from servers import FIXTURE_SERVERS  # noqa: E402 -- the fixtures that start a server
 
@@ -102,9 +105,19 @@ def make_batch():
     return _make_batch
 
 
+# Hypothesis example counts by tier: a test without its own ``max_examples`` tries 100 examples
+# (Hypothesis's default) in the full suite and 20 in the quick tier; a test that states its count
+# (``@settings(max_examples=N)``) tries N in both.
+settings.register_profile("full", max_examples=100)
+settings.register_profile("quick", max_examples=20)
+
+
 def pytest_configure(config):
     # torch's intra-op pool on a shared machine with few cores: keep the suite from oversubscribing
     torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
+    if not config.getoption("hypothesis_profile", None):  # --hypothesis-profile NAME wins
+        quick = "not slow" in (config.getoption("markexpr", "") or "")
+        settings.load_profile("quick" if quick else "full")
 
 
 # ----------------------------------------------------------------------------- test tiers
@@ -139,6 +152,27 @@ def root_copy(recorded_root, tmp_path) -> Path:
     dst = tmp_path / "root"
     shutil.copytree(recorded_root, dst)
     return dst
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _component_scan_once():
+    """Each new AppTest scans every installed distribution's metadata for Streamlit components
+    (``manifest_scanner.scan_component_manifests``: a parse of each package's METADATA); the
+    installed packages do not change during a session, so every AppTest gets the first scan's
+    answer. Only when a collected test module imported Streamlit (no import here otherwise)."""
+    if "streamlit" not in sys.modules:
+        yield
+        return
+    try:
+        from streamlit.components.v2 import manifest_scanner
+    except ImportError:  # a Streamlit without v2 components scans nothing
+        yield
+        return
+    patch = pytest.MonkeyPatch()
+    scan = functools.cache(manifest_scanner.scan_component_manifests)
+    patch.setattr(manifest_scanner, "scan_component_manifests", scan)
+    yield
+    patch.undo()
 
 
 @pytest.fixture

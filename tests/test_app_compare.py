@@ -18,10 +18,16 @@ from hypothesis import strategies as hs
 from hypothesis.extra import numpy as hnp
 from test_app_pages import _arr, _assert_clean, _grid, _open
 
-from app import compare_traces as ct
-from app import compare_view as cv
-from app import echarts_grid as eg
-from app import lag, plotly_traces, series_math, traces, ui
+from app import (
+    compare_traces,
+    compare_view,
+    echarts_grid,
+    lag,
+    plotly_traces,
+    series_math,
+    traces,
+    ui,
+)
 from app.panels import PANELS, PANELS_BY_KEY, extra_panel
 from training_hooks import importers
 from training_hooks.metric_map import Derived
@@ -40,35 +46,39 @@ def test_panel_subset_rule():
     choice applies as is; an unknown choice is refused."""
     both = lag.lag_split(pd.DataFrame({Step.STEP: [0, 1], Step.POLICY_LAG: [0, 1]}))
     on_only = lag.lag_split(pd.DataFrame({Step.STEP: [0, 1], Step.POLICY_LAG: [0, 0]}))
-    assert cv.panel_subset(True, cv.AUTO, both) == lag.OFF_POLICY
-    assert cv.panel_subset(False, cv.AUTO, both) == lag.ALL
-    assert cv.panel_subset(True, cv.AUTO, on_only) == lag.ALL
-    assert cv.panel_subset(True, cv.AUTO, None) == lag.ALL
-    assert cv.panel_subset(False, lag.ON_POLICY, on_only) == lag.ON_POLICY
+    assert compare_view.panel_subset(True, compare_view.AUTO, both) == lag.OFF_POLICY
+    assert compare_view.panel_subset(False, compare_view.AUTO, both) == lag.ALL
+    assert compare_view.panel_subset(True, compare_view.AUTO, on_only) == lag.ALL
+    assert compare_view.panel_subset(True, compare_view.AUTO, None) == lag.ALL
+    assert compare_view.panel_subset(False, lag.ON_POLICY, on_only) == lag.ON_POLICY
     with pytest.raises(ValueError, match="choice must be one of"):
-        cv.panel_subset(True, "some", both)
+        compare_view.panel_subset(True, "some", both)
 
 
 def test_subset_text_names_the_steps_per_run():
-    assert cv.subset_text({"a": lag.OFF_POLICY, "b": lag.OFF_POLICY}) == "off-policy steps"
-    assert cv.subset_text({"a": lag.OFF_POLICY, "b": lag.ALL}) == (
+    assert (
+        compare_view.subset_text({"a": lag.OFF_POLICY, "b": lag.OFF_POLICY}) == "off-policy steps"
+    )
+    assert compare_view.subset_text({"a": lag.OFF_POLICY, "b": lag.ALL}) == (
         "off-policy steps of a; all steps of b"
     )
     many = {f"r{i}": lag.ALL for i in range(4)} | {"x": lag.OFF_POLICY}
-    assert cv.subset_text(many) == "all steps of 4 of 5 runs; off-policy steps of x"
+    assert compare_view.subset_text(many) == "all steps of 4 of 5 runs; off-policy steps of x"
 
 
 def test_counters_and_groups():
     """Bookkeeping counters by full name or prefix (a duration ending in /step is no counter);
     groups by the first name component."""
     for name in ("epoch", "rollout", "policy_lag", "num_groups", "training/global_step"):
-        assert cv.is_counter(name), name
-    assert cv.is_counter("progress/done_frac")
-    assert not cv.is_counter("timing_s/step") and not cv.is_counter("actor/grad_norm")
-    assert cv.metric_group("actor/pg_loss") == "actor/"
-    assert cv.metric_group("env/all/reward/total") == "env/"
-    assert cv.metric_group("grad_norm") == cv.OTHER_GROUP
-    assert cv.metric_group("/odd") == cv.OTHER_GROUP
+        assert compare_view.is_counter(name), name
+    assert compare_view.is_counter("progress/done_frac")
+    assert not compare_view.is_counter("timing_s/step") and not compare_view.is_counter(
+        "actor/grad_norm"
+    )
+    assert compare_view.metric_group("actor/pg_loss") == "actor/"
+    assert compare_view.metric_group("env/all/reward/total") == "env/"
+    assert compare_view.metric_group("grad_norm") == compare_view.OTHER_GROUP
+    assert compare_view.metric_group("/odd") == compare_view.OTHER_GROUP
 
 
 def test_extra_stats_and_classify():
@@ -89,17 +99,20 @@ def test_extra_stats_and_classify():
         }
     )
     imported = pd.DataFrame({Step.STEP: [0, 1], "lr": [2e-6, 2e-6], "actor/x": [1.0, 1.0]})
-    stats = {"own": cv.extra_stats(own), "imp": cv.extra_stats(imported)}
+    stats = {"own": compare_view.extra_stats(own), "imp": compare_view.extra_stats(imported)}
     assert set(stats["own"]) == {"lr", "loss_scale", "epoch", "actor/x"}
-    assert stats["own"]["loss_scale"] == cv.ExtraStats(2, 1.0, 3.0)
-    ex = cv.classify_extras(stats, own=["own"])
+    assert stats["own"]["loss_scale"] == compare_view.ExtraStats(2, 1.0, 3.0)
+    ex = compare_view.classify_extras(stats, own=["own"])
     assert ex.counters == ("epoch",)
-    assert ex.constants == (cv.Constant("lr", "own", 1e-6, 3), cv.Constant("lr", "imp", 2e-6, 2))
+    assert ex.constants == (
+        compare_view.Constant("lr", "own", 1e-6, 3),
+        compare_view.Constant("lr", "imp", 2e-6, 2),
+    )
     # actor/x varies in one run: a curve (its constant run is drawn too, as a flat line)
-    assert ex.groups == {cv.OTHER_GROUP: ("loss_scale",), "actor/": ("actor/x",)}
-    assert ex.default_groups == (cv.OTHER_GROUP,) and ex.n_curves == 2
-    assert cv.classify_extras(stats, own=[]).default_groups == ()
-    frame = cv.constants_frame(ex.constants)
+    assert ex.groups == {compare_view.OTHER_GROUP: ("loss_scale",), "actor/": ("actor/x",)}
+    assert ex.default_groups == (compare_view.OTHER_GROUP,) and ex.n_curves == 2
+    assert compare_view.classify_extras(stats, own=[]).default_groups == ()
+    frame = compare_view.constants_frame(ex.constants)
     assert frame.to_dict("records")[0] == {
         "metric": "lr",
         "run": "own",
@@ -110,16 +123,16 @@ def test_extra_stats_and_classify():
 
 def test_filter_names_words_in_any_order():
     names = ["actor/grad_norm", "critic/score/mean", "timing_s/gen", "grad_norm"]
-    assert cv.filter_names(names, "norm GRAD") == ["actor/grad_norm", "grad_norm"]
-    assert cv.filter_names(names, "") == names
-    assert cv.filter_names(names, "(.*") == []  # plain text, never a pattern
+    assert compare_view.filter_names(names, "norm GRAD") == ["actor/grad_norm", "grad_norm"]
+    assert compare_view.filter_names(names, "") == names
+    assert compare_view.filter_names(names, "(.*") == []  # plain text, never a pattern
 
 
 # ------------------------------------------------------------------------- pure: chart builders
 
 
-def _series(df, key="r", algorithm="gspo", eps=None, label=None) -> ct.RunSeries:
-    return ct.RunSeries(
+def _series(df, key="r", algorithm="gspo", eps=None, label=None) -> compare_traces.RunSeries:
+    return compare_traces.RunSeries(
         key=key,
         label=label or key,
         algorithm=algorithm,
@@ -145,20 +158,22 @@ def test_run_traces_subset_and_ema_within_it():
     """Off-policy steps only: x = the odd steps, y = their values, and the EMA runs over those
     values alone (debiased EMA of [0.51, 0.53, 0.55, ...], never mixing in the zeros)."""
     s = _series(_alternating(40))
-    s = ct.RunSeries(**{**vars(s), "lag": lag.lag_split(s.df)})
+    s = compare_traces.RunSeries(**{**vars(s), "lag": lag.lag_split(s.df)})
     p = PANELS_BY_KEY["seq_clip"]
-    raw, smooth = ct.run_traces(s, p, smoothing=0.5, subset=lag.OFF_POLICY)
+    raw, smooth = compare_traces.run_traces(s, p, smoothing=0.5, subset=lag.OFF_POLICY)
     np.testing.assert_array_equal(raw.x, np.arange(1, 40, 2))
     np.testing.assert_allclose(raw.y, 0.5 + 0.01 * np.arange(1, 40, 2), rtol=1e-7)
     # EMA weight 0.5, debiased: m1 = 0.51; m2 = (0.5*0.51 + 0.53)/(1.5) = 0.52333...
     np.testing.assert_allclose(smooth.y[:2], [0.51, (0.5 * 0.51 + 0.53) / 1.5], rtol=1e-6)
     assert "off-policy steps" in raw.name
-    on = ct.run_traces(s, p, subset=lag.ON_POLICY)[0]
+    on = compare_traces.run_traces(s, p, subset=lag.ON_POLICY)[0]
     np.testing.assert_array_equal(on.x, np.arange(0, 40, 2))
     assert set(np.asarray(on.y).tolist()) == {0.0}
-    assert len(ct.run_traces(s, p, subset=lag.ALL)[0].x) == 40
+    assert len(compare_traces.run_traces(s, p, subset=lag.ALL)[0].x) == 40
     unknown = _series(pd.DataFrame({Step.STEP: [0, 1], Step.SEQ_CLIP_FRACTION: [0.1, 0.2]}))
-    assert ct.run_traces(unknown, p, subset=lag.OFF_POLICY) == []  # lag unknown: no subset
+    assert (
+        compare_traces.run_traces(unknown, p, subset=lag.OFF_POLICY) == []
+    )  # lag unknown: no subset
 
 
 def test_compact_keeps_values_in_smaller_types():
@@ -267,15 +282,15 @@ def test_run_traces_readout_shares_x_between_runs():
     b_loss = 10.0 + 5 * np.arange(20)  # 10, 15, 20, ... at steps 0, 2, 4, ...
     b = _series(pd.DataFrame({Step.STEP: np.arange(0, 40, 2), Step.LOSS: b_loss}), key="b")
     p = PANELS_BY_KEY["loss"]
-    ra = ct.run_traces(a, p, smoothing=0.5, readout=2)[-1]
-    rb = ct.run_traces(b, p, smoothing=0.5, readout=2)[-1]
+    ra = compare_traces.run_traces(a, p, smoothing=0.5, readout=2)[-1]
+    rb = compare_traces.run_traces(b, p, smoothing=0.5, readout=2)[-1]
     assert ra.role == rb.role == "readout"
     assert ra.x.tolist() == rb.x.tolist() == list(range(0, 40, 2))
     assert ra.y.tolist() == list(range(0, 40, 2)) and rb.y.tolist() == b_loss.tolist()
     # debiased EMA, weight 0.5, of b: 10; (0.5*10*0.5 + 0.5*15)/(1-0.25) = 13.33 at step 2
     np.testing.assert_allclose(rb.ema, series_math.ema(b_loss, 0.5))
     assert rb.ema[1] == pytest.approx((0.25 * 10 + 0.5 * 15) / 0.75)
-    assert [t.role for t in ct.run_traces(a, p, smoothing=0.5)] == ["raw", "ema"]
+    assert [t.role for t in compare_traces.run_traces(a, p, smoothing=0.5)] == ["raw", "ema"]
 
 
 def test_records_hold_plain_text_and_each_renderer_formats_it():
@@ -287,7 +302,7 @@ def test_records_hold_plain_text_and_each_renderer_formats_it():
     df[Step.REWARD_STD] = 0.1
     s = _series(df, label=name)
     p = PANELS_BY_KEY["reward"]
-    records = ct.run_traces(s, p, smoothing=0.5, readout=1)
+    records = compare_traces.run_traces(s, p, smoothing=0.5, readout=1)
     assert [t.role for t in records] == ["band", "raw", "ema", "readout"]
     assert all(t.label == name for t in records)
     band = records[0]
@@ -298,7 +313,7 @@ def test_records_hold_plain_text_and_each_renderer_formats_it():
     ]
     assert fig.data[2].hovertemplate.startswith("&lt;b&gt;a&amp;b&lt;/b&gt; 50&#37;<br>")
     assert "(EMA)" in fig.data[2].hovertemplate and "(EMA)" not in fig.data[1].hovertemplate
-    spec = _spec(eg.grid_option([s], [p], [records])[0])
+    spec = _spec(echarts_grid.grid_option([s], [p], [records])[0])
     names = {x["id"].split("|")[1]: x.get("name") for x in spec["series"]}
     assert names == {
         "band-low": None,
@@ -331,10 +346,12 @@ def test_grid_option_draws_every_trace_as_plain_json():
     df = pd.DataFrame({Step.STEP: np.arange(24), Step.REWARD_MEAN: 0.1 * np.arange(1, 25)})
     s = _series(df, algorithm="grpo")
     panels = [PANELS_BY_KEY["reward"], PANELS_BY_KEY["loss"]]
-    traces = [ct.run_traces(s, p, smoothing=0.5, readout=1) for p in panels]
-    option, height = eg.grid_option([s], panels, traces)
+    traces = [compare_traces.run_traces(s, p, smoothing=0.5, readout=1) for p in panels]
+    option, height = echarts_grid.grid_option([s], panels, traces)
     spec = _spec(option)
-    assert height == eg.SLIDER_PX + eg.GRID_ROW_PX  # two panels side by side: one row
+    assert (
+        height == echarts_grid.SLIDER_PX + echarts_grid.GRID_ROW_PX
+    )  # two panels side by side: one row
     assert [x["id"] for x in spec["series"]] == ["r|raw|0", "r|ema|0", "r|readout|0"]
     raw, ema_line, readout = spec["series"]
     assert raw["data"][:4] == [[0, 0.1], [1, 0.2], [2, 0.3], [3, 0.4]] and len(raw["data"]) == 24
@@ -351,7 +368,7 @@ def test_grid_option_draws_every_trace_as_plain_json():
     (note,) = spec["graphic"]
     assert note["style"]["text"] == "no data for the selected runs"
     with pytest.raises(ValueError, match="one list per panel"):
-        eg.grid_option([s], panels, traces[:1])
+        echarts_grid.grid_option([s], panels, traces[:1])
 
 
 def test_grid_option_bands_stack_low_edge_and_height():
@@ -366,7 +383,9 @@ def test_grid_option_bands_stack_low_edge_and_height():
     )
     s = _series(df)
     p = PANELS_BY_KEY["reward"]
-    spec = _spec(eg.grid_option([s], [p], [ct.run_traces(s, p, bands=True)])[0])
+    spec = _spec(
+        echarts_grid.grid_option([s], [p], [compare_traces.run_traces(s, p, bands=True)])[0]
+    )
     low, height = _on_panel(spec, 0, "band-low")[0], _on_panel(spec, 0, "band-height")[0]
     assert low["stack"] == height["stack"] and "areaStyle" in height and "areaStyle" not in low
     assert low["stackStrategy"] == height["stackStrategy"] == "all"
@@ -381,17 +400,19 @@ def test_log_s_panel_zooms_on_gspo_band_and_counts_outside():
         {Step.STEP: np.arange(5), Step.SEQ_LOG_RATIO_MEAN: [0, 1e-3, -2e-3, 5e-4, 2e-3]}
     )
     p = PANELS_BY_KEY["seq_log_ratio"]
-    view = ct.panel_view([_series(df)], p, {"r": lag.ALL}, ["r"])
+    view = compare_traces.panel_view([_series(df)], p, {"r": lag.ALL}, ["r"])
     lo, hi = view.y_range
     assert lo == pytest.approx(4 * math.log1p(-3e-4)) and hi == pytest.approx(4 * math.log1p(4e-4))
     assert "2 of 5 points outside" in view.subtitle and view.subtitle.startswith("all steps")
     # only GRPO runs: no zoom; zoom off: none either
-    grpo = ct.panel_view([_series(df, algorithm="grpo")], p, {"r": lag.ALL}, ["r"])
+    grpo = compare_traces.panel_view([_series(df, algorithm="grpo")], p, {"r": lag.ALL}, ["r"])
     assert grpo.y_range is None
-    off = ct.panel_view([_series(df)], p, {"r": lag.ALL}, ["r"], zoom_band=False)
+    off = compare_traces.panel_view([_series(df)], p, {"r": lag.ALL}, ["r"], zoom_band=False)
     assert off.y_range is None
     s = _series(df)
-    spec = _spec(eg.grid_option([s], [p], [ct.run_traces(s, p)], views=[view])[0])
+    spec = _spec(
+        echarts_grid.grid_option([s], [p], [compare_traces.run_traces(s, p)], views=[view])[0]
+    )
     assert [spec["yAxis"][0]["min"], spec["yAxis"][0]["max"]] == pytest.approx([lo, hi])
     lines = _on_panel(spec, 0, "band-line")
     # dotted lines across the run's steps at log(1-eps_low) and log(1+eps_high), labelled; the
@@ -410,9 +431,12 @@ def test_empty_panel_note_sits_in_its_own_cell():
     df = pd.DataFrame({Step.STEP: np.arange(4), Step.REWARD_MEAN: [0.1, 0.2, 0.3, 0.4]})
     s = [_series(df)]
     panels = [PANELS_BY_KEY["reward"], PANELS_BY_KEY["kl_ref"]]
-    tr = [ct.run_traces(s[0], p) for p in panels]
-    views = [cv.PanelView(), cv.PanelView(empty_note="no data in the off-policy steps shown")]
-    spec = _spec(eg.grid_option(s, panels, tr, views=views)[0])
+    tr = [compare_traces.run_traces(s[0], p) for p in panels]
+    views = [
+        compare_view.PanelView(),
+        compare_view.PanelView(empty_note="no data in the off-policy steps shown"),
+    ]
+    spec = _spec(echarts_grid.grid_option(s, panels, tr, views=views)[0])
     (note,) = spec["graphic"]
     assert note["style"]["text"] == "no data in the off-policy steps shown"
     grid = spec["grid"][1]
@@ -429,7 +453,9 @@ def test_metric_names_are_text_in_the_grid():
     df = pd.DataFrame({Step.STEP: [0, 1, 2], name: [1.0, 2.0, 3.0]})
     s = _series(df, label="<b>run</b>")
     p = extra_panel(name)
-    spec = _spec(eg.grid_option([s], [p], [ct.run_traces(s, p, readout=1)])[0])
+    spec = _spec(
+        echarts_grid.grid_option([s], [p], [compare_traces.run_traces(s, p, readout=1)])[0]
+    )
     assert spec["title"][0]["text"] == name
     assert {x["name"] for x in spec["series"]} == {"<b>run</b>"}
     assert spec["series"][-1]["dimensions"] == ["optimizer step", "value"]  # no name from disk
@@ -440,8 +466,11 @@ def test_fraction_axes_start_at_zero():
     df = pd.DataFrame({Step.STEP: [0, 1, 2], Step.TRUNCATED_FRACTION: [0.0, 0.0, 0.0]})
     p = PANELS_BY_KEY["truncation"]
     s = [_series(df)]
-    option, _ = eg.grid_option(
-        s, [p], [ct.run_traces(s[0], p)], views=[ct.panel_view(s, p, {}, ["r"])]
+    option, _ = echarts_grid.grid_option(
+        s,
+        [p],
+        [compare_traces.run_traces(s[0], p)],
+        views=[compare_traces.panel_view(s, p, {}, ["r"])],
     )
     assert option["yAxis"][0]["min"] == 0 and "max" not in option["yAxis"][0]
 
@@ -453,19 +482,19 @@ def test_readout_lists_one_value_per_run_beyond_eight_runs():
     no point (r8 starts at step 10)."""
     p = PANELS_BY_KEY["loss"]
 
-    def run(i: int, first: int = 0) -> ct.RunSeries:  # loss = 10 i + step
+    def run(i: int, first: int = 0) -> compare_traces.RunSeries:  # loss = 10 i + step
         steps = np.arange(first, 20)
         return _series(pd.DataFrame({Step.STEP: steps, Step.LOSS: 10.0 * i + steps}), key=f"r{i}")
 
     two = [run(0), run(1)]
-    traces = [t for s in two for t in ct.run_traces(s, p, smoothing=0.5, readout=1)]
-    readouts = _on_panel(_spec(eg.grid_option(two, [p], [traces])[0]), 0, "readout")
+    traces = [t for s in two for t in compare_traces.run_traces(s, p, smoothing=0.5, readout=1)]
+    readouts = _on_panel(_spec(echarts_grid.grid_option(two, [p], [traces])[0]), 0, "readout")
     assert [r["id"] for r in readouts] == ["r0|readout|0", "r1|readout|0"]
     assert all(r["dimensions"] == ["optimizer step", "value", "EMA"] for r in readouts)
 
     nine = [run(i) for i in range(8)] + [run(8, first=10)]
-    traces = [t for s in nine for t in ct.run_traces(s, p, smoothing=0.5, readout=1)]
-    spec = _spec(eg.grid_option(nine, [p], [traces])[0])
+    traces = [t for s in nine for t in compare_traces.run_traces(s, p, smoothing=0.5, readout=1)]
+    spec = _spec(echarts_grid.grid_option(nine, [p], [traces])[0])
     (readout,) = _on_panel(spec, 0, "readout")
     assert readout["id"] == "|readout|0"
     assert [d["displayName"] for d in readout["dimensions"]] == ["optimizer step"] + [
@@ -548,25 +577,27 @@ def test_fifty_runs_stay_within_the_point_budget(key):
     series = [_series(pd.DataFrame(base), key=f"r{i}") for i in range(50)]
     p = PANELS_BY_KEY[key]
     opts = {"smoothing": 0.6, "bands": True}
-    pts = ct.trace_points(p, 50, budget=6000, max_points=500, **opts)
+    pts = compare_traces.trace_points(p, 50, budget=6000, max_points=500, **opts)
     total = sum(
-        len(t.x) * (2 if t.role == ct.BAND else 1)  # a band: two edges
+        len(t.x) * (2 if t.role == compare_traces.BAND else 1)  # a band: two edges
         for s in series
-        for t in ct.run_traces(s, p, max_points=pts, **opts)
+        for t in compare_traces.run_traces(s, p, max_points=pts, **opts)
     )
     assert 0.5 * 6000 < total <= 6000, (pts, total)
-    assert ct.trace_points(p, 2, budget=6000, max_points=500, **opts) == 500
+    assert compare_traces.trace_points(p, 2, budget=6000, max_points=500, **opts) == 500
 
 
 def test_legend_wraps_long_names():
     """Entries take 51 + 7 px per character, packed greedily into 900 px."""
-    assert eg.legend_rows([10] * 3) == 1  # 3 x 121 px
-    assert eg.legend_rows([60] * 7) == 7  # 471 px each: two would take 942 px
-    assert eg.legend_rows([60] * 2, width_px=942) == 1
-    assert eg.legend_rows([100, 10, 10]) == 2  # 751 + 121 = 872 fits; + 121 does not
-    assert eg.legend_rows([100] * 3, width_px=2000) == 2
-    _, height = eg.legend_option([_series(_alternating(), key=f"r{i}") for i in range(50)])
-    assert height == 30 + 22 * eg.legend_rows([len("r0 · GSPO")] * 50)
+    assert echarts_grid.legend_rows([10] * 3) == 1  # 3 x 121 px
+    assert echarts_grid.legend_rows([60] * 7) == 7  # 471 px each: two would take 942 px
+    assert echarts_grid.legend_rows([60] * 2, width_px=942) == 1
+    assert echarts_grid.legend_rows([100, 10, 10]) == 2  # 751 + 121 = 872 fits; + 121 does not
+    assert echarts_grid.legend_rows([100] * 3, width_px=2000) == 2
+    _, height = echarts_grid.legend_option(
+        [_series(_alternating(), key=f"r{i}") for i in range(50)]
+    )
+    assert height == 30 + 22 * echarts_grid.legend_rows([len("r0 · GSPO")] * 50)
 
 
 # ---------------------------------------------------------------------------- the page (AppTest)
@@ -648,7 +679,7 @@ def test_steps_control_filters_the_clip_panels(lag_root, app_env):
     # the grid is one ECharts chart (PROTOTYPE branch: no Plotly on the page)
     (el,) = [e for e in at.get("echarts_chart") if e.proto.id.rsplit("-", 2)[-2] == "grid"]
     assert not at.get("plotly_chart")
-    assert at.button_group(key="steps").value == cv.AUTO
+    assert at.button_group(key="steps").value == compare_view.AUTO
     grid = _grid(at)
     clip = grid["Sequence-unit clip fraction — sequence unit, ε 3e-4/4e-4"]
     assert clip["subtitle"] == "off-policy steps of alt; all steps of onpol"
@@ -786,7 +817,7 @@ def test_fifty_runs_on_the_page_keep_the_budget(tmp_path, app_env):
 def test_derived_binding_column_still_a_panel():
     """The derived binding fractions are built-in panels, not extras."""
     assert PANELS_BY_KEY["seq_clip_binding"].column == Derived.SEQ_CLIP_BINDING
-    assert not cv.extra_stats(pd.DataFrame({Derived.SEQ_CLIP_BINDING: [0.1, 0.2]}))
+    assert not compare_view.extra_stats(pd.DataFrame({Derived.SEQ_CLIP_BINDING: [0.1, 0.2]}))
 
 
 @pytest.fixture(scope="module")
@@ -1033,14 +1064,14 @@ def test_stand_ins_name_the_foreign_metric_per_chart_column(tmp_path):
     info = schema.read_run_info(root / rid)
     df = pd.DataFrame({"trl/kl": [0.02] * 3, "trl/clip_ratio/region_mean": [0.1] * 3})
     cols = [Step.KL_REF_MEAN, "token_clip_binding_fraction", "seq_clip_binding_fraction"]
-    found = cv.stand_ins([("a", info, df), ("b", None, df)], cols + [Step.ENTROPY_MEAN])
+    found = compare_view.stand_ins([("a", info, df), ("b", None, df)], cols + [Step.ENTROPY_MEAN])
     assert set(found) == set(cols)
     (kl,) = found[Step.KL_REF_MEAN]
     assert (kl.run, kl.stored, kl.foreign) == ("a", "trl/kl", "kl")
     assert "use_bias_correction_kl" in kl.why
     assert found["seq_clip_binding_fraction"][0].stored == "trl/clip_ratio/region_mean"
     # a foreign column with no value in the run's table stands in for nothing
-    assert cv.stand_ins([("a", info, df.iloc[:0])], cols) == {}
+    assert compare_view.stand_ins([("a", info, df.iloc[:0])], cols) == {}
 
 
 def test_clip_units_line_is_per_run():
@@ -1048,8 +1079,8 @@ def test_clip_units_line_is_per_run():
     both = pd.DataFrame({Step.SEQ_CLIP_FRACTION: [0.1], Step.TOKEN_CLIP_FRACTION: [0.2]})
     tok = pd.DataFrame({"token_clip_binding_fraction": [0.1]})
     none = pd.DataFrame({Step.LOSS: [1.0]})
-    assert cv.clip_units_line([("r", both)]).startswith("Every shown run records both")
-    line = cv.clip_units_line([("r", both), ("i", tok), ("n", none)])
+    assert compare_view.clip_units_line([("r", both)]).startswith("Every shown run records both")
+    line = compare_view.clip_units_line([("r", both), ("i", tok), ("n", none)])
     assert line == (
         "Clip units per run: both units: r; one unit only: i (token); no clip fraction: n "
         "(an import holds what its log had)."

@@ -340,3 +340,40 @@ def test_mlflow_history_falls_back_to_the_public_call(mlflow_uri, monkeypatch):
     t = mlflow_store.mlflow_steps(mlflow_uri, rid, ("gspo_dash/loss",), 100)
     assert list(t.df[Step.STEP]) == list(range(300)) and not t.problems
     np.testing.assert_array_equal(t.df[Step.LOSS], 0.5 * np.arange(300))
+
+
+def test_parts_joined_in_arrow_read_as_one_conversion_per_file(tmp_path):
+    """Three step parts of one schema (no step twice) are joined in Arrow and converted once;
+    the frame, its dtypes and its NaN cells (a NaN logged at step 4, a null at step 7) equal a
+    per-file conversion concatenated; a fourth part of another schema takes the per-file path."""
+    import pandas as pd
+
+    from training_hooks import tables
+    from training_hooks.findings.core import NAN_CELLS
+    from training_hooks.schema import STEP_COLUMNS
+
+    folder = tmp_path / STEPS_DIR
+    folder.mkdir()
+    loss = [0.5, 0.4, 0.3, np.nan, float("nan"), 0.1, 0.2, None, 0.3]
+    for k in range(3):
+        rows = slice(3 * k, 3 * k + 3)
+        t = pa.table(
+            {
+                Step.STEP: pa.array(range(3 * k, 3 * k + 3), pa.int64()),
+                Step.LOSS: pa.array(loss[rows], pa.float64(), from_pandas=False),
+            }
+        )
+        pq.write_table(t, folder / f"part-{3 * k:09d}-{3 * k + 2:09d}-r0000-{k:06d}.parquet")
+    files = tables.list_now(str(folder))
+    got = tables.read_files(str(folder), files, None, None, STEP_COLUMNS, False)
+    want = pd.concat([pq.read_table(folder / f.name).to_pandas() for f in files], ignore_index=True)
+    pd.testing.assert_frame_equal(got.df, want)
+    # np.nan in a list given to pa.array (from_pandas=False) is a NaN; None is a null
+    assert got.df.attrs[NAN_CELLS] == {Step.LOSS: (3, 4)}
+    extra = pa.table({Step.STEP: pa.array([9], pa.int64()), "grad_norm": [1.5]})
+    pq.write_table(extra, folder / "part-000000009-000000009-r0000-000003.parquet")
+    files = tables.list_now(str(folder))
+    mixed = tables.read_files(str(folder), files, None, None, STEP_COLUMNS, False)
+    assert mixed.df[Step.STEP].tolist() == list(range(10))
+    assert mixed.df["grad_norm"].isna().sum() == 9 and mixed.df["grad_norm"].iloc[9] == 1.5
+    assert mixed.df.attrs[NAN_CELLS] == {Step.LOSS: (3, 4)}

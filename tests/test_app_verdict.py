@@ -132,9 +132,7 @@ def test_grouped_build_reads_each_run_once_as_seed_of_would():
     import pandas as pd
 
     from app import compare_groups as cg
-    from app import compare_traces as ct
-    from app import compare_view as cv
-    from app import panels
+    from app import compare_traces, compare_view, panels
 
     rng = np.random.default_rng(3)
     n = 40
@@ -150,13 +148,15 @@ def test_grouped_build_reads_each_run_once_as_seed_of_would():
     df.loc[[5], Step.TOKEN_CLIP_FRACTION] = np.nan
     from app.lag import lag_split
 
-    run = ct.RunSeries("r", "r", "grpo", "#000000", df, lag=lag_split(df))
+    run = compare_traces.RunSeries("r", "r", "grpo", "#000000", df, lag=lag_split(df))
     shown = [p for p in panels.PANELS if p.column in (Step.REWARD_MEAN, Step.TOKEN_CLIP_FRACTION)]
     assert {p.off_policy_default for p in shown} == {True, False}
     columns = cg._Columns(Step.STEP, [p.column for p in shown], 0.6)
     for p in shown:
-        got = columns.seed(run, p, cv.AUTO)
-        rows = df[run.rows(cv.panel_subset(p.off_policy_default, cv.AUTO, run.lag))]
+        got = columns.seed(run, p, compare_view.AUTO)
+        rows = df[
+            run.rows(compare_view.panel_subset(p.off_policy_default, compare_view.AUTO, run.lag))
+        ]
         want = gc.seed_of("r", rows, Step.STEP, p.column, 0.6)
         assert got is not None and want is not None
         # 20 off-policy rows, one NaN (row 5, lag 1); 40 rows, two NaNs
@@ -403,3 +403,32 @@ def test_page_without_groups_of_two_draws_runs(recorded_root, app_env):
     _assert_clean(at)
     assert at.selectbox(key="group_by").value == "none"
     assert not [el for el in at.get("echarts_chart") if el.proto.id.endswith("-grouped")]
+
+
+def test_seed_lines_one_series_per_group_rounded_below_a_pixel():
+    """A group's 3 seeds are one faint series: each seed's points in order, a gap (no y) between
+    seeds, no line from one seed's end to the next one's start; x sent as ints, y within
+    1/SPAN_STEPS of the panel's y extent, a one-step spike kept."""
+    x = np.arange(5000.0)
+    seeds = [gc.Seed(f"s{k}", x, np.sin(x / 300 + k) / 3 + 0.123456789) for k in range(3)]
+    seeds[1].y[2500] = 5.0
+    grid = gc.grid_x(seeds)
+    g = gc.group_curve("G", "#336699", seeds, grid, 100)
+    option, _ = gc.grouped_option(
+        [("Loss", "nats", [g])], [("G", "#336699", grid, g.count)], x_name="step", x_range=(0, 4999)
+    )
+    (line,) = [s for s in option["series"] if s["id"].split("|")[1] == "seed"]
+    pts = line["data"]
+    gaps = [i for i, (_, y) in enumerate(pts) if y is None]
+    assert len(gaps) == 2 and len(pts) == sum(len(s.x) for s in g.seeds) + 2
+    for k, part in enumerate(np.split(np.array(pts, dtype=object), gaps)):
+        part = part[1:] if k else part  # the gap point
+        xs = np.array([p[0] for p in part], float)
+        ys = np.array([p[1] for p in part], float)
+        assert all(type(p[0]) is int for p in part)
+        np.testing.assert_array_equal(xs, g.seeds[k].x)
+        extent = 5.0 - min(s.y.min() for s in g.seeds)
+        assert np.abs(ys - g.seeds[k].y).max() <= extent / gc.SPAN_STEPS
+    assert max(p[1] for p in pts if p[1] is not None) == 5.0
+    # the grid's inner x are short decimals, inside the seeds' x range
+    assert grid[0] == 0 and grid[-1] == 4999 and grid[1] == 25.1

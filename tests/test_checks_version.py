@@ -2,7 +2,7 @@
 (code, severity: what a run's summary keeps) of a fixed set of runs are held against
 ``tests/checks_findings.json``, which records the version they were made with.
 
-When the findings change, bump ``CHECKS_VERSION`` (training_hooks/findings/version.py), so every
+When the findings change, bump ``CHECKS_VERSION`` (training_hooks/findings/run.py), so every
 kept summary is set aside, then write the new findings with
 ``python tests/test_checks_version.py --update`` (it refuses while the version is the one the
 file records). The runs are generated (``bench/make_runs.py``, seeded) and recorded
@@ -45,15 +45,15 @@ MISLABELLED = ("gspo-spikes", "grpo-long")
 
 def findings_of_fixed_runs(root: str) -> dict[str, list[list[str]]]:
     """{run label: [[code, severity], ...]} of the fixed runs, written under ``root``, as their
-    summaries keep them (``training_hooks.summary.summarise_run``)."""
+    summaries keep them (``training_hooks.run_summary.summarise_run``)."""
     sys.path.insert(0, str(HERE.parent / "bench"))
     sys.path.insert(0, str(HERE))
     from app_runs import record_run
     from make_runs import make_run
 
     from training_hooks import storage
+    from training_hooks.run_summary import summarise_run
     from training_hooks.schema import RUN_JSON, read_run_info, write_json_atomic
-    from training_hooks.summary import summarise_run
 
     dirs = {}
     for label, kw in MADE:

@@ -703,7 +703,7 @@ def test_default_demo_is_in_the_real_regime(tmp_path, capsys):
     (REGIME_BANDS, docs/demo.md)."""
     from app import health
     from training_hooks.demo.config import REGIME_BANDS
-    from training_hooks.summary import page_findings
+    from training_hooks.run_summary import page_findings
 
     def within(name, value):
         lo, hi = REGIME_BANDS[name]

@@ -71,9 +71,10 @@ def test_cispo_and_sapo_configs():
 
 def test_learner_calls_the_registered_loss_with_its_parameters():
     """The learner's loss is the registry's; CISPO's per-sequence output has its ``capped``
-    share, which a clip loss does not."""
+    share, which a clip loss does not. (No warm start: which loss the learner holds does not
+    depend on the weights, and the quick tier trains no model.)"""
     for name in ("cispo", "sapo"):
-        learner = Learner.start(DemoConfig(algorithm=name, **SMALL))
+        learner = Learner.start(DemoConfig(algorithm=name, **SMALL, warmup_steps=0))
         assert learner.loss_fn is get_loss(name)
     lp = torch.tensor([[0.0, -1.0]], dtype=torch.float64)
     old = torch.tensor([[-2.0, -1.0]], dtype=torch.float64)  # r = (e^2, 1): capped at 5 once

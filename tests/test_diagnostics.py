@@ -468,3 +468,27 @@ def test_a_nan_sequence_among_finite_ones_is_nan_alone(backend):
     for k, values in want.items():
         expect = torch.tensor(values, dtype=d[k].dtype)
         torch.testing.assert_close(d[k], expect, rtol=1e-12, atol=1e-15, equal_nan=True, msg=k)
+
+
+def test_the_torch_route_takes_the_reference_for_a_diagnostic_it_has_no_form_of():
+    """``eager._with_reference``: the values the torch route computed are kept, one it has no
+    form of (here ``kl_old``, dropped) is the reference route's, in ``SEQUENCE_DIAGNOSTICS``
+    order."""
+    from gspo_metrics.diagnostics import reference_diagnostics
+    from gspo_metrics.eager import _with_reference
+    from gspo_metrics.spec import SEQUENCE_DIAGNOSTICS
+
+    # log r = [0.1, 0.3 | pad] and [-0.2, 0.0, 0.2]: kl_old = mean_t (e^d - 1 - d)
+    old = torch.full((2, 3), -1.0)
+    lp = old + torch.tensor([[0.1, 0.3, 5.0], [-0.2, 0.0, 0.2]])
+    mask = torch.tensor([[1, 1, 0], [1, 1, 1]], dtype=torch.bool)
+    adv = torch.tensor([1.0, -1.0])
+    inputs = (lp, old, mask, adv, None, None, None)
+    ref = reference_diagnostics(*inputs, torch.float32, (3e-4, 4e-4), (0.2, 0.2))
+    kept = {name: torch.full((2,), 7.0) for name in SEQUENCE_DIAGNOSTICS if name != "kl_old"}
+    out = _with_reference(kept, inputs, torch.float32, (3e-4, 4e-4), (0.2, 0.2))
+    assert list(out) == list(SEQUENCE_DIAGNOSTICS)
+    assert all(out[name] is kept[name] for name in kept)
+    k3 = [sum(math.expm1(d) - d for d in row) / len(row) for row in ([0.1, 0.3], [-0.2, 0.0, 0.2])]
+    torch.testing.assert_close(out["kl_old"], torch.tensor(k3), rtol=1e-5, atol=1e-7)
+    torch.testing.assert_close(out["kl_old"], ref["kl_old"])

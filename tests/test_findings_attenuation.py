@@ -14,9 +14,9 @@ from training_hooks.findings.core import (
     ATTENUATION_LOW,
     ATTENUATION_ONE_SIDED,
     CLIP_HIGH,
-    CODES,
     NOT_LOGGED,
 )
+from training_hooks.findings.run import CODES
 from training_hooks.findings.thresholds import ATTENUATION, THRESHOLDS
 from training_hooks.schema import Step
 

@@ -25,6 +25,7 @@ from training_hooks.findings.live import (
     callback_from_spec,
 )
 from training_hooks.schema import Seq, Step
+from training_hooks.sinks import findings as findings_sink_mod
 
 P, G, T = 4, 4, 6
 STEPS = 40
@@ -43,6 +44,7 @@ def _record(root: Path, *, on_finding=None, every: int = 5) -> str:
         mlflow=False,
         group_size=G,
         findings_every=every,
+        findings_cpu_share=None,  # every ``every`` steps exactly: the steps asserted below
         on_finding=on_finding,
         flush_interval_s=0.2,
     ) as rec:
@@ -208,6 +210,42 @@ def test_on_finding_by_name_and_bad_settings():
         callback_from_spec("json:no_such_function")
     with pytest.raises(ValueError, match="findings_every"):
         RunRecorder(root="unused", findings_every=-1)
+    for share in (0, 1.5, "0.1"):
+        with pytest.raises(ValueError, match="findings_cpu_share"):
+            RunRecorder(root="unused", findings_cpu_share=share)
+
+
+def test_cpu_share_defers_an_evaluation_and_skips_no_step(monkeypatch):
+    """With ``cpu_share`` 0.02 an evaluation that cost 0.1 CPU-s is followed by none for 5 s (a
+    fake clock): a due evaluation waits, then runs on every step added meanwhile."""
+    clock = {"wall": 100.0, "cpu": 0.0}
+    monkeypatch.setattr(findings_sink_mod.time, "monotonic", lambda: clock["wall"])
+    monkeypatch.setattr(findings_sink_mod.time, "thread_time", lambda: clock["cpu"])
+    sink = findings_sink_mod.FindingsSink(RunFacts("gspo"), lambda f: None, every=2, cpu_share=0.02)
+    seen = []
+
+    def evaluate():
+        seen.append(sink.live.rows)
+        clock["cpu"] += 0.1  # what the checks cost
+
+    monkeypatch.setattr(sink.live, "evaluate", evaluate)
+
+    def add(n):
+        for _ in range(n):
+            sink.live.add({Step.STEP: sink.live.rows, Step.LOSS: 0.1})
+            sink._new += 1
+            sink.flush()
+
+    add(2)
+    assert seen == [2]  # due at 2 steps, nothing to wait for
+    clock["wall"] += 4.9
+    add(6)
+    assert seen == [2]  # due again at 4 steps, but 0.1 / 0.02 = 5 s have not passed
+    clock["wall"] += 0.1
+    sink.flush()  # the worker's timer: the deferred evaluation runs
+    assert seen == [2, 8]
+    with pytest.raises(ValueError, match="cpu_share"):
+        findings_sink_mod.FindingsSink(RunFacts("gspo"), lambda f: None, cpu_share=0.0)
 
 
 def test_live_findings_report_escalation_and_skip_thin_notes():

@@ -25,7 +25,7 @@ from training_hooks import (
 from training_hooks.compute import TOKEN_PARTS, Reduction, reduce_step
 from training_hooks.layout import SEQ_ROWS, Layout, pack
 from training_hooks.schema import Step
-from training_hooks.step_summary import COUNTS, MINS, SQUARED, SUMS, TOKEN_WEIGHTED
+from training_hooks.step_reduction import COUNTS, MINS, SQUARED, SUMS, TOKEN_WEIGHTED
 
 
 def test_the_sequence_table_has_every_declared_value_with_its_type(make_batch):

@@ -494,18 +494,21 @@ def test_verl_without_config_maps_only_what_holds_in_every_setup(tmp_path):
     ],
 )
 def test_bad_file_exits_non_zero_with_one_line_and_leaves_the_root_unchanged(
-    tmp_path, source, content, reason
+    tmp_path, capsys, source, content, reason
 ):
     """A file of the wrong format: exit 2, a one-line reason naming the file, the root as it was
-    (here: not even created)."""
+    (here: not even created). The command's ``main`` in this process (``python -m
+    training_hooks.importers`` is ``sys.exit(main())``; the verl CLI test above runs it as one)."""
+    from training_hooks.importers._cli import main
+
     bad = tmp_path / "x.jsonl"
     bad.write_text(content)
     root = tmp_path / "runs"
     before = _tree(root)
-    cmd = [sys.executable, "-m", "training_hooks.importers", source, str(bad), "--root", str(root)]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-    assert out.returncode == 2 and out.stdout == ""
-    err = out.stderr.strip()
+    code = main([source, str(bad), "--root", str(root)])
+    out = capsys.readouterr()
+    assert code == 2 and out.out == ""
+    err = out.err.strip()
     assert len(err.splitlines()) == 1 and err.startswith("error: ") and reason in err, err
     assert str(bad) in err
     assert _tree(root) == before

@@ -12,6 +12,7 @@ the files belong to their authors and are never copied into the project.
 from __future__ import annotations
 
 import ast
+import copy
 import importlib.util
 import json
 import math
@@ -26,7 +27,7 @@ import pandas as pd
 import pytest
 
 from training_hooks import importers, schema
-from training_hooks.importers._summary import dialect_of, report_lines
+from training_hooks.importers._describe import dialect_of, report_lines
 from training_hooks.metric_map import Derived
 from training_hooks.schema import Step
 
@@ -188,6 +189,23 @@ def _import(
 LOGS = real_logs()
 
 
+@pytest.fixture(scope="module")
+def imported_info(tmp_path_factory):
+    """``get(tool, path)``: the run.json of a real log imported once per module (a file of
+    several runs: its last run), a copy per call; the per-log tests that read only run.json
+    share one import of each log."""
+    kept: dict[tuple[str, str], schema.RunInfo] = {}
+
+    def get(tool: str, path: Path) -> schema.RunInfo:
+        if (tool, str(path)) not in kept:
+            runs = len(source_runs(tool, path))
+            root = tmp_path_factory.mktemp("imported")
+            kept[tool, str(path)] = _import(tool, path, root, runs if runs > 1 else None)[1]
+        return copy.deepcopy(kept[tool, str(path)])
+
+    return get
+
+
 def test_the_seven_logs_of_the_readme_are_found():
     """The folder's README lists seven logs: three TRL generations, two Tinker, two verl."""
     tools = [t for t, _ in LOGS]
@@ -255,13 +273,12 @@ def _names(src: dict[int, dict[str, Any]]) -> set[str]:
 
 
 @pytest.mark.parametrize(("tool", "path"), LOGS, ids=[log_id(p) for _, p in LOGS])
-def test_settings_are_null_unless_a_file_beside_the_log_states_them(tool, path, tmp_path):
+def test_settings_are_null_unless_a_file_beside_the_log_states_them(tool, path, imported_info):
     """run.json's ε, reduction and group size come from the config beside the log (read here
     independently), or printed in it (verl's console, TRL's TensorBoard args), or stay null;
     never our defaults."""
     _needs_extra(path)
-    runs = len(source_runs(tool, path))
-    _, info = _import(tool, path, tmp_path, runs if runs > 1 else None)
+    info = imported_info(tool, path)
     cfg_file = path.with_name(path.stem + ".config.json")
     if kind_of(path) in ("console", "tfevents"):
         _settings_printed_in_the_log(path, info)
@@ -533,7 +550,8 @@ def test_verl_console_log(tmp_path):
     assert df.loc[1, Step.REWARD_MEAN] == src[1]["critic/score/mean"] == 0.5721990466117859
     assert df.loc[10, Step.REWARD_MEAN] == src[10]["critic/score/mean"]
     assert df.loc[1, Step.LOSS] == src[1]["actor/pg_loss"] == -1.7394086171407253e-10
-    assert df.loc[9, "actor/grad_norm"] == src[9]["actor/grad_norm"]
+    assert df.loc[9, "grad_norm"] == src[9]["actor/grad_norm"] == 8.100706100463867
+    assert "actor/grad_norm" not in df.columns
     assert (df[Derived.TOKEN_CLIP_BINDING] == 0.0).all()  # actor/pg_clipfrac 0.0 throughout
     assert df[Step.KL_REF_MEAN].isna().all() and "actor/kl_loss" not in _names(src)
     rec = info.imported
@@ -857,6 +875,7 @@ PINNED = {
     "asycn-verl-clip-sweep": (
         [
             "actor/entropy",
+            "actor/grad_norm",
             "actor/pg_clipfrac",
             "actor/ppo_kl",
             "critic/score/mean",
@@ -872,6 +891,7 @@ PINNED = {
     "asycn-verl-lr-sigfrac": (
         [
             "actor/entropy",
+            "actor/grad_norm",
             "critic/score/mean",
             "response_length/clip_ratio",
             "response_length/max",
@@ -885,6 +905,7 @@ PINNED = {
     "gui-cursor-grpo-yuzhaouoe": (
         [
             "actor/entropy",
+            "actor/grad_norm",
             "actor/pg_clipfrac",
             "actor/pg_loss",
             "actor/ppo_kl",
@@ -901,12 +922,11 @@ PINNED = {
 
 
 @pytest.mark.parametrize(("tool", "path"), LOGS, ids=[log_id(p) for _, p in LOGS])
-def test_each_real_log_maps_what_its_meaning_allows(tool, path, tmp_path):
+def test_each_real_log_maps_what_its_meaning_allows(tool, path, imported_info):
     """Mapped and withheld names and the status, pinned per log; every withheld name says why
     (never a Python None), and the report prints the versions assumed."""
     _needs_extra(path)
-    runs = len(source_runs(tool, path))
-    _, info = _import(tool, path, tmp_path, runs if runs > 1 else None)
+    info = imported_info(tool, path)
     rec = info.imported
     mapped, withheld, status = PINNED[log_id(path)]
     assert sorted(rec.mapped) == mapped

@@ -19,7 +19,7 @@ from app.discovery import discover
 from app.health import ERROR, WARNING
 from app.kept_summaries import KEPT_FILE, kept_key, read_kept
 from training_hooks import findings, schema
-from training_hooks import summary as summary_module
+from training_hooks import run_summary as summary_module
 
 PENDING = "checking…"
 

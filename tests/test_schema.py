@@ -147,7 +147,8 @@ def _constants(cls: type) -> dict[str, str]:
 def test_seq_constants_are_declared_as_the_spec_says():
     """``Seq``'s constants, written out for editors and mypy, are the sequence table's columns:
     one per column, each named as its value upper-cased, the per-sequence ones in
-    ``PER_SEQUENCE``'s order (a value added to the spec fails here until it is declared)."""
+    ``PER_SEQUENCE``'s order (a value no code names may have no constant written out: it is
+    made at import, ``test_a_value_without_a_constant_gets_one_in_its_place``)."""
     from gspo_metrics.spec import PER_SEQUENCE
 
     declared = _constants(Seq)
@@ -155,6 +156,41 @@ def test_seq_constants_are_declared_as_the_spec_says():
     assert sorted(declared.values()) == sorted(schema.SEQUENCE_COLUMN_NAMES)
     per_sequence = [v for v in declared.values() if v in {s.name for s in PER_SEQUENCE}]
     assert per_sequence == [v.name for v in PER_SEQUENCE]
+
+
+def test_a_value_without_a_constant_gets_one_in_its_place():
+    """``columns._add_undeclared``: a declared value a table names no constant for gets one (its
+    name upper-cased), among the values in their order before the texts (the sequence table), or
+    after the table's columns (the step table, whose order on disk stays); a constant out of the
+    values' order is refused."""
+    from training_hooks.columns import Column, _add_undeclared, column, columns
+
+    values = [Column("a", "float32", "value a"), Column("b", "int32", "value b")]
+
+    class T:
+        KEY = column("key", "int64", "a key")
+        A = column("a", "float32", "value a")
+        TEXT = column("text", "string", "a text")
+
+    _add_undeclared(T, values, before=("text",))
+    assert [str(c) for c in columns(T)] == ["key", "a", "b", "text"]
+    assert T.B == "b" and T.B.dtype == "int32"  # type: ignore[attr-defined]
+
+    class S:
+        KEY = column("key", "int64", "a key")
+        B = column("b", "int32", "value b")
+        OTHER = column("other", "float64", "another")
+
+    _add_undeclared(S, values)
+    assert [str(c) for c in columns(S)] == ["key", "b", "other", "a"]
+
+    class Wrong:
+        B = column("b", "int32", "value b")
+        A = column("a", "float32", "value a")
+        TEXT = column("text", "string", "a text")
+
+    with pytest.raises(ValueError, match="in its order"):
+        _add_undeclared(Wrong, values, before=("text",))
 
 
 def test_step_and_tok_constants_are_columns():

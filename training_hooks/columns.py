@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any, cast
 
-from gspo_metrics.spec import PER_SEQUENCE
+from gspo_metrics.spec import PER_SEQUENCE, STEP_MEANS, SequenceValue
 
 
 class Column(str):
@@ -72,12 +72,26 @@ def column_list(table: type) -> tuple[tuple[str, str], ...]:
     return tuple((str(c), c.dtype) for c in columns(table))
 
 
-def _per_sequence(name: str) -> str:
-    """The sequence-table column of ``PER_SEQUENCE``'s value ``name`` (its type and meaning)."""
+def _spec_value(name: str) -> SequenceValue:
     for v in PER_SEQUENCE:
         if v.name == name:
-            return column(v.name, v.dtype, v.meaning)
+            return v
     raise ValueError(f"{name!r} is not a value of gspo_metrics.spec.PER_SEQUENCE")
+
+
+def _per_sequence(name: str) -> str:
+    """The sequence-table column of ``PER_SEQUENCE``'s value ``name`` (its type and meaning)."""
+    v = _spec_value(name)
+    return column(v.name, v.dtype, v.meaning)
+
+
+def _step_mean(name: str) -> str:
+    """The step-table column of the mean of ``PER_SEQUENCE``'s value ``name`` (its
+    ``step_mean``: column name and meaning; float64)."""
+    mean = _spec_value(name).step_mean
+    if mean is None:
+        raise ValueError(f"gspo_metrics.spec.PER_SEQUENCE's {name!r} declares no step_mean")
+    return column(mean.column, "float64", mean.meaning)
 
 
 #: The version of the tables' columns, written in each file and in ``run.json``; bumped with
@@ -87,7 +101,8 @@ def _per_sequence(name: str) -> str:
 #    lack them (read as absent: unknown), nothing else changed.
 # 4: sequence column attenuation; step columns attenuation_mean, attenuation_pos_mean,
 #    attenuation_neg_mean (older files lack them: unknown).
-SCHEMA_VERSION = 4
+# Later: a per-sequence value's ``since`` in gspo_metrics.spec (its column and its step mean's).
+SCHEMA_VERSION = max(4, *(v.since for v in PER_SEQUENCE))
 
 _F = "float64"
 _VERSION = "the format's version (``SCHEMA_VERSION``), also in the file's metadata"
@@ -102,48 +117,21 @@ class Step:
     WALL_TIME = column("wall_time", _F, "seconds since the epoch when log_step was called")
     ALGORITHM = column("algorithm", "string", "the run's loss label (``algorithm_label``)")
     LOSS = column("loss", _F, "the LossOutput's loss; mean over ranks")
-    REWARD_MEAN = column("reward_mean", _F, "mean reward over S")
+    REWARD_MEAN = _step_mean("reward")
     REWARD_STD = column("reward_std", _F, "population std of the reward over S")
-    ADVANTAGE_MEAN = column("advantage_mean", _F, "mean advantage over S")
+    ADVANTAGE_MEAN = _step_mean("advantage")
     ADVANTAGE_STD = column("advantage_std", _F, "population std of the advantage over S")
     ADVANTAGE_ABS_MEAN = column("advantage_abs_mean", _F, "mean |A| over S")
-    SEQ_LOG_RATIO_MEAN = column("seq_log_ratio_mean", _F, "mean log s over S")
+    SEQ_LOG_RATIO_MEAN = _step_mean("seq_log_ratio")
     SEQ_LOG_RATIO_STD = column("seq_log_ratio_std", _F, "population std of log s over S")
     SEQ_LOG_RATIO_MIN = column("seq_log_ratio_min", _F, "smallest log s over S")
     SEQ_LOG_RATIO_MAX = column("seq_log_ratio_max", _F, "largest log s over S")
-    SEQ_CLIP_FRACTION = column(
-        "seq_clip_fraction",
-        _F,
-        "fraction of S whose s lies outside [1-eps_low, 1+eps_high], the sequence unit (GSPO's "
-        "eps; Tinker's gspo_clipped_fraction)",
-    )
-    SEQ_CLIP_LOW_FRACTION = column(
-        "seq_clip_low_fraction",
-        _F,
-        "mean over S of the fraction of tokens where the clip binds low (s < 1-eps_low, A < 0; 0 or "
-        "1 with per-sequence advantages)",
-    )
-    SEQ_CLIP_HIGH_FRACTION = column(
-        "seq_clip_high_fraction",
-        _F,
-        "the same where it binds high (s > 1+eps_high, A > 0)",
-    )
-    TOKEN_CLIP_FRACTION = column(
-        "token_clip_fraction",
-        _F,
-        "fraction of M whose r_t lies outside the token unit's range (GRPO's eps): "
-        "sum_b n_b f_b / sum_b n_b over the per-sequence fractions f_b (n_b = |M_b|)",
-    )
-    TOKEN_CLIP_LOW_FRACTION = column(
-        "token_clip_low_fraction",
-        _F,
-        "fraction of M where the token clip binds low: r_t low, A < 0 (TRL's clip_ratio/low_mean)",
-    )
-    TOKEN_CLIP_HIGH_FRACTION = column(
-        "token_clip_high_fraction",
-        _F,
-        "fraction of M where it binds high: r_t high, A > 0 (TRL's clip_ratio/high_mean)",
-    )
+    SEQ_CLIP_FRACTION = _step_mean("seq_clipped")
+    SEQ_CLIP_LOW_FRACTION = _step_mean("seq_clip_low")
+    SEQ_CLIP_HIGH_FRACTION = _step_mean("seq_clip_high")
+    TOKEN_CLIP_FRACTION = _step_mean("token_clip_fraction")
+    TOKEN_CLIP_LOW_FRACTION = _step_mean("token_clip_low_fraction")
+    TOKEN_CLIP_HIGH_FRACTION = _step_mean("token_clip_high_fraction")
     TOKEN_LOG_RATIO_ABS_MAX = column("token_log_ratio_abs_max", _F, "largest |log r_t| over M")
     ZERO_VARIANCE_GROUPS = column(
         "zero_variance_groups", "int64", "groups whose rewards are all equal (no learning signal)"
@@ -165,11 +153,9 @@ class Step:
     TRUNCATED_FRACTION = column(
         "truncated_fraction", _F, "fraction of S that hit the length limit (of those it is known)"
     )
-    KL_REF_MEAN = column("kl_ref_mean", _F, "token-weighted k3 estimate of KL(pi_theta || pi_ref)")
-    KL_OLD_MEAN = column("kl_old_mean", _F, "token-weighted k3 estimate of KL(pi_old || pi_theta)")
-    ENTROPY_MEAN = column(
-        "entropy_mean", _F, "token-weighted mean entropy (like the token clip fractions)"
-    )
+    KL_REF_MEAN = _step_mean("kl_ref")
+    KL_OLD_MEAN = _step_mean("kl_old")
+    ENTROPY_MEAN = _step_mean("entropy")
     NONFINITE_COUNT = column("nonfinite_count", "int64", "NaN/inf inside the mask, over all inputs")
     NUM_RANKS = column("num_ranks", "int64", "data-parallel ranks that logged the step")
     ROLLOUT = column(
@@ -183,12 +169,7 @@ class Step:
         "optimizer steps since the policy that produced old_logprobs (0 = on-policy; null when "
         "not given)",
     )
-    SAMPLER_KL_MEAN = column(
-        "sampler_kl_mean",
-        _F,
-        "token-weighted k3 estimate of KL(pi_sampler || pi_trainer) at equal weights, "
-        "r = pi_trainer / pi_sampler, k3 = r - 1 - log r",
-    )
+    SAMPLER_KL_MEAN = _step_mean("sampler_kl")
     SAMPLER_LOGP_ABS_DIFF_MAX = column(
         "sampler_logp_abs_diff_max", _F, "largest |log p_sampler - log p_trainer| over M"
     )
@@ -267,10 +248,43 @@ class Tok:
 
 del _F, _VERSION
 
-_declared = [str(c) for c in columns(Seq) if c in {v.name for v in PER_SEQUENCE}]
-if _declared != [v.name for v in PER_SEQUENCE]:  # a value added to the spec needs its constant
-    raise ValueError(
-        "training_hooks.columns.Seq must declare gspo_metrics.spec.PER_SEQUENCE's values in its "
-        f"order: has {_declared}, the spec {[v.name for v in PER_SEQUENCE]}"
-    )
-del _declared
+
+def _add_undeclared(table: type, values: list[Column], before: tuple[str, ...] = ()) -> None:
+    """Give ``table`` a constant (the name in capitals) for each of ``values`` it names none for:
+    a constant is written out only where code names the column (for the type checker). With
+    ``before``, ``values`` are kept in their order, between the table's other columns and
+    ``before``'s (the sequence table: keys, ``PER_SEQUENCE``, texts); else the new ones follow the
+    table's columns (the step table: its order on disk stays)."""
+    have = {str(c): k for k, c in vars(table).items() if isinstance(c, Column)}
+    missing = [v for v in values if str(v) not in have]
+    if not before:
+        for v in missing:
+            setattr(table, str(v).upper(), v)
+        return
+    names = [str(v) for v in values]
+    placed = [n for n in have if n in names]
+    if placed != [n for n in names if n in have]:
+        raise ValueError(
+            f"training_hooks.columns.{table.__name__} must declare gspo_metrics.spec's values in "
+            f"its order: has {placed}, the spec {names}"
+        )
+    if not missing:
+        return
+    keys = [n for n in have if n not in names and n not in before]
+    for name in (*names, *before):  # re-set in order (a class's attributes keep insertion order)
+        key = have.get(name, name.upper())
+        c = vars(table).get(key) or next(v for v in values if str(v) == name)
+        if key in vars(table):
+            delattr(table, key)
+        setattr(table, key, c)
+    assert [str(c) for c in columns(table)] == [*keys, *names, *before]
+
+
+_add_undeclared(
+    Seq,
+    [Column(v.name, v.dtype, v.meaning) for v in PER_SEQUENCE],
+    before=(Seq.COMPLETION, Seq.PROMPT),
+)
+_add_undeclared(
+    Step, [Column(m.column, "float64", m.meaning) for v in STEP_MEANS if (m := v.step_mean)]
+)

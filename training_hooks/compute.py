@@ -1,6 +1,8 @@
 """One optimizer step's diagnostics: reduce on the inputs' device, one host transfer, host scalars.
 
-Axes: P prompts, G completions per prompt, B = P*G sequences (group by group), T token positions.
+Axes: P prompts, G completions per prompt, B = P*G sequences (group by group), T token positions;
+K the per-sequence values of a step (``layout.SEQ_ROWS``, rows of the (K, B) stack), N the rows of
+its token sample. A name carries its shape (``seq_K_B``, ``d_N_T``).
 
 What ``reduce_step`` does with one step's checked inputs (``StepInputs``), on the caller's thread:
 
@@ -50,7 +52,7 @@ from gspo_metrics.spec import CALLER_VALUES, GRPO_EPS, GSPO_EPS, PER_SEQUENCE
 from .inputs import StepInputs, buffer_dtype
 from .layout import SEQ_ROW, Layout, pack
 from .schema import TOKEN_SAMPLE_REASONS, Seq, Step
-from .step_summary import MINS, step_row, summarize, zero_variance_counts
+from .step_reduction import MINS, step_row, summarize, zero_variance_counts
 
 DEFAULT_SEQ_EPS = GSPO_EPS  # (public names of training_hooks, kept: gspo_metrics.spec's defaults)
 DEFAULT_TOKEN_EPS = GRPO_EPS
@@ -213,11 +215,11 @@ def culprit_scores(seq_K_B, lib=np):
     return lib.nan_to_num(lib.stack(scores), nan=math.inf)
 
 
-def _token_columns(rec: StepRecord, seq_K_B, rows_n, d_nt, adv_nt, mask_nt) -> dict[str, list]:
+def _token_columns(rec: StepRecord, seq_K_B, rows_n, d_N_T, adv_N_T, mask_N_T) -> dict[str, list]:
     """The token table's rows: each sampled sequence once, with the first reason that picked
     it. A culprit candidate whose score is 0 explains nothing (an on-policy step's |log s|) and
     is dropped unless the baseline has it."""
-    mask_nt = mask_nt > 0.5
+    mask_N_T = mask_N_T > 0.5
     G, k = rec.group_size, rec.token_culprits
     scores = culprit_scores(seq_K_B)
     reasons = [r for r, _ in CULPRITS for _ in range(k)]
@@ -235,11 +237,11 @@ def _token_columns(rec: StepRecord, seq_K_B, rows_n, d_nt, adv_nt, mask_nt) -> d
         if b in seen or (i < len(reasons) and not scores[i // k, b] > 0):
             continue
         seen.add(b)
-        m = mask_nt[i]
+        m = mask_N_T[i]
         cols["group"].append(b // G)
         cols["sample"].append(b % G)
-        cols["token_log_ratios"].append(d_nt[i][m].astype(np.float32))
-        cols["advantages"].append(adv_nt[i][m].astype(np.float32))
+        cols["token_log_ratios"].append(d_N_T[i][m].astype(np.float32))
+        cols["advantages"].append(adv_N_T[i][m].astype(np.float32))
         cols["tokens"].append(_token_texts(rec, b, m))
         cols["reason"].append(reason)
     return cols
@@ -437,11 +439,15 @@ def _token_sample(inputs: StepInputs, advantages, seq_K_B, idx: list[int], k: in
     device = inputs.logprobs.device
     culprits_R_k = culprit_scores(seq_K_B, torch).topk(k, dim=1).indices  # (reasons, k)
     sel = torch.cat([culprits_R_k.flatten(), _baseline(tuple(idx), device)])
-    m_nt = inputs.mask[sel] != 0
-    d_nt = torch.where(m_nt, inputs.logprobs.detach()[sel] - inputs.old_logprobs.detach()[sel], 0.0)
+    m_N_T = inputs.mask[sel] != 0
+    d_N_T = torch.where(
+        m_N_T, inputs.logprobs.detach()[sel] - inputs.old_logprobs.detach()[sel], 0.0
+    )
     adv = advantages.detach()
-    adv_nt = adv[sel][:, None].expand(-1, T) if adv.dim() == 1 else adv[sel]
-    parts = dict(zip(TOKEN_PARTS, (d_nt.to(dtype), adv_nt.to(dtype), m_nt.to(dtype)), strict=True))
+    adv_N_T = adv[sel][:, None].expand(-1, T) if adv.dim() == 1 else adv[sel]
+    parts = dict(
+        zip(TOKEN_PARTS, (d_N_T.to(dtype), adv_N_T.to(dtype), m_N_T.to(dtype)), strict=True)
+    )
     return {"token_rows": sel.to(dtype), **parts}
 
 

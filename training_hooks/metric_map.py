@@ -68,6 +68,7 @@ from training_hooks.tool_versions import (  # noqa: F401 -- re-exported (metric_
     default_for,
     detect_format,
     parse_version,
+    value_text,
 )
 from training_hooks.tool_versions import vtext as _vtext
 
@@ -332,6 +333,13 @@ MAPPINGS: tuple[MetricMapping, ...] = (
     ),
     MetricMapping(
         _VERL,
+        "actor/grad_norm",
+        "grad_norm",  # the extra our recorder and TRL log (app.panels.GRAD_NORM)
+        note="L2 norm before clipping (clip_grad_norm_'s return), mean over the row's "
+        "optimizer steps when it holds several mini-batches; ours and TRL's grad_norm",
+    ),
+    MetricMapping(
+        _VERL,
         "rollout_corr/k3_kl",
         Step.SAMPLER_KL_MEAN,
         note="k3 of KL(pi_rollout || pi_train), token mean; from verl 0.6.1 the actor recomputes "
@@ -528,7 +536,9 @@ def _resolve_strict(name: str, cands: list[MetricMapping], ctx: Context) -> Reso
         notes.append(picked.note)
         yields = yields or picked.yields
         assumed += [
-            f"{s} = {_lit(v[0])} (tool default)" for s, v in picked.assumes if s not in ctx.settings
+            f"{s} = {value_text(v[0])} (tool default)"
+            for s, v in picked.assumes
+            if s not in ctx.settings
         ] + defaults
     if len(columns) != 1:
         return Resolution(
@@ -585,7 +595,7 @@ def _pick(
                 continue
             got = default_for(ctx.fmt, s, a, b)
             if got is not None and _matches(got[0], values):
-                defaults.append(f"{s} = {_lit(got[0])} ({got[1]})")
+                defaults.append(f"{s} = {value_text(got[0])} ({got[1]})")
             else:
                 missing.append(s)
         wrong = [
@@ -606,18 +616,9 @@ def _pick(
                     else ")"
                 )
                 if missing
-                else f"{wrong[0]} = {_lit(ctx.settings[wrong[0]])} changes its meaning"
+                else f"{wrong[0]} = {value_text(ctx.settings[wrong[0]])} changes its meaning"
             )
     return None, why, []
-
-
-def _lit(v: Any) -> str:
-    """A value as a config would write it (``null``, ``true``, ``'token'``): never Python's None."""
-    if v is None:
-        return "null"
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    return repr(v) if isinstance(v, str) else str(v)
 
 
 # ------------------------------------------------------------------------- the dashboard's calls
@@ -634,10 +635,7 @@ def map_metric_name(name: str, *, sequence_level: bool = False) -> str:
 
 
 def map_metric_names(
-    names: Iterable[str],
-    *,
-    sequence_level: bool = False,
-    settings: Mapping[str, Any] | None = None,
+    names: Iterable[str], *, sequence_level: bool = False, settings: Mapping[str, Any] | None = None
 ) -> dict[str, str]:
     """{foreign name: column} for every name; when two names map to one column, ours wins
     (``gspo_dash/...``), then the first seen, and the loser keeps its own name.

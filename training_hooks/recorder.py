@@ -475,9 +475,9 @@ class RunRecorder:
             self._write_state()  # with the MLflow run id and any fault raised while closing
 
     def _summarise(self) -> None:
-        """The run's summary (``training_hooks.summary``) into run.json, from its step table as
+        """The run's summary (``training_hooks.run_summary``) into run.json, from its step table as
         closed (parts compacted), for the dashboard's Runs page. Never fails the close."""
-        from .summary import try_summarise_run
+        from .run_summary import try_summarise_run
 
         summary, why = try_summarise_run(self.run_dir, self.state.info)
         if why is not None:

@@ -150,6 +150,11 @@ class RecorderSettings:
     this many steps (and 2% of the steps so far) on their own thread, never the training thread;
     0: off. The first time a code fires the recorder prints one line, adds it to run.json's
     ``findings``, tags the MLflow run and calls ``on_finding`` (rank 0; docs/health.md)."""
+    findings_cpu_share: float | None = 0.02
+    """The share of one core the live checks may take on average: after an evaluation that cost c
+    CPU-seconds the next waits c / share seconds (later steps are checked then, none skipped),
+    which only matters when steps come faster than the checks run (a CPU demo). None: every
+    ``findings_every`` steps whatever it costs."""
     on_finding: Callable[[Any], Any] | str | None = None
     """Called with each new live finding (``training_hooks.findings.live.LiveFinding``: step,
     code, severity, title, evidence, advice) on the findings thread; what it raises is a fault,
@@ -189,6 +194,9 @@ class RecorderSettings:
             raise ValueError(f"token_samples must be an int >= 0, got {self.token_samples!r}")
         if not isinstance(self.findings_every, int) or self.findings_every < 0:
             raise ValueError(f"findings_every must be an int >= 0, got {self.findings_every!r}")
+        share = self.findings_cpu_share
+        if share is not None and not (isinstance(share, int | float) and 0 < share <= 1):
+            raise ValueError(f"findings_cpu_share must be in (0, 1] or None, got {share!r}")
         if self.on_finding is not None and not callable(self.on_finding):
             from .findings.live import callback_from_spec
 

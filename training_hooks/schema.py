@@ -191,7 +191,7 @@ SUMMARY_VERSION = 1  # the layout of RunSummary below
 class RunSummary:
     """What the Runs page shows of a run without reading its step table (``run.json``'s
     ``summary``): written by the recorder when it closes and by the importers, from the step table
-    as the app reads it and the app's health checks (``training_hooks.summary``).
+    as the app reads it and the app's health checks (``training_hooks.run_summary``).
 
     The app trusts it only while it describes the data on disk: same ``version``, same
     ``checks`` (the checks' code), the same step parts (``step_files``; locally the steps

@@ -1,5 +1,5 @@
 """A run's Parquet tables read from its folder: the one reader the dashboard (``app.data``, which
-caches it) and a run's summary (``training_hooks.summary``, written by the recorder and the
+caches it) and a run's summary (``training_hooks.run_summary``, written by the recorder and the
 importers) share, so the table a summary judges is the table the pages judge. Pure pyarrow and
 pandas: no Streamlit, no torch.
 
@@ -13,6 +13,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -35,7 +36,7 @@ from .schema import (
     superseded,
 )
 from .storage import FileStamp
-from .supersede import latest_frames
+from .supersede import latest_frames, overlapping
 
 PartFiles = tuple[FileStamp, ...]  # (name, size, mtime_ns) of each part, by name
 
@@ -116,7 +117,7 @@ def read_files(
     rows of a step a newer write holds again left out (``training_hooks.supersede``);
     unreadable files, columns of the wrong type and missing declared columns become problems. A
     vanished file raises ``Vanished`` (never cached) unless ``skip_vanished``."""
-    frames: list[tuple[str, pd.DataFrame]] = []
+    read: list[tuple[str, pa.Table]] = []
     nans: dict[str, list[int]] = {}
     problems: list[str] = []
     missing: set[str] = set()
@@ -140,8 +141,7 @@ def read_files(
             got, bad = conform(read_file(pf, wanted, rows), declared)
             if (columns is None or Step.STEP in columns) and Step.STEP not in got.column_names:
                 raise ValueError(f"no usable {Step.STEP!r} column ({'; '.join(bad) or 'missing'})")
-            frames.append((name, got.to_pandas()))
-            add_nan_cells(nans, got)
+            read.append((name, got))
             problems += [f"{table}/{name}: {b}" for b in bad]
         except FileNotFoundError as e:
             if not skip_vanished:
@@ -149,14 +149,43 @@ def read_files(
         except Exception as e:  # noqa: BLE001 - any unreadable file is reported, not raised
             problems.append(f"{table}/{name} is unreadable ({short_error(e)})")
     problems += schema_problems(table, missing, versions)
-    kept = [f for f in latest_frames(frames) if len(f)]  # a step logged again: its newest write
-    if not kept:
+    df = _frame(read, nans)
+    if df is None:
         return Table(pd.DataFrame(columns=list(columns or ())), problems)
-    df = pd.concat(kept, ignore_index=True) if len(kept) > 1 else kept[0]
     if columns is not None and Step.STEP not in columns and Step.STEP in df.columns:
         df = df.drop(columns=[Step.STEP])
     df.attrs[NAN_CELLS] = {c: tuple(sorted(set(v))) for c, v in nans.items()}
     return Table(df, problems)
+
+
+def _frame(read: list[tuple[str, pa.Table]], nans: dict[str, list[int]]) -> pd.DataFrame | None:
+    """The files' rows in one frame (None when none has a row), a step logged again from its
+    newest write only (``latest_frames``); the steps of their NaN cells added to ``nans``
+    (``add_nan_cells``). When no two files can hold one step and every file has one schema
+    (the usual run), the tables are joined in Arrow and converted once: a conversion per file
+    has a fixed cost, paid once instead of once per part."""
+    kept = [(n, t) for n, t in read if t.num_rows]
+    stepped = [n for n, t in read if Step.STEP in t.column_names]
+    if not kept:
+        return None
+    schemas = {t.schema for _, t in kept}
+    if (
+        len(kept) > 1
+        and not overlapping(stepped)
+        and len(schemas) == 1
+        and not any(pa.types.is_dictionary(f.type) for f in kept[0][1].schema)
+    ):
+        joined = pa.concat_tables([t for _, t in kept])
+        add_nan_cells(nans, joined)
+        df = joined.to_pandas()
+        df.index = pd.RangeIndex(len(df))  # as pd.concat(..., ignore_index=True)
+        return df
+    for _, t in read:
+        add_nan_cells(nans, t)
+    frames = [f for f in latest_frames([(n, t.to_pandas()) for n, t in read]) if len(f)]
+    if not frames:
+        return None
+    return pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
 
 
 def add_nan_cells(into: dict[str, list[int]], t: pa.Table) -> None:
@@ -228,7 +257,9 @@ def one_row_per_step(t: Table) -> Table:
     added."""
     df, problems = t.df, list(t.problems)
     if len(df) and Step.STEP in df.columns:
-        df = df.drop_duplicates(subset=[Step.STEP], keep="last").sort_values(Step.STEP)
+        step = df[Step.STEP].to_numpy()
+        if not (step.dtype.kind in "iu" and np.all(step[1:] > step[:-1])):  # else: as it is
+            df = df.drop_duplicates(subset=[Step.STEP], keep="last").sort_values(Step.STEP)
         df = df.reset_index(drop=True)
     elif len(df):
         problems.append("the step table has no 'step' column")
@@ -276,7 +307,7 @@ def step_frame(run_dir: str, listed: PartFiles | None = None) -> tuple[pd.DataFr
     """A run folder's step table exactly as the app's ``load_steps`` gives it (all columns, one
     row per step, derived columns), read now and not cached, with the step parts listed (all of
     them, superseded ones included, as discovery lists them). For writers of a run's summary
-    (``training_hooks.summary``), whose findings must be the pages' findings; the app's
+    (``training_hooks.run_summary``), whose findings must be the pages' findings; the app's
     ``load_steps`` is this read, cached. ``listed``: the folder's parts when already listed."""
     folder = storage.join(run_dir, STEPS_DIR)
     listed = list_now(folder) if listed is None else listed

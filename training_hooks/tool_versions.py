@@ -129,7 +129,7 @@ def default_for(
             rng = _range(d.since, d.until)
             tool = "TRL" if fmt.source == _TRL else fmt.source
             if d.absent:
-                why = f"no such setting in {tool} {rng}: it behaves as {setting}={_lit(d.value)}"
+                why = f"no such setting in {tool} {rng}: it behaves as {setting}={value_text(d.value)}"
             else:
                 why = f"{tool}'s default in {rng}" if rng != "all versions" else f"{tool}'s default"
             return d.value, why
@@ -248,8 +248,9 @@ def _range(lo: Version | None, hi: Version | None) -> str:
     return ",".join(parts) or "all versions"
 
 
-def _lit(v: Any) -> str:
-    """A setting's value as the user would write it in a config (never Python's None)."""
+def value_text(v: Any) -> str:
+    """A setting's value as a config writes it: ``null``, ``true``, ``'token'``, ``0.2`` (never
+    Python's None)."""
     if v is None:
         return "null"
     if isinstance(v, bool):

@@ -315,6 +315,9 @@ class GSPODashMixin(TrainerMethods):
     ``RunRecorder`` while training runs (``None`` before ``train()`` and after it).
     """
 
+    # "_gd_" (gspo-dash) prefixes every attribute and method this mixin adds to TRL's trainer, so
+    # none can clash with one of GRPOTrainer's own (its private ones are "_" + a plain word).
+
     def _gd_setup(self, options: dict[str, Any] | None) -> None:
         self._gd_options = dict(options or {})
         self._gd_buffer: list[dict[str, torch.Tensor]] = []

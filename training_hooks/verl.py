@@ -1,46 +1,16 @@
 """Record a verl run with gspo-dash: a verl plugin, on when ``GSPO_DASH_VERL`` names the runs root.
 
-verl (0.9.x) imports every entry point of the group ``verl.plugins`` when ``import verl`` runs, in
-every process (Ray workers included); gspo-dash declares this module as one. Importing it does
-nothing unless the environment variable ``GSPO_DASH_VERL`` is set: its value is the runs root (a
-folder, ``s3://bucket/prefix`` or ``gs://...``). Then ``install`` wraps
-``verl.workers.engine.base.BaseEngine.train_batch`` (now, or as soon as that module is imported):
-
-* a ``train_batch`` whose loss function is verl's ``ppo_loss`` (the ``functools.partial(ppo_loss,
-  config=ActorConfig)`` verl's workers pass) is one optimizer step. The loss is wrapped so that,
-  after verl's own call on each micro-batch, the micro-batch's tensors are kept, detached: the
-  current log-probs (the model output ``ppo_loss`` reads, unpadded and left-shifted by one token,
-  turned back into (B, T) by verl's own ``no_padding_2_padding``), ``old_log_probs``,
-  ``advantages``, ``response_mask``, and when the batch carries them ``ref_log_prob``,
-  ``rollout_log_probs`` (recorded as ``sampler_logprobs``), the entropy, ``token_level_scores``
-  (a sequence's reward is their sum, as verl's ``critic/score``) and ``uid`` (the group id);
-* after verl's optimizer step the micro-batches are one ``RunRecorder.log_step``: the step's
-  sequences group by group (by ``uid``, ``G = ActorConfig.rollout_n``). When the step's rows do
-  not hold whole groups (verl's ``balance_batch`` and ``shuffle`` can split a group over
-  mini-batches and ranks) or carry no ``uid`` / ``token_level_scores``, rewards and groups are
-  unknown: NaN rewards (never 0) and the ``verl/groups_known`` extra is 0;
-* the policy lag comes from verl's own loop: ``TrainingWorker.train_mini_batch`` runs ``epochs x
-  mini-batches`` optimizer steps on one batch and flags the last one (``update_lr_scheduler``).
-  The first step after a flagged one (or the first of the job) is lag 0 of a new rollout; a step
-  without the flag (``train_batch`` driven by another loop) has unknown rollout and lag.
-
-Run settings: the algorithm is the loss of verl's ``policy_loss.loss_mode`` (``verl_algorithm``:
-vanilla "grpo", "gspo", "cispo", "sapo", geo_mean "gmpo", ...; "unknown" for a mode gspo-dash does not
-reproduce); for a loss with a hard clip, verl's ``clip_ratio_low/high`` are the eps of its unit
-(sequence for GSPO, token otherwise, GMPO's log-space range as token eps; the other unit keeps its
-default); ``loss_agg_mode`` is the reduction; the ``VERL_SETTINGS`` of the ``ActorConfig`` and
-verl's version go into run.json. Every step also records the attenuation of verl's loss
-(``gspo_metrics.loss_for("verl", settings)`` on the step's detached tensors), per sequence and as
-step means. One run per engine's training: an engine's first recorded step opens its run; a
-second engine in the process, or an engine training again with another loss mode or clip
-setting, is a new run. Under ``torch.distributed`` every rank joins rank 0's run
-(``RunRecorder``'s distributed mode). Its name is ``GSPO_DASH_VERL_NAME``, else the experiment
-name verl gave the worker (``rollout.trace.experiment_name``, which verl's config fills from
-``trainer.experiment_name``), else ``verl-<loss_mode>``.
-
-Pass-through: ``GSPO_DASH_VERL_OPTIONS`` holds a JSON object of more ``RunRecorder`` keyword
-arguments (``{"mlflow": true, "token_samples": 8}``); ``GSPO_DASH_VERL_ON_FINDING`` names a
-callable as ``module:function``, given to the recorder as ``on_finding=`` (which loads it); from Python, ``configure(**recorder_kwargs)`` does the same in-process.
+verl (0.9.x) imports every entry point of the group ``verl.plugins`` on ``import verl``, in every
+process; this module is one and does nothing unless ``GSPO_DASH_VERL`` is set (a folder,
+``s3://...`` or ``gs://...``). Then ``install`` wraps ``BaseEngine.train_batch``: a
+``train_batch`` whose loss is verl's ``ppo_loss`` is one optimizer step; the wrapped loss keeps
+each micro-batch's tensors, detached, after verl's own call, and after verl's optimizer step they
+are one ``RunRecorder.log_step`` (groups by ``uid``, ``G = ActorConfig.rollout_n``; rewards NaN,
+never 0, when the step does not hold whole groups). The policy lag comes from verl's
+``update_lr_scheduler`` flag. The algorithm is the loss of ``policy_loss.loss_mode``
+(``verl_algorithm``); ``GSPO_DASH_VERL_NAME``, ``GSPO_DASH_VERL_OPTIONS`` (JSON ``RunRecorder``
+arguments), ``GSPO_DASH_VERL_ON_FINDING`` (``module:function``) and ``configure(**kwargs)`` tune
+the run. What is recorded and what stays unknown: docs/verl.md.
 
 Training is unchanged: the plugin reads detached tensors after verl used them, draws no random
 numbers and returns verl's loss and outputs as they are. Any error of the recorder (a bad

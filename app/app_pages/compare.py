@@ -13,11 +13,21 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from app import colors, data, lag, line_style, panels, series_math, sources, traces, ui
+from app import (
+    colors,
+    compare_traces,
+    compare_view,
+    data,
+    echarts_grid,
+    lag,
+    line_style,
+    panels,
+    series_math,
+    sources,
+    traces,
+    ui,
+)
 from app import compare_groups as cg
-from app import compare_traces as ct
-from app import compare_view as cv
-from app import echarts_grid as eg
 from app.records import SOURCE_PARQUET
 
 PANEL_POINT_BUDGET = 6_000  # points per chart across all its traces (the browser's cost)
@@ -29,7 +39,7 @@ DEFAULT_MAX_POINTS = 500
 PANELS_PER_FIGURE = len(panels.PANELS)
 MAX_ASKED_PANELS = 24  # extra metrics drawn at once (narrow with the search box beyond)
 STEP_LABELS = {
-    cv.AUTO: "auto",
+    compare_view.AUTO: "auto",
     lag.ALL: "all",
     lag.ON_POLICY: "on-policy",
     lag.OFF_POLICY: "off-policy",
@@ -41,14 +51,14 @@ def controls() -> dict:
     with st.container(horizontal=True, vertical_alignment="bottom"):
         x_axis = st.segmented_control(
             "x axis",
-            options=list(ct.X_AXES),
+            options=list(compare_traces.X_AXES),
             format_func=lambda k: {
-                ct.X_STEP: "step",
-                ct.X_ROLLOUT: "rollout",
-                ct.X_ELAPSED: "wall time",
-                ct.X_TOKENS: "tokens",
+                compare_traces.X_STEP: "step",
+                compare_traces.X_ROLLOUT: "rollout",
+                compare_traces.X_ELAPSED: "wall time",
+                compare_traces.X_TOKENS: "tokens",
             }[k],
-            default=ct.X_STEP,
+            default=compare_traces.X_STEP,
             key="x",
             bind="query-params",
             required=True,
@@ -59,9 +69,9 @@ def controls() -> dict:
         )
         steps = st.segmented_control(
             "steps",
-            options=list(cv.STEP_CHOICES),
+            options=list(compare_view.STEP_CHOICES),
             format_func=STEP_LABELS.__getitem__,
-            default=cv.AUTO,
+            default=compare_view.AUTO,
             key="steps",
             bind="query-params",
             required=True,
@@ -93,9 +103,10 @@ def controls() -> dict:
     return {"x": x_axis, "steps": steps, "smoothing": smoothing, "max_points": max_points}
 
 
-def load_series(shown, ctx: ui.Context) -> tuple[list[ct.RunSeries], dict, list[str]]:
+def load_series(shown, ctx: ui.Context) -> tuple[list[compare_traces.RunSeries], dict, list[str]]:
     """(series, {run label: extra-metric stats}, problems) of the shown runs with steps (labels:
-    ``ctx.labels``, unique even when two runs share a name)."""
+    ``ctx.labels``, unique even when two runs share a name), without their ``bounds``
+    (``with_bounds``: only the per-run grid draws them)."""
     series, stats, problems = [], {}, []
     for run in shown:
         t = data.load_steps(run)
@@ -106,19 +117,26 @@ def load_series(shown, ctx: ui.Context) -> tuple[list[ct.RunSeries], dict, list[
         digest = traces.run_digest(run)
         stats[ctx.labels.get(run.key, run.key)] = traces.run_extra_stats(run, t.df, digest)
         series.append(
-            ct.RunSeries(
+            compare_traces.RunSeries(
                 key=run.key,
                 label=ctx.label(run),  # unique: two runs may share a name
                 algorithm=run.algorithm,
                 color=ctx.colors.get(run.key, colors.PALETTE[0]),
-                df=ct.with_rollout_position(t.df),
+                df=compare_traces.with_rollout_position(t.df),
                 eps=ui.eps_of(run),
                 lag=traces.run_lag(run, t.df, digest),
-                bounds=observed_bounds(run),
                 sources=sources.mapped_sources(run.info),
             )
         )
     return series, stats, problems
+
+
+def with_bounds(
+    series: list[compare_traces.RunSeries], runs_by_key
+) -> list[compare_traces.RunSeries]:
+    """``series`` with each run's ``observed_bounds``: a read of its per-sequence rewards, which
+    only the per-run grid uses (the Reward band and its y range), not the grouped charts."""
+    return [dataclasses.replace(s, bounds=observed_bounds(runs_by_key[s.key])) for s in series]
 
 
 def observed_bounds(run) -> dict[str, tuple[float, float]]:
@@ -128,10 +146,10 @@ def observed_bounds(run) -> dict[str, tuple[float, float]]:
     return {panels.PANELS_BY_KEY["reward"].column: reward} if reward else {}
 
 
-def lag_caption(series: list[ct.RunSeries], choice: str) -> None:
+def lag_caption(series: list[compare_traces.RunSeries], choice: str) -> None:
     """Say which steps the charts show and how each run's steps were split by policy lag."""
     mixed = [s.label for s in series if s.lag is not None and s.lag.has_both]
-    if choice == cv.AUTO:
+    if choice == compare_view.AUTO:
         if not mixed:
             return
         st.caption(
@@ -140,7 +158,7 @@ def lag_caption(series: list[ct.RunSeries], choice: str) -> None:
             "elsewhere. Each chart says which steps it shows."
         )
     else:
-        st.caption(f"Steps: every chart shows {cv.SUBSET_TEXT[choice]} only.")
+        st.caption(f"Steps: every chart shows {compare_view.SUBSET_TEXT[choice]} only.")
     if box := ui.lazy_expander(
         "Policy lag of the shown runs", "lag_table", ":material/call_split:"
     ):
@@ -150,7 +168,7 @@ def lag_caption(series: list[ct.RunSeries], choice: str) -> None:
         box.dataframe(pd.DataFrame(rows), hide_index=True)
 
 
-def x_span(series: list[ct.RunSeries], x: str) -> tuple[float, float] | None:
+def x_span(series: list[compare_traces.RunSeries], x: str) -> tuple[float, float] | None:
     """(lo, hi) of the x column over every shown run's finite values, or None."""
     los, his = [], []
     for s in series:
@@ -172,8 +190,8 @@ def draw_panels(
     on the same runs, files and options gets it at once."""
     span = x_span(series, opts["x"])
     # a round spacing: changes of the selection mostly keep it, and with it the cached traces
-    whole = opts["x"] in ct.WHOLE_X  # steps and tokens: readout at whole numbers
-    n = eg.readout_size(len(series))
+    whole = opts["x"] in compare_traces.WHOLE_X  # steps and tokens: readout at whole numbers
+    n = echarts_grid.readout_size(len(series))
     readout = series_math.readout_spacing(*span, n, whole=whole) if span else None
     digests = {s.key: traces.run_digest(runs_by_key[s.key]) for s in series}  # once per run
     how = {
@@ -200,9 +218,10 @@ def grid_chart(
     by_panel, views = [], []
     for p in chunk:
         subsets = {
-            s.key: cv.panel_subset(p.off_policy_default, opts["steps"], s.lag) for s in series
+            s.key: compare_view.panel_subset(p.off_policy_default, opts["steps"], s.lag)
+            for s in series
         }
-        points = ct.trace_points(
+        points = compare_traces.trace_points(
             p,
             len(series),
             budget=PANEL_POINT_BUDGET,
@@ -228,18 +247,20 @@ def grid_chart(
         }
         by_panel.append([t for ts in per_run.values() for t in ts])
         drawn = [k for k, ts in per_run.items() if ts]
-        views.append(ct.panel_view(series, p, subsets, drawn, zoom_band=zoom_band, x=opts["x"]))
-    return eg.grid_option(
+        views.append(
+            compare_traces.panel_view(series, p, subsets, drawn, zoom_band=zoom_band, x=opts["x"])
+        )
+    return echarts_grid.grid_option(
         series, chunk, by_panel, x=opts["x"], log_panels=log_keys, views=views, x_range=x_range
     )
 
 
-def draw_lag_split(series: list[ct.RunSeries], shown: list[panels.Panel]) -> None:
+def draw_lag_split(series: list[compare_traces.RunSeries], shown: list[panels.Panel]) -> None:
     """The KL old→new and clip panels among ``shown``, split by declared policy lag: each run's
     mean at each lag (``compare_traces.lag_traces``), one chart; nothing when no run declares two
     or more off-policy lags (the "steps" control's on/off split then says it all)."""
     chosen = [p for p in shown if p.off_policy_default]
-    if not chosen or not ct.splits_by_lag(series):
+    if not chosen or not compare_traces.splits_by_lag(series):
         return
     st.subheader("By policy lag", anchor=False)
     st.caption(
@@ -248,21 +269,28 @@ def draw_lag_split(series: list[ct.RunSeries], shown: list[panels.Panel]) -> Non
         "step (ratio 1: nothing clips, KL old→new is 0); later minibatches on one batch move "
         "further from the policy that sampled it."
     )
-    counted = [dataclasses.replace(p, second_label=ct.LAG_COUNT_LABEL) for p in chosen]
-    by_panel = [[t for s in series for t in ct.lag_traces(s, p)] for p in counted]
+    counted = [dataclasses.replace(p, second_label=compare_traces.LAG_COUNT_LABEL) for p in chosen]
+    by_panel = [[t for s in series for t in compare_traces.lag_traces(s, p)] for p in counted]
     views = [
-        ct.lag_view(series, p, list(dict.fromkeys(t.run for t in ts)))
+        compare_traces.lag_view(series, p, list(dict.fromkeys(t.run for t in ts)))
         for p, ts in zip(counted, by_panel, strict=True)
     ]
-    lags = [int(v) for s in series for v in ct.declared_lags(s)]
-    option, height = eg.grid_option(
-        series, counted, by_panel, x=ct.X_LAG, views=views, x_name=ct.X_LAG_NAME
+    lags = [int(v) for s in series for v in compare_traces.declared_lags(s)]
+    option, height = echarts_grid.grid_option(
+        series,
+        counted,
+        by_panel,
+        x=compare_traces.X_LAG,
+        views=views,
+        x_name=compare_traces.X_LAG_NAME,
     )
-    eg.whole_x_axis(option, min(lags), max(lags))
+    echarts_grid.whole_x_axis(option, min(lags), max(lags))
     st.echarts_chart(option, height=height, key="lag-split")
 
 
-def more_metrics(extras: cv.Extras, series: list[ct.RunSeries]) -> list[panels.Panel]:
+def more_metrics(
+    extras: compare_view.Extras, series: list[compare_traces.RunSeries]
+) -> list[panels.Panel]:
     """The metrics beyond the built-in panels, by group; returns the panels the user asked for:
     the built-in ones a search found by a mapped metric's source name, then the extra metrics."""
     groups = extras.groups
@@ -289,7 +317,7 @@ def more_metrics(extras: cv.Extras, series: list[ct.RunSeries]) -> list[panels.P
         placeholder="none: pick a group (or search)",
     )
     pool = [n for g in (chosen or (groups if query else [])) for n in groups[g]]
-    names = cv.filter_names(pool, query)
+    names = compare_view.filter_names(pool, query)
     if box := ui.lazy_expander(
         f"All groups ({len(groups)})", "groups_table", ":material/folder_open:"
     ):
@@ -299,7 +327,7 @@ def more_metrics(extras: cv.Extras, series: list[ct.RunSeries]) -> list[panels.P
                     "group": list(groups),
                     "metrics": [len(v) for v in groups.values()],
                     "matching the search": [
-                        len(cv.filter_names(v, query)) for v in groups.values()
+                        len(compare_view.filter_names(v, query)) for v in groups.values()
                     ],
                     "names": [
                         ", ".join(v[:4]) + (", ..." if len(v) > 4 else "") for v in groups.values()
@@ -321,7 +349,7 @@ def more_metrics(extras: cv.Extras, series: list[ct.RunSeries]) -> list[panels.P
     return builtin + [panels.extra_panel(n) for n in names[:MAX_ASKED_PANELS]]
 
 
-def stand_in_panels(found: dict[str, list[cv.StandIn]]) -> list[panels.Panel]:
+def stand_in_panels(found: dict[str, list[compare_view.StandIn]]) -> list[panels.Panel]:
     """One chart per foreign name standing in for a chart's column, titled with its own name,
     its caption the caveat (why it is not our column)."""
     out: dict[str, panels.Panel] = {}
@@ -359,7 +387,7 @@ own = [
     for r in shown
     if r.source == SOURCE_PARQUET and r.info and not r.info.imported
 ]
-extras = cv.classify_extras(stats, own)
+extras = compare_view.classify_extras(stats, own)
 builtin = [p.key for p in panels.PANELS]
 titles = {p.key: p.title for p in panels.PANELS}
 with st.expander("Charts and log scales", icon=":material/tune:"):
@@ -370,7 +398,7 @@ with st.expander("Charts and log scales", icon=":material/tune:"):
         "Bands (reward ± std, log-ratio min..max)", value=len(series) <= 3, key="bands"
     )
     zoom_band = st.toggle(
-        f"Open the log s chart zoomed to {cv.SEQ_BAND_ZOOM:g}x GSPO's band",
+        f"Open the log s chart zoomed to {compare_view.SEQ_BAND_ZOOM:g}x GSPO's band",
         value=True,
         key="zoom_band",
         help="GSPO's band [log(1-ε_low), log(1+ε_high)] is ~1e-3 wide, GRPO's spread far wider: "
@@ -397,10 +425,10 @@ if verdict is not None:
     cg.verdict_table(verdict)
 grouped = verdict is not None and bool(verdict.grouping.groups)
 if not grouped:
-    legend, legend_height = eg.legend_option(series)
+    legend, legend_height = echarts_grid.legend_option(series)
     st.echarts_chart(legend, height=legend_height, key="legend")
 lag_caption(series, opts["steps"])
-plain = ct.trace_points(
+plain = compare_traces.trace_points(
     panels.PANELS_BY_KEY["loss"],
     len(series),
     budget=PANEL_POINT_BUDGET,
@@ -415,25 +443,34 @@ if plain < opts["max_points"]:
     )
 x_missing = [ui.md_escape(s.label) for s in series if not panels.has_data(s.df, opts["x"])]
 if x_missing:
-    why = ct.X_UNLOGGED[opts["x"]]
+    why = compare_traces.X_UNLOGGED[opts["x"]]
     st.caption(f"Left off this x axis ({why}): {', '.join(x_missing)}.")
 
 runs_by_key = {r.key: r for r in shown}
+if not grouped:
+    series = with_bounds(series, runs_by_key)
+
+
+def grid_series() -> list[compare_traces.RunSeries]:
+    """The series for a per-run grid (with bounds) below the grouped charts too."""
+    return with_bounds(series, runs_by_key) if grouped else series
+
+
 split = panels.split_by_data(
     [s.df for s in series], [panels.PANELS_BY_KEY[k] for k in chosen], opts["x"]
 )
 shown_panels = split.drawn
-st.caption(ui.md_escape(cv.clip_units_line([(s.label, s.df) for s in series])))
-other_names = cv.stand_ins(
+st.caption(ui.md_escape(compare_view.clip_units_line([(s.label, s.df) for s in series])))
+other_names = compare_view.stand_ins(
     [(s.label, runs_by_key[s.key].info, s.df) for s in series], [p.column for p in split.unlogged]
 )
 if unlogged := [p for p in split.unlogged if p.column not in other_names]:
     st.caption(ui.md_escape(panels.not_logged_line(unlogged)))
 if other_names:
     titles_by_column = {p.column: p.title for p in split.unlogged}
-    st.caption(ui.md_escape(cv.stand_in_sentence(titles_by_column, other_names)))
+    st.caption(ui.md_escape(compare_view.stand_in_sentence(titles_by_column, other_names)))
 if split.off_axis:
-    why = f"Logged only by runs left off this x axis ({ct.X_UNLOGGED[opts['x']]})"
+    why = f"Logged only by runs left off this x axis ({compare_traces.X_UNLOGGED[opts['x']]})"
     st.caption(ui.md_escape(panels.not_logged_line(split.off_axis, why)))
 if shown_panels:
     st.caption(
@@ -467,7 +504,7 @@ if other_names and st.toggle(
     "Draw the metrics logged under another name (labelled with their own names)",
     key="stand_ins",
 ):
-    draw_panels(runs_by_key, series, stand_in_panels(other_names), opts, key="stand_in")
+    draw_panels(runs_by_key, grid_series(), stand_in_panels(other_names), opts, key="stand_in")
 
 if extras.constants:
     names = list(dict.fromkeys(c.metric for c in extras.constants))
@@ -479,11 +516,11 @@ if extras.constants:
         ":material/horizontal_rule:",
     ):
         box.caption("Metrics that kept one value in every run that logged them (not drawn).")
-        box.dataframe(cv.constants_frame(extras.constants), hide_index=True)
+        box.dataframe(compare_view.constants_frame(extras.constants), hide_index=True)
 if extras.groups:
     asked = more_metrics(extras, series)
     if asked:
-        draw_panels(runs_by_key, series, asked, opts, key="more")
+        draw_panels(runs_by_key, grid_series(), asked, opts, key="more")
 if shown_panels:
     if box := ui.lazy_expander("What each chart means", "chart_help", ":material/help:"):
         box.markdown(  # one element, not one per chart: each costs the browser a render

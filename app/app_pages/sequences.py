@@ -243,10 +243,7 @@ if len(match):
     tokens = [str(x) for x in tokens] if tokens is not None else None
     st.plotly_chart(
         charts.token_bars_figure(
-            lr,
-            token_eps=token_eps,
-            seq_log_ratio=float(row[Seq.SEQ_LOG_RATIO]),
-            tokens=tokens,
+            lr, token_eps=token_eps, seq_log_ratio=float(row[Seq.SEQ_LOG_RATIO]), tokens=tokens
         ),
         key="token_bars",
     )

@@ -182,9 +182,9 @@ def action_logprobs(
     T = actions.shape[1]
     logits = policy(ids[:, :-1])[:, -T:].float()  # (B, T, A)
     logp_bta = torch.log_softmax(logits, dim=-1)
-    logp_bt = logp_bta.gather(-1, actions[..., None]).squeeze(-1)
+    logp_B_T = logp_bta.gather(-1, actions[..., None]).squeeze(-1)
     entropy = None
     if with_entropy:
         with torch.no_grad():
             entropy = -(logp_bta.exp() * logp_bta).sum(-1)
-    return logp_bt, entropy
+    return logp_B_T, entropy

@@ -11,13 +11,14 @@ need no future (``live_findings``, ``LIVE_CODES``) on the table it has so far, o
 every threshold is a ``Threshold`` with its unit and source, a typed attribute (``RUN.min_basis``,
 ``GSPO_CLIP.warn_high``, ``ATTENUATION``, ``MISMATCH``, ``RAW``) listed in ``THRESHOLDS``.
 
-Modules: ``core`` (codes, ``Finding``, ``RunFacts``, ``Coverage``, table readers), ``thresholds``,
-``lag`` (policy lag per step), ``status`` (how the run ended, non-finite values, stale old
-log-probs), ``mismatch`` (sampler/trainer), ``clip``, ``signal`` (constant reward, zero-variance
-and solved groups, truncation), ``spikes`` (spikes and trends), ``run`` (the entry points),
-``raw`` (what the raw values show: gradient norm, loss scale, no learning signal, reward
-components, KL level), ``onpolicy`` (clipping at one update per batch), ``attenuation`` (every
-loss's trust region in one unit), ``live`` (the recorder's side).
+Modules: ``core`` (the built-in codes, ``Finding``, ``RunFacts``, ``Coverage``, table readers),
+``thresholds``, ``lag`` (policy lag per step), ``status`` (how the run ended, non-finite values,
+stale old log-probs), ``mismatch`` (sampler/trainer), ``clip``, ``signal`` (constant reward,
+zero-variance and solved groups, truncation), ``spikes`` (spikes and trends), ``run`` (the entry
+points, the registered checks ``CHECKS`` and ``CHECKS_VERSION``), ``raw`` (what the raw values
+show: gradient norm, loss scale, no learning signal, reward components, KL level), ``onpolicy``
+(clipping at one update per batch), ``attenuation`` (every loss's trust region in one unit),
+``live`` (the recorder's side).
 """
 
 from training_hooks.findings.core import (
@@ -27,7 +28,6 @@ from training_hooks.findings.core import (
     CLIP_HIGH,
     CLIP_LOW,
     CLIP_ONE_UPDATE,
-    CODES,
     CRASHED,
     ENTROPY_COLLAPSE,
     ERROR,
@@ -69,8 +69,12 @@ from training_hooks.findings.core import (
     train_mask,
 )
 from training_hooks.findings.run import (
+    CHECKS,
+    CHECKS_VERSION,
+    CODES,
     LIVE_CODES,
     OUTCOME_COLUMNS,
+    Check,
     HealthReport,
     facts_of,
     live_findings,
@@ -97,13 +101,14 @@ from training_hooks.findings.thresholds import (
     RunThresholds,
     Threshold,
 )
-from training_hooks.findings.version import CHECKS_VERSION
 
 __all__ = [
     "ATTENUATION_HIGH",
     "ATTENUATION_LOW",
     "ATTENUATION_ONE_SIDED",
+    "CHECKS",
     "CHECKS_VERSION",
+    "Check",
     "CLIP_HIGH",
     "CLIP_LOW",
     "CODES",

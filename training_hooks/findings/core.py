@@ -22,7 +22,8 @@ INFO = "info"
 OK = "ok"
 SEVERITY_ORDER = {ERROR: 0, WARNING: 1, INFO: 2, OK: 3}
 
-# The stable codes (a contract: tests, the bench and the page match on them).
+# The stable codes of the checks written out in ``run.run_health`` (a contract: tests, the bench
+# and the page match on them); ``run.CODES`` adds those of the checks registered in ``run.CHECKS``.
 ON_POLICY_ONLY = "on_policy_only"
 STALE_OLD_LOGPROBS = "stale_old_logprobs"
 SAMPLER_MISMATCH = "sampler_mismatch"
@@ -46,7 +47,7 @@ NO_SIGNAL = "no_learning_signal"
 REWARD_PINNED = "reward_component_pinned"
 KL_REF_HIGH = "kl_ref_high"
 CLIP_ONE_UPDATE = "clip_at_one_update"
-CODES: tuple[str, ...] = (
+BUILTIN_CODES: tuple[str, ...] = (
     ON_POLICY_ONLY,
     STALE_OLD_LOGPROBS,
     SAMPLER_MISMATCH,
@@ -86,12 +87,12 @@ NOT_JUDGED = "not_judged"
 ATTENUATION_HIGH = "attenuation_high"
 ATTENUATION_LOW = "attenuation_low"
 ATTENUATION_ONE_SIDED = "attenuation_one_sided"
-CODES = (*CODES, ATTENUATION_HIGH, ATTENUATION_LOW, ATTENUATION_ONE_SIDED)
+BUILTIN_CODES = (*BUILTIN_CODES, ATTENUATION_HIGH, ATTENUATION_LOW, ATTENUATION_ONE_SIDED)
 
 
 @dataclass(frozen=True)
 class Finding:
-    code: str  # one of CODES (or TASK_SATURATED, OK_CODE, RUNNING, NO_STEPS, NOT_JUDGED)
+    code: str  # one of run.CODES (or TASK_SATURATED, OK_CODE, RUNNING, NO_STEPS, NOT_JUDGED)
     severity: str  # ERROR, WARNING, INFO or OK
     title: str
     evidence: str

@@ -137,6 +137,19 @@ class LagSplit:
         return f"{how}: {', '.join(parts)} steps"
 
 
+def _ints_or_none(values: np.ndarray) -> tuple[int | None, ...]:
+    """Each value as an int, NaN as None (vectorised: a step table has thousands of rows)."""
+    nan = np.isnan(values)
+    if nan.all():
+        return (None,) * len(values)
+    if np.abs(values[~nan]).max() >= 2.0**62:  # past int64: one by one
+        return tuple(None if np.isnan(v) else int(v) for v in values.tolist())
+    out: list[int | None] = list(np.where(nan, 0, values).astype(np.int64).tolist())
+    for i in np.flatnonzero(nan).tolist():
+        out[i] = None
+    return tuple(out)
+
+
 def lag_split(df: pd.DataFrame) -> LagSplit:
     """The ``LagSplit`` of a step table (columns ``Step.*``; any row order)."""
     classes = step_lag_classes(df)
@@ -159,6 +172,6 @@ def lag_split(df: pd.DataFrame) -> LagSplit:
     return LagSplit(
         step=tuple(steps.tolist()),
         lag_class=tuple(classes.tolist()),
-        lag=tuple(None if np.isnan(v) else int(v) for v in lag.tolist()),
+        lag=_ints_or_none(lag),
         source=source,
     )

@@ -8,8 +8,9 @@ which runs the same functions (and the trend checks, which compare a run's end w
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
+from typing import Any
 
 import pandas as pd
 
@@ -20,6 +21,7 @@ from training_hooks.findings.clip import HIGH as CLIP_SHARE_HIGH
 from training_hooks.findings.clip import LOW as CLIP_SHARE_LOW
 from training_hooks.findings.clip import check_clip_range
 from training_hooks.findings.core import (
+    BUILTIN_CODES,
     CLIP_HIGH,
     CLIP_LOW,
     CLIP_ONE_UPDATE,
@@ -65,6 +67,40 @@ from training_hooks.findings.status import (
 from training_hooks.findings.thresholds import RUN
 from training_hooks.schema import STATUS_FINISHED, RunInfo, Seq, flatten
 
+#: The declared version of what the Health checks conclude. A run's summary
+#: (``training_hooks.run_summary``, run.json's ``summary`` or one the dashboard kept) records the
+#: version of the checks that made its findings, and is set aside when it differs. Bump it whenever
+#: a check, a threshold (``thresholds.THRESHOLDS``) or the step-table reader
+#: (``training_hooks.tables``) can change the findings a run gets (a code, a severity); a change of
+#: wording, a docstring or a refactor that gives the same findings needs no bump.
+#: ``tests/test_checks_version.py`` holds the findings of a fixed set of runs against
+#: ``tests/checks_findings.json`` and fails when they change while this number does not.
+CHECKS_VERSION = 2  # 2: attenuation checks; clip checks only for hard-clip losses (issue 32)
+
+
+@dataclass(frozen=True)
+class Check:
+    """A check registered in ``CHECKS``: the codes it reports and its function."""
+
+    codes: tuple[str, ...]
+    """Its stable codes (they join ``CODES``), declared in its module."""
+    check: Callable[[pd.DataFrame, Any, RunFacts, Coverage], list[Finding]]
+    """``check(df, split, facts, cov)``: the run's step table in step order, its lag split
+    (``lag.lag_split``), what the run states, and the coverage it adds its line to (``cov.ran``
+    or ``cov.skipped``, with the reason)."""
+    live: bool = False
+    """It needs no future: the recorder runs it too (``live_findings``; its codes join
+    ``LIVE_CODES``)."""
+
+
+#: The checks that declare themselves, each in its own module (its codes and thresholds beside
+#: it, or in ``thresholds``): one entry here runs it on the Health page (after the checks written
+#: out in ``run_health``) and, live, in the recorder. Adding one also bumps ``CHECKS_VERSION``.
+CHECKS: tuple[Check, ...] = ()
+
+#: Every stable code a finding may carry (a contract: tests, the bench and the page match on them).
+CODES: tuple[str, ...] = (*BUILTIN_CODES, *(code for c in CHECKS for code in c.codes))
+
 #: The codes the recorder judges live (their checks need no future).
 LIVE_CODES = (
     NONFINITE,
@@ -78,6 +114,7 @@ LIVE_CODES = (
     CLIP_ONE_UPDATE,
     ZERO_VARIANCE,
     TASK_SATURATED,
+    *(code for c in CHECKS if c.live for code in c.codes),
 )
 
 
@@ -113,6 +150,7 @@ def _live_checks(df: pd.DataFrame, split, facts: RunFacts, cov: Coverage) -> lis
         *_clip_checks(df, split, facts, cov),
         *check_learning_signal(df, facts, cov),
         *check_spikes(df, split, cov),
+        *(f for c in CHECKS if c.live for f in c.check(df, split, facts, cov)),
     ]
 
 
@@ -174,6 +212,7 @@ def run_health(df: pd.DataFrame, facts: RunFacts) -> HealthReport:
         *check_truncation(df, cov),
         *check_attenuation(df, split, _loss_text(facts.algorithm), cov),
         *check_raw_values(df, facts, cov),
+        *(f for c in CHECKS if not c.live for f in c.check(df, split, facts, cov)),
     ]
     if len(df) == 0:
         found.append(

@@ -49,8 +49,8 @@ from training_hooks.importers._core import (
     ImportResult,
     import_run,
 )
+from training_hooks.importers._describe import ImportSummary, markdown_table, summarize
 from training_hooks.importers._segments import SeveralRuns
-from training_hooks.importers._summary import ImportSummary, markdown_table, summarize
 
 __all__ = [
     "AlreadyImported",

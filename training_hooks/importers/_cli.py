@@ -12,9 +12,9 @@ from pathlib import Path
 
 from training_hooks import schema
 from training_hooks.importers._core import SOURCES, TOOLS, AlreadyImported, import_run
+from training_hooks.importers._describe import report_lines
 from training_hooks.importers._read import load_config
 from training_hooks.importers._segments import SeveralRuns
-from training_hooks.importers._summary import report_lines
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -23,10 +23,7 @@ def _parser() -> argparse.ArgumentParser:
         description="Import a TRL, Tinker cookbook or verl run into a gspo-dash runs folder.",
     )
     p.add_argument("source", choices=SOURCES, help="the tool that logged the run")
-    p.add_argument(
-        "path",
-        help="; ".join(spec.path_hint for spec in TOOLS.values()),
-    )
+    p.add_argument("path", help="; ".join(spec.path_hint for spec in TOOLS.values()))
     p.add_argument(
         "--root",
         default="runs",

@@ -33,7 +33,7 @@ from training_hooks.metric_map import (
     parse_version,
     resolve,
 )
-from training_hooks.summary import try_summarise_run
+from training_hooks.run_summary import try_summarise_run
 from training_hooks.tool_settings import Setting, read_settings
 from training_hooks.tool_versions import assumed_defaults
 

@@ -57,7 +57,6 @@ VERL_CONSOLE = Kind(
     "verl_console", "a verl console log ('step:N - key:value - ...' lines)", ("verl",)
 )
 EVENT = Kind("tfevents", "a TensorBoard event file", ("trl", "verl"))
-WANDB = Kind("wandb", "a W&B run folder (files/output.log, wandb-summary.json)", ("trl", "verl"))
 
 
 def sniff(path: Path) -> Kind | None:

@@ -3,12 +3,15 @@
 Its ``SinkWorker`` hands it each materialised step (the training thread only appends to a queue);
 every ``every`` steps (at least 2% of the run's steps apart, and at close) it runs
 ``training_hooks.findings.live.LiveFindings.evaluate`` on the steps so far and passes each new
-finding to ``report`` (the recorder prints it, writes it to run.json, tags the MLflow run and calls
+finding to ``report``. ``cpu_share`` caps what the checks cost when steps come faster than they
+run (a CPU demo, a tiny model): an evaluation that took c CPU-seconds is followed by none for
+c / ``cpu_share`` seconds; the steps wait for the next one, none is skipped (the recorder prints it, writes it to run.json, tags the MLflow run and calls
 the user's ``on_finding``). A failing check is a sink fault, never an exception in training.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -21,7 +24,8 @@ if TYPE_CHECKING:
 
 
 class FindingsSink:
-    """See the module docstring. ``every``: steps between two evaluations (>= 1)."""
+    """See the module docstring. ``every``: steps between two evaluations (>= 1); ``cpu_share``:
+    in (0, 1], or None (every ``every`` steps whatever they cost)."""
 
     name = "findings"
 
@@ -31,13 +35,18 @@ class FindingsSink:
         report: Callable[[LiveFinding], None],
         *,
         every: int = 10,
+        cpu_share: float | None = None,
         run_id: str = "",
     ):
         if not isinstance(every, int) or every < 1:
             raise ValueError(f"every must be an int >= 1, got {every!r}")
+        if cpu_share is not None and not 0 < cpu_share <= 1:
+            raise ValueError(f"cpu_share must be in (0, 1] or None, got {cpu_share!r}")
         self.live = LiveFindings(facts, report, run_id)
         self.every = every
+        self.cpu_share = cpu_share
         self._new = 0  # steps since the last evaluation
+        self._not_before = 0.0  # time.monotonic() before which no evaluation starts (cpu_share)
 
     def open(self) -> None:
         pass
@@ -54,12 +63,17 @@ class FindingsSink:
     def should_flush(self) -> bool:
         """``every`` new steps, and at least 2% of the run's steps: checking a long run's table
         costs more, so its evaluations are spaced out (a constant share of a core)."""
-        return self._new >= max(self.every, self.live.rows // 50)
+        due = self._new >= max(self.every, self.live.rows // 50)
+        return due and time.monotonic() >= self._not_before
 
     def flush(self) -> None:
-        if self.should_flush():  # (the worker also flushes on a timer)
+        if self.should_flush():  # (the worker also flushes on a timer: a deferred one runs then)
             self._new = 0
+            cpu0 = time.thread_time()
             self.live.evaluate()
+            if self.cpu_share is not None:
+                cost = time.thread_time() - cpu0
+                self._not_before = time.monotonic() + cost / self.cpu_share
 
     def close(self, status: str) -> None:
         self._new = 0
@@ -98,7 +112,7 @@ class FindingReporter:
 
 def findings_sink(state, settings, mlflow_sink=None) -> FindingsSink:
     """The recorder's live findings sink, from its ``RunState`` and ``RecorderSettings``
-    (``findings_every``, ``on_finding``, algorithm and both ε); a resumed run's earlier findings
+    (``findings_every``, ``findings_cpu_share``, ``on_finding``, algorithm and both ε); a resumed run's earlier findings
     (run.json) are not reported again."""
     s = settings
     facts = RunFacts(
@@ -110,6 +124,12 @@ def findings_sink(state, settings, mlflow_sink=None) -> FindingsSink:
         defaults=defaulted_settings(state.info.other),
     )
     report = FindingReporter(state, mlflow_sink=mlflow_sink, on_finding=s.on_finding)
-    sink = FindingsSink(facts, report, every=s.findings_every, run_id=state.info.run_id)
+    sink = FindingsSink(
+        facts,
+        report,
+        every=s.findings_every,
+        cpu_share=s.findings_cpu_share,
+        run_id=state.info.run_id,
+    )
     sink.live.seed(state.info.other.get("findings", []))
     return sink

@@ -1,22 +1,20 @@
 """MLflow sink: the step table's columns as MLflow metrics, batched, on the sink's own thread.
 
-MLflow is slow (milliseconds per ``log_batch`` call into SQLite; docs/benchmarks.md), so the sink
-buffers ``steps_per_batch`` steps per call and splits each call under MLflow's limits (1000 metrics,
-100 params, 100 tags per ``log_batch``). It may lag behind training; Parquet is the source of
-truth and ``python -m training_hooks.sync`` replays a run from it. Opening a new SQLite store
-migrates its schema (seconds): that happens in ``open``, on the sink's thread.
+MLflow is slow (docs/benchmarks.md), so the sink buffers ``steps_per_batch`` steps per call and
+splits each call under MLflow's limits (``MAX_*_PER_BATCH``). It may lag behind training; Parquet
+is the source of truth and ``python -m training_hooks.sync`` replays a run from it. Opening a new
+SQLite store migrates its schema: that happens in ``open``, on the sink's thread.
 
 Metric keys are ``schema.mlflow_key(column)`` (``gspo_dash/loss``); non-finite values are skipped
 (MLflow charts cannot draw them; ``nonfinite_count`` is logged). Timestamps are the step's
 ``wall_time`` in ms.
 
-Fail fast: a tracking server that refuses connections or does not answer costs seconds, not the
-close timeout. For an http(s) URI the sink probes ``/health`` (``probe_tracking_server``, a few
-seconds at most) before opening the run; while a call to the child process is outstanding for more
-than ``LIVENESS_EVERY_S`` it probes again; and a failed call is followed by a probe. A server that
-does not answer makes the sink raise ``SinkFailed``: it is off for the rest of the run (a ``failed``
-fault in run.json, or ``open``), its child is killed, training goes on and ``close()`` does not wait
-for it; ``python -m training_hooks.sync`` replays the run later. The child also bounds MLflow's own
+Fail fast: a tracking server that refuses connections or does not answer must not cost the close
+timeout. For an http(s) URI the sink probes ``/health`` (``probe_tracking_server``) before opening
+the run; while a call to the child process is outstanding for more than ``LIVENESS_EVERY_S`` it
+probes again; and a failed call is followed by a probe. A server that does not answer makes the
+sink raise ``SinkFailed``: it is off for the rest of the run (a ``failed`` fault in run.json, or
+``open``), its child is killed, training goes on and ``close()`` does not wait for it; ``python -m training_hooks.sync`` replays the run later. The child also bounds MLflow's own
 HTTP retries (``CHILD_HTTP_ENV``, unless the environment sets them).
 """
 
@@ -53,9 +51,8 @@ TAG_SOURCE = "gspo_dash.source"
 ARTIFACT_PATH = "gspo_dash"
 PROBE_TIMEOUT_S = 5.0  # a tracking server's /health must answer within this (connect, then read)
 LIVENESS_EVERY_S = 2.0  # a call to the child outstanding this long: probe the server again
-#: MLflow's HTTP settings in the child process, unless the environment sets them: 2 retries
-#: (MLflow's default, 7 with backoff factor 2, retries for minutes), 1 s backoff factor, 10 s per
-#: request (default 120 s).
+#: MLflow's HTTP settings in the child process, unless the environment sets them: fewer retries and
+#: a shorter timeout than MLflow's defaults, so a dead server is noticed in seconds, not minutes.
 CHILD_HTTP_ENV = {
     "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2",
     "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",

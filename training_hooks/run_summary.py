@@ -7,7 +7,7 @@ run without reading its step table, made once by whoever writes the run.
 count the Health page gives from the table. The recorder calls it when it closes, the importers when they
 write a run, ``bench/make_runs.py`` for its generated runs. It imports no torch.
 
-The app trusts a summary only while it still describes the run (``app.summary``): the same step
+The app trusts a summary only while it still describes the run (``app.health_counts``): the same step
 parts, the same declared version of the checks (``checks_version``), the same algorithm and eps. A running run's
 summary is out of date at its next flush; the app then reads the table, as without one.
 """
@@ -227,11 +227,11 @@ def _run_jsons(root: str) -> list:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m training_hooks.summary ROOT``: write the summaries of a root's runs."""
+    """``python -m training_hooks.run_summary ROOT``: write the summaries of a root's runs."""
     import argparse
 
     ap = argparse.ArgumentParser(
-        prog="python -m training_hooks.summary",
+        prog="python -m training_hooks.run_summary",
         description="Write the summary (run.json 'summary') of every run under ROOT that is not "
         "running, so the dashboard's Runs page need not read their step tables.",
     )

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any
 
 from training_hooks import schema
 from training_hooks.metric_map import Derived
 from training_hooks.tool_settings import SETTING_KEYS
+from training_hooks.tool_versions import value_text
 
 #: Our columns an import can fill: the step table's metrics, then the derived ones it may store.
 OUR_COLUMNS = schema.STEP_METRIC_COLUMNS + (Derived.TOKEN_CLIP_BINDING, Derived.SEQ_CLIP_BINDING)
@@ -106,15 +106,6 @@ def version_from(rec: schema.ImportRecord) -> str:
     head = f"version {rec.version} stated "
     said = [e[len(head) :] for e in rec.evidence if e.startswith(head)]
     return said[-1] if said else "beside the log"
-
-
-def value_text(v: Any) -> str:
-    """A setting's value as a config writes it: ``null``, ``true``, ``'token'``, ``0.2``."""
-    if v is None:
-        return "null"
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    return repr(v) if isinstance(v, str) else str(v)
 
 
 def unknown_settings(info: schema.RunInfo) -> list[str]:

@@ -16,8 +16,8 @@ from app_runs import REPO, record_run
 from app import data, ui
 from app.discovery import discover
 from app.health import ERROR, WARNING
-from app.summary import health_counts, valid_summary
-from training_hooks import summary as summary_module
+from app.health_counts import health_counts, valid_summary
+from training_hooks import run_summary as summary_module
 from training_hooks import tables
 from training_hooks.schema import RUN_JSON, STEPS_DIR, SUMMARY_VERSION, RunInfo, read_run_info
 
@@ -197,7 +197,7 @@ def test_discovery_skips_listing_the_tables_of_a_run_with_a_current_summary(tmp_
 
 
 def test_summarise_root_backfills_runs_that_have_none(tmp_path, capsys):
-    """``python -m training_hooks.summary ROOT`` writes the summary of every run that is not
+    """``python -m training_hooks.run_summary ROOT`` writes the summary of every run that is not
     running (a run generated without one, a run summarised by other checks), skips running
     runs, and the counts it gives are the Health page's."""
     make_run(tmp_path, "old", steps=30, seed=1, tokens_per_step=0, summary=False)

@@ -1,5 +1,5 @@
 """A run's Health count for the Runs page: from the summary its writer left in run.json
-(``training_hooks.summary``) while that still describes the run, else from its step table.
+(``training_hooks.run_summary``) while that still describes the run, else from its step table.
 
 ``known_cell(run)`` is the same cell when a summary is known without reading the tables
 (run.json's, or one the dashboard made off the page's thread and kept: ``app.health_fill``),
@@ -15,14 +15,14 @@ from __future__ import annotations
 from app import data, ui
 from app.records import SOURCE_PARQUET, RunRef
 from training_hooks import findings, storage
+from training_hooks.run_summary import checks_version, is_current
 from training_hooks.schema import STEPS_DIR, SUMMARY_VERSION, RunSummary, is_data_file
-from training_hooks.summary import checks_version, is_current
 
 
 def valid_summary(run: RunRef) -> RunSummary | None:
     """The run's summary when it describes the run as discovered (``run.stamp``): written by
     this version of the summary and of the checks, from the step parts on disk now (locally the
-    steps and sequences folders' stamps, ``training_hooks.summary.is_current``; on an object
+    steps and sequences folders' stamps, ``training_hooks.run_summary.is_current``; on an object
     store the listed step parts' names and sizes), for the run's algorithm and eps. None
     otherwise (or without one)."""
     s = run.info.summary if run.info is not None else None

@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from gspo_metrics import zero_variance_groups
+from gspo_metrics.spec import STEP_MEANS
 
 from .layout import SEQ_ROW, SEQ_ROWS, Layout
 from .schema import Seq, Step
@@ -29,16 +30,9 @@ if TYPE_CHECKING:
 COUNTS = ("ranks", "sequences", "groups", "truncated_n", "loss_n")
 #: Rows whose population std the step row gives (their sums of squares are summed).
 SQUARED = (Seq.REWARD, Seq.ADVANTAGE, Seq.SEQ_LOG_RATIO)
-#: Rows averaged over tokens (each sequence weighted by its length).
-TOKEN_WEIGHTED = (
-    Seq.TOKEN_CLIP_FRACTION,
-    Seq.TOKEN_CLIP_LOW_FRACTION,
-    Seq.TOKEN_CLIP_HIGH_FRACTION,
-    Seq.KL_REF,
-    Seq.KL_OLD,
-    Seq.SAMPLER_KL,
-    Seq.ENTROPY,
-)
+#: Rows averaged over tokens (each sequence weighted by its length): the values whose step mean
+#: is declared token-weighted (``gspo_metrics.spec.StepMean``).
+TOKEN_WEIGHTED = tuple(v.name for v in STEP_MEANS if v.step_mean and v.step_mean.weight == "tokens")
 #: The attenuation's step means: every sequence whose attenuation is known, A > 0, A < 0.
 ATTENUATION_SIGNS = ("all", "pos", "neg")
 #: The summary's vector of sums (all-reduced with SUM), part by part.
@@ -174,21 +168,12 @@ def step_row(
         Step.WALL_TIME: rec.wall_time,
         Step.ALGORITHM: rec.algorithm,
         Step.LOSS: _div(sums[SUMS["loss"]][0], count["loss_n"]),
-        Step.REWARD_MEAN: mean(Seq.REWARD),
         Step.REWARD_STD: std(Seq.REWARD),
-        Step.ADVANTAGE_MEAN: mean(Seq.ADVANTAGE),
         Step.ADVANTAGE_STD: std(Seq.ADVANTAGE),
         Step.ADVANTAGE_ABS_MEAN: _div(adv_abs, n),
-        Step.SEQ_LOG_RATIO_MEAN: mean(Seq.SEQ_LOG_RATIO),
         Step.SEQ_LOG_RATIO_STD: std(Seq.SEQ_LOG_RATIO),
         Step.SEQ_LOG_RATIO_MIN: float(low["seq_log_ratio_min"]),
         Step.SEQ_LOG_RATIO_MAX: float(-low["-seq_log_ratio_max"]),
-        Step.SEQ_CLIP_FRACTION: mean(Seq.SEQ_CLIPPED),
-        Step.SEQ_CLIP_LOW_FRACTION: mean(Seq.SEQ_CLIP_LOW),
-        Step.SEQ_CLIP_HIGH_FRACTION: mean(Seq.SEQ_CLIP_HIGH),
-        Step.TOKEN_CLIP_FRACTION: tok_mean(Seq.TOKEN_CLIP_FRACTION),
-        Step.TOKEN_CLIP_LOW_FRACTION: tok_mean(Seq.TOKEN_CLIP_LOW_FRACTION),
-        Step.TOKEN_CLIP_HIGH_FRACTION: tok_mean(Seq.TOKEN_CLIP_HIGH_FRACTION),
         Step.TOKEN_LOG_RATIO_ABS_MAX: float(-low["-abs_token_max"]),
         # (null / NaN when no group's rewards are known: unknown, not 0)
         Step.ZERO_VARIANCE_GROUPS: int(zero_var) if judged > 0 else None,
@@ -201,18 +186,18 @@ def step_row(
         Step.LENGTH_MAX: float(-low["-length_max"]),
         Step.LENGTH_P90: _p90(lengths),
         Step.TRUNCATED_FRACTION: _div(row_sum[Seq.TRUNCATED], count["truncated_n"]),
-        Step.KL_REF_MEAN: tok_mean(Seq.KL_REF),
-        Step.KL_OLD_MEAN: tok_mean(Seq.KL_OLD),
-        Step.ENTROPY_MEAN: tok_mean(Seq.ENTROPY),
         Step.NONFINITE_COUNT: int(nonfinite) if math.isfinite(nonfinite) else 0,
         Step.NUM_RANKS: int(count["ranks"]),
         Step.ROLLOUT: rec.rollout,
         Step.POLICY_LAG: rec.policy_lag,
-        Step.SAMPLER_KL_MEAN: tok_mean(Seq.SAMPLER_KL),
         Step.SAMPLER_LOGP_ABS_DIFF_MAX: float(-low["-sampler_abs_diff_max"]),
         Step.ATTENUATION_MEAN: att_mean["all"],
         Step.ATTENUATION_POS_MEAN: att_mean["pos"],
         Step.ATTENUATION_NEG_MEAN: att_mean["neg"],
     }
+    for v in STEP_MEANS:  # each declared step mean (``gspo_metrics.spec.StepMean``)
+        m = v.step_mean
+        if m is not None:
+            row[m.column] = tok_mean(v.name) if m.weight == "tokens" else mean(v.name)
     row.update(rec.extra)
     return row
