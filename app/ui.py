@@ -45,6 +45,7 @@ class Context:
     read_only: bool = False  # the server's read-only (team) mode: nothing may be written
     link_notes: tuple[str, ...] = ()  # what the link's ?runs= named that no run answers to
     reading: int = 0  # listed runs whose run.json is still being read (not in ``runs`` yet)
+    pending: tuple[str, ...] = ()  # their folders' names, in the order they are read
 
     def label(self, run: RunRef) -> str:
         """The run's name where it is unique, else "name [key]" (``stable_labels``)."""
@@ -177,6 +178,7 @@ def sidebar() -> Context:
         read_only=settings.read_only,
         link_notes=notes,
         reading=found.reading,
+        pending=found.pending,
     )
     st.session_state[CTX_KEY] = ctx
     return ctx
@@ -219,8 +221,20 @@ def _root_and_store(settings: Settings) -> tuple[str, str | None, list[str]]:
     return root or DEFAULT_ROOT, (None if why else uri or None), [why] if why else []
 
 
-REMOTE_WAIT_S = 1.0  # an object store's run.json not read by then: the page draws without them
+#: An object store's run.json not read by then: the page draws their rows from the listing, as
+#: being read (the newest, and those in the local cache, are read by then).
+REMOTE_WAIT_S = 0.25
 READING_POLL_S = 2.0
+
+
+def fragment_rerun() -> bool:
+    """True while a fragment runs on its own (its ``run_every`` timer), False while it is drawn
+    with the whole page: a fragment that redraws the page when something changed compares
+    only then (on the page's own run the page is what was just drawn)."""
+    from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+    ctx = get_script_run_ctx(suppress_warning=True)
+    return bool(ctx is not None and ctx.fragment_ids_this_run)
 
 
 @st.fragment(run_every=READING_POLL_S)
@@ -228,7 +242,7 @@ def _reading(root: str, n: int, shown: int) -> None:
     """How many runs are still being read (an object store's run.json, newest first); the app
     is drawn again when some more were read."""
     left = reading(root)
-    if left < n:
+    if left < n and fragment_rerun():
         st.rerun(scope="app")
     st.caption(f"Reading {left:,} more runs' run.json (newest first); {shown:,} shown so far.")
 
