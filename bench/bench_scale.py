@@ -248,7 +248,8 @@ def bench_runs_page(root: str, cwd: str, *, second: bool = True, warm: int = 3) 
     if hasattr(ui, "REMOTE_WAIT_S"):
         out["remote_wait_s"] = ui.REMOTE_WAIT_S
 
-    if hasattr(discovery, "reading"):  # an object store's run.json still read in the background
+    if hasattr(discovery, "reading") and "://" in root:  # an object store's run.json, read
+        # in the background
         t = time.perf_counter()
         out["polls"] = _poll(at, root, discovery)
         out["all_read_s"] = cold + time.perf_counter() - t  # from the first render's start
@@ -270,7 +271,9 @@ def bench_runs_page(root: str, cwd: str, *, second: bool = True, warm: int = 3) 
     out["second_cold_s"] = _run(at2)
     if (f := _filled(at2)) is not None:
         out["second_health_filled"] = f[1]
-    if hasattr(discovery, "reading"):  # when its page showed every run read, and its cells
+    if (
+        hasattr(discovery, "reading") and "://" in root
+    ):  # when its page showed every run read, and its cells
         t = time.perf_counter()
         _poll(at2, root, discovery)
         out["second_all_read_s"] = out["second_cold_s"] + time.perf_counter() - t
