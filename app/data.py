@@ -101,14 +101,32 @@ def listing(prefix: str, max_age_s: float | None = None) -> Listing:
     if hit is None:
         return _list(prefix)
     if time.monotonic() - hit.at > (LISTING_TTL_S if max_age_s is None else max_age_s):
-        with _LISTING_LOCK:
-            start = prefix not in _REFRESHING
-            _REFRESHING.add(prefix)
-        if start:
-            threading.Thread(
-                target=_refresh, args=(prefix,), name="gspo-dash-listing", daemon=True
-            ).start()
+        list_in_background(prefix)
     return hit
+
+
+def listed(prefix: str) -> bool:
+    """Whether a listing of ``prefix`` is at hand (``listing`` returns at once)."""
+    return prefix.rstrip("/") in _LISTINGS
+
+
+def list_in_background(prefix: str) -> None:
+    """List ``prefix`` on a background thread unless one is listing it already; the listing
+    is kept for ``listing`` when it ends (its error for ``listing_problem``)."""
+    prefix = prefix.rstrip("/")
+    with _LISTING_LOCK:
+        start = prefix not in _REFRESHING
+        _REFRESHING.add(prefix)
+    if start:
+        threading.Thread(
+            target=_refresh, args=(prefix,), name="gspo-dash-listing", daemon=True
+        ).start()
+
+
+def listing_in_progress(prefix: str) -> bool:
+    """Whether a background listing of ``prefix`` is running."""
+    with _LISTING_LOCK:
+        return prefix.rstrip("/") in _REFRESHING
 
 
 def listing_problem(prefix: str) -> str | None:

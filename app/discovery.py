@@ -110,7 +110,10 @@ def _folder_stamps(root: str) -> dict[str, tuple]:
 
 def root_signature(root: str) -> tuple:
     """Cheap fingerprint of a root: its run folders and their stamps (``_folder_stamps``); ()
-    when the root cannot be listed."""
+    when the root cannot be listed, ("listing",) while an object store's first listing runs
+    in the background (it is not waited for)."""
+    if storage.is_uri(root) and not data.listed(root) and data.listing_in_progress(root):
+        return ("listing",)
     try:
         return tuple(_folder_stamps(root).items())
     except RootUnreadable:
@@ -120,7 +123,9 @@ def root_signature(root: str) -> tuple:
 def discover(root: str, tracking_uri: str | None = None, wait_s: float | None = None) -> Discovery:
     """All runs under ``root`` (Parquet) plus runs only in the MLflow store at ``tracking_uri``.
     ``wait_s`` (object stores): return after that long with the runs read so far, the others
-    still being read in the background (``Discovery.reading``); None waits for every one."""
+    still being read in the background (``Discovery.reading``, their folders in
+    ``Discovery.pending``), and at once with the root's folders alone while its first listing
+    runs (``_folders_while_listing``); None waits for the listing and every run.json."""
     found = _discover_root(root, wait_s)
     runs = list(found.runs)
     problems = list(found.problems)
@@ -136,7 +141,7 @@ def discover(root: str, tracking_uri: str | None = None, wait_s: float | None = 
             if r.mlflow_run_id in known_ml or tag_ids & known_ids:
                 continue  # the same run, already read from Parquet
             runs.append(r)
-    return Discovery(runs, problems, found.reading)
+    return Discovery(runs, problems, found.reading, found.pending)
 
 
 _RUN_REFS = data.Memo(max_entries=100_000)  # (root, folder, stamp) -> RunRef | None
@@ -146,14 +151,16 @@ _READING: dict[tuple, Future] = {}  # (root, folder, stamp) being read -> its re
 _READING_LOCK = threading.Lock()
 
 
+def _newest_first(stamp: tuple) -> int:
+    """Sort key of an object-store folder: its run.json's listed mtime, newest first."""
+    return -max((m for rel, _, m in stamp if rel == RUN_JSON), default=0)
+
+
 def _read_remote(root: str, todo: dict[str, tuple], stamps: dict, wait_s: float | None) -> None:
     """Read the folders ``todo`` (name -> key) of an object-store root on the background pool,
     newest run.json first (its listed mtime), each key once however many callers ask (a read
     in flight is joined, not repeated); its result goes to ``_RUN_REFS`` when it ends. Waits
     ``wait_s`` seconds at most (None: until all are read)."""
-
-    def newest(name: str) -> int:
-        return -max((m for rel, _, m in stamps[name] if rel == RUN_JSON), default=0)
 
     def done(key: tuple, fut: Future) -> None:
         if fut.exception() is None:  # (an unexpected error: read again on the next call)
@@ -163,7 +170,7 @@ def _read_remote(root: str, todo: dict[str, tuple], stamps: dict, wait_s: float 
 
     futures = []
     with _READING_LOCK:
-        for name in sorted(todo, key=newest):
+        for name in sorted(todo, key=lambda name: _newest_first(stamps[name])):
             key = todo[name]
             fut = _READING.get(key)
             if fut is None and key in _RUN_REFS:  # read meanwhile (kept before it left _READING)
@@ -183,6 +190,9 @@ def _discover_root(root: str, wait_s: float | None = None) -> Discovery:
     """The runs under ``root``: each folder read once per stamp (``_RUN_REFS``), folders not
     read yet read together (on an object store in parallel, in the background: ``wait_s``);
     statuses evaluated now."""
+    if wait_s is not None and storage.is_uri(root) and not data.listed(root):
+        if (folders := _folders_while_listing(root)) is not None:
+            return folders
     try:
         stamps = _folder_stamps(root)
     except RootUnreadable as e:
@@ -200,7 +210,9 @@ def _discover_root(root: str, wait_s: float | None = None) -> Discovery:
             _RUN_REFS.put(key, ref)
             refs[name] = ref
     now = time.time()
-    reading = sum(ref is missing for ref in refs.values())
+    pending = [name for name, ref in refs.items() if ref is missing]
+    pending.sort(key=lambda name: _newest_first(stamps[name]))
+    reading = len(pending)
     runs = [_with_status(r, now) for r in refs.values() if r is not None and r is not missing]
     runs.sort(key=lambda r: -(r.updated_at or 0))
     problems = (
@@ -208,13 +220,41 @@ def _discover_root(root: str, wait_s: float | None = None) -> Discovery:
     )
     if storage.is_uri(root) and (why := data.listing_problem(root)):
         problems.append(f"Listing {root!r} again failed ({why}): showing the last listing.")
-    return Discovery(runs, problems, reading)
+    return Discovery(runs, problems, reading, tuple(pending))
+
+
+_LISTING_FOLDERS: dict[str, int] = {}  # root -> its run folders, found while it is listed
+
+
+def _folders_while_listing(root: str) -> Discovery | None:
+    """An object-store root not listed yet: its whole listing (every object: one request per
+    1,000, seconds at thousands of runs) is started in the background, and its run folders,
+    from a listing of its top level only (one request per 1,000 folders), are returned as
+    being read. None when that found no folder or failed, or the last listing failed: the
+    caller lists and says why."""
+    if data.listing_problem(root):
+        return None
+    data.list_in_background(root)
+    try:
+        names = storage.list_dirs(root)
+    except (OSError, ValueError):
+        return None
+    if not names:
+        return None
+    with _READING_LOCK:
+        _LISTING_FOLDERS[root] = len(names)
+    return Discovery([], [], len(names), tuple(names))
 
 
 def reading(root: str) -> int:
-    """How many run folders of ``root`` are being read in the background now."""
+    """How many run folders of ``root`` are being read in the background now (while its first
+    listing runs: every folder found beside it)."""
     with _READING_LOCK:
-        return sum(key[0] == root for key in _READING)
+        n = sum(key[0] == root for key in _READING)
+        folders = _LISTING_FOLDERS.get(root, 0)
+    if folders and not data.listed(root) and data.listing_in_progress(root):
+        return max(n, folders)
+    return n
 
 
 def _with_status(ref: RunRef, now: float) -> RunRef:

@@ -15,7 +15,7 @@ import numpy as np
 
 from training_hooks.findings.core import pct
 from training_hooks.findings.thresholds import ATTENUATION, GRPO_CLIP, GSPO_CLIP, MISMATCH
-from training_hooks.metric_map import Derived
+from training_hooks.metric_map import GRAD_NORM, Derived
 from training_hooks.schema import Step
 
 #: a band's fill opacity; the log s band (min..max of a step's sequences) is wide on a GRPO run and
@@ -44,9 +44,8 @@ class Panel:
     noise_floor: float | None = None
 
 
-#: GRPO's column (the extra our recorder, the TRL and verl hooks and the TRL importer keep under
-#: this name): drawn among the built-in panels when a shown run logged it
-GRAD_NORM = "grad_norm"
+#: ``training_hooks.metric_map.GRAD_NORM`` is drawn among the built-in panels when a shown run
+#: logged it
 #: the sampler/trainer k3 below which a mismatch is float noise (Health's floor), and the per-token
 #: |Δ log p| whose k3 (Δ²/2 to second order) sits at that floor: sqrt(2 x 1e-5) = 0.0045 nats
 K3_FLOOR = MISMATCH.k3_floor.value

@@ -52,3 +52,4 @@ class Discovery:
     runs: list[RunRef]
     problems: list[str]  # about the root or the store itself
     reading: int = 0  # run folders listed whose run.json is still being read (not in ``runs``)
+    pending: tuple[str, ...] = ()  # those folders' names, in the order they are read

@@ -45,6 +45,7 @@ class Context:
     read_only: bool = False  # the server's read-only (team) mode: nothing may be written
     link_notes: tuple[str, ...] = ()  # what the link's ?runs= named that no run answers to
     reading: int = 0  # listed runs whose run.json is still being read (not in ``runs`` yet)
+    pending: tuple[str, ...] = ()  # their folders' names, in the order they are read
 
     def label(self, run: RunRef) -> str:
         """The run's name where it is unique, else "name [key]" (``stable_labels``)."""
@@ -101,18 +102,35 @@ def _link_parts(values: list[str], known) -> list[str]:
 
 
 LINK_KEY = "_runs_link"  # (keys, notes) of the link the session opened with
+LINK_OPEN = "_runs_link_open"  # its ``?runs=`` values, while runs are still being read
 
 
-def _runs_from_link(runs: list[RunRef], labels: dict[str, str]) -> None:
+def _runs_from_link(runs: list[RunRef], labels: dict[str, str], reading: int = 0) -> None:
     """On a session's first script run, what its link's ``?runs=`` asks for: kept in the session
     state (``LINK_KEY``) for the notes, and a selection the bound picker cannot read (a run key,
-    a shared name) put in the picker's state before it is drawn."""
-    if LINK_KEY in st.session_state:
-        if (pending := st.session_state.pop("_runs_pending", None)) is not None:
-            st.session_state["runs"] = pending
-        return
-    raw = st.query_params.get_all("runs")
-    st.session_state[LINK_KEY] = resolve_link(raw, runs, labels) if raw else ([], [])
+    a shared name) put in the picker's state before it is drawn. While ``reading`` runs (an
+    object store's run.json) are not read yet, the link is resolved again on each script run,
+    and a value no run read so far answers to is not called "not found" yet."""
+    state = st.session_state
+    if LINK_KEY in state:
+        if (pending := state.pop("_runs_pending", None)) is not None:
+            state["runs"] = pending
+        if LINK_OPEN not in state:
+            return
+        if pending is None and list(state.get("runs") or []) != state[LINK_KEY][0]:
+            del state[LINK_OPEN]  # the user picked other runs: the link has done its part
+            return
+    raw = state.get(LINK_OPEN) or st.query_params.get_all("runs")
+    keys, notes = resolve_link(raw, runs, labels) if raw else ([], [])
+    if reading and raw:
+        state[LINK_OPEN] = raw
+        notes = [n for n in notes if not n.startswith("not found")]
+        notes.append(f"{reading} runs are still being read: the link's runs are added as they are")
+    else:
+        state.pop(LINK_OPEN, None)
+    if LINK_KEY in state and state[LINK_KEY][0] != keys:
+        state.pop("_runs_fixed", None)  # the picker is set to the link's runs once more
+    state[LINK_KEY] = (keys, notes)
 
 
 def _link_notes(selected_keys: list[str]) -> tuple[str, ...]:
@@ -140,7 +158,7 @@ def sidebar() -> Context:
     runs = found.runs
     keys = [r.key for r in runs]
     labels = stable_labels(runs)
-    _runs_from_link(runs, labels)
+    _runs_from_link(runs, labels, found.reading)
     selected_keys = sb.multiselect(
         "Runs to compare",
         options=keys,
@@ -177,6 +195,7 @@ def sidebar() -> Context:
         read_only=settings.read_only,
         link_notes=notes,
         reading=found.reading,
+        pending=found.pending,
     )
     st.session_state[CTX_KEY] = ctx
     return ctx
@@ -219,8 +238,20 @@ def _root_and_store(settings: Settings) -> tuple[str, str | None, list[str]]:
     return root or DEFAULT_ROOT, (None if why else uri or None), [why] if why else []
 
 
-REMOTE_WAIT_S = 1.0  # an object store's run.json not read by then: the page draws without them
+#: An object store's run.json not read by then: the page draws their rows from the listing, as
+#: being read (the newest, and those in the local cache, are read by then).
+REMOTE_WAIT_S = 0.25
 READING_POLL_S = 2.0
+
+
+def fragment_rerun() -> bool:
+    """True while a fragment runs on its own (its ``run_every`` timer), False while it is drawn
+    with the whole page: a fragment that redraws the page when something changed compares
+    only then (on the page's own run the page is what was just drawn)."""
+    from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+    ctx = get_script_run_ctx(suppress_warning=True)
+    return bool(ctx is not None and ctx.fragment_ids_this_run)
 
 
 @st.fragment(run_every=READING_POLL_S)
@@ -228,7 +259,7 @@ def _reading(root: str, n: int, shown: int) -> None:
     """How many runs are still being read (an object store's run.json, newest first); the app
     is drawn again when some more were read."""
     left = reading(root)
-    if left < n:
+    if left < n and fragment_rerun():
         st.rerun(scope="app")
     st.caption(f"Reading {left:,} more runs' run.json (newest first); {shown:,} shown so far.")
 

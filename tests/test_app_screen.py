@@ -283,6 +283,36 @@ def test_link_runs_comma_separated_or_repeated():
     assert keys == ["k1", "k2"] and notes == ["not found: 'nope<b>' (no run has this name or id)"]
 
 
+def test_a_link_waits_for_runs_still_being_read(monkeypatch):
+    """An object store's first render may hold none of the link's runs (their run.json still
+    being read): the link is resolved again as runs arrive, says nothing is "not found" until
+    every run is read, and stops once the user picks other runs."""
+
+    class Params:
+        def get_all(self, key):
+            return ["b,nope"] if key == "runs" else []
+
+    state: dict = {}
+    monkeypatch.setattr(ui.st, "session_state", state)
+    monkeypatch.setattr(ui.st, "query_params", Params())
+    a, b = _ref("k1", "a"), _ref("k2", "b")
+    ui._runs_from_link([a], ui.stable_labels([a]), reading=1999)
+    keys, notes = state[ui.LINK_KEY]
+    assert keys == [] and notes == [
+        "1999 runs are still being read: the link's runs are added as they are"
+    ]
+    state["runs"] = []  # the bound picker, drawn with none of them
+    ui._runs_from_link([a, b], ui.stable_labels([a, b]), reading=0)  # every run read
+    assert state[ui.LINK_KEY] == (["k2"], ["not found: 'nope' (no run has this name or id)"])
+    assert ui.LINK_OPEN not in state
+    # the user picks other runs while reads go on: the link no longer moves the picker
+    state.clear()
+    ui._runs_from_link([a], ui.stable_labels([a]), reading=5)
+    state["runs"] = ["k1"]
+    ui._runs_from_link([a, b], ui.stable_labels([a, b]), reading=3)
+    assert ui.LINK_OPEN not in state and state[ui.LINK_KEY][0] == []
+
+
 # ------------------------------------------------------------------ rollout axis and lags
 
 

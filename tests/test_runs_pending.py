@@ -119,6 +119,48 @@ def test_a_pending_cell_never_shows_ok(made, tmp_path, app_at, monkeypatch):
     assert not any("still being checked" in c.value for c in at.caption)
 
 
+def test_runs_being_read_are_rows_of_their_folders_and_the_page_is_drawn_once(
+    tmp_path, app_at, monkeypatch
+):
+    """Listed runs whose run.json is still being read are rows holding their folder's name and
+    no other value (never "ok", no run id to select); a read that ends while the page is drawn
+    does not draw it a second time in the same render (the poll redraws it later)."""
+    from app.records import Discovery
+
+    calls: list[str] = []
+
+    def listed(root, uri=None, wait_s=None):
+        calls.append(root)
+        return Discovery([], [], 2, ("new-run", "old-run"))
+
+    monkeypatch.setattr(ui, "discover", listed)
+    monkeypatch.setattr(ui, "reading", lambda root: 0)  # both read meanwhile
+    at = app_at(str(tmp_path))
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert len(calls) == 1
+    assert "Reading 2 runs' run.json" in at.info[0].value
+    table = at.dataframe[0].value
+    assert list(table["name"]) == ["new-run", "old-run"] and set(table["run id"]) == {""}
+    assert set(table["health"]) == {PENDING} and table["last step"].isna().all()
+    others = table.drop(columns=["name", "run id", "health", "last step"])
+    assert set(others.stack()) == {"reading…"}
+    assert at.selectbox(key="detail_run").options == []
+
+
+def test_a_filled_cell_does_not_draw_the_first_render_twice(made, tmp_path, app_at, monkeypatch):
+    """The Health poll redraws the page when cells filled since it was drawn: not within the
+    page's own render (a summary made meanwhile shows on the next poll)."""
+    root = _root(made, tmp_path)
+    real = ui.discover
+    calls: list[str] = []
+    monkeypatch.setattr(ui, "discover", lambda *a, **k: calls.append(a[0]) or real(*a, **k))
+    monkeypatch.setattr(health_fill, "left", lambda waiting: 0)  # all filled meanwhile
+    at = app_at(root)
+    at.run()
+    assert set(_health(at).values()) == {PENDING} and len(calls) == 1
+
+
 def test_a_second_server_fills_every_cell_from_the_kept_summaries(made, tmp_path, app_at):
     """The first server keeps each summary beside its run; a second one shows every cell at once
     without reading a step table (summarise_run would fail if it were called)."""
@@ -251,7 +293,9 @@ def test_s3_runs_write_nothing_into_the_bucket_and_are_read_once(s3_root, tmp_pa
 @pytest.mark.slow
 def test_s3_run_json_is_read_in_the_background_once(s3_root, tmp_path, app_at, monkeypatch):
     """On an object store the page does not wait for every run.json: it draws after
-    ``ui.REMOTE_WAIT_S`` with the runs read so far and says how many are still being read; a
+    ``ui.REMOTE_WAIT_S`` with the runs read so far, the others as rows of their listed folders
+    (no value but the name; at first from the root's top level, while its whole listing runs)
+    and says how many are still being read; a
     rerun meanwhile joins the reads in flight (each run.json read once), and the next render
     shows every run."""
     import sys
@@ -282,13 +326,31 @@ def test_s3_run_json_is_read_in_the_background_once(s3_root, tmp_path, app_at, m
             reads.append(path)
         return real_bytes(path, *args)
 
+    listed = threading.Event()
+    real_tree = storage.list_tree
+
+    def held_listing(*args, **kwargs):
+        assert listed.wait(120)
+        return real_tree(*args, **kwargs)
+
     monkeypatch.setattr(discovery, "_read_run_ref", gated)
     monkeypatch.setattr(storage, "read_bytes", counted)
+    monkeypatch.setattr(storage, "list_tree", held_listing)  # the root's whole listing
     at = app_at(s3_root)
-    at.run()
-    assert not at.exception, [e.value for e in at.exception]
-    assert "Reading 3 runs' run.json" in at.info[0].value and not at.dataframe
-    assert any("Reading 3 more runs' run.json" in c.value for c in at.sidebar.caption)
+    for held in ("the whole listing", "run.json"):
+        at.run()  # drawn while the listing, then the reads are held
+        assert not at.exception, [e.value for e in at.exception]
+        assert "Reading 3 runs' run.json" in at.info[0].value, held
+        table = at.dataframe[0].value  # the listed folders, nothing else known
+        assert sorted(table["name"]) == ["bg-0", "bg-1", "bg-2"] and set(table["run id"]) == {""}
+        assert set(table["health"]) == {PENDING} and set(table["status"]) == {"reading…"}
+        assert table["last step"].isna().all()
+        assert any("Reading 3 more runs' run.json" in c.value for c in at.sidebar.caption)
+        assert discovery.reading(s3_root) == 3 and not reads
+        listed.set()
+        deadline = time.monotonic() + 120
+        while not data.listed(s3_root) and time.monotonic() < deadline:
+            time.sleep(0.05)
     at.run()  # a rerun while they are read: no second read is started
     assert discovery.reading(s3_root) == 3
     gate.set()

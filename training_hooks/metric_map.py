@@ -117,6 +117,10 @@ class OffWhen:
     reason: str
 
 
+#: the extra our recorder, the TRL and verl hooks and TRL's logs keep the gradient norm under (before
+#: clipping); verl's logged ``actor/grad_norm`` is stored there too (the dashboard's panel draws it)
+GRAD_NORM = "grad_norm"
+
 _ONE_LOG = (("logging_steps", (1,)),)  # TRL: a row is one optimizer step, not a window mean
 _MOA = (("multi_objective_aggregation", ("sum_then_normalize",)),)  # TRL >= 0.27 default
 _GROUP_STD = (("scale_rewards", ("group", "none", True, False)),)  # TRL default "group"
@@ -334,7 +338,7 @@ MAPPINGS: tuple[MetricMapping, ...] = (
     MetricMapping(
         _VERL,
         "actor/grad_norm",
-        "grad_norm",  # the extra our recorder and TRL log (app.panels.GRAD_NORM)
+        GRAD_NORM,
         note="L2 norm before clipping (clip_grad_norm_'s return), mean over the row's "
         "optimizer steps when it holds several mini-batches; ours and TRL's grad_norm",
     ),
@@ -672,5 +676,5 @@ def candidate_columns(source: str, name: str) -> set[str]:
 
 
 def is_known_column(column: str) -> bool:
-    """True for a declared step column or a derived one."""
-    return column in STEP_COLUMN_NAMES or column in vars(Derived).values()
+    """True for a declared step column, a derived one or ``GRAD_NORM``."""
+    return column in STEP_COLUMN_NAMES or column in vars(Derived).values() or column == GRAD_NORM

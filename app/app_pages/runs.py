@@ -23,6 +23,7 @@ STATUS_COLOR = {
 }
 TABLE_KEY = "runs_table"
 KEYS_KEY = "_runs_table_keys"
+READING = "reading…"  # a listed run whose run.json is not read yet: nothing known but its folder
 
 ctx = ui.page_header(
     "Runs",
@@ -134,10 +135,13 @@ def _submit(source: str, path: str, **options) -> None:
 if not ctx.read_only:  # read-only (team) mode: nothing is written, so no import form
     _import_form()
 
-if not ctx.runs and ctx.reading:
-    st.info(f"Reading {ctx.reading:,} runs' run.json, newest first…", icon=":material/sync:")
-    st.stop()
-if not ctx.runs:
+if ctx.pending:
+    st.info(
+        f"Reading {len(ctx.pending):,} runs' run.json, newest first: their rows say "
+        f"'{READING}' until it is read.",
+        icon=":material/sync:",
+    )
+if not ctx.runs and not ctx.pending:
     st.info(
         "No runs yet. Record one with `training_hooks.RunRecorder(root=...)`, run the demo "
         "(`python -m training_hooks.demo`), or point the sidebar at another root or MLflow store.",
@@ -258,6 +262,33 @@ def _row(run: RunRef) -> dict:
     }
 
 
+def _reading_row(folder: str) -> dict:
+    """The row of a listed run folder whose run.json is still being read: its folder name, and
+    no other value (no run id: the row cannot be selected until it is read)."""
+    row = dict.fromkeys(COLUMNS, READING)
+    return row | {"name": folder, "run id": "", "health": HEALTH_PENDING, "last step": None}
+
+
+COLUMNS = (  # ``_row``'s, in its order
+    "name",
+    "run id",
+    "started (UTC)",
+    "algorithm",
+    "status",
+    "health",
+    "last step",
+    "last update",
+    "source",
+    "loss clips",
+    "seq ε (low / high)",
+    "token ε (low / high)",
+    "reduction",
+    "group size",
+    "config",
+    "problems",
+)
+
+
 with st.container(horizontal=True):
     query = st.text_input(
         "Filter by name or config", key="runs_filter", placeholder="e.g. gspo lr=1e-06"
@@ -270,8 +301,8 @@ with st.container(horizontal=True):
         key="runs_status",
     )
 
-rows = [_row(r) for r in ctx.runs]
-df = pd.DataFrame(rows)
+rows = [_row(r) for r in ctx.runs] + [_reading_row(folder) for folder in ctx.pending]
+df = pd.DataFrame(rows, columns=list(COLUMNS))
 keep = pd.Series(True, index=df.index)
 if query:
     for word in query.lower().split():
@@ -294,7 +325,7 @@ def _on_select() -> None:
     if state is None:
         return
     rows_sel = state["selection"]["rows"]
-    st.session_state["runs"] = [keys[i] for i in rows_sel if i < len(keys)]
+    st.session_state["runs"] = [keys[i] for i in rows_sel if i < len(keys) and keys[i]]
 
 
 selected = set(r.key for r in ctx.selected)
@@ -345,11 +376,11 @@ st.dataframe(
 def _health_progress(waiting: list[RunRef]) -> None:
     """How many Health cells are still being checked; the page is drawn again when some filled."""
     n = health_fill.left(waiting)
-    if n < len(waiting):
+    if n < len(waiting) and ui.fragment_rerun():
         st.rerun(scope="app")
     why = health_fill.FILLER.problem
     st.caption(
-        f"Health: {n:,} of {len(df):,} runs still being checked, newest first (their cells read "
+        f"Health: {n + len(ctx.pending):,} of {len(df):,} runs still being checked, newest first (their cells read "
         f"'{HEALTH_PENDING}'); each result is kept for the next server start."
         + (f" The last could not be kept ({ui.md_escape(why)})." if why else ""),
     )
@@ -396,12 +427,13 @@ def _details(run: RunRef) -> None:
 
 by_key = {r.key: r for r in ctx.runs}
 table_rows = (st.session_state.get(TABLE_KEY) or {}).get("selection", {}).get("rows", [])
-first = next((view["run id"][i] for i in table_rows if i < len(view)), None)
+shown_keys = [k for k in view["run id"] if k]  # (a row being read has no run id yet)
+first = next((view["run id"][i] for i in table_rows if i < len(view) and view["run id"][i]), None)
 st.subheader("Run details", anchor=False)
 detail_key = st.selectbox(
     "Run",
-    list(view["run id"]) or list(by_key),
-    index=None if first is None else list(view["run id"]).index(first),
+    shown_keys or list(by_key),
+    index=None if first is None else shown_keys.index(first),
     format_func=lambda k: ctx.labels.get(k, k),
     key="detail_run",
     placeholder="pick a run to see where it came from and its settings",
