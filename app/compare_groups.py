@@ -9,7 +9,7 @@ own grid).
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -20,8 +20,9 @@ from app import group_chart as gc
 from app import run_groups as rg
 from app import verdict as vd
 from app import verdict_stats as vs
-from app.records import RunRef
+from app.records import RunRef, Table
 from training_hooks.schema import Step
+from training_hooks.tables import UNREAD_COLUMNS
 
 NONE = "none"
 
@@ -42,9 +43,10 @@ def _seeds(g: rg.RunGroup) -> bool:
 
 def metric_options(series: Sequence[compare_traces.RunSeries]) -> list[str]:
     """Step columns to score: the built-in panels' columns any shown run logged (panel order),
-    then the other numeric columns."""
+    then the other numeric columns (the ones a table left unread too: ``UNREAD_COLUMNS``)."""
     frames = [s.df for s in series]
     have = {c for df in frames for c, t in df.dtypes.items() if pd.api.types.is_numeric_dtype(t)}
+    have |= {c for df in frames for c, num in df.attrs.get(UNREAD_COLUMNS, {}).items() if num}
     builtin = [p.column for p in panels.PANELS if p.column in have]
     skip = {Step.STEP, *compare_traces.X_AXES}
     return builtin + sorted(have - set(builtin) - skip)
@@ -299,9 +301,20 @@ def report(
     final: float,
     group_metrics: dict[str, str] | None = None,
     steps: str = vd.ALL_STEPS,
+    read: Mapping[str, Table] | None = None,
 ) -> vd.Report:
     """``python -m app.verdict``'s report on the shown runs (steps through the page's cache),
-    ``steps`` the page's "steps" control."""
-    return vd.report(
-        shown, by, metric, final, load=data.load_steps, group_metrics=group_metrics, steps=steps
-    )
+    ``steps`` the page's "steps" control; ``read``: {run key: step table} the page has already
+    read (``data.load_steps``), used as they are instead of being looked up again, unless a
+    scored column is among the ones a table left unread (``UNREAD_COLUMNS``): then the run's
+    whole table is read."""
+    have = read or {}
+    scored = {metric, *(group_metrics or {}).values()}
+
+    def load(run: RunRef) -> Table:
+        t = have.get(run.key)
+        if t is None or scored & set(t.df.attrs.get(UNREAD_COLUMNS, {})):
+            return data.load_steps(run)
+        return t
+
+    return vd.report(shown, by, metric, final, load=load, group_metrics=group_metrics, steps=steps)

@@ -78,12 +78,11 @@ def rollout_position(df: pd.DataFrame) -> np.ndarray:
 
 def with_rollout_position(df: pd.DataFrame) -> pd.DataFrame:
     """``df`` with the rollout axis's column (``rollout_position``) when it has a rollout
-    column and lacks that one (a copy), else ``df`` itself."""
+    column and lacks that one (a new frame sharing ``df``'s columns: pandas copies on write),
+    else ``df`` itself."""
     if X_ROLLOUT in df.columns or Step.ROLLOUT not in df.columns:
         return df
-    out = df.copy()
-    out[X_ROLLOUT] = rollout_position(df)
-    return out
+    return df.assign(**{X_ROLLOUT: rollout_position(df)})
 
 
 #: a trace's role: what it draws

@@ -20,9 +20,9 @@ import numpy as np
 import pandas as pd
 
 from app import lag
-from app.panels import PANEL_COLUMNS
+from app.panels import PANEL_COLUMNS, PANELS
 from training_hooks.metric_map import Derived, candidate_columns, is_known_column
-from training_hooks.schema import STEP_KEY_COLUMNS, RunInfo, Step
+from training_hooks.schema import STEP_COLUMNS, STEP_KEY_COLUMNS, RunInfo, Step
 
 # ------------------------------------------------------------------------------ the steps control
 
@@ -345,3 +345,37 @@ def clip_units_line(series: Sequence[tuple[str, pd.DataFrame]]) -> str:
     if none:
         parts.append(f"no clip fraction: {', '.join(none)}")
     return "Clip units per run: " + "; ".join(parts) + " (an import holds what its log had)."
+
+
+#: the schema's step columns Compare reads besides its panels' (with their bands and second
+#: lines): the x axes and what the derived ones come from (``training_hooks.tables.add_derived``:
+#: the clip binding shares, tokens seen, minutes elapsed), the policy lag's (``app.lag``) and the
+#: clip units' (``clip_units_line``)
+COMPARE_READS = frozenset(
+    {
+        Step.STEP,
+        Step.WALL_TIME,
+        Step.ROLLOUT,
+        Step.NUM_TOKENS,
+        Step.POLICY_LAG,
+        Step.TOKEN_LOG_RATIO_ABS_MAX,
+        Step.SEQ_CLIP_FRACTION,
+        Step.SEQ_CLIP_LOW_FRACTION,
+        Step.SEQ_CLIP_HIGH_FRACTION,
+        Step.TOKEN_CLIP_FRACTION,
+        Step.TOKEN_CLIP_LOW_FRACTION,
+        Step.TOKEN_CLIP_HIGH_FRACTION,
+    }
+    | {c for p in PANELS for c in (p.column, p.second, *(p.band or ())) if c}
+)
+
+
+def unread_step_columns(info: RunInfo | None) -> tuple[str, ...]:
+    """The schema's step columns Compare need not read for a run: those no panel, x axis, lag or
+    clip unit uses, nor a stand-in of the run's (``stand_ins``). Every other column is read (the
+    metrics beyond the schema: the page counts and draws them); the ones left are listed from the
+    files' schemas (``tables.UNREAD_COLUMNS``: the verdict's metric choices) and read in full
+    when the verdict scores one."""
+    rec = info.imported if info is not None else None
+    stored = set(rec.renamed.values()) if rec is not None else set()
+    return tuple(c for c, _ in STEP_COLUMNS if c not in COMPARE_READS and c not in stored)

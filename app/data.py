@@ -295,12 +295,15 @@ def clear_caches() -> None:
 # ----------------------------------------------------------------------------------------------
 
 
-def load_steps(run: RunRef, columns: Iterable[str] | None = None) -> Table:
+def load_steps(
+    run: RunRef, columns: Iterable[str] | None = None, skip: Iterable[str] = ()
+) -> Table:
     """The step table of a run, one row per step (deduplicated, sorted), plus derived columns.
 
-    Parquet runs read only ``columns`` (all when None), and the finished table is cached whole
-    (a rerun costs one cache lookup); MLflow-only runs read the store's metric history (slow;
-    cached)."""
+    Parquet runs read only ``columns`` (all when None) but the declared ones in ``skip``
+    (``tables.read_files``: the table says which it left unread, ``tables.UNREAD_COLUMNS``), and
+    the finished table is cached whole (a rerun costs one cache lookup); MLflow-only runs read
+    the store's metric history (slow; cached; ``skip`` does not apply)."""
     if run.source == SOURCE_MLFLOW:
         t = mlflow_store.mlflow_steps(
             run.tracking_uri or "",
@@ -313,7 +316,19 @@ def load_steps(run: RunRef, columns: Iterable[str] | None = None) -> Table:
     if columns is not None:
         cols = tuple(dict.fromkeys(columns))
         want = tuple(dict.fromkeys((Step.STEP, Step.WALL_TIME, *_sources_of(cols))))
-    read = _read_listed(run.path or "", STEPS_DIR, want, None, STEP_COLUMNS, _step_parts)
+    left = tuple(sorted(set(skip)))
+
+    def parts(
+        folder: str,
+        files: PartFiles,
+        cols: tuple[str, ...] | None,
+        step_range: tuple[int, int] | None,
+        declared: tuple[tuple[str, str], ...],
+        skip_vanished: bool = False,
+    ) -> Table:
+        return _step_parts(folder, files, cols, step_range, declared, skip_vanished, left)
+
+    read = _read_listed(run.path or "", STEPS_DIR, want, None, STEP_COLUMNS, parts)
     if read is None:  # no step file yet
         return tables.one_row_per_step(Table(pd.DataFrame(columns=list(want or ())), []))
     return read
@@ -417,9 +432,10 @@ def _step_parts(
     step_range: tuple[int, int] | None,
     _declared: tuple[tuple[str, str], ...],
     skip_vanished: bool = False,
+    skip: tuple[str, ...] = (),
 ) -> Table:
     """A step table read (``tables.read_files``) and finished (``tables.one_row_per_step``),
     cached whole."""
     return tables.one_row_per_step(
-        tables.read_files(folder, files, columns, step_range, _declared, skip_vanished)
+        tables.read_files(folder, files, columns, step_range, _declared, skip_vanished, skip)
     )

@@ -377,3 +377,63 @@ def test_parts_joined_in_arrow_read_as_one_conversion_per_file(tmp_path):
     assert mixed.df[Step.STEP].tolist() == list(range(10))
     assert mixed.df["grad_norm"].isna().sum() == 9 and mixed.df["grad_norm"].iloc[9] == 1.5
     assert mixed.df.attrs[NAN_CELLS] == {Step.LOSS: (3, 4)}
+
+
+def test_skipped_columns_read_as_the_full_table_without_them(root_copy):
+    """``load_steps(skip=...)``: the full table but the skipped schema columns, which it names
+    (with whether each is numeric: the verdict lists them); a skipped column one part stores with
+    the wrong type is read there and reported as a full read reports it; Compare's metric choices
+    are the full table's."""
+    import pandas as pd
+
+    from app import compare_groups, compare_traces, compare_view
+    from training_hooks.tables import UNREAD_COLUMNS
+
+    run = _run(root_copy, "gspo-small")
+    skip = compare_view.unread_step_columns(run.info)
+    assert Step.NUM_GROUPS in skip and Step.RUN_ID in skip and Step.LOSS not in skip
+    full, part = data.load_steps(run), data.load_steps(run, skip=skip)
+    kept = [c for c in full.df.columns if c not in skip]
+    assert list(part.df.columns) == kept and len(kept) < len(full.df.columns)
+    pd.testing.assert_frame_equal(part.df, full.df[kept])
+    assert part.problems == full.problems == []
+    unread = part.df.attrs[UNREAD_COLUMNS]
+    assert set(unread) == set(skip) & set(full.df.columns)
+    assert unread[Step.NUM_GROUPS] is True and unread[Step.RUN_ID] is False
+    assert UNREAD_COLUMNS not in full.df.attrs
+
+    def series(df):
+        return [compare_traces.RunSeries(key="k", label="k", algorithm="gspo", color="#000", df=df)]
+
+    assert compare_groups.metric_options(series(part.df)) == compare_groups.metric_options(
+        series(full.df)
+    )
+    assert Step.NUM_GROUPS in compare_groups.metric_options(series(part.df))
+
+    folder = root_copy / run.key / STEPS_DIR
+    first = sorted(folder.glob("*.parquet"))[0]
+    t = pq.read_table(first)
+    i = t.schema.get_field_index(Step.NUM_GROUPS)
+    t = t.set_column(i, Step.NUM_GROUPS, pa.array(["many"] * t.num_rows, pa.string()))
+    pq.write_table(t, first)
+    run = _run(root_copy, "gspo-small")
+    full, part = data.load_steps(run), data.load_steps(run, skip=skip)
+    assert len(full.problems) == 1 and "'num_groups' is string, not int64" in full.problems[0]
+    assert part.problems == full.problems
+    pd.testing.assert_frame_equal(part.df, full.df[[c for c in full.df.columns if c not in skip]])
+
+
+def test_verdict_on_a_column_compare_left_unread(recorded_root):
+    """Compare's verdict scores the tables the page read unless the scored column was left
+    unread there: then each run's whole table is read, so the verdict is a full read's."""
+    from app import compare_groups, compare_view
+    from app import run_groups as rg
+
+    runs = discover(str(recorded_root)).runs
+    read = {r.key: data.load_steps(r, skip=compare_view.unread_step_columns(r.info)) for r in runs}
+    for metric in (Step.NUM_SEQUENCES, Step.LOSS):
+        got = compare_groups.report(runs, rg.ALGORITHM, metric, 0.5, read=read)
+        want = compare_groups.report(runs, rg.ALGORITHM, metric, 0.5)
+        assert got.verdict.groups and got.verdict == want.verdict and not got.left_out
+        assert [g.estimate for g in got.verdict.groups] == [g.estimate for g in want.verdict.groups]
+        assert all(np.isfinite(g.estimate) for g in got.verdict.groups)

@@ -9,6 +9,7 @@ Bad data never raises here: an unreadable file, an older schema or a missing tab
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -39,6 +40,9 @@ from .storage import FileStamp
 from .supersede import latest_frames, overlapping
 
 PartFiles = tuple[FileStamp, ...]  # (name, size, mtime_ns) of each part, by name
+#: ``DataFrame.attrs`` key of a table read with ``skip``: {declared column the files hold but
+#: that was not read: whether its frame column would be numeric}
+UNREAD_COLUMNS = "gspo_dash.unread_columns"
 
 
 @dataclass(frozen=True)
@@ -65,21 +69,22 @@ def known_cumsum(values: pd.Series) -> pd.Series:
 
 
 def add_derived(df: pd.DataFrame) -> pd.DataFrame:
-    """Adds the Derived columns that can be computed from what ``df`` has (pure)."""
-    df = df.copy()
+    """Adds the Derived columns that can be computed from what ``df`` has (pure). The new columns
+    are added at once (``assign``): one by one, each would copy a wide frame's blocks again."""
+    new: dict[str, pd.Series] = {}
     pairs = (
         (Derived.TOKEN_CLIP_BINDING, Step.TOKEN_CLIP_LOW_FRACTION, Step.TOKEN_CLIP_HIGH_FRACTION),
         (Derived.SEQ_CLIP_BINDING, Step.SEQ_CLIP_LOW_FRACTION, Step.SEQ_CLIP_HIGH_FRACTION),
     )
     for out, lo, hi in pairs:
         if out not in df.columns and lo in df.columns and hi in df.columns:
-            df[out] = df[lo].astype(float) + df[hi].astype(float)
+            new[out] = df[lo].astype(float) + df[hi].astype(float)
     if Step.NUM_TOKENS in df.columns and Derived.TOKENS_SEEN not in df.columns:
-        df[Derived.TOKENS_SEEN] = known_cumsum(df[Step.NUM_TOKENS])
+        new[Derived.TOKENS_SEEN] = known_cumsum(df[Step.NUM_TOKENS])
     if Step.WALL_TIME in df.columns and Derived.ELAPSED_MIN not in df.columns and len(df):
         wt = df[Step.WALL_TIME].astype(float)
-        df[Derived.ELAPSED_MIN] = (wt - wt.min()) / 60.0
-    return df
+        new[Derived.ELAPSED_MIN] = (wt - wt.min()) / 60.0
+    return df.assign(**new) if new else df.copy()
 
 
 def version_of(schema: pa.Schema) -> int | None:
@@ -111,28 +116,46 @@ def read_files(
     step_range: tuple[int, int] | None,
     declared: tuple[tuple[str, str], ...],
     skip_vanished: bool,
+    skip: tuple[str, ...] = (),
 ) -> Table:
     """Read ``files`` of ``folder`` (each file's columns among ``columns``, its rows in
     ``step_range``), each ``declared`` (name, type) column cast to its type (``conform``), the
     rows of a step a newer write holds again left out (``training_hooks.supersede``);
     unreadable files, columns of the wrong type and missing declared columns become problems. A
-    vanished file raises ``Vanished`` (never cached) unless ``skip_vanished``."""
+    vanished file raises ``Vanished`` (never cached) unless ``skip_vanished``.
+
+    ``skip``: declared columns not to read where a file stores them with their declared type (so
+    nothing is said about them that a full read would say: a column of the wrong type is read,
+    to be reported); the table is otherwise the full read's, with ``attrs[UNREAD_COLUMNS]``
+    naming the columns left unread. For a page that lists every column but draws a few."""
     read: list[tuple[str, pa.Table]] = []
     nans: dict[str, list[int]] = {}
     problems: list[str] = []
     missing: set[str] = set()
     versions: set[int | None] = set()
+    unread: dict[str, bool] = {}
     table = storage.basename(folder)
     expected = tuple(name for name, _ in declared)
+    types = _declared_types(declared)
+    skipped = set(skip) - {Step.STEP}
     for name, size, _ in files:
         if outside(name, step_range):
             continue
         try:
-            pf = pq.ParquetFile(storage.open_input(storage.join(folder, name), size))
+            path = storage.join(folder, name)
+            # a local part is read at once: pre-buffering (coalesced reads on background I/O
+            # threads, for an object store's latency) only adds thread hand-offs to a local read
+            pf = pq.ParquetFile(storage.open_input(path, size), pre_buffer=storage.is_uri(path))
             schema = pf.schema_arrow
             versions.add(version_of(schema))
             present = set(schema.names)
             wanted = [c for c in (columns or schema.names) if c in present]
+            if skipped:
+                file_types = dict(zip(schema.names, schema.types, strict=True))
+                left = {c for c in wanted if c in skipped and file_types[c] == types.get(c)}
+                wanted = [c for c in wanted if c not in left]
+                for c in left:
+                    unread[c] = pa.types.is_integer(types[c]) or pa.types.is_floating(types[c])
             if Step.STEP in present and Step.STEP not in wanted:  # (to tell a newer write's rows)
                 wanted.append(Step.STEP)
             asked = expected if columns is None else columns
@@ -155,6 +178,8 @@ def read_files(
     if columns is not None and Step.STEP not in columns and Step.STEP in df.columns:
         df = df.drop(columns=[Step.STEP])
     df.attrs[NAN_CELLS] = {c: tuple(sorted(set(v))) for c, v in nans.items()}
+    if skipped:
+        df.attrs[UNREAD_COLUMNS] = dict(sorted(unread.items()))
     return Table(df, problems)
 
 
@@ -207,7 +232,7 @@ def add_nan_cells(into: dict[str, list[int]], t: pa.Table) -> None:
 def conform(table: pa.Table, declared: tuple[tuple[str, str], ...]) -> tuple[pa.Table, list[str]]:
     """``table`` with each declared column cast to its declared type (a lossless cast only); a
     column that cannot be is left out, and said so."""
-    types = {f.name: f.type for f in arrow_schema(declared)}
+    types = _declared_types(declared)
     bad = []
     for name in table.column_names:
         want = types.get(name)
@@ -220,6 +245,12 @@ def conform(table: pa.Table, declared: tuple[tuple[str, str], ...]) -> tuple[pa.
             bad.append(f"column {name!r} is {table.schema.field(name).type}, not {want}: left out")
             table = table.drop_columns([name])
     return table, bad
+
+
+@functools.lru_cache(maxsize=64)
+def _declared_types(declared: tuple[tuple[str, str], ...]) -> dict[str, pa.DataType]:
+    """{name: Arrow type} of ``declared`` (built once per table, not once per file read)."""
+    return {f.name: f.type for f in arrow_schema(declared)}
 
 
 def read_file(pf: pq.ParquetFile, columns: list[str], step_range: tuple[int, int] | None):

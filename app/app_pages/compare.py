@@ -103,13 +103,19 @@ def controls() -> dict:
     return {"x": x_axis, "steps": steps, "smoothing": smoothing, "max_points": max_points}
 
 
-def load_series(shown, ctx: ui.Context) -> tuple[list[compare_traces.RunSeries], dict, list[str]]:
+def load_series(
+    shown, ctx: ui.Context, read: dict | None = None
+) -> tuple[list[compare_traces.RunSeries], dict, list[str]]:
     """(series, {run label: extra-metric stats}, problems) of the shown runs with steps (labels:
     ``ctx.labels``, unique even when two runs share a name), without their ``bounds``
-    (``with_bounds``: only the per-run grid draws them)."""
+    (``with_bounds``: only the per-run grid draws them). ``read``, when given, receives {run key:
+    its step table}, for the verdict to score (a second cache lookup would copy every table).
+    The schema's columns no chart reads are left unread (``compare_view.unread_step_columns``)."""
     series, stats, problems = [], {}, []
     for run in shown:
-        t = data.load_steps(run)
+        t = data.load_steps(run, skip=compare_view.unread_step_columns(run.info))
+        if read is not None:
+            read[run.key] = t
         problems += [f"{run.label}: {p}" for p in t.problems]
         if not len(t.df):
             problems.append(f"{run.label}: no steps to draw")
@@ -376,7 +382,8 @@ shown = ui.shown_runs(
     "Runs page.",
 )
 opts = controls()
-series, stats, problems = load_series(shown, ctx)
+steps_read: dict = {}
+series, stats, problems = load_series(shown, ctx, steps_read)
 if not series:
     st.warning("None of the shown runs has a readable step table yet.", icon=":material/warning:")
     ui.notice_problems(shown, problems)
@@ -417,10 +424,14 @@ by, verdict_metric, verdict_final, own_metrics = cg.controls(shown, series)
 verdict = None
 if by != cg.NONE and verdict_metric is not None:
     try:
-        verdict = cg.report(shown, by, verdict_metric, verdict_final, own_metrics, opts["steps"])
+        verdict = cg.report(
+            shown, by, verdict_metric, verdict_final, own_metrics, opts["steps"], steps_read
+        )
     except ValueError as e:  # a group metric naming no group
         st.error(ui.md_escape(str(e)), icon=":material/error:")
-        verdict = cg.report(shown, by, verdict_metric, verdict_final, None, opts["steps"])
+        verdict = cg.report(
+            shown, by, verdict_metric, verdict_final, None, opts["steps"], steps_read
+        )
 if verdict is not None:
     cg.verdict_table(verdict)
 grouped = verdict is not None and bool(verdict.grouping.groups)
