@@ -3,7 +3,7 @@
     python bench/bench_dashboard.py [--root DIR] [--runs 20 --steps 5000 --seqs 256] [--no-browser]
                                     [--loads 3 --views 2] [--code DIR] [--cold-only] [--profile]
                                     [--no-mlflow]
-    python bench/bench_dashboard.py --grouped [--configs 5 --seeds 10 --steps 5000] [--code DIR]
+    python bench/bench_dashboard.py --grouped [--configs 5 --seeds 10 --steps 5000 --parts 1] [--code DIR]
     python bench/bench_dashboard.py --scale [--scale-runs 2000 --scale-steps 10] [--no-s3]
 
 Measures, on a generated root of ``runs`` runs x ``steps`` steps x ``seqs`` sequences per step
@@ -530,17 +530,21 @@ def bench_grouped(a: argparse.Namespace) -> None:
     from make_runs import make_grouped_root
 
     root = Path(a.root + "-grouped")
-    marker = root / f".bench-grouped-{a.configs}x{a.seeds}x{a.steps}x32"
+    marker = root / f".bench-grouped-{a.configs}x{a.seeds}x{a.steps}x32-{a.parts}parts"
     if not marker.exists():
         shutil.rmtree(root, ignore_errors=True)
         root.mkdir(parents=True)
-        make_grouped_root(root, a.configs, a.seeds, a.steps, groups=2, group_size=16)
+        per_part = -(-a.steps // max(1, a.parts))
+        make_grouped_root(
+            root, a.configs, a.seeds, a.steps, groups=2, group_size=16, steps_per_part=per_part
+        )
         marker.write_text("ok")
     code = Path(a.code).resolve() if a.code else None
     res = {"config": vars(a), "load_avg_start": os.getloadavg()}
     res["browser"] = bench_browser(root, a.loads, 1, code, True, a.profile, grouped=True)
-    Path(a.out).with_name("grouped.json").write_text(json.dumps(res, indent=1))
     print(json.dumps(res, indent=1))
+    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(a.out).with_name("grouped.json").write_text(json.dumps(res, indent=1))
     print_goals(res["browser"])
 
 
@@ -561,6 +565,13 @@ def main() -> None:
     ap.add_argument("--grouped", action="store_true", help="the grouped Compare (see above)")
     ap.add_argument("--configs", type=int, default=5, help="--grouped: configurations")
     ap.add_argument("--seeds", type=int, default=10, help="--grouped: seeds per configuration")
+    ap.add_argument(
+        "--parts",
+        type=int,
+        default=1,
+        help="--grouped: Parquet parts per run's table (1: a finished run as the recorder's close "
+        "leaves it, compacted; 10: a run of 5,000 steps still being written, 500 steps a part)",
+    )
     bench_scale.add_arguments(ap)  # --scale: thousands of runs, local and S3 (bench_scale.py)
     a = ap.parse_args()
     if a.scale:

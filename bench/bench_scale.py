@@ -271,9 +271,8 @@ def bench_runs_page(root: str, cwd: str, *, second: bool = True, warm: int = 3) 
     out["second_cold_s"] = _run(at2)
     if (f := _filled(at2)) is not None:
         out["second_health_filled"] = f[1]
-    if (
-        hasattr(discovery, "reading") and "://" in root
-    ):  # when its page showed every run read, and its cells
+    # an object store: when its page showed every run read, and its cells
+    if hasattr(discovery, "reading") and "://" in root:
         t = time.perf_counter()
         _poll(at2, root, discovery)
         out["second_all_read_s"] = out["second_cold_s"] + time.perf_counter() - t
