@@ -87,11 +87,14 @@ def test_same_name_runs_are_two_legend_entries_in_chromium(server, root_copy):
     from playwright.sync_api import sync_playwright
 
     first = run_ids(root_copy)["grpo-small"]
-    src, dst = root_copy / first, root_copy / "grpo-twin"
-    shutil.copytree(src, dst)
-    info = json.loads((dst / "run.json").read_text())
+    # made beside the root, then moved in whole: the server never lists a half-made twin (the
+    # copied run.json still naming the first run's id)
+    src, tmp = root_copy / first, root_copy.parent / "grpo-twin.tmp"
+    shutil.copytree(src, tmp)
+    info = json.loads((tmp / "run.json").read_text())
     info.update(run_id="grpo-twin")
-    (dst / "run.json").write_text(json.dumps(info))
+    (tmp / "run.json").write_text(json.dumps(info))
+    tmp.rename(root_copy / "grpo-twin")
     with sync_playwright() as p:
         browser = launch.launch_chromium(p)
         try:
@@ -99,9 +102,13 @@ def test_same_name_runs_are_two_legend_entries_in_chromium(server, root_copy):
             page.goto(f"{server}/compare?runs=grpo-small&runs=no-such-run")
             legend = page.locator("[data-testid=stEChartsChart]").first
             legend.wait_for(timeout=60_000)
+            # the page may first draw the runs read so far (the twin's run.json is new to the
+            # server): wait for the drawn legend to hold both, then check what it says
+            names = [f"grpo-small [{first}] · GRPO", "grpo-small [grpo-twin] · GRPO"]
             page.wait_for_function(
-                "() => (document.querySelector('[data-testid=stEChartsChart]')"
-                ".getAttribute('aria-label') || '').includes('series')",
+                "(names) => { const a = (document.querySelector('[data-testid=stEChartsChart]')"
+                "?.getAttribute('aria-label') || ''); return names.every(n => a.includes(n)); }",
+                arg=names,
                 timeout=60_000,
             )
             aria = legend.get_attribute("aria-label")
