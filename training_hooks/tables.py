@@ -193,11 +193,11 @@ def _frame(read: list[tuple[str, pa.Table]], nans: dict[str, list[int]]) -> pd.D
     stepped = [n for n, t in read if Step.STEP in t.column_names]
     if not kept:
         return None
-    schemas = {t.schema for _, t in kept}
+    first = kept[0][1].schema  # (compared, not hashed: pyarrow 21 cannot hash a schema with metadata)
     if (
         len(kept) > 1
         and not overlapping(stepped)
-        and len(schemas) == 1
+        and all(t.schema.equals(first) for _, t in kept[1:])
         and not any(pa.types.is_dictionary(f.type) for f in kept[0][1].schema)
     ):
         joined = pa.concat_tables([t for _, t in kept])
