@@ -193,7 +193,8 @@ def _frame(read: list[tuple[str, pa.Table]], nans: dict[str, list[int]]) -> pd.D
     stepped = [n for n, t in read if Step.STEP in t.column_names]
     if not kept:
         return None
-    first = kept[0][1].schema  # (compared, not hashed: pyarrow 21 cannot hash a schema with metadata)
+    # one schema: compared, not hashed (pyarrow 21 cannot hash a schema with metadata)
+    first = kept[0][1].schema
     if (
         len(kept) > 1
         and not overlapping(stepped)
