@@ -19,6 +19,7 @@ from gspo_metrics.checks import check_eps_pair
 from gspo_metrics.spec import GRPO_EPS, GSPO_EPS, UNKNOWN_ALGORITHM
 
 from .sinks import Sink
+from .sinks.findings import check_cpu_share
 
 _RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 #: ``token_samples``' default: enough for the token view, a small share of ``log_step``'s cost.
@@ -194,9 +195,7 @@ class RecorderSettings:
             raise ValueError(f"token_samples must be an int >= 0, got {self.token_samples!r}")
         if not isinstance(self.findings_every, int) or self.findings_every < 0:
             raise ValueError(f"findings_every must be an int >= 0, got {self.findings_every!r}")
-        share = self.findings_cpu_share
-        if share is not None and not (isinstance(share, int | float) and 0 < share <= 1):
-            raise ValueError(f"findings_cpu_share must be in (0, 1] or None, got {share!r}")
+        check_cpu_share("findings_cpu_share", self.findings_cpu_share)
         if self.on_finding is not None and not callable(self.on_finding):
             from .findings.live import callback_from_spec
 

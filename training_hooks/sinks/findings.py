@@ -3,10 +3,11 @@
 Its ``SinkWorker`` hands it each materialised step (the training thread only appends to a queue);
 every ``every`` steps (at least 2% of the run's steps apart, and at close) it runs
 ``training_hooks.findings.live.LiveFindings.evaluate`` on the steps so far and passes each new
-finding to ``report``. ``cpu_share`` caps what the checks cost when steps come faster than they
-run (a CPU demo, a tiny model): an evaluation that took c CPU-seconds is followed by none for
-c / ``cpu_share`` seconds; the steps wait for the next one, none is skipped (the recorder prints it, writes it to run.json, tags the MLflow run and calls
+finding to ``report`` (the recorder prints it, writes it to run.json, tags the MLflow run and calls
 the user's ``on_finding``). A failing check is a sink fault, never an exception in training.
+``cpu_share`` caps what the checks cost when steps come faster than they run (a CPU demo, a tiny
+model): an evaluation that took c CPU-seconds is followed by none for c / ``cpu_share`` seconds;
+the steps wait for the next one, none is skipped.
 """
 
 from __future__ import annotations
@@ -21,6 +22,13 @@ from training_hooks.schema import STATUS_RUNNING, Seq
 
 if TYPE_CHECKING:
     from ..compute import StepRecord
+
+
+def check_cpu_share(name: str, value: object) -> None:
+    """A ValueError naming ``name`` unless ``value`` is None or a number in (0, 1]."""
+    ok = isinstance(value, int | float) and 0 < value <= 1
+    if value is not None and not ok:
+        raise ValueError(f"{name} must be in (0, 1] or None, got {value!r}")
 
 
 class FindingsSink:
@@ -40,8 +48,7 @@ class FindingsSink:
     ):
         if not isinstance(every, int) or every < 1:
             raise ValueError(f"every must be an int >= 1, got {every!r}")
-        if cpu_share is not None and not 0 < cpu_share <= 1:
-            raise ValueError(f"cpu_share must be in (0, 1] or None, got {cpu_share!r}")
+        check_cpu_share("cpu_share", cpu_share)
         self.live = LiveFindings(facts, report, run_id)
         self.every = every
         self.cpu_share = cpu_share
@@ -112,8 +119,8 @@ class FindingReporter:
 
 def findings_sink(state, settings, mlflow_sink=None) -> FindingsSink:
     """The recorder's live findings sink, from its ``RunState`` and ``RecorderSettings``
-    (``findings_every``, ``findings_cpu_share``, ``on_finding``, algorithm and both ε); a resumed run's earlier findings
-    (run.json) are not reported again."""
+    (``findings_every``, ``findings_cpu_share``, ``on_finding``, algorithm and both ε); a resumed
+    run's earlier findings (run.json) are not reported again."""
     s = settings
     facts = RunFacts(
         s.algorithm,
