@@ -62,13 +62,14 @@ def stable_labels(runs: list[RunRef]) -> dict[str, str]:
 
 
 def resolve_link(
-    values: list[str], runs: list[RunRef], labels: dict[str, str]
+    values: list[str], runs: list[RunRef], labels: dict[str, str], complete: bool = True
 ) -> tuple[list[str], list[str]]:
     """(run keys, notes) of the values a link's ``?runs=`` holds, repeated (``runs=a&runs=b``, what
     the bound picker writes) or comma-separated (``runs=a,b``, what a person types): each value is
     a run's label, its key, or a name; a value with commas that names no run whole is read as the
     list of its parts (a run may have a comma in its name). A name several runs carry selects them
-    all, and a note says so; a value no run answers to is named in a note ("not found: ...")."""
+    all, and a note says so; a value no run answers to is named in a note ("not found: ...") when
+    ``runs`` is ``complete`` (not while some are still being read)."""
     by_label = {labels.get(r.key, r.key): r.key for r in runs}
     by_key = {r.key: r.key for r in runs}
     by_name: dict[str, list[str]] = {}
@@ -84,7 +85,7 @@ def resolve_link(
             keys += same
             named = ", ".join(labels.get(k, k) for k in same)
             notes.append(f"{v!r} names {len(same)} runs, all shown: {named}")
-        else:
+        elif complete:
             notes.append(f"not found: {v!r} (no run has this name or id)")
     return list(dict.fromkeys(keys)), notes
 
@@ -121,10 +122,9 @@ def _runs_from_link(runs: list[RunRef], labels: dict[str, str], reading: int = 0
             del state[LINK_OPEN]  # the user picked other runs: the link has done its part
             return
     raw = state.get(LINK_OPEN) or st.query_params.get_all("runs")
-    keys, notes = resolve_link(raw, runs, labels) if raw else ([], [])
+    keys, notes = resolve_link(raw, runs, labels, complete=not reading) if raw else ([], [])
     if reading and raw:
         state[LINK_OPEN] = raw
-        notes = [n for n in notes if not n.startswith("not found")]
         notes.append(f"{reading} runs are still being read: the link's runs are added as they are")
     else:
         state.pop(LINK_OPEN, None)
