@@ -34,7 +34,7 @@ from training_hooks.findings.core import (
     train_mask,
 )
 from training_hooks.findings.thresholds import RUN
-from training_hooks.metric_map import Derived
+from training_hooks.metric_map import GRAD_NORM, Derived
 from training_hooks.schema import (
     STATUS_CRASHED,
     STATUS_FAILED,
@@ -61,7 +61,7 @@ def import_status(info: RunInfo) -> str:
 #: The gradient norm as the runs log it (an extra of ours, TRL's, verl's, Tinker's), in the order
 #: the checks prefer them: before clipping first.
 GRAD_NORM_NAMES = (
-    "grad_norm",
+    GRAD_NORM,
     "actor/grad_norm_pre_clip",
     "actor/grad_norm",
     "unclipped_grad_l2:mean",
