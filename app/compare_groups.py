@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 import streamlit as st
+from streamlit.delta_generator import DeltaGenerator
 
 from app import colors, compare_traces, compare_view, data, panels, traces, ui
 from app import group_chart as gc
@@ -145,7 +146,29 @@ def verdict_table(r: vd.Report) -> None:
         st.caption("Left out: " + "; ".join(items) + ".")
 
 
+def chart_slot(n_panels: int) -> DeltaGenerator:
+    """The grouped charts' place: until ``grouped_charts`` draws them there, a frame of their
+    height for ``n_panels`` panels that says they are being drawn. The page so shows its first
+    ECharts chart at once, and the browser loads and starts ECharts while the server computes
+    the curves, not after."""
+    _caption()
+    slot = st.empty()
+    slot.echarts_chart(gc.pending_option(n_panels), height=gc.height(n_panels))
+    return slot
+
+
+def _caption() -> None:
+    st.caption(
+        "Grouped: each group's mean over its seeds (thick), a pointwise 95% bootstrap band of that "
+        "mean (at each x separately, over the seeds present there; not a band for whole curves), "
+        "each seed faint behind (cut with min/max-preserving LTTB). The band covers only the x "
+        "where 2+ seeds exist; a seed is interpolated inside its own steps, never extrapolated. "
+        "The last chart counts the seeds at each x; the hover gives them too."
+    )
+
+
 def grouped_charts(
+    slot: DeltaGenerator,
     r: vd.Report,
     series: Sequence[compare_traces.RunSeries],
     shown_panels: Sequence[panels.Panel],
@@ -155,7 +178,8 @@ def grouped_charts(
     smoothing: float,
     max_points: int,
 ) -> None:
-    """The shown panels, one mean + band + faint seeds per group, and the seeds panel; each run
+    """The shown panels, one mean + band + faint seeds per group, and the seeds panel, drawn in
+    ``slot`` (``chart_slot``); each run
     on the steps its panel shows (the "steps" control, ``compare_view.panel_subset``). The
     option is cached whole on everything it is drawn from (``traces.chart_key``)."""
     by_key = {s.key: s for s in series}
@@ -193,14 +217,7 @@ def grouped_charts(
             max_points=max_points,
         ),
     )
-    st.caption(
-        "Grouped: each group's mean over its seeds (thick), a pointwise 95% bootstrap band of that "
-        "mean (at each x separately, over the seeds present there; not a band for whole curves), "
-        "each seed faint behind (cut with min/max-preserving LTTB). The band covers only the x "
-        "where 2+ seeds exist; a seed is interpolated inside its own steps, never extrapolated. "
-        "The last chart counts the seeds at each x; the hover gives them too."
-    )
-    st.echarts_chart(option, height=height, key="grouped")
+    slot.echarts_chart(option, height=height, key="grouped")
 
 
 def grouped_option(

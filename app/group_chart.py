@@ -370,9 +370,27 @@ def grouped_option(
         },
         "dataZoom": echarts_grid._zoom(n, ""),
     }
-    return option, echarts_grid.SLIDER_PX + max(
-        1, math.ceil(n / echarts_grid.COLUMNS)
-    ) * echarts_grid.GRID_ROW_PX + LEGEND_PX
+    return option, height(len(panels))
+
+
+def height(n_panels: int) -> int:
+    """Pixels of the grouped charts of ``n_panels`` panels: the zoom slider, the rows of panels
+    with the seeds panel after them, and the legend."""
+    rows = math.ceil((n_panels + 1) / echarts_grid.COLUMNS)
+    return echarts_grid.SLIDER_PX + rows * echarts_grid.GRID_ROW_PX + LEGEND_PX
+
+
+def pending_option(n_panels: int) -> dict:
+    """What the grouped charts' place shows until they are drawn: its text, centred."""
+    return {
+        "animation": False,
+        "title": {
+            "text": f"Drawing {n_panels} grouped charts…",
+            "left": "center",
+            "top": "middle",
+            "textStyle": {"color": echarts_grid.GRID_TEXT, "fontWeight": "normal"},
+        },
+    }
 
 
 def tiny_exponent(curves: Sequence[GroupCurve]) -> int | None:

@@ -438,25 +438,6 @@ grouped = verdict is not None and bool(verdict.grouping.groups)
 if not grouped:
     legend, legend_height = echarts_grid.legend_option(series)
     st.echarts_chart(legend, height=legend_height, key="legend")
-lag_caption(series, opts["steps"])
-plain = compare_traces.trace_points(
-    panels.PANELS_BY_KEY["loss"],
-    len(series),
-    budget=PANEL_POINT_BUDGET,
-    max_points=opts["max_points"],
-    smoothing=opts["smoothing"],
-    bands=opts["bands"],
-)
-if plain < opts["max_points"]:
-    st.caption(
-        f"{len(series)} runs share each chart's {PANEL_POINT_BUDGET:,} points: each run's line is "
-        f"cut to {plain} points to keep the page fast."
-    )
-x_missing = [ui.md_escape(s.label) for s in series if not panels.has_data(s.df, opts["x"])]
-if x_missing:
-    why = compare_traces.X_UNLOGGED[opts["x"]]
-    st.caption(f"Left off this x axis ({why}): {', '.join(x_missing)}.")
-
 runs_by_key = {r.key: r for r in shown}
 if not grouped:
     series = with_bounds(series, runs_by_key)
@@ -467,29 +448,56 @@ def grid_series() -> list[compare_traces.RunSeries]:
     return with_bounds(series, runs_by_key) if grouped else series
 
 
-split = panels.split_by_data(
-    [s.df for s in series], [panels.PANELS_BY_KEY[k] for k in chosen], opts["x"]
-)
-shown_panels = split.drawn
-st.caption(ui.md_escape(compare_view.clip_units_line([(s.label, s.df) for s in series])))
-other_names = compare_view.stand_ins(
-    [(s.label, runs_by_key[s.key].info, s.df) for s in series], [p.column for p in split.unlogged]
-)
-if unlogged := [p for p in split.unlogged if p.column not in other_names]:
-    st.caption(ui.md_escape(panels.not_logged_line(unlogged)))
-if other_names:
-    titles_by_column = {p.column: p.title for p in split.unlogged}
-    st.caption(ui.md_escape(compare_view.stand_in_sentence(titles_by_column, other_names)))
-if split.off_axis:
-    why = f"Logged only by runs left off this x axis ({compare_traces.X_UNLOGGED[opts['x']]})"
-    st.caption(ui.md_escape(panels.not_logged_line(split.off_axis, why)))
-if shown_panels:
-    st.caption(
-        "X axes are linked: zoom with the slider above the charts (drag its ends) or ctrl + scroll "
-        "on a chart, and every chart follows; drag a zoomed chart to pan."
+# the lines about the charts go in ``notes``, above the charts' place: grouped, that place is
+# shown at once (``chart_slot``), before the lines and the curves are computed
+notes = st.container()
+slot = cg.chart_slot(len(chosen)) if grouped and chosen else None
+with notes:
+    lag_caption(series, opts["steps"])
+    plain = compare_traces.trace_points(
+        panels.PANELS_BY_KEY["loss"],
+        len(series),
+        budget=PANEL_POINT_BUDGET,
+        max_points=opts["max_points"],
+        smoothing=opts["smoothing"],
+        bands=opts["bands"],
     )
-    if grouped and verdict is not None:
+    if plain < opts["max_points"]:
+        st.caption(
+            f"{len(series)} runs share each chart's {PANEL_POINT_BUDGET:,} points: each run's line is "
+            f"cut to {plain} points to keep the page fast."
+        )
+    x_missing = [ui.md_escape(s.label) for s in series if not panels.has_data(s.df, opts["x"])]
+    if x_missing:
+        why = compare_traces.X_UNLOGGED[opts["x"]]
+        st.caption(f"Left off this x axis ({why}): {', '.join(x_missing)}.")
+
+    split = panels.split_by_data(
+        [s.df for s in series], [panels.PANELS_BY_KEY[k] for k in chosen], opts["x"]
+    )
+    shown_panels = split.drawn
+    st.caption(ui.md_escape(compare_view.clip_units_line([(s.label, s.df) for s in series])))
+    other_names = compare_view.stand_ins(
+        [(s.label, runs_by_key[s.key].info, s.df) for s in series],
+        [p.column for p in split.unlogged],
+    )
+    if unlogged := [p for p in split.unlogged if p.column not in other_names]:
+        st.caption(ui.md_escape(panels.not_logged_line(unlogged)))
+    if other_names:
+        titles_by_column = {p.column: p.title for p in split.unlogged}
+        st.caption(ui.md_escape(compare_view.stand_in_sentence(titles_by_column, other_names)))
+    if split.off_axis:
+        why = f"Logged only by runs left off this x axis ({compare_traces.X_UNLOGGED[opts['x']]})"
+        st.caption(ui.md_escape(panels.not_logged_line(split.off_axis, why)))
+    if shown_panels:
+        st.caption(
+            "X axes are linked: zoom with the slider above the charts (drag its ends) or ctrl + scroll "
+            "on a chart, and every chart follows; drag a zoomed chart to pan."
+        )
+if shown_panels:
+    if slot is not None and verdict is not None:
         cg.grouped_charts(
+            slot,
             verdict,
             series,
             shown_panels,
@@ -509,7 +517,9 @@ if shown_panels:
             zoom_band=zoom_band,
         )
     draw_lag_split(series, shown_panels)
-elif not chosen:
+elif slot is not None:  # no chosen chart has data
+    slot.empty()
+if not chosen:
     st.info("No built-in charts chosen (see 'Charts and log scales').", icon=":material/info:")
 if other_names and st.toggle(
     "Draw the metrics logged under another name (labelled with their own names)",
