@@ -15,7 +15,7 @@ import pandas as pd
 import streamlit as st
 
 from app import compare_traces, compare_view
-from app.data import load_sequences, table_files
+from app.data import Memo, load_sequences, table_files
 from app.lag import LagSplit, lag_split
 from app.panels import Panel
 from app.records import SOURCE_PARQUET, RunRef
@@ -97,15 +97,14 @@ def chart_key(
     return repr((runs, list(panels), drawn))
 
 
+#: whole chart options, shared by every session and not copied on a hit (an option of a few MB
+#: would be unpickled on each page load): neither the pages nor ``st.echarts_chart`` change one
+_CHARTS = Memo(max_entries=32)
+
+
 def cached_chart(key: str, build: Callable[[], T]) -> T:
     """``build()``, cached on ``key`` (``chart_key``: everything the chart is drawn from)."""
-    return _cached_chart(key, build)
-
-
-@st.cache_data(show_spinner=False, max_entries=32)
-def _cached_chart(key: str, _build: Callable[[], T]) -> T:
-    # ``key`` alone is hashed; ``_build`` computes the value on a miss
-    return _build()
+    return _CHARTS.get(key, build)
 
 
 def run_lag(run: RunRef, df: pd.DataFrame, digest: str | None = None) -> LagSplit:
