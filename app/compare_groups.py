@@ -148,12 +148,12 @@ def verdict_table(r: vd.Report) -> None:
 
 def chart_slot(n_panels: int) -> DeltaGenerator:
     """The grouped charts' place: until ``grouped_charts`` draws them there, a frame of their
-    height for ``n_panels`` panels that says they are being drawn. The page so shows its first
+    height for ``n_panels`` panels (the shown ones) that says they are being drawn. The page so shows its first
     ECharts chart at once, and the browser loads and starts ECharts while the server computes
     the curves, not after."""
     _caption()
     slot = st.empty()
-    slot.echarts_chart(gc.pending_option(n_panels), height=gc.height(n_panels))
+    slot.echarts_chart(gc.pending_option(), height=gc.height(n_panels))
     return slot
 
 

@@ -380,12 +380,13 @@ def height(n_panels: int) -> int:
     return echarts_grid.SLIDER_PX + rows * echarts_grid.GRID_ROW_PX + LEGEND_PX
 
 
-def pending_option(n_panels: int) -> dict:
-    """What the grouped charts' place shows until they are drawn: its text, centred."""
+def pending_option() -> dict:
+    """What the grouped charts' place shows until they are drawn: its text, centred (no count:
+    a panel none of whose seeds has a value on its steps is left out only when drawn)."""
     return {
         "animation": False,
         "title": {
-            "text": f"Drawing {n_panels} grouped charts…",
+            "text": "Drawing the grouped charts…",
             "left": "center",
             "top": "middle",
             "textStyle": {"color": echarts_grid.GRID_TEXT, "fontWeight": "normal"},

@@ -448,10 +448,14 @@ def grid_series() -> list[compare_traces.RunSeries]:
     return with_bounds(series, runs_by_key) if grouped else series
 
 
+split = panels.split_by_data(
+    [s.df for s in series], [panels.PANELS_BY_KEY[k] for k in chosen], opts["x"]
+)
+shown_panels = split.drawn
 # the lines about the charts go in ``notes``, above the charts' place: grouped, that place is
 # shown at once (``chart_slot``), before the lines and the curves are computed
 notes = st.container()
-slot = cg.chart_slot(len(chosen)) if grouped and chosen else None
+slot = cg.chart_slot(len(shown_panels)) if grouped and shown_panels else None
 with notes:
     lag_caption(series, opts["steps"])
     plain = compare_traces.trace_points(
@@ -472,10 +476,6 @@ with notes:
         why = compare_traces.X_UNLOGGED[opts["x"]]
         st.caption(f"Left off this x axis ({why}): {', '.join(x_missing)}.")
 
-    split = panels.split_by_data(
-        [s.df for s in series], [panels.PANELS_BY_KEY[k] for k in chosen], opts["x"]
-    )
-    shown_panels = split.drawn
     st.caption(ui.md_escape(compare_view.clip_units_line([(s.label, s.df) for s in series])))
     other_names = compare_view.stand_ins(
         [(s.label, runs_by_key[s.key].info, s.df) for s in series],
@@ -517,9 +517,7 @@ if shown_panels:
             zoom_band=zoom_band,
         )
     draw_lag_split(series, shown_panels)
-elif slot is not None:  # no chosen chart has data
-    slot.empty()
-if not chosen:
+elif not chosen:
     st.info("No built-in charts chosen (see 'Charts and log scales').", icon=":material/info:")
 if other_names and st.toggle(
     "Draw the metrics logged under another name (labelled with their own names)",
