@@ -131,11 +131,18 @@ def verdict_table(r: vd.Report) -> None:
         st.info("One group only: nothing to compare.", icon=":material/info:")
     for w in r.verdict.warnings:
         st.warning(ui.md_escape(w), icon=":material/warning:")
+    differ: dict[tuple[str, ...], list[str]] = {}  # one line per set of keys, not per group
     for g in r.grouping.groups:
         if g.differ:
-            named = ", ".join(ui.md_escape(k) for k in g.differ[:4])
-            more = f" and {len(g.differ) - 4} more" if len(g.differ) > 4 else ""
-            st.caption(f"{ui.md_escape(g.name)}: its runs also differ in {named}{more}.")
+            differ.setdefault(tuple(g.differ), []).append(ui.md_escape(g.name))
+    for settings, names in differ.items():
+        named = ", ".join(ui.md_escape(k) for k in settings[:4])
+        more = f" and {len(settings) - 4} more" if len(settings) > 4 else ""
+        whose = (
+            f"{names[0]}: its runs" if len(names) == 1 else f"{', '.join(names)}: each one's runs"
+        )
+        st.caption(f"{whose} also differ in {named}{more}.")
+    for g in r.grouping.groups:
         for seed, keys in g.repeated_seeds().items():
             st.caption(
                 f"{ui.md_escape(g.name)}: runs {ui.md_escape(', '.join(keys))} state one seed "
@@ -246,7 +253,7 @@ def grouped_option(
             if seeds[g.name]
         ]
         if curves:
-            drawn.append((p.title, p.unit, curves))
+            drawn.append((p.column_title or p.title, p.unit, curves))  # no p.second drawn
     spans = [(g.name, color, _spans(members, x)) for g, color, members in groups]
     grid, counts = gc.seed_counts([sp for _, _, sp in spans])
     seeds_panel = [

@@ -8,7 +8,7 @@ renderer formats the records its own way and escapes what its format needs
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -76,13 +76,15 @@ def rollout_position(df: pd.DataFrame) -> np.ndarray:
     return out
 
 
-def with_rollout_position(df: pd.DataFrame) -> pd.DataFrame:
-    """``df`` with the rollout axis's column (``rollout_position``) when it has a rollout
-    column and lacks that one (a new frame sharing ``df``'s columns: pandas copies on write),
-    else ``df`` itself."""
+def with_rollout_position(
+    df: pd.DataFrame, position: Callable[[pd.DataFrame], np.ndarray] = rollout_position
+) -> pd.DataFrame:
+    """``df`` with the rollout axis's column (``position(df)``, ``rollout_position`` unless a
+    cached one) when it has a rollout column and lacks that one (a new frame sharing ``df``'s
+    columns: pandas copies on write), else ``df`` itself."""
     if X_ROLLOUT in df.columns or Step.ROLLOUT not in df.columns:
         return df
-    return df.assign(**{X_ROLLOUT: rollout_position(df)})
+    return df.assign(**{X_ROLLOUT: position(df)})
 
 
 #: a trace's role: what it draws

@@ -215,37 +215,89 @@ def _extent(arrays: Sequence[np.ndarray]) -> float:
     return hi - lo if hi >= lo else math.nan
 
 
-def _seed_line(g: GroupCurve, i: int, x_span: float, y_span: float) -> list[dict]:
-    """The group's faint seed lines as one series: each seed's points, then a gap (a point
-    without y) before the next seed. One series, not one per seed: a panel of 5 groups x 10
+def _panel_series(
+    curves: Sequence[GroupCurve], i: int, x_span: float, y_span: float, datasets: list[dict]
+) -> list[dict]:
+    """Panel ``i``'s series, per group back to front: its faint seeds, its band (two stacked
+    lines), its mean. Their points go in two datasets appended to ``datasets``, the panel's grid
+    (``_grid_columns``) and its seeds (``_seed_columns``), as columns rather than one [x, y]
+    array per point (the browser parses and keeps far fewer objects); each series names its
+    dataset (``datasetIndex``) and its columns (``encode``), the group's columns prefixed by its
+    place on the panel."""
+    grid: dict[str, list] = {}
+    seeds: dict[str, list] = {}
+    dims: list[dict] = [{"name": "x"}]
+    for j, g in enumerate(curves):
+        grid.update(_grid_columns(g, y_span, f"{j}|"))
+        dims += [{"name": f"{j}|{c}", "displayName": c} for c in _READOUT]
+        dims += [{"name": f"{j}|{c}"} for c in ("low", "height")]
+        if g.seeds:
+            seeds.update(_seed_columns(g, x_span, y_span, f"{j}|"))
+    out: list[dict] = []
+    if seeds:
+        n = max(len(c) for c in seeds.values())
+        datasets.append({"source": {k: c + [None] * (n - len(c)) for k, c in seeds.items()}})
+        k = len(datasets) - 1
+        out += [_seed_line(g, i, k, f"{j}|") for j, g in enumerate(curves) if g.seeds]
+    datasets.append({"dimensions": dims, "source": grid})
+    k = len(datasets) - 1
+    for j, g in enumerate(curves):
+        out += [*_band(g, i, k, f"{j}|"), _mean(g, i, k, f"{j}|")]
+    return out
+
+
+#: a mean's hover: its columns on the grid (``_grid_columns``), by their names
+_READOUT = ("mean", "band low", "band high", "seeds")
+
+
+def _seed_columns(g: GroupCurve, x_span: float, y_span: float, prefix: str) -> dict[str, list]:
+    """The group's seeds one after another in columns x and y, a point without y (a gap)
+    between two seeds, rounded below a pixel (``span_rounded``)."""
+    xs = np.concatenate([np.append(s.x, s.x[-1]) for s in g.seeds])[:-1]  # no gap at the end
+    ys = np.concatenate([np.append(s.y, np.nan) for s in g.seeds])[:-1]
+    return {f"{prefix}x": span_rounded(xs, x_span), f"{prefix}y": span_rounded(ys, y_span)}
+
+
+def _grid_columns(g: GroupCurve, y_span: float, prefix: str) -> dict[str, list]:
+    """On the panel's grid x: the mean, the band's ends and the seeds present (the hover, at
+    ``READOUT_DIGITS``), and the band drawn as its low end and height (``span_rounded``)."""
+    readout = echarts_grid.READOUT_DIGITS
+    columns = {
+        "mean": series_math.browser_array(g.mean, readout),
+        "band low": series_math.browser_array(g.lo, readout),
+        "band high": series_math.browser_array(g.hi, readout),
+        "seeds": g.count.astype(int).tolist(),
+        "low": span_rounded(g.lo, y_span),
+        "height": span_rounded(g.hi - g.lo, y_span),
+    }
+    return {"x": series_math.browser_array(g.x), **{prefix + k: v for k, v in columns.items()}}
+
+
+def _seed_line(g: GroupCurve, i: int, dataset: int, prefix: str) -> dict:
+    """The group's faint seed lines as one series (``_seed_columns``): a panel of 5 groups x 10
     seeds draws 5 series instead of 50 (the browser's cost grows with the series)."""
-    if not g.seeds:
-        return []
-    xs = np.concatenate([np.append(s.x, s.x[-1]) for s in g.seeds])
-    ys = np.concatenate([np.append(s.y, np.nan) for s in g.seeds])
-    data = [list(p) for p in zip(span_rounded(xs, x_span), span_rounded(ys, y_span), strict=True)]
-    return [
-        {
-            "id": f"{g.name}|seed|{i}",
-            "type": "line",
-            **_on(i),
-            "name": f"{g.name}: {len(g.seeds)} seeds",
-            "data": data[:-1],  # no gap after the last seed
-            "symbol": "none",
-            "showSymbol": False,
-            "connectNulls": False,
-            "silent": True,
-            "tooltip": {"show": False},
-            "lineStyle": {"color": g.color, "width": 1, "opacity": SEED_OPACITY},
-            "z": 1,
-        }
-    ]
+    return {
+        "id": f"{g.name}|seed|{i}",
+        "type": "line",
+        **_on(i),
+        "name": f"{g.name}: {len(g.seeds)} seeds",
+        "datasetIndex": dataset,
+        "encode": {"x": f"{prefix}x", "y": f"{prefix}y"},
+        "symbol": "none",
+        "showSymbol": False,
+        "connectNulls": False,
+        "silent": True,
+        "tooltip": {"show": False},
+        "lineStyle": {"color": g.color, "width": 1, "opacity": SEED_OPACITY},
+        "z": 1,
+    }
 
 
-def _band(g: GroupCurve, i: int, y_span: float) -> list[dict]:
+def _band(g: GroupCurve, i: int, dataset: int, prefix: str) -> list[dict]:
     base = {
         "type": "line",
         **_on(i),
+        "datasetIndex": dataset,
         "stack": f"{g.name}|band|{i}",
         "stackStrategy": "all",
         "symbol": "none",
@@ -255,40 +307,30 @@ def _band(g: GroupCurve, i: int, y_span: float) -> list[dict]:
         "tooltip": {"show": False},
         "z": 2,
     }
-    x = series_math.browser_array(g.x)  # the mean's x (its hover), shared
-    lo, height = span_rounded(g.lo, y_span), span_rounded(g.hi - g.lo, y_span)
     return [
-        {
-            **base,
-            "id": f"{g.name}|band-low|{i}",
-            "data": [list(p) for p in zip(x, lo, strict=True)],
-        },
+        {**base, "id": f"{g.name}|band-low|{i}", "encode": {"x": "x", "y": f"{prefix}low"}},
         {
             **base,
             "id": f"{g.name}|band-height|{i}",
-            "data": [list(p) for p in zip(x, height, strict=True)],
+            "encode": {"x": "x", "y": f"{prefix}height"},
             "areaStyle": {"color": rgba(g.color, BAND_OPACITY), "opacity": 1},
         },
     ]
 
 
-def _mean(g: GroupCurve, i: int) -> dict:
+def _mean(g: GroupCurve, i: int, dataset: int, prefix: str) -> dict:
     """The mean line; its hover shows the mean, the band's ends and the seeds at that x."""
-    columns = [g.mean, g.lo, g.hi]
-    rows = zip(
-        series_math.browser_array(g.x),
-        *(series_math.browser_array(c, echarts_grid.READOUT_DIGITS) for c in columns),
-        g.count.astype(int).tolist(),
-        strict=True,
-    )
     return {
         "id": f"{g.name}|mean|{i}",
         "type": "line",
         **_on(i),
         "name": g.name,
-        "data": [list(r) for r in rows],
-        "dimensions": ["x", "mean", "band low", "band high", "seeds"],
-        "encode": {"x": 0, "y": 1, "tooltip": [1, 2, 3, 4]},
+        "datasetIndex": dataset,
+        "encode": {
+            "x": "x",
+            "y": f"{prefix}mean",
+            "tooltip": [prefix + c for c in _READOUT],
+        },
         "showSymbol": False,
         "connectNulls": False,
         "lineStyle": {"color": g.color, "width": 2.2},
@@ -326,6 +368,7 @@ def grouped_option(
     ends = series_math.nice_extent(*x_range) if x_range else None
     n = len(panels) + 1
     grids, titles, xs, ys, out = [], [], [], [], []
+    datasets: list[dict] = []
     sub = "mean over seeds; band: pointwise 95% bootstrap CI of the mean; faint: each seed"
     for i, (title, unit, curves) in enumerate(panels):
         grids.append(echarts_grid._plot_area(i))
@@ -338,8 +381,7 @@ def grouped_option(
         ys.append(_y_axis(i, unit))
         x_span = _extent([a for g in curves for a in (g.x, *(s.x for s in g.seeds))])
         y_span = _extent([a for g in curves for a in (g.lo, g.hi, *(s.y for s in g.seeds))])
-        for g in curves:
-            out += _seed_line(g, i, x_span, y_span) + _band(g, i, y_span) + [_mean(g, i)]
+        out += _panel_series(curves, i, x_span, y_span, datasets)
     i = len(panels)
     grids.append(echarts_grid._plot_area(i))
     titles.append(
@@ -355,6 +397,7 @@ def grouped_option(
         "grid": grids,
         "xAxis": xs,
         "yAxis": ys,
+        "dataset": datasets,
         "series": out,
         "legend": {
             "data": [name for name, *_ in seeds],

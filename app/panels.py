@@ -34,6 +34,9 @@ class Panel:
     band: tuple[str, str] | None = None  # (lower, upper) columns, or ("±", std column)
     second: str | None = None  # a second column drawn thinner (e.g. p90)
     second_label: str = ""
+    #: the title where only ``column`` is drawn (Compare's grouped view: no ``second``); empty:
+    #: ``title``
+    column_title: str = ""
     clip_unit: str | None = None  # "seq" or "token": title carries that unit's eps
     zero_line: bool = False
     off_policy_default: bool = False  # the "steps" control's auto: off-policy steps of mixed runs
@@ -186,6 +189,7 @@ PANELS: tuple[Panel, ...] = (
         "losses weight long completions more.",
         second=Step.LENGTH_P90,
         second_label="p90 length",
+        column_title="Completion length: mean",
         nonnegative=True,
     ),
     Panel(

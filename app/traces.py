@@ -14,10 +14,10 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from app import compare_traces, compare_view
+from app import compare_traces, compare_view, panels
 from app.data import Memo, load_sequences, table_files
 from app.lag import LagSplit, lag_split
-from app.panels import Panel
+from app.panels import Panel, PanelSplit
 from app.records import SOURCE_PARQUET, RunRef
 from training_hooks.schema import SEQUENCES_DIR, STEPS_DIR, Seq
 
@@ -105,6 +105,43 @@ _CHARTS = Memo(max_entries=32)
 def cached_chart(key: str, build: Callable[[], T]) -> T:
     """``build()``, cached on ``key`` (``chart_key``: everything the chart is drawn from)."""
     return _CHARTS.get(key, build)
+
+
+#: per run's files: its rows' places on the rollout axis (read-only arrays, shared)
+_ROLLOUT = Memo(max_entries=1024)
+#: per shown runs' files, chosen panels and x axis: which panels have data (``split_by_data``)
+_SPLITS = Memo(max_entries=64)
+
+
+def with_rollout_position(df: pd.DataFrame, digest: str) -> pd.DataFrame:
+    """``compare_traces.with_rollout_position`` of a run's step table ``df``, the positions
+    cached on the run's files (``digest``: ``run_digest``)."""
+
+    def position(d: pd.DataFrame) -> np.ndarray:
+        def make() -> np.ndarray:
+            out = compare_traces.rollout_position(d)
+            out.flags.writeable = False
+            return out
+
+        return _ROLLOUT.get(digest, make)
+
+    return compare_traces.with_rollout_position(df, position)
+
+
+def split_by_data(
+    series: Sequence[compare_traces.RunSeries],
+    digests: Mapping[str, str],
+    chosen: Sequence[Panel],
+    x: str,
+) -> PanelSplit:
+    """``panels.split_by_data`` of the series' step tables, cached on their runs' files
+    (``digests``: run key -> ``run_digest``) and columns, the panels and the x axis."""
+    key = (
+        tuple((s.key, digests[s.key], tuple(s.df.columns)) for s in series),
+        tuple(chosen),
+        x,
+    )
+    return _SPLITS.get(key, lambda: panels.split_by_data([s.df for s in series], chosen, x))
 
 
 def run_lag(run: RunRef, df: pd.DataFrame, digest: str | None = None) -> LagSplit:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from servers import free_port
 
+from app import cli
 from app.pages import MAIN
 
 CHROMIUM = "/usr/bin/chromium"
@@ -71,18 +72,22 @@ def serve(
     timeout_s: float = 30.0,
     main: str | os.PathLike = MAIN,
 ) -> Iterator[str]:
-    """``streamlit run app/main.py -- --root ROOT`` on 127.0.0.1 (no MLflow store), its output in
+    """``streamlit run app/main.py -- --root ROOT`` on 127.0.0.1 with the settings ``gspo-dash``
+    passes (``app.cli.SERVER_OPTIONS``; no MLflow store), its output in
     ``cwd/streamlit.log``; yields the base URL once ``/_stcore/health`` answers and stops the server
     on exit. Raises ``AppDidNotStart`` (with the log) when it does not answer within ``timeout_s``.
     ``main``: another checkout's ``app/main.py`` (a benchmark's before/after)."""
     port = free_port()
     env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
-    cmd = (
-        [sys.executable, "-m", "streamlit", "run", os.fspath(main)]
-        + ["--server.port", str(port), "--server.address", "127.0.0.1"]
-        + ["--server.headless", "true", "--browser.gatherUsageStats", "false"]
-        + ["--", "--root", os.fspath(root)]
-    )
+    options = cli.SERVER_OPTIONS | {"server.port": port, "server.headless": True}
+    cmd = [
+        sys.executable,
+        "-m",
+        "streamlit",
+        "run",
+        os.fspath(main),
+        *cli.option_flags(options),
+    ] + ["--", "--root", os.fspath(root)]
     log_path = Path(cwd) / "streamlit.log"
     with running(cmd, cwd=cwd, port=port, log_path=log_path, env=env, timeout_s=timeout_s):
         yield f"http://127.0.0.1:{port}"

@@ -391,6 +391,9 @@ def test_page_verdict_agrees_with_the_cli(seeds_root, app_env, capsys):
     assert set(np.array(seeds["grpo"], float)[:, 1]) == {3}
     means = [s for s in spec["series"] if s["id"].split("|")[1] == "mean"]
     assert {s["name"] for s in means} == {"grpo", "gspo"}
+    # the grouped length panel draws the mean length only: its title names no p90 triangles
+    titles = [t["text"] for t in spec["title"]]
+    assert "Completion length: mean" in titles and not [t for t in titles if "triangles" in t]
     assert "pointwise" in spec["title"][0]["subtext"] or "pointwise" in " ".join(
         c.value for c in at.caption
     )
@@ -427,6 +430,57 @@ def test_page_without_groups_of_two_draws_runs(recorded_root, app_env):
     assert not [el for el in at.get("echarts_chart") if el.proto.id.endswith("-grouped")]
 
 
+def _points(option: dict, series: dict) -> list[list]:
+    """A series' points as the browser reads them: its ``data``, or the rows of its dataset's
+    columns that its ``encode`` names (x, y, then the hover's columns), padding rows (no x and
+    no y) dropped."""
+    if "data" in series:
+        return series["data"]
+    source = option["dataset"][series["datasetIndex"]]["source"]
+    enc = series["encode"]
+    rows = zip(*(source[c] for c in [enc["x"], enc["y"], *enc.get("tooltip", [])[1:]]), strict=True)
+    return [list(r) for r in rows if r[0] is not None or r[1] is not None]
+
+
+def test_grouped_series_read_their_groups_columns():
+    """Two groups on one panel share its datasets: each group's mean, band and seeds read its own
+    columns (hand-made values), the mean's hover names its columns without the group's prefix."""
+    x = np.arange(4.0)
+    a = [gc.Seed("a0", x, np.array([0.0, 1, 2, 3])), gc.Seed("a1", x, np.array([2.0, 3, 4, 5]))]
+    b = [gc.Seed("b0", x, np.array([10.0, 10, 10, 10]))]
+    grid = gc.grid_x(a + b)
+    ga, gb = (gc.group_curve(n, "#336699", s, grid) for n, s in (("A", a), ("B", b)))
+    option, _ = gc.grouped_option([("Loss", "nats", [ga, gb])], [], x_name="step", x_range=None)
+    spec = json.loads(json.dumps(option, allow_nan=False))
+    by_id = {s["id"]: s for s in spec["series"]}
+    assert [r[:2] for r in _points(spec, by_id["A|mean|0"])] == [[0, 1], [1, 2], [2, 3], [3, 4]]
+    assert [r[:2] for r in _points(spec, by_id["B|mean|0"])] == [[0, 10], [1, 10], [2, 10], [3, 10]]
+    assert [r[4] for r in _points(spec, by_id["A|mean|0"])] == [2, 2, 2, 2]  # seeds at each x
+    assert [r[1] for r in _points(spec, by_id["B|band-low|0"])] == [None] * 4  # 1 seed: no band
+    low = [r[1] for r in _points(spec, by_id["A|band-low|0"])]
+    height = [r[1] for r in _points(spec, by_id["A|band-height|0"])]
+    # the band as drawn: its low end and stacked height, within a rounding step of the band's
+    # own ends, and inside the two seeds' values (a mean of 2 resampled values)
+    tol = (10 - 0) / gc.SPAN_STEPS
+    np.testing.assert_allclose(low, ga.lo, atol=tol)
+    np.testing.assert_allclose(np.add(low, height), ga.hi, atol=tol)
+    assert all(
+        m - 1 - tol <= lo <= m <= lo + h <= m + 1 + tol
+        for lo, h, m in zip(low, height, [1, 2, 3, 4], strict=True)
+    )
+    seeds = _points(spec, by_id["A|seed|0"])
+    assert seeds == [[0, 0], [1, 1], [2, 2], [3, 3], [3, None], [0, 2], [1, 3], [2, 4], [3, 5]]
+    assert _points(spec, by_id["B|seed|0"]) == [[0, 10], [1, 10], [2, 10], [3, 10]]
+    (dims,) = [d["dimensions"] for d in spec["dataset"] if "dimensions" in d]
+    shown = {d["name"]: d.get("displayName") for d in dims}
+    assert [shown[c] for c in by_id["B|mean|0"]["encode"]["tooltip"]] == [
+        "mean",
+        "band low",
+        "band high",
+        "seeds",
+    ]
+
+
 def test_seed_lines_one_series_per_group_rounded_below_a_pixel():
     """A group's 3 seeds are one faint series: each seed's points in order, a gap (no y) between
     seeds, no line from one seed's end to the next one's start; x sent as ints, y within
@@ -440,7 +494,7 @@ def test_seed_lines_one_series_per_group_rounded_below_a_pixel():
         [("Loss", "nats", [g])], [("G", "#336699", grid, g.count)], x_name="step", x_range=(0, 4999)
     )
     (line,) = [s for s in option["series"] if s["id"].split("|")[1] == "seed"]
-    pts = line["data"]
+    pts = _points(option, line)
     gaps = [i for i, (_, y) in enumerate(pts) if y is None]
     assert len(gaps) == 2 and len(pts) == sum(len(s.x) for s in g.seeds) + 2
     for k, part in enumerate(np.split(np.array(pts, dtype=object), gaps)):

@@ -104,12 +104,13 @@ def controls() -> dict:
 
 
 def load_series(
-    shown, ctx: ui.Context, read: dict | None = None
+    shown, ctx: ui.Context, read: dict | None = None, digests: dict | None = None
 ) -> tuple[list[compare_traces.RunSeries], dict, list[str]]:
     """(series, {run label: extra-metric stats}, problems) of the shown runs with steps (labels:
     ``ctx.labels``, unique even when two runs share a name), without their ``bounds``
     (``with_bounds``: only the per-run grid draws them). ``read``, when given, receives {run key:
-    its step table}, for the verdict to score (a second cache lookup would copy every table).
+    its step table}, for the verdict to score (a second cache lookup would copy every table), and
+    ``digests`` {run key: ``traces.run_digest``}.
     The schema's columns no chart reads are left unread (``compare_view.unread_step_columns``)."""
     series, stats, problems = [], {}, []
     for run in shown:
@@ -121,6 +122,8 @@ def load_series(
             problems.append(f"{run.label}: no steps to draw")
             continue
         digest = traces.run_digest(run)
+        if digests is not None:
+            digests[run.key] = digest
         stats[ctx.labels.get(run.key, run.key)] = traces.run_extra_stats(run, t.df, digest)
         series.append(
             compare_traces.RunSeries(
@@ -128,7 +131,7 @@ def load_series(
                 label=ctx.label(run),  # unique: two runs may share a name
                 algorithm=run.algorithm,
                 color=ctx.colors.get(run.key, colors.PALETTE[0]),
-                df=compare_traces.with_rollout_position(t.df),
+                df=traces.with_rollout_position(t.df, digest),
                 eps=ui.eps_of(run),
                 lag=traces.run_lag(run, t.df, digest),
                 sources=sources.mapped_sources(run.info),
@@ -383,7 +386,8 @@ shown = ui.shown_runs(
 )
 opts = controls()
 steps_read: dict = {}
-series, stats, problems = load_series(shown, ctx, steps_read)
+digests: dict = {}
+series, stats, problems = load_series(shown, ctx, steps_read, digests)
 if not series:
     st.warning("None of the shown runs has a readable step table yet.", icon=":material/warning:")
     ui.notice_problems(shown, problems)
@@ -448,9 +452,7 @@ def grid_series() -> list[compare_traces.RunSeries]:
     return with_bounds(series, runs_by_key) if grouped else series
 
 
-split = panels.split_by_data(
-    [s.df for s in series], [panels.PANELS_BY_KEY[k] for k in chosen], opts["x"]
-)
+split = traces.split_by_data(series, digests, [panels.PANELS_BY_KEY[k] for k in chosen], opts["x"])
 shown_panels = split.drawn
 # the lines about the charts go in ``notes``, above the charts' place: grouped, that place is
 # shown at once (``chart_slot``), before the lines and the curves are computed
@@ -545,6 +547,11 @@ if shown_panels:
         box.markdown(  # one element, not one per chart: each costs the browser a render
             "\n\n".join(
                 f"**{ui.md_escape(p.title)}** ({ui.md_escape(p.unit)}): {ui.md_escape(p.caption)}"
+                + (
+                    f" Grouped, the {ui.md_escape(p.second_label)} is not drawn."
+                    if slot is not None and p.second
+                    else ""
+                )
                 for p in shown_panels
             )
         )
