@@ -1,7 +1,8 @@
 """Shared fixtures: a pre-migrated MLflow SQLite store copied per test, a batch factory, the
 dashboard's runs (two tiny runs recorded once per session, a writable copy per test, the AppTest
 environment), the servers of ``servers.py`` (PostgreSQL, ``mlflow server``) and ``s3_server.py``
-(moto), and the test tiers: a test that uses a server is in the slow tier.
+(moto), every real log imported once (``real_logs``), one fresh interpreter for the torch-free
+imports (``fresh_imports``), and the test tiers: a test that uses a server is in the slow tier.
 
 A new MLflow SQLite store spends seconds migrating its schema on first open, so the session
 migrates one template database once and every test gets its own copy.
@@ -10,14 +11,26 @@ migrates one template database once and every test gets its own copy.
 from __future__ import annotations
 
 import functools
+import gc
+import json
 import os
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
 pytest.register_assert_rewrite("servers", "s3_server", "app_runs")
+
+# The suite's process holds torch, transformers, MLflow and Streamlit (millions of objects), so
+# each full collection of Python's cycle collector walks them all: with the default thresholds
+# (700, 10, 10) the quick tier ran ~25 full collections, ~4.7 s of its ~44 s of CPU (measured with
+# gc.callbacks, 2026-12-03). A first generation of 50,000 objects leaves ~50 young collections and
+# no full one in the quick tier (~1 s in all), the peak memory within 2%; refcounting still frees
+# everything that is not in a cycle at once.
+_GC_THRESHOLD = gc.get_threshold()
+gc.set_threshold(50_000, *_GC_THRESHOLD[1:])
 
 import torch  # noqa: E402
 from app_runs import record_run  # noqa: E402
@@ -112,12 +125,61 @@ settings.register_profile("full", max_examples=100)
 settings.register_profile("quick", max_examples=20)
 
 
+def pytest_unconfigure(config):
+    gc.set_threshold(*_GC_THRESHOLD)
+
+
 def pytest_configure(config):
     # torch's intra-op pool on a shared machine with few cores: keep the suite from oversubscribing
     torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
     if not config.getoption("hypothesis_profile", None):  # --hypothesis-profile NAME wins
         quick = "not slow" in (config.getoption("markexpr", "") or "")
         settings.load_profile("quick" if quick else "full")
+
+
+# ----------------------------------------------------------------------------- torch-free imports
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def loaded_by(groups) -> list[set[str]]:
+    """The modules one fresh interpreter (in the repository's root) holds after importing each
+    group of ``groups`` in turn (each on top of the ones before)."""
+    code = (
+        "import json, sys\n"
+        "for group in json.loads(sys.argv[1]):\n"
+        "    [__import__(m) for m in group]\n"
+        "    print(json.dumps(sorted(sys.modules)))"
+    )
+    cmd = [sys.executable, "-c", code, json.dumps([list(g) for g in groups])]
+    r = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return [set(json.loads(line)) for line in r.stdout.splitlines()]
+
+
+class FreshImports:
+    """What a fresh interpreter loads: ``app`` (every dashboard module but the page script, and
+    the metric map) and then the importers load in one interpreter for all the tests that ask
+    (a new one costs ~0.5 s of imports). ``loads_torch(module)`` answers from it when ``module``
+    was loaded there while torch was not (so none of what it imports loads torch), else from an
+    interpreter of its own."""
+
+    def __init__(self):
+        self.app = sorted(f"app.{p.stem}" for p in (REPO / "app").glob("*.py") if p.stem != "main")
+        self.app_loaded, self._then = loaded_by(
+            [[*self.app, "training_hooks.metric_map"], ["training_hooks.importers"]]
+        )
+
+    def loads_torch(self, module: str) -> bool:
+        for loaded in (self.app_loaded, self._then):
+            if module in loaded and "torch" not in loaded:
+                return False
+        return "torch" in loaded_by([[module]])[0]
+
+
+@pytest.fixture(scope="session")
+def fresh_imports() -> FreshImports:
+    return FreshImports()
 
 
 # ----------------------------------------------------------------------------- test tiers
@@ -152,6 +214,57 @@ def root_copy(recorded_root, tmp_path) -> Path:
     dst = tmp_path / "root"
     shutil.copytree(recorded_root, dst)
     return dst
+
+
+class RealLogs:
+    """Every real log imported once (``real_logs``): ``root`` holds the runs, ``runs[(tool, path,
+    segment)]`` is one run's folder (``path`` as ``str``, ``segment`` None for a file of one run,
+    else 1, 2, ... for each run of a file that holds several)."""
+
+    def __init__(self, root: Path, runs: dict[tuple[str, str, int | None], Path]):
+        self.root, self.runs = root, runs
+
+    def segments(self, tool: str, path) -> list[Path]:
+        """The run folders imported from ``path`` (one, or one per run of a file of several)."""
+        found = {seg: d for (t, p, seg), d in self.runs.items() if (t, p) == (tool, str(path))}
+        return [found[k] for k in sorted(found, key=lambda k: k or 0)]
+
+    def copy_to(self, dst: Path, folders=None) -> Path:
+        """A writable copy of ``folders`` (every run when None) under ``dst``."""
+        dst.mkdir(parents=True, exist_ok=True)
+        for d in self.runs.values() if folders is None else folders:
+            shutil.copytree(d, dst / d.name)
+        return dst
+
+
+@pytest.fixture(scope="session")
+def real_logs(tmp_path_factory) -> RealLogs:
+    """Every log under ../shared/real_logs/ (``test_importers_real.real_logs``) imported once per
+    session with the importer's defaults into one root, a file of several runs as one run per
+    segment; an event file is left out without the optional tensorboard extra. Read-only: a test
+    that opens the dashboard on it, or writes, works on ``copy_to``. Skips when the folder is
+    absent (a plain clone)."""
+    from test_importers_real import REAL
+    from test_importers_real import real_logs as find_logs
+
+    from training_hooks import importers
+
+    if REAL is None:
+        pytest.skip("../shared/real_logs/ is absent")
+    root = tmp_path_factory.mktemp("real-logs")
+    runs: dict[tuple[str, str, int | None], Path] = {}
+    for tool, path in find_logs():
+        try:
+            res = importers.import_run(tool, path, root=root)
+            runs[tool, str(path), None] = Path(res["run_dir"])
+        except importers.SeveralRuns as e:  # a file of several runs: each imported as its own
+            for k in range(1, len(e.segments) + 1):
+                res = importers.import_run(tool, path, root=root, segment=k)
+                runs[tool, str(path), k] = Path(res["run_dir"])
+        except ValueError as e:  # an event file without the optional tensorboard extra
+            if "'tensorboard' extra" not in str(e):
+                raise
+    return RealLogs(root, runs)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -821,25 +821,10 @@ def test_derived_binding_column_still_a_panel():
 
 
 @pytest.fixture(scope="module")
-def real_root(tmp_path_factory):
-    """Every real log under ../shared/real_logs/ imported into one root (skip when absent)."""
-    from test_importers_real import REAL, real_logs
-
-    from training_hooks import importers
-
-    if REAL is None:
-        pytest.skip("../shared/real_logs/ is absent")
-    root = tmp_path_factory.mktemp("real")
-    for tool, path in real_logs():
-        try:
-            importers.import_run(tool, path, root=root)
-        except importers.SeveralRuns as e:  # a file of several runs: each imported as its own
-            for k in range(1, len(e.segments) + 1):
-                importers.import_run(tool, path, root=root, segment=k)
-        except ValueError as e:  # an event file without the optional tensorboard extra
-            if "'tensorboard' extra" not in str(e):
-                raise
-    return root
+def real_root(real_logs, tmp_path_factory):
+    """Every real log under ../shared/real_logs/ imported into one root (a copy of the session's
+    import, ``real_logs``; skip when absent)."""
+    return real_logs.copy_to(tmp_path_factory.mktemp("real"))
 
 
 SAMPLER_KL_KEYS = ("rollout_corr/k3_kl", "optim/kl_sample_train_v2")

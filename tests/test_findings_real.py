@@ -3,12 +3,13 @@ skipped when absent): what it says it checked, and no verdict the log cannot car
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from test_importers_real import real_logs_dir
 
 from app import data, health, ui
 from app.discovery import discover
-from training_hooks import importers
 from training_hooks.findings.core import LAG_UNKNOWN, ROWS_MIX
 
 REAL = real_logs_dir()
@@ -46,21 +47,22 @@ LOGS = {
 
 
 @pytest.fixture(scope="module")
-def reports(tmp_path_factory) -> dict[str, health.HealthReport]:
-    """Each log imported into one root and read as the Health page reads it."""
-    root = tmp_path_factory.mktemp("real")
+def reports(real_logs, tmp_path_factory) -> dict[str, health.HealthReport]:
+    """Each log (of the session's import of every real log, ``real_logs``) read as the Health page
+    reads it, from a copy of its run folder."""
+    folders = {}
     for name, (tool, rel) in LOGS.items():
         rel, _, seg = rel.partition("#")  # "path#N": run N of a file that holds several
         if (REAL / rel).exists():
-            segment = int(seg) if seg else None
-            try:
-                importers.import_run(tool, REAL / rel, root=root, name=name, segment=segment)
-            except ValueError as e:  # an event file without the optional tensorboard extra
-                if "'tensorboard' extra" not in str(e):
-                    raise
+            key = (tool, str(REAL / rel), int(seg) if seg else None)
+            if key in real_logs.runs:
+                folders[real_logs.runs[key].name] = name
+            else:  # only an event file is left out (without the optional tensorboard extra)
+                assert "tfevents" in rel, f"{key} was not imported"
+    root = real_logs.copy_to(tmp_path_factory.mktemp("real"), [real_logs.root / f for f in folders])
     out = {}
     for run in discover(str(root)).runs:
-        out[run.name] = ui.health_report(run, data.load_steps(run).df)
+        out[folders[Path(run.path).name]] = ui.health_report(run, data.load_steps(run).df)
     return out
 
 

@@ -355,8 +355,10 @@ def test_periodic_flush_without_explicit_flush(tmp_path, make_batch):
     while time.time() < deadline and not os.listdir(os.path.join(rec.run_dir, "steps")):
         time.sleep(0.05)
     assert os.listdir(os.path.join(rec.run_dir, "steps"))
-    time.sleep(0.5)
-    assert read_run_info(rec.run_dir).updated_at > t0  # heartbeat keeps beating
+    beat = time.time() + 0.5  # heartbeat keeps beating: a later one within 2.5 intervals
+    while time.time() < beat and read_run_info(rec.run_dir).updated_at <= t0:
+        time.sleep(0.02)
+    assert read_run_info(rec.run_dir).updated_at > t0
     rec.close()
 
 

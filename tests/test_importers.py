@@ -604,11 +604,9 @@ def test_summary_says_which_of_our_columns_are_filled(tmp_path):
     assert table.splitlines()[2].startswith("| `e.jsonl` | verl metrics, version unknown | 2 | ")
 
 
-def test_importers_import_no_torch():
+def test_importers_import_no_torch(fresh_imports):
     """The dashboard's Runs page imports the importers: no torch."""
-    code = "import sys, training_hooks.importers; print('torch' in sys.modules)"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert out.stdout.strip() == "False", out.stderr
+    assert fresh_imports.loads_torch("training_hooks.importers") is False
 
 
 def test_no_nan_written_where_the_source_gave_nothing(tmp_path):

@@ -12,7 +12,6 @@ the files belong to their authors and are never copied into the project.
 from __future__ import annotations
 
 import ast
-import copy
 import importlib.util
 import json
 import math
@@ -190,18 +189,14 @@ LOGS = real_logs()
 
 
 @pytest.fixture(scope="module")
-def imported_info(tmp_path_factory):
-    """``get(tool, path)``: the run.json of a real log imported once per module (a file of
-    several runs: its last run), a copy per call; the per-log tests that read only run.json
-    share one import of each log."""
-    kept: dict[tuple[str, str], schema.RunInfo] = {}
+def imported_info(real_logs):
+    """``get(tool, path)``: the run.json of a real log as the session imported it (``real_logs``:
+    once, with the importer's defaults; a file of several runs: its last run), a copy per call;
+    the per-log tests that read only run.json share that import."""
 
     def get(tool: str, path: Path) -> schema.RunInfo:
-        if (tool, str(path)) not in kept:
-            runs = len(source_runs(tool, path))
-            root = tmp_path_factory.mktemp("imported")
-            kept[tool, str(path)] = _import(tool, path, root, runs if runs > 1 else None)[1]
-        return copy.deepcopy(kept[tool, str(path)])
+        runs = len(source_runs(tool, path))  # counted here: the importer's split must agree
+        return schema.read_run_info(real_logs.runs[tool, str(path), runs if runs > 1 else None])
 
     return get
 

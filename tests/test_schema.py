@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 
 import pandas as pd
 import pyarrow as pa
@@ -200,11 +198,9 @@ def test_step_and_tok_constants_are_columns():
     assert sorted(_constants(schema.Tok).values()) == sorted(n for n, _ in schema.TOKEN_COLUMNS)
 
 
-def test_schema_imports_no_torch():
+def test_schema_imports_no_torch(fresh_imports):
     """The app can import the schema without torch (nor the hooks' heavy modules)."""
-    code = "import sys, training_hooks.schema; print('torch' in sys.modules)"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert out.stdout.strip() == "False", out.stderr
+    assert fresh_imports.loads_torch("training_hooks.schema") is False
 
 
 def test_run_info_round_trip_keeps_unknown_keys(tmp_path):
