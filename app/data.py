@@ -21,7 +21,6 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -257,28 +256,6 @@ def per_run(fn: Callable[[RunRef], T], run: RunRef) -> T:
     nothing but the run and its files, and return an immutable value."""
     key = _per_run_key(fn, run)
     return fn(run) if key is None else _PER_RUN.get(key, lambda: fn(run))
-
-
-PARALLEL_READS = 16  # runs read at once from an object store
-
-
-def per_run_many(fn: Callable[[RunRef], T], runs: list[RunRef]) -> list[T]:
-    """``[per_run(fn, r) for r in runs]``, computing the missing values of object-store runs on
-    ``PARALLEL_READS`` threads (their reads wait on the network; local reads do not gain)."""
-    missing = [r for r in runs if (k := _per_run_key(fn, r)) is None or k not in _PER_RUN]
-    remote = [r for r in missing if r.path and storage.is_uri(r.path)]
-    if len(remote) > 1:
-        from streamlit.runtime.scriptrunner import add_script_run_ctx, get_script_run_ctx
-
-        ctx = get_script_run_ctx(suppress_warning=True)
-
-        def attach() -> None:  # the session's context, for st.cache_data in the workers
-            if ctx is not None:
-                add_script_run_ctx(threading.current_thread(), ctx)
-
-        with ThreadPoolExecutor(PARALLEL_READS, initializer=attach) as pool:
-            list(pool.map(lambda r: per_run(fn, r), remote))
-    return [per_run(fn, r) for r in runs]
 
 
 def clear_caches() -> None:

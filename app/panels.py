@@ -38,7 +38,6 @@ class Panel:
     #: ``title``
     column_title: str = ""
     clip_unit: str | None = None  # "seq" or "token": title carries that unit's eps
-    zero_line: bool = False
     off_policy_default: bool = False  # the "steps" control's auto: off-policy steps of mixed runs
     nonnegative: bool = False  # values >= 0: the y axis starts at 0 (a flat 0 reads as 0)
     band_opacity: float = BAND_OPACITY  # the band's fill
@@ -83,7 +82,6 @@ PANELS: tuple[Panel, ...] = (
         band=(Step.SEQ_LOG_RATIO_MIN, Step.SEQ_LOG_RATIO_MAX),
         band_opacity=FAINT_BAND_OPACITY,
         clip_unit="seq",
-        zero_line=True,
     ),
     Panel(
         "seq_clip",
@@ -147,7 +145,6 @@ PANELS: tuple[Panel, ...] = (
         "lower bound, GMPO). Recorded from the loss (TRL, verl, or a LossOutput given to "
         f"log_step); Health warns above {pct(ATTENUATION.warn_high.value)}.",
         off_policy_default=True,
-        zero_line=True,
     ),
     Panel(
         "attenuation_pos",
@@ -157,7 +154,6 @@ PANELS: tuple[Panel, ...] = (
         "The attenuation of the sequences with a positive advantage (the ones the update "
         "reinforces), mean over them: what the trust region held back of the push up.",
         off_policy_default=True,
-        zero_line=True,
     ),
     Panel(
         "attenuation_neg",
@@ -167,7 +163,6 @@ PANELS: tuple[Panel, ...] = (
         "The attenuation of the sequences with a negative advantage, mean over them: what the "
         "trust region held back of the push down. Far from the A > 0 panel: it acts on one side.",
         off_policy_default=True,
-        zero_line=True,
     ),
     Panel(
         "zero_var",

@@ -14,8 +14,6 @@ from .config import CLIP_UNIT, LOSS_PARAMS, PAPER_EPS, DemoConfig
 from .faults import FAULTS, Faults
 from .loop import RunResult, StepStats
 
-UNIT_NAME = {"token": "tokens", "seq": "sequences"}
-
 
 def fmt_eps(x: float) -> str:
     """3e-4 as "3e-4", 0.02 as "0.02" (Python writes 0.0003 and 2e-02)."""

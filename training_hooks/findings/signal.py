@@ -41,7 +41,6 @@ ALL_HIGH_FRACTION = "zero_variance_high_fraction"
 ALL_LOW_FRACTION = "zero_variance_low_fraction"
 #: The same shares as tools log them (found behind any prefix).
 FOREIGN_ALL_HIGH = ("by_group/frac_all_good", "noise_decomp/frac_all_correct")
-FOREIGN_ALL_LOW = ("by_group/frac_all_bad", "noise_decomp/frac_all_wrong")
 #: A training signal other than the reward (a distillation run's reward is constant by design).
 OTHER_SIGNALS = ("teacher_kl", "distill")
 
