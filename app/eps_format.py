@@ -2,13 +2,7 @@
 
 from __future__ import annotations
 
-
-def fmt_eps(x: float) -> str:
-    """3e-4 style for small eps, plain otherwise."""
-    if x and abs(x) < 0.01:
-        m, e = f"{x:.1e}".split("e")
-        return f"{float(m):g}e{int(e)}"
-    return f"{x:g}"
+from training_hooks.findings.core import fmt_eps
 
 
 def eps_text(eps: tuple[float, float] | None) -> str:
