@@ -465,7 +465,6 @@ def scatter_figure(
     title: str,
     xlabel: str,
     ylabel: str,
-    color_by: str | None = None,
     height: int = 340,
 ) -> go.Figure:
     """A plain scatter of two per-sequence columns (caller samples the rows)."""
@@ -473,20 +472,12 @@ def scatter_figure(
     if len(df) == 0 or x not in df.columns or y not in df.columns:
         _empty_note(fig, "no sequences")
     else:
-        marker = {"size": 5, "opacity": 0.5, "color": "#1f77b4"}
-        if color_by and color_by in df.columns:
-            marker.update(
-                color=df[color_by].astype(float).to_numpy(),
-                colorscale="RdBu",
-                showscale=True,
-                colorbar={"title": {"text": color_by}, "thickness": 12},
-            )
         fig.add_trace(
             go.Scattergl(
                 x=df[x].to_numpy(),
                 y=df[y].to_numpy(),
                 mode="markers",
-                marker=marker,
+                marker={"size": 5, "opacity": 0.5, "color": "#1f77b4"},
                 hovertemplate=f"{xlabel} %{{x:.4g}}<br>{ylabel} %{{y:.4g}}<extra></extra>",
             )
         )
