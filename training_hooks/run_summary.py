@@ -121,19 +121,9 @@ def summarise_run(
     )
 
 
-def page_findings(
-    run_dir: str,
-    info: RunInfo | None,
-    df: Any = None,
-    *,
-    status: str | None = None,
-    sequences: tuple[str, ...] | None = None,
-    algorithm: str | None = None,
-) -> list:
+def page_findings(run_dir: str, info: RunInfo | None) -> list:
     """The findings of ``page_report`` (``Finding``s)."""
-    return page_report(
-        run_dir, info, df, status=status, sequences=sequences, algorithm=algorithm
-    ).findings
+    return page_report(run_dir, info).findings
 
 
 def page_report(
