@@ -30,7 +30,7 @@ from app.lag import ALL, LagSplit, lag_split
 from app.line_style import DOT, MARKER_SIZE, OPEN_TRIANGLE, SECOND_MARKER_SIZE, dash_for, is_sparse
 from app.panels import Panel, has_data
 from app.series_math import compact, downsample_indices, ema, envelope, readout_points
-from gspo_metrics.spec import parse_algorithm
+from gspo_metrics.spec import clip_unit_of
 from training_hooks.metric_map import Derived
 from training_hooks.schema import Step
 
@@ -269,12 +269,6 @@ def _second_column(s: RunSeries, panel: Panel, ok: np.ndarray) -> np.ndarray | N
     return y2 if np.isfinite(y2).any() else None
 
 
-def _clips_in(algorithm: str, unit: str) -> bool:
-    """The run's loss has a hard clip in ``unit`` ("seq" / "token")."""
-    parsed = parse_algorithm(algorithm)
-    return parsed is not None and parsed.clip_unit == unit
-
-
 def _trace_name(s: RunSeries, panel: Panel, subset: str) -> str:
     """A run's trace name on ``panel``: its label, the clip unit's ε, the steps shown."""
     name = s.label
@@ -395,7 +389,7 @@ def panel_view(
         gspo = [
             e
             for s in series
-            if _clips_in(s.algorithm, "seq") and (e := s.eps.get("seq")) is not None
+            if clip_unit_of(s.algorithm) == "seq" and (e := s.eps.get("seq")) is not None
         ]
         y_range = seq_band_range(gspo) if gspo else None
         if y_range is not None:

@@ -23,7 +23,7 @@ from app.lag import ALL, OFF_POLICY, SUBSETS, LagSplit, lag_split
 from app.mlflow_store import typed_uri_problem
 from app.records import SOURCE_MLFLOW, RunRef, Table
 from app.settings import DEFAULT_ROOT, Settings, parse_settings
-from gspo_metrics.spec import parse_algorithm
+from gspo_metrics.spec import clip_unit_of
 from training_hooks.schema import SEQUENCES_DIR, Seq, Step
 
 MAX_DEFAULT_RUNS = 6
@@ -611,8 +611,7 @@ def fmt_ago(ts: float | None, now: float | None = None) -> str:
 def loss_unit(run: RunRef) -> str | None:
     """The unit the run's loss clips in: "seq" (GSPO, a loss at the sequence level), "token"
     (GRPO, DAPO, ...), None (no hard clip: CISPO, SAPO, ...; or an unknown loss)."""
-    parsed = parse_algorithm(run.algorithm)
-    return None if parsed is None else parsed.clip_unit
+    return clip_unit_of(run.algorithm)
 
 
 def eps_of(run: RunRef) -> dict[str, tuple[float, float]]:

@@ -351,6 +351,13 @@ def parse_algorithm(label: object) -> Algorithm | None:
     return Algorithm(name, "sequence" if info.level == "sequence" else "token")
 
 
+def clip_unit_of(label: object) -> Literal["seq", "token"] | None:
+    """``parse_algorithm(label).clip_unit``: the unit of the loss's hard clip; None without one
+    (CISPO, SAPO, ...) or for a label no known loss has."""
+    parsed = parse_algorithm(label)
+    return None if parsed is None else parsed.clip_unit
+
+
 # ----------------------------------------------------------------------------- the tools' names
 #: TRL 1.16's ``loss_type`` -> our loss (``gspo_metrics.tool_losses`` adds TRL's reduction).
 TRL_LOSS_TYPES: dict[str, str] = {

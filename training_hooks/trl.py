@@ -87,10 +87,12 @@ from typing import Any
 import torch
 from transformers import TrainerCallback
 
+from gspo_metrics.spec import clip_unit_of
+
 from ._trl_base import TrainerMethods
 from ._trl_rows import _concat, _StepRows
 from .recorder import RunRecorder
-from .trl_loss import clip_unit, loss_output, tool_loss, trl_algorithm
+from .trl_loss import loss_output, tool_loss, trl_algorithm
 
 try:  # the optional extra: gspo-dash[trl]
     from trl import GRPOTrainer
@@ -349,7 +351,7 @@ class GSPODashMixin(TrainerMethods):
         opts = dict(self._gd_options)
         algorithm = trl_algorithm(self)
         self._gd_loss = tool_loss(self)
-        unit = clip_unit(algorithm)
+        unit = clip_unit_of(algorithm)
         eps = (float(self.epsilon_low), float(self.epsilon_high))
         if unit is not None:  # the eps of the loss's own clip unit (no hard clip: neither)
             opts.setdefault("seq_eps" if unit == "seq" else "token_eps", eps)

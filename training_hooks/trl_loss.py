@@ -9,7 +9,7 @@ from typing import Any
 import torch
 
 from gspo_metrics.losses import LossOutput
-from gspo_metrics.spec import parse_algorithm, tool_algorithm
+from gspo_metrics.spec import tool_algorithm
 
 
 def trl_algorithm(trainer: Any) -> str:
@@ -19,11 +19,6 @@ def trl_algorithm(trainer: Any) -> str:
     args = trainer.args
     level = getattr(trainer, "importance_sampling_level", None)
     return tool_algorithm("trl", getattr(args, "loss_type", None), level)
-
-
-def clip_unit(algorithm: str) -> str | None:
-    parsed = parse_algorithm(algorithm)
-    return None if parsed is None else parsed.clip_unit
 
 
 def tool_loss(trainer: Any) -> Any:

@@ -32,7 +32,7 @@ import warnings
 from dataclasses import dataclass
 from typing import Any
 
-from gspo_metrics.spec import TOKEN_CLIP_LOSSES, parse_algorithm, tool_algorithm
+from gspo_metrics.spec import TOKEN_CLIP_LOSSES, clip_unit_of, parse_algorithm, tool_algorithm
 
 ENV_ROOT = "GSPO_DASH_VERL"
 """The runs root; unset or empty: the plugin does nothing."""
@@ -422,7 +422,7 @@ class _Run:
         if on_finding:  # "module:function": RunRecorder loads it (findings.live.callback_from_spec)
             opts["on_finding"] = on_finding
         opts.update(_options)
-        unit = clip_unit(algorithm)
+        unit = clip_unit_of(algorithm)
         parsed = parse_algorithm(algorithm)
         if unit == "token" and parsed is not None and parsed.loss in TOKEN_CLIP_LOSSES:
             # GMPO clips log r_t in [-low, high]: r_t in [e^-low, e^high], the token unit's eps
@@ -546,11 +546,6 @@ def verl_algorithm(config: Any) -> str:
     (``gspo_metrics.spec.tool_algorithm``: vanilla "grpo", "gspo", "cispo", geo_mean "gmpo"...);
     "unknown" for a mode this version does not reproduce (clip_cov, a custom one)."""
     return tool_algorithm("verl", _loss_mode(config))
-
-
-def clip_unit(algorithm: str) -> str | None:
-    parsed = parse_algorithm(algorithm)
-    return None if parsed is None else parsed.clip_unit
 
 
 def _tool_loss(config: Any) -> Any:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from gspo_metrics.spec import parse_algorithm
+from gspo_metrics.spec import clip_unit_of, parse_algorithm
 from training_hooks.findings import lag as lagmod
 from training_hooks.findings.thresholds import THRESHOLDS, Threshold  # noqa: F401 -- re-exported
 from training_hooks.schema import STATUS_FINISHED, STEP_METRIC_COLUMNS, Step
@@ -130,8 +130,7 @@ class RunFacts:
     @property
     def eps(self):
         """The ε of the loss's hard clip, in its unit (sequence or token); None without one."""
-        parsed = parse_algorithm(self.algorithm)
-        unit = None if parsed is None else parsed.clip_unit
+        unit = clip_unit_of(self.algorithm)
         if unit is None:
             return None
         return self.seq_eps if unit == "seq" else self.token_eps

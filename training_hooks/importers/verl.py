@@ -17,7 +17,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from gspo_metrics.spec import TOKEN_CLIP_LOSSES, VERL_LOSS_MODES, parse_algorithm, tool_algorithm
+from gspo_metrics.spec import (
+    TOKEN_CLIP_LOSSES,
+    VERL_LOSS_MODES,
+    clip_unit_of,
+    parse_algorithm,
+    tool_algorithm,
+)
 from training_hooks.importers._read import (
     SourceLog,
     as_step,
@@ -128,7 +134,7 @@ def run_settings(s: Mapping[str, Any]) -> RunSettings:
     mode = s.get("loss_mode")
     # the loss of a stated loss_mode (vanilla: "grpo", geo_mean: "gmpo", ...); unstated: unknown
     algorithm = tool_algorithm("verl", mode) if mode is not None else None
-    unit = _clip_unit(algorithm)
+    unit = clip_unit_of(algorithm)
     # clip_ratio_low/high default to null in verl's config: then clip_ratio holds for both
     low = s.get("clip_ratio_low") if s.get("clip_ratio_low") is not None else s.get("clip_ratio")
     high = s.get("clip_ratio_high") if s.get("clip_ratio_high") is not None else s.get("clip_ratio")
@@ -142,11 +148,6 @@ def run_settings(s: Mapping[str, Any]) -> RunSettings:
         reduction=reduction_of("verl", s.get("loss_agg_mode")),
         group_size=as_step(s.get("group_size")),
     )
-
-
-def _clip_unit(algorithm: str | None) -> str | None:
-    parsed = parse_algorithm(algorithm)
-    return None if parsed is None else parsed.clip_unit
 
 
 def _token_eps(algorithm: str | None, eps: tuple[float, float] | None):
