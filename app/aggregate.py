@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from app.curve_words import shape_sentence
+from app.curve_words import FALLS, FLAT, RISES, shape_sentence
 from training_hooks.schema import Seq
 
 
@@ -204,9 +204,6 @@ def clip_by_length(df: pd.DataFrame, buckets: int = 8) -> pd.DataFrame:
     return res.reset_index(drop=True)
 
 
-RISES = "rises"
-FALLS = "falls"
-FLAT = "is flat"
 NO_TREND = "shows no steady trend"
 
 
