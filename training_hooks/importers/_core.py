@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gspo_metrics.spec import UNKNOWN_ALGORITHM
 from training_hooks import schema, storage
 from training_hooks.findings.status import STATUS_STOPPED_EARLY
 from training_hooks.importers import _pick, tinker, trl, verl
@@ -39,7 +40,6 @@ from training_hooks.tool_versions import assumed_defaults
 
 TOOLS: dict[str, ToolSpec] = {"trl": trl.SPEC, "tinker": tinker.SPEC, "verl": verl.SPEC}
 SOURCES = tuple(TOOLS)
-UNKNOWN_ALGORITHM = "unknown"
 _INT_COLUMNS = frozenset(n for n, t in schema.STEP_COLUMNS if t.startswith("int"))
 
 

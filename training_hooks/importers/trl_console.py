@@ -38,10 +38,10 @@ from training_hooks.importers._segments import Record, Segment, choose, segment_
 from training_hooks.importers._sniff import TRL_DICT_START
 from training_hooks.importers._spec import Settings
 from training_hooks.importers._text import LineStats, cleaning_note, read_lines, redraws
+from training_hooks.importers.trl import SUMMARY_KEYS
 from training_hooks.tool_settings import Setting
 
 FILE_FORMAT = "TRL console log"
-SUMMARY_KEYS = ("train_runtime", "train_samples_per_second", "train_steps_per_second")
 EVAL_PREFIXES = ("eval_", "test_")
 TRAIN, EVAL, SUMMARY, DAMAGED = "train", "eval", "summary", "damaged"
 MAX_NAME = 256  # a longer metric name is damage, not a name
