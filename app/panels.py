@@ -46,8 +46,6 @@ class Panel:
     noise_floor: float | None = None
 
 
-#: ``training_hooks.metric_map.GRAD_NORM`` is drawn among the built-in panels when a shown run
-#: logged it
 #: the sampler/trainer k3 below which a mismatch is float noise (Health's floor), and the per-token
 #: |Δ log p| whose k3 (Δ²/2 to second order) sits at that floor: sqrt(2 x 1e-5) = 0.0045 nats
 K3_FLOOR = MISMATCH.k3_floor.value
