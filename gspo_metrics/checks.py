@@ -116,12 +116,8 @@ def check_logprobs_at_most_zero(mask: torch.Tensor, **logprobs: torch.Tensor | N
 
 def check_eps(eps_low: float, eps_high: float) -> None:
     """A clip range [1 - eps_low, 1 + eps_high]: finite numbers, 0 <= eps_low < 1, eps_high >= 0."""
-    for name, value in (("eps_low", eps_low), ("eps_high", eps_high)):
-        number = type(value) in (float, int) or (  # (the common case first: a cheap test)
-            isinstance(value, Real) and not isinstance(value, bool)
-        )
-        if not number or not math.isfinite(value):
-            raise ValueError(f"{name} must be a finite number, got {value!r}")
+    check_number(eps_low, "eps_low")
+    check_number(eps_high, "eps_high")
     if not 0.0 <= eps_low < 1.0:
         raise ValueError(f"eps_low must be in [0, 1) so that 1 - eps_low > 0, got {eps_low!r}")
     if eps_high < 0.0:

@@ -8,19 +8,15 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Mapping
-from typing import Any, TypeGuard
+from typing import Any
 
-from training_hooks.importers._read import SourceLog
+from training_hooks.importers._read import SourceLog, is_number
 
 MAX_LISTED = 6
 
 
 def f32(x: float) -> float:
     return float(struct.unpack("<f", struct.pack("<f", x))[0])
-
-
-def _num(v: Any) -> TypeGuard[int | float]:
-    return isinstance(v, int | float) and not isinstance(v, bool)
 
 
 def _same(a: float, b: float) -> bool:
@@ -45,7 +41,7 @@ def compare(read: SourceLog, other: SourceLog, read_name: str, other_name: str) 
     for s in common:
         for n in names:
             x, y = a[s].get(n), b[s].get(n)
-            if _num(x) and _num(y):
+            if is_number(x) and is_number(y):
                 points += 1
                 if not _same(float(x), float(y)):
                     differ.append(f"{n} at step {s} ({x!r} vs {y!r})")

@@ -8,7 +8,7 @@ import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from training_hooks.tool_settings import Setting
 
@@ -209,6 +209,11 @@ def load_config(path: Path) -> Mapping[str, Any] | None:
     except Exception:  # noqa: BLE001 - yaml.YAMLError and friends: not a config
         return None
     return data if isinstance(data, Mapping) else None
+
+
+def is_number(v: Any) -> TypeGuard[int | float]:
+    """An int or a float, not a bool."""
+    return isinstance(v, int | float) and not isinstance(v, bool)
 
 
 def numeric(value: Any) -> float | None:

@@ -19,10 +19,10 @@ import datetime as dt
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, TypeGuard
+from typing import Any
 
 from training_hooks.importers import trl_console, verl_console
-from training_hooks.importers._read import SourceLog, load_config, parse_json
+from training_hooks.importers._read import SourceLog, is_number, load_config, parse_json
 from training_hooks.importers._sniff import VERL_CONSOLE, sniff
 from training_hooks.importers._spec import Settings
 from training_hooks.tool_settings import read_settings
@@ -168,7 +168,7 @@ def agree(log: SourceLog, summary: Mapping[str, Any], tool: str) -> tuple[str, .
     differ: list[str] = []
     for name, x in sorted(row.items()):
         v = summary.get(prefix + name)
-        if not _is_num(x) or not _is_num(v):
+        if not is_number(x) or not is_number(v):
             continue
         (same if _agrees(float(x), float(v), log.printed_digits) else differ).append(
             f"{name} ({x!r} vs {v!r})"
@@ -200,10 +200,6 @@ def agree(log: SourceLog, summary: Mapping[str, Any], tool: str) -> tuple[str, .
                 f"{SUMMARY} train/global_step {final} {verdict} the last record's step {step}"
             )
     return tuple(out)
-
-
-def _is_num(v: Any) -> TypeGuard[int | float]:
-    return isinstance(v, int | float) and not isinstance(v, bool)
 
 
 def _agrees(x: float, v: float, digits: int | None) -> bool:
