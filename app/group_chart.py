@@ -224,6 +224,8 @@ def _panel_series(
     array per point (the browser parses and keeps far fewer objects); each series names its
     dataset (``datasetIndex``) and its columns (``encode``), the group's columns prefixed by its
     place on the panel."""
+    if any(not np.array_equal(g.x, curves[0].x) for g in curves[1:]):
+        raise ValueError(f"panel {i}: the groups' curves must share one x grid (grid_x)")
     grid: dict[str, list] = {}
     seeds: dict[str, list] = {}
     dims: list[dict] = [{"name": "x"}]

@@ -471,6 +471,9 @@ def test_grouped_series_read_their_groups_columns():
     seeds = _points(spec, by_id["A|seed|0"])
     assert seeds == [[0, 0], [1, 1], [2, 2], [3, 3], [3, None], [0, 2], [1, 3], [2, 4], [3, 5]]
     assert _points(spec, by_id["B|seed|0"]) == [[0, 10], [1, 10], [2, 10], [3, 10]]
+    other = gc.group_curve("C", "#336699", b, grid[:3])  # a grid of its own: refused
+    with pytest.raises(ValueError, match="share one x grid"):
+        gc.grouped_option([("Loss", "nats", [ga, other])], [], x_name="step", x_range=None)
     (dims,) = [d["dimensions"] for d in spec["dataset"] if "dimensions" in d]
     shown = {d["name"]: d.get("displayName") for d in dims}
     assert [shown[c] for c in by_id["B|mean|0"]["encode"]["tooltip"]] == [
