@@ -25,7 +25,7 @@ ALL_INTERFACES = ("0.0.0.0", "::", "")
 #: connections only for loopback host names (a DNS-rebinding guard, as ``mlflow ui`` checks the
 #: Host header). For a dashboard, not an app being written: no watching of its source files, and
 #: no full garbage collection after every script run (with 50 runs' tables in memory it holds
-#: the server for ~0.15 s per page load; Python's own collector still runs). ``.streamlit/
+#: the server for ~0.16 s per page load; Python's own collector still runs). ``.streamlit/
 #: config.toml`` holds the same.
 SERVER_OPTIONS: dict[str, object] = {
     "server.address": "127.0.0.1",

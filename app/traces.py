@@ -107,7 +107,8 @@ def cached_chart(key: str, build: Callable[[], T]) -> T:
     return _CHARTS.get(key, build)
 
 
-#: per run's files: its rows' places on the rollout axis (read-only arrays, shared)
+#: per run's files (and its table's length): its rows' places on the rollout axis (read-only
+#: arrays, shared; a frame built from one is a copy)
 _ROLLOUT = Memo(max_entries=1024)
 #: per shown runs' files, chosen panels and x axis: which panels have data (``split_by_data``)
 _SPLITS = Memo(max_entries=64)
@@ -123,7 +124,7 @@ def with_rollout_position(df: pd.DataFrame, digest: str) -> pd.DataFrame:
             out.flags.writeable = False
             return out
 
-        return _ROLLOUT.get(digest, make)
+        return _ROLLOUT.get((digest, len(d)), make)
 
     return compare_traces.with_rollout_position(df, position)
 
@@ -141,7 +142,8 @@ def split_by_data(
         tuple(chosen),
         x,
     )
-    return _SPLITS.get(key, lambda: panels.split_by_data([s.df for s in series], chosen, x))
+    got = _SPLITS.get(key, lambda: panels.split_by_data([s.df for s in series], chosen, x))
+    return PanelSplit(list(got.drawn), list(got.unlogged), list(got.off_axis))  # lists: a copy
 
 
 def run_lag(run: RunRef, df: pd.DataFrame, digest: str | None = None) -> LagSplit:

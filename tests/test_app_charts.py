@@ -475,6 +475,10 @@ def test_cached_split_and_rollout_follow_the_runs_files():
     assert traces.split_by_data([_series(old)], {"a": "d1"}, ps, Step.STEP) == first
     again = traces.split_by_data([_series(new)], {"a": "d2"}, ps, Step.STEP)
     assert again == panels.split_by_data([new], ps, Step.STEP) and again.drawn == ps
+    # the same columns, a new digest: the run's entropy went from NaN to values
+    nan = new.assign(**{Step.ENTROPY_MEAN: [np.nan, np.nan]})
+    assert traces.split_by_data([_series(nan)], {"a": "d3"}, ps, Step.STEP).drawn == ps[:1]
+    assert traces.split_by_data([_series(new)], {"a": "d4"}, ps, Step.STEP).drawn == ps
     x = compare_traces.X_ROLLOUT
     np.testing.assert_array_equal(traces.with_rollout_position(old, "d1")[x], [1.0, 1.5])
     np.testing.assert_array_equal(traces.with_rollout_position(old, "d1")[x], [1.0, 1.5])

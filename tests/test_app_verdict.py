@@ -397,6 +397,12 @@ def test_page_verdict_agrees_with_the_cli(seeds_root, app_env, capsys):
     assert "pointwise" in spec["title"][0]["subtext"] or "pointwise" in " ".join(
         c.value for c in at.caption
     )
+    # the charts' help, opened, describes what the grouped view draws, under its titles
+    at.session_state["chart_help"] = True
+    at.run()
+    (help_md,) = [m.value for m in at.markdown if "Grouped by algorithm" in m.value]
+    assert "pointwise 95% bootstrap band" in help_md and "are not drawn" in help_md
+    assert "**Completion length\\: mean**" in help_md and "open triangles)**" not in help_md
 
 
 def test_the_grouped_charts_take_their_pending_frames_place():

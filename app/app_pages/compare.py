@@ -140,6 +140,11 @@ def load_series(
     return series, stats, problems
 
 
+def _help_title(p: panels.Panel, grouped: bool) -> str:
+    """A panel's title in the charts' help: what the grouped view titles it when grouped."""
+    return (p.column_title or p.title) if grouped else p.title
+
+
 def with_bounds(
     series: list[compare_traces.RunSeries], runs_by_key
 ) -> list[compare_traces.RunSeries]:
@@ -544,15 +549,24 @@ if extras.groups:
         draw_panels(runs_by_key, grid_series(), asked, opts, key="more")
 if shown_panels:
     if box := ui.lazy_expander("What each chart means", "chart_help", ":material/help:"):
+        grouped_note = (
+            [
+                f"Grouped by {ui.md_escape(by)}, each chart draws its column's mean over a "
+                "group's seeds with a pointwise 95% bootstrap band of that mean and the seeds faint "
+                "behind: the per-run bands, clip-range lines and second columns described below "
+                "are not drawn."
+            ]
+            if slot is not None
+            else []
+        )
         box.markdown(  # one element, not one per chart: each costs the browser a render
             "\n\n".join(
-                f"**{ui.md_escape(p.title)}** ({ui.md_escape(p.unit)}): {ui.md_escape(p.caption)}"
-                + (
-                    f" Grouped, the {ui.md_escape(p.second_label)} is not drawn."
-                    if slot is not None and p.second
-                    else ""
-                )
-                for p in shown_panels
+                grouped_note
+                + [
+                    f"**{ui.md_escape(_help_title(p, slot is not None))}** "
+                    f"({ui.md_escape(p.unit)}): {ui.md_escape(p.caption)}"
+                    for p in shown_panels
+                ]
             )
         )
 
