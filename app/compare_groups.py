@@ -179,6 +179,7 @@ def grouped_charts(
     r: vd.Report,
     series: Sequence[compare_traces.RunSeries],
     shown_panels: Sequence[panels.Panel],
+    digests: Mapping[str, str],
     *,
     x: str,
     steps: str,
@@ -186,7 +187,7 @@ def grouped_charts(
     max_points: int,
 ) -> None:
     """The shown panels, one mean + band + faint seeds per group, and the seeds panel, drawn in
-    ``slot`` (``chart_slot``); each run
+    ``slot`` (``chart_slot``; ``digests``: each series' ``traces.run_digest``); each run
     on the steps its panel shows (the "steps" control, ``compare_view.panel_subset``). The
     option is cached whole on everything it is drawn from (``traces.chart_key``)."""
     by_key = {s.key: s for s in series}
@@ -199,12 +200,6 @@ def grouped_charts(
         for i, g in enumerate(r.grouping.groups)
     ]
     members = [m for _, _, ms in groups for m in ms]
-    digests = {
-        m.key: traces.run_digest(run)
-        for g, _, _ in groups
-        for run in g.runs
-        if (m := by_key.get(run.key))
-    }
     how = {
         "grouped": [(g.name, color, [m.key for m in ms]) for g, color, ms in groups],
         "x": x,

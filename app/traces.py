@@ -119,14 +119,16 @@ def with_rollout_position(df: pd.DataFrame, digest: str) -> pd.DataFrame:
     cached on the run's files (``digest``: ``run_digest``)."""
 
     def position(d: pd.DataFrame) -> np.ndarray:
-        def make() -> np.ndarray:
-            out = compare_traces.rollout_position(d)
-            out.flags.writeable = False
-            return out
-
-        return _ROLLOUT.get((digest, len(d)), make)
+        return _ROLLOUT.get(
+            (digest, len(d)), lambda: _read_only(compare_traces.rollout_position(d))
+        )
 
     return compare_traces.with_rollout_position(df, position)
+
+
+def _read_only(a: np.ndarray) -> np.ndarray:
+    a.flags.writeable = False
+    return a
 
 
 def split_by_data(

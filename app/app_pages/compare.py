@@ -196,10 +196,10 @@ def x_span(series: list[compare_traces.RunSeries], x: str) -> tuple[float, float
 
 
 def draw_panels(
-    runs_by_key, series, panels, opts, *, key: str, log_keys=(), zoom_band=True
+    runs_by_key, series, panels, opts, digests, *, key: str, log_keys=(), zoom_band=True
 ) -> None:
     """``panels`` in charts of PANELS_PER_FIGURE, each run on the steps its panel shows, every
-    chart over the shown runs' one x span. A chart's option is cached whole
+    chart over the shown runs' one x span (``digests``: ``load_series``'). A chart's option is cached whole
     (``traces.cached_chart``) on everything it is drawn from: a reload, a new tab or a colleague
     on the same runs, files and options gets it at once."""
     span = x_span(series, opts["x"])
@@ -207,7 +207,6 @@ def draw_panels(
     whole = opts["x"] in compare_traces.WHOLE_X  # steps and tokens: readout at whole numbers
     n = echarts_grid.readout_size(len(series))
     readout = series_math.readout_spacing(*span, n, whole=whole) if span else None
-    digests = {s.key: traces.run_digest(runs_by_key[s.key]) for s in series}  # once per run
     how = {
         "opts": opts,
         "log_keys": list(log_keys),
@@ -508,6 +507,7 @@ if shown_panels:
             verdict,
             series,
             shown_panels,
+            digests,
             x=opts["x"],
             steps=opts["steps"],
             smoothing=opts["smoothing"],
@@ -519,6 +519,7 @@ if shown_panels:
             series,
             shown_panels,
             opts,
+            digests,
             key="grid",
             log_keys=log_keys or [],
             zoom_band=zoom_band,
@@ -530,7 +531,9 @@ if other_names and st.toggle(
     "Draw the metrics logged under another name (labelled with their own names)",
     key="stand_ins",
 ):
-    draw_panels(runs_by_key, grid_series(), stand_in_panels(other_names), opts, key="stand_in")
+    draw_panels(
+        runs_by_key, grid_series(), stand_in_panels(other_names), opts, digests, key="stand_in"
+    )
 
 if extras.constants:
     names = list(dict.fromkeys(c.metric for c in extras.constants))
@@ -546,7 +549,7 @@ if extras.constants:
 if extras.groups:
     asked = more_metrics(extras, series)
     if asked:
-        draw_panels(runs_by_key, grid_series(), asked, opts, key="more")
+        draw_panels(runs_by_key, grid_series(), asked, opts, digests, key="more")
 if shown_panels:
     if box := ui.lazy_expander("What each chart means", "chart_help", ":material/help:"):
         grouped_note = (
