@@ -167,10 +167,6 @@ def check_reduction(reduction: str, norm_length: float | None) -> None:
         )
 
 
-def check_level(level: str) -> None:
-    check_choice(level, "level", LEVELS)
-
-
 def check_log_ratio_clamp(bounds: tuple[float, float] | None) -> None:
     """None, or (low, high) with low <= 0 <= high (the on-policy ratio 1 stays unclamped)."""
     if bounds is None:
@@ -186,7 +182,7 @@ def check_log_ratio_clamp(bounds: tuple[float, float] | None) -> None:
 
 
 class Batch(NamedTuple):
-    """A loss's checked inputs; every (B, T) tensor is exactly 0 outside the mask."""
+    """A loss's checked inputs and reduction; every (B, T) tensor is exactly 0 outside the mask."""
 
     mask_B_T: torch.Tensor  # (B, T) bool
     count_B: torch.Tensor  # (B,) integer |M_b| >= 1
@@ -194,11 +190,36 @@ class Batch(NamedTuple):
     lp_B_T: torch.Tensor  # (B, T) log pi_theta, with grad
     old_B_T: torch.Tensor  # (B, T) log pi_old
     adv_B_T: torch.Tensor  # (B, T) advantages, broadcast if (B,)
+    reduction: str
+    norm_length: float | None
 
     @property
     def log_r_B_T(self) -> torch.Tensor:
         """(B, T) log r_t with grad, 0 on padding."""
         return self.lp_B_T - self.old_B_T
+
+    @property
+    def log_s_B(self) -> torch.Tensor:
+        """(B,) log s_b, detached."""
+        return (self.lp_B_T.detach() - self.old_B_T).sum(-1) / self.n_B
+
+    def reduce(self, loss_B_T: torch.Tensor) -> torch.Tensor:
+        """A per-token loss replaced by 0 on padding, then reduced as the loss was asked."""
+        loss_B_T = masked_fill_zero(loss_B_T, self.mask_B_T)
+        return reduce_loss(loss_B_T, self.count_B, self.reduction, self.norm_length)
+
+    def fraction(self, flag_B_T: torch.Tensor) -> torch.Tensor:
+        """(B,) the share of each sequence's tokens where ``flag_bt`` holds (padding never counts)."""
+        return (flag_B_T.expand_as(self.mask_B_T) & self.mask_B_T).sum(-1) / self.n_B
+
+    def ratio(
+        self, level: str, bounds: tuple[float, float] | None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | float]:
+        """log rho with grad (``level_log_ratio``), rho = exp of it after verl's clamp to
+        ``bounds``, and the clamp's detached factor (``clamp_log_ratio``)."""
+        log_rho = level_log_ratio(self, level)
+        log_rho_c, passes = clamp_log_ratio(log_rho, bounds)
+        return log_rho, torch.exp(log_rho_c), passes
 
 
 def prepare_batch(
@@ -208,9 +229,13 @@ def prepare_batch(
     mask: torch.Tensor,
     reduction: str,
     norm_length: float | None = None,
+    level: str = "token",
+    log_ratio_clamp: tuple[float, float] | None = None,
 ) -> Batch:
-    """Check a loss's inputs and reduction; padding replaced by 0 (``torch.where``, so NaN or inf
-    under the mask reaches no value and no gradient)."""
+    """Check a loss's inputs, ratio level, clamp and reduction; padding replaced by 0
+    (``torch.where``, so NaN or inf under the mask reaches no value and no gradient)."""
+    check_choice(level, "level", LEVELS)
+    check_log_ratio_clamp(log_ratio_clamp)
     check_reduction(reduction, norm_length)
     mask_B_T, count_B = check_token_inputs(logprobs, old_logprobs, mask)
     check_advantages(advantages, logprobs)
@@ -223,6 +248,8 @@ def prepare_batch(
         masked_fill_zero(logprobs, mask_B_T),
         masked_fill_zero(old_logprobs, mask_B_T),
         masked_fill_zero(adv_B_T, mask_B_T),
+        reduction,
+        norm_length,
     )
 
 
@@ -301,7 +328,7 @@ def loss_output(
     length, the attenuation of ``grad_bt`` against the plain ratio ``rho``, then ``extra``."""
     with torch.no_grad():
         per_sequence = {
-            "log_ratio": batch.log_r_B_T.detach().sum(-1) / batch.n_B,
+            "log_ratio": batch.log_s_B,
             **(stats or {}),
             "length": batch.count_B,
             "attenuation": attenuation(grad_B_T, rho, batch),
@@ -338,6 +365,8 @@ def clip_terms(
                                                                           clip, INTELLECT-2)
     where A < 0 and dual_clip = c:  l = min(l, -c * A)                    (verl's dual clip,
                                                                           Ye et al., 2020)
+
+    Where ``log rho`` and ``A`` are 0 (padding), rho = 1 and l = 1 * 0 = 0 exactly.
     """
     clipped = torch.clamp(rho, 1.0 - eps_low, 1.0 + eps_high)
     capped = rho if delta is None else torch.clamp(rho, max=delta)
@@ -358,131 +387,33 @@ def clip_terms(
     return loss_B_T, dl_drho
 
 
-def clipped_surrogate(
-    log_rho_B_T: torch.Tensor,
-    adv_B_T: torch.Tensor,
-    count_B: torch.Tensor,
-    *,
-    eps_low: float,
-    eps_high: float,
-    reduction: str,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Reduced -min(rho*A, clip(rho)*A); returns (loss, detached rho (B, T)).
-
-    Precondition (what keeps padding out without a mask multiply): ``log_rho_bt`` and ``adv_bt`` are
-    exactly 0 outside the loss's tokens, so there rho = 1 and the objective is 1 * 0 = 0 exactly.
-    ``log_rho_bt`` carries the gradient; ``count_b`` is each row's number of loss tokens.
-    """
-    rho_B_T = torch.exp(log_rho_B_T)
-    loss_B_T, _ = clip_terms(rho_B_T, adv_B_T, eps_low, eps_high)
-    return reduce_loss(loss_B_T, count_B, reduction), rho_B_T.detach()
-
-
-def token_clip_stats(
-    rho_B_T: torch.Tensor,
-    adv_B_T: torch.Tensor,
-    count_B: torch.Tensor,
-    eps_low: float,
-    eps_high: float,
+def clip_fractions(
+    below_B_T: torch.Tensor, above_B_T: torch.Tensor, batch: Batch
 ) -> dict[str, torch.Tensor]:
-    """Per-sequence token fractions: out of range, binding low (A < 0), binding high (A > 0).
-
-    Padding has rho = 1 (inside the range, since eps >= 0) and A = 0, so it is never counted.
-    """
-    below_B_T = rho_B_T < 1.0 - eps_low
-    above_B_T = rho_B_T > 1.0 + eps_high
-    n_B = count_B.to(rho_B_T.dtype)
+    """Per-sequence token fractions of a clip range: out of range, binding low (below, A < 0),
+    binding high (above, A > 0)."""
     return {
-        "out_of_range": (below_B_T | above_B_T).sum(-1) / n_B,
-        "clip_low": (below_B_T & (adv_B_T < 0)).sum(-1) / n_B,
-        "clip_high": (above_B_T & (adv_B_T > 0)).sum(-1) / n_B,
+        "out_of_range": batch.fraction(below_B_T | above_B_T),
+        "clip_low": batch.fraction(below_B_T & (batch.adv_B_T < 0)),
+        "clip_high": batch.fraction(above_B_T & (batch.adv_B_T > 0)),
     }
 
 
-def sequence_clip_stats(
-    log_s_B: torch.Tensor,
-    advantages: torch.Tensor,
-    adv_B_T: torch.Tensor,
-    count_B: torch.Tensor,
-    eps_low: float,
-    eps_high: float,
-) -> dict[str, torch.Tensor]:
+def sequence_clip_stats(batch: Batch, eps_low: float, eps_high: float) -> dict[str, torch.Tensor]:
     """The same fractions when every token carries the sequence's ratio s (GSPO-token).
 
     A sequence is out of range as a whole (0 or 1); the clip binds on its tokens whose advantage
     pushes past the violated bound, which for per-sequence advantages is again 0 or 1.
     """
-    s_B = torch.exp(log_s_B)  # the exact value every token's rho takes
+    s_B = torch.exp(batch.log_s_B)  # the exact value every token's rho takes
     below_B = s_B < 1.0 - eps_low
     above_B = s_B > 1.0 + eps_high
-    if advantages.dim() == 1:
-        neg_B, pos_B = (advantages < 0).to(s_B.dtype), (advantages > 0).to(s_B.dtype)
-    else:  # adv_bt is 0 on padding, so padding never counts
-        n_B = count_B.to(s_B.dtype)
-        neg_B, pos_B = (adv_B_T < 0).sum(-1) / n_B, (adv_B_T > 0).sum(-1) / n_B
     zero = torch.zeros((), dtype=s_B.dtype, device=s_B.device)
     return {
         "out_of_range": (below_B | above_B).to(s_B.dtype),
-        "clip_low": torch.where(below_B, neg_B, zero),
-        "clip_high": torch.where(above_B, pos_B, zero),
+        "clip_low": torch.where(below_B, batch.fraction(batch.adv_B_T < 0), zero),
+        "clip_high": torch.where(above_B, batch.fraction(batch.adv_B_T > 0), zero),
     }
-
-
-def check_clip_options(
-    eps_low: float,
-    eps_high: float,
-    level: str,
-    delta: float | None,
-    dual_clip: float | None,
-    log_ratio_clamp: tuple[float, float] | None,
-) -> None:
-    check_eps(eps_low, eps_high)
-    check_level(level)
-    if delta is not None:
-        check_number(delta, "delta", above=0.0)
-    if dual_clip is not None:
-        check_number(dual_clip, "dual_clip", above=1.0)
-    check_log_ratio_clamp(log_ratio_clamp)
-
-
-def ppo_clip_loss(
-    logprobs: torch.Tensor,
-    old_logprobs: torch.Tensor,
-    advantages: torch.Tensor,
-    mask: torch.Tensor,
-    *,
-    eps_low: float,
-    eps_high: float,
-    reduction: str,
-    level: str = "token",
-    delta: float | None = None,
-    dual_clip: float | None = None,
-    log_ratio_clamp: tuple[float, float] | None = None,
-    norm_length: float | None = None,
-) -> LossOutput:
-    """PPO's clipped surrogate at the token or the sequence level: the math of ``grpo_loss`` and of
-    the recipes in ``losses_clip`` (which differ in defaults only); arguments as ``grpo_loss``."""
-    check_clip_options(eps_low, eps_high, level, delta, dual_clip, log_ratio_clamp)
-    batch = prepare_batch(logprobs, old_logprobs, advantages, mask, reduction, norm_length)
-    # log rho = log r_t (B, T), or log s_b (B, 1) differentiated through all of b's tokens
-    log_rho = level_log_ratio(batch, level)
-    log_rho_c, passes = clamp_log_ratio(log_rho, log_ratio_clamp)
-    rho = torch.exp(log_rho_c)
-    loss_B_T, dl_drho = clip_terms(rho, batch.adv_B_T, eps_low, eps_high, delta, dual_clip)
-    loss = reduce_loss(
-        masked_fill_zero(loss_B_T, batch.mask_B_T), batch.count_B, reduction, norm_length
-    )
-    with torch.no_grad():
-        # d l / d log rho = d l / d rho * rho (times 0 where verl's clamp holds log rho)
-        grad_B_T = to_logprobs(dl_drho * rho * passes, batch, level)
-        log_s_B = batch.log_r_B_T.sum(-1) / batch.n_B
-        if level == "token":
-            stats = token_clip_stats(rho, batch.adv_B_T, batch.count_B, eps_low, eps_high)
-        else:
-            stats = sequence_clip_stats(
-                log_s_B, advantages, batch.adv_B_T, batch.count_B, eps_low, eps_high
-            )
-    return loss_output(loss, batch, grad_B_T, torch.exp(log_rho.detach()), stats)
 
 
 @register_loss("gspo")
@@ -513,32 +444,27 @@ def gspo_loss(
         advantages: (B,) one per sequence, or (B, T) per token.
         mask: (B, T) nonzero on the tokens the sequence ratio and the loss are taken over; every
             row must mark at least one token.
-        eps_low: the clip range [1 - eps_low, 1 + eps_high] on the sequence ratio s.
-        eps_high: see eps_low.
+        eps_low, eps_high: the clip range [1 - eps_low, 1 + eps_high] on the sequence ratio s.
         reduction: one of ``ALL_REDUCTIONS``.
         log_ratio_clamp: verl's numerical guard, (low, high) on log rho_t (verl's gspo: (-inf,
             10)): clamped in value, gradient 0 outside. None (Tinker, TRL, the paper): no clamp.
         norm_length: L of reduction "seq_mean_token_sum_norm" (only with it).
     """
     check_eps(eps_low, eps_high)
-    check_log_ratio_clamp(log_ratio_clamp)
-    batch = prepare_batch(logprobs, old_logprobs, advantages, mask, reduction, norm_length)
-    lp_B_T = batch.lp_B_T
-    # log s = mean over masked tokens of sg[log pi_theta] - log pi_old        (B,)
-    log_s_B = (lp_B_T.detach() - batch.old_B_T).sum(-1) / batch.n_B
+    batch = prepare_batch(
+        logprobs, old_logprobs, advantages, mask, reduction, norm_length, "token", log_ratio_clamp
+    )
+    lp_B_T, log_s_B = batch.lp_B_T, batch.log_s_B
     # log rho_t = sg[log s] + log pi_theta(y_t) - sg[log pi_theta(y_t)]       (B, T); 0 on padding
     log_rho_B_T = masked_fill_zero(log_s_B[:, None] + (lp_B_T - lp_B_T.detach()), batch.mask_B_T)
     log_rho_c, passes = clamp_log_ratio(log_rho_B_T, log_ratio_clamp)
     rho_B_T = torch.exp(log_rho_c)
     loss_B_T, dl_drho = clip_terms(rho_B_T, batch.adv_B_T, eps_low, eps_high)
-    loss = reduce_loss(loss_B_T, batch.count_B, reduction, norm_length)
     with torch.no_grad():
-        stats = sequence_clip_stats(
-            log_s_B, advantages, batch.adv_B_T, batch.count_B, eps_low, eps_high
-        )
+        stats = sequence_clip_stats(batch, eps_low, eps_high)
         # each token's log rho_t moves with its own log pi_theta(y_t) only: the token-level chain
         grad_B_T = to_logprobs(dl_drho * rho_B_T * passes, batch, "token")
-    return loss_output(loss, batch, grad_B_T, torch.exp(log_s_B)[:, None], stats)
+    return loss_output(batch.reduce(loss_B_T), batch, grad_B_T, torch.exp(log_s_B)[:, None], stats)
 
 
 @register_loss("grpo")
@@ -571,26 +497,30 @@ def grpo_loss(
         dual_clip: verl's dual clip c > 1 (Ye et al., 2020, arXiv:1912.09729; verl's
             ``clip_ratio_c``): where A_t < 0, l_t = min(l_t, -c A_t). None: no dual clip.
         log_ratio_clamp: verl's numerical guard on log rho ((-20, 20) in verl's vanilla).
-        norm_length: L of reduction "seq_mean_token_sum_norm" (only with it).
 
     Attenuation in [0, 1]: each token keeps |rho A| or nothing (0 where the clip, the cap or the
     dual clip binds); at the sequence level with per-token advantages of both signs, the tokens'
     terms also cancel in d s_b, which the measure counts as removed.
     """
-    return ppo_clip_loss(
-        logprobs,
-        old_logprobs,
-        advantages,
-        mask,
-        eps_low=eps_low,
-        eps_high=eps_high,
-        reduction=reduction,
-        level=level,
-        delta=delta,
-        dual_clip=dual_clip,
-        log_ratio_clamp=log_ratio_clamp,
-        norm_length=norm_length,
+    check_eps(eps_low, eps_high)
+    if delta is not None:
+        check_number(delta, "delta", above=0.0)
+    if dual_clip is not None:
+        check_number(dual_clip, "dual_clip", above=1.0)
+    batch = prepare_batch(
+        logprobs, old_logprobs, advantages, mask, reduction, norm_length, level, log_ratio_clamp
     )
+    # log rho = log r_t (B, T), or log s_b (B, 1) differentiated through all of b's tokens
+    log_rho, rho, passes = batch.ratio(level, log_ratio_clamp)
+    loss_B_T, dl_drho = clip_terms(rho, batch.adv_B_T, eps_low, eps_high, delta, dual_clip)
+    with torch.no_grad():
+        # d l / d log rho = d l / d rho * rho (times 0 where verl's clamp holds log rho)
+        grad_B_T = to_logprobs(dl_drho * rho * passes, batch, level)
+        if level == "token":
+            stats = clip_fractions(rho < 1.0 - eps_low, rho > 1.0 + eps_high, batch)
+        else:
+            stats = sequence_clip_stats(batch, eps_low, eps_high)
+    return loss_output(batch.reduce(loss_B_T), batch, grad_B_T, torch.exp(log_rho.detach()), stats)
 
 
 # The other families register themselves on import; imported here so that ``LOSSES`` always holds

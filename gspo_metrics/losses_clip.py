@@ -1,7 +1,7 @@
 """PPO-clip recipes: the clip of ``grpo_loss`` with each paper's normaliser and defaults, and GMPO.
 
 DAPO, BNPO, Dr. GRPO and LUSPO share GRPO's per-token surrogate l_t = -min(rho_t A_t, clip(rho_t)
-A_t) (``losses.ppo_clip_loss``, at the token or the sequence level); they differ in how the
+A_t) (``grpo_loss``, at the token or the sequence level); they differ in how the
 per-token losses are reduced and in their default clip range, so each is that surrogate with its
 paper's reduction and eps (every other option as ``grpo_loss``: ``level``, ``delta``,
 ``dual_clip``, ``log_ratio_clamp``, ``norm_length``). GMPO clips each token in log space and then
@@ -17,11 +17,11 @@ import torch
 from .checks import check_eps
 from .losses import (
     LossOutput,
+    clip_fractions,
+    grpo_loss,
     loss_output,
     pick_min,
-    ppo_clip_loss,
     prepare_batch,
-    reduce_loss,
     register_loss,
 )
 from .masked import masked_fill_zero
@@ -50,7 +50,7 @@ def dapo_loss(
     ``loss_type``) and verl's ``vanilla`` with ``loss_agg_mode="token-mean"``. Arguments as
     ``grpo_loss``.
     """
-    return ppo_clip_loss(
+    return grpo_loss(
         logprobs,
         old_logprobs,
         advantages,
@@ -82,7 +82,7 @@ def bnpo_loss(
     divides by the tokens of the whole accumulated batch, ``bnpo`` by those of the micro-batch it
     is given (on one batch the two agree). A TRL name, not a paper's. Arguments as ``grpo_loss``.
     """
-    return ppo_clip_loss(
+    return grpo_loss(
         logprobs,
         old_logprobs,
         advantages,
@@ -108,18 +108,17 @@ def dr_grpo_loss(
     **options: Any,
 ) -> LossOutput:
     """Dr. GRPO (Liu et al., 2025, "Understanding R1-Zero-Like Training", arXiv:2503.20783):
-        GRPO's clip with a constant normaliser instead of each sequence's length,
+    GRPO's clip with a constant normaliser instead of each sequence's length,
 
-            loss = sum_{b, t in M_b} l_bt / (B * L)          (reduction "seq_mean_token_sum_norm")
+        loss = sum_{b, t in M_b} l_bt / (B * L)          (reduction "seq_mean_token_sum_norm")
 
-        L = ``norm_length``, a constant (the generation budget: TRL's ``max_completion_length``; verl's
-        ``loss_scale_factor`` for ``loss_agg_mode="seq-mean-token-sum-norm"``), so no sequence's
-        length rescales its gradient. No default: L is the run's budget, required by this reduction
-    (and refused by the others). (Dr. GRPO also drops the std
-        scaling of advantages: that is the advantages' business, ``group_advantages(scale="none")``.)
-        Other arguments as ``grpo_loss``.
+    L = ``norm_length``, a constant (the generation budget: TRL's ``max_completion_length``; verl's
+    ``loss_scale_factor`` for ``loss_agg_mode="seq-mean-token-sum-norm"``), so no sequence's
+    length rescales its gradient. No default: L is the run's budget. (Dr. GRPO also drops the std
+    scaling of advantages: that is the advantages' business, ``group_advantages(scale="none")``.)
+    Other arguments as ``grpo_loss``.
     """
-    return ppo_clip_loss(
+    return grpo_loss(
         logprobs,
         old_logprobs,
         advantages,
@@ -154,7 +153,7 @@ def luspo_loss(
     to GSPO's paper range (3e-4 / 4e-4; LUSPO modifies GSPO); TRL uses its ``epsilon``. Other
     arguments as ``grpo_loss``.
     """
-    return ppo_clip_loss(
+    return grpo_loss(
         logprobs,
         old_logprobs,
         advantages,
@@ -205,19 +204,12 @@ def gmpo_loss(
     R_B = torch.exp(x_clip_B_T.sum(-1) / batch.n_B)
     abar_B = adv_B_T.sum(-1) / batch.n_B
     loss_B = -abar_B * R_B
-    loss_B_T = masked_fill_zero(loss_B[:, None].expand_as(x_B_T), batch.mask_B_T)
-    loss = reduce_loss(loss_B_T, batch.count_B, reduction, norm_length)
+    loss = batch.reduce(loss_B[:, None].expand_as(x_B_T))
     with torch.no_grad():
         x = x_B_T.detach()
         inside = ((x >= -eps_low) & (x <= eps_high)).to(x.dtype)
         # d x'_t / d x_t: g * (d min / d x), torch's tie rule (inside the range both branches agree)
         u_B_T = g_B_T * pick_min(a1.detach(), g_B_T, a2.detach(), g_B_T * inside)
         grad_B_T = masked_fill_zero(-(abar_B * R_B.detach())[:, None] * u_B_T, batch.mask_B_T)
-        below_B_T, above_B_T = x < -eps_low, x > eps_high
-        stats = {
-            "out_of_range": (below_B_T | above_B_T).sum(-1) / batch.n_B,
-            "clip_low": (below_B_T & (adv_B_T < 0)).sum(-1) / batch.n_B,
-            "clip_high": (above_B_T & (adv_B_T > 0)).sum(-1) / batch.n_B,
-        }
-        s_B = torch.exp(x.sum(-1) / batch.n_B)
-    return loss_output(loss, batch, grad_B_T, s_B[:, None], stats)
+        stats = clip_fractions(x < -eps_low, x > eps_high, batch)
+    return loss_output(loss, batch, grad_B_T, torch.exp(batch.log_s_B)[:, None], stats)

@@ -12,19 +12,7 @@ import math
 import torch
 
 from .checks import check_number
-from .losses import (
-    LossOutput,
-    check_level,
-    check_log_ratio_clamp,
-    clamp_log_ratio,
-    level_log_ratio,
-    loss_output,
-    prepare_batch,
-    reduce_loss,
-    register_loss,
-    scalar,
-    to_logprobs,
-)
+from .losses import LossOutput, loss_output, prepare_batch, register_loss, scalar, to_logprobs
 from .masked import masked_fill_zero
 
 
@@ -54,13 +42,8 @@ def sapo_loss(
     updates more). Defaults: TRL's and verl's (1.0, 1.05) and the sequence mean of token means
     (verl always reduces SAPO so, whatever its ``loss_agg_mode``).
 
-    Args:
-        tau_pos: the gate's temperature where A > 0 (TRL ``sapo_temperature_pos``, verl ``tau_pos``).
-        tau_neg: where A <= 0 (TRL ``sapo_temperature_neg``, verl ``tau_neg``).
-        level: "token" (rho_t = r_t) or "sequence" (rho_t = s_b; TRL's sequence level).
-        reduction: one of ``losses.ALL_REDUCTIONS``.
-        log_ratio_clamp: verl's (-20, 20) on log rho.
-        norm_length: L of reduction "seq_mean_token_sum_norm" (only with it).
+    ``tau_pos`` / ``tau_neg`` are TRL's ``sapo_temperature_pos/neg``, verl's ``tau_pos/neg``;
+    verl clamps log rho to (-20, 20) (``log_ratio_clamp``). Other arguments as ``grpo_loss``.
 
     Attenuation, 1 - sum_t 4 sigma_t (1 - sigma_t) rho_t |A_t| / sum_t rho_t |A_t|, is what the
     gate removed: in [0, 1), since 4 sigma (1 - sigma) <= 1 (at the sequence level with per-token
@@ -68,17 +51,14 @@ def sapo_loss(
     """
     check_number(tau_pos, "tau_pos", above=0.0)
     check_number(tau_neg, "tau_neg", above=0.0)
-    check_level(level)
-    check_log_ratio_clamp(log_ratio_clamp)
-    batch = prepare_batch(logprobs, old_logprobs, advantages, mask, reduction, norm_length)
-    log_rho = level_log_ratio(batch, level)
-    log_rho_c, passes = clamp_log_ratio(log_rho, log_ratio_clamp)
-    rho = torch.exp(log_rho_c)
+    batch = prepare_batch(
+        logprobs, old_logprobs, advantages, mask, reduction, norm_length, level, log_ratio_clamp
+    )
+    log_rho, rho, passes = batch.ratio(level, log_ratio_clamp)
     adv_B_T = batch.adv_B_T
     tau_B_T = torch.where(adv_B_T > 0, scalar(tau_pos, adv_B_T), scalar(tau_neg, adv_B_T))
     gate_B_T = torch.sigmoid(tau_B_T * (rho - 1)) * 4 / tau_B_T
-    loss_B_T = masked_fill_zero(-gate_B_T * adv_B_T, batch.mask_B_T)
-    loss = reduce_loss(loss_B_T, batch.count_B, reduction, norm_length)
+    loss = batch.reduce(-gate_B_T * adv_B_T)
     with torch.no_grad():
         r = rho.detach()
         sig_B_T = torch.sigmoid(tau_B_T * (r - 1))
@@ -111,10 +91,7 @@ def dro_loss(
     check_number(beta, "beta", above=0.0)
     batch = prepare_batch(logprobs, old_logprobs, advantages, mask, reduction, norm_length)
     log_r_B_T = batch.log_r_B_T
-    loss_B_T = masked_fill_zero(
-        -(batch.lp_B_T * batch.adv_B_T - 0.5 * beta * log_r_B_T.square()), batch.mask_B_T
-    )
-    loss = reduce_loss(loss_B_T, batch.count_B, reduction, norm_length)
+    loss = batch.reduce(-(batch.lp_B_T * batch.adv_B_T - 0.5 * beta * log_r_B_T.square()))
     with torch.no_grad():
         x = log_r_B_T.detach()
         grad_B_T = masked_fill_zero(-batch.adv_B_T + beta * x, batch.mask_B_T)
@@ -176,9 +153,7 @@ def kl_cov_loss(
         )
     pg_B_T = -adv_B_T * ratio_B_T
     loss_B_T = torch.where(chosen_B_T, pg_B_T + ppo_kl_coef * log_r_B_T.abs(), pg_B_T)
-    loss = reduce_loss(
-        masked_fill_zero(loss_B_T, batch.mask_B_T), batch.count_B, reduction, norm_length
-    )
+    loss = batch.reduce(loss_B_T)
     with torch.no_grad():
         r = ratio_B_T.detach()
         grad_B_T = -adv_B_T * r + ppo_kl_coef * torch.sign(log_r_B_T.detach()) * chosen_B_T

@@ -14,19 +14,7 @@ import math
 import torch
 
 from .checks import check_number
-from .losses import (
-    Batch,
-    LossOutput,
-    check_level,
-    check_log_ratio_clamp,
-    clamp_log_ratio,
-    level_log_ratio,
-    loss_output,
-    prepare_batch,
-    reduce_loss,
-    register_loss,
-    scalar,
-)
+from .losses import Batch, LossOutput, loss_output, prepare_batch, register_loss, scalar
 from .masked import masked_fill_zero
 
 
@@ -34,22 +22,14 @@ def weighted_log_prob_loss(
     batch: Batch,
     w_B_T: torch.Tensor,
     rho: torch.Tensor,
-    reduction: str,
-    norm_length: float | None,
     extra: dict[str, torch.Tensor] | None = None,
 ) -> LossOutput:
     """Reduced -w A log pi (``w_bt`` detached, (B, T) or broadcastable), with the per-sequence
     diagnostics; ``rho`` is the plain ratio attenuation is measured against."""
-    loss_B_T = masked_fill_zero(-w_B_T * batch.adv_B_T * batch.lp_B_T, batch.mask_B_T)
-    loss = reduce_loss(loss_B_T, batch.count_B, reduction, norm_length)
+    loss = batch.reduce(-w_B_T * batch.adv_B_T * batch.lp_B_T)
     with torch.no_grad():
         grad_B_T = masked_fill_zero(-w_B_T * batch.adv_B_T, batch.mask_B_T)  # d l_t / d log pi(y_t)
     return loss_output(loss, batch, grad_B_T, rho, extra=extra)
-
-
-def token_fraction(flag_B_T: torch.Tensor, batch: Batch) -> torch.Tensor:
-    """(B,) the share of each sequence's tokens where ``flag_bt`` holds (padding never counts)."""
-    return (flag_B_T.expand_as(batch.mask_B_T) & batch.mask_B_T).sum(-1) / batch.n_B
 
 
 @register_loss("cispo")
@@ -83,13 +63,8 @@ def cispo_loss(
     Defaults: a cap of 5 and no floor (TRL's documented recommendation; the paper tunes only the
     upper bound), the paper's token mean over the batch.
 
-    Args:
-        weight_max: the cap on w (None: none).
-        weight_min: the floor on w (None: none).
-        level: "token" (rho_t = r_t) or "sequence" (rho_t = s_b; TRL's sequence level).
-        reduction: one of ``losses.ALL_REDUCTIONS``.
-        log_ratio_clamp: verl's numerical guard on log rho before the weight is taken.
-        norm_length: L of reduction "seq_mean_token_sum_norm" (only with it).
+    ``weight_max`` / ``weight_min`` (None: no bound) bound w; ``log_ratio_clamp`` applies before
+    the weight is taken. Other arguments as ``grpo_loss``.
 
     ``per_sequence["capped"]``: the share of tokens whose weight a bound changed (verl's
     pg_clipfrac, whatever A's sign). Attenuation, 1 - sum_t w_t |A_t| / sum_t rho_t |A_t|, is what
@@ -102,17 +77,14 @@ def cispo_loss(
         check_number(weight_min, "weight_min", at_least=0.0)
         if weight_max is not None and weight_min > weight_max:
             raise ValueError(f"weight_min {weight_min!r} must be <= weight_max {weight_max!r}")
-    check_level(level)
-    check_log_ratio_clamp(log_ratio_clamp)
-    batch = prepare_batch(logprobs, old_logprobs, advantages, mask, reduction, norm_length)
-    with torch.no_grad():
-        log_rho = level_log_ratio(batch, level).detach()  # (B, T) or (B, 1)
-        rho = torch.exp(clamp_log_ratio(log_rho, log_ratio_clamp)[0])
-        w = torch.clamp(rho, min=weight_min, max=weight_max)
-        capped_B = token_fraction(w != rho, batch)
-    return weighted_log_prob_loss(
-        batch, w, torch.exp(log_rho), reduction, norm_length, {"capped": capped_B}
+    batch = prepare_batch(
+        logprobs, old_logprobs, advantages, mask, reduction, norm_length, level, log_ratio_clamp
     )
+    with torch.no_grad():
+        log_rho, rho, _ = batch.ratio(level, log_ratio_clamp)  # (B, T) or (B, 1)
+        w = torch.clamp(rho, min=weight_min, max=weight_max)
+        capped_B = batch.fraction(w != rho)
+    return weighted_log_prob_loss(batch, w, torch.exp(log_rho), {"capped": capped_B})
 
 
 @register_loss("vespo")
@@ -145,9 +117,8 @@ def vespo_loss(
     e^(lambda - k) (k / lambda)^k (1.21 for the positive defaults), so sequences near that
     weight get more than plain importance sampling gives them.
     """
-    for name, v in (("k_pos", k_pos), ("k_neg", k_neg)):
-        check_number(v, name)
-    for name, v in (("lambda_pos", lambda_pos), ("lambda_neg", lambda_neg)):
+    shape = {"k_pos": k_pos, "k_neg": k_neg, "lambda_pos": lambda_pos, "lambda_neg": lambda_neg}
+    for name, v in shape.items():
         check_number(v, name)
     batch = prepare_batch(logprobs, old_logprobs, advantages, mask, reduction, norm_length)
     with torch.no_grad():
@@ -160,7 +131,7 @@ def vespo_loss(
         lam_B_T = lam_B_T.clamp(min=1e-4)
         log_phi = lam_B_T + k_B_T * log_w - lam_B_T * torch.exp(log_w)
         phi_B_T = torch.exp(log_phi).nan_to_num(nan=0.0, posinf=0.0, neginf=0.0)
-    return weighted_log_prob_loss(batch, phi_B_T, torch.exp(log_r_B_T), reduction, norm_length)
+    return weighted_log_prob_loss(batch, phi_B_T, torch.exp(log_r_B_T))
 
 
 def _dppo(
@@ -182,11 +153,12 @@ def _dppo(
     check_number(eps_high, "eps_high", at_least=0.0)
     if truncation is not None:
         check_number(truncation, "truncation", above=0.0)
-    check_log_ratio_clamp(log_ratio_clamp)
-    batch = prepare_batch(logprobs, old_logprobs, advantages, mask, reduction, norm_length)
+    batch = prepare_batch(
+        logprobs, old_logprobs, advantages, mask, reduction, norm_length, "token", log_ratio_clamp
+    )
     with torch.no_grad():
-        log_r = batch.log_r_B_T.detach()
-        w_B_T = torch.clamp(torch.exp(clamp_log_ratio(log_r, log_ratio_clamp)[0]), max=truncation)
+        log_r, rho_B_T, _ = batch.ratio("token", log_ratio_clamp)
+        w_B_T = torch.clamp(rho_B_T, max=truncation)
         lp, old = batch.lp_B_T.detach(), batch.old_B_T
         p, p_old = torch.exp(lp), torch.exp(old)
         if divergence == "tv":
@@ -197,11 +169,8 @@ def _dppo(
             )
             keep_pos, keep_neg = (bkl <= eps_high) | (p <= p_old), (bkl <= eps_low) | (p >= p_old)
         keep_B_T = torch.where(batch.adv_B_T > 0, keep_pos, keep_neg)
-        masked_B = token_fraction(~keep_B_T, batch)
-        w_B_T = w_B_T * keep_B_T
-    return weighted_log_prob_loss(
-        batch, w_B_T, torch.exp(log_r), reduction, norm_length, {"masked": masked_B}
-    )
+        masked_B = batch.fraction(~keep_B_T)
+    return weighted_log_prob_loss(batch, w_B_T * keep_B_T, torch.exp(log_r), {"masked": masked_B})
 
 
 @register_loss("dppo_tv")
@@ -306,7 +275,5 @@ def gpg_loss(
     (r < 1): it is the weight importance sampling would have given, not a trust region's.
     """
     batch = prepare_batch(logprobs, old_logprobs, advantages, mask, reduction, norm_length)
-    with torch.no_grad():
-        rho_B_T = torch.exp(batch.log_r_B_T.detach())
-        one = torch.ones((), dtype=rho_B_T.dtype, device=rho_B_T.device)
-    return weighted_log_prob_loss(batch, one, rho_B_T, reduction, norm_length)
+    rho_B_T = torch.exp(batch.log_r_B_T.detach())
+    return weighted_log_prob_loss(batch, scalar(1.0, rho_B_T), rho_B_T)

@@ -19,8 +19,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from .losses import clipped_surrogate
-from .masked import masked_fill_zero
+from .losses import clip_terms
+from .masked import masked_fill_zero, masked_mean
 from .spec import GSPO_EPS
 
 INPUT_KEYS = ("target_tokens", "logprobs", "advantages", "sequence_ratio_mask")
@@ -108,25 +108,16 @@ def gspo_loss_fn(
     adv_B_T = pad([r[2] for r in rows], batch_first=True)
     ratio_mask_B_T = pad([r[3] for r in rows], batch_first=True, padding_value=False)
     valid_B_T = torch.arange(T, device=dev)[None, :] < torch.tensor(lengths, device=dev)[:, None]
-    ratio_count_B = ratio_mask_B_T.sum(-1)
 
     # log s = mean over the ratio mask of sg[log pi_theta] - log q                  (B,)
-    lp_r = masked_fill_zero(lp_B_T, ratio_mask_B_T)
-    log_s_B = (lp_r.detach() - masked_fill_zero(q_B_T, ratio_mask_B_T)).sum(-1) / ratio_count_B.to(
-        dtype
-    )
+    log_s_B = masked_mean(lp_B_T.detach() - q_B_T, ratio_mask_B_T, -1)
     # log rho_t = sg[log s] + log pi_theta(y_t) - sg[log pi_theta(y_t)] over the datum's N tokens
     lp_v = masked_fill_zero(lp_B_T, valid_B_T)
     log_rho_B_T = masked_fill_zero(log_s_B[:, None] + (lp_v - lp_v.detach()), valid_B_T)
     # adv and log rho are 0 outside the datum's N tokens: padding adds exactly 0
-    loss, _ = clipped_surrogate(
-        log_rho_B_T,
-        masked_fill_zero(adv_B_T, valid_B_T),
-        valid_B_T.sum(-1),
-        eps_low=1.0 - clip_low_threshold,
-        eps_high=clip_high_threshold - 1.0,
-        reduction="sum",
-    )
+    adv_B_T = masked_fill_zero(adv_B_T, valid_B_T)
+    eps = (1.0 - clip_low_threshold, clip_high_threshold - 1.0)
+    loss = clip_terms(torch.exp(log_rho_B_T), adv_B_T, *eps)[0].sum()
     s_B = torch.exp(log_s_B)
     clipped_B = (s_B < clip_low_threshold) | (s_B > clip_high_threshold)
     stats = torch.stack([loss.detach(), log_s_B.mean(), clipped_B.to(dtype).mean()]).tolist()
