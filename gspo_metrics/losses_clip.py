@@ -1,11 +1,10 @@
 """PPO-clip recipes: the clip of ``grpo_loss`` with each paper's normaliser and defaults, and GMPO.
 
 DAPO, BNPO, Dr. GRPO and LUSPO share GRPO's per-token surrogate l_t = -min(rho_t A_t, clip(rho_t)
-A_t) (``grpo_loss``, at the token or the sequence level); they differ in how the
-per-token losses are reduced and in their default clip range, so each is that surrogate with its
-paper's reduction and eps (every other option as ``grpo_loss``: ``level``, ``delta``,
-``dual_clip``, ``log_ratio_clamp``, ``norm_length``). GMPO clips each token in log space and then
-takes the geometric mean of the sequence's ratios: one loss per sequence.
+A_t) (``grpo_loss``, at the token or the sequence level); they differ in how the per-token losses
+are reduced and in their default clip range, so each is that surrogate with its paper's reduction
+and eps (``clip_recipe``; every other option as ``grpo_loss``). GMPO clips each token in log space
+and then takes the geometric mean of the sequence's ratios: one loss per sequence.
 """
 
 from __future__ import annotations
@@ -16,6 +15,7 @@ import torch
 
 from .checks import check_eps
 from .losses import (
+    LossFn,
     LossOutput,
     clip_fractions,
     grpo_loss,
@@ -28,18 +28,43 @@ from .masked import masked_fill_zero
 from .spec import GSPO_EPS
 
 
-@register_loss("dapo")
-def dapo_loss(
-    logprobs: torch.Tensor,
-    old_logprobs: torch.Tensor,
-    advantages: torch.Tensor,
-    mask: torch.Tensor,
-    *,
-    eps_low: float = 0.2,
-    eps_high: float = 0.28,
-    reduction: str = "token_mean",
-    **options: Any,
-) -> LossOutput:
+def clip_recipe(
+    name: str, doc: str, eps: tuple[float, float], reduction: str, level: str = "token"
+) -> LossFn:
+    """Register loss ``name``: ``grpo_loss`` with the defaults of a recipe (its clip range, its
+    reduction, its ratio level), every option as ``grpo_loss``, documented by ``doc``."""
+
+    def loss(
+        logprobs: torch.Tensor,
+        old_logprobs: torch.Tensor,
+        advantages: torch.Tensor,
+        mask: torch.Tensor,
+        *,
+        eps_low: float = eps[0],
+        eps_high: float = eps[1],
+        reduction: str = reduction,
+        level: str = level,
+        **options: Any,
+    ) -> LossOutput:
+        return grpo_loss(
+            logprobs,
+            old_logprobs,
+            advantages,
+            mask,
+            eps_low=eps_low,
+            eps_high=eps_high,
+            reduction=reduction,
+            level=level,
+            **options,
+        )
+
+    loss.__name__ = loss.__qualname__ = f"{name}_loss"
+    loss.__doc__ = doc
+    return register_loss(name)(loss)
+
+
+dapo_loss = clip_recipe(
+    "dapo",
     """DAPO (Yu et al., 2025, arXiv:2503.14476): PPO's clip with a raised upper bound
     ("clip-higher": eps 0.2 / 0.28, the paper's) and the token mean over the whole batch,
 
@@ -47,66 +72,28 @@ def dapo_loss(
 
     so every token weighs the same whatever its sequence's length. DAPO's dynamic sampling and
     overlong reward shaping act on the data, not on the loss. TRL's ``dapo`` (its default
-    ``loss_type``) and verl's ``vanilla`` with ``loss_agg_mode="token-mean"``. Arguments as
-    ``grpo_loss``.
-    """
-    return grpo_loss(
-        logprobs,
-        old_logprobs,
-        advantages,
-        mask,
-        eps_low=eps_low,
-        eps_high=eps_high,
-        reduction=reduction,
-        **options,
-    )
+    ``loss_type``) and verl's ``vanilla`` with ``loss_agg_mode="token-mean"``.
+    """,
+    (0.2, 0.28),
+    "token_mean",
+)
 
-
-@register_loss("bnpo")
-def bnpo_loss(
-    logprobs: torch.Tensor,
-    old_logprobs: torch.Tensor,
-    advantages: torch.Tensor,
-    mask: torch.Tensor,
-    *,
-    eps_low: float = 0.2,
-    eps_high: float = 0.2,
-    reduction: str = "token_mean",
-    **options: Any,
-) -> LossOutput:
+bnpo_loss = clip_recipe(
+    "bnpo",
     """TRL's ``bnpo``: GRPO's clip (eps 0.2 / 0.2) with the token mean over the local batch,
 
         loss = sum_{b, t in M_b} l_bt / sum_b |M_b|      (reduction "token_mean")
 
     DAPO's token-level normaliser (arXiv:2503.14476) applied to each micro-batch: TRL's ``dapo``
     divides by the tokens of the whole accumulated batch, ``bnpo`` by those of the micro-batch it
-    is given (on one batch the two agree). A TRL name, not a paper's. Arguments as ``grpo_loss``.
-    """
-    return grpo_loss(
-        logprobs,
-        old_logprobs,
-        advantages,
-        mask,
-        eps_low=eps_low,
-        eps_high=eps_high,
-        reduction=reduction,
-        **options,
-    )
+    is given (on one batch the two agree). A TRL name, not a paper's.
+    """,
+    (0.2, 0.2),
+    "token_mean",
+)
 
-
-@register_loss("dr_grpo")
-def dr_grpo_loss(
-    logprobs: torch.Tensor,
-    old_logprobs: torch.Tensor,
-    advantages: torch.Tensor,
-    mask: torch.Tensor,
-    *,
-    norm_length: float | None = None,
-    eps_low: float = 0.2,
-    eps_high: float = 0.2,
-    reduction: str = "seq_mean_token_sum_norm",
-    **options: Any,
-) -> LossOutput:
+dr_grpo_loss = clip_recipe(
+    "dr_grpo",
     """Dr. GRPO (Liu et al., 2025, "Understanding R1-Zero-Like Training", arXiv:2503.20783):
     GRPO's clip with a constant normaliser instead of each sequence's length,
 
@@ -116,54 +103,25 @@ def dr_grpo_loss(
     ``loss_scale_factor`` for ``loss_agg_mode="seq-mean-token-sum-norm"``), so no sequence's
     length rescales its gradient. No default: L is the run's budget. (Dr. GRPO also drops the std
     scaling of advantages: that is the advantages' business, ``group_advantages(scale="none")``.)
-    Other arguments as ``grpo_loss``.
-    """
-    return grpo_loss(
-        logprobs,
-        old_logprobs,
-        advantages,
-        mask,
-        eps_low=eps_low,
-        eps_high=eps_high,
-        reduction=reduction,
-        norm_length=norm_length,
-        **options,
-    )
+    """,
+    (0.2, 0.2),
+    "seq_mean_token_sum_norm",
+)
 
-
-@register_loss("luspo")
-def luspo_loss(
-    logprobs: torch.Tensor,
-    old_logprobs: torch.Tensor,
-    advantages: torch.Tensor,
-    mask: torch.Tensor,
-    *,
-    eps_low: float = GSPO_EPS[0],
-    eps_high: float = GSPO_EPS[1],
-    reduction: str = "seq_mean_token_sum",
-    level: str = "sequence",
-    **options: Any,
-) -> LossOutput:
+luspo_loss = clip_recipe(
+    "luspo",
     """LUSPO (Length-Unbiased Sequence Policy Optimization, arXiv:2602.05261; TRL's ``luspo``):
     GSPO's sequence-level clip, each sequence's loss scaled by its length,
 
         loss = mean_b sum_{t in M_b} l_bt = mean_b |M_b| * L_b    (reduction "seq_mean_token_sum")
 
     with rho = s_b (``level="sequence"``, the paper's and TRL's recommended setup). eps defaults
-    to GSPO's paper range (3e-4 / 4e-4; LUSPO modifies GSPO); TRL uses its ``epsilon``. Other
-    arguments as ``grpo_loss``.
-    """
-    return grpo_loss(
-        logprobs,
-        old_logprobs,
-        advantages,
-        mask,
-        eps_low=eps_low,
-        eps_high=eps_high,
-        reduction=reduction,
-        level=level,
-        **options,
-    )
+    to GSPO's paper range (3e-4 / 4e-4; LUSPO modifies GSPO); TRL uses its ``epsilon``.
+    """,
+    GSPO_EPS,
+    "seq_mean_token_sum",
+    "sequence",
+)
 
 
 @register_loss("gmpo")

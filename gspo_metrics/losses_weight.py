@@ -14,7 +14,16 @@ import math
 import torch
 
 from .checks import check_number
-from .losses import Batch, LossOutput, loss_output, prepare_batch, register_loss, scalar
+from .losses import (
+    Batch,
+    LossFn,
+    LossOutput,
+    check_log_ratio_clamp,
+    loss_output,
+    prepare_batch,
+    register_loss,
+    scalar,
+)
 from .masked import masked_fill_zero
 
 
@@ -134,59 +143,55 @@ def vespo_loss(
     return weighted_log_prob_loss(batch, phi_B_T, torch.exp(log_r_B_T))
 
 
-def _dppo(
-    logprobs: torch.Tensor,
-    old_logprobs: torch.Tensor,
-    advantages: torch.Tensor,
-    mask: torch.Tensor,
-    *,
-    divergence: str,
-    eps_low: float,
-    eps_high: float,
-    truncation: float | None,
-    reduction: str,
-    log_ratio_clamp: tuple[float, float] | None,
-    norm_length: float | None,
-) -> LossOutput:
-    """DPPO's two masks (``dppo_tv_loss``, ``dppo_kl_loss``): one implementation."""
-    check_number(eps_low, "eps_low", at_least=0.0)
-    check_number(eps_high, "eps_high", at_least=0.0)
-    if truncation is not None:
-        check_number(truncation, "truncation", above=0.0)
-    batch = prepare_batch(
-        logprobs, old_logprobs, advantages, mask, reduction, norm_length, "token", log_ratio_clamp
-    )
-    with torch.no_grad():
-        log_r, rho_B_T, _ = batch.ratio("token", log_ratio_clamp)
-        w_B_T = torch.clamp(rho_B_T, max=truncation)
-        lp, old = batch.lp_B_T.detach(), batch.old_B_T
-        p, p_old = torch.exp(lp), torch.exp(old)
-        if divergence == "tv":
-            keep_pos, keep_neg = (p - p_old) <= eps_high, (p - p_old) >= -eps_low
-        else:  # the binary KL of (p_old, 1 - p_old) to (p, 1 - p), as verl writes it
-            bkl = p_old * (old - lp) + (1 - p_old) * torch.log(
-                (1.0 - p_old + 1e-8) / (1.0 - p + 1e-8)
-            )
-            keep_pos, keep_neg = (bkl <= eps_high) | (p <= p_old), (bkl <= eps_low) | (p >= p_old)
-        keep_B_T = torch.where(batch.adv_B_T > 0, keep_pos, keep_neg)
-        masked_B = batch.fraction(~keep_B_T)
-    return weighted_log_prob_loss(batch, w_B_T * keep_B_T, torch.exp(log_r), {"masked": masked_B})
+def dppo_loss(name: str, divergence: str, doc: str) -> LossFn:
+    """Register loss ``name``: DPPO with the trust region of ``divergence``, "tv" (the probability
+    difference) or "kl" (the binary KL), documented by ``doc``; one implementation of both."""
+
+    def loss(
+        logprobs: torch.Tensor,
+        old_logprobs: torch.Tensor,
+        advantages: torch.Tensor,
+        mask: torch.Tensor,
+        *,
+        eps_low: float = 0.2,
+        eps_high: float = 0.2,
+        truncation: float | None = 20.0,
+        reduction: str = "token_mean",
+        log_ratio_clamp: tuple[float, float] | None = None,
+        norm_length: float | None = None,
+    ) -> LossOutput:
+        check_number(eps_low, "eps_low", at_least=0.0)
+        check_number(eps_high, "eps_high", at_least=0.0)
+        if truncation is not None:
+            check_number(truncation, "truncation", above=0.0)
+        check_log_ratio_clamp(log_ratio_clamp)
+        batch = prepare_batch(logprobs, old_logprobs, advantages, mask, reduction, norm_length)
+        with torch.no_grad():
+            log_r, rho_B_T, _ = batch.ratio("token", log_ratio_clamp)
+            w_B_T = torch.clamp(rho_B_T, max=truncation)
+            lp, old = batch.lp_B_T.detach(), batch.old_B_T
+            p, p_old = torch.exp(lp), torch.exp(old)
+            if divergence == "tv":
+                keep_pos, keep_neg = (p - p_old) <= eps_high, (p - p_old) >= -eps_low
+            else:  # the binary KL of (p_old, 1 - p_old) to (p, 1 - p), as verl writes it
+                bkl = p_old * (old - lp) + (1 - p_old) * torch.log(
+                    (1.0 - p_old + 1e-8) / (1.0 - p + 1e-8)
+                )
+                keep_pos = (bkl <= eps_high) | (p <= p_old)
+                keep_neg = (bkl <= eps_low) | (p >= p_old)
+            keep_B_T = torch.where(batch.adv_B_T > 0, keep_pos, keep_neg)
+            masked_B = batch.fraction(~keep_B_T)
+            w_B_T = w_B_T * keep_B_T
+        return weighted_log_prob_loss(batch, w_B_T, torch.exp(log_r), {"masked": masked_B})
+
+    loss.__name__ = loss.__qualname__ = f"{name}_loss"
+    loss.__doc__ = doc
+    return register_loss(name)(loss)
 
 
-@register_loss("dppo_tv")
-def dppo_tv_loss(
-    logprobs: torch.Tensor,
-    old_logprobs: torch.Tensor,
-    advantages: torch.Tensor,
-    mask: torch.Tensor,
-    *,
-    eps_low: float = 0.2,
-    eps_high: float = 0.2,
-    truncation: float | None = 20.0,
-    reduction: str = "token_mean",
-    log_ratio_clamp: tuple[float, float] | None = None,
-    norm_length: float | None = None,
-) -> LossOutput:
+dppo_tv_loss = dppo_loss(
+    "dppo_tv",
+    "tv",
     """DPPO-Binary-TV (arXiv:2602.04879; verl's ``dppo_tv``): the trust region is a bound on how
     far each token's probability moved, not on its ratio:
 
@@ -200,36 +205,12 @@ def dppo_tv_loss(
     one), but verl 0.9.1's ActorConfig sets 3.0, which is what a verl run uses unless it says
     otherwise. ``log_ratio_clamp``: verl's (-20, 20) before the weight. ``per_sequence["masked"]``:
     the share of tokens the mask dropped. Attenuation in [0, 1]: min(r, c) keep <= r.
-    """
-    return _dppo(
-        logprobs,
-        old_logprobs,
-        advantages,
-        mask,
-        divergence="tv",
-        eps_low=eps_low,
-        eps_high=eps_high,
-        truncation=truncation,
-        reduction=reduction,
-        log_ratio_clamp=log_ratio_clamp,
-        norm_length=norm_length,
-    )
+    """,
+)
 
-
-@register_loss("dppo_kl")
-def dppo_kl_loss(
-    logprobs: torch.Tensor,
-    old_logprobs: torch.Tensor,
-    advantages: torch.Tensor,
-    mask: torch.Tensor,
-    *,
-    eps_low: float = 0.2,
-    eps_high: float = 0.2,
-    truncation: float | None = 20.0,
-    reduction: str = "token_mean",
-    log_ratio_clamp: tuple[float, float] | None = None,
-    norm_length: float | None = None,
-) -> LossOutput:
+dppo_kl_loss = dppo_loss(
+    "dppo_kl",
+    "kl",
     """DPPO-Binary-KL (arXiv:2602.04879; verl's ``dppo_kl``): as ``dppo_tv_loss`` with the binary
     KL divergence of the token's probability as the bound,
 
@@ -238,20 +219,8 @@ def dppo_kl_loss(
                  elsewhere (a token moving against its advantage is never dropped)
 
     (verl's 1e-8 guards are part of the definition here). Other arguments as ``dppo_tv_loss``.
-    """
-    return _dppo(
-        logprobs,
-        old_logprobs,
-        advantages,
-        mask,
-        divergence="kl",
-        eps_low=eps_low,
-        eps_high=eps_high,
-        truncation=truncation,
-        reduction=reduction,
-        log_ratio_clamp=log_ratio_clamp,
-        norm_length=norm_length,
-    )
+    """,
+)
 
 
 @register_loss("gpg")
