@@ -1,12 +1,12 @@
 """GRPO group-relative advantages.
 
-For prompt p with G sampled completions and rewards r_{p,1..G} (DeepSeekMath's GRPO; the lesson seed):
+For prompt p with G sampled completions and rewards r_{p,1..G} (DeepSeekMath's GRPO):
 
     A_{p,i} = (r_{p,i} - mean_j r_{p,j}) / (std_j r_{p,j} + eps)          scale="group"
     A_{p,i} = (r_{p,i} - mean_j r_{p,j}) / (std over the whole batch + eps) scale="batch"
     A_{p,i} =  r_{p,i} - mean_j r_{p,j}                                   scale="none" (Dr. GRPO)
 
-``std="population"`` divides the squared deviations by G (the lesson seed's ``unbiased=False``);
+``std="population"`` divides the squared deviations by G (torch's ``unbiased=False``);
 ``std="unbiased"`` divides by G - 1 (Bessel; what TRL and verl use). A group whose rewards are all
 equal (zero variance) has no learning signal and gets exactly 0, never a rounding residue.
 """
@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .checks import check_choice, check_float, check_tensor
+from .checks import check_choice, check_tensor
 
 SCALES = ("group", "batch", "none")
 STDS = ("population", "unbiased")
@@ -61,8 +61,7 @@ def group_advantages(
     Returns:
         (P, G) advantages; they sum to zero within each group, and zero-variance groups are 0.
     """
-    rewards_P_G = check_tensor(rewards, "rewards", 2, "(P, G)")
-    check_float(rewards_P_G, "rewards")
+    rewards_P_G = check_tensor(rewards, "rewards", 2, "(P, G)", floating=True)
     check_choice(scale, "scale", SCALES)
     check_choice(std, "std", STDS)
     if not isinstance(eps, int | float) or isinstance(eps, bool) or not eps >= 0:

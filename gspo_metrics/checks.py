@@ -19,7 +19,10 @@ def as_bool_mask(mask: torch.Tensor, name: str = "mask") -> torch.Tensor:
     return mask if mask.dtype == torch.bool else mask != 0
 
 
-def check_tensor(x: object, name: str, ndim: int | tuple[int, ...], axes: str) -> torch.Tensor:
+def check_tensor(
+    x: object, name: str, ndim: int | tuple[int, ...], axes: str, *, floating: bool = False
+) -> torch.Tensor:
+    """``x``, a tensor of ``ndim`` dimensions (named ``axes``), of a floating dtype if ``floating``."""
     if not isinstance(x, torch.Tensor):
         raise ValueError(f"{name} must be a torch.Tensor of shape {axes}, got {type(x).__name__}")
     dims = (ndim,) if isinstance(ndim, int) else ndim
@@ -27,6 +30,8 @@ def check_tensor(x: object, name: str, ndim: int | tuple[int, ...], axes: str) -
         raise ValueError(
             f"{name} must have shape {axes} ({' or '.join(map(str, dims))}-D), got {tuple(x.shape)}"
         )
+    if floating:
+        check_float(x, name)
     return x
 
 
@@ -62,7 +67,7 @@ def check_nonempty_rows(mask_B_T: torch.Tensor, name: str = "mask") -> torch.Ten
 
 def check_no_empty_rows(mask: torch.Tensor, name: str = "mask") -> None:
     """``check_nonempty_rows`` without the counts, for a mask of any dtype: on a bool mask a
-    row maximum of its 0/1 bytes, about 30x cheaper on CPU than ``any`` or a count."""
+    row maximum of its 0/1 bytes, cheaper on CPU than ``any`` or a count."""
     if mask.dtype != torch.bool or mask.numel() == 0:  # (amax of an empty T is an error)
         check_nonempty_rows(as_bool_mask(mask, name), name)
     elif bool(mask.view(torch.uint8).amax(-1).min() == 0):

@@ -35,7 +35,6 @@ from .checks import (
     as_bool_mask,
     check_choice,
     check_eps_pair,
-    check_float,
     check_logprobs_at_most_zero,
     check_no_empty_rows,
     check_nonempty_rows,
@@ -43,7 +42,7 @@ from .checks import (
     check_tensor,
     positive_logprob_probe,
 )
-from .eager import eager_diagnostics
+from .eager import eager_diagnostics, stack_diagnostics
 from .losses import check_advantages
 from .ratios import check_token_shapes
 from .spec import GRPO_EPS, GSPO_EPS, SEQUENCE_DIAGNOSTICS, WHOLE_NUMBERS
@@ -156,14 +155,14 @@ def stacked_sequence_diagnostics(
         dtype = torch.promote_types(logprobs.dtype, torch.float32)
         optional = (ref_logprobs, entropy, sampler_logprobs)
         args = (logprobs, old_logprobs, mask, advantages, *optional, dtype)
-        named = {
-            "logprobs": logprobs,
-            "old_logprobs": old_logprobs,
-            "ref_logprobs": ref_logprobs,
-            "sampler_logprobs": sampler_logprobs,
-        }
-        if not check_logprobs:
-            named = {}
+        named = {}
+        if check_logprobs:
+            named = {
+                "logprobs": logprobs,
+                "old_logprobs": old_logprobs,
+                "ref_logprobs": ref_logprobs,
+                "sampler_logprobs": sampler_logprobs,
+            }
         if backend == "reference":
             check_no_empty_rows(mask)
             check_logprobs_at_most_zero(mask, **named)
@@ -181,11 +180,6 @@ def stacked_sequence_diagnostics(
             check_logprobs_at_most_zero(mask, **named)  # raises, naming the tensor
             out_K_B = stack_diagnostics(reference_diagnostics(*args, seq_eps, token_eps))
         return out_K_B
-
-
-def stack_diagnostics(values: dict[str, torch.Tensor]) -> torch.Tensor:
-    """The (K, B) stack of named (B,) diagnostics, rows in ``SEQUENCE_DIAGNOSTICS`` order."""
-    return torch.stack([values[name] for name in SEQUENCE_DIAGNOSTICS])
 
 
 def check_diagnostics_inputs(
@@ -215,8 +209,7 @@ def check_diagnostics_inputs(
     )
     for name, x in optional:
         if x is not None:
-            check_tensor(x, name, 2, "(B, T)")
-            check_float(x, name)
+            check_tensor(x, name, 2, "(B, T)", floating=True)
             check_same_shape(logprobs, "logprobs", **{name: x})
     if nonempty:
         check_no_empty_rows(mask)
@@ -249,6 +242,9 @@ def reference_diagnostics(
     def masked(x_B_T: torch.Tensor) -> torch.Tensor:  # x on M_b, 0 on padding, in dtype
         return torch.where(mask_B_T, x_B_T.detach().to(dtype), 0.0)
 
+    def k3_mean(x_B_T: torch.Tensor) -> torch.Tensor:  # mean_t k3(x) = e^x - 1 - x
+        return (torch.expm1(x_B_T) - x_B_T).sum(-1) / n_B
+
     lp_B_T = logprobs.detach().to(dtype)
     d_B_T = torch.where(mask_B_T, lp_B_T - old_logprobs.detach().to(dtype), 0.0)  # log r_bt
     log_s_B = d_B_T.sum(-1) / n_B  # log s_b = mean_t d_bt
@@ -260,7 +256,7 @@ def reference_diagnostics(
     probe_B_T = d_B_T + adv_B_T  # non-finite where an input is, at masked positions
     if ref_logprobs is not None:
         e_B_T = masked(ref_logprobs.detach().to(dtype) - lp_B_T)  # log pi_ref - log pi_theta
-        kl_ref_B = (torch.expm1(e_B_T) - e_B_T).sum(-1) / n_B  # mean_t k3 = e^e - 1 - e
+        kl_ref_B = k3_mean(e_B_T)
         probe_B_T = probe_B_T + e_B_T
     if entropy is not None:
         ent_B_T = masked(entropy)
@@ -271,7 +267,7 @@ def reference_diagnostics(
         # u = log pi_old - log pi_sampler, the trainer's log-prob of the sampling policy against
         # the sampler's; k3 = e^u - 1 - u estimates KL(pi_sampler || pi_old) from its tokens
         u_B_T = masked(old_logprobs.detach().to(dtype) - sampler_logprobs.detach().to(dtype))
-        sampler_kl_B = (torch.expm1(u_B_T) - u_B_T).sum(-1) / n_B
+        sampler_kl_B = k3_mean(u_B_T)
         sampler_max_B = u_B_T.abs().amax(-1)  # (padding: |0| is below every masked |u|)
         probe_B_T = probe_B_T + u_B_T
     return {
@@ -289,7 +285,7 @@ def reference_diagnostics(
         "token_log_ratio_std": torch.linalg.vector_norm(centred_B_T - log_s_B[:, None], dim=-1)
         / n_B.sqrt(),
         "kl_ref": kl_ref_B,
-        "kl_old": (torch.expm1(d_B_T) - d_B_T).sum(-1) / n_B,  # mean_t k3(d) = e^d - 1 - d
+        "kl_old": k3_mean(d_B_T),
         "sampler_kl": sampler_kl_B,  # mean_t k3(u)
         "sampler_logp_abs_diff_max": sampler_max_B,  # max_t |u|
         "entropy": entropy_B,

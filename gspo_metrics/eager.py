@@ -92,7 +92,12 @@ def eager_diagnostics(
     values.update(_clip_sides(values, below_above_2_B, seq_eps, dtype, low_high))
     if len(values) < len(SEQUENCE_DIAGNOSTICS):  # a diagnostic with no eager form (yet)
         values = _with_reference(values, inputs, dtype, seq_eps, token_eps)
-    return torch.stack([values[name] for name in SEQUENCE_DIAGNOSTICS]), probe
+    return stack_diagnostics(values), probe
+
+
+def stack_diagnostics(values: dict[str, torch.Tensor]) -> torch.Tensor:
+    """The (K, B) stack of named (B,) diagnostics, rows in ``SEQUENCE_DIAGNOSTICS`` order."""
+    return torch.stack([values[name] for name in SEQUENCE_DIAGNOSTICS])
 
 
 def _with_reference(values, inputs, dtype, seq_eps, token_eps):
@@ -101,19 +106,7 @@ def _with_reference(values, inputs, dtype, seq_eps, token_eps):
     at the cost of the reference pass on every step until it is written here too."""
     from .diagnostics import reference_diagnostics  # (that module imports this one)
 
-    lp, old_logprobs, mask, adv, ref_logprobs, entropy, sampler_logprobs = inputs
-    ref = reference_diagnostics(
-        lp,
-        old_logprobs,
-        mask,
-        adv,
-        ref_logprobs,
-        entropy,
-        sampler_logprobs,
-        dtype,
-        seq_eps,
-        token_eps,
-    )
+    ref = reference_diagnostics(*inputs, dtype, seq_eps, token_eps)
     return {name: values[name] if name in values else ref[name] for name in SEQUENCE_DIAGNOSTICS}
 
 
@@ -135,6 +128,17 @@ def _write_rows(w, row, lp, old_logprobs, mask, adv, ref_logprobs, entropy, smp,
             for name in names:
                 torch.sum(w[row[name]], -1, out=sums_R_B[row[name]])
 
+    def difference(name: str, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        """Row ``name`` := a - b, 0 on padding."""
+        x_B_T = _sub_into(w[row[name]], a, b).mul_(mask_f)
+        written(name)
+        return x_B_T
+
+    def k3(name: str, x_B_T: torch.Tensor) -> None:
+        """Row ``name`` := expm1(x) - x, the k3 term of a log-ratio x (exactly 0 where x = 0)."""
+        torch.expm1(x_B_T, out=w[row[name]]).sub_(x_B_T)
+        written(name)
+
     # the 0/1 mask as floats. A bool tensor's bytes are 0/1: converting them as uint8 gives the
     # same values, and torch's uint8 -> float conversion is faster on CPU than bool -> float
     if mask.dtype == torch.bool:
@@ -142,15 +146,10 @@ def _write_rows(w, row, lp, old_logprobs, mask, adv, ref_logprobs, entropy, smp,
     else:  # any dtype: nonzero marks a token (as_bool_mask's rule), written as 0/1 floats
         mask_f = torch.ne(mask, 0, out=w[row["mask"]])
     written("mask")
-    # log r = log pi_theta - log pi_old, 0 on padding
-    d_B_T = _sub_into(w[row["log_ratio"]], lp, old_logprobs).mul_(mask_f)
-    written("log_ratio")
+    d_B_T = difference("log_ratio", lp, old_logprobs)  # log r = log pi_theta - log pi_old
     if ref_logprobs is not None:
         # k3 of d = logp - ref: exp(-d) - 1 + d = expm1(e) - e with e = ref - logp
-        e_B_T = _sub_into(w[row["ref"]], ref_logprobs, lp).mul_(mask_f)
-        written("ref")
-        torch.expm1(e_B_T, out=w[row["kl_ref"]]).sub_(e_B_T)
-        written("kl_ref")
+        k3("kl_ref", difference("ref", ref_logprobs, lp))
     if entropy is not None:
         torch.mul(entropy, mask_f, out=w[row["entropy"]])
         written("entropy")
@@ -159,16 +158,12 @@ def _write_rows(w, row, lp, old_logprobs, mask, adv, ref_logprobs, entropy, smp,
         written("advantage")
     if smp is not None:
         # u = log pi_old - log pi_sampler, 0 on padding; its k3 = expm1(u) - u
-        u_B_T = _sub_into(w[row["sampler"]], old_logprobs, smp).mul_(mask_f)
-        written("sampler")
-        torch.expm1(u_B_T, out=w[row["sampler_kl"]]).sub_(u_B_T)
-        written("sampler_kl")
-    # k3 terms are exactly 0 where d = 0, so the padding needs no second mask
-    torch.expm1(d_B_T, out=w[row["kl_old"]]).sub_(d_B_T)
+        k3("sampler_kl", difference("sampler", old_logprobs, smp))
+    k3("kl_old", d_B_T)  # (0 where d = 0: the padding needs no second mask)
     # padding has d = 0, inside every range; counts of 0/1 floats are exact below 2^24
     torch.lt(d_B_T, tok_lo, out=w[row["below"]])
     torch.gt(d_B_T, tok_hi, out=w[row["above"]])
-    written("kl_old", "below", "above")
+    written("below", "above")
     return (sums_R_B if per_row else w.sum(-1)), mask_f, d_B_T
 
 

@@ -79,7 +79,6 @@ import torch
 from .checks import (
     check_choice,
     check_eps,
-    check_float,
     check_number,
     check_same_shape,
     check_tensor,
@@ -138,8 +137,7 @@ def get_loss(name: str) -> LossFn:
 
 
 def check_advantages(advantages: torch.Tensor, logprobs: torch.Tensor) -> None:
-    check_tensor(advantages, "advantages", (1, 2), "(B,) or (B, T)")
-    check_float(advantages, "advantages")
+    check_tensor(advantages, "advantages", (1, 2), "(B,) or (B, T)", floating=True)
     B, T = logprobs.shape
     if advantages.dim() == 1 and advantages.shape[0] != B:
         raise ValueError(

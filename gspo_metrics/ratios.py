@@ -11,13 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from .checks import (
-    as_bool_mask,
-    check_float,
-    check_nonempty_rows,
-    check_same_shape,
-    check_tensor,
-)
+from .checks import as_bool_mask, check_nonempty_rows, check_same_shape, check_tensor
 from .masked import masked_fill_zero
 
 
@@ -31,10 +25,8 @@ def check_token_shapes(
     """Validate (B, T) inputs' shapes and dtypes only: the caller does the empty-row check (a
     host sync) and the count. ``other`` is the second tensor's name in the errors
     (``kl_estimate`` passes "ref_logprobs")."""
-    check_tensor(logprobs, "logprobs", 2, "(B, T)")
-    check_float(logprobs, "logprobs")
-    check_tensor(old_logprobs, other, 2, "(B, T)")
-    check_float(old_logprobs, other)
+    check_tensor(logprobs, "logprobs", 2, "(B, T)", floating=True)
+    check_tensor(old_logprobs, other, 2, "(B, T)", floating=True)
     check_tensor(mask, "mask", 2, "(B, T)")
     check_same_shape(logprobs, "logprobs", **{other: old_logprobs, "mask": mask})
 

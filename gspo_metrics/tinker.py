@@ -1,6 +1,6 @@
 """Tinker's custom-loss shape for GSPO-token: ``loss_fn(data, logprobs_list) -> (loss, metrics)``.
 
-Matches Tinker's built-in ``gspo`` loss (the seed's reference code) datum by datum:
+Matches Tinker's built-in ``gspo`` loss datum by datum:
 
     log s   = mean over sequence_ratio_mask of (sg[target_logprobs] - logprobs)
     rho_t   = exp(log s + target_logprobs - sg[target_logprobs])
