@@ -16,8 +16,8 @@ from __future__ import annotations
 import torch
 
 from .checks import check_choice
-from .masked import masked_fill_zero
-from .ratios import check_token_inputs
+from .masked import masked_mean
+from .ratios import check_token_inputs, token_log_ratio
 
 ESTIMATORS = ("k1", "k2", "k3")
 
@@ -41,6 +41,5 @@ def kl_estimate(
     """(B, T) x3 -> (B,) masked mean of the chosen per-token KL estimator (see module docstring)."""
     check_choice(estimator, "estimator", ESTIMATORS)
     mask_B_T, count_B = check_token_inputs(logprobs, ref_logprobs, mask, other="ref_logprobs")
-    d_B_T = masked_fill_zero(logprobs, mask_B_T) - masked_fill_zero(ref_logprobs, mask_B_T)
-    terms_B_T = masked_fill_zero(kl_terms(d_B_T, estimator), mask_B_T)
-    return terms_B_T.sum(-1) / count_B.to(terms_B_T.dtype)
+    d_B_T = token_log_ratio(logprobs, ref_logprobs, mask_B_T)
+    return masked_mean(kl_terms(d_B_T, estimator), mask_B_T, -1, count_B)

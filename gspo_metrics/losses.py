@@ -406,12 +406,21 @@ def sequence_clip_stats(batch: Batch, eps_low: float, eps_high: float) -> dict[s
     s_B = torch.exp(batch.log_s_B)  # the exact value every token's rho takes
     below_B = s_B < 1.0 - eps_low
     above_B = s_B > 1.0 + eps_high
-    zero = torch.zeros((), dtype=s_B.dtype, device=s_B.device)
+    zero = scalar(0.0, s_B)
     return {
         "out_of_range": (below_B | above_B).to(s_B.dtype),
         "clip_low": torch.where(below_B, batch.fraction(batch.adv_B_T < 0), zero),
         "clip_high": torch.where(above_B, batch.fraction(batch.adv_B_T > 0), zero),
     }
+
+
+def gspo_token_log_ratio(
+    log_s_B: torch.Tensor, lp_B_T: torch.Tensor, mask_B_T: torch.Tensor
+) -> torch.Tensor:
+    """(B, T) GSPO-token's log rho_t = sg[log s_b] + log pi_theta(y_t) - sg[log pi_theta(y_t)], 0
+    off the mask: the value of log s_b, the gradient of the token's own log-prob."""
+    lp_B_T = masked_fill_zero(lp_B_T, mask_B_T)
+    return masked_fill_zero(log_s_B[:, None] + (lp_B_T - lp_B_T.detach()), mask_B_T)
 
 
 @register_loss("gspo")
@@ -452,9 +461,8 @@ def gspo_loss(
     batch = prepare_batch(
         logprobs, old_logprobs, advantages, mask, reduction, norm_length, "token", log_ratio_clamp
     )
-    lp_B_T, log_s_B = batch.lp_B_T, batch.log_s_B
-    # log rho_t = sg[log s] + log pi_theta(y_t) - sg[log pi_theta(y_t)]       (B, T); 0 on padding
-    log_rho_B_T = masked_fill_zero(log_s_B[:, None] + (lp_B_T - lp_B_T.detach()), batch.mask_B_T)
+    log_s_B = batch.log_s_B
+    log_rho_B_T = gspo_token_log_ratio(log_s_B, batch.lp_B_T, batch.mask_B_T)
     log_rho_c, passes = clamp_log_ratio(log_rho_B_T, log_ratio_clamp)
     rho_B_T = torch.exp(log_rho_c)
     loss_B_T, dl_drho = clip_terms(rho_B_T, batch.adv_B_T, eps_low, eps_high)

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .losses import clip_terms
+from .losses import clip_terms, gspo_token_log_ratio
 from .masked import masked_fill_zero, masked_mean
 from .spec import GSPO_EPS
 
@@ -112,8 +112,7 @@ def gspo_loss_fn(
     # log s = mean over the ratio mask of sg[log pi_theta] - log q                  (B,)
     log_s_B = masked_mean(lp_B_T.detach() - q_B_T, ratio_mask_B_T, -1)
     # log rho_t = sg[log s] + log pi_theta(y_t) - sg[log pi_theta(y_t)] over the datum's N tokens
-    lp_v = masked_fill_zero(lp_B_T, valid_B_T)
-    log_rho_B_T = masked_fill_zero(log_s_B[:, None] + (lp_v - lp_v.detach()), valid_B_T)
+    log_rho_B_T = gspo_token_log_ratio(log_s_B, lp_B_T, valid_B_T)
     # adv and log rho are 0 outside the datum's N tokens: padding adds exactly 0
     adv_B_T = masked_fill_zero(adv_B_T, valid_B_T)
     eps = (1.0 - clip_low_threshold, clip_high_threshold - 1.0)
