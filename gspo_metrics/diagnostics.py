@@ -67,10 +67,7 @@ def sequence_diagnostics(
     """Every per-sequence diagnostic in ``SEQUENCE_DIAGNOSTICS``, as detached (B,) tensors.
 
     Args:
-        logprobs: (B, T) log pi_theta, as for the losses.
-        old_logprobs: (B, T) log pi_old, as for the losses.
-        mask: (B, T), as for the losses.
-        advantages: (B,) or (B, T).
+        logprobs, old_logprobs, mask, advantages: as for the losses (``gspo_loss``).
         seq_eps: (eps_low, eps_high) of the sequence unit (GSPO's clip range).
         token_eps: (eps_low, eps_high) of the token unit (GRPO's clip range).
         ref_logprobs: optional (B, T) log pi_ref, for the KL to the reference policy.
@@ -233,8 +230,7 @@ def reference_diagnostics(
     """Every diagnostic of ``SEQUENCE_DIAGNOSTICS`` as its equation: name -> (B,) in ``dtype``.
 
     M_b is row b's masked tokens, n_b = |M_b| (every row marks one), d_bt = log r_bt =
-    log pi_theta - log pi_old, mean_t a masked mean over M_b. Padding is replaced by 0 with
-    ``torch.where`` (never multiplied by 0: 0 * inf = nan), so no value under it can leak.
+    log pi_theta - log pi_old, mean_t a masked mean over M_b.
     """
     mask_B_T = as_bool_mask(mask)
     n_B = mask_B_T.sum(-1).to(dtype)
@@ -294,13 +290,9 @@ def reference_diagnostics(
 
 
 def _reference_clip_fractions(mask_B_T, n_B, d_B_T, log_s_B, adv, adv_B_T, seq_eps, token_eps):
-    """The clip diagnostics of both units; a clip *binds* where the ratio is out of range on
-    the side the advantage pushes (low with A < 0, high with A > 0).
-
-    Unknown is not zero: a comparison with NaN is false, which would count an unknown ratio as
-    inside the range, so a value whose answer depends on a NaN is NaN. The sequence unit is NaN
-    where log s_b is; the token unit's fractions where a masked log r is; a binding fraction also
-    where the advantage of an out-of-range token (or sequence) is NaN.
+    """The clip diagnostics of both units (see the module docstring), NaN where the answer
+    depends on a NaN: the sequence unit where log s_b is; the token unit's fractions where a masked
+    log r is; a binding fraction also where the advantage of an out-of-range token (or sequence) is.
     """
     nan = math.nan
     # sequence unit: s_b against [1 - eps_low, 1 + eps_high], in log space

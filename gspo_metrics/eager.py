@@ -10,7 +10,7 @@ caller then takes the reference route. Every (B, T) pass and every fresh (B, T) 
 memory traffic, so passes are few and the buffer is reused in place; every per-token quantity
 that is summed over T is written to a row of the buffer and all rows are summed in one
 reduction, so small batches pay for few tensor ops. A diagnostic this route has no form of is
-taken from the reference route (``_with_reference``), so a new one needs only its equation there.
+taken from the reference route (``_with_reference``).
 """
 
 from __future__ import annotations

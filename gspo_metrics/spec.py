@@ -6,8 +6,9 @@ so ``training_hooks.schema`` and the dashboard can read these names on a laptop.
 ``PER_SEQUENCE`` is the one list of per-sequence numbers. Everything else reads it:
 ``SEQUENCE_DIAGNOSTICS`` (what ``sequence_diagnostics`` returns, in this order), the row of each
 diagnostic in the routes' stack, the recorder's per-sequence rows and columns
-(``training_hooks.compute``), and the sequence table's columns ``training_hooks.schema.Seq`` /
-``SEQUENCE_COLUMNS`` (in this order on disk).
+(``training_hooks.compute``, ``training_hooks.layout.SEQ_ROWS``), the sequence table's columns
+``training_hooks.schema.Seq`` / ``SEQUENCE_COLUMNS`` (in this order on disk), the step means and
+their reduction (``training_hooks.step_reduction``).
 
 Adding a diagnostic is one entry here (its column, type, meaning, its step mean if any, the
 tables' version that adds it) plus its equation in the reference route
@@ -47,10 +48,7 @@ class StepMean:
 @dataclass(frozen=True)
 class SequenceValue:
     """One per-sequence number: a column of the sequence table (one row per sequence b), and the
-    step-table column of its mean if it has one. Everything about the value is declared here:
-    the sequence table's column (``training_hooks.columns.Seq``), the recorder's row of it
-    (``training_hooks.layout.SEQ_ROWS``), the step mean's column and its reduction
-    (``training_hooks.step_reduction``) and the tables' version read these fields."""
+    step-table column of its mean if it has one (what reads it: the module docstring)."""
 
     name: str
     """The column name, and the key in ``sequence_diagnostics``' result."""

@@ -76,8 +76,7 @@ def gspo_loss_fn(
             ``logprobs`` (the sampler's, q), ``advantages`` and ``sequence_ratio_mask``, each (N_i,)
             as numpy arrays, torch tensors or lists.
         logprobs_list: the model's (N_i,) log-probs of the targets, with grad.
-        clip_low_threshold: the low end of the clip range on the sequence ratio.
-        clip_high_threshold: the high end of that range.
+        clip_low_threshold, clip_high_threshold: the clip range on the sequence ratio s.
 
     Returns:
         ``(loss, metrics)``: the summed loss with grad, and floats ``loss:sum``,
