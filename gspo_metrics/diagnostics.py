@@ -135,23 +135,18 @@ def stacked_sequence_diagnostics(
     only differences of log-probs are read, so a hand case may shift them freely.
     """
     with torch.no_grad():
+        optional = {
+            "ref_logprobs": ref_logprobs,
+            "entropy": entropy,
+            "sampler_logprobs": sampler_logprobs,
+        }
         check_diagnostics_inputs(
-            logprobs,
-            old_logprobs,
-            mask,
-            advantages,
-            seq_eps=seq_eps,
-            token_eps=token_eps,
-            ref_logprobs=ref_logprobs,
-            entropy=entropy,
-            sampler_logprobs=sampler_logprobs,
-            nonempty=False,  # each route finds empty rows without a separate host sync
+            logprobs, old_logprobs, mask, advantages, seq_eps, token_eps, optional
         )
         check_choice(backend, "backend", BACKENDS)
         # Half-precision inputs are reduced in float32 (sums of 1,000 bf16 terms are not exact).
         dtype = torch.promote_types(logprobs.dtype, torch.float32)
-        optional = (ref_logprobs, entropy, sampler_logprobs)
-        args = (logprobs, old_logprobs, mask, advantages, *optional, dtype)
+        args = (logprobs, old_logprobs, mask, advantages, *optional.values(), dtype)
         named = {}
         if check_logprobs:
             named = {
@@ -183,33 +178,22 @@ def check_diagnostics_inputs(
     logprobs: torch.Tensor,
     old_logprobs: torch.Tensor,
     mask: torch.Tensor,
-    advantages: torch.Tensor | None,
-    *,
-    seq_eps: tuple[float, float] = GSPO_EPS,
-    token_eps: tuple[float, float] = GRPO_EPS,
-    ref_logprobs: torch.Tensor | None = None,
-    entropy: torch.Tensor | None = None,
-    sampler_logprobs: torch.Tensor | None = None,
-    nonempty: bool = True,
+    advantages: torch.Tensor,
+    seq_eps: tuple[float, float],
+    token_eps: tuple[float, float],
+    optional: dict[str, torch.Tensor | None],
 ) -> None:
-    """Every check of ``sequence_diagnostics``' arguments: ValueError naming the argument and its
-    shape. ``nonempty`` also checks that every row of ``mask`` marks a token (one host sync)."""
+    """Every check of ``sequence_diagnostics``' arguments (``optional``: name -> the optional
+    tensor or None) but the empty rows, which each route finds within its one host sync:
+    ValueError naming the argument and its shape."""
     check_token_shapes(logprobs, old_logprobs, mask)
-    if advantages is not None:  # (None: only for callers that derive them later themselves)
-        check_advantages(advantages, logprobs)
+    check_advantages(advantages, logprobs)
     check_eps_pair("seq_eps", seq_eps)
     check_eps_pair("token_eps", token_eps)
-    optional = (
-        ("ref_logprobs", ref_logprobs),
-        ("entropy", entropy),
-        ("sampler_logprobs", sampler_logprobs),
-    )
-    for name, x in optional:
+    for name, x in optional.items():
         if x is not None:
             check_tensor(x, name, 2, "(B, T)", floating=True)
             check_same_shape(logprobs, "logprobs", **{name: x})
-    if nonempty:
-        check_no_empty_rows(mask)
 
 
 # ----------------------------------------------------------------------------- the reference
