@@ -223,6 +223,11 @@ class _Settings:
         check_choice(value, f"{self.tool} {key}", choices)
         return str(value)
 
+    def tool_loss(self, tool_loss: str, loss: str, params: dict, **fields: Any) -> ToolLoss:
+        """The ``ToolLoss`` of these settings, with the ones read and defaulted so far."""
+        tool, used, defaulted = self.tool, self.used, tuple(self.defaulted)
+        return ToolLoss(tool, VERSIONS[tool], tool_loss, loss, params, used, defaulted, **fields)
+
 
 def float32(value: float) -> float:
     """``value`` rounded to float32, as TRL computes with the numbers it passes to ``torch.where``
@@ -296,17 +301,7 @@ def _trl(settings: Mapping[str, Any], reduction: str | None, policy_only: bool) 
             )
         params["norm_length"] = check_number(length, "trl setting max_completion_length", above=0)
     left_out = _trl_outside(s, loss_type, policy_only)
-    return ToolLoss(
-        "trl",
-        VERSIONS["trl"],
-        loss_type,
-        name,
-        params,
-        s.used,
-        tuple(s.defaulted),
-        left_out,
-        tuple(notes),
-    )
+    return s.tool_loss(loss_type, name, params, left_out=left_out, notes=tuple(notes))
 
 
 def _trl_outside(s: _Settings, loss_type: str, policy_only: bool) -> dict[str, str]:
@@ -388,18 +383,7 @@ def _verl(settings: Mapping[str, Any], reduction: str | None) -> ToolLoss:
     loss = VERL_LOSSES[mode]
     if LOSS_INFO[loss].level == "either":  # verl's ratios are per token (its gspo is GSPO-token)
         params["level"] = "token"
-    return ToolLoss(
-        "verl",
-        VERSIONS["verl"],
-        mode,
-        loss,
-        params,
-        s.used,
-        tuple(s.defaulted),
-        {},
-        tuple(notes),
-        from_width,
-    )
+    return s.tool_loss(mode, loss, params, notes=tuple(notes), norm_length_from_width=from_width)
 
 
 def _verl_params(s: _Settings, mode: str) -> dict[str, Any]:
