@@ -49,17 +49,10 @@ def group_advantages(
     std: str = "population",
     eps: float = 1e-4,
 ) -> torch.Tensor:
-    """Group-relative advantages, (P, G) -> (P, G).
-
-    Args:
-        rewards: (P, G) float rewards, row p holding the G completions of prompt p.
-        scale: "group" (divide by the group's std + eps), "batch" (divide by the std of all P*G
-            rewards + eps, as TRL's ``scale_rewards="batch"``) or "none" (mean-centred only).
-        std: "population" (divide by G) or "unbiased" (divide by G - 1).
-        eps: added to the std before dividing.
-
-    Returns:
-        (P, G) advantages; they sum to zero within each group, and zero-variance groups are 0.
+    """Group-relative advantages: (P, G) float rewards (row p: the G completions of prompt p) ->
+    (P, G) advantages, by the module docstring's ``scale`` ("batch": TRL's
+    ``scale_rewards="batch"``) and ``std``. They sum to zero within each group; zero-variance
+    groups are 0.
     """
     rewards_P_G = check_tensor(rewards, "rewards", 2, "(P, G)", floating=True)
     check_choice(scale, "scale", SCALES)
