@@ -48,6 +48,8 @@ from .ratios import check_token_shapes
 from .spec import GRPO_EPS, GSPO_EPS, SEQUENCE_DIAGNOSTICS, WHOLE_NUMBERS
 
 BACKENDS = ("auto", "torch", "reference")
+#: The optional (B, T) inputs, in the routes' argument order.
+OPTIONAL = ("ref_logprobs", "entropy", "sampler_logprobs")
 
 
 def sequence_diagnostics(
@@ -135,18 +137,14 @@ def stacked_sequence_diagnostics(
     only differences of log-probs are read, so a hand case may shift them freely.
     """
     with torch.no_grad():
-        optional = {
-            "ref_logprobs": ref_logprobs,
-            "entropy": entropy,
-            "sampler_logprobs": sampler_logprobs,
-        }
+        optional = (ref_logprobs, entropy, sampler_logprobs)
         check_diagnostics_inputs(
             logprobs, old_logprobs, mask, advantages, seq_eps, token_eps, optional
         )
         check_choice(backend, "backend", BACKENDS)
         # Half-precision inputs are reduced in float32 (sums of 1,000 bf16 terms are not exact).
         dtype = torch.promote_types(logprobs.dtype, torch.float32)
-        args = (logprobs, old_logprobs, mask, advantages, *optional.values(), dtype)
+        args = (logprobs, old_logprobs, mask, advantages, *optional, dtype)
         named = {}
         if check_logprobs:
             named = {
@@ -181,16 +179,16 @@ def check_diagnostics_inputs(
     advantages: torch.Tensor,
     seq_eps: tuple[float, float],
     token_eps: tuple[float, float],
-    optional: dict[str, torch.Tensor | None],
+    optional: tuple[torch.Tensor | None, ...],
 ) -> None:
-    """Every check of ``sequence_diagnostics``' arguments (``optional``: name -> the optional
+    """Every check of ``sequence_diagnostics``' arguments (``optional``: ``OPTIONAL``'s, each a
     tensor or None) but the empty rows, which each route finds within its one host sync:
     ValueError naming the argument and its shape."""
     check_token_shapes(logprobs, old_logprobs, mask)
     check_advantages(advantages, logprobs)
     check_eps_pair("seq_eps", seq_eps)
     check_eps_pair("token_eps", token_eps)
-    for name, x in optional.items():
+    for name, x in zip(OPTIONAL, optional, strict=True):
         if x is not None:
             check_tensor(x, name, 2, "(B, T)", floating=True)
             check_same_shape(logprobs, "logprobs", **{name: x})
