@@ -202,9 +202,20 @@ class Batch(NamedTuple):
         return (self.lp_B_T.detach() - self.old_B_T).sum(-1) / self.n_B
 
     def reduce(self, loss_B_T: torch.Tensor) -> torch.Tensor:
-        """A per-token loss replaced by 0 on padding, then reduced as the loss was asked."""
+        """A per-token loss replaced by 0 on padding, then reduced by the batch's reduction (the
+        module docstring)."""
         loss_B_T = masked_fill_zero(loss_B_T, self.mask_B_T)
-        return reduce_loss(loss_B_T, self.count_B, self.reduction, self.norm_length)
+        if self.reduction == "sum":
+            return loss_B_T.sum()
+        if self.reduction == "token_mean":
+            return loss_B_T.sum() / self.count_B.sum().to(loss_B_T.dtype)
+        if self.reduction == "seq_mean_token_mean":
+            return (loss_B_T.sum(-1) / self.count_B.to(loss_B_T.dtype)).mean()
+        seq_sum = loss_B_T.sum(-1).mean()
+        if self.reduction == "seq_mean_token_sum":
+            return seq_sum
+        assert self.norm_length is not None  # (prepare_batch checked the reduction)
+        return seq_sum / self.norm_length
 
     def fraction(self, flag_B_T: torch.Tensor) -> torch.Tensor:
         """(B,) the share of each sequence's tokens where ``flag_bt`` holds (padding never counts)."""
@@ -213,9 +224,11 @@ class Batch(NamedTuple):
     def ratio(
         self, level: str, bounds: tuple[float, float] | None
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | float]:
-        """log rho with grad (``level_log_ratio``), rho = exp of it after verl's clamp to
-        ``bounds``, and the clamp's detached factor (``clamp_log_ratio``)."""
-        log_rho = level_log_ratio(self, level)
+        """log rho with grad, (B, T) log r_t ("token") or (B, 1) log s_b ("sequence"); rho = exp
+        of it after verl's clamp to ``bounds``; the clamp's detached factor (``clamp_log_ratio``)."""
+        log_rho = self.log_r_B_T
+        if level == "sequence":
+            log_rho = log_rho.sum(-1, keepdim=True) / self.n_B[:, None]
         log_rho_c, passes = clamp_log_ratio(log_rho, bounds)
         return log_rho, torch.exp(log_rho_c), passes
 
@@ -249,34 +262,6 @@ def prepare_batch(
         reduction,
         norm_length,
     )
-
-
-def reduce_loss(
-    per_token_loss_B_T: torch.Tensor,
-    count_B: torch.Tensor,
-    reduction: str,
-    norm_length: float | None = None,
-) -> torch.Tensor:
-    """Apply a reduction to a per-token loss that is exactly 0 on padding (see module docstring)."""
-    if reduction == "sum":
-        return per_token_loss_B_T.sum()
-    if reduction == "token_mean":
-        return per_token_loss_B_T.sum() / count_B.sum().to(per_token_loss_B_T.dtype)
-    if reduction == "seq_mean_token_mean":
-        return (per_token_loss_B_T.sum(-1) / count_B.to(per_token_loss_B_T.dtype)).mean()
-    check_reduction(reduction, norm_length)
-    seq_sum = per_token_loss_B_T.sum(-1).mean()
-    if reduction == "seq_mean_token_sum":
-        return seq_sum
-    assert norm_length is not None  # (check_reduction raised otherwise)
-    return seq_sum / norm_length
-
-
-def level_log_ratio(batch: Batch, level: str) -> torch.Tensor:
-    """log rho with grad: (B, T) log r_t ("token"), or (B, 1) log s_b ("sequence")."""
-    if level == "token":
-        return batch.log_r_B_T
-    return batch.log_r_B_T.sum(-1, keepdim=True) / batch.n_B[:, None]
 
 
 def clamp_log_ratio(
