@@ -48,6 +48,7 @@ from .schema import RunInfo, write_json_atomic
 from .sinks import NullSink, ParquetSink, Sink, SinkWorker
 from .sinks.findings import findings_sink
 from .sinks.mlflow import announce_store, resolve_tracking_uri, run_params
+from .tool_versions import installed_version
 
 log = logging.getLogger("training_hooks")
 
@@ -72,12 +73,8 @@ def library_versions() -> dict[str, str]:
         "pyarrow": pyarrow.__version__,
         "gspo_dash_schema": str(schema.SCHEMA_VERSION),
     }
-    try:
-        from importlib.metadata import version
-
-        out["gspo_dash"] = version("gspo-dash")
-    except Exception:  # noqa: BLE001
-        pass
+    if dash := installed_version("gspo-dash"):
+        out["gspo_dash"] = dash
     out["gspo_metrics"] = getattr(gspo_metrics, "__version__", out.get("gspo_dash", ""))
     return out
 

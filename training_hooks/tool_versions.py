@@ -30,6 +30,17 @@ from training_hooks.tool_settings import TINKER as _TINKER
 from training_hooks.tool_settings import TRL as _TRL
 from training_hooks.tool_settings import VERL as _VERL
 
+
+def installed_version(dist: str) -> str:
+    """The installed version of distribution ``dist``; "" when it is not installed."""
+    try:
+        from importlib.metadata import version
+
+        return version(dist)
+    except Exception:  # noqa: BLE001
+        return ""
+
+
 Version = tuple[int, ...]
 UNSLOTH = "unsloth"  # the dialect of TRL's logs written through Unsloth's GRPO trainer
 

@@ -92,6 +92,7 @@ from gspo_metrics.spec import clip_unit_of
 from ._trl_base import TrainerMethods
 from ._trl_rows import _concat, _StepRows
 from .recorder import RunRecorder
+from .tool_versions import installed_version as _version
 from .trl_loss import loss_output, tool_loss, trl_algorithm
 
 try:  # the optional extra: gspo-dash[trl]
@@ -222,15 +223,6 @@ def trl_settings(trainer: Any) -> dict[str, Any]:
     out["trl_version"] = _version("trl")
     out["transformers_version"] = _version("transformers")
     return out
-
-
-def _version(dist: str) -> str:
-    try:
-        from importlib.metadata import version
-
-        return version(dist)
-    except Exception:  # noqa: BLE001
-        return ""
 
 
 def bounded_text(text: str, limit: int = COMPLETION_CHARS) -> str:

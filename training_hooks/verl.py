@@ -569,18 +569,15 @@ def _loss_mode(config: Any) -> str:
 def verl_settings(config: Any) -> dict[str, Any]:
     """The run's verl settings: ``VERL_SETTINGS`` of the ``ActorConfig``, ``loss_mode`` and
     verl's version."""
+    from .tool_versions import installed_version
+
     out: dict[str, Any] = {}
     for key in VERL_SETTINGS:
         value = getattr(config, key, None)
         if isinstance(value, bool | int | float | str) or value is None:
             out[key] = value
     out["loss_mode"] = _loss_mode(config)
-    try:
-        from importlib.metadata import version
-
-        out["verl_version"] = version("verl")
-    except Exception:  # noqa: BLE001
-        out["verl_version"] = ""
+    out["verl_version"] = installed_version("verl")
     return out
 
 

@@ -35,9 +35,9 @@ from training_hooks.findings.core import (
     Coverage,
     Finding,
     col,
+    flagged,
     pct,
     steps_of,
-    worst,
 )
 from training_hooks.findings.thresholds import ATTENUATION, RUN
 from training_hooks.schema import Step
@@ -89,8 +89,7 @@ def check_attenuation(
                 f"Health warns above {pct(ATTENUATION.warn_high.value)}.",
                 "The policy moves further per update than the trust region allows: lower the "
                 "learning rate or the updates per batch, or widen the trust region if intended.",
-                tuple(int(s) for s in steps[over][:50]),
-                worst(steps[over], y[over]),
+                *flagged(steps, over, y),
                 basis=n,
             )
         )

@@ -40,10 +40,10 @@ from training_hooks.findings.core import (
     RunFacts,
     col,
     column,
+    flagged,
     fmt_eps,
     pct,
     steps_of,
-    worst,
 )
 from training_hooks.findings.thresholds import BANDS, RAW, RUN
 from training_hooks.metric_map import Derived
@@ -377,7 +377,6 @@ def _clip_finding(
         f"({r.spec.unit} unit)",
         _clip_evidence(df, r, bound, high) + _warmup_text(r, early, high, ceiling),
         advice,
-        tuple(int(s) for s in steps[over][:50]),
-        worst(steps[over], score[over]),
+        *flagged(steps, over, score),
         basis=int(r.rows.sum()),
     )

@@ -257,6 +257,22 @@ def worst(steps: np.ndarray, score: np.ndarray, n: int = 3) -> tuple[int, ...]:
     return tuple(int(steps[i]) for i in order)
 
 
+#: A finding lists at most this many of its steps (``Finding.steps``, a live finding's too).
+MAX_STEPS = 50
+
+
+def listed(steps) -> tuple[int, ...]:
+    """The first ``MAX_STEPS`` of ``steps``, as ints: a finding's ``steps``."""
+    return tuple(int(s) for s in steps[:MAX_STEPS])
+
+
+def flagged(
+    steps: np.ndarray, where: np.ndarray, score: np.ndarray
+) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """A finding's ``(steps, culprits)`` about ``steps[where]``, the worst by ``score[where]``."""
+    return listed(steps[where]), worst(steps[where], score[where])
+
+
 def pct(v: float) -> str:
     return f"{v * 100:.3g}%"
 

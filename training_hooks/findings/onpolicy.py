@@ -24,10 +24,10 @@ from training_hooks.findings.core import (
     Coverage,
     Finding,
     RunFacts,
+    flagged,
     logged,
     pct,
     steps_of,
-    worst,
 )
 from training_hooks.findings.thresholds import RAW, RUN
 from training_hooks.metric_map import Derived
@@ -104,8 +104,7 @@ def check_clip_one_update(
             "trainer), a temperature or top-p at sampling that scoring does not apply, weights "
             "synced late to the sampler, or a batch that is in fact reused "
             "(steps_per_generation > gradient_accumulation_steps, num_iterations > 1).",
-            tuple(int(s) for s in steps[over][:50]),
-            worst(steps[over], y[over]),
+            *flagged(steps, over, y),
             basis=len(idx),
         )
     ]

@@ -33,11 +33,11 @@ from training_hooks.findings.core import (
     col,
     column,
     find_column,
+    flagged,
     fmt_steps,
     logged,
     pct,
     steps_of,
-    worst,
 )
 from training_hooks.findings.status import GRAD_NORM_NAMES
 from training_hooks.findings.thresholds import RAW, RUN
@@ -133,8 +133,7 @@ def check_grad_norm(df: pd.DataFrame, facts: RunFacts, cov: Coverage) -> list[Fi
                 "completion, a reward outlier, a learning-rate warm-up ending, or fp16/bf16 "
                 "overflow. Open the step's batch; gradient clipping (max_grad_norm) bounds the "
                 "update, a lower learning rate or a loss normalised by length makes it rarer.",
-                tuple(int(s) for s in steps[idx][:50]),
-                worst(steps[idx], g[idx]),
+                *flagged(steps, idx, g),
                 basis=n,
             )
         )
@@ -168,8 +167,7 @@ def _over_clip(df, name: str, g: np.ndarray, facts: RunFacts, steps: np.ndarray)
             "max_grad_norm (a value meant for another scale: 0.01 instead of 1.0) and why the "
             "gradient is this large (a loss summed over tokens instead of averaged, a reward "
             "on a large scale).",
-            tuple(int(s) for s in steps[idx][:50]),
-            worst(steps[idx], g[idx]),
+            *flagged(steps, idx, g),
             basis=n,
         )
     ]
@@ -212,8 +210,7 @@ def check_loss_scale(df: pd.DataFrame, facts: RunFacts, cov: Coverage) -> list[F
             "unclipped importance-sampling loss has no bound), a reward outlier, or a sum over a "
             "huge completion. Open the step's batch; if the update was taken, check the gradient "
             "norm and the steps after it.",
-            tuple(int(s) for s in steps[idx][:50]),
-            worst(steps[idx], a[idx]),
+            *flagged(steps, idx, a),
             basis=len(base),
         )
     ]
