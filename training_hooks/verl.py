@@ -266,9 +266,10 @@ class StepRows:
     def assemble(cls, items: list[dict[str, Any]], G: int) -> StepRows:
         import torch
 
-        T = max(mb["logps"].shape[1] for mb in items)
+        from ._trl_rows import _concat
+
         keys = [k for k in items[0] if k not in ("uid", "loss") and all(k in mb for mb in items)]
-        cat = {k: _cat([mb[k] for mb in items], T) for k in keys}
+        cat = {k: _concat(items, k) for k in keys}
         B = cat["logps"].shape[0]
         uids = [u for mb in items for u in (mb["uid"] or [None] * mb["logps"].shape[0])]
         order = _group_order(uids, G) if "scores" in cat else None
@@ -281,16 +282,6 @@ class StepRows:
         cat = {k: v[idx] for k, v in cat.items()}
         rewards = (cat["scores"].float() * cat["mask"].float()).sum(-1).reshape(-1, G)
         return cls(cat, rewards, True)
-
-
-def _cat(parts: list[Any], T: int) -> Any:
-    import torch
-
-    padded = [
-        torch.nn.functional.pad(x, (0, T - x.shape[1])) if x.dim() == 2 and x.shape[1] < T else x
-        for x in parts
-    ]
-    return torch.cat(padded)
 
 
 def _group_order(uids: list[str | None], G: int) -> list[int] | None:

@@ -80,8 +80,7 @@ class RunResult:
 
     def fifths(self) -> tuple[float, float]:
         """Mean reward over the first and the last fifth of the rollout steps."""
-        r = self.rollout_rewards
-        k = max(1, len(r) // 5)
+        r, k = self.rollout_rewards, self.fifth_size()
         return sum(r[:k]) / k, sum(r[-k:]) / k
 
     def fifth_size(self) -> int:
