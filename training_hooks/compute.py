@@ -51,7 +51,7 @@ from gspo_metrics.spec import CALLER_VALUES, GRPO_EPS, GSPO_EPS, PER_SEQUENCE
 
 from .inputs import StepInputs, buffer_dtype
 from .layout import SEQ_ROW, Layout, pack
-from .schema import TOKEN_SAMPLE_REASONS, Seq, Step
+from .schema import RECORD_TOKEN_COLUMNS, TOKEN_SAMPLE_REASONS, Seq, Step, Tok
 from .step_reduction import MINS, step_row, summarize, zero_variance_counts
 
 DEFAULT_SEQ_EPS = GSPO_EPS  # (public names of training_hooks, kept: gspo_metrics.spec's defaults)
@@ -223,14 +223,7 @@ def _token_columns(rec: StepRecord, seq_K_B, rows_n, d_N_T, adv_N_T, mask_N_T) -
     G, k = rec.group_size, rec.token_culprits
     scores = culprit_scores(seq_K_B)
     reasons = [r for r, _ in CULPRITS for _ in range(k)]
-    cols: dict[str, list] = {
-        "group": [],
-        "sample": [],
-        "token_log_ratios": [],
-        "advantages": [],
-        "tokens": [],
-        "reason": [],
-    }
+    cols: dict[str, list] = {name: [] for name in RECORD_TOKEN_COLUMNS}
     seen: set[int] = set()
     for i, b in enumerate(rows_n.astype(np.int64).tolist()):
         reason = reasons[i] if i < len(reasons) else "baseline"
@@ -238,12 +231,12 @@ def _token_columns(rec: StepRecord, seq_K_B, rows_n, d_N_T, adv_N_T, mask_N_T) -
             continue
         seen.add(b)
         m = mask_N_T[i]
-        cols["group"].append(b // G)
-        cols["sample"].append(b % G)
-        cols["token_log_ratios"].append(d_N_T[i][m].astype(np.float32))
-        cols["advantages"].append(adv_N_T[i][m].astype(np.float32))
-        cols["tokens"].append(_token_texts(rec, b, m))
-        cols["reason"].append(reason)
+        cols[Tok.GROUP].append(b // G)
+        cols[Tok.SAMPLE].append(b % G)
+        cols[Tok.TOKEN_LOG_RATIOS].append(d_N_T[i][m].astype(np.float32))
+        cols[Tok.ADVANTAGES].append(adv_N_T[i][m].astype(np.float32))
+        cols[Tok.TOKENS].append(_token_texts(rec, b, m))
+        cols[Tok.REASON].append(reason)
     return cols
 
 

@@ -57,6 +57,16 @@ STATUSES = (STATUS_RUNNING, STATUS_FINISHED, STATUS_FAILED)
 #: for the first that applies: a NaN/inf inside its mask; the largest |log s| of the step; the
 #: largest token |log r|; else it is one of the sequences spread evenly over the batch.
 TOKEN_SAMPLE_REASONS = ("nonfinite", "max_abs_log_s", "max_abs_token_log_ratio", "baseline")
+#: The token-table columns a ``StepRecord``'s ``tokens`` holds, a list entry per sampled sequence
+#: (the others are the record's own: schema version, run, step, rank).
+RECORD_TOKEN_COLUMNS = (
+    Tok.GROUP,
+    Tok.SAMPLE,
+    Tok.TOKEN_LOG_RATIOS,
+    Tok.ADVANTAGES,
+    Tok.TOKENS,
+    Tok.REASON,
+)
 
 
 # (name, Arrow type name) of each table's columns, from their declarations (``columns``). Arrow
