@@ -361,14 +361,15 @@ class RunRecorder:
         """Record one optimizer step (see the module docstring). Never waits on disk or network.
 
         Shapes: ``rewards`` (P, G), sequences ordered group by group; ``logprobs``,
-        ``old_logprobs``, ``mask``, ``ref_logprobs``, ``entropy``, ``sampler_logprobs`` (B, T)
-        with B = P*G; ``advantages`` (B,) or (B, T) (default: ``group_advantages(rewards)``);
-        ``loss`` a ``LossOutput`` (or scalar); ``truncated`` (B,) bool; ``extra`` name ->
-        scalar; ``completions`` B strings (the model's output only); ``prompts`` P strings (a
-        group's prompt, stored apart); ``token_texts`` B rows of T decoded tokens (one per
-        position; kept for the sequences whose token log-ratios are kept, to label them). Bad
-        input raises ValueError before anything is recorded. Distributed: every rank must call
-        it for every step (it runs collectives).
+        ``old_logprobs``, ``mask`` (any dtype, nonzero marks a token), ``ref_logprobs``,
+        ``entropy``, ``sampler_logprobs`` (B, T) with B = P*G; ``advantages`` (B,) or (B, T)
+        (default: ``group_advantages(rewards)``); ``loss`` a ``LossOutput`` (or scalar);
+        ``truncated`` (B,) bool; ``extra`` name -> scalar; ``completions`` B strings (the model's
+        output only); ``prompts`` P strings (a group's prompt, stored apart); ``token_texts`` B
+        rows of T decoded tokens (one per position; kept for the sequences whose token
+        log-ratios are kept, to label them; read when the step is written, after this returns,
+        so leave them unchanged). Bad input raises ValueError before anything is recorded.
+        Distributed: every rank must call it for every step (it runs collectives).
 
         Policy lag: ``rollout`` is the index of the batch of samples this step trains on,
         ``policy_lag`` the number of optimizer steps since the policy that produced
