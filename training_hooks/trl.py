@@ -147,6 +147,13 @@ def _check_trainer(trainer: Any) -> None:
         )
 
 
+def _check_options(recorder_kwargs: dict[str, Any]) -> None:
+    if "algorithm" in recorder_kwargs:
+        raise ValueError(
+            "algorithm comes from TRL's loss_type and importance_sampling_level; do not pass it"
+        )
+
+
 def _stop_token_ids(trainer: Any) -> list[int]:
     """The ids that end a completion: TRL's EOS ids and the pad id. TRL keeps the EOS as
     ``eos_token_id`` (1.0), its tokenizer's ``eos_token_id`` (1.4 - 1.12, read on
@@ -610,10 +617,7 @@ def attach(trainer: GRPOTrainer, **recorder_kwargs: Any) -> GRPOTrainer:
     if not isinstance(trainer, GRPOTrainer):
         raise ValueError(f"trainer must be a trl.GRPOTrainer, got {type(trainer).__name__}")
     _check_trainer(trainer)
-    if "algorithm" in recorder_kwargs:
-        raise ValueError(
-            "algorithm comes from TRL's loss_type and importance_sampling_level; do not pass it"
-        )
+    _check_options(recorder_kwargs)
     if isinstance(trainer, GSPODashMixin):
         raise ValueError("this trainer is already recorded by gspo-dash")
     cls = type(trainer)
@@ -630,10 +634,7 @@ class RecordedGRPOTrainer(GSPODashMixin, GRPOTrainer):
         super().__init__(*args, **kwargs)
         _check_trainer(self)
         opts = dict(gspo_dash or {})
-        if "algorithm" in opts:
-            raise ValueError(
-                "algorithm comes from TRL's loss_type and importance_sampling_level; do not pass it"
-            )
+        _check_options(opts)
         self._gd_setup(opts)
 
 

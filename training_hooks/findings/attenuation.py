@@ -117,15 +117,12 @@ def check_attenuation(
 def _one_sided(df, rows, off_known, loss, basis, cov) -> list[Finding]:
     pos, neg = col(df, Step.ATTENUATION_POS_MEAN), col(df, Step.ATTENUATION_NEG_MEAN)
     if pos is None or neg is None:
-        cov.skipped(ONE_SIDED, NOT_LOGGED)
-        return []
+        return cov.skipped(ONE_SIDED, NOT_LOGGED)
     both = rows & np.isfinite(pos) & np.isfinite(neg)
     if not both.any():
-        cov.skipped(ONE_SIDED, "no step with both signs' attenuation")
-        return []
+        return cov.skipped(ONE_SIDED, "no step with both signs' attenuation")
     if not off_known:
-        cov.skipped(ONE_SIDED, LAG_UNKNOWN)
-        return []
+        return cov.skipped(ONE_SIDED, LAG_UNKNOWN)
     cov.ran(ONE_SIDED)
     p, m = float(np.mean(pos[both])), float(np.mean(neg[both]))
     big, small = max(abs(p), abs(m)), min(abs(p), abs(m))

@@ -167,9 +167,13 @@ class Coverage:
         self.not_checked.pop(name, None)
         self.checked[name] = note
 
-    def skipped(self, name: str, reason: str) -> None:
-        if name not in self.checked:
-            self.not_checked[name] = reason
+    def skipped(self, name: str, reason: str, *also: str) -> list[Finding]:
+        """Checks ``name`` (and ``also``) not run, and why (one that ran stays checked). No
+        findings: a check that cannot run ends with ``return cov.skipped(...)``."""
+        for n in (name, *also):
+            if n not in self.checked:
+                self.not_checked[n] = reason
+        return []
 
 
 def defaulted_settings(other: Mapping | None) -> tuple[str, ...]:

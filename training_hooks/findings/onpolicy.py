@@ -68,15 +68,12 @@ def check_clip_one_update(
     facts = facts if facts is not None else RunFacts()
     cov = cov if cov is not None else Coverage()
     if facts.updates_per_batch is None:
-        cov.skipped(NAME, f"{SETTING_UNKNOWN}: updates per batch")
-        return []
+        return cov.skipped(NAME, f"{SETTING_UNKNOWN}: updates per batch")
     if facts.updates_per_batch != 1:
-        cov.skipped(NAME, "the run takes more than one update per batch")
-        return []
+        return cov.skipped(NAME, "the run takes more than one update per batch")
     got = clip_share(df)
     if got is None:
-        cov.skipped(NAME, NOT_LOGGED)
-        return []
+        return cov.skipped(NAME, NOT_LOGGED)
     name, unit, y = got
     idx = np.flatnonzero(np.isfinite(y))[-int(RUN.clip_window.value) :]
     cov.ran(NAME, facts.updates_origin)

@@ -103,13 +103,11 @@ def check_grad_norm(df: pd.DataFrame, facts: RunFacts, cov: Coverage) -> list[Fi
     ``max_grad_norm`` or more (what the log holds is the norm before clipping)."""
     name = grad_norm_column(df)
     if name is None:
-        cov.skipped("gradient norm", NOT_LOGGED)
-        return []
+        return cov.skipped("gradient norm", NOT_LOGGED)
     g = column(df, name)
     active = _with_signal(df, g)
     if active.sum() < RUN.min_basis.value:
-        cov.skipped("gradient norm", f"{TOO_FEW_STEPS} with a non-zero gradient")
-        return []
+        return cov.skipped("gradient norm", f"{TOO_FEW_STEPS} with a non-zero gradient")
     cov.ran("gradient norm", facts.logged_as(name))
     steps = steps_of(df)
     out = []
@@ -184,8 +182,9 @@ def check_loss_scale(df: pd.DataFrame, facts: RunFacts, cov: Coverage) -> list[F
     a = np.abs(y) if y is not None else None
     base = a[np.isfinite(a) & (a > 0)] if a is not None else np.array([])
     if len(base) < RUN.min_basis.value:
-        cov.skipped("loss scale", NOT_LOGGED if y is None else f"{TOO_FEW_STEPS} with a loss")
-        return []
+        return cov.skipped(
+            "loss scale", NOT_LOGGED if y is None else f"{TOO_FEW_STEPS} with a loss"
+        )
     cov.ran("loss scale", facts.logged_as(Step.LOSS))
     assert a is not None and y is not None
     med = float(np.quantile(base, 0.9))
@@ -241,12 +240,10 @@ def check_no_signal(df: pd.DataFrame, facts: RunFacts, cov: Coverage) -> list[Fi
         if y is not None:
             train |= np.isfinite(y)
     if g is None and loss is None:
-        cov.skipped("learning signal (loss, gradient norm)", NOT_LOGGED)
-        return []
+        return cov.skipped("learning signal (loss, gradient norm)", NOT_LOGGED)
     n = int(train.sum())
     if n < 2 * RUN.min_basis.value:
-        cov.skipped("learning signal (loss, gradient norm)", TOO_FEW_STEPS)
-        return []
+        return cov.skipped("learning signal (loss, gradient norm)", TOO_FEW_STEPS)
     cov.ran("learning signal (loss, gradient norm)")
     steps = steps_of(df)
     late = np.zeros(len(df), bool)
@@ -348,11 +345,11 @@ def check_reward_components(df: pd.DataFrame, facts: RunFacts, cov: Coverage) ->
     comps = reward_components(df)
     total = logged(df, Step.REWARD_MEAN)
     if len(comps) < 2 or total is None:
-        cov.skipped("reward components", NOT_LOGGED if len(comps) < 2 else "total not logged")
-        return []
+        return cov.skipped(
+            "reward components", NOT_LOGGED if len(comps) < 2 else "total not logged"
+        )
     if np.isfinite(total).sum() < RUN.min_basis.value:
-        cov.skipped("reward components", TOO_FEW_STEPS)
-        return []
+        return cov.skipped("reward components", TOO_FEW_STEPS)
     cov.ran("reward components")
     t0, t1 = _quarters(total)
     rise = t1 - t0
@@ -414,12 +411,10 @@ def check_kl_level(df: pd.DataFrame, facts: RunFacts, cov: Coverage) -> list[Fin
     above ``kl_ref_high`` (the tool's own kl, where the importer knew its meaning)."""
     y = logged(df, Step.KL_REF_MEAN)
     if y is None:
-        cov.skipped("KL to reference level", NOT_LOGGED)
-        return []
+        return cov.skipped("KL to reference level", NOT_LOGGED)
     v = y[np.isfinite(y)]
     if len(v) < RUN.min_basis.value:
-        cov.skipped("KL to reference level", TOO_FEW_STEPS)
-        return []
+        return cov.skipped("KL to reference level", TOO_FEW_STEPS)
     cov.ran("KL to reference level", facts.logged_as(Step.KL_REF_MEAN))
     late = v[-max(1, len(v) // 4) :]
     med = float(np.median(late))

@@ -193,8 +193,7 @@ def check_nonfinite(
     exact = NAN_CELLS in df.attrs and facts is not None and facts.tool is not None
     columns = measured_columns(df)
     if not any(logged(df, c) is not None for c in (Step.NONFINITE_COUNT, *columns)):
-        cov.skipped("non-finite values", NOT_LOGGED)
-        return []
+        return cov.skipped("non-finite values", NOT_LOGGED)
     cov.ran("non-finite values", "every numeric column" if exact else _legacy_note(df))
     steps = steps_of(df)
     bad: set[int] = set()
