@@ -13,6 +13,8 @@ from training_hooks.schema import flatten
 
 #: The tools whose logs are imported, by the names their importers and rules use.
 TRL, VERL, TINKER = "trl", "verl", "tinker"
+#: Each tool's name in text.
+TOOL_NAMES = {TRL: "TRL", VERL: "verl", TINKER: "Tinker"}
 #: TRL's setting for the clip unit ("token" or "sequence": its GSPO)
 IS_LEVEL = "importance_sampling_level"
 #: Our name of a setting -> where each tool's config holds it (dotted paths; a config nested

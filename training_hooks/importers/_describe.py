@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from training_hooks import schema
 from training_hooks.metric_map import Derived
-from training_hooks.tool_settings import SETTING_KEYS
+from training_hooks.tool_settings import SETTING_KEYS, TOOL_NAMES
 from training_hooks.tool_versions import value_text
 
 #: Our columns an import can fill: the step table's metrics, then the derived ones it may store.
@@ -87,7 +87,7 @@ def version_text(rec: schema.ImportRecord) -> str:
 def assumed_range(rec: schema.ImportRecord) -> str:
     """The versions the import resolved the names for: "TRL >=0.17,<0.27 (Unsloth dialect)";
     "every version" when nothing dates the log."""
-    tool = {"trl": "TRL", "verl": "verl", "tinker": "Tinker"}.get(rec.tool, rec.tool)
+    tool = TOOL_NAMES.get(rec.tool, rec.tool)
     rng = rec.version or rec.version_range
     text = f"{tool} {rng}" if rng else f"{tool}, every version (nothing dates the log)"
     if dialect_of(rec):
