@@ -14,6 +14,7 @@ import pandas as pd
 from gspo_metrics.spec import clip_unit_of, parse_algorithm
 from training_hooks.findings import lag as lagmod
 from training_hooks.findings.thresholds import THRESHOLDS, Threshold  # noqa: F401 -- re-exported
+from training_hooks.names import few
 from training_hooks.schema import STATUS_FINISHED, STEP_METRIC_COLUMNS, Step
 
 ERROR = "error"
@@ -246,8 +247,7 @@ def steps_of(df: pd.DataFrame) -> np.ndarray:
 
 
 def fmt_steps(steps, limit: int = 8) -> str:
-    s = [str(int(x)) for x in steps]
-    return ", ".join(s[:limit]) + (f", ... ({len(s)} in all)" if len(s) > limit else "")
+    return few([str(int(x)) for x in steps], limit)
 
 
 def at_steps(steps: np.ndarray, train: np.ndarray) -> str:
