@@ -32,7 +32,7 @@ import warnings
 from dataclasses import dataclass
 from typing import Any
 
-from gspo_metrics.spec import TOKEN_CLIP_LOSSES, clip_unit_of, parse_algorithm, tool_algorithm
+from gspo_metrics.spec import clip_unit_of, tool_algorithm
 
 ENV_ROOT = "GSPO_DASH_VERL"
 """The runs root; unset or empty: the plugin does nothing."""
@@ -400,6 +400,7 @@ class _Run:
 
     def _open(self, config: Any) -> Any:
         from .recorder import RunRecorder
+        from .tool_settings import verl_token_eps
 
         loss_mode = _loss_mode(config)
         algorithm = verl_algorithm(config)
@@ -414,10 +415,8 @@ class _Run:
             opts["on_finding"] = on_finding
         opts.update(_options)
         unit = clip_unit_of(algorithm)
-        parsed = parse_algorithm(algorithm)
-        if unit == "token" and parsed is not None and parsed.loss in TOKEN_CLIP_LOSSES:
-            # GMPO clips log r_t in [-low, high]: r_t in [e^-low, e^high], the token unit's eps
-            eps = (-math.expm1(-eps[0]), math.expm1(eps[1]))
+        if unit == "token":  # GMPO's clip of log r_t: r_t's range
+            eps = verl_token_eps(algorithm, eps)
         if unit is not None:  # the eps of the loss's own clip unit (no hard clip: neither)
             opts.setdefault("seq_eps" if unit == "seq" else "token_eps", eps)
         opts.setdefault("reduction", str(config.loss_agg_mode))
