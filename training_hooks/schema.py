@@ -400,6 +400,15 @@ def read_run_info(run_dir: str | os.PathLike) -> RunInfo:
 MAX_JSON_DEPTH = 64  # run.json nesting (a config nests a few levels)
 
 
+def run_folders(root: str | os.PathLike) -> list[str]:
+    """The names of ``root``'s sub-folders holding a run.json, sorted."""
+    if storage.is_uri(root):  # one listing of the whole prefix, not one request per folder
+        parts = [f.name.split("/") for f in storage.list_tree(root)]
+        return sorted({p[0] for p in parts if p[1:] == [RUN_JSON]})
+    base = storage.local(root)
+    return sorted(n for n in os.listdir(base) if os.path.isfile(os.path.join(base, n, RUN_JSON)))
+
+
 def _nesting(value: Any) -> int:
     """How deep lists and objects nest in a decoded JSON value (iterative: no recursion limit)."""
     deepest, stack = 0, [(value, 1)]
