@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from gspo_metrics.spec import clip_unit_of, parse_algorithm
+from gspo_metrics.spec import clip_unit_of
 from training_hooks.findings import lag as lagmod
 from training_hooks.findings.thresholds import THRESHOLDS, Threshold  # noqa: F401 -- re-exported
 from training_hooks.names import few
@@ -139,9 +139,7 @@ class RunFacts:
     @property
     def eps_is_default(self) -> bool:
         """The ε of the loss's clip unit is the recorder's default: the run did not state it."""
-        parsed = parse_algorithm(self.algorithm)
-        clip = None if parsed is None else parsed.clip_unit
-        unit = "seq_eps" if clip == "seq" else "token_eps"
+        unit = "seq_eps" if clip_unit_of(self.algorithm) == "seq" else "token_eps"
         return unit in self.defaults
 
     def logged_as(self, column: str) -> str:
