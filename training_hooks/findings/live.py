@@ -157,15 +157,9 @@ class LiveFindings:
         return before is None or SEVERITY_ORDER[f.severity] < SEVERITY_ORDER[before.severity]
 
     def _live(self, f: Finding, step: int) -> LiveFinding:
+        steps = f.steps[:MAX_STEPS]
         return LiveFinding(
-            self.run_id,
-            step,
-            f.code,
-            f.severity,
-            f.title,
-            f.evidence,
-            f.advice,
-            f.steps[:MAX_STEPS],
+            self.run_id, step, f.code, f.severity, f.title, f.evidence, f.advice, steps
         )
 
 
