@@ -1,5 +1,5 @@
 """One optimizer step's captured TRL micro-batches as one batch (``_StepRows``), for
-``training_hooks.trl``; no TRL import."""
+``training_hooks.trl``; no TRL import. ``_concat`` joins verl's micro-batches too."""
 
 from __future__ import annotations
 

@@ -192,9 +192,9 @@ class Seq:
     keys, one constant per value of ``gspo_metrics.spec.PER_SEQUENCE`` (its type and meaning are
     declared there; ``Seq.LENGTH == "length"``), in that order, then the texts."""
 
-    SCHEMA_VERSION = column("schema_version", "int16", _VERSION)
-    RUN_ID = column("run_id", "string", "the run's id")
-    STEP = column("step", "int64", "the optimizer step")
+    SCHEMA_VERSION = Step.SCHEMA_VERSION
+    RUN_ID = Step.RUN_ID
+    STEP = Step.STEP
     RANK = column("rank", "int32", "the data-parallel rank that logged the sequence")
     GROUP = column("group", "int32", "the prompt's index within the step (and rank)")
     SAMPLE = column("sample", "int32", "the completion's index within its group")
@@ -230,12 +230,12 @@ class Seq:
 class Tok:
     """The optional per-token table (one row per sampled sequence), in its column order."""
 
-    SCHEMA_VERSION = column("schema_version", "int16", _VERSION)
-    RUN_ID = column("run_id", "string", "the run's id")
-    STEP = column("step", "int64", "the optimizer step")
-    RANK = column("rank", "int32", "the data-parallel rank that logged the sequence")
-    GROUP = column("group", "int32", "the prompt's index within the step (and rank)")
-    SAMPLE = column("sample", "int32", "the completion's index within its group")
+    SCHEMA_VERSION = Seq.SCHEMA_VERSION
+    RUN_ID = Seq.RUN_ID
+    STEP = Seq.STEP
+    RANK = Seq.RANK
+    GROUP = Seq.GROUP
+    SAMPLE = Seq.SAMPLE
     TOKEN_LOG_RATIOS = column(
         "token_log_ratios", "list<float32>", "log r_t of the masked tokens only, in order"
     )

@@ -38,7 +38,7 @@ from __future__ import annotations
 import functools
 import math
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,7 +51,7 @@ from gspo_metrics.spec import CALLER_VALUES, GRPO_EPS, GSPO_EPS, PER_SEQUENCE
 
 from .inputs import StepInputs, buffer_dtype
 from .layout import SEQ_ROW, Layout, pack
-from .schema import TOKEN_SAMPLE_REASONS, Seq, Step
+from .schema import RECORD_TOKEN_COLUMNS, TOKEN_SAMPLE_REASONS, Seq, Step, Tok
 from .step_reduction import MINS, step_row, summarize, zero_variance_counts
 
 DEFAULT_SEQ_EPS = GSPO_EPS  # (public names of training_hooks, kept: gspo_metrics.spec's defaults)
@@ -223,14 +223,7 @@ def _token_columns(rec: StepRecord, seq_K_B, rows_n, d_N_T, adv_N_T, mask_N_T) -
     G, k = rec.group_size, rec.token_culprits
     scores = culprit_scores(seq_K_B)
     reasons = [r for r, _ in CULPRITS for _ in range(k)]
-    cols: dict[str, list] = {
-        "group": [],
-        "sample": [],
-        "token_log_ratios": [],
-        "advantages": [],
-        "tokens": [],
-        "reason": [],
-    }
+    cols: dict[str, list] = {name: [] for name in RECORD_TOKEN_COLUMNS}
     seen: set[int] = set()
     for i, b in enumerate(rows_n.astype(np.int64).tolist()):
         reason = reasons[i] if i < len(reasons) else "baseline"
@@ -238,12 +231,12 @@ def _token_columns(rec: StepRecord, seq_K_B, rows_n, d_N_T, adv_N_T, mask_N_T) -
             continue
         seen.add(b)
         m = mask_N_T[i]
-        cols["group"].append(b // G)
-        cols["sample"].append(b % G)
-        cols["token_log_ratios"].append(d_N_T[i][m].astype(np.float32))
-        cols["advantages"].append(adv_N_T[i][m].astype(np.float32))
-        cols["tokens"].append(_token_texts(rec, b, m))
-        cols["reason"].append(reason)
+        cols[Tok.GROUP].append(b // G)
+        cols[Tok.SAMPLE].append(b % G)
+        cols[Tok.TOKEN_LOG_RATIOS].append(d_N_T[i][m].astype(np.float32))
+        cols[Tok.ADVANTAGES].append(adv_N_T[i][m].astype(np.float32))
+        cols[Tok.TOKENS].append(_token_texts(rec, b, m))
+        cols[Tok.REASON].append(reason)
     return cols
 
 
@@ -497,54 +490,31 @@ def compute_step(
 
 def step_diagnostics(
     *,
-    rewards: torch.Tensor,
-    logprobs: torch.Tensor,
-    old_logprobs: torch.Tensor,
-    mask: torch.Tensor,
-    advantages: torch.Tensor | None = None,
-    ref_logprobs: torch.Tensor | None = None,
-    loss: Any = None,
-    entropy: torch.Tensor | None = None,
-    truncated: torch.Tensor | None = None,
-    extra: Mapping[str, Any] | None = None,
-    completions: Sequence[str | None] | None = None,
-    rollout: int | None = None,
-    policy_lag: int | None = None,
-    sampler_logprobs: torch.Tensor | None = None,
     seq_eps: tuple[float, float] = DEFAULT_SEQ_EPS,
     token_eps: tuple[float, float] = DEFAULT_TOKEN_EPS,
     step: int = 0,
     algorithm: str = "",
     distributed: bool | None = False,
+    **inputs: Any,
 ):
     """The recorder's numbers without a recorder: ``(step_row, sequences)``.
 
     ``step_row`` is the step-table row (``Step.*`` column -> float/int, plus ``extra`` keys);
-    ``sequences`` a pandas DataFrame with one row per sequence (``Seq.*`` columns). Same
-    arguments and code path as ``RunRecorder.log_step``; with ``distributed=None`` the step
-    scalars are reduced over an initialised ``torch.distributed`` group.
+    ``sequences`` a pandas DataFrame with one row per sequence (``Seq.*`` columns). ``inputs``
+    are ``RunRecorder.log_step``'s keyword arguments, checked and reduced by the same code; with
+    ``distributed=None`` the step scalars are reduced over an initialised ``torch.distributed``
+    group.
     """
     import pandas as pd
 
-    inputs = StepInputs.check(
+    rec = compute_step(
         step,
-        rewards=rewards,
-        logprobs=logprobs,
-        old_logprobs=old_logprobs,
-        mask=mask,
-        advantages=advantages,
-        ref_logprobs=ref_logprobs,
-        loss=loss,
-        entropy=entropy,
-        truncated=truncated,
-        extra=extra,
-        completions=completions,
-        rollout=rollout,
-        policy_lag=policy_lag,
-        sampler_logprobs=sampler_logprobs,
-    )
-    how = Reduction(seq_eps, token_eps, distributed=distributed, algorithm=algorithm)
-    rec = reduce_step(inputs, how).materialize()
+        seq_eps=seq_eps,
+        token_eps=token_eps,
+        distributed=distributed,
+        algorithm=algorithm,
+        **inputs,
+    ).materialize()
     rec_row, rec_seq = rec.materialized()
     row = {k: v for k, v in rec_row.items() if k not in (Step.RUN_ID, Step.ALGORITHM)}
     seq = {k: v for k, v in rec_seq.items() if v is not None}

@@ -32,31 +32,23 @@ def buffer_dtype(device: torch.device) -> torch.dtype:
 @dataclass(frozen=True, eq=False)
 class StepInputs:
     """One step's inputs, checked (``check``): the step-level arguments here, the token-level
-    ones by the diagnostics."""
+    ones by the diagnostics. The fields are ``RunRecorder.log_step``'s arguments (shapes and
+    meanings documented there); a field's docstring says what ``check`` made of it."""
 
     step: int
     rewards: torch.Tensor
-    """(P, G) floating (0/1 or integer scores as float32), sequences ordered group by group."""
+    """(P, G) floating (0/1 or integer scores as float32)."""
     logprobs: torch.Tensor
-    """(B, T) log pi_theta of the sampled tokens."""
     old_logprobs: torch.Tensor
-    """(B, T) log pi_old of the same tokens (the sampler's)."""
     mask: torch.Tensor
-    """(B, T) any dtype, nonzero marks a token."""
     advantages: torch.Tensor | None = None
-    """(B,) or (B, T); None: ``group_advantages(rewards)``, worked out by the reduction."""
+    """None: ``group_advantages(rewards)``, worked out by the reduction."""
     ref_logprobs: torch.Tensor | None = None
-    """(B, T) log pi_ref, for the KL to the reference policy."""
     entropy: torch.Tensor | None = None
-    """(B, T) per-token entropy of pi_theta."""
     sampler_logprobs: torch.Tensor | None = None
-    """(B, T) log pi_sampler: the log-probs the inference engine reported when it sampled."""
     rollout: int | None = None
-    """Index of the batch of samples this step trains on (None: not said)."""
     policy_lag: int | None = None
-    """Optimizer steps since the policy that produced ``old_logprobs`` (0: on-policy)."""
     truncated: torch.Tensor | None = None
-    """(B,) bool or 0/1: the completion hit the length limit."""
     loss: torch.Tensor | None = None
     """(1,) the step's loss, detached, on ``logprobs``' device in ``buffer_dtype``."""
     attenuation: torch.Tensor | None = None
@@ -66,14 +58,10 @@ class StepInputs:
     """The caller's scalar extras given as numbers (None as NaN)."""
     tensor_extra: Mapping[str, torch.Tensor] = field(default_factory=dict)
     """The caller's extras given as one-element tensors, detached, 0-d (they ride the transfer)."""
+    # untrusted text, all three
     completions: list[str | None] | None = None
-    """B model outputs (untrusted text)."""
     prompts: list[str | None] | None = None
-    """P prompts, one per group (untrusted text)."""
     token_texts: list[Sequence[str] | None] | None = None
-    """B rows of T decoded tokens, one per position of ``logprobs`` (untrusted text). The rows
-    are read when the step is written, after ``log_step`` returned: the caller leaves them as
-    they are."""
     wall_time: float = 0.0
     """When the step was logged (seconds since the epoch)."""
 

@@ -54,9 +54,9 @@ from typing import Any
 from training_hooks.schema import MLFLOW_PREFIX, STEP_COLUMN_NAMES, Step
 from training_hooks.tool_settings import IS_LEVEL as _LEVEL
 from training_hooks.tool_settings import TINKER as _TINKER
+from training_hooks.tool_settings import TOOL_NAMES, read_settings
 from training_hooks.tool_settings import TRL as _TRL
 from training_hooks.tool_settings import VERL as _VERL
-from training_hooks.tool_settings import read_settings
 from training_hooks.tool_versions import (  # noqa: F401 -- re-exported (metric_map's API)
     DEFAULTS,
     GENERATIONS,
@@ -577,7 +577,7 @@ def _span(cands: list[MetricMapping]) -> str:
 
 
 def _tool_name(source: str) -> str:
-    return {"trl": "TRL", "verl": "verl", "tinker": "Tinker"}.get(source, source or "the tool")
+    return TOOL_NAMES.get(source, source or "the tool")
 
 
 def _inside(v: Version, lo: Version | None, hi: Version | None) -> bool:

@@ -1,5 +1,6 @@
-"""Run names as folder-name stems (``slug``) and nested settings flat (``flatten``): helpers of
-``training_hooks.schema`` (which re-exports them), torch- and pyarrow-free."""
+"""Run names as folder-name stems (``slug``), nested settings flat (``flatten``) and a long list
+in a sentence (``few``): helpers of ``training_hooks.schema`` (which re-exports the first two),
+torch- and pyarrow-free."""
 
 from __future__ import annotations
 
@@ -28,3 +29,9 @@ def flatten(config: Mapping[str, Any], sep: str = ".", prefix: str = "") -> dict
         else:
             out[k] = value
     return out
+
+
+def few(items: list[str], limit: int, sep: str = ", ") -> str:
+    """The first ``limit`` of ``items`` joined by ``sep``, then "... (N in all)" if there are more."""
+    more = f"{sep}... ({len(items)} in all)" if len(items) > limit else ""
+    return sep.join(items[:limit]) + more

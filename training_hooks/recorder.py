@@ -48,6 +48,7 @@ from .schema import RunInfo, write_json_atomic
 from .sinks import NullSink, ParquetSink, Sink, SinkWorker
 from .sinks.findings import findings_sink
 from .sinks.mlflow import announce_store, resolve_tracking_uri, run_params
+from .tool_versions import installed_version
 
 log = logging.getLogger("training_hooks")
 
@@ -72,12 +73,8 @@ def library_versions() -> dict[str, str]:
         "pyarrow": pyarrow.__version__,
         "gspo_dash_schema": str(schema.SCHEMA_VERSION),
     }
-    try:
-        from importlib.metadata import version
-
-        out["gspo_dash"] = version("gspo-dash")
-    except Exception:  # noqa: BLE001
-        pass
+    if dash := installed_version("gspo-dash"):
+        out["gspo_dash"] = dash
     out["gspo_metrics"] = getattr(gspo_metrics, "__version__", out.get("gspo_dash", ""))
     return out
 
@@ -364,14 +361,15 @@ class RunRecorder:
         """Record one optimizer step (see the module docstring). Never waits on disk or network.
 
         Shapes: ``rewards`` (P, G), sequences ordered group by group; ``logprobs``,
-        ``old_logprobs``, ``mask``, ``ref_logprobs``, ``entropy``, ``sampler_logprobs`` (B, T)
-        with B = P*G; ``advantages`` (B,) or (B, T) (default: ``group_advantages(rewards)``);
-        ``loss`` a ``LossOutput`` (or scalar); ``truncated`` (B,) bool; ``extra`` name ->
-        scalar; ``completions`` B strings (the model's output only); ``prompts`` P strings (a
-        group's prompt, stored apart); ``token_texts`` B rows of T decoded tokens (one per
-        position; kept for the sequences whose token log-ratios are kept, to label them). Bad
-        input raises ValueError before anything is recorded. Distributed: every rank must call
-        it for every step (it runs collectives).
+        ``old_logprobs``, ``mask`` (any dtype, nonzero marks a token), ``ref_logprobs``,
+        ``entropy``, ``sampler_logprobs`` (B, T) with B = P*G; ``advantages`` (B,) or (B, T)
+        (default: ``group_advantages(rewards)``); ``loss`` a ``LossOutput`` (or scalar);
+        ``truncated`` (B,) bool; ``extra`` name -> scalar; ``completions`` B strings (the model's
+        output only); ``prompts`` P strings (a group's prompt, stored apart); ``token_texts`` B
+        rows of T decoded tokens (one per position; kept for the sequences whose token
+        log-ratios are kept, to label them; read when the step is written, after this returns,
+        so leave them unchanged). Bad input raises ValueError before anything is recorded.
+        Distributed: every rank must call it for every step (it runs collectives).
 
         Policy lag: ``rollout`` is the index of the batch of samples this step trains on,
         ``policy_lag`` the number of optimizer steps since the policy that produced

@@ -171,9 +171,9 @@ def summarise_root(root: str, *, workers: int | None = None) -> tuple[int, list[
     on runs no recorder is resuming."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from .schema import RUN_JSON, STATUS_RUNNING, read_run_info, write_json_atomic
+    from .schema import RUN_JSON, STATUS_RUNNING, read_run_info, run_folders, write_json_atomic
 
-    names = sorted({f.name.split("/", 1)[0] for f in _run_jsons(root)})
+    names = [n for n in run_folders(root) if not n.startswith(".")]  # (an import's tmp: hidden)
 
     def one(name: str) -> tuple[int, str | None]:
         run_dir = storage.join(root, name)
@@ -194,26 +194,6 @@ def summarise_root(root: str, *, workers: int | None = None) -> tuple[int, list[
     with ThreadPoolExecutor(workers) as pool:
         done = list(pool.map(one, names))
     return sum(n for n, _ in done), [why for _, why in done if why]
-
-
-def _run_jsons(root: str) -> list:
-    """The ``<run>/run.json`` files directly under ``root`` (hidden folders left out)."""
-    from .schema import RUN_JSON
-
-    if storage.is_uri(root):
-        found = storage.list_tree(root)
-    else:
-        base = storage.local(root)
-        found = [
-            storage.FileStamp(f"{e.name}/{RUN_JSON}", 0, 0)
-            for e in os.scandir(base)
-            if e.is_dir() and os.path.isfile(os.path.join(base, e.name, RUN_JSON))
-        ]
-    return [
-        f
-        for f in found
-        if f.name.count("/") == 1 and f.name.endswith("/" + RUN_JSON) and not f.name.startswith(".")
-    ]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -57,6 +57,16 @@ STATUSES = (STATUS_RUNNING, STATUS_FINISHED, STATUS_FAILED)
 #: for the first that applies: a NaN/inf inside its mask; the largest |log s| of the step; the
 #: largest token |log r|; else it is one of the sequences spread evenly over the batch.
 TOKEN_SAMPLE_REASONS = ("nonfinite", "max_abs_log_s", "max_abs_token_log_ratio", "baseline")
+#: The token-table columns a ``StepRecord``'s ``tokens`` holds, a list entry per sampled sequence
+#: (the others are the record's own: schema version, run, step, rank).
+RECORD_TOKEN_COLUMNS = (
+    Tok.GROUP,
+    Tok.SAMPLE,
+    Tok.TOKEN_LOG_RATIOS,
+    Tok.ADVANTAGES,
+    Tok.TOKENS,
+    Tok.REASON,
+)
 
 
 # (name, Arrow type name) of each table's columns, from their declarations (``columns``). Arrow
@@ -388,6 +398,15 @@ def read_run_info(run_dir: str | os.PathLike) -> RunInfo:
 
 
 MAX_JSON_DEPTH = 64  # run.json nesting (a config nests a few levels)
+
+
+def run_folders(root: str | os.PathLike) -> list[str]:
+    """The names of ``root``'s sub-folders holding a run.json, sorted."""
+    if storage.is_uri(root):  # one listing of the whole prefix, not one request per folder
+        parts = [f.name.split("/") for f in storage.list_tree(root)]
+        return sorted({p[0] for p in parts if p[1:] == [RUN_JSON]})
+    base = storage.local(root)
+    return sorted(n for n in os.listdir(base) if os.path.isfile(os.path.join(base, n, RUN_JSON)))
 
 
 def _nesting(value: Any) -> int:

@@ -41,14 +41,7 @@ def run_dirs(root: str) -> list[str]:
     """ROOT itself if it is a run folder, else its sub-folders holding a run.json, sorted."""
     if storage.is_file(storage.join(root, schema.RUN_JSON)):
         return [root]
-    if storage.is_uri(root):  # one listing of the whole prefix, not one request per folder
-        parts = [f.name.split("/") for f in storage.list_tree(root)]
-        names = {p[0] for p in parts if p[1:] == [schema.RUN_JSON]}
-    else:
-        names = {
-            n for n in os.listdir(root) if os.path.isfile(os.path.join(root, n, schema.RUN_JSON))
-        }
-    return [storage.join(root, n) for n in sorted(names)]
+    return [storage.join(root, n) for n in schema.run_folders(root)]
 
 
 def _log_artifacts(client, run_id: str, run_dir: str) -> None:

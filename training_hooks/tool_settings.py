@@ -5,14 +5,18 @@ and a tool's loss aggregation under our name (``reduction_of``). Torch-free."""
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from gspo_metrics.spec import TOKEN_CLIP_LOSSES, parse_algorithm
 from training_hooks.schema import flatten
 
 #: The tools whose logs are imported, by the names their importers and rules use.
 TRL, VERL, TINKER = "trl", "verl", "tinker"
+#: Each tool's name in text.
+TOOL_NAMES = {TRL: "TRL", VERL: "verl", TINKER: "Tinker"}
 #: TRL's setting for the clip unit ("token" or "sequence": its GSPO)
 IS_LEVEL = "importance_sampling_level"
 #: Our name of a setting -> where each tool's config holds it (dotted paths; a config nested
@@ -106,3 +110,12 @@ def reduction_of(source: str, value: Any) -> str | None:
     if value is None:
         return None
     return REDUCTIONS.get((source, str(value)), f"{source}:{value}")
+
+
+def verl_token_eps(algorithm: str | None, eps: tuple[float, float]) -> tuple[float, float]:
+    """The token unit's eps of verl's clip_ratio_low/high: as they are, but GMPO's, which clip
+    log r_t in [-low, high], are r_t's range [e^-low, e^high] (the eps 1 - e^-low, e^high - 1)."""
+    parsed = parse_algorithm(algorithm)
+    if parsed is None or parsed.loss not in TOKEN_CLIP_LOSSES:
+        return eps
+    return (-math.expm1(-eps[0]), math.expm1(eps[1]))

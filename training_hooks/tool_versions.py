@@ -27,8 +27,20 @@ from dataclasses import dataclass
 from typing import Any
 
 from training_hooks.tool_settings import TINKER as _TINKER
+from training_hooks.tool_settings import TOOL_NAMES
 from training_hooks.tool_settings import TRL as _TRL
 from training_hooks.tool_settings import VERL as _VERL
+
+
+def installed_version(dist: str) -> str:
+    """The installed version of distribution ``dist``; "" when it is not installed."""
+    try:
+        from importlib.metadata import version
+
+        return version(dist)
+    except Exception:  # noqa: BLE001
+        return ""
+
 
 Version = tuple[int, ...]
 UNSLOTH = "unsloth"  # the dialect of TRL's logs written through Unsloth's GRPO trainer
@@ -127,7 +139,7 @@ def default_for(
     for d in hits:
         if covers(d.since, d.until, lo, hi):
             rng = _range(d.since, d.until)
-            tool = "TRL" if fmt.source == _TRL else fmt.source
+            tool = TOOL_NAMES.get(fmt.source, fmt.source)
             if d.absent:
                 why = f"no such setting in {tool} {rng}: it behaves as {setting}={value_text(d.value)}"
             else:

@@ -92,6 +92,7 @@ from gspo_metrics.spec import clip_unit_of
 from ._trl_base import TrainerMethods
 from ._trl_rows import _concat, _StepRows
 from .recorder import RunRecorder
+from .tool_versions import installed_version as _version
 from .trl_loss import loss_output, tool_loss, trl_algorithm
 
 try:  # the optional extra: gspo-dash[trl]
@@ -143,6 +144,13 @@ def _check_trainer(trainer: Any) -> None:
         raise ValueError(
             "gspo-dash cannot record a GRPOTrainer with the Liger GRPO loss (use_liger_kernel): "
             "that loss never exposes the per-token log-probs"
+        )
+
+
+def _check_options(recorder_kwargs: dict[str, Any]) -> None:
+    if "algorithm" in recorder_kwargs:
+        raise ValueError(
+            "algorithm comes from TRL's loss_type and importance_sampling_level; do not pass it"
         )
 
 
@@ -222,15 +230,6 @@ def trl_settings(trainer: Any) -> dict[str, Any]:
     out["trl_version"] = _version("trl")
     out["transformers_version"] = _version("transformers")
     return out
-
-
-def _version(dist: str) -> str:
-    try:
-        from importlib.metadata import version
-
-        return version(dist)
-    except Exception:  # noqa: BLE001
-        return ""
 
 
 def bounded_text(text: str, limit: int = COMPLETION_CHARS) -> str:
@@ -618,10 +617,7 @@ def attach(trainer: GRPOTrainer, **recorder_kwargs: Any) -> GRPOTrainer:
     if not isinstance(trainer, GRPOTrainer):
         raise ValueError(f"trainer must be a trl.GRPOTrainer, got {type(trainer).__name__}")
     _check_trainer(trainer)
-    if "algorithm" in recorder_kwargs:
-        raise ValueError(
-            "algorithm comes from TRL's loss_type and importance_sampling_level; do not pass it"
-        )
+    _check_options(recorder_kwargs)
     if isinstance(trainer, GSPODashMixin):
         raise ValueError("this trainer is already recorded by gspo-dash")
     cls = type(trainer)
@@ -638,10 +634,7 @@ class RecordedGRPOTrainer(GSPODashMixin, GRPOTrainer):
         super().__init__(*args, **kwargs)
         _check_trainer(self)
         opts = dict(gspo_dash or {})
-        if "algorithm" in opts:
-            raise ValueError(
-                "algorithm comes from TRL's loss_type and importance_sampling_level; do not pass it"
-            )
+        _check_options(opts)
         self._gd_setup(opts)
 
 

@@ -32,7 +32,7 @@ import warnings
 from dataclasses import dataclass
 from typing import Any
 
-from gspo_metrics.spec import TOKEN_CLIP_LOSSES, clip_unit_of, parse_algorithm, tool_algorithm
+from gspo_metrics.spec import clip_unit_of, tool_algorithm
 
 ENV_ROOT = "GSPO_DASH_VERL"
 """The runs root; unset or empty: the plugin does nothing."""
@@ -266,9 +266,10 @@ class StepRows:
     def assemble(cls, items: list[dict[str, Any]], G: int) -> StepRows:
         import torch
 
-        T = max(mb["logps"].shape[1] for mb in items)
+        from ._trl_rows import _concat
+
         keys = [k for k in items[0] if k not in ("uid", "loss") and all(k in mb for mb in items)]
-        cat = {k: _cat([mb[k] for mb in items], T) for k in keys}
+        cat = {k: _concat(items, k) for k in keys}
         B = cat["logps"].shape[0]
         uids = [u for mb in items for u in (mb["uid"] or [None] * mb["logps"].shape[0])]
         order = _group_order(uids, G) if "scores" in cat else None
@@ -281,16 +282,6 @@ class StepRows:
         cat = {k: v[idx] for k, v in cat.items()}
         rewards = (cat["scores"].float() * cat["mask"].float()).sum(-1).reshape(-1, G)
         return cls(cat, rewards, True)
-
-
-def _cat(parts: list[Any], T: int) -> Any:
-    import torch
-
-    padded = [
-        torch.nn.functional.pad(x, (0, T - x.shape[1])) if x.dim() == 2 and x.shape[1] < T else x
-        for x in parts
-    ]
-    return torch.cat(padded)
 
 
 def _group_order(uids: list[str | None], G: int) -> list[int] | None:
@@ -409,6 +400,7 @@ class _Run:
 
     def _open(self, config: Any) -> Any:
         from .recorder import RunRecorder
+        from .tool_settings import verl_token_eps
 
         loss_mode = _loss_mode(config)
         algorithm = verl_algorithm(config)
@@ -423,10 +415,8 @@ class _Run:
             opts["on_finding"] = on_finding
         opts.update(_options)
         unit = clip_unit_of(algorithm)
-        parsed = parse_algorithm(algorithm)
-        if unit == "token" and parsed is not None and parsed.loss in TOKEN_CLIP_LOSSES:
-            # GMPO clips log r_t in [-low, high]: r_t in [e^-low, e^high], the token unit's eps
-            eps = (-math.expm1(-eps[0]), math.expm1(eps[1]))
+        if unit == "token":  # GMPO's clip of log r_t: r_t's range
+            eps = verl_token_eps(algorithm, eps)
         if unit is not None:  # the eps of the loss's own clip unit (no hard clip: neither)
             opts.setdefault("seq_eps" if unit == "seq" else "token_eps", eps)
         opts.setdefault("reduction", str(config.loss_agg_mode))
@@ -569,18 +559,15 @@ def _loss_mode(config: Any) -> str:
 def verl_settings(config: Any) -> dict[str, Any]:
     """The run's verl settings: ``VERL_SETTINGS`` of the ``ActorConfig``, ``loss_mode`` and
     verl's version."""
+    from .tool_versions import installed_version
+
     out: dict[str, Any] = {}
     for key in VERL_SETTINGS:
         value = getattr(config, key, None)
         if isinstance(value, bool | int | float | str) or value is None:
             out[key] = value
     out["loss_mode"] = _loss_mode(config)
-    try:
-        from importlib.metadata import version
-
-        out["verl_version"] = version("verl")
-    except Exception:  # noqa: BLE001
-        out["verl_version"] = ""
+    out["verl_version"] = installed_version("verl")
     return out
 
 

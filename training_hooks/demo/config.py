@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, TypedDict
 
-from gspo_metrics.spec import GRPO_EPS, GSPO_EPS
+from gspo_metrics.spec import GRPO_EPS, GSPO_EPS, clip_unit_of
 
 from .faults import Faults
 from .task import Task
@@ -28,8 +28,6 @@ PAPER_EPS: dict[str, tuple[float, float]] = {"grpo": GRPO_EPS, "gspo": GSPO_EPS}
 #: tokens with the paper's range, GSPO clips sequences with the demo's (``gspo_metrics.grpo_loss``
 #: / ``gspo_loss``). CISPO and SAPO have no clip range (``LOSS_PARAMS``).
 DEFAULT_EPS: dict[str, tuple[float, float]] = {"grpo": GRPO_EPS, "gspo": DEMO_GSPO_EPS}
-#: The unit each hard-clip algorithm clips in (the recorder's ``token_eps`` / ``seq_eps``).
-CLIP_UNIT: dict[str, str] = {"grpo": "token", "gspo": "seq"}
 #: CISPO's cap on its stop-gradient importance weight, w = min(r_t, 5) per token with no floor:
 #: TRL 1.16's documented recommendation for ``loss_type="cispo"`` (``epsilon_high=5.0``, an
 #: absolute ratio, ScaleRL's eps_max) and ``gspo_metrics.cispo_loss``'s default. The MiniMax-M1
@@ -227,9 +225,9 @@ class DemoConfig:
         and the demo's default range of the other unit (CISPO and SAPO: both defaults), so every
         run of a demo measures both units with the same ranges and Compare draws them side by
         side."""
-        ranges = {CLIP_UNIT[a]: eps for a, eps in DEFAULT_EPS.items()}
+        ranges = {clip_unit_of(a): eps for a, eps in DEFAULT_EPS.items()}
         if self.hard_clip:
-            ranges[CLIP_UNIT[self.algorithm]] = self.eps
+            ranges[clip_unit_of(self.algorithm)] = self.eps
         return ClipRanges(seq_eps=ranges["seq"], token_eps=ranges["token"])
 
     def make_task(self) -> Task:

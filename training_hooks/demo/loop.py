@@ -25,7 +25,7 @@ import copy
 import dataclasses
 import random
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -61,6 +61,11 @@ class StepStats:
     policy_lag: int = 0  # optimizer steps since the rollout's old log-probs (0: on-policy)
 
 
+def field_mean(rows: Sequence[StepStats], name: str) -> float:
+    """Mean of a ``StepStats`` field over ``rows``; NaN without rows."""
+    return sum(getattr(s, name) for s in rows) / len(rows) if rows else float("nan")
+
+
 @dataclass
 class RunResult:
     """One run's numbers: every optimizer step's ``StepStats``, each rollout's mean reward, and
@@ -80,8 +85,7 @@ class RunResult:
 
     def fifths(self) -> tuple[float, float]:
         """Mean reward over the first and the last fifth of the rollout steps."""
-        r = self.rollout_rewards
-        k = max(1, len(r) // 5)
+        r, k = self.rollout_rewards, self.fifth_size()
         return sum(r[:k]) / k, sum(r[-k:]) / k
 
     def fifth_size(self) -> int:
@@ -91,7 +95,7 @@ class RunResult:
     def mean(self, name: str, off_policy_only: bool = False) -> float:
         """Mean of a ``StepStats`` field over the optimizer steps (or the off-policy ones)."""
         rows = [s for s in self.stats if not (off_policy_only and s.policy_lag == 0)]
-        return sum(getattr(s, name) for s in rows) / len(rows) if rows else float("nan")
+        return field_mean(rows, name)
 
     @property
     def rollouts_per_s(self) -> float:

@@ -10,9 +10,11 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .config import CLIP_UNIT, LOSS_PARAMS, PAPER_EPS, DemoConfig
+from gspo_metrics.spec import clip_unit_of
+
+from .config import LOSS_PARAMS, PAPER_EPS, DemoConfig
 from .faults import FAULTS, Faults
-from .loop import RunResult, StepStats
+from .loop import RunResult, StepStats, field_mean
 
 
 def fmt_eps(x: float) -> str:
@@ -27,7 +29,7 @@ def eps_text(eps: tuple[float, float]) -> str:
 def eps_whose(config: DemoConfig) -> str:
     """This run's clip range, its unit and whose it is: "0.02/0.03 per sequence, the demo's (the
     paper's: 3e-4/4e-4)"."""
-    unit = "per token" if CLIP_UNIT[config.algorithm] == "token" else "per sequence"
+    unit = "per token" if clip_unit_of(config.algorithm) == "token" else "per sequence"
     whose = {"paper": "the paper's", "demo": "the demo's", "option": "set by option"}
     text = f"{eps_text(config.eps)} {unit}, {whose[config.eps_source]}"
     if config.eps_source != "paper":
@@ -88,15 +90,11 @@ def _window(rollouts: Sequence[Sequence[StepStats]]) -> dict[str, float]:
     clip shares over the off-policy ones (NaN when there are none)."""
     steps = [s for r in rollouts for s in r]
     off = [s for s in steps if s.policy_lag > 0]
-
-    def mean(rows, name):
-        return sum(getattr(s, name) for s in rows) / len(rows) if rows else math.nan
-
     return {
-        "reward": mean(steps, "reward_mean"),
-        "length": mean(steps, "length_mean"),
-        "tok": mean(off, "token_clip_fraction"),
-        "seq": mean(off, "seq_clip_fraction"),
+        "reward": field_mean(steps, "reward_mean"),
+        "length": field_mean(steps, "length_mean"),
+        "tok": field_mean(off, "token_clip_fraction"),
+        "seq": field_mean(off, "seq_clip_fraction"),
     }
 
 
@@ -168,9 +166,9 @@ def _first_last(r: RunResult, name: str) -> tuple[float, float]:
     rollout steps."""
     k = r.fifth_size()
     last_from = len(r.rollout_rewards) - k
-    first = [getattr(s, name) for s in r.stats if s.rollout < k]
-    last = [getattr(s, name) for s in r.stats if s.rollout >= last_from]
-    return sum(first) / len(first), sum(last) / len(last)
+    first = [s for s in r.stats if s.rollout < k]
+    last = [s for s in r.stats if s.rollout >= last_from]
+    return field_mean(first, name), field_mean(last, name)
 
 
 def summary_table(results: Sequence[RunResult], seeds: int = 1) -> str:

@@ -56,13 +56,8 @@ class Prompt:
 
 
 class Task:
-    """Vocabulary, prompt sampler and checker of the demo task.
-
-    Args:
-        alphabet: the symbols strings are made of (each one character).
-        ops: which transformations prompts may ask for (subset of ``OPS``).
-        min_len, max_len: string length range of a prompt (inclusive).
-    """
+    """Vocabulary, prompt sampler and checker of the demo task; the arguments are the
+    ``DemoConfig`` fields of the same names (``ops`` a subset of ``OPS``)."""
 
     def __init__(
         self,

@@ -35,9 +35,9 @@ from training_hooks.findings.core import (
     Coverage,
     Finding,
     col,
+    flagged,
     pct,
     steps_of,
-    worst,
 )
 from training_hooks.findings.thresholds import ATTENUATION, RUN
 from training_hooks.schema import Step
@@ -89,8 +89,7 @@ def check_attenuation(
                 f"Health warns above {pct(ATTENUATION.warn_high.value)}.",
                 "The policy moves further per update than the trust region allows: lower the "
                 "learning rate or the updates per batch, or widen the trust region if intended.",
-                tuple(int(s) for s in steps[over][:50]),
-                worst(steps[over], y[over]),
+                *flagged(steps, over, y),
                 basis=n,
             )
         )
@@ -118,15 +117,12 @@ def check_attenuation(
 def _one_sided(df, rows, off_known, loss, basis, cov) -> list[Finding]:
     pos, neg = col(df, Step.ATTENUATION_POS_MEAN), col(df, Step.ATTENUATION_NEG_MEAN)
     if pos is None or neg is None:
-        cov.skipped(ONE_SIDED, NOT_LOGGED)
-        return []
+        return cov.skipped(ONE_SIDED, NOT_LOGGED)
     both = rows & np.isfinite(pos) & np.isfinite(neg)
     if not both.any():
-        cov.skipped(ONE_SIDED, "no step with both signs' attenuation")
-        return []
+        return cov.skipped(ONE_SIDED, "no step with both signs' attenuation")
     if not off_known:
-        cov.skipped(ONE_SIDED, LAG_UNKNOWN)
-        return []
+        return cov.skipped(ONE_SIDED, LAG_UNKNOWN)
     cov.ran(ONE_SIDED)
     p, m = float(np.mean(pos[both])), float(np.mean(neg[both]))
     big, small = max(abs(p), abs(m)), min(abs(p), abs(m))

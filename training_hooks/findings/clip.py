@@ -40,10 +40,10 @@ from training_hooks.findings.core import (
     RunFacts,
     col,
     column,
+    flagged,
     fmt_eps,
     pct,
     steps_of,
-    worst,
 )
 from training_hooks.findings.thresholds import BANDS, RAW, RUN
 from training_hooks.metric_map import Derived
@@ -149,22 +149,17 @@ def check_clip_range(
     parsed = parse_algorithm(facts.algorithm)
     if parsed is not None and parsed.clip_unit is None:  # CISPO's cap, SAPO's gate, ...
         why = f"{parsed.loss.upper()} has no hard clip (its attenuation is checked instead)"
-        cov.skipped(HIGH, why)
-        cov.skipped(LOW, why)
-        return []
+        return cov.skipped(HIGH, why, LOW)
     unit = None if parsed is None else parsed.clip_unit
     band = None if parsed is None or unit is None else CLIP_BANDS.get((parsed.loss, unit))
     if parsed is not None and unit is not None and band is None:
         why = f"no published usual clip share for {parsed.loss.upper()}"
-        cov.skipped(HIGH, why)
-        cov.skipped(LOW, why)
-        return []
+        return cov.skipped(HIGH, why, LOW)
     spec = None if unit is None else CLIP_SPECS[unit]
     known = _known_eps(facts.eps)
     if spec is None or known is None or band is None or parsed is None:
         why = f"{SETTING_UNKNOWN}: {'algorithm' if spec is None else 'ε'}"
-        cov.skipped(HIGH, why)
-        cov.skipped(LOW, why)
+        cov.skipped(HIGH, why, LOW)
         if _any_clip_column(df):
             what = "the run does not state its loss" if spec is None else "its ε is unknown"
             return [_not_judged("the clip share", f"{what}, so its usual range is unknown.")]
@@ -172,14 +167,10 @@ def check_clip_range(
     algo = band
     share, measure, exact = _clip_series(df, spec)
     if share is None:
-        cov.skipped(HIGH, f"{NOT_LOGGED} in the {spec.unit} unit")
-        cov.skipped(LOW, f"{NOT_LOGGED} in the {spec.unit} unit")
-        return []
+        return cov.skipped(HIGH, f"{NOT_LOGGED} in the {spec.unit} unit", LOW)
     r = _reading(df, split, facts, algo, spec, known, share, measure, exact, label=parsed.loss)
     if r is None:
-        cov.skipped(HIGH, "no step with a clip share")
-        cov.skipped(LOW, "no step with a clip share")
-        return []
+        return cov.skipped(HIGH, "no step with a clip share", LOW)
     cov.ran(HIGH, r.caveat)
     if r.mixed:
         cov.skipped(LOW, ROWS_MIX)
@@ -377,7 +368,6 @@ def _clip_finding(
         f"({r.spec.unit} unit)",
         _clip_evidence(df, r, bound, high) + _warmup_text(r, early, high, ceiling),
         advice,
-        tuple(int(s) for s in steps[over][:50]),
-        worst(steps[over], score[over]),
+        *flagged(steps, over, score),
         basis=int(r.rows.sum()),
     )

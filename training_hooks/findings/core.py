@@ -11,9 +11,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from gspo_metrics.spec import clip_unit_of, parse_algorithm
+from gspo_metrics.spec import clip_unit_of
 from training_hooks.findings import lag as lagmod
 from training_hooks.findings.thresholds import THRESHOLDS, Threshold  # noqa: F401 -- re-exported
+from training_hooks.names import few
 from training_hooks.schema import STATUS_FINISHED, STEP_METRIC_COLUMNS, Step
 
 ERROR = "error"
@@ -138,9 +139,7 @@ class RunFacts:
     @property
     def eps_is_default(self) -> bool:
         """The ε of the loss's clip unit is the recorder's default: the run did not state it."""
-        parsed = parse_algorithm(self.algorithm)
-        clip = None if parsed is None else parsed.clip_unit
-        unit = "seq_eps" if clip == "seq" else "token_eps"
+        unit = "seq_eps" if clip_unit_of(self.algorithm) == "seq" else "token_eps"
         return unit in self.defaults
 
     def logged_as(self, column: str) -> str:
@@ -167,9 +166,13 @@ class Coverage:
         self.not_checked.pop(name, None)
         self.checked[name] = note
 
-    def skipped(self, name: str, reason: str) -> None:
-        if name not in self.checked:
-            self.not_checked[name] = reason
+    def skipped(self, name: str, reason: str, *also: str) -> list[Finding]:
+        """Checks ``name`` (and ``also``) not run, and why (one that ran stays checked). No
+        findings: a check that cannot run ends with ``return cov.skipped(...)``."""
+        for n in (name, *also):
+            if n not in self.checked:
+                self.not_checked[n] = reason
+        return []
 
 
 def defaulted_settings(other: Mapping | None) -> tuple[str, ...]:
@@ -242,8 +245,7 @@ def steps_of(df: pd.DataFrame) -> np.ndarray:
 
 
 def fmt_steps(steps, limit: int = 8) -> str:
-    s = [str(int(x)) for x in steps]
-    return ", ".join(s[:limit]) + (f", ... ({len(s)} in all)" if len(s) > limit else "")
+    return few([str(int(x)) for x in steps], limit)
 
 
 def at_steps(steps: np.ndarray, train: np.ndarray) -> str:
@@ -255,6 +257,22 @@ def worst(steps: np.ndarray, score: np.ndarray, n: int = 3) -> tuple[int, ...]:
     """The ``n`` steps with the largest ``score``, worst first (the culprits to open)."""
     order = np.argsort(-np.nan_to_num(score, nan=-np.inf), kind="stable")[:n]
     return tuple(int(steps[i]) for i in order)
+
+
+#: A finding lists at most this many of its steps (``Finding.steps``, a live finding's too).
+MAX_STEPS = 50
+
+
+def listed(steps) -> tuple[int, ...]:
+    """The first ``MAX_STEPS`` of ``steps``, as ints: a finding's ``steps``."""
+    return tuple(int(s) for s in steps[:MAX_STEPS])
+
+
+def flagged(
+    steps: np.ndarray, where: np.ndarray, score: np.ndarray
+) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """A finding's ``(steps, culprits)`` about ``steps[where]``, the worst by ``score[where]``."""
+    return listed(steps[where]), worst(steps[where], score[where])
 
 
 def pct(v: float) -> str:

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from training_hooks.findings.core import INFO, SEVERITY_ORDER, Finding, RunFacts
+from training_hooks.findings.core import INFO, MAX_STEPS, SEVERITY_ORDER, Finding, RunFacts
 from training_hooks.findings.run import live_findings
 from training_hooks.findings.signal import outcome_shares, with_group_outcomes, zero_variance_values
 from training_hooks.findings.thresholds import RUN
@@ -157,8 +157,9 @@ class LiveFindings:
         return before is None or SEVERITY_ORDER[f.severity] < SEVERITY_ORDER[before.severity]
 
     def _live(self, f: Finding, step: int) -> LiveFinding:
+        steps = f.steps[:MAX_STEPS]
         return LiveFinding(
-            self.run_id, step, f.code, f.severity, f.title, f.evidence, f.advice, f.steps[:50]
+            self.run_id, step, f.code, f.severity, f.title, f.evidence, f.advice, steps
         )
 
 

@@ -23,6 +23,7 @@ from training_hooks.findings.core import (
     col,
     column,
     find_column,
+    listed,
     steps_of,
     train_mask,
     worst,
@@ -237,7 +238,7 @@ def check_sampler_mismatch(
             "both sides use the same dtype and weights and the same temperature / top-p / top-k "
             "(or none); correct what remains with truncated importance sampling (TRL "
             "vllm_importance_sampling_correction, verl algorithm.rollout_correction).",
-            tuple(int(s) for s in steps[flagged][:50]),
+            listed(steps[flagged]),
             worst(steps[top.rows], top.score[top.rows]),
             basis=max(p.basis for p in parts),
         )

@@ -24,10 +24,10 @@ from training_hooks.findings.core import (
     Coverage,
     Finding,
     RunFacts,
+    flagged,
     logged,
     pct,
     steps_of,
-    worst,
 )
 from training_hooks.findings.thresholds import RAW, RUN
 from training_hooks.metric_map import Derived
@@ -68,15 +68,12 @@ def check_clip_one_update(
     facts = facts if facts is not None else RunFacts()
     cov = cov if cov is not None else Coverage()
     if facts.updates_per_batch is None:
-        cov.skipped(NAME, f"{SETTING_UNKNOWN}: updates per batch")
-        return []
+        return cov.skipped(NAME, f"{SETTING_UNKNOWN}: updates per batch")
     if facts.updates_per_batch != 1:
-        cov.skipped(NAME, "the run takes more than one update per batch")
-        return []
+        return cov.skipped(NAME, "the run takes more than one update per batch")
     got = clip_share(df)
     if got is None:
-        cov.skipped(NAME, NOT_LOGGED)
-        return []
+        return cov.skipped(NAME, NOT_LOGGED)
     name, unit, y = got
     idx = np.flatnonzero(np.isfinite(y))[-int(RUN.clip_window.value) :]
     cov.ran(NAME, facts.updates_origin)
@@ -104,8 +101,7 @@ def check_clip_one_update(
             "trainer), a temperature or top-p at sampling that scoring does not apply, weights "
             "synced late to the sampler, or a batch that is in fact reused "
             "(steps_per_generation > gradient_accumulation_steps, num_iterations > 1).",
-            tuple(int(s) for s in steps[over][:50]),
-            worst(steps[over], y[over]),
+            *flagged(steps, over, y),
             basis=len(idx),
         )
     ]

@@ -33,11 +33,11 @@ from training_hooks.findings.core import (
     col,
     column,
     find_column,
+    flagged,
     fmt_steps,
     logged,
     pct,
     steps_of,
-    worst,
 )
 from training_hooks.findings.status import GRAD_NORM_NAMES
 from training_hooks.findings.thresholds import RAW, RUN
@@ -103,13 +103,11 @@ def check_grad_norm(df: pd.DataFrame, facts: RunFacts, cov: Coverage) -> list[Fi
     ``max_grad_norm`` or more (what the log holds is the norm before clipping)."""
     name = grad_norm_column(df)
     if name is None:
-        cov.skipped("gradient norm", NOT_LOGGED)
-        return []
+        return cov.skipped("gradient norm", NOT_LOGGED)
     g = column(df, name)
     active = _with_signal(df, g)
     if active.sum() < RUN.min_basis.value:
-        cov.skipped("gradient norm", f"{TOO_FEW_STEPS} with a non-zero gradient")
-        return []
+        return cov.skipped("gradient norm", f"{TOO_FEW_STEPS} with a non-zero gradient")
     cov.ran("gradient norm", facts.logged_as(name))
     steps = steps_of(df)
     out = []
@@ -133,8 +131,7 @@ def check_grad_norm(df: pd.DataFrame, facts: RunFacts, cov: Coverage) -> list[Fi
                 "completion, a reward outlier, a learning-rate warm-up ending, or fp16/bf16 "
                 "overflow. Open the step's batch; gradient clipping (max_grad_norm) bounds the "
                 "update, a lower learning rate or a loss normalised by length makes it rarer.",
-                tuple(int(s) for s in steps[idx][:50]),
-                worst(steps[idx], g[idx]),
+                *flagged(steps, idx, g),
                 basis=n,
             )
         )
@@ -168,8 +165,7 @@ def _over_clip(df, name: str, g: np.ndarray, facts: RunFacts, steps: np.ndarray)
             "max_grad_norm (a value meant for another scale: 0.01 instead of 1.0) and why the "
             "gradient is this large (a loss summed over tokens instead of averaged, a reward "
             "on a large scale).",
-            tuple(int(s) for s in steps[idx][:50]),
-            worst(steps[idx], g[idx]),
+            *flagged(steps, idx, g),
             basis=n,
         )
     ]
@@ -186,8 +182,9 @@ def check_loss_scale(df: pd.DataFrame, facts: RunFacts, cov: Coverage) -> list[F
     a = np.abs(y) if y is not None else None
     base = a[np.isfinite(a) & (a > 0)] if a is not None else np.array([])
     if len(base) < RUN.min_basis.value:
-        cov.skipped("loss scale", NOT_LOGGED if y is None else f"{TOO_FEW_STEPS} with a loss")
-        return []
+        return cov.skipped(
+            "loss scale", NOT_LOGGED if y is None else f"{TOO_FEW_STEPS} with a loss"
+        )
     cov.ran("loss scale", facts.logged_as(Step.LOSS))
     assert a is not None and y is not None
     med = float(np.quantile(base, 0.9))
@@ -212,8 +209,7 @@ def check_loss_scale(df: pd.DataFrame, facts: RunFacts, cov: Coverage) -> list[F
             "unclipped importance-sampling loss has no bound), a reward outlier, or a sum over a "
             "huge completion. Open the step's batch; if the update was taken, check the gradient "
             "norm and the steps after it.",
-            tuple(int(s) for s in steps[idx][:50]),
-            worst(steps[idx], a[idx]),
+            *flagged(steps, idx, a),
             basis=len(base),
         )
     ]
@@ -244,12 +240,10 @@ def check_no_signal(df: pd.DataFrame, facts: RunFacts, cov: Coverage) -> list[Fi
         if y is not None:
             train |= np.isfinite(y)
     if g is None and loss is None:
-        cov.skipped("learning signal (loss, gradient norm)", NOT_LOGGED)
-        return []
+        return cov.skipped("learning signal (loss, gradient norm)", NOT_LOGGED)
     n = int(train.sum())
     if n < 2 * RUN.min_basis.value:
-        cov.skipped("learning signal (loss, gradient norm)", TOO_FEW_STEPS)
-        return []
+        return cov.skipped("learning signal (loss, gradient norm)", TOO_FEW_STEPS)
     cov.ran("learning signal (loss, gradient norm)")
     steps = steps_of(df)
     late = np.zeros(len(df), bool)
@@ -351,11 +345,11 @@ def check_reward_components(df: pd.DataFrame, facts: RunFacts, cov: Coverage) ->
     comps = reward_components(df)
     total = logged(df, Step.REWARD_MEAN)
     if len(comps) < 2 or total is None:
-        cov.skipped("reward components", NOT_LOGGED if len(comps) < 2 else "total not logged")
-        return []
+        return cov.skipped(
+            "reward components", NOT_LOGGED if len(comps) < 2 else "total not logged"
+        )
     if np.isfinite(total).sum() < RUN.min_basis.value:
-        cov.skipped("reward components", TOO_FEW_STEPS)
-        return []
+        return cov.skipped("reward components", TOO_FEW_STEPS)
     cov.ran("reward components")
     t0, t1 = _quarters(total)
     rise = t1 - t0
@@ -417,12 +411,10 @@ def check_kl_level(df: pd.DataFrame, facts: RunFacts, cov: Coverage) -> list[Fin
     above ``kl_ref_high`` (the tool's own kl, where the importer knew its meaning)."""
     y = logged(df, Step.KL_REF_MEAN)
     if y is None:
-        cov.skipped("KL to reference level", NOT_LOGGED)
-        return []
+        return cov.skipped("KL to reference level", NOT_LOGGED)
     v = y[np.isfinite(y)]
     if len(v) < RUN.min_basis.value:
-        cov.skipped("KL to reference level", TOO_FEW_STEPS)
-        return []
+        return cov.skipped("KL to reference level", TOO_FEW_STEPS)
     cov.ran("KL to reference level", facts.logged_as(Step.KL_REF_MEAN))
     late = v[-max(1, len(v) // 4) :]
     med = float(np.median(late))

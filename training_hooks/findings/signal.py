@@ -186,12 +186,10 @@ def _check_zero_variance(df: pd.DataFrame, cov: Coverage) -> list[Finding]:
     hi_col = _split_column(df, ALL_HIGH_FRACTION, FOREIGN_ALL_HIGH)
     if got is None:
         if hi_col is None:
-            cov.skipped("zero-variance groups", NOT_LOGGED)
-            return []
+            return cov.skipped("zero-variance groups", NOT_LOGGED)
         got = late_median(df, hi_col, 4)  # no total: the solved share alone
         if got is None:  # logged, but not in the last quarter of the run
-            cov.skipped("zero-variance groups", "no value in the last quarter of the run")
-            return []
+            return cov.skipped("zero-variance groups", "no value in the last quarter of the run")
     cov.ran("zero-variance groups", "" if hi_col else "solved / failed split " + NOT_LOGGED)
     med, n = got
     if hi_col is None:
@@ -295,8 +293,7 @@ def check_truncation(df: pd.DataFrame, cov: Coverage | None = None) -> list[Find
     # at least min_basis rows: a 10-row run's last 10% is one row, which is no verdict
     got = late_median(df, Step.TRUNCATED_FRACTION, 10, int(RUN.min_basis.value))
     if got is None:
-        cov.skipped("truncation", NOT_LOGGED)
-        return []
+        return cov.skipped("truncation", NOT_LOGGED)
     cov.ran("truncation")
     if got[0] < RUN.truncation.value:
         return []

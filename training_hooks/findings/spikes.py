@@ -31,6 +31,7 @@ from training_hooks.findings.core import (
     find_column,
     fmt_steps,
     lag_groups,
+    listed,
     steps_of,
     worst,
 )
@@ -220,7 +221,7 @@ def _spike_finding(df, check, label, y, med, mask, steps, judged) -> Finding:
         f"{check.label} spikes at {len(idx)} step{'s' if len(idx) > 1 else ''}",
         text,
         check.advice,
-        tuple(int(s) for s in steps[idx][:50]),
+        listed(steps[idx]),
         worst(steps[idx], rel),
         basis=judged,
     )

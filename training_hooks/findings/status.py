@@ -29,6 +29,7 @@ from training_hooks.findings.core import (
     col,
     column,
     fmt_steps,
+    listed,
     logged,
     steps_of,
     train_mask,
@@ -192,8 +193,7 @@ def check_nonfinite(
     exact = NAN_CELLS in df.attrs and facts is not None and facts.tool is not None
     columns = measured_columns(df)
     if not any(logged(df, c) is not None for c in (Step.NONFINITE_COUNT, *columns)):
-        cov.skipped("non-finite values", NOT_LOGGED)
-        return []
+        return cov.skipped("non-finite values", NOT_LOGGED)
     cov.ran("non-finite values", "every numeric column" if exact else _legacy_note(df))
     steps = steps_of(df)
     bad: set[int] = set()
@@ -232,7 +232,7 @@ def check_nonfinite(
             "gradient norm is an update that overflowed (the optimizer skips it or takes it). "
             "Open the first bad step; usual causes are -inf log-probs from a masked vocabulary "
             "entry, a 0/0 advantage (std without eps) or an overflow in bf16/fp16.",
-            tuple(ordered[:50]),
+            listed(ordered),
             tuple(ordered[:3]),
         )
     ]
@@ -342,7 +342,7 @@ def _stale(steps: np.ndarray, n_exact: int, n_off: int) -> Finding:
         "recomputed from the current policy (or copied from the new log-probs) instead of kept "
         "from the sampling policy, so the clip never acts and the update has no trust region. "
         "Compute old_logprobs once per batch, before the first update, and reuse them.",
-        tuple(int(s) for s in steps[:50]),
+        listed(steps),
         tuple(int(s) for s in steps[:3]),
         basis=n_off,
     )

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from training_hooks.importers._read import SourceLog, is_number
+from training_hooks.names import few
 
 MAX_LISTED = 6
 
@@ -50,7 +51,7 @@ def compare(read: SourceLog, other: SourceLog, read_name: str, other_name: str) 
     if differ:
         out.append(
             f"{other_name} differs from {read_name} at {len(differ)} of {points} values of the "
-            f"{len(common)} steps both hold: {_few(differ)}"
+            f"{len(common)} steps both hold: {few(differ, MAX_LISTED, '; ')}"
         )
     else:
         out.append(
@@ -72,17 +73,13 @@ def _alone(
             for s in steps
         ]
         out.append(
-            f"{a_name} has {len(steps)} step{'s' * (len(steps) > 1)} {b_name} lacks: {_few(what)}"
+            f"{a_name} has {len(steps)} step{'s' * (len(steps) > 1)} {b_name} lacks: {few(what, MAX_LISTED, '; ')}"
         )
     only = sorted(
         {n for s in set(a) & set(b) for n in a[s]} - {n for s in set(a) & set(b) for n in b[s]}
     )
     if only:
-        out.append(f"{a_name} alone holds {len(only)} metrics at the common steps: {_few(only)}")
+        out.append(
+            f"{a_name} alone holds {len(only)} metrics at the common steps: {few(only, MAX_LISTED, '; ')}"
+        )
     return out
-
-
-def _few(items: list[str]) -> str:
-    return "; ".join(items[:MAX_LISTED]) + (
-        f"; ... ({len(items)} in all)" if len(items) > MAX_LISTED else ""
-    )

@@ -7,7 +7,8 @@ from dataclasses import dataclass
 
 from training_hooks import schema
 from training_hooks.metric_map import Derived
-from training_hooks.tool_settings import SETTING_KEYS
+from training_hooks.names import few
+from training_hooks.tool_settings import SETTING_KEYS, TOOL_NAMES
 from training_hooks.tool_versions import value_text
 
 #: Our columns an import can fill: the step table's metrics, then the derived ones it may store.
@@ -87,7 +88,7 @@ def version_text(rec: schema.ImportRecord) -> str:
 def assumed_range(rec: schema.ImportRecord) -> str:
     """The versions the import resolved the names for: "TRL >=0.17,<0.27 (Unsloth dialect)";
     "every version" when nothing dates the log."""
-    tool = {"trl": "TRL", "verl": "verl", "tinker": "Tinker"}.get(rec.tool, rec.tool)
+    tool = TOOL_NAMES.get(rec.tool, rec.tool)
     rng = rec.version or rec.version_range
     text = f"{tool} {rng}" if rng else f"{tool}, every version (nothing dates the log)"
     if dialect_of(rec):
@@ -155,15 +156,15 @@ def report_lines(rec: schema.ImportRecord, info: schema.RunInfo | None = None) -
         lines.append(f"line {rec.truncated_last_line}: a truncated last line, skipped")
     if rec.malformed_lines:
         where = [str(d.get("line", d.get("entry"))) for d in rec.malformed_lines]
-        lines.append(f"{len(where)} malformed lines skipped: {_few(where, 12)}")
+        lines.append(f"{len(where)} malformed lines skipped: {few(where, 12)}")
     if rec.duplicate_steps:
         lines.append(
             f"{len(rec.duplicate_steps)} steps logged twice (the last value wins): "
-            + _few([str(s) for s in rec.duplicate_steps], 12)
+            + few([str(s) for s in rec.duplicate_steps], 12)
         )
     if rec.validation_only_steps:
         steps = [str(s) for s in rec.validation_only_steps]
-        lines.append(f"validation-only rows at steps {_few(steps, 12)}")
+        lines.append(f"validation-only rows at steps {few(steps, 12)}")
     lines.append(
         f"mapped to our columns ({len(rec.mapped)}): "
         + (", ".join(f"{n} -> {c}" for n, c in rec.mapped.items()) or "none")
@@ -224,7 +225,3 @@ def _settings_lines(rec: schema.ImportRecord, info: schema.RunInfo | None) -> li
     if info is not None:
         lines.append("unknown settings: " + (", ".join(unknown_settings(info)) or "none"))
     return lines
-
-
-def _few(items: list[str], limit: int) -> str:
-    return ", ".join(items[:limit]) + (f", ... ({len(items)} in all)" if len(items) > limit else "")

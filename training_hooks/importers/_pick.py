@@ -183,10 +183,7 @@ def _verl(path: Path, config: Mapping[str, Any] | None, segment: int | None) -> 
             return verl_console.read(path, segment)
         if kind not in (None, VERL_JSONL):
             raise wrong_format(path, "verl", VERL_WHAT)
-        return _json_runs(
-            verl.read(path), verl._parse, ("val-",), segment, "verl file-logger JSON lines"
-        )
-    if any(path.glob("*.jsonl")):
+    if path.is_file() or any(path.glob("*.jsonl")):
         return _json_runs(
             verl.read(path), verl._parse, ("val-",), segment, "verl file-logger JSON lines"
         )

@@ -33,7 +33,7 @@ from training_hooks.importers._literal import (
     parse_literal,
     significant_digits,
 )
-from training_hooks.importers._read import SourceLog, merge_by_step
+from training_hooks.importers._read import SourceLog, as_step, is_number, merge_by_step
 from training_hooks.importers._segments import Record, Segment, choose, segment_notes, split_at
 from training_hooks.importers._sniff import TRL_DICT_START
 from training_hooks.importers._spec import Settings
@@ -150,7 +150,7 @@ def runs_of(entries: Sequence[Entry]) -> dict[int, str]:
 
 
 def _num(v: Any) -> float | None:
-    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
+    return float(v) if is_number(v) else None
 
 
 @dataclass(frozen=True)
@@ -319,9 +319,5 @@ def _name(file: Path) -> str:
 
 
 def final_step(summary: Mapping[str, Any], key: str) -> int | None:
-    v = summary.get(key)
-    return (
-        int(v)
-        if isinstance(v, int | float) and not isinstance(v, bool) and v == int(v) and v > 0
-        else None
-    )
+    step = as_step(summary.get(key))
+    return step if step is not None and step > 0 else None

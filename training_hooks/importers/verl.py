@@ -12,18 +12,11 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from gspo_metrics.spec import (
-    TOKEN_CLIP_LOSSES,
-    VERL_LOSS_MODES,
-    clip_unit_of,
-    parse_algorithm,
-    tool_algorithm,
-)
+from gspo_metrics.spec import VERL_LOSS_MODES, clip_unit_of, tool_algorithm
 from training_hooks.importers._read import (
     SourceLog,
     as_step,
@@ -33,7 +26,7 @@ from training_hooks.importers._read import (
 )
 from training_hooks.importers._spec import RunSettings, Settings, ToolSpec
 from training_hooks.metric_map import SourceFormat
-from training_hooks.tool_settings import Setting, read_settings, reduction_of
+from training_hooks.tool_settings import Setting, read_settings, reduction_of, verl_token_eps
 
 RECORD = 'verl file-logger record ({"step": N, "data": {...}})'
 
@@ -144,19 +137,10 @@ def run_settings(s: Mapping[str, Any]) -> RunSettings:
     return RunSettings(
         algorithm=algorithm,
         seq_eps=eps if unit == "seq" else None,
-        token_eps=_token_eps(algorithm, eps) if unit == "token" else None,
+        token_eps=verl_token_eps(algorithm, eps) if unit == "token" and eps is not None else None,
         reduction=reduction_of("verl", s.get("loss_agg_mode")),
         group_size=as_step(s.get("group_size")),
     )
-
-
-def _token_eps(algorithm: str | None, eps: tuple[float, float] | None):
-    """The token unit's eps of verl's clip_ratio_low/high: as they are, but GMPO's, which clip
-    log r_t in [-low, high], are r_t's range [e^-low, e^high] (the eps 1 - e^-low, e^high - 1)."""
-    parsed = parse_algorithm(algorithm)
-    if eps is None or parsed is None or parsed.loss not in TOKEN_CLIP_LOSSES:
-        return eps
-    return (-math.expm1(-eps[0]), math.expm1(eps[1]))
 
 
 #: ``--algorithm LABEL`` states verl's loss_mode: every mode's label (``tool_algorithm``)

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from .. import schema, storage
-from ..schema import SCHEMA_VERSION, Seq, Step, Tok, parse_part_name
+from ..schema import RECORD_TOKEN_COLUMNS, SCHEMA_VERSION, Seq, Step, Tok, parse_part_name
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -315,15 +315,11 @@ def token_table(records: list[StepRecord]):
     sch = schema.token_schema()
     cols: dict[str, list] = {name: [] for name in sch.names}
     for r, t in recs:
-        k = len(t["group"])
+        k = len(t[Tok.GROUP])
         cols[Tok.SCHEMA_VERSION] += [SCHEMA_VERSION] * k
         cols[Tok.RUN_ID] += [r.run_id] * k
         cols[Tok.STEP] += [r.step] * k
         cols[Tok.RANK] += [r.rank] * k
-        cols[Tok.GROUP] += t["group"]
-        cols[Tok.SAMPLE] += t["sample"]
-        cols[Tok.TOKEN_LOG_RATIOS] += t["token_log_ratios"]
-        cols[Tok.ADVANTAGES] += t["advantages"]
-        cols[Tok.TOKENS] += t.get("tokens") or [None] * k
-        cols[Tok.REASON] += t["reason"]
+        for name in RECORD_TOKEN_COLUMNS:
+            cols[name] += t[name]
     return pa.table([pa.array(cols[f.name], type=f.type) for f in sch], schema=sch)
