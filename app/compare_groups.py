@@ -124,9 +124,11 @@ def verdict_table(r: vd.Report) -> None:
         "higher score: for a metric where lower is better (loss, a clip share, a KL) read it as "
         '"higher".'
     )
-    st.dataframe(pd.DataFrame(vd.group_rows(r)), hide_index=True, key="verdict_groups")
+    # Markdown, not st.dataframe: a few rows, read whole (the runs column too), and the page
+    # then loads no data grid
+    st.markdown(ui.md_table(vd.group_rows(r)))
     if r.verdict.pairs:
-        st.dataframe(pd.DataFrame(vd.pair_rows(r)), hide_index=True, key="verdict_pairs")
+        st.markdown(ui.md_table(vd.pair_rows(r)))
     else:
         st.info("One group only: nothing to compare.", icon=":material/info:")
     for w in r.verdict.warnings:

@@ -401,18 +401,29 @@ def _read_parts(
     return tables.read_files(folder, files, columns, step_range, _declared, skip_vanished)
 
 
-@st.cache_data(show_spinner=False, max_entries=256)
+#: finished step tables, shared by every session: a hit is a shallow copy of the frame (pandas
+#: copies on write), not an unpickled one (a few MB per run on every page load)
+_STEP_TABLES = Memo(max_entries=256)
+if int(pd.__version__.split(".", 1)[0]) < 3:  # pandas 3 always copies on write
+    pd.set_option("mode.copy_on_write", True)
+
+
 def _step_parts(
     folder: str,
     files: PartFiles,
     columns: tuple[str, ...] | None,
     step_range: tuple[int, int] | None,
-    _declared: tuple[tuple[str, str], ...],
+    declared: tuple[tuple[str, str], ...],
     skip_vanished: bool = False,
     skip: tuple[str, ...] = (),
 ) -> Table:
     """A step table read (``tables.read_files``) and finished (``tables.one_row_per_step``),
-    cached whole."""
-    return tables.one_row_per_step(
-        tables.read_files(folder, files, columns, step_range, _declared, skip_vanished, skip)
+    cached whole on the parts' stamps and what was read (not ``declared``: the folder names the
+    table)."""
+    t = _STEP_TABLES.get(
+        (folder, files, columns, step_range, skip_vanished, skip),
+        lambda: tables.one_row_per_step(
+            tables.read_files(folder, files, columns, step_range, declared, skip_vanished, skip)
+        ),
     )
+    return Table(t.df.copy(deep=False), list(t.problems))

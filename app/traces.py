@@ -148,26 +148,21 @@ def split_by_data(
     return PanelSplit(list(got.drawn), list(got.unlogged), list(got.off_axis))  # lists: a copy
 
 
+#: per run's files: its lag split (frozen) and its extra columns' stats (copied out)
+_LAGS = Memo(max_entries=1024)
+_EXTRA_STATS = Memo(max_entries=1024)
+
+
 def run_lag(run: RunRef, df: pd.DataFrame, digest: str | None = None) -> LagSplit:
     """``app.lag.lag_split`` of the run's step table ``df``, cached on the run's files."""
-    return _run_lag(digest or run_digest(run), df)
-
-
-@st.cache_data(show_spinner=False, max_entries=1024)
-def _run_lag(sig, _df: pd.DataFrame) -> LagSplit:
-    return lag_split(_df)
+    return _LAGS.get(digest or run_digest(run), lambda: lag_split(df))
 
 
 def run_extra_stats(
     run: RunRef, df: pd.DataFrame, digest: str | None = None
 ) -> dict[str, compare_view.ExtraStats]:
     """``compare_view.extra_stats`` of the run's step table ``df``, cached on the run's files."""
-    return _run_extra_stats(digest or run_digest(run), df)
-
-
-@st.cache_data(show_spinner=False, max_entries=1024)
-def _run_extra_stats(sig, _df: pd.DataFrame) -> dict[str, compare_view.ExtraStats]:
-    return compare_view.extra_stats(_df)
+    return dict(_EXTRA_STATS.get(digest or run_digest(run), lambda: compare_view.extra_stats(df)))
 
 
 def run_reward_range(run: RunRef) -> tuple[float, float] | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 import sys
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -334,6 +335,19 @@ def md_escape(text: object) -> str:
     heading, list, entity, LaTeX or colour directive survives), line breaks become spaces and
     leading spaces go (four would start a code block)."""
     return _MD_SPECIALS.sub(r"\\\g<0>", " ".join(str(text).splitlines()).strip())
+
+
+def md_table(rows: Sequence[Mapping[str, object]]) -> str:
+    """``rows`` (one mapping per row, the first row's keys the columns) as a Markdown table, every
+    cell escaped (``md_escape``); numbers right-aligned. No rows: the empty string."""
+    if not rows:
+        return ""
+    cols = list(rows[0])
+    right = {c for c in cols if all(isinstance(r.get(c), int | float) for r in rows)}
+    head = "| " + " | ".join(md_escape(c) for c in cols) + " |"
+    rule = "|" + "|".join("---:" if c in right else "---" for c in cols) + "|"
+    body = ["| " + " | ".join(md_escape(r.get(c, "")) for c in cols) + " |" for r in rows]
+    return "\n".join([head, rule, *body])
 
 
 _MD_SPECIALS = re.compile(r"[!-/:-@\[-`{-~]")  # every ASCII punctuation character

@@ -107,6 +107,24 @@ def test_projection_and_step_filter(recorded_root):
     assert {"baseline", "max_abs_log_s", "max_abs_token_log_ratio"} == set(tok["reason"])
 
 
+def test_a_read_step_table_is_shared_but_never_changed_by_a_reader(recorded_root):
+    """Step tables are cached once for every session (``data._STEP_TABLES``): a second read is
+    the same numbers without a new read, and what one reader does to its frame (a value
+    written, a column added or replaced) reaches no other reader."""
+    run = _run(recorded_root, "grpo-small")
+    first = data.load_steps(run, [Step.LOSS]).df
+    loss = first[Step.LOSS].to_numpy().copy()
+    first.loc[first.index[0], Step.LOSS] = 123.0
+    first["added"] = 1.0
+    first[Step.STEP] = -1
+    second = data.load_steps(run, [Step.LOSS]).df
+    assert "added" not in second.columns and (second[Step.STEP] >= 0).all()
+    np.testing.assert_array_equal(second[Step.LOSS].to_numpy(), loss)
+    assert np.shares_memory(
+        second[Step.LOSS].to_numpy(), data.load_steps(run, [Step.LOSS]).df[Step.LOSS].to_numpy()
+    )
+
+
 def test_live_run_refreshes(root_copy):
     """A new step part on disk shows up on the next read (cache keyed on file mtimes)."""
     run = _run(root_copy, "grpo-small")

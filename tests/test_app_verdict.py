@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -14,6 +15,7 @@ from test_app_pages import _assert_clean, _open
 
 from app import group_chart as gc
 from app import run_groups as rg
+from app import ui
 from app import verdict as vd
 from app.records import SOURCE_MLFLOW, SOURCE_PARQUET, RunRef
 from training_hooks.schema import STEPS_DIR, RunInfo, Step
@@ -361,6 +363,35 @@ def test_cli_text_and_one_group_exits_2(seeds_root, capsys):
     assert "--final must be in (0, 1]" in capsys.readouterr().err
 
 
+def _md_rows(table: str) -> list[dict[str, str]]:
+    """A Markdown table's rows ({column: cell}), its cells unescaped (``ui.md_table``)."""
+    head, _rule, *body = table.splitlines()
+
+    def cells(line: str) -> list[str]:
+        parts = re.split(r"(?<!\\)\|", line.strip())[1:-1]
+        return [re.sub(r"\\(.)", r"\1", c.strip()) for c in parts]
+
+    return [dict(zip(cells(head), cells(line), strict=True)) for line in body]
+
+
+def test_verdict_tables_escape_every_cell():
+    """Group and run names come from disk: in the page's Markdown tables no cell can split a row
+    (a '|'), start a link, a tag or emphasis, and each reads back as it was; the count column is
+    right-aligned."""
+    rows = [
+        {"group": "a|b", "N": 3, "runs": "<script>x</script>, [l](http://e)"},
+        {"group": "**c**", "N": 10, "runs": "r1\nr2"},
+    ]
+    table = ui.md_table(rows)
+    assert table.splitlines()[1] == "|---|---:|---|"
+    assert "<script>" not in table and "](" not in table and "**c**" not in table
+    assert _md_rows(table) == [
+        {"group": "a|b", "N": "3", "runs": "<script>x</script>, [l](http://e)"},
+        {"group": "**c**", "N": "10", "runs": "r1 r2"},
+    ]
+    assert ui.md_table([]) == ""
+
+
 def test_page_verdict_agrees_with_the_cli(seeds_root, app_env, capsys):
     """Compare on the six runs groups by algorithm by default (3 seeds each) and shows the same
     groups, N, estimates, CIs, P(A > B) and verdict as ``python -m app.verdict``; the grouped chart
@@ -369,14 +400,14 @@ def test_page_verdict_agrees_with_the_cli(seeds_root, app_env, capsys):
     at = _open("compare")
     _assert_clean(at)
     assert at.selectbox(key="group_by").value == "algorithm"
-    groups, pairs = (df.value for df in at.dataframe[:2])
+    groups, pairs = (_md_rows(m.value) for m in at.markdown if m.value.startswith("| "))
     vd.main([str(seeds_root), "--by", "algorithm", "--metric", Step.REWARD_MEAN, "--json"])
     out = json.loads(capsys.readouterr().out)
-    for row, g in zip(groups.to_dict("records"), out["groups"], strict=True):
-        assert (row["group"], row["N"]) == (g["name"], g["n"])
+    for row, g in zip(groups, out["groups"], strict=True):
+        assert (row["group"], int(row["N"])) == (g["name"], g["n"])
         assert row["mean score"] == f"{g['estimate']:.4g}"
         assert row["95% CI"] == f"[{g['ci'][0]:.4g}, {g['ci'][1]:.4g}]"
-    (row,) = pairs.to_dict("records")
+    (row,) = pairs
     (p,) = out["pairs"]
     assert (row["A"], row["B"], row["P(A > B)"]) == (p["a"], p["b"], f"{p['p_better']:.3f}")
     assert row["95% CI of A - B"] == f"[{p['ci'][0]:.4g}, {p['ci'][1]:.4g}]"
