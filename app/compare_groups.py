@@ -126,9 +126,9 @@ def verdict_table(r: vd.Report) -> None:
     )
     # Markdown, not st.dataframe: a few rows, read whole (the runs column too), and the page
     # then loads no data grid
-    st.markdown(ui.md_table(vd.group_rows(r)))
+    st.markdown(ui.md_table(vd.group_rows(r), nowrap=("mean score", "95% CI")))
     if r.verdict.pairs:
-        st.markdown(ui.md_table(vd.pair_rows(r)))
+        st.markdown(ui.md_table(vd.pair_rows(r), nowrap=("95% CI of A - B", "P(A > B)")))
     else:
         st.info("One group only: nothing to compare.", icon=":material/info:")
     for w in r.verdict.warnings:

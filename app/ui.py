@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -337,16 +337,23 @@ def md_escape(text: object) -> str:
     return _MD_SPECIALS.sub(r"\\\g<0>", " ".join(str(text).splitlines()).strip())
 
 
-def md_table(rows: Sequence[Mapping[str, object]]) -> str:
+def md_table(rows: Sequence[Mapping[str, object]], nowrap: Iterable[str] = ()) -> str:
     """``rows`` (one mapping per row, the first row's keys the columns) as a Markdown table, every
-    cell escaped (``md_escape``); numbers right-aligned. No rows: the empty string."""
+    cell escaped (``md_escape``); numbers right-aligned; the ``nowrap`` columns' cells and titles
+    never broken across lines (no-break spaces). No rows: the empty string."""
     if not rows:
         return ""
     cols = list(rows[0])
     right = {c for c in cols if all(isinstance(r.get(c), int | float) for r in rows)}
-    head = "| " + " | ".join(md_escape(c) for c in cols) + " |"
+    keep = set(nowrap)
+
+    def cell(text: object, col: str) -> str:
+        escaped = md_escape(text)
+        return escaped.replace(" ", "\u00a0") if col in keep else escaped
+
+    head = "| " + " | ".join(cell(c, c) for c in cols) + " |"
     rule = "|" + "|".join("---:" if c in right else "---" for c in cols) + "|"
-    body = ["| " + " | ".join(md_escape(r.get(c, "")) for c in cols) + " |" for r in rows]
+    body = ["| " + " | ".join(cell(r.get(c, ""), c) for c in cols) + " |" for r in rows]
     return "\n".join([head, rule, *body])
 
 

@@ -369,7 +369,7 @@ def _md_rows(table: str) -> list[dict[str, str]]:
 
     def cells(line: str) -> list[str]:
         parts = re.split(r"(?<!\\)\|", line.strip())[1:-1]
-        return [re.sub(r"\\(.)", r"\1", c.strip()) for c in parts]
+        return [re.sub(r"\\(.)", r"\1", c.strip()).replace("\u00a0", " ") for c in parts]
 
     return [dict(zip(cells(head), cells(line), strict=True)) for line in body]
 
@@ -382,8 +382,9 @@ def test_verdict_tables_escape_every_cell():
         {"group": "a|b", "N": 3, "runs": "<script>x</script>, [l](http://e)"},
         {"group": "**c**", "N": 10, "runs": "r1\nr2"},
     ]
-    table = ui.md_table(rows)
+    table = ui.md_table(rows, nowrap=["runs"])
     assert table.splitlines()[1] == "|---|---:|---|"
+    assert "\u00a0" in table.splitlines()[2] and "\u00a0" not in table.splitlines()[0]
     assert "<script>" not in table and "](" not in table and "**c**" not in table
     assert _md_rows(table) == [
         {"group": "a|b", "N": "3", "runs": "<script>x</script>, [l](http://e)"},
