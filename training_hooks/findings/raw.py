@@ -139,11 +139,11 @@ def check_grad_norm(df: pd.DataFrame, facts: RunFacts, cov: Coverage) -> list[Fi
         cov.skipped("gradient norm against max_grad_norm", f"{SETTING_UNKNOWN}: max_grad_norm")
     elif facts.max_grad_norm > 0:
         cov.ran("gradient norm against max_grad_norm")
-        out += _over_clip(df, name, g, facts, steps)
+        out += _over_clip(name, g, facts, steps)
     return out
 
 
-def _over_clip(df, name: str, g: np.ndarray, facts: RunFacts, steps: np.ndarray) -> list[Finding]:
+def _over_clip(name: str, g: np.ndarray, facts: RunFacts, steps: np.ndarray) -> list[Finding]:
     clip = float(facts.max_grad_norm or 0.0)
     with np.errstate(invalid="ignore"):
         over = np.isfinite(g) & (g >= RAW.grad_over_clip.value * clip)
@@ -261,7 +261,7 @@ def check_no_signal(df: pd.DataFrame, facts: RunFacts, cov: Coverage) -> list[Fi
     r = reward[late & np.isfinite(reward)] if reward is not None else np.array([])
     flat = _flat(r) if len(r) >= RUN.min_basis.value else None
     if flat is not None and flat[0]:
-        why = _collapse(df, g, gname, loss, late, facts)
+        why = _collapse(g, gname, loss, late, facts)
         if why:
             severity = ERROR
             said.append(
@@ -288,7 +288,7 @@ def check_no_signal(df: pd.DataFrame, facts: RunFacts, cov: Coverage) -> list[Fi
     ]
 
 
-def _collapse(df, g, gname, loss, late, facts: RunFacts) -> str:
+def _collapse(g, gname, loss, late, facts: RunFacts) -> str:
     """Why the run's updates have stopped, in words ("" when they have not)."""
     parts = []
     if loss is not None:
