@@ -228,36 +228,6 @@ class Memo:
             self._values.clear()
 
 
-_PER_RUN = Memo(max_entries=50_000)
-
-
-def _per_run_key(fn: Callable, run: RunRef) -> tuple | None:
-    """What ``fn(run)`` depends on: ``fn`` and the run's key, discovery stamp (its run.json and
-    files), status, heartbeat and last step (None: a RunRef not from discovery)."""
-    if run.source == SOURCE_PARQUET and not run.stamp:
-        return None
-    code = getattr(fn, "__code__", None)
-    return (
-        getattr(code, "co_filename", None),
-        getattr(fn, "__qualname__", repr(fn)),
-        run.key,
-        run.path,
-        run.stamp,
-        run.status,
-        run.updated_at,
-        run.last_step,
-        run.metric_keys,
-    )
-
-
-def per_run(fn: Callable[[RunRef], T], run: RunRef) -> T:
-    """``fn(run)``, computed once per state of the run (``_per_run_key``). For per-run summaries
-    (a Runs-page cell) that would otherwise read every run on every rerun. ``fn`` must depend on
-    nothing but the run and its files, and return an immutable value."""
-    key = _per_run_key(fn, run)
-    return fn(run) if key is None else _PER_RUN.get(key, lambda: fn(run))
-
-
 def clear_caches() -> None:
     """Forget every cached read, listing and memo (the Refresh button)."""
     st.cache_data.clear()
