@@ -59,7 +59,6 @@ from training_hooks.tool_settings import TRL as _TRL
 from training_hooks.tool_settings import VERL as _VERL
 from training_hooks.tool_versions import (  # noqa: F401 -- re-exported (metric_map's API)
     DEFAULTS,
-    GENERATIONS,
     UNSLOTH,
     VERSION_EVIDENCE,
     SourceFormat,
@@ -70,7 +69,6 @@ from training_hooks.tool_versions import (  # noqa: F401 -- re-exported (metric_
     parse_version,
     value_text,
 )
-from training_hooks.tool_versions import vtext as _vtext
 
 Condition = tuple[str, tuple[Any, ...]]  # (setting, the values that give our meaning)
 
@@ -96,13 +94,6 @@ class MetricMapping:
     note: str = ""
     dialect: str = ""  # "": the tool's own rule; UNSLOTH: the rule in that dialect only
     yields: bool = False  # another name filling the same column in the log is stored there
-
-    @property
-    def versions(self) -> str:
-        """The versions this holds for, as text (``"trl >=0.17,<0.27"``, ``"trl all versions"``)."""
-        parts = [f">={_vtext(self.since)}"] if self.since else []
-        parts += [f"<{_vtext(self.until)}"] if self.until else []
-        return f"{self.source} {','.join(parts) or 'all versions'}"
 
 
 @dataclass(frozen=True)
