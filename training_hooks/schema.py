@@ -33,7 +33,7 @@ from dataclasses import MISSING, Field, asdict, dataclass, field, fields
 from typing import Any
 
 from . import storage
-from .columns import SCHEMA_VERSION, Column, Seq, Step, Tok, column_list  # noqa: F401 -- this API
+from .columns import SCHEMA_VERSION, Seq, Step, Tok, column_list  # noqa: F401 -- this API
 from .names import flatten, slug  # noqa: F401 -- part of this module's API
 from .storage import atomic_path  # noqa: F401 -- part of this module's API
 
