@@ -160,13 +160,6 @@ def chart_slot(n_panels: int) -> DeltaGenerator:
     height for ``n_panels`` panels (the shown ones) that says they are being drawn. The page so shows its first
     ECharts chart at once, and the browser loads and starts ECharts while the server computes
     the curves, not after."""
-    _caption()
-    slot = st.empty()
-    slot.echarts_chart(gc.pending_option(), height=gc.height(n_panels))
-    return slot
-
-
-def _caption() -> None:
     st.caption(
         "Grouped: each group's mean over its seeds (thick), a pointwise 95% bootstrap band of that "
         "mean (at each x separately, over the seeds present there; not a band for whole curves), "
@@ -174,6 +167,9 @@ def _caption() -> None:
         "where 2+ seeds exist; a seed is interpolated inside its own steps, never extrapolated. "
         "The last chart counts the seeds at each x; the hover gives them too."
     )
+    slot = st.empty()
+    slot.echarts_chart(gc.pending_option(), height=gc.height(n_panels))
+    return slot
 
 
 def grouped_charts(

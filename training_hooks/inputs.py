@@ -103,7 +103,7 @@ class StepInputs:
         ``group_size``.
         ``wall_time``: default now."""
         wall_time = time.time() if wall_time is None else wall_time
-        step = _check_step(step)
+        step = _check_int(step, "step")
         rollout = _check_count(rollout, "rollout")
         policy_lag = _check_count(policy_lag, "policy_lag")
         logprobs = check_tensor(logprobs, "logprobs", 2, "(B, T)")
@@ -137,10 +137,6 @@ class StepInputs:
             token_texts=token_texts,
             wall_time=wall_time,
         )
-
-
-def _check_step(step: object) -> int:
-    return _check_int(step, "step")
 
 
 def _check_count(value: object, name: str) -> int | None:

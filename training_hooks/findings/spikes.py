@@ -363,14 +363,10 @@ def check_trends(
                 f"median {check.column} ({check.unit}), first 10% of steps → last 10%: {what}. "
                 f"Health warns at {'≤' if check.falls else '≥'} {limit:g}x.",
                 check.advice,
-                basis=min(_count(y, groups, g) for g, _, _ in per),
+                basis=min(int(np.isfinite(y[groups == g]).sum()) for g, _, _ in per),
             )
         )
     return out
-
-
-def _count(y: np.ndarray, groups: np.ndarray, g: str) -> int:
-    return int(np.isfinite(y[groups == g]).sum())
 
 
 def _group_label(g: str) -> str:
