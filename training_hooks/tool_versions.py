@@ -57,7 +57,6 @@ class SourceFormat:
     evidence: tuple[str, ...] = ()
     version: str | None = None  # exact, when a file (or the user) says so
     dialect: str = ""  # "" the tool itself; UNSLOTH: TRL through Unsloth's GRPO trainer
-    version_from: str = ""  # who stated ``version``: "beside the log", "by the user (--tool-version, the import form)"
 
     @property
     def version_range(self) -> str | None:
@@ -207,13 +206,11 @@ def detect_format(
         since, until = exact, (*exact[:-1], exact[-1] + 1)
         evidence.append(f"version {version} stated {version_from}")
     evidence += [f"Unsloth: {w}" for w in dialect_why]
-    fmt = SourceFormat(source, "", since, until, tuple(evidence), version, dialect, version_from)
+    fmt = SourceFormat(source, "", since, until, tuple(evidence), version, dialect)
     label = _label(fmt, names)
     if disagree:
         label += f" (key families of different versions: {'; '.join(evidence)})"
-    return SourceFormat(
-        source, label, since, until, tuple(evidence), version, dialect, version_from
-    )
+    return SourceFormat(source, label, since, until, tuple(evidence), version, dialect)
 
 
 def _label(fmt: SourceFormat, names: set[str]) -> str:

@@ -25,7 +25,6 @@ RAY_REPEATED = re.compile(r"\s*\[repeated \d+x across cluster\]\s*$")
 class Line:
     number: int  # 1-based
     text: str  # ANSI codes and the Ray prefix removed
-    actor: str  # the Ray prefix's actor ("TaskRunner"), "" without one
     prefix: str  # the Ray prefix as written ("(TaskRunner pid=2021996)"), "" without one
     ended: bool  # the line ended with a newline (False: the file's last line, maybe cut)
 
@@ -73,14 +72,14 @@ def clean(number: int, text: str, ended: bool, stats: LineStats | None = None) -
         text = ANSI.sub("", text)
         if stats is not None:
             stats.ansi = True
-    actor = prefix = ""
+    prefix = ""
     m = RAY_PREFIX.match(text)
     if m:
-        actor, prefix = m.group("actor") or "", m.group(0).rstrip()
+        prefix = m.group(0).rstrip()
         text = RAY_REPEATED.sub("", text[m.end() :])
         if stats is not None:
             stats.ray = True
-    return Line(number, text, actor, prefix, ended)
+    return Line(number, text, prefix, ended)
 
 
 def redraws(text: str) -> list[str]:
