@@ -245,7 +245,6 @@ class Minibatch:
     """Whole groups of one rollout batch: what one optimizer step trains on (B_mb rows)."""
 
     rollout: int
-    epoch: int
     policy_lag: int  # optimizer steps since the batch's old log-probs (0: on-policy)
     ids: torch.Tensor  # (B_mb, Lp + T)
     actions: torch.Tensor  # (B_mb, T)
@@ -337,7 +336,6 @@ def minibatches(learner: Learner, batch: RolloutBatch, epoch: int) -> Iterator[M
         )
         yield Minibatch(
             batch.rollout,
-            epoch,
             epoch * config.minibatches + m,  # updates made since old_logprobs
             ro.ids[rows],
             ro.actions[rows],
