@@ -342,11 +342,10 @@ def delete(path: str | os.PathLike) -> None:
         os.unlink(local(path))
 
 
-def download_tree(uri: str, dest: str) -> str:
+def download_tree(uri: str, dest: str) -> None:
     """Copy every object below ``uri`` into the local folder ``dest`` (same relative names)."""
     for f in list_tree(uri):
         target = os.path.join(dest, *f.name.split("/"))
         os.makedirs(os.path.dirname(target), exist_ok=True)
         with open(target, "wb") as out:
             out.write(read_bytes(join(uri, f.name)))
-    return dest

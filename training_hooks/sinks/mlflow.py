@@ -292,22 +292,20 @@ class MlflowBackend:
             raise RuntimeError("MlflowBackend: no MLflow run is open (call open() first)")
         return self.run_id
 
-    def log(self, metrics: list) -> int:
+    def log(self, metrics: list) -> None:
         """Log [key, value, timestamp ms, step] entries, at most 1000 per ``log_batch``."""
         from mlflow.entities import Metric
 
         for part in chunks(metrics, MAX_METRICS_PER_BATCH):
             self.client.log_batch(self._open_run_id(), metrics=[Metric(*m) for m in part])
-        return len(metrics)
 
-    def set_tags(self, tags: Mapping[str, str]) -> int:
+    def set_tags(self, tags: Mapping[str, str]) -> None:
         """Set run tags (a finding the recorder reported live: ``gspo_dash.finding.<code>``)."""
         from mlflow.entities import RunTag
 
         items = [RunTag(k, str(v)[:MAX_TAG_VALUE_LENGTH]) for k, v in tags.items()]
         for part in chunks(items, MAX_TAGS_PER_BATCH):
             self.client.log_batch(self._open_run_id(), tags=part)
-        return len(items)
 
     def finish(self, status: str, artifact_dir: str | None) -> None:
         if artifact_dir and os.path.isdir(artifact_dir):
@@ -378,11 +376,11 @@ class _ChildBackend:
     def open(self, spec: MlflowRun) -> dict[str, Any]:
         return self.call("open", spec=asdict(spec))
 
-    def log(self, metrics: list) -> int:
-        return self.call("log", metrics=metrics)
+    def log(self, metrics: list) -> None:
+        self.call("log", metrics=metrics)
 
-    def set_tags(self, tags: Mapping[str, str]) -> int:
-        return self.call("set_tags", tags=dict(tags))
+    def set_tags(self, tags: Mapping[str, str]) -> None:
+        self.call("set_tags", tags=dict(tags))
 
     def finish(self, status: str, artifact_dir: str | None) -> None:
         self.call("finish", status=status, artifact_dir=artifact_dir)
