@@ -318,8 +318,7 @@ class MlflowBackend:
 
 
 class _ChildBackend:
-    """``MlflowBackend`` in a child process (``_CHILD_MAIN``; ``python -m training_hooks.sinks.mlflow
-    URI`` runs the same loop).
+    """``MlflowBackend`` in a child process (``_CHILD_MAIN``).
 
     One JSON line per call on its stdin, one JSON reply per line on its stdout. The child holds
     its own GIL: MLflow's Python-heavy client (SQLAlchemy, HTTP) and its import and SQLite
@@ -567,9 +566,3 @@ class MlflowSink:
         """Called when the sink is abandoned (hung): stop the child process."""
         if self._child is not None:
             self._child.kill()
-
-
-if __name__ == "__main__":
-    import sys
-
-    sys.exit(_serve(sys.argv[1]))
