@@ -151,8 +151,8 @@ def split_by_data(
 #: per run's files and its table's length: its lag split (frozen) and its extra columns' stats
 #: (copied out). The length too: a live run's part may land between one session's listing and
 #: its read, so one digest can name two reads (a split of the other one's rows would not fit)
-_LAGS = Memo(max_entries=1024)
-_EXTRA_STATS = Memo(max_entries=1024)
+_LAGS = Memo(max_entries=256)  # a split of 10k steps holds ~0.6 MB of Python objects
+_EXTRA_STATS = Memo(max_entries=256)
 
 
 def run_lag(run: RunRef, df: pd.DataFrame, digest: str | None = None) -> LagSplit:
