@@ -187,15 +187,28 @@ class Memo:
         self.max_entries = max_entries
         self._values: OrderedDict[Hashable, Any] = OrderedDict()
         self._lock = threading.Lock()
+        self._making: dict[Hashable, threading.Lock] = {}  # a lock per key being made
         Memo.ALL.append(self)
 
     def get(self, key: Hashable, make: Callable[[], T]) -> T:
+        """The value under ``key``; on a miss ``make()`` once, while other callers of the same
+        key wait for its value (as ``st.cache_data`` does) instead of each making it."""
         with self._lock:
             if key in self._values:
                 self._values.move_to_end(key)
                 return self._values[key]
-        value = make()
-        self.put(key, value)
+            making = self._making.setdefault(key, threading.Lock())
+        with making:
+            with self._lock:
+                if key in self._values:
+                    self._values.move_to_end(key)
+                    return self._values[key]
+            try:
+                value = make()
+                self.put(key, value)
+            finally:
+                with self._lock:
+                    self._making.pop(key, None)
         return value
 
     def __contains__(self, key: Hashable) -> bool:
@@ -371,11 +384,11 @@ def _read_parts(
     return tables.read_files(folder, files, columns, step_range, _declared, skip_vanished)
 
 
-#: finished step tables, shared by every session: a hit is a shallow copy of the frame (pandas
-#: copies on write), not an unpickled one (a few MB per run on every page load)
+#: finished step tables, shared by every session: a hit is a shallow copy of the frame (pandas 3
+#: copies on write), not an unpickled one (a few MB per run on every page load); pandas 2 does
+#: not copy on write unless the process says so, so there a hit is a deep copy
 _STEP_TABLES = Memo(max_entries=256)
-if int(pd.__version__.split(".", 1)[0]) < 3:  # pandas 3 always copies on write
-    pd.set_option("mode.copy_on_write", True)
+COPIES_ON_WRITE = int(pd.__version__.split(".", 1)[0]) >= 3
 
 
 def _step_parts(
@@ -396,4 +409,4 @@ def _step_parts(
             tables.read_files(folder, files, columns, step_range, declared, skip_vanished, skip)
         ),
     )
-    return Table(t.df.copy(deep=False), list(t.problems))
+    return Table(t.df.copy(deep=not COPIES_ON_WRITE), list(t.problems))

@@ -148,21 +148,26 @@ def split_by_data(
     return PanelSplit(list(got.drawn), list(got.unlogged), list(got.off_axis))  # lists: a copy
 
 
-#: per run's files: its lag split (frozen) and its extra columns' stats (copied out)
-_LAGS = Memo(max_entries=1024)
-_EXTRA_STATS = Memo(max_entries=1024)
+#: per run's files and its table's length: its lag split (frozen) and its extra columns' stats
+#: (copied out). The length too: a live run's part may land between one session's listing and
+#: its read, so one digest can name two reads (a split of the other one's rows would not fit)
+_LAGS = Memo(max_entries=256)  # a split of 10k steps holds ~0.6 MB of Python objects
+_EXTRA_STATS = Memo(max_entries=256)
 
 
 def run_lag(run: RunRef, df: pd.DataFrame, digest: str | None = None) -> LagSplit:
-    """``app.lag.lag_split`` of the run's step table ``df``, cached on the run's files."""
-    return _LAGS.get(digest or run_digest(run), lambda: lag_split(df))
+    """``app.lag.lag_split`` of the run's step table ``df``, cached on the run's files and the
+    table's length (one entry per row of ``df``)."""
+    return _LAGS.get((digest or run_digest(run), len(df)), lambda: lag_split(df))
 
 
 def run_extra_stats(
     run: RunRef, df: pd.DataFrame, digest: str | None = None
 ) -> dict[str, compare_view.ExtraStats]:
-    """``compare_view.extra_stats`` of the run's step table ``df``, cached on the run's files."""
-    return dict(_EXTRA_STATS.get(digest or run_digest(run), lambda: compare_view.extra_stats(df)))
+    """``compare_view.extra_stats`` of the run's step table ``df``, cached on the run's files and
+    the table's length."""
+    key = (digest or run_digest(run), len(df))
+    return dict(_EXTRA_STATS.get(key, lambda: compare_view.extra_stats(df)))
 
 
 def run_reward_range(run: RunRef) -> tuple[float, float] | None:

@@ -331,9 +331,10 @@ def notice_problems(runs: list[RunRef], extra: list[str] | None = None) -> None:
 def md_escape(text: object) -> str:
     """Text from disk, MLflow or the browser, made safe for any element that renders Markdown
     (``st.markdown``, captions, alerts, labels, expander titles): every ASCII punctuation
-    character is backslash-escaped (CommonMark's escape: no emphasis, link, image, HTML tag,
-    heading, list, entity, LaTeX or colour directive survives), line breaks become spaces and
-    leading spaces go (four would start a code block)."""
+    character is backslash-escaped (CommonMark's escape: no emphasis, link syntax, image, HTML
+    tag, heading, list, entity, LaTeX or colour directive survives), line breaks become spaces and
+    leading spaces go (four would start a code block). Streamlit's renderer still turns a bare
+    URL or e-mail address into a link showing that address."""
     return _MD_SPECIALS.sub(r"\\\g<0>", " ".join(str(text).splitlines()).strip())
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from app_runs import run_ids
@@ -1094,3 +1095,59 @@ def test_compare_tells_logged_under_another_name_from_not_logged(tmp_path, app_e
     at.toggle(key="stand_ins").set_value(True).run()
     _assert_clean(at)
     assert list(_grid(at, ("stand_in",))) == ["trl/kl"]
+
+
+def test_a_step_part_landing_mid_rerun_leaves_no_split_of_other_rows(
+    root_copy, app_env, monkeypatch
+):
+    """A live run's part that lands between Compare's read of the run's steps and its
+    ``traces.run_digest``: what was cached for that read (lag split, extra stats, traces) never
+    serves the next rerun, which reads the new step. Before: the split of the 6 rows read was kept
+    under the digest of the 7 steps on disk, and the next rerun's off-policy mask (6 entries) met
+    the 7-row table (the page raised)."""
+    from app import traces
+
+    run_id = run_ids(root_copy)["grpo-small"]
+    folder = root_copy / run_id / STEPS_DIR
+    (part,) = sorted(folder.glob("*.parquet"))
+    t = pq.read_table(part)
+    extra = t.slice(t.num_rows - 1, 1)
+    extra = extra.set_column(
+        extra.schema.get_field_index(Step.STEP), Step.STEP, pa.array([99], pa.int64())
+    )
+    digest, landed = traces.run_digest, []
+
+    def part_lands_first(run):
+        if run.key == run_id and not landed:  # after the page's first read of the run's steps
+            pq.write_table(extra, folder / "part-000000099-000000099-r0000-999999.parquet")
+            landed.append(run.key)
+        return digest(run)
+
+    monkeypatch.setattr(traces, "run_digest", part_lands_first)
+    app_env(root_copy)
+    at = _open("compare", {"runs": [run_id]})
+    _assert_clean(at)
+    assert landed
+    at.button_group(key="steps").set_value(lag.OFF_POLICY).run()  # the next rerun: 7 steps
+    _assert_clean(at)
+    reward = _run_trace(_grid(at)["Reward"], run_id)
+    assert _arr(reward["x"]).tolist() == [0, 1, 2, 3, 4, 5, 99]  # every step is off-policy
+
+
+def test_run_lag_and_extra_stats_fit_the_table_they_are_given(lag_root):
+    """One digest may name two reads of a live run (a part landed between one session's listing
+    and its read): the cached split and stats of a shorter read never answer for a longer one."""
+    from app import data, traces
+    from app.discovery import discover
+
+    (run,) = [r for r in discover(str(lag_root)).runs if r.name == "alt"]
+    df = data.load_steps(run).df
+    digest = traces.run_digest(run)
+    short = df.iloc[:-1]
+    assert len(traces.run_lag(run, short, digest).step) == STEPS - 1
+    assert traces.run_extra_stats(run, short, digest)["loss_scale"].points == STEPS - 1
+    split = traces.run_lag(run, df, digest)
+    assert split == lag.lag_split(df) and split.step == tuple(range(STEPS))
+    assert (split.n_on, split.n_off) == ((STEPS + 1) // 2, STEPS // 2)  # even steps on-policy
+    got = traces.run_extra_stats(run, df, digest)["loss_scale"]
+    assert (got.points, got.low, got.high) == (STEPS, 2.0, 2.0 + 0.5 * (STEPS - 1))

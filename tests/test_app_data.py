@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 import time
 
 import numpy as np
@@ -120,9 +121,51 @@ def test_a_read_step_table_is_shared_but_never_changed_by_a_reader(recorded_root
     second = data.load_steps(run, [Step.LOSS]).df
     assert "added" not in second.columns and (second[Step.STEP] >= 0).all()
     np.testing.assert_array_equal(second[Step.LOSS].to_numpy(), loss)
-    assert np.shares_memory(
-        second[Step.LOSS].to_numpy(), data.load_steps(run, [Step.LOSS]).df[Step.LOSS].to_numpy()
+    # pandas 3 copies on write: a hit shares the cached arrays; under pandas 2 it is a deep copy
+    third = data.load_steps(run, [Step.LOSS]).df
+    assert (
+        np.shares_memory(second[Step.LOSS].to_numpy(), third[Step.LOSS].to_numpy())
+        == data.COPIES_ON_WRITE
     )
+
+
+def test_a_memo_makes_a_missing_value_once_while_other_callers_wait():
+    """Two sessions asking for one missing key: the first makes the value, the second waits for
+    it instead of making it again (a second read of every run after a Refresh); another key is
+    not held up, and a failed make leaves the key to the next caller."""
+    memo = data.Memo(max_entries=4)
+    started, release = threading.Event(), threading.Event()
+    calls: list[str] = []
+
+    def slow() -> str:
+        calls.append("first")
+        started.set()
+        release.wait(10)
+        return "made once"
+
+    def again() -> str:
+        calls.append("second")
+        return "made twice"
+
+    got: dict[str, str] = {}
+    first = threading.Thread(target=lambda: got.setdefault("a", memo.get("k", slow)))
+    first.start()
+    assert started.wait(10)
+    second = threading.Thread(target=lambda: got.setdefault("b", memo.get("k", again)))
+    second.start()
+    assert memo.get("other", lambda: "free") == "free"  # not blocked by "k" being made
+    time.sleep(0.2)  # the second caller is waiting on "k"
+    release.set()
+    first.join(10)
+    second.join(10)
+    assert got == {"a": "made once", "b": "made once"} and calls == ["first"]
+
+    def fail() -> str:
+        raise OSError("unreadable")
+
+    with pytest.raises(OSError):
+        memo.get("bad", fail)
+    assert memo.get("bad", lambda: "read") == "read"
 
 
 def test_live_run_refreshes(root_copy):

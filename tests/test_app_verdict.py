@@ -375,13 +375,16 @@ def _md_rows(table: str) -> list[dict[str, str]]:
 
 
 def test_verdict_tables_escape_every_cell():
-    """Group and run names come from disk: in the page's Markdown tables no cell can split a row
-    (a '|'), start a link, a tag or emphasis, and each reads back as it was; the count column is
-    right-aligned."""
+    """Group and run names come from disk: in the page's Markdown tables no cell or title can
+    split a row (a '|') or hold link syntax, a tag or emphasis, and each reads back as it was;
+    the count column is right-aligned."""
     rows = [
         {"group": "a|b", "N": 3, "runs": "<script>x</script>, [l](http://e)"},
         {"group": "**c**", "N": 10, "runs": "r1\nr2"},
     ]
+    head = ui.md_table([{"P(A > B) | *x*": 1}]).splitlines()[0]
+    assert head == "| P\\(A \\> B\\) \\| \\*x\\* |"
+    assert list(_md_rows(ui.md_table([{"P(A > B) | *x*": 1}]))[0]) == ["P(A > B) | *x*"]
     table = ui.md_table(rows, nowrap=["runs"])
     assert table.splitlines()[1] == "|---|---:|---|"
     assert "\u00a0" in table.splitlines()[2] and "\u00a0" not in table.splitlines()[0]

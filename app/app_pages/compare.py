@@ -114,6 +114,9 @@ def load_series(
     The schema's columns no chart reads are left unread (``compare_view.unread_step_columns``)."""
     series, stats, problems = [], {}, []
     for run in shown:
+        # the digest before the read: a part landing in between is then in the table read, not
+        # only in the digest (what is cached under the digest never lacks a step it names)
+        digest = traces.run_digest(run)
         t = data.load_steps(run, skip=compare_view.unread_step_columns(run.info))
         if read is not None:
             read[run.key] = t
@@ -121,7 +124,6 @@ def load_series(
         if not len(t.df):
             problems.append(f"{run.label}: no steps to draw")
             continue
-        digest = traces.run_digest(run)
         if digests is not None:
             digests[run.key] = digest
         stats[ctx.labels.get(run.key, run.key)] = traces.run_extra_stats(run, t.df, digest)
