@@ -23,8 +23,6 @@ Nothing here does I/O, reads globals or transfers to the host, except ``gspo_met
 marks a token"). Bad input raises ValueError naming the argument and its shape.
 """
 
-# __all__ is derived from _EXPORTS, so ruff cannot read these imports as re-exports
-# ruff: noqa: F401
 from __future__ import annotations
 
 import importlib
@@ -55,7 +53,31 @@ _EXPORTS = {
     "loss_for": "tool_losses",
 }
 
-__all__ = sorted(["GRPO_EPS", "GSPO_EPS", "SEQUENCE_DIAGNOSTICS", *_EXPORTS])
+__all__ = [
+    "ALL_REDUCTIONS",
+    "GRPO_EPS",
+    "GSPO_EPS",
+    "LOSSES",
+    "LOSS_INFO",
+    "REDUCTIONS",
+    "SEQUENCE_DIAGNOSTICS",
+    "LossInfo",
+    "LossOutput",
+    "ToolLoss",
+    "get_loss",
+    "group_advantages",
+    "grpo_loss",
+    "gspo_loss",
+    "kl_estimate",
+    "loss_for",
+    "masked_mean",
+    "masked_sum",
+    "register_loss",
+    "sequence_diagnostics",
+    "sequence_log_ratio",
+    "token_log_ratio",
+    "zero_variance_groups",
+]
 
 if TYPE_CHECKING:
     from .advantages import group_advantages, zero_variance_groups
