@@ -38,7 +38,7 @@ from __future__ import annotations
 import functools
 import math
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -490,31 +490,54 @@ def compute_step(
 
 def step_diagnostics(
     *,
+    rewards: torch.Tensor,
+    logprobs: torch.Tensor,
+    old_logprobs: torch.Tensor,
+    mask: torch.Tensor,
+    advantages: torch.Tensor | None = None,
+    ref_logprobs: torch.Tensor | None = None,
+    loss: Any = None,
+    entropy: torch.Tensor | None = None,
+    truncated: torch.Tensor | None = None,
+    extra: Mapping[str, Any] | None = None,
+    completions: Sequence[str | None] | None = None,
+    rollout: int | None = None,
+    policy_lag: int | None = None,
+    sampler_logprobs: torch.Tensor | None = None,
     seq_eps: tuple[float, float] = DEFAULT_SEQ_EPS,
     token_eps: tuple[float, float] = DEFAULT_TOKEN_EPS,
     step: int = 0,
     algorithm: str = "",
     distributed: bool | None = False,
-    **inputs: Any,
 ):
     """The recorder's numbers without a recorder: ``(step_row, sequences)``.
 
     ``step_row`` is the step-table row (``Step.*`` column -> float/int, plus ``extra`` keys);
-    ``sequences`` a pandas DataFrame with one row per sequence (``Seq.*`` columns). ``inputs``
-    are ``RunRecorder.log_step``'s keyword arguments, checked and reduced by the same code; with
-    ``distributed=None`` the step scalars are reduced over an initialised ``torch.distributed``
-    group.
+    ``sequences`` a pandas DataFrame with one row per sequence (``Seq.*`` columns). Same
+    arguments and code path as ``RunRecorder.log_step``; with ``distributed=None`` the step
+    scalars are reduced over an initialised ``torch.distributed`` group.
     """
     import pandas as pd
 
-    rec = compute_step(
+    inputs = StepInputs.check(
         step,
-        seq_eps=seq_eps,
-        token_eps=token_eps,
-        distributed=distributed,
-        algorithm=algorithm,
-        **inputs,
-    ).materialize()
+        rewards=rewards,
+        logprobs=logprobs,
+        old_logprobs=old_logprobs,
+        mask=mask,
+        advantages=advantages,
+        ref_logprobs=ref_logprobs,
+        loss=loss,
+        entropy=entropy,
+        truncated=truncated,
+        extra=extra,
+        completions=completions,
+        rollout=rollout,
+        policy_lag=policy_lag,
+        sampler_logprobs=sampler_logprobs,
+    )
+    how = Reduction(seq_eps, token_eps, distributed=distributed, algorithm=algorithm)
+    rec = reduce_step(inputs, how).materialize()
     rec_row, rec_seq = rec.materialized()
     row = {k: v for k, v in rec_row.items() if k not in (Step.RUN_ID, Step.ALGORITHM)}
     seq = {k: v for k, v in rec_seq.items() if v is not None}
