@@ -168,7 +168,7 @@ def dppo_loss(name: str, divergence: str, doc: str) -> LossFn:
         batch = prepare_batch(logprobs, old_logprobs, advantages, mask, reduction, norm_length)
         with torch.no_grad():
             log_r, rho_B_T, _ = batch.ratio("token", log_ratio_clamp)
-            w_B_T = torch.clamp(rho_B_T, max=truncation)
+            w_B_T = rho_B_T if truncation is None else torch.clamp(rho_B_T, max=truncation)
             lp, old = batch.lp_B_T.detach(), batch.old_B_T
             p, p_old = torch.exp(lp), torch.exp(old)
             if divergence == "tv":

@@ -189,6 +189,12 @@ def test_dppo_tv_mask_and_truncation():
         out.per_sequence["attenuation"], torch.tensor([1 - 1 / 2.6, 1 - 4 / 5], dtype=F64)
     )
     assert out.per_sequence["masked"].tolist() == [0.5, 0.0]
+    # truncation=None (the signature's "no truncation"): row 1's token 1 keeps its weight 4
+    _, grad = _run(
+        "dppo_tv", [[1.6, 1.0], [4.0, 1.0]], [1.0, -1.0], old=[[half, half], [fifth, half]],
+        truncation=None,
+    )  # fmt: skip
+    torch.testing.assert_close(grad, torch.tensor([[0.0, -1.0], [4.0, 1.0]], dtype=F64))
 
 
 def test_gpg_and_dro_can_add_weight():
