@@ -49,7 +49,6 @@ def step_histogram(
     df: pd.DataFrame,
     value: str,
     *,
-    step: str = Seq.STEP,
     step_bins: int = 150,
     value_bins: int = 60,
     value_range: tuple[float, float] | None = None,
@@ -63,10 +62,10 @@ def step_histogram(
     step (one policy-lag subset) gets one column per step it has, never an empty column for a step
     it left out; beyond ``step_bins`` steps, consecutive present steps share a column, centred on
     their mean step."""
-    if value not in df.columns or step not in df.columns:
-        raise ValueError(f"df must have columns {step!r} and {value!r}, has {list(df.columns)}")
+    if value not in df.columns or Seq.STEP not in df.columns:
+        raise ValueError(f"df must have columns {Seq.STEP!r} and {value!r}, has {list(df.columns)}")
     v = df[value].to_numpy(np.float64)
-    s = df[step].to_numpy(np.float64)
+    s = df[Seq.STEP].to_numpy(np.float64)
     ok = np.isfinite(v) & np.isfinite(s)
     v, s = v[ok], s[ok]
     if len(v) == 0:
