@@ -205,7 +205,7 @@ def grouped_charts(
         "smoothing": smoothing,
         "max_points": max_points,
     }
-    option, height = traces.cached_chart(
+    option, height = traces.CHARTS.get(
         traces.chart_key(members, digests, shown_panels, how),
         functools.partial(
             grouped_option,

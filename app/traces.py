@@ -7,8 +7,7 @@ and every option it is drawn with.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Mapping, Sequence
-from typing import TypeVar
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -68,9 +67,6 @@ def _run_traces(key: str, _series, _panel, _options: dict) -> list:
     return compare_traces.run_traces(_series, _panel, **_options)
 
 
-T = TypeVar("T")
-
-
 def chart_key(
     series: Sequence[compare_traces.RunSeries],
     digests: Mapping[str, str],
@@ -97,14 +93,10 @@ def chart_key(
     return repr((runs, list(panels), drawn))
 
 
-#: whole chart options, shared by every session and not copied on a hit (an option of a few MB
-#: would be unpickled on each page load): neither the pages nor ``st.echarts_chart`` change one
-_CHARTS = Memo(max_entries=32)
-
-
-def cached_chart(key: str, build: Callable[[], T]) -> T:
-    """``build()``, cached on ``key`` (``chart_key``: everything the chart is drawn from)."""
-    return _CHARTS.get(key, build)
+#: whole chart options on their ``chart_key``, shared by every session and not copied on a hit
+#: (an option of a few MB would be unpickled on each page load): neither the pages nor
+#: ``st.echarts_chart`` change one
+CHARTS = Memo(max_entries=32)
 
 
 #: per run's files (and its table's length): its rows' places on the rollout axis (read-only

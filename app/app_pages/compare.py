@@ -202,7 +202,7 @@ def draw_panels(
 ) -> None:
     """``panels`` in charts of PANELS_PER_FIGURE, each run on the steps its panel shows, every
     chart over the shown runs' one x span (``digests``: ``load_series``'). A chart's option is cached whole
-    (``traces.cached_chart``) on everything it is drawn from: a reload, a new tab or a colleague
+    (``traces.CHARTS``) on everything it is drawn from: a reload, a new tab or a colleague
     on the same runs, files and options gets it at once."""
     span = x_span(series, opts["x"])
     # a round spacing: changes of the selection mostly keep it, and with it the cached traces
@@ -218,7 +218,7 @@ def draw_panels(
     }
     for start in range(0, len(panels), PANELS_PER_FIGURE):
         chunk = panels[start : start + PANELS_PER_FIGURE]
-        option, height = traces.cached_chart(
+        option, height = traces.CHARTS.get(
             traces.chart_key(series, digests, chunk, how),
             functools.partial(grid_chart, runs_by_key, series, chunk, digests, **how),
         )
