@@ -9,7 +9,6 @@ at all.
 import dataclasses
 import functools
 
-import numpy as np
 import pandas as pd
 import streamlit as st
 
@@ -186,15 +185,8 @@ def lag_caption(series: list[compare_traces.RunSeries], choice: str) -> None:
 
 def x_span(series: list[compare_traces.RunSeries], x: str) -> tuple[float, float] | None:
     """(lo, hi) of the x column over every shown run's finite values, or None."""
-    los, his = [], []
-    for s in series:
-        if x in s.df.columns:
-            v = s.df[x].to_numpy(np.float64)
-            v = v[np.isfinite(v)]
-            if len(v):
-                los.append(v.min())
-                his.append(v.max())
-    return (float(min(los)), float(max(his))) if los else None
+    spans = cg.x_spans(series, x)
+    return (min(lo for lo, _ in spans), max(hi for _, hi in spans)) if spans else None
 
 
 def draw_panels(
