@@ -36,29 +36,26 @@ def run_digest(run: RunRef) -> str:
 
 
 def run_traces(
-    run: RunRef,
-    series: compare_traces.RunSeries,
-    panel: Panel,
-    *,
-    digest: str | None = None,
-    **options,
+    series: compare_traces.RunSeries, panel: Panel, *, digest: str, **options
 ) -> list[compare_traces.Trace | compare_traces.Readout]:
     """``compare_traces.run_traces`` for one run, cached on the run's files (``digest``: its
-    ``run_digest``, computed here when not given), the panel and the options (the steps subset
-    among them)."""
-    key = repr(
-        (
-            digest or run_digest(run),
-            series.label,
-            series.color,
-            sorted(series.eps.items()),
-            sorted(series.bounds.items()),
-            sorted(series.sources.items()),
-            panel.key,
-            sorted(options.items()),
-        )
-    )
+    ``run_digest``), the panel and the options (the steps subset among them)."""
+    key = repr((digest, _drawn_as(series), panel.key, sorted(options.items())))
     return _run_traces(key, series, panel, options)
+
+
+def _drawn_as(s: compare_traces.RunSeries) -> tuple:
+    """What a run's traces take from its series beyond its table: key, name, algorithm, colour,
+    ε, bounds and mapped sources."""
+    return (
+        s.key,
+        s.label,
+        s.algorithm,
+        s.color,
+        sorted(s.eps.items()),
+        sorted(s.bounds.items()),
+        sorted(s.sources.items()),
+    )
 
 
 @st.cache_data(show_spinner=False, max_entries=4096)
@@ -76,19 +73,7 @@ def chart_key(
     """The cache key of a chart of ``panels`` over ``series``: each run's files (``digests``: run
     key -> ``run_digest``), its name, algorithm, colour, ε, bounds and mapped sources, the panels
     whole, and ``how`` it is drawn (plain values: options, log panels, readout spacing)."""
-    runs = [
-        (
-            digests[s.key],
-            s.key,
-            s.label,
-            s.algorithm,
-            s.color,
-            sorted(s.eps.items()),
-            sorted(s.bounds.items()),
-            sorted(s.sources.items()),
-        )
-        for s in series
-    ]
+    runs = [(digests[s.key], _drawn_as(s)) for s in series]
     drawn = sorted((k, sorted(v.items()) if isinstance(v, Mapping) else v) for k, v in how.items())
     return repr((runs, list(panels), drawn))
 
@@ -147,19 +132,16 @@ _LAGS = Memo(max_entries=256)  # a split of 10k steps holds ~0.6 MB of Python ob
 _EXTRA_STATS = Memo(max_entries=256)
 
 
-def run_lag(run: RunRef, df: pd.DataFrame, digest: str | None = None) -> LagSplit:
-    """``app.lag.lag_split`` of the run's step table ``df``, cached on the run's files and the
-    table's length (one entry per row of ``df``)."""
-    return _LAGS.get((digest or run_digest(run), len(df)), lambda: lag_split(df))
+def run_lag(df: pd.DataFrame, digest: str) -> LagSplit:
+    """``app.lag.lag_split`` of a run's step table ``df``, cached on the run's files (``digest``:
+    its ``run_digest``) and the table's length (one entry per row of ``df``)."""
+    return _LAGS.get((digest, len(df)), lambda: lag_split(df))
 
 
-def run_extra_stats(
-    run: RunRef, df: pd.DataFrame, digest: str | None = None
-) -> dict[str, compare_view.ExtraStats]:
-    """``compare_view.extra_stats`` of the run's step table ``df``, cached on the run's files and
+def run_extra_stats(df: pd.DataFrame, digest: str) -> dict[str, compare_view.ExtraStats]:
+    """``compare_view.extra_stats`` of a run's step table ``df``, cached on the run's files and
     the table's length."""
-    key = (digest or run_digest(run), len(df))
-    return dict(_EXTRA_STATS.get(key, lambda: compare_view.extra_stats(df)))
+    return dict(_EXTRA_STATS.get((digest, len(df)), lambda: compare_view.extra_stats(df)))
 
 
 def run_reward_range(run: RunRef) -> tuple[float, float] | None:

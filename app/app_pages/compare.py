@@ -125,7 +125,7 @@ def load_series(
             continue
         if digests is not None:
             digests[run.key] = digest
-        stats[ctx.labels.get(run.key, run.key)] = traces.run_extra_stats(run, t.df, digest)
+        stats[ctx.labels.get(run.key, run.key)] = traces.run_extra_stats(t.df, digest)
         series.append(
             compare_traces.RunSeries(
                 key=run.key,
@@ -134,7 +134,7 @@ def load_series(
                 color=ctx.colors.get(run.key, colors.PALETTE[0]),
                 df=traces.with_rollout_position(t.df, digest),
                 eps=ui.eps_of(run),
-                lag=traces.run_lag(run, t.df, digest),
+                lag=traces.run_lag(t.df, digest),
                 sources=sources.mapped_sources(run.info),
             )
         )
@@ -189,9 +189,7 @@ def x_span(series: list[compare_traces.RunSeries], x: str) -> tuple[float, float
     return (min(lo for lo, _ in spans), max(hi for _, hi in spans)) if spans else None
 
 
-def draw_panels(
-    runs_by_key, series, panels, opts, digests, *, key: str, log_keys=(), zoom_band=True
-) -> None:
+def draw_panels(series, panels, opts, digests, *, key: str, log_keys=(), zoom_band=True) -> None:
     """``panels`` in charts of PANELS_PER_FIGURE, each run on the steps its panel shows, every
     chart over the shown runs' one x span (``digests``: ``load_series``'). A chart's option is cached whole
     (``traces.CHARTS``) on everything it is drawn from: a reload, a new tab or a colleague
@@ -212,13 +210,13 @@ def draw_panels(
         chunk = panels[start : start + PANELS_PER_FIGURE]
         option, height = traces.CHARTS.get(
             traces.chart_key(series, digests, chunk, how),
-            functools.partial(grid_chart, runs_by_key, series, chunk, digests, **how),
+            functools.partial(grid_chart, series, chunk, digests, **how),
         )
         st.echarts_chart(option, height=height, key=f"{key}-{start // PANELS_PER_FIGURE}")
 
 
 def grid_chart(
-    runs_by_key, series, chunk, digests, *, opts, log_keys, zoom_band, readout, x_range
+    series, chunk, digests, *, opts, log_keys, zoom_band, readout, x_range
 ) -> tuple[dict, int]:
     """(option, height) of one ECharts grid of the panels ``chunk``: every run's traces (cached
     per run and panel) on the steps each panel shows, and the panels' views."""
@@ -238,7 +236,6 @@ def grid_chart(
         )
         per_run = {
             s.key: traces.run_traces(
-                runs_by_key[s.key],
                 s,
                 p,
                 digest=digests[s.key],
@@ -509,7 +506,6 @@ if shown_panels:
         )
     else:
         draw_panels(
-            runs_by_key,
             series,
             shown_panels,
             opts,
@@ -525,9 +521,7 @@ if other_names and st.toggle(
     "Draw the metrics logged under another name (labelled with their own names)",
     key="stand_ins",
 ):
-    draw_panels(
-        runs_by_key, grid_series(), stand_in_panels(other_names), opts, digests, key="stand_in"
-    )
+    draw_panels(grid_series(), stand_in_panels(other_names), opts, digests, key="stand_in")
 
 if extras.constants:
     names = list(dict.fromkeys(c.metric for c in extras.constants))
@@ -543,7 +537,7 @@ if extras.constants:
 if extras.groups:
     asked = more_metrics(extras, series)
     if asked:
-        draw_panels(runs_by_key, grid_series(), asked, opts, digests, key="more")
+        draw_panels(grid_series(), asked, opts, digests, key="more")
 if shown_panels:
     if box := ui.lazy_expander("What each chart means", "chart_help", ":material/help:"):
         grouped_note = (
