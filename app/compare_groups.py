@@ -16,7 +16,7 @@ import pandas as pd
 import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
-from app import colors, compare_traces, compare_view, data, panels, traces, ui
+from app import colors, compare_traces, compare_view, data, panels, series_math, traces, ui
 from app import group_chart as gc
 from app import run_groups as rg
 from app import verdict as vd
@@ -289,14 +289,12 @@ class _Columns:
 
 def x_spans(members: Sequence[compare_traces.RunSeries], x: str) -> list[tuple[float, float]]:
     """(lo, hi) of the x column's finite values, per member that has one."""
-    out = []
-    for m in members:
-        if x in m.df.columns:
-            v = m.df[x].to_numpy(np.float64, na_value=np.nan)
-            v = v[np.isfinite(v)]
-            if len(v):
-                out.append((float(v.min()), float(v.max())))
-    return out
+    spans = [
+        series_math.finite_range([m.df[x].to_numpy(np.float64, na_value=np.nan)])
+        for m in members
+        if x in m.df.columns
+    ]
+    return [s for s in spans if s is not None]
 
 
 def report(

@@ -199,12 +199,8 @@ def span_rounded(values: np.ndarray, span: float) -> list:
 
 def _extent(arrays: Sequence[np.ndarray]) -> float:
     """max - min of the finite values of ``arrays`` (NaN when there are none)."""
-    lo, hi = math.inf, -math.inf
-    for a in arrays:
-        f = a[np.isfinite(a)]
-        if len(f):
-            lo, hi = min(lo, float(f.min())), max(hi, float(f.max()))
-    return hi - lo if hi >= lo else math.nan
+    ends = series_math.finite_range(arrays)
+    return ends[1] - ends[0] if ends is not None else math.nan
 
 
 def _panel_series(
