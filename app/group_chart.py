@@ -427,9 +427,10 @@ def pending_option() -> dict:
 def tiny_exponent(curves: Sequence[GroupCurve]) -> int | None:
     """k = floor(log10 max |y|) when every finite value the ``curves`` draw is below
     ``echarts_grid.TINY`` in size and one is not 0, else None."""
-    values = [np.abs(v[np.isfinite(v)]) for g in curves for v in (g.mean, g.lo, g.hi)]
-    values += [np.abs(s.y) for g in curves for s in g.seeds]
-    top = max((float(v.max()) for v in values if len(v)), default=0.0)
+    ends = series_math.finite_range(
+        np.abs(v) for g in curves for v in (g.mean, g.lo, g.hi, *(s.y for s in g.seeds))
+    )
+    top = ends[1] if ends is not None else 0.0
     return math.floor(math.log10(top)) if 0 < top < echarts_grid.TINY else None
 
 

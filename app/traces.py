@@ -18,6 +18,7 @@ from app.data import Memo, load_sequences, table_files
 from app.lag import LagSplit, lag_split
 from app.panels import Panel, PanelSplit
 from app.records import SOURCE_PARQUET, RunRef
+from app.series_math import finite_range
 from training_hooks.schema import SEQUENCES_DIR, STEPS_DIR, Seq
 
 
@@ -157,6 +158,4 @@ def _run_reward_range(sig, _run: RunRef) -> tuple[float, float] | None:
     t = load_sequences(_run, [Seq.REWARD])
     if Seq.REWARD not in t.df.columns:
         return None
-    r = t.df[Seq.REWARD].to_numpy(np.float64, na_value=np.nan)
-    r = r[np.isfinite(r)]
-    return (float(r.min()), float(r.max())) if len(r) else None
+    return finite_range([t.df[Seq.REWARD].to_numpy(np.float64, na_value=np.nan)])
