@@ -63,9 +63,7 @@ def parse_group_metrics(items: Sequence[str]) -> dict[str, str]:
 
 
 def _subset(df, column: str, steps: str) -> tuple[str, np.ndarray | None]:
-    """(the subset of steps scored, its row mask; None: every row)."""
-    if steps not in STEPS:
-        raise ValueError(f"steps must be one of {STEPS}, got {steps!r}")
+    """(the subset of steps scored, its row mask; None: every row); ``report`` checks ``steps``."""
     off_default = any(p.off_policy_default for p in panels.PANELS if p.column == column)
     if steps == ALL_STEPS or (steps == compare_view.AUTO and not off_default):
         return ALL_STEPS, None  # no lag split needed (the page's default on reward_mean)
@@ -186,10 +184,6 @@ def _ci(ci: Sequence[float]) -> str:
     return f"[{_num(ci[0])}, {_num(ci[1])}]"
 
 
-def verdict_word(p: vs.PairVerdict) -> str:
-    return vs.INCONCLUSIVE if p.verdict == vs.INCONCLUSIVE else f"{p.verdict} better"
-
-
 def group_rows(r: Report) -> list[dict]:
     """The groups' table (the page's and the shell's)."""
     return [
@@ -214,7 +208,7 @@ def pair_rows(r: Report) -> list[dict]:
             "A - B": _num(p.delta),
             "95% CI of A - B": _ci(p.ci),
             "P(A > B)": f"{p.p_better:.3f}",
-            "verdict": verdict_word(p),
+            "verdict": vs.INCONCLUSIVE if p.verdict == vs.INCONCLUSIVE else f"{p.verdict} better",
         }
         for p in r.verdict.pairs
     ]
