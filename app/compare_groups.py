@@ -16,7 +16,7 @@ import pandas as pd
 import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
-from app import colors, compare_traces, compare_view, data, panels, series_math, traces, ui
+from app import colors, compare_traces, compare_view, data, lag, panels, series_math, traces, ui
 from app import group_chart as gc
 from app import run_groups as rg
 from app import verdict as vd
@@ -303,7 +303,7 @@ def report(
     metric: str,
     final: float,
     group_metrics: dict[str, str] | None = None,
-    steps: str = vd.ALL_STEPS,
+    steps: str = lag.ALL,
     read: Mapping[str, Table] | None = None,
 ) -> vd.Report:
     """``python -m app.verdict``'s report on the shown runs (steps through the page's cache),
