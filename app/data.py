@@ -45,7 +45,7 @@ from training_hooks.schema import (
     is_data_file,
 )
 from training_hooks.storage import FileStamp
-from training_hooks.tables import PartFiles, add_derived, known_cumsum  # noqa: F401
+from training_hooks.tables import PartFiles
 
 T = TypeVar("T")
 

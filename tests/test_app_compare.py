@@ -736,7 +736,7 @@ def test_unlogged_panels_fold_into_one_line(lag_root, app_env):
     assert "Reward" not in line
     (spec,) = [json.loads(e.proto.spec) for e in at.get("echarts_chart") if "grid" in e.proto.id]
     assert spec.get("graphic") == []
-    from app.data import add_derived
+    from training_hooks.tables import add_derived
 
     tables = [add_derived(_steps_table(lag_root, n)) for n in ("alt", "onpol")]
     logged = [
