@@ -103,12 +103,12 @@ def controls() -> dict:
 
 
 def load_series(
-    shown, ctx: ui.Context, read: dict | None = None, digests: dict | None = None
+    shown, ctx: ui.Context, read: dict, digests: dict
 ) -> tuple[list[compare_traces.RunSeries], dict, list[str]]:
     """(series, {run label: extra-metric stats}, problems) of the shown runs with steps (labels:
     ``ctx.labels``, unique even when two runs share a name), without their ``bounds``
-    (``with_bounds``: only the per-run grid draws them). ``read``, when given, receives {run key:
-    its step table}, for the verdict to score (a second cache lookup would copy every table), and
+    (``with_bounds``: only the per-run grid draws them). ``read`` receives {run key: its step
+    table}, for the verdict to score (a second cache lookup would copy every table), and
     ``digests`` {run key: ``traces.run_digest``}.
     The schema's columns no chart reads are left unread (``compare_view.unread_step_columns``)."""
     series, stats, problems = [], {}, []
@@ -117,14 +117,12 @@ def load_series(
         # only in the digest (what is cached under the digest never lacks a step it names)
         digest = traces.run_digest(run)
         t = data.load_steps(run, skip=compare_view.unread_step_columns(run.info))
-        if read is not None:
-            read[run.key] = t
+        read[run.key] = t
         problems += [f"{run.label}: {p}" for p in t.problems]
         if not len(t.df):
             problems.append(f"{run.label}: no steps to draw")
             continue
-        if digests is not None:
-            digests[run.key] = digest
+        digests[run.key] = digest
         stats[ctx.labels.get(run.key, run.key)] = traces.run_extra_stats(t.df, digest)
         series.append(
             compare_traces.RunSeries(
