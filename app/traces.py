@@ -22,18 +22,16 @@ from app.series_math import finite_range
 from training_hooks.schema import SEQUENCES_DIR, STEPS_DIR, Seq
 
 
-def run_signature(run: RunRef) -> tuple:
-    """What a run's step curves depend on: its step parts (size, mtime), or its MLflow keys."""
-    if run.source == SOURCE_PARQUET and run.path:
-        return (run.key, table_files(run, STEPS_DIR))
-    return (run.key, run.metric_keys, run.updated_at)
-
-
 def run_digest(run: RunRef) -> str:
-    """``run_signature`` as one short string: the cache key part a page computes once per run
-    and passes to every cached call of that run (a run's steps folder is listed once, and a
-    string hashes far faster than a tuple of every part's stamp)."""
-    return hashlib.blake2b(repr(run_signature(run)).encode(), digest_size=16).hexdigest()
+    """What a run's step curves depend on (its step parts' size and mtime, or its MLflow keys) as
+    one short string: the cache key part a page computes once per run and passes to every cached
+    call of that run (a run's steps folder is listed once, and a string hashes far faster than a
+    tuple of every part's stamp)."""
+    if run.source == SOURCE_PARQUET and run.path:
+        signature: tuple = (run.key, table_files(run, STEPS_DIR))
+    else:
+        signature = (run.key, run.metric_keys, run.updated_at)
+    return hashlib.blake2b(repr(signature).encode(), digest_size=16).hexdigest()
 
 
 def run_traces(
