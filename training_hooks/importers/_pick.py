@@ -113,8 +113,7 @@ def _trl_state(path: Path, segment: int | None) -> SourceLog:
         raise ValueError(f"segment {segment}: a trainer_state.json holds one run")
     log = trl.read(path)
     log = dataclasses.replace(log, file_format="trainer_state.json")
-    ckpt = log.file.parent.name.startswith("checkpoint-")
-    out = log.file.parent.parent if ckpt else log.file.parent
+    out = trl.output_folders(log.file)[-1]
     events = _events_in(out)[:MAX_COMPARED]
     checks: list[str] = []
     for ev in events:
@@ -245,10 +244,7 @@ def _json_runs(
         )
     kept = {k: v for k, v in log.settings.items() if v.origin.startswith("the log")}
     settings = dict(log.settings) if last else kept
-    if log.tool == "verl":
-        ended = verl._finished(settings, merged.steps), verl.end_text(settings, merged.steps)
-    else:
-        ended = tinker.end_of(merged.steps, settings)
+    ended = (verl.end_of if log.tool == "verl" else tinker.end_of)(merged.steps, settings)
     return dataclasses.replace(
         log,
         # how the run ended, from this run's own steps (against the settings it has)

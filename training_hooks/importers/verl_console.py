@@ -15,7 +15,6 @@ counted. A file holding several runs (a restart appending to the same log) is sp
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -163,7 +162,8 @@ def read(path: Path, segment: int | None = None) -> SourceLog:
             f"{found.records[-1].step}, line {found.records[-1].line}) without another: it ends "
             "inside a step"
         )
-    log = SourceLog(
+    finished, end = verl.end_of(merged.steps, settings)
+    return SourceLog(
         tool="verl",
         file=path,
         name=name or path.stem or "verl",
@@ -183,11 +183,8 @@ def read(path: Path, segment: int | None = None) -> SourceLog:
         notes=tuple(notes),
         segment=seg.index if len(segments) > 1 else None,
         segments=len(segments) if len(segments) > 1 else None,
-    )
-    return dataclasses.replace(
-        log,
-        source_finished=verl._finished(settings, merged.steps),
-        end_text=verl.end_text(settings, merged.steps),
+        source_finished=finished,
+        end_text=end,
     )
 
 
