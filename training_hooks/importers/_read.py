@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeGuard
@@ -136,11 +136,14 @@ def read_records(
         else:
             records.append(got)
     if not records:
-        first = bad[0] if bad else None
-        why = f"; line {first['line']}: {first['reason']}" if first else ""
-        raise ValueError(f"{path} holds no {what}{why}")
+        raise ValueError(f"{path} holds no {what}{first_bad(bad)}")
     bad.sort(key=lambda d: d["line"])
     return jl, records, bad
+
+
+def first_bad(malformed: Sequence[Mapping[str, Any]]) -> str:
+    """ "; line N: why" of the first malformed line, for the error of a file holding no record."""
+    return f"; line {malformed[0]['line']}: {malformed[0]['reason']}" if malformed else ""
 
 
 def json_lines_log(
@@ -204,9 +207,7 @@ def load_config(path: Path) -> Mapping[str, Any] | None:
             import yaml
 
             data = yaml.safe_load(text)
-    except (OSError, UnicodeDecodeError, ValueError, ImportError):
-        return None
-    except Exception:  # noqa: BLE001 - yaml.YAMLError and friends: not a config
+    except Exception:  # noqa: BLE001 - OSError, bad UTF-8 or JSON, no yaml, yaml.YAMLError: none
         return None
     return data if isinstance(data, Mapping) else None
 

@@ -33,7 +33,7 @@ from training_hooks.importers._literal import (
     parse_literal,
     significant_digits,
 )
-from training_hooks.importers._read import SourceLog, as_step, is_number, merge_by_step
+from training_hooks.importers._read import SourceLog, as_step, first_bad, is_number, merge_by_step
 from training_hooks.importers._segments import Record, Segment, choose, segment_notes, split_at
 from training_hooks.importers._sniff import TRL_DICT_START
 from training_hooks.importers._spec import Settings
@@ -216,14 +216,10 @@ def read(
     files beside it state (``logging_steps`` places the records); ``final``: a file's final step,
     to infer ``logging_steps`` from; ``first_step``: ``logging_first_step`` (record 1 is step 1)."""
     found = scan(file)
-    if not any(e.kind == TRAIN for e in found.entries):
-        why = (
-            f"; line {found.malformed[0]['line']}: {found.malformed[0]['reason']}"
-            if found.malformed
-            else ""
-        )
+    if not _has_train(found.entries):
         raise ValueError(
-            f"{file} holds no TRL console record ({{'loss': ..., ...}} per logging step){why}"
+            f"{file} holds no TRL console record ({{'loss': ..., ...}} per logging step)"
+            + first_bad(found.malformed)
         )
     runs = [r for r in split_at(found.entries, runs_of(found.entries)) if _has_train(r[0])]
     placed = [

@@ -22,7 +22,7 @@ from typing import Any
 
 from training_hooks.importers import verl
 from training_hooks.importers._literal import LiteralError, brace_depth, parse_literal
-from training_hooks.importers._read import SourceLog, merge_by_step
+from training_hooks.importers._read import SourceLog, first_bad, merge_by_step
 from training_hooks.importers._segments import Record, choose, segment_notes, split_by_step
 from training_hooks.importers._sniff import VERL_STEP_LINE
 from training_hooks.importers._text import LineStats, cleaning_note, read_lines, redraws
@@ -131,12 +131,10 @@ def read(path: Path, segment: int | None = None) -> SourceLog:
     """The run (``segment``, 1-based, when the file holds several) logged in a verl console log."""
     found, stats = scan(path)
     if not found.records:
-        why = (
-            f"; line {found.malformed[0]['line']}: {found.malformed[0]['reason']}"
-            if found.malformed
-            else ""
+        raise ValueError(
+            f"{path} holds no verl console metrics line ('step:N - key:value')"
+            + first_bad(found.malformed)
         )
-        raise ValueError(f"{path} holds no verl console metrics line ('step:N - key:value'){why}")
     segments = split_by_step(found.records, validation=("val-",))
     seg = choose(segments, segment, path)
     first = seg.records[0].line
