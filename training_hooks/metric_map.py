@@ -454,7 +454,8 @@ def resolve(name: str, ctx: Context) -> Resolution:
         if (
             off.name == key
             and off.source == ctx.fmt.source
-            and _known_in(ctx, off.setting, off.values)
+            and off.setting in ctx.settings
+            and _matches(ctx.settings[off.setting], off.values)
         ):
             return Resolution(name, None, None, off.reason)
     cands = [m for m in _BY_NAME.get(key, ()) if m.source == ctx.fmt.source or not ctx.fmt.source]
@@ -472,10 +473,6 @@ def _lookup_key(name: str) -> str:
         if name.startswith(prefix) and name[len(prefix) :] in _BY_NAME:
             return name[len(prefix) :]
     return name
-
-
-def _known_in(ctx: Context, setting: str, values: tuple[Any, ...]) -> bool:
-    return setting in ctx.settings and _matches(ctx.settings[setting], values)
 
 
 def _matches(value: Any, values: tuple[Any, ...]) -> bool:
@@ -625,8 +622,7 @@ def map_metric_name(name: str, *, sequence_level: bool = False) -> str:
     MLflow keys) -> ``<column>``; ``train/reward`` -> ``reward_mean``. ``sequence_level``: TRL
     ``importance_sampling_level="sequence"``, so TRL's clip metrics map to sequence units."""
     ctx = Context(SourceFormat("", ""), {_LEVEL: "sequence" if sequence_level else "token"}, True)
-    res = resolve(name, ctx)
-    return res.column or name
+    return resolve(name, ctx).column or name
 
 
 def map_metric_names(
