@@ -60,11 +60,10 @@ def _rows(df: pd.DataFrame, split: lagmod.LagSplit, y: np.ndarray) -> tuple[np.n
 
 
 def check_attenuation(
-    df: pd.DataFrame, split: lagmod.LagSplit, loss: str, cov: Coverage | None = None
+    df: pd.DataFrame, split: lagmod.LagSplit, loss: str, cov: Coverage
 ) -> list[Finding]:
     """The attenuation checks (module docstring); ``loss`` names the run's loss in the text
     ("GRPO", "CISPO", "the loss" when unknown); ``cov`` says what was judged."""
-    cov = cov if cov is not None else Coverage()
     y = col(df, Step.ATTENUATION_MEAN)
     if y is None or not np.isfinite(y).any():
         for name in CHECKS:

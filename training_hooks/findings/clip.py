@@ -140,12 +140,10 @@ def _any_clip_column(df: pd.DataFrame) -> bool:
 def check_clip_range(
     df: pd.DataFrame,
     split: lagmod.LagSplit,
-    facts: RunFacts | None = None,
-    cov: Coverage | None = None,
+    facts: RunFacts,
+    cov: Coverage,
 ) -> list[Finding]:
     """``clip_high`` / ``clip_low`` (see the module docstring); ``cov`` says what was judged."""
-    facts = facts if facts is not None else RunFacts()
-    cov = cov if cov is not None else Coverage()
     parsed = parse_algorithm(facts.algorithm)
     if parsed is not None and parsed.clip_unit is None:  # CISPO's cap, SAPO's gate, ...
         why = f"{parsed.loss.upper()} has no hard clip (its attenuation is checked instead)"

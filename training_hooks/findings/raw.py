@@ -54,12 +54,8 @@ def grad_norm_column(df: pd.DataFrame) -> str | None:
     return None
 
 
-def check_raw_values(
-    df: pd.DataFrame, facts: RunFacts | None = None, cov: Coverage | None = None
-) -> list[Finding]:
+def check_raw_values(df: pd.DataFrame, facts: RunFacts, cov: Coverage) -> list[Finding]:
     """Every check of this module on ``df`` (rows in step order)."""
-    facts = facts if facts is not None else RunFacts()
-    cov = cov if cov is not None else Coverage()
     return [
         *check_grad_norm(df, facts, cov),
         *check_loss_scale(df, facts, cov),

@@ -121,13 +121,9 @@ def with_group_outcomes(df: pd.DataFrame, outcomes: pd.DataFrame | None) -> pd.D
 # Checks
 
 
-def check_learning_signal(
-    df: pd.DataFrame, facts: RunFacts | None = None, cov: Coverage | None = None
-) -> list[Finding]:
+def check_learning_signal(df: pd.DataFrame, facts: RunFacts, cov: Coverage) -> list[Finding]:
     """A reward constant over the whole run (one finding: it carries no signal), else the
     zero-variance share of the last quarter, split into solved and failed groups."""
-    cov = cov if cov is not None else Coverage()
-    facts = facts if facts is not None else RunFacts()
     reward = logged(df, Step.REWARD_MEAN)
     if reward is None:
         cov.skipped("reward signal", NOT_LOGGED)
@@ -287,9 +283,8 @@ def _saturated(solved: float, unsolved: float, source: str, n: int) -> Finding:
     )
 
 
-def check_truncation(df: pd.DataFrame, cov: Coverage | None = None) -> list[Finding]:
+def check_truncation(df: pd.DataFrame, cov: Coverage) -> list[Finding]:
     """Median ``truncated_fraction`` over the last 10% of steps at or above ``truncation``."""
-    cov = cov if cov is not None else Coverage()
     # at least min_basis rows: a 10-row run's last 10% is one row, which is no verdict
     got = late_median(df, Step.TRUNCATED_FRACTION, 10, int(RUN.min_basis.value))
     if got is None:

@@ -159,9 +159,7 @@ def _spike_series(df: pd.DataFrame, code: str) -> tuple[str, np.ndarray] | None:
     return (Step.TOKEN_LOG_RATIO_ABS_MAX, y) if y is not None else None
 
 
-def check_spikes(
-    df: pd.DataFrame, split: lagmod.LagSplit, cov: Coverage | None = None
-) -> list[Finding]:
+def check_spikes(df: pd.DataFrame, split: lagmod.LagSplit, cov: Coverage) -> list[Finding]:
     """``kl_old_spike``, ``log_ratio_spike``, ``kl_ref_spike``: a step far above the rolling median
     of its same-lag neighbours (``spike_mask``); ``steps`` names exactly the spike steps.
 
@@ -169,7 +167,6 @@ def check_spikes(
     at a step where one is a spike, the other is one from ``spike_mads_corroborated`` robust
     sigmas (and ``spike_factor``), its maximum over a minibatch's few sequences being noisy."""
     out = []
-    cov = cov if cov is not None else Coverage()
     steps = steps_of(df)
     groups = lag_groups(split)
     on = split.mask(lagmod.ON_POLICY)
@@ -329,14 +326,11 @@ TREND_CHECKS = (
 )
 
 
-def check_trends(
-    df: pd.DataFrame, split: lagmod.LagSplit, cov: Coverage | None = None
-) -> list[Finding]:
+def check_trends(df: pd.DataFrame, split: lagmod.LagSplit, cov: Coverage) -> list[Finding]:
     """``entropy_collapse``, ``length_collapse``, ``length_blowup``: the median of the last 10% of
     steps against the first 10%, within each lag group; fires only when every judged group
     crosses the threshold (one lag's artefact never alarms)."""
     out = []
-    cov = cov if cov is not None else Coverage()
     groups = lag_groups(split)
     for check in TREND_CHECKS:
         name = "entropy trend" if check.code == ENTROPY_COLLAPSE else "length trend"
