@@ -108,7 +108,9 @@ def import_run(
             ``ValueError`` naming the run); the root is then unchanged.
         ValueError: a bad source, path or file (one line, naming it); the root is then unchanged.
     """
-    spec = _tool(source)
+    if source not in TOOLS:
+        raise ValueError(f"source must be one of {SOURCES}, got {source!r}")
+    spec = TOOLS[source]
     if algorithm is not None and (not isinstance(algorithm, str) or not algorithm):
         raise ValueError(f"algorithm must be a non-empty string, got {algorithm!r}")
     if config is not None and not isinstance(config, Mapping):
@@ -257,12 +259,6 @@ def _format(
             dialect_evidence=log.dialect_evidence,
         )
     return detect_format(source, _names(log), log.version, dialect_evidence=log.dialect_evidence)
-
-
-def _tool(source: str) -> ToolSpec:
-    if source not in TOOLS:
-        raise ValueError(f"source must be one of {SOURCES}, got {source!r}")
-    return TOOLS[source]
 
 
 def _names(log: SourceLog) -> set[str]:

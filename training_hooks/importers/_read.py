@@ -220,8 +220,6 @@ def is_number(v: Any) -> TypeGuard[int | float]:
 def numeric(value: Any) -> float | None:
     """A metric value as float (bools as 0/1, NaN/inf kept: the source logged them); None for
     text, lists, objects and JSON null."""
-    if isinstance(value, bool):
-        return float(value)
-    if isinstance(value, int | float):
+    if isinstance(value, int | float):  # bool is an int
         return float(value)
     return None
