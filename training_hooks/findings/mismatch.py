@@ -42,9 +42,7 @@ ABS_LOGP = "abs_logp"  # mean |log p_trainer - log p_sampler|: k3 >= mean^2 / 2 
 class MismatchMetric:
     """A sampler/trainer mismatch metric Health reads when the run has it."""
 
-    name: (
-        str  # column name; a foreign one also matches behind a tool prefix ("trl/...", "verl/...")
-    )
+    name: str  # column name; a foreign one also matches behind a tool prefix ("verl/...")
     kind: str  # K3, ABS_KL, CHI2, IS_MEAN or ABS_LOGP
     source: str  # the tool that logs it under this name ("" for ours: named by ``RunFacts``)
 

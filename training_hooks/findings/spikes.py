@@ -146,17 +146,14 @@ SPIKE_CHECKS = (
 
 def _spike_series(df: pd.DataFrame, code: str) -> tuple[str, np.ndarray] | None:
     """(column label, per-step values) a spike check reads; None when the run lacks it."""
-    if code == KL_OLD_SPIKE:
-        y = col(df, Step.KL_OLD_MEAN)
-        return (Step.KL_OLD_MEAN, y) if y is not None else None
-    if code == KL_REF_SPIKE:
-        y = col(df, Step.KL_REF_MEAN)
-        return (Step.KL_REF_MEAN, y) if y is not None else None
-    lo, hi = col(df, Step.SEQ_LOG_RATIO_MIN), col(df, Step.SEQ_LOG_RATIO_MAX)
-    if lo is not None and hi is not None and np.isfinite(hi).any():
-        return "max |log s| (sequence)", np.fmax(-lo, hi)
-    y = col(df, Step.TOKEN_LOG_RATIO_ABS_MAX)
-    return (Step.TOKEN_LOG_RATIO_ABS_MAX, y) if y is not None else None
+    kl = {KL_OLD_SPIKE: Step.KL_OLD_MEAN, KL_REF_SPIKE: Step.KL_REF_MEAN}
+    if code not in kl:  # the log-ratio: the sequence's where logged, else the token's
+        lo, hi = col(df, Step.SEQ_LOG_RATIO_MIN), col(df, Step.SEQ_LOG_RATIO_MAX)
+        if lo is not None and hi is not None and np.isfinite(hi).any():
+            return "max |log s| (sequence)", np.fmax(-lo, hi)
+    name = kl.get(code, Step.TOKEN_LOG_RATIO_ABS_MAX)
+    y = col(df, name)
+    return (name, y) if y is not None else None
 
 
 def check_spikes(df: pd.DataFrame, split: lagmod.LagSplit, cov: Coverage) -> list[Finding]:
