@@ -142,9 +142,11 @@ def read(path: Path, segment: int | None = None) -> SourceLog:
     merged = merge_by_step((r.step, r.metrics) for r in seg.records)
     got = cfg.get("trainer")
     trainer: dict[str, Any] = got if isinstance(got, dict) else {}
-    name = (
-        trainer.get("experiment_name") if isinstance(trainer.get("experiment_name"), str) else None
-    )
+    names = {
+        k: trainer[k]
+        for k in ("project_name", "experiment_name")
+        if isinstance(trainer.get(k), str)
+    }
     notes = [
         f"{len(found.records)} metric lines read among {stats.lines} lines; {found.other} other "
         "lines (rollout text, warnings, progress bars) skipped",
@@ -164,7 +166,7 @@ def read(path: Path, segment: int | None = None) -> SourceLog:
     return SourceLog(
         tool="verl",
         file=path,
-        name=name or path.stem or "verl",
+        name=names.get("experiment_name") or path.stem or "verl",
         steps=merged.steps,
         lines=stats.lines,
         malformed=tuple(found.malformed),
@@ -172,11 +174,7 @@ def read(path: Path, segment: int | None = None) -> SourceLog:
         duplicate_steps=merged.duplicate_steps,
         settings=settings,
         config=cfg,
-        summary={
-            k: trainer[k]
-            for k in ("project_name", "experiment_name")
-            if isinstance(trainer.get(k), str)
-        },
+        summary=names,
         file_format=FILE_FORMAT,
         notes=tuple(notes),
         segment=seg.index if len(segments) > 1 else None,
