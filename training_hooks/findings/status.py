@@ -206,13 +206,11 @@ def check_nonfinite(df: pd.DataFrame, cov: Coverage, facts: RunFacts) -> list[Fi
             )
     cells = _bad_cells(df, exact)
     for c, idx in list(cells.items())[:_NAMED]:
-        bad.update(int(s) for s in steps[idx])
         kinds = "/".join(
             k for k, m in (("NaN", np.isnan), ("inf", np.isinf)) if m(column(df, c)[idx]).any()
         )
-        name = facts.logged_as(c) if facts is not None else c
-        parts.append(f"{name} is {kinds} at {_n_steps(steps[idx])}")
-    for idx in list(cells.values())[_NAMED:]:
+        parts.append(f"{facts.logged_as(c)} is {kinds} at {_n_steps(steps[idx])}")
+    for idx in cells.values():
         bad.update(int(s) for s in steps[idx])
     if len(cells) > _NAMED:
         parts.append(f"and {len(cells) - _NAMED} more columns")
