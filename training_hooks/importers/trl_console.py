@@ -166,13 +166,10 @@ class Steps:
 def logging_steps(settings: Settings, trains: int, final: tuple[int, str] | None) -> Steps:
     """``logging_steps`` as stated (settings), else inferred from the final step a file gives
     (``final``: step, where) when one integer L has floor(final / L) == trains, else unknown."""
+    placed = "the dicts carry no step: the k-th training record is step k x logging_steps"
     stated = settings.get("logging_steps")
     if stated is not None and isinstance(stated.value, int) and stated.value > 0:
-        return Steps(
-            stated.value,
-            f"the dicts carry no step: the k-th training record is step k x logging_steps "
-            f"({stated.value}, from {stated.origin})",
-        )
+        return Steps(stated.value, f"{placed} ({stated.value}, from {stated.origin})")
     if final is not None and trains > 0:
         step, where = final
         fits = [
@@ -183,10 +180,7 @@ def logging_steps(settings: Settings, trains: int, final: tuple[int, str] | None
         if len(fits) == 1:
             why = f"inferred: {where} gives the last step {step} and the log holds {trains} training records"
             return Steps(
-                fits[0],
-                f"the dicts carry no step: the k-th training record is step k x logging_steps "
-                f"({fits[0]}, {why}; no file states it)",
-                Setting(fits[0], why),
+                fits[0], f"{placed} ({fits[0]}, {why}; no file states it)", Setting(fits[0], why)
             )
     return Steps(
         None,
