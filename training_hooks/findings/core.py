@@ -237,6 +237,15 @@ def find_column(df: pd.DataFrame, name: str) -> str | None:
     return tails[0] if tails else None
 
 
+def first_logged(df: pd.DataFrame, names) -> str | None:
+    """The column of the first of ``names`` the run logs (``find_column``: behind any prefix)."""
+    for name in names:
+        found = find_column(df, name)
+        if found is not None and logged(df, found) is not None:
+            return found
+    return None
+
+
 def steps_of(df: pd.DataFrame) -> np.ndarray:
     if Step.STEP in df.columns:
         return pd.to_numeric(df[Step.STEP], errors="coerce").fillna(-1).to_numpy(np.int64)

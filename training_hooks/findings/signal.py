@@ -28,7 +28,7 @@ from training_hooks.findings.core import (
     RunFacts,
     col,
     column,
-    find_column,
+    first_logged,
     logged,
     pct,
 )
@@ -167,19 +167,11 @@ def _constant_reward(df: pd.DataFrame, reward: np.ndarray) -> Finding | None:
     )
 
 
-def _split_column(df: pd.DataFrame, ours: str, foreign: tuple[str, ...]) -> str | None:
-    for name in (ours, *foreign):
-        found = find_column(df, name)
-        if found is not None and logged(df, found) is not None:
-            return found
-    return None
-
-
 def _check_zero_variance(df: pd.DataFrame, cov: Coverage) -> list[Finding]:
     """``zero_variance`` (failed or unexplained groups) and ``task_saturated`` (solved groups),
     each from its median over the last quarter of the run."""
     got = late_median(df, Step.ZERO_VARIANCE_FRACTION, 4)
-    hi_col = _split_column(df, ALL_HIGH_FRACTION, FOREIGN_ALL_HIGH)
+    hi_col = first_logged(df, (ALL_HIGH_FRACTION, *FOREIGN_ALL_HIGH))
     if got is None:
         if hi_col is None:
             return cov.skipped("zero-variance groups", NOT_LOGGED)
