@@ -122,25 +122,6 @@ def merge_by_step(records: Iterable[tuple[int, Mapping[str, Any]]]) -> Merged:
     return Merged(steps, tuple(sorted(duplicates)))
 
 
-def read_records(
-    path: Path, parse: Callable[[Any], tuple[int, Mapping[str, Any]] | str], what: str
-) -> tuple[JsonLines, list[tuple[int, Mapping[str, Any]]], list[dict[str, Any]]]:
-    """The JSON lines of ``path`` turned into (step, metrics) by ``parse`` (which returns a reason
-    string for a line that is valid JSON but not a record). Raises ValueError when no line is."""
-    jl = read_json_lines(path)
-    records, bad = [], list(jl.malformed)
-    for n, obj in jl.objects:
-        got = parse(obj)
-        if isinstance(got, str):
-            bad.append({"line": n, "reason": got})
-        else:
-            records.append(got)
-    if not records:
-        raise ValueError(f"{path} holds no {what}{first_bad(bad)}")
-    bad.sort(key=lambda d: d["line"])
-    return jl, records, bad
-
-
 def first_bad(malformed: Sequence[Mapping[str, Any]]) -> str:
     """ "; line N: why" of the first malformed line, for the error of a file holding no record."""
     return f"; line {malformed[0]['line']}: {malformed[0]['reason']}" if malformed else ""
@@ -154,9 +135,20 @@ def json_lines_log(
     what: str,
     **beside: Any,
 ) -> SourceLog:
-    """A JSON-lines log read with ``read_records`` and merged by step; ``beside``: the other
-    SourceLog fields (settings, config, ...)."""
-    jl, records, bad = read_records(file, parse, what)
+    """A JSON-lines log, each line turned into (step, metrics) by ``parse`` (which returns a
+    reason string for a line that is valid JSON but not a record) and merged by step; ``beside``:
+    the other SourceLog fields (settings, config, ...). Raises ValueError when no line is one."""
+    jl = read_json_lines(file)
+    records, bad = [], list(jl.malformed)
+    for n, obj in jl.objects:
+        got = parse(obj)
+        if isinstance(got, str):
+            bad.append({"line": n, "reason": got})
+        else:
+            records.append(got)
+    if not records:
+        raise ValueError(f"{file} holds no {what}{first_bad(bad)}")
+    bad.sort(key=lambda d: d["line"])
     merged = merge_by_step(records)
     return SourceLog(
         tool=tool,
