@@ -415,9 +415,7 @@ def detect_source(names: Iterable[str]) -> str | None:
     ):
         return _TINKER
     trl = {m.name for m in MAPPINGS if m.source == _TRL} | {e[1] for e in VERSION_EVIDENCE}
-    if names & trl:
-        return _TRL
-    return None
+    return _TRL if names & trl else None
 
 
 # ------------------------------------------------------------------------- resolving a name
@@ -509,12 +507,13 @@ def _resolve_strict(name: str, cands: list[MetricMapping], ctx: Context) -> Reso
     fmt = ctx.fmt
     lo, hi = _existence(cands, fmt.since, fmt.until)
     if lo is not None and hi is not None and lo >= hi:
+        span = SourceFormat("", "", *_existence(cands, None, None)).range_text
         return Resolution(
             name,
             None,
             f"{fmt.source}/{name}",
             f"{_tool_name(fmt.source)} {fmt.range_text} does not log {name} (it logs it in "
-            f"{_span(cands)}): another trainer's key, its meaning here unknown",
+            f"{span}): another trainer's key, its meaning here unknown",
         )
     cuts = sorted({b for m in cands for b in (m.since, m.until) if b and _inside(b, lo, hi)})
     bounds = [lo, *cuts, hi]
@@ -557,11 +556,6 @@ def _existence(
         ceiling = max(m.until for m in cands if m.until)
         hi = ceiling if hi is None or ceiling < hi else hi
     return lo, hi
-
-
-def _span(cands: list[MetricMapping]) -> str:
-    lo, hi = _existence(cands, None, None)
-    return SourceFormat("", "", lo, hi).range_text
 
 
 def _tool_name(source: str) -> str:

@@ -132,9 +132,8 @@ def default_for(
 ) -> tuple[Any, str] | None:
     """(value, why) when one default of ``fmt.source`` decides ``setting`` over every version
     in [lo, hi); None when no default does (or the range spans a change)."""
-    hits = [d for d in DEFAULTS if d.source == fmt.source and d.setting == setting]
-    for d in hits:
-        if covers(d.since, d.until, lo, hi):
+    for d in DEFAULTS:
+        if d.source == fmt.source and d.setting == setting and covers(d.since, d.until, lo, hi):
             rng = _range(d.since, d.until) or "all versions"
             tool = TOOL_NAMES.get(fmt.source, fmt.source)
             if d.absent:
