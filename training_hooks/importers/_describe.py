@@ -164,19 +164,17 @@ def report_lines(rec: schema.ImportRecord, info: schema.RunInfo | None = None) -
     if rec.validation_only_steps:
         steps = [str(s) for s in rec.validation_only_steps]
         lines.append(f"validation-only rows at steps {few(steps, 12)}")
+    renamed = ", ".join(
+        f"{n} -> {c}" + (f" ({rec.notes[n]})" if rec.notes.get(n) else "")
+        for n, c in rec.renamed.items()
+    )
     lines.append(
         f"mapped to our columns ({len(rec.mapped)}): "
         + (", ".join(f"{n} -> {c}" for n, c in rec.mapped.items()) or "none")
     )
     lines.append(
         f"renamed <tool>/<name>, meaning differs or unknown ({len(rec.renamed)}): "
-        + (
-            ", ".join(
-                f"{n} -> {c}" + (f" ({rec.notes[n]})" if rec.notes.get(n) else "")
-                for n, c in rec.renamed.items()
-            )
-            or "none"
-        )
+        + (renamed or "none")
     )
     if rec.assumptions:
         lines.append("mapped assuming: " + "; ".join(rec.assumptions))

@@ -66,8 +66,7 @@ def read(run: Path, tool: str, config: Mapping[str, Any] | None, segment: int | 
     settings: Settings = read_settings(tool, cfg, "config.yaml") if cfg else {}
     if config:
         settings.update(read_settings(tool, config, "--config"))
-    kind = sniff(console)
-    if tool == "verl" or kind is VERL_CONSOLE:
+    if tool == "verl" or sniff(console) is VERL_CONSOLE:
         if tool != "verl":
             raise ValueError(f"{console} holds verl console lines: {VERL_CONSOLE.hint(run)}")
         log = verl_console.read(console, segment)
