@@ -45,7 +45,6 @@ from training_hooks.schema import Step
 HIGH = "attenuation too high"
 LOW = "attenuation too low"
 ONE_SIDED = "attenuation one-sided"
-CHECKS = (HIGH, LOW, ONE_SIDED)
 
 
 def _rows(df: pd.DataFrame, split: lagmod.LagSplit, y: np.ndarray) -> tuple[np.ndarray, bool]:
@@ -66,9 +65,7 @@ def check_attenuation(
     ("GRPO", "CISPO", "the loss" when unknown); ``cov`` says what was judged."""
     y = col(df, Step.ATTENUATION_MEAN)
     if y is None or not np.isfinite(y).any():
-        for name in CHECKS:
-            cov.skipped(name, NOT_LOGGED)
-        return []
+        return cov.skipped(HIGH, NOT_LOGGED, LOW, ONE_SIDED)
     rows, off_known = _rows(df, split, y)
     n = int(rows.sum())
     mean = float(np.mean(y[rows]))
