@@ -51,10 +51,9 @@ def summarize(run_dir: str | os.PathLike) -> ImportSummary:
 
 
 def _label(rec: schema.ImportRecord) -> str:
-    base = rec.format.split(" (>")[0].split(" (<")[0] if rec.version else rec.format
     if rec.version:
-        return f"{base}, version {rec.version}"
-    return base if rec.version_range else f"{base}, version unknown"
+        return f"{rec.format.split(' (>')[0].split(' (<')[0]}, version {rec.version}"
+    return rec.format if rec.version_range else f"{rec.format}, version unknown"
 
 
 def markdown_table(rows: list[tuple[str, ImportSummary]]) -> str:

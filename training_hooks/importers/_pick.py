@@ -111,8 +111,7 @@ def _trl_state(path: Path, segment: int | None) -> SourceLog:
     """A trainer_state.json, compared with the event files of its output dir."""
     if segment not in (None, 1):
         raise ValueError(f"segment {segment}: a trainer_state.json holds one run")
-    log = trl.read(path)
-    log = dataclasses.replace(log, file_format="trainer_state.json")
+    log = dataclasses.replace(trl.read(path), file_format="trainer_state.json")
     out = trl.output_folders(log.file)[-1]
     events = _events_in(out)[:MAX_COMPARED]
     checks: list[str] = []
