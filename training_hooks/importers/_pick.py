@@ -135,8 +135,7 @@ def _trl_events(file: Path, segment: int | None) -> SourceLog:
     state = _state_in(out) if out != file.parent else None
     if state is None:
         return log
-    other = trl.read(state)
-    checks = compare(log, other, _rel(file, out), _rel(state, out))
+    checks = compare(log, trl.read(state), _rel(file, out), _rel(state, out))
     note = (
         f"found in {out}: {_rel(state, out)} (trainer_state.json of the same output dir, compared)"
     )
