@@ -37,8 +37,8 @@ from training_hooks.findings.core import (
     col,
     flagged,
     pct,
-    steps_of,
 )
+from training_hooks.findings.lag import steps_of
 from training_hooks.findings.thresholds import ATTENUATION, RUN
 from training_hooks.schema import Step
 

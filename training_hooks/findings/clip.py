@@ -43,8 +43,8 @@ from training_hooks.findings.core import (
     flagged,
     fmt_eps,
     pct,
-    steps_of,
 )
+from training_hooks.findings.lag import steps_of
 from training_hooks.findings.thresholds import BANDS, RAW, RUN
 from training_hooks.metric_map import Derived
 from training_hooks.schema import Step

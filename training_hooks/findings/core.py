@@ -13,7 +13,6 @@ import pandas as pd
 
 from gspo_metrics.spec import clip_unit_of
 from training_hooks.findings import lag as lagmod
-from training_hooks.findings.lag import steps_of  # noqa: F401 -- the checks import it from here
 from training_hooks.names import few
 from training_hooks.schema import STATUS_FINISHED, STEP_METRIC_COLUMNS, Step
 

@@ -24,10 +24,10 @@ from training_hooks.findings.core import (
     column,
     find_column,
     listed,
-    steps_of,
     train_mask,
     worst,
 )
+from training_hooks.findings.lag import steps_of
 from training_hooks.findings.thresholds import MISMATCH
 from training_hooks.schema import Step
 

@@ -37,8 +37,8 @@ from training_hooks.findings.core import (
     fmt_steps,
     logged,
     pct,
-    steps_of,
 )
+from training_hooks.findings.lag import steps_of
 from training_hooks.findings.status import GRAD_NORM_NAMES
 from training_hooks.findings.thresholds import RAW, RUN
 from training_hooks.schema import Step

@@ -32,9 +32,9 @@ from training_hooks.findings.core import (
     fmt_steps,
     lag_groups,
     listed,
-    steps_of,
     worst,
 )
+from training_hooks.findings.lag import steps_of
 from training_hooks.findings.thresholds import RUN, Threshold
 from training_hooks.schema import Step
 

@@ -31,9 +31,9 @@ from training_hooks.findings.core import (
     fmt_steps,
     listed,
     logged,
-    steps_of,
     train_mask,
 )
+from training_hooks.findings.lag import steps_of
 from training_hooks.findings.thresholds import RUN
 from training_hooks.metric_map import GRAD_NORM, Derived
 from training_hooks.schema import (
