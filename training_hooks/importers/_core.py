@@ -108,9 +108,7 @@ def import_run(
             ``ValueError`` naming the run); the root is then unchanged.
         ValueError: a bad source, path or file (one line, naming it); the root is then unchanged.
     """
-    if source not in TOOLS:
-        raise ValueError(f"source must be one of {SOURCES}, got {source!r}")
-    spec = TOOLS[source]
+    spec = _tool(source)
     if algorithm is not None and (not isinstance(algorithm, str) or not algorithm):
         raise ValueError(f"algorithm must be a non-empty string, got {algorithm!r}")
     if config is not None and not isinstance(config, Mapping):
@@ -257,6 +255,12 @@ def _format(
     return detect_format(
         source, _names(log), stated, version_from=origin, dialect_evidence=log.dialect_evidence
     )
+
+
+def _tool(source: str) -> ToolSpec:
+    if source not in TOOLS:
+        raise ValueError(f"source must be one of {SOURCES}, got {source!r}")
+    return TOOLS[source]
 
 
 def _names(log: SourceLog) -> set[str]:
