@@ -117,34 +117,29 @@ def resolve(uri: str) -> tuple[Any, str]:
 # ----------------------------------------------------------------------------- queries
 
 
-def _info(path: str):
+def _type(path: str) -> str:
+    """The name of an object-store path's pyarrow ``FileType``: "NotFound", "File", "Directory"."""
     fs, p = resolve(path)
-    return fs.get_file_info(p)
+    return fs.get_file_info(p).type.name
 
 
 def exists(path: str | os.PathLike) -> bool:
     """A file or folder (on an object store: an object, or a prefix holding objects)."""
     if is_uri(path):
-        from pyarrow.fs import FileType
-
-        return _info(path).type != FileType.NotFound
+        return _type(path) != "NotFound"
     return os.path.exists(local(path))
 
 
 def is_file(path: str | os.PathLike) -> bool:
     if is_uri(path):
-        from pyarrow.fs import FileType
-
-        return _info(path).type == FileType.File
+        return _type(path) == "File"
     return os.path.isfile(local(path))
 
 
 def is_dir(path: str | os.PathLike) -> bool:
     """A folder (on an object store: a prefix holding objects, or a bucket)."""
     if is_uri(path):
-        from pyarrow.fs import FileType
-
-        return _info(path).type == FileType.Directory
+        return _type(path) == "Directory"
     return os.path.isdir(local(path))
 
 
@@ -267,8 +262,14 @@ def atomic_path(path: str | os.PathLike) -> Iterator[str]:
             pq.write_table(table, tmp)
     """
     if is_uri(path):
-        with _staged_upload(str(path)) as tmp:
+        fd, tmp = tempfile.mkstemp(prefix="gspo-dash-upload-", suffix="-" + basename(path))
+        os.close(fd)
+        try:
             yield tmp
+            upload_file(tmp, path)
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
         return
     folder, base = os.path.split(local(path))
     tmp = os.path.join(folder, f".tmp-{os.getpid()}-{threading.get_ident()}-{base}")
@@ -284,18 +285,6 @@ def atomic_path(path: str | os.PathLike) -> Iterator[str]:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
-
-
-@contextlib.contextmanager
-def _staged_upload(uri: str) -> Iterator[str]:
-    fd, tmp = tempfile.mkstemp(prefix="gspo-dash-upload-", suffix="-" + basename(uri))
-    os.close(fd)
-    try:
-        yield tmp
-        upload_file(tmp, uri)
-    finally:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
 
 
 def upload_file(local_file: str, uri: str) -> None:
