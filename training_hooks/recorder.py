@@ -41,7 +41,7 @@ import torch
 from gspo_metrics.spec import UNKNOWN_ALGORITHM
 
 from . import schema, storage
-from .compute import Reduction, StepRecord, dist_info, reduce_step
+from .compute import Reduction, dist_info, reduce_step
 from .inputs import StepInputs
 from .recorder_settings import SETTING_SOURCES, RecorderSettings, takes_params_of
 from .schema import RunInfo, write_json_atomic
@@ -426,9 +426,6 @@ class RunRecorder:
         """Reduce the step on its tensors' device and hand it to the sinks."""
         with self._compute_lock:  # the workspace buffers are not shareable between threads
             record = reduce_step(inputs, self._reduction, self._workspace)
-        self._forward(record)
-
-    def _forward(self, record: StepRecord) -> None:
         for w in self._workers:
             w.put(record)
 
