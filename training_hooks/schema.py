@@ -179,20 +179,6 @@ class ImportRecord:
     cross_checks: tuple[str, ...] = ()  # another file of the same run compared with the one read
     segment: str | None = None  # which run of a file holding several: "2 of 5"
 
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> ImportRecord:
-        """From run.json's ``imported`` object; unknown keys are ignored, lists become tuples."""
-        if not isinstance(data, Mapping):
-            raise ValueError(f"run.json 'imported' must be an object, got {type(data).__name__}")
-        kwargs: dict[str, Any] = {}  # run.json values: checked against the field types below
-        for f in fields(cls):
-            if f.name in data:
-                v = data[f.name]
-                if why := _field_problem(f"imported.{f.name}", _annotation(f), v):
-                    raise ValueError(why)
-                kwargs[f.name] = tuple(v) if isinstance(v, list) else v
-        return cls(**kwargs)
-
 
 SUMMARY_VERSION = 1  # the layout of RunSummary below
 
@@ -242,20 +228,27 @@ class RunSummary:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> RunSummary:
-        """From run.json's ``summary`` object: ValueError when a field is missing or mistyped."""
-        if not isinstance(data, Mapping):
-            raise ValueError(f"run.json 'summary' must be an object, got {type(data).__name__}")
-        kwargs = {}
-        for f in fields(cls):
-            if f.name not in data:
-                if f.default is MISSING:
-                    raise ValueError(f"run.json 'summary' has no {f.name!r}")
-                continue
-            v = data[f.name]
-            if why := _field_problem(f"summary.{f.name}", _annotation(f), v):
-                raise ValueError(why)
-            kwargs[f.name] = _tuples(v)
-        return cls(**kwargs)
+        """From run.json's ``summary`` object (``record_from_json``)."""
+        return record_from_json(cls, "summary", data)
+
+
+def record_from_json(cls: Any, key: str, data: Any) -> Any:
+    """The ``cls`` record of run.json's ``key`` object (``imported``, ``summary``), its lists as
+    tuples and unknown keys ignored: ValueError when it is not an object, lacks a field that has
+    no default, or holds a value that does not fit its field's type."""
+    if not isinstance(data, Mapping):
+        raise ValueError(f"run.json {key!r} must be an object, got {type(data).__name__}")
+    kwargs = {}
+    for f in fields(cls):
+        if f.name not in data:
+            if f.default is MISSING and f.default_factory is MISSING:
+                raise ValueError(f"run.json {key!r} has no {f.name!r}")
+            continue
+        v = data[f.name]
+        if why := _field_problem(f"{key}.{f.name}", _annotation(f), v):
+            raise ValueError(why)
+        kwargs[f.name] = _tuples(v)
+    return cls(**kwargs)
 
 
 def _tuples(value: Any) -> Any:
@@ -320,7 +313,7 @@ class RunInfo:
             if why := _field_problem(k, _annotation(cls.__dataclass_fields__[k]), v):
                 raise ValueError(why)
         if kwargs.get("imported") is not None:
-            kwargs["imported"] = ImportRecord.from_json(kwargs["imported"])
+            kwargs["imported"] = record_from_json(ImportRecord, "imported", kwargs["imported"])
         if kwargs.get("summary") is not None:
             try:  # a summary is a cache: a bad one is ignored (the app reads the table instead)
                 kwargs["summary"] = RunSummary.from_json(kwargs["summary"])
