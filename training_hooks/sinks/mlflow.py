@@ -462,8 +462,6 @@ class MlflowSink:
     """Called with the run's details (tracking URI, experiment, MLflow run id) once it is open."""
     process: bool = True
     """Run MLflow's client in a child process (True) or in the sink's thread (False)."""
-    run_id: str | None = field(default=None, init=False)
-    """The MLflow run id, once open."""
 
     def __post_init__(self) -> None:
         self.params = flatten_params(dict(self.params or {}))
@@ -494,7 +492,6 @@ class MlflowSink:
                 backend.kill()
             raise
         self.backend = backend
-        self.run_id = details["run_id"]
         if self.on_open is not None:
             self.on_open(details)
 
