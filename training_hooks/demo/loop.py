@@ -155,7 +155,7 @@ def build(config: DemoConfig) -> tuple[Task, Policy, Policy]:
     The initial weights depend only on the task, model and warm-start fields of the config (not
     on the algorithm), and are cached in memory, so a GRPO and a GSPO run start from one policy.
     """
-    task = config.make_task()
+    task = Task(config.alphabet, config.ops, config.min_len, config.max_len)
     torch.manual_seed(config.seed)
     policy = Policy(
         task.vocab_size,
