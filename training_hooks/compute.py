@@ -463,29 +463,7 @@ def _to_host(parts: Mapping[str, torch.Tensor], dtype, device) -> tuple[torch.Te
     return flat.to("cpu"), None, layout  # (a no-op view on CPU)
 
 
-# ----------------------------------------------------------------------------- the entry points
-
-
-def compute_step(
-    step: int,
-    *,
-    seq_eps: tuple[float, float] = DEFAULT_SEQ_EPS,
-    token_eps: tuple[float, float] = DEFAULT_TOKEN_EPS,
-    group_size: int | None = None,
-    token_samples: int = 0,
-    distributed: bool | None = None,
-    run_id: str = "",
-    algorithm: str = "",
-    workspace: dict | None = None,
-    wall_time: float | None = None,
-    **inputs: Any,
-) -> StepRecord:
-    """``reduce_step`` of ``StepInputs.check(step, **inputs)``: ``inputs`` are ``log_step``'s
-    keyword arguments (rewards, logprobs, old_logprobs, mask, advantages, ...), ``group_size``
-    the run's G (checked), ``wall_time`` when the step was logged (default: now)."""
-    checked = StepInputs.check(step, group_size=group_size, wall_time=wall_time, **inputs)
-    how = Reduction(seq_eps, token_eps, token_samples, distributed, run_id, algorithm)
-    return reduce_step(checked, how, workspace)
+# ----------------------------------------------------------------------------- the entry point
 
 
 def step_diagnostics(
