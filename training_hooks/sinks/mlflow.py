@@ -89,7 +89,7 @@ def resolve_tracking_uri(mlflow: Any) -> str | None:
 _ANNOUNCED: set[str] = set()  # the stores ``announce_store`` printed (once per process)
 
 
-def announce_store(setting: Any, uri: str | None, out=None) -> str | None:
+def announce_store(setting: Any, uri: str | None) -> str | None:
     """With ``mlflow=True`` (the user named no store), print once per process on stderr where
     the MLflow store is: the tracking URI and whence it came (``MLFLOW_TRACKING_URI`` or the
     default, a SQLite file in the working folder), and for a local SQLite store the ``mlruns``
@@ -110,7 +110,7 @@ def announce_store(setting: Any, uri: str | None, out=None) -> str | None:
     line += "; pass mlflow='<tracking URI>' to choose another"
     import sys
 
-    print(line, file=out or sys.stderr, flush=True)
+    print(line, file=sys.stderr, flush=True)
     return line
 
 
