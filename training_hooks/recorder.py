@@ -10,13 +10,11 @@
 "dapo", "cispo", ...); not given, it is "unknown". ``loss`` given as a ``LossOutput`` (any
 registered loss's) also records its ``per_sequence["attenuation"]``.
 
-``log_step`` validates (ValueError before anything is written), reduces on the tensors' device,
-starts one host transfer and enqueues the step; background threads write Parquet (the source of
-truth) and MLflow. A failing or hung sink is reported (a warning, once per sink, and
+``log_step`` validates (ValueError before anything is written), reduces on the tensors' device
+(one host sync, for the data-dependent checks: an empty mask row, a non-finite input), starts
+one host transfer and enqueues the step; background threads write Parquet (the source of truth)
+and MLflow. A failing or hung sink is reported (a warning, once per sink, and
 ``run.json["faults"]``) and never stops training or the other sink.
-
-The reductions are torch ops on the tensors' own device (queued on a GPU), with one host sync for
-the data-dependent checks (an empty mask row, a non-finite input).
 """
 
 from __future__ import annotations
