@@ -158,7 +158,6 @@ class RunRecorder:
         self.group_size = s.group_size  # the run's G: from the settings, the run, or step one
         self.distributed, self.rank, self.world_size = dist_info(s.distributed)
         self.is_main = self.rank == 0
-        self.root = s.root
         self.resumed = False
         self.last_step: int | None = None  # the run's largest step (a resumed run's included)
         self._logged_step: int | None = None  # the last step this recorder logged
