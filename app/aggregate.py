@@ -6,13 +6,11 @@ the browser never receives a million points.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
-from app.curve_words import FALLS, FLAT, RISES, shape_sentence
 from training_hooks.schema import Seq
 
 
@@ -49,7 +47,6 @@ def step_histogram(
     df: pd.DataFrame,
     value: str,
     *,
-    step: str = Seq.STEP,
     step_bins: int = 150,
     value_bins: int = 60,
     value_range: tuple[float, float] | None = None,
@@ -63,10 +60,10 @@ def step_histogram(
     step (one policy-lag subset) gets one column per step it has, never an empty column for a step
     it left out; beyond ``step_bins`` steps, consecutive present steps share a column, centred on
     their mean step."""
-    if value not in df.columns or step not in df.columns:
-        raise ValueError(f"df must have columns {step!r} and {value!r}, has {list(df.columns)}")
+    if value not in df.columns or Seq.STEP not in df.columns:
+        raise ValueError(f"df must have columns {Seq.STEP!r} and {value!r}, has {list(df.columns)}")
     v = df[value].to_numpy(np.float64)
-    s = df[step].to_numpy(np.float64)
+    s = df[Seq.STEP].to_numpy(np.float64)
     ok = np.isfinite(v) & np.isfinite(s)
     v, s = v[ok], s[ok]
     if len(v) == 0:
@@ -204,41 +201,6 @@ def clip_by_length(df: pd.DataFrame, buckets: int = 8) -> pd.DataFrame:
     return res.reset_index(drop=True)
 
 
-NO_TREND = "shows no steady trend"
-
-
-@dataclass(frozen=True)
-class Trend:
-    """How a per-bucket quantity changes from the first bucket to the last (buckets in x order)."""
-
-    direction: str  # RISES, FALLS, FLAT or NO_TREND
-    rho: float  # Spearman correlation of bucket order and value (NaN when flat)
-    first: float
-    last: float
-    first_label: str
-    last_label: str
-
-
-def trend(labels: Sequence[str], values: Sequence[float], *, steady: float = 0.6) -> Trend | None:
-    """The direction of ``values`` over buckets in order: RISES / FALLS when the Spearman
-    correlation of bucket order and value is at least ``steady`` in size, FLAT when every value is
-    equal, else NO_TREND. None with fewer than two finite buckets (nothing to say)."""
-    v = pd.Series(np.asarray(values, dtype=np.float64), index=list(labels))
-    v = v[np.isfinite(v.to_numpy())]
-    if len(v) < 2:
-        return None
-    if v.max() == v.min():
-        direction, rho = FLAT, float("nan")
-    else:
-        rho = float(
-            pd.Series(np.arange(len(v)), dtype=float).corr(
-                pd.Series(v.to_numpy()), method="spearman"
-            )
-        )
-        direction = RISES if rho >= steady else FALLS if rho <= -steady else NO_TREND
-    return Trend(direction, rho, float(v.iloc[0]), float(v.iloc[-1]), v.index[0], v.index[-1])
-
-
 @dataclass(frozen=True)
 class HiddenMove:
     """One sequence whose ratio near 1 hides larger token moves (the Ratios scatter marks it)."""
@@ -246,10 +208,6 @@ class HiddenMove:
     log_s: float  # its sequence log-ratio
     token_range: float  # max - min of its token log-ratios
     token_clip_fraction: float | None  # share of its tokens outside the token band (if recorded)
-
-
-#: A sentence saying how ``what`` (one value per length bucket) changes with length.
-trend_sentence = shape_sentence
 
 
 def bucket_label(lo: float, hi: float) -> str:

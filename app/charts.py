@@ -77,8 +77,8 @@ def layout_dict(title, xtitle, ytitle, height, log_y=False) -> dict:
     }
 
 
-def _layout(fig, title, xtitle, ytitle, height, log_y=False) -> None:
-    fig.update_layout(layout_dict(title, xtitle, ytitle, height, log_y))
+def _layout(fig, title, xtitle, ytitle, height) -> None:
+    fig.update_layout(layout_dict(title, xtitle, ytitle, height))
 
 
 def centered_note(text: str, xref: str = "paper", yref: str = "paper", size: int = 13) -> dict:
@@ -122,7 +122,6 @@ def step_heatmap_figure(
     value_label: str,
     hlines: Sequence[tuple[float, str]] = (),
     lines: Sequence[tuple[np.ndarray, np.ndarray, str, str]] = (),
-    height: int = 380,
 ) -> go.Figure:
     """Per-step histograms as a heatmap (x step, y value, colour = share of the step's rows),
     with optional horizontal reference lines ``(value, label)`` (clip band) and overlaid white
@@ -168,7 +167,7 @@ def step_heatmap_figure(
             annotation_position="top right" if y >= 0 else "bottom right",
         )
     ytitle = value_label + (" (symmetric log scale)" if axis is not None else "")
-    _layout(fig, title, "optimizer step", ytitle, height)
+    _layout(fig, title, "optimizer step", ytitle, 380)
     if axis is not None and hist.z.size:
         tickvals, ticktext = symlog_ticks(axis, hist.value_edges[0], hist.value_edges[-1])
         fig.update_yaxes(tickvals=tickvals, ticktext=ticktext)
@@ -278,7 +277,6 @@ def clip_by_length_figure(
     seq_eps: tuple[float, float] | None = None,
     token_eps: tuple[float, float] | None = None,
     loss_unit: str | None = None,
-    height: int = 340,
 ) -> go.Figure:
     """Bars per length bucket: share of sequences outside the sequence band, and mean share of
     tokens outside the token band; each named by its ε and whether the run's loss clips there."""
@@ -313,16 +311,14 @@ def clip_by_length_figure(
         "Out of range by completion length",
         "length bucket (tokens, quantiles)",
         "share out of range",
-        height,
+        340,
     )
     fig.update_xaxes(type="category")  # "5-6" is a label, not a number
     fig.update_layout(barmode="group", legend=LEGEND_TOP, margin={"t": 80})
     return fig
 
 
-def zero_variance_figure(
-    df: pd.DataFrame, *, max_points: int = 1500, height: int = 340
-) -> go.Figure:
+def zero_variance_figure(df: pd.DataFrame, *, max_points: int = 1500) -> go.Figure:
     """Stacked areas over steps: share of groups with no learning signal, by shared reward."""
     fig = go.Figure()
     colors = {ZV_ALL_HIGH: "#2ca02c", ZV_ALL_LOW: "#d62728", ZV_OTHER: "#7f7f7f"}
@@ -356,7 +352,7 @@ def zero_variance_figure(
         "Zero-variance groups by their shared reward",
         "optimizer step",
         "fraction of groups",
-        height,
+        340,
     )
     fig.update_yaxes(range=[0, 1])
     fig.update_layout(legend=LEGEND_TOP, margin={"t": 62})
@@ -364,12 +360,7 @@ def zero_variance_figure(
 
 
 def histogram_figure(
-    groups: Sequence[tuple[str, np.ndarray, str]],
-    *,
-    title: str,
-    xlabel: str,
-    bins: int = 60,
-    height: int = 320,
+    groups: Sequence[tuple[str, np.ndarray, str]], *, title: str, xlabel: str
 ) -> go.Figure:
     """Overlaid histograms (probability density) of several samples: (name, values, colour)."""
     fig = go.Figure()
@@ -382,17 +373,17 @@ def histogram_figure(
         any_ = True
         fig.add_trace(
             go.Histogram(
-                x=v, name=name, nbinsx=bins, histnorm="probability", marker_color=color, opacity=0.6
+                x=v, name=name, nbinsx=60, histnorm="probability", marker_color=color, opacity=0.6
             )
         )
     if not any_:
         _empty_note(fig, "no values")
-    _layout(fig, title, xlabel, "share", height)
+    _layout(fig, title, xlabel, "share", 320)
     fig.update_layout(barmode="overlay", legend=LEGEND_TOP, margin={"t": 62})
     return fig
 
 
-def group_rewards_figure(df: pd.DataFrame, *, height: int = 340) -> go.Figure:
+def group_rewards_figure(df: pd.DataFrame) -> go.Figure:
     """One step: every sequence's reward by group (dots), the group mean (bar)."""
     fig = go.Figure()
     if len(df) == 0 or Seq.REWARD not in df.columns:
@@ -450,7 +441,7 @@ def group_rewards_figure(df: pd.DataFrame, *, height: int = 340) -> go.Figure:
         "Reward per group (grey bar = zero-variance group: no signal)",
         "group",
         "reward",
-        height,
+        340,
     )
     fig.update_xaxes(type="category")
     fig.update_layout(legend=LEGEND_TOP, margin={"t": 62})
@@ -465,7 +456,6 @@ def scatter_figure(
     title: str,
     xlabel: str,
     ylabel: str,
-    height: int = 340,
 ) -> go.Figure:
     """A plain scatter of two per-sequence columns (caller samples the rows)."""
     fig = go.Figure()
@@ -481,7 +471,7 @@ def scatter_figure(
                 hovertemplate=f"{xlabel} %{{x:.4g}}<br>{ylabel} %{{y:.4g}}<extra></extra>",
             )
         )
-    _layout(fig, title, xlabel, ylabel, height)
+    _layout(fig, title, xlabel, ylabel, 340)
     return fig
 
 
@@ -491,7 +481,6 @@ def token_bars_figure(
     token_eps: tuple[float, float] | None,
     seq_log_ratio: float | None = None,
     tokens: Sequence[str] | None = None,
-    height: int = 320,
 ) -> go.Figure:
     """One sequence's token log-ratios as bars, the token clip band [log(1-ε), log(1+ε)] shaded,
     bars outside it red, and the sequence's log s as a line. ``token_eps`` None (the run's token ε
@@ -546,7 +535,7 @@ def token_bars_figure(
         fig.update_yaxes(range=[-top, top])
         title += "; zoomed in: the shaded band extends beyond the view"
     xtitle = "token (its text as recorded)" if text else "token position"
-    _layout(fig, title, xtitle, "log r_t = log π/π_old (nats)", height)
+    _layout(fig, title, xtitle, "log r_t = log π/π_old (nats)", 320)
     return fig
 
 
@@ -583,9 +572,7 @@ def token_ticks(tokens: Sequence[str] | None, n: int) -> dict:
     return {"tickmode": "linear", "tick0": 0, "dtick": step, "tickformat": "d"}
 
 
-def binned_mean_figure(
-    df: pd.DataFrame, *, title: str, xlabel: str, ylabel: str, height: int = 340
-) -> go.Figure:
+def binned_mean_figure(df: pd.DataFrame, *, title: str, xlabel: str, ylabel: str) -> go.Figure:
     """Mean of y per x bucket with ± 1 standard-error bars (from ``aggregate.binned_mean``)."""
     fig = go.Figure()
     if len(df) == 0:
@@ -604,5 +591,5 @@ def binned_mean_figure(
                 "<extra></extra>",
             )
         )
-    _layout(fig, title, xlabel, ylabel, height)
+    _layout(fig, title, xlabel, ylabel, 340)
     return fig

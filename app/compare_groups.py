@@ -16,7 +16,7 @@ import pandas as pd
 import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
-from app import colors, compare_traces, compare_view, data, panels, traces, ui
+from app import colors, compare_traces, compare_view, data, lag, panels, series_math, traces, ui
 from app import group_chart as gc
 from app import run_groups as rg
 from app import verdict as vd
@@ -198,24 +198,11 @@ def grouped_charts(
         for i, g in enumerate(r.grouping.groups)
     ]
     members = [m for _, _, ms in groups for m in ms]
-    how = {
-        "grouped": [(g.name, color, [m.key for m in ms]) for g, color, ms in groups],
-        "x": x,
-        "steps": steps,
-        "smoothing": smoothing,
-        "max_points": max_points,
-    }
-    option, height = traces.cached_chart(
-        traces.chart_key(members, digests, shown_panels, how),
-        functools.partial(
-            grouped_option,
-            groups,
-            shown_panels,
-            x=x,
-            steps=steps,
-            smoothing=smoothing,
-            max_points=max_points,
-        ),
+    opts: dict = {"x": x, "steps": steps, "smoothing": smoothing, "max_points": max_points}
+    grouped = [(g.name, color, [m.key for m in ms]) for g, color, ms in groups]
+    option, height = traces.CHARTS.get(
+        traces.chart_key(members, digests, shown_panels, {"grouped": grouped, **opts}),
+        functools.partial(grouped_option, groups, shown_panels, **opts),
     )
     slot.echarts_chart(option, height=height, key="grouped")
 
@@ -247,7 +234,7 @@ def grouped_option(
         ]
         if curves:
             drawn.append((p.column_title or p.title, p.unit, curves))  # no p.second drawn
-    spans = [(g.name, color, _spans(members, x)) for g, color, members in groups]
+    spans = [(g.name, color, x_spans(members, x)) for g, color, members in groups]
     grid, counts = gc.seed_counts([sp for _, _, sp in spans])
     seeds_panel = [
         (name, color, grid, n) for (name, color, _), n in zip(spans, counts, strict=True)
@@ -300,15 +287,14 @@ class _Columns:
         return xs[rows], {c: (smooth[:, j], ok[:, j]) for j, c in enumerate(have)}
 
 
-def _spans(members: Sequence[compare_traces.RunSeries], x: str) -> list[tuple[float, float]]:
-    out = []
-    for m in members:
-        if x in m.df.columns:
-            v = m.df[x].to_numpy(np.float64, na_value=np.nan)
-            v = v[np.isfinite(v)]
-            if len(v):
-                out.append((float(v.min()), float(v.max())))
-    return out
+def x_spans(members: Sequence[compare_traces.RunSeries], x: str) -> list[tuple[float, float]]:
+    """(lo, hi) of the x column's finite values, per member that has one."""
+    spans = [
+        series_math.finite_range([m.df[x].to_numpy(np.float64, na_value=np.nan)])
+        for m in members
+        if x in m.df.columns
+    ]
+    return [s for s in spans if s is not None]
 
 
 def report(
@@ -317,7 +303,7 @@ def report(
     metric: str,
     final: float,
     group_metrics: dict[str, str] | None = None,
-    steps: str = vd.ALL_STEPS,
+    steps: str = lag.ALL,
     read: Mapping[str, Table] | None = None,
 ) -> vd.Report:
     """``python -m app.verdict``'s report on the shown runs (steps through the page's cache),

@@ -21,6 +21,7 @@ import pandas as pd
 
 from app import lag
 from app.panels import PANEL_COLUMNS, PANELS
+from app.series_math import finite_range
 from training_hooks.metric_map import Derived, candidate_columns, is_known_column
 from training_hooks.schema import STEP_COLUMNS, STEP_KEY_COLUMNS, RunInfo, Step
 
@@ -243,13 +244,8 @@ def seq_band_range(eps_pairs: Iterable[tuple[float, float]]) -> tuple[float, flo
 def below_floor(values: Iterable[np.ndarray], floor: float) -> float | None:
     """The largest |value| over several series when every finite one lies below ``floor`` in size
     (float noise), else None (a value at or above it, or no finite value at all)."""
-    top, any_ = 0.0, False
-    for v in values:
-        v = np.abs(np.asarray(v, np.float64))
-        v = v[np.isfinite(v)]
-        if len(v):
-            any_, top = True, max(top, float(v.max()))
-    return top if any_ and top < floor else None
+    ends = finite_range(np.abs(np.asarray(v, np.float64)) for v in values)
+    return ends[1] if ends is not None and ends[1] < floor else None
 
 
 def count_outside(values: Iterable[np.ndarray], y_range: tuple[float, float]) -> tuple[int, int]:

@@ -16,6 +16,7 @@ Outside Streamlit (tests, benchmarks) ``st.cache_data`` still works; nothing her
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 import time
@@ -44,7 +45,7 @@ from training_hooks.schema import (
     is_data_file,
 )
 from training_hooks.storage import FileStamp
-from training_hooks.tables import PartFiles, add_derived, known_cumsum  # noqa: F401
+from training_hooks.tables import PartFiles
 
 T = TypeVar("T")
 
@@ -276,18 +277,7 @@ def load_steps(
     if columns is not None:
         cols = tuple(dict.fromkeys(columns))
         want = tuple(dict.fromkeys((Step.STEP, Step.WALL_TIME, *_sources_of(cols))))
-    left = tuple(sorted(set(skip)))
-
-    def parts(
-        folder: str,
-        files: PartFiles,
-        cols: tuple[str, ...] | None,
-        step_range: tuple[int, int] | None,
-        declared: tuple[tuple[str, str], ...],
-        skip_vanished: bool = False,
-    ) -> Table:
-        return _step_parts(folder, files, cols, step_range, declared, skip_vanished, left)
-
+    parts = functools.partial(_step_parts, skip=tuple(sorted(set(skip))))
     read = _read_listed(run.path or "", STEPS_DIR, want, None, STEP_COLUMNS, parts)
     if read is None:  # no step file yet
         return tables.one_row_per_step(Table(pd.DataFrame(columns=list(want or ())), []))
@@ -377,7 +367,7 @@ def _read_parts(
     columns: tuple[str, ...] | None,
     step_range: tuple[int, int] | None,
     _declared: tuple[tuple[str, str], ...],
-    skip_vanished: bool = False,
+    skip_vanished: bool,
 ) -> Table:
     """``tables.read_files``, cached: ``files`` (with size and mtime) is part of the key
     (``_declared`` is not: the folder names the table)."""
@@ -397,8 +387,8 @@ def _step_parts(
     columns: tuple[str, ...] | None,
     step_range: tuple[int, int] | None,
     declared: tuple[tuple[str, str], ...],
-    skip_vanished: bool = False,
-    skip: tuple[str, ...] = (),
+    skip_vanished: bool,
+    skip: tuple[str, ...],
 ) -> Table:
     """A step table read (``tables.read_files``) and finished (``tables.one_row_per_step``),
     cached whole on the parts' stamps and what was read (not ``declared``: the folder names the

@@ -391,13 +391,8 @@ def _x_ends(
     """The chart's one x range: ``x_range``, else the span of every trace's x; widened to round
     ticks (``series_math.nice_extent``). None when there is nothing to span."""
     if x_range is None:
-        xs = [np.asarray(t.x, np.float64) for ts in traces_by_panel for t in ts if len(t.x)]
-        xs = [v[np.isfinite(v)] for v in xs]
-        xs = [v for v in xs if len(v)]
-        if not xs:
-            return None
-        x_range = (min(float(v.min()) for v in xs), max(float(v.max()) for v in xs))
-    return series_math.nice_extent(*x_range)
+        x_range = series_math.finite_range(t.x for ts in traces_by_panel for t in ts)
+    return series_math.nice_extent(*x_range) if x_range is not None else None
 
 
 def _x_axis(i: int, x: str, x_name: str, ends: tuple[float, float] | None = None) -> dict:
@@ -478,13 +473,13 @@ _Y_FIELDS = {compare_traces.Trace: ("y", "lo"), compare_traces.Readout: ("y", "e
 def tiny(traces: Sequence[compare_traces.Trace | compare_traces.Readout]) -> int | None:
     """k (floor of log10 of the largest |y|) when every finite y of ``traces`` is below TINY in
     size and one is not 0, else None."""
-    top = 0.0
-    for t in traces:
-        for k in _Y_FIELDS[type(t)]:
-            if getattr(t, k) is not None:
-                v = np.abs(np.asarray(getattr(t, k), np.float64))
-                v = v[np.isfinite(v)]
-                top = max(top, float(v.max()) if len(v) else 0.0)
+    ends = series_math.finite_range(
+        np.abs(np.asarray(getattr(t, k), np.float64))
+        for t in traces
+        for k in _Y_FIELDS[type(t)]
+        if getattr(t, k) is not None
+    )
+    top = ends[1] if ends is not None else 0.0
     return math.floor(math.log10(top)) if 0 < top < TINY else None
 
 
@@ -543,18 +538,13 @@ def _y_extent(
 ) -> tuple[float, float] | None:
     """(min, max) of every finite y the ``traces`` draw (a band's lower edge included; a readout
     draws nothing), or None."""
-    los, his = [], []
-    for t in traces:
-        if isinstance(t, compare_traces.Readout):
-            continue
-        for v in (t.y, t.lo):
-            if v is not None:
-                v = np.asarray(v, np.float64)
-                v = v[np.isfinite(v)]
-                if len(v):
-                    los.append(float(v.min()))
-                    his.append(float(v.max()))
-    return (min(los), max(his)) if los else None
+    return series_math.finite_range(
+        v
+        for t in traces
+        if not isinstance(t, compare_traces.Readout)
+        for v in (t.y, t.lo)
+        if v is not None
+    )
 
 
 def legend_rows(chars: Sequence[int], width_px: int = LEGEND_WIDTH_PX) -> int:

@@ -69,11 +69,7 @@ def seed_of(label: str, df: pd.DataFrame, x: str, column: str, smoothing: float)
     if column not in df.columns or x not in df.columns:
         return None
     xs = df[x].to_numpy(np.float64, na_value=np.nan)
-    return seed_from(label, xs, df[column].to_numpy(np.float64, na_value=np.nan), smoothing)
-
-
-def seed_from(label: str, xs: np.ndarray, ys: np.ndarray, smoothing: float) -> Seed | None:
-    """``seed_of`` on a run's x and y arrays (one row each)."""
+    ys = df[column].to_numpy(np.float64, na_value=np.nan)
     ok = np.isfinite(xs) & np.isfinite(ys)
     if not ok.any():
         return None
@@ -170,10 +166,6 @@ def seed_counts(
     return grid, [coverage(group, grid) for group in spans]
 
 
-def _on(i: int) -> dict:
-    return {"xAxisIndex": i, "yAxisIndex": i, "animation": False}
-
-
 def span_round(values: np.ndarray, span: float) -> np.ndarray | None:
     """``values`` rounded to the decimal step 10^k at most ``span`` / ``SPAN_STEPS`` (``span``:
     the panel's extent on that axis, so the step is far below a pixel); None without a positive
@@ -207,12 +199,8 @@ def span_rounded(values: np.ndarray, span: float) -> list:
 
 def _extent(arrays: Sequence[np.ndarray]) -> float:
     """max - min of the finite values of ``arrays`` (NaN when there are none)."""
-    lo, hi = math.inf, -math.inf
-    for a in arrays:
-        f = a[np.isfinite(a)]
-        if len(f):
-            lo, hi = min(lo, float(f.min())), max(hi, float(f.max()))
-    return hi - lo if hi >= lo else math.nan
+    ends = series_math.finite_range(arrays)
+    return ends[1] - ends[0] if ends is not None else math.nan
 
 
 def _panel_series(
@@ -281,7 +269,7 @@ def _seed_line(g: GroupCurve, i: int, dataset: int, prefix: str) -> dict:
     return {
         "id": f"{g.name}|seed|{i}",
         "type": "line",
-        **_on(i),
+        **echarts_grid._on(i),
         "name": f"{g.name}: {len(g.seeds)} seeds",
         "datasetIndex": dataset,
         "encode": {"x": f"{prefix}x", "y": f"{prefix}y"},
@@ -298,7 +286,7 @@ def _seed_line(g: GroupCurve, i: int, dataset: int, prefix: str) -> dict:
 def _band(g: GroupCurve, i: int, dataset: int, prefix: str) -> list[dict]:
     base = {
         "type": "line",
-        **_on(i),
+        **echarts_grid._on(i),
         "datasetIndex": dataset,
         "stack": f"{g.name}|band|{i}",
         "stackStrategy": "all",
@@ -325,7 +313,7 @@ def _mean(g: GroupCurve, i: int, dataset: int, prefix: str) -> dict:
     return {
         "id": f"{g.name}|mean|{i}",
         "type": "line",
-        **_on(i),
+        **echarts_grid._on(i),
         "name": g.name,
         "datasetIndex": dataset,
         "encode": {
@@ -347,7 +335,7 @@ def _seeds_panel(i: int, groups: Sequence[tuple[str, str, np.ndarray, np.ndarray
         {
             "id": f"{name}|seeds|{i}",
             "type": "line",
-            **_on(i),
+            **echarts_grid._on(i),
             "name": name,
             "data": echarts_grid._pairs(x, n),
             "showSymbol": False,
@@ -369,13 +357,15 @@ def grouped_option(
     (``seeds``: per group its name, colour, x grid and seeds covering each x)."""
     ends = series_math.nice_extent(*x_range) if x_range else None
     n = len(panels) + 1
-    grids, titles, xs, ys, out = [], [], [], [], []
-    datasets: list[dict] = []
     sub = "mean over seeds; band: pointwise 95% bootstrap CI of the mean; faint: each seed"
-    for i, (title, unit, curves) in enumerate(panels):
-        grids.append(echarts_grid._plot_area(i))
-        titles.append(echarts_grid._title(i, title, sub))
-        xs.append(echarts_grid._x_axis(i, "", x_name, ends))
+    heads = [(title, sub) for title, _, _ in panels]
+    heads.append((SEEDS_TITLE, "runs of each group whose steps cover that x"))
+    grids = [echarts_grid._plot_area(i) for i in range(n)]
+    titles = [echarts_grid._title(i, title, text) for i, (title, text) in enumerate(heads)]
+    xs = [echarts_grid._x_axis(i, "", x_name, ends) for i in range(n)]
+    ys, out = [], []
+    datasets: list[dict] = []
+    for i, (_, unit, curves) in enumerate(panels):
         exp = tiny_exponent(curves)
         if exp is not None:  # ECharts writes 1e-15 as a 17-digit decimal: draw in units of 10^k
             curves = [scaled(g, 10.0**-exp) for g in curves]
@@ -385,11 +375,6 @@ def grouped_option(
         y_span = _extent([a for g in curves for a in (g.lo, g.hi, *(s.y for s in g.seeds))])
         out += _panel_series(curves, i, x_span, y_span, datasets)
     i = len(panels)
-    grids.append(echarts_grid._plot_area(i))
-    titles.append(
-        echarts_grid._title(i, SEEDS_TITLE, "runs of each group whose steps cover that x")
-    )
-    xs.append(echarts_grid._x_axis(i, "", x_name, ends))
     ys.append({**_y_axis(i, "seeds"), "min": 0, "minInterval": 1})
     out += _seeds_panel(i, seeds)
     option = {
@@ -442,9 +427,10 @@ def pending_option() -> dict:
 def tiny_exponent(curves: Sequence[GroupCurve]) -> int | None:
     """k = floor(log10 max |y|) when every finite value the ``curves`` draw is below
     ``echarts_grid.TINY`` in size and one is not 0, else None."""
-    values = [np.abs(v[np.isfinite(v)]) for g in curves for v in (g.mean, g.lo, g.hi)]
-    values += [np.abs(s.y) for g in curves for s in g.seeds]
-    top = max((float(v.max()) for v in values if len(v)), default=0.0)
+    ends = series_math.finite_range(
+        np.abs(v) for g in curves for v in (g.mean, g.lo, g.hi, *(s.y for s in g.seeds))
+    )
+    top = ends[1] if ends is not None else 0.0
     return math.floor(math.log10(top)) if 0 < top < echarts_grid.TINY else None
 
 
@@ -458,9 +444,7 @@ def scaled(g: GroupCurve, factor: float) -> GroupCurve:
 
 def _y_axis(i: int, unit: str) -> dict:
     return {
-        "splitLine": {"lineStyle": {"color": echarts_grid.GRID_LINE}},
-        "axisLine": {"show": False},
-        "axisTick": {"show": False},
+        **echarts_grid._AXIS,
         "gridIndex": i,
         "type": "value",
         "scale": True,

@@ -1,13 +1,6 @@
 """A run's Health count for the Runs page: from the summary its writer left in run.json
-(``training_hooks.run_summary``) while that still describes the run, else from its step table.
-
-``known_cell(run)`` is the same cell when a summary is known without reading the tables
-(run.json's, or one the dashboard made off the page's thread and kept: ``app.health_fill``),
-else None: the Runs page shows the cell pending.
-
-``health_counts(run)`` is the number of errors and warnings the Health page lists for the run:
-the data checks' findings (the summary's, or the checks run on the step table as the Health page
-runs them) and the run's status judged now (a stale heartbeat is a crash, whenever it is read).
+(``training_hooks.run_summary``) while that still describes the run, else from its step table:
+the errors and warnings the Health page lists for the run (``health_cell``, ``known_cell``).
 """
 
 from __future__ import annotations

@@ -5,10 +5,7 @@ at once and the next server start on the same root has them all.
 
 ``known(run)`` is the run's summary when one is known now: run.json's while it describes the
 run (``app.health_counts.valid_summary``), else one this process made or kept, else None (the cell is
-pending). ``fill(runs, writable=...)`` queues the runs whose summary is not known; process-wide
-worker threads (one for a local root, whose reads are CPU; ``REMOTE_WORKERS`` for an object
-store, whose reads wait on the network) make them, and ``left(runs)`` says how many of them are
-still to come.
+pending).
 """
 
 from __future__ import annotations
@@ -24,6 +21,8 @@ from training_hooks import storage
 from training_hooks.run_summary import try_summarise_run
 from training_hooks.schema import RunSummary
 
+#: the worker threads for an object store, whose reads wait on the network (a local root's are
+#: CPU: one thread)
 REMOTE_WORKERS = 16
 
 #: (run folder, discovery stamp) -> the run's summary (made or kept), None: none kept (compute),

@@ -5,6 +5,7 @@ needs them."""
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 
 import numpy as np
 import pandas as pd
@@ -58,6 +59,17 @@ def envelope(
 #: readout spacings: these times a power of ten
 _NICE = (1.0, 2.0, 5.0, 10.0)
 READOUT_MAX_POINTS = 100_000
+
+
+def finite_range(arrays: Iterable[np.ndarray]) -> tuple[float, float] | None:
+    """(min, max) of the finite values of ``arrays``, or None when there are none."""
+    lo, hi = math.inf, -math.inf
+    for a in arrays:
+        v = np.asarray(a, np.float64)
+        v = v[np.isfinite(v)]
+        if len(v):
+            lo, hi = min(lo, float(v.min())), max(hi, float(v.max()))
+    return (lo, hi) if hi >= lo else None
 
 
 def readout_spacing(lo: float, hi: float, n: int, *, whole: bool = False) -> float:

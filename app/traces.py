@@ -7,8 +7,7 @@ and every option it is drawn with.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Mapping, Sequence
-from typing import TypeVar
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -19,56 +18,49 @@ from app.data import Memo, load_sequences, table_files
 from app.lag import LagSplit, lag_split
 from app.panels import Panel, PanelSplit
 from app.records import SOURCE_PARQUET, RunRef
+from app.series_math import finite_range
 from training_hooks.schema import SEQUENCES_DIR, STEPS_DIR, Seq
 
 
-def run_signature(run: RunRef) -> tuple:
-    """What a run's step curves depend on: its step parts (size, mtime), or its MLflow keys."""
-    if run.source == SOURCE_PARQUET and run.path:
-        return (run.key, table_files(run, STEPS_DIR))
-    return (run.key, run.metric_keys, run.updated_at)
-
-
 def run_digest(run: RunRef) -> str:
-    """``run_signature`` as one short string: the cache key part a page computes once per run
-    and passes to every cached call of that run (a run's steps folder is listed once, and a
-    string hashes far faster than a tuple of every part's stamp)."""
-    return hashlib.blake2b(repr(run_signature(run)).encode(), digest_size=16).hexdigest()
+    """What a run's step curves depend on (its step parts' size and mtime, or its MLflow keys) as
+    one short string: the cache key part a page computes once per run and passes to every cached
+    call of that run (a run's steps folder is listed once, and a string hashes far faster than a
+    tuple of every part's stamp)."""
+    if run.source == SOURCE_PARQUET and run.path:
+        signature: tuple = (run.key, table_files(run, STEPS_DIR))
+    else:
+        signature = (run.key, run.metric_keys, run.updated_at)
+    return hashlib.blake2b(repr(signature).encode(), digest_size=16).hexdigest()
 
 
 def run_traces(
-    run: RunRef,
-    series: compare_traces.RunSeries,
-    panel: Panel,
-    *,
-    digest: str | None = None,
-    **options,
+    series: compare_traces.RunSeries, panel: Panel, *, digest: str, **options
 ) -> list[compare_traces.Trace | compare_traces.Readout]:
     """``compare_traces.run_traces`` for one run, cached on the run's files (``digest``: its
-    ``run_digest``, computed here when not given), the panel and the options (the steps subset
-    among them)."""
-    key = repr(
-        (
-            digest or run_digest(run),
-            series.label,
-            series.color,
-            sorted(series.eps.items()),
-            sorted(series.bounds.items()),
-            sorted(series.sources.items()),
-            panel.key,
-            sorted(options.items()),
-        )
-    )
+    ``run_digest``), the panel and the options (the steps subset among them)."""
+    key = repr((digest, _drawn_as(series), panel.key, sorted(options.items())))
     return _run_traces(key, series, panel, options)
+
+
+def _drawn_as(s: compare_traces.RunSeries) -> tuple:
+    """What a run's traces take from its series beyond its table: key, name, algorithm, colour,
+    ε, bounds and mapped sources."""
+    return (
+        s.key,
+        s.label,
+        s.algorithm,
+        s.color,
+        sorted(s.eps.items()),
+        sorted(s.bounds.items()),
+        sorted(s.sources.items()),
+    )
 
 
 @st.cache_data(show_spinner=False, max_entries=4096)
 def _run_traces(key: str, _series, _panel, _options: dict) -> list:
     # ``key`` alone is hashed: it names everything the traces depend on; the rest carry the data
     return compare_traces.run_traces(_series, _panel, **_options)
-
-
-T = TypeVar("T")
 
 
 def chart_key(
@@ -80,31 +72,15 @@ def chart_key(
     """The cache key of a chart of ``panels`` over ``series``: each run's files (``digests``: run
     key -> ``run_digest``), its name, algorithm, colour, ε, bounds and mapped sources, the panels
     whole, and ``how`` it is drawn (plain values: options, log panels, readout spacing)."""
-    runs = [
-        (
-            digests[s.key],
-            s.key,
-            s.label,
-            s.algorithm,
-            s.color,
-            sorted(s.eps.items()),
-            sorted(s.bounds.items()),
-            sorted(s.sources.items()),
-        )
-        for s in series
-    ]
+    runs = [(digests[s.key], _drawn_as(s)) for s in series]
     drawn = sorted((k, sorted(v.items()) if isinstance(v, Mapping) else v) for k, v in how.items())
     return repr((runs, list(panels), drawn))
 
 
-#: whole chart options, shared by every session and not copied on a hit (an option of a few MB
-#: would be unpickled on each page load): neither the pages nor ``st.echarts_chart`` change one
-_CHARTS = Memo(max_entries=32)
-
-
-def cached_chart(key: str, build: Callable[[], T]) -> T:
-    """``build()``, cached on ``key`` (``chart_key``: everything the chart is drawn from)."""
-    return _CHARTS.get(key, build)
+#: whole chart options on their ``chart_key``, shared by every session and not copied on a hit
+#: (an option of a few MB would be unpickled on each page load): neither the pages nor
+#: ``st.echarts_chart`` change one
+CHARTS = Memo(max_entries=32)
 
 
 #: per run's files (and its table's length): its rows' places on the rollout axis (read-only
@@ -155,19 +131,16 @@ _LAGS = Memo(max_entries=256)  # a split of 10k steps holds ~0.6 MB of Python ob
 _EXTRA_STATS = Memo(max_entries=256)
 
 
-def run_lag(run: RunRef, df: pd.DataFrame, digest: str | None = None) -> LagSplit:
-    """``app.lag.lag_split`` of the run's step table ``df``, cached on the run's files and the
-    table's length (one entry per row of ``df``)."""
-    return _LAGS.get((digest or run_digest(run), len(df)), lambda: lag_split(df))
+def run_lag(df: pd.DataFrame, digest: str) -> LagSplit:
+    """``app.lag.lag_split`` of a run's step table ``df``, cached on the run's files (``digest``:
+    its ``run_digest``) and the table's length (one entry per row of ``df``)."""
+    return _LAGS.get((digest, len(df)), lambda: lag_split(df))
 
 
-def run_extra_stats(
-    run: RunRef, df: pd.DataFrame, digest: str | None = None
-) -> dict[str, compare_view.ExtraStats]:
-    """``compare_view.extra_stats`` of the run's step table ``df``, cached on the run's files and
+def run_extra_stats(df: pd.DataFrame, digest: str) -> dict[str, compare_view.ExtraStats]:
+    """``compare_view.extra_stats`` of a run's step table ``df``, cached on the run's files and
     the table's length."""
-    key = (digest or run_digest(run), len(df))
-    return dict(_EXTRA_STATS.get(key, lambda: compare_view.extra_stats(df)))
+    return dict(_EXTRA_STATS.get((digest, len(df)), lambda: compare_view.extra_stats(df)))
 
 
 def run_reward_range(run: RunRef) -> tuple[float, float] | None:
@@ -183,6 +156,4 @@ def _run_reward_range(sig, _run: RunRef) -> tuple[float, float] | None:
     t = load_sequences(_run, [Seq.REWARD])
     if Seq.REWARD not in t.df.columns:
         return None
-    r = t.df[Seq.REWARD].to_numpy(np.float64, na_value=np.nan)
-    r = r[np.isfinite(r)]
-    return (float(r.min()), float(r.max())) if len(r) else None
+    return finite_range([t.df[Seq.REWARD].to_numpy(np.float64, na_value=np.nan)])

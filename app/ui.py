@@ -498,11 +498,6 @@ def health_report(run: RunRef, steps_df):
     return health.report_for(run, steps_df, seqs)
 
 
-def findings_for(run: RunRef, steps_df):
-    """The health findings of one run's step table (``health_report``'s findings)."""
-    return health_report(run, steps_df).findings
-
-
 def sequence_run_window(ctx: Context) -> tuple[RunRef, tuple[int, int] | None]:
     """The preamble of the per-sequence aggregate pages: pick a run that has a sequences table and
     a step window over its recorded steps; stops the page with a message when there is none."""
@@ -515,14 +510,9 @@ def sequence_run_window(ctx: Context) -> tuple[RunRef, tuple[int, int] | None]:
             f"{md_escape(ctx.label(run))} has no readable per-sequence rows yet.",
             icon=":material/info:",
         )
-        notice_problems([run], sequence_problems(run))
+        notice_problems([run], data.load_sequences(run, [Seq.STEP]).problems)
         st.stop()
     return run, step_window(all_steps)
-
-
-def sequence_problems(run: RunRef) -> list[str]:
-    """What went wrong reading the run's per-sequence table (a damaged part, a missing column)."""
-    return data.load_sequences(run, [Seq.STEP]).problems
 
 
 def window_sequences(

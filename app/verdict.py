@@ -44,9 +44,6 @@ from app import verdict_stats as vs
 from app.records import RunRef, Table
 from training_hooks.schema import Step
 
-ALL_STEPS = lag.ALL
-STEPS = compare_view.STEP_CHOICES  # auto, all, on-policy, off-policy: Compare's "steps" control
-
 
 def parse_group_metrics(items: Sequence[str]) -> dict[str, str]:
     """{group: column} from "GROUP=COLUMN" items (``--group-metric``; the page's field splits
@@ -63,15 +60,13 @@ def parse_group_metrics(items: Sequence[str]) -> dict[str, str]:
 
 
 def _subset(df, column: str, steps: str) -> tuple[str, np.ndarray | None]:
-    """(the subset of steps scored, its row mask; None: every row)."""
-    if steps not in STEPS:
-        raise ValueError(f"steps must be one of {STEPS}, got {steps!r}")
+    """(the subset of steps scored, its row mask; None: every row); ``report`` checks ``steps``."""
     off_default = any(p.off_policy_default for p in panels.PANELS if p.column == column)
-    if steps == ALL_STEPS or (steps == compare_view.AUTO and not off_default):
-        return ALL_STEPS, None  # no lag split needed (the page's default on reward_mean)
+    if steps == lag.ALL or (steps == compare_view.AUTO and not off_default):
+        return lag.ALL, None  # no lag split needed (the page's default on reward_mean)
     split = lag.lag_split(df)
     subset = compare_view.panel_subset(off_default, steps, split)
-    return subset, None if subset == ALL_STEPS else split.mask(subset)
+    return subset, None if subset == lag.ALL else split.mask(subset)
 
 
 @dataclass(frozen=True)
@@ -85,7 +80,7 @@ class Report:
     verdict: vs.Verdict
     left_out: list[tuple[RunRef, str]]  # (run, why it has no score or no group)
     group_metrics: dict[str, str] = field(default_factory=dict)  # {group: its own column}
-    steps: str = ALL_STEPS
+    steps: str = lag.ALL
 
     def metric_of(self, group: str) -> str:
         """The column ``group`` was scored on."""
@@ -96,7 +91,7 @@ class Report:
             "metric": self.metric,
             "by": self.by,
             "final": self.final,
-            **({"steps": self.steps} if self.steps != ALL_STEPS else {}),
+            **({"steps": self.steps} if self.steps != lag.ALL else {}),
             "groups": [
                 {
                     "name": g.name,
@@ -135,16 +130,17 @@ def report(
     final: float = vs.DEFAULT_FINAL,
     load: Callable[[RunRef], Table] = _load,
     group_metrics: Mapping[str, str] | None = None,
-    steps: str = ALL_STEPS,
+    steps: str = lag.ALL,
 ) -> Report:
     """Group ``runs`` by ``by``, score each on ``metric`` (``verdict_stats.final_score``), or on
     ``group_metrics[group]`` for a group named there, over the ``steps`` subset of its steps
-    (``STEPS``), and compare the groups; a run without a finite value there is left out, with the
-    reason. A group named in ``group_metrics`` that is not a group is an error."""
+    (``compare_view.STEP_CHOICES``: Compare's "steps" control), and compare the groups; a run
+    without a finite value there is left out, with the reason. A group named in
+    ``group_metrics`` that is not a group is an error."""
     if not 0 < final <= 1:
         raise ValueError(f"final must be in (0, 1], got {final}")
-    if steps not in STEPS:
-        raise ValueError(f"steps must be one of {STEPS}, got {steps!r}")
+    if steps not in compare_view.STEP_CHOICES:
+        raise ValueError(f"steps must be one of {compare_view.STEP_CHOICES}, got {steps!r}")
     grouping = rg.group_runs(runs, by)
     own = dict(group_metrics or {})
     unknown = sorted(set(own) - {g.name for g in grouping.groups})
@@ -171,7 +167,7 @@ def report(
                 ids.append(run.key)
                 values.append(score)
             else:
-                where = "" if subset == ALL_STEPS else f" at {subset} steps"
+                where = "" if subset == lag.ALL else f" at {subset} steps"
                 left_out.append((run, f"no finite value of {column!r}{where}"))
         if ids:
             scores[g.name] = (ids, values)
@@ -184,10 +180,6 @@ def _num(v: float) -> str:
 
 def _ci(ci: Sequence[float]) -> str:
     return f"[{_num(ci[0])}, {_num(ci[1])}]"
-
-
-def verdict_word(p: vs.PairVerdict) -> str:
-    return vs.INCONCLUSIVE if p.verdict == vs.INCONCLUSIVE else f"{p.verdict} better"
 
 
 def group_rows(r: Report) -> list[dict]:
@@ -214,7 +206,7 @@ def pair_rows(r: Report) -> list[dict]:
             "A - B": _num(p.delta),
             "95% CI of A - B": _ci(p.ci),
             "P(A > B)": f"{p.p_better:.3f}",
-            "verdict": verdict_word(p),
+            "verdict": vs.INCONCLUSIVE if p.verdict == vs.INCONCLUSIVE else f"{p.verdict} better",
         }
         for p in r.verdict.pairs
     ]
@@ -254,7 +246,7 @@ def scored(r: Report) -> str:
     else:
         what = r.metric
     steps = {
-        ALL_STEPS: "logged steps",
+        lag.ALL: "logged steps",
         lag.ON_POLICY: "on-policy steps",
         lag.OFF_POLICY: "off-policy steps",
         compare_view.AUTO: "steps (off-policy ones for a clip or KL old→new column of a run with both)",
@@ -297,8 +289,8 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--steps",
-        choices=STEPS,
-        default=ALL_STEPS,
+        choices=compare_view.STEP_CHOICES,
+        default=lag.ALL,
         help="the steps a score averages over (default all; off-policy: a clip share or KL "
         "old→new is 0 at on-policy steps; auto: as Compare's default)",
     )

@@ -103,19 +103,19 @@ def _rng(name: str) -> np.random.Generator:
     return np.random.default_rng([RESAMPLE_SEED, zlib.crc32(name.encode("utf-8"))])
 
 
-def bootstrap_means(scores: np.ndarray, name: str, n_resamples: int = N_RESAMPLES) -> np.ndarray:
-    """(n_resamples,) means of ``scores`` resampled with replacement (the group ``name``'s
+def bootstrap_means(scores: np.ndarray, name: str) -> np.ndarray:
+    """(N_RESAMPLES,) means of ``scores`` resampled with replacement (the group ``name``'s
     deterministic generator)."""
     scores = np.asarray(scores, np.float64)
     if scores.ndim != 1 or not len(scores) or not np.isfinite(scores).all():
         raise ValueError(f"scores must be 1-D, non-empty and finite, got shape {scores.shape}")
-    idx = _rng(name).integers(0, len(scores), size=(n_resamples, len(scores)))
+    idx = _rng(name).integers(0, len(scores), size=(N_RESAMPLES, len(scores)))
     return scores[idx].mean(axis=1)
 
 
-def percentile_ci(draws: np.ndarray, confidence: float = CONFIDENCE) -> np.ndarray:
-    """The percentile interval of ``draws`` along the last axis: (..., 2) of (lo, hi)."""
-    tail = (1 - confidence) / 2
+def percentile_ci(draws: np.ndarray) -> np.ndarray:
+    """The CONFIDENCE percentile interval of ``draws`` along the last axis: (..., 2) of (lo, hi)."""
+    tail = (1 - CONFIDENCE) / 2
     return np.moveaxis(np.quantile(draws, [tail, 1 - tail], axis=-1), 0, -1)
 
 
@@ -125,20 +125,15 @@ def p_better(a: np.ndarray, b: np.ndarray) -> float:
     return float(((a > b).sum() + 0.5 * (a == b).sum()) / (a.size * b.size))
 
 
-def compare(
-    scores: Mapping[str, tuple[Sequence[str], Sequence[float]]],
-    n_resamples: int = N_RESAMPLES,
-) -> Verdict:
+def compare(scores: Mapping[str, tuple[Sequence[str], Sequence[float]]]) -> Verdict:
     """The verdict over ``scores``: {group name: (run ids, one score per run)}, groups in the
     given order; every pair (i < j) once, as (a = group i, b = group j)."""
-    if n_resamples < 1:
-        raise ValueError(f"n_resamples must be >= 1, got {n_resamples}")
     groups, draws, warnings = [], [], []
     for name, (runs, values) in scores.items():
         v = np.asarray(values, np.float64)
         if len(runs) != len(v):
             raise ValueError(f"group {name!r}: {len(runs)} run ids for {len(v)} scores")
-        means = bootstrap_means(v, name, n_resamples)
+        means = bootstrap_means(v, name)
         lo, hi = percentile_ci(means)
         groups.append(GroupScore(name, tuple(runs), v, float(v.mean()), (float(lo), float(hi))))
         draws.append(means)
@@ -171,7 +166,7 @@ def compare(
 
 
 def pointwise_band(
-    y: np.ndarray, name: str, n_resamples: int = BAND_RESAMPLES
+    y: np.ndarray, name: str
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(mean, lo, hi, count) at each column of ``y`` (seeds, X), NaN where a seed has no value:
     the mean over the seeds present at that x, the 95% percentile bootstrap band of that mean
@@ -200,7 +195,7 @@ def pointwise_band(
         if k < 2:
             continue
         cols = np.flatnonzero(which.ravel() == p)
-        weights = rng.multinomial(k, np.full(k, 1.0 / k), size=n_resamples).astype(np.float64)
+        weights = rng.multinomial(k, np.full(k, 1.0 / k), size=BAND_RESAMPLES).astype(np.float64)
         means = np.einsum("rk,kc->rc", weights, y[pattern][:, cols]) / k  # (R, k) x (k, cols)
         band = np.quantile(means, [(1 - CONFIDENCE) / 2, (1 + CONFIDENCE) / 2], axis=0)
         lo[cols], hi[cols] = band

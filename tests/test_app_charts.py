@@ -378,7 +378,7 @@ def test_sparse_series_markers_no_ema_and_one_point_visible():
 def test_known_cumsum_leaves_unknown_unknown():
     """Token counts [3, 4, ?, 5]: seen 3, 7, then unknown (not 7 + 0); none logged: all unknown,
     never a line at 0."""
-    from app.data import add_derived, known_cumsum
+    from training_hooks.tables import add_derived, known_cumsum
 
     out = known_cumsum(pd.Series([3, 4, np.nan, 5]))
     np.testing.assert_array_equal(out.to_numpy(), [3.0, 7.0, np.nan, np.nan])

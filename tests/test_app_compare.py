@@ -736,7 +736,7 @@ def test_unlogged_panels_fold_into_one_line(lag_root, app_env):
     assert "Reward" not in line
     (spec,) = [json.loads(e.proto.spec) for e in at.get("echarts_chart") if "grid" in e.proto.id]
     assert spec.get("graphic") == []
-    from app.data import add_derived
+    from training_hooks.tables import add_derived
 
     tables = [add_derived(_steps_table(lag_root, n)) for n in ("alt", "onpol")]
     logged = [
@@ -1144,10 +1144,10 @@ def test_run_lag_and_extra_stats_fit_the_table_they_are_given(lag_root):
     df = data.load_steps(run).df
     digest = traces.run_digest(run)
     short = df.iloc[:-1]
-    assert len(traces.run_lag(run, short, digest).step) == STEPS - 1
-    assert traces.run_extra_stats(run, short, digest)["loss_scale"].points == STEPS - 1
-    split = traces.run_lag(run, df, digest)
+    assert len(traces.run_lag(short, digest).step) == STEPS - 1
+    assert traces.run_extra_stats(short, digest)["loss_scale"].points == STEPS - 1
+    split = traces.run_lag(df, digest)
     assert split == lag.lag_split(df) and split.step == tuple(range(STEPS))
     assert (split.n_on, split.n_off) == ((STEPS + 1) // 2, STEPS // 2)  # even steps on-policy
-    got = traces.run_extra_stats(run, df, digest)["loss_scale"]
+    got = traces.run_extra_stats(df, digest)["loss_scale"]
     assert (got.points, got.low, got.high) == (STEPS, 2.0, 2.0 + 0.5 * (STEPS - 1))

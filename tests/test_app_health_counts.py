@@ -32,7 +32,7 @@ def _runs(root) -> dict:
 
 def _page_counts(run) -> tuple[int, int]:
     """What the Health page lists: its findings from the step table as it reads it."""
-    found = ui.findings_for(run, data.load_steps(run).df)
+    found = ui.health_report(run, data.load_steps(run).df).findings
     return sum(f.severity == ERROR for f in found), sum(f.severity == WARNING for f in found)
 
 

@@ -226,16 +226,11 @@ def test_clip_by_length_caption_says_what_the_bars_show(lagged_root, app_env):
     assert "move less per token" not in _captions(at)
 
 
-def test_trend_by_hand():
-    """Spearman direction over buckets: steady rise / fall, flat, and a dip that is neither."""
-    assert aggregate.trend(["a", "b", "c"], [0.1, 0.2, 0.3]).direction == aggregate.RISES
-    assert aggregate.trend(["a", "b", "c"], [0.3, 0.2, 0.1]).direction == aggregate.FALLS
-    assert aggregate.trend(["a", "b"], [0.5, 0.5]).direction == aggregate.FLAT
-    # ranks 5 1 2 3 4 against 1..5: d = 4 -1 -1 -1 -1, sum d^2 = 20, rho = 1 - 120/120 = 0
-    t = aggregate.trend(list("abcde"), [1.0, 0.45, 0.67, 0.8, 0.92])
-    assert t.direction == aggregate.NO_TREND and t.rho == pytest.approx(0.0)
-    assert aggregate.trend(["a"], [1.0]) is None
-    assert aggregate.trend_sentence(["5", "8"], [0.1, 0.3], "share", ".0%") == (
+def test_shape_sentence_by_hand():
+    """Two buckets rising: the sentence names the direction and quotes both ends."""
+    from app import curve_words as cw
+
+    assert cw.shape_sentence(["5", "8"], [0.1, 0.3], "share", ".0%") == (
         "The share rises with length (10% at length 5, 30% at length 8)."
     )
 

@@ -291,7 +291,7 @@ def _read_everything(root: Path) -> tuple[object, list[str]]:
     problems = list(found.problems) + list(run.problems)
     steps = data.load_steps(run)
     problems += steps.problems + data.load_steps(run, ["reward_mean", "loss"]).problems
-    ui.findings_for(run, steps.df)
+    ui.health_report(run, steps.df)
     seq = data.load_sequences(run)
     problems += seq.problems + data.load_sequences(run, ["step", "seq_log_ratio"], (1, 3)).problems
     for s in data.sequence_steps(run)[:2]:

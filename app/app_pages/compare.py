@@ -9,7 +9,6 @@ at all.
 import dataclasses
 import functools
 
-import numpy as np
 import pandas as pd
 import streamlit as st
 
@@ -104,12 +103,12 @@ def controls() -> dict:
 
 
 def load_series(
-    shown, ctx: ui.Context, read: dict | None = None, digests: dict | None = None
+    shown, ctx: ui.Context, read: dict, digests: dict
 ) -> tuple[list[compare_traces.RunSeries], dict, list[str]]:
     """(series, {run label: extra-metric stats}, problems) of the shown runs with steps (labels:
     ``ctx.labels``, unique even when two runs share a name), without their ``bounds``
-    (``with_bounds``: only the per-run grid draws them). ``read``, when given, receives {run key:
-    its step table}, for the verdict to score (a second cache lookup would copy every table), and
+    (``with_bounds``: only the per-run grid draws them). ``read`` receives {run key: its step
+    table}, for the verdict to score (a second cache lookup would copy every table), and
     ``digests`` {run key: ``traces.run_digest``}.
     The schema's columns no chart reads are left unread (``compare_view.unread_step_columns``)."""
     series, stats, problems = [], {}, []
@@ -118,15 +117,13 @@ def load_series(
         # only in the digest (what is cached under the digest never lacks a step it names)
         digest = traces.run_digest(run)
         t = data.load_steps(run, skip=compare_view.unread_step_columns(run.info))
-        if read is not None:
-            read[run.key] = t
+        read[run.key] = t
         problems += [f"{run.label}: {p}" for p in t.problems]
         if not len(t.df):
             problems.append(f"{run.label}: no steps to draw")
             continue
-        if digests is not None:
-            digests[run.key] = digest
-        stats[ctx.labels.get(run.key, run.key)] = traces.run_extra_stats(run, t.df, digest)
+        digests[run.key] = digest
+        stats[ctx.labels.get(run.key, run.key)] = traces.run_extra_stats(t.df, digest)
         series.append(
             compare_traces.RunSeries(
                 key=run.key,
@@ -135,7 +132,7 @@ def load_series(
                 color=ctx.colors.get(run.key, colors.PALETTE[0]),
                 df=traces.with_rollout_position(t.df, digest),
                 eps=ui.eps_of(run),
-                lag=traces.run_lag(run, t.df, digest),
+                lag=traces.run_lag(t.df, digest),
                 sources=sources.mapped_sources(run.info),
             )
         )
@@ -186,23 +183,14 @@ def lag_caption(series: list[compare_traces.RunSeries], choice: str) -> None:
 
 def x_span(series: list[compare_traces.RunSeries], x: str) -> tuple[float, float] | None:
     """(lo, hi) of the x column over every shown run's finite values, or None."""
-    los, his = [], []
-    for s in series:
-        if x in s.df.columns:
-            v = s.df[x].to_numpy(np.float64)
-            v = v[np.isfinite(v)]
-            if len(v):
-                los.append(v.min())
-                his.append(v.max())
-    return (float(min(los)), float(max(his))) if los else None
+    spans = cg.x_spans(series, x)
+    return (min(lo for lo, _ in spans), max(hi for _, hi in spans)) if spans else None
 
 
-def draw_panels(
-    runs_by_key, series, panels, opts, digests, *, key: str, log_keys=(), zoom_band=True
-) -> None:
+def draw_panels(series, panels, opts, digests, *, key: str, log_keys=(), zoom_band=True) -> None:
     """``panels`` in charts of PANELS_PER_FIGURE, each run on the steps its panel shows, every
     chart over the shown runs' one x span (``digests``: ``load_series``'). A chart's option is cached whole
-    (``traces.cached_chart``) on everything it is drawn from: a reload, a new tab or a colleague
+    (``traces.CHARTS``) on everything it is drawn from: a reload, a new tab or a colleague
     on the same runs, files and options gets it at once."""
     span = x_span(series, opts["x"])
     # a round spacing: changes of the selection mostly keep it, and with it the cached traces
@@ -218,15 +206,15 @@ def draw_panels(
     }
     for start in range(0, len(panels), PANELS_PER_FIGURE):
         chunk = panels[start : start + PANELS_PER_FIGURE]
-        option, height = traces.cached_chart(
+        option, height = traces.CHARTS.get(
             traces.chart_key(series, digests, chunk, how),
-            functools.partial(grid_chart, runs_by_key, series, chunk, digests, **how),
+            functools.partial(grid_chart, series, chunk, digests, **how),
         )
         st.echarts_chart(option, height=height, key=f"{key}-{start // PANELS_PER_FIGURE}")
 
 
 def grid_chart(
-    runs_by_key, series, chunk, digests, *, opts, log_keys, zoom_band, readout, x_range
+    series, chunk, digests, *, opts, log_keys, zoom_band, readout, x_range
 ) -> tuple[dict, int]:
     """(option, height) of one ECharts grid of the panels ``chunk``: every run's traces (cached
     per run and panel) on the steps each panel shows, and the panels' views."""
@@ -246,7 +234,6 @@ def grid_chart(
         )
         per_run = {
             s.key: traces.run_traces(
-                runs_by_key[s.key],
                 s,
                 p,
                 digest=digests[s.key],
@@ -517,7 +504,6 @@ if shown_panels:
         )
     else:
         draw_panels(
-            runs_by_key,
             series,
             shown_panels,
             opts,
@@ -533,9 +519,7 @@ if other_names and st.toggle(
     "Draw the metrics logged under another name (labelled with their own names)",
     key="stand_ins",
 ):
-    draw_panels(
-        runs_by_key, grid_series(), stand_in_panels(other_names), opts, digests, key="stand_in"
-    )
+    draw_panels(grid_series(), stand_in_panels(other_names), opts, digests, key="stand_in")
 
 if extras.constants:
     names = list(dict.fromkeys(c.metric for c in extras.constants))
@@ -551,7 +535,7 @@ if extras.constants:
 if extras.groups:
     asked = more_metrics(extras, series)
     if asked:
-        draw_panels(runs_by_key, grid_series(), asked, opts, digests, key="more")
+        draw_panels(grid_series(), asked, opts, digests, key="more")
 if shown_panels:
     if box := ui.lazy_expander("What each chart means", "chart_help", ":material/help:"):
         grouped_note = (

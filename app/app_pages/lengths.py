@@ -8,6 +8,7 @@ from app import (
     charts,
     colors,
     compare_traces,
+    curve_words,
     data,
     panels,
     plotly_traces,
@@ -97,7 +98,7 @@ with left:
     st.caption(
         f"Mean reward per length bucket (quantiles, ± 1 s.e.) over the {len(df):,} completions "
         f"shown; Pearson correlation of length and reward: {corr:.2f}. "
-        + aggregate.trend_sentence(binned["bucket"], binned["mean"], "mean reward", ".3g")
+        + curve_words.shape_sentence(binned["bucket"], binned["mean"], "mean reward", ".3g")
     )
 with right:
     st.plotly_chart(
@@ -115,7 +116,7 @@ with right:
     st.caption(
         f"Each dot is a sequence ({len(sample):,} of {len(df):,}). log s is a mean over the "
         "sequence's tokens. "
-        + aggregate.trend_sentence(
+        + curve_words.shape_sentence(
             spread["bucket"], spread["std"], "spread of log s (std per length bucket)", ".2g"
         )
     )

@@ -4,7 +4,7 @@ import math
 
 import streamlit as st
 
-from app import aggregate, charts, eps_format, ui
+from app import aggregate, charts, curve_words, eps_format, ui
 from training_hooks.schema import Seq
 
 ctx = ui.page_header(
@@ -126,7 +126,7 @@ with right:
         key="clip_by_length",
     )
     said = [
-        aggregate.trend_sentence(buckets["bucket"], buckets[column], what, ".1%")
+        curve_words.shape_sentence(buckets["bucket"], buckets[column], what, ".1%")
         for column, what in (
             (Seq.SEQ_CLIPPED, "share of sequences outside the sequence band"),
             (Seq.TOKEN_CLIP_FRACTION, "mean share of tokens outside the token band"),

@@ -123,7 +123,7 @@ if step is None:
         f"{ui.md_escape(ctx.label(run))} has no readable per-sequence rows among the {shown.label}.",
         icon=":material/info:",
     )
-    ui.notice_problems([run], ui.sequence_problems(run))
+    ui.notice_problems([run], data.load_sequences(run, [Seq.STEP]).problems)
     st.stop()
 
 t = data.load_sequences(run, None, (step, step))
