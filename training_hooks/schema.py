@@ -179,6 +179,11 @@ class ImportRecord:
     cross_checks: tuple[str, ...] = ()  # another file of the same run compared with the one read
     segment: str | None = None  # which run of a file holding several: "2 of 5"
 
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ImportRecord:
+        """From run.json's ``imported`` object: ValueError when a field is missing or mistyped."""
+        return _record_from_json(cls, "imported", data)
+
 
 SUMMARY_VERSION = 1  # the layout of RunSummary below
 
@@ -228,11 +233,11 @@ class RunSummary:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> RunSummary:
-        """From run.json's ``summary`` object (``record_from_json``)."""
-        return record_from_json(cls, "summary", data)
+        """From run.json's ``summary`` object: ValueError when a field is missing or mistyped."""
+        return _record_from_json(cls, "summary", data)
 
 
-def record_from_json(cls: Any, key: str, data: Any) -> Any:
+def _record_from_json(cls: Any, key: str, data: Any) -> Any:
     """The ``cls`` record of run.json's ``key`` object (``imported``, ``summary``), its lists as
     tuples and unknown keys ignored: ValueError when it is not an object, lacks a field that has
     no default, or holds a value that does not fit its field's type."""
@@ -313,7 +318,7 @@ class RunInfo:
             if why := _field_problem(k, _annotation(cls.__dataclass_fields__[k]), v):
                 raise ValueError(why)
         if kwargs.get("imported") is not None:
-            kwargs["imported"] = record_from_json(ImportRecord, "imported", kwargs["imported"])
+            kwargs["imported"] = ImportRecord.from_json(kwargs["imported"])
         if kwargs.get("summary") is not None:
             try:  # a summary is a cache: a bad one is ignored (the app reads the table instead)
                 kwargs["summary"] = RunSummary.from_json(kwargs["summary"])
