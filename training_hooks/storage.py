@@ -118,7 +118,8 @@ def resolve(uri: str) -> tuple[Any, str]:
 
 
 def _type(path: str) -> str:
-    """The name of an object-store path's pyarrow ``FileType``: "NotFound", "File", "Directory"."""
+    """The name of an object-store path's pyarrow ``FileType`` ("NotFound", "File", "Directory"):
+    this module compares types by name, so it imports no ``pyarrow.fs`` for them."""
     fs, p = resolve(path)
     return fs.get_file_info(p).type.name
 
@@ -184,13 +185,11 @@ def list_files(folder: str | os.PathLike) -> list[FileStamp]:
 def list_tree(folder: str, *, recursive: bool = True) -> list[FileStamp]:
     """Every object below an object-store prefix, named relative to it ("run/steps/part-..."),
     sorted: one paginated listing. ([] when the prefix holds nothing.)"""
-    from pyarrow.fs import FileType
-
     _, base = resolve(folder)
     now_ns = time.time_ns()
     out = []
     for info in _remote_listing(folder, recursive):
-        if info.type == FileType.File:
+        if info.type.name == "File":
             out.append(_stamp(info, info.path[len(base) + 1 :], now_ns))
     return sorted(out)
 
@@ -198,10 +197,8 @@ def list_tree(folder: str, *, recursive: bool = True) -> list[FileStamp]:
 def list_dirs(folder: str | os.PathLike) -> list[str]:
     """Names of the sub-folders of ``folder`` (not starting with "."), sorted; [] when missing."""
     if is_uri(folder):
-        from pyarrow.fs import FileType
-
         infos = _remote_listing(folder, recursive=False)
-        names = [basename(i.path) for i in infos if i.type == FileType.Directory]
+        names = [basename(i.path) for i in infos if i.type.name == "Directory"]
     else:
         try:
             names = [e.name for e in os.scandir(local(folder)) if e.is_dir()]
@@ -243,11 +240,9 @@ def open_input(path: str | os.PathLike, size: int | None = None):
 def makedirs(path: str | os.PathLike) -> None:
     """A local folder and its parents; on an object store, the bucket if it is missing."""
     if is_uri(path):
-        from pyarrow.fs import FileType
-
         fs, p = resolve(path)
         bucket = p.split("/", 1)[0]
-        if fs.get_file_info(bucket).type == FileType.NotFound:
+        if fs.get_file_info(bucket).type.name == "NotFound":
             fs.create_dir(bucket, recursive=False)
         return
     os.makedirs(local(path), exist_ok=True)
