@@ -415,9 +415,7 @@ def detect_source(names: Iterable[str]) -> str | None:
     ):
         return _TINKER
     trl = {m.name for m in MAPPINGS if m.source == _TRL} | {e[1] for e in VERSION_EVIDENCE}
-    if names & trl:
-        return _TRL
-    return None
+    return _TRL if names & trl else None
 
 
 # ------------------------------------------------------------------------- resolving a name
@@ -454,7 +452,8 @@ def resolve(name: str, ctx: Context) -> Resolution:
         if (
             off.name == key
             and off.source == ctx.fmt.source
-            and _known_in(ctx, off.setting, off.values)
+            and off.setting in ctx.settings
+            and _matches(ctx.settings[off.setting], off.values)
         ):
             return Resolution(name, None, None, off.reason)
     cands = [m for m in _BY_NAME.get(key, ()) if m.source == ctx.fmt.source or not ctx.fmt.source]
@@ -472,10 +471,6 @@ def _lookup_key(name: str) -> str:
         if name.startswith(prefix) and name[len(prefix) :] in _BY_NAME:
             return name[len(prefix) :]
     return name
-
-
-def _known_in(ctx: Context, setting: str, values: tuple[Any, ...]) -> bool:
-    return setting in ctx.settings and _matches(ctx.settings[setting], values)
 
 
 def _matches(value: Any, values: tuple[Any, ...]) -> bool:
@@ -512,12 +507,13 @@ def _resolve_strict(name: str, cands: list[MetricMapping], ctx: Context) -> Reso
     fmt = ctx.fmt
     lo, hi = _existence(cands, fmt.since, fmt.until)
     if lo is not None and hi is not None and lo >= hi:
+        span = SourceFormat("", "", *_existence(cands, None, None)).range_text
         return Resolution(
             name,
             None,
             f"{fmt.source}/{name}",
             f"{_tool_name(fmt.source)} {fmt.range_text} does not log {name} (it logs it in "
-            f"{_span(cands)}): another trainer's key, its meaning here unknown",
+            f"{span}): another trainer's key, its meaning here unknown",
         )
     cuts = sorted({b for m in cands for b in (m.since, m.until) if b and _inside(b, lo, hi)})
     bounds = [lo, *cuts, hi]
@@ -560,11 +556,6 @@ def _existence(
         ceiling = max(m.until for m in cands if m.until)
         hi = ceiling if hi is None or ceiling < hi else hi
     return lo, hi
-
-
-def _span(cands: list[MetricMapping]) -> str:
-    lo, hi = _existence(cands, None, None)
-    return SourceFormat("", "", lo, hi).range_text
 
 
 def _tool_name(source: str) -> str:
@@ -625,8 +616,7 @@ def map_metric_name(name: str, *, sequence_level: bool = False) -> str:
     MLflow keys) -> ``<column>``; ``train/reward`` -> ``reward_mean``. ``sequence_level``: TRL
     ``importance_sampling_level="sequence"``, so TRL's clip metrics map to sequence units."""
     ctx = Context(SourceFormat("", ""), {_LEVEL: "sequence" if sequence_level else "token"}, True)
-    res = resolve(name, ctx)
-    return res.column or name
+    return resolve(name, ctx).column or name
 
 
 def map_metric_names(

@@ -102,7 +102,6 @@ def summarise_run(
         sequences=with_parts,
         algorithm=None if info is not None else algorithm,
     )
-    found = report.findings
     problems = (findings.ERROR, findings.WARNING)
     return RunSummary(
         version=SUMMARY_VERSION,
@@ -115,7 +114,7 @@ def summarise_run(
         algorithm=algorithm or "?",
         seq_eps=eps.get("seq"),
         token_eps=eps.get("token"),
-        findings=tuple((f.code, f.severity) for f in found if f.severity in problems),
+        findings=tuple((f.code, f.severity) for f in report.findings if f.severity in problems),
         made_at=time.time(),
         coverage=(len(report.checked), len(report.not_checked)),
     )

@@ -60,9 +60,7 @@ class SourceFormat:
 
     @property
     def version_range(self) -> str | None:
-        parts = [f">={vtext(self.since)}"] if self.since else []
-        parts += [f"<{vtext(self.until)}"] if self.until else []
-        return ",".join(parts) or None
+        return _range(self.since, self.until)
 
     @property
     def range_text(self) -> str:
@@ -134,10 +132,9 @@ def default_for(
 ) -> tuple[Any, str] | None:
     """(value, why) when one default of ``fmt.source`` decides ``setting`` over every version
     in [lo, hi); None when no default does (or the range spans a change)."""
-    hits = [d for d in DEFAULTS if d.source == fmt.source and d.setting == setting]
-    for d in hits:
-        if covers(d.since, d.until, lo, hi):
-            rng = _range(d.since, d.until)
+    for d in DEFAULTS:
+        if d.source == fmt.source and d.setting == setting and covers(d.since, d.until, lo, hi):
+            rng = _range(d.since, d.until) or "all versions"
             tool = TOOL_NAMES.get(fmt.source, fmt.source)
             if d.absent:
                 why = f"no such setting in {tool} {rng}: it behaves as {setting}={value_text(d.value)}"
@@ -251,10 +248,11 @@ def vtext(v: Version | None) -> str:
     return ".".join(map(str, v)) if v else "?"
 
 
-def _range(lo: Version | None, hi: Version | None) -> str:
+def _range(lo: Version | None, hi: Version | None) -> str | None:
+    """``">=0.17,<0.27"`` for [lo, hi); None when neither bound is known."""
     parts = [f">={vtext(lo)}"] if lo else []
     parts += [f"<{vtext(hi)}"] if hi else []
-    return ",".join(parts) or "all versions"
+    return ",".join(parts) or None
 
 
 def value_text(v: Any) -> str:

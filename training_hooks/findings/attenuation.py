@@ -45,7 +45,6 @@ from training_hooks.schema import Step
 HIGH = "attenuation too high"
 LOW = "attenuation too low"
 ONE_SIDED = "attenuation one-sided"
-CHECKS = (HIGH, LOW, ONE_SIDED)
 
 
 def _rows(df: pd.DataFrame, split: lagmod.LagSplit, y: np.ndarray) -> tuple[np.ndarray, bool]:
@@ -60,16 +59,13 @@ def _rows(df: pd.DataFrame, split: lagmod.LagSplit, y: np.ndarray) -> tuple[np.n
 
 
 def check_attenuation(
-    df: pd.DataFrame, split: lagmod.LagSplit, loss: str, cov: Coverage | None = None
+    df: pd.DataFrame, split: lagmod.LagSplit, loss: str, cov: Coverage
 ) -> list[Finding]:
     """The attenuation checks (module docstring); ``loss`` names the run's loss in the text
     ("GRPO", "CISPO", "the loss" when unknown); ``cov`` says what was judged."""
-    cov = cov if cov is not None else Coverage()
     y = col(df, Step.ATTENUATION_MEAN)
     if y is None or not np.isfinite(y).any():
-        for name in CHECKS:
-            cov.skipped(name, NOT_LOGGED)
-        return []
+        return cov.skipped(HIGH, NOT_LOGGED, LOW, ONE_SIDED)
     rows, off_known = _rows(df, split, y)
     n = int(rows.sum())
     mean = float(np.mean(y[rows]))

@@ -140,12 +140,10 @@ def _any_clip_column(df: pd.DataFrame) -> bool:
 def check_clip_range(
     df: pd.DataFrame,
     split: lagmod.LagSplit,
-    facts: RunFacts | None = None,
-    cov: Coverage | None = None,
+    facts: RunFacts,
+    cov: Coverage,
 ) -> list[Finding]:
     """``clip_high`` / ``clip_low`` (see the module docstring); ``cov`` says what was judged."""
-    facts = facts if facts is not None else RunFacts()
-    cov = cov if cov is not None else Coverage()
     parsed = parse_algorithm(facts.algorithm)
     if parsed is not None and parsed.clip_unit is None:  # CISPO's cap, SAPO's gate, ...
         why = f"{parsed.loss.upper()} has no hard clip (its attenuation is checked instead)"
@@ -164,11 +162,10 @@ def check_clip_range(
             what = "the run does not state its loss" if spec is None else "its ε is unknown"
             return [_not_judged("the clip share", f"{what}, so its usual range is unknown.")]
         return []
-    algo = band
     share, measure, exact = _clip_series(df, spec)
     if share is None:
         return cov.skipped(HIGH, f"{NOT_LOGGED} in the {spec.unit} unit", LOW)
-    r = _reading(df, split, facts, algo, spec, known, share, measure, exact, label=parsed.loss)
+    r = _reading(df, split, facts, band, spec, known, share, measure, exact, label=parsed.loss)
     if r is None:
         return cov.skipped(HIGH, "no step with a clip share", LOW)
     cov.ran(HIGH, r.caveat)
@@ -180,14 +177,14 @@ def check_clip_range(
         cov.skipped(LOW, LAG_UNKNOWN)
     else:
         cov.ran(LOW)
-    if r.mean > BANDS[algo].warn_high.value:
+    if r.mean > BANDS[band].warn_high.value:
         return [_clip_finding(df, r, high=True, eps_source=facts.eps_source)]
     if LOW in cov.checked:
         # the warm-up is left out only where it excuses: it raises the share, never lowers it
         r = _reading(
-            df, split, facts, algo, spec, known, share, measure, exact, False, label=parsed.loss
+            df, split, facts, band, spec, known, share, measure, exact, False, label=parsed.loss
         )
-        if r is not None and r.mean < BANDS[algo].warn_low.value:
+        if r is not None and r.mean < BANDS[band].warn_low.value:
             return [_clip_finding(df, r, high=False, eps_source=facts.eps_source)]
     return []
 

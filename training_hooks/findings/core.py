@@ -13,6 +13,7 @@ import pandas as pd
 
 from gspo_metrics.spec import clip_unit_of
 from training_hooks.findings import lag as lagmod
+from training_hooks.findings.lag import steps_of  # noqa: F401 -- the checks import it from here
 from training_hooks.names import few
 from training_hooks.schema import STATUS_FINISHED, STEP_METRIC_COLUMNS, Step
 
@@ -237,10 +238,13 @@ def find_column(df: pd.DataFrame, name: str) -> str | None:
     return tails[0] if tails else None
 
 
-def steps_of(df: pd.DataFrame) -> np.ndarray:
-    if Step.STEP in df.columns:
-        return pd.to_numeric(df[Step.STEP], errors="coerce").fillna(-1).to_numpy(np.int64)
-    return np.arange(len(df))
+def first_logged(df: pd.DataFrame, names) -> str | None:
+    """The column of the first of ``names`` the run logs (``find_column``: behind any prefix)."""
+    for name in names:
+        found = find_column(df, name)
+        if found is not None and logged(df, found) is not None:
+            return found
+    return None
 
 
 def fmt_steps(steps, limit: int = 8) -> str:

@@ -57,6 +57,13 @@ def _numeric(df: pd.DataFrame, column: str) -> np.ndarray:
     return pd.to_numeric(df[column], errors="coerce").to_numpy(np.float64, na_value=np.nan)
 
 
+def steps_of(df: pd.DataFrame) -> np.ndarray:
+    """Each row's step number (-1 where it is not one; the row numbers without a step column)."""
+    if Step.STEP in df.columns:
+        return pd.to_numeric(df[Step.STEP], errors="coerce").fillna(-1).to_numpy(np.int64)
+    return np.arange(len(df))
+
+
 def _declared_lags(df: pd.DataFrame) -> np.ndarray:
     """``policy_lag`` as float (NaN where null or invalid: negative or not an integer)."""
     lag = _numeric(df, Step.POLICY_LAG)
@@ -164,13 +171,8 @@ def lag_split(df: pd.DataFrame) -> LagSplit:
         source = MEASURED
     else:
         source = MIXED
-    steps = (
-        pd.to_numeric(df[Step.STEP], errors="coerce").fillna(-1).astype(np.int64).to_numpy()
-        if Step.STEP in df.columns
-        else np.arange(len(df))
-    )
     return LagSplit(
-        step=tuple(steps.tolist()),
+        step=tuple(steps_of(df).tolist()),
         lag_class=tuple(classes.tolist()),
         lag=_ints_or_none(lag),
         source=source,

@@ -42,9 +42,7 @@ ABS_LOGP = "abs_logp"  # mean |log p_trainer - log p_sampler|: k3 >= mean^2 / 2 
 class MismatchMetric:
     """A sampler/trainer mismatch metric Health reads when the run has it."""
 
-    name: (
-        str  # column name; a foreign one also matches behind a tool prefix ("trl/...", "verl/...")
-    )
+    name: str  # column name; a foreign one also matches behind a tool prefix ("verl/...")
     kind: str  # K3, ABS_KL, CHI2, IS_MEAN or ABS_LOGP
     source: str  # the tool that logs it under this name ("" for ours: named by ``RunFacts``)
 
@@ -204,13 +202,11 @@ def _lag0_parts(df: pd.DataFrame, split: lagmod.LagSplit) -> list[MismatchPart]:
 def check_sampler_mismatch(
     df: pd.DataFrame,
     split: lagmod.LagSplit,
-    facts: RunFacts | None = None,
-    cov: Coverage | None = None,
+    facts: RunFacts,
+    cov: Coverage,
 ) -> list[Finding]:
     """``sampler_mismatch``: at lag 0 the trainer's log-probs of the sampled tokens differ from the
     sampler's (ratios not 1 at declared lag 0, or a mismatch metric out of its usual band)."""
-    facts = facts if facts is not None else RunFacts()
-    cov = cov if cov is not None else Coverage()
     _cover(df, split, facts, cov)
     parts = _lag0_parts(df, split) + _mismatch_metric_parts(df, facts)
     if not parts:

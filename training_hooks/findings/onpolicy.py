@@ -60,13 +60,9 @@ def clip_share(df: pd.DataFrame) -> tuple[str, str, np.ndarray] | None:
     return None
 
 
-def check_clip_one_update(
-    df: pd.DataFrame, facts: RunFacts | None = None, cov: Coverage | None = None
-) -> list[Finding]:
+def check_clip_one_update(df: pd.DataFrame, facts: RunFacts, cov: Coverage) -> list[Finding]:
     """``clip_at_one_update`` (see the module docstring): the mean clip share of the run's last
     ``clip_window`` steps above ``one_update_clip`` in a run that takes one update per batch."""
-    facts = facts if facts is not None else RunFacts()
-    cov = cov if cov is not None else Coverage()
     if facts.updates_per_batch is None:
         return cov.skipped(NAME, f"{SETTING_UNKNOWN}: updates per batch")
     if facts.updates_per_batch != 1:

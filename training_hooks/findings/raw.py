@@ -32,7 +32,7 @@ from training_hooks.findings.core import (
     RunFacts,
     col,
     column,
-    find_column,
+    first_logged,
     flagged,
     fmt_steps,
     logged,
@@ -47,19 +47,11 @@ from training_hooks.schema import Step
 def grad_norm_column(df: pd.DataFrame) -> str | None:
     """The gradient-norm column a run logs (``GRAD_NORM_NAMES``, before clipping first; else a
     foreign name ending in ``/grad_norm``); None without one."""
-    for name in (*GRAD_NORM_NAMES, "grad_norm"):
-        found = name if name in df.columns else find_column(df, name)
-        if found is not None and logged(df, found) is not None:
-            return found
-    return None
+    return first_logged(df, (*GRAD_NORM_NAMES, "grad_norm"))
 
 
-def check_raw_values(
-    df: pd.DataFrame, facts: RunFacts | None = None, cov: Coverage | None = None
-) -> list[Finding]:
+def check_raw_values(df: pd.DataFrame, facts: RunFacts, cov: Coverage) -> list[Finding]:
     """Every check of this module on ``df`` (rows in step order)."""
-    facts = facts if facts is not None else RunFacts()
-    cov = cov if cov is not None else Coverage()
     return [
         *check_grad_norm(df, facts, cov),
         *check_loss_scale(df, facts, cov),

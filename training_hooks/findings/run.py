@@ -340,14 +340,10 @@ def facts_of(info: RunInfo | None, *, status: str | None = None, **overrides) ->
 def _one_update_per_row(info: RunInfo) -> bool | None:
     """True for a recorded run (one ``log_step`` per optimizer step); for an import, what its
     settings say (verl's ``one_update_per_row``), else unknown."""
-    imp = info.imported
-    if imp is None:  # recorded by RunRecorder (its own loop, TRL's attach): one row per update
+    if info.imported is None:  # RunRecorder (its own loop, TRL's attach): one row per update
         return True
-    settings = imp.settings or {}
-    one = settings.get("one_update_per_row", {})
-    if isinstance(one, Mapping) and isinstance(one.get("value"), bool):
-        return one["value"]
-    return None
+    got = _setting(info, "one_update_per_row")
+    return got[0] if got is not None and isinstance(got[0], bool) else None
 
 
 #: Where a run's config states its gradient clip (dotted paths, matched on the tail): TRL /

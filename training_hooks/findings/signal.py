@@ -28,7 +28,7 @@ from training_hooks.findings.core import (
     RunFacts,
     col,
     column,
-    find_column,
+    first_logged,
     logged,
     pct,
 )
@@ -121,13 +121,9 @@ def with_group_outcomes(df: pd.DataFrame, outcomes: pd.DataFrame | None) -> pd.D
 # Checks
 
 
-def check_learning_signal(
-    df: pd.DataFrame, facts: RunFacts | None = None, cov: Coverage | None = None
-) -> list[Finding]:
+def check_learning_signal(df: pd.DataFrame, facts: RunFacts, cov: Coverage) -> list[Finding]:
     """A reward constant over the whole run (one finding: it carries no signal), else the
     zero-variance share of the last quarter, split into solved and failed groups."""
-    cov = cov if cov is not None else Coverage()
-    facts = facts if facts is not None else RunFacts()
     reward = logged(df, Step.REWARD_MEAN)
     if reward is None:
         cov.skipped("reward signal", NOT_LOGGED)
@@ -171,19 +167,11 @@ def _constant_reward(df: pd.DataFrame, reward: np.ndarray) -> Finding | None:
     )
 
 
-def _split_column(df: pd.DataFrame, ours: str, foreign: tuple[str, ...]) -> str | None:
-    for name in (ours, *foreign):
-        found = find_column(df, name)
-        if found is not None and logged(df, found) is not None:
-            return found
-    return None
-
-
 def _check_zero_variance(df: pd.DataFrame, cov: Coverage) -> list[Finding]:
     """``zero_variance`` (failed or unexplained groups) and ``task_saturated`` (solved groups),
     each from its median over the last quarter of the run."""
     got = late_median(df, Step.ZERO_VARIANCE_FRACTION, 4)
-    hi_col = _split_column(df, ALL_HIGH_FRACTION, FOREIGN_ALL_HIGH)
+    hi_col = first_logged(df, (ALL_HIGH_FRACTION, *FOREIGN_ALL_HIGH))
     if got is None:
         if hi_col is None:
             return cov.skipped("zero-variance groups", NOT_LOGGED)
@@ -287,9 +275,8 @@ def _saturated(solved: float, unsolved: float, source: str, n: int) -> Finding:
     )
 
 
-def check_truncation(df: pd.DataFrame, cov: Coverage | None = None) -> list[Finding]:
+def check_truncation(df: pd.DataFrame, cov: Coverage) -> list[Finding]:
     """Median ``truncated_fraction`` over the last 10% of steps at or above ``truncation``."""
-    cov = cov if cov is not None else Coverage()
     # at least min_basis rows: a 10-row run's last 10% is one row, which is no verdict
     got = late_median(df, Step.TRUNCATED_FRACTION, 10, int(RUN.min_basis.value))
     if got is None:

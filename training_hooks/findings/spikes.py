@@ -146,22 +146,17 @@ SPIKE_CHECKS = (
 
 def _spike_series(df: pd.DataFrame, code: str) -> tuple[str, np.ndarray] | None:
     """(column label, per-step values) a spike check reads; None when the run lacks it."""
-    if code == KL_OLD_SPIKE:
-        y = col(df, Step.KL_OLD_MEAN)
-        return (Step.KL_OLD_MEAN, y) if y is not None else None
-    if code == KL_REF_SPIKE:
-        y = col(df, Step.KL_REF_MEAN)
-        return (Step.KL_REF_MEAN, y) if y is not None else None
-    lo, hi = col(df, Step.SEQ_LOG_RATIO_MIN), col(df, Step.SEQ_LOG_RATIO_MAX)
-    if lo is not None and hi is not None and np.isfinite(hi).any():
-        return "max |log s| (sequence)", np.fmax(-lo, hi)
-    y = col(df, Step.TOKEN_LOG_RATIO_ABS_MAX)
-    return (Step.TOKEN_LOG_RATIO_ABS_MAX, y) if y is not None else None
+    kl = {KL_OLD_SPIKE: Step.KL_OLD_MEAN, KL_REF_SPIKE: Step.KL_REF_MEAN}
+    if code not in kl:  # the log-ratio: the sequence's where logged, else the token's
+        lo, hi = col(df, Step.SEQ_LOG_RATIO_MIN), col(df, Step.SEQ_LOG_RATIO_MAX)
+        if lo is not None and hi is not None and np.isfinite(hi).any():
+            return "max |log s| (sequence)", np.fmax(-lo, hi)
+    name = kl.get(code, Step.TOKEN_LOG_RATIO_ABS_MAX)
+    y = col(df, name)
+    return (name, y) if y is not None else None
 
 
-def check_spikes(
-    df: pd.DataFrame, split: lagmod.LagSplit, cov: Coverage | None = None
-) -> list[Finding]:
+def check_spikes(df: pd.DataFrame, split: lagmod.LagSplit, cov: Coverage) -> list[Finding]:
     """``kl_old_spike``, ``log_ratio_spike``, ``kl_ref_spike``: a step far above the rolling median
     of its same-lag neighbours (``spike_mask``); ``steps`` names exactly the spike steps.
 
@@ -169,7 +164,6 @@ def check_spikes(
     at a step where one is a spike, the other is one from ``spike_mads_corroborated`` robust
     sigmas (and ``spike_factor``), its maximum over a minibatch's few sequences being noisy."""
     out = []
-    cov = cov if cov is not None else Coverage()
     steps = steps_of(df)
     groups = lag_groups(split)
     on = split.mask(lagmod.ON_POLICY)
@@ -329,14 +323,11 @@ TREND_CHECKS = (
 )
 
 
-def check_trends(
-    df: pd.DataFrame, split: lagmod.LagSplit, cov: Coverage | None = None
-) -> list[Finding]:
+def check_trends(df: pd.DataFrame, split: lagmod.LagSplit, cov: Coverage) -> list[Finding]:
     """``entropy_collapse``, ``length_collapse``, ``length_blowup``: the median of the last 10% of
     steps against the first 10%, within each lag group; fires only when every judged group
     crosses the threshold (one lag's artefact never alarms)."""
     out = []
-    cov = cov if cov is not None else Coverage()
     groups = lag_groups(split)
     for check in TREND_CHECKS:
         name = "entropy trend" if check.code == ENTROPY_COLLAPSE else "length trend"

@@ -182,15 +182,12 @@ def _bad_cells(df: pd.DataFrame, exact: bool) -> dict[str, np.ndarray]:
     return out
 
 
-def check_nonfinite(
-    df: pd.DataFrame, cov: Coverage | None = None, facts: RunFacts | None = None
-) -> list[Finding]:
+def check_nonfinite(df: pd.DataFrame, cov: Coverage, facts: RunFacts) -> list[Finding]:
     """NaN/inf inside the mask (``nonfinite_count``), or a NaN/inf in a numeric column the run
     logged, each named with its steps. On an import read from Parquet every column is read and a
     NaN is one only where the log wrote NaN (``NAN_CELLS``): a step a column was not logged at
     (TRL's TensorBoard step 113 without ``train/loss``) is not a NaN."""
-    cov = cov if cov is not None else Coverage()
-    exact = NAN_CELLS in df.attrs and facts is not None and facts.tool is not None
+    exact = NAN_CELLS in df.attrs and facts.tool is not None
     columns = measured_columns(df)
     if not any(logged(df, c) is not None for c in (Step.NONFINITE_COUNT, *columns)):
         return cov.skipped("non-finite values", NOT_LOGGED)
@@ -209,13 +206,11 @@ def check_nonfinite(
             )
     cells = _bad_cells(df, exact)
     for c, idx in list(cells.items())[:_NAMED]:
-        bad.update(int(s) for s in steps[idx])
         kinds = "/".join(
             k for k, m in (("NaN", np.isnan), ("inf", np.isinf)) if m(column(df, c)[idx]).any()
         )
-        name = facts.logged_as(c) if facts is not None else c
-        parts.append(f"{name} is {kinds} at {_n_steps(steps[idx])}")
-    for idx in list(cells.values())[_NAMED:]:
+        parts.append(f"{facts.logged_as(c)} is {kinds} at {_n_steps(steps[idx])}")
+    for idx in cells.values():
         bad.update(int(s) for s in steps[idx])
     if len(cells) > _NAMED:
         parts.append(f"and {len(cells) - _NAMED} more columns")
@@ -251,15 +246,12 @@ def _legacy_note(df: pd.DataFrame) -> str:
     )
 
 
-def check_lag(
-    df: pd.DataFrame, split: lagmod.LagSplit, cov: Coverage | None = None
-) -> list[Finding]:
+def check_lag(df: pd.DataFrame, split: lagmod.LagSplit, cov: Coverage) -> list[Finding]:
     """``on_policy_only`` (no off-policy step) and ``stale_old_logprobs`` (a declared lag >= 1
     with every token ratio exactly 1 on at least ``stale_share`` of those steps). A step whose
     earlier updates had no signal (every group zero-variance: all advantages 0, a null gradient)
     is left out: its policy did not move, so ratios of exactly 1 are right there."""
     out = []
-    cov = cov if cov is not None else Coverage()
     steps = steps_of(df)
     ratio = logged(df, Step.TOKEN_LOG_RATIO_ABS_MAX)
     lag = np.array([np.nan if v is None else v for v in split.lag], float)

@@ -67,8 +67,6 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Exit 0 with a report on success; 1 with "already imported as run X" when the log is in the
-    root already (nothing written); 2 with a one-line reason (root unchanged) on failure."""
     args = _parser().parse_args(argv)
     try:
         config = None

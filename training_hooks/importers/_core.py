@@ -108,7 +108,9 @@ def import_run(
             ``ValueError`` naming the run); the root is then unchanged.
         ValueError: a bad source, path or file (one line, naming it); the root is then unchanged.
     """
-    spec = _tool(source)
+    if source not in TOOLS:
+        raise ValueError(f"source must be one of {SOURCES}, got {source!r}")
+    spec = TOOLS[source]
     if algorithm is not None and (not isinstance(algorithm, str) or not algorithm):
         raise ValueError(f"algorithm must be a non-empty string, got {algorithm!r}")
     if config is not None and not isinstance(config, Mapping):
@@ -243,26 +245,18 @@ def _format(
     stated, origin = tool_version, "by the user (--tool-version, the import form)"
     if stated is None and config and config.get("tool_version") is not None:
         stated, origin = str(config["tool_version"]), "by the config key tool_version"
-    if stated is not None:
-        if not isinstance(stated, str) or parse_version(stated) is None:
-            raise ValueError(
-                f"tool_version must be a version like '0.23.0', got {stated!r} "
-                f"({'--tool-version' if tool_version is not None else 'the config key'})"
-            )
-        return detect_format(
-            source,
-            _names(log),
-            stated.strip(),
-            version_from=origin,
-            dialect_evidence=log.dialect_evidence,
+    if stated is None:
+        stated, origin = log.version, "beside the log"
+    elif not isinstance(stated, str) or parse_version(stated) is None:
+        raise ValueError(
+            f"tool_version must be a version like '0.23.0', got {stated!r} "
+            f"({'--tool-version' if tool_version is not None else 'the config key'})"
         )
-    return detect_format(source, _names(log), log.version, dialect_evidence=log.dialect_evidence)
-
-
-def _tool(source: str) -> ToolSpec:
-    if source not in TOOLS:
-        raise ValueError(f"source must be one of {SOURCES}, got {source!r}")
-    return TOOLS[source]
+    else:
+        stated = stated.strip()
+    return detect_format(
+        source, _names(log), stated, version_from=origin, dialect_evidence=log.dialect_evidence
+    )
 
 
 def _names(log: SourceLog) -> set[str]:

@@ -37,7 +37,6 @@ def summarize(run_dir: str | os.PathLike) -> ImportSummary:
     cols = (schema.Step.WALL_TIME, *OUR_COLUMNS)
     filled = tuple(c for c in cols if c in has)
     unknown = tuple(c for c in cols if c not in has and c in schema.STEP_COLUMN_NAMES)
-    run_fields = ("seq_eps_low", "token_eps_low", "reduction", "group_size")
     return ImportSummary(
         run_id=info.run_id,
         tool=rec.tool,
@@ -47,15 +46,14 @@ def summarize(run_dir: str | os.PathLike) -> ImportSummary:
         rows=len(steps),
         filled=filled,
         unknown=unknown,
-        settings_unknown=tuple(f for f in run_fields if getattr(info, f) is None),
+        settings_unknown=tuple(f for f in RUN_FIELDS if getattr(info, f) is None),
     )
 
 
 def _label(rec: schema.ImportRecord) -> str:
-    base = rec.format.split(" (>")[0].split(" (<")[0] if rec.version else rec.format
     if rec.version:
-        return f"{base}, version {rec.version}"
-    return base if rec.version_range else f"{base}, version unknown"
+        return f"{rec.format.split(' (>')[0].split(' (<')[0]}, version {rec.version}"
+    return rec.format if rec.version_range else f"{rec.format}, version unknown"
 
 
 def markdown_table(rows: list[tuple[str, ImportSummary]]) -> str:
@@ -165,19 +163,17 @@ def report_lines(rec: schema.ImportRecord, info: schema.RunInfo | None = None) -
     if rec.validation_only_steps:
         steps = [str(s) for s in rec.validation_only_steps]
         lines.append(f"validation-only rows at steps {few(steps, 12)}")
+    renamed = ", ".join(
+        f"{n} -> {c}" + (f" ({rec.notes[n]})" if rec.notes.get(n) else "")
+        for n, c in rec.renamed.items()
+    )
     lines.append(
         f"mapped to our columns ({len(rec.mapped)}): "
         + (", ".join(f"{n} -> {c}" for n, c in rec.mapped.items()) or "none")
     )
     lines.append(
         f"renamed <tool>/<name>, meaning differs or unknown ({len(rec.renamed)}): "
-        + (
-            ", ".join(
-                f"{n} -> {c}" + (f" ({rec.notes[n]})" if rec.notes.get(n) else "")
-                for n, c in rec.renamed.items()
-            )
-            or "none"
-        )
+        + (renamed or "none")
     )
     if rec.assumptions:
         lines.append("mapped assuming: " + "; ".join(rec.assumptions))
@@ -198,30 +194,21 @@ def report_lines(rec: schema.ImportRecord, info: schema.RunInfo | None = None) -
 
 def _settings_lines(rec: schema.ImportRecord, info: schema.RunInfo | None) -> list[str]:
     """The settings found (with their files), the defaults assumed, the unknown ones."""
-    lines: list[str] = []
-    lines.append(
-        "settings: "
-        + (
-            ", ".join(
-                f"{k}={value_text(v.get('value'))} (from {v.get('from')})"
-                if isinstance(v, dict)
-                else f"{k}={value_text(v)}"
-                for k, v in rec.settings.items()
-            )
-            or "none found"
-        )
+    found = ", ".join(
+        f"{k}={value_text(v.get('value'))} (from {v.get('from')})"
+        if isinstance(v, dict)
+        else f"{k}={value_text(v)}"
+        for k, v in rec.settings.items()
     )
-    lines.append(
-        "assumed defaults (no file states them; a default decides them): "
-        + (
-            ", ".join(
-                f"{k}={value_text(v.get('value'))} ({v.get('from')})"
-                for k, v in rec.assumed_defaults.items()
-                if isinstance(v, dict)
-            )
-            or "none"
-        )
+    assumed = ", ".join(
+        f"{k}={value_text(v.get('value'))} ({v.get('from')})"
+        for k, v in rec.assumed_defaults.items()
+        if isinstance(v, dict)
     )
+    lines = [
+        f"settings: {found or 'none found'}",
+        f"assumed defaults (no file states them; a default decides them): {assumed or 'none'}",
+    ]
     if info is not None:
         lines.append("unknown settings: " + (", ".join(unknown_settings(info)) or "none"))
     return lines

@@ -111,10 +111,8 @@ def _trl_state(path: Path, segment: int | None) -> SourceLog:
     """A trainer_state.json, compared with the event files of its output dir."""
     if segment not in (None, 1):
         raise ValueError(f"segment {segment}: a trainer_state.json holds one run")
-    log = trl.read(path)
-    log = dataclasses.replace(log, file_format="trainer_state.json")
-    ckpt = log.file.parent.name.startswith("checkpoint-")
-    out = log.file.parent.parent if ckpt else log.file.parent
+    log = dataclasses.replace(trl.read(path), file_format="trainer_state.json")
+    out = trl.output_folders(log.file)[-1]
     events = _events_in(out)[:MAX_COMPARED]
     checks: list[str] = []
     for ev in events:
@@ -137,8 +135,7 @@ def _trl_events(file: Path, segment: int | None) -> SourceLog:
     state = _state_in(out) if out != file.parent else None
     if state is None:
         return log
-    other = trl.read(state)
-    checks = compare(log, other, _rel(file, out), _rel(state, out))
+    checks = compare(log, trl.read(state), _rel(file, out), _rel(state, out))
     note = (
         f"found in {out}: {_rel(state, out)} (trainer_state.json of the same output dir, compared)"
     )
@@ -245,10 +242,7 @@ def _json_runs(
         )
     kept = {k: v for k, v in log.settings.items() if v.origin.startswith("the log")}
     settings = dict(log.settings) if last else kept
-    if log.tool == "verl":
-        ended = verl._finished(settings, merged.steps), verl.end_text(settings, merged.steps)
-    else:
-        ended = tinker.end_of(merged.steps, settings)
+    ended = (verl.end_of if log.tool == "verl" else tinker.end_of)(merged.steps, settings)
     return dataclasses.replace(
         log,
         # how the run ended, from this run's own steps (against the settings it has)

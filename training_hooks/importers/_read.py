@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeGuard
@@ -122,25 +122,9 @@ def merge_by_step(records: Iterable[tuple[int, Mapping[str, Any]]]) -> Merged:
     return Merged(steps, tuple(sorted(duplicates)))
 
 
-def read_records(
-    path: Path, parse: Callable[[Any], tuple[int, Mapping[str, Any]] | str], what: str
-) -> tuple[JsonLines, list[tuple[int, Mapping[str, Any]]], list[dict[str, Any]]]:
-    """The JSON lines of ``path`` turned into (step, metrics) by ``parse`` (which returns a reason
-    string for a line that is valid JSON but not a record). Raises ValueError when no line is."""
-    jl = read_json_lines(path)
-    records, bad = [], list(jl.malformed)
-    for n, obj in jl.objects:
-        got = parse(obj)
-        if isinstance(got, str):
-            bad.append({"line": n, "reason": got})
-        else:
-            records.append(got)
-    if not records:
-        first = bad[0] if bad else None
-        why = f"; line {first['line']}: {first['reason']}" if first else ""
-        raise ValueError(f"{path} holds no {what}{why}")
-    bad.sort(key=lambda d: d["line"])
-    return jl, records, bad
+def first_bad(malformed: Sequence[Mapping[str, Any]]) -> str:
+    """ "; line N: why" of the first malformed line, for the error of a file holding no record."""
+    return f"; line {malformed[0]['line']}: {malformed[0]['reason']}" if malformed else ""
 
 
 def json_lines_log(
@@ -151,9 +135,20 @@ def json_lines_log(
     what: str,
     **beside: Any,
 ) -> SourceLog:
-    """A JSON-lines log read with ``read_records`` and merged by step; ``beside``: the other
-    SourceLog fields (settings, config, ...)."""
-    jl, records, bad = read_records(file, parse, what)
+    """A JSON-lines log, each line turned into (step, metrics) by ``parse`` (which returns a
+    reason string for a line that is valid JSON but not a record) and merged by step; ``beside``:
+    the other SourceLog fields (settings, config, ...). Raises ValueError when no line is one."""
+    jl = read_json_lines(file)
+    records, bad = [], list(jl.malformed)
+    for n, obj in jl.objects:
+        got = parse(obj)
+        if isinstance(got, str):
+            bad.append({"line": n, "reason": got})
+        else:
+            records.append(got)
+    if not records:
+        raise ValueError(f"{file} holds no {what}{first_bad(bad)}")
+    bad.sort(key=lambda d: d["line"])
     merged = merge_by_step(records)
     return SourceLog(
         tool=tool,
@@ -204,9 +199,7 @@ def load_config(path: Path) -> Mapping[str, Any] | None:
             import yaml
 
             data = yaml.safe_load(text)
-    except (OSError, UnicodeDecodeError, ValueError, ImportError):
-        return None
-    except Exception:  # noqa: BLE001 - yaml.YAMLError and friends: not a config
+    except Exception:  # noqa: BLE001 - OSError, bad UTF-8 or JSON, no yaml, yaml.YAMLError: none
         return None
     return data if isinstance(data, Mapping) else None
 
@@ -219,8 +212,6 @@ def is_number(v: Any) -> TypeGuard[int | float]:
 def numeric(value: Any) -> float | None:
     """A metric value as float (bools as 0/1, NaN/inf kept: the source logged them); None for
     text, lists, objects and JSON null."""
-    if isinstance(value, bool):
-        return float(value)
-    if isinstance(value, int | float):
+    if isinstance(value, int | float):  # bool is an int
         return float(value)
     return None

@@ -35,12 +35,8 @@ class Kind:
     label: str
     tools: tuple[str, ...]
 
-    def command(self, path: Path | str) -> str:
-        tools = "|".join(self.tools)
-        return f"{COMMAND} {tools} {path}"
-
     def hint(self, path: Path | str) -> str:
-        return f"it looks like {self.label}, which `{self.command(path)}` reads"
+        return f"it looks like {self.label}, which `{COMMAND} {'|'.join(self.tools)} {path}` reads"
 
 
 TRAINER_STATE = Kind("trainer_state", "a TRL trainer_state.json", ("trl",))
@@ -69,8 +65,7 @@ def sniff(path: Path) -> Kind | None:
     if EVENT_FILE.match(path.name) or is_tfrecord(head):
         return EVENT
     text = head.decode("utf-8", errors="replace")
-    first = text.lstrip()[:1]
-    if first in "{[":
+    if text.lstrip()[:1] in "{[":
         kind = _json_kind(text)
         if kind is not None:
             return kind

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 MAX_LINE_BYTES = 1_000_000  # a longer line is skipped (and counted), never held whole
@@ -32,7 +32,7 @@ class Line:
 @dataclass
 class LineStats:
     lines: int = 0
-    too_long: list[int] | None = None  # numbers of lines longer than MAX_LINE_BYTES
+    too_long: list[int] = field(default_factory=list)  # numbers of lines longer than MAX_LINE_BYTES
     ansi: bool = False  # colour codes were removed
     ray: bool = False  # Ray prefixes were removed
 
@@ -48,7 +48,6 @@ def read_lines(path: Path, stats: LineStats | None = None) -> Iterator[Line]:
     ``MAX_LINE_BYTES`` is skipped (its number goes to ``stats.too_long``) without being held."""
     check_size(path)
     stats = stats if stats is not None else LineStats()
-    stats.too_long = stats.too_long if stats.too_long is not None else []
     with open(path, "rb") as f:
         n = 0
         while True:

@@ -225,8 +225,7 @@ def read(file: Path, tool: str, segment: int | None = None) -> SourceLog:
     merged = merge_by_step(recs)
     settings, files, version, config = _settings(file, tool, found)
     last = _last_window(seg.records, settings, merged.steps) if tool == "trl" else []
-    steps = set(merged.steps)
-    clock = {s: t for s, t in found.clock.items() if s in steps}
+    clock = {s: t for s, t in found.clock.items() if s in merged.steps}
     return SourceLog(
         tool=tool,
         file=file,

@@ -62,10 +62,11 @@ def read(path: Path) -> SourceLog:
     merged = merge_by_step(records)
     settings, files, version, config = _beside(file)
     settings = {**settings, **_state_settings(file, state)}  # the state's own fields win
+    finished, end = _end(file, state)
     return SourceLog(
         tool="trl",
         file=file,
-        name=_run_name(file),
+        name=output_folders(file)[-1].name or "trl",
         steps=merged.steps,
         lines=len(history),
         malformed=tuple(malformed),
@@ -74,16 +75,17 @@ def read(path: Path) -> SourceLog:
         settings_files=files,
         config=config,
         version=version,
-        source_finished=_finished(state),
-        end_text=_end_text(file, state),
+        source_finished=finished,
+        end_text=end,
         summary=summary,
         dialect_evidence=unsloth_evidence(file),
     )
 
 
-def _run_name(file: Path) -> str:
-    folder = file.parent
-    return (folder.parent if folder.name.startswith("checkpoint-") else folder).name or "trl"
+def output_folders(file: Path) -> list[Path]:
+    """The state's folder and, for ``checkpoint-N/``, the output folder above it."""
+    ckpt = file.parent.name.startswith("checkpoint-")
+    return [file.parent, *([file.parent.parent] if ckpt else [])]
 
 
 def _state_settings(file: Path, state: Mapping[str, Any]) -> Settings:
@@ -93,22 +95,15 @@ def _state_settings(file: Path, state: Mapping[str, Any]) -> Settings:
     return out
 
 
-def _finished(state: Mapping[str, Any]) -> bool | None:
+def _end(file: Path, state: Mapping[str, Any]) -> tuple[bool | None, str]:
+    """Whether the run reached max_steps, and where the state says it is: "trainer_state.json:
+    global_step 250 of max_steps 500 (...)"; (None, "") when it does not say."""
     step, last = as_step(state.get("global_step")), as_step(state.get("max_steps"))
     if step is None or last is None or last <= 0:
-        return None
-    return step >= last
-
-
-def _end_text(file: Path, state: Mapping[str, Any]) -> str:
-    """Where the state says the run is: "global_step 250 of max_steps 500 (trainer_state.json)"."""
-    step, last = as_step(state.get("global_step")), as_step(state.get("max_steps"))
-    if step is None or last is None or last <= 0:
-        return ""
-    return f"{file.name}: global_step {step} of max_steps {last}" + (
-        " (a checkpoint saved before the planned end, or a run stopped there)"
-        if step < last
-        else ""
+        return None, ""
+    early = " (a checkpoint saved before the planned end, or a run stopped there)"
+    return step >= last, f"{file.name}: global_step {step} of max_steps {last}" + (
+        early if step < last else ""
     )
 
 
@@ -118,11 +113,7 @@ MODEL_CARD_TAGS = re.compile(r"^tags:\s*\n((?:\s*-\s*.+\n?)+)", re.MULTILINE)
 def unsloth_evidence(file: Path) -> tuple[str, ...]:
     """What the model cards (README.md) in the log's folder and its output folder say of
     Unsloth: a front-matter tag ``unsloth`` (Unsloth's trainer writes it)."""
-    folders = [
-        file.parent,
-        *([file.parent.parent] if file.parent.name.startswith("checkpoint-") else []),
-    ]
-    for folder in folders:
+    for folder in output_folders(file):
         text = _card_text(folder / "README.md")
         m = MODEL_CARD_TAGS.search(text) if text else None
         tags = {t.strip(" -\t").lower() for t in m.group(1).splitlines()} if m else set()
@@ -143,14 +134,11 @@ def _card_text(card: Path) -> str:
 def _beside(file: Path) -> tuple[Settings, tuple[str, ...], str | None, dict[str, Any]]:
     """Settings from JSON/YAML training arguments and the TRL version from a model card, in the
     state's folder and (for ``checkpoint-N``) its output folder; nearer files win."""
-    folders = [file.parent]
-    if file.parent.name.startswith("checkpoint-"):
-        folders.append(file.parent.parent)
     settings: Settings = {}
     config: dict[str, Any] = {}
     used: list[str] = []
     version = None
-    for folder in reversed(folders):  # the output folder first, the checkpoint's own last
+    for folder in reversed(output_folders(file)):  # the output folder first, the checkpoint last
         for cand in sorted(folder.iterdir()) if folder.is_dir() else ():
             if cand == file or NOT_ARGS.match(cand.name) or not cand.is_file():
                 continue

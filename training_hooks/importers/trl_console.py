@@ -33,7 +33,7 @@ from training_hooks.importers._literal import (
     parse_literal,
     significant_digits,
 )
-from training_hooks.importers._read import SourceLog, as_step, is_number, merge_by_step
+from training_hooks.importers._read import SourceLog, as_step, first_bad, is_number, merge_by_step
 from training_hooks.importers._segments import Record, Segment, choose, segment_notes, split_at
 from training_hooks.importers._sniff import TRL_DICT_START
 from training_hooks.importers._spec import Settings
@@ -166,13 +166,10 @@ class Steps:
 def logging_steps(settings: Settings, trains: int, final: tuple[int, str] | None) -> Steps:
     """``logging_steps`` as stated (settings), else inferred from the final step a file gives
     (``final``: step, where) when one integer L has floor(final / L) == trains, else unknown."""
+    placed = "the dicts carry no step: the k-th training record is step k x logging_steps"
     stated = settings.get("logging_steps")
     if stated is not None and isinstance(stated.value, int) and stated.value > 0:
-        return Steps(
-            stated.value,
-            f"the dicts carry no step: the k-th training record is step k x logging_steps "
-            f"({stated.value}, from {stated.origin})",
-        )
+        return Steps(stated.value, f"{placed} ({stated.value}, from {stated.origin})")
     if final is not None and trains > 0:
         step, where = final
         fits = [
@@ -183,10 +180,7 @@ def logging_steps(settings: Settings, trains: int, final: tuple[int, str] | None
         if len(fits) == 1:
             why = f"inferred: {where} gives the last step {step} and the log holds {trains} training records"
             return Steps(
-                fits[0],
-                f"the dicts carry no step: the k-th training record is step k x logging_steps "
-                f"({fits[0]}, {why}; no file states it)",
-                Setting(fits[0], why),
+                fits[0], f"{placed} ({fits[0]}, {why}; no file states it)", Setting(fits[0], why)
             )
     return Steps(
         None,
@@ -216,14 +210,10 @@ def read(
     files beside it state (``logging_steps`` places the records); ``final``: a file's final step,
     to infer ``logging_steps`` from; ``first_step``: ``logging_first_step`` (record 1 is step 1)."""
     found = scan(file)
-    if not any(e.kind == TRAIN for e in found.entries):
-        why = (
-            f"; line {found.malformed[0]['line']}: {found.malformed[0]['reason']}"
-            if found.malformed
-            else ""
-        )
+    if not _has_train(found.entries):
         raise ValueError(
-            f"{file} holds no TRL console record ({{'loss': ..., ...}} per logging step){why}"
+            f"{file} holds no TRL console record ({{'loss': ..., ...}} per logging step)"
+            + first_bad(found.malformed)
         )
     runs = [r for r in split_at(found.entries, runs_of(found.entries)) if _has_train(r[0])]
     placed = [

@@ -55,9 +55,8 @@ def read(path: Path) -> SourceLog:
         started_at=started,
         summary={"project": file.parent.name, "experiment": file.stem},
     )
-    return dataclasses.replace(
-        log, source_finished=_finished(settings, log.steps), end_text=end_text(settings, log.steps)
-    )
+    finished, text = end_of(log.steps, settings)
+    return dataclasses.replace(log, source_finished=finished, end_text=text)
 
 
 def _beside(file: Path) -> tuple[Settings, tuple[str, ...], float | None, Mapping[str, Any]]:
@@ -91,21 +90,15 @@ def _timestamp(value: Any) -> float | None:
     return None
 
 
-def _finished(settings: Settings, steps: Mapping[int, Any]) -> bool | None:
-    total = settings.get("total_training_steps")
-    if total is None or as_step(total.value) is None:
-        return None
-    return max(steps) >= int(total.value)
-
-
-def end_text(settings: Settings, steps: Mapping[int, Any]) -> str:
-    """ "the log ends at step 10 of total_training_steps 133000 (<where that was read>)"."""
+def end_of(steps: Mapping[int, Any], settings: Settings) -> tuple[bool | None, str]:
+    """Whether the log reached ``total_training_steps``, and where it ends: "the log ends at step
+    10 of total_training_steps 133000 (<where that was read>)"; (None, "") when unstated."""
     total = settings.get("total_training_steps")
     if total is None or as_step(total.value) is None or not steps:
-        return ""
-    return (
-        f"the log ends at step {max(steps)} of total_training_steps {total.value} ({total.origin})"
-    )
+        return None, ""
+    last = max(steps)
+    text = f"the log ends at step {last} of total_training_steps {total.value} ({total.origin})"
+    return last >= int(total.value), text
 
 
 def facts(log: SourceLog, fmt: SourceFormat, settings: Settings) -> Settings:

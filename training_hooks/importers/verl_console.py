@@ -15,7 +15,6 @@ counted. A file holding several runs (a restart appending to the same log) is sp
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +22,7 @@ from typing import Any
 
 from training_hooks.importers import verl
 from training_hooks.importers._literal import LiteralError, brace_depth, parse_literal
-from training_hooks.importers._read import SourceLog, merge_by_step
+from training_hooks.importers._read import SourceLog, first_bad, merge_by_step
 from training_hooks.importers._segments import Record, choose, segment_notes, split_by_step
 from training_hooks.importers._sniff import VERL_STEP_LINE
 from training_hooks.importers._text import LineStats, cleaning_note, read_lines, redraws
@@ -132,12 +131,10 @@ def read(path: Path, segment: int | None = None) -> SourceLog:
     """The run (``segment``, 1-based, when the file holds several) logged in a verl console log."""
     found, stats = scan(path)
     if not found.records:
-        why = (
-            f"; line {found.malformed[0]['line']}: {found.malformed[0]['reason']}"
-            if found.malformed
-            else ""
+        raise ValueError(
+            f"{path} holds no verl console metrics line ('step:N - key:value')"
+            + first_bad(found.malformed)
         )
-        raise ValueError(f"{path} holds no verl console metrics line ('step:N - key:value'){why}")
     segments = split_by_step(found.records, validation=("val-",))
     seg = choose(segments, segment, path)
     first = seg.records[0].line
@@ -145,9 +142,11 @@ def read(path: Path, segment: int | None = None) -> SourceLog:
     merged = merge_by_step((r.step, r.metrics) for r in seg.records)
     got = cfg.get("trainer")
     trainer: dict[str, Any] = got if isinstance(got, dict) else {}
-    name = (
-        trainer.get("experiment_name") if isinstance(trainer.get("experiment_name"), str) else None
-    )
+    names = {
+        k: trainer[k]
+        for k in ("project_name", "experiment_name")
+        if isinstance(trainer.get(k), str)
+    }
     notes = [
         f"{len(found.records)} metric lines read among {stats.lines} lines; {found.other} other "
         "lines (rollout text, warnings, progress bars) skipped",
@@ -163,10 +162,11 @@ def read(path: Path, segment: int | None = None) -> SourceLog:
             f"{found.records[-1].step}, line {found.records[-1].line}) without another: it ends "
             "inside a step"
         )
-    log = SourceLog(
+    finished, end = verl.end_of(merged.steps, settings)
+    return SourceLog(
         tool="verl",
         file=path,
-        name=name or path.stem or "verl",
+        name=names.get("experiment_name") or path.stem or "verl",
         steps=merged.steps,
         lines=stats.lines,
         malformed=tuple(found.malformed),
@@ -174,20 +174,13 @@ def read(path: Path, segment: int | None = None) -> SourceLog:
         duplicate_steps=merged.duplicate_steps,
         settings=settings,
         config=cfg,
-        summary={
-            k: trainer[k]
-            for k in ("project_name", "experiment_name")
-            if isinstance(trainer.get(k), str)
-        },
+        summary=names,
         file_format=FILE_FORMAT,
         notes=tuple(notes),
         segment=seg.index if len(segments) > 1 else None,
         segments=len(segments) if len(segments) > 1 else None,
-    )
-    return dataclasses.replace(
-        log,
-        source_finished=verl._finished(settings, merged.steps),
-        end_text=verl.end_text(settings, merged.steps),
+        source_finished=finished,
+        end_text=end,
     )
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from training_hooks.importers import trl_console, verl_console
-from training_hooks.importers._read import SourceLog, is_number, load_config, parse_json
+from training_hooks.importers._read import SourceLog, is_number, load_config
 from training_hooks.importers._sniff import VERL_CONSOLE, sniff
 from training_hooks.importers._spec import Settings
 from training_hooks.tool_settings import read_settings
@@ -60,14 +60,13 @@ def read(run: Path, tool: str, config: Mapping[str, Any] | None, segment: int | 
     """The run in W&B run folder ``run`` as ``tool`` ("trl" or "verl") logged it."""
     files = run / FILES
     console = files / CONSOLE
-    summary = _summary(files / SUMMARY)
+    summary = load_config(files / SUMMARY) or {}
     version = _pinned(files / "requirements.txt", tool)
     cfg = _config(files / "config.yaml")
     settings: Settings = read_settings(tool, cfg, "config.yaml") if cfg else {}
     if config:
         settings.update(read_settings(tool, config, "--config"))
-    kind = sniff(console)
-    if tool == "verl" or kind is VERL_CONSOLE:
+    if tool == "verl" or sniff(console) is VERL_CONSOLE:
         if tool != "verl":
             raise ValueError(f"{console} holds verl console lines: {VERL_CONSOLE.hint(run)}")
         log = verl_console.read(console, segment)
@@ -107,16 +106,6 @@ def read(run: Path, tool: str, config: Mapping[str, Any] | None, segment: int | 
             *log.notes,
         ),
     )
-
-
-def _summary(file: Path) -> dict[str, Any]:
-    if not file.is_file() or file.stat().st_size > MAX_SUMMARY_BYTES:
-        return {}
-    try:
-        data = parse_json(file.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
 
 
 def _pinned(file: Path, tool: str) -> str | None:
