@@ -151,9 +151,8 @@ def check_number(
     *,
     above: float | None = None,
     at_least: float | None = None,
-    below: float | None = None,
 ) -> float:
-    """``value`` as a finite float, with optional bounds (``above``/``below`` strict, ``at_least``
+    """``value`` as a finite float, with optional bounds (``above`` strict, ``at_least``
     inclusive); errors name the argument and the bound it broke."""
     number = type(value) in (float, int) or (
         isinstance(value, Real) and not isinstance(value, bool)
@@ -165,6 +164,4 @@ def check_number(
         raise ValueError(f"{name} must be > {above}, got {value!r}")
     if at_least is not None and not x >= at_least:
         raise ValueError(f"{name} must be >= {at_least}, got {value!r}")
-    if below is not None and not x < below:
-        raise ValueError(f"{name} must be < {below}, got {value!r}")
     return x

@@ -320,11 +320,9 @@ def algorithm_label(loss: str, level: str | None = None) -> str:
     own = LOSS_INFO[loss].level
     if level not in (None, "token", "sequence"):
         raise ValueError(f"level must be 'token' or 'sequence', got {level!r}")
-    if own != "either":
-        if level is not None and level != own:
-            raise ValueError(f"loss {loss!r} runs at the {own} level only, got level={level!r}")
-        return loss
-    if level != "sequence":
+    if own != "either" and level not in (None, own):
+        raise ValueError(f"loss {loss!r} runs at the {own} level only, got level={level!r}")
+    if own != "either" or level != "sequence":
         return loss
     return "gspo" if loss == "grpo" else loss + SEQUENCE_SUFFIX
 
@@ -338,10 +336,8 @@ def parse_algorithm(label: object) -> Algorithm | None:
     level: Literal["token", "sequence"] = "token"
     if name.endswith(SEQUENCE_SUFFIX):
         name, level = name[: -len(SEQUENCE_SUFFIX)], "sequence"
-        if LOSS_INFO.get(name, None) is None or LOSS_INFO[name].level != "either":
-            return None
-        if name == "grpo":  # (recorded as "gspo")
-            return None
+        if name not in LOSS_INFO or LOSS_INFO[name].level != "either" or name == "grpo":
+            return None  # (grpo at the sequence level is recorded as "gspo")
         return Algorithm(name, level)
     info = LOSS_INFO.get(name)
     if info is None:

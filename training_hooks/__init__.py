@@ -21,7 +21,6 @@ _EXPORTS = {
     "DEFAULT_SEQ_EPS": "compute",
     "DEFAULT_TOKEN_EPS": "compute",
     "StepRecord": "compute",
-    "compute_step": "compute",
     "step_diagnostics": "compute",
     "StepInputs": "inputs",
     "RecorderSettings": "recorder",
@@ -49,7 +48,6 @@ __all__ = [
     "SinkWorker",
     "StepInputs",
     "StepRecord",
-    "compute_step",
     "new_run_id",
     "resolve_tracking_uri",
     "step_diagnostics",
@@ -60,7 +58,6 @@ if TYPE_CHECKING:
         DEFAULT_SEQ_EPS,
         DEFAULT_TOKEN_EPS,
         StepRecord,
-        compute_step,
         step_diagnostics,
     )
     from .inputs import StepInputs

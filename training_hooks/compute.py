@@ -10,11 +10,8 @@ What ``reduce_step`` does with one step's checked inputs (``StepInputs``), on th
    diagnostic as one (K, B) tensor, both clip units at once (it also checks the token-level
    arguments: ValueError naming the argument and its shape; nothing is written);
 2. prepend the caller's per-sequence values (rewards, truncation): ``seq_K_B``, rows
-   ``SEQ_ROWS``. Under ``torch.distributed`` reduce it to a step summary on the device
-   (``_distributed_summary``: a vector of sums and counts, all-reduced with SUM, and a vector of
-   minima, maxima negated, all-reduced with MIN) and all-gather the lengths (for the exact p90),
-   so every step scalar is the one a single process would compute on the concatenated batch,
-   never a mean of per-rank means;
+   ``SEQ_ROWS``. Under ``torch.distributed`` reduce it over ranks to a step summary on the
+   device (``_distributed_summary``; why it is exact: ``training_hooks.step_reduction``);
 3. pick the token sample (``_token_sample``): a few sequences spread over the batch (the
    baseline) and the step's culprits (largest |log s|, largest token |log r|, non-finite
    values), chosen on the device by ``topk`` of per-sequence scores, so the choice rides the
@@ -391,8 +388,8 @@ def _host_summary_parts(inputs: StepInputs, stack_dtype, dtype) -> dict[str, tor
 
 def _distributed_summary(inputs: StepInputs, seq_K_B, dtype, world) -> dict[str, torch.Tensor]:
     """The step summary on the device, reduced over ranks: ``sums`` (all-reduced with SUM),
-    ``mins`` (MIN, maxima negated) and every rank's ``lengths`` (all-gathered, each padded with
-    -1 to the largest B), so every step scalar is the one of the concatenated batch."""
+    ``mins`` (MIN, maxima negated) and every rank's ``lengths`` (all-gathered for the exact p90,
+    each padded with -1 to the largest B), so every step scalar is the concatenated batch's."""
     import torch.distributed as dist
 
     device = seq_K_B.device
@@ -463,29 +460,7 @@ def _to_host(parts: Mapping[str, torch.Tensor], dtype, device) -> tuple[torch.Te
     return flat.to("cpu"), None, layout  # (a no-op view on CPU)
 
 
-# ----------------------------------------------------------------------------- the entry points
-
-
-def compute_step(
-    step: int,
-    *,
-    seq_eps: tuple[float, float] = DEFAULT_SEQ_EPS,
-    token_eps: tuple[float, float] = DEFAULT_TOKEN_EPS,
-    group_size: int | None = None,
-    token_samples: int = 0,
-    distributed: bool | None = None,
-    run_id: str = "",
-    algorithm: str = "",
-    workspace: dict | None = None,
-    wall_time: float | None = None,
-    **inputs: Any,
-) -> StepRecord:
-    """``reduce_step`` of ``StepInputs.check(step, **inputs)``: ``inputs`` are ``log_step``'s
-    keyword arguments (rewards, logprobs, old_logprobs, mask, advantages, ...), ``group_size``
-    the run's G (checked), ``wall_time`` when the step was logged (default: now)."""
-    checked = StepInputs.check(step, group_size=group_size, wall_time=wall_time, **inputs)
-    how = Reduction(seq_eps, token_eps, token_samples, distributed, run_id, algorithm)
-    return reduce_step(checked, how, workspace)
+# ----------------------------------------------------------------------------- the entry point
 
 
 def step_diagnostics(

@@ -249,13 +249,10 @@ def _loss_attenuation(loss: object, B: int) -> torch.Tensor | None:
     per_sequence = getattr(loss, "per_sequence", None)
     if not isinstance(per_sequence, Mapping) or "attenuation" not in per_sequence:
         return None
-    att = check_tensor(per_sequence["attenuation"], "loss.per_sequence['attenuation']", 1, "(B,)")
-    check_float(att, "loss.per_sequence['attenuation']")
+    name = "loss.per_sequence['attenuation']"
+    att = check_tensor(per_sequence["attenuation"], name, 1, "(B,)", floating=True)
     if att.shape[0] != B:
-        raise ValueError(
-            f"loss.per_sequence['attenuation'] has shape {tuple(att.shape)} but there are "
-            f"B = {B} sequences"
-        )
+        raise ValueError(f"{name} has shape {tuple(att.shape)} but there are B = {B} sequences")
     return att.detach()
 
 

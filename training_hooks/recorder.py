@@ -10,13 +10,11 @@
 "dapo", "cispo", ...); not given, it is "unknown". ``loss`` given as a ``LossOutput`` (any
 registered loss's) also records its ``per_sequence["attenuation"]``.
 
-``log_step`` validates (ValueError before anything is written), reduces on the tensors' device,
-starts one host transfer and enqueues the step; background threads write Parquet (the source of
-truth) and MLflow. A failing or hung sink is reported (a warning, once per sink, and
+``log_step`` validates (ValueError before anything is written), reduces on the tensors' device
+(one host sync, for the data-dependent checks: an empty mask row, a non-finite input), starts
+one host transfer and enqueues the step; background threads write Parquet (the source of truth)
+and MLflow. A failing or hung sink is reported (a warning, once per sink, and
 ``run.json["faults"]``) and never stops training or the other sink.
-
-The reductions are torch ops on the tensors' own device (queued on a GPU), with one host sync for
-the data-dependent checks (an empty mask row, a non-finite input).
 """
 
 from __future__ import annotations
@@ -41,7 +39,7 @@ import torch
 from gspo_metrics.spec import UNKNOWN_ALGORITHM
 
 from . import schema, storage
-from .compute import Reduction, StepRecord, dist_info, reduce_step
+from .compute import Reduction, dist_info, reduce_step
 from .inputs import StepInputs
 from .recorder_settings import SETTING_SOURCES, RecorderSettings, takes_params_of
 from .schema import RunInfo, write_json_atomic
@@ -160,7 +158,6 @@ class RunRecorder:
         self.group_size = s.group_size  # the run's G: from the settings, the run, or step one
         self.distributed, self.rank, self.world_size = dist_info(s.distributed)
         self.is_main = self.rank == 0
-        self.root = s.root
         self.resumed = False
         self.last_step: int | None = None  # the run's largest step (a resumed run's included)
         self._logged_step: int | None = None  # the last step this recorder logged
@@ -426,9 +423,6 @@ class RunRecorder:
         """Reduce the step on its tensors' device and hand it to the sinks."""
         with self._compute_lock:  # the workspace buffers are not shareable between threads
             record = reduce_step(inputs, self._reduction, self._workspace)
-        self._forward(record)
-
-    def _forward(self, record: StepRecord) -> None:
         for w in self._workers:
             w.put(record)
 

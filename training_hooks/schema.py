@@ -181,17 +181,8 @@ class ImportRecord:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ImportRecord:
-        """From run.json's ``imported`` object; unknown keys are ignored, lists become tuples."""
-        if not isinstance(data, Mapping):
-            raise ValueError(f"run.json 'imported' must be an object, got {type(data).__name__}")
-        kwargs: dict[str, Any] = {}  # run.json values: checked against the field types below
-        for f in fields(cls):
-            if f.name in data:
-                v = data[f.name]
-                if why := _field_problem(f"imported.{f.name}", _annotation(f), v):
-                    raise ValueError(why)
-                kwargs[f.name] = tuple(v) if isinstance(v, list) else v
-        return cls(**kwargs)
+        """From run.json's ``imported`` object: ValueError when a field is missing or mistyped."""
+        return _record_from_json(cls, "imported", data)
 
 
 SUMMARY_VERSION = 1  # the layout of RunSummary below
@@ -243,19 +234,26 @@ class RunSummary:
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> RunSummary:
         """From run.json's ``summary`` object: ValueError when a field is missing or mistyped."""
-        if not isinstance(data, Mapping):
-            raise ValueError(f"run.json 'summary' must be an object, got {type(data).__name__}")
-        kwargs = {}
-        for f in fields(cls):
-            if f.name not in data:
-                if f.default is MISSING:
-                    raise ValueError(f"run.json 'summary' has no {f.name!r}")
-                continue
-            v = data[f.name]
-            if why := _field_problem(f"summary.{f.name}", _annotation(f), v):
-                raise ValueError(why)
-            kwargs[f.name] = _tuples(v)
-        return cls(**kwargs)
+        return _record_from_json(cls, "summary", data)
+
+
+def _record_from_json(cls: Any, key: str, data: Any) -> Any:
+    """The ``cls`` record of run.json's ``key`` object (``imported``, ``summary``), its lists as
+    tuples and unknown keys ignored: ValueError when it is not an object, lacks a field that has
+    no default, or holds a value that does not fit its field's type."""
+    if not isinstance(data, Mapping):
+        raise ValueError(f"run.json {key!r} must be an object, got {type(data).__name__}")
+    kwargs = {}
+    for f in fields(cls):
+        if f.name not in data:
+            if f.default is MISSING and f.default_factory is MISSING:
+                raise ValueError(f"run.json {key!r} has no {f.name!r}")
+            continue
+        v = data[f.name]
+        if why := _field_problem(f"{key}.{f.name}", _annotation(f), v):
+            raise ValueError(why)
+        kwargs[f.name] = _tuples(v)
+    return cls(**kwargs)
 
 
 def _tuples(value: Any) -> Any:

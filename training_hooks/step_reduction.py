@@ -5,8 +5,8 @@ Sums and minima are what make the reduction exact over ranks: each is all-reduce
 maxima negated) and the step row is computed once from the totals, so every step scalar is the
 one a single process would compute on the concatenated batch, never a mean of per-rank means.
 ``summarize`` is one formula for both places it runs: torch on the device (distributed) and numpy
-on the host (one process). ``step_row`` turns the totals into the row (formulas in
-``training_hooks.compute``'s docstring).
+on the host (one process). ``step_row`` turns the totals into the row (each column's meaning:
+``training_hooks.columns``).
 """
 
 from __future__ import annotations

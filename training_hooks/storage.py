@@ -117,34 +117,30 @@ def resolve(uri: str) -> tuple[Any, str]:
 # ----------------------------------------------------------------------------- queries
 
 
-def _info(path: str):
+def _type(path: str) -> str:
+    """The name of an object-store path's pyarrow ``FileType`` ("NotFound", "File", "Directory"):
+    this module compares types by name, so it imports no ``pyarrow.fs`` for them."""
     fs, p = resolve(path)
-    return fs.get_file_info(p)
+    return fs.get_file_info(p).type.name
 
 
 def exists(path: str | os.PathLike) -> bool:
     """A file or folder (on an object store: an object, or a prefix holding objects)."""
     if is_uri(path):
-        from pyarrow.fs import FileType
-
-        return _info(path).type != FileType.NotFound
+        return _type(path) != "NotFound"
     return os.path.exists(local(path))
 
 
 def is_file(path: str | os.PathLike) -> bool:
     if is_uri(path):
-        from pyarrow.fs import FileType
-
-        return _info(path).type == FileType.File
+        return _type(path) == "File"
     return os.path.isfile(local(path))
 
 
 def is_dir(path: str | os.PathLike) -> bool:
     """A folder (on an object store: a prefix holding objects, or a bucket)."""
     if is_uri(path):
-        from pyarrow.fs import FileType
-
-        return _info(path).type == FileType.Directory
+        return _type(path) == "Directory"
     return os.path.isdir(local(path))
 
 
@@ -189,13 +185,11 @@ def list_files(folder: str | os.PathLike) -> list[FileStamp]:
 def list_tree(folder: str, *, recursive: bool = True) -> list[FileStamp]:
     """Every object below an object-store prefix, named relative to it ("run/steps/part-..."),
     sorted: one paginated listing. ([] when the prefix holds nothing.)"""
-    from pyarrow.fs import FileType
-
     _, base = resolve(folder)
     now_ns = time.time_ns()
     out = []
     for info in _remote_listing(folder, recursive):
-        if info.type == FileType.File:
+        if info.type.name == "File":
             out.append(_stamp(info, info.path[len(base) + 1 :], now_ns))
     return sorted(out)
 
@@ -203,10 +197,8 @@ def list_tree(folder: str, *, recursive: bool = True) -> list[FileStamp]:
 def list_dirs(folder: str | os.PathLike) -> list[str]:
     """Names of the sub-folders of ``folder`` (not starting with "."), sorted; [] when missing."""
     if is_uri(folder):
-        from pyarrow.fs import FileType
-
         infos = _remote_listing(folder, recursive=False)
-        names = [basename(i.path) for i in infos if i.type == FileType.Directory]
+        names = [basename(i.path) for i in infos if i.type.name == "Directory"]
     else:
         try:
             names = [e.name for e in os.scandir(local(folder)) if e.is_dir()]
@@ -248,11 +240,9 @@ def open_input(path: str | os.PathLike, size: int | None = None):
 def makedirs(path: str | os.PathLike) -> None:
     """A local folder and its parents; on an object store, the bucket if it is missing."""
     if is_uri(path):
-        from pyarrow.fs import FileType
-
         fs, p = resolve(path)
         bucket = p.split("/", 1)[0]
-        if fs.get_file_info(bucket).type == FileType.NotFound:
+        if fs.get_file_info(bucket).type.name == "NotFound":
             fs.create_dir(bucket, recursive=False)
         return
     os.makedirs(local(path), exist_ok=True)
@@ -267,8 +257,14 @@ def atomic_path(path: str | os.PathLike) -> Iterator[str]:
             pq.write_table(table, tmp)
     """
     if is_uri(path):
-        with _staged_upload(str(path)) as tmp:
+        fd, tmp = tempfile.mkstemp(prefix="gspo-dash-upload-", suffix="-" + basename(path))
+        os.close(fd)
+        try:
             yield tmp
+            upload_file(tmp, path)
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
         return
     folder, base = os.path.split(local(path))
     tmp = os.path.join(folder, f".tmp-{os.getpid()}-{threading.get_ident()}-{base}")
@@ -284,18 +280,6 @@ def atomic_path(path: str | os.PathLike) -> Iterator[str]:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
-
-
-@contextlib.contextmanager
-def _staged_upload(uri: str) -> Iterator[str]:
-    fd, tmp = tempfile.mkstemp(prefix="gspo-dash-upload-", suffix="-" + basename(uri))
-    os.close(fd)
-    try:
-        yield tmp
-        upload_file(tmp, uri)
-    finally:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
 
 
 def upload_file(local_file: str, uri: str) -> None:

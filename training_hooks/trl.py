@@ -268,13 +268,6 @@ class _Generation:
     prompts: list[str | None] | None = None  # this process's rows' prompts, by generation index
 
 
-def _group_prompts(rows: _StepRows, gen: _Generation | None, G: int) -> list[str | None] | None:
-    """The step's prompts, one per group (the first of its G rows'), None when unknown."""
-    if gen is None or gen.prompts is None:
-        return None
-    return rows.texts(gen.prompts)[::G]
-
-
 def unsupported_layout(args: Any) -> str | None:
     """Why this GRPOConfig cannot be recorded step by step (None when it can)."""
     spg = args.steps_per_generation
@@ -535,7 +528,8 @@ class GSPODashMixin(TrainerMethods):
             loss=self._gd_loss_output(rows, adv, torch.stack([mb["loss"] for mb in buffer]).sum()),
             extra=self._gd_extra(rows, gen),
             completions=rows.texts(gen.texts) if gen is not None else None,
-            prompts=_group_prompts(rows, gen, G),
+            # one prompt per group (its first row's), None when unknown
+            prompts=None if gen is None or gen.prompts is None else rows.texts(gen.prompts)[::G],
             rollout=None if gen is None else gen.rollout,
             policy_lag=lag,
             sampler_logprobs=rows["sampler"],

@@ -39,15 +39,8 @@ algorithm (same seed: the same initial weights and the same prompt stream):
   policy's per-token entropy, the truncated flags, the completions' text ("rev abc = cba<eos>"),
   the rollout index and policy lag, the sampler's own log-probs (from the KV-cached sampling pass:
   equal to the trainer's up to float rounding) and extras (lr, grad_norm).
-* Faults (``--inject NAME[@STEP]``, ``faults``): a learning-rate spike, NaN log-probs, stale old
-  log-probs, a noisy sampler, entropy collapse, length collapse, a constant reward; each one
-  named transform in the loop, to prove the Health checks (``bench/bench_health.py``).
-* One torch thread by default: the matrices are tiny, a second intra-op thread only spins, and
-  the recorder's writer threads and the MLflow child process get the other core.
-
-The command line prints a header (what runs, each eps and whose it is, the injected faults), a
-progress line per run whose every value names the rollouts it covers, a summary table, and the
-wall time of each phase (start-up, the warm start, each run's training, the writing) with the CPU time and load average.
+* Faults (``--inject NAME[@STEP]``, ``faults``): known failures of a loop, each one named
+  transform, to prove the Health checks (``bench/bench_health.py``).
 
 For benchmarks and tests, ``train(DemoConfig(...), recorder)`` runs one loop with a ``RunRecorder``
 (or None), and ``build(config)`` returns the task, policy and reference policy.

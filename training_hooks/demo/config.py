@@ -12,7 +12,6 @@ from typing import Any, TypedDict
 from gspo_metrics.spec import GRPO_EPS, GSPO_EPS, clip_unit_of
 
 from .faults import Faults
-from .task import Task
 
 #: GSPO's clip range in this demo (sequence unit), not the paper's ``GSPO_EPS`` (3e-4 / 4e-4).
 #: The paper's range is sized for LLM completions of hundreds of tokens, most of them nearly
@@ -229,9 +228,6 @@ class DemoConfig:
         if self.hard_clip:
             ranges[clip_unit_of(self.algorithm)] = self.eps
         return ClipRanges(seq_eps=ranges["seq"], token_eps=ranges["token"])
-
-    def make_task(self) -> Task:
-        return Task(self.alphabet, self.ops, self.min_len, self.max_len)
 
     def stored(self) -> dict[str, Any]:
         """The run's config as recorded (run.json, MLflow params): the fields, ``ops`` and

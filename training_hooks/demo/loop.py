@@ -69,15 +69,13 @@ def field_mean(rows: Sequence[StepStats], name: str) -> float:
 @dataclass
 class RunResult:
     """One run's numbers: every optimizer step's ``StepStats``, each rollout's mean reward, and
-    its times (seconds): ``start_time`` (task and policy, the warm start unless another run of
-    the process paid it), ``first_rollout_time`` (the first rollout step, which also pays
+    its times (seconds): ``first_rollout_time`` (the first rollout step, which also pays
     one-time costs), ``train_time`` (every rollout step: sampling, updates, ``log_step``) and
     ``write_time`` (the recorder's close: the last Parquet parts and MLflow), 0 until measured."""
 
     config: DemoConfig
     stats: list[StepStats] = field(default_factory=list)
     rollout_rewards: list[float] = field(default_factory=list)
-    start_time: float = 0.0
     first_rollout_time: float = 0.0
     train_time: float = 0.0
     write_time: float = 0.0
@@ -155,7 +153,7 @@ def build(config: DemoConfig) -> tuple[Task, Policy, Policy]:
     The initial weights depend only on the task, model and warm-start fields of the config (not
     on the algorithm), and are cached in memory, so a GRPO and a GSPO run start from one policy.
     """
-    task = config.make_task()
+    task = Task(config.alphabet, config.ops, config.min_len, config.max_len)
     torch.manual_seed(config.seed)
     policy = Policy(
         task.vocab_size,
@@ -461,11 +459,9 @@ def train(
     ``recorder`` is a ``RunRecorder`` (or anything with its ``log_step``), or None. ``progress``
     is called after each rollout step with (rollout index, that rollout's optimizer steps' stats).
     """
-    t0 = time.perf_counter()
     learner = Learner.start(config)
     result = RunResult(config)
-    t1 = time.perf_counter()
-    result.start_time = t1 - t0
+    t0 = time.perf_counter()
     step = 0
     for rollout in range(config.steps):
         batch = collect(learner, rollout, step, with_text=recorder is not None)
@@ -479,7 +475,7 @@ def train(
                     record(recorder, step, mb, upd)
                 result.stats.append(measure(config, mb, upd))
                 step += 1
-        result.train_time = time.perf_counter() - t1
+        result.train_time = time.perf_counter() - t0
         if rollout == 0:
             result.first_rollout_time = result.train_time
         if progress is not None:

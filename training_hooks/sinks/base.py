@@ -127,7 +127,7 @@ class SinkWorker:
         self._items: collections.deque = collections.deque()  # records and commands, FIFO
         self._wake = threading.Event()
         self._thread = threading.Thread(
-            target=self._run, name=f"gspo-dash-{self.name}", daemon=True
+            target=self._loop, name=f"gspo-dash-{self.name}", daemon=True
         )
         self._closed = False
         self._started = False
@@ -222,9 +222,6 @@ class SinkWorker:
                 abort()
             except Exception:  # noqa: BLE001
                 pass
-
-    def _run(self) -> None:
-        self._loop()
 
     def _write(self, record: StepRecord) -> None:
         self.sink.write(record.materialize())

@@ -94,17 +94,15 @@ class FindingReporter:
     on the findings sink's thread; an ``on_finding`` that raises is reported as a fault of the
     ``on_finding`` sink, once, and does not stop the others."""
 
-    def __init__(self, state, *, mlflow_sink=None, on_finding=None, out=None):
+    def __init__(self, state, *, mlflow_sink=None, on_finding=None):
         self.state = state  # the recorder's RunState: lock, info, write(), fault()
         self.mlflow_sink = mlflow_sink
         self.on_finding = on_finding
-        self.out = out  # a text stream (default: sys.stderr at call time, beside warnings: a
-        # program's stdout may be its data)
 
     def __call__(self, f: LiveFinding) -> None:
         import sys
 
-        print(f.line, file=self.out or sys.stderr, flush=True)
+        print(f.line, file=sys.stderr, flush=True)  # beside warnings: stdout may be data
         with self.state.lock:
             self.state.info.other.setdefault("findings", []).append(f.to_json())
         self.state.write()

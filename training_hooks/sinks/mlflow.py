@@ -89,7 +89,7 @@ def resolve_tracking_uri(mlflow: Any) -> str | None:
 _ANNOUNCED: set[str] = set()  # the stores ``announce_store`` printed (once per process)
 
 
-def announce_store(setting: Any, uri: str | None, out=None) -> str | None:
+def announce_store(setting: Any, uri: str | None) -> str | None:
     """With ``mlflow=True`` (the user named no store), print once per process on stderr where
     the MLflow store is: the tracking URI and whence it came (``MLFLOW_TRACKING_URI`` or the
     default, a SQLite file in the working folder), and for a local SQLite store the ``mlruns``
@@ -110,7 +110,7 @@ def announce_store(setting: Any, uri: str | None, out=None) -> str | None:
     line += "; pass mlflow='<tracking URI>' to choose another"
     import sys
 
-    print(line, file=out or sys.stderr, flush=True)
+    print(line, file=sys.stderr, flush=True)
     return line
 
 
@@ -462,8 +462,6 @@ class MlflowSink:
     """Called with the run's details (tracking URI, experiment, MLflow run id) once it is open."""
     process: bool = True
     """Run MLflow's client in a child process (True) or in the sink's thread (False)."""
-    run_id: str | None = field(default=None, init=False)
-    """The MLflow run id, once open."""
 
     def __post_init__(self) -> None:
         self.params = flatten_params(dict(self.params or {}))
@@ -494,7 +492,6 @@ class MlflowSink:
                 backend.kill()
             raise
         self.backend = backend
-        self.run_id = details["run_id"]
         if self.on_open is not None:
             self.on_open(details)
 

@@ -11,7 +11,7 @@ compaction uploads the compacted object before it deletes the parts.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import KW_ONLY, dataclass, field
+from dataclasses import KW_ONLY, dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
@@ -41,13 +41,13 @@ WRITE_OPTIONS: dict[str, Any] = {
 }
 
 
-def write_parquet_atomic(table, path: str, *, compression: str = "zstd") -> None:
+def write_parquet_atomic(table, path: str) -> None:
     """Write ``table`` as ``path``, whole: locally a hidden temporary name in the same folder,
     fsync, rename; on an object store one upload (``training_hooks.storage.atomic_path``)."""
     import pyarrow.parquet as pq
 
     with schema.atomic_path(path) as tmp:
-        pq.write_table(table, tmp, compression=compression, **WRITE_OPTIONS)
+        pq.write_table(table, tmp, compression="zstd", **WRITE_OPTIONS)
 
 
 @dataclass(eq=False)
@@ -70,16 +70,12 @@ class ParquetSink:
     """Write the step table (rank 0 only: the step rows are reduced over ranks)."""
     steps_per_file: int = 100
     """Steps buffered per part file."""
-    compression: str = "zstd"
-    """Parquet codec of the parts and the compacted files."""
     heartbeat: Callable[[], None] | None = None
     """Runs after every flush, failed or not, and at close (rank 0: rewrite run.json)."""
     max_buffered_steps: int = 10_000
-    """While writes fail, keep at most this many steps; older ones are dropped and counted."""
+    """While writes fail, keep at most this many steps; older ones are dropped."""
     compact: bool = True
     """``close`` merges this rank's parts of each table into one ``compacted-*.parquet``."""
-    dropped_steps: int = field(default=0, init=False)
-    """Steps dropped because writes failed for longer than ``max_buffered_steps``."""
 
     def __post_init__(self) -> None:
         self.steps_per_file = max(1, int(self.steps_per_file))
@@ -106,9 +102,7 @@ class ParquetSink:
         for key in record.tensor_extra_keys:
             self._extra_keys.setdefault(key, None)
         if len(self._records) > self.max_buffered_steps:  # the disk has been failing for long
-            drop = len(self._records) - self.max_buffered_steps
-            del self._records[:drop]
-            self.dropped_steps += drop
+            del self._records[: len(self._records) - self.max_buffered_steps]
 
     def should_flush(self) -> bool:
         return len(self._records) >= self.steps_per_file
@@ -158,9 +152,7 @@ class ParquetSink:
                 continue
             tbl = build(records)
             if tbl is not None:
-                write_parquet_atomic(
-                    tbl, self._path(table, first, last), compression=self.compression
-                )
+                write_parquet_atomic(tbl, self._path(table, first, last))
             done.add(table)
         self._done_batch, self._done_tables = None, set()
 
@@ -178,12 +170,12 @@ class ParquetSink:
         first = min(f[0] for f in files)
         last = max(f[3] for f in files)
         target = self._path(table, first, last, prefix="compacted")
-        compact_parquet(paths, target, compression=self.compression)
+        compact_parquet(paths, target)
         for p in paths:  # the compacted file is in place: the parts are now duplicates
             storage.delete(p)
 
 
-def compact_parquet(paths: list[str], target: str, *, compression: str = "zstd") -> None:
+def compact_parquet(paths: list[str], target: str) -> None:
     """Merge Parquet files (schemas may differ by extra columns) into ``target``, atomically.
 
     Streams file by file, batching rows into row groups of about 64k rows, so memory stays
@@ -199,7 +191,7 @@ def compact_parquet(paths: list[str], target: str, *, compression: str = "zstd")
     unified = pa.unify_schemas(schemas, promote_options="permissive")
     unified = unified.with_metadata(schemas[0].metadata or {})
     with schema.atomic_path(target) as tmp:
-        with pq.ParquetWriter(tmp, unified, compression=compression, **WRITE_OPTIONS) as writer:
+        with pq.ParquetWriter(tmp, unified, compression="zstd", **WRITE_OPTIONS) as writer:
             pending, rows = [], 0
             for p in paths:
                 t = pq.ParquetFile(storage.open_input(p)).read()  # (not pq.read_table: no dataset)
@@ -281,20 +273,13 @@ def sequence_table(records: list[StepRecord]):
             arrays.append(
                 pa.array([records[0].run_id] * n, type=f.type) if n else pa.array([], f.type)
             )
-        elif name in (Seq.COMPLETION, Seq.PROMPT):  # text: B values or None per record
-            if all(s[name] is None for s in seqs):
-                arrays.append(pa.nulls(n, f.type))
-            else:
-                vals: list = []
-                for r, s in zip(records, seqs, strict=True):
-                    t = s[name]
-                    vals.extend(t if t is not None else [None] * r.batch_size)
-                arrays.append(pa.array(vals, type=f.type))
-        elif name == Seq.TRUNCATED and any(s[name] is None for s in seqs):
-            vals = []
+        elif name in (Seq.COMPLETION, Seq.PROMPT) or (
+            name == Seq.TRUNCATED and any(s[name] is None for s in seqs)
+        ):  # B values, or None (B nulls), per record
+            vals: list = []
             for r, s in zip(records, seqs, strict=True):
                 t = s[name]
-                vals.extend(t.tolist() if t is not None else [None] * r.batch_size)
+                vals.extend([None] * r.batch_size if t is None else list(t))
             arrays.append(pa.array(vals, type=f.type))
         else:
             arr = np.concatenate([s[name] for s in seqs])
