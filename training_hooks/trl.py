@@ -39,27 +39,9 @@ What is recorded, per optimizer step, on every rank (``RunRecorder.log_step``):
   ``grad_norm`` (the value it logs, captured from ``Trainer._get_grad_norm``) and
   ``rewards/<fn>/mean`` as extras.
 
-Labels and units. The run's algorithm is the loss TRL ran: its ``loss_type`` at its
-``importance_sampling_level`` (``trl_algorithm``: "dapo", "grpo", "cispo", "sapo-seq"; grpo at the
-sequence level is GSPO, "gspo"). For a loss with a hard clip, our eps of the clip's unit are TRL's
-``(epsilon, epsilon_high)`` (the sequence unit at the sequence level: TRL's
-``clip_ratio/low_mean`` is then our ``seq_clip_low_fraction``; else the token unit, and it is our
-``token_clip_low_fraction``, token-weighted); the other unit keeps its default eps. CISPO, SAPO and
-VESPO have no hard clip: both units keep their defaults. Every step also records the attenuation
-of TRL's loss (``gspo_metrics.loss_for("trl", settings)`` on the step's detached tensors, its
-policy term: see ``docs/metrics.md``), per sequence and as step means. TRL's ``kl`` is our
-``kl_ref_mean`` (k3, token mean) and ``entropy`` our ``entropy_mean``.
-
-Versions: TRL 1.0 through 1.16 (``SUPPORTED_TRL``); ``attach`` and ``RecordedGRPOTrainer`` refuse
-any other release, and a trainer on the Liger GRPO loss, with a ValueError naming the range. What
-TRL offers publicly is used where it suffices: a ``TrainerCallback`` opens, records and closes, and
-the loss is captured in ``compute_loss`` (Trainer's override point). The rest has no public route
-that does not compute the log-probs a second time, so these TRL internals are wrapped, each
-checked present when attaching (``TRL_INTERNALS``): ``_get_per_token_logps_and_entropies`` (its
-result is ``(logps, entropies)`` in 1.0 - 1.4, ``(logps, entropies, aux_loss)`` in 1.8 - 1.16),
-``_generate_and_score_completions`` and ``_calculate_rewards``. The EOS ids are the trainer's
-``eos_token_id`` (1.0), its tokenizer's (1.4 - 1.12) or ``eos_token_ids`` (1.16); ``grad_norm``
-is transformers' ``Trainer._get_grad_norm``.
+The run's algorithm label, its eps per unit and the attenuation it records, the TRL releases
+it accepts and the TRL internals it wraps (each checked present when attaching,
+``TRL_INTERNALS``) are in ``docs/trl.md``; ``training_hooks.metric_map`` maps TRL's logged names.
 
 It does not change the training: it only reads detached tensors, draws no random numbers, adds
 keys TRL never reads, and leaves the loss TRL computes untouched (tests/test_trl.py checks equal
