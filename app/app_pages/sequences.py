@@ -23,26 +23,9 @@ REASONS = {  # the recorder's reasons, culprits first (the order rows are listed
 CULPRITS = ("nonfinite", "max_abs_log_s", "max_abs_token_log_ratio")
 NO_REASON = "kept (no reason recorded)"  # token records of runs written before the reasons
 RECORD = "token record"  # the table's column: why this sequence's tokens were kept
-SHOW_COLUMNS = (
-    Seq.RANK,
-    Seq.GROUP,
-    Seq.SAMPLE,
-    Seq.SEQ_LOG_RATIO,
-    Seq.SEQ_CLIPPED,
-    Seq.TOKEN_CLIP_FRACTION,
-    Seq.ADVANTAGE,
-    Seq.REWARD,
-    Seq.LENGTH,
-    Seq.TRUNCATED,
-    Seq.TOKEN_LOG_RATIO_MIN,
-    Seq.TOKEN_LOG_RATIO_MAX,
-    Seq.KL_OLD,
-    Seq.KL_REF,
-    Seq.ENTROPY,
-)
 
-#: Column headers a reader can parse: {column: (header, what it holds)}; what each holds is its
-#: column's declaration (``training_hooks.columns.meaning``).
+#: The columns the table shows, in its order, with headers a reader can parse: {column: (header,
+#: what it holds)}; what each holds is its column's declaration (``training_hooks.columns.meaning``).
 HEADERS = {
     c: (header, columns.meaning(c))
     for c, header in (
@@ -196,7 +179,7 @@ if not {Tok.GROUP, Tok.SAMPLE} <= set(tdf.columns):  # a damaged tokens part: no
 records = _records(tdf)
 df = df.iloc[_order(_ident(df, Seq), records)].reset_index(drop=True)
 keys = _ident(df, Seq)
-show_cols = [c for c in SHOW_COLUMNS if c in df.columns]
+show_cols = [c for c in HEADERS if c in df.columns]
 if Seq.RANK in show_cols and df[Seq.RANK].nunique() <= 1:
     show_cols.remove(Seq.RANK)
 view = df[show_cols].copy()
