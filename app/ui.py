@@ -421,17 +421,17 @@ def _run_link_note(key: str, choice: str | None) -> None:
     st.warning(f"The link's run: {md_escape(note)}", icon=":material/link_off:")
 
 
-def pick_run(ctx: Context, *, need_sequences: bool = False, key: str = "run") -> RunRef | None:
-    """A single-run picker (bound to ?run=...) among the selected runs (else all runs); a run a
-    link names (``?run=<label or key>``) is picked even when it is not among the selected."""
+def pick_run(ctx: Context, *, key: str = "run") -> RunRef | None:
+    """A single-run picker (bound to ?run=...) among the selected runs that have a sequences table
+    (else all that have one); a run a link names (``?run=<label or key>``) is picked even when it
+    is not among the selected."""
     pool = ctx.selected or ctx.runs
     asked = _asked_run(ctx, key)
     if asked is not None and asked.key not in {r.key for r in pool}:
         pool = [asked, *pool]
-    if need_sequences:
-        named = {r.key: r for r in [*ctx.selected, *([asked] if asked else [])]}
-        no_sequences_note(list(named.values()))
-        pool = [r for r in pool if r.has_sequences] or [r for r in ctx.runs if r.has_sequences]
+    named = {r.key: r for r in [*ctx.selected, *([asked] if asked else [])]}
+    no_sequences_note(list(named.values()))
+    pool = [r for r in pool if r.has_sequences] or [r for r in ctx.runs if r.has_sequences]
     if not pool:
         st.info(
             "No run with a sequences table here. The per-sequence pages need runs recorded by "
@@ -455,16 +455,16 @@ def pick_run(ctx: Context, *, need_sequences: bool = False, key: str = "run") ->
     return by_key.get(choice, pool[0])
 
 
-def pick_step(steps: np.ndarray, *, key: str = "step", label: str = "Step") -> int | None:
+def pick_step(steps: np.ndarray, *, key: str = "step") -> int | None:
     """A step picker over the steps that have data (bound to ?step=...); default the last one."""
     if len(steps) == 0:
         return None
     lo, hi = int(steps.min()), int(steps.max())
     if lo == hi:
-        st.caption(f"{label}: {lo} (the only one recorded)")
+        st.caption(f"Step: {lo} (the only one recorded)")
         return lo
     value = st.number_input(
-        f"{label} ({lo}–{hi})",
+        f"Step ({lo}–{hi})",
         min_value=lo,
         max_value=hi,
         value=hi,
@@ -478,14 +478,13 @@ def pick_step(steps: np.ndarray, *, key: str = "step", label: str = "Step") -> i
     return value
 
 
-def step_window(steps: np.ndarray, *, key: str = "window") -> tuple[int, int] | None:
-    """A step range slider (for per-sequence aggregates), default the whole run."""
-    if len(steps) == 0:
-        return None
+def step_window(steps: np.ndarray) -> tuple[int, int]:
+    """A step range slider over ``steps`` (not empty; for per-sequence aggregates), default the
+    whole run."""
     lo, hi = int(steps.min()), int(steps.max())
     if lo == hi:
         return lo, hi
-    a, b = st.slider("Step window", min_value=lo, max_value=hi, value=(lo, hi), key=key)
+    a, b = st.slider("Step window", min_value=lo, max_value=hi, value=(lo, hi), key="window")
     return int(a), int(b)
 
 
@@ -498,10 +497,16 @@ def health_report(run: RunRef, steps_df):
     return health.report_for(run, steps_df, seqs)
 
 
-def sequence_run_window(ctx: Context) -> tuple[RunRef, tuple[int, int] | None]:
-    """The preamble of the per-sequence aggregate pages: pick a run that has a sequences table and
-    a step window over its recorded steps; stops the page with a message when there is none."""
-    run = pick_run(ctx, need_sequences=True)
+def sequence_table(
+    ctx: Context, columns: list[str], *, ratio_subject: bool, optional: tuple[str, ...] = ()
+) -> tuple[RunRef, tuple[int, int], StepSubset, Table]:
+    """The preamble of the per-sequence aggregate pages: pick a run that has a sequences table, a
+    step window over its recorded steps and the "steps" control (``steps_control``); then (run,
+    window, steps shown, its per-sequence ``columns`` and the ``optional`` ones it has in them),
+    with a caption saying which steps the rows count. Stops the page with a message when there is
+    no such run, no row, or one of ``columns`` is missing (a damaged or partial table: the data
+    problems say why)."""
+    run = pick_run(ctx)
     if run is None:
         st.stop()
     all_steps = data.sequence_steps(run)
@@ -512,29 +517,18 @@ def sequence_run_window(ctx: Context) -> tuple[RunRef, tuple[int, int] | None]:
         )
         notice_problems([run], data.load_sequences(run, [Seq.STEP]).problems)
         st.stop()
-    return run, step_window(all_steps)
-
-
-def window_sequences(
-    run: RunRef,
-    columns: list[str],
-    window: tuple[int, int] | None,
-    shown: StepSubset | None = None,
-    optional: tuple[str, ...] = (),
-) -> Table:
-    """The run's per-sequence ``columns`` (and the ``optional`` ones it has) in the step
-    ``window`` (and in the ``shown`` subset of steps); stops the page with a message when there
-    is none, or when one of ``columns`` is missing (a damaged or partial table: the data problems
-    say why)."""
+    window = step_window(all_steps)
+    shown = steps_control(run, ratio_subject=ratio_subject)
     t = data.load_sequences(run, [*columns, *optional], window)
-    df = shown.keep(t.df) if shown is not None and len(t.df) else t.df
+    df = shown.keep(t.df) if len(t.df) else t.df
     if not len(df):
-        where = f" among the {shown.label}" if shown is not None and t.df.size else ""
+        where = f" among the {shown.label}" if t.df.size else ""
         st.info(f"No sequences in this step window{where}.", icon=":material/info:")
         notice_problems([run], t.problems)
         st.stop()
     require_columns(run, df, columns, t.problems)
-    return Table(df, t.problems)
+    st.caption(shown.describe(int(df[Seq.STEP].nunique())))
+    return run, window, shown, Table(df, t.problems)
 
 
 def require_columns(run: RunRef, df, columns: list[str], problems: list[str]) -> None:

@@ -13,15 +13,12 @@ ctx = ui.page_header(
     "teaches nothing. These charts show how much of each step is such dead weight, and how the "
     "advantages are spread.",
 )
-run, window = ui.sequence_run_window(ctx)
 # rewards do not depend on the policy lag; a run that reuses each batch (several epochs) counts
 # its groups once per pass, and its on-policy steps are the first pass: the control is offered
-shown = ui.steps_control(run, ratio_subject=False)
-t = ui.window_sequences(
-    run, [Seq.STEP, Seq.RANK, Seq.GROUP, Seq.REWARD, Seq.ADVANTAGE], window, shown
+run, _, shown, t = ui.sequence_table(
+    ctx, [Seq.STEP, Seq.RANK, Seq.GROUP, Seq.REWARD, Seq.ADVANTAGE], ratio_subject=False
 )
 df = t.df
-st.caption(shown.describe(int(df[Seq.STEP].nunique())))
 
 zv = aggregate.zero_variance_by_reward(df)
 st.plotly_chart(charts.zero_variance_figure(zv), key="zero_var")

@@ -23,19 +23,15 @@ ctx = ui.page_header(
     "drive length up; GSPO's sequence ratio is length-normalised. These charts show the length "
     "distribution over training, truncation, and whether reward or ratio depend on length.",
 )
-run, window = ui.sequence_run_window(ctx)
-shown = ui.steps_control(run, ratio_subject=False)
-t = ui.window_sequences(
-    run, [Seq.STEP, Seq.LENGTH, Seq.TRUNCATED, Seq.REWARD, Seq.SEQ_LOG_RATIO], window, shown
+run, window, shown, t = ui.sequence_table(
+    ctx, [Seq.STEP, Seq.LENGTH, Seq.TRUNCATED, Seq.REWARD, Seq.SEQ_LOG_RATIO], ratio_subject=False
 )
 df = t.df
-n_steps = int(df[Seq.STEP].nunique())
-st.caption(shown.describe(n_steps))
 
 
 steps_t = data.load_steps(run, [Step.LENGTH_MEAN, Step.LENGTH_P90, Step.TRUNCATED_FRACTION])
 sdf = shown.keep(steps_t.df, Step.STEP) if len(steps_t.df) else steps_t.df
-if window and len(sdf):
+if len(sdf):
     sdf = sdf[(sdf[Step.STEP] >= window[0]) & (sdf[Step.STEP] <= window[1])]
 lines = []
 for column, name, dash in ((Step.LENGTH_MEAN, "mean", "solid"), (Step.LENGTH_P90, "p90", "dot")):

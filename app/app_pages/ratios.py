@@ -14,14 +14,6 @@ ctx = ui.page_header(
     "the sequence-unit band, how much token moves hide inside a sequence ratio near 1, and which "
     "lengths fall outside either band.",
 )
-run, window = ui.sequence_run_window(ctx)
-shown = ui.steps_control(run, ratio_subject=True)
-eps = ui.eps_of(run)
-seq_eps = eps.get("seq")
-tok_eps = eps.get("token")
-unit = ui.loss_unit(run)
-band_name = charts.seq_band_name(seq_eps, unit)
-
 cols = [
     Seq.STEP,
     Seq.SEQ_LOG_RATIO,
@@ -33,10 +25,14 @@ cols = [
 ]
 # whether the clip binds on a sequence out of range (``aggregate.seq_clip_state``)
 binding = (Seq.SEQ_CLIP_LOW, Seq.SEQ_CLIP_HIGH, Seq.ADVANTAGE)
-t = ui.window_sequences(run, cols, window, shown, optional=binding)
+run, _, shown, t = ui.sequence_table(ctx, cols, ratio_subject=True, optional=binding)
+eps = ui.eps_of(run)
+seq_eps = eps.get("seq")
+tok_eps = eps.get("token")
+unit = ui.loss_unit(run)
+band_name = charts.seq_band_name(seq_eps, unit)
 df = t.df
 n_steps = int(df[Seq.STEP].nunique())
-st.caption(shown.describe(n_steps))
 band = (math.log1p(-seq_eps[0]), math.log1p(seq_eps[1])) if seq_eps else None
 lr = df[Seq.SEQ_LOG_RATIO]
 

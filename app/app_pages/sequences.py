@@ -81,7 +81,7 @@ ctx = ui.page_header(
     "and length. Select a row to see its token log-ratios against the token band (each bar "
     "labelled with its token where the run recorded the texts), its prompt and its completion.",
 )
-run = ui.pick_run(ctx, need_sequences=True)
+run = ui.pick_run(ctx)
 if run is None:
     st.stop()
 
