@@ -24,7 +24,6 @@ from app.lag import ALL, OFF_POLICY, SUBSETS, LagSplit, lag_split
 from app.mlflow_store import typed_uri_problem
 from app.records import SOURCE_MLFLOW, RunRef, Table
 from app.settings import DEFAULT_ROOT, Settings, parse_settings
-from gspo_metrics.spec import clip_unit_of
 from training_hooks.schema import SEQUENCES_DIR, Seq, Step
 
 MAX_DEFAULT_RUNS = 6
@@ -146,7 +145,7 @@ def _link_notes(selected_keys: list[str]) -> tuple[str, ...]:
 
 
 def sidebar() -> Context:
-    """Draws the sidebar and returns the context every page reads (also kept for ``context()``)."""
+    """Draws the sidebar and returns the context every page reads (also kept for ``page_header``)."""
     settings = parse_settings(sys.argv[1:])
     sb = st.sidebar
     sb.markdown("### gspo-dash")
@@ -277,14 +276,7 @@ def _watch(root: str) -> None:
         st.rerun(scope="app")
 
 
-def context() -> Context:
-    ctx = st.session_state.get(CTX_KEY)
-    if ctx is None:  # a page run on its own (tests): draw the sidebar first
-        ctx = sidebar()
-    return ctx
-
-
-def lazy_expander(label: str, key: str, icon: str | None = None):
+def lazy_expander(label: str, key: str, icon: str):
     """A collapsed expander whose content is built only while it is open: the expander when open,
     else None (``if box := lazy_expander(...): box.dataframe(...)``). A closed one costs the
     browser its label alone; opening it reruns the script (Streamlit's ``on_change="rerun"``)."""
@@ -293,12 +285,13 @@ def lazy_expander(label: str, key: str, icon: str | None = None):
 
 
 def page_header(title: str, caption: str) -> Context:
-    ctx = context()
+    ctx = st.session_state.get(CTX_KEY)
+    if ctx is None:  # a page run on its own (tests): draw the sidebar first
+        ctx = sidebar()
     st.title(title)
     st.caption(caption)
-    if ctx.problems:
-        for p in ctx.problems:
-            st.warning(md_escape(p), icon=":material/folder_off:")
+    for p in ctx.problems:
+        st.warning(md_escape(p), icon=":material/folder_off:")
     for note in ctx.link_notes:
         st.warning(f"The link's runs: {md_escape(note)}", icon=":material/link_off:")
     return ctx
@@ -601,10 +594,10 @@ def steps_control(
     return StepSubset(choice if choice in SUBSETS else default, split)
 
 
-def fmt_ago(ts: float | None, now: float | None = None) -> str:
+def fmt_ago(ts: float | None) -> str:
     if not ts:
         return "–"
-    d = (time.time() if now is None else now) - ts
+    d = time.time() - ts
     if d < 90:
         return f"{d:.0f} s ago"
     if d < 90 * 60:
@@ -614,16 +607,9 @@ def fmt_ago(ts: float | None, now: float | None = None) -> str:
     return f"{d / 86400:.0f} d ago"
 
 
-def loss_unit(run: RunRef) -> str | None:
-    """The unit the run's loss clips in: "seq" (GSPO, a loss at the sequence level), "token"
-    (GRPO, DAPO, ...), None (no hard clip: CISPO, SAPO, ...; or an unknown loss)."""
-    return clip_unit_of(run.algorithm)
-
-
 def eps_of(run: RunRef) -> dict[str, tuple[float, float]]:
-    if run.info is None:
+    if (i := run.info) is None:
         return {}
-    i = run.info
     pairs = {"seq": (i.seq_eps_low, i.seq_eps_high), "token": (i.token_eps_low, i.token_eps_high)}
     return {  # an unknown ε: left out
         unit: (lo, hi) for unit, (lo, hi) in pairs.items() if lo is not None and hi is not None

@@ -5,6 +5,7 @@ import math
 import streamlit as st
 
 from app import aggregate, charts, curve_words, eps_format, ui
+from gspo_metrics.spec import clip_unit_of
 from training_hooks.schema import Seq
 
 ctx = ui.page_header(
@@ -29,7 +30,7 @@ run, _, shown, t = ui.sequence_table(ctx, cols, ratio_subject=True, optional=bin
 eps = ui.eps_of(run)
 seq_eps = eps.get("seq")
 tok_eps = eps.get("token")
-unit = ui.loss_unit(run)
+unit = clip_unit_of(run.algorithm)  # the loss's clip unit: seq, token or None (no hard clip)
 band_name = charts.seq_band_name(seq_eps, unit)
 df = t.df
 n_steps = int(df[Seq.STEP].nunique())

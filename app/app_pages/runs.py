@@ -11,6 +11,7 @@ from app.eps_format import fmt_eps
 from app.health_counts import known_cell
 from app.records import SOURCE_PARQUET, RunRef
 from app.settings import import_root, import_source
+from gspo_metrics.spec import clip_unit_of
 from training_hooks.findings.core import defaulted_settings
 
 STATUS_COLOR = {
@@ -198,7 +199,7 @@ def _eps_cell(run: RunRef, unit: str) -> str:
     if pair is None:
         return UNKNOWN
     text = f"{fmt_eps(pair[0])} / {fmt_eps(pair[1])}" + _default_mark(run, f"{unit}_eps")
-    role = ui.loss_unit(run)
+    role = clip_unit_of(run.algorithm)
     if role is None:
         return f"{text} (loss's unit unknown)"
     if role == unit:
@@ -241,18 +242,18 @@ def _started(run: RunRef) -> str:
 def _row(run: RunRef) -> dict:
     """The run's row: what tells runs apart (name, run id, start) and what to judge them by
     (algorithm, status, health) first, so they fit a 1,600 px screen; the settings after."""
-    info = run.info
+    info, unit = run.info, clip_unit_of(run.algorithm)
     return {
         "name": run.name,
         "run id": run.key,
         "started (UTC)": _started(run),
-        "algorithm": run.algorithm.upper() if ui.loss_unit(run) else UNKNOWN,
+        "algorithm": run.algorithm.upper() if unit else UNKNOWN,
         "status": run.status,
         "health": _health(run),
         "last step": run.last_step,
         "last update": _last_update(run),
         "source": _source(run),
-        "loss clips": UNIT_NAMES.get(ui.loss_unit(run) or "", UNKNOWN),
+        "loss clips": UNIT_NAMES.get(unit or "", UNKNOWN),
         "seq ε (low / high)": _eps_cell(run, "seq"),
         "token ε (low / high)": _eps_cell(run, "token"),
         "reduction": _known(info.reduction if info else None) + _default_mark(run, "reduction"),
