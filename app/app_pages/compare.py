@@ -123,11 +123,12 @@ def load_series(
             problems.append(f"{run.label}: no steps to draw")
             continue
         digests[run.key] = digest
-        stats[ctx.labels.get(run.key, run.key)] = traces.run_extra_stats(t.df, digest)
+        label = ctx.label(run)  # unique: two runs may share a name
+        stats[label] = traces.run_extra_stats(t.df, digest)
         series.append(
             compare_traces.RunSeries(
                 key=run.key,
-                label=ctx.label(run),  # unique: two runs may share a name
+                label=label,
                 algorithm=run.algorithm,
                 color=ctx.colors.get(run.key, colors.PALETTE[0]),
                 df=traces.with_rollout_position(t.df, digest),
@@ -386,11 +387,7 @@ if not series:
     ui.notice_problems(shown, problems)
     st.stop()
 
-own = [
-    ctx.labels.get(r.key, r.key)
-    for r in shown
-    if r.source == SOURCE_PARQUET and r.info and not r.info.imported
-]
+own = [ctx.label(r) for r in shown if r.source == SOURCE_PARQUET and r.info and not r.info.imported]
 extras = compare_view.classify_extras(stats, own)
 builtin = [p.key for p in panels.PANELS]
 titles = {p.key: p.title for p in panels.PANELS}

@@ -89,7 +89,7 @@ def culprit_links(run, steps: tuple[int, ...]) -> None:
             "app_pages/sequences.py",
             label=f"Open step {step} on the Sequences page",
             icon=":material/open_in_new:",
-            query_params={"run": ctx.labels.get(run.key, run.key), "step": str(step)},
+            query_params={"run": ctx.label(run), "step": str(step)},
         )
 
 
