@@ -79,14 +79,6 @@ def allowed_hosts(host: str, extra: Sequence[str]) -> list[str]:
     return list(dict.fromkeys([*LOOPBACK_HOSTS, *named, *extra]))
 
 
-def server_options(args: argparse.Namespace) -> dict[str, object]:
-    return SERVER_OPTIONS | {
-        "server.address": args.host,
-        "server.port": args.port,
-        "server.allowedHosts": allowed_hosts(args.host, args.allowed_host),
-    }
-
-
 def option_flags(options: dict[str, object]) -> list[str]:
     """``streamlit run``'s flags for ``options``: ``--key value``, a list's values one flag each."""
     flags = []
@@ -98,7 +90,12 @@ def option_flags(options: dict[str, object]) -> list[str]:
 
 def streamlit_command(args: argparse.Namespace) -> list[str]:
     """``python -m streamlit run app/main.py --<option> <value>... -- <app arguments>``."""
-    cmd = [sys.executable, "-m", "streamlit", "run", MAIN, *option_flags(server_options(args))]
+    options = SERVER_OPTIONS | {
+        "server.address": args.host,
+        "server.port": args.port,
+        "server.allowedHosts": allowed_hosts(args.host, args.allowed_host),
+    }
+    cmd = [sys.executable, "-m", "streamlit", "run", MAIN, *option_flags(options)]
     app_args = []
     if args.root:
         app_args += ["--root", args.root]
