@@ -315,17 +315,14 @@ def _run_info(root: str, run_dir: str, stamp: tuple) -> RunInfo:
         return RunInfo.from_json(json.loads(raw.decode("utf-8")))
 
 
-def _has_run_json(root: str, stamp: tuple) -> bool:
-    if storage.is_uri(root):
-        return any(rel == RUN_JSON for rel, _, _ in stamp)
-    return stamp[0] is not None
-
-
 def _read_run_ref(root: str, name: str, stamp: tuple) -> RunRef | None:
     """The run in ``root/name`` (None when it is not a run folder: no run.json and no step
     table). Its status is run.json's (``_with_status`` judges the heartbeat)."""
     run_dir = storage.join(root, name)
-    has_json = _has_run_json(root, stamp)
+    if storage.is_uri(root):
+        has_json = any(rel == RUN_JSON for rel, _, _ in stamp)
+    else:
+        has_json = stamp[0] is not None
     problems: list[str] = []
     info: RunInfo | None = None
     if has_json:
