@@ -140,11 +140,6 @@ def load_series(
     return series, stats, problems
 
 
-def _help_title(p: panels.Panel, grouped: bool) -> str:
-    """A panel's title in the charts' help: what the grouped view titles it when grouped."""
-    return (p.column_title or p.title) if grouped else p.title
-
-
 def with_bounds(
     series: list[compare_traces.RunSeries], runs_by_key
 ) -> list[compare_traces.RunSeries]:
@@ -429,11 +424,10 @@ if by != cg.NONE and verdict_metric is not None:
 if verdict is not None:
     cg.verdict_table(verdict)
 grouped = verdict is not None and bool(verdict.grouping.groups)
+runs_by_key = {r.key: r for r in shown}
 if not grouped:
     legend, legend_height = echarts_grid.legend_option(series)
     st.echarts_chart(legend, height=legend_height, key="legend")
-runs_by_key = {r.key: r for r in shown}
-if not grouped:
     series = with_bounds(series, runs_by_key)
 
 
@@ -549,7 +543,8 @@ if shown_panels:
             "\n\n".join(
                 grouped_note
                 + [
-                    f"**{ui.md_escape(_help_title(p, slot is not None))}** "
+                    # titled as the grouped view titles it when grouped
+                    f"**{ui.md_escape((p.column_title or p.title) if grouped else p.title)}** "
                     f"({ui.md_escape(p.unit)}): {ui.md_escape(p.caption)}"
                     for p in shown_panels
                 ]
