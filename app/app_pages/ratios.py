@@ -71,7 +71,6 @@ st.plotly_chart(
     ),
     key="ratio_heatmap",
 )
-exact_zero = bool(len(lr) and (lr == 0).all())
 notes = [f"{hist.rows:,} sequences on {shown.counted(n_steps)}."]
 if band:
     inside = aggregate.share_inside(lr, *band)
@@ -83,7 +82,7 @@ if hist.outside:
         f"{hist.outside:,} sequences beyond the axis range (0.5-99.5% quantiles or the zoom) are "
         "piled on its edges."
     )
-if exact_zero:
+if len(lr) and (lr == 0).all():
     notes.append("Every log s shown is exactly 0: the ratio is 1 on every sequence (on-policy).")
 st.caption(" ".join(notes))
 

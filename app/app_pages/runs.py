@@ -151,10 +151,9 @@ if not ctx.runs and not ctx.pending:
     st.stop()
 
 
-def _config_summary(run: RunRef) -> str:
-    cfg = run.info.config if run.info else dict(mlflow_store.run_params(run))
-    items = [f"{k}={v}" for k, v in list(cfg.items())[:6]]
-    return ", ".join(items)
+def _config(run: RunRef) -> dict:
+    """run.json's config, else an MLflow-only run's params."""
+    return run.info.config if run.info else dict(mlflow_store.run_params(run))
 
 
 HEALTH_PENDING = "checking…"  # a cell whose count is not known yet: never a count, never "ok"
@@ -258,7 +257,7 @@ def _row(run: RunRef) -> dict:
         "token ε (low / high)": _eps_cell(run, "token"),
         "reduction": _known(info.reduction if info else None) + _default_mark(run, "reduction"),
         "group size": _known(info.group_size if info else None),
-        "config": _config_summary(run),
+        "config": ", ".join(f"{k}={v}" for k, v in list(_config(run).items())[:6]),
         "problems": "; ".join(run.problems),
     }
 
@@ -418,7 +417,7 @@ def _details(run: RunRef) -> None:
         facts.append("Versions: " + ", ".join(f"{k} {v}" for k, v in info.versions.items()))
     st.markdown("  \n".join(ui.md_escape(f) for f in facts))
     ui.import_details(run, key="details")
-    cfg = info.config if info else dict(mlflow_store.run_params(run))
+    cfg = _config(run)
     if cfg:
         st.caption(f"Config ({len(cfg)} settings, as the run stored them)")
         st.json(cfg, expanded=False)
