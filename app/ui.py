@@ -375,29 +375,24 @@ def no_sequences_note(runs: list[RunRef]) -> None:
             )
 
 
-def asked_run(value: str, runs: list[RunRef], labels: dict[str, str]) -> tuple[RunRef | None, str]:
-    """The run a link's ``?run=`` value names, by its label (what the bound picker writes) or its
-    key (what a link built from a run key holds), or a note why none: no such run, or a name
-    several runs carry ("" when found)."""
-    for r in runs:
-        if value in (r.key, labels.get(r.key)):
-            return r, ""
-    same = [labels.get(r.key, r.key) for r in runs if r.name == value]
-    if len(same) > 1:
-        return None, f"not found: {value!r} names {len(same)} runs ({', '.join(same)}): pick one"
-    return None, f"not found: {value!r} (no run has this name or id)"
-
-
 def _asked_run(ctx: Context, key: str) -> RunRef | None:
-    """The run the link names in ``?<key>=`` (``asked_run``); a value that names none is kept in
-    the session state, for ``_run_link_note``, before the picker drops it from the URL."""
+    """The run a link's ``?<key>=`` value names, by its label (what the bound picker writes) or its
+    key (what a link built from a run key holds). A value that names none (no such run, or a name
+    several runs carry) is kept in the session state with a note why, for ``_run_link_note``,
+    before the picker drops it from the URL."""
     value = st.query_params.get(key)
     if value is None:
         return None
-    run, note = asked_run(value, ctx.runs, ctx.labels)
-    if note and key not in st.session_state:
+    for r in ctx.runs:
+        if value in (r.key, ctx.labels.get(r.key)):
+            return r
+    note = f"not found: {value!r} (no run has this name or id)"
+    same = [ctx.labels.get(r.key, r.key) for r in ctx.runs if r.name == value]
+    if len(same) > 1:
+        note = f"not found: {value!r} names {len(same)} runs ({', '.join(same)}): pick one"
+    if key not in st.session_state:
         st.session_state[f"_link_{key}"] = (note, None)
-    return run
+    return None
 
 
 def _run_link_note(key: str, choice: str | None) -> None:
