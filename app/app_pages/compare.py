@@ -143,16 +143,16 @@ def load_series(
 def with_bounds(
     series: list[compare_traces.RunSeries], runs_by_key
 ) -> list[compare_traces.RunSeries]:
-    """``series`` with each run's ``observed_bounds``: a read of its per-sequence rewards, which
-    only the per-run grid uses (the Reward band and its y range), not the grouped charts."""
-    return [dataclasses.replace(s, bounds=observed_bounds(runs_by_key[s.key])) for s in series]
-
-
-def observed_bounds(run) -> dict[str, tuple[float, float]]:
-    """{column: observed range} for the bands that summarise values of a known range: the Reward
-    band (mean ± std) stays within the run's per-sequence rewards' min..max."""
-    reward = traces.run_reward_range(run)
-    return {panels.PANELS_BY_KEY["reward"].column: reward} if reward else {}
+    """``series`` with each run's observed bounds, {column: observed range} for the bands that
+    summarise values of a known range: the Reward band (mean ± std) stays within the run's
+    per-sequence rewards' min..max. A read of those rewards, which only the per-run grid uses (the
+    Reward band and its y range), not the grouped charts."""
+    out = []
+    for s in series:
+        reward = traces.run_reward_range(runs_by_key[s.key])
+        bounds = {panels.PANELS_BY_KEY["reward"].column: reward} if reward else {}
+        out.append(dataclasses.replace(s, bounds=bounds))
+    return out
 
 
 def lag_caption(series: list[compare_traces.RunSeries], choice: str) -> None:
@@ -177,18 +177,13 @@ def lag_caption(series: list[compare_traces.RunSeries], choice: str) -> None:
         box.dataframe(pd.DataFrame(rows), hide_index=True)
 
 
-def x_span(series: list[compare_traces.RunSeries], x: str) -> tuple[float, float] | None:
-    """(lo, hi) of the x column over every shown run's finite values, or None."""
-    spans = cg.x_spans(series, x)
-    return (min(lo for lo, _ in spans), max(hi for _, hi in spans)) if spans else None
-
-
 def draw_panels(series, panels, opts, digests, *, key: str, log_keys=(), zoom_band=True) -> None:
     """``panels`` in charts of PANELS_PER_FIGURE, each run on the steps its panel shows, every
     chart over the shown runs' one x span (``digests``: ``load_series``'). A chart's option is cached whole
     (``traces.CHARTS``) on everything it is drawn from: a reload, a new tab or a colleague
     on the same runs, files and options gets it at once."""
-    span = x_span(series, opts["x"])
+    spans = cg.x_spans(series, opts["x"])  # each run's (lo, hi) of its finite x values
+    span = (min(lo for lo, _ in spans), max(hi for _, hi in spans)) if spans else None
     # a round spacing: changes of the selection mostly keep it, and with it the cached traces
     whole = opts["x"] in compare_traces.WHOLE_X  # steps and tokens: readout at whole numbers
     n = echarts_grid.readout_size(len(series))
