@@ -25,52 +25,43 @@ NO_REASON = "kept (no reason recorded)"  # token records of runs written before 
 RECORD = "token record"  # the table's column: why this sequence's tokens were kept
 
 #: The columns the table shows, in its order, with headers a reader can parse: {column: (header,
-#: what it holds)}; what each holds is its column's declaration (``training_hooks.columns.meaning``).
+#: what it holds, number format)}; what each holds is its column's declaration
+#: (``training_hooks.columns.meaning``).
 HEADERS = {
-    c: (header, columns.meaning(c))
-    for c, header in (
-        (Seq.RANK, "rank"),
-        (Seq.GROUP, "group"),
-        (Seq.SAMPLE, "sample"),
-        (Seq.SEQ_LOG_RATIO, "log s"),
-        (Seq.SEQ_CLIPPED, "outside seq band"),
-        (Seq.TOKEN_CLIP_FRACTION, "tokens outside band"),
-        (Seq.ADVANTAGE, "advantage A"),
-        (Seq.REWARD, "reward"),
-        (Seq.LENGTH, "length (tokens)"),
-        (Seq.TRUNCATED, "truncated"),
-        (Seq.TOKEN_LOG_RATIO_MIN, "token log r min"),
-        (Seq.TOKEN_LOG_RATIO_MAX, "token log r max"),
-        (Seq.KL_OLD, "KL old→new"),
-        (Seq.KL_REF, "KL to ref"),
-        (Seq.ENTROPY, "entropy"),
+    c: (header, columns.meaning(c), fmt)
+    for c, header, fmt in (
+        (Seq.RANK, "rank", None),
+        (Seq.GROUP, "group", None),
+        (Seq.SAMPLE, "sample", None),
+        (Seq.SEQ_LOG_RATIO, "log s", "%.3e"),
+        (Seq.SEQ_CLIPPED, "outside seq band", None),
+        (Seq.TOKEN_CLIP_FRACTION, "tokens outside band", "%.3f"),
+        (Seq.ADVANTAGE, "advantage A", "%.3f"),
+        (Seq.REWARD, "reward", None),
+        (Seq.LENGTH, "length (tokens)", None),
+        (Seq.TRUNCATED, "truncated", None),
+        (Seq.TOKEN_LOG_RATIO_MIN, "token log r min", "%.3g"),
+        (Seq.TOKEN_LOG_RATIO_MAX, "token log r max", "%.3g"),
+        (Seq.KL_OLD, "KL old→new", "%.3g"),
+        (Seq.KL_REF, "KL to ref", "%.3g"),
+        (Seq.ENTROPY, "entropy", "%.3g"),
     )
 }
 
 
 def column_config() -> dict:
     """The sequence table's headers (``HEADERS``, a help tooltip each) and number formats."""
-    fmt = {
-        Seq.SEQ_LOG_RATIO: "%.3e",
-        Seq.TOKEN_CLIP_FRACTION: "%.3f",
-        Seq.ADVANTAGE: "%.3f",
-        Seq.TOKEN_LOG_RATIO_MIN: "%.3g",
-        Seq.TOKEN_LOG_RATIO_MAX: "%.3g",
-        Seq.KL_OLD: "%.3g",
-        Seq.KL_REF: "%.3g",
-        Seq.ENTROPY: "%.3g",
-    }
     out = {
         "s": st.column_config.NumberColumn("s", format="%.6f", help="sequence ratio exp(log s)"),
         RECORD: st.column_config.TextColumn(
             RECORD, help="why the recorder kept this sequence's token log-ratios (empty: not kept)"
         ),
     }
-    for col, (header, meaning) in HEADERS.items():
+    for col, (header, meaning, fmt) in HEADERS.items():
         if col in (Seq.SEQ_CLIPPED, Seq.TRUNCATED):
             out[col] = st.column_config.CheckboxColumn(header, help=meaning)
         else:
-            out[col] = st.column_config.NumberColumn(header, help=meaning, format=fmt.get(col))
+            out[col] = st.column_config.NumberColumn(header, help=meaning, format=fmt)
     return out
 
 
