@@ -358,17 +358,9 @@ def no_sequences_note(runs: list[RunRef]) -> None:
     """Says, per run without a sequences table, why: imported from a tool that logs step
     metrics only, or an MLflow-only run (not a data problem)."""
     for r in runs:
-        if r.has_sequences:
-            continue
         tool = imported_tool(r.info)
-        why = (
-            f"imported from {tool}"
-            if tool
-            else "MLflow-only run"
-            if r.source == SOURCE_MLFLOW
-            else None
-        )
-        if why:
+        why = f"imported from {tool}" if tool else "MLflow-only run"
+        if not r.has_sequences and (tool or r.source == SOURCE_MLFLOW):
             st.caption(
                 f"{md_escape(r.label)}: this run has no per-sequence data ({md_escape(why)}); "
                 "its step curves are on Compare and Health."
