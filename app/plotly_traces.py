@@ -16,15 +16,11 @@ from app.line_style import PLOTLY_SYMBOL
 from app.panels import Panel
 from app.series_math import compact
 
-PANEL_HEIGHT = 290
+PANEL_HEIGHT = 260  # px, what Lengths (the one page drawing a panel alone) draws it at
 
 
 def compare_figure(
-    series: Sequence[compare_traces.RunSeries],
-    panel: Panel,
-    *,
-    height: int = PANEL_HEIGHT,
-    **options,
+    series: Sequence[compare_traces.RunSeries], panel: Panel, **options
 ) -> go.Figure:
     """One small multiple: ``panel``'s metric for every run, titled with its unit and eps, GSPO's
     band lines on the log-ratio panel. ``options`` are ``compare_traces.run_traces``'s (x,
@@ -41,7 +37,9 @@ def compare_figure(
     if not traces:
         notes.append(charts.centered_note("no data for the selected runs"))
     title = charts.plot_text(compare_traces.panel_title(panel, series))
-    layout = charts.layout_dict(title, compare_traces.X_AXES.get(x, x), panel.unit, height, log_y)
+    layout = charts.layout_dict(
+        title, compare_traces.X_AXES.get(x, x), panel.unit, PANEL_HEIGHT, log_y
+    )
     layout.update(shapes=shapes, annotations=notes, showlegend=False)
     # traces and layout are built here from known-good dicts: skip plotly's per-property validation
     # (it costs time on every chart, and the Compare page draws a dozen)

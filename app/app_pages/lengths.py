@@ -76,9 +76,7 @@ if Step.TRUNCATED_FRACTION in sdf.columns and sdf[Step.TRUNCATED_FRACTION].notna
         )
     ]
     panel = panels.PANELS_BY_KEY["truncation"]
-    st.plotly_chart(
-        plotly_traces.compare_figure(series, panel, smoothing=0.6, height=260), key="trunc"
-    )
+    st.plotly_chart(plotly_traces.compare_figure(series, panel, smoothing=0.6), key="trunc")
 
 left, right = st.columns(2)
 sample = aggregate.sample_rows(df, 5000)
