@@ -471,9 +471,7 @@ def step_window(steps: np.ndarray) -> tuple[int, int]:
 def health_report(run: RunRef, steps_df):
     """The ``HealthReport`` of one run's step table (``app.health.report_for``): its run.json's
     settings, and the solved / failed split of zero-variance groups when it recorded sequences."""
-    seqs = None
-    if run.has_sequences:
-        seqs = data.load_sequences(run, columns=health.OUTCOME_COLUMNS).df
+    seqs = data.load_sequences(run, health.OUTCOME_COLUMNS).df if run.has_sequences else None
     return health.report_for(run, steps_df, seqs)
 
 
