@@ -420,13 +420,12 @@ def pick_run(ctx: Context, *, key: str = "run") -> RunRef | None:
             icon=":material/info:",
         )
         return None
-    keys = [r.key for r in pool]
     by_key = {r.key: r for r in pool}
     if asked is not None and asked.key in by_key and key not in st.session_state:
         st.session_state[key] = asked.key  # a key in the URL: the bound picker reads labels
     choice = st.selectbox(
         "Run",
-        options=keys,
+        options=list(by_key),
         format_func=lambda k: ctx.labels.get(k, k),
         key=key,
         bind="query-params",
