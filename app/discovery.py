@@ -186,7 +186,7 @@ def _read_remote(root: str, todo: dict[str, tuple], stamps: dict, wait_s: float 
             fut.result()  # an unexpected error is raised here, as a local read raises it
 
 
-def _discover_root(root: str, wait_s: float | None = None) -> Discovery:
+def _discover_root(root: str, wait_s: float | None) -> Discovery:
     """The runs under ``root``: each folder read once per stamp (``_RUN_REFS``), folders not
     read yet read together (on an object store in parallel, in the background: ``wait_s``);
     statuses evaluated now."""

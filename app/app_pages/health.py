@@ -83,8 +83,7 @@ def culprit_links(run, steps: tuple[int, ...]) -> None:
     if not run.has_sequences:
         st.caption("This run has no sequences table: its steps cannot be opened.")
         return
-    cols = st.columns(len(steps))
-    for col, step in zip(cols, steps, strict=True):
+    for col, step in zip(st.columns(len(steps)), steps, strict=True):
         col.page_link(
             "app_pages/sequences.py",
             label=f"Open step {step} on the Sequences page",
