@@ -54,8 +54,7 @@ if scale == ZOOM and band:
 elif scale == LINEAR:
     hist = aggregate.step_histogram(df, Seq.SEQ_LOG_RATIO)
 else:
-    axis = aggregate.symlog_for(lr, band)
-    hist = aggregate.step_histogram(df, Seq.SEQ_LOG_RATIO, axis=axis)
+    hist = aggregate.step_histogram(df, Seq.SEQ_LOG_RATIO, axis=aggregate.symlog_for(lr, band))
 hlines = []
 if band and seq_eps:  # (band is known exactly when seq_eps is)
     hlines = [
