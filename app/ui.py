@@ -1,8 +1,7 @@
 """Widgets and layout shared by the pages: the sidebar (root, tracking URI, refresh, run selection),
 the per-page run/step pickers, the page preambles (which runs to draw; a run's sequences in a step
-window, or a message), the bad-data notices, and the timing hook. State that makes a view
-shareable (the selected runs, the run and step of single-run pages) is bound to the URL's query
-parameters.
+window, or a message) and the bad-data notices. State that makes a view shareable (the selected
+runs, the run and step of single-run pages) is bound to the URL's query parameters.
 """
 
 from __future__ import annotations

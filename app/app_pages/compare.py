@@ -123,7 +123,7 @@ def load_series(
             problems.append(f"{run.label}: no steps to draw")
             continue
         digests[run.key] = digest
-        label = ctx.label(run)  # unique: two runs may share a name
+        label = ctx.label(run)
         stats[label] = traces.run_extra_stats(t.df, digest)
         series.append(
             compare_traces.RunSeries(
