@@ -503,13 +503,11 @@ def verl_loss_settings(config: Any) -> dict[str, Any]:
     flat, those of ``policy_loss`` included), as verl holds them: the ones it has."""
     from gspo_metrics.tool_losses import VERL_DEFAULTS
 
+    # a dict, or verl's PolicyLossConfig: a Mapping whose ``in`` raises AttributeError, so .get
+    policy_loss = getattr(config, "policy_loss", None) or {}
     out: dict[str, Any] = {}
     for key in VERL_DEFAULTS:
-        if hasattr(config, key):
-            out[key] = getattr(config, key)
-    policy_loss = getattr(config, "policy_loss", None)
-    for key in VERL_DEFAULTS:
-        value = _field(policy_loss, key)
+        value = policy_loss.get(key, getattr(config, key, _MISSING))
         if value is not _MISSING:
             out[key] = value
     out["loss_mode"] = _loss_mode(config)
@@ -517,18 +515,6 @@ def verl_loss_settings(config: Any) -> dict[str, Any]:
 
 
 _MISSING = object()
-
-
-def _field(obj: Any, key: str) -> Any:
-    """``obj[key]`` or ``obj.key`` (verl's configs are dict-like dataclasses), else _MISSING."""
-    if obj is None:
-        return _MISSING
-    try:
-        if key in obj:
-            return obj[key]
-    except TypeError:
-        pass
-    return getattr(obj, key, _MISSING)
 
 
 def verl_algorithm(config: Any) -> str:
