@@ -341,8 +341,10 @@ def _flat_verl(settings: Mapping[str, Any]) -> dict[str, Any]:
     return flat
 
 
-def _verl_eps(s: _Settings) -> tuple[float, float]:
-    """verl's clip_ratio_low/high, each falling back to clip_ratio where set to None."""
+def verl_eps(settings: Mapping[str, Any] | _Settings) -> tuple[float, float]:
+    """verl's clip_ratio_low/high, each falling back to clip_ratio where set to None, of verl's
+    settings (flat; unset ones take ``VERL_DEFAULTS``) or of the ``_Settings`` reading them."""
+    s = settings if isinstance(settings, _Settings) else _Settings("verl", settings, VERL_DEFAULTS)
     low = s.optional("clip_ratio_low", at_least=0.0)
     high = s.optional("clip_ratio_high", at_least=0.0)
     if low is None or high is None:
@@ -389,7 +391,7 @@ def _verl(settings: Mapping[str, Any], reduction: str | None) -> ToolLoss:
 def _verl_params(s: _Settings, mode: str) -> dict[str, Any]:
     """The registered loss's parameters for verl's ``mode`` (``reduction`` where verl fixes it)."""
     if mode in ("vanilla", "gspo", "cispo", "geo_mean", "dppo_tv", "dppo_kl"):
-        low, high = _verl_eps(s)
+        low, high = verl_eps(s)
     if mode == "vanilla":
         c = s.number("clip_ratio_c", above=1.0)
         return {"eps_low": low, "eps_high": high, "dual_clip": c, "log_ratio_clamp": VERL_CLAMP}

@@ -489,13 +489,11 @@ def _grad_norm(outputs: Any) -> float | None:
 
 
 def clip_range(config: Any) -> tuple[float, float]:
-    """verl's clip range ``(clip_ratio_low, clip_ratio_high)``, each falling back on
-    ``clip_ratio`` when unset, as verl's policy losses read them."""
-    low, high = config.clip_ratio_low, config.clip_ratio_high
-    return (
-        float(config.clip_ratio if low is None else low),
-        float(config.clip_ratio if high is None else high),
-    )
+    """verl's clip range ``(clip_ratio_low, clip_ratio_high)``, as ``loss_for("verl", ...)``
+    reads it (``tool_losses.verl_eps``: each falls back on ``clip_ratio`` when unset)."""
+    from gspo_metrics.tool_losses import verl_eps
+
+    return verl_eps(verl_loss_settings(config))
 
 
 def verl_loss_settings(config: Any) -> dict[str, Any]:
