@@ -8,7 +8,7 @@ each micro-batch's tensors, detached, after verl's own call, and after verl's op
 are one ``RunRecorder.log_step`` (groups by ``uid``, ``G = ActorConfig.rollout_n``; rewards NaN,
 never 0, when the step does not hold whole groups). The policy lag comes from verl's
 ``update_lr_scheduler`` flag. The algorithm is the loss of ``policy_loss.loss_mode``
-(``verl_algorithm``); ``GSPO_DASH_VERL_NAME``, ``GSPO_DASH_VERL_OPTIONS`` (JSON ``RunRecorder``
+(``spec.tool_algorithm``); ``GSPO_DASH_VERL_NAME``, ``GSPO_DASH_VERL_OPTIONS`` (JSON ``RunRecorder``
 arguments), ``GSPO_DASH_VERL_ON_FINDING`` (``module:function``) and ``configure(**kwargs)`` tune
 the run. What is recorded and what stays unknown: docs/verl.md.
 
@@ -403,7 +403,9 @@ class _Run:
         from .tool_settings import verl_token_eps
 
         loss_mode = _loss_mode(config)
-        algorithm = verl_algorithm(config)
+        # the loss of loss_mode: vanilla "grpo", "gspo", geo_mean "gmpo"...; "unknown" for a mode
+        # this version does not reproduce (clip_cov, a custom one)
+        algorithm = tool_algorithm("verl", loss_mode)
         self.tool_loss = _tool_loss(config)
         eps = clip_range(config)
         opts: dict[str, Any] = {}
@@ -515,13 +517,6 @@ def verl_loss_settings(config: Any) -> dict[str, Any]:
 _MISSING = object()
 
 
-def verl_algorithm(config: Any) -> str:
-    """The run's ``algorithm`` label: the loss of verl's ``loss_mode``
-    (``gspo_metrics.spec.tool_algorithm``: vanilla "grpo", "gspo", "cispo", geo_mean "gmpo"...);
-    "unknown" for a mode this version does not reproduce (clip_cov, a custom one)."""
-    return tool_algorithm("verl", _loss_mode(config))
-
-
 def _tool_loss(config: Any) -> Any:
     """``loss_for("verl", ...)`` of the run's settings, for the attenuation; None (a warning,
     once) when it cannot be built (a mode it does not reproduce: the attenuation is unknown)."""
@@ -598,7 +593,6 @@ __all__ = [
     "configure",
     "install",
     "ppo_config",
-    "verl_algorithm",
     "verl_loss_settings",
     "verl_settings",
 ]
