@@ -29,7 +29,6 @@ import os
 import sys
 import threading
 import warnings
-from dataclasses import dataclass
 from typing import Any
 
 from gspo_metrics.spec import clip_unit_of, tool_algorithm
@@ -250,38 +249,30 @@ def _micro_batch(model_output: Any, data: Any, out: Any) -> dict[str, Any]:
     return mb
 
 
-@dataclass(frozen=True)
-class StepRows:
-    """One optimizer step's micro-batches as one batch, group by group when the groups are known.
+def _step_rows(items: list[dict[str, Any]], G: int) -> tuple[dict[str, Any], Any, bool]:
+    """One optimizer step's micro-batches as one batch, group by group when the groups are known:
+    ``(tensors, rewards, groups_known)``.
 
     ``tensors[key]`` (B, T) right-padded with 0 to the widest T (or (B,) for per-sequence
     values), rows in group order; ``rewards`` (P, G), NaN when unknown; ``groups_known`` whether
     the rows hold whole groups of ``G`` identified by ``uid`` with their scores."""
+    import torch
 
-    tensors: dict[str, Any]
-    rewards: Any
-    groups_known: bool
+    from ._trl_rows import _concat
 
-    @classmethod
-    def assemble(cls, items: list[dict[str, Any]], G: int) -> StepRows:
-        import torch
-
-        from ._trl_rows import _concat
-
-        keys = [k for k in items[0] if k not in ("uid", "loss") and all(k in mb for mb in items)]
-        cat = {k: _concat(items, k) for k in keys}
-        B = cat["logps"].shape[0]
-        uids = [u for mb in items for u in (mb["uid"] or [None] * mb["logps"].shape[0])]
-        order = _group_order(uids, G) if "scores" in cat else None
-        if order is None:
-            if B % G:
-                G = 1
-            rewards = torch.full((B // G, G), math.nan)
-            return cls(cat, rewards, False)
-        idx = torch.tensor(order)
-        cat = {k: v[idx] for k, v in cat.items()}
-        rewards = (cat["scores"].float() * cat["mask"].float()).sum(-1).reshape(-1, G)
-        return cls(cat, rewards, True)
+    keys = [k for k in items[0] if k not in ("uid", "loss") and all(k in mb for mb in items)]
+    cat = {k: _concat(items, k) for k in keys}
+    B = cat["logps"].shape[0]
+    uids = [u for mb in items for u in (mb["uid"] or [None] * mb["logps"].shape[0])]
+    order = _group_order(uids, G) if "scores" in cat else None
+    if order is None:
+        if B % G:
+            G = 1
+        return cat, torch.full((B // G, G), math.nan), False
+    idx = torch.tensor(order)
+    cat = {k: v[idx] for k, v in cat.items()}
+    rewards = (cat["scores"].float() * cat["mask"].float()).sum(-1).reshape(-1, G)
+    return cat, rewards, True
 
 
 def _group_order(uids: list[str | None], G: int) -> list[int] | None:
@@ -438,16 +429,15 @@ class _Run:
         import torch
 
         G = int(config.rollout_n) if isinstance(getattr(config, "rollout_n", None), int) else 1
-        rows = StepRows.assemble(capture.items, G)
-        t = rows.tensors
+        t, rewards, groups_known = _step_rows(capture.items, G)
         extra: dict[str, Any] = {
             "verl/micro_batches": len(capture.items),
-            "verl/groups_known": float(rows.groups_known),
+            "verl/groups_known": float(groups_known),
             "grad_norm": _grad_norm(outputs),
         }
         self.recorder.log_step(
             self.step,
-            rewards=rows.rewards.to(t["logps"].device),
+            rewards=rewards.to(t["logps"].device),
             logprobs=t["logps"],
             old_logprobs=t["old"].float(),
             mask=t["mask"],
@@ -587,7 +577,6 @@ __all__ = [
     "ENV_OPTIONS",
     "ENV_ROOT",
     "VERL_SETTINGS",
-    "StepRows",
     "clip_range",
     "close",
     "configure",
