@@ -306,7 +306,7 @@ class _Session:
             run = None
         if run is None:
             run = self.runs[id(engine)] = _Run(engine, key, self.experiment_name)
-        run.record(engine, config, capture, flag, outputs)
+        run.record(config, capture, flag, outputs)
 
     def close(self, status: str | None = None) -> None:
         runs, self.runs = list(self.runs.values()), {}
@@ -325,7 +325,7 @@ class _Run:
     and the loss it trains (``loss_for("verl", ...)``, for the attenuation)."""
 
     def __init__(self, engine: Any, key: tuple[Any, ...], experiment_name: str | None):
-        self.engine = engine  # (kept: its id is the run's key in _Session.runs)
+        self.engine = engine  # its id is the run's key in _Session.runs
         self.key = key
         self.experiment_name = experiment_name
         self.recorder: Any = None
@@ -335,13 +335,13 @@ class _Run:
         self.lag = 0
         self.failed = False
 
-    def record(self, engine, config, capture: _MicroBatches, flag: Any, outputs: Any) -> None:
+    def record(self, config, capture: _MicroBatches, flag: Any, outputs: Any) -> None:
         self.step += 1
         known = isinstance(flag, bool)
         rollout, lag = (self.rollout, self.lag) if known else (None, None)
         if known:
             self.rollout, self.lag = (self.rollout + 1, 0) if flag else (self.rollout, self.lag + 1)
-        if self.failed or not self._ready(engine, capture):
+        if self.failed or not self._ready(capture):
             return
         if self.recorder is None:
             try:
@@ -360,7 +360,7 @@ class _Run:
         if rec is not None:
             rec.close(status)
 
-    def _ready(self, engine: Any, capture: _MicroBatches) -> bool:
+    def _ready(self, capture: _MicroBatches) -> bool:
         """Whether every rank records this step. Under ``torch.distributed`` the recorder runs
         collectives, so the ranks agree first (one all-reduce of a flag): all record or none.
         Model parallelism (a world larger than the data-parallel size: several ranks see the
@@ -375,7 +375,7 @@ class _Run:
                     "capture", f"step {self.step} not recorded: {capture.error or 'no loss'}"
                 )
             return ready
-        if engine.get_data_parallel_size() != dist.get_world_size():
+        if self.engine.get_data_parallel_size() != dist.get_world_size():
             self.failed = True  # the same on every rank: no collective is started
             _warn_once("parallel", "model parallelism (tensor, pipeline, sequence) is not recorded")
             return False
