@@ -137,7 +137,12 @@ def _patch_engine(module: Any) -> None:
             return original(self, data, loss_function)
         session = _session()
         capture = _MicroBatches(loss_function)
-        flag = _non_tensor(data, "update_lr_scheduler")
+        try:  # set by verl's train_mini_batch on a batch's last mini-batch: the policy lag
+            from verl.utils import tensordict_utils as tu
+
+            flag = tu.get_non_tensor_data(data=data, key="update_lr_scheduler", default=None)
+        except Exception:  # noqa: BLE001 - unknown: rollout and lag null
+            flag = None
         outputs = original(self, data, capture)
         session.record(self, config, capture, flag, outputs)
         return outputs
@@ -181,15 +186,6 @@ def ppo_config(loss_function: Any) -> Any:
     ):
         return None
     return loss_function.keywords.get("config")
-
-
-def _non_tensor(data: Any, key: str) -> Any:
-    try:
-        from verl.utils import tensordict_utils as tu
-
-        return tu.get_non_tensor_data(data=data, key=key, default=None)
-    except Exception:  # noqa: BLE001
-        return None
 
 
 # ---------------------------------------------------------------------- one optimizer step
