@@ -5,16 +5,10 @@ process; this module is one and does nothing unless ``GSPO_DASH_VERL`` is set (a
 ``s3://...`` or ``gs://...``). Then ``install`` wraps ``BaseEngine.train_batch``: a
 ``train_batch`` whose loss is verl's ``ppo_loss`` is one optimizer step; the wrapped loss keeps
 each micro-batch's tensors, detached, after verl's own call, and after verl's optimizer step they
-are one ``RunRecorder.log_step`` (groups by ``uid``, ``G = ActorConfig.rollout_n``; rewards NaN,
-never 0, when the step does not hold whole groups). The policy lag comes from verl's
-``update_lr_scheduler`` flag. The algorithm is the loss of ``policy_loss.loss_mode``
-(``spec.tool_algorithm``); ``GSPO_DASH_VERL_NAME``, ``GSPO_DASH_VERL_OPTIONS`` (JSON ``RunRecorder``
-arguments), ``GSPO_DASH_VERL_ON_FINDING`` (``module:function``) and ``configure(**kwargs)`` tune
-the run. What is recorded and what stays unknown: docs/verl.md.
-
-Training is unchanged: the plugin reads detached tensors after verl used them, draws no random
-numbers and returns verl's loss and outputs as they are. Any error of the recorder (a bad
-input, a failing sink) is a warning, once, and training goes on.
+are one ``RunRecorder.log_step``. ``GSPO_DASH_VERL_NAME``, ``GSPO_DASH_VERL_OPTIONS``,
+``GSPO_DASH_VERL_ON_FINDING`` and ``configure(**kwargs)`` tune the run. Any error of the recorder
+(a bad input, a failing sink) is a warning, once, and training goes on. What is recorded, what
+stays unknown and why training is unchanged: docs/verl.md.
 """
 
 from __future__ import annotations
