@@ -123,8 +123,6 @@ VERL_REDUCTIONS: dict[str, str] = {
     "seq-mean-token-mean": "seq_mean_token_mean",
     "seq-mean-token-sum-norm": "seq_mean_token_sum_norm",
 }
-#: verl's loss_mode -> our registered loss (declared in ``spec``, torch-free).
-VERL_LOSSES: dict[str, str] = VERL_LOSS_MODES
 #: verl loss modes this mapping does not reproduce, and why.
 VERL_UNSUPPORTED: dict[str, str] = {
     "clip_cov": "it detaches a random subset of tokens (torch.randperm on the global generator), "
@@ -358,9 +356,10 @@ def _verl(settings: Mapping[str, Any], reduction: str | None) -> ToolLoss:
     mode = s.get("loss_mode")
     if mode in VERL_UNSUPPORTED:
         raise ValueError(f"verl loss_mode {mode!r} is not supported: {VERL_UNSUPPORTED[mode]}")
-    if mode not in VERL_LOSSES:
+    if mode not in VERL_LOSS_MODES:
         raise ValueError(
-            f"unknown verl loss_mode {mode!r}; known: {', '.join(map(repr, sorted(VERL_LOSSES)))} "
+            f"unknown verl loss_mode {mode!r}; known: "
+            f"{', '.join(map(repr, sorted(VERL_LOSS_MODES)))} "
             f"(not supported: {', '.join(map(repr, sorted(VERL_UNSUPPORTED)))})"
         )
     params = _verl_params(s, mode)
@@ -382,7 +381,7 @@ def _verl(settings: Mapping[str, Any], reduction: str | None) -> ToolLoss:
             )
         else:
             params["norm_length"] = factor
-    loss = VERL_LOSSES[mode]
+    loss = VERL_LOSS_MODES[mode]
     if LOSS_INFO[loss].level == "either":  # verl's ratios are per token (its gspo is GSPO-token)
         params["level"] = "token"
     return s.tool_loss(mode, loss, params, notes=tuple(notes), norm_length_from_width=from_width)
