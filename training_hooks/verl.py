@@ -380,6 +380,8 @@ class _Run:
         return True
 
     def _open(self, config: Any) -> Any:
+        from gspo_metrics.tool_losses import loss_for
+
         from .recorder import RunRecorder
         from .tool_settings import verl_token_eps
 
@@ -387,7 +389,10 @@ class _Run:
         # the loss of loss_mode: vanilla "grpo", "gspo", geo_mean "gmpo"...; "unknown" for a mode
         # this version does not reproduce (clip_cov, a custom one)
         algorithm = tool_algorithm("verl", loss_mode)
-        self.tool_loss = _tool_loss(config)
+        try:
+            self.tool_loss = loss_for("verl", verl_loss_settings(config))
+        except ValueError as e:  # a mode it does not reproduce: the attenuation is unknown
+            _warn_once("attenuation", f"no attenuation recorded: {e}")
         eps = clip_range(config)
         opts: dict[str, Any] = {}
         raw = os.environ.get(ENV_OPTIONS, "").strip()
@@ -495,18 +500,6 @@ def verl_loss_settings(config: Any) -> dict[str, Any]:
 
 
 _MISSING = object()
-
-
-def _tool_loss(config: Any) -> Any:
-    """``loss_for("verl", ...)`` of the run's settings, for the attenuation; None (a warning,
-    once) when it cannot be built (a mode it does not reproduce: the attenuation is unknown)."""
-    from gspo_metrics.tool_losses import loss_for
-
-    try:
-        return loss_for("verl", verl_loss_settings(config))
-    except ValueError as e:
-        _warn_once("attenuation", f"no attenuation recorded: {e}")
-        return None
 
 
 def _loss_mode(config: Any) -> str:
