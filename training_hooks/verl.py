@@ -503,9 +503,8 @@ _MISSING = object()
 
 
 def _loss_mode(config: Any) -> str:
-    policy_loss = getattr(config, "policy_loss", None)
-    mode = policy_loss.get("loss_mode", "vanilla") if policy_loss is not None else "vanilla"
-    return str(mode)
+    policy_loss = getattr(config, "policy_loss", None) or {}  # (as in verl_loss_settings)
+    return str(policy_loss.get("loss_mode", "vanilla"))
 
 
 def verl_settings(config: Any) -> dict[str, Any]:
