@@ -123,8 +123,6 @@ VERL_REDUCTIONS: dict[str, str] = {
     "seq-mean-token-mean": "seq_mean_token_mean",
     "seq-mean-token-sum-norm": "seq_mean_token_sum_norm",
 }
-#: verl's loss_mode -> our registered loss (declared in ``spec``, torch-free).
-VERL_LOSSES: dict[str, str] = VERL_LOSS_MODES
 #: verl loss modes this mapping does not reproduce, and why.
 VERL_UNSUPPORTED: dict[str, str] = {
     "clip_cov": "it detaches a random subset of tokens (torch.randperm on the global generator), "
@@ -341,8 +339,10 @@ def _flat_verl(settings: Mapping[str, Any]) -> dict[str, Any]:
     return flat
 
 
-def _verl_eps(s: _Settings) -> tuple[float, float]:
-    """verl's clip_ratio_low/high, each falling back to clip_ratio where set to None."""
+def verl_eps(settings: Mapping[str, Any] | _Settings) -> tuple[float, float]:
+    """verl's clip_ratio_low/high, each falling back to clip_ratio where set to None, of verl's
+    settings (flat; unset ones take ``VERL_DEFAULTS``) or of the ``_Settings`` reading them."""
+    s = settings if isinstance(settings, _Settings) else _Settings("verl", settings, VERL_DEFAULTS)
     low = s.optional("clip_ratio_low", at_least=0.0)
     high = s.optional("clip_ratio_high", at_least=0.0)
     if low is None or high is None:
@@ -356,9 +356,10 @@ def _verl(settings: Mapping[str, Any], reduction: str | None) -> ToolLoss:
     mode = s.get("loss_mode")
     if mode in VERL_UNSUPPORTED:
         raise ValueError(f"verl loss_mode {mode!r} is not supported: {VERL_UNSUPPORTED[mode]}")
-    if mode not in VERL_LOSSES:
+    if mode not in VERL_LOSS_MODES:
         raise ValueError(
-            f"unknown verl loss_mode {mode!r}; known: {', '.join(map(repr, sorted(VERL_LOSSES)))} "
+            f"unknown verl loss_mode {mode!r}; known: "
+            f"{', '.join(map(repr, sorted(VERL_LOSS_MODES)))} "
             f"(not supported: {', '.join(map(repr, sorted(VERL_UNSUPPORTED)))})"
         )
     params = _verl_params(s, mode)
@@ -380,7 +381,7 @@ def _verl(settings: Mapping[str, Any], reduction: str | None) -> ToolLoss:
             )
         else:
             params["norm_length"] = factor
-    loss = VERL_LOSSES[mode]
+    loss = VERL_LOSS_MODES[mode]
     if LOSS_INFO[loss].level == "either":  # verl's ratios are per token (its gspo is GSPO-token)
         params["level"] = "token"
     return s.tool_loss(mode, loss, params, notes=tuple(notes), norm_length_from_width=from_width)
@@ -389,7 +390,7 @@ def _verl(settings: Mapping[str, Any], reduction: str | None) -> ToolLoss:
 def _verl_params(s: _Settings, mode: str) -> dict[str, Any]:
     """The registered loss's parameters for verl's ``mode`` (``reduction`` where verl fixes it)."""
     if mode in ("vanilla", "gspo", "cispo", "geo_mean", "dppo_tv", "dppo_kl"):
-        low, high = _verl_eps(s)
+        low, high = verl_eps(s)
     if mode == "vanilla":
         c = s.number("clip_ratio_c", above=1.0)
         return {"eps_low": low, "eps_high": high, "dual_clip": c, "log_ratio_clamp": VERL_CLAMP}

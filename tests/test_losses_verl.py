@@ -32,9 +32,9 @@ from verl.trainer.ppo.core_algos import POLICY_LOSS_REGISTRY, get_policy_loss_fn
 from verl.workers.config import ActorConfig, PolicyLossConfig  # noqa: E402
 
 from gspo_metrics import get_loss, loss_for  # noqa: E402
+from gspo_metrics.spec import VERL_LOSS_MODES  # noqa: E402
 from gspo_metrics.tool_losses import (  # noqa: E402
     VERL_DEFAULTS,
-    VERL_LOSSES,
     VERL_REDUCTIONS,
     VERL_UNSUPPORTED,
     VERSIONS,
@@ -103,7 +103,7 @@ STATED: dict[str, list[dict]] = {
 }  # fmt: skip
 CASES = [
     {"loss_mode": mode, "loss_agg_mode": agg, **extra, **scale}
-    for mode in sorted(VERL_LOSSES)
+    for mode in sorted(VERL_LOSS_MODES)
     for extra in STATED[mode]
     for agg in VERL_REDUCTIONS
     for scale in ([{}, {"loss_scale_factor": 16}] if agg == "seq-mean-token-sum-norm" else [{}])
@@ -113,8 +113,8 @@ CASES = [
 def test_every_verl_loss_mode_is_covered_or_refused():
     """verl's registry is exactly the modes loss_for reproduces and the two it refuses (why: in
     tool_losses.VERL_UNSUPPORTED); every reproduced one is in the cases."""
-    assert set(POLICY_LOSS_REGISTRY) == set(VERL_LOSSES) | set(VERL_UNSUPPORTED)
-    assert {c["loss_mode"] for c in CASES} == set(VERL_LOSSES) == set(STATED)
+    assert set(POLICY_LOSS_REGISTRY) == set(VERL_LOSS_MODES) | set(VERL_UNSUPPORTED)
+    assert {c["loss_mode"] for c in CASES} == set(VERL_LOSS_MODES) == set(STATED)
 
 
 @pytest.mark.parametrize("per_token", [False, True], ids=["adv_B", "adv_BT"])

@@ -10,7 +10,8 @@ import torch
 from loss_inputs import random_inputs
 
 from gspo_metrics import get_loss, loss_for
-from gspo_metrics.tool_losses import TRL_LOSSES, VERL_LOSSES, float32
+from gspo_metrics.spec import VERL_LOSS_MODES
+from gspo_metrics.tool_losses import TRL_LOSSES, float32
 
 
 def _same(a, b):
@@ -218,7 +219,7 @@ def test_every_tool_name_maps_to_a_registered_loss():
     for loss_type in TRL_LOSSES:
         out = loss_for("trl", {"loss_type": loss_type})(logp, old, adv, mask)
         assert torch.isfinite(out.loss)
-    for mode in VERL_LOSSES:
+    for mode in VERL_LOSS_MODES:
         extra = {"dro_beta": 0.1} if mode == "dro" else {}
         out = loss_for("verl", {"loss_mode": mode, **extra})(logp, old, adv, mask)
         assert torch.isfinite(out.loss)

@@ -481,6 +481,33 @@ def test_only_verls_ppo_loss_partial_is_recorded():
     assert settings["rollout_n"] == G and settings["ppo_epochs"] == EPOCHS
 
 
+def test_loss_settings_are_read_from_verls_own_policy_loss_config():
+    """verl's launcher makes ``policy_loss`` a ``PolicyLossConfig`` (a Mapping whose ``in`` raises
+    AttributeError for a field it lacks): its settings and the ActorConfig's are read as from a
+    dict, and the run key is the same."""
+    from verl.workers.config import PolicyLossConfig
+
+    def config(policy_loss):
+        return ActorConfig(
+            strategy="fsdp",
+            ppo_mini_batch_size=MINI,
+            ppo_micro_batch_size_per_gpu=MICRO,
+            clip_ratio_low=3e-4,
+            clip_ratio_high=4e-4,
+            rollout_n=G,
+            policy_loss=policy_loss,
+            use_dynamic_bsz=False,
+        )
+
+    policy = {"loss_mode": "kl_cov", "kl_cov_ratio": 0.01, "ppo_kl_coef": 0.5}
+    as_config = config(PolicyLossConfig(**policy))
+    got = plugin.verl_loss_settings(as_config)
+    assert got == plugin.verl_loss_settings(config(policy)) | {"dro_beta": None}
+    assert (got["loss_mode"], got["kl_cov_ratio"], got["ppo_kl_coef"]) == ("kl_cov", 0.01, 0.5)
+    assert (got["clip_ratio_low"], got["clip_ratio_high"], got["tau_neg"]) == (3e-4, 4e-4, 1.05)
+    assert plugin.clip_range(as_config) == (3e-4, 4e-4)
+
+
 def test_the_experiment_name_comes_from_the_actor_workers_config(monkeypatch):
     """The wrapped ActorRolloutRefWorker.__init__ keeps rollout.trace.experiment_name (verl's
     config fills it from trainer.experiment_name); a config without it leaves the name unset."""

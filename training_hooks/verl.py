@@ -5,16 +5,10 @@ process; this module is one and does nothing unless ``GSPO_DASH_VERL`` is set (a
 ``s3://...`` or ``gs://...``). Then ``install`` wraps ``BaseEngine.train_batch``: a
 ``train_batch`` whose loss is verl's ``ppo_loss`` is one optimizer step; the wrapped loss keeps
 each micro-batch's tensors, detached, after verl's own call, and after verl's optimizer step they
-are one ``RunRecorder.log_step`` (groups by ``uid``, ``G = ActorConfig.rollout_n``; rewards NaN,
-never 0, when the step does not hold whole groups). The policy lag comes from verl's
-``update_lr_scheduler`` flag. The algorithm is the loss of ``policy_loss.loss_mode``
-(``verl_algorithm``); ``GSPO_DASH_VERL_NAME``, ``GSPO_DASH_VERL_OPTIONS`` (JSON ``RunRecorder``
-arguments), ``GSPO_DASH_VERL_ON_FINDING`` (``module:function``) and ``configure(**kwargs)`` tune
-the run. What is recorded and what stays unknown: docs/verl.md.
-
-Training is unchanged: the plugin reads detached tensors after verl used them, draws no random
-numbers and returns verl's loss and outputs as they are. Any error of the recorder (a bad
-input, a failing sink) is a warning, once, and training goes on.
+are one ``RunRecorder.log_step``. ``GSPO_DASH_VERL_NAME``, ``GSPO_DASH_VERL_OPTIONS``,
+``GSPO_DASH_VERL_ON_FINDING`` and ``configure(**kwargs)`` tune the run. Any error of the recorder
+(a bad input, a failing sink) is a warning, once, and training goes on. What is recorded, what
+stays unknown and why training is unchanged: docs/verl.md.
 """
 
 from __future__ import annotations
@@ -29,7 +23,6 @@ import os
 import sys
 import threading
 import warnings
-from dataclasses import dataclass
 from typing import Any
 
 from gspo_metrics.spec import clip_unit_of, tool_algorithm
@@ -138,7 +131,12 @@ def _patch_engine(module: Any) -> None:
             return original(self, data, loss_function)
         session = _session()
         capture = _MicroBatches(loss_function)
-        flag = _non_tensor(data, "update_lr_scheduler")
+        try:  # set by verl's train_mini_batch on a batch's last mini-batch: the policy lag
+            from verl.utils import tensordict_utils as tu
+
+            flag = tu.get_non_tensor_data(data=data, key="update_lr_scheduler", default=None)
+        except Exception:  # noqa: BLE001 - unknown: rollout and lag null
+            flag = None
         outputs = original(self, data, capture)
         session.record(self, config, capture, flag, outputs)
         return outputs
@@ -182,15 +180,6 @@ def ppo_config(loss_function: Any) -> Any:
     ):
         return None
     return loss_function.keywords.get("config")
-
-
-def _non_tensor(data: Any, key: str) -> Any:
-    try:
-        from verl.utils import tensordict_utils as tu
-
-        return tu.get_non_tensor_data(data=data, key=key, default=None)
-    except Exception:  # noqa: BLE001
-        return None
 
 
 # ---------------------------------------------------------------------- one optimizer step
@@ -250,38 +239,30 @@ def _micro_batch(model_output: Any, data: Any, out: Any) -> dict[str, Any]:
     return mb
 
 
-@dataclass(frozen=True)
-class StepRows:
-    """One optimizer step's micro-batches as one batch, group by group when the groups are known.
+def _step_rows(items: list[dict[str, Any]], G: int) -> tuple[dict[str, Any], Any, bool]:
+    """One optimizer step's micro-batches as one batch, group by group when the groups are known:
+    ``(tensors, rewards, groups_known)``.
 
     ``tensors[key]`` (B, T) right-padded with 0 to the widest T (or (B,) for per-sequence
     values), rows in group order; ``rewards`` (P, G), NaN when unknown; ``groups_known`` whether
     the rows hold whole groups of ``G`` identified by ``uid`` with their scores."""
+    import torch
 
-    tensors: dict[str, Any]
-    rewards: Any
-    groups_known: bool
+    from ._trl_rows import _concat
 
-    @classmethod
-    def assemble(cls, items: list[dict[str, Any]], G: int) -> StepRows:
-        import torch
-
-        from ._trl_rows import _concat
-
-        keys = [k for k in items[0] if k not in ("uid", "loss") and all(k in mb for mb in items)]
-        cat = {k: _concat(items, k) for k in keys}
-        B = cat["logps"].shape[0]
-        uids = [u for mb in items for u in (mb["uid"] or [None] * mb["logps"].shape[0])]
-        order = _group_order(uids, G) if "scores" in cat else None
-        if order is None:
-            if B % G:
-                G = 1
-            rewards = torch.full((B // G, G), math.nan)
-            return cls(cat, rewards, False)
-        idx = torch.tensor(order)
-        cat = {k: v[idx] for k, v in cat.items()}
-        rewards = (cat["scores"].float() * cat["mask"].float()).sum(-1).reshape(-1, G)
-        return cls(cat, rewards, True)
+    keys = [k for k in items[0] if k not in ("uid", "loss") and all(k in mb for mb in items)]
+    cat = {k: _concat(items, k) for k in keys}
+    B = cat["logps"].shape[0]
+    uids = [u for mb in items for u in (mb["uid"] or [None] * mb["logps"].shape[0])]
+    order = _group_order(uids, G) if "scores" in cat else None
+    if order is None:
+        if B % G:
+            G = 1
+        return cat, torch.full((B // G, G), math.nan), False
+    idx = torch.tensor(order)
+    cat = {k: v[idx] for k, v in cat.items()}
+    rewards = (cat["scores"].float() * cat["mask"].float()).sum(-1).reshape(-1, G)
+    return cat, rewards, True
 
 
 def _group_order(uids: list[str | None], G: int) -> list[int] | None:
@@ -315,7 +296,7 @@ class _Session:
             run = None
         if run is None:
             run = self.runs[id(engine)] = _Run(engine, key, self.experiment_name)
-        run.record(engine, config, capture, flag, outputs)
+        run.record(config, capture, flag, outputs)
 
     def close(self, status: str | None = None) -> None:
         runs, self.runs = list(self.runs.values()), {}
@@ -334,7 +315,7 @@ class _Run:
     and the loss it trains (``loss_for("verl", ...)``, for the attenuation)."""
 
     def __init__(self, engine: Any, key: tuple[Any, ...], experiment_name: str | None):
-        self.engine = engine  # (kept: its id is the run's key in _Session.runs)
+        self.engine = engine  # its id is the run's key in _Session.runs
         self.key = key
         self.experiment_name = experiment_name
         self.recorder: Any = None
@@ -344,13 +325,13 @@ class _Run:
         self.lag = 0
         self.failed = False
 
-    def record(self, engine, config, capture: _MicroBatches, flag: Any, outputs: Any) -> None:
+    def record(self, config, capture: _MicroBatches, flag: Any, outputs: Any) -> None:
         self.step += 1
         known = isinstance(flag, bool)
         rollout, lag = (self.rollout, self.lag) if known else (None, None)
         if known:
             self.rollout, self.lag = (self.rollout + 1, 0) if flag else (self.rollout, self.lag + 1)
-        if self.failed or not self._ready(engine, capture):
+        if self.failed or not self._ready(capture):
             return
         if self.recorder is None:
             try:
@@ -369,7 +350,7 @@ class _Run:
         if rec is not None:
             rec.close(status)
 
-    def _ready(self, engine: Any, capture: _MicroBatches) -> bool:
+    def _ready(self, capture: _MicroBatches) -> bool:
         """Whether every rank records this step. Under ``torch.distributed`` the recorder runs
         collectives, so the ranks agree first (one all-reduce of a flag): all record or none.
         Model parallelism (a world larger than the data-parallel size: several ranks see the
@@ -384,7 +365,7 @@ class _Run:
                     "capture", f"step {self.step} not recorded: {capture.error or 'no loss'}"
                 )
             return ready
-        if engine.get_data_parallel_size() != dist.get_world_size():
+        if self.engine.get_data_parallel_size() != dist.get_world_size():
             self.failed = True  # the same on every rank: no collective is started
             _warn_once("parallel", "model parallelism (tensor, pipeline, sequence) is not recorded")
             return False
@@ -399,12 +380,19 @@ class _Run:
         return True
 
     def _open(self, config: Any) -> Any:
+        from gspo_metrics.tool_losses import loss_for
+
         from .recorder import RunRecorder
         from .tool_settings import verl_token_eps
 
         loss_mode = _loss_mode(config)
-        algorithm = verl_algorithm(config)
-        self.tool_loss = _tool_loss(config)
+        # the loss of loss_mode: vanilla "grpo", "gspo", geo_mean "gmpo"...; "unknown" for a mode
+        # this version does not reproduce (clip_cov, a custom one)
+        algorithm = tool_algorithm("verl", loss_mode)
+        try:
+            self.tool_loss = loss_for("verl", verl_loss_settings(config))
+        except ValueError as e:  # a mode it does not reproduce: the attenuation is unknown
+            _warn_once("attenuation", f"no attenuation recorded: {e}")
         eps = clip_range(config)
         opts: dict[str, Any] = {}
         raw = os.environ.get(ENV_OPTIONS, "").strip()
@@ -436,16 +424,15 @@ class _Run:
         import torch
 
         G = int(config.rollout_n) if isinstance(getattr(config, "rollout_n", None), int) else 1
-        rows = StepRows.assemble(capture.items, G)
-        t = rows.tensors
+        t, rewards, groups_known = _step_rows(capture.items, G)
         extra: dict[str, Any] = {
             "verl/micro_batches": len(capture.items),
-            "verl/groups_known": float(rows.groups_known),
+            "verl/groups_known": float(groups_known),
             "grad_norm": _grad_norm(outputs),
         }
         self.recorder.log_step(
             self.step,
-            rewards=rows.rewards.to(t["logps"].device),
+            rewards=rewards.to(t["logps"].device),
             logprobs=t["logps"],
             old_logprobs=t["old"].float(),
             mask=t["mask"],
@@ -489,13 +476,11 @@ def _grad_norm(outputs: Any) -> float | None:
 
 
 def clip_range(config: Any) -> tuple[float, float]:
-    """verl's clip range ``(clip_ratio_low, clip_ratio_high)``, each falling back on
-    ``clip_ratio`` when unset, as verl's policy losses read them."""
-    low, high = config.clip_ratio_low, config.clip_ratio_high
-    return (
-        float(config.clip_ratio if low is None else low),
-        float(config.clip_ratio if high is None else high),
-    )
+    """verl's clip range ``(clip_ratio_low, clip_ratio_high)``, as ``loss_for("verl", ...)``
+    reads it (``tool_losses.verl_eps``: each falls back on ``clip_ratio`` when unset)."""
+    from gspo_metrics.tool_losses import verl_eps
+
+    return verl_eps(verl_loss_settings(config))
 
 
 def verl_loss_settings(config: Any) -> dict[str, Any]:
@@ -503,13 +488,11 @@ def verl_loss_settings(config: Any) -> dict[str, Any]:
     flat, those of ``policy_loss`` included), as verl holds them: the ones it has."""
     from gspo_metrics.tool_losses import VERL_DEFAULTS
 
+    # a dict, or verl's PolicyLossConfig: a Mapping whose ``in`` raises AttributeError, so .get
+    policy_loss = getattr(config, "policy_loss", None) or {}
     out: dict[str, Any] = {}
     for key in VERL_DEFAULTS:
-        if hasattr(config, key):
-            out[key] = getattr(config, key)
-    policy_loss = getattr(config, "policy_loss", None)
-    for key in VERL_DEFAULTS:
-        value = _field(policy_loss, key)
+        value = policy_loss.get(key, getattr(config, key, _MISSING))
         if value is not _MISSING:
             out[key] = value
     out["loss_mode"] = _loss_mode(config)
@@ -519,41 +502,9 @@ def verl_loss_settings(config: Any) -> dict[str, Any]:
 _MISSING = object()
 
 
-def _field(obj: Any, key: str) -> Any:
-    """``obj[key]`` or ``obj.key`` (verl's configs are dict-like dataclasses), else _MISSING."""
-    if obj is None:
-        return _MISSING
-    try:
-        if key in obj:
-            return obj[key]
-    except TypeError:
-        pass
-    return getattr(obj, key, _MISSING)
-
-
-def verl_algorithm(config: Any) -> str:
-    """The run's ``algorithm`` label: the loss of verl's ``loss_mode``
-    (``gspo_metrics.spec.tool_algorithm``: vanilla "grpo", "gspo", "cispo", geo_mean "gmpo"...);
-    "unknown" for a mode this version does not reproduce (clip_cov, a custom one)."""
-    return tool_algorithm("verl", _loss_mode(config))
-
-
-def _tool_loss(config: Any) -> Any:
-    """``loss_for("verl", ...)`` of the run's settings, for the attenuation; None (a warning,
-    once) when it cannot be built (a mode it does not reproduce: the attenuation is unknown)."""
-    from gspo_metrics.tool_losses import loss_for
-
-    try:
-        return loss_for("verl", verl_loss_settings(config))
-    except ValueError as e:
-        _warn_once("attenuation", f"no attenuation recorded: {e}")
-        return None
-
-
 def _loss_mode(config: Any) -> str:
-    policy_loss = getattr(config, "policy_loss", None)
-    mode = policy_loss.get("loss_mode", "vanilla") if policy_loss is not None else "vanilla"
-    return str(mode)
+    policy_loss = getattr(config, "policy_loss", None) or {}  # (as in verl_loss_settings)
+    return str(policy_loss.get("loss_mode", "vanilla"))
 
 
 def verl_settings(config: Any) -> dict[str, Any]:
@@ -608,13 +559,11 @@ __all__ = [
     "ENV_OPTIONS",
     "ENV_ROOT",
     "VERL_SETTINGS",
-    "StepRows",
     "clip_range",
     "close",
     "configure",
     "install",
     "ppo_config",
-    "verl_algorithm",
     "verl_loss_settings",
     "verl_settings",
 ]
