@@ -646,6 +646,30 @@ def test_a_cispo_training_is_recorded_as_cispo_with_its_attenuation(hooked, monk
     assert steps.loc[STEPS_PER_BATCH, Step.ATTENUATION_MEAN] > 1e-4
 
 
+def test_a_loss_without_a_hard_clip_opens_its_run_whatever_its_unread_clip_settings(
+    tmp_path, monkeypatch
+):
+    """A CISPO run's clip_ratio_high of inf (a setting CISPO never reads as a clip) opens the run:
+    the clip range is read, and checked, only for a loss that clips; a GSPO run with the same
+    setting is refused (its range would be wrong), naming the setting."""
+    config = SimpleNamespace(
+        clip_ratio=0.2,
+        clip_ratio_low=0.2,
+        clip_ratio_high=float("inf"),
+        loss_agg_mode="token-mean",
+        rollout_n=4,
+        ppo_epochs=1,
+        policy_loss={"loss_mode": "cispo"},
+    )
+    monkeypatch.setenv(plugin.ENV_ROOT, str(tmp_path))
+    rec = plugin._Run(engine=None, key=("k",), experiment_name="x")._open(config)
+    assert rec.algorithm == "cispo"
+    rec.close("finished")
+    config.policy_loss = {"loss_mode": "gspo"}
+    with pytest.raises(ValueError, match="clip_ratio_high"):
+        plugin._Run(engine=None, key=("k2",), experiment_name="x")._open(config)
+
+
 def test_each_engine_and_each_loss_mode_is_its_own_run(hooked):
     """Two trainings in one process are two runs, each from its step 1 under its own loss: a
     second engine (vanilla, then gspo), and one engine training again with another loss_mode."""

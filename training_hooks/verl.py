@@ -393,7 +393,6 @@ class _Run:
             self.tool_loss = loss_for("verl", verl_loss_settings(config))
         except ValueError as e:  # a mode it does not reproduce: the attenuation is unknown
             _warn_once("attenuation", f"no attenuation recorded: {e}")
-        eps = clip_range(config)
         opts: dict[str, Any] = {}
         raw = os.environ.get(ENV_OPTIONS, "").strip()
         if raw:
@@ -403,9 +402,11 @@ class _Run:
             opts["on_finding"] = on_finding
         opts.update(_options)
         unit = clip_unit_of(algorithm)
-        if unit == "token":  # GMPO's clip of log r_t: r_t's range
-            eps = verl_token_eps(algorithm, eps)
-        if unit is not None:  # the eps of the loss's own clip unit (no hard clip: neither)
+        if unit is not None:  # the eps of the loss's own clip unit (no hard clip: neither, and
+            # a clip setting such a loss never reads is not checked)
+            eps = clip_range(config)
+            if unit == "token":  # GMPO's clip of log r_t: r_t's range
+                eps = verl_token_eps(algorithm, eps)
             opts.setdefault("seq_eps" if unit == "seq" else "token_eps", eps)
         opts.setdefault("reduction", str(config.loss_agg_mode))
         opts.setdefault(
