@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from training_hooks.importers import trl_console, verl_console
-from training_hooks.importers._read import SourceLog, is_number, load_config
+from training_hooks.importers._read import MAX_CONFIG_BYTES, SourceLog, is_number, load_config
 from training_hooks.importers._sniff import VERL_CONSOLE, sniff
 from training_hooks.importers._spec import Settings
 from training_hooks.tool_settings import read_settings
@@ -31,7 +31,6 @@ FILE_FORMAT = "W&B run folder"
 FILES = "files"
 CONSOLE = "output.log"
 SUMMARY = "wandb-summary.json"
-MAX_SUMMARY_BYTES = 4_000_000
 PINNED = re.compile(
     r"^\s*(?P<name>[A-Za-z0-9_.-]+)\s*==\s*(?P<version>[0-9][0-9A-Za-z.+!-]*)\s*$", re.MULTILINE
 )
@@ -111,7 +110,7 @@ def read(run: Path, tool: str, config: Mapping[str, Any] | None, segment: int | 
 def _pinned(file: Path, tool: str) -> str | None:
     """The ``tool==X`` pin of a requirements file (W&B writes ``pip freeze`` there)."""
     try:
-        if not file.is_file() or file.stat().st_size > MAX_SUMMARY_BYTES:
+        if not file.is_file() or file.stat().st_size > MAX_CONFIG_BYTES:
             return None
         text = file.read_text(encoding="utf-8", errors="replace")
     except OSError:
