@@ -25,7 +25,7 @@ from app.compare_view import (
     short_list,
     subset_text,
 )
-from app.eps_format import fmt_eps
+from app.eps_format import eps_text, fmt_eps
 from app.lag import ALL, LagSplit, lag_split
 from app.line_style import DOT, MARKER_SIZE, OPEN_TRIANGLE, SECOND_MARKER_SIZE, dash_for, is_sparse
 from app.panels import Panel, has_data
@@ -171,8 +171,7 @@ def eps_label(series: Sequence[RunSeries], unit: str) -> str:
     if not vals:
         return ""
     if len(vals) == 1:
-        lo, hi = next(iter(vals))
-        return f"ε {fmt_eps(lo)}/{fmt_eps(hi)}"
+        return eps_text(next(iter(vals)))
     return "ε differs per run (see hover)"
 
 
@@ -225,10 +224,8 @@ def run_traces(
     gaps = None if sparse else _gaps_before(ok, on_axis & ~np.isfinite(yv_all))
     label = _trace_name(s, panel, subset)
     out: list[Trace | Readout] = []
-    if bands and panel.band is not None:
-        band = _band_trace(s, panel, label, ok, max(max_points // 4, 2), x, log_y)
-        if band:
-            out.append(band)
+    if bands and (band := _band_trace(s, panel, label, ok, max(max_points // 4, 2), x, log_y)):
+        out.append(band)
     smooth = smoothing > 0 and len(yv) > 2 and not sparse
     dash = dash_for(s.algorithm)
     raw_style = Style(s.color, dash, 1, 0.25) if smooth else Style(s.color, dash, 1.8, 1.0)
@@ -273,8 +270,7 @@ def _trace_name(s: RunSeries, panel: Panel, subset: str) -> str:
     """A run's trace name on ``panel``: its label, the clip unit's ε, the steps shown."""
     name = s.label
     if panel.clip_unit and s.eps.get(panel.clip_unit):
-        lo, hi = s.eps[panel.clip_unit]
-        name += f" (ε {fmt_eps(lo)}/{fmt_eps(hi)})"
+        name += f" ({eps_text(s.eps[panel.clip_unit])})"
     if subset != ALL:
         name += f" · {SUBSET_TEXT[subset]}"
     return name
@@ -310,7 +306,7 @@ def _band_trace(
 ) -> Trace | None:
     """The run's band on the rows ``ok``: (lower, upper) columns, or mean ± std cut to the
     values' observed range (``RunSeries.bounds``); cut to ``n_out`` points by a min/max
-    envelope. None when the run lacks the band's columns or finite values of them."""
+    envelope. None when the panel has no band or the run lacks its columns or finite values."""
     if panel.band is None:
         return None
     df = s.df
@@ -391,8 +387,8 @@ def panel_view(
             for s in series
             if clip_unit_of(s.algorithm) == "seq" and (e := s.eps.get("seq")) is not None
         ]
-        y_range = seq_band_range(gspo) if gspo else None
-        if y_range is not None:
+        if gspo:
+            y_range = seq_band_range(gspo)
             shown = [
                 s.df[panel.column].to_numpy(np.float64)[s.rows(subsets.get(s.key, ALL))]
                 for s in series

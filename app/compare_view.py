@@ -231,13 +231,11 @@ class PanelView:
     noise_floor: float | None = None
 
 
-def seq_band_range(eps_pairs: Iterable[tuple[float, float]]) -> tuple[float, float] | None:
-    """SEQ_BAND_ZOOM times the widest of the runs' GSPO bands in log space, or None without ε."""
-    pairs = [p for p in eps_pairs if p]
-    if not pairs:
-        return None
-    lo = min(math.log1p(-p[0]) for p in pairs)
-    hi = max(math.log1p(p[1]) for p in pairs)
+def seq_band_range(eps_pairs: Sequence[tuple[float, float]]) -> tuple[float, float]:
+    """SEQ_BAND_ZOOM times the widest of the runs' GSPO bands (``eps_pairs``: one or more) in
+    log space."""
+    lo = min(math.log1p(-p[0]) for p in eps_pairs)
+    hi = max(math.log1p(p[1]) for p in eps_pairs)
     return SEQ_BAND_ZOOM * lo, SEQ_BAND_ZOOM * hi
 
 
