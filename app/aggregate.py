@@ -176,24 +176,18 @@ def clip_by_length(df: pd.DataFrame, buckets: int = 8) -> pd.DataFrame:
     longest length it holds), lo, hi (those lengths), sequences,
     seq_clipped (share of sequences outside GSPO's range), token_clip_fraction (mean over the
     bucket's sequences of the share of their tokens outside GRPO's range)."""
-    need = [Seq.LENGTH, Seq.SEQ_CLIPPED, Seq.TOKEN_CLIP_FRACTION]
-    have = [c for c in need if c in df.columns]
-    if Seq.LENGTH not in have or len(df) == 0:
-        return pd.DataFrame(columns=["bucket", "lo", "hi", "sequences", *need[1:]])
+    rates = [Seq.SEQ_CLIPPED, Seq.TOKEN_CLIP_FRACTION]
+    if Seq.LENGTH not in df.columns or len(df) == 0:
+        return pd.DataFrame(columns=["bucket", "lo", "hi", "sequences", *rates])
     length = df[Seq.LENGTH].to_numpy(np.float64)
-    edges = np.unique(np.quantile(length, np.linspace(0, 1, buckets + 1)))
-    if len(edges) < 2:
-        edges = np.array([length.min(), length.min() + 1])
-    idx = np.clip(np.searchsorted(edges, length, side="right") - 1, 0, len(edges) - 2)
-    out = pd.DataFrame({"_b": idx, "_len": length})
-    for c in need[1:]:
-        if c in df.columns:
-            out[c] = df[c].to_numpy(np.float64)
+    have = [c for c in rates if c in df.columns]
+    out = pd.DataFrame({"_b": _quantile_bucket(length, buckets), "_len": length})
+    for c in have:
+        out[c] = df[c].to_numpy(np.float64)
     g = out.groupby("_b")
     res = g.size().rename("sequences").to_frame()
-    for c in need[1:]:
-        if c in out.columns:
-            res[c] = g[c].mean()
+    for c in have:
+        res[c] = g[c].mean()
     res["lo"] = g["_len"].min()
     res["hi"] = g["_len"].max()
     # labelled by the lengths the bucket holds, not by its quantile edges
@@ -208,6 +202,14 @@ class HiddenMove:
     log_s: float  # its sequence log-ratio
     token_range: float  # max - min of its token log-ratios
     token_clip_fraction: float | None  # share of its tokens outside the token band (if recorded)
+
+
+def _quantile_bucket(values: np.ndarray, buckets: int) -> np.ndarray:
+    """Each value's quantile bucket (0 to at most ``buckets`` - 1; one bucket when all are equal)."""
+    edges = np.unique(np.quantile(values, np.linspace(0, 1, buckets + 1)))
+    if len(edges) < 2:
+        edges = np.array([values.min(), values.min() + 1])
+    return np.clip(np.searchsorted(edges, values, side="right") - 1, 0, len(edges) - 2)
 
 
 def bucket_label(lo: float, hi: float) -> str:
@@ -258,12 +260,11 @@ def zero_variance_by_reward(df: pd.DataFrame) -> pd.DataFrame:
     r_hi = float(df[Seq.REWARD].max())
     r_lo = float(df[Seq.REWARD].min())
     zero = g["min"] == g["max"]
-    cls = np.where(
+    g["cls"] = np.where(
         ~zero,
         "",
         np.where(g["min"] >= r_hi, ZV_ALL_HIGH, np.where(g["min"] <= r_lo, ZV_ALL_LOW, ZV_OTHER)),
     )
-    g["cls"] = cls
     total = g.groupby(Seq.STEP).size().rename("groups")
     out = total.to_frame()
     for name in (ZV_ALL_HIGH, ZV_ALL_LOW, ZV_OTHER):
@@ -289,10 +290,7 @@ def binned_mean(df: pd.DataFrame, x: str, y: str, buckets: int = 12) -> pd.DataF
     d = pd.DataFrame({"x": df[x].astype(float), "y": df[y].astype(float)}).dropna()
     if len(d) == 0:
         return pd.DataFrame(columns=["x", "lo", "hi", "bucket", "mean", "std", "sem", "count"])
-    edges = np.unique(np.quantile(d["x"], np.linspace(0, 1, buckets + 1)))
-    if len(edges) < 2:
-        edges = np.array([d["x"].min(), d["x"].min() + 1])
-    d["b"] = np.clip(np.searchsorted(edges, d["x"], side="right") - 1, 0, len(edges) - 2)
+    d["b"] = _quantile_bucket(d["x"].to_numpy(), buckets)
     g = d.groupby("b")
     out = pd.DataFrame(
         {"x": g["x"].mean(), "lo": g["x"].min(), "hi": g["x"].max(), "mean": g["y"].mean()}
