@@ -22,9 +22,8 @@ from gspo_metrics.spec import LOSS_INFO, algorithm_label, parse_algorithm
 #: its own (``DASH_PATTERNS``); an unknown algorithm ("unknown", "?", a new one) gets UNKNOWN_DASH
 NAMED_DASH = {"gspo": "solid", "grpo": "dash"}
 UNKNOWN_DASH = "dot"
-#: the same styles in ECharts' words, and in the page's
+#: the same styles in ECharts' words, which are the page's too
 ECHARTS_TYPE = {"solid": "solid", "dash": "dashed", "dot": "dotted"}
-STYLE_WORDS = {"solid": "solid", "dash": "dashed", "dot": "dotted"}
 UNKNOWN_TEXT = "algorithm unknown"
 
 #: Every label a run of a known loss is recorded under (``gspo_metrics.spec.algorithm_label``):
@@ -116,10 +115,8 @@ def algorithm_text(algorithm: object) -> str:
 
 def style_words(algorithm: object) -> str:
     """``algorithm``'s line style in words: "solid", "dashed", "dotted", "dash 10-4-3-4"."""
-    dash = dash_for(algorithm)
-    if dash in STYLE_WORDS:
-        return STYLE_WORDS[dash]
-    return "dash " + "-".join(part.removesuffix("px") for part in dash.split(","))
+    dash = echarts_type(algorithm)
+    return dash if isinstance(dash, str) else "dash " + "-".join(map(str, dash))
 
 
 def styles_sentence(algorithms: Iterable[object] = ()) -> str:
@@ -129,7 +126,7 @@ def styles_sentence(algorithms: Iterable[object] = ()) -> str:
     known = sorted(NAMED_DASH) + [a for a in KNOWN_ALGORITHMS if a in shown and a not in NAMED_DASH]
     parts = [f"{algorithm_text(a)} {style_words(a)}" for a in known]
     if any(a not in KNOWN_ALGORITHMS for a in shown):
-        parts.append(f"{UNKNOWN_TEXT} {STYLE_WORDS[UNKNOWN_DASH]}")
+        parts.append(f"{UNKNOWN_TEXT} {ECHARTS_TYPE[UNKNOWN_DASH]}")
     return ", ".join(parts)
 
 
