@@ -17,13 +17,11 @@ from training_hooks.metric_map import MAPPINGS, STRIP_PREFIXES
 _DECLARED = frozenset((m.source, m.name, m.column) for m in MAPPINGS if m.column)
 
 
-def _declared_name(tool: str, name: str, column: str) -> str | None:
-    """``name`` as the map declares it for (tool, column), a STRIP_PREFIXES prefix removed when
-    that is how it was looked up; None when the map does not declare it."""
-    for candidate in (name, *(name[len(p) :] for p in STRIP_PREFIXES if name.startswith(p))):
-        if (tool, candidate, column) in _DECLARED:
-            return name
-    return None
+def _declared(tool: str, name: str, column: str) -> bool:
+    """True when the map declares ``name`` for (tool, column), a STRIP_PREFIXES prefix removed
+    when that is how it was looked up."""
+    stripped = (name[len(p) :] for p in STRIP_PREFIXES if name.startswith(p))
+    return any((tool, candidate, column) in _DECLARED for candidate in (name, *stripped))
 
 
 def mapped_sources(info) -> dict[str, str]:
@@ -35,9 +33,8 @@ def mapped_sources(info) -> dict[str, str]:
     tool = str(imported.tool)
     out = {}
     for name, column in dict(imported.mapped).items():
-        declared = _declared_name(tool, str(name), str(column))
-        if declared is not None:
-            out[str(column)] = f"{tool} {declared}"
+        if _declared(tool, str(name), str(column)):
+            out[str(column)] = f"{tool} {name}"
     return out
 
 
