@@ -197,6 +197,5 @@ def pointwise_band(
         cols = np.flatnonzero(which.ravel() == p)
         weights = rng.multinomial(k, np.full(k, 1.0 / k), size=BAND_RESAMPLES).astype(np.float64)
         means = np.einsum("rk,kc->rc", weights, y[pattern][:, cols]) / k  # (R, k) x (k, cols)
-        band = np.quantile(means, [(1 - CONFIDENCE) / 2, (1 + CONFIDENCE) / 2], axis=0)
-        lo[cols], hi[cols] = band
+        lo[cols], hi[cols] = percentile_ci(means.T).T
     return mean, lo, hi, count
