@@ -274,11 +274,11 @@ def zero_variance_by_reward(df: pd.DataFrame) -> pd.DataFrame:
     return out.reset_index()
 
 
-def sample_rows(df: pd.DataFrame, n: int, seed: int = 0) -> pd.DataFrame:
+def sample_rows(df: pd.DataFrame, n: int) -> pd.DataFrame:
     """At most ``n`` rows, uniformly sampled with a fixed seed (for scatter plots)."""
     if len(df) <= n:
         return df
-    return df.sample(n=n, random_state=seed)
+    return df.sample(n=n, random_state=0)
 
 
 def binned_mean(df: pd.DataFrame, x: str, y: str, buckets: int = 12) -> pd.DataFrame:

@@ -337,7 +337,7 @@ def _band_trace(
     return Trace(BAND, s.key, label, f"{s.label} band", compact(bx), edges[:n], style, edges[n:])
 
 
-def trace_weight(panel: Panel, *, smoothing: float = 0.0, bands: bool = True) -> float:
+def trace_weight(panel: Panel, *, smoothing: float, bands: bool) -> float:
     """Points one run draws on ``panel`` per point of its raw line (``run_traces``): the raw line
     (1), its EMA (1/2), the band's two edges (2 x 1/4), the second column (1/2)."""
     w = 1.0

@@ -183,11 +183,12 @@ def classify_extras(
     return Extras(ordered, tuple(constants), counters, default)
 
 
-def short_list(names: Sequence[str], of: int, most: int = 2, width: int = 28) -> str:
-    """A few names for a one-line note ("a, b" or "3 of 6 runs"), each cut to ``width``."""
-    if len(names) > most:
+def short_list(names: Sequence[str], of: int) -> str:
+    """A few names for a one-line note ("a, b", or "3 of 6 runs" beyond two), each cut to 28
+    characters."""
+    if len(names) > 2:
         return f"{len(names)} of {of} runs"
-    return ", ".join(n if len(n) <= width else n[: width - 1] + "…" for n in names)
+    return ", ".join(n if len(n) <= 28 else n[:27] + "…" for n in names)
 
 
 def filter_names(names: Sequence[str], query: str) -> list[str]:

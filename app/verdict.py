@@ -246,9 +246,8 @@ def scored(r: Report) -> str:
     else:
         what = r.metric
     steps = {
+        **compare_view.SUBSET_TEXT,
         lag.ALL: "logged steps",
-        lag.ON_POLICY: "on-policy steps",
-        lag.OFF_POLICY: "off-policy steps",
         compare_view.AUTO: "steps (off-policy ones for a clip or KL old→new column of a run with both)",
     }[r.steps]
     return f"{what}: mean over the final {r.final:.0%} of each run's {steps}"
