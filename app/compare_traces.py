@@ -220,8 +220,9 @@ def run_traces(
     xv, yv = xv_all[ok], yv_all[ok]
     sparse = is_sparse(int(ok.sum()), int(on_axis.sum()))
     # a dense series breaks where a step shown has no finite value (a NaN diagnostic is unknown,
-    # never 0); a sparse one has a marker at each point instead
-    gaps = None if sparse else _gaps_before(ok, on_axis & ~np.isfinite(yv_all))
+    # never 0); a sparse one has a marker at each point instead. Per point, the count of such
+    # steps before it: two points have a gap between them when their counts differ
+    gaps = None if sparse else np.cumsum(on_axis & ~np.isfinite(yv_all))[ok]
     label = _trace_name(s, panel, subset)
     out: list[Trace | Readout] = []
     if bands and (band := _band_trace(s, panel, label, ok, max(max_points // 4, 2), x, log_y)):
@@ -248,13 +249,6 @@ def run_traces(
         source = s.sources.get(panel.column)
         out.append(Readout(s.key, label, s.color, at, yv[rows], **pick, source=source))
     return out
-
-
-def _gaps_before(ok: np.ndarray, unknown: np.ndarray) -> np.ndarray:
-    """Per row of ``ok`` (in order): how many ``unknown`` rows (a step shown without a finite
-    value) come before it, a running count: rows i < j of ``ok`` have a gap between them when
-    their counts differ."""
-    return np.cumsum(unknown)[ok]
 
 
 def _second_column(s: RunSeries, panel: Panel, ok: np.ndarray) -> np.ndarray | None:
@@ -287,9 +281,9 @@ def _line(
     style: Style,
     gaps: np.ndarray | None = None,
 ) -> Trace:
-    """One run's line (or dots), cut to ``max_points`` by LTTB; ``gaps`` (``_gaps_before``, per
-    point) puts a NaN point (a break in the line) between two kept points with unknown steps
-    between them, half-way in x."""
+    """One run's line (or dots), cut to ``max_points`` by LTTB; ``gaps`` (per point, the count of
+    steps shown without a value before it) puts a NaN point (a break in the line) between two
+    kept points with unknown steps between them, half-way in x."""
     idx = downsample_indices(x, y, max_points)
     xs, ys = x[idx], y[idx]
     if gaps is not None and len(idx) > 1:
