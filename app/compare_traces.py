@@ -383,19 +383,14 @@ def panel_view(
         ]
         if gspo:
             y_range = seq_band_range(gspo)
-            shown = [
-                s.df[panel.column].to_numpy(np.float64)[s.rows(subsets.get(s.key, ALL))]
-                for s in series
-                if panel.column in s.df.columns
-            ]
-            out, total = count_outside(shown, y_range)
+            out, total = count_outside(_shown(series, panel, subsets), y_range)
             parts.append(
                 f"zoomed to {SEQ_BAND_ZOOM:g}x GSPO's band: {out} of {total} points outside "
                 "the view"
             )
-    noise = _noise_floor(series, panel, subsets, drawn)
-    if noise is not None:
-        floor, top = noise
+    floor = panel.noise_floor  # every value the drawn runs show below it: float noise
+    top = None if floor is None else below_floor(_shown(series, panel, subsets, drawn), floor)
+    if floor is not None and top is not None:
         parts.append(
             f"float noise: every value below {fmt_eps(floor)} (largest {fmt_eps(top)}), drawn at 0"
         )
@@ -413,24 +408,23 @@ def panel_view(
         empty,
         panel.nonnegative,
         tight,
-        noise[0] if noise is not None else None,
+        floor if top is not None else None,
     )
 
 
-def _noise_floor(
-    series: Sequence[RunSeries], panel: Panel, subsets: dict[str, str], drawn: Sequence[str]
-) -> tuple[float, float] | None:
-    """(floor, largest |value|) when ``panel`` has a float-noise floor and every value the drawn
-    runs show on it lies below (``compare_view.below_floor``), else None."""
-    if panel.noise_floor is None or not drawn:
-        return None
-    shown = [
+def _shown(
+    series: Sequence[RunSeries],
+    panel: Panel,
+    subsets: dict[str, str],
+    runs: Sequence[str] | None = None,
+) -> list[np.ndarray]:
+    """``panel``'s column on the steps each run shows (``subsets``), per run (of ``runs``: keys,
+    else every one) that has the column."""
+    return [
         s.df[panel.column].to_numpy(np.float64)[s.rows(subsets.get(s.key, ALL))]
         for s in series
-        if s.key in drawn and panel.column in s.df.columns
+        if panel.column in s.df.columns and (runs is None or s.key in runs)
     ]
-    top = below_floor(shown, panel.noise_floor)
-    return None if top is None else (panel.noise_floor, top)
 
 
 def clip_band_lines(series: Sequence[RunSeries], panel: Panel) -> list[tuple[float, str]]:
