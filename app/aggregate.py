@@ -223,7 +223,7 @@ def hidden_move_example(df: pd.DataFrame, band: tuple[float, float] | None) -> H
     with the widest token log-ratio range (max - min). None when no such sequence has a range at
     least 5x its |log s| (then no point on screen shows it)."""
     need = (Seq.SEQ_LOG_RATIO, Seq.TOKEN_LOG_RATIO_MIN, Seq.TOKEN_LOG_RATIO_MAX)
-    if len(df) == 0 or not all(c in df.columns for c in need):
+    if not all(c in df.columns for c in need):
         return None
     x = df[Seq.SEQ_LOG_RATIO].to_numpy(np.float64)
     y = (df[Seq.TOKEN_LOG_RATIO_MAX] - df[Seq.TOKEN_LOG_RATIO_MIN]).to_numpy(np.float64)

@@ -162,7 +162,7 @@ def report(
             y = df[column].to_numpy(np.float64, na_value=np.nan)
             if rows is not None:
                 x, y = x[rows], y[rows]
-            score = vs.final_score(x, y, final) if len(x) else np.nan
+            score = vs.final_score(x, y, final)  # NaN without a finite value (or a step)
             if np.isfinite(score):
                 ids.append(run.key)
                 values.append(score)
