@@ -165,24 +165,18 @@ class RunSeries:
         return (self.lag or lag_split(self.df)).mask(subset)
 
 
-def eps_label(series: Sequence[RunSeries], unit: str) -> str:
-    """'ε 3e-4/4e-4' when every run shares the unit's eps; else 'ε per run'."""
-    vals = {e for s in series if (e := s.eps.get(unit)) is not None}
-    if not vals:
-        return ""
-    if len(vals) == 1:
-        return eps_text(next(iter(vals)))
-    return "ε differs per run (see hover)"
-
-
 def panel_title(panel: Panel, series: Sequence[RunSeries]) -> str:
     """The panel's title (plain text: extra panels are titled with a metric name from disk), with
-    the clip unit and ε of clip panels."""
+    the clip unit of clip panels and its ε: "ε 3e-4/4e-4" when every run that states one shares
+    it, else that it differs per run."""
     t = panel.title
     if panel.clip_unit:
-        unit = "sequence unit" if panel.clip_unit == "seq" else "token unit"
-        eps = eps_label(series, panel.clip_unit)
-        t += f" — {unit}" + (f", {eps}" if eps else "")
+        t += " — sequence unit" if panel.clip_unit == "seq" else " — token unit"
+        vals = {e for s in series if (e := s.eps.get(panel.clip_unit)) is not None}
+        if len(vals) == 1:
+            t += f", {eps_text(next(iter(vals)))}"
+        elif vals:
+            t += ", ε differs per run (see hover)"
     return t
 
 
