@@ -368,8 +368,7 @@ def update(learner: Learner, mb: Minibatch, step: int) -> Update:
     reach the weights."""
     config, faults = learner.config, learner.faults
     logp, entropy = action_logprobs(learner.policy, mb.ids, mb.actions, with_entropy=True)
-    if entropy is None:  # asked for with_entropy
-        raise RuntimeError("action_logprobs returned no entropy")
+    assert entropy is not None  # asked for with_entropy
     logp = faults.nan_logprobs(step, logp, mb.mask)  # nan-logprobs
     out = learner.loss_fn(
         logp,
@@ -435,17 +434,9 @@ def measure(config: DemoConfig, mb: Minibatch, upd: Update) -> StepStats:
             torch.where(mb.mask, upd.entropy, 0.0).sum() / n_tok,
         ]
     ).tolist()
-    reward, seq_clip, token_clip, length, truncated, zero_var, entropy = host
+    reward, seq_clip, tok_clip, length, truncated, zero_var, entropy = host
     return StepStats(
-        mb.rollout,
-        reward,
-        seq_clip,
-        token_clip,
-        length,
-        truncated,
-        zero_var,
-        entropy,
-        policy_lag=mb.policy_lag,
+        mb.rollout, reward, seq_clip, tok_clip, length, truncated, zero_var, entropy, mb.policy_lag
     )
 
 
