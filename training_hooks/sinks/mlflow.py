@@ -340,8 +340,7 @@ class _ChildBackend:
             env=_child_env(),
         )
         stdin, stdout = self.proc.stdin, self.proc.stdout
-        if stdin is None or stdout is None:  # set by PIPE; Popen types them Optional
-            raise RuntimeError("the MLflow child process has no stdin/stdout pipe")
+        assert stdin is not None and stdout is not None  # set by PIPE; Popen types them Optional
         self.stdin, self.stdout = stdin, stdout
 
     def call(self, op: str, **kwargs: Any) -> Any:

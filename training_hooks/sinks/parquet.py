@@ -97,9 +97,7 @@ class ParquetSink:
 
     def write(self, record: StepRecord) -> None:
         self._records.append(record)
-        for key in record.extra:
-            self._extra_keys.setdefault(key, None)
-        for key in record.tensor_extra_keys:
+        for key in (*record.extra, *record.tensor_extra_keys):
             self._extra_keys.setdefault(key, None)
         if len(self._records) > self.max_buffered_steps:  # the disk has been failing for long
             del self._records[: len(self._records) - self.max_buffered_steps]
