@@ -145,18 +145,15 @@ def _child_env() -> dict[str, str]:
 
 def run_params(info) -> dict[str, Any]:
     """The MLflow params of a run: its config plus the run settings, namespaced ``gspo_dash.*``."""
-    params = dict(info.config)
-    params.update(
-        {
-            "gspo_dash.algorithm": info.algorithm,
-            "gspo_dash.seq_eps_low": info.seq_eps_low,
-            "gspo_dash.seq_eps_high": info.seq_eps_high,
-            "gspo_dash.token_eps_low": info.token_eps_low,
-            "gspo_dash.token_eps_high": info.token_eps_high,
-            "gspo_dash.reduction": info.reduction,
-        }
-    )
-    return params
+    return {
+        **info.config,
+        "gspo_dash.algorithm": info.algorithm,
+        "gspo_dash.seq_eps_low": info.seq_eps_low,
+        "gspo_dash.seq_eps_high": info.seq_eps_high,
+        "gspo_dash.token_eps_low": info.token_eps_low,
+        "gspo_dash.token_eps_high": info.token_eps_high,
+        "gspo_dash.reduction": info.reduction,
+    }
 
 
 def flatten_params(config: Mapping[str, Any]) -> dict[str, str]:
@@ -212,8 +209,7 @@ def log_params(client, run_id: str, params: Mapping[str, Any], *, new_run: bool 
     from mlflow.entities import Param
 
     existing = {} if new_run else client.get_run(run_id).data.params
-    flat = flatten_params(params)
-    todo = [Param(k, v) for k, v in flat.items() if k not in existing]
+    todo = [Param(k, v) for k, v in flatten_params(params).items() if k not in existing]
     for part in chunks(todo, MAX_PARAMS_PER_BATCH):
         client.log_batch(run_id, params=part)
 
