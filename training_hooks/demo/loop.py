@@ -325,13 +325,6 @@ def minibatches(learner: Learner, batch: RolloutBatch, epoch: int) -> Iterator[M
         groups = order[m * P_mb : (m + 1) * P_mb]
         # whole groups, still group by group: (P_mb,) -> (P_mb * G,)
         rows = (groups[:, None] * G + torch.arange(G)).flatten().to(learner.device)
-        texts = None if batch.texts is None else [batch.texts[r] for r in rows.tolist()]
-        tokens = (
-            None if batch.token_texts is None else [batch.token_texts[r] for r in rows.tolist()]
-        )
-        prompts = (
-            None if batch.prompt_texts is None else [batch.prompt_texts[g] for g in groups.tolist()]
-        )
         yield Minibatch(
             batch.rollout,
             epoch * config.minibatches + m,  # updates made since old_logprobs
@@ -344,10 +337,15 @@ def minibatches(learner: Learner, batch: RolloutBatch, epoch: int) -> Iterator[M
             batch.advantages_B[rows],
             batch.rewards_P_G[groups.to(learner.device)],
             ro.truncated[rows],
-            texts,
-            prompts,
-            tokens,
+            _take(batch.texts, rows.tolist()),
+            _take(batch.prompt_texts, groups.tolist()),
+            _take(batch.token_texts, rows.tolist()),
         )
+
+
+def _take(items: list | None, indices: list[int]) -> list | None:
+    """``items`` at ``indices`` (a minibatch's rows or groups of its rollout's texts), or None."""
+    return None if items is None else [items[i] for i in indices]
 
 
 def stale_old_logprobs(learner: Learner, mb: Minibatch, step: int) -> Minibatch:
