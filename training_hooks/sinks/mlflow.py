@@ -304,13 +304,10 @@ class MlflowBackend:
             self.client.log_batch(self._open_run_id(), tags=part)
 
     def finish(self, status: str, artifact_dir: str | None) -> None:
+        run_id = self._open_run_id()
         if artifact_dir and os.path.isdir(artifact_dir):
-            self.client.log_artifacts(
-                self._open_run_id(), artifact_dir, artifact_path=ARTIFACT_PATH
-            )
-        self.client.set_terminated(
-            self._open_run_id(), status=MLFLOW_STATUS.get(status, "FINISHED")
-        )
+            self.client.log_artifacts(run_id, artifact_dir, artifact_path=ARTIFACT_PATH)
+        self.client.set_terminated(run_id, status=MLFLOW_STATUS.get(status, "FINISHED"))
 
 
 class _ChildBackend:
