@@ -95,8 +95,7 @@ def build_parser() -> tuple[argparse.ArgumentParser, list[str], list[str]]:
         "--no-mlflow",
         dest="mlflow",
         action="store_const",
-        const=False,
-        default=True,
+        const=False,  # (the default, True, is --mlflow's: both set dest mlflow)
         help="record to Parquet only",
     )
     config = parser.add_argument_group("run settings (DemoConfig; stored as each run's config)")
