@@ -49,10 +49,6 @@ def _converter(tp: Any) -> tuple[Callable[[str], Any], str | None]:
     raise TypeError(f"no command-line option for a field of type {tp!r}")
 
 
-def _shown(value: Any) -> str:
-    return ",".join(map(str, value)) if isinstance(value, tuple) else str(value)
-
-
 def add_options(parser: argparse._ActionsContainer, cls: type) -> list[str]:
     """Add ``--field-name`` for each field of dataclass ``cls`` (but those with ``cli=False``
     in their metadata); returns the fields' names. Help: the field's ``help``, then its default."""
@@ -64,7 +60,8 @@ def add_options(parser: argparse._ActionsContainer, cls: type) -> list[str]:
         convert, metavar = _converter(hints[f.name])
         help_text = f.metadata.get("help", "")
         if f.default is not None:
-            help_text = f"{help_text.removesuffix('.')} (default: {_shown(f.default)})"
+            shown = ",".join(map(str, f.default)) if isinstance(f.default, tuple) else f.default
+            help_text = f"{help_text.removesuffix('.')} (default: {shown})"
         parser.add_argument(
             "--" + f.name.replace("_", "-"),
             dest=f.name,
@@ -98,8 +95,7 @@ def build_parser() -> tuple[argparse.ArgumentParser, list[str], list[str]]:
         "--no-mlflow",
         dest="mlflow",
         action="store_const",
-        const=False,
-        default=True,
+        const=False,  # (the default, True, is --mlflow's: both set dest mlflow)
         help="record to Parquet only",
     )
     config = parser.add_argument_group("run settings (DemoConfig; stored as each run's config)")
@@ -197,13 +193,11 @@ def run(argv: Sequence[str] | None = None) -> list[RunResult]:
     print(header(configs, session.out, uri), flush=True)
     phases = [] if started is None else [Phase("start-up", started, "python, torch, imports")]
     t1 = time.perf_counter()
-    first_of_seed: dict[int, DemoConfig] = {}  # a seed's runs share its warm start
-    for c in configs:
-        first_of_seed.setdefault(c.seed, c)
-    for c in first_of_seed.values():
+    one_of_seed = {c.seed: c for c in configs}  # a seed's runs share its warm start
+    for c in one_of_seed.values():
         build(c)  # the warm start, cached: every run of the seed starts from it
     warm = f"{configs[0].warmup_steps} supervised steps, shared by the runs"
-    if len(first_of_seed) > 1:
+    if len(one_of_seed) > 1:
         warm = f"{configs[0].warmup_steps} supervised steps per seed, shared by its runs"
     phases.append(Phase("warm start", time.perf_counter() - t1, warm))
     sinks = "the last Parquet parts, MLflow's metrics and artifacts" if uri else "Parquet"

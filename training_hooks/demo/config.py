@@ -167,6 +167,7 @@ class DemoConfig:
         if self.reduction not in REDUCTIONS:
             raise ValueError(f"reduction must be one of {REDUCTIONS}, got {self.reduction!r}")
         self.inject = tuple(str(i) for i in Faults.parse(self.inject).injections)
+        self.ops = tuple(self.ops)
         if self.algorithm not in DEFAULT_EPS:
             for name in ("eps_low", "eps_high"):
                 if getattr(self, name) is not None:
@@ -175,12 +176,10 @@ class DemoConfig:
                         f"({', '.join(DEFAULT_EPS)}); {self.algorithm} has no clip range, got "
                         f"{getattr(self, name)!r}"
                     )
-            self.ops = tuple(self.ops)
             return
         low, high = DEFAULT_EPS[self.algorithm]
         self.eps_low = low if self.eps_low is None else self.eps_low
         self.eps_high = high if self.eps_high is None else self.eps_high
-        self.ops = tuple(self.ops)
 
     @property
     def optimizer_steps(self) -> int:
@@ -205,10 +204,7 @@ class DemoConfig:
         algorithm without a clip (``hard_clip`` False)."""
         if not self.hard_clip:
             raise ValueError(f"{self.algorithm} has no clip range (no hard clip)")
-        if self.eps_low is None or self.eps_high is None:  # __post_init__ sets both
-            raise RuntimeError(
-                "DemoConfig.eps_low/eps_high are unset (built without __post_init__)"
-            )
+        assert self.eps_low is not None and self.eps_high is not None  # __post_init__ sets both
         return (self.eps_low, self.eps_high)
 
     @property

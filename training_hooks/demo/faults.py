@@ -149,10 +149,6 @@ class Faults:
             i.name == name and (step == i.step if at else step >= i.step) for i in self.injections
         )
 
-    def first_step(self, name: str) -> int | None:
-        steps = [i.step for i in self.injections if i.name == name]
-        return min(steps) if steps else None
-
     # --------------------------------------------------------------- the transforms, by name
 
     def lr_factor(self, step: int) -> float:
@@ -188,9 +184,7 @@ class Faults:
         1 + ENTROPY_SCALE_PER_ROLLOUT per rollout since the fault's first one."""
         if not self.on("entropy-collapse", step):
             return 1.0
-        start = self.first_step("entropy-collapse")
-        if start is None:  # on() said it is injected
-            raise RuntimeError("entropy-collapse is on but has no first step")
+        start = min(i.step for i in self.injections if i.name == "entropy-collapse")
         first = -(-start // steps_per_rollout) * steps_per_rollout  # first rollout at or after
         return 1.0 + ENTROPY_SCALE_PER_ROLLOUT * ((step - first) // steps_per_rollout)
 

@@ -325,13 +325,6 @@ def minibatches(learner: Learner, batch: RolloutBatch, epoch: int) -> Iterator[M
         groups = order[m * P_mb : (m + 1) * P_mb]
         # whole groups, still group by group: (P_mb,) -> (P_mb * G,)
         rows = (groups[:, None] * G + torch.arange(G)).flatten().to(learner.device)
-        texts = None if batch.texts is None else [batch.texts[r] for r in rows.tolist()]
-        tokens = (
-            None if batch.token_texts is None else [batch.token_texts[r] for r in rows.tolist()]
-        )
-        prompts = (
-            None if batch.prompt_texts is None else [batch.prompt_texts[g] for g in groups.tolist()]
-        )
         yield Minibatch(
             batch.rollout,
             epoch * config.minibatches + m,  # updates made since old_logprobs
@@ -344,10 +337,15 @@ def minibatches(learner: Learner, batch: RolloutBatch, epoch: int) -> Iterator[M
             batch.advantages_B[rows],
             batch.rewards_P_G[groups.to(learner.device)],
             ro.truncated[rows],
-            texts,
-            prompts,
-            tokens,
+            _take(batch.texts, rows.tolist()),
+            _take(batch.prompt_texts, groups.tolist()),
+            _take(batch.token_texts, rows.tolist()),
         )
+
+
+def _take(items: list | None, indices: list[int]) -> list | None:
+    """``items`` at ``indices`` (a minibatch's rows or groups of its rollout's texts), or None."""
+    return None if items is None else [items[i] for i in indices]
 
 
 def stale_old_logprobs(learner: Learner, mb: Minibatch, step: int) -> Minibatch:
@@ -368,8 +366,7 @@ def update(learner: Learner, mb: Minibatch, step: int) -> Update:
     reach the weights."""
     config, faults = learner.config, learner.faults
     logp, entropy = action_logprobs(learner.policy, mb.ids, mb.actions, with_entropy=True)
-    if entropy is None:  # asked for with_entropy
-        raise RuntimeError("action_logprobs returned no entropy")
+    assert entropy is not None  # asked for with_entropy
     logp = faults.nan_logprobs(step, logp, mb.mask)  # nan-logprobs
     out = learner.loss_fn(
         logp,
@@ -435,17 +432,9 @@ def measure(config: DemoConfig, mb: Minibatch, upd: Update) -> StepStats:
             torch.where(mb.mask, upd.entropy, 0.0).sum() / n_tok,
         ]
     ).tolist()
-    reward, seq_clip, token_clip, length, truncated, zero_var, entropy = host
+    reward, seq_clip, tok_clip, length, truncated, zero_var, entropy = host
     return StepStats(
-        mb.rollout,
-        reward,
-        seq_clip,
-        token_clip,
-        length,
-        truncated,
-        zero_var,
-        entropy,
-        policy_lag=mb.policy_lag,
+        mb.rollout, reward, seq_clip, tok_clip, length, truncated, zero_var, entropy, mb.policy_lag
     )
 
 

@@ -64,10 +64,8 @@ def run_label(config: DemoConfig, seeds: int = 1) -> str:
 def header(configs: Sequence[DemoConfig], out: str, mlflow_uri: str | None) -> str:
     """What this invocation trains and records, before it starts."""
     c = configs[0]
-    first: dict[str, DemoConfig] = {}  # the first config of each algorithm
-    for x in configs:
-        first.setdefault(x.algorithm, x)
-    algos = " and ".join(a.upper() for a in first)
+    by_algo = {x.algorithm: x for x in configs}  # in order; its runs differ only in seed
+    algos = " and ".join(a.upper() for a in by_algo)
     seeds = sorted({x.seed for x in configs})
     seeded = f"seed {c.seed}" if len(seeds) == 1 else f"{len(seeds)} seeds ({seeds[0]}-{seeds[-1]})"
     lines = [
@@ -76,7 +74,7 @@ def header(configs: Sequence[DemoConfig], out: str, mlflow_uri: str | None) -> s
         f"{c.minibatches} minibatches x {c.epochs} epoch(s) = {c.epochs * c.minibatches} "
         f"optimizer steps (policy lag 0..{c.epochs * c.minibatches - 1}), lr {c.lr:g}",
     ]
-    lines += [f"  {x.algorithm.upper()} {trust_region_text(x)}" for x in first.values()]
+    lines += [f"  {x.algorithm.upper()} {trust_region_text(x)}" for x in by_algo.values()]
     lines += [
         f"  faults injected: {faults_text(c.inject)}",
         f"  recording to {out} (Parquet)"
@@ -144,9 +142,7 @@ class ProgressLine:
     def line(self, done: int, now: float) -> str:
         width = 10
         bar = "#" * (width * done // self.total)
-        if done > 1:
-            if self.first_done is None:
-                raise RuntimeError("the progress line of a rollout past the first before the first")
+        if done > 1 and self.first_done is not None:  # (__call__ sets it at the first rollout)
             over = "rollout 2" if done == 2 else f"rollouts 2-{done}"
             rate = f"{(done - 1) / max(now - self.first_done, 1e-9):.1f} rollouts/s over {over}"
         else:
@@ -216,16 +212,13 @@ def summary_table(results: Sequence[RunResult], seeds: int = 1) -> str:
         "rollouts/s: rollout steps 2 on (the first pays one-time costs); start-up, warm start "
         "and writing are timed apart (below)",
     ]
-    injects = {r.config.inject for r in results}
-    if injects == {()}:
-        pass
-    elif len(injects) == 1:
-        lines.append(f"faults injected in {every}: {faults_text(results[0].config.inject)}")
-    else:
+    if len({r.config.inject for r in results}) > 1:
         lines += [
             f"faults injected in {r.config.algorithm}: {faults_text(r.config.inject)}"
             for r in results
         ]
+    elif results[0].config.inject:
+        lines.append(f"faults injected in {every}: {faults_text(results[0].config.inject)}")
     return "\n".join(lines)
 
 

@@ -172,10 +172,8 @@ class SinkWorker:
         self._closed = True
         if not self._started:
             return True
-        deadline = None if timeout is None else time.monotonic() + timeout
         self._command(_Command(_CLOSE, status))
-        remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
-        self._thread.join(remaining)
+        self._thread.join(timeout)
         if self._thread.is_alive():
             self._abort()
             busy = self.busy_since
@@ -229,34 +227,26 @@ class SinkWorker:
     def _loop(self) -> None:
         if not self._call("open", self.sink.open):
             self.disabled = True
-            self._drain()
-            return
         next_flush = time.monotonic() + self.flush_interval_s
-        while True:
+        while not self.disabled:  # SinkFailed: answer what waits, then drain until close
             self._wake.wait(max(0.0, next_flush - time.monotonic()))
             self._wake.clear()  # (anything added after this is seen by the loop below)
-            while self._items:
+            while self._items and not self.disabled:
                 item = self._items.popleft()
                 if not isinstance(item, _Command):  # a StepRecord
-                    if self._call("write", self._write, item) and self.sink.should_flush():
-                        self._call("flush", self.sink.flush)
-                        next_flush = time.monotonic() + self.flush_interval_s
-                elif item.kind == _FLUSH:
-                    self._call("flush", self.sink.flush)
-                    next_flush = time.monotonic() + self.flush_interval_s
-                    item.arg.set()
+                    flush = self._call("write", self._write, item) and self.sink.should_flush()
                 elif item.kind == _CLOSE:
                     self._call("close", self.sink.close, item.arg)
                     return
-                if self.disabled:  # SinkFailed: answer what waits, then drain until close
-                    self._drain()
-                    return
-            if time.monotonic() >= next_flush:
+                if isinstance(item, _Command) or flush:  # a _FLUSH, or the sink asks
+                    self._call("flush", self.sink.flush)
+                    next_flush = time.monotonic() + self.flush_interval_s
+                if isinstance(item, _Command):
+                    item.arg.set()
+            if not self.disabled and time.monotonic() >= next_flush:
                 self._call("flush", self.sink.flush)
                 next_flush = time.monotonic() + self.flush_interval_s
-                if self.disabled:
-                    self._drain()
-                    return
+        self._drain()
 
     def _drain(self) -> None:
         """A disabled sink: consume and discard until close, so flush/close callers return."""

@@ -145,18 +145,15 @@ def _child_env() -> dict[str, str]:
 
 def run_params(info) -> dict[str, Any]:
     """The MLflow params of a run: its config plus the run settings, namespaced ``gspo_dash.*``."""
-    params = dict(info.config)
-    params.update(
-        {
-            "gspo_dash.algorithm": info.algorithm,
-            "gspo_dash.seq_eps_low": info.seq_eps_low,
-            "gspo_dash.seq_eps_high": info.seq_eps_high,
-            "gspo_dash.token_eps_low": info.token_eps_low,
-            "gspo_dash.token_eps_high": info.token_eps_high,
-            "gspo_dash.reduction": info.reduction,
-        }
-    )
-    return params
+    return {
+        **info.config,
+        "gspo_dash.algorithm": info.algorithm,
+        "gspo_dash.seq_eps_low": info.seq_eps_low,
+        "gspo_dash.seq_eps_high": info.seq_eps_high,
+        "gspo_dash.token_eps_low": info.token_eps_low,
+        "gspo_dash.token_eps_high": info.token_eps_high,
+        "gspo_dash.reduction": info.reduction,
+    }
 
 
 def flatten_params(config: Mapping[str, Any]) -> dict[str, str]:
@@ -212,8 +209,7 @@ def log_params(client, run_id: str, params: Mapping[str, Any], *, new_run: bool 
     from mlflow.entities import Param
 
     existing = {} if new_run else client.get_run(run_id).data.params
-    flat = flatten_params(params)
-    todo = [Param(k, v) for k, v in flat.items() if k not in existing]
+    todo = [Param(k, v) for k, v in flatten_params(params).items() if k not in existing]
     for part in chunks(todo, MAX_PARAMS_PER_BATCH):
         client.log_batch(run_id, params=part)
 
@@ -308,13 +304,10 @@ class MlflowBackend:
             self.client.log_batch(self._open_run_id(), tags=part)
 
     def finish(self, status: str, artifact_dir: str | None) -> None:
+        run_id = self._open_run_id()
         if artifact_dir and os.path.isdir(artifact_dir):
-            self.client.log_artifacts(
-                self._open_run_id(), artifact_dir, artifact_path=ARTIFACT_PATH
-            )
-        self.client.set_terminated(
-            self._open_run_id(), status=MLFLOW_STATUS.get(status, "FINISHED")
-        )
+            self.client.log_artifacts(run_id, artifact_dir, artifact_path=ARTIFACT_PATH)
+        self.client.set_terminated(run_id, status=MLFLOW_STATUS.get(status, "FINISHED"))
 
 
 class _ChildBackend:
@@ -340,8 +333,7 @@ class _ChildBackend:
             env=_child_env(),
         )
         stdin, stdout = self.proc.stdin, self.proc.stdout
-        if stdin is None or stdout is None:  # set by PIPE; Popen types them Optional
-            raise RuntimeError("the MLflow child process has no stdin/stdout pipe")
+        assert stdin is not None and stdout is not None  # set by PIPE; Popen types them Optional
         self.stdin, self.stdout = stdin, stdout
 
     def call(self, op: str, **kwargs: Any) -> Any:

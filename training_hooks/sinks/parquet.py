@@ -97,9 +97,7 @@ class ParquetSink:
 
     def write(self, record: StepRecord) -> None:
         self._records.append(record)
-        for key in record.extra:
-            self._extra_keys.setdefault(key, None)
-        for key in record.tensor_extra_keys:
+        for key in (*record.extra, *record.tensor_extra_keys):
             self._extra_keys.setdefault(key, None)
         if len(self._records) > self.max_buffered_steps:  # the disk has been failing for long
             del self._records[: len(self._records) - self.max_buffered_steps]
@@ -165,12 +163,10 @@ class ParquetSink:
                 files.append((info["first"], info["seq"], f.name, info["last"]))
         if len(files) < 2:
             return
-        files.sort()
+        files.sort()  # by first step: files[0] starts the compacted range
         paths = [storage.join(folder, name) for _, _, name, _ in files]
-        first = min(f[0] for f in files)
         last = max(f[3] for f in files)
-        target = self._path(table, first, last, prefix="compacted")
-        compact_parquet(paths, target)
+        compact_parquet(paths, self._path(table, files[0][0], last, prefix="compacted"))
         for p in paths:  # the compacted file is in place: the parts are now duplicates
             storage.delete(p)
 
@@ -233,14 +229,13 @@ def step_table(records: list[StepRecord], extra_keys: tuple[str, ...] = ()):
 
     sch = schema.step_schema(extra_keys)
     rows = [r.materialized()[0] for r in records]
-    nan = float("nan")
     arrays = []
     for f in sch:
         name = f.name
         if name == Step.SCHEMA_VERSION:
             arrays.append(pa.array(np.full(len(rows), SCHEMA_VERSION, dtype=np.int16)))
         else:  # a missing float is NaN, a missing int (rollout, policy_lag) is null
-            missing = None if pa.types.is_integer(f.type) else nan
+            missing = None if pa.types.is_integer(f.type) else float("nan")
             values = [row.get(name, missing) for row in rows]
             arrays.append(pa.array(values, type=f.type, from_pandas=False))
     return pa.table(arrays, schema=sch)
