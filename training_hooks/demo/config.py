@@ -204,7 +204,10 @@ class DemoConfig:
         algorithm without a clip (``hard_clip`` False)."""
         if not self.hard_clip:
             raise ValueError(f"{self.algorithm} has no clip range (no hard clip)")
-        assert self.eps_low is not None and self.eps_high is not None  # __post_init__ sets both
+        if self.eps_low is None or self.eps_high is None:  # __post_init__ sets both
+            raise RuntimeError(
+                "DemoConfig.eps_low/eps_high are unset (set to None after __post_init__)"
+            )
         return (self.eps_low, self.eps_high)
 
     @property

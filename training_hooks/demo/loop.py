@@ -434,7 +434,15 @@ def measure(config: DemoConfig, mb: Minibatch, upd: Update) -> StepStats:
     ).tolist()
     reward, seq_clip, tok_clip, length, truncated, zero_var, entropy = host
     return StepStats(
-        mb.rollout, reward, seq_clip, tok_clip, length, truncated, zero_var, entropy, mb.policy_lag
+        mb.rollout,
+        reward,
+        seq_clip,
+        tok_clip,
+        length,
+        truncated,
+        zero_var,
+        entropy,
+        policy_lag=mb.policy_lag,
     )
 
 
