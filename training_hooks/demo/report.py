@@ -142,7 +142,9 @@ class ProgressLine:
     def line(self, done: int, now: float) -> str:
         width = 10
         bar = "#" * (width * done // self.total)
-        if done > 1 and self.first_done is not None:  # (__call__ sets it at the first rollout)
+        if done > 1:
+            if self.first_done is None:
+                raise RuntimeError("the progress line of a rollout past the first before the first")
             over = "rollout 2" if done == 2 else f"rollouts 2-{done}"
             rate = f"{(done - 1) / max(now - self.first_done, 1e-9):.1f} rollouts/s over {over}"
         else:
