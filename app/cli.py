@@ -1,7 +1,11 @@
 """``gspo-dash``: the dashboard with safe server settings, from any folder.
 
     gspo-dash [--root DIR] [--tracking-uri URI] [--host 127.0.0.1] [--port 8501] [--read-only]
-              [--allow-tracking-uri URI ...] [--allowed-host NAME ...]
+              [--allow-tracking-uri URI ...] [--allowed-host NAME ...] [--server.headless true ...]
+
+Any of Streamlit's own ``--section.option value`` flags (``--server.port 9000``,
+``--server.headless true``, ``--theme.base dark``) is passed on to ``streamlit run`` and wins over
+the defaults below; ``--server.address`` is judged like ``--host``.
 
 Runs ``streamlit run app/main.py`` with ``SERVER_OPTIONS`` passed as command-line flags, so they
 hold whatever folder it starts from (Streamlit reads ``.streamlit/config.toml`` only from the
@@ -88,13 +92,39 @@ def option_flags(options: dict[str, object]) -> list[str]:
     return flags
 
 
-def streamlit_command(args: argparse.Namespace) -> list[str]:
-    """``python -m streamlit run app/main.py --<option> <value>... -- <app arguments>``."""
+def streamlit_options(extra: Sequence[str]) -> dict[str, object]:
+    """Streamlit's own flags given to ``gspo-dash`` (``--server.port 9000``,
+    ``--server.headless=true``), as {option: value}; a repeated option keeps every value (a list,
+    as Streamlit takes ``--server.allowedHosts`` twice). Anything else is an error that names it."""
+    out: dict[str, object] = {}
+    items = list(extra)
+    while items:
+        flag = items.pop(0)
+        name, eq, value = flag[2:].partition("=")
+        if not flag.startswith("--") or "." not in name or not name.replace(".", "").isalnum():
+            raise SystemExit(f"gspo-dash: unrecognized argument {flag!r} (see gspo-dash --help)")
+        if not eq:
+            if not items or items[0].startswith("--"):
+                raise SystemExit(f"gspo-dash: {flag} needs a value")
+            value = items.pop(0)
+        prior = out.get(name)
+        out[name] = (
+            value if prior is None else [*(prior if isinstance(prior, list) else [prior]), value]
+        )
+    return out
+
+
+def streamlit_command(args: argparse.Namespace, extra: Sequence[str] = ()) -> list[str]:
+    """``python -m streamlit run app/main.py --<option> <value>... -- <app arguments>``;
+    ``extra``: Streamlit's own flags, which win over ours (``streamlit_options``)."""
+    given = streamlit_options(extra)
+    host = str(given.get("server.address", args.host))
     options = SERVER_OPTIONS | {
-        "server.address": args.host,
+        "server.address": host,
         "server.port": args.port,
-        "server.allowedHosts": allowed_hosts(args.host, args.allowed_host),
+        "server.allowedHosts": allowed_hosts(host, args.allowed_host),
     }
+    options |= given
     cmd = [sys.executable, "-m", "streamlit", "run", MAIN, *option_flags(options)]
     app_args = []
     if args.root:
@@ -109,14 +139,15 @@ def streamlit_command(args: argparse.Namespace) -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    args = parser().parse_args(argv)
-    if args.host in ALL_INTERFACES:
+    args, extra = parser().parse_known_args(argv)
+    cmd = streamlit_command(args, extra)
+    host = cmd[cmd.index("--server.address") + 1]
+    if host in ALL_INTERFACES:
         print(
-            f"gspo-dash: listening on every interface: anyone who can reach port {args.port} can "
-            "use the dashboard. Serve a team behind a login (see README, Security).",
+            "gspo-dash: listening on every interface: anyone who can reach its port can use the "
+            "dashboard. Serve a team behind a login (see README, Security).",
             file=sys.stderr,
         )
-    cmd = streamlit_command(args)
     sys.stdout.flush()
     os.execv(cmd[0], cmd)  # signals reach streamlit directly
 

@@ -32,7 +32,10 @@ def server(root_copy, tmp_path):
 def test_compare_page_draws_in_chromium(server, root_copy, tmp_path):
     """Chromium opens /compare?runs=<run name>: Plotly draws, the legend holds only that run, the URL
     keeps the selection, a screenshot is saved; then a run that appears on disk shows up on the
-    open Runs page without a reload (live refresh)."""
+    open Runs page without a reload (live refresh). No request leaves the machine (the tab's icon
+    once came from a font server)."""
+    from urllib.parse import urlsplit
+
     from playwright.sync_api import sync_playwright
 
     name = "gspo-small"  # bound widgets put the run's (unique) name in the URL
@@ -41,6 +44,8 @@ def test_compare_page_draws_in_chromium(server, root_copy, tmp_path):
         browser = launch.launch_chromium(p)
         try:
             page = browser.new_page(viewport={"width": 1400, "height": 1800})
+            urls: list[str] = []
+            page.on("request", lambda r: urls.append(r.url))
             t0 = time.perf_counter()
             page.goto(f"{server}/compare?runs={name}")
             charts = "[data-testid=stEChartsChart] canvas"
@@ -75,6 +80,13 @@ def test_compare_page_draws_in_chromium(server, root_copy, tmp_path):
             page.wait_for_selector("text=3 of 3 runs shown", timeout=30_000)
         finally:
             browser.close()
+    off_machine = [
+        u
+        for u in urls
+        if urlsplit(u).scheme in ("http", "https", "ws", "wss")
+        and urlsplit(u).hostname not in ("127.0.0.1", "localhost")
+    ]
+    assert urls and not off_machine, off_machine
     assert shot.stat().st_size > 20_000
     print(f"first chart drawn after {first_chart_s:.1f} s; screenshot {shot}")
 

@@ -186,6 +186,28 @@ def test_cli_builds_the_streamlit_command():
     )
 
 
+def test_cli_passes_streamlit_flags_through():
+    """`gspo-dash --server.port 9000 --server.headless true`: Streamlit's own flags reach
+    `streamlit run` and win over the defaults; a flag that is neither ours nor Streamlit's form
+    is refused by name; --server.address is judged as --host (allowed Host names follow it)."""
+    args, extra = cli.parser().parse_known_args(
+        ["--root", "/r", "--server.port", "9000", "--server.headless", "true", "--theme.base=dark"]
+    )
+    cmd = cli.streamlit_command(args, extra)
+    flags = cmd[5 : cmd.index("--")]
+    pairs = list(zip(flags[::2], flags[1::2], strict=True))
+    assert [v for k, v in pairs if k == "--server.port"] == ["9000"]  # not 8501 as well
+    assert ("--server.headless", "true") in pairs and ("--theme.base", "dark") in pairs
+    assert cmd[cmd.index("--") :] == ["--", "--root", "/r"]
+    cmd = cli.streamlit_command(*cli.parser().parse_known_args(["--server.address", "10.0.0.5"]))
+    pairs = list(zip(cmd[5::2], cmd[6::2], strict=True))
+    assert [v for k, v in pairs if k == "--server.address"] == ["10.0.0.5"]
+    assert "10.0.0.5" in [v for k, v in pairs if k == "--server.allowedHosts"]
+    for bad in (["--bogus"], ["--server.port"], ["server.port", "1"]):
+        with pytest.raises(SystemExit, match="gspo-dash"):
+            cli.streamlit_options(bad)
+
+
 def test_allowed_hosts_follow_the_listening_address():
     assert cli.allowed_hosts("127.0.0.1", []) == ["localhost", "127.0.0.1", "::1"]
     assert cli.allowed_hosts("10.0.0.5", []) == ["localhost", "127.0.0.1", "::1", "10.0.0.5"]
