@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import threading
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -343,3 +344,47 @@ def test_a_resumed_run_does_not_report_its_findings_again():
     for s in range(40, 200):
         live.add({Step.STEP: s, Step.ZERO_VARIANCE_FRACTION: 0.95})
     assert [(f.code, f.severity) for f in live.evaluate()] == [(health.ZERO_VARIANCE, health.ERROR)]
+
+
+@pytest.mark.slow  # records a run with RunRecorder (torch, threads): a few seconds
+def test_a_users_warning_shows_once_while_the_recorder_judges_live(tmp_path):
+    """Python shows a "default" warning once per location: the registry of what was shown is
+    reset whenever any thread enters ``warnings.catch_warnings()`` (pandas does, on an Arrow
+    string column index). The findings thread judges the table after every step here, between
+    the training thread's warnings: the user's deprecation warning must still show once (it
+    showed once per evaluation before the fix: 40 times)."""
+
+    def old_api() -> None:
+        warnings.warn("old_api is deprecated", FutureWarning, stacklevel=1)  # one location
+
+    gen = torch.Generator().manual_seed(1)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("default")
+        with RunRecorder(
+            root=tmp_path,
+            name="quiet",
+            algorithm="gspo",
+            mlflow=False,
+            group_size=G,
+            findings_every=1,
+            findings_cpu_share=None,
+        ) as rec:
+            for step in range(STEPS):
+                old = -torch.rand(P * G, T, generator=gen) * 3 - 2
+                rewards = torch.randint(0, 2, (P, G), generator=gen).float()
+                rewards[:2] = 1.0
+                rec.log_step(
+                    step,
+                    rewards=rewards,
+                    logprobs=old + 0.05 * torch.randn(P * G, T, generator=gen),
+                    old_logprobs=old,
+                    mask=torch.ones(P * G, T, dtype=torch.bool),
+                    policy_lag=1,
+                )
+                assert rec.flush(timeout=30.0)  # this step judged before the next warning
+                old_api()
+            run_dir = rec.run_dir
+    mine = [w for w in seen if "old_api is deprecated" in str(w.message)]
+    assert len(mine) == 1, [str(w.message) for w in seen]
+    judged = json.loads(Path(run_dir, schema.RUN_JSON).read_text())["findings"]
+    assert {f["code"] for f in judged} >= {"clip_high"}  # the live checks did run

@@ -84,7 +84,10 @@ def step_lag_classes(df: pd.DataFrame) -> pd.Series:
     out[measured & (ratio > MEASURED_ON_TOL)] = OFF
     out[lag == 0] = ON
     out[lag >= 1] = OFF
-    return pd.Series(out, index=df.index, name="lag_class", dtype=object)
+    # ``np.dtype(object)``, not ``object``: pandas resolves a bare ``object`` inside
+    # ``warnings.catch_warnings()``, which resets the process's show-once registry from the
+    # recorder's findings thread (issue 45).
+    return pd.Series(out, index=df.index, name="lag_class", dtype=np.dtype(object))
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,12 @@ import pandas as pd
 
 from training_hooks.findings.core import INFO, MAX_STEPS, SEVERITY_ORDER, Finding, RunFacts
 from training_hooks.findings.run import live_findings
-from training_hooks.findings.signal import outcome_shares, with_group_outcomes, zero_variance_values
+from training_hooks.findings.signal import (
+    object_columns,
+    outcome_shares,
+    with_group_outcomes,
+    zero_variance_values,
+)
 from training_hooks.findings.thresholds import RUN
 from training_hooks.schema import Step
 
@@ -126,7 +131,7 @@ class LiveFindings:
         """The step table so far, with the solved / failed shares when rewards were given (only
         the rows added since the last call are converted)."""
         if self._rows:
-            new = pd.DataFrame(self._rows)
+            new = object_columns(pd.DataFrame(self._rows))
             self._df = new if self._df.empty else pd.concat([self._df, new], ignore_index=True)
             self._rows = []
         df = self._df

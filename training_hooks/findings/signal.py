@@ -88,9 +88,24 @@ def outcome_shares(
     hi = np.bincount(at, weights=value_Z >= r_hi, minlength=len(step_S))
     lo = np.bincount(at, weights=value_Z <= r_lo, minlength=len(step_S))
     with np.errstate(invalid="ignore", divide="ignore"):
-        return pd.DataFrame(
-            {Step.STEP: step_S, ALL_HIGH_FRACTION: hi / group_S, ALL_LOW_FRACTION: lo / group_S}
+        return object_columns(
+            pd.DataFrame(
+                {Step.STEP: step_S, ALL_HIGH_FRACTION: hi / group_S, ALL_LOW_FRACTION: lo / group_S}
+            )
         )
+
+
+def object_columns(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` with its column labels in an object-dtype index (in place; returned).
+
+    pandas 3 keeps column labels in an Arrow string index, and its operations on one (``in``,
+    ``drop``, assignment, ``merge``) resolve dtypes inside ``warnings.catch_warnings()``. That
+    resets every module's show-once registry for the whole process: run from the recorder's
+    findings thread, the user's own deprecation warnings would repeat at each evaluation, and
+    changing warning filters off the main thread races the training thread (issue 45). An
+    object-dtype index takes none of those paths."""
+    df.columns = pd.Index(list(df.columns), dtype=np.dtype(object))
+    return df
 
 
 def group_outcomes(seq: pd.DataFrame) -> pd.DataFrame | None:
@@ -113,8 +128,19 @@ def with_group_outcomes(df: pd.DataFrame, outcomes: pd.DataFrame | None) -> pd.D
     """The step table with the ``group_outcomes`` columns joined on the step (as is without)."""
     if outcomes is None or outcomes.empty or Step.STEP not in df.columns:
         return df
-    out = df.drop(columns=[ALL_HIGH_FRACTION, ALL_LOW_FRACTION], errors="ignore")
-    return out.merge(outcomes, on=Step.STEP, how="left")
+    out = df.drop(columns=[ALL_HIGH_FRACTION, ALL_LOW_FRACTION], errors="ignore").copy()
+    # A left join on the step by position, not ``DataFrame.merge``: pandas' merge enters
+    # ``warnings.catch_warnings()``, which, from the recorder's findings thread, resets every
+    # module's show-once registry (the user's deprecation warnings would repeat; issue 45).
+    at = pd.Index(pd.to_numeric(outcomes[Step.STEP], errors="coerce").to_numpy(np.float64))
+    pos = at.get_indexer(pd.to_numeric(df[Step.STEP], errors="coerce").to_numpy(np.float64))
+    hit = pos >= 0
+    for name in outcomes.columns:
+        if name == Step.STEP:
+            continue
+        values = outcomes[name].to_numpy(np.float64)
+        out[name] = np.where(hit, values[np.where(hit, pos, 0)], np.nan)
+    return out.reset_index(drop=True)
 
 
 # ---------------------------------------------------------------------------------------------
