@@ -352,7 +352,7 @@ def test_a_users_warning_shows_once_while_the_recorder_judges_live(tmp_path):
     reset whenever any thread enters ``warnings.catch_warnings()`` (pandas does, on an Arrow
     string column index). The findings thread judges the table after every step here, between
     the training thread's warnings: the user's deprecation warning must still show once (it
-    showed once per evaluation before the fix: 40 times)."""
+    repeated after evaluations before the fix)."""
 
     def old_api() -> None:
         warnings.warn("old_api is deprecated", FutureWarning, stacklevel=1)  # one location
