@@ -121,3 +121,43 @@ def test_two_gloo_ranks_match_single_process_on_the_concatenated_batch(tmp_path)
             assert mine[Seq.GROUP].max() == PROMPTS[rank] - 1
             assert mine[Seq.LENGTH].tolist() == b["mask"].sum(-1).tolist()
             np.testing.assert_allclose(mine[Seq.REWARD], b["rewards"].flatten().numpy())
+
+
+def _dropping_worker(rank: int, world: int, port: int, root: str) -> None:
+    """Rank 1's inputs at step 1 are refused (a log-prob of +0.01): it drops the step and still
+    takes part in the step's collectives, so rank 0 neither waits nor fails."""
+    import datetime
+    import warnings
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    torch.set_num_threads(1)
+    dist.init_process_group(
+        "gloo", rank=rank, world_size=world, timeout=datetime.timedelta(seconds=60)
+    )
+    try:
+        with RunRecorder(root=root, name="ddp-drop", algorithm="gspo") as rec:
+            for step in range(STEPS):
+                b = batch(step, rank)
+                if rank == 1 and step == 1:
+                    b["logprobs"][0, 0] = 0.01
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", RuntimeWarning)
+                    rec.log_step(step, **b, loss=LOSSES[rank])
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.mark.slow
+def test_a_rank_that_drops_a_step_does_not_stall_the_others(tmp_path):
+    """Step 1 is reduced over rank 0's batch alone (one rank), steps 0 and 2 over both."""
+    mp.spawn(_dropping_worker, args=(2, _port(), str(tmp_path)), nprocs=2, join=True)
+    (run_id,) = os.listdir(tmp_path)
+    steps = pd.read_parquet(tmp_path / run_id / "steps").set_index(Step.STEP)
+    seqs = pd.read_parquet(tmp_path / run_id / "sequences")
+    assert steps[Step.NUM_RANKS].tolist() == [2, 1, 2]
+    want, _ = step_diagnostics(**batch(1, 0))
+    got = steps.loc[1]
+    for col in (Step.NUM_SEQUENCES, Step.SEQ_LOG_RATIO_MEAN, Step.LENGTH_MEAN, Step.REWARD_MEAN):
+        assert got[col] == pytest.approx(want[col], rel=1e-9), col
+    assert got[Step.LOSS] == pytest.approx(LOSSES[0])
+    assert sorted(seqs[seqs[Seq.STEP] == 1][Seq.RANK].unique().tolist()) == [0]

@@ -39,23 +39,36 @@ def _app_read(run_dir, table: str, declared) -> pd.DataFrame:
 
 def test_a_repeated_or_backwards_step_is_refused_naming_both(tmp_path, make_batch):
     """Steps 0-3, then 3 again and 0: each a ValueError naming the step and the last one
-    logged, raised before anything is recorded. The run holds steps 0-3 once each (B = 16
-    sequences per step), run.json's last_step is 3, and the findings sink (run every step)
-    closes without a fault (it used to fail with pandas' InvalidIndexError on the repeat)."""
-    rec = RunRecorder(root=tmp_path, name="order", findings_every=1, steps_per_file=2)
-    for s in range(4):
-        rec.log_step(s, **make_batch(seed=s))
-    for bad in (3, 0):
-        with pytest.raises(ValueError, match=f"step {bad} is at or below the last step logged, 3"):
-            rec.log_step(bad, **make_batch(seed=9))
-    assert rec.last_step == 3
-    rec.log_step(4, **make_batch(seed=4))  # the recorder goes on after a refused step
-    rec.close()
-    info = read_run_info(rec.run_dir)
-    assert info.faults == [] and info.last_step == 4 and info.status == "finished"
-    assert _steps_on_disk(rec.run_dir)[Step.STEP].tolist() == [0, 1, 2, 3, 4]
-    seqs = schema.read_table(rec.run_dir, schema.SEQUENCES_DIR)
-    assert seqs.groupby(Seq.STEP).size().tolist() == [16] * 5
+    logged (``strict=True``: raised; by default: the step dropped, its reason in run.json's
+    faults), before anything is recorded. The run holds steps 0-3 once each (B = 16 sequences
+    per step), run.json's last_step is 3, and the findings sink (run every step) closes
+    without a fault (it used to fail with pandas' InvalidIndexError on the repeat)."""
+    for strict in (True, False):
+        root = tmp_path / str(strict)
+        rec = RunRecorder(
+            root=root, name="order", findings_every=1, steps_per_file=2, strict=strict
+        )
+        for s in range(4):
+            rec.log_step(s, **make_batch(seed=s))
+        for bad in (3, 0):
+            why = f"step {bad} is at or below the last step logged, 3"
+            if strict:
+                with pytest.raises(ValueError, match=why):
+                    rec.log_step(bad, **make_batch(seed=9))
+            else:
+                with pytest.warns(RuntimeWarning, match=why):
+                    rec.log_step(bad, **make_batch(seed=9))
+        assert rec.last_step == 3
+        rec.log_step(4, **make_batch(seed=4))  # the recorder goes on after a refused step
+        rec.close()
+        info = read_run_info(rec.run_dir)
+        dropped = [f["error"] for f in info.faults if f["sink"] == "log_step"]
+        assert len(dropped) == (0 if strict else 2)
+        assert [f for f in info.faults if f["sink"] != "log_step"] == []
+        assert info.last_step == 4 and info.status == "finished"
+        assert _steps_on_disk(rec.run_dir)[Step.STEP].tolist() == [0, 1, 2, 3, 4]
+        seqs = schema.read_table(rec.run_dir, schema.SEQUENCES_DIR)
+        assert seqs.groupby(Seq.STEP).size().tolist() == [16] * 5
 
 
 def _two_sessions(tmp_path, make_batch, *, compact_first: bool):

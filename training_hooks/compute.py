@@ -49,7 +49,7 @@ from gspo_metrics.spec import CALLER_VALUES, GRPO_EPS, GSPO_EPS, PER_SEQUENCE
 from .inputs import StepInputs, buffer_dtype
 from .layout import SEQ_ROW, Layout, pack
 from .schema import RECORD_TOKEN_COLUMNS, TOKEN_SAMPLE_REASONS, Seq, Step, Tok
-from .step_reduction import MINS, step_row, summarize, zero_variance_counts
+from .step_reduction import MINS, SUMS, step_row, summarize, zero_variance_counts
 
 DEFAULT_SEQ_EPS = GSPO_EPS  # (public names of training_hooks, kept: gspo_metrics.spec's defaults)
 DEFAULT_TOKEN_EPS = GRPO_EPS
@@ -353,6 +353,26 @@ def reduce_step(inputs: StepInputs, how: Reduction, workspace: dict | None = Non
         layout=layout,
         ready_event=event,
     )
+
+
+def skip_step_collectives(how: Reduction, device: torch.device) -> None:
+    """Take part, with nothing to add, in the collectives of a step this rank dropped (its
+    inputs were refused after the first step): sums 0, minima +inf, no lengths. The other
+    ranks reduce the step over their own batches; none waits on this one. One process: nothing."""
+    dist_on, _, world = dist_info(how.distributed)
+    if not dist_on:
+        return
+    import torch.distributed as dist
+
+    dtype = buffer_dtype(device)
+    sums = torch.zeros(SUMS.size, dtype=dtype, device=device)
+    mins_and_B = torch.full((len(MINS) + 1,), math.inf, dtype=dtype, device=device)
+    mins_and_B[-1] = 0.0  # -B with B = 0: the others' largest B sets the gather's length
+    dist.all_reduce(sums, op=dist.ReduceOp.SUM)
+    dist.all_reduce(mins_and_B, op=dist.ReduceOp.MIN)
+    bmax = int(-mins_and_B[-1].item())
+    padded = torch.full((bmax,), -1.0, dtype=dtype, device=device)
+    dist.all_gather([torch.empty_like(padded) for _ in range(world)], padded)
 
 
 def _sequence_rows(inputs: StepInputs, diag_K_B: torch.Tensor) -> torch.Tensor:

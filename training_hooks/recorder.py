@@ -39,7 +39,7 @@ import torch
 from gspo_metrics.spec import UNKNOWN_ALGORITHM
 
 from . import schema, storage
-from .compute import Reduction, dist_info, reduce_step
+from .compute import Reduction, dist_info, reduce_step, skip_step_collectives
 from .inputs import StepInputs
 from .recorder_settings import SETTING_SOURCES, RecorderSettings, takes_params_of
 from .schema import RunInfo, write_json_atomic
@@ -51,6 +51,10 @@ from .tool_versions import installed_version
 log = logging.getLogger("training_hooks")
 
 _MAX_FAULTS_PER_SINK = 20
+#: run.json's ``faults`` entries of the steps ``log_step`` dropped are this "sink"'s (Health's
+#: ``steps_dropped`` reads them); the first few drops also warn.
+DROPPED_SINK = "log_step"
+_DROP_WARNINGS = 3
 
 
 def new_run_id(name: str) -> str:
@@ -96,8 +100,9 @@ class RunState:
             data = self.info.to_json()
         write_json_atomic(storage.join(self.run_dir, schema.RUN_JSON), data)
 
-    def fault(self, sink: str, kind: str, message: str) -> None:
-        """Record a sink failure in run.json (bounded) and warn once per sink."""
+    def fault(self, sink: str, kind: str, message: str, *, warn: bool = True) -> None:
+        """Record a sink failure in run.json (bounded) and warn once per sink (unless ``warn``
+        is False: the caller warns in its own words)."""
         now = time.time()
         with self.lock:
             faults = self.info.faults
@@ -106,7 +111,7 @@ class RunState:
                 faults.append({"sink": sink, "kind": kind, "error": message[:2000], "time": now})
             else:
                 mine[-1]["suppressed"] = int(mine[-1].get("suppressed", 0)) + 1
-            first = sink not in self._warned
+            first = warn and sink not in self._warned
             self._warned.add(sink)
         if first:
             warnings.warn(
@@ -161,6 +166,8 @@ class RunRecorder:
         self.resumed = False
         self.last_step: int | None = None  # the run's largest step (a resumed run's included)
         self._logged_step: int | None = None  # the last step this recorder logged
+        self._dropped = 0  # steps refused after the first (``_drop_step``)
+        self._device: torch.device | None = None  # the last recorded step's device
         self._closed = False
         self._lock = threading.Lock()
         self._workspace: dict = {}  # reused (B, T) scratch buffers of sequence_diagnostics
@@ -365,7 +372,9 @@ class RunRecorder:
         output only); ``prompts`` P strings (a group's prompt, stored apart); ``token_texts`` B
         rows of T decoded tokens (one per position; kept for the sequences whose token
         log-ratios are kept, to label them; read when the step is written, after this returns,
-        so leave them unchanged). Bad input raises ValueError before anything is recorded.
+        so leave them unchanged). Bad input raises ValueError before anything is recorded on the
+        first call (the user is watching); after it, a refused value drops that step, with a
+        RuntimeWarning and a fault in run.json, and training goes on (``strict=True``: raises).
         Distributed: every rank must call it for every step (it runs collectives).
 
         Policy lag: ``rollout`` is the index of the batch of samples this step trains on,
@@ -377,28 +386,34 @@ class RunRecorder:
         """
         if self._closed:
             raise RuntimeError(f"run {self.run_id!r} is closed; log_step after close()")
-        inputs = StepInputs.check(
-            step,
-            rewards=rewards,
-            logprobs=logprobs,
-            old_logprobs=old_logprobs,
-            mask=mask,
-            advantages=advantages,
-            ref_logprobs=ref_logprobs,
-            loss=loss,
-            entropy=entropy,
-            truncated=truncated,
-            extra=extra,
-            completions=completions,
-            prompts=prompts,
-            token_texts=token_texts,
-            rollout=rollout,
-            policy_lag=policy_lag,
-            sampler_logprobs=sampler_logprobs,
-            group_size=self.group_size,
-        )
-        self._check_step_order(inputs.step)
-        self._reduce(inputs)
+        try:
+            inputs = self._checked_inputs(
+                step,
+                rewards=rewards,
+                logprobs=logprobs,
+                old_logprobs=old_logprobs,
+                mask=mask,
+                advantages=advantages,
+                ref_logprobs=ref_logprobs,
+                loss=loss,
+                entropy=entropy,
+                truncated=truncated,
+                extra=extra,
+                completions=completions,
+                prompts=prompts,
+                token_texts=token_texts,
+                rollout=rollout,
+                policy_lag=policy_lag,
+                sampler_logprobs=sampler_logprobs,
+            )
+            self._reduce(inputs)
+        except (ValueError, TypeError) as e:
+            # the first step's refusal is structural (the user is watching): it raises; later a
+            # refused value drops that step and the run goes on, unless ``strict``
+            if self._logged_step is None or self.settings.strict:
+                raise
+            self.drop_step(step, e, device=getattr(logprobs, "device", None))
+            return
         if self.group_size is None:
             self.group_size = inputs.group_size
             with self.state.lock:
@@ -407,6 +422,40 @@ class RunRecorder:
         self.last_step = inputs.step if self.last_step is None else max(self.last_step, inputs.step)
         with self.state.lock:
             self.state.info.last_step = self.last_step
+
+    def _checked_inputs(self, step: int, **tensors: Any) -> StepInputs:
+        """``StepInputs.check`` of one call, and its step after the last one logged."""
+        inputs = StepInputs.check(step, **tensors, group_size=self.group_size)
+        self._check_step_order(inputs.step)
+        return inputs
+
+    def drop_step(self, step: Any, error: Exception, *, device: Any = None) -> None:
+        """Drop a step that could not be recorded after the first one (``log_step`` refused its
+        inputs; a trainer hook could not assemble them): a fault in run.json (``sink``
+        "log_step", ``kind`` "step N dropped", the reason), a RuntimeWarning for the first few,
+        and the step's collectives taken with nothing to add (distributed: no other rank waits
+        on this one; ``device``: the step's, else the last recorded step's). run.json is rank
+        0's: another rank's drop is its warning and its log line."""
+        reason = f"{type(error).__name__}: {error}"
+        with self.state.lock:
+            self._dropped += 1
+            n = self._dropped
+        self.state.fault(DROPPED_SINK, f"step {step} dropped", reason, warn=False)
+        if n <= _DROP_WARNINGS:
+            more = (
+                "; further dropped steps are counted in run.json, not warned"
+                if n == _DROP_WARNINGS
+                else ""
+            )
+            warnings.warn(
+                f"gspo-dash: step {step} was not recorded ({reason.splitlines()[0][:300]}); "
+                f"training continues; run.json 'faults' keeps it (strict=True raises instead){more}",
+                RuntimeWarning,
+                stacklevel=3,  # the caller of log_step
+            )
+        device = device if isinstance(device, torch.device) else self._device
+        if device is not None:
+            skip_step_collectives(self._reduction, device)
 
     def _check_step_order(self, step: int) -> None:
         """Steps only grow within one recorder: a step at or below the last one it logged is a
@@ -423,6 +472,7 @@ class RunRecorder:
         """Reduce the step on its tensors' device and hand it to the sinks."""
         with self._compute_lock:  # the workspace buffers are not shareable between threads
             record = reduce_step(inputs, self._reduction, self._workspace)
+        self._device = inputs.logprobs.device
         for w in self._workers:
             w.put(record)
 

@@ -139,6 +139,11 @@ class RecorderSettings:
     False runs it in the sink's thread."""
     close_timeout_s: float = 60.0
     """How long ``close`` waits for each sink before abandoning it."""
+    strict: bool = False
+    """What ``log_step`` does with inputs it refuses after the first step it recorded (a
+    log-prob above 0, a NaN where none may be, a step out of order): False drops that step,
+    warns and records it in run.json's ``faults`` (the run goes on; Health's ``steps_dropped``);
+    True raises the ValueError, as on the first call (a test, a debugging session)."""
     queue_size: int = 1000
     """Steps each sink's queue holds; when a sink falls that far behind, new steps are dropped
     for it until it catches up (a fault in run.json), never waited for."""

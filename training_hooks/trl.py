@@ -278,7 +278,16 @@ class _RecorderCallback(TrainerCallback):
         self.trainer._gd_open()
 
     def on_step_end(self, args, state, control, **kwargs):
-        self.trainer._gd_record(int(state.global_step))
+        step = int(state.global_step)
+        try:
+            self.trainer._gd_record(step)
+        except Exception as e:
+            # a step that cannot be recorded ends the run only while the user is watching:
+            # before the first recorded step (or with strict=True); later it is dropped
+            rec = self.trainer.gspo_dash_recorder
+            if rec is None or rec.last_step is None or rec.settings.strict:
+                raise
+            rec.drop_step(step, e)
 
     def on_train_end(self, args, state, control, **kwargs):
         self.trainer._gd_close("finished")

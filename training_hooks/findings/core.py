@@ -126,6 +126,9 @@ class RunFacts:
     max_grad_norm: float | None = None  # the gradient clip the run states (None: unstated)
     stopped_early: str | None = None  # an import: how its source says it stopped before its end
     defaults: tuple[str, ...] = ()  # settings the recorder filled with its default (not stated)
+    #: A recorded run's steps ``log_step`` dropped: (count, ((step, reason), ...)) from run.json's
+    #: faults (``dropped.dropped_of``); None for an import or a table without a run.json.
+    dropped_steps: tuple[int, tuple[tuple[int | None, str], ...]] | None = None
 
     @property
     def eps(self):
