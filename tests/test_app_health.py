@@ -688,6 +688,8 @@ def _scenario(code: str) -> tuple[pd.DataFrame, dict]:
         df[Step.ATTENUATION_MEAN] = np.where(
             off, 0.8 if code == health.ATTENUATION_HIGH else 1e-6, 0
         )
+    elif code == "steps_dropped":
+        kw = {"facts": _facts(dropped_steps=(2, ((5, "ValueError: a"), (9, "ValueError: b"))))}
     elif code == health.ATTENUATION_ONE_SIDED:  # 4% of A > 0's gradient, 0.1% of A < 0's
         df[Step.ATTENUATION_MEAN] = np.where(off, 0.02, 0)
         df[Step.ATTENUATION_POS_MEAN] = np.where(off, 0.04, 0)
@@ -736,6 +738,7 @@ def test_codes_are_the_contract():
         "attenuation_high",
         "attenuation_low",
         "attenuation_one_sided",
+        "steps_dropped",
     )
 
 
