@@ -298,9 +298,9 @@ def _clip_evidence(df: pd.DataFrame, r: ClipReading, bound: float, high: bool) -
 
 
 _EARLY = (
-    " These are the run's first {n} off-policy steps, whose updates are its largest (Adam's "
-    "first steps move every weight by about the learning rate): a note until "
-    + f"{RUN.clip_min_steps.value:g} + {RUN.min_basis.value:g} off-policy steps."
+    "A note, not yet a warning: these are the run's first {n} off-policy steps, whose updates "
+    "are its largest (Adam's first steps move every weight by about the learning rate); it "
+    + f"warns after {RUN.clip_min_steps.value:g} + {RUN.min_basis.value:g} off-policy steps. "
 )
 #: Above this mean share a run's first off-policy steps are no excuse (``RAW``).
 WARMUP_CEILING = {"gspo": RAW.gspo_clip_warmup_ceiling, "grpo": RAW.grpo_clip_warmup_ceiling}
@@ -309,8 +309,8 @@ WARMUP_CEILING = {"gspo": RAW.gspo_clip_warmup_ceiling, "grpo": RAW.grpo_clip_wa
 def _warmup_text(r: ClipReading, early: bool, high: bool, ceiling: float) -> str:
     """What the finding says of the run's warm-up: a note's reason, a ceiling crossed, or the
     first off-policy steps left out of the judged ones."""
-    if early:
-        return _EARLY.format(n=r.pool)
+    if early:  # (said first, before the evidence: a live line is cut at its end)
+        return ""
     if r.early and high:
         return (
             f" These are the run's first {r.pool} off-policy steps, but above "
@@ -363,7 +363,9 @@ def _clip_finding(
         WARNING if (high or wrong_unit) and not early else INFO,
         f"{(r.label or r.algo).upper()} clips {'far more' if high else 'far less'} than usual "
         f"({r.spec.unit} unit)",
-        _clip_evidence(df, r, bound, high) + _warmup_text(r, early, high, ceiling),
+        (_EARLY.format(n=r.pool) if early else "")
+        + _clip_evidence(df, r, bound, high)
+        + _warmup_text(r, early, high, ceiling),
         advice,
         *flagged(steps, over, score),
         basis=int(r.rows.sum()),

@@ -138,9 +138,16 @@ def probe_tracking_server(uri: str, timeout_s: float = PROBE_TIMEOUT_S) -> str |
     return None
 
 
+#: The child's MLflow log level unless the user's environment sets one: its INFO lines
+#: ("Creating initial MLflow database tables...") would interleave with the training's output;
+#: its warnings and errors still show.
+CHILD_LOG_ENV = {"MLFLOW_LOGGING_LEVEL": "WARNING"}
+
+
 def _child_env() -> dict[str, str]:
-    """The child's environment: ours, with MLflow's HTTP retries bounded (``CHILD_HTTP_ENV``)."""
-    return {**CHILD_HTTP_ENV, **os.environ}
+    """The child's environment: ours, with MLflow's HTTP retries bounded (``CHILD_HTTP_ENV``) and
+    its INFO lines off (``CHILD_LOG_ENV``); a variable the user set wins."""
+    return {**CHILD_HTTP_ENV, **CHILD_LOG_ENV, **os.environ}
 
 
 def run_params(info) -> dict[str, Any]:
