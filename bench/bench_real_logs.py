@@ -220,7 +220,9 @@ def found(problem: Problem, status: str, serious: Iterable[str]) -> bool:
     return problem.status and status in ENDED_EARLY
 
 
-def score_log(key: str, set_: str, label: Label, status: str, codes: Sequence[str], error: str = "") -> LogScore:
+def score_log(
+    key: str, set_: str, label: Label, status: str, codes: Sequence[str], error: str = ""
+) -> LogScore:
     """One log's score: ``codes`` are the codes of its warnings and errors (one per finding),
     ``status`` Health's status of the run."""
     serious = list(dict.fromkeys(codes))
@@ -287,7 +289,15 @@ def totals(scores: Sequence[LogScore], labels: Sequence[Label]) -> Totals:
 # --------------------------------------------------------------------------------- output
 
 
-HEAD = ("log", "set", "found", "missed codes", "false alarms", "unexplained", "status expected / got")
+HEAD = (
+    "log",
+    "set",
+    "found",
+    "missed codes",
+    "false alarms",
+    "unexplained",
+    "status expected / got",
+)
 
 
 def _row(s: LogScore) -> tuple[str, ...]:
@@ -355,11 +365,17 @@ def details(j: Judged) -> list[str]:
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--set", choices=(TUNE, BLIND, "all"), default="all", dest="which")
-    p.add_argument("--blind-root", help="where the blind logs are ($GSPO_BLIND_LOGS, /work/fetched_logs)")
+    p.add_argument(
+        "--blind-root", help="where the blind logs are ($GSPO_BLIND_LOGS, /work/fetched_logs)"
+    )
     p.add_argument("--blind-labels", default=str(BLIND_LABELS), help="the blind label folder")
     p.add_argument("--details", action="store_true", help="print each log's columns and findings")
     p.add_argument(
-        "--markdown", nargs="?", const="-", metavar="FILE", help="write the tables as Markdown (to FILE)"
+        "--markdown",
+        nargs="?",
+        const="-",
+        metavar="FILE",
+        help="write the tables as Markdown (to FILE)",
     )
     return p
 
@@ -396,7 +412,12 @@ def main(argv: list[str]) -> int:
     if args.markdown:
         parts = []
         for s in sets:
-            parts += [f"**{s}**: {lines[sets.index(s)].split(': ', 1)[1]}.", "", markdown_table(by_set[s][0]), ""]
+            parts += [
+                f"**{s}**: {lines[sets.index(s)].split(': ', 1)[1]}.",
+                "",
+                markdown_table(by_set[s][0]),
+                "",
+            ]
         text = "\n".join(parts)
         if args.markdown == "-":
             print(text)

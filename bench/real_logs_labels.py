@@ -622,7 +622,9 @@ def parse_blind(data: Any, file: Path) -> BlindLog:
         is_stop = p.get("status", False)
         if not isinstance(is_stop, bool):
             raise LabelError(f"{file}: problems[{i}].status is not true/false")
-        problems.append(Problem(what, _codes(p.get("codes"), f"problems[{i}].codes", file), is_stop))
+        problems.append(
+            Problem(what, _codes(p.get("codes"), f"problems[{i}].codes", file), is_stop)
+        )
     label = Label(
         status=_field(data, "status", str, file),
         problems=tuple(problems),
