@@ -1,241 +1,446 @@
-"""Health on other people's real runs, labelled by ../shared/real_logs/README.md: import every log
-(each run of a file that holds several), print per log the columns mapped and withheld and the
-findings, then recall against the README's description and the false alarms.
+"""Health on other people's real runs, scored against labels written from each log's description:
+recall, false alarms and status, per log and per set.
 
-    python bench/bench_real_logs.py [REAL_LOGS_DIR]
+    python bench/bench_real_logs.py [--set tune|blind|all] [--blind-root DIR] [--details]
+                                    [--markdown [FILE]]
 
-- **recall**: of the problems the README describes (``LABELS``: the section "What each of the
-  newer logs shows"), the share Health finds at warning or error under the codes that name it.
-- **false alarms**: a warning or error on a log the README shows no problem in (its "healthy
-  learning" log; the restarts of a reused log path: 5 runs of 1-2 steps), or a code a log must not get
-  (``forbid``: the TensorBoard import's step 113, which has no ``train/loss``, is not a NaN).
-- warnings the README does not describe, on a labelled log, are listed (not counted: Health may
-  see more than the README says); logs the README does not describe are printed, not scored.
+Sets (labels: ``bench/real_logs_labels.py``):
 
-The logs are found and imported as tests/test_importers_real.py finds them, read as the Health
-page reads them (``tables.step_frame``: the app's read, uncached) and judged with the run's facts
-(``facts_of``). Exit status 0 when recall is 100% and there is no false alarm, else 1.
+- **tune**: ``../shared/real_logs/`` (``LABELS``) and ``../shared/holdout/real_logs_2/``
+  (``LABELS_2``), 28 logs; the checks may be developed against them.
+- **blind**: the labels in ``bench/blind_logs/*.json``, each naming its log by ``key`` under the
+  blind logs root (``--blind-root``, else ``$GSPO_BLIND_LOGS``, else /work/fetched_logs); a log
+  that is not there is skipped with a note. Its figures are the ones to report.
+
+Per log and per set:
+
+- **recall**: of the labelled problems, those Health finds at warning or error under one of the
+  problem's codes; a stop before the planned end is found by Health's status too ("stopped
+  early", "crashed", "failed").
+- **false alarms**: a warning or error on a log whose values show no problem (``shows_none``)
+  unless its code is in ``allowed`` or names a status problem; a warning or error under a code the
+  log forbids.
+- **unexplained**: a warning or error on a log with problems, under a code neither a problem nor
+  ``allowed`` names (listed and counted apart: Health may see more than the description says).
+- **status**: Health's status of the run (``facts.status``, as the Health page shows it) against
+  the label's ("crashed" and "failed" count as one another).
+
+A log the importer cannot read is reported ("not read: why") with every problem missed and its
+status wrong. Logs of the tune folders without a label are printed, not scored. The logs are found
+and imported as tests/test_importers_real.py finds them, read as the Health page reads them
+(``tables.step_frame``, uncached) and judged with the run's facts (``facts_of``). Exit status 0
+when every set run has recall 100%, no false alarm and every status right, else 1 (2: no logs).
 """
 
 from __future__ import annotations
 
+import argparse
+import os
 import sys
 import tempfile
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO / "bench"))
 
+from real_logs_labels import (  # noqa: E402
+    ENDED_EARLY,
+    LABELS,
+    LABELS_2,
+    Label,
+    Problem,
+    load_blind,
+)
 from test_importers_real import real_logs, real_logs_dir  # noqa: E402
 
 from training_hooks import findings, importers, schema, tables  # noqa: E402
 
 SERIOUS = (findings.ERROR, findings.WARNING)
-#: A run the source says stopped before its end, as Health and the Runs page show it: a status
-#: other than finished / running (what both pages print for the run), or a warning or error
-#: under one of these codes.
-STATUS_CODES = ("stopped_early", findings.CRASHED, findings.FAILED)
+TUNE, BLIND = "tune", "blind"
+BLIND_LABELS = REPO / "bench" / "blind_logs"
+BLIND_ROOT = Path("/work/fetched_logs")
+#: Statuses a label's status accepts besides itself: a crash and a failure are both a run that
+#: died before its end, and the sources do not always tell one from the other.
+SAME_STATUS = {"crashed": ("failed",), "failed": ("crashed",)}
+NOT_READ = "not read"
+
+
+def real_logs_2_dir() -> Path | None:
+    """``$GSPO_DASH_REAL_LOGS_2``, else ``<repo>/../shared/holdout/real_logs_2``, else
+    /work/shared/holdout/real_logs_2."""
+    for cand in (
+        os.environ.get("GSPO_DASH_REAL_LOGS_2"),
+        REPO.parent / "shared" / "holdout" / "real_logs_2",
+        Path("/work/shared/holdout/real_logs_2"),
+    ):
+        if cand and Path(cand).is_dir():
+            return Path(cand)
+    return None
+
+
+def blind_root(flag: str | None) -> Path:
+    return Path(flag or os.environ.get("GSPO_BLIND_LOGS") or BLIND_ROOT)
 
 
 @dataclass(frozen=True)
-class Problem:
-    what: str  # the README's words
-    codes: tuple[str, ...]  # a warning or error under one of these finds it
-    status: bool = False  # a run that stopped early (found by its status too)
+class Case:
+    """One run to judge: its key (a path under its folder, "#N" for run N of a file holding
+    several), its set, the importer and file, and its label (None: not labelled)."""
 
-
-@dataclass(frozen=True)
-class Label:
-    problems: tuple[Problem, ...] = ()
-    allowed: tuple[str, ...] = ()  # codes of further true things the README states
-    forbid: tuple[str, ...] = ()  # codes this log must not get at warning or error
-    shows_none: bool = False  # the README shows no problem: any warning is a false alarm
-
-
-STOPPED = Problem("stopped before its planned end", STATUS_CODES, status=True)
-#: The README's "What each of the newer logs shows", as data: a log's path under the folder (a
-#: file of several runs: "path#N" for run N) -> what Health must and must not find.
-LABELS: dict[str, Label] = {
-    "trl/graphcross-lil-anchutka/checkpoint-600/trainer_state.json": Label(
-        (
-            Problem(
-                "collapse to zero signal: frac_reward_zero_std 1.0 in 46 of 60 rows",
-                (findings.ZERO_VARIANCE,),
-            ),
-            Problem(
-                "loss 0.0 in all 60 rows, grad_norm 0.18-0.31 -> ~2e-4, reward flat at 0.07",
-                (findings.NO_SIGNAL,),
-            ),
-            Problem("length falls 359 -> ~140 tokens", (findings.LENGTH_COLLAPSE,)),
-        ),
-    ),
-    "trl/qwen2-grpo-test-furixturi/checkpoint-113/trainer_state.json": Label(
-        (
-            Problem(
-                "format reward rises 0.010 -> 0.129 while the accuracy reward stays near 0",
-                (findings.REWARD_PINNED,),
-            ),
-        ),
-    ),
-    "trl/qwen2-grpo-test-furixturi/runs/Apr01_09-57-15_h100x2-nc80-eastus2/"
-    "events.out.tfevents.1743501588.h100x2-nc80-eastus2": Label(
-        (
-            Problem(
-                "format reward rises while the accuracy reward stays near 0 (same run)",
-                (findings.REWARD_PINNED,),
-            ),
-        ),
-        forbid=(findings.NONFINITE,),  # step 113 holds rewards but no train/loss: not a NaN
-    ),
-    "trl/pythia-grpo-vemz/checkpoint-100/trainer_state.json": Label(
-        (
-            Problem(
-                "every completion hits the 48-token cap (clipped_ratio 1.0 in every row)",
-                (findings.TRUNCATION,),
-            ),
-        ),
-    ),
-    "trl/qwen-grpo-multigpu-seriserendipia/checkpoint-462/trainer_state.json": Label(
-        (Problem("grad_norm exactly 0.0 in 78 of 231 rows", (findings.NO_SIGNAL,)),),
-        allowed=(findings.ZERO_VARIANCE,),  # frac_reward_zero_std averages 0.52-0.60
-    ),
-    "trl/wandb-qwen3-sparse-hiepdema/wandb/run-20260707_151546-bp5e8rq3": Label(
-        (
-            Problem(
-                "a sparse reward that almost never fires: frac_reward_zero_std 1.0 in 40 of 50",
-                (findings.ZERO_VARIANCE, findings.NO_SIGNAL),
-            ),
-        ),
-    ),
-    "verl/gui-cursor-grpo-yuzhaouoe/verl_demo.log": Label(
-        (
-            Problem(
-                "10 steps of a run planned for 250 epochs; ends inside step 11", STATUS_CODES, True
-            ),
-        ),
-    ),
-    "tinker/rlvr-gptoss20b-v3b-joanvelja/gptoss-20b-v3b-metrics.jsonl": Label(shows_none=True),
-    **{
-        f"tinker/bash-codeforces-astowolfo/metrics.jsonl#{k}": Label(shows_none=True)
-        for k in range(1, 6)
-    },
-    "tinker/code-rl-shaider10-run1/metrics.jsonl": Label(
-        (
-            STOPPED,
-            Problem(
-                "loss:sum 6.08e11 at step 92 (every other step within 2.7e4)",
-                (findings.LOSS_SPIKE,),
-            ),
-        ),
-    ),
-}
-
-
-@dataclass(frozen=True)
-class Judged:
     key: str
-    info: schema.RunInfo
-    facts: findings.RunFacts  # as the Health page judges the run (its status as shown)
-    report: findings.HealthReport
+    set: str
+    tool: str
+    path: Path
+    segment: int | None
+    label: Label | None
 
 
-def judge_all(folder: Path, root: Path) -> list[Judged]:
-    """Every log of ``folder`` imported into ``root`` (each run of a several-run file) and judged
-    as the Health page judges it."""
-    out = []
-    for tool, path in real_logs(folder):
-        rel = str(path.relative_to(folder))
-        try:
-            segments: list[int | None] = [None]
+@dataclass
+class Judged:
+    case: Case
+    status: str  # Health's status of the run (NOT_READ when the import failed)
+    findings: list[findings.Finding] = field(default_factory=list)
+    error: str = ""  # why the log was not read
+    info: schema.RunInfo | None = None
+
+
+def _segments(tool: str, path: Path, root: Path) -> list[int | None]:
+    """``[None]``, or one segment per run of a file that holds several (a log path reused across
+    restarts); a log that cannot be read is one case (``judge`` says why)."""
+    tool = tool or sniffed(path)
+    try:
+        if tool:
             importers.import_run(tool, path, root=root / "probe")
-        except importers.SeveralRuns as e:
-            segments = list(range(1, len(e.segments) + 1))
-        for seg in segments:
-            res = importers.import_run(tool, path, root=root, segment=seg)
-            df, _ = tables.step_frame(res["run_dir"])
-            info = schema.read_run_info(res["run_dir"])
-            facts = findings.facts_of(info)
-            report = findings.run_health(df, facts)
-            out.append(Judged(rel if seg is None else f"{rel}#{seg}", info, facts, report))
+    except importers.SeveralRuns as e:
+        return list(range(1, len(e.segments) + 1))
+    except (ValueError, OSError):
+        pass
+    return [None]
+
+
+def tune_cases(root: Path) -> tuple[list[Case], list[str]]:
+    """Every log of the two tune folders (each run of a several-run file), with its label; and
+    notes (a folder that is absent)."""
+    cases, notes = [], []
+    for name, folder, labels, prefix in (
+        ("real_logs", real_logs_dir(), LABELS, ""),
+        ("real_logs_2", real_logs_2_dir(), LABELS_2, "real_logs_2/"),
+    ):
+        if folder is None:
+            notes.append(f"{name}: folder absent, not judged")
+            continue
+        # other/: logs of no importer's tool (the ROLL runtime, a TRL callback's own JSON lines),
+        # read by the importer their format points to, if any
+        found = real_logs(folder) + [("", p) for p in sorted((folder / "other").rglob("*.jsonl"))]
+        for tool, path in found:
+            rel = str(path.relative_to(folder))
+            for seg in _segments(tool, path, root):
+                key = rel if seg is None else f"{rel}#{seg}"
+                cases.append(Case(prefix + key, TUNE, tool, path, seg, labels.get(key)))
+        missing = sorted(set(labels) - {c.key.removeprefix(prefix) for c in cases})
+        notes += [f"{name}: labelled but not found: {k}" for k in missing]
+    return cases, notes
+
+
+def blind_cases(labels_dir: Path, logs_root: Path) -> tuple[list[Case], list[str]]:
+    """The blind labels whose logs are under ``logs_root``; notes name the ones skipped."""
+    cases, notes = [], []
+    if not labels_dir.is_dir():
+        return [], [f"blind: no label folder {labels_dir}"]
+    for log in load_blind(labels_dir):
+        rel, _, seg = log.key.partition("#")
+        path = logs_root / rel
+        if not path.exists():
+            notes.append(f"blind: {log.key}: not under {logs_root} (skipped)")
+            continue
+        cases.append(Case(log.key, BLIND, log.importer, path, int(seg) if seg else None, log.label))
+    return cases, notes
+
+
+def sniffed(path: Path) -> str:
+    """The importer a user is pointed to for a file of no named tool: the first of the format's
+    readers (``importers._sniff``: "it looks like a Tinker metrics.jsonl"), else ""."""
+    from training_hooks.importers._sniff import sniff
+
+    kind = sniff(path) if path.is_file() else None
+    return kind.tools[0] if kind is not None else ""
+
+
+def judge(case: Case, root: Path) -> Judged:
+    """The run imported into ``root`` and judged as the Health page judges it; an import that
+    fails is a ``Judged`` with the reason and no findings."""
+    tool = case.tool or sniffed(case.path)
+    if not tool:
+        return Judged(case, NOT_READ, error="no importer reads this format")
+    try:
+        res = importers.import_run(tool, case.path, root=root, segment=case.segment)
+    except (ValueError, OSError, importers.SeveralRuns) as e:
+        return Judged(case, NOT_READ, error=f"{type(e).__name__}: {str(e).splitlines()[0]}")
+    df, _ = tables.step_frame(res["run_dir"])
+    info = schema.read_run_info(res["run_dir"])
+    facts = findings.facts_of(info)
+    report = findings.run_health(df, facts)
+    return Judged(case, facts.status, list(report.findings), info=info)
+
+
+# --------------------------------------------------------------------------------- scoring
+
+
+@dataclass(frozen=True)
+class LogScore:
+    key: str
+    set: str
+    found: int
+    problems: int
+    missed: tuple[str, ...]  # per missed problem, its codes ("a|b")
+    false_alarms: tuple[str, ...]  # codes
+    unexplained: tuple[str, ...]  # codes
+    status_expected: str
+    status_got: str
+    error: str = ""
+
+    @property
+    def status_ok(self) -> bool:
+        return status_matches(self.status_expected, self.status_got)
+
+
+def status_matches(expected: str, got: str) -> bool:
+    return got == expected or got in SAME_STATUS.get(expected, ())
+
+
+def found(problem: Problem, status: str, serious: Iterable[str]) -> bool:
+    """A problem is found by a warning or error under one of its codes, a stop also by a status
+    that says the run ended early."""
+    if any(code in problem.codes for code in serious):
+        return True
+    return problem.status and status in ENDED_EARLY
+
+
+def score_log(
+    key: str, set_: str, label: Label, status: str, codes: Sequence[str], error: str = ""
+) -> LogScore:
+    """One log's score: ``codes`` are the codes of its warnings and errors (one per finding),
+    ``status`` Health's status of the run."""
+    serious = list(dict.fromkeys(codes))
+    hits = [found(p, status, serious) for p in label.problems]
+    named = {c for p in label.problems for c in p.codes}
+    stop_codes = {c for p in label.problems if p.status for c in p.codes}
+    alarms, unexplained = [], []
+    for code in serious:
+        if code in label.forbid:
+            alarms.append(code)
+        elif label.shows_none and code not in label.allowed and code not in stop_codes:
+            alarms.append(code)
+        elif not label.shows_none and code not in named and code not in label.allowed:
+            unexplained.append(code)
+    return LogScore(
+        key,
+        set_,
+        sum(hits),
+        len(hits),
+        tuple("|".join(p.codes) for p, hit in zip(label.problems, hits, strict=True) if not hit),
+        tuple(alarms),
+        tuple(unexplained),
+        label.status,
+        status,
+        error,
+    )
+
+
+def score(j: Judged) -> LogScore:
+    assert j.case.label is not None
+    codes = [f.code for f in j.findings if f.severity in SERIOUS]
+    return score_log(j.case.key, j.case.set, j.case.label, j.status, codes, j.error)
+
+
+@dataclass(frozen=True)
+class Totals:
+    logs: int
+    found: int
+    problems: int
+    false_alarms: int
+    healthy: int  # logs labelled shows_none
+    unexplained: int
+    status_right: int
+    not_read: int
+
+    @property
+    def recall(self) -> float | None:
+        return self.found / self.problems if self.problems else None
+
+
+def totals(scores: Sequence[LogScore], labels: Sequence[Label]) -> Totals:
+    return Totals(
+        logs=len(scores),
+        found=sum(s.found for s in scores),
+        problems=sum(s.problems for s in scores),
+        false_alarms=sum(len(s.false_alarms) for s in scores),
+        healthy=sum(lb.shows_none for lb in labels),
+        unexplained=sum(len(s.unexplained) for s in scores),
+        status_right=sum(s.status_ok for s in scores),
+        not_read=sum(bool(s.error) for s in scores),
+    )
+
+
+# --------------------------------------------------------------------------------- output
+
+
+HEAD = (
+    "log",
+    "set",
+    "found",
+    "missed codes",
+    "false alarms",
+    "unexplained",
+    "status expected / got",
+)
+
+
+def _row(s: LogScore) -> tuple[str, ...]:
+    got = s.status_got + ("" if s.status_ok else " ✗")
+    if s.error:
+        got += f" ({s.error})"
+    return (
+        s.key,
+        s.set,
+        f"{s.found}/{s.problems}",
+        "; ".join(s.missed) or "-",
+        ", ".join(s.false_alarms) or "-",
+        ", ".join(s.unexplained) or "-",
+        f"{s.status_expected} / {got}",
+    )
+
+
+def totals_line(name: str, t: Totals) -> str:
+    recall = "no problems labelled" if t.recall is None else f"{t.recall:.0%}"
+    return (
+        f"{name}: {t.logs} logs; recall {t.found}/{t.problems} ({recall}); false alarms "
+        f"{t.false_alarms} (on {t.healthy} logs labelled healthy, plus forbidden codes); "
+        f"unexplained warnings {t.unexplained}; status right {t.status_right}/{t.logs}"
+        + (f"; not read {t.not_read}" if t.not_read else "")
+    )
+
+
+def text_table(scores: Sequence[LogScore]) -> str:
+    rows = [HEAD, *(_row(s) for s in scores)]
+    widths = [min(max(len(r[i]) for r in rows), 70) for i in range(len(HEAD))]
+    return "\n".join(
+        "  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip() for r in rows
+    )
+
+
+def markdown_table(scores: Sequence[LogScore]) -> str:
+    def cell(text: str) -> str:
+        return text.replace("|", "\\|")
+
+    lines = ["| " + " | ".join(HEAD) + " |", "|" + " --- |" * len(HEAD)]
+    for s in scores:
+        r = list(_row(s))
+        r[0] = f"`{r[0]}`"
+        lines.append("| " + " | ".join(cell(c) for c in r) + " |")
+    return "\n".join(lines)
+
+
+def details(j: Judged) -> list[str]:
+    """The old per-log print: the columns mapped and withheld, every finding."""
+    tag = "labelled" if j.case.label is not None else "not labelled"
+    last = j.info.last_step if j.info else None
+    out = [f"== {j.case.key} ({j.case.set}, {tag}; last step {last}, status {j.status})"]
+    if j.error:
+        return [*out, f"   not read: {j.error}"]
+    imp = j.info.imported if j.info else None
+    if imp is not None:
+        mapped = ", ".join(f"{k} -> {v}" for k, v in sorted(imp.mapped.items())) or "none"
+        held = [f"{k} (kept as {v})" for k, v in sorted(imp.renamed.items())]
+        held += [f"{k} (not stored: {v})" for k, v in sorted(imp.nulled.items())]
+        out += [f"   mapped: {mapped}", f"   withheld: {', '.join(held) or 'none'}"]
+    out += [f"   [{f.severity}] {f.code}: {f.evidence}" for f in j.findings]
     return out
 
 
-def found(problem: Problem, j: Judged) -> bool:
-    if any(f.code in problem.codes and f.severity in SERIOUS for f in j.report.findings):
-        return True
-    return problem.status and j.facts.status not in (schema.STATUS_FINISHED, schema.STATUS_RUNNING)
-
-
-def columns_line(info: schema.RunInfo) -> tuple[str, str]:
-    """(mapped, withheld) of an import, as text."""
-    imp = info.imported
-    if imp is None:
-        return "-", "-"
-    mapped = ", ".join(f"{k} -> {v}" for k, v in sorted(imp.mapped.items())) or "none"
-    held = [f"{k} (kept as {v})" for k, v in sorted(imp.renamed.items())]
-    held += [f"{k} (not stored: {v})" for k, v in sorted(imp.nulled.items())]
-    return mapped, ", ".join(held) or "none"
-
-
-def score(judged: list[Judged]) -> dict:
-    """Recall, false alarms and undescribed warnings over the labelled logs."""
-    hits, missed, alarms, extra = 0, [], [], []
-    for j in judged:
-        label = LABELS.get(j.key)
-        if label is None:
-            continue
-        serious = [f for f in j.report.findings if f.severity in SERIOUS]
-        for p in label.problems:
-            if found(p, j):
-                hits += 1
-            else:
-                missed.append((j.key, p.what))
-        for f in serious:
-            if label.shows_none or f.code in label.forbid:
-                alarms.append((j.key, f.code, f.evidence))
-            elif not any(f.code in p.codes for p in label.problems) and f.code not in label.allowed:
-                extra.append((j.key, f.code))
-    total = hits + len(missed)
-    return {
-        "recall": hits / total if total else 1.0,
-        "found": hits,
-        "problems": total,
-        "missed": missed,
-        "false_alarms": alarms,
-        "undescribed": extra,
-    }
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--set", choices=(TUNE, BLIND, "all"), default="all", dest="which")
+    p.add_argument(
+        "--blind-root", help="where the blind logs are ($GSPO_BLIND_LOGS, /work/fetched_logs)"
+    )
+    p.add_argument("--blind-labels", default=str(BLIND_LABELS), help="the blind label folder")
+    p.add_argument("--details", action="store_true", help="print each log's columns and findings")
+    p.add_argument(
+        "--markdown",
+        nargs="?",
+        const="-",
+        metavar="FILE",
+        help="write the tables as Markdown (to FILE)",
+    )
+    return p
 
 
 def main(argv: list[str]) -> int:
-    folder = Path(argv[0]) if argv else real_logs_dir()
-    if folder is None or not folder.is_dir():
-        print("no real_logs folder (set GSPO_DASH_REAL_LOGS or pass it)", file=sys.stderr)
-        return 2
+    args = _parser().parse_args(argv)
+    sets = (TUNE, BLIND) if args.which == "all" else (args.which,)
+    judged: list[Judged] = []
+    notes: list[str] = []
     with tempfile.TemporaryDirectory() as tmp:
-        judged = judge_all(folder, Path(tmp))
-    for j in judged:
-        mapped, held = columns_line(j.info)
-        tag = "labelled" if j.key in LABELS else "not described by the README"
-        print(f"== {j.key} ({tag}; last step {j.info.last_step}, status {j.facts.status})")
-        print(f"   mapped: {mapped}")
-        print(f"   withheld: {held}")
-        for f in j.report.findings:
-            print(f"   [{f.severity}] {f.code}: {f.evidence}")
-    s = score(judged)
-    print()
-    print(f"recall: {s['found']}/{s['problems']} = {s['recall']:.0%} of the README's problems")
-    for key, what in s["missed"]:
-        print(f"   missed: {key}: {what}")
-    print(f"false alarms: {len(s['false_alarms'])}")
-    for key, code, _ in s["false_alarms"]:
-        print(f"   false alarm: {key}: {code}")
-    for key, code in s["undescribed"]:
-        print(f"   warning the README does not describe: {key}: {code}")
-    unlabelled = sorted({j.key for j in judged if j.key not in LABELS})
-    print(f"not described by the README (printed, not scored): {len(unlabelled)} logs")
-    return 0 if s["recall"] == 1.0 and not s["false_alarms"] else 1
+        root = Path(tmp)
+        for which in sets:
+            if which == TUNE:
+                cases, more = tune_cases(root)
+            else:
+                cases, more = blind_cases(Path(args.blind_labels), blind_root(args.blind_root))
+            notes += more
+            judged += [judge(c, root) for c in cases]
+    if args.details:
+        for j in judged:
+            print("\n".join(details(j)))
+        print()
+    labelled = [j for j in judged if j.case.label is not None]
+    scores = [score(j) for j in labelled]
+    by_set = {
+        s: (
+            [sc for sc in scores if sc.set == s],
+            [j.case.label for j in labelled if j.case.set == s and j.case.label is not None],
+        )
+        for s in sets
+    }
+    lines = [totals_line(s, totals(*by_set[s])) for s in sets]
+    unlabelled = [j.case.key for j in judged if j.case.label is None]
+    if args.markdown:
+        parts = []
+        for s in sets:
+            parts += [
+                f"**{s}**: {lines[sets.index(s)].split(': ', 1)[1]}.",
+                "",
+                markdown_table(by_set[s][0]),
+                "",
+            ]
+        text = "\n".join(parts)
+        if args.markdown == "-":
+            print(text)
+        else:
+            Path(args.markdown).write_text(text + "\n", encoding="utf-8")
+            print(f"wrote {args.markdown}")
+    else:
+        for s in sets:
+            print(text_table(by_set[s][0]))
+            print()
+    for line in lines:
+        print(line)
+    for note in notes:
+        print(f"note: {note}")
+    if unlabelled:
+        print(f"not labelled (printed with --details, not scored): {', '.join(unlabelled)}")
+    if not scores:
+        return 2
+    ok = all(
+        t.found == t.problems and not t.false_alarms and t.status_right == t.logs
+        for t in (totals(*by_set[s]) for s in sets)
+    )
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":
