@@ -399,7 +399,8 @@ def test_a_registered_check_runs_on_the_health_page(monkeypatch):
         report = run_health(df, RunFacts(algorithm="gspo"))
         assert seen == [(6, 3, 3, "gspo")]
         assert "scratch" in [f.code for f in report.findings]
-        assert list(report.checked)[0] == "run status" and list(report.checked)[-1] == "scratch check"
+        checked = list(report.checked)
+        assert checked[0] == "run status" and checked[-1] == "scratch check"
         assert run.codes_of(run.CHECKS)[-1] == "scratch"
         seen.clear()
         found = live_findings(df, RunFacts(algorithm="gspo"))
