@@ -3,6 +3,7 @@ quiet on healthy runs whose lags alternate and whose metrics drift."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from urllib.parse import parse_qs
@@ -654,6 +655,9 @@ def _scenario(code: str) -> tuple[pd.DataFrame, dict]:
         df[Step.SEQ_CLIP_FRACTION] = np.where(off, 0.9 if code == health.CLIP_HIGH else 0.0, 0)
     elif code == health.ZERO_VARIANCE:
         df[Step.ZERO_VARIANCE_FRACTION] = 0.7
+    elif code == health.TASK_SATURATED:  # the same share, every such group all-correct
+        df[Step.ZERO_VARIANCE_FRACTION] = 0.7
+        df["zero_variance_high_fraction"] = 0.7
     elif code in (health.KL_REF_SPIKE, health.KL_OLD_SPIKE, health.LOG_RATIO_SPIKE):
         column = {
             health.KL_REF_SPIKE: Step.KL_REF_MEAN,
@@ -715,14 +719,60 @@ def test_every_code_fires_on_its_scenario(code):
     assert code in _find(df, **kw)
 
 
+def _scenario_facts(kw: dict) -> health.RunFacts:
+    """The facts ``_find(df, **kw)`` judges with."""
+    return kw["facts"] if "facts" in kw else _facts(**kw)
+
+
+@pytest.mark.parametrize("code", health.CODES)
+def test_each_code_comes_from_the_one_check_that_declares_it(code, monkeypatch):
+    """On its scenario, ``code`` is reported by the entry of ``findings.run.CHECKS`` that declares
+    it, and every check reports only its own codes (or notes): the registry says who says what."""
+    from training_hooks.findings import run
+
+    by: dict[str, list[run.Check]] = {}
+
+    def spy(c: run.Check) -> run.Check:
+        def check(df, split, facts, cov):
+            found = c.check(df, split, facts, cov)
+            for f in found:
+                by.setdefault(f.code, []).append(c)
+            return found
+
+        return dataclasses.replace(c, check=check)
+
+    originals = run.CHECKS
+    monkeypatch.setattr(run, "CHECKS", tuple(spy(c) for c in originals))
+    df, kw = _scenario(code)
+    assert code in _find(df, **kw)
+    declares = [c for c in originals if code in c.codes]
+    assert len(declares) == 1 and [c.check for c in by[code]] == [declares[0].check]
+    for got, checks in by.items():
+        assert len(checks) == 1 and got in (*checks[0].codes, *checks[0].notes), got
+
+
+@pytest.mark.parametrize("code", health.CODES)
+def test_the_recorder_reports_a_code_exactly_when_its_check_is_live(code):
+    """``live_findings`` on the whole scenario table: a code of a live check is reported as on
+    the page; one of a check that needs the run's future (trends, status, raw values, ...) never."""
+    df, kw = _scenario(code)
+    live = {f.code for f in health.live_findings(df, _scenario_facts(kw))}
+    assert (code in live) == (code in health.LIVE_CODES)
+    assert live <= set(health.LIVE_CODES)
+
+
 def test_codes_are_the_contract():
-    assert health.CODES == (
+    """The stable codes, each once (their order is the registry's: ``findings.run.CHECKS``), and
+    the informational notes outside them."""
+    assert len(set(health.CODES)) == len(health.CODES)
+    assert set(health.CODES) == {
         "on_policy_only",
         "stale_old_logprobs",
         "sampler_mismatch",
         "clip_high",
         "clip_low",
         "zero_variance",
+        "task_saturated",
         "kl_ref_spike",
         "kl_old_spike",
         "log_ratio_spike",
@@ -744,7 +794,8 @@ def test_codes_are_the_contract():
         "attenuation_low",
         "attenuation_one_sided",
         "steps_dropped",
-    )
+    }
+    assert health.NOTE_CODES == ("stopped_early", "running", "not_judged")
 
 
 def _shown(markdown: str) -> str:

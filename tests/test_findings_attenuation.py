@@ -6,16 +6,17 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from training_hooks.findings import RunFacts, run_health
-from training_hooks.findings.attenuation import HIGH, LOW, ONE_SIDED
-from training_hooks.findings.clip import HIGH as CLIP_HIGH_CHECK
-from training_hooks.findings.core import (
+from training_hooks.findings import (
     ATTENUATION_HIGH,
     ATTENUATION_LOW,
     ATTENUATION_ONE_SIDED,
     CLIP_HIGH,
-    NOT_LOGGED,
+    RunFacts,
+    run_health,
 )
+from training_hooks.findings.attenuation import HIGH, LOW, ONE_SIDED
+from training_hooks.findings.clip import HIGH as CLIP_HIGH_CHECK
+from training_hooks.findings.core import NOT_LOGGED
 from training_hooks.findings.run import CODES
 from training_hooks.findings.thresholds import ATTENUATION, THRESHOLDS
 from training_hooks.schema import Step

@@ -374,22 +374,77 @@ def test_solved_share_logged_only_early_is_skipped_not_a_crash():
 
 def test_a_registered_check_runs_on_the_health_page(monkeypatch):
     """``findings.run.CHECKS``: an entry's function gets the step table, its lag split, the run's
-    facts and the coverage; its finding and its Checked line are the report's, and the codes of
-    the registry's entries join ``CODES``."""
-    from training_hooks.findings import CODES, run
-    from training_hooks.findings.core import BUILTIN_CODES, WARNING, Finding
+    facts and the coverage; its finding and its Checked line are the report's, after those of the
+    entries before it; the recorder runs it only when it is marked live."""
+    from training_hooks.findings import LIVE_CODES, live_findings, run
+    from training_hooks.findings.core import WARNING, Finding
 
-    seen = {}
+    seen = []
 
     def check(df, split, facts, cov):
-        seen["rows"], seen["algorithm"] = len(df), facts.algorithm
+        seen.append((len(df), split.n_on, split.n_off, facts.algorithm))
         cov.ran("scratch check")
         return [Finding("scratch", WARNING, "Scratch", "mean reward 0", "none")]
 
-    monkeypatch.setattr(run, "CHECKS", (run.Check(("scratch",), check),))
-    df = pd.DataFrame({Step.STEP: np.arange(5), Step.REWARD_MEAN: np.linspace(0, 1, 5)})
-    report = run_health(df, RunFacts(algorithm="gspo"))
-    assert seen == {"rows": 5, "algorithm": "gspo"}
-    assert "scratch" in [f.code for f in report.findings]
-    assert "scratch check" in report.checked
-    assert CODES == (*BUILTIN_CODES, "steps_dropped")  # the registered ones after the builtins
+    df = pd.DataFrame(
+        {
+            Step.STEP: np.arange(6),
+            Step.POLICY_LAG: [0, 1, 0, 1, 0, 1],
+            Step.REWARD_MEAN: np.linspace(0, 1, 6),
+        }
+    )
+    builtin = run.CHECKS
+    for live in (False, True):
+        monkeypatch.setattr(run, "CHECKS", (*builtin, run.Check(("scratch",), check, live)))
+        report = run_health(df, RunFacts(algorithm="gspo"))
+        assert seen == [(6, 3, 3, "gspo")]
+        assert "scratch" in [f.code for f in report.findings]
+        checked = list(report.checked)
+        assert checked[0] == "run status" and checked[-1] == "scratch check"
+        assert run.codes_of(run.CHECKS)[-1] == "scratch"
+        seen.clear()
+        found = live_findings(df, RunFacts(algorithm="gspo"))
+        assert ("scratch" in [f.code for f in found]) == live and len(seen) == int(live)
+        seen.clear()
+    assert "scratch" not in LIVE_CODES  # the constants are the registry's as imported
+
+
+def test_every_code_belongs_to_exactly_one_registered_check():
+    """``CODES``, ``LIVE_CODES`` and ``NOTE_CODES`` are read from ``CHECKS``: each code is declared
+    by one entry; the live codes are exactly those of the live entries (the ones the recorder
+    judged before the registry: its former literal list, ``task_saturated`` among them)."""
+    from training_hooks.findings import CHECKS, CODES, LIVE_CODES, NOTE_CODES
+
+    for code in (*CODES, *NOTE_CODES):
+        assert sum(code in (*c.codes, *c.notes) for c in CHECKS) == 1, code
+    assert CODES == tuple(code for c in CHECKS for code in c.codes)
+    assert LIVE_CODES == tuple(code for c in CHECKS if c.live for code in c.codes)
+    assert set(LIVE_CODES) == {
+        "nonfinite",
+        "sampler_mismatch",
+        "stale_old_logprobs",
+        "kl_old_spike",
+        "log_ratio_spike",
+        "kl_ref_spike",
+        "clip_high",
+        "clip_low",
+        "clip_at_one_update",
+        "zero_variance",
+        "task_saturated",
+    }
+    assert not set(NOTE_CODES) & set(CODES)
+    assert {health.OK_CODE, health.NO_STEPS}.isdisjoint({*CODES, *NOTE_CODES})
+    for name in ("CLIP_HIGH", "TASK_SATURATED", "ATTENUATION_ONE_SIDED", "NOT_JUDGED", "RUNNING"):
+        assert getattr(health, name) in {*CODES, *NOTE_CODES}  # still importable by name
+
+
+def test_a_code_declared_twice_is_refused():
+    """Two entries (or one twice) declaring a code: ``codes_of`` raises, naming the code."""
+    from training_hooks.findings import run
+
+    twice = (*run.CHECKS, run.Check((health.CLIP_HIGH,), lambda df, split, facts, cov: []))
+    with pytest.raises(ValueError, match="clip_high"):
+        run.codes_of(twice)
+    note_as_code = (*run.CHECKS, run.Check((health.NOT_JUDGED,), lambda *a: []))
+    with pytest.raises(ValueError, match="not_judged"):
+        run.codes_of(note_as_code, live=True)

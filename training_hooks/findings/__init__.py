@@ -11,55 +11,32 @@ need no future (``live_findings``, ``LIVE_CODES``) on the table it has so far, o
 every threshold is a ``Threshold`` with its unit and source, a typed attribute (``RUN.min_basis``,
 ``GSPO_CLIP.warn_high``, ``ATTENUATION``, ``MISMATCH``, ``RAW``) listed in ``THRESHOLDS``.
 
-Modules: ``core`` (the built-in codes, ``Finding``, ``RunFacts``, ``Coverage``, table readers),
-``thresholds``, ``lag`` (policy lag per step), ``status`` (how the run ended, non-finite values,
-stale old log-probs), ``mismatch`` (sampler/trainer), ``clip``, ``signal`` (constant reward,
-zero-variance and solved groups, truncation), ``spikes`` (spikes and trends), ``run`` (the entry
-points, the registered checks ``CHECKS`` and ``CHECKS_VERSION``), ``raw`` (what the raw values
-show: gradient norm, loss scale, no learning signal, reward components, KL level), ``onpolicy``
-(clipping at one update per batch), ``attenuation`` (every loss's trust region in one unit),
-``live`` (the recorder's side).
+Modules: ``core`` (``Finding``, ``RunFacts``, ``Coverage``, table readers), ``thresholds``,
+``lag`` (policy lag per step), ``run`` (the entry points, the registry of checks ``CHECKS`` and
+``CHECKS_VERSION``), ``live`` (the recorder's side); and the checks, each module declaring its
+codes beside them: ``status`` (how the run ended, non-finite values, stale old log-probs,
+on-policy only), ``mismatch`` (sampler/trainer), ``clip``, ``onpolicy`` (clipping at one update
+per batch), ``signal`` (constant reward, zero-variance and solved groups, truncation), ``spikes``
+(spikes and trends), ``attenuation`` (every loss's trust region in one unit), ``raw`` (what the
+raw values show: gradient norm, loss scale, no learning signal, reward components, KL level).
+Every code is importable from here (``findings.CLIP_HIGH``).
 """
 
-from training_hooks.findings.core import (
+from training_hooks.findings.attenuation import (
     ATTENUATION_HIGH,
     ATTENUATION_LOW,
     ATTENUATION_ONE_SIDED,
-    CLIP_HIGH,
-    CLIP_LOW,
-    CLIP_ONE_UPDATE,
-    CRASHED,
-    ENTROPY_COLLAPSE,
+)
+from training_hooks.findings.clip import CLIP_HIGH, CLIP_LOW, NOT_JUDGED
+from training_hooks.findings.core import (
     ERROR,
-    FAILED,
-    GRAD_NORM_SPIKE,
-    GRAD_OVER_CLIP,
     INFO,
-    KL_OLD_SPIKE,
-    KL_REF_HIGH,
-    KL_REF_SPIKE,
-    LENGTH_BLOWUP,
-    LENGTH_COLLAPSE,
-    LOG_RATIO_SPIKE,
-    LOSS_SPIKE,
     NAN_CELLS,
-    NO_SIGNAL,
     NO_STEPS,
-    NONFINITE,
-    NOT_JUDGED,
     OK,
     OK_CODE,
-    ON_POLICY_ONLY,
-    REWARD_PINNED,
-    RUNNING,
-    SAMPLER_MISMATCH,
     SEVERITY_ORDER,
-    STALE_OLD_LOGPROBS,
-    STOPPED_EARLY,
-    TASK_SATURATED,
-    TRUNCATION,
     WARNING,
-    ZERO_VARIANCE,
     Coverage,
     Finding,
     RunFacts,
@@ -68,23 +45,62 @@ from training_hooks.findings.core import (
     lag_groups,
     train_mask,
 )
+from training_hooks.findings.mismatch import SAMPLER_MISMATCH
+from training_hooks.findings.onpolicy import CLIP_ONE_UPDATE
+from training_hooks.findings.raw import (
+    GRAD_NORM_SPIKE,
+    GRAD_OVER_CLIP,
+    KL_REF_HIGH,
+    LOSS_SPIKE,
+    NO_SIGNAL,
+    REWARD_PINNED,
+)
 from training_hooks.findings.run import (
     CHECKS,
     CHECKS_VERSION,
     CODES,
     LIVE_CODES,
+    NOTE_CODES,
     OUTCOME_COLUMNS,
     Check,
     HealthReport,
+    codes_of,
     facts_of,
     live_findings,
     report_of,
     run_findings,
     run_health,
 )
-from training_hooks.findings.signal import group_outcomes, with_group_outcomes
-from training_hooks.findings.spikes import rolling_baseline, row_nanmedian, spike_mask
-from training_hooks.findings.status import STATUS_STOPPED_EARLY, check_status, import_status
+from training_hooks.findings.signal import (
+    TASK_SATURATED,
+    TRUNCATION,
+    ZERO_VARIANCE,
+    group_outcomes,
+    with_group_outcomes,
+)
+from training_hooks.findings.spikes import (
+    ENTROPY_COLLAPSE,
+    KL_OLD_SPIKE,
+    KL_REF_SPIKE,
+    LENGTH_BLOWUP,
+    LENGTH_COLLAPSE,
+    LOG_RATIO_SPIKE,
+    rolling_baseline,
+    row_nanmedian,
+    spike_mask,
+)
+from training_hooks.findings.status import (
+    CRASHED,
+    FAILED,
+    NONFINITE,
+    ON_POLICY_ONLY,
+    RUNNING,
+    STALE_OLD_LOGPROBS,
+    STATUS_STOPPED_EARLY,
+    STOPPED_EARLY,
+    check_status,
+    import_status,
+)
 from training_hooks.findings.thresholds import (
     ATTENUATION,
     BANDS,
@@ -130,6 +146,7 @@ __all__ = [
     "LENGTH_BLOWUP",
     "LENGTH_COLLAPSE",
     "LIVE_CODES",
+    "NOTE_CODES",
     "LOG_RATIO_SPIKE",
     "NONFINITE",
     "NOT_JUDGED",
@@ -167,6 +184,7 @@ __all__ = [
     "RunFacts",
     "Threshold",
     "check_status",
+    "codes_of",
     "facts_of",
     "fmt_eps",
     "group_outcomes",

@@ -23,17 +23,16 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from gspo_metrics.spec import parse_algorithm
 from training_hooks.findings import lag as lagmod
 from training_hooks.findings.core import (
-    ATTENUATION_HIGH,
-    ATTENUATION_LOW,
-    ATTENUATION_ONE_SIDED,
     INFO,
     LAG_UNKNOWN,
     NOT_LOGGED,
     WARNING,
     Coverage,
     Finding,
+    RunFacts,
     col,
     flagged,
     pct,
@@ -41,6 +40,12 @@ from training_hooks.findings.core import (
 from training_hooks.findings.lag import steps_of
 from training_hooks.findings.thresholds import ATTENUATION, RUN
 from training_hooks.schema import Step
+
+# The stable codes of ``check_attenuation``.
+ATTENUATION_HIGH = "attenuation_high"
+ATTENUATION_LOW = "attenuation_low"
+ATTENUATION_ONE_SIDED = "attenuation_one_sided"
+ATTENUATION_CODES = (ATTENUATION_HIGH, ATTENUATION_LOW, ATTENUATION_ONE_SIDED)
 
 HIGH = "attenuation too high"
 LOW = "attenuation too low"
@@ -58,11 +63,18 @@ def _rows(df: pd.DataFrame, split: lagmod.LagSplit, y: np.ndarray) -> tuple[np.n
     return rows, bool(off.any())
 
 
+def loss_text(algorithm: str) -> str:
+    """The run's loss as the attenuation findings name it: "DAPO", "SAPO-SEQ", or "The loss"."""
+    parsed = parse_algorithm(algorithm)
+    return "The loss" if parsed is None else str(algorithm).upper()
+
+
 def check_attenuation(
-    df: pd.DataFrame, split: lagmod.LagSplit, loss: str, cov: Coverage
+    df: pd.DataFrame, split: lagmod.LagSplit, facts: RunFacts, cov: Coverage
 ) -> list[Finding]:
-    """The attenuation checks (module docstring); ``loss`` names the run's loss in the text
-    ("GRPO", "CISPO", "the loss" when unknown); ``cov`` says what was judged."""
+    """The attenuation checks (module docstring), the run's loss named in the text ("GRPO",
+    "CISPO", "The loss" when unknown: ``loss_text``); ``cov`` says what was judged."""
+    loss = loss_text(facts.algorithm)
     y = col(df, Step.ATTENUATION_MEAN)
     if y is None or not np.isfinite(y).any():
         return cov.skipped(HIGH, NOT_LOGGED, LOW, ONE_SIDED)

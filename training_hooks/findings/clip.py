@@ -26,11 +26,8 @@ import pandas as pd
 from gspo_metrics.spec import GRPO_EPS, GSPO_EPS, parse_algorithm
 from training_hooks.findings import lag as lagmod
 from training_hooks.findings.core import (
-    CLIP_HIGH,
-    CLIP_LOW,
     INFO,
     LAG_UNKNOWN,
-    NOT_JUDGED,
     NOT_LOGGED,
     ROWS_MIX,
     SETTING_UNKNOWN,
@@ -48,6 +45,12 @@ from training_hooks.findings.lag import steps_of
 from training_hooks.findings.thresholds import BANDS, RAW, RUN
 from training_hooks.metric_map import Derived
 from training_hooks.schema import Step
+
+# The stable codes of ``check_clip_range``, and its note (informational, outside ``CODES``): a
+# clip share logged by a run whose loss or ε is unknown, so it is not judged.
+CLIP_HIGH = "clip_high"
+CLIP_LOW = "clip_low"
+NOT_JUDGED = "not_judged"
 
 #: Said wherever a recorded run's ε is the recorder's default (run.json ``setting_sources``).
 DEFAULT_EPS = "judged at the recorder's default ε"
@@ -143,7 +146,12 @@ def check_clip_range(
     facts: RunFacts,
     cov: Coverage,
 ) -> list[Finding]:
-    """``clip_high`` / ``clip_low`` (see the module docstring); ``cov`` says what was judged."""
+    """``clip_high`` / ``clip_low`` (see the module docstring); ``cov`` says what was judged. A
+    run that takes one update per batch is judged by ``clip_at_one_update`` instead (nothing
+    should clip there, whatever ε: ``findings.onpolicy``)."""
+    if facts.updates_per_batch == 1:
+        why = "one update per batch: judged as clip at one update per batch"
+        return cov.skipped(HIGH, why, LOW)
     parsed = parse_algorithm(facts.algorithm)
     if parsed is not None and parsed.clip_unit is None:  # CISPO's cap, SAPO's gate, ...
         why = f"{parsed.loss.upper()} has no hard clip (its attenuation is checked instead)"

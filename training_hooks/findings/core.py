@@ -1,4 +1,4 @@
-"""What every check shares: severities, the stable codes, thresholds, the ``Finding`` record, what
+"""What every check shares: severities, the report's own codes, the ``Finding`` record, what
 a run states about itself (``RunFacts``), what was and was not checked (``Coverage``), and the
 readers of a step table. Pure pandas/numpy; no torch, no Streamlit.
 """
@@ -22,77 +22,17 @@ INFO = "info"
 OK = "ok"
 SEVERITY_ORDER = {ERROR: 0, WARNING: 1, INFO: 2, OK: 3}
 
-# The stable codes of the checks written out in ``run.run_health`` (a contract: tests, the bench
-# and the page match on them); ``run.CODES`` adds those of the checks registered in ``run.CHECKS``.
-ON_POLICY_ONLY = "on_policy_only"
-STALE_OLD_LOGPROBS = "stale_old_logprobs"
-SAMPLER_MISMATCH = "sampler_mismatch"
-CLIP_HIGH = "clip_high"
-CLIP_LOW = "clip_low"
-ZERO_VARIANCE = "zero_variance"
-KL_REF_SPIKE = "kl_ref_spike"
-KL_OLD_SPIKE = "kl_old_spike"
-LOG_RATIO_SPIKE = "log_ratio_spike"
-ENTROPY_COLLAPSE = "entropy_collapse"
-LENGTH_COLLAPSE = "length_collapse"
-LENGTH_BLOWUP = "length_blowup"
-TRUNCATION = "truncation"
-NONFINITE = "nonfinite"
-CRASHED = "crashed"
-FAILED = "failed"
-GRAD_NORM_SPIKE = "grad_norm_spike"
-GRAD_OVER_CLIP = "grad_over_clip"
-LOSS_SPIKE = "loss_spike"
-NO_SIGNAL = "no_learning_signal"
-REWARD_PINNED = "reward_component_pinned"
-KL_REF_HIGH = "kl_ref_high"
-CLIP_ONE_UPDATE = "clip_at_one_update"
-BUILTIN_CODES: tuple[str, ...] = (
-    ON_POLICY_ONLY,
-    STALE_OLD_LOGPROBS,
-    SAMPLER_MISMATCH,
-    CLIP_HIGH,
-    CLIP_LOW,
-    ZERO_VARIANCE,
-    KL_REF_SPIKE,
-    KL_OLD_SPIKE,
-    LOG_RATIO_SPIKE,
-    ENTROPY_COLLAPSE,
-    LENGTH_COLLAPSE,
-    LENGTH_BLOWUP,
-    TRUNCATION,
-    NONFINITE,
-    CRASHED,
-    FAILED,
-    GRAD_NORM_SPIKE,
-    GRAD_OVER_CLIP,
-    LOSS_SPIKE,
-    NO_SIGNAL,
-    REWARD_PINNED,
-    KL_REF_HIGH,
-    CLIP_ONE_UPDATE,
-)
-#: Stable too, outside the fault codes above: most groups all-correct (the task is solved for
-#: these prompts: not a lack of signal to fix, a state to act on).
-TASK_SATURATED = "task_saturated"
-# Informational codes: nothing to report, live run, no steps, a check skipped because the run does
-# not state a setting it needs.
+# The stable codes a check reports are declared in the check's own module, beside it, and listed
+# by its entry in ``run.CHECKS`` (``run.CODES``, ``run.LIVE_CODES`` and ``run.NOTE_CODES`` are read
+# from the registry). Here only the codes of the findings the report adds itself: nothing unusual,
+# no steps.
 OK_CODE = "ok"
-RUNNING = "running"
-STOPPED_EARLY = "stopped_early"  # an import whose source says it stopped before its end
 NO_STEPS = "no_steps"
-NOT_JUDGED = "not_judged"
-
-# The attenuation checks' codes (``training_hooks.findings.attenuation``; stable too).
-ATTENUATION_HIGH = "attenuation_high"
-ATTENUATION_LOW = "attenuation_low"
-ATTENUATION_ONE_SIDED = "attenuation_one_sided"
-BUILTIN_CODES = (*BUILTIN_CODES, ATTENUATION_HIGH, ATTENUATION_LOW, ATTENUATION_ONE_SIDED)
 
 
 @dataclass(frozen=True)
 class Finding:
-    code: str  # one of run.CODES (or TASK_SATURATED, OK_CODE, RUNNING, NO_STEPS, NOT_JUDGED)
+    code: str  # one of run.CODES or run.NOTE_CODES (or OK_CODE, NO_STEPS)
     severity: str  # ERROR, WARNING, INFO or OK
     title: str
     evidence: str

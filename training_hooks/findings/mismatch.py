@@ -13,7 +13,6 @@ from training_hooks.findings import lag as lagmod
 from training_hooks.findings.core import (
     INFO,
     NOT_LOGGED,
-    SAMPLER_MISMATCH,
     SEVERITY_ORDER,
     WARNING,
     Coverage,
@@ -30,6 +29,8 @@ from training_hooks.findings.core import (
 from training_hooks.findings.lag import steps_of
 from training_hooks.findings.thresholds import MISMATCH
 from training_hooks.schema import Step
+
+SAMPLER_MISMATCH = "sampler_mismatch"  # the stable code of ``check_sampler_mismatch``
 
 K3 = "k3"  # k3 = r - 1 - log r per token, token mean (nats/token)
 ABS_KL = "abs_kl"  # a signed KL estimate (k1): judged on |kl|

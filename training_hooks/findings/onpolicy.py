@@ -17,7 +17,6 @@ import numpy as np
 import pandas as pd
 
 from training_hooks.findings.core import (
-    CLIP_ONE_UPDATE,
     NOT_LOGGED,
     SETTING_UNKNOWN,
     WARNING,
@@ -28,11 +27,12 @@ from training_hooks.findings.core import (
     logged,
     pct,
 )
-from training_hooks.findings.lag import steps_of
+from training_hooks.findings.lag import LagSplit, steps_of
 from training_hooks.findings.thresholds import RAW, RUN
 from training_hooks.metric_map import Derived
 from training_hooks.schema import Step
 
+CLIP_ONE_UPDATE = "clip_at_one_update"  # the stable code of ``check_clip_one_update``
 NAME = "clip at one update per batch"
 #: The clip share as runs log it, ours first: outside the range (tokens, sequences), where the
 #: clip binds, then TRL's region share (``clip_ratio`` before 0.17) and verl's ``pg_clipfrac``
@@ -60,7 +60,9 @@ def clip_share(df: pd.DataFrame) -> tuple[str, str, np.ndarray] | None:
     return None
 
 
-def check_clip_one_update(df: pd.DataFrame, facts: RunFacts, cov: Coverage) -> list[Finding]:
+def check_clip_one_update(
+    df: pd.DataFrame, split: LagSplit, facts: RunFacts, cov: Coverage
+) -> list[Finding]:
     """``clip_at_one_update`` (see the module docstring): the mean clip share of the run's last
     ``clip_window`` steps above ``one_update_clip`` in a run that takes one update per batch."""
     if facts.updates_per_batch is None:

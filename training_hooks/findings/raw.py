@@ -17,13 +17,7 @@ import pandas as pd
 
 from training_hooks.findings.core import (
     ERROR,
-    GRAD_NORM_SPIKE,
-    GRAD_OVER_CLIP,
-    KL_REF_HIGH,
-    LOSS_SPIKE,
-    NO_SIGNAL,
     NOT_LOGGED,
-    REWARD_PINNED,
     SETTING_UNKNOWN,
     TOO_FEW_STEPS,
     WARNING,
@@ -38,31 +32,24 @@ from training_hooks.findings.core import (
     logged,
     pct,
 )
-from training_hooks.findings.lag import steps_of
+from training_hooks.findings.lag import LagSplit, steps_of
 from training_hooks.findings.status import GRAD_NORM_NAMES
 from training_hooks.findings.thresholds import RAW, RUN
 from training_hooks.schema import Step
+
+# The stable codes of this module's checks, each beside the check that reports it.
+GRAD_NORM_SPIKE = "grad_norm_spike"  # ``check_grad_norm``
+GRAD_OVER_CLIP = "grad_over_clip"  # ``check_grad_norm``
+LOSS_SPIKE = "loss_spike"  # ``check_loss_scale``
+NO_SIGNAL = "no_learning_signal"  # ``check_no_signal``
+REWARD_PINNED = "reward_component_pinned"  # ``check_reward_components``
+KL_REF_HIGH = "kl_ref_high"  # ``check_kl_level``
 
 
 def grad_norm_column(df: pd.DataFrame) -> str | None:
     """The gradient-norm column a run logs (``GRAD_NORM_NAMES``, before clipping first; else a
     foreign name ending in ``/grad_norm``); None without one."""
     return first_logged(df, (*GRAD_NORM_NAMES, "grad_norm"))
-
-
-def check_raw_values(df: pd.DataFrame, facts: RunFacts, cov: Coverage) -> list[Finding]:
-    """Every check of this module on ``df`` (rows in step order)."""
-    return [
-        *check_grad_norm(df, facts, cov),
-        *check_loss_scale(df, facts, cov),
-        *check_no_signal(df, facts, cov),
-        *check_reward_components(df, facts, cov),
-        *check_kl_level(df, facts, cov),
-    ]
-
-
-# ---------------------------------------------------------------------------------------------
-# Gradient norm
 
 
 def _with_signal(df: pd.DataFrame, g: np.ndarray) -> np.ndarray:
@@ -87,7 +74,9 @@ def past_median(y: np.ndarray, k: int = 8) -> np.ndarray:
     return out
 
 
-def check_grad_norm(df: pd.DataFrame, facts: RunFacts, cov: Coverage) -> list[Finding]:
+def check_grad_norm(
+    df: pd.DataFrame, split: LagSplit, facts: RunFacts, cov: Coverage
+) -> list[Finding]:
     """``grad_norm_spike``: steps whose gradient norm is ``grad_spike`` x the 90th percentile of
     the run's or more (a sparse-reward run's steps with a signal are a tenth of its steps: a
     median would be the no-signal steps' ~0) and as far above the median of the 8 steps before
@@ -167,7 +156,9 @@ def _over_clip(name: str, g: np.ndarray, facts: RunFacts, steps: np.ndarray) -> 
 # Loss
 
 
-def check_loss_scale(df: pd.DataFrame, facts: RunFacts, cov: Coverage) -> list[Finding]:
+def check_loss_scale(
+    df: pd.DataFrame, split: LagSplit, facts: RunFacts, cov: Coverage
+) -> list[Finding]:
     """``loss_spike``: steps whose |loss| is ``loss_spike`` x the 90th percentile of the run's
     non-zero |loss| or more."""
     y = logged(df, Step.LOSS)
@@ -219,7 +210,9 @@ def _flat(r: np.ndarray) -> tuple[bool, float, float]:
     return bool(hi - lo <= RAW.flat_reward.value * scale), float(lo), float(hi)
 
 
-def check_no_signal(df: pd.DataFrame, facts: RunFacts, cov: Coverage) -> list[Finding]:
+def check_no_signal(
+    df: pd.DataFrame, split: LagSplit, facts: RunFacts, cov: Coverage
+) -> list[Finding]:
     """``no_learning_signal``: a share of the steps with a zero gradient norm (``zero_grad_share``,
     a warning), or, with the reward flat over the run's last half, a loss 0 at every step or a
     gradient norm collapsed to ``grad_collapse`` of its start (an error)."""
@@ -330,7 +323,9 @@ def _quarters(y: np.ndarray) -> tuple[float, float]:
     return float(np.median(v[:k])), float(np.median(v[-k:]))
 
 
-def check_reward_components(df: pd.DataFrame, facts: RunFacts, cov: Coverage) -> list[Finding]:
+def check_reward_components(
+    df: pd.DataFrame, split: LagSplit, facts: RunFacts, cov: Coverage
+) -> list[Finding]:
     """``reward_component_pinned``: with two reward functions or more, one that stays near 0
     (at most ``pinned_share`` of the total's level at the end and of its rise) while the total
     rises or saturates (most groups zero-variance): what the policy learns is the others."""
@@ -398,7 +393,9 @@ def check_reward_components(df: pd.DataFrame, facts: RunFacts, cov: Coverage) ->
 # KL to the reference
 
 
-def check_kl_level(df: pd.DataFrame, facts: RunFacts, cov: Coverage) -> list[Finding]:
+def check_kl_level(
+    df: pd.DataFrame, split: LagSplit, facts: RunFacts, cov: Coverage
+) -> list[Finding]:
     """``kl_ref_high``: the median KL to the reference over the last quarter of the run at or
     above ``kl_ref_high`` (the tool's own kl, where the importer knew its meaning)."""
     y = logged(df, Step.KL_REF_MEAN)

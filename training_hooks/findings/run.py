@@ -1,45 +1,33 @@
 """The entry points: every check of a run (``run_health``, ``run_findings``) and the checks that
-need no future (``live_findings``: what the recorder runs while training).
+need no future (``live_findings``: what the recorder runs while training), read from one
+registry, ``CHECKS``.
 
 A check is run the same way on the Health page and in the recorder: the recorder calls
-``live_findings`` on the table it has so far; the page calls ``run_health`` on the table on disk,
-which runs the same functions (and the trend checks, which compare a run's end with its start).
+``live_findings`` on the table it has so far (the entries marked ``live``); the page calls
+``run_health`` on the table on disk, which runs every entry (the trend checks too, which compare a
+run's end with its start). The codes (``CODES``, ``LIVE_CODES``, ``NOTE_CODES``) and the page's
+Checked / Not checked lines (what each check adds to ``Coverage``) come from the same entries.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
 import pandas as pd
 
-from gspo_metrics.spec import parse_algorithm
 from training_hooks.findings import lag as lagmod
-from training_hooks.findings.attenuation import check_attenuation
-from training_hooks.findings.clip import HIGH as CLIP_SHARE_HIGH
-from training_hooks.findings.clip import LOW as CLIP_SHARE_LOW
-from training_hooks.findings.clip import check_clip_range
+from training_hooks.findings.attenuation import ATTENUATION_CODES, check_attenuation
+from training_hooks.findings.clip import CLIP_HIGH, CLIP_LOW, NOT_JUDGED, check_clip_range
 from training_hooks.findings.core import (
-    BUILTIN_CODES,
-    CLIP_HIGH,
-    CLIP_LOW,
-    CLIP_ONE_UPDATE,
     ERROR,
     INFO,
-    KL_OLD_SPIKE,
-    KL_REF_SPIKE,
-    LOG_RATIO_SPIKE,
     NO_STEPS,
-    NONFINITE,
     OK,
     OK_CODE,
-    SAMPLER_MISMATCH,
     SEVERITY_ORDER,
-    STALE_OLD_LOGPROBS,
-    TASK_SATURATED,
     WARNING,
-    ZERO_VARIANCE,
     Coverage,
     Finding,
     RunFacts,
@@ -49,20 +37,41 @@ from training_hooks.findings.core import (
     train_mask,
 )
 from training_hooks.findings.dropped import STEPS_DROPPED, check_steps_dropped, dropped_of
-from training_hooks.findings.mismatch import check_sampler_mismatch
-from training_hooks.findings.onpolicy import check_clip_one_update
-from training_hooks.findings.raw import check_raw_values
+from training_hooks.findings.mismatch import SAMPLER_MISMATCH, check_sampler_mismatch
+from training_hooks.findings.onpolicy import CLIP_ONE_UPDATE, check_clip_one_update
+from training_hooks.findings.raw import (
+    GRAD_NORM_SPIKE,
+    GRAD_OVER_CLIP,
+    KL_REF_HIGH,
+    LOSS_SPIKE,
+    NO_SIGNAL,
+    REWARD_PINNED,
+    check_grad_norm,
+    check_kl_level,
+    check_loss_scale,
+    check_no_signal,
+    check_reward_components,
+)
 from training_hooks.findings.signal import (
+    TASK_SATURATED,
+    TRUNCATION,
+    ZERO_VARIANCE,
     check_learning_signal,
     check_truncation,
     group_outcomes,
     with_group_outcomes,
 )
-from training_hooks.findings.spikes import check_spikes, check_trends
+from training_hooks.findings.spikes import SPIKE_CODES, TREND_CODES, check_spikes, check_trends
 from training_hooks.findings.status import (
-    check_lag,
+    NONFINITE,
+    ON_POLICY_ONLY,
+    STALE_OLD_LOGPROBS,
+    STATUS_CODES,
+    STATUS_NOTES,
     check_nonfinite,
-    check_status,
+    check_on_policy,
+    check_run_status,
+    check_stale,
     import_status,
 )
 from training_hooks.findings.thresholds import RUN
@@ -81,42 +90,75 @@ CHECKS_VERSION = 2  # 2: attenuation checks; clip checks only for hard-clip loss
 
 @dataclass(frozen=True)
 class Check:
-    """A check registered in ``CHECKS``: the codes it reports and its function."""
+    """A Health check, as registered in ``CHECKS``: the codes it reports and its function."""
 
     codes: tuple[str, ...]
-    """Its stable codes (they join ``CODES``), declared in its module."""
+    """Its stable codes (they join ``CODES``; each code belongs to one check), declared in its
+    module beside it. Its findings carry one of these (or of ``notes``), one finding per code."""
     check: Callable[[pd.DataFrame, Any, RunFacts, Coverage], list[Finding]]
     """``check(df, split, facts, cov)``: the run's step table in step order, its lag split
     (``lag.lag_split``), what the run states, and the coverage it adds its line to (``cov.ran``
-    or ``cov.skipped``, with the reason)."""
+    or ``cov.skipped``, with the reason: the page's Checked / Not checked lines)."""
     live: bool = False
     """It needs no future: the recorder runs it too (``live_findings``; its codes join
     ``LIVE_CODES``)."""
+    notes: tuple[str, ...] = ()
+    """Informational codes outside ``CODES`` it may also report on the Health page (a status, a
+    setting it could not judge without); never live (they join ``NOTE_CODES``)."""
 
 
-#: The checks that declare themselves, each in its own module (its codes and thresholds beside
-#: it, or in ``thresholds``): one entry here runs it on the Health page (after the checks written
-#: out in ``run_health``) and, live, in the recorder. Adding one also bumps ``CHECKS_VERSION``.
-CHECKS: tuple[Check, ...] = (Check((STEPS_DROPPED,), check_steps_dropped),)
-
-#: Every stable code a finding may carry (a contract: tests, the bench and the page match on them).
-CODES: tuple[str, ...] = (*BUILTIN_CODES, *(code for c in CHECKS for code in c.codes))
-
-#: The codes the recorder judges live (their checks need no future).
-LIVE_CODES = (
-    NONFINITE,
-    SAMPLER_MISMATCH,
-    STALE_OLD_LOGPROBS,
-    KL_OLD_SPIKE,
-    LOG_RATIO_SPIKE,
-    KL_REF_SPIKE,
-    CLIP_HIGH,
-    CLIP_LOW,
-    CLIP_ONE_UPDATE,
-    ZERO_VARIANCE,
-    TASK_SATURATED,
-    *(code for c in CHECKS if c.live for code in c.codes),
+#: Every Health check, in the order they run (the order of the findings of one severity and of
+#: the Checked / Not checked lines). Adding a check: its module under ``findings/`` (its function,
+#: its codes, its thresholds in ``thresholds``) and one entry here; nothing else wires it.
+CHECKS: tuple[Check, ...] = (
+    Check(STATUS_CODES, check_run_status, notes=STATUS_NOTES),
+    Check((NONFINITE,), check_nonfinite, live=True),
+    Check((STALE_OLD_LOGPROBS,), check_stale, live=True),
+    Check((ON_POLICY_ONLY,), check_on_policy),
+    Check((SAMPLER_MISMATCH,), check_sampler_mismatch, live=True),
+    Check((CLIP_ONE_UPDATE,), check_clip_one_update, live=True),
+    Check((CLIP_HIGH, CLIP_LOW), check_clip_range, live=True, notes=(NOT_JUDGED,)),
+    Check((ZERO_VARIANCE, TASK_SATURATED), check_learning_signal, live=True),
+    Check(SPIKE_CODES, check_spikes, live=True),
+    Check(TREND_CODES, check_trends),
+    Check((TRUNCATION,), check_truncation),
+    Check(ATTENUATION_CODES, check_attenuation),
+    Check((GRAD_NORM_SPIKE, GRAD_OVER_CLIP), check_grad_norm),
+    Check((LOSS_SPIKE,), check_loss_scale),
+    Check((NO_SIGNAL,), check_no_signal),
+    Check((REWARD_PINNED,), check_reward_components),
+    Check((KL_REF_HIGH,), check_kl_level),
+    Check((STEPS_DROPPED,), check_steps_dropped),
 )
+
+
+def codes_of(
+    checks: Iterable[Check], *, live: bool = False, notes: bool = False
+) -> tuple[str, ...]:
+    """The codes of ``checks`` in registry order (only the live ones' with ``live``; their notes
+    instead with ``notes``). A ValueError when two checks (or one twice) declare a code: a code
+    names one check's finding."""
+    out: list[str] = []
+    for c in checks:
+        if not live or c.live:
+            out += c.notes if notes else c.codes
+    every = [code for c in checks for code in (*c.codes, *c.notes)]
+    twice = sorted({code for code in every if every.count(code) > 1})
+    if twice:
+        raise ValueError(f"Health codes declared twice in CHECKS: {twice}")
+    return tuple(out)
+
+
+#: Every stable code a finding of a check may carry (a contract: tests, the bench and the page
+#: match on them).
+CODES: tuple[str, ...] = codes_of(CHECKS)
+
+#: The codes the recorder judges live: those of the checks that need no future.
+LIVE_CODES: tuple[str, ...] = codes_of(CHECKS, live=True)
+
+#: The checks' informational notes outside ``CODES`` (``running``, ``stopped_early``,
+#: ``not_judged``): the Health page shows them, the recorder does not.
+NOTE_CODES: tuple[str, ...] = codes_of(CHECKS, notes=True)
 
 
 @dataclass(frozen=True)
@@ -142,28 +184,11 @@ def _listing(items: Mapping[str, str], empty: str) -> str:
     return "; ".join(f"{k} ({v})" if v else k for k, v in items.items()) + "."
 
 
-def _live_checks(df: pd.DataFrame, split, facts: RunFacts, cov: Coverage) -> list[Finding]:
-    lag_found = check_lag(df, split, cov)
-    return [
-        *check_nonfinite(df, cov, facts),
-        *lag_found,
-        *check_sampler_mismatch(df, split, facts, cov),
-        *_clip_checks(df, split, facts, cov),
-        *check_learning_signal(df, facts, cov),
-        *check_spikes(df, split, cov),
-        *(f for c in CHECKS if c.live for f in c.check(df, split, facts, cov)),
-    ]
-
-
-def _clip_checks(df: pd.DataFrame, split, facts: RunFacts, cov: Coverage) -> list[Finding]:
-    """The clip share against its usual band, or, in a run that takes one update per batch
-    (nothing should clip there, whatever ε), ``clip_at_one_update`` instead."""
-    found = check_clip_one_update(df, facts, cov)
-    if facts.updates_per_batch != 1:
-        return found + check_clip_range(df, split, facts, cov)
-    for name in (CLIP_SHARE_HIGH, CLIP_SHARE_LOW):
-        cov.skipped(name, "one update per batch: judged as clip at one update per batch")
-    return found
+def _judge(df: pd.DataFrame, facts: RunFacts, cov: Coverage, *, live: bool) -> list[Finding]:
+    """The findings of every check of ``CHECKS`` (only the live ones with ``live``), in registry
+    order, on ``df`` in step order; what each read or could not goes into ``cov``."""
+    split = lagmod.lag_split(df)
+    return [f for c in CHECKS if c.live or not live for f in c.check(df, split, facts, cov)]
 
 
 #: Findings whose fault leaves every ratio at 1, so nothing can clip: stale old log-probs
@@ -174,7 +199,8 @@ CLIP_LOW_EXPLAINED_BY = (STALE_OLD_LOGPROBS, ZERO_VARIANCE)
 
 def explain_clip_low(found: list[Finding]) -> list[Finding]:
     """``found`` with ``clip_low`` folded into the error that explains it (``CLIP_LOW_EXPLAINED_BY``):
-    that finding's evidence gains the clip share, and clip_low is dropped. Otherwise unchanged."""
+    that finding's evidence gains the clip share, and clip_low is dropped. Otherwise unchanged.
+    The one rule across checks; both routes apply it to every check's findings."""
     low = next((f for f in found if f.code == CLIP_LOW), None)
     cause = next(
         (f for f in found if f.code in CLIP_LOW_EXPLAINED_BY and f.severity == ERROR), None
@@ -192,29 +218,18 @@ def explain_clip_low(found: list[Finding]) -> list[Finding]:
 
 
 def live_findings(df: pd.DataFrame, facts: RunFacts) -> list[Finding]:
-    """The findings of ``LIVE_CODES`` on the table so far (the recorder's route)."""
-    df = in_step_order(df)
-    found = _live_checks(df, lagmod.lag_split(df), facts, Coverage())
-    return _finish(explain_clip_low([f for f in found if f.code in LIVE_CODES]))
+    """The findings of the live checks (``LIVE_CODES``; no note) on the table so far (the
+    recorder's route)."""
+    found = _judge(in_step_order(df), facts, Coverage(), live=True)
+    live = codes_of(CHECKS, live=True)
+    return _finish(explain_clip_low([f for f in found if f.code in live]))
 
 
 def run_health(df: pd.DataFrame, facts: RunFacts) -> HealthReport:
-    """Every check on a run's step table (the Health page's route)."""
+    """Every check of ``CHECKS`` on a run's step table (the Health page's route)."""
     df = in_step_order(df)
-    split = lagmod.lag_split(df)
     cov = Coverage()
-    cov.ran("run status")
-    found = [
-        *check_status(
-            facts.status, facts.updated_at, facts.last_step, facts.now, facts.stopped_early
-        ),
-        *_live_checks(df, split, facts, cov),
-        *check_trends(df, split, cov),
-        *check_truncation(df, cov),
-        *check_attenuation(df, split, _loss_text(facts.algorithm), cov),
-        *check_raw_values(df, facts, cov),
-        *(f for c in CHECKS if not c.live for f in c.check(df, split, facts, cov)),
-    ]
+    found = _judge(df, facts, cov, live=False)
     if len(df) == 0:
         found.append(
             Finding(
@@ -229,12 +244,6 @@ def run_health(df: pd.DataFrame, facts: RunFacts) -> HealthReport:
     if not any(f.severity in (ERROR, WARNING) for f in found):
         found.append(_nothing_unusual(df, cov))
     return HealthReport(found, dict(cov.checked), dict(cov.not_checked))
-
-
-def _loss_text(algorithm: str) -> str:
-    """The run's loss as the attenuation findings name it: "DAPO", "SAPO-SEQ", or "The loss"."""
-    parsed = parse_algorithm(algorithm)
-    return "The loss" if parsed is None else str(algorithm).upper()
 
 
 #: The sequence-table columns the solved / failed split of zero-variance groups reads.

@@ -19,10 +19,7 @@ from training_hooks.findings.core import (
     ERROR,
     INFO,
     NOT_LOGGED,
-    TASK_SATURATED,
-    TRUNCATION,
     WARNING,
-    ZERO_VARIANCE,
     Coverage,
     Finding,
     RunFacts,
@@ -32,8 +29,16 @@ from training_hooks.findings.core import (
     logged,
     pct,
 )
+from training_hooks.findings.lag import LagSplit
 from training_hooks.findings.thresholds import RUN
 from training_hooks.schema import Seq, Step
+
+# The stable codes of ``check_learning_signal`` and of ``check_truncation``.
+ZERO_VARIANCE = "zero_variance"
+#: Most groups all-correct: the task is solved for these prompts (not a lack of signal to fix, a
+#: state to act on).
+TASK_SATURATED = "task_saturated"
+TRUNCATION = "truncation"
 
 #: Per step, the share of groups whose rewards are all equal to the run's highest reward (all
 #: correct) / to its lowest (all wrong): derived from the sequences table (``group_outcomes``).
@@ -147,7 +152,9 @@ def with_group_outcomes(df: pd.DataFrame, outcomes: pd.DataFrame | None) -> pd.D
 # Checks
 
 
-def check_learning_signal(df: pd.DataFrame, facts: RunFacts, cov: Coverage) -> list[Finding]:
+def check_learning_signal(
+    df: pd.DataFrame, split: LagSplit, facts: RunFacts, cov: Coverage
+) -> list[Finding]:
     """A reward constant over the whole run (one finding: it carries no signal), else the
     zero-variance share of the last quarter, split into solved and failed groups."""
     reward = logged(df, Step.REWARD_MEAN)
@@ -301,7 +308,9 @@ def _saturated(solved: float, unsolved: float, source: str, n: int) -> Finding:
     )
 
 
-def check_truncation(df: pd.DataFrame, cov: Coverage) -> list[Finding]:
+def check_truncation(
+    df: pd.DataFrame, split: LagSplit, facts: RunFacts, cov: Coverage
+) -> list[Finding]:
     """Median ``truncated_fraction`` over the last 10% of steps at or above ``truncation``."""
     # at least min_basis rows: a 10-row run's last 10% is one row, which is no verdict
     got = late_median(df, Step.TRUNCATED_FRACTION, 10, int(RUN.min_basis.value))

@@ -16,17 +16,12 @@ import pandas as pd
 
 from training_hooks.findings import lag as lagmod
 from training_hooks.findings.core import (
-    ENTROPY_COLLAPSE,
-    KL_OLD_SPIKE,
-    KL_REF_SPIKE,
-    LENGTH_BLOWUP,
-    LENGTH_COLLAPSE,
-    LOG_RATIO_SPIKE,
     NOT_LOGGED,
     TOO_FEW_STEPS,
     WARNING,
     Coverage,
     Finding,
+    RunFacts,
     col,
     find_column,
     fmt_steps,
@@ -37,6 +32,16 @@ from training_hooks.findings.core import (
 from training_hooks.findings.lag import steps_of
 from training_hooks.findings.thresholds import RUN, Threshold
 from training_hooks.schema import Step
+
+# The stable codes of ``check_spikes`` and of ``check_trends``.
+KL_OLD_SPIKE = "kl_old_spike"
+LOG_RATIO_SPIKE = "log_ratio_spike"
+KL_REF_SPIKE = "kl_ref_spike"
+SPIKE_CODES = (KL_OLD_SPIKE, LOG_RATIO_SPIKE, KL_REF_SPIKE)
+ENTROPY_COLLAPSE = "entropy_collapse"
+LENGTH_COLLAPSE = "length_collapse"
+LENGTH_BLOWUP = "length_blowup"
+TREND_CODES = (ENTROPY_COLLAPSE, LENGTH_COLLAPSE, LENGTH_BLOWUP)
 
 # ---------------------------------------------------------------------------------------------
 # Robust baseline: rolling median and MAD over same-lag neighbours
@@ -156,7 +161,9 @@ def _spike_series(df: pd.DataFrame, code: str) -> tuple[str, np.ndarray] | None:
     return (name, y) if y is not None else None
 
 
-def check_spikes(df: pd.DataFrame, split: lagmod.LagSplit, cov: Coverage) -> list[Finding]:
+def check_spikes(
+    df: pd.DataFrame, split: lagmod.LagSplit, facts: RunFacts, cov: Coverage
+) -> list[Finding]:
     """``kl_old_spike``, ``log_ratio_spike``, ``kl_ref_spike``: a step far above the rolling median
     of its same-lag neighbours (``spike_mask``); ``steps`` names exactly the spike steps.
 
@@ -323,7 +330,9 @@ TREND_CHECKS = (
 )
 
 
-def check_trends(df: pd.DataFrame, split: lagmod.LagSplit, cov: Coverage) -> list[Finding]:
+def check_trends(
+    df: pd.DataFrame, split: lagmod.LagSplit, facts: RunFacts, cov: Coverage
+) -> list[Finding]:
     """``entropy_collapse``, ``length_collapse``, ``length_blowup``: the median of the last 10% of
     steps against the first 10%, within each lag group; fires only when every judged group
     crosses the threshold (one lag's artefact never alarms)."""

@@ -1,6 +1,6 @@
 """Checks of facts: how the run ended, non-finite values, and the policy lag (on-policy only,
 stale old log-probs). Each returns at most one ``Finding`` per code and notes in ``cov`` what it
-read or why it could not."""
+read or why it could not; each is one entry of ``findings.run.CHECKS`` (its codes below)."""
 
 from __future__ import annotations
 
@@ -11,18 +11,11 @@ import pandas as pd
 
 from training_hooks.findings import lag as lagmod
 from training_hooks.findings.core import (
-    CRASHED,
     ERROR,
-    FAILED,
     INFO,
     LAG_UNKNOWN,
     NAN_CELLS,
-    NONFINITE,
     NOT_LOGGED,
-    ON_POLICY_ONLY,
-    RUNNING,
-    STALE_OLD_LOGPROBS,
-    STOPPED_EARLY,
     Coverage,
     Finding,
     RunFacts,
@@ -44,6 +37,19 @@ from training_hooks.schema import (
     RunInfo,
     Step,
 )
+
+# The stable codes of this module's checks (a contract: tests, the bench and the page match on them).
+CRASHED = "crashed"
+FAILED = "failed"
+STATUS_CODES = (CRASHED, FAILED)  # ``check_run_status``
+#: ``check_run_status``'s notes (informational, outside ``CODES``): a live run; an import whose
+#: source says it stopped before its planned end.
+RUNNING = "running"
+STOPPED_EARLY = "stopped_early"
+STATUS_NOTES = (STOPPED_EARLY, RUNNING)
+NONFINITE = "nonfinite"  # ``check_nonfinite``
+STALE_OLD_LOGPROBS = "stale_old_logprobs"  # ``check_stale``
+ON_POLICY_ONLY = "on_policy_only"  # ``check_on_policy``
 
 #: Not written by the hooks: an import whose source says it stopped before its planned end.
 STATUS_STOPPED_EARLY = "stopped early"
@@ -68,6 +74,17 @@ GRAD_NORM_NAMES = (
     "unclipped_grad_l2:mean",
     "train/grad_norm",
 )
+
+
+def check_run_status(
+    df: pd.DataFrame, split: lagmod.LagSplit, facts: RunFacts, cov: Coverage
+) -> list[Finding]:
+    """``check_status`` of what ``facts`` state (the run's status, heartbeat, last step, how an
+    import stopped); always checked."""
+    cov.ran("run status")
+    return check_status(
+        facts.status, facts.updated_at, facts.last_step, facts.now, facts.stopped_early
+    )
 
 
 def check_status(
@@ -182,7 +199,9 @@ def _bad_cells(df: pd.DataFrame, exact: bool) -> dict[str, np.ndarray]:
     return out
 
 
-def check_nonfinite(df: pd.DataFrame, cov: Coverage, facts: RunFacts) -> list[Finding]:
+def check_nonfinite(
+    df: pd.DataFrame, split: lagmod.LagSplit, facts: RunFacts, cov: Coverage
+) -> list[Finding]:
     """NaN/inf inside the mask (``nonfinite_count``), or a NaN/inf in a numeric column the run
     logged, each named with its steps. On an import read from Parquet every column is read and a
     NaN is one only where the log wrote NaN (``NAN_CELLS``): a step a column was not logged at
@@ -246,33 +265,39 @@ def _legacy_note(df: pd.DataFrame) -> str:
     )
 
 
-def check_lag(df: pd.DataFrame, split: lagmod.LagSplit, cov: Coverage) -> list[Finding]:
-    """``on_policy_only`` (no off-policy step) and ``stale_old_logprobs`` (a declared lag >= 1
-    with every token ratio exactly 1 on at least ``stale_share`` of those steps). A step whose
-    earlier updates had no signal (every group zero-variance: all advantages 0, a null gradient)
-    is left out: its policy did not move, so ratios of exactly 1 are right there."""
-    out = []
-    steps = steps_of(df)
+def check_stale(
+    df: pd.DataFrame, split: lagmod.LagSplit, facts: RunFacts, cov: Coverage
+) -> list[Finding]:
+    """``stale_old_logprobs``: a declared lag >= 1 with every token ratio exactly 1 on at least
+    ``stale_share`` of those steps. A step whose earlier updates had no signal (every group
+    zero-variance: all advantages 0, a null gradient) is left out: its policy did not move, so
+    ratios of exactly 1 are right there."""
     ratio = logged(df, Step.TOKEN_LOG_RATIO_ABS_MAX)
     lag = np.array([np.nan if v is None else v for v in split.lag], float)
     if ratio is None:
-        cov.skipped("stale old log-probs", "token log-ratios " + NOT_LOGGED)
-    elif not np.isfinite(lag).any():
-        cov.skipped("stale old log-probs", LAG_UNKNOWN)
-    else:
-        cov.ran("stale old log-probs")
-        declared_off = (lag >= 1) & np.isfinite(ratio) & ~_after_null_updates(df, lag)
-        exact = declared_off & (np.abs(ratio) <= lagmod.MEASURED_ON_TOL)
-        n_off, n_exact = int(declared_off.sum()), int(exact.sum())
-        if n_off and n_exact / n_off >= RUN.stale_share.value:
-            out.append(_stale(steps[exact], n_exact, n_off))
+        return cov.skipped("stale old log-probs", "token log-ratios " + NOT_LOGGED)
+    if not np.isfinite(lag).any():
+        return cov.skipped("stale old log-probs", LAG_UNKNOWN)
+    cov.ran("stale old log-probs")
+    declared_off = (lag >= 1) & np.isfinite(ratio) & ~_after_null_updates(df, lag)
+    exact = declared_off & (np.abs(ratio) <= lagmod.MEASURED_ON_TOL)
+    n_off, n_exact = int(declared_off.sum()), int(exact.sum())
+    if n_off and n_exact / n_off >= RUN.stale_share.value:
+        return [_stale(steps_of(df)[exact], n_exact, n_off)]
+    return []
+
+
+def check_on_policy(
+    df: pd.DataFrame, split: lagmod.LagSplit, facts: RunFacts, cov: Coverage
+) -> list[Finding]:
+    """``on_policy_only``: the lag split holds on-policy steps and no off-policy one."""
     if split.source == lagmod.UNKNOWN:
         cov.skipped("on- / off-policy steps", LAG_UNKNOWN)
     else:
         cov.ran("on- / off-policy steps")
     if split.n_off == 0 and split.n_on > 0:
-        out.append(_on_policy_only(split, ratio))
-    return out
+        return [_on_policy_only(split, logged(df, Step.TOKEN_LOG_RATIO_ABS_MAX))]
+    return []
 
 
 def _after_null_updates(df: pd.DataFrame, lag: np.ndarray) -> np.ndarray:
