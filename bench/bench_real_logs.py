@@ -53,6 +53,7 @@ from real_logs_labels import (  # noqa: E402
     LABELS_2,
     Label,
     Problem,
+    git_blob_id,
     load_blind,
 )
 from test_importers_real import real_logs, real_logs_dir  # noqa: E402
@@ -156,6 +157,9 @@ def blind_cases(labels_dir: Path, logs_root: Path) -> tuple[list[Case], list[str
         path = logs_root / rel
         if not path.exists():
             notes.append(f"blind: {log.key}: not under {logs_root} (skipped)")
+            continue
+        if log.blob is not None and path.is_file() and git_blob_id(path) != log.blob:
+            notes.append(f"blind: {log.key}: not the labelled file (blob differs; skipped)")
             continue
         cases.append(Case(log.key, BLIND, log.importer, path, int(seg) if seg else None, log.label))
     return cases, notes

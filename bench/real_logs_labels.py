@@ -36,7 +36,9 @@ code is an error that names its file.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -574,6 +576,7 @@ class BlindLog:
     importer: str  # "trl", "verl" or "tinker"; "" when none reads this format
     label: Label
     file: Path  # the JSON it came from
+    blob: str | None = None  # the git blob id of the labelled file (its ``source.blob``)
 
 
 def importer_of(tool: str, key: str) -> str:
@@ -634,7 +637,18 @@ def parse_blind(data: Any, file: Path) -> BlindLog:
         basis=f"{file.name}: described blind",
     )
     label.check(str(file))
-    return BlindLog(key, importer_of(tool, key.split("#", 1)[0]), label, file)
+    source = data.get("source")
+    blob = source.get("blob") if isinstance(source, dict) else None
+    if blob is not None and not (isinstance(blob, str) and re.fullmatch(r"[0-9a-f]{40}", blob)):
+        raise LabelError(f"{file}: source.blob {blob!r} is not a 40-hex git blob id")
+    return BlindLog(key, importer_of(tool, key.split("#", 1)[0]), label, file, blob)
+
+
+def git_blob_id(path: Path) -> str:
+    """The git blob id of a file's bytes (``git hash-object``): the labelled file is the one the
+    finder saved, byte for byte, or the label does not describe it."""
+    data = path.read_bytes()
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
 
 
 def load_blind(folder: Path) -> list[BlindLog]:

@@ -25,7 +25,7 @@ def blind_json(**over) -> dict:
     data = {
         "key": "trl/pythia/trainer_state.json",
         "tool": "trl",
-        "source": {"repo": "o/r", "commit": "0" * 40, "path": "p", "blob": "1" * 40},
+        "source": {"repo": "o/r", "commit": "0" * 40, "path": "p"},  # blob: see below
         "sidecars": [],
         "writer": "TRL 0.26.2",
         "settings": "max_completion_length=48",
@@ -273,3 +273,40 @@ def test_an_unreadable_blind_log_misses_everything(tmp_path):
         "no importer reads this format",
     )
     assert not s.status_ok
+
+
+def test_git_blob_id_is_git_hash_object(tmp_path):
+    """The blind logs are checked byte for byte against their labels' ``source.blob``."""
+    import subprocess
+
+    from real_logs_labels import git_blob_id
+
+    f = tmp_path / "log.jsonl"
+    f.write_bytes(b'{"step": 1, "reward": 0.5}\n\x00\xff')
+    want = subprocess.run(
+        ["git", "hash-object", str(f)], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    assert git_blob_id(f) == want
+
+
+def test_a_blind_log_that_is_not_the_labelled_file_is_skipped(tmp_path):
+    """A label's ``source.blob`` names the bytes it describes: another file at its key is skipped
+    with a note, never scored; a malformed blob is a LabelError naming the file."""
+
+    log = tmp_path / "logs" / "other" / "x.log"
+    log.parent.mkdir(parents=True)
+    log.write_text("no metrics here\n", encoding="utf-8")
+    right = {"repo": "o/r", "commit": "0" * 40, "path": "p", "blob": labels.git_blob_id(log)}
+    for blob, kept in ((right["blob"], 1), ("1" * 40, 0)):
+        folder = tmp_path / f"labels-{kept}"
+        write(
+            folder,
+            "x.json",
+            blind_json(key="other/x.log", tool="other", source={**right, "blob": blob}),
+        )
+        cases, notes = bench.blind_cases(folder, tmp_path / "logs")
+        assert len(cases) == kept
+        assert any("not the labelled file" in n for n in notes) == (not kept)
+    with pytest.raises(LabelError, match="bad.json"):
+        write(tmp_path / "bad", "bad.json", blind_json(source={**right, "blob": "xyz"}))
+        labels.load_blind(tmp_path / "bad")
