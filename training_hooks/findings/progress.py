@@ -251,17 +251,18 @@ def check_reward_progress(df: pd.DataFrame, split, facts: RunFacts, cov: Coverag
         ):
             return []
         whole, span = halves[best], "second half"
-    solved = _solved(df, trends[best])
+    solved = _solved(df, trends[best], whole)
     if solved is not None and solved[0] == "solved":
         cov.ran(PROGRESS_CHECK, cov.checked[PROGRESS_CHECK] + "; the task is solved: " + solved[1])
         return []
     return [_progress_finding(df, best, trends, whole, span, solved, same, facts)]
 
 
-def _solved(df: pd.DataFrame, trend: Trend) -> tuple[str, str] | None:
+def _solved(df: pd.DataFrame, run: Trend, span: Trend) -> tuple[str, str] | None:
     """("solved", why): most groups all at the run's highest reward over the last quarter (the
-    share ``task_saturated`` reads); ("top", why): most groups zero-variance there with the reward
-    at the top of its range (the split unknown); None otherwise."""
+    share ``task_saturated`` reads); ("top", why): the reward at the top of its range over the
+    run (``run``) with most groups zero-variance there, or exactly constant at its highest over
+    the judged span (``span``), where which groups were all correct is unknown; None otherwise."""
     hi_col = first_logged(df, (ALL_HIGH_FRACTION, *FOREIGN_ALL_HIGH))
     got = late_median(df, hi_col, 4) if hi_col is not None else None
     if got is not None and got[0] >= RUN.saturated.value:
@@ -269,19 +270,27 @@ def _solved(df: pd.DataFrame, trend: Trend) -> tuple[str, str] | None:
             f"a median {pct(got[0])} of groups are all at the run's highest reward over the last "
             f"quarter ({hi_col}; see task_saturated)"
         )
-    zv = late_median(df, Step.ZERO_VARIANCE_FRACTION, 4)
-    v = trend.values
+    v = run.values
     lo, hi = float(v.min()), float(v.max())
-    level = float(np.median(v[-max(1, trend.n // 4) :]))
-    if zv is None or zv[0] < RUN.zero_var_warn.value or hi <= lo:
+    if hi <= lo:
+        return None
+    split = "which groups were all correct is not logged"
+    if span.verdict == CONSTANT and span.values[0] == hi:
+        return "top", (
+            f"the reward is {hi:.4g} on every row of the span, the highest the run logs (from "
+            f"{lo:.4g}): every completion scores alike, solved if {hi:.4g} is the reward's "
+            f"ceiling ({split})"
+        )
+    zv = late_median(df, Step.ZERO_VARIANCE_FRACTION, 4)
+    level = float(np.median(v[-max(1, run.n // 4) :]))
+    if zv is None or zv[0] < RUN.zero_var_warn.value:
         return None
     if level < hi - PROGRESS.top_of_range.value * (hi - lo):
         return None
     return "top", (
         f"over the last quarter a median {pct(zv[0])} of groups are zero-variance and the "
         f"reward's median, {level:.4g}, is at the top of what the run logs ({lo:.4g} to "
-        f"{hi:.4g}): solved if {level:.4g} is the reward's ceiling (which groups were all "
-        "correct is not logged)"
+        f"{hi:.4g}): solved if {level:.4g} is the reward's ceiling ({split})"
     )
 
 
@@ -314,13 +323,14 @@ def _progress_finding(df, col, trends, trend, span, solved, same, facts) -> Find
         evidence += "."
     evidence += _others(col, trends, same, facts) + _context(df)
     severity = _severity(df, verdict, trend)
+    title = _title(verdict, span)
     if solved is not None:  # ("top", why): the split is unknown
-        severity = INFO
+        severity, title = INFO, title + ", at the top of its range"
         evidence += f" It may be solved: {solved[1]}."
     return Finding(
         NO_REWARD_PROGRESS,
         severity,
-        _title(verdict, span),
+        title,
         evidence,
         _ADVICE_PLATEAU
         if span != "run"
@@ -489,7 +499,7 @@ def _judge_total(df, total: str, comps: dict[str, str], facts: RunFacts) -> Find
     w = np.argmax(np.where(bad, np.abs(t - plain) / tol, -np.inf))
     head += f": at step {steps[w]} the total is {t[w]:.4g}, {what} {plain[w]:.4g}"
     below = int((np.abs(t[bad]) < np.abs(plain[bad])).sum())
-    head += f"; the total is the smaller on {below} of those rows."
+    head += f"; the total is the smaller in magnitude on {below} of those rows."
     if partial.any():
         head += (
             f" On {int(partial.sum())} more rows a component has no value while the total has "
