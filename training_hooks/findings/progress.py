@@ -479,7 +479,7 @@ def _judge_total(df, total: str, comps: dict[str, str], facts: RunFacts) -> Find
     t_all = column(df, total)
     C_all = np.column_stack([column(df, c) for c in comps.values()])  # (rows, F)
     ok = np.isfinite(t_all) & np.isfinite(C_all).all(axis=1)
-    partial = np.isfinite(t_all) & ~ok & np.isfinite(C_all).any(axis=1)
+    partial = np.isfinite(t_all) & ~ok  # a component without a value: none scored by it
     n = int(ok.sum())
     if n < RUN.min_basis.value:
         return None
