@@ -692,6 +692,10 @@ def _scenario(code: str) -> tuple[pd.DataFrame, dict]:
         df[Step.ATTENUATION_MEAN] = np.where(off, 0.02, 0)
         df[Step.ATTENUATION_POS_MEAN] = np.where(off, 0.04, 0)
         df[Step.ATTENUATION_NEG_MEAN] = np.where(off, 0.001, 0)
+    elif code == "no_reward_progress":
+        df[Step.REWARD_MEAN] = 0.5
+    elif code == "reward_total_mismatch":  # the total 0-20% below its only component, per row
+        df["rewards/answer/mean"] = df[Step.REWARD_MEAN] * (1 + 0.1 * (np.arange(N) % 3))
     return df, kw
 
 
@@ -736,6 +740,8 @@ def test_codes_are_the_contract():
         "attenuation_high",
         "attenuation_low",
         "attenuation_one_sided",
+        "no_reward_progress",
+        "reward_total_mismatch",
     )
 
 

@@ -375,7 +375,7 @@ def test_solved_share_logged_only_early_is_skipped_not_a_crash():
 def test_a_registered_check_runs_on_the_health_page(monkeypatch):
     """``findings.run.CHECKS``: an entry's function gets the step table, its lag split, the run's
     facts and the coverage; its finding and its Checked line are the report's, and the codes of
-    the registry's entries join ``CODES`` (here empty: every check is written out)."""
+    the registry's entries join ``CODES`` after the built-in ones."""
     from training_hooks.findings import CODES, run
     from training_hooks.findings.core import BUILTIN_CODES, WARNING, Finding
 
@@ -386,10 +386,11 @@ def test_a_registered_check_runs_on_the_health_page(monkeypatch):
         cov.ran("scratch check")
         return [Finding("scratch", WARNING, "Scratch", "mean reward 0", "none")]
 
+    registered = run.CHECKS
     monkeypatch.setattr(run, "CHECKS", (run.Check(("scratch",), check),))
     df = pd.DataFrame({Step.STEP: np.arange(5), Step.REWARD_MEAN: np.linspace(0, 1, 5)})
     report = run_health(df, RunFacts(algorithm="gspo"))
     assert seen == {"rows": 5, "algorithm": "gspo"}
     assert "scratch" in [f.code for f in report.findings]
     assert "scratch check" in report.checked
-    assert CODES == BUILTIN_CODES  # no check registered yet
+    assert CODES == (*BUILTIN_CODES, *(code for c in registered for code in c.codes))
