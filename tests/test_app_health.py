@@ -692,9 +692,9 @@ def _scenario(code: str) -> tuple[pd.DataFrame, dict]:
         df[Step.ATTENUATION_MEAN] = np.where(off, 0.02, 0)
         df[Step.ATTENUATION_POS_MEAN] = np.where(off, 0.04, 0)
         df[Step.ATTENUATION_NEG_MEAN] = np.where(off, 0.001, 0)
-    elif code == "no_reward_progress":
+    elif code == health.NO_REWARD_PROGRESS:
         df[Step.REWARD_MEAN] = 0.5
-    elif code == "reward_total_mismatch":  # the total 0-20% below its only component, per row
+    elif code == health.REWARD_TOTAL_MISMATCH:  # the total 0-20% below its only component, per row
         df["rewards/answer/mean"] = df[Step.REWARD_MEAN] * (1 + 0.1 * (np.arange(N) % 3))
     return df, kw
 

@@ -18,6 +18,7 @@ zero-variance and solved groups, truncation), ``spikes`` (spikes and trends), ``
 points, the registered checks ``CHECKS`` and ``CHECKS_VERSION``), ``raw`` (what the raw values
 show: gradient norm, loss scale, no learning signal, reward components, KL level), ``onpolicy``
 (clipping at one update per batch), ``attenuation`` (every loss's trust region in one unit),
+``progress`` (the reward's progress against its noise, a total reward against its components),
 ``live`` (the recorder's side).
 """
 
@@ -82,6 +83,7 @@ from training_hooks.findings.run import (
     run_findings,
     run_health,
 )
+from training_hooks.findings.progress import NO_REWARD_PROGRESS, REWARD_TOTAL_MISMATCH
 from training_hooks.findings.signal import group_outcomes, with_group_outcomes
 from training_hooks.findings.spikes import rolling_baseline, row_nanmedian, spike_mask
 from training_hooks.findings.status import STATUS_STOPPED_EARLY, check_status, import_status
@@ -91,12 +93,14 @@ from training_hooks.findings.thresholds import (
     GRPO_CLIP,
     GSPO_CLIP,
     MISMATCH,
+    PROGRESS,
     RAW,
     RUN,
     THRESHOLDS,
     AttenuationThresholds,
     ClipBand,
     MismatchThresholds,
+    ProgressThresholds,
     RawThresholds,
     RunThresholds,
     Threshold,
@@ -117,6 +121,8 @@ __all__ = [
     "KL_REF_HIGH",
     "REWARD_PINNED",
     "NO_SIGNAL",
+    "NO_REWARD_PROGRESS",
+    "REWARD_TOTAL_MISMATCH",
     "LOSS_SPIKE",
     "GRAD_OVER_CLIP",
     "GRAD_NORM_SPIKE",
@@ -153,6 +159,8 @@ __all__ = [
     "GSPO_CLIP",
     "MISMATCH",
     "MismatchThresholds",
+    "PROGRESS",
+    "ProgressThresholds",
     "RAW",
     "RUN",
     "RawThresholds",
