@@ -139,9 +139,7 @@ def test_constant_reward_is_an_error():
     f, cov = progress(frame(np.full(120, 0.0625)))
     assert f.code == NO_REWARD_PROGRESS and f.severity == ERROR
     assert f.title == "The reward never changes"
-    assert f.evidence.startswith(
-        "reward_mean over 0.0625 at every one of its 120 rows (steps 0–119)"
-    )
+    assert f.evidence == "reward_mean is 0.0625 on every one of its 120 rows (steps 0–119)."
     assert f.basis == 120 and cov.checked[PROGRESS_CHECK] == "reward_mean"
 
 
@@ -186,7 +184,7 @@ def test_rows_without_a_reward_are_skipped_not_zero():
     constant reward with gaps is still constant (not a fall to 0)."""
     r = np.where(np.arange(60) % 2, np.nan, 0.25)
     f, _ = progress(frame(r))
-    assert f.title == "The reward never changes" and "every one of its 30 rows" in f.evidence
+    assert f.title == "The reward never changes" and "on every one of its 30 rows" in f.evidence
 
 
 def test_falling_reward_is_a_warning():
@@ -203,7 +201,7 @@ def test_plateau_over_the_second_half_is_a_warning():
     f, _ = progress(frame(r, learning_rate=np.full(n, 1e-6)))
     assert f.severity == WARNING
     assert f.title == "The reward has stopped gaining: flat over the second half"
-    assert "but over its second half, 201 rows (steps 200–400): mean 0.5 over the first fifth" in (
+    assert "but its second half over 201 rows (steps 200–400): mean 0.5 over the first fifth" in (
         f.evidence
     )
     assert "Beside it: learning_rate 1e-06 → 1e-06." in f.evidence
@@ -366,7 +364,7 @@ def test_weights_that_change_once_are_a_note():
     t = np.where(np.arange(150) < 60, a + b, 0.5 * a + 2 * b)
     f, _ = total(frame(t, **{"rewards/a/mean": a, "rewards/b/mean": b}))
     assert f.severity == INFO and f.title == "The total reward's weights change during the run"
-    assert "2 stretches of 60, 90 rows, changing at steps 60" in f.evidence
+    assert "2 stretches of 60, 90 rows, changing at step 60" in f.evidence
 
 
 def test_weight_stretches_by_hand():
@@ -481,7 +479,9 @@ def test_econ_plateau_numbers(judged):
     f = _finding(judged, ("real", "verl", "verl/econ-grpo-uqcxu9/train.log"), NO_REWARD_PROGRESS)
     assert f.title == "The reward has stopped gaining: flat over the second half"
     assert "verl critic/score/mean rose over the run (0.086 → 0.2376" in f.evidence
-    assert "350 rows (steps 350–699): mean 0.2316 over the first fifth" in f.evidence
+    assert "second half over 350 rows (steps 350–699): mean 0.2316 over the first fifth" in (
+        f.evidence
+    )
     assert "0.2344 over the last (steps 630–699)" in f.evidence
     assert "Also read: critic/rewards/mean (the same values)." in f.evidence
 
@@ -498,7 +498,7 @@ def test_kgaero_weights_change_once(judged):
     two stretches of fixed weights (60 and 1148 rows)."""
     key = ("holdout", "trl", "trl/gspo-kgaero-phase-b-ckpt1208/trainer_state.json")
     f = _finding(judged, key, REWARD_TOTAL_MISMATCH)
-    assert "2 stretches of 60, 1148 rows, changing at steps 61" in f.evidence
+    assert "2 stretches of 60, 1148 rows, changing at step 61" in f.evidence
     g = _finding(judged, key, NO_REWARD_PROGRESS)
     assert g.title.endswith(", at the top of its range") and "solved if 3.7" in g.evidence
 

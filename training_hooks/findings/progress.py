@@ -214,9 +214,11 @@ class Trend:
         """The numbers behind the verdict, in words."""
         s, k = self.steps, self.k
         if self.verdict == CONSTANT:
-            return f"{self.values[0]:.6g} at every one of its {self.n} rows (steps {s[0]}–{s[-1]})"
+            return (
+                f"is {self.values[0]:.6g} on every one of its {self.n} rows (steps {s[0]}–{s[-1]})"
+            )
         return (
-            f"{self.n} rows (steps {s[0]}–{s[-1]}): mean {self.first:.4g} over the first fifth "
+            f"over {self.n} rows (steps {s[0]}–{s[-1]}): mean {self.first:.4g} over the first fifth "
             f"(steps {s[0]}–{s[k - 1]}), {self.last:.4g} over the last (steps {s[-k]}–{s[-1]}), "
             f"a change of {self.gain:+.3g} ± {PROGRESS.gain_z.value * self.se:.3g} "
             f"({PROGRESS.gain_z.value:g} standard errors; step-to-step noise σ = "
@@ -277,7 +279,7 @@ def _solved(df: pd.DataFrame, run: Trend, span: Trend) -> tuple[str, str] | None
     split = "which groups were all correct is not logged"
     if span.verdict == CONSTANT and span.values[0] == hi:
         return "top", (
-            f"the reward is {hi:.4g} on every row of the span, the highest the run logs (from "
+            f"the reward is {hi:.4g} on every row it stays flat over, the highest the run logs (from "
             f"{lo:.4g}): every completion scores alike, solved if {hi:.4g} is the reward's "
             f"ceiling ({split})"
         )
@@ -298,13 +300,13 @@ def _progress_finding(df, col, trends, trend, span, solved, same, facts) -> Find
     verdict = trend.verdict
     name = facts.logged_as(col)
     if span == "run":
-        evidence = f"{name} over {trend.text()}"
+        evidence = f"{name} {trend.text()}"
     else:
         run = trends[col]
         evidence = (
             f"{name} rose over the run ({run.first:.4g} → {run.last:.4g}, first to last fifth, "
-            f"{run.gain / run.se if run.se else np.inf:.1f} standard errors), but over its "
-            f"second half, {trend.text()}"
+            f"{run.gain / run.se if run.se else np.inf:.1f} standard errors), but its second "
+            f"half {trend.text()}"
         )
     z = PROGRESS.gain_z.value
     if verdict in (FLAT, FALLS):
@@ -383,7 +385,8 @@ def _context(df: pd.DataFrame) -> str:
         lr = lr[np.isfinite(lr)]
         zero = int((lr == 0).sum())
         out.append(
-            f"{lr_col} {lr[0]:.3g} → {lr[-1]:.3g}" + (f" (0 on {zero} rows)" if zero else "")
+            f"{lr_col} {lr[0]:.3g} → {lr[-1]:.3g}"
+            + (f" (0 on {zero} row{'s' if zero > 1 else ''})" if zero else "")
         )
     zv = late_median(df, Step.ZERO_VARIANCE_FRACTION, 4)
     if zv is not None:
@@ -533,7 +536,7 @@ def _total_finding(head, stretches, C, t, tol, steps, comps, n, bad, facts, tota
         severity, title = INFO, "The total reward's weights change during the run"
         why = (
             f" Weights fixed over stretches reproduce it: {len(stretches)} stretches of "
-            f"{', '.join(str(x) for x in lengths[:8])} rows, changing at steps "
+            f"{', '.join(str(x) for x in lengths[:8])} rows, changing at step{'s' if len(changes) > 1 else ''} "
             f"{fmt_steps(changes)}: a weight schedule or an adaptive controller (reward_weights "
             "are not in the log)."
         )
