@@ -703,6 +703,10 @@ def _scenario(code: str) -> tuple[pd.DataFrame, dict]:
         df[Step.ATTENUATION_MEAN] = np.where(off, 0.02, 0)
         df[Step.ATTENUATION_POS_MEAN] = np.where(off, 0.04, 0)
         df[Step.ATTENUATION_NEG_MEAN] = np.where(off, 0.001, 0)
+    elif code == health.NO_REWARD_PROGRESS:
+        df[Step.REWARD_MEAN] = 0.5
+    elif code == health.REWARD_TOTAL_MISMATCH:  # the total 0-20% below its only component, per row
+        df["rewards/answer/mean"] = df[Step.REWARD_MEAN] * (1 + 0.1 * (np.arange(N) % 3))
     return df, kw
 
 
@@ -794,6 +798,8 @@ def test_codes_are_the_contract():
         "attenuation_low",
         "attenuation_one_sided",
         "steps_dropped",
+        "no_reward_progress",
+        "reward_total_mismatch",
     }
     assert health.NOTE_CODES == ("stopped_early", "running", "not_judged")
 

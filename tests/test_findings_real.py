@@ -96,7 +96,12 @@ def test_tinker_solved_task_is_saturated_not_an_error(reports):
 def test_reward_only_tinker_log_is_not_a_clean_bill(reports):
     r, found = _get(reports, "tinker-reward-only")
     assert found[health.OK_CODE].title == "Nothing unusual in the little that could be checked"
-    assert list(r.checked) == ["run status", "non-finite values", "reward signal"]
+    assert list(r.checked) == [
+        "run status",
+        "non-finite values",
+        "reward signal",
+        "reward progress",
+    ]
     assert len(r.not_checked) >= 10
 
 

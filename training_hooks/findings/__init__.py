@@ -18,7 +18,8 @@ codes beside them: ``status`` (how the run ended, non-finite values, stale old l
 on-policy only), ``mismatch`` (sampler/trainer), ``clip``, ``onpolicy`` (clipping at one update
 per batch), ``signal`` (constant reward, zero-variance and solved groups, truncation), ``spikes``
 (spikes and trends), ``attenuation`` (every loss's trust region in one unit), ``raw`` (what the
-raw values show: gradient norm, loss scale, no learning signal, reward components, KL level).
+raw values show: gradient norm, loss scale, no learning signal, reward components, KL level),
+``progress`` (the reward's progress against its noise, a total reward against its components).
 Every code is importable from here (``findings.CLIP_HIGH``).
 """
 
@@ -47,6 +48,7 @@ from training_hooks.findings.core import (
 )
 from training_hooks.findings.mismatch import SAMPLER_MISMATCH
 from training_hooks.findings.onpolicy import CLIP_ONE_UPDATE
+from training_hooks.findings.progress import NO_REWARD_PROGRESS, REWARD_TOTAL_MISMATCH
 from training_hooks.findings.raw import (
     GRAD_NORM_SPIKE,
     GRAD_OVER_CLIP,
@@ -107,12 +109,14 @@ from training_hooks.findings.thresholds import (
     GRPO_CLIP,
     GSPO_CLIP,
     MISMATCH,
+    PROGRESS,
     RAW,
     RUN,
     THRESHOLDS,
     AttenuationThresholds,
     ClipBand,
     MismatchThresholds,
+    ProgressThresholds,
     RawThresholds,
     RunThresholds,
     Threshold,
@@ -133,6 +137,8 @@ __all__ = [
     "KL_REF_HIGH",
     "REWARD_PINNED",
     "NO_SIGNAL",
+    "NO_REWARD_PROGRESS",
+    "REWARD_TOTAL_MISMATCH",
     "LOSS_SPIKE",
     "GRAD_OVER_CLIP",
     "GRAD_NORM_SPIKE",
@@ -170,6 +176,8 @@ __all__ = [
     "GSPO_CLIP",
     "MISMATCH",
     "MismatchThresholds",
+    "PROGRESS",
+    "ProgressThresholds",
     "RAW",
     "RUN",
     "RawThresholds",

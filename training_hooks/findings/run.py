@@ -18,6 +18,7 @@ from typing import Any
 import pandas as pd
 
 from training_hooks.findings import lag as lagmod
+from training_hooks.findings import progress
 from training_hooks.findings.attenuation import ATTENUATION_CODES, check_attenuation
 from training_hooks.findings.clip import CLIP_HIGH, CLIP_LOW, NOT_JUDGED, check_clip_range
 from training_hooks.findings.core import (
@@ -129,6 +130,8 @@ CHECKS: tuple[Check, ...] = (
     Check((REWARD_PINNED,), check_reward_components),
     Check((KL_REF_HIGH,), check_kl_level),
     Check((STEPS_DROPPED,), check_steps_dropped),
+    Check((progress.NO_REWARD_PROGRESS,), progress.check_reward_progress),
+    Check((progress.REWARD_TOTAL_MISMATCH,), progress.check_reward_total),
 )
 
 

@@ -1,7 +1,7 @@
 """Every threshold a check uses, as data: its value, its unit and its source (``THRESHOLDS``).
 
 Each is an attribute a type checker resolves (``RUN.clip_window.value``, ``GSPO_CLIP.warn_high``,
-``MISMATCH``, ``ATTENUATION``, ``RAW``), declared once; ``THRESHOLDS`` lists them all by name,
+``MISMATCH``, ``ATTENUATION``, ``RAW``, ``PROGRESS``), declared once; ``THRESHOLDS`` lists them all by name,
 which the tests and the Health page quote.
 """
 
@@ -310,7 +310,74 @@ class RawThresholds:
 RAW = RawThresholds()
 
 
-_Group = ClipBand | AttenuationThresholds | MismatchThresholds | RunThresholds | RawThresholds
+@dataclass(frozen=True)
+class ProgressThresholds:
+    """The thresholds of the reward's progress and of a total reward against its components
+    (``training_hooks.findings.progress``), listed in ``THRESHOLDS`` as ``progress_<field>``."""
+
+    segment: Threshold = Threshold(
+        0.2,
+        "share of the judged rows in each end segment (first and last fifth)",
+        OURS + "a fifth of the rows at each end: long enough to average the noise out, short "
+        "enough that a gain made mid-run still separates the two ends",
+    )
+    gain_z: Threshold = Threshold(
+        2.0,
+        "standard errors of the change between the two end segments",
+        OURS + "a change of two standard errors or more is a gain (or a fall) the noise does "
+        "not explain (about 2.3% one-sided under Gaussian noise)",
+    )
+    material: Threshold = Threshold(
+        0.5,
+        "x the step-to-step noise sigma of the reward",
+        OURS + "the reward is called flat only when even the largest change the data allow (the "
+        "change + gain_z standard errors) is under half a step's noise; otherwise the run is too "
+        "short or too noisy to tell. On the labelled real logs a healthy 75-step run's second "
+        "half (gain 0.026 +- 0.035, sigma 0.032) reads as 'cannot tell', not flat",
+    )
+    min_steps: Threshold = Threshold(
+        20,
+        "rows with a reward (in the judged span: the run, or its second half)",
+        OURS + "fewer: at most a note (info); a run this short is too short to tell",
+    )
+    top_of_range: Threshold = Threshold(
+        0.05,
+        "share of the reward's range (max - min over the run) below its max",
+        OURS + "a late median this close to the run's highest reward, with most groups "
+        "zero-variance, reads as solved if that is the reward's ceiling",
+    )
+    total_rel_tol: Threshold = Threshold(
+        0.01,
+        "|total - weighted sum of the components| / max(|total|, sum of |components|)",
+        OURS + "1%: above float32 rounding and the 4 significant digits a console log prints "
+        "(5e-4 per value); the unscored completions the check is for move the total by one "
+        "completion's reward over the batch (1/16 of it at 16 completions)",
+    )
+    total_mismatch_share: Threshold = Threshold(
+        0.5,
+        "share of the rows that log the total and every component",
+        OURS + "most rows: a few rows off are a note, not a broken total",
+    )
+    weights_min_run: Threshold = Threshold(
+        10,
+        "rows in each stretch one fixed weighting fits",
+        OURS + "weights that change during the run (a schedule, an adaptive controller) leave "
+        "long stretches of rows a fixed weighting fits; unscored completions, whose share "
+        "changes every batch, leave stretches of one or two",
+    )
+
+
+PROGRESS = ProgressThresholds()
+
+
+_Group = (
+    ClipBand
+    | AttenuationThresholds
+    | MismatchThresholds
+    | RunThresholds
+    | RawThresholds
+    | ProgressThresholds
+)
 
 
 def _listed(group: _Group, prefix: str = "") -> dict[str, Threshold]:
@@ -326,4 +393,5 @@ THRESHOLDS: dict[str, Threshold] = {
     **_listed(MISMATCH, "mismatch_"),
     **_listed(RUN),
     **_listed(RAW),
+    **_listed(PROGRESS, "progress_"),
 }

@@ -1,0 +1,510 @@
+"""``no_reward_progress`` and ``reward_total_mismatch`` (training_hooks.findings.progress): hand-
+computed synthetic runs (flat, rising, noisy-flat, short, saturated, a total that is not the sum of
+its parts), then real logs (../shared/real_logs/ and ../shared/holdout/real_logs_2/; skipped when
+absent)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from test_importers_real import real_logs_dir
+
+from training_hooks.findings import ERROR, INFO, WARNING, RunFacts, run_health
+from training_hooks.findings.core import Coverage
+from training_hooks.findings.progress import (
+    CONSTANT,
+    FALLS,
+    FLAT,
+    NO_REWARD_PROGRESS,
+    PROGRESS_CHECK,
+    PROGRESSES,
+    REWARD_TOTAL_MISMATCH,
+    TOTAL_CHECK,
+    UNDECIDED,
+    Trend,
+    check_reward_progress,
+    check_reward_total,
+    reward_totals,
+    step_noise,
+    weight_stretches,
+)
+from training_hooks.findings.run import CHECKS, CODES, LIVE_CODES
+from training_hooks.findings.thresholds import PROGRESS, THRESHOLDS
+from training_hooks.schema import Step
+
+A = 0.1  # the amplitude of the noise pattern below
+#: 0, +A, 0, -A, ...: its differences are +A, -A, -A, +A, ... (as many of each over a multiple of
+#: four), so median d = 0 and |d - 0| = A everywhere: MAD = A, sigma = 1.4826 A / sqrt(2).
+SIGMA = 1.4826 * A / np.sqrt(2)  # 0.104836
+
+
+def pattern(n: int) -> np.ndarray:
+    return A * np.array([0.0, 1.0, 0.0, -1.0])[np.arange(n) % 4]
+
+
+def frame(r, **cols) -> pd.DataFrame:
+    r = np.asarray(r, np.float64)
+    return pd.DataFrame({Step.STEP: np.arange(len(r)), Step.REWARD_MEAN: r, **cols})
+
+
+def progress(df: pd.DataFrame, facts: RunFacts | None = None):
+    cov = Coverage()
+    found = check_reward_progress(df, None, facts or RunFacts(), cov)
+    assert len(found) <= 1
+    return (found[0] if found else None), cov
+
+
+def total(df: pd.DataFrame, facts: RunFacts | None = None):
+    cov = Coverage()
+    found = check_reward_total(df, None, facts or RunFacts(), cov)
+    assert len(found) <= 1
+    return (found[0] if found else None), cov
+
+
+# ---------------------------------------------------------------------------------------------
+# The registry and the thresholds
+
+
+def test_both_codes_are_registered_whole_run_checks():
+    """Two entries of CHECKS, one code each, neither live (they need the whole run)."""
+    ours = [c for c in CHECKS if set(c.codes) & {NO_REWARD_PROGRESS, REWARD_TOTAL_MISMATCH}]
+    assert [c.codes for c in ours] == [(NO_REWARD_PROGRESS,), (REWARD_TOTAL_MISMATCH,)]
+    assert not any(c.live for c in ours)
+    assert {NO_REWARD_PROGRESS, REWARD_TOTAL_MISMATCH} <= set(CODES)
+    assert not {NO_REWARD_PROGRESS, REWARD_TOTAL_MISMATCH} & set(LIVE_CODES)
+
+
+def test_thresholds_are_listed_with_unit_and_source():
+    for name in ("segment", "gain_z", "material", "min_steps", "total_rel_tol"):
+        t = THRESHOLDS[f"progress_{name}"]
+        assert t is getattr(PROGRESS, name) and t.unit and t.source
+
+
+# ---------------------------------------------------------------------------------------------
+# The statistic, by hand
+
+
+def test_step_noise_of_the_pattern():
+    """Differences +A, -A, -A, +A (100 of each over 201 rows): MAD A, sigma = 1.4826 A / sqrt 2;
+    a slow trend added moves every difference alike and leaves it."""
+    assert step_noise(0.5 + pattern(201)) == pytest.approx(SIGMA, rel=1e-12)
+    assert step_noise(0.5 + 0.002 * np.arange(201) + pattern(201)) == pytest.approx(SIGMA)
+
+
+def test_step_noise_of_a_sparse_reward_falls_back_to_the_std():
+    """0 on 9 rows of 10, 0.1 on the tenth: over half the differences are 0 (MAD 0), so the
+    standard deviation of the differences / sqrt 2 is the noise."""
+    r = np.where(np.arange(100) % 10 == 9, 0.1, 0.0)
+    d = np.diff(r)
+    assert step_noise(r) == pytest.approx(np.std(d, ddof=1) / np.sqrt(2))
+    assert step_noise(np.full(50, 0.3)) == 0.0
+
+
+def test_trend_numbers_of_a_noisy_flat_reward():
+    """201 rows of 0.5 + the pattern: k = int(0.2 * 201) = 40 rows at each end; the first 40 rows
+    (ten periods) and the last 40 (rows 161-200, ten periods from phase 1) both average 0.5: gain
+    0; SE = sigma sqrt(2/40) = 0.023442; the largest change the data allow, 2 SE = 0.046884, is
+    under 0.5 sigma = 0.052418: flat."""
+    t = Trend(0.5 + pattern(201), np.arange(201))
+    assert (t.n, t.k) == (201, 40)
+    assert t.first == pytest.approx(0.5) and t.last == pytest.approx(0.5)
+    assert t.se == pytest.approx(SIGMA * np.sqrt(2 / 40)) == pytest.approx(0.023442, abs=1e-6)
+    assert t.upper == pytest.approx(0.046884, abs=1e-6)
+    assert t.upper < 0.5 * SIGMA == pytest.approx(0.052418, abs=1e-6)
+    assert t.verdict == FLAT
+
+
+def test_trend_verdicts():
+    steps = np.arange(201)
+    # rising 0.002 a row: gain = 0.002 x 161 rows between the segments' starts = 0.322, 13.7 SE
+    rising = Trend(0.2 + 0.002 * steps + pattern(201), steps)
+    assert rising.gain == pytest.approx(0.322) and rising.verdict == PROGRESSES
+    # falling as fast: -0.322, below -2 SE
+    assert Trend(0.8 - 0.002 * steps + pattern(201), steps).verdict == FALLS
+    # 41 rows: k = 8, SE = sigma / 2 = 0.052418, 2 SE = 0.1048 > 0.5 sigma: cannot tell
+    short = Trend(0.5 + pattern(41), steps[:41])
+    assert short.k == 8 and short.upper == pytest.approx(SIGMA) and short.verdict == UNDECIDED
+    assert Trend(np.full(120, 0.0625), steps[:120]).verdict == CONSTANT
+    # no noise at all: the sign of the change decides
+    assert Trend(np.linspace(0.2, 0.6, 50), steps[:50]).verdict == PROGRESSES
+
+
+# ---------------------------------------------------------------------------------------------
+# no_reward_progress on whole runs
+
+
+def test_constant_reward_is_an_error():
+    """The issue's case: 0.0625 on all 120 steps."""
+    f, cov = progress(frame(np.full(120, 0.0625)))
+    assert f.code == NO_REWARD_PROGRESS and f.severity == ERROR
+    assert f.title == "The reward never changes"
+    assert f.evidence == "reward_mean is 0.0625 on every one of its 120 rows (steps 0–119)."
+    assert f.basis == 120 and cov.checked[PROGRESS_CHECK] == "reward_mean"
+
+
+def test_rising_reward_is_no_finding():
+    f, cov = progress(frame(0.2 + 0.002 * np.arange(201) + pattern(201)))
+    assert f is None and PROGRESS_CHECK in cov.checked
+
+
+def test_noisy_flat_reward_is_a_warning_with_its_numbers():
+    f, _ = progress(frame(0.5 + pattern(201)))
+    assert f.severity == WARNING and f.title == "No reward progress over the run"
+    assert (
+        "reward_mean over 201 rows (steps 0–200): mean 0.5 over the first fifth (steps 0–39), "
+        "0.5 over the last (steps 161–200), a change of +0 ± 0.0469 (2 standard errors; "
+        "step-to-step noise σ = 0.105): no gain beyond the noise (even +0.0469, the largest "
+        "change the data allow, is under 0.5 σ = 0.0524)."
+    ) == f.evidence
+    assert f.steps[:3] == (0, 1, 2) and f.basis == 201
+
+
+def test_short_noisy_run_is_a_note_at_most():
+    """41 rows: a change up to 0.105 (2 SE) would go unseen: too short to tell (info)."""
+    f, _ = progress(frame(0.5 + pattern(41)))
+    assert f.severity == INFO
+    assert f.title == "No detectable reward gain, but too few or too noisy rows to tell"
+    assert "a change up to +0.105 would go unseen over 41 rows" in f.evidence
+    # a constant reward over 10 rows is said, as a note
+    f, _ = progress(frame(np.full(10, 0.0)))
+    assert f.severity == INFO and f.title == "The reward never changes"
+    # four rows: not checked
+    f, cov = progress(frame([0.1, 0.2, 0.1, 0.2]))
+    assert f is None and cov.not_checked[PROGRESS_CHECK] == "too few steps"
+
+
+def test_no_reward_column_is_not_checked():
+    f, cov = progress(pd.DataFrame({Step.STEP: range(30), Step.LOSS: 0.1}))
+    assert f is None and cov.not_checked[PROGRESS_CHECK] == "not logged"
+
+
+def test_rows_without_a_reward_are_skipped_not_zero():
+    """TRL 0.29 logs no reward on rows without a new generation: NaN rows are left out, so a
+    constant reward with gaps is still constant (not a fall to 0)."""
+    r = np.where(np.arange(60) % 2, np.nan, 0.25)
+    f, _ = progress(frame(r))
+    assert f.title == "The reward never changes" and "on every one of its 30 rows" in f.evidence
+
+
+def test_falling_reward_is_a_warning():
+    f, _ = progress(frame(0.8 - 0.002 * np.arange(201) + pattern(201)))
+    assert f.severity == WARNING and f.title == "The reward falls over the run"
+    assert "a change of -0.322" in f.evidence
+
+
+def test_plateau_over_the_second_half_is_a_warning():
+    """401 rows: a rise 0 -> 0.5 over the first 200, then 0.5 (+ the pattern). The run gains; its
+    second half (rows 200-400, 201 rows) is the noisy-flat case above."""
+    n = 401
+    r = np.where(np.arange(n) < 200, np.arange(n) / 400, 0.5) + pattern(n)
+    f, _ = progress(frame(r, learning_rate=np.full(n, 1e-6)))
+    assert f.severity == WARNING
+    assert f.title == "The reward has stopped gaining: flat over the second half"
+    assert "but its second half over 201 rows (steps 200–400): mean 0.5 over the first fifth" in (
+        f.evidence
+    )
+    assert "Beside it: learning_rate 1e-06 → 1e-06." in f.evidence
+    assert f.steps[0] == 200 and f.basis == 201
+
+
+def test_solved_task_is_no_warning_and_says_so():
+    """The reward rises to 1.0 and stays: with most groups all-correct (Tinker's frac_all_good
+    1.0 over the last quarter) the flat second half is a solved task: no finding, and the
+    Checked line says why."""
+    n = 201
+    r = np.minimum(1.0, 0.5 + np.arange(n) / 100)
+    good = np.where(np.arange(n) < 100, 0.3, 1.0)
+    f, cov = progress(frame(r, **{"env/all/by_group/frac_all_good": good}))
+    assert f is None
+    assert (
+        "the task is solved: a median 100% of groups are all at the run's highest reward"
+        in (cov.checked[PROGRESS_CHECK])
+    )
+
+
+def test_flat_at_the_top_with_zero_variance_groups_is_a_note():
+    """Without the solved / failed split, most groups zero-variance and the reward at the top of
+    its range is a note that says it is solved only if that is the reward's ceiling."""
+    n = 401  # 0.3 -> 0.8 over rows 0-100, then 0.8 (+ a hundredth of the pattern)
+    r = np.minimum(0.8, 0.3 + np.arange(n) / 200) + pattern(n) * 0.01 * (np.arange(n) > 100)
+    f, _ = progress(frame(r, **{Step.ZERO_VARIANCE_FRACTION: np.full(n, 0.9)}))
+    assert f.severity == INFO and f.title.endswith(", at the top of its range")
+    assert "solved if 0.8 is the reward's ceiling" in f.evidence
+
+
+def test_constant_at_its_highest_over_the_second_half_is_a_note():
+    r = np.minimum(1.0, np.arange(200) / 80)  # 1.0 on rows 80-199
+    f, _ = progress(frame(r))
+    assert f.severity == INFO
+    assert (
+        f.title
+        == "The reward has stopped moving: constant over the second half, at the top of its range"
+    )
+
+
+def test_every_total_column_is_read_and_the_one_that_gains_speaks():
+    """verl logs the score and the reward less the KL penalty: flat score, rising rewards (a
+    KL penalty that shrinks): the reward gains, no finding; both are read."""
+    n = 201
+    df = pd.DataFrame(
+        {
+            Step.STEP: range(n),
+            "critic/score/mean": 0.5 + pattern(n),
+            "critic/rewards/mean": 0.2 + 0.002 * np.arange(n) + pattern(n),
+        }
+    )
+    f, cov = progress(df)
+    assert f is None
+    assert cov.checked[PROGRESS_CHECK] == "critic/score/mean, critic/rewards/mean"
+
+
+def test_duplicate_and_eval_columns():
+    """A column repeating another's values is read once (said as the same values); an eval's
+    total (test/..., val-core/...) is not the training reward."""
+    n = 201
+    r = 0.5 + pattern(n)
+    df = frame(r, reward=r * (1 + 1e-9), **{"test/env/all/reward/total": np.linspace(0, 1, n)})
+    cols, same = reward_totals(df)
+    assert cols == [Step.REWARD_MEAN] and same == {"reward": Step.REWARD_MEAN}
+    f, _ = progress(df)
+    assert "Also read: reward (the same values)." in f.evidence
+
+
+def test_distillation_run_constant_reward_is_a_note():
+    f, _ = progress(frame(np.zeros(60), teacher_kl=np.linspace(1, 0.1, 60)))
+    assert f.severity == INFO and f.title == "The reward never changes"
+
+
+def test_health_report_runs_both_checks():
+    """Through run_health: the finding is the report's, both checks are on the Checked line."""
+    report = run_health(frame(np.full(120, 0.0625)), RunFacts())
+    codes = {f.code: f.severity for f in report.findings}
+    assert codes[NO_REWARD_PROGRESS] == ERROR
+    assert PROGRESS_CHECK in report.checked
+    assert report.not_checked[TOTAL_CHECK] == "not logged: reward components"
+
+
+# ---------------------------------------------------------------------------------------------
+# reward_total_mismatch
+
+
+def test_total_below_its_only_component_is_a_warning():
+    """The issue's case: reward 0.0625 on every row against its only component 0.064-0.080 (some
+    completions unscored: TRL's None counted as 0 in the total, left out of the component's
+    mean). The ratio moves on every row, so no weight explains it."""
+    comp = 0.064 + 0.016 * ((np.arange(120) * 7) % 11) / 10  # 0.064 .. 0.080, varying per row
+    df = frame(np.full(120, 0.0625), **{"rewards/accuracy/mean": comp})
+    f, cov = total(df)
+    assert f.code == REWARD_TOTAL_MISMATCH and f.severity == WARNING
+    assert f.title == "The total reward disagrees with its components"
+    # the worst row: component 0.08 (steps with (7 step) % 11 == 10, the first at step 3)
+    assert f.evidence.startswith(
+        "reward_mean differs from its component (rewards/accuracy/mean) by more than 1% on 120 "
+        "of 120 rows (100%; steps 0, 1, 2, 3,"
+    )
+    assert "at step 3 the total is 0.0625, its component 0.08" in f.evidence
+    assert "the total is the smaller in magnitude on 120 of those rows" in f.evidence
+    assert "weights 1 were assumed" in f.evidence
+    assert TOTAL_CHECK in cov.checked
+
+
+def test_total_equal_to_the_sum_is_no_finding():
+    rng = np.random.default_rng(0)
+    c = rng.uniform(0, 1, (50, 3))
+    df = frame(c.sum(axis=1), **{f"rewards/f{i}/mean": c[:, i] for i in range(3)})
+    f, cov = total(df)
+    assert f is None
+    assert (
+        cov.checked[TOTAL_CHECK]
+        == "reward_mean equals the sum of its 3 components on 50 of 50 rows"
+    )
+
+
+def test_a_few_rows_off_is_no_finding():
+    """Under half the rows off (total_mismatch_share): not a broken total."""
+    c = np.linspace(0.1, 0.9, 40)
+    t = c.copy()
+    t[:10] *= 0.5
+    f, cov = total(frame(t, **{"rewards/f/mean": c}))
+    assert f is None and "equals its component on 30 of 40 rows" in cov.checked[TOTAL_CHECK]
+
+
+def test_fixed_weights_other_than_one_are_a_note():
+    """reward = 0.5 a + 2 b on every row: one weighting fits, said with its weights."""
+    rng = np.random.default_rng(1)
+    a, b = rng.uniform(0, 1, 60), rng.uniform(0, 1, 60)
+    f, _ = total(frame(0.5 * a + 2 * b, **{"rewards/a/mean": a, "rewards/b/mean": b}))
+    assert f.severity == INFO and f.title == "The total reward weighs its components other than 1"
+    assert "total = 0.5 × rewards/a/mean + 2 × rewards/b/mean" in f.evidence
+
+
+def test_total_that_is_one_component_alone_is_a_note():
+    """med-record's shape: only one of five functions is weighted."""
+    rng = np.random.default_rng(2)
+    c = rng.uniform(0, 1, (80, 3))
+    df = frame(c[:, 2], **{f"rewards/f{i}/mean": c[:, i] for i in range(3)})
+    f, _ = total(df)
+    assert f.severity == INFO
+    assert "total = 1 × rewards/f2/mean, with rewards/f0/mean, rewards/f1/mean weighing 0" in (
+        f.evidence
+    )
+
+
+def test_a_constant_ratio_with_one_component_is_a_note():
+    c = np.linspace(0.2, 0.9, 40)
+    f, _ = total(frame(0.9 * c, **{"rewards/only/mean": c}))
+    assert f.severity == INFO and "total = 0.9 × rewards/only/mean" in f.evidence
+
+
+def test_weights_that_change_once_are_a_note():
+    """Weights (1, 1) on rows 0-59, then (0.5, 2): two stretches, a change at step 60."""
+    rng = np.random.default_rng(3)
+    a, b = rng.uniform(0, 1, 150), rng.uniform(0, 1, 150)
+    t = np.where(np.arange(150) < 60, a + b, 0.5 * a + 2 * b)
+    f, _ = total(frame(t, **{"rewards/a/mean": a, "rewards/b/mean": b}))
+    assert f.severity == INFO and f.title == "The total reward's weights change during the run"
+    assert "2 stretches of 60, 90 rows, changing at step 60" in f.evidence
+
+
+def test_weight_stretches_by_hand():
+    """t = c on rows 0-4, 2c on rows 5-9 (one component): two stretches; a ratio that changes on
+    every row gives stretches of one or two rows."""
+    c = np.arange(1.0, 11.0)[:, None]
+    t = np.where(np.arange(10) < 5, 1.0, 2.0) * c[:, 0]
+    assert weight_stretches(c, t, np.full(10, 1e-6)) == [(0, 5), (5, 10)]
+    t2 = np.array([1.0, 3.0, 2.5, 8.0, 4.0, 12.0, 6.5, 9.0, 20.0, 11.0])
+    assert all(b - a <= 2 for a, b in weight_stretches(c, t2, np.full(10, 1e-6)))
+
+
+def test_no_components_or_no_total_is_not_checked():
+    f, cov = total(frame(np.linspace(0, 1, 30)))
+    assert f is None and cov.not_checked[TOTAL_CHECK] == "not logged: reward components"
+    df = pd.DataFrame({Step.STEP: range(30), "rewards/a/mean": np.linspace(0, 1, 30)})
+    f, cov = total(df)
+    assert f is None and cov.not_checked[TOTAL_CHECK] == "not logged: the total reward"
+
+
+def test_rows_where_a_component_has_no_value_are_counted():
+    """A function that scored no completion of a step logs NaN there; the row is left out of the
+    comparison and counted."""
+    c = 0.064 + 0.016 * ((np.arange(40) * 7) % 11) / 10
+    c[::10] = np.nan
+    f, _ = total(frame(np.full(40, 0.0625), **{"rewards/a/mean": c}))
+    assert f.severity == WARNING and "on 36 of 36 rows" in f.evidence
+    assert "On 4 more rows a component has no value while the total has one" in f.evidence
+
+
+# ---------------------------------------------------------------------------------------------
+# Real logs (skipped when absent)
+
+REAL = real_logs_dir()
+HOLDOUT = REAL.parent / "holdout" / "real_logs_2" if REAL is not None else None
+
+#: log -> {code: severity} of these two checks (absent: no finding), as measured; the reasons are
+#: each log's description (../shared/real_logs/README.md, ../shared/holdout/real_logs_2/SOURCES.md).
+EXPECTED = {
+    # healthy learning (the README's only "healthy" log): nothing
+    ("real", "tinker", "tinker/rlvr-gptoss20b-v3b-joanvelja/gptoss-20b-v3b-metrics.jsonl"): {},
+    # solved (frac_all_good 1.0): nothing
+    ("real", "tinker", "tinker/tinker-rl-lab-arithmetic/arithmetic_metrics.jsonl"): {},
+    # "the reward gains only 0.02 after step 140": a plateau over the second half
+    ("real", "verl", "verl/econ-grpo-uqcxu9/train.log"): {NO_REWARD_PROGRESS: WARNING},
+    # rises -0.467 -> 1.995 over 10 rows: nothing
+    ("real", "trl", "trl/pythia-grpo-vemz/checkpoint-100/trainer_state.json"): {},
+    # 10 steps: too short to tell
+    ("real", "verl", "verl/gui-cursor-grpo-yuzhaouoe/verl_demo.log"): {NO_REWARD_PROGRESS: INFO},
+    # the reward rises to 10.5 (= the sum of its four functions) and saturates: nothing
+    ("real", "trl", "trl/gemma3-hint-hiding-ps-research/checkpoint-100/trainer_state.json"): {},
+    # policy collapsed from step 1, reward stuck near -0.875
+    ("holdout", "trl", "trl/graphiso-melodiz-run1-antihack-ckpt200/trainer_state.json"): {
+        NO_REWARD_PROGRESS: WARNING
+    },
+    # only reward_fn_total is weighted; the reward stays near 0.46
+    ("holdout", "trl", "trl/med-record-gauri-kaggle150/trainer_state.json"): {
+        NO_REWARD_PROGRESS: WARNING,
+        REWARD_TOTAL_MISMATCH: INFO,
+    },
+    # saturates (frac_reward_zero_std ~0.97 at the end); adaptive reward weights
+    ("holdout", "trl", "trl/gspo-kgaero-phase-b-ckpt1208/trainer_state.json"): {
+        NO_REWARD_PROGRESS: INFO,
+        REWARD_TOTAL_MISMATCH: INFO,
+    },
+    # its reward grows over the run
+    ("holdout", "trl", "trl/verified-reasoner-samyak-ckpt1134/trainer_state.json"): {},
+}
+
+
+@pytest.fixture(scope="module")
+def judged(tmp_path_factory):
+    """Each log of EXPECTED that is present, imported and judged as the Health page judges it."""
+    from training_hooks import findings, importers, schema, tables
+
+    if REAL is None:
+        pytest.skip("../shared/real_logs/ is absent")
+    root = tmp_path_factory.mktemp("progress-real")
+    out = {}
+    for key in EXPECTED:
+        where, tool, rel = key
+        path = (REAL if where == "real" else HOLDOUT) / rel
+        if not path.exists():
+            continue
+        res = importers.import_run(tool, path, root=root)
+        df, _ = tables.step_frame(res["run_dir"])
+        out[key] = findings.run_health(df, findings.facts_of(schema.read_run_info(res["run_dir"])))
+    return out
+
+
+@pytest.mark.parametrize("key", list(EXPECTED), ids=lambda k: k[2].split("/")[1])
+def test_real_logs_get_these_findings(judged, key):
+    if key not in judged:
+        pytest.skip(f"{key[2]} is absent")
+    got = {
+        f.code: f.severity
+        for f in judged[key].findings
+        if f.code in (NO_REWARD_PROGRESS, REWARD_TOTAL_MISMATCH)
+    }
+    assert got == EXPECTED[key]
+
+
+def _finding(judged, key, code):
+    if key not in judged:
+        pytest.skip(f"{key[2]} is absent")
+    return next(f for f in judged[key].findings if f.code == code)
+
+
+def test_econ_plateau_numbers(judged):
+    """critic/score/mean averages 0.229 over 351-500 and 0.239 over 501-699 (README): over the
+    second half (steps 350-699) the first and last fifths are 0.2316 and 0.2344."""
+    f = _finding(judged, ("real", "verl", "verl/econ-grpo-uqcxu9/train.log"), NO_REWARD_PROGRESS)
+    assert f.title == "The reward has stopped gaining: flat over the second half"
+    assert "verl critic/score/mean rose over the run (0.086 → 0.2376" in f.evidence
+    assert "second half over 350 rows (steps 350–699): mean 0.2316 over the first fifth" in (
+        f.evidence
+    )
+    assert "0.2344 over the last (steps 630–699)" in f.evidence
+    assert "Also read: critic/rewards/mean (the same values)." in f.evidence
+
+
+def test_med_record_total_is_reward_fn_total_alone(judged):
+    key = ("holdout", "trl", "trl/med-record-gauri-kaggle150/trainer_state.json")
+    f = _finding(judged, key, REWARD_TOTAL_MISMATCH)
+    assert "total = 1 × rewards/reward_fn_total/mean, with" in f.evidence
+    assert "rewards/reward_fn_anti_hacking/mean" in f.evidence.split("with", 1)[1]
+
+
+def test_kgaero_weights_change_once(judged):
+    """The repo's staged_rl controller updates reward_weights during training: the rows break into
+    two stretches of fixed weights (60 and 1148 rows)."""
+    key = ("holdout", "trl", "trl/gspo-kgaero-phase-b-ckpt1208/trainer_state.json")
+    f = _finding(judged, key, REWARD_TOTAL_MISMATCH)
+    assert "2 stretches of 60, 1148 rows, changing at step 61" in f.evidence
+    g = _finding(judged, key, NO_REWARD_PROGRESS)
+    assert g.title.endswith(", at the top of its range") and "solved if 3.7" in g.evidence
+
+
+def test_arithmetic_is_solved(judged):
+    key = ("real", "tinker", "tinker/tinker-rl-lab-arithmetic/arithmetic_metrics.jsonl")
+    if key not in judged:
+        pytest.skip("absent")
+    assert "the task is solved" in judged[key].checked[PROGRESS_CHECK]

@@ -1,0 +1,584 @@
+"""Whether the reward gains, judged against the run's own noise, and whether a total reward agrees
+with the reward functions it is made of. Both need the whole run (registered in ``run.CHECKS``,
+not live). Every threshold is a field of ``PROGRESS`` (``thresholds.ProgressThresholds``).
+
+``no_reward_progress``. Let r_1..r_n be the total reward of the n rows that log it, in step order
+(a row without a value is skipped: unknown, not 0), k = max(2, floor(segment * n)) and
+
+    gain  = mean(r_{n-k+1..n}) - mean(r_{1..k})             (last fifth against first fifth)
+    sigma = 1.4826 * median|d_t - median d| / sqrt(2),       d_t = r_{t+1} - r_t
+    SE    = sigma * sqrt(2 / k)
+
+sigma is the step-to-step noise of one row: a difference of two rows with independent noise has
+variance 2 sigma^2, and a trend that is slow against the noise moves every d_t alike, which the
+median absolute deviation ignores (where more than half the differences are 0, a sparse or
+quantised reward, the standard deviation of d replaces the MAD). SE treats the rows as
+independent around their trend; rows whose noise is correlated make it too small, which makes a
+gain look surer, never a flat reward. The verdict:
+
+* gain >= gain_z * SE: the reward gains (and the same test runs on the second half of the rows);
+* gain + gain_z * SE < material * sigma: flat (or falling, where gain <= -gain_z * SE): even the
+  largest change the data allow is under half a row's noise;
+* otherwise: too short or too noisy to tell (a note).
+
+A reward exactly constant is its own verdict. The whole run must show no gain to be flat, and a
+run that gains must show none over its second half to have stopped; a span of fewer than
+``min_steps`` rows is at most a note. A solved task is told apart: most groups all at the run's
+highest reward in the last quarter (the share ``task_saturated`` reads) is no finding; most groups
+zero-variance with the reward at the top of its range is a note, since the solved / failed split
+is unknown there (the top of the range is solved only if it is the reward's ceiling). Every column
+carrying the total reward is judged (``reward_totals``); the one that gains most speaks for the
+run, so the reward is called flat only when all of them are.
+
+``reward_total_mismatch``. TRL (and ms-swift, which inherits it) log, per step, ``reward`` = the
+batch mean of sum_i w_i r_i (``reward_weights`` w, a function's None counted as 0: ``nansum``) and
+``rewards/<fn>/mean`` = the mean of r_i over the completions function i scored (``nanmean``). With
+every completion scored, reward = sum_i w_i mean_i on every row (averaging over ``logging_steps``
+keeps it, being linear). The check compares the total with the plain sum (the weights are not in
+the log: 1 assumed, and said), then with the best fixed weighting (least squares, each row scaled
+by its tolerance), then with weightings that change at a few steps (greedy stretches of rows one
+weighting fits: a weight schedule or an adaptive controller). A total that none of these explains
+on most rows is a warning; one that weights explain is a note that says so. With one component
+the total should equal it (w = 1) or a fixed multiple of it; an unscored share that varies from
+batch to batch moves the ratio on every row.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from training_hooks.findings.core import (
+    ERROR,
+    INFO,
+    NOT_LOGGED,
+    TOO_FEW_STEPS,
+    WARNING,
+    Coverage,
+    Finding,
+    RunFacts,
+    column,
+    first_logged,
+    fmt_steps,
+    listed,
+    logged,
+    pct,
+)
+from training_hooks.findings.lag import steps_of
+from training_hooks.findings.raw import reward_components
+from training_hooks.findings.signal import (
+    ALL_HIGH_FRACTION,
+    FOREIGN_ALL_HIGH,
+    OTHER_SIGNALS,
+    late_median,
+)
+from training_hooks.findings.thresholds import PROGRESS, RUN
+from training_hooks.schema import Step
+from training_hooks.tool_settings import TOOL_NAMES
+
+NO_REWARD_PROGRESS = "no_reward_progress"
+REWARD_TOTAL_MISMATCH = "reward_total_mismatch"
+
+PROGRESS_CHECK = "reward progress"
+TOTAL_CHECK = "reward total against its components"
+
+#: The names a run logs its total reward per step under (the batch mean of the reward all its
+#: reward functions give a completion), ours first: TRL's and ms-swift's ``reward``; verl's
+#: ``critic/score/mean`` (the reward function's score) and ``critic/rewards/mean`` (the score less
+#: the KL penalty where ``use_kl_in_reward``); Tinker's ``env/all/reward/total``; a cookbook
+#: recipe's ``reward/mean``; a loop's ``mean_reward``. Each is read as logged or behind a tool's
+#: prefix (``TOTAL_PREFIXES``); an evaluation's (``val-core/...``, ``test/...``) is not the
+#: training reward and is never read.
+TOTAL_REWARD_NAMES = (
+    Step.REWARD_MEAN,
+    "reward",
+    "critic/score/mean",
+    "critic/rewards/mean",
+    "env/all/reward/total",
+    "reward/mean",
+    "mean_reward",
+)
+#: The prefixes a foreign name is kept behind: an importer's ``<tool>/`` and HF's ``train/``.
+TOTAL_PREFIXES = ("", *(f"{tool}/" for tool in TOOL_NAMES), "train/")
+#: The learning rate under the names tools log it (found behind any prefix: ``optim/lr``).
+LR_NAMES = ("learning_rate", "lr", "actor_lr")
+
+
+def reward_totals(df: pd.DataFrame) -> tuple[list[str], dict[str, str]]:
+    """(the columns carrying the total reward, in ``TOTAL_REWARD_NAMES`` order, each with at least
+    one value; {a column left out: the earlier one it repeats}). A column whose values equal an
+    earlier one's on every row both log (a loop that logs the same mean twice) is read once."""
+    found: list[str] = []
+    same: dict[str, str] = {}
+    for name in TOTAL_REWARD_NAMES:
+        for prefix in TOTAL_PREFIXES:
+            c = prefix + name
+            if c not in df.columns or c in found or c in same or logged(df, c) is None:
+                continue
+            twin = next((f for f in found if _same_values(column(df, f), column(df, c))), None)
+            if twin is None:
+                found.append(c)
+            else:
+                same[c] = twin
+    return found, same
+
+
+def _same_values(a: np.ndarray, b: np.ndarray) -> bool:
+    both = np.isfinite(a) & np.isfinite(b)
+    return bool(both.any()) and bool(np.allclose(a[both], b[both], rtol=1e-6, atol=1e-12))
+
+
+# ---------------------------------------------------------------------------------------------
+# The reward's progress
+
+PROGRESSES, UNDECIDED, FLAT, FALLS, CONSTANT = "gains", "undecided", "flat", "falls", "constant"
+#: How much a verdict says the reward moved: the column that moved most speaks for the run.
+_RANK = {PROGRESSES: 4, UNDECIDED: 3, FLAT: 2, FALLS: 1, CONSTANT: 0}
+
+
+def step_noise(r: np.ndarray) -> float:
+    """sigma of a series' rows around their trend, from its step-to-step differences: 1.4826 MAD
+    of d / sqrt(2); the standard deviation of d / sqrt(2) where the MAD is 0 (over half the
+    differences equal: a sparse or quantised reward). 0.0 for fewer than 2 differences that
+    vary."""
+    d = np.diff(np.asarray(r, np.float64))
+    if len(d) == 0:
+        return 0.0
+    mad = float(np.median(np.abs(d - np.median(d))))
+    if mad > 0:
+        return 1.4826 * mad / np.sqrt(2)
+    return float(np.std(d, ddof=1)) / np.sqrt(2) if len(d) > 1 else 0.0
+
+
+@dataclass(frozen=True)
+class Trend:
+    """The end-segment comparison of one reward series (module docstring)."""
+
+    values: np.ndarray  # (n,) the finite rewards, in step order
+    steps: np.ndarray  # (n,) their steps
+
+    @property
+    def n(self) -> int:
+        return len(self.values)
+
+    @property
+    def k(self) -> int:
+        return max(2, int(PROGRESS.segment.value * self.n))
+
+    @property
+    def first(self) -> float:
+        return float(np.mean(self.values[: self.k]))
+
+    @property
+    def last(self) -> float:
+        return float(np.mean(self.values[-self.k :]))
+
+    @property
+    def gain(self) -> float:
+        return self.last - self.first
+
+    @property
+    def sigma(self) -> float:
+        return step_noise(self.values)
+
+    @property
+    def se(self) -> float:
+        return self.sigma * float(np.sqrt(2.0 / self.k))
+
+    @property
+    def upper(self) -> float:
+        """The largest change the data allow: gain + gain_z SE."""
+        return self.gain + PROGRESS.gain_z.value * self.se
+
+    @property
+    def verdict(self) -> str:
+        v = self.values
+        if float(v.max() - v.min()) <= 1e-12 * max(1.0, float(np.abs(v).max())):
+            return CONSTANT
+        z = PROGRESS.gain_z.value
+        if self.se == 0.0:  # no noise at all: the sign of the change decides
+            return PROGRESSES if self.gain > 0 else FALLS if self.gain < 0 else FLAT
+        if self.gain >= z * self.se:
+            return PROGRESSES
+        if self.upper < PROGRESS.material.value * self.sigma:
+            return FALLS if self.gain <= -z * self.se else FLAT
+        return UNDECIDED
+
+    def half(self) -> Trend:
+        """The same series over its second half (the last n - n//2 rows)."""
+        return Trend(self.values[self.n // 2 :], self.steps[self.n // 2 :])
+
+    def text(self) -> str:
+        """The numbers behind the verdict, in words."""
+        s, k = self.steps, self.k
+        if self.verdict == CONSTANT:
+            return (
+                f"is {self.values[0]:.6g} on every one of its {self.n} rows (steps {s[0]}–{s[-1]})"
+            )
+        return (
+            f"over {self.n} rows (steps {s[0]}–{s[-1]}): mean {self.first:.4g} over the first fifth "
+            f"(steps {s[0]}–{s[k - 1]}), {self.last:.4g} over the last (steps {s[-k]}–{s[-1]}), "
+            f"a change of {self.gain:+.3g} ± {PROGRESS.gain_z.value * self.se:.3g} "
+            f"({PROGRESS.gain_z.value:g} standard errors; step-to-step noise σ = "
+            f"{self.sigma:.3g})"
+        )
+
+
+def _series(df: pd.DataFrame, name: str) -> Trend:
+    y = column(df, name)
+    keep = np.isfinite(y)
+    return Trend(y[keep], steps_of(df)[keep])
+
+
+def check_reward_progress(df: pd.DataFrame, split, facts: RunFacts, cov: Coverage) -> list[Finding]:
+    """``no_reward_progress``: no gain over the run, or over its second half, against the run's
+    own noise (module docstring); a note for a span too short or noisy to tell; nothing for a
+    solved task."""
+    cols, same = reward_totals(df)
+    trends = {c: _series(df, c) for c in cols}
+    trends = {c: t for c, t in trends.items() if t.n >= RUN.min_basis.value}
+    if not trends:
+        return cov.skipped(PROGRESS_CHECK, NOT_LOGGED if not cols else TOO_FEW_STEPS)
+    cov.ran(PROGRESS_CHECK, ", ".join(facts.logged_as(c) for c in trends))
+    best = max(trends, key=lambda c: (_RANK[trends[c].verdict], -list(trends).index(c)))
+    whole, span = trends[best], "run"
+    if whole.verdict == PROGRESSES:
+        halves = {c: t.half() for c, t in trends.items() if t.verdict == PROGRESSES}
+        best = max(halves, key=lambda c: (_RANK[halves[c].verdict], -list(halves).index(c)))
+        if halves[best].n < PROGRESS.min_steps.value or halves[best].verdict in (
+            PROGRESSES,
+            UNDECIDED,
+        ):
+            return []
+        whole, span = halves[best], "second half"
+    solved = _solved(df, trends[best], whole)
+    if solved is not None and solved[0] == "solved":
+        cov.ran(PROGRESS_CHECK, cov.checked[PROGRESS_CHECK] + "; the task is solved: " + solved[1])
+        return []
+    return [_progress_finding(df, best, trends, whole, span, solved, same, facts)]
+
+
+def _solved(df: pd.DataFrame, run: Trend, span: Trend) -> tuple[str, str] | None:
+    """("solved", why): most groups all at the run's highest reward over the last quarter (the
+    share ``task_saturated`` reads); ("top", why): the reward at the top of its range over the
+    run (``run``) with most groups zero-variance there, or exactly constant at its highest over
+    the judged span (``span``), where which groups were all correct is unknown; None otherwise."""
+    hi_col = first_logged(df, (ALL_HIGH_FRACTION, *FOREIGN_ALL_HIGH))
+    got = late_median(df, hi_col, 4) if hi_col is not None else None
+    if got is not None and got[0] >= RUN.saturated.value:
+        return "solved", (
+            f"a median {pct(got[0])} of groups are all at the run's highest reward over the last "
+            f"quarter ({hi_col}; see task_saturated)"
+        )
+    v = run.values
+    lo, hi = float(v.min()), float(v.max())
+    if hi <= lo:
+        return None
+    split = "which groups were all correct is not logged"
+    if span.verdict == CONSTANT and span.values[0] == hi:
+        return "top", (
+            f"the reward is {hi:.4g} on every row it stays flat over, the highest the run logs (from "
+            f"{lo:.4g}): every completion scores alike, solved if {hi:.4g} is the reward's "
+            f"ceiling ({split})"
+        )
+    zv = late_median(df, Step.ZERO_VARIANCE_FRACTION, 4)
+    level = float(np.median(v[-max(1, run.n // 4) :]))
+    if zv is None or zv[0] < RUN.zero_var_warn.value:
+        return None
+    if level < hi - PROGRESS.top_of_range.value * (hi - lo):
+        return None
+    return "top", (
+        f"over the last quarter a median {pct(zv[0])} of groups are zero-variance and the "
+        f"reward's median, {level:.4g}, is at the top of what the run logs ({lo:.4g} to "
+        f"{hi:.4g}): solved if {level:.4g} is the reward's ceiling ({split})"
+    )
+
+
+def _progress_finding(df, col, trends, trend, span, solved, same, facts) -> Finding:
+    verdict = trend.verdict
+    name = facts.logged_as(col)
+    if span == "run":
+        evidence = f"{name} {trend.text()}"
+    else:
+        run = trends[col]
+        evidence = (
+            f"{name} rose over the run ({run.first:.4g} → {run.last:.4g}, first to last fifth, "
+            f"{run.gain / run.se if run.se else np.inf:.1f} standard errors), but its second "
+            f"half {trend.text()}"
+        )
+    z = PROGRESS.gain_z.value
+    if verdict in (FLAT, FALLS):
+        evidence += (
+            f": no gain beyond the noise (even {trend.upper:+.3g}, the largest change the data "
+            f"allow, is under {PROGRESS.material.value:g} σ = "
+            f"{PROGRESS.material.value * trend.sigma:.3g})."
+        )
+    elif verdict == UNDECIDED:
+        evidence += (
+            f": no gain the noise cannot explain, but a change up to {trend.upper:+.3g} would go "
+            f"unseen over {trend.n} rows (a gain needs {z:g} standard errors): too short or too "
+            "noisy to call it flat."
+        )
+    else:
+        evidence += "."
+    evidence += _others(col, trends, same, facts) + _context(df)
+    severity = _severity(df, verdict, trend)
+    title = _title(verdict, span)
+    if solved is not None:  # ("top", why): the split is unknown
+        severity, title = INFO, title + ", at the top of its range"
+        evidence += f" It may be solved: {solved[1]}."
+    return Finding(
+        NO_REWARD_PROGRESS,
+        severity,
+        title,
+        evidence,
+        _ADVICE_PLATEAU
+        if span != "run"
+        else _ADVICE_UNDECIDED
+        if verdict == UNDECIDED
+        else _ADVICE,
+        steps=listed(trend.steps),
+        basis=trend.n,
+    )
+
+
+def _severity(df: pd.DataFrame, verdict: str, trend: Trend) -> str:
+    if verdict == UNDECIDED or trend.n < PROGRESS.min_steps.value:
+        return INFO
+    others = [
+        c for c in df.columns if isinstance(c, str) and any(k in c.lower() for k in OTHER_SIGNALS)
+    ]
+    if any(logged(df, c) is not None for c in others):  # distillation: a constant reward by design
+        return INFO
+    return ERROR if verdict == CONSTANT else WARNING
+
+
+def _title(verdict: str, span: str) -> str:
+    if verdict == UNDECIDED:
+        return "No detectable reward gain, but too few or too noisy rows to tell"
+    if span == "run":
+        return {
+            CONSTANT: "The reward never changes",
+            FALLS: "The reward falls over the run",
+        }.get(verdict, "No reward progress over the run")
+    return {
+        CONSTANT: "The reward has stopped moving: constant over the second half",
+        FALLS: "The reward falls over the second half of the run",
+    }.get(verdict, "The reward has stopped gaining: flat over the second half")
+
+
+def _others(col: str, trends: dict[str, Trend], same: dict[str, str], facts: RunFacts) -> str:
+    """The other columns carrying the total reward, and what they show."""
+    parts = [f"{facts.logged_as(c)} (the same values)" for c, twin in same.items()]
+    parts += [f"{facts.logged_as(c)} ({t.verdict} too)" for c, t in trends.items() if c != col]
+    return f" Also read: {', '.join(parts)}." if parts else ""
+
+
+def _context(df: pd.DataFrame) -> str:
+    """What else bears on a flat reward: the learning rate and the zero-variance share."""
+    out = []
+    lr_col = first_logged(df, LR_NAMES)
+    if lr_col is not None:
+        lr = column(df, lr_col)
+        lr = lr[np.isfinite(lr)]
+        zero = int((lr == 0).sum())
+        out.append(
+            f"{lr_col} {lr[0]:.3g} → {lr[-1]:.3g}"
+            + (f" (0 on {zero} row{'s' if zero > 1 else ''})" if zero else "")
+        )
+    zv = late_median(df, Step.ZERO_VARIANCE_FRACTION, 4)
+    if zv is not None:
+        out.append(f"zero-variance groups: median {pct(zv[0])} over the last quarter")
+    return f" Beside it: {'; '.join(out)}." if out else ""
+
+
+_ADVICE = (
+    "Check that the reward scores what you mean: read a few completions with their rewards (a "
+    "parser that never matches, an answer format the policy never produces or a reward that "
+    "gives everyone the same score all keep it flat). Then check that the updates can move the "
+    "policy: a learning rate of 0 or far too small (a warm-up or schedule mistake, a frozen "
+    "adapter), advantages that are all 0 (every group scored alike: see the zero-variance "
+    "share), a KL coefficient or clip range that holds the policy in place. If the task is too "
+    "hard for the model, easier prompts or a curriculum give it something to gain."
+)
+_ADVICE_PLATEAU = (
+    "The reward gained early and has stopped. If its level is what the task allows, the run has "
+    "converged: evaluate it and stop, or move to harder prompts. Otherwise check whether the "
+    "learning rate has decayed too far, whether the prompts the policy can still learn from are "
+    "used up (a rising zero-variance share), and read high-reward completions for a shortcut the "
+    "reward pays for."
+)
+_ADVICE_UNDECIDED = (
+    "Nothing to fix yet: let the run go on, or log every step and use larger batches so that a "
+    "gain can be told from the noise."
+)
+
+
+# ---------------------------------------------------------------------------------------------
+# A total reward against its components
+
+
+def weight_stretches(C: np.ndarray, t: np.ndarray, tol: np.ndarray) -> list[tuple[int, int]]:
+    """Greedy stretches [start, end) of rows each fit by one fixed weighting: from each start, the
+    longest run of rows whose least-squares weights (rows scaled by ``tol``) leave every row
+    within its tolerance. ``C`` (rows, F) the components, ``t`` (rows,) the total."""
+    n, out, i = len(t), [], 0
+    while i < n:
+        good, bad = 1, None  # lengths known to fit / not to fit; one row is a stretch of one
+        length = 2
+        while (
+            i + length <= n
+            and fixed_weights(C[i : i + length], t[i : i + length], tol[i : i + length]) is not None
+        ):
+            good, length = length, length * 2
+        bad = min(length, n - i + 1)
+        while bad - good > 1:
+            mid = (good + bad) // 2
+            if fixed_weights(C[i : i + mid], t[i : i + mid], tol[i : i + mid]) is not None:
+                good = mid
+            else:
+                bad = mid
+        out.append((i, i + good))
+        i += good
+    return out
+
+
+def fixed_weights(C: np.ndarray, t: np.ndarray, tol: np.ndarray) -> np.ndarray | None:
+    """The least-squares weights w (F,) with C w within ``tol`` of ``t`` on every row, each row
+    scaled by its tolerance; None when no such fit exists."""
+    A, b = C / tol[:, None], t / tol
+    w = np.linalg.lstsq(A, b, rcond=None)[0]
+    return w if bool(np.all(np.abs(A @ w - b) <= 1.0)) else None
+
+
+def check_reward_total(df: pd.DataFrame, split, facts: RunFacts, cov: Coverage) -> list[Finding]:
+    """``reward_total_mismatch``: a total reward that, on most rows, equals neither the plain sum
+    of its components nor any weighting of them fixed over long stretches (module docstring)."""
+    comps = reward_components(df)
+    if not comps:
+        return cov.skipped(TOTAL_CHECK, NOT_LOGGED + ": reward components")
+    totals = [c for c in reward_totals(df)[0] if c not in comps.values()]
+    if not totals:
+        return cov.skipped(TOTAL_CHECK, NOT_LOGGED + ": the total reward")
+    found, notes = [], []
+    for total in totals:
+        got = _judge_total(df, total, comps, facts)
+        if got is None:
+            continue
+        if isinstance(got, str):
+            notes.append(got)
+        else:
+            found.append(got)
+    if not found and not notes:
+        return cov.skipped(TOTAL_CHECK, TOO_FEW_STEPS + " with the total and every component")
+    cov.ran(TOTAL_CHECK, "; ".join(notes) if notes else "")
+    return sorted(found, key=lambda f: f.severity != WARNING)[:1]
+
+
+def _judge_total(df, total: str, comps: dict[str, str], facts: RunFacts) -> Finding | str | None:
+    """A finding, the coverage note of a total that agrees, or None (too few rows)."""
+    t_all = column(df, total)
+    C_all = np.column_stack([column(df, c) for c in comps.values()])  # (rows, F)
+    ok = np.isfinite(t_all) & np.isfinite(C_all).all(axis=1)
+    partial = np.isfinite(t_all) & ~ok  # a component without a value: none scored by it
+    n = int(ok.sum())
+    if n < RUN.min_basis.value:
+        return None
+    t, C, steps = t_all[ok], C_all[ok], steps_of(df)[ok]
+    tol = PROGRESS.total_rel_tol.value * np.maximum(np.abs(t), np.abs(C).sum(axis=1)) + 1e-9
+    plain = C.sum(axis=1)
+    bad = np.abs(t - plain) > tol
+    what = "its component" if len(comps) == 1 else f"the sum of its {len(comps)} components"
+    if bad.sum() <= PROGRESS.total_mismatch_share.value * n:
+        return f"{facts.logged_as(total)} equals {what} on {n - int(bad.sum())} of {n} rows"
+    names = ", ".join(comps.values())
+    head = (
+        f"{facts.logged_as(total)} differs from {what} ({names}) by more than "
+        f"{pct(PROGRESS.total_rel_tol.value)} on {int(bad.sum())} of {n} rows "
+        f"({pct(bad.mean())}; steps {fmt_steps(steps[bad])})"
+    )
+    w = np.argmax(np.where(bad, np.abs(t - plain) / tol, -np.inf))
+    head += f": at step {steps[w]} the total is {t[w]:.4g}, {what} {plain[w]:.4g}"
+    below = int((np.abs(t[bad]) < np.abs(plain[bad])).sum())
+    head += f"; the total is the smaller in magnitude on {below} of those rows."
+    if partial.any():
+        head += (
+            f" On {int(partial.sum())} more rows a component has no value while the total has "
+            "one (every completion unscored by it)."
+        )
+    stretches = weight_stretches(C, t, tol)
+    return _total_finding(head, stretches, C, t, tol, steps, comps, n, bad, facts, total)
+
+
+def _total_finding(head, stretches, C, t, tol, steps, comps, n, bad, facts, total) -> Finding:
+    lengths = [b - a for a, b in stretches]
+    assumed = " reward_weights are not in the log: weights 1 were assumed."
+    if n < np.linalg.matrix_rank(C) + RUN.min_basis.value:
+        severity, title = INFO, "The total reward is not the plain sum of its components"
+        why = " Too few rows to tell whether other reward_weights explain it." + assumed
+    elif len(stretches) == 1:
+        w = fixed_weights(C, t, tol)
+        assert w is not None
+        severity, title = INFO, "The total reward weighs its components other than 1"
+        why = f" One fixed weighting reproduces it on every row: {_weights_text(w, comps)}" + (
+            " (not unique: some components are constant or move together)"
+            if np.linalg.matrix_rank(C) < C.shape[1]
+            else ""
+        )
+        why += (
+            ". The run's reward_weights are not in the log; these fit (so would a share of "
+            "completions left unscored that stays the same on every row)."
+        )
+    elif n / len(stretches) >= PROGRESS.weights_min_run.value:
+        changes = [int(steps[a]) for a, _ in stretches[1:]]
+        severity, title = INFO, "The total reward's weights change during the run"
+        why = (
+            f" Weights fixed over stretches reproduce it: {len(stretches)} stretches of "
+            f"{', '.join(str(x) for x in lengths[:8])} rows, changing at step{'s' if len(changes) > 1 else ''} "
+            f"{fmt_steps(changes)}: a weight schedule or an adaptive controller (reward_weights "
+            "are not in the log)."
+        )
+    else:
+        severity, title = WARNING, "The total reward disagrees with its components"
+        why = (
+            f" No weighting fixed over long stretches reproduces it either: a weighting fits at "
+            f"most {max(lengths)} consecutive rows ({len(stretches)} stretches over {n} rows), "
+            "so the gap is not reward_weights, fixed or scheduled." + assumed
+        )
+    return Finding(
+        REWARD_TOTAL_MISMATCH,
+        severity,
+        title,
+        head + why,
+        _TOTAL_ADVICE if severity == WARNING else _TOTAL_ADVICE_INFO,
+        steps=listed(steps[bad]),
+        basis=n,
+    )
+
+
+def _weights_text(w: np.ndarray, comps: dict[str, str]) -> str:
+    """ "total = 1 x rewards/a/mean + 0.5 x rewards/b/mean" (weights ~0 said as such)."""
+    near = np.round(w, 3)
+    used = [f"{x:g} × {c}" for x, c in zip(near, comps.values(), strict=True) if x != 0]
+    zero = [c for x, c in zip(near, comps.values(), strict=True) if x == 0]
+    text = "total = " + (" + ".join(used) if used else "0")
+    if zero:
+        text += f", with {', '.join(zero)} weighing 0"
+    return text
+
+
+_TOTAL_ADVICE = (
+    "TRL averages each reward function over the completions it scored (a function that returns "
+    "None leaves a completion out of its mean) but counts an unscored completion as 0 in the "
+    "total, so a total below its components means some completions were not scored. Find which "
+    "reward function returns None (or fails and is caught), and on which prompts; return a "
+    "number for every completion if an unscored one should count. If the reward_weights changed "
+    "on purpose on every step, this is expected."
+)
+_TOTAL_ADVICE_INFO = (
+    "Nothing to fix if these are the weights you set: the advantages follow the weighted total, "
+    "so a component weighing 0 is logged but does not train the policy. Check reward_weights if "
+    "they are not."
+)
