@@ -14,7 +14,9 @@ every threshold is a ``Threshold`` with its unit and source, a typed attribute (
 Modules: ``core`` (the built-in codes, ``Finding``, ``RunFacts``, ``Coverage``, table readers),
 ``thresholds``, ``lag`` (policy lag per step), ``status`` (how the run ended, non-finite values,
 stale old log-probs), ``mismatch`` (sampler/trainer), ``clip``, ``signal`` (constant reward,
-zero-variance and solved groups, truncation), ``spikes`` (spikes and trends), ``run`` (the entry
+zero-variance and solved groups), ``spikes`` (spikes and the entropy trend), ``length`` (length
+read with truncation at the cap and the reward: collapse, blow-up, truncation, end of sequence
+never seen, overlong answers cured), ``run`` (the entry
 points, the registered checks ``CHECKS`` and ``CHECKS_VERSION``), ``raw`` (what the raw values
 show: gradient norm, loss scale, no learning signal, reward components, KL level), ``onpolicy``
 (clipping at one update per batch), ``attenuation`` (every loss's trust region in one unit),
@@ -82,6 +84,7 @@ from training_hooks.findings.run import (
     run_findings,
     run_health,
 )
+from training_hooks.findings.length import EOS_NEVER_SEEN, OVERLONG_CURED
 from training_hooks.findings.signal import group_outcomes, with_group_outcomes
 from training_hooks.findings.spikes import rolling_baseline, row_nanmedian, spike_mask
 from training_hooks.findings.status import STATUS_STOPPED_EARLY, check_status, import_status
@@ -90,12 +93,14 @@ from training_hooks.findings.thresholds import (
     BANDS,
     GRPO_CLIP,
     GSPO_CLIP,
+    LENGTH,
     MISMATCH,
     RAW,
     RUN,
     THRESHOLDS,
     AttenuationThresholds,
     ClipBand,
+    LengthThresholds,
     MismatchThresholds,
     RawThresholds,
     RunThresholds,
@@ -122,6 +127,7 @@ __all__ = [
     "GRAD_NORM_SPIKE",
     "CRASHED",
     "ENTROPY_COLLAPSE",
+    "EOS_NEVER_SEEN",
     "ERROR",
     "FAILED",
     "INFO",
@@ -137,6 +143,7 @@ __all__ = [
     "OK",
     "OK_CODE",
     "OUTCOME_COLUMNS",
+    "OVERLONG_CURED",
     "ON_POLICY_ONLY",
     "RUNNING",
     "SAMPLER_MISMATCH",
@@ -151,6 +158,8 @@ __all__ = [
     "ClipBand",
     "GRPO_CLIP",
     "GSPO_CLIP",
+    "LENGTH",
+    "LengthThresholds",
     "MISMATCH",
     "MismatchThresholds",
     "RAW",

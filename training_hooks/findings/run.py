@@ -48,12 +48,13 @@ from training_hooks.findings.core import (
     stated_eps_source,
     train_mask,
 )
+from training_hooks.findings.length import CODES as LENGTH_CODES
+from training_hooks.findings.length import check_length, stated_length_cap
 from training_hooks.findings.mismatch import check_sampler_mismatch
 from training_hooks.findings.onpolicy import check_clip_one_update
 from training_hooks.findings.raw import check_raw_values
 from training_hooks.findings.signal import (
     check_learning_signal,
-    check_truncation,
     group_outcomes,
     with_group_outcomes,
 )
@@ -96,7 +97,10 @@ class Check:
 #: The checks that declare themselves, each in its own module (its codes and thresholds beside
 #: it, or in ``thresholds``): one entry here runs it on the Health page (after the checks written
 #: out in ``run_health``) and, live, in the recorder. Adding one also bumps ``CHECKS_VERSION``.
-CHECKS: tuple[Check, ...] = ()
+CHECKS: tuple[Check, ...] = (
+    # length read with truncation at the cap and the reward (issue 44)
+    Check(LENGTH_CODES, check_length),
+)
 
 #: Every stable code a finding may carry (a contract: tests, the bench and the page match on them).
 CODES: tuple[str, ...] = (*BUILTIN_CODES, *(code for c in CHECKS for code in c.codes))
@@ -209,7 +213,6 @@ def run_health(df: pd.DataFrame, facts: RunFacts) -> HealthReport:
         ),
         *_live_checks(df, split, facts, cov),
         *check_trends(df, split, cov),
-        *check_truncation(df, cov),
         *check_attenuation(df, split, _loss_text(facts.algorithm), cov),
         *check_raw_values(df, facts, cov),
         *(f for c in CHECKS if not c.live for f in c.check(df, split, facts, cov)),
@@ -317,6 +320,7 @@ def facts_of(info: RunInfo | None, *, status: str | None = None, **overrides) ->
     if info is None:
         return RunFacts(status=status or STATUS_FINISHED, one_update_per_row=None, **overrides)
     imp = info.imported
+    cap, cap_key = stated_length_cap(info)
     facts = RunFacts(
         algorithm=info.algorithm,
         status=status or import_status(info),
@@ -329,6 +333,8 @@ def facts_of(info: RunInfo | None, *, status: str | None = None, **overrides) ->
         one_update_per_row=_one_update_per_row(info),
         eps_source=stated_eps_source(info.config),
         max_grad_norm=stated_max_grad_norm(info),
+        length_cap=cap,
+        length_cap_key=cap_key,
         stopped_early=imp.stopped_early if imp is not None else None,
         defaults=defaulted_settings(info.other),
     )
