@@ -93,7 +93,8 @@ LABELS: dict[str, Label] = {
         (
             Problem(
                 "every completion hits the 48-token cap (clipped_ratio 1.0 in every row)",
-                (findings.TRUNCATION,),
+                # min = max = mean = 48 on every row: judged as end of sequence never seen
+                (findings.TRUNCATION, findings.EOS_NEVER_SEEN),
             ),
         ),
     ),

@@ -153,6 +153,7 @@ class Lengths:
     """Per step (rows in step order), each meaning as the run logs it; None where no column
     carries it. ``*_col`` the column read (the evidence names it)."""
 
+    rows: int
     mean: np.ndarray | None
     mean_col: str | None
     lo: np.ndarray | None
@@ -176,11 +177,19 @@ def read_lengths(df: pd.DataFrame, facts: RunFacts) -> Lengths:
     trunc_col = first_logged(df, TRUNCATED_NAMES)
     mean, lo, hi, trunc = col(df, mean_col), col(df, lo_col), col(df, hi_col), col(df, trunc_col)
     setting = CAP_SETTING.get(facts.tool or "", "the generation limit")
+    all_cut = LENGTH.eos_all_truncated.value
     cap: float | None = facts.length_cap
     if cap is not None:
         setting = facts.length_cap_key or setting
         cap_short = f"{setting} = {cap:g}"
         cap_text = cap_short + " (stated)"
+    elif hi is not None and trunc is not None and np.isfinite(hi[cut := trunc >= all_cut]).any():
+        cap = float(np.nanmax(hi[cut]))  # every completion cut: the longest is the cap
+        cap_short = f"{cap:.4g} tokens"
+        cap_text = (
+            f"the cap is {cap_short}: where every completion of a step was truncated, all ran to "
+            f"that length ({setting} is not stated)"
+        )
     elif hi is not None and np.isfinite(hi).any():
         cap = float(np.nanmax(hi))
         cap_short = f"at least {cap:.4g} tokens"
@@ -190,6 +199,7 @@ def read_lengths(df: pd.DataFrame, facts: RunFacts) -> Lengths:
         cap_text = f"the cap is not known ({setting} is not stated, no longest length logged)"
     terminated, term_from = _terminated(df, mean, trunc, cap, facts.length_cap is not None)
     return Lengths(
+        len(df),
         mean,
         mean_col,
         lo,
@@ -268,9 +278,8 @@ def reward_rise(reward: np.ndarray | None) -> tuple[float, float, float] | None:
 def padded_rows(ls: Lengths) -> tuple[np.ndarray, np.ndarray]:
     """(rows judged: truncated share, min, max and mean all logged; rows where every completion
     is truncated and min = max = mean, within ``LENGTH.eos_same_length`` tokens)."""
-    n = len(ls.mean) if ls.mean is not None else 0
     if ls.mean is None or ls.truncated is None or ls.lo is None or ls.hi is None:
-        return np.zeros(n, bool), np.zeros(n, bool)
+        return np.zeros(ls.rows, bool), np.zeros(ls.rows, bool)
     t, lo, hi, m = ls.truncated, ls.lo, ls.hi, ls.mean
     judged = np.isfinite(t) & np.isfinite(lo) & np.isfinite(hi) & np.isfinite(m)
     tol = LENGTH.eos_same_length.value
@@ -321,32 +330,35 @@ def _eos_finding(df: pd.DataFrame, ls: Lengths, judged, padded) -> Finding:
 # truncation
 
 
-def _truncation(ls: Lengths, skip: np.ndarray, cov: Coverage) -> list[Finding]:
-    """Median truncated share over the last 10% of the rows not in ``skip`` (at least
-    ``min_basis``) at or above ``RUN.truncation``."""
-    if ls.truncated is None:
+def _truncation(ls: Lengths, padded: np.ndarray, cov: Coverage) -> list[Finding]:
+    """Median truncated share over the last 10% of the steps (at least ``min_basis``) at or
+    above ``RUN.truncation``. ``padded``: the steps judged as ``eos_never_seen`` instead, left
+    out; with fewer than ``min_basis`` other steps logging the share, no truncation finding."""
+    if ls.truncated is None or not np.isfinite(ls.truncated).any():
         return cov.skipped("truncation", NOT_LOGGED)
-    v = ls.truncated[~skip]
     least = int(RUN.min_basis.value)
-    late = v[-max(1, len(v) // 10, min(least, len(v))) :] if len(v) else v
+    v = ls.truncated[~padded]
+    if padded.any() and np.isfinite(v).sum() < least:
+        cov.ran("truncation", f"{int(padded.sum())} steps judged as end of sequence never seen")
+        return []
+    late = v[-max(1, len(v) // 10, min(least, len(v))) :]
     late = late[np.isfinite(late)]
-    if not len(late):
-        if skip.any():
-            cov.ran("truncation", "every step judged as eos_never_seen")
-            return []
-        return cov.skipped("truncation", NOT_LOGGED)
+    if not len(late):  # logged on earlier steps only
+        return cov.skipped("truncation", f"{NOT_LOGGED} over the last 10% of steps")
     cov.ran("truncation", "" if ls.truncated_col == Step.TRUNCATED_FRACTION else ls.truncated_col)
     med = float(np.median(late))
     if med < RUN.truncation.value:
         return []
-    left = f" (steps where every completion ran to the cap with equal lengths left out: {int(skip.sum())})" if skip.any() else ""
+    left = ""
+    if padded.any():
+        left = f", the {int(padded.sum())} steps judged as end of sequence never seen left out"
     return [
         Finding(
             TRUNCATION,
             WARNING,
             "Many completions are truncated",
             f"median {ls.truncated_col} over the last {len(late)} steps (the last 10%, at least "
-            f"{RUN.min_basis.value:g}){left} = {pct(med)} of sequences, cut at the cap: "
+            f"{RUN.min_basis.value:g}{left}) = {pct(med)} of sequences, cut at the cap: "
             f"{ls.cap_text}.",
             "Truncated completions usually get a wrong-answer reward for the wrong reason. Raise "
             f"{ls.cap_setting}, mask truncated sequences out of the loss (TRL's "
@@ -469,7 +481,7 @@ def check_length(
             out.append(_eos_finding(df, ls, judged, padded))
     else:
         cov.skipped("end of sequence seen", f"{NOT_LOGGED}: truncated share, min and max length")
-    out += _truncation(ls, padded if eos else np.zeros(len(df), bool), cov)
+    out += _truncation(ls, padded if eos else np.zeros(len(padded), bool), cov)
     if eos:
         cov.ran("length trend", "lengths are padded lengths (eos_never_seen): no trend judged")
         return out
