@@ -6,8 +6,9 @@ a collapse; a length that doubles matters where it reaches the cap (the truncate
 to act on); and 100% "truncated" with min = max = mean on every step is no length at all, but the
 padded length of completions whose end-of-sequence was never detected.
 
-Each meaning is read from every column that carries it (``first_logged``: ours, then each tool's
-name, also behind an importer's prefix such as ``trl/``):
+Each meaning is read from every column that carries it (``logged_of``: ours, then each tool's
+name, as the tool wrote it or kept behind the importer's prefix, ``trl/completions/min_length``;
+never another prefix's, such as an eval's ``test/env/all/ac_tokens_per_turn``):
 
 - mean length ``MEAN_NAMES``: ``length_mean``; TRL ``completions/mean_length`` (before 0.17
   ``completion_length``; ms-swift the same), verl ``response_length/mean``, Tinker
@@ -70,8 +71,9 @@ from training_hooks.findings.core import (
     Finding,
     RunFacts,
     col,
-    first_logged,
     lag_groups,
+    listed,
+    logged,
     pct,
 )
 from training_hooks.findings.lag import steps_of
@@ -170,11 +172,23 @@ class Lengths:
     cap_setting: str  # the setting to change: "max_completion_length", or "the generation limit"
 
 
+def logged_of(df: pd.DataFrame, names, tool: str | None) -> str | None:
+    """The column of the first of ``names`` the run logs: the name itself, or, in an import of
+    ``tool``, the name behind the prefix the importer keeps a foreign metric under (``trl/``,
+    repeated when that name was taken too)."""
+    for name in names:
+        cands = [name] + ([f"{tool}/" * k + name for k in range(1, 9)] if tool else [])
+        for c in cands:
+            if c in df.columns and logged(df, c) is not None:
+                return c
+    return None
+
+
 def read_lengths(df: pd.DataFrame, facts: RunFacts) -> Lengths:
     """Every length meaning of ``df`` (module docstring), from the first column carrying it."""
-    mean_col = first_logged(df, MEAN_NAMES)
-    lo_col, hi_col = first_logged(df, MIN_NAMES), first_logged(df, MAX_NAMES)
-    trunc_col = first_logged(df, TRUNCATED_NAMES)
+    mean_col = logged_of(df, MEAN_NAMES, facts.tool)
+    lo_col, hi_col = logged_of(df, MIN_NAMES, facts.tool), logged_of(df, MAX_NAMES, facts.tool)
+    trunc_col = logged_of(df, TRUNCATED_NAMES, facts.tool)
     mean, lo, hi, trunc = col(df, mean_col), col(df, lo_col), col(df, hi_col), col(df, trunc_col)
     setting = CAP_SETTING.get(facts.tool or "", "the generation limit")
     all_cut = LENGTH.eos_all_truncated.value
@@ -197,7 +211,10 @@ def read_lengths(df: pd.DataFrame, facts: RunFacts) -> Lengths:
     else:
         cap_short = "unknown"
         cap_text = f"the cap is not known ({setting} is not stated, no longest length logged)"
-    terminated, term_from = _terminated(df, mean, trunc, cap, facts.length_cap is not None)
+    term_col = logged_of(df, TERMINATED_NAMES, facts.tool)
+    terminated, term_from = _terminated(col(df, term_col), term_col, mean, trunc, cap)
+    if terminated is not None and term_col is None and facts.length_cap is None:
+        term_from += ", the cap taken as the longest logged"
     return Lengths(
         len(df),
         mean,
@@ -209,7 +226,7 @@ def read_lengths(df: pd.DataFrame, facts: RunFacts) -> Lengths:
         trunc_col,
         terminated,
         term_from,
-        col(df, first_logged(df, (Step.REWARD_MEAN,))),
+        col(df, logged_of(df, (Step.REWARD_MEAN,), None)),
         cap,
         cap_text,
         cap_short,
@@ -218,42 +235,37 @@ def read_lengths(df: pd.DataFrame, facts: RunFacts) -> Lengths:
 
 
 def _terminated(
-    df: pd.DataFrame, mean, trunc, cap: float | None, stated: bool
+    logged_y: np.ndarray | None, name: str | None, mean, trunc, cap: float | None
 ) -> tuple[np.ndarray | None, str]:
     """(mean length of the completions that ended, per step; where it comes from). Logged
-    (TRL's, 0 where none ended: NaN here), else ``(m - t C) / (1 - t)`` where the cap C is known
-    (a lower bound of C, the longest logged, makes it an upper bound), else None. NaN where every
-    completion was truncated."""
+    (``logged_y``, column ``name``: TRL's, 0 where none ended, read as unknown), else
+    ``(m - t C) / (1 - t)`` where the cap C is known (a lower bound of C, the longest logged,
+    makes it an upper bound), else None. NaN where every completion was truncated."""
     all_cut = LENGTH.eos_all_truncated.value
-    name = first_logged(df, TERMINATED_NAMES)
-    if name is not None:
-        y = col(df, name)
-        assert y is not None
-        if trunc is not None:
-            y = np.where(trunc >= all_cut, np.nan, y)
+    if logged_y is not None and name is not None:
+        y = logged_y if trunc is None else np.where(trunc >= all_cut, np.nan, logged_y)
         return np.where(y > 0, y, np.nan), name
     if mean is None or trunc is None or cap is None:
         return None, ""
     with np.errstate(divide="ignore", invalid="ignore"):
         y = np.where(trunc < all_cut, (mean - trunc * cap) / (1 - trunc), np.nan)
-    how = "derived: (mean - truncated share x cap) / (1 - truncated share)"
-    return y, how + ("" if stated else ", the cap taken as the longest logged")
+    return y, "derived: (mean - truncated share x cap) / (1 - truncated share)"
 
 
 # ---------------------------------------------------------------------------------------------
 # Windows
 
 
-def _ends(y: np.ndarray | None) -> tuple[float, float, int, int] | None:
-    """(median of the first 10% of finite values, of the last 10%, the count of each); None
-    with fewer than ``trend_min_steps`` finite values."""
+def _ends(y: np.ndarray | None) -> tuple[float, float] | None:
+    """(median of the first 10% of the finite values, of the last 10%); None with fewer than
+    ``trend_min_steps`` finite values."""
     if y is None:
         return None
     v = y[np.isfinite(y)]
     if len(v) < RUN.trend_min_steps.value:
         return None
     k = max(1, len(v) // 10)
-    return float(np.median(v[:k])), float(np.median(v[-k:])), k, k
+    return float(np.median(v[:k])), float(np.median(v[-k:]))
 
 
 def reward_rise(reward: np.ndarray | None) -> tuple[float, float, float] | None:
@@ -289,7 +301,7 @@ def padded_rows(ls: Lengths) -> tuple[np.ndarray, np.ndarray]:
     return judged, padded
 
 
-def _eos_finding(df: pd.DataFrame, ls: Lengths, judged, padded) -> Finding:
+def _eos_finding(df: pd.DataFrame, ls: Lengths, judged, padded, tool: str | None) -> Finding:
     steps = steps_of(df)
     n, k = int(judged.sum()), int(padded.sum())
     at = np.unique(np.round(ls.hi[padded], 1)) if ls.hi is not None else np.array([])
@@ -302,11 +314,10 @@ def _eos_finding(df: pd.DataFrame, ls: Lengths, judged, padded) -> Finding:
         f"length ({lo_c} = {hi_c} = {ls.mean_col} = {length}): no completion ended before the "
         f"cap"
     )
-    term = first_logged(df, TERMINATED_NAMES)
-    if term is not None:
-        tv = col(df, term)
-        if tv is not None and np.all(tv[padded & np.isfinite(tv)] == 0):
-            text += f", and {term} is 0 on those steps (none ended)"
+    term = logged_of(df, TERMINATED_NAMES, tool)
+    tv = col(df, term)
+    if tv is not None and np.all(tv[padded & np.isfinite(tv)] == 0):
+        text += f", and {term} is 0 on those steps (none ended)"
     text += f"; {ls.cap_text}."
     return Finding(
         EOS_NEVER_SEEN,
@@ -321,7 +332,7 @@ def _eos_finding(df: pd.DataFrame, ls: Lengths, judged, padded) -> Finding:
         "generation config's eos / pad tokens. If they run on, the model never learned to stop "
         f"within the cap: start from a chat / instruct or SFT model, or raise {ls.cap_setting}. "
         "Until then every completion is scored as cut off.",
-        tuple(int(s) for s in steps[padded][:50]),
+        listed(steps[padded]),
         basis=n,
     )
 
@@ -424,12 +435,8 @@ class Context:
 
 
 def context_of(ls: Lengths) -> Context:
-    def pair(y):
-        e = _ends(y)
-        return None if e is None else (e[0], e[1])
-
     return Context(
-        pair(ls.mean), pair(ls.truncated), pair(ls.terminated), reward_rise(ls.reward), ls.cap
+        _ends(ls.mean), _ends(ls.truncated), _ends(ls.terminated), reward_rise(ls.reward), ls.cap
     )
 
 
@@ -478,7 +485,7 @@ def check_length(
     if judged.any():
         cov.ran("end of sequence seen")
         if eos:
-            out.append(_eos_finding(df, ls, judged, padded))
+            out.append(_eos_finding(df, ls, judged, padded, facts.tool))
     else:
         cov.skipped("end of sequence seen", f"{NOT_LOGGED}: truncated share, min and max length")
     out += _truncation(ls, padded if eos else np.zeros(len(padded), bool), cov)
