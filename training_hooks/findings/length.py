@@ -536,8 +536,8 @@ def _blowup(ls: Lengths, ctx: Context, head: str, basis: int) -> Finding:
     if ctx.truncated is not None:
         a, b = ctx.truncated
         into = b >= LENGTH.blowup_truncation.value and b > a
-        verb = "rose" if b > a else "stayed at" if b == a else "fell"
-        text += f"The share truncated at the cap ({ls.truncated_col}) {verb} {pct(a)} → {pct(b)}; "
+        moved = f"stayed at {pct(a)}" if a == b else f"{'rose' if b > a else 'fell'} {pct(a)} → {pct(b)}"
+        text += f"The share truncated at the cap ({ls.truncated_col}) {moved}; "
     else:
         text += "The truncated share is not logged; "
     text += ls.cap_text + "."
