@@ -137,8 +137,9 @@ def test_answers_that_ended_halving_too_is_a_collapse():
     assert "the answers that ended 300 → 100 tokens (completions/mean_terminated_length)" in (
         f.evidence
     )
-    assert "the cap is at least 512 tokens, the longest completion logged (max_completion_length" in (
-        f.evidence
+    assert (
+        "the cap is at least 512 tokens, the longest completion logged (max_completion_length"
+        in (f.evidence)
     )
     assert "explain 106 (34.6%), the answers that ended shortening 200." in f.evidence
     assert "not only the overlong answers went away" in f.evidence
@@ -214,9 +215,7 @@ def test_reward_rise_is_the_share_of_pairs():
 def test_blowup_into_the_cap_names_the_cap_and_the_truncated_share():
     """Mean length 100 → 400 (4x) while the share cut at max_completion_length = 512 rises 0% →
     20%: the title, evidence and advice lead with the truncated share and the cap."""
-    df = _frame(
-        **{Step.LENGTH_MEAN: _ramp(100, 400), Step.TRUNCATED_FRACTION: _ramp(0.0, 0.2)}
-    )
+    df = _frame(**{Step.LENGTH_MEAN: _ramp(100, 400), Step.TRUNCATED_FRACTION: _ramp(0.0, 0.2)})
     found = _codes(df, TRL_512)
     f = found[LENGTH_BLOWUP]
     assert f.title == "Completion length blew up into the cap: 20% of completions truncated"
@@ -326,7 +325,8 @@ def test_an_eval_column_carries_no_training_length():
     """test/completions/* (an eval's, in an import of TRL) are not the training completions:
     nothing is read, and the checks say not logged."""
     names = tuple(
-        "test/completions/" + n for n in ("clipped_ratio", "min_length", "max_length", "mean_length")
+        "test/completions/" + n
+        for n in ("clipped_ratio", "min_length", "max_length", "mean_length")
     )
     found, cov = _judge(_padded(names=names), RunFacts(tool="trl"))
     assert not found

@@ -70,6 +70,7 @@ from training_hooks.findings.core import (
     lag_groups,
     train_mask,
 )
+from training_hooks.findings.length import EOS_NEVER_SEEN, OVERLONG_CURED
 from training_hooks.findings.run import (
     CHECKS,
     CHECKS_VERSION,
@@ -84,7 +85,6 @@ from training_hooks.findings.run import (
     run_findings,
     run_health,
 )
-from training_hooks.findings.length import EOS_NEVER_SEEN, OVERLONG_CURED
 from training_hooks.findings.signal import group_outcomes, with_group_outcomes
 from training_hooks.findings.spikes import rolling_baseline, row_nanmedian, spike_mask
 from training_hooks.findings.status import STATUS_STOPPED_EARLY, check_status, import_status

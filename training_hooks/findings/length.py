@@ -167,7 +167,9 @@ class Lengths:
     terminated_from: str  # its column, or how it was derived
     reward: np.ndarray | None
     cap: float | None
-    cap_text: str  # "max_completion_length = 512 (stated)" / "the cap is at least 505.8 tokens, ..."
+    cap_text: (
+        str  # "max_completion_length = 512 (stated)" / "the cap is at least 505.8 tokens, ..."
+    )
     cap_short: str  # "max_completion_length = 512" / "at least 505.8 tokens" / "unknown"
     cap_setting: str  # the setting to change: "max_completion_length", or "the generation limit"
 
@@ -207,7 +209,9 @@ def read_lengths(df: pd.DataFrame, facts: RunFacts) -> Lengths:
     elif hi is not None and np.isfinite(hi).any():
         cap = float(np.nanmax(hi))
         cap_short = f"at least {cap:.4g} tokens"
-        cap_text = f"the cap is {cap_short}, the longest completion logged ({setting} is not stated)"
+        cap_text = (
+            f"the cap is {cap_short}, the longest completion logged ({setting} is not stated)"
+        )
     else:
         cap_short = "unknown"
         cap_text = f"the cap is not known ({setting} is not stated, no longest length logged)"
@@ -356,7 +360,9 @@ def _truncation(ls: Lengths, padded: np.ndarray, cov: Coverage) -> list[Finding]
     late = late[np.isfinite(late)]
     if not len(late):  # logged on earlier steps only
         return cov.skipped("truncation", f"{NOT_LOGGED} over the last 10% of steps")
-    cov.ran("truncation", "" if ls.truncated_col == Step.TRUNCATED_FRACTION else ls.truncated_col)
+    cov.ran(
+        "truncation", "" if ls.truncated_col == Step.TRUNCATED_FRACTION else str(ls.truncated_col)
+    )
     med = float(np.median(late))
     if med < RUN.truncation.value:
         return []
@@ -402,7 +408,9 @@ class Context:
         if self.truncated is None:
             return False
         a, b = self.truncated
-        return a >= LENGTH.overlong_truncation.value and b <= a * LENGTH.overlong_truncation_fall.value
+        return (
+            a >= LENGTH.overlong_truncation.value and b <= a * LENGTH.overlong_truncation_fall.value
+        )
 
     @property
     def reward_rose(self) -> bool:
@@ -495,9 +503,7 @@ def check_length(
     return out + _trends(df, split, ls, cov)
 
 
-def _trends(
-    df: pd.DataFrame, split: lagmod.LagSplit, ls: Lengths, cov: Coverage
-) -> list[Finding]:
+def _trends(df: pd.DataFrame, split: lagmod.LagSplit, ls: Lengths, cov: Coverage) -> list[Finding]:
     """``length_blowup``, ``length_collapse`` / ``overlong_cured``: the median of the last 10% of
     steps against the first 10%, within each lag group; a trend fires only when every judged
     group crosses its threshold (one lag's artefact never alarms)."""
@@ -536,7 +542,11 @@ def _blowup(ls: Lengths, ctx: Context, head: str, basis: int) -> Finding:
     if ctx.truncated is not None:
         a, b = ctx.truncated
         into = b >= LENGTH.blowup_truncation.value and b > a
-        moved = f"stayed at {pct(a)}" if a == b else f"{'rose' if b > a else 'fell'} {pct(a)} → {pct(b)}"
+        moved = (
+            f"stayed at {pct(a)}"
+            if a == b
+            else f"{'rose' if b > a else 'fell'} {pct(a)} → {pct(b)}"
+        )
         text += f"The share truncated at the cap ({ls.truncated_col}) {moved}; "
     else:
         text += "The truncated share is not logged; "
