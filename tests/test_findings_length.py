@@ -273,6 +273,7 @@ def test_every_completion_at_the_cap_with_equal_lengths_is_eos_never_seen():
     assert TRUNCATION not in found
     assert cov.checked["truncation"] == "20 steps judged as end of sequence never seen"
     assert cov.checked["length trend"].startswith("lengths are padded lengths")
+    assert cov.checked["end-of-sequence detection"] == ""
     assert "Raise the generation limit" not in f.advice and "eos_token_id" in f.advice
 
 
@@ -332,6 +333,9 @@ def test_an_eval_column_carries_no_training_length():
     assert not found
     assert cov.not_checked["truncation"] == "not logged"
     assert cov.not_checked["length trend"] == "not logged"
+    assert cov.not_checked["end-of-sequence detection"] == (
+        "not logged: needs the truncated share, min and max length per step"
+    )
 
 
 # ---------------------------------------------------------------------------------------------

@@ -491,11 +491,12 @@ def check_length(
     judged, padded = padded_rows(ls)
     eos = bool(judged.any()) and padded.sum() >= LENGTH.eos_share.value * judged.sum()
     if judged.any():
-        cov.ran("end of sequence seen")
+        cov.ran("end-of-sequence detection")
         if eos:
             out.append(_eos_finding(df, ls, judged, padded, facts.tool))
     else:
-        cov.skipped("end of sequence seen", f"{NOT_LOGGED}: truncated share, min and max length")
+        need = "needs the truncated share, min and max length per step"
+        cov.skipped("end-of-sequence detection", f"{NOT_LOGGED}: {need}")
     out += _truncation(ls, padded if eos else np.zeros(len(padded), bool), cov)
     if eos:
         cov.ran("length trend", "lengths are padded lengths (eos_never_seen): no trend judged")
