@@ -437,9 +437,10 @@ class Context:
         """The share of the mean length's fall that the cure of overlong answers explains
         (``fall_parts``); None where unknown."""
         parts = self.fall_parts()
-        if parts is None or parts[1] + parts[2] <= 0:
+        if parts is None:
             return None
-        return max(0.0, parts[1]) / (max(0.0, parts[1]) + max(0.0, parts[2]))
+        cure, shorter = max(0.0, parts[1]), max(0.0, parts[2])  # a part that lengthened: 0
+        return cure / (cure + shorter) if cure + shorter > 0 else None
 
 
 def context_of(ls: Lengths) -> Context:
