@@ -671,6 +671,13 @@ def _scenario(code: str) -> tuple[pd.DataFrame, dict]:
         df[Step.LENGTH_MEAN] = np.linspace(200, 50 if code == health.LENGTH_COLLAPSE else 900, N)
     elif code == health.TRUNCATION:
         df[Step.TRUNCATED_FRACTION] = 0.5
+    elif code == health.EOS_NEVER_SEEN:  # every completion at the 64-token cap, min = max = mean
+        df[Step.TRUNCATED_FRACTION] = 1.0
+        df[Step.LENGTH_MIN] = df[Step.LENGTH_MAX] = df[Step.LENGTH_MEAN] = 64.0
+    elif code == health.OVERLONG_CURED:  # fewer cut at the cap, shorter, and the reward rises
+        df[Step.LENGTH_MEAN] = np.linspace(200, 80, N)
+        df[Step.TRUNCATED_FRACTION] = np.linspace(0.5, 0.0, N)
+        df[Step.REWARD_MEAN] = np.linspace(0.1, 0.9, N)
     elif code == health.NONFINITE:
         df.loc[17, Step.LOSS] = np.inf
     elif code in (health.CRASHED, health.FAILED):
@@ -781,9 +788,6 @@ def test_codes_are_the_contract():
         "kl_old_spike",
         "log_ratio_spike",
         "entropy_collapse",
-        "length_collapse",
-        "length_blowup",
-        "truncation",
         "nonfinite",
         "crashed",
         "failed",
@@ -800,6 +804,11 @@ def test_codes_are_the_contract():
         "steps_dropped",
         "no_reward_progress",
         "reward_total_mismatch",
+        "length_collapse",
+        "length_blowup",
+        "truncation",
+        "eos_never_seen",
+        "overlong_cured",
     }
     assert health.NOTE_CODES == ("stopped_early", "running", "not_judged")
 

@@ -35,7 +35,7 @@ def blind_json(**over) -> dict:
         "problems": [
             {
                 "what": "every completion at the 48-token cap",
-                "codes": ["truncation"],
+                "codes": ["truncation", "eos_never_seen"],
                 "status": False,
             }
         ],
@@ -62,7 +62,7 @@ def test_a_blind_label_reads_into_label_and_problems(tmp_path):
     assert log.importer == "trl"
     assert log.label == Label(
         "finished",
-        (Problem("every completion at the 48-token cap", ("truncation",)),),
+        (Problem("every completion at the 48-token cap", ("truncation", "eos_never_seen")),),
         allowed=("kl_ref_rising",),  # a new code, accepted before its check lands
         basis="a.json: described blind",
     )

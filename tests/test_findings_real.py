@@ -136,7 +136,7 @@ SERIOUS = {
     "graphcross": {health.ZERO_VARIANCE, health.NO_SIGNAL, health.LENGTH_COLLAPSE},
     "furixturi": {health.REWARD_PINNED},
     "furixturi-tfevents": {health.REWARD_PINNED},
-    "pythia": {health.TRUNCATION},
+    "pythia": {health.EOS_NEVER_SEEN},
     "seriserendipia": {health.ZERO_VARIANCE, health.NO_SIGNAL},
     "hiepdema": {health.ZERO_VARIANCE},
     "gui-cursor": set(),
@@ -179,12 +179,18 @@ def test_tensorboard_step_without_a_loss_is_not_a_nan(reports):
     assert r.checked["non-finite values"] == "every numeric column"
 
 
-def test_pythia_truncation_on_ten_rows(reports):
-    """10 rows: the last 10% is one row, so truncation reads the last 5 (min_basis): 100%."""
-    _, found = _get(reports, "pythia")
-    f = found[health.TRUNCATION]
-    assert f.severity == health.WARNING and "the last 5 steps" in f.evidence
-    assert f.evidence.endswith("= 100% of sequences.")
+def test_pythia_every_completion_at_the_cap_is_eos_never_seen(reports):
+    """clipped_ratio 1.0 with min = max = mean = 48 (windowed means of each step's) on all 10
+    rows: the lengths are padded lengths, judged as eos_never_seen instead of plain truncation."""
+    r, found = _get(reports, "pythia")
+    f = found[health.EOS_NEVER_SEEN]
+    assert f.severity == health.WARNING
+    assert f.evidence.startswith("on 10 of the 10 steps that log them (100%) every completion")
+    assert "trl/completions/min_length = trl/completions/max_length = length_mean = 48" in (
+        f.evidence
+    )
+    assert health.TRUNCATION not in found
+    assert r.checked["truncation"] == "10 steps judged as end of sequence never seen"
 
 
 def test_seriserendipia_zero_gradient_steps(reports):

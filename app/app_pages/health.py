@@ -23,7 +23,9 @@ ctx = ui.page_header(
     "unknown ε is never filled in; a recorded run that did not state its ε is judged at the "
     "recorder's default, and the finding says so); spikes and trends against steps of the same "
     "lag nearby. Also: sampler/trainer "
-    "mismatch, stale old log-probs, zero-variance groups, entropy and length trends, truncation, "
+    "mismatch, stale old log-probs, zero-variance groups, the entropy trend, length read with "
+    "truncation at the cap and the reward (collapse, blow-up, overlong answers cured, end of "
+    "sequence never seen), "
     "non-finite values, and runs that stopped without finishing.",
 )
 shown = ui.shown_runs(

@@ -16,8 +16,9 @@ Modules: ``core`` (``Finding``, ``RunFacts``, ``Coverage``, table readers), ``th
 ``CHECKS_VERSION``), ``live`` (the recorder's side); and the checks, each module declaring its
 codes beside them: ``status`` (how the run ended, non-finite values, stale old log-probs,
 on-policy only), ``mismatch`` (sampler/trainer), ``clip``, ``onpolicy`` (clipping at one update
-per batch), ``signal`` (constant reward, zero-variance and solved groups, truncation), ``spikes``
-(spikes and trends), ``attenuation`` (every loss's trust region in one unit), ``raw`` (what the
+per batch), ``signal`` (constant reward, zero-variance and solved groups), ``spikes``
+(spikes and the entropy trend), ``length`` (length read with truncation at the cap and the
+reward: collapse, blow-up, truncation, end of sequence never seen, overlong answers cured), ``attenuation`` (every loss's trust region in one unit), ``raw`` (what the
 raw values show: gradient norm, loss scale, no learning signal, reward components, KL level),
 ``progress`` (the reward's progress against its noise, a total reward against its components).
 Every code is importable from here (``findings.CLIP_HIGH``).
@@ -45,6 +46,13 @@ from training_hooks.findings.core import (
     in_step_order,
     lag_groups,
     train_mask,
+)
+from training_hooks.findings.length import (
+    EOS_NEVER_SEEN,
+    LENGTH_BLOWUP,
+    LENGTH_COLLAPSE,
+    OVERLONG_CURED,
+    TRUNCATION,
 )
 from training_hooks.findings.mismatch import SAMPLER_MISMATCH
 from training_hooks.findings.onpolicy import CLIP_ONE_UPDATE
@@ -75,7 +83,6 @@ from training_hooks.findings.run import (
 )
 from training_hooks.findings.signal import (
     TASK_SATURATED,
-    TRUNCATION,
     ZERO_VARIANCE,
     group_outcomes,
     with_group_outcomes,
@@ -84,8 +91,6 @@ from training_hooks.findings.spikes import (
     ENTROPY_COLLAPSE,
     KL_OLD_SPIKE,
     KL_REF_SPIKE,
-    LENGTH_BLOWUP,
-    LENGTH_COLLAPSE,
     LOG_RATIO_SPIKE,
     rolling_baseline,
     row_nanmedian,
@@ -108,6 +113,7 @@ from training_hooks.findings.thresholds import (
     BANDS,
     GRPO_CLIP,
     GSPO_CLIP,
+    LENGTH,
     MISMATCH,
     PROGRESS,
     RAW,
@@ -115,6 +121,7 @@ from training_hooks.findings.thresholds import (
     THRESHOLDS,
     AttenuationThresholds,
     ClipBand,
+    LengthThresholds,
     MismatchThresholds,
     ProgressThresholds,
     RawThresholds,
@@ -144,6 +151,7 @@ __all__ = [
     "GRAD_NORM_SPIKE",
     "CRASHED",
     "ENTROPY_COLLAPSE",
+    "EOS_NEVER_SEEN",
     "ERROR",
     "FAILED",
     "INFO",
@@ -160,6 +168,7 @@ __all__ = [
     "OK",
     "OK_CODE",
     "OUTCOME_COLUMNS",
+    "OVERLONG_CURED",
     "ON_POLICY_ONLY",
     "RUNNING",
     "SAMPLER_MISMATCH",
@@ -174,6 +183,8 @@ __all__ = [
     "ClipBand",
     "GRPO_CLIP",
     "GSPO_CLIP",
+    "LENGTH",
+    "LengthThresholds",
     "MISMATCH",
     "MismatchThresholds",
     "PROGRESS",

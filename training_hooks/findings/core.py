@@ -64,6 +64,10 @@ class RunFacts:
     updates_per_batch: int | None = None
     updates_origin: str = ""  # where updates_per_batch comes from ("TRL's default ...")
     max_grad_norm: float | None = None  # the gradient clip the run states (None: unstated)
+    #: The completion-length cap the run's config states (``length.stated_length_cap``: TRL's
+    #: max_completion_length, verl's data.max_response_length, ...) and its key; None: unstated.
+    length_cap: float | None = None
+    length_cap_key: str = ""
     stopped_early: str | None = None  # an import: how its source says it stopped before its end
     defaults: tuple[str, ...] = ()  # settings the recorder filled with its default (not stated)
     #: A recorded run's steps ``log_step`` dropped: (count, ((step, reason), ...)) from run.json's

@@ -38,6 +38,8 @@ from training_hooks.findings.core import (
     train_mask,
 )
 from training_hooks.findings.dropped import STEPS_DROPPED, check_steps_dropped, dropped_of
+from training_hooks.findings.length import CODES as LENGTH_CODES
+from training_hooks.findings.length import check_length, stated_length_cap
 from training_hooks.findings.mismatch import SAMPLER_MISMATCH, check_sampler_mismatch
 from training_hooks.findings.onpolicy import CLIP_ONE_UPDATE, check_clip_one_update
 from training_hooks.findings.raw import (
@@ -55,10 +57,8 @@ from training_hooks.findings.raw import (
 )
 from training_hooks.findings.signal import (
     TASK_SATURATED,
-    TRUNCATION,
     ZERO_VARIANCE,
     check_learning_signal,
-    check_truncation,
     group_outcomes,
     with_group_outcomes,
 )
@@ -122,7 +122,7 @@ CHECKS: tuple[Check, ...] = (
     Check((ZERO_VARIANCE, TASK_SATURATED), check_learning_signal, live=True),
     Check(SPIKE_CODES, check_spikes, live=True),
     Check(TREND_CODES, check_trends),
-    Check((TRUNCATION,), check_truncation),
+    Check(LENGTH_CODES, check_length),
     Check(ATTENUATION_CODES, check_attenuation),
     Check((GRAD_NORM_SPIKE, GRAD_OVER_CLIP), check_grad_norm),
     Check((LOSS_SPIKE,), check_loss_scale),
@@ -330,6 +330,7 @@ def facts_of(info: RunInfo | None, *, status: str | None = None, **overrides) ->
     if info is None:
         return RunFacts(status=status or STATUS_FINISHED, one_update_per_row=None, **overrides)
     imp = info.imported
+    cap, cap_key = stated_length_cap(info)
     facts = RunFacts(
         algorithm=info.algorithm,
         status=status or import_status(info),
@@ -342,6 +343,8 @@ def facts_of(info: RunInfo | None, *, status: str | None = None, **overrides) ->
         one_update_per_row=_one_update_per_row(info),
         eps_source=stated_eps_source(info.config),
         max_grad_norm=stated_max_grad_norm(info),
+        length_cap=cap,
+        length_cap_key=cap_key,
         stopped_early=imp.stopped_early if imp is not None else None,
         defaults=defaulted_settings(info.other),
         dropped_steps=dropped_of(info.faults) if imp is None else None,

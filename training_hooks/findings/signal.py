@@ -1,5 +1,6 @@
 """The learning signal: a reward that never changes, zero-variance groups split into solved
-(all-correct: the task is saturated) and failed (all-wrong: too hard), and truncation.
+(all-correct: the task is saturated) and failed (all-wrong: too hard). (Truncation is judged
+with the length, in ``findings.length``.)
 
 A group whose completions all get the same reward gives every one of them advantage 0 in GRPO and
 GSPO alike. Why it is equal matters for what to do: all at the run's highest reward is a solved
@@ -33,12 +34,11 @@ from training_hooks.findings.lag import LagSplit
 from training_hooks.findings.thresholds import RUN
 from training_hooks.schema import Seq, Step
 
-# The stable codes of ``check_learning_signal`` and of ``check_truncation``.
+# The stable codes of ``check_learning_signal``.
 ZERO_VARIANCE = "zero_variance"
 #: Most groups all-correct: the task is solved for these prompts (not a lack of signal to fix, a
 #: state to act on).
 TASK_SATURATED = "task_saturated"
-TRUNCATION = "truncation"
 
 #: Per step, the share of groups whose rewards are all equal to the run's highest reward (all
 #: correct) / to its lowest (all wrong): derived from the sequences table (``group_outcomes``).
@@ -306,30 +306,3 @@ def _saturated(solved: float, unsolved: float, source: str, n: int) -> Finding:
         "drop solved prompts from the sampler (DAPO's dynamic sampling).",
         basis=n,
     )
-
-
-def check_truncation(
-    df: pd.DataFrame, split: LagSplit, facts: RunFacts, cov: Coverage
-) -> list[Finding]:
-    """Median ``truncated_fraction`` over the last 10% of steps at or above ``truncation``."""
-    # at least min_basis rows: a 10-row run's last 10% is one row, which is no verdict
-    got = late_median(df, Step.TRUNCATED_FRACTION, 10, int(RUN.min_basis.value))
-    if got is None:
-        return cov.skipped("truncation", NOT_LOGGED)
-    cov.ran("truncation")
-    if got[0] < RUN.truncation.value:
-        return []
-    return [
-        Finding(
-            TRUNCATION,
-            WARNING,
-            "Many completions are truncated",
-            f"median truncated_fraction over the last {got[1]} steps (the last 10%, at least "
-            f"{RUN.min_basis.value:g}) = "
-            f"{pct(got[0])} of sequences.",
-            "Truncated completions usually get a wrong-answer reward for the wrong reason. Raise "
-            "the generation limit, mask truncated sequences out of the loss, or penalise overlong "
-            "answers.",
-            basis=got[1],
-        )
-    ]

@@ -3,8 +3,9 @@
 ``kl_old_spike``, ``log_ratio_spike``, ``kl_ref_spike``: a step far above the rolling median of
 the steps of its lag around it (``spike_mask``: on a table that ends at the step, as the recorder
 sees it live, that is the past only), with what else moved at that step or the update before it
-when the run logs it (learning rate, gradient norm, length, truncation). ``entropy_collapse``,
-``length_collapse``, ``length_blowup``: the last 10% of a lag group's steps against its first 10%.
+when the run logs it (learning rate, gradient norm, length, truncation). ``entropy_collapse``:
+the last 10% of a lag group's steps against its first 10% (the length trends, read with truncation
+and the reward, are ``findings.length``'s).
 """
 
 from __future__ import annotations
@@ -39,9 +40,7 @@ LOG_RATIO_SPIKE = "log_ratio_spike"
 KL_REF_SPIKE = "kl_ref_spike"
 SPIKE_CODES = (KL_OLD_SPIKE, LOG_RATIO_SPIKE, KL_REF_SPIKE)
 ENTROPY_COLLAPSE = "entropy_collapse"
-LENGTH_COLLAPSE = "length_collapse"
-LENGTH_BLOWUP = "length_blowup"
-TREND_CODES = (ENTROPY_COLLAPSE, LENGTH_COLLAPSE, LENGTH_BLOWUP)
+TREND_CODES = (ENTROPY_COLLAPSE,)  # (the length trends: ``findings.length``)
 
 # ---------------------------------------------------------------------------------------------
 # Robust baseline: rolling median and MAD over same-lag neighbours
@@ -305,41 +304,20 @@ TREND_CHECKS = (
         "differing and exploration stops (DAPO's entropy collapse). Raise ε_high (DAPO's "
         "clip-higher), add an entropy bonus, or sample at a higher temperature.",
     ),
-    TrendCheck(
-        LENGTH_COLLAPSE,
-        Step.LENGTH_MEAN,
-        RUN.length_collapse,
-        True,
-        "Completion length collapsed",
-        "tokens",
-        "Short answers are being rewarded (or long ones punished). A token-summed or token-mean "
-        "loss weighs lengths differently: check the reward for a length bias and read some "
-        "completions on the Sequences page.",
-    ),
-    TrendCheck(
-        LENGTH_BLOWUP,
-        Step.LENGTH_MEAN,
-        RUN.length_blowup,
-        False,
-        "Completion length blew up",
-        "tokens",
-        "Long completions dominate token-summed losses and truncation follows. Check for "
-        "repetition loops, add a length penalty or overlong filtering (DAPO), or compare with a "
-        "length-normalised reduction.",
-    ),
 )
 
 
 def check_trends(
     df: pd.DataFrame, split: lagmod.LagSplit, facts: RunFacts, cov: Coverage
 ) -> list[Finding]:
-    """``entropy_collapse``, ``length_collapse``, ``length_blowup``: the median of the last 10% of
-    steps against the first 10%, within each lag group; fires only when every judged group
-    crosses the threshold (one lag's artefact never alarms)."""
+    """``entropy_collapse``: the median of the last 10% of steps against the first 10%, within
+    each lag group; fires only when every judged group crosses the threshold (one lag's artefact
+    never alarms). The length trends are ``findings.length``'s (read with truncation and the
+    reward)."""
     out = []
     groups = lag_groups(split)
     for check in TREND_CHECKS:
-        name = "entropy trend" if check.code == ENTROPY_COLLAPSE else "length trend"
+        name = "entropy trend"
         y = col(df, check.column)
         if y is None or not np.isfinite(y).any():
             cov.skipped(name, NOT_LOGGED)
@@ -354,7 +332,7 @@ def check_trends(
         hit = all(r <= limit for r in ratios) if check.falls else all(r >= limit for r in ratios)
         if not hit:
             continue
-        what = "; ".join(f"{_group_label(g)}: {a:.3g} → {b:.3g} ({b / a:.2g}x)" for g, a, b in per)
+        what = "; ".join(f"{group_label(g)}: {a:.3g} → {b:.3g} ({b / a:.2g}x)" for g, a, b in per)
         out.append(
             Finding(
                 check.code,
@@ -369,7 +347,8 @@ def check_trends(
     return out
 
 
-def _group_label(g: str) -> str:
+def group_label(g: str) -> str:
+    """A lag group as the evidence names it: "steps at lag 1", "on-policy steps", "all steps"."""
     if g.startswith("lag="):
         n = g[4:]
         return f"steps at lag {n}" + (" (on-policy)" if n == "0" else "")

@@ -370,6 +370,72 @@ class ProgressThresholds:
 PROGRESS = ProgressThresholds()
 
 
+@dataclass(frozen=True)
+class LengthThresholds:
+    """The thresholds of the length checks read with truncation and the reward
+    (``training_hooks.findings.length``: ``eos_never_seen``, ``overlong_cured``, and the context of
+    ``length_collapse`` / ``length_blowup``), listed in ``THRESHOLDS`` as ``length_<field>``. The
+    trend thresholds themselves are ``RUN.length_collapse`` / ``RUN.length_blowup``."""
+
+    eos_all_truncated: Threshold = Threshold(
+        0.999,
+        "share of a step's completions truncated at the cap",
+        OURS + "every completion (1.0 up to float rounding of a windowed mean)",
+    )
+    eos_same_length: Threshold = Threshold(
+        0.5,
+        "tokens between a step's shortest, longest and mean completion",
+        OURS + "lengths are whole tokens: min = max = mean up to a windowed mean's rounding",
+    )
+    eos_share: Threshold = Threshold(
+        0.9,
+        "share of the steps that log the truncated share, min and max length",
+        OURS + "nearly every step: one step at the cap with equal lengths happens in a healthy "
+        "run (the GSPO holdout log's steps 1, 16, 40 of 1208, at a 64-token cap, while it learns "
+        "to stop)",
+    )
+    overlong_truncation: Threshold = Threshold(
+        0.1,
+        "share of completions truncated at the cap (median over the first 10% of steps)",
+        OURS + "one in ten cut at the cap is enough overlong answers for their cure to move the "
+        "mean length",
+    )
+    overlong_truncation_fall: Threshold = Threshold(
+        0.25,
+        "late / early median truncated share",
+        OURS + "the truncated share fell to a quarter or less (47% -> 0.4% on the log that "
+        "raised the false alarm; graphcross 26% -> 0%)",
+    )
+    overlong_length_fall: Threshold = Threshold(
+        0.8,
+        "late / early median length",
+        OURS + "the mean length fell by a fifth or more: a fall, short of a collapse "
+        "(RUN.length_collapse)",
+    )
+    overlong_cure_share: Threshold = Threshold(
+        0.5,
+        "share of the mean length's fall that the overlong answers now ending explain",
+        OURS + "most of the fall (length.Context.fall_parts): graphcross's answers that ended "
+        "halved too (272 -> 139 tokens), so its cure explains 31% of the fall and it stays a "
+        "collapse",
+    )
+    reward_rise: Threshold = Threshold(
+        0.75,
+        "share of (late step, early step) pairs where the late reward is higher (ties: half)",
+        OURS + "the Mann-Whitney statistic of the last 10% of steps against the first 10%: "
+        "scale-free and robust to a few outlier steps; 0.5 is no change, 0.75 a clear rise",
+    )
+    blowup_truncation: Threshold = Threshold(
+        0.05,
+        "share of completions truncated at the cap (median over the last 10% of steps)",
+        OURS + "one in twenty cut: from there the cap, not the model, ends answers often "
+        "enough to name it",
+    )
+
+
+LENGTH = LengthThresholds()
+
+
 _Group = (
     ClipBand
     | AttenuationThresholds
@@ -377,6 +443,7 @@ _Group = (
     | RunThresholds
     | RawThresholds
     | ProgressThresholds
+    | LengthThresholds
 )
 
 
@@ -394,4 +461,5 @@ THRESHOLDS: dict[str, Threshold] = {
     **_listed(RUN),
     **_listed(RAW),
     **_listed(PROGRESS, "progress_"),
+    **_listed(LENGTH, "length_"),
 }

@@ -1,0 +1,623 @@
+"""Completion length, read together with truncation at the cap and the reward.
+
+A length trend alone says little: a mean that halves because the answers that ran into the cap
+now end (truncation 47% -> 0.4% while the reward rises) is a run curing its overlong answers, not
+a collapse; a length that doubles matters where it reaches the cap (the truncated share is what
+to act on); and 100% "truncated" with min = max = mean on every step is no length at all, but the
+padded length of completions whose end-of-sequence was never detected.
+
+Each meaning is read from every column that carries it (``logged_of``: ours, then each tool's
+name, as the tool wrote it or kept behind the importer's prefix, ``trl/completions/min_length``;
+never another prefix's, such as an eval's ``test/env/all/ac_tokens_per_turn``):
+
+- mean length ``MEAN_NAMES``: ``length_mean``; TRL ``completions/mean_length`` (before 0.17
+  ``completion_length``; ms-swift the same), verl ``response_length/mean``, Tinker
+  ``env/all/ac_tokens_per_turn``, OpenRLHF ``response_length``;
+- shortest / longest ``MIN_NAMES`` / ``MAX_NAMES``: ``length_min`` / ``length_max``; TRL
+  ``completions/min_length`` / ``max_length``, verl ``response_length/min`` / ``max``. Where TRL
+  logs every ``logging_steps`` steps these are means over the window of each step's min / max;
+- share truncated at the cap ``TRUNCATED_NAMES``: ``truncated_fraction``; TRL's
+  ``completions/clipped_ratio`` (completions without EOS), verl ``response_length/clip_ratio``
+  (responses that reached ``max_response_length``), OpenRLHF ``rollout/truncated_rate``,
+  ms-swift 3.2 ``response_clip_ratio``;
+- mean length of the completions that ended (EOS) ``TERMINATED_NAMES``: TRL's
+  ``completions/mean_terminated_length`` (0 when none ended: read as unknown). Without it, where
+  the cap is known, derived: with a share t truncated at the cap C and a mean length m,
+  ``m_term = (m - t C) / (1 - t)``;
+- the cap: what the run states (``RunFacts.length_cap``: TRL ``max_completion_length``, verl
+  ``data.max_response_length``, Tinker ``max_tokens``, ...; ``stated_length_cap``), else the
+  longest completion logged (a lower bound: the cap is at least that), said as such.
+
+The checks (thresholds ``RUN.length_collapse`` / ``RUN.length_blowup`` / ``RUN.truncation`` and
+``LENGTH``):
+
+- ``eos_never_seen`` (warning): on nearly every step (``LENGTH.eos_share``) that logs them,
+  every completion is truncated and min = max = mean length: the lengths are padded lengths.
+  Those steps are then not judged as plain ``truncation``.
+- ``truncation`` (warning): the median truncated share over the last 10% of the other steps (at
+  least ``min_basis``) at or above ``RUN.truncation``; the evidence names the cap.
+- ``length_blowup`` (warning): the median length of the last 10% of steps at least
+  ``RUN.length_blowup`` times the first 10%'s (in every lag group); where the truncated share
+  at the cap rose to ``LENGTH.blowup_truncation`` or more, the title, evidence and advice lead
+  with it and name the cap.
+- ``length_collapse`` (warning) / ``overlong_cured`` (info): the median length fell (late /
+  early at most ``RUN.length_collapse``; for ``overlong_cured``, ``LENGTH.overlong_length_fall``),
+  the truncated share fell from ``LENGTH.overlong_truncation`` or more to a quarter of it
+  (``LENGTH.overlong_truncation_fall``) and the reward rose (``LENGTH.reward_rise``): the answers
+  that ran into the cap now end, and that pays. Then ``overlong_cured``, and no
+  ``length_collapse``, unless the answers that ended shortened as much (their length at most
+  ``RUN.length_collapse`` of what it was: more than the overlong answers went away).
+  ``length_collapse`` says what the truncated share, the reward and the ended answers did.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from training_hooks.findings import lag as lagmod
+from training_hooks.findings.core import (
+    INFO,
+    NOT_LOGGED,
+    TOO_FEW_STEPS,
+    WARNING,
+    Coverage,
+    Finding,
+    RunFacts,
+    col,
+    lag_groups,
+    listed,
+    logged,
+    pct,
+)
+from training_hooks.findings.lag import steps_of
+from training_hooks.findings.spikes import early_late, group_label
+from training_hooks.findings.thresholds import LENGTH, RUN
+from training_hooks.schema import RunInfo, Step, flatten
+
+LENGTH_COLLAPSE = "length_collapse"
+LENGTH_BLOWUP = "length_blowup"
+TRUNCATION = "truncation"
+EOS_NEVER_SEEN = "eos_never_seen"
+OVERLONG_CURED = "overlong_cured"
+#: The codes of ``check_length`` (its entry in ``run.CHECKS``).
+CODES = (LENGTH_COLLAPSE, LENGTH_BLOWUP, TRUNCATION, EOS_NEVER_SEEN, OVERLONG_CURED)
+
+MEAN_NAMES = (
+    Step.LENGTH_MEAN,
+    "completions/mean_length",
+    "completion_length",
+    "response_length/mean",
+    "env/all/ac_tokens_per_turn",
+    "rollout/response_length_mean",
+    "response_length",
+)
+MIN_NAMES = (Step.LENGTH_MIN, "completions/min_length", "response_length/min")
+MAX_NAMES = (Step.LENGTH_MAX, "completions/max_length", "response_length/max")
+TRUNCATED_NAMES = (
+    Step.TRUNCATED_FRACTION,
+    "completions/clipped_ratio",
+    "response_length/clip_ratio",
+    "rollout/truncated_rate",
+    "response_clip_ratio",
+)
+TERMINATED_NAMES = ("completions/mean_terminated_length",)
+
+#: Where a run's config states its completion-length cap (dotted paths; a bare name matches at
+#: any depth, a dotted one as the path's tail), in order: TRL / ms-swift, verl, OpenRLHF, HF
+#: generate, then Tinker's top-level ``max_tokens`` (only at the top: a nested ``max_tokens`` is
+#: often a judge's or a tool's).
+CAP_KEYS = (
+    "max_completion_length",
+    "data.max_response_length",
+    "generate_max_len",
+    "max_new_tokens",
+)
+TOP_CAP_KEYS = ("max_tokens",)
+#: The setting that sets the cap, by tool (the advice names it).
+CAP_SETTING = {
+    "trl": "max_completion_length",
+    "verl": "data.max_response_length",
+    "tinker": "max_tokens",
+}
+
+
+def stated_length_cap(info: RunInfo) -> tuple[float | None, str]:
+    """(the completion-length cap a run's config states, the key it is under); (None, "") when
+    nothing states it (never a tool's default)."""
+    config = info.config
+    if not isinstance(config, Mapping):
+        return None, ""
+    flat = {k.replace("/", "."): v for k, v in flatten(config, ".").items()}
+    for key in CAP_KEYS:
+        for k, v in sorted(flat.items()):
+            if (k == key or k.endswith("." + key)) and _positive(v):
+                return float(v), k
+    for key in TOP_CAP_KEYS:
+        if _positive(flat.get(key)):
+            return float(flat[key]), key
+    return None, ""
+
+
+def _positive(v) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool) and v > 0
+
+
+# ---------------------------------------------------------------------------------------------
+# What the run logs of its lengths
+
+
+@dataclass(frozen=True)
+class Lengths:
+    """Per step (rows in step order), each meaning as the run logs it; None where no column
+    carries it. ``*_col`` the column read (the evidence names it)."""
+
+    rows: int
+    mean: np.ndarray | None
+    mean_col: str | None
+    lo: np.ndarray | None
+    hi: np.ndarray | None
+    minmax_cols: tuple[str, str] | None
+    truncated: np.ndarray | None
+    truncated_col: str | None
+    terminated: np.ndarray | None  # mean length of the completions that ended
+    terminated_from: str  # its column, or how it was derived
+    reward: np.ndarray | None
+    cap: float | None
+    cap_text: (
+        str  # "max_completion_length = 512 (stated)" / "the cap is at least 505.8 tokens, ..."
+    )
+    cap_short: str  # "max_completion_length = 512" / "at least 505.8 tokens" / "unknown"
+    cap_setting: str  # the setting to change: "max_completion_length", or "the generation limit"
+
+
+def logged_of(df: pd.DataFrame, names, tool: str | None) -> str | None:
+    """The column of the first of ``names`` the run logs: the name itself, or, in an import of
+    ``tool``, the name behind the prefix the importer keeps a foreign metric under (``trl/``,
+    repeated when that name was taken too)."""
+    for name in names:
+        cands = [name] + ([f"{tool}/" * k + name for k in range(1, 9)] if tool else [])
+        for c in cands:
+            if c in df.columns and logged(df, c) is not None:
+                return c
+    return None
+
+
+def read_lengths(df: pd.DataFrame, facts: RunFacts) -> Lengths:
+    """Every length meaning of ``df`` (module docstring), from the first column carrying it."""
+    mean_col = logged_of(df, MEAN_NAMES, facts.tool)
+    lo_col, hi_col = logged_of(df, MIN_NAMES, facts.tool), logged_of(df, MAX_NAMES, facts.tool)
+    trunc_col = logged_of(df, TRUNCATED_NAMES, facts.tool)
+    mean, lo, hi, trunc = col(df, mean_col), col(df, lo_col), col(df, hi_col), col(df, trunc_col)
+    setting = CAP_SETTING.get(facts.tool or "", "the generation limit")
+    all_cut = LENGTH.eos_all_truncated.value
+    cap: float | None = facts.length_cap
+    if cap is not None:
+        setting = facts.length_cap_key or setting
+        cap_short = f"{setting} = {cap:g}"
+        cap_text = cap_short + " (stated)"
+    elif hi is not None and trunc is not None and np.isfinite(hi[cut := trunc >= all_cut]).any():
+        cap = float(np.nanmax(hi[cut]))  # every completion cut: the longest is the cap
+        cap_short = f"{cap:.4g} tokens"
+        cap_text = (
+            f"the cap is {cap_short}: where every completion of a step was truncated, all ran to "
+            f"that length ({setting} is not stated)"
+        )
+    elif hi is not None and np.isfinite(hi).any():
+        cap = float(np.nanmax(hi))
+        cap_short = f"at least {cap:.4g} tokens"
+        cap_text = (
+            f"the cap is {cap_short}, the longest completion logged ({setting} is not stated)"
+        )
+    else:
+        cap_short = "unknown"
+        cap_text = f"the cap is not known ({setting} is not stated, no longest length logged)"
+    term_col = logged_of(df, TERMINATED_NAMES, facts.tool)
+    terminated, term_from = _terminated(col(df, term_col), term_col, mean, trunc, cap)
+    if terminated is not None and term_col is None and facts.length_cap is None:
+        term_from += ", the cap taken as the longest logged"
+    return Lengths(
+        len(df),
+        mean,
+        mean_col,
+        lo,
+        hi,
+        (lo_col, hi_col) if lo_col is not None and hi_col is not None else None,
+        trunc,
+        trunc_col,
+        terminated,
+        term_from,
+        col(df, logged_of(df, (Step.REWARD_MEAN,), None)),
+        cap,
+        cap_text,
+        cap_short,
+        setting,
+    )
+
+
+def _terminated(
+    logged_y: np.ndarray | None, name: str | None, mean, trunc, cap: float | None
+) -> tuple[np.ndarray | None, str]:
+    """(mean length of the completions that ended, per step; where it comes from). Logged
+    (``logged_y``, column ``name``: TRL's, 0 where none ended, read as unknown), else
+    ``(m - t C) / (1 - t)`` where the cap C is known (a lower bound of C, the longest logged,
+    makes it an upper bound), else None. NaN where every completion was truncated."""
+    all_cut = LENGTH.eos_all_truncated.value
+    if logged_y is not None and name is not None:
+        y = logged_y if trunc is None else np.where(trunc >= all_cut, np.nan, logged_y)
+        return np.where(y > 0, y, np.nan), name
+    if mean is None or trunc is None or cap is None:
+        return None, ""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        y = np.where(trunc < all_cut, (mean - trunc * cap) / (1 - trunc), np.nan)
+    return y, "derived: (mean - truncated share x cap) / (1 - truncated share)"
+
+
+# ---------------------------------------------------------------------------------------------
+# Windows
+
+
+def _ends(y: np.ndarray | None) -> tuple[float, float] | None:
+    """(median of the first 10% of the finite values, of the last 10%); None with fewer than
+    ``trend_min_steps`` finite values."""
+    if y is None:
+        return None
+    v = y[np.isfinite(y)]
+    if len(v) < RUN.trend_min_steps.value:
+        return None
+    k = max(1, len(v) // 10)
+    return float(np.median(v[:k])), float(np.median(v[-k:]))
+
+
+def reward_rise(reward: np.ndarray | None) -> tuple[float, float, float] | None:
+    """(early median, late median, the share of (late, early) step pairs where the late reward
+    is higher, ties counting half: the Mann-Whitney statistic over the first and last 10% of the
+    steps that log a reward); None with fewer than ``trend_min_steps``."""
+    if reward is None:
+        return None
+    v = reward[np.isfinite(reward)]
+    if len(v) < RUN.trend_min_steps.value:
+        return None
+    k = max(1, len(v) // 10)
+    early, late = v[:k], v[-k:]
+    wins = (late[:, None] > early[None, :]).sum() + 0.5 * (late[:, None] == early[None, :]).sum()
+    return float(np.median(early)), float(np.median(late)), float(wins / (k * k))
+
+
+# ---------------------------------------------------------------------------------------------
+# eos_never_seen
+
+
+def padded_rows(ls: Lengths) -> tuple[np.ndarray, np.ndarray]:
+    """(rows judged: truncated share, min, max and mean all logged; rows where every completion
+    is truncated and min = max = mean, within ``LENGTH.eos_same_length`` tokens)."""
+    if ls.mean is None or ls.truncated is None or ls.lo is None or ls.hi is None:
+        return np.zeros(ls.rows, bool), np.zeros(ls.rows, bool)
+    t, lo, hi, m = ls.truncated, ls.lo, ls.hi, ls.mean
+    judged = np.isfinite(t) & np.isfinite(lo) & np.isfinite(hi) & np.isfinite(m)
+    tol = LENGTH.eos_same_length.value
+    with np.errstate(invalid="ignore"):
+        same = (np.abs(hi - lo) <= tol) & (np.abs(m - hi) <= tol)
+        padded = judged & (t >= LENGTH.eos_all_truncated.value) & same
+    return judged, padded
+
+
+def _eos_finding(df: pd.DataFrame, ls: Lengths, judged, padded, tool: str | None) -> Finding:
+    steps = steps_of(df)
+    n, k = int(judged.sum()), int(padded.sum())
+    at = np.unique(np.round(ls.hi[padded], 1)) if ls.hi is not None else np.array([])
+    length = f"{at[0]:g} tokens" if len(at) == 1 else f"{at.min():g}-{at.max():g} tokens"
+    assert ls.minmax_cols is not None
+    lo_c, hi_c = ls.minmax_cols
+    text = (
+        f"on {k} of the {n} steps that log them ({pct(k / n)}) every completion is truncated "
+        f"({ls.truncated_col} = 100%) and the shortest, longest and mean completion are the same "
+        f"length ({lo_c} = {hi_c} = {ls.mean_col} = {length}): no completion ended before the "
+        f"cap"
+    )
+    term = logged_of(df, TERMINATED_NAMES, tool)
+    tv = col(df, term)
+    if tv is not None and np.all(tv[padded & np.isfinite(tv)] == 0):
+        text += f", and {term} is 0 on those steps (none ended)"
+    text += f"; {ls.cap_text}."
+    return Finding(
+        EOS_NEVER_SEEN,
+        WARNING,
+        "End of sequence never seen: every completion runs to the cap",
+        text + " These are padded lengths, not the lengths of answers: the truncated share "
+        "judges nothing here (plain truncation is not reported for these steps).",
+        "Read a few completions. If they end with the model's end token followed by more text or "
+        "padding, end-of-sequence is not detected: the generation config's eos_token_id / stop "
+        "tokens miss the chat template's end token (e.g. <|im_end|> against <|endoftext|>), or "
+        "the pad token equals the EOS token and is masked out with it; fix the tokenizer's and "
+        "generation config's eos / pad tokens. If they run on, the model never learned to stop "
+        f"within the cap: start from a chat / instruct or SFT model, or raise {ls.cap_setting}. "
+        "Until then every completion is scored as cut off.",
+        listed(steps[padded]),
+        basis=n,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# truncation
+
+
+def _truncation(ls: Lengths, padded: np.ndarray, cov: Coverage) -> list[Finding]:
+    """Median truncated share over the last 10% of the steps (at least ``min_basis``) at or
+    above ``RUN.truncation``. ``padded``: the steps judged as ``eos_never_seen`` instead, left
+    out; with fewer than ``min_basis`` other steps logging the share, no truncation finding."""
+    if ls.truncated is None or not np.isfinite(ls.truncated).any():
+        return cov.skipped("truncation", NOT_LOGGED)
+    least = int(RUN.min_basis.value)
+    v = ls.truncated[~padded]
+    if padded.any() and np.isfinite(v).sum() < least:
+        cov.ran("truncation", f"{int(padded.sum())} steps judged as end of sequence never seen")
+        return []
+    late = v[-max(1, len(v) // 10, min(least, len(v))) :]
+    late = late[np.isfinite(late)]
+    if not len(late):  # logged on earlier steps only
+        return cov.skipped("truncation", f"{NOT_LOGGED} over the last 10% of steps")
+    cov.ran(
+        "truncation", "" if ls.truncated_col == Step.TRUNCATED_FRACTION else str(ls.truncated_col)
+    )
+    med = float(np.median(late))
+    if med < RUN.truncation.value:
+        return []
+    left = ""
+    if padded.any():
+        left = f", the {int(padded.sum())} steps judged as end of sequence never seen left out"
+    return [
+        Finding(
+            TRUNCATION,
+            WARNING,
+            "Many completions are truncated",
+            f"median {ls.truncated_col} over the last {len(late)} steps (the last 10%, at least "
+            f"{RUN.min_basis.value:g}{left}) = {pct(med)} of sequences, cut at the cap: "
+            f"{ls.cap_text}.",
+            "Truncated completions usually get a wrong-answer reward for the wrong reason. Raise "
+            f"{ls.cap_setting}, mask truncated sequences out of the loss (TRL's "
+            "mask_truncated_completions), or penalise overlong answers (DAPO's soft overlong "
+            "punishment).",
+            basis=len(late),
+        )
+    ]
+
+
+# ---------------------------------------------------------------------------------------------
+# length trends, with truncation and the reward
+
+
+@dataclass(frozen=True)
+class Context:
+    """What moved with the length over the whole run, first 10% of steps → last 10%: each
+    (early, late) median; None where not logged (or too few steps)."""
+
+    mean: tuple[float, float] | None
+    truncated: tuple[float, float] | None
+    ended: tuple[float, float] | None  # mean length of the completions that ended
+    reward: tuple[float, float, float] | None  # early, late, share of pairs late > early
+    cap: float | None
+
+    @property
+    def truncation_fell(self) -> bool:
+        """The truncated share fell from ``LENGTH.overlong_truncation`` or more to
+        ``LENGTH.overlong_truncation_fall`` of it or less."""
+        if self.truncated is None:
+            return False
+        a, b = self.truncated
+        return (
+            a >= LENGTH.overlong_truncation.value and b <= a * LENGTH.overlong_truncation_fall.value
+        )
+
+    @property
+    def reward_rose(self) -> bool:
+        return self.reward is not None and self.reward[2] >= LENGTH.reward_rise.value
+
+    def fall_parts(self) -> tuple[float, float, float] | None:
+        """(fall of the mean length, the part of it the cure of overlong answers explains, the
+        part the answers that ended shortening explains), in tokens; None where the ended
+        answers' length or the cap is unknown. With mean = t C + (1 - t) m (a share t cut at the
+        cap C, the rest ending at a mean m), from (t0, m0) to (t1, m1):
+
+            mean0 - mean1 = (t0 - t1) (C - m0)  +  (1 - t1) (m0 - m1)
+                            the overlong answers     the answers that ended
+                            now ending at m0         shortening
+
+        (exact for means; here the medians of the first and last 10% of steps)."""
+        if self.mean is None or self.truncated is None or self.ended is None or self.cap is None:
+            return None
+        (m_all0, m_all1), (t0, t1), (m0, m1) = self.mean, self.truncated, self.ended
+        return m_all0 - m_all1, (t0 - t1) * (self.cap - m0), (1 - t1) * (m0 - m1)
+
+    @property
+    def cure_share(self) -> float | None:
+        """The share of the mean length's fall that the cure of overlong answers explains
+        (``fall_parts``); None where unknown."""
+        parts = self.fall_parts()
+        if parts is None:
+            return None
+        cure, shorter = max(0.0, parts[1]), max(0.0, parts[2])  # a part that lengthened: 0
+        return cure / (cure + shorter) if cure + shorter > 0 else None
+
+
+def context_of(ls: Lengths) -> Context:
+    return Context(
+        _ends(ls.mean), _ends(ls.truncated), _ends(ls.terminated), reward_rise(ls.reward), ls.cap
+    )
+
+
+def _context_text(ls: Lengths, ctx: Context) -> str:
+    """The truncated share, the ended answers' length and the reward, first 10% → last 10%, and
+    how much of the length's fall the cure of overlong answers explains."""
+    parts = []
+    if ctx.truncated is not None:
+        a, b = ctx.truncated
+        parts.append(f"truncated at the cap ({ls.truncated_col}) {pct(a)} → {pct(b)}")
+    else:
+        parts.append("the truncated share is not logged")
+    if ctx.ended is not None:
+        a, b = ctx.ended
+        parts.append(f"the answers that ended {a:.3g} → {b:.3g} tokens ({ls.terminated_from})")
+    else:
+        parts.append("the length of the answers that ended is not known")
+    if ctx.reward is not None:
+        a, b, w = ctx.reward
+        parts.append(
+            f"reward {a:.3g} → {b:.3g} (a last-10% step above a first-10% one in {pct(w)} of pairs)"
+        )
+    else:
+        parts.append("the reward is not logged")
+    text = "; ".join(parts) + f"; {ls.cap_text}."
+    got = ctx.fall_parts()
+    if got is not None and got[0] > 0 and ctx.cure_share is not None:
+        fall, cure, shorter = got
+        text += (
+            f" Of the fall of {fall:.3g} tokens, the overlong answers now ending explain "
+            f"{max(0.0, cure):.3g} ({pct(ctx.cure_share)}), the answers that ended shortening "
+            f"{max(0.0, shorter):.3g}."
+        )
+    return text
+
+
+def check_length(
+    df: pd.DataFrame, split: lagmod.LagSplit, facts: RunFacts, cov: Coverage
+) -> list[Finding]:
+    """``eos_never_seen``, ``truncation``, ``length_blowup``, ``length_collapse`` and
+    ``overlong_cured`` (module docstring) on a run's step table in step order."""
+    ls = read_lengths(df, facts)
+    out: list[Finding] = []
+    judged, padded = padded_rows(ls)
+    eos = bool(judged.any()) and padded.sum() >= LENGTH.eos_share.value * judged.sum()
+    if judged.any():
+        cov.ran("end-of-sequence detection")
+        if eos:
+            out.append(_eos_finding(df, ls, judged, padded, facts.tool))
+    else:
+        need = "needs the truncated share, min and max length per step"
+        cov.skipped("end-of-sequence detection", f"{NOT_LOGGED}: {need}")
+    out += _truncation(ls, padded if eos else np.zeros(len(padded), bool), cov)
+    if eos:
+        cov.ran("length trend", "lengths are padded lengths (eos_never_seen): no trend judged")
+        return out
+    return out + _trends(df, split, ls, cov)
+
+
+def _trends(df: pd.DataFrame, split: lagmod.LagSplit, ls: Lengths, cov: Coverage) -> list[Finding]:
+    """``length_blowup``, ``length_collapse`` / ``overlong_cured``: the median of the last 10% of
+    steps against the first 10%, within each lag group; a trend fires only when every judged
+    group crosses its threshold (one lag's artefact never alarms)."""
+    y = ls.mean
+    if y is None or not np.isfinite(y).any():
+        return cov.skipped("length trend", NOT_LOGGED)
+    groups = lag_groups(split)
+    per = [(g, a, b) for g, a, b in early_late(y, groups) if a > 0]
+    if not per:
+        return cov.skipped(
+            "length trend", f"{TOO_FEW_STEPS}: fewer than {RUN.trend_min_steps.value:g} per lag"
+        )
+    cov.ran("length trend", "" if ls.mean_col == Step.LENGTH_MEAN else str(ls.mean_col))
+    ratios = [b / a for _, a, b in per]
+    basis = min(int(np.isfinite(y[groups == g]).sum()) for g, _, _ in per)
+    what = "; ".join(f"{group_label(g)}: {a:.3g} → {b:.3g} ({b / a:.2g}x)" for g, a, b in per)
+    head = f"median {ls.mean_col} (tokens), first 10% of steps → last 10%: {what}."
+    ctx = context_of(ls)
+    if all(r >= RUN.length_blowup.value for r in ratios):
+        return [_blowup(ls, ctx, head, basis)]
+    fell = all(r <= LENGTH.overlong_length_fall.value for r in ratios)
+    collapsed = all(r <= RUN.length_collapse.value for r in ratios)
+    share = ctx.cure_share
+    cured = ctx.truncation_fell and ctx.reward_rose
+    cured = cured and (share is None or share >= LENGTH.overlong_cure_share.value)
+    if fell and cured:
+        return [_cured(ls, ctx, head, basis, collapsed)]
+    if collapsed:
+        return [_collapse(ls, ctx, head, basis)]
+    return []
+
+
+def _blowup(ls: Lengths, ctx: Context, head: str, basis: int) -> Finding:
+    text = head + f" Health warns at ≥ {RUN.length_blowup.value:g}x. "
+    into = False
+    if ctx.truncated is not None:
+        a, b = ctx.truncated
+        into = b >= LENGTH.blowup_truncation.value and b > a
+        moved = (
+            f"stayed at {pct(a)}"
+            if a == b
+            else f"{'rose' if b > a else 'fell'} {pct(a)} → {pct(b)}"
+        )
+        text += f"The share truncated at the cap ({ls.truncated_col}) {moved}; "
+    else:
+        text += "The truncated share is not logged; "
+    text += ls.cap_text + "."
+    if into:
+        assert ctx.truncated is not None
+        share = pct(ctx.truncated[1])
+        return Finding(
+            LENGTH_BLOWUP,
+            WARNING,
+            f"Completion length blew up into the cap: {share} of completions truncated",
+            text,
+            f"{share} of completions are now cut at the cap ({ls.cap_short}): they are scored as "
+            "unfinished and, in a token-summed loss, weigh the most. Raise "
+            f"{ls.cap_setting} if the answers need the room, mask truncated completions out of "
+            "the loss (TRL's mask_truncated_completions), or add an overlong penalty (DAPO's "
+            "soft overlong punishment); read a few cut completions for repetition loops.",
+            basis=basis,
+        )
+    return Finding(
+        LENGTH_BLOWUP,
+        WARNING,
+        "Completion length blew up",
+        text,
+        "Long completions dominate token-summed losses and truncation follows. Check for "
+        "repetition loops, add a length penalty or overlong filtering (DAPO), or compare with a "
+        "length-normalised reduction.",
+        basis=basis,
+    )
+
+
+def _cured(ls: Lengths, ctx: Context, head: str, basis: int, collapsed: bool) -> Finding:
+    text = f"{head} With it: {_context_text(ls, ctx)}"
+    if collapsed:
+        text += (
+            f" The mean fell to ≤ {RUN.length_collapse.value:g}x, but by the overlong answers now "
+            "ending: not reported as a length collapse."
+        )
+    return Finding(
+        OVERLONG_CURED,
+        INFO,
+        "Overlong answers are being cured: fewer completions hit the cap, the reward rises",
+        text,
+        "Nothing to fix: the policy learnt to finish within the cap, and it pays. Read a few late "
+        "completions to confirm the shorter answers are complete rather than cut short.",
+        basis=basis,
+    )
+
+
+def _collapse(ls: Lengths, ctx: Context, head: str, basis: int) -> Finding:
+    text = (
+        f"{head} Health warns at ≤ {RUN.length_collapse.value:g}x. With it: "
+        f"{_context_text(ls, ctx)}"
+    )
+    share = ctx.cure_share
+    if ctx.truncation_fell and share is not None and share < LENGTH.overlong_cure_share.value:
+        text += (
+            " The truncated share fell, but the answers that ended shortened more: not only the "
+            "overlong answers went away."
+        )
+    elif ctx.truncation_fell and not ctx.reward_rose:
+        text += " The truncated share fell, but the reward did not rise with it."
+    return Finding(
+        LENGTH_COLLAPSE,
+        WARNING,
+        "Completion length collapsed",
+        text,
+        "Short answers are being rewarded (or long ones punished). A token-summed or token-mean "
+        "loss weighs lengths differently: check the reward for a length bias and read some "
+        "completions on the Sequences page.",
+        basis=basis,
+    )
