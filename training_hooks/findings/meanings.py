@@ -49,11 +49,9 @@ class Carrier:
 #: What is uncertain about a foreign name kept as ``<tool>/<name>``, per stored column; a name not
 #: listed gets the generic caveat (``_caveat``).
 CAVEATS: dict[str, str] = {
-    "trl/kl": "TRL's kl; its averaging differs by version (a mean over sequences of each one's "
-    "token mean before TRL 0.16 and in Unsloth, the token mean of k3 after, times the importance "
-    "ratio with use_bias_correction_kl)",
+    "trl/kl": "TRL's kl; its averaging differs by version",
     "verl/actor/kl_loss": "verl's actor/kl_loss; its estimator (kl_loss_type) and aggregation "
-    "(summed over mini-batches from verl 0.7) are not pinned for this log",
+    "are not pinned for this log",
 }
 
 #: Names no metric map holds that carry one of our meanings: {our column: ((name, caveat), ...)}.

@@ -39,6 +39,7 @@ from training_hooks.findings.core import (
     pct,
 )
 from training_hooks.findings.lag import steps_of
+from training_hooks.findings.meanings import carriers, caveats_text
 from training_hooks.findings.status import GRAD_NORM_NAMES
 from training_hooks.findings.thresholds import RAW, RUN
 from training_hooks.schema import Step
@@ -400,29 +401,43 @@ def check_reward_components(df: pd.DataFrame, facts: RunFacts, cov: Coverage) ->
 
 def check_kl_level(df: pd.DataFrame, facts: RunFacts, cov: Coverage) -> list[Finding]:
     """``kl_ref_high``: the median KL to the reference over the last quarter of the run at or
-    above ``kl_ref_high`` (the tool's own kl, where the importer knew its meaning)."""
-    y = logged(df, Step.KL_REF_MEAN)
-    if y is None:
-        return cov.skipped("KL to reference level", NOT_LOGGED)
-    v = y[np.isfinite(y)]
-    if len(v) < RUN.min_basis.value:
-        return cov.skipped("KL to reference level", TOO_FEW_STEPS)
-    cov.ran("KL to reference level", facts.logged_as(Step.KL_REF_MEAN))
-    late = v[-max(1, len(v) // 4) :]
-    med = float(np.median(late))
+    above ``kl_ref_high``, in any column that carries it (``meanings.carriers``: ours, TRL's
+    ``kl`` kept as ``trl/kl``, verl's ``actor/kl_loss``, ...); a column whose exact estimator is
+    uncertain is judged with that said."""
+    name = "KL to reference level"
+    found = carriers(df, Step.KL_REF_MEAN, facts)
+    if not found:
+        return cov.skipped(name, NOT_LOGGED)
+    levels = []  # (median of the last quarter, its steps, carrier)
+    for c in found:
+        v = column(df, c.column)
+        v = v[np.isfinite(v)]
+        if len(v) >= RUN.min_basis.value:
+            late = v[-max(1, len(v) // 4) :]
+            levels.append((float(np.median(late)), len(late), c))
+    if not levels:
+        return cov.skipped(name, TOO_FEW_STEPS)
+    note = ", ".join(c.label for _, _, c in levels)
+    if any(c.caveat for _, _, c in levels):
+        note += "; the magnitude is judged where the definition is uncertain"
+    cov.ran(name, note)
+    med, n, top = max(levels, key=lambda t: t[0])
     if med < RAW.kl_ref_high.value:
         return []
+    others = [f"{c.label} {m:.3g}" for m, _, c in levels if c is not top]
     return [
         Finding(
             KL_REF_HIGH,
             WARNING,
             "The policy is far from the reference model",
-            f"median {facts.source_of(Step.KL_REF_MEAN)} over the last quarter of the run "
-            f"({len(late)} steps) = {med:.3g} nats/token (Health warns at "
-            f"{RAW.kl_ref_high.value:g}; runs with a KL term usually sit near 1e-3..1e-1).",
+            f"median {top.label} over the last quarter of the run ({n} steps) = {med:.3g} "
+            f"nats/token (Health warns at {RAW.kl_ref_high.value:g}; runs with a KL term usually "
+            "sit near 1e-3..1e-1)."
+            + (f" The same median in {', '.join(others)}." if others else "")
+            + caveats_text([top]),
             "The policy's samples have drifted far from what the reference model would write: "
             "reward hacking and degenerate text often look like this. Read recent completions; "
             "a larger KL coefficient (beta) or a lower learning rate holds the policy closer.",
-            basis=len(late),
+            basis=n,
         )
     ]
