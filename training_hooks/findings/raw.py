@@ -91,16 +91,27 @@ def past_median(y: np.ndarray, k: int = 8) -> np.ndarray:
 
 def local_spikes(g: np.ndarray, active: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(spike rows, their robust local baseline): a step whose gradient norm is ``grad_spike`` x
-    the rolling median of the steps around it that carry a gradient (``active``) or more, and
+    the rolling median of the steps around it that carry a gradient (``active``) or more,
     ``spike_mads`` robust sigmas above it on log g (``spikes.rolling_baseline``: median and MAD
-    of the neighbours' log g, the step itself left out). A norm of 11 among neighbours at 0.2 is
-    a spike, however large the run's other steps are; steps without a signal (a zero-variance
-    step's KL-only gradient) are not the baseline."""
+    of the neighbours' log g, the step itself left out) and ``grad_spike`` x the median of the 8
+    steps before (a jump, not the edge of a decay), and isolated: no step within
+    ``spike_window`` each side but the adjacent ones comes within ``grad_spike`` x of it (a
+    two-step spike, 27.1 then 9.2, is one; a sparse run's signal steps recurring every ten steps
+    are not spikes). A norm of 11 among neighbours at 0.2 is a spike although the run's early
+    steps sat at 2; steps without a signal (a zero-variance step's KL-only gradient) are not the
+    baseline."""
+    y = np.where(active, g, np.nan)
+    k = RAW.grad_spike.value
+    h = int(RUN.spike_window.value)
     with np.errstate(divide="ignore", invalid="ignore"):
-        ly = np.log(np.where(active, g, np.nan))
+        ly = np.log(y)
         med, mad = rolling_baseline(ly, np.zeros(len(g)))
         jump = ly - med
-        hit = (jump > RUN.spike_mads.value * 1.4826 * mad) & (jump >= np.log(RAW.grad_spike.value))
+        hit = (jump > RUN.spike_mads.value * 1.4826 * mad) & (jump >= np.log(k))
+        hit &= g >= k * past_median(g)
+    for i in np.flatnonzero(np.isfinite(jump) & hit):
+        near = np.r_[y[max(0, i - h) : max(0, i - 1)], y[i + 2 : i + h + 1]]  # adjacent ones out
+        hit[i] = not (near >= g[i] / k).any()
     return np.isfinite(jump) & hit, np.exp(med)
 
 
