@@ -16,6 +16,7 @@ import pandas as pd
 
 from gspo_metrics.spec import parse_algorithm
 from training_hooks.findings import lag as lagmod
+from training_hooks.findings import magnitudes
 from training_hooks.findings.attenuation import check_attenuation
 from training_hooks.findings.clip import HIGH as CLIP_SHARE_HIGH
 from training_hooks.findings.clip import LOW as CLIP_SHARE_LOW
@@ -96,7 +97,11 @@ class Check:
 #: The checks that declare themselves, each in its own module (its codes and thresholds beside
 #: it, or in ``thresholds``): one entry here runs it on the Health page (after the checks written
 #: out in ``run_health``) and, live, in the recorder. Adding one also bumps ``CHECKS_VERSION``.
-CHECKS: tuple[Check, ...] = ()
+CHECKS: tuple[Check, ...] = (
+    Check((magnitudes.GRAD_NORM_HIGH,), magnitudes.check_grad_norm_high, live=True),
+    Check((magnitudes.KL_REF_RISING,), magnitudes.check_kl_ref_rising),
+    Check((magnitudes.LOSS_CONSTANT,), magnitudes.check_loss_constant, live=True),
+)
 
 #: Every stable code a finding may carry (a contract: tests, the bench and the page match on them).
 CODES: tuple[str, ...] = (*BUILTIN_CODES, *(code for c in CHECKS for code in c.codes))
