@@ -351,8 +351,10 @@ def _constant(df, facts: RunFacts, c: Carrier, rows, value: float, steps) -> Fin
         "reaches it (every advantage 0, or the loss cut off from the policy: no gradient from the "
         "surrogate), the logger writes a constant, or the value is fixed by construction "
         "(on-policy GRPO with a per-sequence mean: -mean(A·r) with r = 1 is -mean(A) = 0 in "
-        "every group, while its gradient is not 0). TRL rounds the logged loss to 4 decimals, "
-        "so 0.0 there is |loss| < 5e-5." + tail + caveats_text([c]),
+        "every group, while its gradient is not 0)."
+        + (TRL_ROUNDS if facts.tool == "trl" else "")
+        + tail
+        + caveats_text([c]),
         "Read it with the gradient norm and the reward: a zero or vanishing gradient with a flat "
         "reward means no update (see the zero-variance share: every group alike gives every "
         "advantage 0); a healthy gradient and a rising reward mean the value is the loss's "

@@ -62,7 +62,7 @@ EXTRA: dict[str, tuple[tuple[str, str], ...]] = {
             "verl's KL in the reward (use_kl_in_reward), k1 by default (kl_penalty='kl'): an "
             "estimate that can be negative, a mean over sequences of each one's token mean",
         ),
-        ("actor/kl_loss", "a trainer's own actor/kl_loss; its estimator is not pinned"),
+        ("actor/kl_loss", "A trainer's own actor/kl_loss; its estimator is not pinned"),
     ),
 }
 
@@ -104,6 +104,7 @@ def carriers(df: pd.DataFrame, ours: str, facts: RunFacts | None = None) -> list
 
 
 def caveats_text(found: list[Carrier]) -> str:
-    """The caveats of ``found`` as one sentence ("" when none)."""
+    """The caveats of ``found`` as sentences after a space ("" when none); each begins with the
+    tool's name as the tool writes it ("TRL's kl", "verl's actor/kl_loss")."""
     said = [c.caveat for c in found if c.caveat]
-    return (" " + ". ".join(s[0].upper() + s[1:] for s in said) + ".") if said else ""
+    return (" " + ". ".join(said) + ".") if said else ""

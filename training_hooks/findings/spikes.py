@@ -247,7 +247,7 @@ def _spike_finding(df, check, fired: list[_Judged], steps) -> Finding:
     if moved:
         text += f" At step {steps[w]} also: {'; '.join(moved)}."
     if main.caveat:
-        text += f" {main.caveat[0].upper()}{main.caveat[1:]}."
+        text += f" {main.caveat}."
     return Finding(
         check.code,
         WARNING,
