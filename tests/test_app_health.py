@@ -692,6 +692,13 @@ def _scenario(code: str) -> tuple[pd.DataFrame, dict]:
         df[Step.ATTENUATION_MEAN] = np.where(off, 0.02, 0)
         df[Step.ATTENUATION_POS_MEAN] = np.where(off, 0.04, 0)
         df[Step.ATTENUATION_NEG_MEAN] = np.where(off, 0.001, 0)
+    elif code == "grad_norm_high":  # 0.5 on the first half, 8.0 on the second: 16x its start
+        df["grad_norm"] = np.where(np.arange(N) < N // 2, 0.5, 8.0)
+    elif code == "kl_ref_rising":  # 0.01 -> 0.5 (50x) while the reward stays at 0.4
+        df[Step.KL_REF_MEAN] = np.linspace(0.01, 0.5, N)
+        df[Step.REWARD_MEAN] = 0.4
+    elif code == "loss_constant":
+        df[Step.LOSS] = 0.0
     return df, kw
 
 
@@ -736,6 +743,9 @@ def test_codes_are_the_contract():
         "attenuation_high",
         "attenuation_low",
         "attenuation_one_sided",
+        "grad_norm_high",
+        "kl_ref_rising",
+        "loss_constant",
     )
 
 
