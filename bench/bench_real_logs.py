@@ -70,6 +70,7 @@ LABELS: dict[str, Label] = {
             ),
             Problem("length falls 359 -> ~140 tokens", (findings.LENGTH_COLLAPSE,)),
         ),
+        allowed=("loss_constant",),  # the README: loss 0.0 in all 60 rows
     ),
     "trl/qwen2-grpo-test-furixturi/checkpoint-113/trainer_state.json": Label(
         (
