@@ -75,7 +75,7 @@ def test_registered_with_their_thresholds():
 
 def test_every_column_carrying_the_kl_and_none_that_does_not():
     """kl_ref_mean, TRL's kl kept as trl/kl, verl's actor/kl_loss kept as verl/actor/kl_loss and
-    verl's KL in the reward carry the KL to the reference (the foreign ones with a caveat);
+    verl's KL in the reward and Tinker's KL penalty to the base model carry the KL to the reference (the foreign ones with a caveat);
     coefficients (actor/kl_coef, actor/reward_kl_penalty_coeff), the policy's own drift
     (verl/actor/ppo_kl), the sampler's (verl/rollout_corr/kl) and a column of nulls do not."""
     df = _steps(
@@ -85,6 +85,7 @@ def test_every_column_carrying_the_kl_and_none_that_does_not():
             "trl/kl": [0.1, 0.2, 0.3],
             "verl/actor/kl_loss": [1.0, 2.0, 3.0],
             "actor/reward_kl_penalty": [0.5, 0.5, 0.5],
+            "kl_policy_base": [0.002, 0.003, 0.004],
             "actor/reward_kl_penalty_coeff": [0.001] * 3,
             "actor/kl_coef": [0.001] * 3,
             "verl/actor/ppo_kl": [1e-4] * 3,
@@ -99,6 +100,7 @@ def test_every_column_carrying_the_kl_and_none_that_does_not():
         "trl/kl",
         "verl/actor/kl_loss",
         "actor/reward_kl_penalty",
+        "kl_policy_base",
     ]
     assert found[0].caveat == "" and found[1].label == "trl kl (kept as trl/kl)"
     assert found[1].caveat + "." == TRL_KL_CAVEAT

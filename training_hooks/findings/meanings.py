@@ -12,7 +12,8 @@ carriers are, in this order:
   aggregation depend on settings the log may not state);
 * the few names of other trainers no map holds (``EXTRA``): verl's ``actor/reward_kl_penalty``
   (the KL in the reward; ``actor/reward_kl_penalty_coeff`` and ``actor/kl_coef`` are
-  coefficients, not KL), a trainer's own ``actor/kl_loss``.
+  coefficients, not KL), a trainer's own ``actor/kl_loss``, Tinker's ``kl_policy_base`` (the
+  cookbook's KL penalty to the base model).
 
 An uncertain definition is not an unknown magnitude: a KL of 10 nats per token is alarming under
 any estimator. Such a column is judged, and its ``Carrier.caveat`` says what is uncertain (a
@@ -63,6 +64,12 @@ EXTRA: dict[str, tuple[tuple[str, str], ...]] = {
             "estimate that can be negative, a mean over sequences of each one's token mean",
         ),
         ("actor/kl_loss", "A trainer's own actor/kl_loss; its estimator is not pinned"),
+        (
+            "kl_policy_base",
+            "Tinker's kl_policy_base (the cookbook's incorporate_kl_penalty, kl_penalty_coef > 0): "
+            "the mean of log p_sampler - log p_base over the action tokens, k1: an estimate that "
+            "can be negative",
+        ),
     ),
 }
 
