@@ -714,6 +714,13 @@ def _scenario(code: str) -> tuple[pd.DataFrame, dict]:
         df[Step.REWARD_MEAN] = 0.5
     elif code == health.REWARD_TOTAL_MISMATCH:  # the total 0-20% below its only component, per row
         df["rewards/answer/mean"] = df[Step.REWARD_MEAN] * (1 + 0.1 * (np.arange(N) % 3))
+    elif code == "grad_norm_high":  # 0.5 on the first half, 8.0 on the second: 16x its start
+        df["grad_norm"] = np.where(np.arange(N) < N // 2, 0.5, 8.0)
+    elif code == "kl_ref_rising":  # 0.01 -> 0.5 (50x) while the reward stays at 0.4
+        df[Step.KL_REF_MEAN] = np.linspace(0.01, 0.5, N)
+        df[Step.REWARD_MEAN] = 0.4
+    elif code == "loss_constant":
+        df[Step.LOSS] = 0.0
     return df, kw
 
 
@@ -809,6 +816,9 @@ def test_codes_are_the_contract():
         "truncation",
         "eos_never_seen",
         "overlong_cured",
+        "grad_norm_high",
+        "kl_ref_rising",
+        "loss_constant",
     }
     assert health.NOTE_CODES == ("stopped_early", "running", "not_judged")
 

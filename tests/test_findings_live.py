@@ -259,7 +259,7 @@ def test_live_findings_report_escalation_and_skip_thin_notes():
     def add(n, zv):
         start = live.rows
         for s in range(start, start + n):
-            live.add({Step.STEP: s, Step.ZERO_VARIANCE_FRACTION: zv, Step.LOSS: 0.1})
+            live.add({Step.STEP: s, Step.ZERO_VARIANCE_FRACTION: zv, Step.LOSS: 0.1 + 1e-3 * s})
 
     add(8, 0.6)
     assert live.evaluate() == [] and seen == []  # last quarter: 2 steps -> a note, skipped

@@ -33,6 +33,8 @@ from training_hooks.findings.core import (
     pct,
 )
 from training_hooks.findings.lag import LagSplit, steps_of
+from training_hooks.findings.meanings import carriers, caveats_text
+from training_hooks.findings.spikes import rolling_baseline
 from training_hooks.findings.status import GRAD_NORM_NAMES
 from training_hooks.findings.thresholds import RAW, RUN
 from training_hooks.schema import Step
@@ -74,14 +76,42 @@ def past_median(y: np.ndarray, k: int = 8) -> np.ndarray:
     return out
 
 
+def local_spikes(g: np.ndarray, active: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(spike rows, their robust local baseline): a step whose gradient norm is ``grad_spike`` x
+    the rolling median of the steps around it that carry a gradient (``active``) or more,
+    ``spike_mads`` robust sigmas above it on log g (``spikes.rolling_baseline``: median and MAD
+    of the neighbours' log g, the step itself left out) and ``grad_spike`` x the median of the 8
+    steps before (a jump, not the edge of a decay), and isolated: no step within
+    ``spike_window`` each side but the adjacent ones comes within ``grad_spike`` x of it (a
+    two-step spike, 27.1 then 9.2, is one; a sparse run's signal steps recurring every ten steps
+    are not spikes). A norm of 11 among neighbours at 0.2 is a spike although the run's early
+    steps sat at 2; steps without a signal (a zero-variance step's KL-only gradient) are not the
+    baseline."""
+    y = np.where(active, g, np.nan)
+    k = RAW.grad_spike.value
+    h = int(RUN.spike_window.value)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ly = np.log(y)
+        med, mad = rolling_baseline(ly, np.zeros(len(g)))
+        jump = ly - med
+        hit = (jump > RUN.spike_mads.value * 1.4826 * mad) & (jump >= np.log(k))
+        hit &= g >= k * past_median(g)
+    for i in np.flatnonzero(np.isfinite(jump) & hit):
+        near = np.r_[y[max(0, i - h) : max(0, i - 1)], y[i + 2 : i + h + 1]]  # adjacent ones out
+        hit[i] = not (near >= g[i] / k).any()
+    return np.isfinite(jump) & hit, np.exp(med)
+
+
 def check_grad_norm(
     df: pd.DataFrame, split: LagSplit, facts: RunFacts, cov: Coverage
 ) -> list[Finding]:
     """``grad_norm_spike``: steps whose gradient norm is ``grad_spike`` x the 90th percentile of
     the run's or more (a sparse-reward run's steps with a signal are a tenth of its steps: a
     median would be the no-signal steps' ~0) and as far above the median of the 8 steps before
-    (a run whose gradient decays from its start has no explosion); ``grad_over_clip``: the norm ``grad_over_clip`` x the stated
-    ``max_grad_norm`` or more (what the log holds is the norm before clipping)."""
+    (a run whose gradient decays from its start has no explosion), or that far above the robust
+    local baseline of the steps around it (``local_spikes``); ``grad_over_clip``: the norm
+    ``grad_over_clip`` x the stated ``max_grad_norm`` or more (what the log holds is the norm
+    before clipping)."""
     name = grad_norm_column(df)
     if name is None:
         return cov.skipped("gradient norm", NOT_LOGGED)
@@ -96,32 +126,43 @@ def check_grad_norm(
     with np.errstate(invalid="ignore"):
         over = np.isfinite(g) & (g >= RAW.grad_spike.value * base) & (base > 0)
         over &= g >= RAW.grad_spike.value * past_median(g)  # a jump, not a run that decays
-    if over.any():
-        idx = np.flatnonzero(over)
-        w = idx[np.argmax(g[idx])]
-        n = int(np.isfinite(g).sum())
-        out.append(
-            Finding(
-                GRAD_NORM_SPIKE,
-                WARNING,
-                f"Gradient norm explodes at {len(idx)} step{'s' if len(idx) > 1 else ''}",
-                f"{facts.logged_as(name)} = {g[w]:.4g} at step {steps[w]}, {g[w] / base:.3g}x the "
-                f"90th percentile {base:.3g} of the run's {n} steps (steps "
-                f"{fmt_steps(steps[idx])}; Health warns at {RAW.grad_spike.value:g}x).",
-                "One batch pushed the weights much further than the others: a long or degenerate "
-                "completion, a reward outlier, a learning-rate warm-up ending, or fp16/bf16 "
-                "overflow. Open the step's batch; gradient clipping (max_grad_norm) bounds the "
-                "update, a lower learning rate or a loss normalised by length makes it rarer.",
-                *flagged(steps, idx, g),
-                basis=n,
-            )
-        )
+    local, local_med = local_spikes(g, active)
+    if (over | local).any():
+        out.append(_grad_spike(df, facts, name, g, over | local, base, local, local_med))
     if facts.max_grad_norm is None:
         cov.skipped("gradient norm against max_grad_norm", f"{SETTING_UNKNOWN}: max_grad_norm")
     elif facts.max_grad_norm > 0:
         cov.ran("gradient norm against max_grad_norm")
         out += _over_clip(name, g, facts, steps)
     return out
+
+
+def _grad_spike(df, facts, name, g, spikes, base, local, local_med) -> Finding:
+    steps = steps_of(df)
+    idx = np.flatnonzero(spikes)
+    w = idx[np.argmax(g[idx])]
+    n = int(np.isfinite(g).sum())
+    against = (
+        f"{g[w] / local_med[w]:.3g}x the median {local_med[w]:.3g} of the steps around it that "
+        f"carry a gradient, {g[w] / base:.3g}x"
+        if local[w]
+        else f"{g[w] / base:.3g}x"
+    )
+    return Finding(
+        GRAD_NORM_SPIKE,
+        WARNING,
+        f"Gradient norm explodes at {len(idx)} step{'s' if len(idx) > 1 else ''}",
+        f"{facts.logged_as(name)} = {g[w]:.4g} at step {steps[w]}, {against} the 90th "
+        f"percentile {base:.3g} of the run's {n} steps (steps {fmt_steps(steps[idx])}; Health "
+        f"warns at {RAW.grad_spike.value:g}x the run's 90th percentile, or {RAW.grad_spike.value:g}x "
+        f"and {RUN.spike_mads.value:g} robust sigmas above the steps around it).",
+        "One batch pushed the weights much further than the others: a long or degenerate "
+        "completion, a reward outlier, a learning-rate warm-up ending, or fp16/bf16 "
+        "overflow. Open the step's batch; gradient clipping (max_grad_norm) bounds the "
+        "update, a lower learning rate or a loss normalised by length makes it rarer.",
+        *flagged(steps, idx, g),
+        basis=n,
+    )
 
 
 def _over_clip(name: str, g: np.ndarray, facts: RunFacts, steps: np.ndarray) -> list[Finding]:
@@ -397,29 +438,43 @@ def check_kl_level(
     df: pd.DataFrame, split: LagSplit, facts: RunFacts, cov: Coverage
 ) -> list[Finding]:
     """``kl_ref_high``: the median KL to the reference over the last quarter of the run at or
-    above ``kl_ref_high`` (the tool's own kl, where the importer knew its meaning)."""
-    y = logged(df, Step.KL_REF_MEAN)
-    if y is None:
-        return cov.skipped("KL to reference level", NOT_LOGGED)
-    v = y[np.isfinite(y)]
-    if len(v) < RUN.min_basis.value:
-        return cov.skipped("KL to reference level", TOO_FEW_STEPS)
-    cov.ran("KL to reference level", facts.logged_as(Step.KL_REF_MEAN))
-    late = v[-max(1, len(v) // 4) :]
-    med = float(np.median(late))
+    above ``kl_ref_high``, in any column that carries it (``meanings.carriers``: ours, TRL's
+    ``kl`` kept as ``trl/kl``, verl's ``actor/kl_loss``, ...); a column whose exact estimator is
+    uncertain is judged with that said."""
+    name = "KL to reference level"
+    found = carriers(df, Step.KL_REF_MEAN, facts)
+    if not found:
+        return cov.skipped(name, NOT_LOGGED)
+    levels = []  # (median of the last quarter, its steps, carrier)
+    for c in found:
+        v = column(df, c.column)
+        v = v[np.isfinite(v)]
+        if len(v) >= RUN.min_basis.value:
+            late = v[-max(1, len(v) // 4) :]
+            levels.append((float(np.median(late)), len(late), c))
+    if not levels:
+        return cov.skipped(name, TOO_FEW_STEPS)
+    note = ", ".join(c.label for _, _, c in levels)
+    if any(c.caveat for _, _, c in levels):
+        note += "; the magnitude is judged where the definition is uncertain"
+    cov.ran(name, note)
+    med, n, top = max(levels, key=lambda t: t[0])
     if med < RAW.kl_ref_high.value:
         return []
+    others = [f"{c.label} {m:.3g}" for m, _, c in levels if c is not top]
     return [
         Finding(
             KL_REF_HIGH,
             WARNING,
             "The policy is far from the reference model",
-            f"median {facts.source_of(Step.KL_REF_MEAN)} over the last quarter of the run "
-            f"({len(late)} steps) = {med:.3g} nats/token (Health warns at "
-            f"{RAW.kl_ref_high.value:g}; runs with a KL term usually sit near 1e-3..1e-1).",
+            f"median {top.label} over the last quarter of the run ({n} steps) = {med:.3g} "
+            f"nats/token (Health warns at {RAW.kl_ref_high.value:g}; runs with a KL term usually "
+            "sit near 1e-3..1e-1)."
+            + (f" The same median in {', '.join(others)}." if others else "")
+            + caveats_text([top]),
             "The policy's samples have drifted far from what the reference model would write: "
             "reward hacking and degenerate text often look like this. Read recent completions; "
             "a larger KL coefficient (beta) or a lower learning rate holds the policy closer.",
-            basis=len(late),
+            basis=n,
         )
     ]

@@ -10,7 +10,7 @@ and the reward, are ``findings.length``'s).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -24,6 +24,7 @@ from training_hooks.findings.core import (
     Finding,
     RunFacts,
     col,
+    column,
     find_column,
     fmt_steps,
     lag_groups,
@@ -31,6 +32,7 @@ from training_hooks.findings.core import (
     worst,
 )
 from training_hooks.findings.lag import steps_of
+from training_hooks.findings.meanings import carriers
 from training_hooks.findings.thresholds import RUN, Threshold
 from training_hooks.schema import Step
 
@@ -148,23 +150,29 @@ SPIKE_CHECKS = (
 )
 
 
-def _spike_series(df: pd.DataFrame, code: str) -> tuple[str, np.ndarray] | None:
-    """(column label, per-step values) a spike check reads; None when the run lacks it."""
-    kl = {KL_OLD_SPIKE: Step.KL_OLD_MEAN, KL_REF_SPIKE: Step.KL_REF_MEAN}
-    if code not in kl:  # the log-ratio: the sequence's where logged, else the token's
+def _spike_series(df: pd.DataFrame, code: str) -> list[tuple[str, np.ndarray, str]]:
+    """(column label, per-step values, caveat) of each series a spike check reads; [] when the
+    run logs none. KL to the reference: every column that carries it (``meanings.carriers``:
+    ``kl_ref_mean``, TRL's ``kl`` kept as ``trl/kl``, verl's ``actor/kl_loss``, ...), each with
+    the caveat of its uncertain definition."""
+    if code == KL_REF_SPIKE:
+        return [(c.label, column(df, c.column), c.caveat) for c in carriers(df, Step.KL_REF_MEAN)]
+    if code != KL_OLD_SPIKE:  # the log-ratio: the sequence's where logged, else the token's
         lo, hi = col(df, Step.SEQ_LOG_RATIO_MIN), col(df, Step.SEQ_LOG_RATIO_MAX)
         if lo is not None and hi is not None and np.isfinite(hi).any():
-            return "max |log s| (sequence)", np.fmax(-lo, hi)
-    name = kl.get(code, Step.TOKEN_LOG_RATIO_ABS_MAX)
+            return [("max |log s| (sequence)", np.fmax(-lo, hi), "")]
+    name = Step.KL_OLD_MEAN if code == KL_OLD_SPIKE else Step.TOKEN_LOG_RATIO_ABS_MAX
     y = col(df, name)
-    return (name, y) if y is not None else None
+    return [(name, y, "")] if y is not None else []
 
 
 def check_spikes(
     df: pd.DataFrame, split: lagmod.LagSplit, facts: RunFacts, cov: Coverage
 ) -> list[Finding]:
     """``kl_old_spike``, ``log_ratio_spike``, ``kl_ref_spike``: a step far above the rolling median
-    of its same-lag neighbours (``spike_mask``); ``steps`` names exactly the spike steps.
+    of its same-lag neighbours (``spike_mask``); ``steps`` names exactly the spike steps. Each
+    series a check reads is judged (the KL to the reference in every column that carries it);
+    one finding per code, about the series whose spike is the largest, naming the others.
 
     KL old→new and |log-ratio| measure one movement (the policy's since the batch was sampled):
     at a step where one is a spike, the other is one from ``spike_mads_corroborated`` robust
@@ -173,38 +181,64 @@ def check_spikes(
     steps = steps_of(df)
     groups = lag_groups(split)
     on = split.mask(lagmod.ON_POLICY)
-    judged: dict[str, tuple[str, np.ndarray, np.ndarray, np.ndarray]] = {}
+    judged: dict[str, list[_Judged]] = {}
     for check in SPIKE_CHECKS:
         name = f"{check.label} spikes"
-        got = _spike_series(df, check.code)
-        if got is None or not np.isfinite(got[1]).any():
+        series = [s for s in _spike_series(df, check.code) if np.isfinite(s[1]).any()]
+        if not series:
             cov.skipped(name, NOT_LOGGED)
             continue
-        label, y = got
-        if check.off_policy_only:
-            y = np.where(on, np.nan, y)
-        mask, med = spike_mask(y, groups)
-        if not np.isfinite(med).any():
+        for label, y, caveat in series:
+            if check.off_policy_only:
+                y = np.where(on, np.nan, y)
+            mask, med = spike_mask(y, groups)
+            if np.isfinite(med).any():
+                judged.setdefault(check.code, []).append(_Judged(label, y, med, mask, caveat))
+        if check.code not in judged:
             cov.skipped(
                 name, f"{TOO_FEW_STEPS}: fewer than {RUN.spike_min_neighbours.value:g} same-lag"
             )
             continue
-        cov.ran(name)
-        judged[check.code] = (label, y, med, mask)
+        cov.ran(name, _coverage_note(judged[check.code]))
     for check in SPIKE_CHECKS:
-        if check.code not in judged:
-            continue
-        label, y, med, mask = judged[check.code]
-        if check.sibling in judged:
-            near = spike_mask(y, groups, RUN.spike_mads_corroborated.value)[0]
-            mask = mask | (near & judged[check.sibling][3])
-        if mask.any():
-            n = int(np.isfinite(med).sum())
-            out.append(_spike_finding(df, check, label, y, med, mask, steps, n))
+        found = judged.get(check.code, [])
+        if check.sibling in judged and found:  # one series each (KL old→new, |log-ratio|)
+            j = found[0]
+            near = spike_mask(j.y, groups, RUN.spike_mads_corroborated.value)[0]
+            found = [replace(j, mask=j.mask | (near & judged[check.sibling][0].mask))]
+        fired = [j for j in found if j.mask.any()]
+        if fired:
+            out.append(_spike_finding(df, check, fired, steps))
     return out
 
 
-def _spike_finding(df, check, label, y, med, mask, steps, judged) -> Finding:
+@dataclass(frozen=True)
+class _Judged:
+    """One series a spike check judged: its label, values, rolling median, spike rows, caveat."""
+
+    label: str
+    y: np.ndarray
+    med: np.ndarray
+    mask: np.ndarray
+    caveat: str = ""
+
+    def worst(self) -> float:
+        return float(np.max(self.y[self.mask] / self.med[self.mask]))
+
+
+def _coverage_note(judged: list[_Judged]) -> str:
+    """The Checked line's note: the columns read when there are several, or a foreign one."""
+    if len(judged) == 1 and not judged[0].caveat:
+        return ""
+    note = ", ".join(j.label for j in judged)
+    if any(j.caveat for j in judged):
+        note += "; the magnitude is judged where the definition is uncertain"
+    return note
+
+
+def _spike_finding(df, check, fired: list[_Judged], steps) -> Finding:
+    main = max(fired, key=_Judged.worst)
+    label, y, med, mask = main.label, main.y, main.med, main.mask
     idx = np.flatnonzero(mask)
     rel = y[idx] / med[idx]
     w = idx[np.argmax(rel)]
@@ -212,9 +246,14 @@ def _spike_finding(df, check, label, y, med, mask, steps, judged) -> Finding:
         f"worst at step {steps[w]}: {label} = {y[w]:.3g}, {y[w] / med[w]:.0f}x the median "
         f"{med[w]:.3g} of its same-lag neighbours (steps {fmt_steps(steps[idx])})."
     )
+    for j in fired:
+        if j is not main:
+            text += f" Also in {j.label}: steps {fmt_steps(steps[np.flatnonzero(j.mask)])}."
     moved = co_movers(df, w)
     if moved:
         text += f" At step {steps[w]} also: {'; '.join(moved)}."
+    if main.caveat:
+        text += f" {main.caveat}."
     return Finding(
         check.code,
         WARNING,
@@ -223,7 +262,7 @@ def _spike_finding(df, check, label, y, med, mask, steps, judged) -> Finding:
         check.advice,
         listed(steps[idx]),
         worst(steps[idx], rel),
-        basis=judged,
+        basis=int(np.isfinite(med).sum()),
     )
 
 

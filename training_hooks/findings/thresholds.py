@@ -1,7 +1,7 @@
 """Every threshold a check uses, as data: its value, its unit and its source (``THRESHOLDS``).
 
 Each is an attribute a type checker resolves (``RUN.clip_window.value``, ``GSPO_CLIP.warn_high``,
-``MISMATCH``, ``ATTENUATION``, ``RAW``, ``PROGRESS``), declared once; ``THRESHOLDS`` lists them all by name,
+``MISMATCH``, ``ATTENUATION``, ``RAW``, ``PROGRESS``, ``LENGTH``, ``MAG``), declared once; ``THRESHOLDS`` lists them all by name,
 which the tests and the Health page quote.
 """
 
@@ -436,6 +436,67 @@ class LengthThresholds:
 LENGTH = LengthThresholds()
 
 
+@dataclass(frozen=True)
+class MagnitudeThresholds:
+    """The thresholds of the magnitude checks (``training_hooks.findings.magnitudes``: a gradient
+    norm's level, the KL to the reference rising, a constant loss): listed in ``THRESHOLDS``
+    under their field names."""
+
+    grad_high_early: Threshold = Threshold(
+        10.0,
+        "x the median gradient norm of the run's first 10% of steps with a signal",
+        OURS + "an order of magnitude above where the run started, held over a window "
+        "(grad_high_window), not one step: on the real logs the largest is 4.5x (verl econ: "
+        "0.011 at the warm-up -> 0.049)",
+    )
+    grad_high_window: Threshold = Threshold(
+        11,
+        "consecutive steps with a signal (their median is the level)",
+        OURS + "a level, not a spike: the median of 11 steps ignores up to 5 spikes among them",
+    )
+    grad_high_clip: Threshold = Threshold(
+        10.0,
+        "x the stated max_grad_norm (median over the run's last half)",
+        OURS + "every update of the last half is rescaled tenfold or more by the clip (the "
+        "logged norm is the one before clipping); grad_over_clip covers a few steps at 100x",
+    )
+    grad_high_abs: Threshold = Threshold(
+        100.0,
+        "gradient norm (L2; median over the run) where max_grad_norm is not stated",
+        OURS + "100x the clip TRL/transformers and verl default to (1.0); losses that are means "
+        "over tokens give norms of 1e-3..10 on the real logs (max median 3.4, verl gui-cursor). "
+        "Not applied to Tinker, whose losses are sums over tokens (norms ~1e5 on a healthy run)",
+    )
+    kl_rise_factor: Threshold = Threshold(
+        10.0,
+        "x the median KL to the reference of the run's first 10% of steps",
+        OURS + "an order of magnitude: 0.04 -> 0.85 is 21x",
+    )
+    kl_rise_floor: Threshold = Threshold(
+        0.1,
+        "nats/token (median KL to the reference over the run's last 10% of steps)",
+        OURS + "the top of the 1e-3..1e-1 band GRPO runs with a KL term sit in (kl_ref_high's "
+        "source); below it a tenfold rise from ~0 (1e-4 -> 0.02: graphcross) is the policy "
+        "leaving its start, not drifting away",
+    )
+    reward_gain_z: Threshold = Threshold(
+        2.0,
+        "standard errors of the late - early median reward",
+        OURS + "a gain of two standard errors (the per-step noise from the run's successive "
+        "differences, 1.4826 MAD / sqrt 2, and a median's 1.2533 sigma / sqrt k) is a gain; "
+        "less is no gain against the run's own noise",
+    )
+    loss_constant_min: Threshold = Threshold(
+        10,
+        "steps with a logged loss",
+        OURS + "exactly the same value at every one of at least this many steps; fewer is not "
+        "judged (a run's first steps can repeat a rounded 0.0)",
+    )
+
+
+MAG = MagnitudeThresholds()
+
+
 _Group = (
     ClipBand
     | AttenuationThresholds
@@ -444,6 +505,7 @@ _Group = (
     | RawThresholds
     | ProgressThresholds
     | LengthThresholds
+    | MagnitudeThresholds
 )
 
 
@@ -462,4 +524,5 @@ THRESHOLDS: dict[str, Threshold] = {
     **_listed(RAW),
     **_listed(PROGRESS, "progress_"),
     **_listed(LENGTH, "length_"),
+    **_listed(MAG),
 }
