@@ -132,14 +132,20 @@ def source_runs(tool: str, path: Path) -> list[dict[int, dict[str, Any]]]:
 
 def _verl_console_rows(path: Path) -> dict[int, dict[str, Any]]:
     """verl's console lines: ``(Actor pid=N) step:N - key:value - ...`` once the colours are
-    dropped; every value a float."""
+    dropped; every value a float (numpy 2's ``np.float64(x)`` read as x)."""
     rows: dict[int, dict[str, Any]] = {}
     for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
         m = re.search(r"(?:^|\) )step:(\d+) - (.*)$", ANSI.sub("", line))
         if m:
             parts = (p.rpartition(":") for p in m.group(2).strip().split(" - "))
-            rows.setdefault(int(m.group(1)), {}).update({k: float(v) for k, _, v in parts})
+            rows.setdefault(int(m.group(1)), {}).update({k: _np_float(v) for k, _, v in parts})
     return rows
+
+
+def _np_float(text: str) -> float:
+    """A value as verl prints it: ``0.5``, ``nan``, or (numpy 2) ``np.float64(0.5)``."""
+    m = re.fullmatch(r"np\.(?:float|int)\d*\((.*)\)", text.strip())
+    return float(m.group(1) if m else text)
 
 
 def _wandb_rows(run: Path) -> dict[int, dict[str, Any]]:

@@ -130,6 +130,63 @@ def _trl_clip(name: str, token_col: str, seq_col: str, what: str) -> tuple[Metri
     )
 
 
+def _trl_liger_clip() -> tuple[MetricMapping, ...]:
+    """``clip_ratio`` on TRL's Liger loss path (``use_liger_loss``, later ``use_liger_kernel``:
+    ``compute_liger_loss``, TRL 0.17-1.13; TRL 1.14 dropped it): Liger's ``metrics[-1]``,
+    sum(is_clipped * mask) / sum(mask) over the batch's completion tokens, where is_clipped =
+    (ratio < 1 - eps_low and A < 0) or (ratio > 1 + eps_high and A > 0) (liger-kernel >= 0.5.6,
+    the version TRL 0.17 requires): the token share where the clip binds, TRL's own
+    ``clip_ratio/region_mean``. At the sequence level Liger spreads each sequence's flag over
+    its tokens, so it weighs a sequence by its length (TRL's region_mean counts sequences; before
+    1.0 TRL refused the Liger loss at another level than the token's). For
+    CISPO it is the share of A > 0 tokens whose ratio exceeds the cap eps_high (what TRL's own path
+    logs as ``cispo_clip_ratio``); for SAPO / VESPO Liger flags nothing (0)."""
+    liger = "TRL's Liger loss path (compute_liger_loss, TRL 0.17-1.13): "
+    note = liger + "share of tokens where the clip binds (TRL's clip_ratio/region_mean)" + _WINDOW
+    return (
+        MetricMapping(
+            _TRL,
+            "clip_ratio",
+            "",
+            (0, 17),
+            (1, 14),
+            requires=(("loss_type", ("cispo",)),),
+            note=liger + "CISPO: share of A > 0 tokens whose ratio exceeds the cap epsilon_high "
+            "(TRL's own path logs it as cispo_clip_ratio); not a clip share",
+        ),
+        MetricMapping(
+            _TRL,
+            "clip_ratio",
+            "",
+            (0, 17),
+            (1, 14),
+            requires=(("loss_type", ("sapo", "vespo")),),
+            note=liger + "SAPO / VESPO gate the ratio without a clip: Liger logs 0",
+        ),
+        # before 1.0 the Liger path ran token ratios only (from 0.20 TRL refused another level)
+        MetricMapping(_TRL, "clip_ratio", Derived.TOKEN_CLIP_BINDING, (0, 17), (1, 0), note=note),
+        MetricMapping(
+            _TRL,
+            "clip_ratio",
+            Derived.TOKEN_CLIP_BINDING,
+            (1, 0),
+            (1, 14),
+            requires=((_LEVEL, ("token",)),),
+            note=note,
+        ),
+        MetricMapping(
+            _TRL,
+            "clip_ratio",
+            "",
+            (1, 0),
+            (1, 14),
+            requires=((_LEVEL, ("sequence",)),),
+            note=liger + "share of tokens in sequences where GSPO's sequence clip binds: each "
+            "sequence weighed by its length (ours counts sequences)" + _WINDOW,
+        ),
+    )
+
+
 MAPPINGS: tuple[MetricMapping, ...] = (
     # ---------------------------------------------------------------- TRL GRPOTrainer
     MetricMapping(
@@ -232,6 +289,7 @@ MAPPINGS: tuple[MetricMapping, ...] = (
         "per_token_loss2): the ratio out of range on the side the min does not clip, so the clip "
         "does not bind there; not our binding or out-of-range fraction",
     ),
+    *_trl_liger_clip(),
     MetricMapping(
         _TRL,
         "num_tokens",
@@ -573,7 +631,8 @@ def _pick(
     if not here:
         why = f"its meaning is not known for this log's version ({ctx.fmt.range_text})"
         return None, why, []
-    why = ""
+    all_missing: list[str] = []
+    wrong_first = ""
     for m in here:
         missing, defaults = [], []
         for s, values in m.requires:
@@ -591,19 +650,19 @@ def _pick(
         ]
         if not missing and not wrong:
             return m, "", defaults
-        if not why:
-            changes = [x for x in missing if any(d.setting == x for d in DEFAULTS)]
-            why = (
-                f"{', '.join(missing)} not given (its meaning depends on it"
-                + (
-                    f"; {_tool_name(ctx.fmt.source)}'s default for it changes within "
-                    f"{ctx.fmt.range_text})"
-                    if changes
-                    else ")"
-                )
-                if missing
-                else f"{wrong[0]} = {value_text(ctx.settings[wrong[0]])} changes its meaning"
-            )
+        if m.column or not any(x.column for x in here):  # a setting that could map it
+            all_missing += [x for x in missing if x not in all_missing]
+        if wrong and not wrong_first:
+            wrong_first = f"{wrong[0]} = {value_text(ctx.settings[wrong[0]])} changes its meaning"
+    if not all_missing:  # every mapping's stated settings rule it out
+        return None, wrong_first or "its settings rule out every meaning known", []
+    # a setting no file states leaves the meaning open (every one any mapping here needs, named)
+    changes = [x for x in all_missing if any(d.setting == x for d in DEFAULTS)]
+    why = f"{', '.join(all_missing)} not given (its meaning depends on it" + (
+        f"; {_tool_name(ctx.fmt.source)}'s default for it changes within {ctx.fmt.range_text})"
+        if changes
+        else ")"
+    )
     return None, why, []
 
 
