@@ -84,7 +84,12 @@ from training_hooks.findings.run import (
 )
 from training_hooks.findings.signal import group_outcomes, with_group_outcomes
 from training_hooks.findings.spikes import rolling_baseline, row_nanmedian, spike_mask
-from training_hooks.findings.status import STATUS_STOPPED_EARLY, check_status, import_status
+from training_hooks.findings.status import (
+    STATUS_STOPPED_EARLY,
+    STATUS_UNKNOWN,
+    check_status,
+    import_status,
+)
 from training_hooks.findings.thresholds import (
     ATTENUATION,
     BANDS,
@@ -143,6 +148,7 @@ __all__ = [
     "SEVERITY_ORDER",
     "STALE_OLD_LOGPROBS",
     "STATUS_STOPPED_EARLY",
+    "STATUS_UNKNOWN",
     "STOPPED_EARLY",
     "TASK_SATURATED",
     "ATTENUATION",
