@@ -80,7 +80,8 @@ class Evidence:
     reached: tuple[Reached, ...] = ()
     """How far it got, most trusted first (the exact counters first)."""
     end_line: str = ""
-    """The end-of-training line or record, where it is ("" when the log has none)."""
+    """The end-of-training line or record, named with where it is ("the end-of-training record
+    (train_runtime), line 638"; "" when the log has none)."""
     window: int = 1
     """Steps between two logged rows (TRL's ``logging_steps``; 1 for one row a step)."""
     end_expected: bool = True
@@ -162,7 +163,7 @@ def judge(ev: Evidence) -> Ending:
         )
     others = _others(ev, planned)
     if ev.end_line:
-        parts.append(f"an end-of-training line ({ev.end_line})")
+        parts.append(ev.end_line)
     elif ev.end_expected:
         parts.append("no end-of-training line")
     text = "; ".join(parts) + others

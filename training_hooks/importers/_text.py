@@ -101,3 +101,66 @@ def cleaning_note(stats: LineStats) -> list[str]:
             f"(line {few}{', ...' if len(stats.too_long) > 8 else ''})"
         )
     return out
+
+
+#: A tqdm progress bar as it prints: ``[desc: ] NN%|bar| n/total [elapsed<left, rate]`` (a
+#: redraw that lost its start keeps ``|bar| n/total [elapsed``: the time marks it a bar).
+BAR = re.compile(
+    r"(?:(?P<desc>[A-Za-z][\w .()/-]{0,60}?):\s*)?(?:(?P<pct>\d{1,3})%)?(?:\|[^|\n]{0,400})?\|\s*"
+    r"(?P<n>\d+)/(?P<total>\d+)(?:\s*\[(?P<time>\d+:\d+)|(?=\s|$))"
+)
+
+
+@dataclass(frozen=True)
+class BarSeen:
+    """One drawing of a progress bar: where, its description ("" none), its count and total."""
+
+    line: int
+    desc: str
+    n: int
+    total: int
+
+    def text(self) -> str:
+        name = f"{self.desc} bar" if self.desc else "progress bar"
+        return f"the {name}, line {self.line}: {self.n}/{self.total}"
+
+
+def bars_in(number: int, text: str) -> list[BarSeen]:
+    """Every progress bar drawn in a line's text (a redraw may hold several)."""
+    if "|" not in text:
+        return []
+    out = []
+    for m in BAR.finditer(text):
+        if m.group("pct") is None and m.group("time") is None:
+            continue
+        n, total = int(m.group("n")), int(m.group("total"))
+        if 0 <= n <= total and total > 0:
+            out.append(BarSeen(number, (m.group("desc") or "").strip(), n, total))
+    return out
+
+
+@dataclass(frozen=True)
+class Bar:
+    """A progress bar over its drawings: its total, the furthest count drawn and where."""
+
+    desc: str
+    total: int
+    last: BarSeen  # the drawing with the furthest count (the last such)
+    drawings: int
+
+    @property
+    def n(self) -> int:
+        return self.last.n
+
+
+def bars_by_total(seen: list[BarSeen], desc: str | None = None) -> list[Bar]:
+    """The bars drawn (one per description and total), those of ``desc`` only when given; the
+    most drawn first."""
+    groups: dict[tuple[str, int], list[BarSeen]] = {}
+    for b in seen:
+        if desc is None or b.desc == desc:
+            groups.setdefault((b.desc, b.total), []).append(b)
+    out = [
+        Bar(d, t, max(g, key=lambda b: (b.n, b.line)), len(g)) for (d, t), g in groups.items()
+    ]
+    return sorted(out, key=lambda b: (-b.drawings, -b.total))

@@ -126,7 +126,7 @@ def end_evidence(
     return _end.Evidence(
         tuple(planned),
         tuple(reached),
-        end_line=f"the end-of-training row of {name} (train_runtime)" if summary else "",
+        end_line=f"the end-of-training row (train_runtime) of {name}" if summary else "",
         window=every if every is not None and every > 0 else 1,
         end_expected=False,
     )
