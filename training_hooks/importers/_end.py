@@ -52,7 +52,8 @@ class Planned:
     def text(self) -> str:
         if self.epochs is not None:
             est = f" ≈ {self.steps:,} steps" if self.steps is not None else ""
-            return f"planned {self.epochs:g} epochs{est} ({self.source})"
+            unit = "epoch" if self.epochs == 1 else "epochs"
+            return f"planned {self.epochs:g} {unit}{est} ({self.source})"
         return f"planned {self.steps:,} steps ({self.source})"
 
     def to_json(self) -> dict[str, Any]:
@@ -89,10 +90,10 @@ class Evidence:
     trainer_state, a verl console): its absence is then evidence."""
 
     def add(self, *, planned: Sequence[Planned] = (), reached: Sequence[Reached] = ()) -> Evidence:
-        """More sources: more trusted ``planned`` / ``reached`` first."""
+        """More sources, less trusted than those found already (they come after them)."""
         return Evidence(
-            (*planned, *self.planned),
-            (*reached, *self.reached),
+            (*self.planned, *planned),
+            (*self.reached, *reached),
             self.end_line,
             self.window,
             self.end_expected,
@@ -128,9 +129,7 @@ def from_settings(
         got = settings.get(key)
         n = _count(getattr(got, "value", None))
         if got is not None and n is not None:
-            out.append(
-                Planned(n, f"{got.origin}" if key in got.origin else f"{got.origin} ({key})")
-            )
+            out.append(Planned(n, got.origin))
     epochs = settings.get("num_train_epochs")
     value = getattr(epochs, "value", None)
     if not out and epochs is not None and _positive(value):

@@ -6,12 +6,14 @@ Shared by the console readers (TRL / Unsloth dicts, verl ``step:N - ...`` lines,
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 MAX_LINE_BYTES = 1_000_000  # a longer line is skipped (and counted), never held whole
+WANDB_LINE_CUT = 4096  # W&B's output.log keeps this many characters of a line, the rest is lost
 MAX_LOG_BYTES = 4_000_000_000  # a console log larger than this is refused
 #: CSI sequences (colours, cursor moves: ``ESC [ ... letter``) and OSC sequences (titles, links).
 ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
@@ -27,6 +29,14 @@ class Line:
     text: str  # ANSI codes and the Ray prefix removed
     prefix: str  # the Ray prefix as written ("(TaskRunner pid=2021996)"), "" without one
     ended: bool  # the line ended with a newline (False: the file's last line, maybe cut)
+    width: int = 0  # characters of the line as written (colour codes and prefix included)
+    size: int = 0  # its bytes as written
+
+    @property
+    def at_cut(self) -> bool:
+        """The line is as long as W&B's ``output.log`` keeps a line (``WANDB_LINE_CUT``): what
+        followed was cut off."""
+        return WANDB_LINE_CUT in (self.width, self.size)
 
 
 @dataclass
@@ -61,12 +71,15 @@ def read_lines(path: Path, stats: LineStats | None = None) -> Iterator[Line]:
                     raw = f.readline(MAX_LINE_BYTES + 1)
                 continue
             ended = raw.endswith(b"\n")
-            yield clean(n, raw.rstrip(b"\r\n").decode("utf-8", errors="replace"), ended, stats)
+            body = raw.rstrip(b"\r\n")
+            line = clean(n, body.decode("utf-8", errors="replace"), ended, stats)
+            yield dataclasses.replace(line, size=len(body))
         stats.lines = n
 
 
 def clean(number: int, text: str, ended: bool, stats: LineStats | None = None) -> Line:
     """One raw line with its colour codes and Ray prefix removed."""
+    width = len(text)
     if "\x1b" in text:
         text = ANSI.sub("", text)
         if stats is not None:
@@ -78,7 +91,7 @@ def clean(number: int, text: str, ended: bool, stats: LineStats | None = None) -
         text = RAY_REPEATED.sub("", text[m.end() :])
         if stats is not None:
             stats.ray = True
-    return Line(number, text, prefix, ended)
+    return Line(number, text, prefix, ended, width)
 
 
 def redraws(text: str) -> list[str]:
@@ -160,7 +173,5 @@ def bars_by_total(seen: list[BarSeen], desc: str | None = None) -> list[Bar]:
     for b in seen:
         if desc is None or b.desc == desc:
             groups.setdefault((b.desc, b.total), []).append(b)
-    out = [
-        Bar(d, t, max(g, key=lambda b: (b.n, b.line)), len(g)) for (d, t), g in groups.items()
-    ]
+    out = [Bar(d, t, max(g, key=lambda b: (b.n, b.line)), len(g)) for (d, t), g in groups.items()]
     return sorted(out, key=lambda b: (-b.drawings, -b.total))
