@@ -184,10 +184,15 @@ def test_trl_console_progress_bar_fixes_logging_steps(tmp_path):
     assert list(df.index) == [4, 8, 12, 16]
     rec = info.imported
     assert rec.settings["logging_steps"]["value"] == 4 and rec.step_axis == ""
-    assert "the progress bar, line 7: 16/40 gives the last step 16" in (
-        rec.settings["logging_steps"]["from"]
+    assert (
+        "the progress bar, line 7: 16/40 gives the last step 16"
+        in (rec.settings["logging_steps"]["from"])
     )
-    assert rec.planned_end == {"steps": 40, "epochs": None, "from": "the progress bar, line 7: 16/40"}
+    assert rec.planned_end == {
+        "steps": 40,
+        "epochs": None,
+        "from": "the progress bar, line 7: 16/40",
+    }
     assert info.status == "finished" and "it ended before its planned end" in rec.status_basis
 
 
@@ -269,7 +274,7 @@ def test_trl_console_cut_last_line_and_a_restart(tmp_path):
     assert df.loc[4, Step.LOSS] == 0.8 and pd.isna(df.loc[4, Step.REWARD_MEAN])  # its prefix
     assert info.imported.truncated_last_line is None and info.imported.segment == "2 of 2"
     assert info.imported.records_cut == (
-        {"line": 11, "kept": 1, "reason": "the file's last line, cut mid-write"},
+        {"line": 11, "kept": 1, "reason": "the file's last line, cut mid-write", "step": 4},
     )
     assert info.name.endswith("-run2")
     again = _trl_log(

@@ -26,6 +26,7 @@ import pandas as pd
 import pytest
 
 from training_hooks import importers, schema
+from training_hooks.importers import _text
 from training_hooks.importers._describe import dialect_of, report_lines
 from training_hooks.metric_map import Derived
 from training_hooks.schema import Step
@@ -685,7 +686,10 @@ def test_damaged_copies_of_the_real_logs(tmp_path):
     assert list(df.index) == list(range(1, 11))
     assert all(df.loc[s, Step.REWARD_MEAN] == src[s]["critic/score/mean"] for s in (1, 4, 6, 9))
     rec = info.imported
-    for step, line, damaged in ((5, lines[at[5]], b"actor/entropy:"), (10, lines[at[10]][:900], None)):
+    for step, line, damaged in (
+        (5, lines[at[5]], b"actor/entropy:"),
+        (10, lines[at[10]][:900], None),
+    ):
         names = _names_in(line)
         n_kept = _parts_before(line, damaged) - (damaged is None)  # a cut's last value dropped
         for k, name in enumerate(names):
@@ -1054,3 +1058,53 @@ def test_each_real_log_maps_what_its_meaning_allows(tool, path, imported_info):
     lines = report_lines(rec, info)
     assert any(line.startswith("versions assumed: ") for line in lines)
     assert not any("None" in line for line in lines if not line.startswith(("read:", "note:")))
+
+
+def _wandb_verl_copy(tmp_path: Path, cut_steps: set[int], last: int) -> tuple[Path, list[str]]:
+    """A W&B run folder (in tmp_path) whose output.log is the real verl console's lines up to
+    step ``last``, its step lines for ``cut_steps`` made longer than W&B keeps (the line's own
+    metrics again, renamed ``again/<name>``) and cut at ``WANDB_LINE_CUT`` characters as W&B
+    cuts them; a summary holding training/global_step. Returns the folder and the lines."""
+    _, log = _console("gui-cursor-grpo-yuzhaouoe")
+    lines = log.read_text(encoding="utf-8", errors="replace").split("\n")
+    end = next(i for i, t in enumerate(lines) if f"step:{last} - " in t) + 1
+    out = []
+    for text in lines[:end]:
+        m = re.search(r"step:(\d+) - (.*)$", text)
+        if m and int(m.group(1)) in cut_steps:
+            again = " - ".join("again/" + p for p in m.group(2).split(" - "))
+            text = (text + " - " + again)[: _text.WANDB_LINE_CUT]
+        out.append(text)
+    files = tmp_path / "wandb" / "run-20260101_000000-cut1" / "files"
+    files.mkdir(parents=True)
+    (files / "output.log").write_text("\n".join(out) + "\n", encoding="utf-8")
+    (files / "wandb-summary.json").write_text(json.dumps({"training/global_step": last}))
+    return files.parent, out
+
+
+def test_wandb_output_log_cuts_a_verl_line_at_4096_characters(tmp_path):
+    """W&B's output.log keeps 4,096 characters of a line: the real steps 3 and 7, made longer
+    and cut there, keep every metric before the cut (each the source's value; the cut one
+    dropped, whatever is left of it) and are counted, not skipped whole; Health's records_cut
+    finding says how many."""
+    from training_hooks import findings
+
+    run, out = _wandb_verl_copy(tmp_path, {3, 7}, 10)
+    _, log = _console("gui-cursor-grpo-yuzhaouoe")
+    src = source_rows("verl", log)
+    df, info = _import("verl", run, tmp_path / "runs")
+    assert list(df.index) == list(range(1, 11))  # no step lost
+    rec = info.imported
+    cut_lines = [i + 1 for i, t in enumerate(out) if len(t) == _text.WANDB_LINE_CUT]
+    assert [d["line"] for d in rec.records_cut] == cut_lines and len(cut_lines) == 2
+    for d, step in zip(rec.records_cut, (3, 7), strict=True):
+        text = out[d["line"] - 1]
+        parts = text.count(" - ")  # the key:value parts after step:N, the last one cut
+        assert d["kept"] == parts - 1 and d["kept"] > len(src[step])  # every real one kept
+        assert d["reason"].startswith("cut at 4,096 characters")
+        assert df.loc[step, Step.REWARD_MEAN] == src[step]["critic/score/mean"]
+        assert df.loc[step, "again/critic/score/mean"] == src[step]["critic/score/mean"]
+    assert rec.malformed_lines == ()
+    facts = findings.facts_of(info)
+    found = {f.code: f for f in findings.run_findings(df, algorithm="", status="", facts=facts)}
+    assert found["records_cut"].evidence.startswith("2 of the 10 records read were cut")

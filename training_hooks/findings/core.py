@@ -14,7 +14,7 @@ import pandas as pd
 from gspo_metrics.spec import clip_unit_of
 from training_hooks.findings import lag as lagmod
 from training_hooks.names import few
-from training_hooks.schema import STATUS_FINISHED, STEP_METRIC_COLUMNS, Step
+from training_hooks.schema import STATUS_FINISHED, STEP_METRIC_COLUMNS, ImportRecord, Step
 
 ERROR = "error"
 WARNING = "warning"
@@ -126,6 +126,7 @@ class RunFacts:
     max_grad_norm: float | None = None  # the gradient clip the run states (None: unstated)
     stopped_early: str | None = None  # an import: how its source says it stopped before its end
     defaults: tuple[str, ...] = ()  # settings the recorder filled with its default (not stated)
+    imported: ImportRecord | None = None  # an import: how its log was read (run.json's imported)
 
     @property
     def eps(self):

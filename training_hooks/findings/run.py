@@ -51,6 +51,7 @@ from training_hooks.findings.core import (
 from training_hooks.findings.mismatch import check_sampler_mismatch
 from training_hooks.findings.onpolicy import check_clip_one_update
 from training_hooks.findings.raw import check_raw_values
+from training_hooks.findings.records import RECORDS_CUT, check_records_cut
 from training_hooks.findings.signal import (
     check_learning_signal,
     check_truncation,
@@ -96,7 +97,7 @@ class Check:
 #: The checks that declare themselves, each in its own module (its codes and thresholds beside
 #: it, or in ``thresholds``): one entry here runs it on the Health page (after the checks written
 #: out in ``run_health``) and, live, in the recorder. Adding one also bumps ``CHECKS_VERSION``.
-CHECKS: tuple[Check, ...] = ()
+CHECKS: tuple[Check, ...] = (Check((RECORDS_CUT,), check_records_cut),)
 
 #: Every stable code a finding may carry (a contract: tests, the bench and the page match on them).
 CODES: tuple[str, ...] = (*BUILTIN_CODES, *(code for c in CHECKS for code in c.codes))
@@ -331,6 +332,7 @@ def facts_of(info: RunInfo | None, *, status: str | None = None, **overrides) ->
         max_grad_norm=stated_max_grad_norm(info),
         stopped_early=imp.stopped_early if imp is not None else None,
         defaults=defaulted_settings(info.other),
+        imported=imp,
     )
     updates, origin = _updates(info)
     facts = replace(facts, updates_per_batch=updates, updates_origin=origin)

@@ -376,13 +376,26 @@ def read(
         settings={**settings, **({"logging_steps": run.how.setting} if run.how.setting else {})},
         summary=run.summary,
         end=end_evidence(run, settings, merged.steps),
-        records_cut=tuple(d for d in found.cut if first <= d["line"] <= last),
+        records_cut=_cut_steps(found.cut, run.records, first, last),
         step_axis="" if run.how.every else RECORD_INDEX,
         file_format=file_format,
         notes=tuple(notes),
         printed_digits=found.digits or None,
         segment=seg.index if len(segments) > 1 else None,
         segments=len(segments) if len(segments) > 1 else None,
+    )
+
+
+def _cut_steps(
+    cut: Sequence[dict[str, Any]], records: Sequence[Record], first: int, last: int
+) -> tuple[dict[str, Any], ...]:
+    """The cut records of lines ``first``-``last`` (one run's), each with the step it was
+    placed at."""
+    at = {r.line: r.step for r in records}
+    return tuple(
+        {**d, "step": at[d["line"]]} if d["line"] in at else d
+        for d in cut
+        if first <= d["line"] <= last
     )
 
 

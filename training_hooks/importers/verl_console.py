@@ -163,7 +163,7 @@ def _step_line(ln: Line, piece: str, out: _Scan) -> None:
                 out.malformed.append({"line": ln.number, "reason": why or cut})
             return
         reason = cut + (f"; {why}" if why and cut else "") if cut else f"damaged: {why}"
-        out.cut.append({"line": ln.number, "kept": len(metrics), "reason": reason})
+        out.cut.append({"line": ln.number, "step": step, "kept": len(metrics), "reason": reason})
     out.records.append(Record(ln.number, step, metrics))
 
 
