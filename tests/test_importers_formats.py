@@ -664,3 +664,41 @@ def test_verl_file_log_of_two_runs_ends_each_by_its_own_steps(tmp_path):
     assert list(df2[Step.REWARD_MEAN]) == [0.2, 0.3]
     assert one.imported.source_finished is None and one.imported.settings_files == ()
     assert two.imported.source_finished is False
+
+
+def test_verl_console_in_a_wandb_run_stopped_far_before_its_bar_total(tmp_path):
+    """A verl console in a W&B run folder that prints no 'Total training steps' line: its
+    Training Progress bar (19/55990, then 238/55990) plans 55,990 steps; step lines up to 238
+    and no 'Final validation metrics': stopped early, the basis citing the bar; the summary's
+    training/global_step agrees."""
+    files = tmp_path / "wandb" / "run-20260101_000000-v1" / "files"
+    files.mkdir(parents=True)
+    out = [TASK + "Training Progress:   0%|          | 19/55990 [00:10<99:00:00,  1.9s/it]"]
+    for step in range(20, 239):
+        out.append(TASK + f"step:{step} - critic/score/mean:{step / 1000} - timing_s/step:2.0")
+        out.append(
+            TASK + f"Training Progress:   0%|          | {step}/55990 [00:{step % 60:02d}<9:00]"
+        )
+    (files / "output.log").write_text("\n".join(out) + "\n", encoding="utf-8")
+    (files / "wandb-summary.json").write_text(json.dumps({"training/global_step": 238}))
+    df, info = _import("verl", tmp_path, tmp_path / "runs")
+    assert list(df.index) == list(range(20, 239))
+    rec = info.imported
+    assert info.status == "stopped early"
+    assert rec.planned_end == {
+        "steps": 55990,
+        "epochs": None,
+        "from": f"the Training Progress bar, line {len(out)}: 238/55990",
+    }
+    assert rec.status_basis == (
+        f"planned 55,990 steps (the Training Progress bar, line {len(out)}: 238/55990); reached "
+        f"step 238 (the Training Progress bar, line {len(out)}: 238/55990); no end-of-training line"
+    )
+    done = out + [TASK + "step:239 - critic/score/mean:0.5", TASK + "Final validation metrics: {}"]
+    (files / "output.log").write_text("\n".join(done) + "\n", encoding="utf-8")
+    _, info = _import("verl", tmp_path, tmp_path / "runs2")
+    assert info.status == "finished"
+    assert info.imported.status_basis.endswith(
+        f"'Final validation metrics' at line {len(done)} (verl prints it at its last step); it "
+        "ended before its planned end"
+    )
