@@ -5,16 +5,22 @@ What a run leaves when ``trainer_state.json`` was never saved or was lost with t
 ``train.log`` / ``slurm-*.out`` / W&B ``output.log``. The dicts sit between progress bars,
 warnings and generated text; Unsloth (and transformers 5) print every value as a quoted string
 with 4 significant digits (``'loss': '0.0002517'``), which are read as those numbers. A record is
-parsed as a literal (``_literal``: never evaluated), and a damaged one (cut, garbled by a progress
-bar written into it) is skipped and counted.
+parsed as a literal (``_literal``: never evaluated); a damaged one (cut, garbled by a progress
+bar written into it) keeps the entries before the damage (``dict_prefix``: never an entry the
+cut went through) and is counted (``records_cut``); one with no such entry is skipped, counted.
 
 A dict carries no step. stdout is buffered, so the dicts come in bursts, long after their step:
 the progress bar beside one does not give it. A training record's step is therefore its position
 times ``logging_steps`` (the k-th record is step k x logging_steps, as the Trainer logs every
 ``logging_steps`` optimizer steps; a damaged training record keeps its place), with
-``logging_steps`` from ``--config`` or a file beside the log, else inferred from a final step a
-file states (W&B's ``train/global_step``) when exactly one value fits, else unknown: then the
-steps are the records' numbers and the import says so. An eval record (``eval_*`` keys only)
+``logging_steps`` from ``--config`` or a file beside the log, else inferred from a final step
+(W&B's ``train/global_step``, else the Trainer's progress bar's last count: ``400/400``) when
+exactly one value fits the count of training records, else from the epochs (the bar's total over
+the banner's ``Num Epochs``: the steps an epoch holds, times the last record's ``epoch``), else
+unknown: then the steps are the records' numbers and the import says so (its step axis is a
+record index). The bar's total, Unsloth's banner (``Total steps = 500``) and ``max_steps`` /
+``num_train_epochs`` give the planned end, the bar's count how far the run got
+(``_end``). An eval record (``eval_*`` keys only)
 takes the step of the training record before it; the end-of-training record (``train_runtime``)
 is the summary. The epoch (or ``num_tokens``) going back, or a record after the summary, starts
 another run: a file holding several is imported one run at a time (``_segments``).
@@ -313,13 +319,6 @@ def _epochs_hint(
         return None
     where = f"{plan.bar.last.text()} over {epochs:g} epochs"
     return last, plan.bar.total / float(epochs), where
-
-
-#: Why a TRL log without its end-of-training record stopped before its end.
-END_MISSING = (
-    "no end-of-training record (train_runtime): the Trainer logs one when training returns, so "
-    "the run stopped (or was still running) at its last logged step"
-)
 
 
 def read(

@@ -7,9 +7,13 @@ numpy 2). Under Ray every line carries its actor's prefix (``(TaskRunner pid=202
 colour codes, and the metric lines sit among rollout text, warnings, tracebacks and progress bars
 from other actors. The resolved config is printed once at start (``pprint`` of a dict, over many
 prefixed lines) and read here for the settings, as the file logger's ``.config.json`` would be;
-so is ``Total training steps: N``. A metric line cut short (the job killed mid-write) is skipped,
-never stored with a cut number; a line that is not ``key:number`` throughout is skipped and
-counted. A file holding several runs (a restart appending to the same log) is split by
+so is ``Total training steps: N``. The planned end is that (or the config's
+``total_training_steps``) and the ``Training Progress`` bar's total; how far it got, the bar's
+count and the last step line; ``Final validation metrics`` is the line fit() prints as it returns
+(``_end`` judges). A metric line cut short (the job killed mid-write; W&B's ``output.log``, which
+keeps 4,096 characters of a line) or damaged keeps the metrics before the cut or the damage,
+never a value the cut may have shortened, and is counted (``records_cut``); a line with none
+before it is skipped and counted. A file holding several runs (a restart appending to the same log) is split by
 ``_segments``; each run's settings are the config printed before its first step.
 """
 
