@@ -230,9 +230,11 @@ def _run_info(
         created_at=record.log_started_at,
         updated_at=record.imported_at or 0.0,
         ended_at=record.log_last_timestamp,
-        status={True: schema.STATUS_FINISHED, False: STATUS_STOPPED_EARLY}.get(
-            record.source_finished, STATUS_UNKNOWN
-        ),
+        status=STATUS_UNKNOWN
+        if record.source_finished is None
+        else schema.STATUS_FINISHED
+        if record.source_finished
+        else STATUS_STOPPED_EARLY,
         last_step=last_step,
         source=record.tool,
         imported=record,

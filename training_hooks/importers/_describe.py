@@ -137,7 +137,8 @@ def status_text(rec: schema.ImportRecord) -> str:
     """ "stopped early (planned 55,990 steps (...); reached step 238 (...); no end-of-training
     line)": how the source says the run ended, citing its sources; "" from an import written
     before the basis was kept that says nothing."""
-    word = {True: "finished", False: "stopped early"}.get(rec.source_finished, "unknown")
+    finished = rec.source_finished
+    word = "unknown" if finished is None else "finished" if finished else "stopped early"
     basis = rec.status_basis or rec.stopped_early or ""
     if not basis and rec.source_finished is not False:
         return ""

@@ -132,7 +132,7 @@ def from_settings(
             out.append(Planned(n, got.origin))
     epochs = settings.get("num_train_epochs")
     value = getattr(epochs, "value", None)
-    if not out and epochs is not None and _positive(value):
+    if not out and epochs is not None and isinstance(value, int | float) and _positive(value):
         out.append(from_epochs(float(value), epochs.origin, step, epoch))
     return out
 
@@ -166,17 +166,18 @@ def judge(ev: Evidence) -> Ending:
     elif ev.end_expected:
         parts.append("no end-of-training line")
     text = "; ".join(parts) + others
-    if planned is None or reached is None:
+    steps = planned.steps if planned is not None else None
+    if steps is None or reached is None:
         if ev.end_line:
             return Ending(True, text, planned)
         why = f"no source gives the planned end ({SOURCES_LOOKED_FOR})"
         return Ending(None, why + (f"; {text}" if text else ""), planned)
-    tolerance = round(planned.steps * EPOCH_TOLERANCE) if planned.epochs is not None else 0
-    if reached.step >= planned.steps - tolerance:
+    tolerance = round(steps * EPOCH_TOLERANCE) if planned and planned.epochs is not None else 0
+    if reached.step >= steps - tolerance:
         return Ending(True, text, planned)
     if ev.end_line:  # training returned before its planned end (an early-stopping callback)
         return Ending(True, text + "; it ended before its planned end", planned)
-    short = planned.steps - reached.step
+    short = steps - reached.step
     window = 1 if reached.exact else max(ev.window, 1)
     if short < window + tolerance:
         near = (

@@ -242,10 +242,12 @@ def _json_runs(
         )
     kept = {k: v for k, v in log.settings.items() if v.origin.startswith("the log")}
     settings = dict(log.settings) if last else kept
+    ended: tuple[bool | None, str] = (None, "")
+    evidence = None
     if log.tool == "verl":
-        ended, evidence = (None, ""), verl.end_of(merged.steps, settings)
+        evidence = verl.end_of(merged.steps, settings)
     else:
-        ended, evidence = tinker.end_of(merged.steps, settings), None
+        ended = tinker.end_of(merged.steps, settings)
     return dataclasses.replace(
         log,
         # how the run ended, from this run's own steps (against the settings it has)
