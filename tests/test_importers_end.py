@@ -166,3 +166,19 @@ def test_the_pages_say_the_status_basis_and_the_cut_records():
     problems = import_problems(rec)
     assert any(p.startswith("import: 1 record cut or damaged") for p in problems)
     assert "import: its step axis is a record index: the k-th training record" in problems
+
+
+def test_sources_that_disagree_are_named():
+    """The bar plans 500, max_steps says 400: the first trusted (the bar) decides and the other
+    is named; an epoch estimate 2 steps off (its printed digits) is no disagreement."""
+    ev = Evidence(
+        (
+            Planned(500, "the progress bar, line 9: 500/500"),
+            Planned(400, "config.yaml: max_steps"),
+            Planned(502, "config.yaml: num_train_epochs", 1.0),
+        ),
+        (Reached(500, "the progress bar, line 9: 500/500", True),),
+    )
+    assert judge(ev).text.endswith(
+        "; other sources differ: planned 400 steps (config.yaml: max_steps)"
+    )

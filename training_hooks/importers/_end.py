@@ -192,7 +192,13 @@ def _others(ev: Evidence, planned: Planned | None) -> str:
     """ "; also ..." for other sources of the planned end that disagree with the one used."""
     if planned is None:
         return ""
-    differ = [p for p in ev.planned if p.steps is not None and p.steps != planned.steps]
+    differ = [
+        p
+        for p in ev.planned
+        if p.steps is not None
+        and planned.steps is not None
+        and abs(p.steps - planned.steps) > (p.steps * EPOCH_TOLERANCE if p.epochs else 0)
+    ]
     if not differ:
         return ""
     return "; other sources differ: " + ", ".join(p.text() for p in differ[:3])
