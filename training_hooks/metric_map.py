@@ -131,60 +131,28 @@ def _trl_clip(name: str, token_col: str, seq_col: str, what: str) -> tuple[Metri
 
 
 def _trl_liger_clip() -> tuple[MetricMapping, ...]:
-    """``clip_ratio`` on TRL's Liger loss path (``use_liger_loss``, later ``use_liger_kernel``:
-    ``compute_liger_loss``, TRL 0.17-1.13; TRL 1.14 dropped it): Liger's ``metrics[-1]``,
-    sum(is_clipped * mask) / sum(mask) over the batch's completion tokens, where is_clipped =
-    (ratio < 1 - eps_low and A < 0) or (ratio > 1 + eps_high and A > 0) (liger-kernel >= 0.5.6,
-    the version TRL 0.17 requires): the token share where the clip binds, TRL's own
-    ``clip_ratio/region_mean``. At the sequence level Liger spreads each sequence's flag over
-    its tokens, so it weighs a sequence by its length (TRL's region_mean counts sequences; before
-    1.0 TRL refused the Liger loss at another level than the token's). For
-    CISPO it is the share of A > 0 tokens whose ratio exceeds the cap eps_high (what TRL's own path
-    logs as ``cispo_clip_ratio``); for SAPO / VESPO Liger flags nothing (0)."""
+    """``clip_ratio`` on TRL's Liger loss path (``compute_liger_loss``, TRL 0.17-1.13): Liger's
+    ``metrics[-1]`` = sum(is_clipped * mask) / sum(mask), is_clipped = (ratio < 1 - eps_low and
+    A < 0) or (ratio > 1 + eps_high and A > 0) (liger-kernel >= 0.5.6): TRL's own region_mean.
+    At the sequence level (TRL >= 1.0) it weighs a sequence by its tokens; for CISPO it is the
+    share over the cap (TRL's cispo_clip_ratio); for SAPO / VESPO it is 0. Before 1.0 the Liger
+    path ran token ratios only (from 0.20 TRL refused another level)."""
     liger = "TRL's Liger loss path (compute_liger_loss, TRL 0.17-1.13): "
-    note = liger + "share of tokens where the clip binds (TRL's clip_ratio/region_mean)" + _WINDOW
-    return (
-        MetricMapping(
-            _TRL,
-            "clip_ratio",
-            "",
-            (0, 17),
-            (1, 14),
-            requires=(("loss_type", ("cispo",)),),
-            note=liger + "CISPO: share of A > 0 tokens whose ratio exceeds the cap epsilon_high "
-            "(TRL's own path logs it as cispo_clip_ratio); not a clip share",
-        ),
-        MetricMapping(
-            _TRL,
-            "clip_ratio",
-            "",
-            (0, 17),
-            (1, 14),
-            requires=(("loss_type", ("sapo", "vespo")),),
-            note=liger + "SAPO / VESPO gate the ratio without a clip: Liger logs 0",
-        ),
-        # before 1.0 the Liger path ran token ratios only (from 0.20 TRL refused another level)
-        MetricMapping(_TRL, "clip_ratio", Derived.TOKEN_CLIP_BINDING, (0, 17), (1, 0), note=note),
-        MetricMapping(
-            _TRL,
-            "clip_ratio",
-            Derived.TOKEN_CLIP_BINDING,
-            (1, 0),
-            (1, 14),
-            requires=((_LEVEL, ("token",)),),
-            note=note,
-        ),
-        MetricMapping(
-            _TRL,
-            "clip_ratio",
-            "",
-            (1, 0),
-            (1, 14),
-            requires=((_LEVEL, ("sequence",)),),
-            note=liger + "share of tokens in sequences where GSPO's sequence clip binds: each "
-            "sequence weighed by its length (ours counts sequences)" + _WINDOW,
-        ),
+    binds = liger + "share of tokens where the clip binds (TRL's clip_ratio/region_mean)" + _WINDOW
+    cispo = liger + "CISPO: share of A > 0 tokens whose ratio exceeds the cap epsilon_high (TRL's "
+    cispo += "own path logs it as cispo_clip_ratio); not a clip share"
+    gated = liger + "SAPO / VESPO gate the ratio without a clip: Liger logs 0"
+    seq = liger + "share of tokens in sequences where GSPO's sequence clip binds: each sequence "
+    seq += "weighed by its length (ours counts sequences)" + _WINDOW
+    token = Derived.TOKEN_CLIP_BINDING
+    rules: tuple[tuple[str, Version, Version, tuple[Condition, ...], str], ...] = (
+        ("", (0, 17), (1, 14), (("loss_type", ("cispo",)),), cispo),
+        ("", (0, 17), (1, 14), (("loss_type", ("sapo", "vespo")),), gated),
+        (token, (0, 17), (1, 0), (), binds),
+        (token, (1, 0), (1, 14), ((_LEVEL, ("token",)),), binds),
+        ("", (1, 0), (1, 14), ((_LEVEL, ("sequence",)),), seq),
     )
+    return tuple(MetricMapping(_TRL, "clip_ratio", *r[:4], note=r[4]) for r in rules)
 
 
 MAPPINGS: tuple[MetricMapping, ...] = (
