@@ -14,7 +14,13 @@ import time
 import pandas as pd
 
 from training_hooks.importers import TOOLS
-from training_hooks.importers._describe import assumed_range, value_text, version_text
+from training_hooks.importers._describe import (
+    assumed_range,
+    records_cut_text,
+    status_text,
+    value_text,
+    version_text,
+)
 from training_hooks.importers._describe import unknown_settings as unknown_settings  # re-export
 from training_hooks.schema import ImportRecord, RunInfo
 
@@ -47,8 +53,13 @@ def source_lines(info: RunInfo) -> list[str]:
         + (", ".join(rec.settings_files) if rec.settings_files else "none found beside the log")
         + ".",
     ]
-    if rec.stopped_early:
-        lines.append(f"Stopped early: {rec.stopped_early}.")
+    status = status_text(rec)
+    if status:
+        lines.append(f"Status: {status}.")
+    if rec.step_axis:
+        lines.append(f"Step axis: {rec.step_axis}.")
+    if rec.records_cut:
+        lines.append(f"Records cut: {records_cut_text(rec)}.")
     if rec.assumed_defaults:
         lines.append(
             "Assumed defaults (no file states them): "

@@ -704,6 +704,12 @@ def _scenario(code: str) -> tuple[pd.DataFrame, dict]:
         df[Step.ATTENUATION_MEAN] = np.where(
             off, 0.8 if code == health.ATTENUATION_HIGH else 1e-6, 0
         )
+    elif code == "records_cut":  # 3 of 20 verl step lines cut at W&B's 4,096 characters
+        from training_hooks.schema import ImportRecord
+
+        cut = tuple({"line": 5 * i, "step": i, "kept": 30, "reason": "cut"} for i in (2, 7, 9))
+        rec = ImportRecord(tool="verl", format="verl console", rows=20, records_cut=cut)
+        kw = {"facts": _facts(imported=rec)}
     elif code == "steps_dropped":
         kw = {"facts": _facts(dropped_steps=(2, ((5, "ValueError: a"), (9, "ValueError: b"))))}
     elif code == health.ATTENUATION_ONE_SIDED:  # 4% of A > 0's gradient, 0.1% of A < 0's
@@ -809,6 +815,7 @@ def test_codes_are_the_contract():
         "attenuation_low",
         "attenuation_one_sided",
         "steps_dropped",
+        "records_cut",
         "no_reward_progress",
         "reward_total_mismatch",
         "length_collapse",

@@ -691,26 +691,35 @@ def test_unsloth_model_card_and_assumed_defaults(tmp_path):
 @pytest.mark.parametrize(
     ("kind", "status", "why"),
     [
-        ("trl-checkpoint", "stopped early", "global_step 20 of max_steps 50"),
+        (
+            "trl-checkpoint",
+            "stopped early",
+            "planned 50 steps (trainer_state.json: max_steps); reached step 20 "
+            "(trainer_state.json: global_step)",
+        ),
         ("trl-done", "finished", None),
+        ("trl-no-plan", "unknown", None),
         ("tinker-frac", "stopped early", "progress/done_frac 0.4 at its last logged step 1"),
         ("tinker-max", "stopped early", "of max_steps 10 (config.json: max_steps)"),
         ("tinker-done", "finished", None),
+        ("tinker-no-plan", "unknown", None),
     ],
 )
 def test_an_import_that_stopped_early_says_so(tmp_path, kind, status, why):
     """global_step < max_steps, progress/done_frac < 1 or fewer steps than a config's
-    max_steps: "stopped early" with how the source says so; the Health status check says it."""
+    max_steps: "stopped early" with how the source says so; the Health status check says it.
+    Nothing giving the planned end nor an end-of-training row: "unknown", never "finished"."""
     from training_hooks import findings
 
     src = tmp_path / "src"
     if kind.startswith("trl"):
         last = 20 if kind == "trl-checkpoint" else 50
+        plan = {} if kind == "trl-no-plan" else {"max_steps": 50}
         _state(
             src,
             [{"step": 10, "loss": 0.1}, {"step": 20, "loss": 0.2}],
             global_step=last,
-            max_steps=50,
+            **plan,
         )
         tool = "trl"
     else:
@@ -731,6 +740,9 @@ def test_an_import_that_stopped_early_says_so(tmp_path, kind, status, why):
     res = importers.import_run(tool, src, root=tmp_path / "runs")
     info = schema.read_run_info(res["run_dir"])
     assert info.status == status
+    if status == "unknown":
+        assert info.imported.source_finished is None
+        assert info.imported.status_basis.startswith("no source gives the planned end (")
     if why is None:
         assert info.imported.stopped_early is None
         return

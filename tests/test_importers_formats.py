@@ -151,24 +151,116 @@ def test_trl_console_steps_are_record_positions_times_logging_steps(tmp_path):
 
 
 def test_trl_console_without_logging_steps_says_the_steps_are_record_numbers(tmp_path):
-    """No file states logging_steps: the steps are the records' numbers 1-4, and the import
-    says so (given the folder, the record names the log it found); a trainer_state.json beside
-    the log that states it is used instead."""
-    log = _trl_log(tmp_path)
+    """No file states logging_steps and no progress bar fixes it: the steps are the records'
+    numbers 1-4, the import says so (the step axis is a record index; given the folder, the
+    record names the log it found); a trainer_state.json beside the log that states it is used
+    instead."""
+    log = _trl_log(tmp_path, _without_bars(TRL_LOG))
     df, info = _import("trl", log.parent, tmp_path / "a")  # the folder: its console log found
     assert list(df.index) == [1, 2, 3, 4]
     notes = info.imported.reader_notes
     assert any("steps are the training records' numbers 1-4" in n for n in notes)
     assert any(n.startswith("found in") and "train.log (TRL console log)" in n for n in notes)
     assert "logging_steps" not in info.imported.settings
+    assert info.imported.step_axis.startswith("record index: ")
     (log.parent / "trainer_state.json").write_text(json.dumps({"logging_steps": 10}))
     df, info = _import("trl", log, tmp_path / "b")
     assert list(df.index) == [10, 20, 30, 40]
     assert info.imported.settings["logging_steps"]["from"] == "trainer_state.json: logging_steps"
+    assert info.imported.step_axis == ""
+
+
+def _without_bars(text: str) -> str:
+    """``text`` with its progress bars taken out (what a log without a bar reads like)."""
+    return _text.BAR.sub("", text.replace(BAR, ""))
+
+
+def test_trl_console_progress_bar_fixes_logging_steps(tmp_path):
+    """The Trainer's bar (no description) last drawn at 16/40 beside 4 training records: only
+    logging_steps 4 gives floor(16 / L) = 4, so the records are steps 4, 8, 12, 16; the bar's
+    total plans 40 steps, and the end-of-training record says the run returned (at 16: before
+    its plan, as an early stop does)."""
+    df, info = _import("trl", _trl_log(tmp_path), tmp_path / "r")
+    assert list(df.index) == [4, 8, 12, 16]
+    rec = info.imported
+    assert rec.settings["logging_steps"]["value"] == 4 and rec.step_axis == ""
+    assert (
+        "the progress bar, line 7: 16/40 gives the last step 16"
+        in (rec.settings["logging_steps"]["from"])
+    )
+    assert rec.planned_end == {
+        "steps": 40,
+        "epochs": None,
+        "from": "the progress bar, line 7: 16/40",
+    }
+    assert info.status == "finished" and "it ended before its planned end" in rec.status_basis
+
+
+#: A console run of 400 steps logged every 10 that died at step 238 (its bar's count), and the
+#: same run finished: Unsloth's banner, the bar, 23 records, then (finished) the rest and the
+#: end-of-training record.
+def _console_run(last: int, finished: bool) -> str:
+    out = ["  \\   /|    Num examples = 3,200 | Num Epochs = 2 | Total steps = 400"]
+    for step in range(1, last + 1):
+        out.append(f"{100 * step // 400:3d}%|██  | {step}/400 [00:{step % 60:02d}<01:00,  1.0s/it]")
+        if step % 10 == 0:
+            out.append(f"{{'loss': {step / 1000}, 'reward': {step / 400}, 'epoch': {step / 200}}}")
+    if finished:
+        out.append("{'train_runtime': 400.0, 'train_samples_per_second': 8.0, 'epoch': 2.0}")
+    return "\n".join(out) + "\n"
+
+
+@pytest.mark.parametrize(
+    ("last", "finished", "status", "basis"),
+    [
+        (
+            238,
+            False,
+            "stopped early",
+            "planned 400 steps (the progress bar, line 262: 238/400); reached step 238 (the "
+            "progress bar, line 262: 238/400); no end-of-training line",
+        ),
+        (
+            400,
+            True,
+            "finished",
+            "planned 400 steps (the progress bar, line 440: 400/400); reached step 400 (the "
+            "progress bar, line 440: 400/400); the end-of-training record (train_runtime), "
+            "line 442",
+        ),
+    ],
+)
+def test_trl_console_status_from_its_bar(tmp_path, last, finished, status, basis):
+    """The bar's total is the planned end and its count how far the run got: 238 of 400
+    without an end-of-training record is stopped early, never finished; the records are steps
+    10, 20, ... (logging_steps 10 from the bar: 238 // 10 = 23 records)."""
+    df, info = _import("trl", _trl_log(tmp_path, _console_run(last, finished)), tmp_path / "r")
+    assert list(df.index) == list(range(10, last + 1, 10))
+    assert df.loc[230, Step.LOSS] == 0.23
+    rec = info.imported
+    assert info.status == status and rec.status_basis == basis
+    assert rec.planned_end["steps"] == 400 and rec.settings["logging_steps"]["value"] == 10
+
+
+def test_trl_console_epochs_fix_logging_steps_without_a_final_count(tmp_path):
+    """No bar count to divide (the bar lines lost) but the banner: 2 epochs of 400 steps (200
+    an epoch) and the last of 23 records at epoch 1.15 is step 230 = 23 x 10: logging_steps 10,
+    said to come from the epochs; the run planned 400 steps and reached 230 (its last record):
+    stopped early."""
+    lines = [line for line in _console_run(238, False).split("\n") if "%|" not in line]
+    # a bar drawn once, at the start: its total only (its count 0 gives no last step)
+    lines.insert(1, "  0%|          | 0/400 [00:00<?, ?it/s]")
+    df, info = _import("trl", _trl_log(tmp_path, "\n".join(lines)), tmp_path / "r")
+    assert list(df.index) == list(range(10, 231, 10))
+    rec = info.imported
+    assert rec.settings["logging_steps"]["value"] == 10
+    assert "epoch 1.15, and an epoch is 200 steps" in rec.settings["logging_steps"]["from"]
+    assert info.status == "stopped early"
+    assert "last step 230 (its last training record)" in rec.status_basis
 
 
 def test_trl_console_cut_last_line_and_a_restart(tmp_path):
-    """A last record cut mid-line is the truncated last line (not stored); a record after the
+    """A last record cut mid-line keeps its entries before the cut (counted); a record after the
     end-of-training one starts a second run, and so does the epoch going back (0.2 -> 0.1):
     refused as one, each run read alone, its steps counted from its own first record."""
     text = TRL_LOG + "{'loss': 0.9, 'reward': 0.125, 'epoch': 0.1}\n{'loss': 0.8, 'rew"
@@ -178,8 +270,12 @@ def test_trl_console_cut_last_line_and_a_restart(tmp_path):
     first, _ = _import("trl", log, tmp_path / "runs", segment=1, config={"logging_steps": 2})
     assert list(first.index) == [2, 4, 6, 8]
     df, info = _import("trl", log, tmp_path / "runs", segment=2, config={"logging_steps": 2})
-    assert list(df.index) == [2] and df.loc[2, Step.REWARD_MEAN] == 0.125
-    assert info.imported.truncated_last_line == 11 and info.imported.segment == "2 of 2"
+    assert list(df.index) == [2, 4] and df.loc[2, Step.REWARD_MEAN] == 0.125
+    assert df.loc[4, Step.LOSS] == 0.8 and pd.isna(df.loc[4, Step.REWARD_MEAN])  # its prefix
+    assert info.imported.truncated_last_line is None and info.imported.segment == "2 of 2"
+    assert info.imported.records_cut == (
+        {"line": 11, "kept": 1, "reason": "the file's last line, cut mid-write", "step": 4},
+    )
     assert info.name.endswith("-run2")
     again = _trl_log(
         tmp_path, "{'loss': 0.5, 'epoch': 0.2}\n{'loss': 0.4, 'epoch': 0.1}\n", "b.log"
@@ -190,11 +286,15 @@ def test_trl_console_cut_last_line_and_a_restart(tmp_path):
 
 def test_a_progress_bar_inside_a_name_is_damage(tmp_path):
     """A bar written into a record's text where it still parses (inside a quoted name): the
-    record is damaged, not a metric called 'rew 30%|...'."""
+    record is damaged, not a metric called 'rew 30%|...': it keeps the entries before the
+    damaged name (counted), never the value after it."""
     text = "{'loss': 0.5, 'epoch': 0.1}\n{'loss': 0.4, 'rew 30%|███ | 12/40 ard': 0.75}\n"
     df, info = _import("trl", _trl_log(tmp_path, text), tmp_path / "r", config={"logging_steps": 1})
-    assert list(df.index) == [1] and not any("%|" in c for c in df.columns)
-    assert "a damaged record (name" in info.imported.malformed_lines[0]["reason"]
+    assert list(df.index) == [1, 2] and not any("%|" in c for c in df.columns)
+    assert df.loc[2, Step.LOSS] == 0.4 and info.imported.malformed_lines == ()
+    (cut,) = info.imported.records_cut
+    assert cut["line"] == 2 and cut["kept"] == 1
+    assert cut["reason"].startswith("a progress bar written into name 'rew 30%|")
 
 
 def test_long_lines_are_skipped_and_counted(tmp_path, monkeypatch):
@@ -246,23 +346,32 @@ def _verl_run(high: float) -> str:
 
 def test_verl_console_log_with_its_printed_config(tmp_path):
     """Metric lines among other actors' text, a config printed over lines another actor writes
-    between: steps 1-2 read (numpy's repr too), step 3 garbled (skipped, counted), step 4 cut at
-    the end (not stored). The config gives clip 0.2/0.28, token-mean, n=4, use_kl_loss off (its
-    0.0 not stored) and one optimizer step a row (pg_loss is the loss); wall time 10, 22.5."""
+    between: steps 1-2 read (numpy's repr too), step 3 garbled at its first metric (skipped,
+    counted), step 4 cut at the end (its metric before the cut kept, counted). The config gives
+    clip 0.2/0.28, token-mean, n=4, use_kl_loss off (its 0.0 not stored) and one optimizer step
+    a row (pg_loss is the loss); wall time 10, 22.5. 'Total training steps: 3' and step 4 kept:
+    it reached its planned end."""
     f = tmp_path / "job.log"
     f.write_text(_verl_run(0.28) + TASK + "step:4 - actor/pg_clipfrac:0.1 - critic/score/mea")
     df, info = _import("verl", f, tmp_path / "runs")
-    assert list(df.index) == [1, 2]
-    assert list(df[Derived.TOKEN_CLIP_BINDING]) == [0.125, 0.0625]
+    assert list(df.index) == [1, 2, 4]
+    assert list(df[Derived.TOKEN_CLIP_BINDING]) == [0.125, 0.0625, 0.1]
+    assert pd.isna(df.loc[4, Step.REWARD_MEAN])  # cut inside its name: not kept
+    df = df.loc[[1, 2]]
     assert list(df[Step.REWARD_MEAN]) == [0.25, 0.5] and df.loc[1, Step.LOSS] == -0.5
     assert list(df[Step.WALL_TIME]) == [10.0, 22.5]  # 10, then 10 + 12.5
     assert "actor/kl_loss" not in df.columns and df[Step.KL_REF_MEAN].isna().all()
     assert (info.token_eps_low, info.token_eps_high) == (0.2, 0.28) and info.group_size == 4
     assert info.reduction == "token_mean" and info.algorithm == "grpo" and info.name == "exp-a"
     rec = info.imported
-    assert [d["line"] for d in rec.malformed_lines] == [18] and rec.truncated_last_line == 19
+    assert [d["line"] for d in rec.malformed_lines] == [18] and rec.truncated_last_line is None
     assert "is not a number" in rec.malformed_lines[0]["reason"]
-    assert rec.settings["total_training_steps"]["value"] == 3 and rec.source_finished is False
+    assert [(d["line"], d["kept"]) for d in rec.records_cut] == [(19, 1)]
+    assert rec.settings["total_training_steps"]["value"] == 3 and rec.source_finished is True
+    assert rec.status_basis == (
+        "planned 3 steps (job.log: line 14 (Total training steps: 3)); last step 4 (its last "
+        "step line); no end-of-training line"
+    )
 
 
 def test_verl_console_restarted_run_has_its_own_config(tmp_path):
@@ -555,3 +664,41 @@ def test_verl_file_log_of_two_runs_ends_each_by_its_own_steps(tmp_path):
     assert list(df2[Step.REWARD_MEAN]) == [0.2, 0.3]
     assert one.imported.source_finished is None and one.imported.settings_files == ()
     assert two.imported.source_finished is False
+
+
+def test_verl_console_in_a_wandb_run_stopped_far_before_its_bar_total(tmp_path):
+    """A verl console in a W&B run folder that prints no 'Total training steps' line: its
+    Training Progress bar (19/55990, then 238/55990) plans 55,990 steps; step lines up to 238
+    and no 'Final validation metrics': stopped early, the basis citing the bar; the summary's
+    training/global_step agrees."""
+    files = tmp_path / "wandb" / "run-20260101_000000-v1" / "files"
+    files.mkdir(parents=True)
+    out = [TASK + "Training Progress:   0%|          | 19/55990 [00:10<99:00:00,  1.9s/it]"]
+    for step in range(20, 239):
+        out.append(TASK + f"step:{step} - critic/score/mean:{step / 1000} - timing_s/step:2.0")
+        out.append(
+            TASK + f"Training Progress:   0%|          | {step}/55990 [00:{step % 60:02d}<9:00]"
+        )
+    (files / "output.log").write_text("\n".join(out) + "\n", encoding="utf-8")
+    (files / "wandb-summary.json").write_text(json.dumps({"training/global_step": 238}))
+    df, info = _import("verl", tmp_path, tmp_path / "runs")
+    assert list(df.index) == list(range(20, 239))
+    rec = info.imported
+    assert info.status == "stopped early"
+    assert rec.planned_end == {
+        "steps": 55990,
+        "epochs": None,
+        "from": f"the Training Progress bar, line {len(out)}: 238/55990",
+    }
+    assert rec.status_basis == (
+        f"planned 55,990 steps (the Training Progress bar, line {len(out)}: 238/55990); reached "
+        f"step 238 (the Training Progress bar, line {len(out)}: 238/55990); no end-of-training line"
+    )
+    done = out + [TASK + "step:239 - critic/score/mean:0.5", TASK + "Final validation metrics: {}"]
+    (files / "output.log").write_text("\n".join(done) + "\n", encoding="utf-8")
+    _, info = _import("verl", tmp_path, tmp_path / "runs2")
+    assert info.status == "finished"
+    assert info.imported.status_basis.endswith(
+        f"'Final validation metrics' at line {len(done)} (verl prints it at its last step); it "
+        "ended before its planned end"
+    )

@@ -272,3 +272,114 @@ def test_trl_model_card_beside_pins_the_version(tmp_path):
     df = pd.read_parquet(next((tmp_path / "r").rglob("*.parquet"))).set_index(Step.STEP)
     assert df.loc[2, "trl/reward_std"] == 0.25 and df.loc[2, Step.ENTROPY_MEAN] == 1.0
     assert importers.summarize(res["run_dir"]).label == "TRL 0.16-0.2x, version 0.23.0"
+
+
+@pytest.mark.parametrize(
+    ("since", "until", "settings", "stored"),
+    [
+        # the Liger loss path (TRL 0.17-1.13) logs one clip key: the token share where the clip
+        # binds, TRL's clip_ratio/region_mean (token ratios only before 1.0)
+        ((0, 17), (0, 18), {}, Derived.TOKEN_CLIP_BINDING),
+        ((0, 20), (0, 24), {}, Derived.TOKEN_CLIP_BINDING),
+        ((1, 5), (1, 6), {"importance_sampling_level": "token"}, Derived.TOKEN_CLIP_BINDING),
+        # 1.x at the sequence level: each sequence weighed by its tokens (ours counts sequences)
+        ((1, 5), (1, 6), {"importance_sampling_level": "sequence"}, "trl/clip_ratio"),
+        ((1, 5), (1, 6), {}, "trl/clip_ratio"),  # 1.x, level unknown
+        ((0, 27), (0, 28), {"loss_type": "cispo"}, "trl/clip_ratio"),  # CISPO's cap share
+        ((0, 27), (0, 28), {"loss_type": "sapo"}, "trl/clip_ratio"),  # Liger logs 0
+        ((0, 16), (0, 17), {}, "trl/clip_ratio"),  # 0.16's own clip_ratio: not the binding share
+    ],
+)
+def test_trl_liger_clip_ratio(since, until, settings, stored):
+    """TRL's Liger-loss ``clip_ratio`` is the binding share where its definition is ours."""
+    res = resolve("clip_ratio", _trl(since, until, **settings))
+    assert res.stored == stored
+    assert res.reason and "another trainer's key" not in res.reason
+
+
+def test_trl_liger_clip_ratio_reasons():
+    """The unmapped cases say why, in words the keys table shows."""
+    seq = resolve("clip_ratio", _trl((1, 5), (1, 6), importance_sampling_level="sequence"))
+    assert "weighed by its length" in seq.reason and "Liger" in seq.reason
+    unknown = resolve("clip_ratio", _trl((1, 5), (1, 6)))
+    assert unknown.reason == "importance_sampling_level not given (its meaning depends on it)"
+    gone = resolve("clip_ratio", _trl((1, 14), (1, 15)))  # TRL 1.14 dropped the Liger loss
+    assert gone.stored == "trl/clip_ratio" and "another trainer's key" in gone.reason
+
+
+#: Every metric TRL 1.16's GRPOTrainer logs (``_metrics[mode]["..."]`` in grpo_trainer.py) on one
+#: of its loss paths, and the column of ours that holds its meaning ("" none: kept by its name).
+TRL_1_16_KEYS = {
+    "aux_loss": "",
+    "cispo_clip_ratio": "",
+    "clip_ratio/high_max": "",
+    "clip_ratio/high_mean": Step.TOKEN_CLIP_HIGH_FRACTION,
+    "clip_ratio/low_mean": Step.TOKEN_CLIP_LOW_FRACTION,
+    "clip_ratio/low_min": "",
+    "clip_ratio/region_mean": Derived.TOKEN_CLIP_BINDING,
+    "completions/clipped_ratio": Step.TRUNCATED_FRACTION,
+    "completions/max_length": Step.LENGTH_MAX,
+    "completions/max_terminated_length": "",
+    "completions/mean_length": Step.LENGTH_MEAN,
+    "completions/mean_terminated_length": "",
+    "completions/min_length": Step.LENGTH_MIN,
+    "completions/min_terminated_length": "",
+    "entropy": Step.ENTROPY_MEAN,
+    "entropy_coef": "",
+    "frac_reward_zero_std": Step.ZERO_VARIANCE_FRACTION,
+    "kl": Step.KL_REF_MEAN,
+    "num_tokens": "trl/num_tokens",  # cumulative: its meaning is said, not ours
+    "policy_loss": "",
+    "reward": Step.REWARD_MEAN,
+    "reward_std": Step.REWARD_STD,
+    "sampling/importance_sampling_ratio/max": "",
+    "sampling/importance_sampling_ratio/mean": "",
+    "sampling/importance_sampling_ratio/min": "",
+    "sampling/sampling_logp_difference/max": Step.SAMPLER_LOGP_ABS_DIFF_MAX,
+    "sampling/sampling_logp_difference/mean": "",
+    "step_time": "",
+    "tools/call_frequency": "",
+    "tools/failure_frequency": "",
+    "vespo/phi_seq_mean": "",
+}
+
+
+def _trl_source_keys() -> set[str] | None:
+    """The metric names the installed TRL's grpo_trainer.py logs; None without TRL 1.16."""
+    import importlib.util
+    import re
+    from pathlib import Path
+
+    spec = importlib.util.find_spec("trl")
+    if spec is None or spec.origin is None:
+        return None
+    import trl
+
+    if not str(trl.__version__).startswith("1.16"):
+        return None
+    src = (Path(spec.origin).parent / "trainer" / "grpo_trainer.py").read_text(encoding="utf-8")
+    return set(re.findall(r'_metrics\[(?:mode|"train")\]\["([^"]+)"\]', src))
+
+
+@pytest.mark.parametrize(
+    "loss", ["dapo", "grpo", "bnpo", "dr_grpo", "luspo", "cispo", "sapo", "vespo"]
+)
+def test_every_key_trl_1_16_logs_is_known_on_each_loss_path(loss):
+    """Each name TRL 1.16 logs (read from its source) on each loss path resolves to our column
+    where one holds its meaning, else keeps its own name: never "another trainer's key"."""
+    keys = _trl_source_keys()
+    if keys is None:
+        pytest.skip("TRL 1.16 is not installed")
+    assert keys == set(TRL_1_16_KEYS)  # TRL logs a name this table does not know: add it
+    settings = {
+        "importance_sampling_level": "token",
+        "loss_type": loss,
+        "beta": 0.04,
+        "use_bias_correction_kl": False,
+        "logging_steps": 1,
+    }
+    ctx = Context(detect_format("trl", keys, "1.16.0", version_from="test"), settings)
+    for name, column in TRL_1_16_KEYS.items():
+        res = resolve(name, ctx)
+        assert res.stored == (column or name), (name, res)
+        assert "another trainer's key" not in res.reason

@@ -26,6 +26,7 @@ import pandas as pd
 import pytest
 
 from training_hooks import importers, schema
+from training_hooks.importers import _text
 from training_hooks.importers._describe import dialect_of, report_lines
 from training_hooks.metric_map import Derived
 from training_hooks.schema import Step
@@ -132,14 +133,20 @@ def source_runs(tool: str, path: Path) -> list[dict[int, dict[str, Any]]]:
 
 def _verl_console_rows(path: Path) -> dict[int, dict[str, Any]]:
     """verl's console lines: ``(Actor pid=N) step:N - key:value - ...`` once the colours are
-    dropped; every value a float."""
+    dropped; every value a float (numpy 2's ``np.float64(x)`` read as x)."""
     rows: dict[int, dict[str, Any]] = {}
     for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
         m = re.search(r"(?:^|\) )step:(\d+) - (.*)$", ANSI.sub("", line))
         if m:
             parts = (p.rpartition(":") for p in m.group(2).strip().split(" - "))
-            rows.setdefault(int(m.group(1)), {}).update({k: float(v) for k, _, v in parts})
+            rows.setdefault(int(m.group(1)), {}).update({k: _np_float(v) for k, _, v in parts})
     return rows
+
+
+def _np_float(text: str) -> float:
+    """A value as verl prints it: ``0.5``, ``nan``, or (numpy 2) ``np.float64(0.5)``."""
+    m = re.fullmatch(r"np\.(?:float|int)\d*\((.*)\)", text.strip())
+    return float(m.group(1) if m else text)
 
 
 def _wandb_rows(run: Path) -> dict[int, dict[str, Any]]:
@@ -326,7 +333,7 @@ def _settings_printed_in_the_log(path: Path, info: schema.RunInfo) -> None:
             actor["clip_ratio_high"],
         )
         assert info.reduction == actor["loss_agg_mode"].replace("-", "_") == "token_mean"
-        assert info.group_size == rollout["n"] == 8 and info.seq_eps_low is None
+        assert info.group_size == rollout["n"] and info.seq_eps_low is None
         assert actor["policy_loss"]["loss_mode"] == "vanilla" and info.algorithm == "grpo"
         return
     args = _event_args(path)
@@ -538,7 +545,7 @@ def test_verl_console_log(tmp_path):
     file ending inside step 11): the ten steps, its settings from the config it printed
     (use_kl_loss False, one optimizer step a row: pg_loss is the loss), unfinished (10 of the
     133,000 steps it printed)."""
-    tool, path = next((t, p) for t, p in LOGS if kind_of(p) == "console")
+    tool, path = _console("gui-cursor-grpo-yuzhaouoe")
     src = source_rows(tool, path)
     df, info = _import(tool, path, tmp_path)
     assert list(df.index) == list(range(1, 11))
@@ -632,6 +639,32 @@ def test_tinker_file_of_several_runs_is_refused_then_read_run_by_run(tmp_path):
     assert last.imported.settings["loss_fn"]["value"] == "importance_sampling"
 
 
+def _console(name: str) -> tuple[str, Path]:
+    """The console log of the folder ``name`` (pytest skips the test when it is absent)."""
+    found = [(t, p) for t, p in LOGS if kind_of(p) == "console" and p.parent.name == name]
+    if not found:
+        pytest.skip(f"{name} is not among the real logs")
+    return found[0]
+
+
+def test_verl_console_log_that_stopped_one_step_short(tmp_path):
+    """The econ run's console: its config plans 700 steps, its bar reaches 699/700 and the file
+    ends in a traceback without 'Final validation metrics': stopped early, the basis citing the
+    config and the bar."""
+    tool, path = _console("econ-grpo-uqcxu9")
+    _, info = _import(tool, path, tmp_path)
+    rec = info.imported
+    assert info.status == "stopped early" and rec.source_finished is False
+    assert rec.planned_end == {
+        "steps": 700,
+        "epochs": None,
+        "from": "train.log: the config printed at line 4: trainer.total_training_steps",
+    }
+    assert "reached step 699 (the Training Progress bar, line " in rec.status_basis
+    assert rec.status_basis.endswith(": 699/700); no end-of-training line")
+    assert rec.stopped_early == rec.status_basis
+
+
 def _tree_empty(root: Path) -> bool:
     return not root.exists() or not any(root.iterdir())
 
@@ -639,9 +672,10 @@ def _tree_empty(root: Path) -> bool:
 def test_damaged_copies_of_the_real_logs(tmp_path):
     """Copies of the new-format logs, damaged here in tmp_path the way real logs are: verl's step-5
     line garbled and the file cut inside step 10's line; the W&B console's third dict garbled by
-    a progress bar and the file cut inside its 40th. Each damaged record is skipped and counted,
-    the others keep their steps and values."""
-    tool, log = next((t, p) for t, p in LOGS if kind_of(p) == "console")
+    a progress bar and the file cut inside its 40th. Each damaged record keeps the metrics before
+    the damage (their values the source's; a value the cut may have shortened is dropped) and is
+    counted; the others keep their steps and values."""
+    tool, log = _console("gui-cursor-grpo-yuzhaouoe")
     src = source_rows(tool, log)
     lines = log.read_bytes().split(b"\n")
     at = {s: next(i for i, b in enumerate(lines) if b"step:%d - " % s in b) for s in (5, 10)}
@@ -649,11 +683,27 @@ def test_damaged_copies_of_the_real_logs(tmp_path):
     cut = tmp_path / "verl_demo.log"
     cut.write_bytes(b"\n".join(lines[: at[10]] + [lines[at[10]][:900]]))
     df, info = _import(tool, cut, tmp_path / "a")
-    assert list(df.index) == [1, 2, 3, 4, 6, 7, 8, 9]
-    assert all(df.loc[s, Step.REWARD_MEAN] == src[s]["critic/score/mean"] for s in df.index)
+    assert list(df.index) == list(range(1, 11))
+    assert all(df.loc[s, Step.REWARD_MEAN] == src[s]["critic/score/mean"] for s in (1, 4, 6, 9))
     rec = info.imported
-    assert [d["line"] for d in rec.malformed_lines] == [at[5] + 1]
-    assert rec.truncated_last_line == at[10] + 1
+    for step, line, damaged in (
+        (5, lines[at[5]], b"actor/entropy:"),
+        (10, lines[at[10]][:900], None),
+    ):
+        names = _names_in(line)
+        n_kept = _parts_before(line, damaged) - (damaged is None)  # a cut's last value dropped
+        for k, name in enumerate(names):
+            col = rec.mapped.get(name) or rec.renamed.get(name) or name
+            if col not in df.columns or name in rec.nulled:
+                continue
+            got = df.loc[step, col]
+            assert (got == src[step][name]) if k < n_kept else pd.isna(got), (step, name)
+    assert rec.malformed_lines == () and rec.truncated_last_line is None
+    assert [(d["line"], d["kept"]) for d in rec.records_cut] == [
+        (at[5] + 1, _parts_before(lines[at[5]], b"actor/entropy:")),
+        (at[10] + 1, _parts_before(lines[at[10]][:900], None) - 1),  # its last value dropped
+    ]
+    assert "the file's last line, cut mid-write" in rec.records_cut[1]["reason"]
     _, run = next((t, p) for t, p in LOGS if kind_of(p) == "wandb")
     src = source_rows("trl", run)
     files = tmp_path / "run-x" / "files"
@@ -663,12 +713,31 @@ def test_damaged_copies_of_the_real_logs(tmp_path):
     text[dicts[2]] = text[dicts[2]].replace("'grad_norm': '", "'grad_norm':  30%|███ | 3/500 '")
     (files / "output.log").write_text("\n".join(text[: dicts[39]] + [text[dicts[39]][:300]]))
     df, info = _import("trl", files.parent, tmp_path / "b", config={"logging_steps": 10})
-    want = [10 * k for k in range(1, 40) if k != 3]  # the 3rd keeps its place; the 40th is cut
+    want = [10 * k for k in range(1, 41)]  # the 3rd and the cut 40th keep their prefix
     assert list(df.index) == want
     assert all(df.loc[s, Step.LOSS] == src[s]["loss"] for s in want)
+    assert pd.isna(df.loc[30, "grad_norm"]) and df.loc[20, "grad_norm"] == src[20]["grad_norm"]
     rec = info.imported
-    assert [d["line"] for d in rec.malformed_lines] == [dicts[2] + 1]
-    assert rec.truncated_last_line == dicts[39] + 1 and rec.settings["logging_steps"]["value"] == 10
+    assert rec.malformed_lines == () and rec.truncated_last_line is None
+    assert [d["line"] for d in rec.records_cut] == [dicts[2] + 1, dicts[39] + 1]
+    assert rec.records_cut[0]["kept"] == 1  # 'loss', the one entry before the bar
+    assert rec.settings["logging_steps"]["value"] == 10
+
+
+def _names_in(line: bytes) -> list[str]:
+    """The metric names of a verl step line, in its order (a cut last part included)."""
+    text = ANSI.sub("", line.decode("utf-8", errors="replace"))
+    return [p.rpartition(":")[0] for p in text[text.index("step:") :].split(" - ")[1:]]
+
+
+def _parts_before(line: bytes, damaged: bytes | None) -> int:
+    """The ``key:value`` parts of a verl step line before the part starting with ``damaged``
+    (None: every part)."""
+    text = ANSI.sub("", line.decode("utf-8", errors="replace"))
+    parts = text[text.index("step:") :].split(" - ")[1:]
+    if damaged is None:
+        return len(parts)
+    return next(i for i, p in enumerate(parts) if p.encode().startswith(damaged))
 
 
 #: Per real log (the last run of a file holding several): the foreign names mapped to our
@@ -703,7 +772,7 @@ PINNED = {
     "cookbook-cog-rl-exp8": (
         ["reward/mean"],
         [],
-        "finished",
+        "unknown",  # a recipe's own loop: no done_frac, no max_steps, no end line
     ),
     "rlvr-gptoss20b-v3b-joanvelja": (
         [
@@ -913,6 +982,63 @@ PINNED = {
         [],
         "stopped early",
     ),
+    "econ-grpo-uqcxu9": (
+        [
+            "actor/entropy",
+            "actor/grad_norm",
+            "actor/pg_clipfrac",
+            "actor/pg_loss",
+            "actor/ppo_kl",
+            "critic/score/mean",
+            "response_length/clip_ratio",
+            "response_length/max",
+            "response_length/mean",
+            "response_length/min",
+        ],
+        [],
+        "stopped early",  # step 699 of 700 (its bar: 699/700), then a traceback
+    ),
+    "gemma3-hint-hiding-ps-research": (
+        [
+            "completions/clipped_ratio",
+            "completions/max_length",
+            "completions/mean_length",
+            "completions/min_length",
+            "frac_reward_zero_std",
+            "loss",
+            "reward",
+        ],
+        [
+            "clip_ratio/high_mean",
+            "clip_ratio/low_mean",
+            "clip_ratio/region_mean",
+            "completion_length",
+            "kl",
+            "num_tokens",
+            "reward_std",
+        ],
+        "stopped early",  # global_step 100 of max_steps 300: a mid-run checkpoint
+    ),
+    "rlvr-mac-sandbox-spbui00": (
+        [
+            "completions/clipped_ratio",
+            "completions/mean_length",
+            "entropy",
+            "frac_reward_zero_std",
+            "loss",
+            "reward",
+            "reward_std",
+        ],
+        [
+            "clip_ratio/high_mean",
+            "clip_ratio/low_mean",
+            "clip_ratio/region_mean",
+            "completions/max_length",
+            "completions/min_length",
+            "num_tokens",
+        ],
+        "finished",
+    ),
 }
 
 
@@ -932,3 +1058,53 @@ def test_each_real_log_maps_what_its_meaning_allows(tool, path, imported_info):
     lines = report_lines(rec, info)
     assert any(line.startswith("versions assumed: ") for line in lines)
     assert not any("None" in line for line in lines if not line.startswith(("read:", "note:")))
+
+
+def _wandb_verl_copy(tmp_path: Path, cut_steps: set[int], last: int) -> tuple[Path, list[str]]:
+    """A W&B run folder (in tmp_path) whose output.log is the real verl console's lines up to
+    step ``last``, its step lines for ``cut_steps`` made longer than W&B keeps (the line's own
+    metrics again, renamed ``again/<name>``) and cut at ``WANDB_LINE_CUT`` characters as W&B
+    cuts them; a summary holding training/global_step. Returns the folder and the lines."""
+    _, log = _console("gui-cursor-grpo-yuzhaouoe")
+    lines = log.read_text(encoding="utf-8", errors="replace").split("\n")
+    end = next(i for i, t in enumerate(lines) if f"step:{last} - " in t) + 1
+    out = []
+    for text in lines[:end]:
+        m = re.search(r"step:(\d+) - (.*)$", text)
+        if m and int(m.group(1)) in cut_steps:
+            again = " - ".join("again/" + p for p in m.group(2).split(" - "))
+            text = (text + " - " + again)[: _text.WANDB_LINE_CUT]
+        out.append(text)
+    files = tmp_path / "wandb" / "run-20260101_000000-cut1" / "files"
+    files.mkdir(parents=True)
+    (files / "output.log").write_text("\n".join(out) + "\n", encoding="utf-8")
+    (files / "wandb-summary.json").write_text(json.dumps({"training/global_step": last}))
+    return files.parent, out
+
+
+def test_wandb_output_log_cuts_a_verl_line_at_4096_characters(tmp_path):
+    """W&B's output.log keeps 4,096 characters of a line: the real steps 3 and 7, made longer
+    and cut there, keep every metric before the cut (each the source's value; the cut one
+    dropped, whatever is left of it) and are counted, not skipped whole; Health's records_cut
+    finding says how many."""
+    from training_hooks import findings
+
+    run, out = _wandb_verl_copy(tmp_path, {3, 7}, 10)
+    _, log = _console("gui-cursor-grpo-yuzhaouoe")
+    src = source_rows("verl", log)
+    df, info = _import("verl", run, tmp_path / "runs")
+    assert list(df.index) == list(range(1, 11))  # no step lost
+    rec = info.imported
+    cut_lines = [i + 1 for i, t in enumerate(out) if len(t) == _text.WANDB_LINE_CUT]
+    assert [d["line"] for d in rec.records_cut] == cut_lines and len(cut_lines) == 2
+    for d, step in zip(rec.records_cut, (3, 7), strict=True):
+        text = out[d["line"] - 1]
+        parts = text.count(" - ")  # the key:value parts after step:N, the last one cut
+        assert d["kept"] == parts - 1 and d["kept"] > len(src[step])  # every real one kept
+        assert d["reason"].startswith("cut at 4,096 characters")
+        assert df.loc[step, Step.REWARD_MEAN] == src[step]["critic/score/mean"]
+        assert df.loc[step, "again/critic/score/mean"] == src[step]["critic/score/mean"]
+    assert rec.malformed_lines == ()
+    facts = findings.facts_of(info)
+    found = {f.code: f for f in findings.run_findings(df, algorithm="", status="", facts=facts)}
+    assert found["records_cut"].evidence.startswith("2 of the 10 records read were cut")

@@ -130,6 +130,31 @@ def _trl_clip(name: str, token_col: str, seq_col: str, what: str) -> tuple[Metri
     )
 
 
+def _trl_liger_clip() -> tuple[MetricMapping, ...]:
+    """``clip_ratio`` on TRL's Liger loss path (``compute_liger_loss``, TRL 0.17-1.13): Liger's
+    ``metrics[-1]`` = sum(is_clipped * mask) / sum(mask), is_clipped = (ratio < 1 - eps_low and
+    A < 0) or (ratio > 1 + eps_high and A > 0) (liger-kernel >= 0.5.6): TRL's own region_mean.
+    At the sequence level (TRL >= 1.0) it weighs a sequence by its tokens; for CISPO it is the
+    share over the cap (TRL's cispo_clip_ratio); for SAPO / VESPO it is 0. Before 1.0 the Liger
+    path ran token ratios only (from 0.20 TRL refused another level)."""
+    liger = "TRL's Liger loss path (compute_liger_loss, TRL 0.17-1.13): "
+    binds = liger + "share of tokens where the clip binds (TRL's clip_ratio/region_mean)" + _WINDOW
+    cispo = liger + "CISPO: share of A > 0 tokens whose ratio exceeds the cap epsilon_high (TRL's "
+    cispo += "own path logs it as cispo_clip_ratio); not a clip share"
+    gated = liger + "SAPO / VESPO gate the ratio without a clip: Liger logs 0"
+    seq = liger + "share of tokens in sequences where GSPO's sequence clip binds: each sequence "
+    seq += "weighed by its length (ours counts sequences)" + _WINDOW
+    token = Derived.TOKEN_CLIP_BINDING
+    rules: tuple[tuple[str, Version, Version, tuple[Condition, ...], str], ...] = (
+        ("", (0, 17), (1, 14), (("loss_type", ("cispo",)),), cispo),
+        ("", (0, 17), (1, 14), (("loss_type", ("sapo", "vespo")),), gated),
+        (token, (0, 17), (1, 0), (), binds),
+        (token, (1, 0), (1, 14), ((_LEVEL, ("token",)),), binds),
+        ("", (1, 0), (1, 14), ((_LEVEL, ("sequence",)),), seq),
+    )
+    return tuple(MetricMapping(_TRL, "clip_ratio", *r[:4], note=r[4]) for r in rules)
+
+
 MAPPINGS: tuple[MetricMapping, ...] = (
     # ---------------------------------------------------------------- TRL GRPOTrainer
     MetricMapping(
@@ -232,6 +257,7 @@ MAPPINGS: tuple[MetricMapping, ...] = (
         "per_token_loss2): the ratio out of range on the side the min does not clip, so the clip "
         "does not bind there; not our binding or out-of-range fraction",
     ),
+    *_trl_liger_clip(),
     MetricMapping(
         _TRL,
         "num_tokens",
@@ -573,7 +599,8 @@ def _pick(
     if not here:
         why = f"its meaning is not known for this log's version ({ctx.fmt.range_text})"
         return None, why, []
-    why = ""
+    all_missing: list[str] = []
+    wrong_first = ""
     for m in here:
         missing, defaults = [], []
         for s, values in m.requires:
@@ -591,19 +618,19 @@ def _pick(
         ]
         if not missing and not wrong:
             return m, "", defaults
-        if not why:
-            changes = [x for x in missing if any(d.setting == x for d in DEFAULTS)]
-            why = (
-                f"{', '.join(missing)} not given (its meaning depends on it"
-                + (
-                    f"; {_tool_name(ctx.fmt.source)}'s default for it changes within "
-                    f"{ctx.fmt.range_text})"
-                    if changes
-                    else ")"
-                )
-                if missing
-                else f"{wrong[0]} = {value_text(ctx.settings[wrong[0]])} changes its meaning"
-            )
+        if m.column or not any(x.column for x in here):  # a setting that could map it
+            all_missing += [x for x in missing if x not in all_missing]
+        if wrong and not wrong_first:
+            wrong_first = f"{wrong[0]} = {value_text(ctx.settings[wrong[0]])} changes its meaning"
+    if not all_missing:  # every mapping's stated settings rule it out
+        return None, wrong_first or "its settings rule out every meaning known", []
+    # a setting no file states leaves the meaning open (every one any mapping here needs, named)
+    changes = [x for x in all_missing if any(d.setting == x for d in DEFAULTS)]
+    why = f"{', '.join(all_missing)} not given (its meaning depends on it" + (
+        f"; {_tool_name(ctx.fmt.source)}'s default for it changes within {ctx.fmt.range_text})"
+        if changes
+        else ")"
+    )
     return None, why, []
 
 

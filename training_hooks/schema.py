@@ -178,6 +178,10 @@ class ImportRecord:
     reader_notes: tuple[str, ...] = ()  # what the reader found or assumed (steps, restarts, ...)
     cross_checks: tuple[str, ...] = ()  # another file of the same run compared with the one read
     segment: str | None = None  # which run of a file holding several: "2 of 5"
+    planned_end: dict[str, Any] | None = None  # {"steps", "epochs", "from"}: the source's plan
+    status_basis: str = ""  # how the status was decided, citing its sources
+    records_cut: tuple[dict[str, Any], ...] = ()  # {"line", "kept", "reason"}: prefix kept
+    step_axis: str = ""  # "" the trainer's optimizer steps; else what the step column counts
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ImportRecord:

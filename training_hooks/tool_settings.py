@@ -34,6 +34,8 @@ SETTING_KEYS: dict[str, dict[str, tuple[str, ...]]] = {
         "use_bias_correction_kl": ("use_bias_correction_kl",),
         "multi_objective_aggregation": ("multi_objective_aggregation",),
         "logging_steps": ("logging_steps",),
+        "max_steps": ("max_steps",),  # -1: run num_train_epochs
+        "num_train_epochs": ("num_train_epochs",),
     },
     VERL: {
         "clip_ratio_low": ("actor_rollout_ref.actor.clip_ratio_low",),

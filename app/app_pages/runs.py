@@ -296,7 +296,7 @@ with st.container(horizontal=True):
     algos = st.pills("Algorithm", ["GRPO", "GSPO"], selection_mode="multi", key="runs_algo")
     statuses = st.pills(
         "Status",
-        ["running", "finished", "stopped early", "failed", "crashed"],
+        ["running", "finished", "stopped early", "unknown", "failed", "crashed"],
         selection_mode="multi",
         key="runs_status",
     )

@@ -14,7 +14,7 @@ import pandas as pd
 from gspo_metrics.spec import clip_unit_of
 from training_hooks.findings import lag as lagmod
 from training_hooks.names import few
-from training_hooks.schema import STATUS_FINISHED, STEP_METRIC_COLUMNS, Step
+from training_hooks.schema import STATUS_FINISHED, STEP_METRIC_COLUMNS, ImportRecord, Step
 
 ERROR = "error"
 WARNING = "warning"
@@ -73,6 +73,7 @@ class RunFacts:
     #: A recorded run's steps ``log_step`` dropped: (count, ((step, reason), ...)) from run.json's
     #: faults (``dropped.dropped_of``); None for an import or a table without a run.json.
     dropped_steps: tuple[int, tuple[tuple[int | None, str], ...]] | None = None
+    imported: ImportRecord | None = None  # an import: how its log was read (run.json's imported)
 
     @property
     def eps(self):

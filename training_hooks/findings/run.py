@@ -55,6 +55,7 @@ from training_hooks.findings.raw import (
     check_no_signal,
     check_reward_components,
 )
+from training_hooks.findings.records import RECORDS_CUT, check_records_cut
 from training_hooks.findings.signal import (
     TASK_SATURATED,
     ZERO_VARIANCE,
@@ -135,6 +136,7 @@ CHECKS: tuple[Check, ...] = (
     Check((magnitudes.GRAD_NORM_HIGH,), magnitudes.check_grad_norm_high, live=True),
     Check((magnitudes.KL_REF_RISING,), magnitudes.check_kl_ref_rising),
     Check((magnitudes.LOSS_CONSTANT,), magnitudes.check_loss_constant, live=True),
+    Check((RECORDS_CUT,), check_records_cut),
 )
 
 
@@ -351,6 +353,7 @@ def facts_of(info: RunInfo | None, *, status: str | None = None, **overrides) ->
         stopped_early=imp.stopped_early if imp is not None else None,
         defaults=defaulted_settings(info.other),
         dropped_steps=dropped_of(info.faults) if imp is None else None,
+        imported=imp,
     )
     updates, origin = _updates(info)
     facts = replace(facts, updates_per_batch=updates, updates_origin=origin)

@@ -53,15 +53,18 @@ ON_POLICY_ONLY = "on_policy_only"  # ``check_on_policy``
 
 #: Not written by the hooks: an import whose source says it stopped before its planned end.
 STATUS_STOPPED_EARLY = "stopped early"
+#: Not written by the hooks: an import whose log says neither its planned end nor that training
+#: ended (``imported.status_basis`` says what was looked for).
+STATUS_UNKNOWN = "unknown"
 
 
 def import_status(info: RunInfo) -> str:
-    """``info.status``, except an import whose source says it stopped before its planned end
-    (``imported.source_finished`` false; imports written before that status existed say
-    "finished"): "stopped early"."""
+    """``info.status``; for an import, what its source shows (``imported.source_finished``):
+    "stopped early" when it stopped before its planned end, "unknown" when nothing shows its
+    end (imports written before those statuses existed say "finished" for both)."""
     rec = info.imported
-    if info.status == STATUS_FINISHED and rec is not None and rec.source_finished is False:
-        return STATUS_STOPPED_EARLY
+    if info.status == STATUS_FINISHED and rec is not None and rec.source_finished is not True:
+        return STATUS_STOPPED_EARLY if rec.source_finished is False else STATUS_UNKNOWN
     return info.status
 
 

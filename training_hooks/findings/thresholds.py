@@ -215,6 +215,13 @@ class RunThresholds:
     co_move_truncation: Threshold = Threshold(
         0.1, "share of sequences, above the median of the 8 rows before", OURS
     )
+    records_cut_warn: Threshold = Threshold(
+        0.05,
+        "share of the records an import read",
+        OURS + "one record in twenty cut: the metrics after each cut miss every twentieth step, "
+        "so the checks and charts of those columns rest on fewer steps than the run logged; "
+        "fewer cut records are a note (info)",
+    )
 
 
 RUN = RunThresholds()

@@ -22,8 +22,9 @@ from typing import Any
 
 from gspo_metrics.spec import UNKNOWN_ALGORITHM
 from training_hooks import schema, storage
-from training_hooks.findings.status import STATUS_STOPPED_EARLY
+from training_hooks.findings.status import STATUS_STOPPED_EARLY, STATUS_UNKNOWN
 from training_hooks.importers import _pick, tinker, trl, verl
+from training_hooks.importers._end import Ending, judge
 from training_hooks.importers._read import SourceLog, numeric
 from training_hooks.importers._spec import RunSettings, Settings, ToolSpec
 from training_hooks.metric_map import (
@@ -210,8 +211,9 @@ def _run_info(
     last_step: int,
 ) -> schema.RunInfo:
     """run.json of an import: settings only where a file stated them (else null), the log's own
-    times where it has them, ``updated_at`` = when it was imported; status "stopped early" when
-    the source says it stopped before its planned end (``record.stopped_early``)."""
+    times where it has them, ``updated_at`` = when it was imported; status "finished" where the
+    source shows its end, "stopped early" where it stopped before its planned end
+    (``record.stopped_early``), else "unknown" (``record.status_basis`` says why)."""
     seq, tok = run.seq_eps or (None, None), run.token_eps or (None, None)
     return schema.RunInfo(
         run_id=run_id,
@@ -228,7 +230,11 @@ def _run_info(
         created_at=record.log_started_at,
         updated_at=record.imported_at or 0.0,
         ended_at=record.log_last_timestamp,
-        status=STATUS_STOPPED_EARLY if record.stopped_early else schema.STATUS_FINISHED,
+        status=STATUS_UNKNOWN
+        if record.source_finished is None
+        else schema.STATUS_FINISHED
+        if record.source_finished
+        else STATUS_STOPPED_EARLY,
         last_step=last_step,
         source=record.tool,
         imported=record,
@@ -399,6 +405,7 @@ def _record(
     notes = {n: r.reason for n, r in res.items() if r.reason and r.stored is not None}
     notes.update(mapped.int_notes)
     assumptions = sorted({f"{n}: {a}" for n, r in res.items() if r.column for a in r.assumed})
+    ending = ending_of(log)
     return schema.ImportRecord(
         tool=spec.name,
         format=fmt.label,
@@ -414,10 +421,14 @@ def _record(
         imported_at=time.time(),
         log_started_at=log.started_at,
         log_last_timestamp=log.last_timestamp,
-        source_finished=log.source_finished,
-        stopped_early=(log.end_text or "the source says it stopped before its planned end")
-        if log.source_finished is False
+        source_finished=ending.finished,
+        stopped_early=(ending.text or "the source says it stopped before its planned end")
+        if ending.finished is False
         else None,
+        planned_end=ending.planned.to_json() if ending.planned is not None else None,
+        status_basis=ending.text,
+        records_cut=log.records_cut,
+        step_axis=log.step_axis,
         rows=len(mapped.rows),
         lines=log.lines,
         malformed_lines=log.malformed,
@@ -442,6 +453,15 @@ def _record(
         cross_checks=log.cross_checks,
         segment=segment_text(log),
     )
+
+
+def ending_of(log: SourceLog) -> Ending:
+    """How the log's run ended (``_end.judge`` of what the reader found), or, from a reader that
+    gathers no evidence, its own verdict."""
+    if log.end is not None:
+        return judge(log.end)
+    text = log.end_text or ("" if log.source_finished is not None else "the log does not say")
+    return Ending(log.source_finished, text)
 
 
 def segment_text(log: SourceLog) -> str | None:

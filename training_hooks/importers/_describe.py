@@ -133,6 +133,30 @@ RUN_FIELDS = {
 }
 
 
+def status_text(rec: schema.ImportRecord) -> str:
+    """ "stopped early (planned 55,990 steps (...); reached step 238 (...); no end-of-training
+    line)": how the source says the run ended, citing its sources; "" from an import written
+    before the basis was kept that says nothing."""
+    finished = rec.source_finished
+    word = "unknown" if finished is None else "finished" if finished else "stopped early"
+    basis = rec.status_basis or rec.stopped_early or ""
+    if not basis and rec.source_finished is not False:
+        return ""
+    return f"{word} ({basis})" if basis else word
+
+
+def records_cut_text(rec: schema.ImportRecord) -> str:
+    """ "2 records cut or damaged, kept by the metrics before the cut: line 12, 40" ("" none)."""
+    cut = [d for d in rec.records_cut if isinstance(d, dict)]
+    if not cut:
+        return ""
+    where = few([str(d.get("line", "?")) for d in cut], 12)
+    return (
+        f"{len(cut)} record{'s' if len(cut) != 1 else ''} cut or damaged, kept by the metrics "
+        f"before the cut (the rest of each is missing): line {where}"
+    )
+
+
 def report_lines(rec: schema.ImportRecord, info: schema.RunInfo | None = None) -> list[str]:
     """The import report (the CLI prints it; the app shows the same record): format, version and
     its evidence, every foreign key by what happened to it (with the reason where its meaning
@@ -142,8 +166,13 @@ def report_lines(rec: schema.ImportRecord, info: schema.RunInfo | None = None) -
         f"version: {version_text(rec)}",
         f"versions assumed: {assumed_range(rec)}",
     ]
-    if rec.stopped_early:
-        lines.append(f"status: stopped early ({rec.stopped_early})")
+    status = status_text(rec)
+    if status:
+        lines.append(f"status: {status}")
+    if rec.step_axis:
+        lines.append(f"step axis: {rec.step_axis}")
+    if rec.records_cut:
+        lines.append(records_cut_text(rec))
     if rec.file_format:
         lines.append(f"read: {rec.file} ({rec.file_format})")
     lines += [f"note: {n}" for n in rec.reader_notes]

@@ -261,3 +261,35 @@ def brace_depth(text: str, state: tuple[int, str]) -> tuple[int, str]:
             depth -= 1
         i += 1
     return depth, quote
+
+
+def dict_prefix(text: str, start: int = 0) -> dict[Any, Any]:
+    """The entries of the dict literal at ``text[start]`` that precede its first damage (a cut,
+    a name where a value should be): each entry kept only when a ``,`` or the closing ``}``
+    follows it, so a number the text was cut inside is never kept. {} when the first entry is
+    already damaged (or ``text[start]`` is no ``{``)."""
+    p = _Parser(text)
+    i = p.skip(start)
+    if i >= len(text) or text[i] != "{":
+        return {}
+    out: dict[Any, Any] = {}
+    i += 1
+    while True:
+        try:
+            i = p.skip(i)
+            if i >= len(text) or text[i] == "}":
+                return out
+            key, i = p.value(i, 1)
+            i = p.skip(i)
+            if i >= len(text) or text[i] != ":" or isinstance(key, dict | list):
+                return out
+            val, i = p.value(i + 1, 1)
+            i = p.skip(i)
+        except LiteralError:
+            return out
+        if i >= len(text) or text[i] not in ",}":
+            return out
+        out[key] = val
+        if text[i] == "}":
+            return out
+        i += 1

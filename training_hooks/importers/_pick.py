@@ -242,12 +242,18 @@ def _json_runs(
         )
     kept = {k: v for k, v in log.settings.items() if v.origin.startswith("the log")}
     settings = dict(log.settings) if last else kept
-    ended = (verl.end_of if log.tool == "verl" else tinker.end_of)(merged.steps, settings)
+    ended: tuple[bool | None, str] = (None, "")
+    evidence = None
+    if log.tool == "verl":
+        evidence = verl.end_of(merged.steps, settings)
+    else:
+        ended = tinker.end_of(merged.steps, settings)
     return dataclasses.replace(
         log,
         # how the run ended, from this run's own steps (against the settings it has)
         source_finished=ended[0],
         end_text=ended[1],
+        end=evidence,
         steps=merged.steps,
         duplicate_steps=merged.duplicate_steps,
         malformed=tuple(d for d in log.malformed if a <= d.get("line", a) <= b),

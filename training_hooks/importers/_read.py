@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeGuard
 
+from training_hooks.importers._end import Evidence
 from training_hooks.tool_settings import Setting
 
 MAX_CONFIG_BYTES = 4_000_000  # a config file beside a log larger than this is not read
@@ -49,6 +50,9 @@ class SourceLog:
     wall_clock: Mapping[int, float] = field(default_factory=dict)  # step -> the log's own clock
     wall_clock_text: str = ""  # where wall_clock came from
     printed_digits: int | None = None  # values printed as text with this many significant digits
+    end: Evidence | None = None  # what the log says of its planned end and how far it got
+    records_cut: tuple[dict[str, Any], ...] = ()  # cut records kept by their parsed prefix
+    step_axis: str = ""  # "" the trainer's steps; else what the step column counts, and why
 
 
 @dataclass(frozen=True)

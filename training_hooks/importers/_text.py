@@ -6,12 +6,14 @@ Shared by the console readers (TRL / Unsloth dicts, verl ``step:N - ...`` lines,
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 MAX_LINE_BYTES = 1_000_000  # a longer line is skipped (and counted), never held whole
+WANDB_LINE_CUT = 4096  # W&B's output.log keeps this many characters of a line, the rest is lost
 MAX_LOG_BYTES = 4_000_000_000  # a console log larger than this is refused
 #: CSI sequences (colours, cursor moves: ``ESC [ ... letter``) and OSC sequences (titles, links).
 ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
@@ -27,6 +29,14 @@ class Line:
     text: str  # ANSI codes and the Ray prefix removed
     prefix: str  # the Ray prefix as written ("(TaskRunner pid=2021996)"), "" without one
     ended: bool  # the line ended with a newline (False: the file's last line, maybe cut)
+    width: int = 0  # characters of the line as written (colour codes and prefix included)
+    size: int = 0  # its bytes as written
+
+    @property
+    def at_cut(self) -> bool:
+        """The line is as long as W&B's ``output.log`` keeps a line (``WANDB_LINE_CUT``): what
+        followed was cut off."""
+        return WANDB_LINE_CUT in (self.width, self.size)
 
 
 @dataclass
@@ -61,12 +71,15 @@ def read_lines(path: Path, stats: LineStats | None = None) -> Iterator[Line]:
                     raw = f.readline(MAX_LINE_BYTES + 1)
                 continue
             ended = raw.endswith(b"\n")
-            yield clean(n, raw.rstrip(b"\r\n").decode("utf-8", errors="replace"), ended, stats)
+            body = raw.rstrip(b"\r\n")
+            line = clean(n, body.decode("utf-8", errors="replace"), ended, stats)
+            yield dataclasses.replace(line, size=len(body))
         stats.lines = n
 
 
 def clean(number: int, text: str, ended: bool, stats: LineStats | None = None) -> Line:
     """One raw line with its colour codes and Ray prefix removed."""
+    width = len(text)
     if "\x1b" in text:
         text = ANSI.sub("", text)
         if stats is not None:
@@ -78,7 +91,7 @@ def clean(number: int, text: str, ended: bool, stats: LineStats | None = None) -
         text = RAY_REPEATED.sub("", text[m.end() :])
         if stats is not None:
             stats.ray = True
-    return Line(number, text, prefix, ended)
+    return Line(number, text, prefix, ended, width)
 
 
 def redraws(text: str) -> list[str]:
@@ -101,3 +114,64 @@ def cleaning_note(stats: LineStats) -> list[str]:
             f"(line {few}{', ...' if len(stats.too_long) > 8 else ''})"
         )
     return out
+
+
+#: A tqdm progress bar as it prints: ``[desc: ] NN%|bar| n/total [elapsed<left, rate]`` (a
+#: redraw that lost its start keeps ``|bar| n/total [elapsed``: the time marks it a bar).
+BAR = re.compile(
+    r"(?:(?P<desc>[A-Za-z][\w .()/-]{0,60}?):\s*)?(?:(?P<pct>\d{1,3})%)?(?:\|[^|\n]{0,400})?\|\s*"
+    r"(?P<n>\d+)/(?P<total>\d+)(?:\s*\[(?P<time>\d+:\d+)|(?=\s|$))"
+)
+
+
+@dataclass(frozen=True)
+class BarSeen:
+    """One drawing of a progress bar: where, its description ("" none), its count and total."""
+
+    line: int
+    desc: str
+    n: int
+    total: int
+
+    def text(self) -> str:
+        name = f"{self.desc} bar" if self.desc else "progress bar"
+        return f"the {name}, line {self.line}: {self.n}/{self.total}"
+
+
+def bars_in(number: int, text: str) -> list[BarSeen]:
+    """Every progress bar drawn in a line's text (a redraw may hold several)."""
+    if "|" not in text:
+        return []
+    out = []
+    for m in BAR.finditer(text):
+        if m.group("pct") is None and m.group("time") is None:
+            continue
+        n, total = int(m.group("n")), int(m.group("total"))
+        if 0 <= n <= total and total > 0:
+            out.append(BarSeen(number, (m.group("desc") or "").strip(), n, total))
+    return out
+
+
+@dataclass(frozen=True)
+class Bar:
+    """A progress bar over its drawings: its total, the furthest count drawn and where."""
+
+    desc: str
+    total: int
+    last: BarSeen  # the drawing with the furthest count (the last such)
+    drawings: int
+
+    @property
+    def n(self) -> int:
+        return self.last.n
+
+
+def bars_by_total(seen: list[BarSeen], desc: str | None = None) -> list[Bar]:
+    """The bars drawn (one per description and total), those of ``desc`` only when given; the
+    most drawn first."""
+    groups: dict[tuple[str, int], list[BarSeen]] = {}
+    for b in seen:
+        if desc is None or b.desc == desc:
+            groups.setdefault((b.desc, b.total), []).append(b)
+    out = [Bar(d, t, max(g, key=lambda b: (b.n, b.line)), len(g)) for (d, t), g in groups.items()]
+    return sorted(out, key=lambda b: (-b.drawings, -b.total))

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from training_hooks.importers import trl, trl_console
+from training_hooks.importers import _end, trl
 from training_hooks.importers._crc import masked_crc32c
 from training_hooks.importers._read import SourceLog, merge_by_step
 from training_hooks.importers._segments import Record, choose, segment_notes, split_by_step
@@ -242,8 +242,7 @@ def read(file: Path, tool: str, segment: int | None = None) -> SourceLog:
         started_at=found.first_time,
         last_timestamp=max(clock.values()) if clock else None,
         summary=summary,
-        source_finished=("train_runtime" in summary) if tool == "trl" else None,
-        end_text="" if tool != "trl" or "train_runtime" in summary else trl_console.END_MISSING,
+        end=end_evidence(tool, seg.records, merged.steps, summary, settings),
         dialect_evidence=trl.unsloth_evidence(output_dir(file) / trl.STATE_FILE)
         if tool == "trl"
         else (),
@@ -253,6 +252,34 @@ def read(file: Path, tool: str, segment: int | None = None) -> SourceLog:
         segments=len(segments) if len(segments) > 1 else None,
         wall_clock=clock,
         wall_clock_text="the event file's own clock (when each step's last event was written)",
+    )
+
+
+def end_evidence(
+    tool: str,
+    records: Sequence[Record],
+    steps: Mapping[int, Mapping[str, Any]],
+    summary: Mapping[str, Any],
+    settings: Settings,
+) -> _end.Evidence:
+    """What an event file says of its run's end: the planned end its settings state (TRL's
+    ``args``: max_steps, else num_train_epochs against the last logged epoch), its last step,
+    and TRL's end-of-training scalars (``train_runtime``, logged at the final global_step)."""
+    last = max(steps) if steps else None
+    epochs = [m["epoch"] for s, m in sorted(steps.items()) if isinstance(m.get("epoch"), float)]
+    planned = _end.from_settings(settings, last, epochs[-1] if epochs else None)
+    at = [r.step for r in records if "train_runtime" in r.metrics]
+    reached = [_end.Reached(last, "its last logged step")] if last is not None else []
+    if at:
+        reached.insert(0, _end.Reached(at[-1], "the step of its train_runtime scalar", exact=True))
+    every = settings.get("logging_steps")
+    window = every.value if every is not None and isinstance(every.value, int) else 1
+    return _end.Evidence(
+        tuple(planned),
+        tuple(reached),
+        end_line=f"the end-of-training scalars (train_runtime) at step {at[-1]}" if at else "",
+        window=max(window, 1),
+        end_expected=tool == "trl",
     )
 
 

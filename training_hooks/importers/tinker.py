@@ -78,7 +78,7 @@ def _group_size_note(cfg: Mapping[str, Any]) -> tuple[str, ...]:
 def end_of(steps: Mapping[int, Mapping[str, Any]], settings: Settings) -> tuple[bool | None, str]:
     """Whether the run reached its planned end: the cookbook's ``progress/done_frac`` on the last
     step that logs it (< 1: stopped early), else a config's ``max_steps`` against the last step
-    (steps count from 0); (None, "") when neither says."""
+    (steps count from 0); (None, what was looked for) when neither says."""
     done = [(s, m[DONE]) for s, m in sorted(steps.items()) if numeric(m.get(DONE)) is not None]
     if done:
         step, frac = done[-1]
@@ -87,7 +87,10 @@ def end_of(steps: Mapping[int, Mapping[str, Any]], settings: Settings) -> tuple[
     planned = settings.get("max_steps")
     last = max(steps) if steps else None
     if planned is None or as_step(planned.value) is None or last is None:
-        return None, ""
+        return None, (
+            "no source gives the planned end (progress/done_frac, a config's max_steps)"
+            + (f"; last step {last}" if last is not None else "")
+        )
     total = int(planned.value)
     text = f"the log ends at step {last} ({last + 1} steps from step 0) of max_steps {total} ({planned.origin})"
     return last + 1 >= total, text

@@ -17,10 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from gspo_metrics.spec import parse_algorithm, tool_algorithm
+from training_hooks.importers import _end
 from training_hooks.importers._read import (
     SourceLog,
     as_step,
     find_file,
+    is_number,
     load_config,
     merge_by_step,
     parse_json,
@@ -62,7 +64,6 @@ def read(path: Path) -> SourceLog:
     merged = merge_by_step(records)
     settings, files, version, config = _beside(file)
     settings = {**settings, **_state_settings(file, state)}  # the state's own fields win
-    finished, end = _end(file, state)
     return SourceLog(
         tool="trl",
         file=file,
@@ -75,8 +76,7 @@ def read(path: Path) -> SourceLog:
         settings_files=files,
         config=config,
         version=version,
-        source_finished=finished,
-        end_text=end,
+        end=end_evidence(file, state, merged.steps, summary, settings),
         summary=summary,
         dialect_evidence=unsloth_evidence(file),
     )
@@ -95,16 +95,50 @@ def _state_settings(file: Path, state: Mapping[str, Any]) -> Settings:
     return out
 
 
-def _end(file: Path, state: Mapping[str, Any]) -> tuple[bool | None, str]:
-    """Whether the run reached max_steps, and where the state says it is: "trainer_state.json:
-    global_step 250 of max_steps 500 (...)"; (None, "") when it does not say."""
-    step, last = as_step(state.get("global_step")), as_step(state.get("max_steps"))
-    if step is None or last is None or last <= 0:
-        return None, ""
-    early = " (a checkpoint saved before the planned end, or a run stopped there)"
-    return step >= last, f"{file.name}: global_step {step} of max_steps {last}" + (
-        early if step < last else ""
+def end_evidence(
+    file: Path,
+    state: Mapping[str, Any],
+    steps: Mapping[int, Mapping[str, Any]],
+    summary: Mapping[str, Any],
+    settings: Settings,
+) -> _end.Evidence:
+    """What the state says of its run's end: ``max_steps`` (else ``num_train_epochs`` against
+    the last row's ``epoch``) planned, ``global_step`` reached, the end-of-training row. A
+    checkpoint's state is saved before that row is logged, so its absence is no evidence."""
+    name = file.name
+    last = max(steps) if steps else None
+    epoch = _last_epoch(steps)
+    planned: list[_end.Planned] = []
+    max_steps = as_step(state.get("max_steps"))
+    if max_steps is not None and max_steps > 0:
+        planned.append(_end.Planned(max_steps, f"{name}: max_steps"))
+    planned += _end.from_settings(settings, last, epoch)
+    epochs = state.get("num_train_epochs")  # the epochs max_steps spans, when max_steps is set
+    if not planned and is_number(epochs) and epochs > 0:
+        planned.append(_end.from_epochs(float(epochs), f"{name}: num_train_epochs", last, epoch))
+    reached = []
+    global_step = as_step(state.get("global_step"))
+    if global_step is not None:
+        reached.append(_end.Reached(global_step, f"{name}: global_step", exact=True))
+    if last is not None:
+        reached.append(_end.Reached(last, "its last log_history row"))
+    every = as_step(state.get("logging_steps"))
+    return _end.Evidence(
+        tuple(planned),
+        tuple(reached),
+        end_line=f"the end-of-training row (train_runtime) of {name}" if summary else "",
+        window=every if every is not None and every > 0 else 1,
+        end_expected=False,
     )
+
+
+def _last_epoch(steps: Mapping[int, Mapping[str, Any]]) -> float | None:
+    """The ``epoch`` of the last row that logs one (the Trainer's fractional epoch)."""
+    for s in sorted(steps, reverse=True):
+        v = steps[s].get("epoch")
+        if is_number(v):
+            return float(v)
+    return None
 
 
 MODEL_CARD_TAGS = re.compile(r"^tags:\s*\n((?:\s*-\s*.+\n?)+)", re.MULTILINE)

@@ -5,16 +5,22 @@ What a run leaves when ``trainer_state.json`` was never saved or was lost with t
 ``train.log`` / ``slurm-*.out`` / W&B ``output.log``. The dicts sit between progress bars,
 warnings and generated text; Unsloth (and transformers 5) print every value as a quoted string
 with 4 significant digits (``'loss': '0.0002517'``), which are read as those numbers. A record is
-parsed as a literal (``_literal``: never evaluated), and a damaged one (cut, garbled by a progress
-bar written into it) is skipped and counted.
+parsed as a literal (``_literal``: never evaluated); a damaged one (cut, garbled by a progress
+bar written into it) keeps the entries before the damage (``dict_prefix``: never an entry the
+cut went through) and is counted (``records_cut``); one with no such entry is skipped, counted.
 
 A dict carries no step. stdout is buffered, so the dicts come in bursts, long after their step:
 the progress bar beside one does not give it. A training record's step is therefore its position
 times ``logging_steps`` (the k-th record is step k x logging_steps, as the Trainer logs every
 ``logging_steps`` optimizer steps; a damaged training record keeps its place), with
-``logging_steps`` from ``--config`` or a file beside the log, else inferred from a final step a
-file states (W&B's ``train/global_step``) when exactly one value fits, else unknown: then the
-steps are the records' numbers and the import says so. An eval record (``eval_*`` keys only)
+``logging_steps`` from ``--config`` or a file beside the log, else inferred from a final step
+(W&B's ``train/global_step``, else the Trainer's progress bar's last count: ``400/400``) when
+exactly one value fits the count of training records, else from the epochs (the bar's total over
+the banner's ``Num Epochs``: the steps an epoch holds, times the last record's ``epoch``), else
+unknown: then the steps are the records' numbers and the import says so (its step axis is a
+record index). The bar's total, Unsloth's banner (``Total steps = 500``) and ``max_steps`` /
+``num_train_epochs`` give the planned end, the bar's count how far the run got
+(``_end``). An eval record (``eval_*`` keys only)
 takes the step of the training record before it; the end-of-training record (``train_runtime``)
 is the summary. The epoch (or ``num_tokens``) going back, or a record after the summary, starts
 another run: a file holding several is imported one run at a time (``_segments``).
@@ -22,13 +28,16 @@ another run: a file holding several is imported one run at a time (``_segments``
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from training_hooks.importers import _end
 from training_hooks.importers._literal import (
     LiteralError,
+    dict_prefix,
     number_text,
     parse_literal,
     significant_digits,
@@ -37,7 +46,16 @@ from training_hooks.importers._read import SourceLog, as_step, first_bad, is_num
 from training_hooks.importers._segments import Record, Segment, choose, segment_notes, split_at
 from training_hooks.importers._sniff import TRL_DICT_START
 from training_hooks.importers._spec import Settings
-from training_hooks.importers._text import LineStats, cleaning_note, read_lines, redraws
+from training_hooks.importers._text import (
+    Bar,
+    BarSeen,
+    LineStats,
+    bars_by_total,
+    bars_in,
+    cleaning_note,
+    read_lines,
+    redraws,
+)
 from training_hooks.importers.trl import SUMMARY_KEYS
 from training_hooks.tool_settings import Setting
 
@@ -46,6 +64,10 @@ EVAL_PREFIXES = ("eval_", "test_")
 TRAIN, EVAL, SUMMARY, DAMAGED = "train", "eval", "summary", "damaged"
 MAX_NAME = 256  # a longer metric name is damage, not a name
 GARBLE = ("%|", "it/s]", "s/it]", "\ufffd")  # a progress bar (or broken bytes) inside a name
+#: What the trainer prints of its plan: Unsloth's banner ("Num Epochs = 1 | Total steps = 500")
+#: and the Trainer's own at log level info ("Total optimization steps = 500", "Num Epochs = 3").
+TOTAL_STEPS = re.compile(r"Total (?:optimization )?steps = (?P<n>\d[\d,]*)")
+NUM_EPOCHS = re.compile(r"Num Epochs = (?P<n>\d[\d,]*(?:\.\d+)?)")
 
 
 @dataclass
@@ -53,6 +75,7 @@ class Entry:
     line: int
     kind: str  # TRAIN, EVAL, SUMMARY, or DAMAGED (a training record that did not parse)
     metrics: dict[str, Any] = field(default_factory=dict)
+    cut: str = ""  # a damaged record kept by its parsed prefix: why it is cut
 
 
 @dataclass
@@ -66,6 +89,9 @@ class Dicts:
     as_text: int = 0  # values printed as quoted text
     digits: int = 0  # the most significant digits such a value carried
     other: int = 0  # lines holding no record
+    bars: list[BarSeen] = field(default_factory=list)  # progress bars drawn
+    banner: list[tuple[int, str, float]] = field(default_factory=list)  # (line, what, value)
+    cut: list[dict[str, Any]] = field(default_factory=list)  # records kept by their prefix
 
 
 def scan(file: Path) -> Dicts:
@@ -79,6 +105,10 @@ def scan(file: Path) -> Dicts:
             while (m := TRL_DICT_START.search(piece, pos)) is not None:
                 found = True
                 pos = _one(piece, m.start(), ln.number, ln.ended, out)
+            out.bars += bars_in(ln.number, piece)
+        for what, pattern in (("steps", TOTAL_STEPS), ("epochs", NUM_EPOCHS)):
+            if (b := pattern.search(ln.text)) is not None:
+                out.banner.append((ln.number, what, float(b.group("n").replace(",", ""))))
         out.other += not found
     return out
 
@@ -89,31 +119,56 @@ def _one(piece: str, start: int, line: int, ended: bool, out: Dicts) -> int:
     try:
         value, end = parse_literal(piece, start)
     except LiteralError as e:
-        if e.incomplete and not ended:
-            out.truncated = line
-        else:
-            out.malformed.append({"line": line, "reason": f"a damaged record ({e})"})
-        if not is_eval:
-            out.entries.append(Entry(line, DAMAGED))
+        cut = "the file's last line, cut mid-write" if e.incomplete and not ended else str(e)
+        if not _keep_prefix(dict_prefix(piece, start), line, cut, out):
+            if e.incomplete and not ended:
+                out.truncated = line
+            else:
+                out.malformed.append({"line": line, "reason": f"a damaged record ({e})"})
+            if not is_eval:
+                out.entries.append(Entry(line, DAMAGED))
         return len(piece) if e.incomplete else max(e.pos, start + 1)
     if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
         out.malformed.append({"line": line, "reason": "a record that is not a dict of names"})
         return end
-    bad = next((k for k in value if len(k) > MAX_NAME or any(g in k for g in GARBLE)), None)
+    bad = next((k for k in value if _garbled(k)), None)
     if bad is not None:  # a progress bar written into the record: its values are not trusted
-        out.malformed.append({"line": line, "reason": f"a damaged record (name {bad[:60]!r})"})
-        if not is_eval:
-            out.entries.append(Entry(line, DAMAGED))
+        if not _keep_prefix(value, line, f"a progress bar written into name {bad[:60]!r}", out):
+            out.malformed.append({"line": line, "reason": f"a damaged record (name {bad[:60]!r})"})
+            if not is_eval:
+                out.entries.append(Entry(line, DAMAGED))
         return end
-    metrics = {k: _value(v, out) for k, v in value.items()}
-    if any(k in metrics for k in SUMMARY_KEYS):
-        kind = SUMMARY
-    elif all(k.startswith(EVAL_PREFIXES) or k == "epoch" for k in metrics):
-        kind = EVAL
-    else:
-        kind = TRAIN
-    out.entries.append(Entry(line, kind, metrics))
+    out.entries.append(Entry(line, _kind(value), {k: _value(v, out) for k, v in value.items()}))
     return end
+
+
+def _garbled(name: str) -> bool:
+    return len(name) > MAX_NAME or any(g in name for g in GARBLE)
+
+
+def _kind(metrics: Mapping[str, Any]) -> str:
+    if any(k in metrics for k in SUMMARY_KEYS):
+        return SUMMARY
+    if all(k.startswith(EVAL_PREFIXES) or k == "epoch" for k in metrics):
+        return EVAL
+    return TRAIN
+
+
+def _keep_prefix(prefix: Mapping[Any, Any], line: int, why: str, out: Dicts) -> bool:
+    """A damaged record kept by its entries before the damage (``dict_prefix``: an entry the
+    text was cut inside is not among them; a name a progress bar was written into ends them):
+    counted in ``out.cut``. False when no entry is left to keep."""
+    kept: dict[str, Any] = {}
+    for k, v in prefix.items():
+        if not isinstance(k, str) or _garbled(k):
+            break
+        kept[k] = v
+    if not kept:
+        return False
+    metrics = {k: _value(v, out) for k, v in kept.items()}
+    out.entries.append(Entry(line, _kind(metrics), metrics, cut=why))
+    out.cut.append({"line": line, "kept": len(metrics), "reason": why})
+    return True
 
 
 def _value(v: Any, out: Dicts) -> Any:
@@ -163,9 +218,17 @@ class Steps:
     setting: Setting | None = None  # logging_steps, when it was inferred here
 
 
-def logging_steps(settings: Settings, trains: int, final: tuple[int, str] | None) -> Steps:
-    """``logging_steps`` as stated (settings), else inferred from the final step a file gives
-    (``final``: step, where) when one integer L has floor(final / L) == trains, else unknown."""
+def logging_steps(
+    settings: Settings,
+    trains: int,
+    final: tuple[int, str] | None,
+    epochs: tuple[float, float, str] | None = None,
+) -> Steps:
+    """``logging_steps`` as stated (settings), else inferred from the final step a file or the
+    progress bar gives (``final``: step, where) when one integer L has floor(final / L) ==
+    trains, else from the epochs (``epochs``: the last training record's epoch, the steps an
+    epoch holds, where that comes from) when the last record's step, epoch x steps per epoch,
+    is a whole number of records, else unknown: the axis is then the records' index."""
     placed = "the dicts carry no step: the k-th training record is step k x logging_steps"
     stated = settings.get("logging_steps")
     if stated is not None and isinstance(stated.value, int) and stated.value > 0:
@@ -182,18 +245,80 @@ def logging_steps(settings: Settings, trains: int, final: tuple[int, str] | None
             return Steps(
                 fits[0], f"{placed} ({fits[0]}, {why}; no file states it)", Setting(fits[0], why)
             )
+    if epochs is not None and trains > 0:
+        epoch, per_epoch, where = epochs
+        last = epoch * per_epoch  # the last training record's step
+        every = round(last / trains)
+        if every >= 1 and abs(last - every * trains) < every / 2:
+            why = (
+                f"inferred: the last of the {trains} training records is at epoch {epoch:g}, and "
+                f"an epoch is {per_epoch:g} steps ({where})"
+            )
+            return Steps(
+                every, f"{placed} ({every}, {why}; no file states it)", Setting(every, why)
+            )
     return Steps(
         None,
-        f"the dicts carry no step and no file states logging_steps: steps are the training "
-        f"records' numbers 1-{trains}, not optimizer steps (give --config with logging_steps)",
+        f"the dicts carry no step and nothing gives logging_steps (no file states it; no progress "
+        f"bar or final step fixes it): steps are the training records' numbers 1-{trains}, not "
+        "optimizer steps (give --config with logging_steps)",
     )
 
 
-#: Why a TRL log without its end-of-training record stopped before its end.
-END_MISSING = (
-    "no end-of-training record (train_runtime): the Trainer logs one when training returns, so "
-    "the run stopped (or was still running) at its last logged step"
+#: The step column of a run whose logging_steps nothing gives (``SourceLog.step_axis``).
+RECORD_INDEX = (
+    "record index: the k-th training record of the console log, not the trainer's step (no "
+    "file states logging_steps and no progress bar or final step fixes it)"
 )
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What a run's console says of its plan: the trainer's progress bar (``None``: none drawn),
+    and its banner's total steps and epochs (line, value)."""
+
+    bar: Bar | None
+    steps: tuple[int, int] | None
+    epochs: tuple[int, float] | None
+
+
+def plan_of(found: Dicts, lo: int, hi: int, trains: int, settings: Settings) -> Plan:
+    """The plan drawn or printed in lines ``lo``-``hi`` (one run's). The Trainer's bar has no
+    description; of several such (an eval loop draws one too), the one whose total the banner or
+    max_steps states, else the most drawn; never one with fewer steps than training records."""
+    banner = [(n, w, v) for n, w, v in found.banner if lo <= n <= hi]
+    steps = next(((n, int(v)) for n, w, v in reversed(banner) if w == "steps"), None)
+    epochs = next(((n, v) for n, w, v in reversed(banner) if w == "epochs"), None)
+    stated = settings.get("max_steps")
+    expected = {t for t in (steps[1] if steps else None, getattr(stated, "value", None)) if t}
+    bars = [
+        b
+        for b in bars_by_total([b for b in found.bars if lo <= b.line <= hi], desc="")
+        if b.total >= trains
+    ]
+    bar = next((b for b in bars if b.total in expected), bars[0] if bars else None)
+    return Plan(bar, steps, epochs)
+
+
+def _epochs_hint(
+    entries: Sequence[Entry], plan: Plan, settings: Settings
+) -> tuple[float, float, str] | None:
+    """(the last training record's epoch, steps an epoch holds, where from): the bar's total
+    over the planned epochs (the banner's, else num_train_epochs stated)."""
+    last = next(
+        (
+            float(e.metrics["epoch"])
+            for e in reversed(entries)
+            if e.kind == TRAIN and is_number(e.metrics.get("epoch"))
+        ),
+        None,
+    )
+    stated = settings.get("num_train_epochs")
+    epochs = plan.epochs[1] if plan.epochs else getattr(stated, "value", None)
+    if last is None or plan.bar is None or not is_number(epochs) or epochs <= 0:
+        return None
+    where = f"{plan.bar.last.text()} over {epochs:g} epochs"
+    return last, plan.bar.total / float(epochs), where
 
 
 def read(
@@ -217,7 +342,19 @@ def read(
         )
     runs = [r for r in split_at(found.entries, runs_of(found.entries)) if _has_train(r[0])]
     placed = [
-        _place(entries, settings, final if i == len(runs) - 1 else None, first_step)
+        _place(
+            entries,
+            settings,
+            final if i == len(runs) - 1 else None,
+            first_step,
+            plan_of(
+                found,
+                runs[i - 1][0][-1].line + 1 if i else 1,
+                runs[i + 1][0][0].line - 1 if i + 1 < len(runs) else found.stats.lines,
+                sum(e.kind in (TRAIN, DAMAGED) for e in entries),
+                settings,
+            ),
+        )
         for i, (entries, _) in enumerate(runs)
     ]
     segments = [Segment(i + 1, tuple(p.records), runs[i][1]) for i, p in enumerate(placed)]
@@ -237,8 +374,9 @@ def read(
         duplicate_steps=merged.duplicate_steps,
         settings={**settings, **({"logging_steps": run.how.setting} if run.how.setting else {})},
         summary=run.summary,
-        source_finished=bool(run.summary),
-        end_text="" if run.summary else END_MISSING,
+        end=end_evidence(run, settings, merged.steps),
+        records_cut=_cut_steps(found.cut, run.records, first, last),
+        step_axis="" if run.how.every else RECORD_INDEX,
         file_format=file_format,
         notes=tuple(notes),
         printed_digits=found.digits or None,
@@ -247,22 +385,47 @@ def read(
     )
 
 
+def _cut_steps(
+    cut: Sequence[dict[str, Any]], records: Sequence[Record], first: int, last: int
+) -> tuple[dict[str, Any], ...]:
+    """The cut records of lines ``first``-``last`` (one run's), each with the step it was
+    placed at."""
+    at = {r.line: r.step for r in records}
+    return tuple(
+        {**d, "step": at[d["line"]]} if d["line"] in at else d
+        for d in cut
+        if first <= d["line"] <= last
+    )
+
+
 @dataclass(frozen=True)
 class Placed:
     records: list[Record]
     summary: dict[str, Any]
     how: Steps
+    plan: Plan
+    summary_line: int | None = None
 
 
 def _place(
-    entries: Sequence[Entry], settings: Settings, final: tuple[int, str] | None, first_step: bool
+    entries: Sequence[Entry],
+    settings: Settings,
+    final: tuple[int, str] | None,
+    first_step: bool,
+    plan: Plan,
 ) -> Placed:
     """Steps for a run's records: training record k at k x logging_steps (record 1 at step 1
-    with logging_first_step), an eval record at the step before it, the summary apart."""
-    how = logging_steps(settings, sum(e.kind in (TRAIN, DAMAGED) for e in entries), final)
+    with logging_first_step), an eval record at the step before it, the summary apart.
+    ``logging_steps`` from the settings, else from ``final`` (a file's final step) or the
+    trainer's progress bar, else from the epochs the records log."""
+    trains = sum(e.kind in (TRAIN, DAMAGED) for e in entries)
+    if final is None and plan.bar is not None:
+        final = (plan.bar.n, plan.bar.last.text())
+    how = logging_steps(settings, trains, final, _epochs_hint(entries, plan, settings))
     every = how.every or 1
     records: list[Record] = []
     summary: dict[str, Any] = {}
+    summary_line = None
     k, last = 0, 0
     for e in entries:
         if e.kind in (TRAIN, DAMAGED):
@@ -274,7 +437,48 @@ def _place(
             records.append(Record(e.line, last, e.metrics))
         else:
             summary.update(e.metrics)
-    return Placed(records, summary, how)
+            summary_line = e.line
+    return Placed(records, summary, how, plan, summary_line)
+
+
+def end_evidence(run: Placed, settings: Settings, steps: Mapping[int, Any]) -> _end.Evidence:
+    """What a console run says of its end: the bar's total, the banner's total steps (or
+    epochs), max_steps / num_train_epochs stated; the bar's count (the trainer's own), the last
+    record's step (when logging_steps places them); the end-of-training record."""
+    plan, every = run.plan, run.how.every
+    last = max(steps) if steps and every else None
+    epoch = next(
+        (
+            float(r.metrics["epoch"])
+            for r in reversed(run.records)
+            if is_number(r.metrics.get("epoch"))
+        ),
+        None,
+    )
+    planned: list[_end.Planned] = []
+    if plan.bar is not None:
+        planned.append(_end.Planned(plan.bar.total, plan.bar.last.text()))
+    if plan.steps is not None:
+        n, total = plan.steps
+        planned.append(
+            _end.Planned(total, f"the trainer's banner, line {n}: Total steps = {total}")
+        )
+    planned += _end.from_settings(settings, last, epoch if last is not None else None)
+    if plan.epochs is not None and not any(p.steps for p in planned):
+        n, value = plan.epochs
+        where = f"the trainer's banner, line {n}: Num Epochs = {value:g}"
+        planned.append(_end.from_epochs(value, where, last, epoch if last else None))
+    reached = []
+    if plan.bar is not None:
+        reached.append(_end.Reached(plan.bar.n, plan.bar.last.text(), exact=True))
+    if last is not None:
+        reached.append(_end.Reached(last, "its last training record"))
+    end = (
+        f"the end-of-training record (train_runtime), line {run.summary_line}"
+        if run.summary
+        else ""
+    )
+    return _end.Evidence(tuple(planned), tuple(reached), end, every or 1, end_expected=True)
 
 
 def _has_train(entries: Sequence[Entry]) -> bool:
@@ -290,6 +494,13 @@ def _notes(found: Dicts, seg: Segment, count: int, entries: Sequence[Entry]) -> 
         *cleaning_note(found.stats),
         *segment_notes(seg, count),
     ]
+    cut = [e for e in entries if e.cut]
+    if cut:
+        out.append(
+            f"{len(cut)} damaged records kept by their parsed prefix (the entries before the "
+            f"damage; an entry cut inside is dropped): line {', '.join(str(e.line) for e in cut[:6])}"
+            + (", ..." if len(cut) > 6 else "")
+        )
     if kinds.count(DAMAGED):
         out.append(
             f"{kinds.count(DAMAGED)} damaged training records skipped; each keeps its place, so "

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from gspo_metrics.spec import VERL_LOSS_MODES, clip_unit_of, tool_algorithm
+from training_hooks.importers import _end
 from training_hooks.importers._read import (
     SourceLog,
     as_step,
@@ -55,8 +56,7 @@ def read(path: Path) -> SourceLog:
         started_at=started,
         summary={"project": file.parent.name, "experiment": file.stem},
     )
-    finished, text = end_of(log.steps, settings)
-    return dataclasses.replace(log, source_finished=finished, end_text=text)
+    return dataclasses.replace(log, end=end_of(log.steps, settings))
 
 
 def _beside(file: Path) -> tuple[Settings, tuple[str, ...], float | None, Mapping[str, Any]]:
@@ -90,15 +90,15 @@ def _timestamp(value: Any) -> float | None:
     return None
 
 
-def end_of(steps: Mapping[int, Any], settings: Settings) -> tuple[bool | None, str]:
-    """Whether the log reached ``total_training_steps``, and where it ends: "the log ends at step
-    10 of total_training_steps 133000 (<where that was read>)"; (None, "") when unstated."""
-    total = settings.get("total_training_steps")
-    if total is None or as_step(total.value) is None or not steps:
-        return None, ""
-    last = max(steps)
-    text = f"the log ends at step {last} of total_training_steps {total.value} ({total.origin})"
-    return last >= int(total.value), text
+def end_of(steps: Mapping[int, Any], settings: Settings) -> _end.Evidence:
+    """What a file-logger run says of its end: ``total_training_steps`` as its config states it,
+    against its last step (the file logger writes a line a step, and no end-of-training line)."""
+    last = max(steps) if steps else None
+    return _end.Evidence(
+        tuple(_end.from_settings(settings, last, None)),
+        (_end.Reached(last, "its last line"),) if last is not None else (),
+        end_expected=False,
+    )
 
 
 def facts(log: SourceLog, fmt: SourceFormat, settings: Settings) -> Settings:

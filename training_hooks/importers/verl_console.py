@@ -7,30 +7,49 @@ numpy 2). Under Ray every line carries its actor's prefix (``(TaskRunner pid=202
 colour codes, and the metric lines sit among rollout text, warnings, tracebacks and progress bars
 from other actors. The resolved config is printed once at start (``pprint`` of a dict, over many
 prefixed lines) and read here for the settings, as the file logger's ``.config.json`` would be;
-so is ``Total training steps: N``. A metric line cut short (the job killed mid-write) is skipped,
-never stored with a cut number; a line that is not ``key:number`` throughout is skipped and
-counted. A file holding several runs (a restart appending to the same log) is split by
+so is ``Total training steps: N``. The planned end is that (or the config's
+``total_training_steps``) and the ``Training Progress`` bar's total; how far it got, the bar's
+count and the last step line; ``Final validation metrics`` is the line fit() prints as it returns
+(``_end`` judges). A metric line cut short (the job killed mid-write; W&B's ``output.log``, which
+keeps 4,096 characters of a line) or damaged keeps the metrics before the cut or the damage,
+never a value the cut may have shortened, and is counted (``records_cut``); a line with none
+before it is skipped and counted. A file holding several runs (a restart appending to the same log) is split by
 ``_segments``; each run's settings are the config printed before its first step.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from training_hooks.importers import verl
+from training_hooks.importers import _end
 from training_hooks.importers._literal import LiteralError, brace_depth, parse_literal
 from training_hooks.importers._read import SourceLog, first_bad, merge_by_step
 from training_hooks.importers._segments import Record, choose, segment_notes, split_by_step
 from training_hooks.importers._sniff import VERL_STEP_LINE
-from training_hooks.importers._text import LineStats, cleaning_note, read_lines, redraws
+from training_hooks.importers._spec import Settings
+from training_hooks.importers._text import (
+    WANDB_LINE_CUT,
+    BarSeen,
+    Line,
+    LineStats,
+    bars_by_total,
+    bars_in,
+    cleaning_note,
+    read_lines,
+    redraws,
+)
 from training_hooks.tool_settings import Setting, read_settings
 
 FILE_FORMAT = "verl console log"
 MAX_DUMP_LINES = 50_000  # a config dump longer than this is not read
 TOTAL_STEPS = re.compile(r"^Total training steps: (\d+)\s*$")
+#: What verl's fit() prints at its last step, as it returns (``pprint``: the repr of a str).
+FINAL = re.compile(r"Final validation metrics: ")
+BAR_DESC = "Training Progress"  # verl's tqdm over total_training_steps
 CONFIG_KEYS = ("actor_rollout_ref", "algorithm", "trainer", "data")
 CONFIG_START = re.compile(r"^\{'[A-Za-z_]\w*': ")  # pprint's first line of a dict
 
@@ -52,28 +71,46 @@ class _Scan:
     notes: list[str]
     truncated: int | None = None
     other: int = 0  # lines that are neither metrics nor config
+    bars: list[BarSeen] = field(default_factory=list)  # "Training Progress" bars drawn
+    final: list[int] = field(default_factory=list)  # lines of "Final validation metrics"
+    cut: list[dict[str, Any]] = field(default_factory=list)  # step lines kept by their prefix
 
 
 def parse_step_line(text: str) -> tuple[int, dict[str, float]] | str:
     """``step:N - key:value - ...`` -> (N, {key: value}); a reason string when any part is not
     ``key:number``."""
+    step, metrics, why = parse_step_prefix(text)
+    if step is None or why:
+        return why or "not a 'step:N - ...' line"
+    return step, metrics
+
+
+def parse_step_prefix(text: str) -> tuple[int | None, dict[str, float], str]:
+    """``step:N - key:value - ...`` -> (N, the metrics before the first part that is not
+    ``key:number``, why that part is not: "" when every part is); N None when the line is no
+    step line."""
     parts = text.strip().split(" - ")
     m = VERL_STEP_LINE.match(parts[0])
     if not m:
-        return "not a 'step:N - ...' line"
+        return None, {}, "not a 'step:N - ...' line"
     metrics: dict[str, float] = {}
     for part in parts[1:]:
         key, sep, raw = part.rpartition(":")
         if not sep or not key.strip() or key != key.strip():
-            return f"{part[:60]!r} is not key:value"
+            return int(m.group(1)), metrics, f"{part[:60]!r} is not key:value"
         try:
             value, end = parse_literal(raw)
         except LiteralError as e:
-            return f"{part[:60]!r}: the value is not a number ({e})"
+            return int(m.group(1)), metrics, f"{part[:60]!r}: the value is not a number ({e})"
         if end != len(raw) or isinstance(value, str | list | tuple | dict) or value is None:
-            return f"{part[:60]!r}: the value is not a number"
+            return int(m.group(1)), metrics, f"{part[:60]!r}: the value is not a number"
         metrics[key] = float(value)
-    return int(m.group(1)), metrics
+    return int(m.group(1)), metrics, ""
+
+
+def _last_part(text: str) -> str:
+    """The last ``key:value`` part of a step line (what a cut may have shortened)."""
+    return text.strip().rsplit(" - ", 1)[-1][:60]
 
 
 def scan(file: Path) -> tuple[_Scan, LineStats]:
@@ -94,21 +131,44 @@ def scan(file: Path) -> tuple[_Scan, LineStats]:
         if (m := TOTAL_STEPS.match(text)) is not None:
             out.totals.append((ln.number, int(m.group(1))))
             continue
+        if FINAL.search(text):
+            out.final.append(ln.number)
+        out.bars += [b for p in redraws(text) for b in bars_in(ln.number, p) if b.desc == BAR_DESC]
         piece = next((p.strip() for p in redraws(text) if VERL_STEP_LINE.match(p.strip())), None)
         if piece is None:
             out.other += 1
             continue
-        if not ln.ended:  # the file's last line without its newline: cut mid-write
-            out.truncated = ln.number
-            continue
-        got = parse_step_line(piece)
-        if isinstance(got, str):
-            out.malformed.append({"line": ln.number, "reason": got})
-        else:
-            out.records.append(Record(ln.number, *got))
+        _step_line(ln, piece, out)
     if dump is not None:
         out.notes.append(f"the config printed at line {dump.line} is cut short: not read")
     return out, stats
+
+
+def _step_line(ln: Line, piece: str, out: _Scan) -> None:
+    """A step line: a record; one cut (W&B's output.log keeps ``WANDB_LINE_CUT`` characters of
+    a line; a file's last line cut mid-write) or damaged keeps the metrics before the cut or the
+    damage (a value the cut may have shortened is not among them) and is counted in ``out.cut``."""
+    step, metrics, why = parse_step_prefix(piece)
+    if step is None:
+        out.malformed.append({"line": ln.number, "reason": why})
+        return
+    cut = ""
+    if ln.at_cut:
+        cut = f"cut at {WANDB_LINE_CUT:,} characters (W&B's output.log keeps no more of a line)"
+    elif not ln.ended:
+        cut = "the file's last line, cut mid-write"
+    if cut and not why and metrics:  # its last value may be cut short: not kept
+        metrics.pop(next(reversed(metrics)))
+    if cut or why:
+        if not metrics:
+            if not ln.ended:
+                out.truncated = ln.number
+            else:
+                out.malformed.append({"line": ln.number, "reason": why or cut})
+            return
+        reason = cut + (f"; {why}" if why and cut else "") if cut else f"damaged: {why}"
+        out.cut.append({"line": ln.number, "step": step, "kept": len(metrics), "reason": reason})
+    out.records.append(Record(ln.number, step, metrics))
 
 
 def _grow(dump: _Dump, text: str, out: _Scan) -> _Dump | None:
@@ -162,7 +222,16 @@ def read(path: Path, segment: int | None = None) -> SourceLog:
             f"{found.records[-1].step}, line {found.records[-1].line}) without another: it ends "
             "inside a step"
         )
-    finished, end = verl.end_of(merged.steps, settings)
+    idx = seg.index - 1
+    lo = segments[idx - 1].records[-1].line + 1 if idx else 1
+    hi = segments[idx + 1].records[0].line - 1 if idx + 1 < len(segments) else stats.lines
+    if found.cut:
+        notes.append(
+            f"{len(found.cut)} cut or damaged step lines kept by the metrics before the cut "
+            "(a value the cut may have shortened is dropped): line "
+            + ", ".join(str(d["line"]) for d in found.cut[:6])
+            + (", ..." if len(found.cut) > 6 else "")
+        )
     return SourceLog(
         tool="verl",
         file=path,
@@ -179,9 +248,34 @@ def read(path: Path, segment: int | None = None) -> SourceLog:
         notes=tuple(notes),
         segment=seg.index if len(segments) > 1 else None,
         segments=len(segments) if len(segments) > 1 else None,
-        source_finished=finished,
-        end_text=end,
+        end=end_evidence(found, lo, hi, merged.steps, settings),
+        records_cut=tuple(d for d in found.cut if lo <= d["line"] <= hi),
     )
+
+
+def end_evidence(
+    found: _Scan, lo: int, hi: int, steps: Mapping[int, Mapping[str, Any]], settings: Settings
+) -> _end.Evidence:
+    """What lines ``lo``-``hi`` (one run's) say of its end: total_training_steps (the config,
+    the ``Total training steps`` line), the ``Training Progress`` bar's total and count, the
+    last step line, ``Final validation metrics`` (fit() prints it at its last step)."""
+    last = max(steps) if steps else None
+    planned = _end.from_settings(settings, last, None)
+    bars = bars_by_total([b for b in found.bars if lo <= b.line <= hi])
+    bar = max(bars, key=lambda b: (b.n, b.drawings)) if bars else None
+    reached = []
+    if bar is not None:
+        planned.append(_end.Planned(bar.total, bar.last.text()))
+        reached.append(_end.Reached(bar.n, bar.last.text(), exact=True))
+    if last is not None:
+        reached.append(_end.Reached(last, "its last step line"))
+    final = [n for n in found.final if lo <= n <= hi]
+    end = (
+        f"'Final validation metrics' at line {final[-1]} (verl prints it at its last step)"
+        if final
+        else ""
+    )
+    return _end.Evidence(tuple(planned), tuple(reached), end, 1, True)
 
 
 def _settings(

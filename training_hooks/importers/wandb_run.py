@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from training_hooks.importers import trl_console, verl_console
+from training_hooks.importers import _end, trl_console, verl_console
 from training_hooks.importers._read import MAX_CONFIG_BYTES, SourceLog, is_number, load_config
 from training_hooks.importers._sniff import VERL_CONSOLE, sniff
 from training_hooks.importers._spec import Settings
@@ -84,6 +84,7 @@ def read(run: Path, tool: str, config: Mapping[str, Any] | None, segment: int | 
             file_format=f"{trl_console.FILE_FORMAT} in a {FILE_FORMAT}",
         )
     checks = agree(log, summary, tool) if summary else ()
+    log = dataclasses.replace(log, end=end_evidence(log, settings, summary, tool))
     kept = [
         f.name
         for f in (files / "requirements.txt", files / "config.yaml", files / SUMMARY)
@@ -105,6 +106,27 @@ def read(run: Path, tool: str, config: Mapping[str, Any] | None, segment: int | 
             *log.notes,
         ),
     )
+
+
+#: The trainer's own step counter in wandb-summary.json (its value at the last log), per tool.
+SUMMARY_STEP = {"trl": "train/global_step", "verl": "training/global_step"}
+
+
+def end_evidence(
+    log: SourceLog, settings: Settings, summary: Mapping[str, Any], tool: str
+) -> _end.Evidence | None:
+    """The console's evidence of its end, with config.yaml's planned end (max_steps,
+    num_train_epochs; verl's total_training_steps) and wandb-summary.json's step counter (the
+    trainer's step at its last log: right even where the console's lines were cut)."""
+    if log.end is None:
+        return None
+    key = SUMMARY_STEP[tool]
+    step = trl_console.final_step(summary, key)
+    last = max(log.steps) if log.steps and not log.step_axis else None
+    epoch = summary.get("train/epoch") if tool == "trl" else None
+    planned = _end.from_settings(settings, last, epoch if is_number(epoch) else None)
+    reached = [_end.Reached(step, f"{SUMMARY} {key}", exact=True)] if step else []
+    return log.end.add(planned=planned, reached=reached)
 
 
 def _pinned(file: Path, tool: str) -> str | None:
