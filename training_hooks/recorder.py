@@ -407,9 +407,7 @@ class RunRecorder:
                 sampler_logprobs=sampler_logprobs,
             )
             self._reduce(inputs)
-        except (ValueError, TypeError) as e:
-            # the first step's refusal is structural (the user is watching): it raises; later a
-            # refused value drops that step and the run goes on, unless ``strict``
+        except (ValueError, TypeError) as e:  # after the first step: dropped, unless strict
             if self._logged_step is None or self.settings.strict:
                 raise
             self.drop_step(step, e, device=getattr(logprobs, "device", None))
