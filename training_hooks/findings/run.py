@@ -14,7 +14,7 @@ from typing import Any
 
 import pandas as pd
 
-from gspo_metrics.spec import parse_algorithm
+from gspo_metrics.spec import algorithm_words
 from training_hooks.findings import lag as lagmod
 from training_hooks.findings.attenuation import check_attenuation
 from training_hooks.findings.clip import HIGH as CLIP_SHARE_HIGH
@@ -181,7 +181,7 @@ def explain_clip_low(found: list[Finding]) -> list[Finding]:
     )
     if low is None or cause is None:
         return found
-    head = low.evidence.split(" (", 1)[0]  # "GSPO clips 0% of sequences"
+    head = low.evidence.split(" (mean ", 1)[0]  # "GSPO (DAPO aggregation) clips 0% of sequences"
     note = (
         f" It also explains the clip share: {head} (ratios at 1 clip nothing), so the clip share "
         "is not reported as a finding of its own."
@@ -232,9 +232,9 @@ def run_health(df: pd.DataFrame, facts: RunFacts) -> HealthReport:
 
 
 def _loss_text(algorithm: str) -> str:
-    """The run's loss as the attenuation findings name it: "DAPO", "SAPO-SEQ", or "The loss"."""
-    parsed = parse_algorithm(algorithm)
-    return "The loss" if parsed is None else str(algorithm).upper()
+    """The run's loss as the attenuation findings name it (``spec.algorithm_words``): "GRPO (SAPO
+    loss)", "GSPO (CISPO loss)", or "The loss"."""
+    return algorithm_words(algorithm) or "The loss"
 
 
 #: The sequence-table columns the solved / failed split of zero-variance groups reads.
