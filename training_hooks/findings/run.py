@@ -52,6 +52,7 @@ from training_hooks.findings.dropped import STEPS_DROPPED, check_steps_dropped, 
 from training_hooks.findings.mismatch import check_sampler_mismatch
 from training_hooks.findings.onpolicy import check_clip_one_update
 from training_hooks.findings.raw import check_raw_values
+from training_hooks.findings.recipe import GSPO_RECIPE_DEPARTS, check_gspo_recipe, stated_kl_coef
 from training_hooks.findings.signal import (
     check_learning_signal,
     check_truncation,
@@ -97,7 +98,10 @@ class Check:
 #: The checks that declare themselves, each in its own module (its codes and thresholds beside
 #: it, or in ``thresholds``): one entry here runs it on the Health page (after the checks written
 #: out in ``run_health``) and, live, in the recorder. Adding one also bumps ``CHECKS_VERSION``.
-CHECKS: tuple[Check, ...] = (Check((STEPS_DROPPED,), check_steps_dropped),)
+CHECKS: tuple[Check, ...] = (
+    Check((STEPS_DROPPED,), check_steps_dropped),
+    Check((GSPO_RECIPE_DEPARTS,), check_gspo_recipe),
+)
 
 #: Every stable code a finding may carry (a contract: tests, the bench and the page match on them).
 CODES: tuple[str, ...] = (*BUILTIN_CODES, *(code for c in CHECKS for code in c.codes))
@@ -335,7 +339,9 @@ def facts_of(info: RunInfo | None, *, status: str | None = None, **overrides) ->
         dropped_steps=dropped_of(info.faults) if imp is None else None,
     )
     updates, origin = _updates(info)
+    kl_coef, kl_origin = stated_kl_coef(info)
     facts = replace(facts, updates_per_batch=updates, updates_origin=origin)
+    facts = replace(facts, kl_coef=kl_coef, kl_coef_origin=kl_origin)
     return replace(facts, **overrides)
 
 
