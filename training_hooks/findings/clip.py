@@ -52,6 +52,8 @@ from training_hooks.schema import Step
 #: Said wherever a recorded run's ε is the recorder's default (run.json ``setting_sources``).
 DEFAULT_EPS = "judged at the recorder's default ε"
 DEFAULT_EPS_WHY = "the recorder's default: the run did not state its ε"
+#: Said where every step's lag is known and none is off-policy (not "lag unknown": it is known).
+NO_OFF_POLICY = "no off-policy step: every step's policy lag is 0, judged on all of them"
 HIGH = "clip share too high"
 LOW = "clip share too low"
 
@@ -175,7 +177,7 @@ def check_clip_range(
     elif not exact:
         cov.skipped(LOW, "only the share where the clip binds is logged (a lower bound)")
     elif not r.lag_known:
-        cov.skipped(LOW, LAG_UNKNOWN)
+        cov.skipped(LOW, LAG_UNKNOWN if split.n_unknown else NO_OFF_POLICY)
     else:
         cov.ran(LOW)
     if r.mean > BANDS[band].warn_high.value:
@@ -211,7 +213,7 @@ def _reading(
     if mixed:
         caveat = ROWS_MIX + ": a lower bound"
     elif not off.any():
-        caveat = LAG_UNKNOWN + ": a lower bound"
+        caveat = LAG_UNKNOWN + ": a lower bound" if split.n_unknown else NO_OFF_POLICY
     if facts.eps_is_default:
         caveat = "; ".join(
             filter(None, (caveat, DEFAULT_EPS + f" {fmt_eps(known[0])}/{fmt_eps(known[1])}"))

@@ -383,13 +383,34 @@ def stated_max_grad_norm(info: RunInfo) -> float | None:
     return None
 
 
+def _recorded_trl_updates(config: Any) -> tuple[int | None, str]:
+    """(optimizer updates per generated batch, where that comes from) of a run ``attach``
+    recorded, from TRL's settings in its config: TRL generates every ``steps_per_generation x
+    num_iterations`` micro-batches and steps the optimizer every ``gradient_accumulation_steps``,
+    so updates = num_iterations x steps_per_generation / gradient_accumulation_steps. (None, "")
+    when one is not stated or the updates are not a whole number per batch."""
+    if not isinstance(config, Mapping):
+        return None, ""
+    keys = ("num_iterations", "steps_per_generation", "gradient_accumulation_steps")
+    got = [v for k in keys if isinstance(v := config.get(k), int) and not isinstance(v, bool)]
+    if len(got) < len(keys) or min(got) < 1:
+        return None, ""
+    iterations, per_generation, accumulation = got
+    if (iterations * per_generation) % accumulation:
+        return None, ""
+    updates = iterations * per_generation // accumulation
+    said = ", ".join(f"{k} = {v}" for k, v in zip(keys, got, strict=True))
+    return updates, f"{said}: TRL's settings in run.json"
+
+
 def _updates(info: RunInfo) -> tuple[int | None, str]:
-    """(optimizer updates per sampled batch, where that comes from) of an import: TRL's
+    """(optimizer updates per sampled batch, where that comes from): a run ``attach`` recorded,
+    from TRL's settings in its config (``_recorded_trl_updates``); an import: TRL's
     ``num_iterations`` as stated, else TRL's default of 1, said as such; verl's
     ``one_update_per_row`` (ppo_epochs 1, one mini-batch per batch). (None, "") otherwise."""
     imp = info.imported
     if imp is None:
-        return None, ""
+        return _recorded_trl_updates(info.config) if info.source == "trl" else (None, "")
     if imp.tool == "trl":
         got = _setting(info, "num_iterations")
         if got is not None and isinstance(got[0], int) and not isinstance(got[0], bool):
