@@ -23,7 +23,8 @@ def four_levels(root_copy):
 def test_runs_page_filters_by_ratio_level_and_offers_every_algorithm(four_levels, app_env):
     """The Algorithm filter offers the four algorithms present, the sequence ratio's first; the
     Ratio filter "sequence ratio (GSPO)" keeps GSPO and GSPO (DAPO aggregation), never a
-    GRPO-style run; choosing "GRPO (DAPO aggregation)" keeps that run alone."""
+    GRPO-style run; choosing "GRPO (DAPO aggregation)" keeps that run alone. The import form
+    names each label it offers in the same words."""
     app_env(four_levels)
     at = _open("runs")
     _assert_clean(at)
@@ -34,6 +35,9 @@ def test_runs_page_filters_by_ratio_level_and_offers_every_algorithm(four_levels
         "GRPO",
         "GRPO (DAPO aggregation)",
     ]
+    form = at.selectbox(key="import_algorithm").options
+    assert form[:3] == ["guess from its config", "GSPO: gspo", "GRPO: grpo"]
+    assert "GSPO (DAPO aggregation): dapo-seq" in form and "GRPO (CISPO loss): cispo" in form
     df = at.dataframe[0].value
     assert dict(zip(df["name"], df["algorithm"], strict=True)) == {
         "grpo-small": "GRPO",

@@ -63,6 +63,11 @@ def _import_form() -> None:
             algorithm = st.selectbox(
                 "Algorithm (the loss)",
                 ["guess from its config", *line_style.KNOWN_ALGORITHMS],
+                format_func=lambda a: (
+                    a
+                    if a not in line_style.KNOWN_ALGORITHMS
+                    else f"{line_style.algorithm_text(a)}: {a}"
+                ),
                 key="import_algorithm",
             )
             version = st.text_input(
