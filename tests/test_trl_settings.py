@@ -96,3 +96,27 @@ def test_clip_on_a_run_with_every_step_on_policy_is_not_called_lag_unknown():
     codes = {f.code for f in report.findings}
     assert CLIP_ONE_UPDATE in codes and CLIP_HIGH not in codes
     assert report.checked[ONE_UPDATE_CHECK].startswith("num_iterations = 1")
+
+
+def test_an_imports_updates_follow_steps_per_generation_where_stated():
+    """A TRL import stating steps_per_generation 4 and gradient_accumulation_steps 2 beside the
+    log: 1 x 4 / 2 = 2 updates per generated batch (TRL's default num_iterations said so), not
+    the 1 num_iterations alone would give; 3 / 2 is no whole number: unknown; without them the
+    default 1, as before."""
+    from training_hooks.schema import ImportRecord
+
+    def imported(**settings) -> RunInfo:
+        said = {k: {"value": v, "from": f"args.json: {k}"} for k, v in settings.items()}
+        rec = ImportRecord("trl", "trainer_state.json", settings=said)
+        return RunInfo(run_id="i", name="i", algorithm="gspo", imported=rec)
+
+    facts = facts_of(imported(steps_per_generation=4, gradient_accumulation_steps=2))
+    assert facts.updates_per_batch == 2
+    assert facts.updates_origin == (
+        "TRL's default num_iterations = 1; the log does not state it; steps_per_generation = 4, "
+        "gradient_accumulation_steps = 2 (args.json: steps_per_generation)"
+    )
+    assert facts_of(imported(num_iterations=2, max_grad_norm=0.5)).max_grad_norm == 0.5
+    three = imported(steps_per_generation=3, gradient_accumulation_steps=2)
+    assert facts_of(three).updates_per_batch is None
+    assert facts_of(imported()).updates_per_batch == 1

@@ -406,7 +406,8 @@ def _recorded_trl_updates(config: Any) -> tuple[int | None, str]:
 def _updates(info: RunInfo) -> tuple[int | None, str]:
     """(optimizer updates per sampled batch, where that comes from): a run ``attach`` recorded,
     from TRL's settings in its config (``_recorded_trl_updates``); an import: TRL's
-    ``num_iterations`` as stated, else TRL's default of 1, said as such; verl's
+    ``num_iterations`` as stated, else TRL's default of 1, said as such, times
+    ``steps_per_generation / gradient_accumulation_steps`` where both are stated; verl's
     ``one_update_per_row`` (ppo_epochs 1, one mini-batch per batch). (None, "") otherwise."""
     imp = info.imported
     if imp is None:
@@ -414,8 +415,19 @@ def _updates(info: RunInfo) -> tuple[int | None, str]:
     if imp.tool == "trl":
         got = _setting(info, "num_iterations")
         if got is not None and isinstance(got[0], int) and not isinstance(got[0], bool):
-            return got[0], f"num_iterations = {got[0]}, {got[1]}"
-        return 1, "TRL's default num_iterations = 1; the log does not state it"
+            updates, origin = got[0], f"num_iterations = {got[0]}, {got[1]}"
+        else:
+            updates, origin = 1, "TRL's default num_iterations = 1; the log does not state it"
+        per = _setting(info, "steps_per_generation")
+        acc = _setting(info, "gradient_accumulation_steps")
+        if per is not None and acc is not None:
+            stated = {"num_iterations": updates, "steps_per_generation": per[0]}
+            more = _recorded_trl_updates({**stated, "gradient_accumulation_steps": acc[0]})[0]
+            if more is None:
+                return None, ""  # not a whole number of updates per generated batch
+            origin += f"; steps_per_generation = {per[0]}, gradient_accumulation_steps = {acc[0]}"
+            return more, f"{origin} ({per[1]})"
+        return updates, origin
     if imp.tool == "verl":
         got = _setting(info, "one_update_per_row")
         if got is not None and got[0] is True:
