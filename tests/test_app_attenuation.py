@@ -113,4 +113,4 @@ def test_compare_draws_four_losses_on_the_attenuation_panel(four_losses, app_env
         np.testing.assert_allclose(got, want, rtol=1e-4)
     legend = json.loads(at.get("echarts_chart")[0].proto.spec)["legend"]["data"]
     names = {e["name"].rsplit(" · ", 1)[1] for e in legend}
-    assert names == {"CISPO", "SAPO", "GRPO", "GSPO"}
+    assert names == {"GRPO (CISPO loss)", "GRPO (SAPO loss)", "GRPO", "GSPO"}
