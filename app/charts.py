@@ -4,7 +4,7 @@ The single-run pages' figures (ratios, groups, lengths, sequences), and the layo
 figure shares (``app.plotly_traces`` draws the Compare page's traces with it).
 
 Conventions on every chart: one colour per run (``app.colors.run_colors``), line style by
-algorithm (GRPO dashed, GSPO solid, unknown dotted: ``app.line_style``), units on the axes, and at
+ratio level (GSPO's sequence ratio solid, GRPO's token ratio dashed, unknown dotted: ``app.line_style``), units on the axes, and at
 most ``max_points`` points per trace: long series are cut with min/max-preserving LTTB
 (``tsdownsample.MinMaxLTTBDownsampler``), so a one-step spike survives downsampling; bands are
 cut by a per-bucket min/max envelope, which keeps every extreme.

@@ -1,9 +1,9 @@
 """Compare's runs grouped over seeds: the grouping control, the verdict table (the same report as
 ``python -m app.verdict``, on the shown runs) and the grouped charts (``app.group_chart``).
 
-Grouping by algorithm is on by default when every algorithm group of the shown runs has 2 or
-more runs of distinct stated seeds (``default_key``); "none" draws one line per run (the page's
-own grid).
+Grouping by the ratio level (GSPO against GRPO, whatever the aggregation) is on by default when it
+makes two or more groups, each of 2 or more runs of distinct stated seeds; else by algorithm when
+every algorithm group is so (``default_key``); "none" draws one line per run (the page's own grid).
 """
 
 from __future__ import annotations
@@ -26,12 +26,18 @@ from training_hooks.schema import Step
 from training_hooks.tables import UNREAD_COLUMNS
 
 NONE = "none"
+#: The grouping control's words for the derived keys (the others are the settings' own names)
+KEY_NAMES = {rg.RATIO: "ratio level (GSPO / GRPO)", rg.ALGORITHM: "algorithm (the loss)"}
 
 
 def default_key(runs: Sequence[RunRef]) -> str:
-    """The algorithm when the shown runs make 1+ algorithm groups, each of 2+ runs that state
-    distinct seeds (a copy of a run is no second seed, and runs that state none may be anything:
-    other people's runs, other models); else NONE. Any grouping can still be chosen."""
+    """The ratio level when the shown runs make 2+ ratio groups (GSPO and GRPO), each of 2+ runs
+    that state distinct seeds (a copy of a run is no second seed, and runs that state none may be
+    anything: other people's runs, other models); else the algorithm when they make 1+
+    algorithm groups, each so; else NONE. Any grouping can still be chosen."""
+    g = rg.group_runs(runs, rg.RATIO)
+    if len(g.groups) >= 2 and all(_seeds(x) for x in g.groups):
+        return rg.RATIO
     g = rg.group_runs(runs, rg.ALGORITHM)
     return rg.ALGORITHM if g.groups and all(_seeds(x) for x in g.groups) else NONE
 
@@ -66,6 +72,7 @@ def controls(
             "Group runs by",
             [NONE, *keys],
             index=[NONE, *keys].index(default),
+            format_func=lambda k: KEY_NAMES.get(k, k),
             key="group_by",
             help="Runs with one value of this setting form a group (their seeds): the charts draw "
             "each group's mean with a pointwise 95% bootstrap band, and the verdict compares the "
@@ -98,7 +105,7 @@ def controls(
     text = st.text_input(
         "Score a group on its own column",
         key="verdict_group_metrics",
-        placeholder="gspo=seq_clip_fraction, grpo=token_clip_fraction",
+        placeholder="GSPO=seq_clip_fraction, GRPO=token_clip_fraction",
         disabled=by == NONE,
         help="GROUP=COLUMN, comma-separated: that group is scored on that column instead of the "
         "verdict metric (python -m app.verdict's --group-metric). The scores then compare two "

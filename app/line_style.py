@@ -1,10 +1,12 @@
-"""How a run's line looks on the step charts: its algorithm by line style, a sparse series by its
-markers.
+"""How a run's line looks on the step charts: its ratio level by line style, a sparse series by
+its markers.
 
-- GSPO solid, GRPO dashed, each other known loss (DAPO, CISPO, SAPO, ..., and the ones at the
-  sequence level) a dash pattern of its own and its name in the legend, an unknown algorithm
+- The ratio level is the line style (``gspo_metrics.spec.ratio_name``): every loss run on the
+  sequence ratio is drawn solid, GSPO's style ("gspo", TRL's ``loss_type="dapo"`` at the sequence
+  level, CISPO on s), every loss on the token ratio dashed, GRPO's style; an unknown algorithm
   dotted: a run whose loss is not known is never drawn like one that is, and the legend names it
-  ("algorithm unknown").
+  ("algorithm unknown"). The legend names the loss after the level ("GSPO (DAPO aggregation)":
+  ``gspo_metrics.spec.algorithm_words``), the run's colour tells runs apart.
 - A panel's second column (the p90 of the length panel) is open triangles, never a line: no
   line style (the unknown algorithm's dotted one included) can read as it.
 - A series with few points (validation lines, a one-entry import) is drawn with a marker at each
@@ -16,11 +18,17 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from gspo_metrics.spec import LOSS_INFO, algorithm_label, parse_algorithm
+from gspo_metrics.spec import (
+    LOSS_INFO,
+    RATIO_NAMES,
+    algorithm_label,
+    algorithm_words,
+    parse_algorithm,
+)
 
-#: Plotly's dash of GSPO and GRPO; every other known loss (``KNOWN_ALGORITHMS``) gets a pattern of
-#: its own (``DASH_PATTERNS``); an unknown algorithm ("unknown", "?", a new one) gets UNKNOWN_DASH
-NAMED_DASH = {"gspo": "solid", "grpo": "dash"}
+#: Plotly's dash of each ratio level (by its ``RATIO_NAMES`` name): GSPO's sequence ratio solid,
+#: GRPO's token ratio dashed; an unknown algorithm ("unknown", "?", a new one) gets UNKNOWN_DASH
+LEVEL_DASH = {"GSPO": "solid", "GRPO": "dash"}
 UNKNOWN_DASH = "dot"
 #: the same styles in ECharts' words, which are the page's too
 ECHARTS_TYPE = {"solid": "solid", "dash": "dashed", "dot": "dotted"}
@@ -39,24 +47,9 @@ KNOWN_ALGORITHMS: tuple[str, ...] = tuple(
         ]
     )
 )
+#: The ratio levels' names, the sequence's first (the order of filters, groups and sentences)
+LEVEL_ORDER: tuple[str, ...] = (RATIO_NAMES["sequence"], RATIO_NAMES["token"])
 
-
-def _patterns() -> list[tuple[int, ...]]:
-    """Distinct dash patterns (px: on, off, on, off, ...): a long dash of 6-24 px and 0-2 short
-    dashes (never 1-3 px dots only, UNKNOWN_DASH's look)."""
-    out = []
-    for gap in (4, 7):
-        for dots in (0, 1, 2):
-            for dash in (6, 10, 16, 24):
-                out.append((dash, gap) + (3, gap) * dots)
-    return out
-
-
-#: The dash pattern of each known loss other than GSPO and GRPO, in ``KNOWN_ALGORITHMS`` order.
-DASH_PATTERNS: dict[str, tuple[int, ...]] = dict(
-    zip([a for a in KNOWN_ALGORITHMS if a not in NAMED_DASH], _patterns(), strict=False)
-)
-assert len(DASH_PATTERNS) == len(KNOWN_ALGORITHMS) - len(NAMED_DASH), "more losses than patterns"
 
 #: A series is sparse below this many points, or when it has a point on at most one row in
 #: SPARSE_ROW_SHARE of the rows it could have one (a validation line logged every tenth step)
@@ -70,62 +63,52 @@ PLOTLY_SYMBOL = {DOT: "circle", OPEN_TRIANGLE: "triangle-up-open"}
 SECOND_MARKER_SIZE = 5  # px, a second column's triangles
 
 
-def _key(algorithm: object) -> str:
-    return str(algorithm).strip().lower()
+def _level(algorithm: object) -> str | None:
+    """The ratio level's name of a known loss's label ("GSPO", "GRPO"), else None."""
+    parsed = parse_algorithm(algorithm)
+    return None if parsed is None else RATIO_NAMES[parsed.level]
 
 
 def dash_for(algorithm: object) -> str:
-    """The Plotly dash of ``algorithm``'s runs: GSPO solid, GRPO dash, each other known loss its
-    ``DASH_PATTERNS`` pattern ("10px,4px,3px,4px"), any other UNKNOWN_DASH."""
-    a = _key(algorithm)
-    if a in NAMED_DASH:
-        return NAMED_DASH[a]
-    pattern = DASH_PATTERNS.get(a)
-    return UNKNOWN_DASH if pattern is None else ",".join(f"{n}px" for n in pattern)
+    """The Plotly dash of ``algorithm``'s runs: solid on the sequence ratio (GSPO's), dash on the
+    token ratio (GRPO's), UNKNOWN_DASH for a label no known loss has."""
+    return LEVEL_DASH.get(_level(algorithm) or "", UNKNOWN_DASH)
 
 
-def echarts_type(algorithm: object) -> str | list[int]:
-    """The ECharts ``lineStyle.type`` of ``algorithm``'s runs: solid, dashed, dotted, or the
-    loss's dash pattern as ECharts' list of lengths."""
-    return echarts_dash(dash_for(algorithm))
+def echarts_type(algorithm: object) -> str:
+    """The ECharts ``lineStyle.type`` of ``algorithm``'s runs: solid, dashed or dotted."""
+    return ECHARTS_TYPE[dash_for(algorithm)]
 
 
-def echarts_dash(dash: str) -> str | list[int]:
-    """A Plotly dash (``dash_for``'s: a name, or "10px,4px" lengths) as ECharts'
-    ``lineStyle.type`` (a name, or the lengths' list)."""
-    if dash in ECHARTS_TYPE:
-        return ECHARTS_TYPE[dash]
-    parts = dash.split(",")
-    if not all(p.removesuffix("px").isdigit() for p in parts):
+def echarts_dash(dash: str) -> str:
+    """A Plotly dash (``dash_for``'s) as ECharts' ``lineStyle.type``."""
+    if dash not in ECHARTS_TYPE:
         raise ValueError(f"not a dash of line_style: {dash!r}")
-    return [int(p.removesuffix("px")) for p in parts]
+    return ECHARTS_TYPE[dash]
 
 
 def algorithm_text(algorithm: object) -> str:
-    """The algorithm as the legend names it: the loss ("GSPO", "CISPO", "DAPO (sequence
-    ratio)"), or UNKNOWN_TEXT for a label that is not a known loss's."""
-    parsed = parse_algorithm(algorithm)
-    if parsed is None or _key(algorithm) not in KNOWN_ALGORITHMS:
-        return UNKNOWN_TEXT
-    name = parsed.loss.upper()
-    if parsed.level == "sequence" and parsed.info.level == "either":
-        return f"{name} (sequence ratio)"
-    return name
+    """The algorithm as the legend and every page name it: the ratio level, then what the loss
+    adds ("GSPO", "GSPO (DAPO aggregation)", "GRPO (CISPO loss)": ``spec.algorithm_words``), or
+    UNKNOWN_TEXT for a label that is not a known loss's."""
+    return algorithm_words(algorithm) or UNKNOWN_TEXT
 
 
 def style_words(algorithm: object) -> str:
-    """``algorithm``'s line style in words: "solid", "dashed", "dotted", "dash 10-4-3-4"."""
-    dash = echarts_type(algorithm)
-    return dash if isinstance(dash, str) else "dash " + "-".join(map(str, dash))
+    """``algorithm``'s line style in words: "solid", "dashed", "dotted"."""
+    return echarts_type(algorithm)
 
 
 def styles_sentence(algorithms: Iterable[object] = ()) -> str:
-    """The line styles in words ("GRPO dashed, GSPO solid"): GRPO's and GSPO's, each other known
-    loss among ``algorithms``, and the unknown style when any of them is not a known loss."""
-    shown = {_key(a) for a in algorithms}
-    known = sorted(NAMED_DASH) + [a for a in KNOWN_ALGORITHMS if a in shown and a not in NAMED_DASH]
-    parts = [f"{algorithm_text(a)} {style_words(a)}" for a in known]
-    if any(a not in KNOWN_ALGORITHMS for a in shown):
+    """The line styles in words: "sequence ratio (GSPO, any aggregation) solid, token ratio
+    (GRPO, any aggregation) dashed", and the unknown style when any of ``algorithms`` is not a
+    known loss."""
+    parts = [
+        f"{'sequence' if name == RATIO_NAMES['sequence'] else 'token'} ratio ({name}, any "
+        f"aggregation) {ECHARTS_TYPE[LEVEL_DASH[name]]}"
+        for name in LEVEL_ORDER
+    ]
+    if any(_level(a) is None for a in algorithms):
         parts.append(f"{UNKNOWN_TEXT} {ECHARTS_TYPE[UNKNOWN_DASH]}")
     return ", ".join(parts)
 

@@ -1,5 +1,9 @@
-"""Runs grouped over seeds: one group per value of a setting (the algorithm, or any config key such
-as ``lr``, ``loss_type``, ``beta``), each naming its members.
+"""Runs grouped over seeds: one group per value of a setting (the ratio level, the algorithm, or any
+config key such as ``lr``, ``loss_type``, ``beta``), each naming its members.
+
+The ratio level (``RATIO``: "GSPO" for every loss on the sequence ratio, "GRPO" on the token
+ratio, ``gspo_metrics.spec.ratio_name``) is the primary axis: TRL's ``loss_type="dapo"`` at the
+sequence level is in the GSPO group, and the group says its runs differ in algorithm.
 
 A run's settings are what its source stated: the recorder's config and run settings (run.json),
 an imported run's TRL / verl / Tinker settings as the importer read them (run.json's ``config``,
@@ -20,9 +24,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.records import RunRef
+from gspo_metrics.spec import ratio_name
 from training_hooks.schema import flatten
 
 ALGORITHM = "algorithm"
+#: The ratio level of the run's loss by its algorithm's name ("GSPO", "GRPO"): a derived setting
+RATIO = "ratio_level"
+#: The settings read from the run's algorithm, not its config (a group's name is their value)
+DERIVED = (RATIO, ALGORITHM)
 SEED = "seed"
 #: run.json's own settings, read as config beside its ``config`` (None there: not stated)
 RUN_SETTINGS = (
@@ -44,7 +53,7 @@ PER_RUN_KEYS = frozenset(
 class RunGroup:
     """The runs whose setting ``key`` has one value."""
 
-    name: str  # the value for the algorithm ("grpo"), else "key=value" ("lr=8e-05")
+    name: str  # the value for the ratio level or the algorithm ("GSPO", "grpo"), else "lr=8e-05"
     value: str
     runs: tuple[RunRef, ...]
     differ: tuple[str, ...] = ()  # other settings whose values differ among ``runs``
@@ -67,8 +76,8 @@ class Grouping:
 
 
 def settings(run: RunRef) -> dict[str, Any]:
-    """The settings ``run``'s source stated, one level (``flatten``): config, run settings and
-    the algorithm when known; an MLflow-only run's params."""
+    """The settings ``run``'s source stated, one level (``flatten``): config, run settings, and
+    the algorithm and its ratio level when known; an MLflow-only run's params."""
     out: dict[str, Any] = {}
     if run.info is not None:
         out.update(flatten(run.info.config))
@@ -83,6 +92,11 @@ def settings(run: RunRef) -> dict[str, Any]:
         out[ALGORITHM] = run.algorithm
     else:
         out.pop(ALGORITHM, None)
+    level = ratio_name(run.algorithm)
+    if level is not None:
+        out[RATIO] = level
+    else:
+        out.pop(RATIO, None)
     return out
 
 
@@ -110,6 +124,8 @@ def value_of(run: RunRef, key: str) -> tuple[str | None, str]:
     """(the run's value of ``key`` as text, "") or (None, why it is unknown)."""
     if key == ALGORITHM and run.algorithm == "?":
         return None, "its algorithm is unknown"
+    if key == RATIO and ratio_name(run.algorithm) is None:
+        return None, "its ratio level is unknown (its algorithm is not a known loss's)"
     found = settings(run)
     name, why = lookup(found, key)
     if name is None:
@@ -125,12 +141,13 @@ def _per_run(name: str) -> bool:
 
 def differing(runs: Sequence[RunRef], skip: str) -> tuple[str, ...]:
     """The settings (but ``skip`` and the per-run ones) whose values differ among ``runs``, or
-    that some of them state and others do not."""
+    that some of them state and others do not; the ratio level only where the algorithm (which
+    names it) is the setting grouped by."""
     all_settings = [settings(r) for r in runs]
     names = sorted({k for s in all_settings for k in s})
     out = []
     for k in names:
-        if k == skip or _per_run(k):
+        if k == skip or _per_run(k) or (k == RATIO and skip != ALGORITHM):
             continue
         values = {shown_value(s[k]) if k in s else None for s in all_settings}
         if len(values) > 1:
@@ -153,7 +170,7 @@ def group_runs(runs: Sequence[RunRef], key: str) -> Grouping:
             by_value.setdefault(value, []).append(run)
     groups = []
     for value, members in by_value.items():
-        name = value if key == ALGORITHM else f"{key}={value}"
+        name = value if key in DERIVED else f"{key}={value}"
         full = lookup(settings(members[0]), key)[0] or key
         members = sorted(members, key=lambda r: r.key)  # one order whatever the input's
         groups.append(RunGroup(name, value, tuple(members), differing(members, full)))
@@ -161,8 +178,8 @@ def group_runs(runs: Sequence[RunRef], key: str) -> Grouping:
 
 
 def candidate_keys(runs: Sequence[RunRef]) -> list[str]:
-    """Settings worth grouping by: the algorithm, then every setting (but the per-run ones) that
-    two or more of ``runs`` state and whose value differs between them."""
+    """Settings worth grouping by: the ratio level, the algorithm, then every setting (but the
+    per-run ones) that two or more of ``runs`` state and whose value differs between them."""
     all_settings = [settings(r) for r in runs]
     counts: dict[str, set[str]] = {}
     stated: dict[str, int] = {}
@@ -173,6 +190,6 @@ def candidate_keys(runs: Sequence[RunRef]) -> list[str]:
     keys = [
         k
         for k in sorted(counts)
-        if k != ALGORITHM and not _per_run(k) and stated[k] >= 2 and len(counts[k]) > 1
+        if k not in DERIVED and not _per_run(k) and stated[k] >= 2 and len(counts[k]) > 1
     ]
-    return [ALGORITHM, *keys]
+    return [*DERIVED, *keys]

@@ -18,7 +18,9 @@ scored (absent: --metric for every group, all steps, as without them).
 
 ``--group-metric GROUP=COLUMN`` (repeatable) scores the group GROUP on COLUMN instead of
 ``--metric`` (every other group): "GSPO clips more sequences than GRPO clips tokens" is
-``--by algorithm --metric token_clip_fraction --group-metric gspo=seq_clip_fraction``. The output
+``--by ratio_level --metric token_clip_fraction --group-metric GSPO=seq_clip_fraction`` (``--by
+ratio_level``: GSPO against GRPO by the ratio the loss ran on, whatever its aggregation;
+``--by algorithm``: one group per loss label, "gspo", "dapo-seq", ...). The output
 names each group's column; "better" then compares two columns' scores, no more.
 ``--steps``: the steps a score averages over, as Compare's "steps" control (``app.lag``): all (the
 default), on-policy or off-policy steps only (a clip share or a KL old→new is 0 by construction at
@@ -271,7 +273,12 @@ def parser() -> argparse.ArgumentParser:
         "over seeds; bootstrap CIs, P(A > B)).",
     )
     p.add_argument("root", metavar="ROOT", help="folder (or s3:// URI) holding one folder per run")
-    p.add_argument("--by", required=True, metavar="KEY", help="algorithm, or a config key (lr)")
+    p.add_argument(
+        "--by",
+        required=True,
+        metavar="KEY",
+        help="ratio_level (GSPO / GRPO by the loss's ratio), algorithm, or a config key (lr)",
+    )
     p.add_argument("--metric", required=True, metavar="COLUMN", help="a step-table column")
     p.add_argument(
         "--final",

@@ -6,7 +6,7 @@ On the ``bench_dashboard.py --grouped`` root (``--root`` + ``-grouped``: 5 confi
 seeds x 5,000 steps, made by ``make_runs.make_grouped_root`` when missing), each checkout in
 ``--code`` (default: this one) runs in a fresh Python process of its own (``PYTHONPATH``): Streamlit
 AppTest warms the imports on the Health page, forgets every cache (``data.clear_caches``), then
-renders Compare with every run shown (grouped by algorithm by default: the verdict and the grouped
+renders Compare with every run shown (grouped by ratio level by default: the verdict and the grouped
 charts) and renders it again. Timed from outside the product: the process's CPU seconds
 (``time.process_time``, every thread) and the wall seconds around each ``AppTest.run``. The
 checkouts take turns, ``--alternations`` times, so a change of the machine's load hits each;

@@ -22,7 +22,7 @@ Measures, on a generated root of ``runs`` runs x ``steps`` steps x ``seqs`` sequ
    file (``profile_by_file_ms``). Each goal (``GOALS``) is printed beside its median.
 ``--grouped``: instead, a root of ``configs`` configurations x ``seeds`` seeds (each run stating
 its seed; ``make_runs.make_grouped_root``, 32 sequences per step) and one view, Compare with every
-run: grouped by algorithm by default, so the grouped charts (means, bands, faint seeds) and the
+run: grouped by ratio level (GSPO / GRPO) by default, so the grouped charts (means, bands, faint seeds) and the
 verdict; cold loads only, timed as in 2. (goal ``GOALS["grouped"]``).
 
 3. MLflow for comparison: one run of 10,000 steps x 20 metrics logged to a fresh SQLite store;

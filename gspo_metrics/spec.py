@@ -345,6 +345,58 @@ def parse_algorithm(label: object) -> Algorithm | None:
     return Algorithm(name, "sequence" if info.level == "sequence" else "token")
 
 
+#: The primary axis of a run's algorithm: its ratio level, named by the algorithm that defines it.
+#: A sequence-level ratio (s_b = exp(mean_t log r_t), clipped or weighted per sequence) is GSPO's
+#: (TRL's ``importance_sampling_level="sequence"``), a token-level one (r_t per token) GRPO's.
+RATIO_NAMES: dict[str, str] = {"sequence": "GSPO", "token": "GRPO"}
+#: The losses that are PPO's clip surrogate with another aggregation of its per-token terms (and
+#: their paper's ε): the qualifier "<name> aggregation" ("GSPO (DAPO aggregation)").
+AGGREGATIONS: dict[str, str] = {
+    "dapo": "DAPO",
+    "bnpo": "BNPO",
+    "dr_grpo": "Dr. GRPO",
+    "luspo": "LUSPO",
+}
+#: Every other loss (not GRPO's clip, GSPO's or an aggregation of them), by its paper's name: the
+#: qualifier "<name> loss" ("GRPO (CISPO loss)": CISPO's weight on token ratios).
+LOSS_NAMES: dict[str, str] = {
+    "gmpo": "GMPO",
+    "cispo": "CISPO",
+    "vespo": "VESPO",
+    "dppo_tv": "DPPO-TV",
+    "dppo_kl": "DPPO-KL",
+    "gpg": "GPG",
+    "sapo": "SAPO",
+    "dro": "DRO",
+    "kl_cov": "KL-Cov",
+}
+
+
+def ratio_name(label: object) -> str | None:
+    """The name of a recorded ``algorithm`` label's ratio level (``RATIO_NAMES``): "GSPO" for
+    every loss run on the sequence ratio ("gspo", "dapo-seq", "cispo-seq", "gmpo"), "GRPO" on
+    the token ratio ("grpo", "dapo", "cispo"); None for a label no known loss has."""
+    parsed = parse_algorithm(label)
+    return None if parsed is None else RATIO_NAMES[parsed.level]
+
+
+def algorithm_words(label: object) -> str | None:
+    """A recorded ``algorithm`` label in words, the ratio level first (``ratio_name``) and what
+    the loss adds in brackets: "GSPO" / "GRPO" (PPO's clip on that ratio, as the papers define
+    them), "GSPO (DAPO aggregation)" (TRL's ``loss_type="dapo"`` at the sequence level), "GRPO
+    (CISPO loss)"; None for a label no known loss has (never taken for a known one). The one
+    wording of a run's algorithm on every page, legend and Health finding."""
+    parsed = parse_algorithm(label)
+    if parsed is None:
+        return None
+    level = RATIO_NAMES[parsed.level]
+    if parsed.loss in ("grpo", "gspo"):
+        return level
+    if parsed.loss in AGGREGATIONS:
+        return f"{level} ({AGGREGATIONS[parsed.loss]} aggregation)"
+    return f"{level} ({LOSS_NAMES[parsed.loss]} loss)"
+
+
 def clip_unit_of(label: object) -> Literal["seq", "token"] | None:
     """``parse_algorithm(label).clip_unit``: the unit of the loss's hard clip; None without one
     (CISPO, SAPO, ...) or for a label no known loss has."""

@@ -6,11 +6,15 @@ import pytest
 
 from gspo_metrics import LOSSES, loss_for
 from gspo_metrics.spec import (
+    AGGREGATIONS,
     LOSS_INFO,
+    LOSS_NAMES,
     TRL_LOSS_TYPES,
     VERL_LOSS_MODES,
     algorithm_label,
+    algorithm_words,
     parse_algorithm,
+    ratio_name,
     tool_algorithm,
 )
 from training_hooks.recorder_settings import RecorderSettings
@@ -37,6 +41,37 @@ def test_every_registered_loss_is_declared_and_its_label_reads_back():
         algorithm_label("ppo")
     with pytest.raises(ValueError, match="runs at the sequence level only"):
         algorithm_label("gspo", "token")
+
+
+def test_the_ratio_level_names_the_run_and_the_loss_qualifies_it():
+    """The ratio level comes first: TRL's GSPO recipe (loss_type "grpo" at the sequence level),
+    its default loss_type "dapo" at the sequence level and CISPO on s are all "GSPO ...", their
+    token-level runs "GRPO ..."; the aggregation (DAPO, BNPO, Dr. GRPO, LUSPO) or the loss
+    qualifies it; a label no known loss has is None, never a level."""
+    cases = {
+        ("grpo", "sequence"): "GSPO",
+        ("grpo", "token"): "GRPO",
+        ("dapo", "sequence"): "GSPO (DAPO aggregation)",
+        ("dapo", "token"): "GRPO (DAPO aggregation)",
+        ("bnpo", "sequence"): "GSPO (BNPO aggregation)",
+        ("dr_grpo", "token"): "GRPO (Dr. GRPO aggregation)",
+        ("luspo", "sequence"): "GSPO (LUSPO aggregation)",
+        ("cispo", "sequence"): "GSPO (CISPO loss)",
+        ("cispo", "token"): "GRPO (CISPO loss)",
+        ("sapo", "token"): "GRPO (SAPO loss)",
+        ("vespo", "token"): "GRPO (VESPO loss)",
+    }
+    for (loss_type, level), words in cases.items():
+        label = tool_algorithm("trl", loss_type, level)
+        assert algorithm_words(label) == words, (loss_type, level)
+        assert ratio_name(label) == ("GSPO" if level == "sequence" else "GRPO")
+    assert algorithm_words("gspo") == "GSPO" and algorithm_words("GMPO") == "GSPO (GMPO loss)"
+    assert algorithm_words("geo_mean") is None  # verl's name, not a label
+    for label in ("unknown", "?", "", "ppo", None, "grpo-seq"):
+        assert algorithm_words(label) is None and ratio_name(label) is None, label
+    # every registered loss is named: GRPO's / GSPO's clip, an aggregation, or a loss of its own
+    assert set(LOSS_INFO) == {"grpo", "gspo"} | set(AGGREGATIONS) | set(LOSS_NAMES)
+    assert not set(AGGREGATIONS) & set(LOSS_NAMES)
 
 
 def test_clip_units_follow_the_hard_clip():

@@ -68,16 +68,22 @@ def four_losses(tmp_path_factory):
     return root, ids
 
 
-def test_every_loss_has_its_own_style_and_legend_name():
-    """GSPO solid, GRPO dashed, CISPO and SAPO each a dash pattern of its own, none dotted (the
-    unknown algorithm's), and each named by its loss."""
+def test_every_loss_is_drawn_by_its_ratio_level_and_named_by_its_loss():
+    """The four runs' lines follow their ratio level (GSPO on s solid; GRPO, CISPO and SAPO on
+    r_t dashed), none dotted (the unknown algorithm's); the legend names the level first and the
+    loss after it, so two dashed runs are told apart by name (and colour)."""
     dashes = {loss: line_style.dash_for(loss) for loss in LOSSES}
-    assert len(set(dashes.values())) == 4 and line_style.UNKNOWN_DASH not in dashes.values()
-    assert dashes["gspo"] == "solid" and dashes["grpo"] == "dash"
-    assert [line_style.algorithm_text(x) for x in LOSSES] == ["CISPO", "SAPO", "GRPO", "GSPO"]
-    every = [line_style.dash_for(a) for a in line_style.KNOWN_ALGORITHMS]
-    assert len(set(every)) == len(every)  # every known label its own style
-    assert line_style.algorithm_text("cispo-seq") == "CISPO (sequence ratio)"
+    assert dashes == {"cispo": "dash", "sapo": "dash", "grpo": "dash", "gspo": "solid"}
+    assert [line_style.algorithm_text(x) for x in LOSSES] == [
+        "GRPO (CISPO loss)",
+        "GRPO (SAPO loss)",
+        "GRPO",
+        "GSPO",
+    ]
+    every = {a: line_style.dash_for(a) for a in line_style.KNOWN_ALGORITHMS}
+    assert line_style.UNKNOWN_DASH not in every.values()
+    assert line_style.algorithm_text("cispo-seq") == "GSPO (CISPO loss)"
+    assert every["cispo-seq"] == "solid"
 
 
 @pytest.mark.slow
@@ -107,4 +113,4 @@ def test_compare_draws_four_losses_on_the_attenuation_panel(four_losses, app_env
         np.testing.assert_allclose(got, want, rtol=1e-4)
     legend = json.loads(at.get("echarts_chart")[0].proto.spec)["legend"]["data"]
     names = {e["name"].rsplit(" · ", 1)[1] for e in legend}
-    assert names == {"CISPO", "SAPO", "GRPO", "GSPO"}
+    assert names == {"GRPO (CISPO loss)", "GRPO (SAPO loss)", "GRPO", "GSPO"}

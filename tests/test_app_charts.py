@@ -293,36 +293,53 @@ def test_run_colours_distinct_on_screen_and_stable(keys):
 # ------------------------------------------------------------- charts that do not lie by omission
 
 
-def test_line_style_by_algorithm_unknown_dotted():
-    """GSPO solid, GRPO dashed, each other known loss its own dash pattern (DAPO 6px,4px), any
-    other label dotted (Plotly "dot", ECharts "dotted") and named "algorithm unknown"; the
-    page's sentence names the dotted style only when one is shown."""
+def test_line_style_by_ratio_level_unknown_dotted():
+    """The ratio level is the line style: every loss on the sequence ratio solid (GSPO's: "gspo",
+    TRL's dapo at the sequence level "dapo-seq", "cispo-seq", GMPO's geometric mean), every loss
+    on the token ratio dashed (GRPO's: "grpo", "dapo", "cispo"), any other label dotted (Plotly
+    "dot", ECharts "dotted") and named "algorithm unknown"; the legend names the level first and
+    the aggregation or loss after it; the page's sentence names the dotted style only when one is
+    shown."""
     from app import line_style as ls
 
-    assert [ls.dash_for(a) for a in ("gspo", "GRPO", "unknown", "?", "dapo", "ppo")] == [
+    labels = ("gspo", "GRPO", "unknown", "?", "dapo", "dapo-seq", "cispo-seq", "gmpo", "ppo")
+    assert [ls.dash_for(a) for a in labels] == [
         "solid",
         "dash",
         "dot",
         "dot",
-        "6px,4px",
+        "dash",
+        "solid",
+        "solid",
+        "solid",
         "dot",
     ]
-    assert [ls.echarts_type(a) for a in ("gspo", "grpo", "?", "dapo")] == [
+    assert [ls.echarts_type(a) for a in ("gspo", "grpo", "?", "dapo", "dapo-seq")] == [
         "solid",
         "dashed",
         "dotted",
-        [6, 4],
+        "dashed",
+        "solid",
     ]
-    assert [ls.algorithm_text(a) for a in ("gspo", "grpo", "unknown", "dapo", "sapo-seq")] == [
+    assert [
+        ls.algorithm_text(a)
+        for a in ("gspo", "grpo", "unknown", "dapo", "dapo-seq", "dr_grpo", "sapo-seq", "gmpo")
+    ] == [
         "GSPO",
         "GRPO",
         "algorithm unknown",
-        "DAPO",
-        "SAPO (sequence ratio)",
+        "GRPO (DAPO aggregation)",
+        "GSPO (DAPO aggregation)",
+        "GRPO (Dr. GRPO aggregation)",
+        "GSPO (SAPO loss)",
+        "GSPO (GMPO loss)",
     ]
-    assert ls.styles_sentence(["gspo"]) == "GRPO dashed, GSPO solid"
-    assert ls.styles_sentence(["?"]) == "GRPO dashed, GSPO solid, algorithm unknown dotted"
-    assert ls.styles_sentence(["dapo"]) == "GRPO dashed, GSPO solid, DAPO dash 6-4"
+    both = (
+        "sequence ratio (GSPO, any aggregation) solid, token ratio (GRPO, any aggregation) dashed"
+    )
+    assert ls.styles_sentence(["gspo"]) == both
+    assert ls.styles_sentence(["dapo-seq", "dapo"]) == both
+    assert ls.styles_sentence(["?"]) == both + ", algorithm unknown dotted"
 
 
 def test_unknown_algorithm_line_and_legend_are_dotted():

@@ -712,6 +712,8 @@ def _scenario(code: str) -> tuple[pd.DataFrame, dict]:
         kw = {"facts": _facts(imported=rec)}
     elif code == "steps_dropped":
         kw = {"facts": _facts(dropped_steps=(2, ((5, "ValueError: a"), (9, "ValueError: b"))))}
+    elif code == "gspo_recipe_departs":  # the healthy GSPO run, stating TRL's default β 0.04
+        kw = {"facts": _facts(kl_coef=0.04, kl_coef_origin="config beta")}
     elif code == health.ATTENUATION_ONE_SIDED:  # 4% of A > 0's gradient, 0.1% of A < 0's
         df[Step.ATTENUATION_MEAN] = np.where(off, 0.02, 0)
         df[Step.ATTENUATION_POS_MEAN] = np.where(off, 0.04, 0)
@@ -826,6 +828,7 @@ def test_codes_are_the_contract():
         "grad_norm_high",
         "kl_ref_rising",
         "loss_constant",
+        "gspo_recipe_departs",
     }
     assert health.NOTE_CODES == ("stopped_early", "running", "not_judged")
 

@@ -47,6 +47,40 @@ def test_groups_by_algorithm_leave_the_unknown_out():
     assert [(r.key, why) for r, why in g.ungrouped] == [("u", "its algorithm is unknown")]
 
 
+def test_groups_by_ratio_level_put_every_sequence_ratio_run_with_gspo():
+    """By ratio level: GSPO, TRL's dapo at the sequence level and CISPO on s are the GSPO group
+    (which says its runs differ in algorithm), GRPO and token-level DAPO the GRPO group; an unknown
+    algorithm is left out with the reason. The Compare page's default grouping is the ratio level
+    when it makes two groups of 2+ distinct seeds, else the algorithm when its groups are so."""
+    from app.compare_groups import NONE, default_key
+
+    runs = [
+        _ref("s1", "gspo", config={"seed": 1}),
+        _ref("s2", "dapo-seq", config={"seed": 2}),
+        _ref("s3", "cispo-seq", config={"seed": 3}),
+        _ref("g1", "grpo", config={"seed": 1}),
+        _ref("g2", "dapo", config={"seed": 2}),
+        _ref("u", "?", config={"seed": 4}),
+    ]
+    g = rg.group_runs(runs, rg.RATIO)
+    assert [(x.name, [r.key for r in x.runs], x.differ) for x in g.groups] == [
+        ("GRPO", ["g1", "g2"], ("algorithm",)),
+        ("GSPO", ["s1", "s2", "s3"], ("algorithm",)),
+    ]
+    assert [(r.key, why) for r, why in g.ungrouped] == [
+        ("u", "its ratio level is unknown (its algorithm is not a known loss's)")
+    ]
+    # by algorithm, dapo and dapo-seq are two groups; the ratio level is named where it differs
+    by_algo = {x.name: x for x in rg.group_runs(runs, rg.ALGORITHM).groups}
+    assert set(by_algo) == {"gspo", "dapo-seq", "cispo-seq", "grpo", "dapo"}
+    assert default_key(runs) == rg.RATIO
+    same_level = [_ref("a", "grpo", config={"seed": s}) for s in (1, 2)] + [
+        _ref(f"d{s}", "dapo", config={"seed": s}) for s in (1, 2)
+    ]
+    assert default_key(same_level) == rg.ALGORITHM  # one ratio group: the losses are compared
+    assert default_key(runs[:2] + runs[3:4]) == NONE  # GRPO has one seed
+
+
 def test_groups_by_config_key_nested_null_missing_ambiguous():
     """``lr`` finds ``optim.lr``; a null lr, a run without one and a run where two settings end in
     ``.lr`` are left out, each with its reason; the group names its value."""
@@ -89,7 +123,7 @@ def test_group_names_what_else_differs_and_reads_run_settings():
     assert rg.group_runs(runs, "group_size").groups[0].name == "group_size=16"
     ml = RunRef("mlflow:1", "m", "gspo", "finished", SOURCE_MLFLOW, params={"beta": "0.04"})
     assert rg.value_of(ml, "beta") == ("0.04", "")
-    assert rg.candidate_keys(runs) == ["algorithm", "group_size", "lr"]
+    assert rg.candidate_keys(runs) == ["ratio_level", "algorithm", "group_size", "lr"]
     with pytest.raises(ValueError, match="key must name a setting"):
         rg.group_runs(runs, " ")
 
@@ -397,15 +431,15 @@ def test_verdict_tables_escape_every_cell():
 
 
 def test_page_verdict_agrees_with_the_cli(seeds_root, app_env, capsys):
-    """Compare on the six runs groups by algorithm by default (3 seeds each) and shows the same
+    """Compare on the six runs groups by ratio level by default (3 seeds each) and shows the same
     groups, N, estimates, CIs, P(A > B) and verdict as ``python -m app.verdict``; the grouped chart
     counts 3 GSPO seeds up to step 3 and 2 after it."""
     app_env(seeds_root)
     at = _open("compare")
     _assert_clean(at)
-    assert at.selectbox(key="group_by").value == "algorithm"
+    assert at.selectbox(key="group_by").value == "ratio_level"
     groups, pairs = (_md_rows(m.value) for m in at.markdown if m.value.startswith("| "))
-    vd.main([str(seeds_root), "--by", "algorithm", "--metric", Step.REWARD_MEAN, "--json"])
+    vd.main([str(seeds_root), "--by", "ratio_level", "--metric", Step.REWARD_MEAN, "--json"])
     out = json.loads(capsys.readouterr().out)
     for row, g in zip(groups, out["groups"], strict=True):
         assert (row["group"], int(row["N"])) == (g["name"], g["n"])
@@ -421,11 +455,11 @@ def test_page_verdict_agrees_with_the_cli(seeds_root, app_env, capsys):
     (chart,) = [el for el in at.get("echarts_chart") if el.proto.id.endswith("-grouped")]
     spec = json.loads(chart.proto.spec)
     seeds = {s["name"]: s["data"] for s in spec["series"] if s["id"].split("|")[1] == "seeds"}
-    gspo = np.array(seeds["gspo"], float)
+    gspo = np.array(seeds["GSPO"], float)
     assert set(gspo[gspo[:, 0] <= 3, 1]) == {3} and set(gspo[gspo[:, 0] > 3, 1]) == {2}
-    assert set(np.array(seeds["grpo"], float)[:, 1]) == {3}
+    assert set(np.array(seeds["GRPO"], float)[:, 1]) == {3}
     means = [s for s in spec["series"] if s["id"].split("|")[1] == "mean"]
-    assert {s["name"] for s in means} == {"grpo", "gspo"}
+    assert {s["name"] for s in means} == {"GRPO", "GSPO"}
     # the grouped length panel draws the mean length only: its title names no p90 triangles
     titles = [t["text"] for t in spec["title"]]
     assert "Completion length: mean" in titles and not [t for t in titles if "triangles" in t]
@@ -435,7 +469,7 @@ def test_page_verdict_agrees_with_the_cli(seeds_root, app_env, capsys):
     # the charts' help, opened, describes what the grouped view draws, under its titles
     at.session_state["chart_help"] = True
     at.run()
-    (help_md,) = [m.value for m in at.markdown if "Grouped by algorithm" in m.value]
+    (help_md,) = [m.value for m in at.markdown if "Grouped by ratio\\_level" in m.value]
     assert "pointwise 95% bootstrap band" in help_md and "are not drawn" in help_md
     assert "**Completion length\\: mean**" in help_md and "open triangles)**" not in help_md
 

@@ -50,21 +50,31 @@ def test_cispo_is_never_judged_on_a_clip_share():
 
 def test_dapo_is_judged_in_the_token_unit_and_dapo_seq_in_the_sequence_unit():
     """DAPO (token level) reads the token column with GRPO's band: 40% of tokens is above its 5%
-    warning, named "DAPO"; at the sequence level (dapo-seq) the sequence column with GSPO's band:
-    20% of sequences is inside 10-30%, no finding, though the token column reads 40%."""
+    warning, named "GRPO (DAPO aggregation)"; at the sequence level (dapo-seq) the sequence column
+    with GSPO's band: 20% of sequences is inside 10-30%, no finding, though the token column reads
+    40%; at 60% a warning named "GSPO (DAPO aggregation)" whose advice does not ask to check an ε
+    that is GSPO's 3e-4/4e-4 already, and does ask where it is not."""
     tok = _steps(**{Step.TOKEN_CLIP_FRACTION: np.full(N, 0.4)})
     found = _codes(run_health(tok, RunFacts("dapo", token_eps=(0.2, 0.28))))[CLIP_HIGH]
-    assert found.evidence.startswith("DAPO clips 40% of tokens") and "ε 0.2/0.28" in found.evidence
+    assert found.evidence.startswith("GRPO (DAPO aggregation) clips 40% of tokens")
+    assert "ε 0.2/0.28" in found.evidence
     seq = _steps(
         **{Step.TOKEN_CLIP_FRACTION: np.full(N, 0.4), Step.SEQ_CLIP_FRACTION: np.full(N, 0.2)}
     )
     report = run_health(seq, RunFacts("dapo-seq", seq_eps=(3e-4, 4e-4), token_eps=(0.2, 0.2)))
     assert CLIP_HIGH not in _codes(report) and CLIP_HIGH_CHECK in report.checked
+    high = _steps(**{Step.SEQ_CLIP_FRACTION: np.full(N, 0.6)})
+    f = _codes(run_health(high, RunFacts("dapo-seq", seq_eps=(3e-4, 4e-4))))[CLIP_HIGH]
+    assert f.title == "GSPO (DAPO aggregation) clips far more than usual (sequence unit)"
+    assert f.evidence.startswith("GSPO (DAPO aggregation) clips 60% of sequences")
+    assert "check ε" not in f.advice and "(ε is GSPO's 3e-4/4e-4 already)" in f.advice
+    f = _codes(run_health(high, RunFacts("gspo", seq_eps=(2e-3, 2e-3))))[CLIP_HIGH]
+    assert "check ε: 2e-3/2e-3 here, GSPO's sequence-unit ε is 3e-4/4e-4" in f.advice
 
 
 def test_attenuation_too_high_for_any_loss():
     """SAPO removing 70% of the gradient on every off-policy step: above 50%, a warning that
-    names SAPO and the mean (70%) over the 60 steps."""
+    names SAPO (on the token ratio: "GRPO (SAPO loss)") and the mean (70%) over the 60 steps."""
     df = _steps(
         **{
             Step.ATTENUATION_MEAN: np.full(N, 0.7),
@@ -74,7 +84,9 @@ def test_attenuation_too_high_for_any_loss():
     )
     f = _codes(run_health(df, RunFacts("sapo")))[ATTENUATION_HIGH]
     assert f.severity == "warning" and f.basis == N
-    assert f.evidence.startswith("SAPO removes 70% of the plain importance-weighted gradient")
+    assert f.evidence.startswith(
+        "GRPO (SAPO loss) removes 70% of the plain importance-weighted gradient"
+    )
 
 
 def test_attenuation_too_low_and_one_sided():

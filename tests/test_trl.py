@@ -37,6 +37,7 @@ from transformers import (  # noqa: E402
 from trl import GRPOConfig, GRPOTrainer  # noqa: E402
 
 from training_hooks import importers, schema  # noqa: E402
+from training_hooks.findings import facts_of  # noqa: E402
 from training_hooks.schema import Step  # noqa: E402
 from training_hooks.trl import (  # noqa: E402
     COMPLETION_CHARS,
@@ -104,9 +105,11 @@ def _train(
     cls=GRPOTrainer,
     steps=STEPS,
     loss_type: str | None = None,
+    unnamed: bool = False,
     **settings,
 ):
-    """``settings`` (GRPOConfig fields) override the run's clip range and the others."""
+    """``settings`` (GRPOConfig fields) override the run's clip range and the others; ``unnamed``:
+    ``attach`` is given no name (its default name is the run's)."""
     tokenizer = PreTrainedTokenizerFast.from_pretrained(model_dir)
     prompts = list(PROMPTS)
     eps = dict(epsilon=0.2) if level == "token" else dict(epsilon=3e-4, epsilon_high=4e-4)
@@ -139,7 +142,7 @@ def _train(
         train_dataset=Dataset.from_dict({"prompt": prompts}),
         processing_class=tokenizer,
     )
-    opts = {"root": str(out / "runs"), "name": f"trl-{level}"}
+    opts = {"root": str(out / "runs")} | ({} if unnamed else {"name": f"trl-{level}"})
     if record and level == "token" and cls is GRPOTrainer:  # the subclass route
         trainer = RecordedGRPOTrainer(**kwargs, gspo_dash=opts)
     else:
@@ -312,7 +315,8 @@ def test_sampler_logprobs_from_trl_reach_the_sampler_columns(model_dir, tmp_path
 @pytest.mark.slow
 def test_run_json_holds_the_trl_settings(runs):
     """run.json: source trl, algorithm the loss TRL ran (loss_type "dapo" at the token level,
-    "grpo" at the sequence level: GSPO), TRL's eps in its unit."""
+    "grpo" at the sequence level: GSPO), TRL's eps in its unit; Health's facts read TRL's
+    settings from it: 2 updates per batch (num_iterations 2), max_grad_norm 1.0, β 0.04."""
     level, recorded, _ = runs
     info = schema.read_run_info(recorded.gspo_dash_run_dir)
     assert info.source == "trl" and info.status == schema.STATUS_FINISHED
@@ -325,9 +329,45 @@ def test_run_json_holds_the_trl_settings(runs):
     assert cfg["importance_sampling_level"] == level and cfg["num_iterations"] == 2
     assert cfg["loss_type"] == info.reduction and "scale_rewards" in cfg
     assert cfg["steps_per_generation"] == 1 and info.group_size == 4
+    facts = facts_of(info)
+    assert (facts.updates_per_batch, facts.max_grad_norm, facts.kl_coef) == (2, 1.0, 0.04)
     seqs = Path(recorded.gspo_dash_run_dir) / schema.SEQUENCES_DIR
     df = pd.read_parquet(sorted(seqs.glob("*.parquet")))
     assert len(df) == STEPS * 8 and set(df["group"]) == {0, 1} and set(df["sample"]) == {0, 1, 2, 3}
+
+
+@pytest.mark.slow
+def test_trls_defaults_at_the_sequence_level_are_gspo_dapo_named_and_noted(model_dir, tmp_path):
+    """importance_sampling_level="sequence" with TRL 1.16's loss_type "dapo" and ε 0.2, β 0.04,
+    attached without a name: algorithm "dapo-seq", named "gspo-dapo-<model folder>-<MMDD-HHMM>"
+    (not "trl-dapo"), in words "GSPO (DAPO aggregation)" (its ratio level first), and Health's
+    gspo_recipe_departs names the three departures from TRL's recipe for the paper's GSPO."""
+    from gspo_metrics.spec import algorithm_words
+    from training_hooks.findings import run_health
+    from training_hooks.findings.recipe import GSPO_RECIPE_DEPARTS
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        trainer = _train(
+            model_dir,
+            tmp_path,
+            "sequence",
+            record=True,
+            steps=2,
+            loss_type="dapo",
+            epsilon=0.2,
+            epsilon_high=0.2,
+            unnamed=True,
+        )
+    info = schema.read_run_info(trainer.gspo_dash_run_dir)
+    assert info.algorithm == "dapo-seq"
+    assert algorithm_words(info.algorithm) == "GSPO (DAPO aggregation)"
+    model = Path(model_dir).name
+    assert info.name.startswith(f"gspo-dapo-{model}-") and len(info.name.rsplit("-", 2)[-2]) == 4
+    report = run_health(_our_steps(trainer).reset_index(), facts_of(info))
+    (f,) = [f for f in report.findings if f.code == GSPO_RECIPE_DEPARTS]
+    assert "with 3 settings other than the recipe" in f.evidence
+    assert "ε 0.2/0.2 in the sequence unit" in f.evidence and "β 0.04, config beta" in f.evidence
 
 
 @pytest.mark.slow

@@ -75,7 +75,7 @@ from ._trl_base import TrainerMethods
 from ._trl_rows import _concat, _StepRows
 from .recorder import RunRecorder
 from .tool_versions import installed_version as _version
-from .trl_loss import loss_output, tool_loss, trl_algorithm
+from .trl_loss import default_run_name, loss_output, tool_loss, trl_algorithm
 
 try:  # the optional extra: gspo-dash[trl]
     from trl import GRPOTrainer
@@ -183,6 +183,7 @@ TRL_SETTINGS = (
     "num_generations",
     "importance_sampling_level",
     "beta",
+    "max_grad_norm",
     "use_bias_correction_kl",
     "learning_rate",
     "max_completion_length",
@@ -340,7 +341,8 @@ class GSPODashMixin(TrainerMethods):
             opts.setdefault("seq_eps" if unit == "seq" else "token_eps", eps)
         config = trl_settings(self)
         config.update(opts.pop("config", None) or {})
-        opts.setdefault("name", f"trl-{algorithm}")
+        if opts.get("name") is None:
+            opts["name"] = default_run_name(algorithm, config.get("model"))
         opts.setdefault("reduction", str(self.loss_type))
         opts.setdefault("group_size", int(self.num_generations))
         opts.setdefault("token_samples", 8)

@@ -3,13 +3,19 @@ attenuation on a recorded step (``gspo_metrics.loss_for("trl", settings)``); no 
 
 from __future__ import annotations
 
+import time
 import warnings
 from typing import Any
 
 import torch
 
 from gspo_metrics.losses import LossOutput
-from gspo_metrics.spec import tool_algorithm
+from gspo_metrics.spec import RATIO_NAMES, parse_algorithm, tool_algorithm
+
+from .names import slug
+
+#: The longest model part of a default run name (a Hub id's last component, cut)
+MODEL_NAME_CHARS = 40
 
 
 def trl_algorithm(trainer: Any) -> str:
@@ -19,6 +25,25 @@ def trl_algorithm(trainer: Any) -> str:
     args = trainer.args
     level = getattr(trainer, "importance_sampling_level", None)
     return tool_algorithm("trl", getattr(args, "loss_type", None), level)
+
+
+def default_run_name(algorithm: str, model: str | None, when: float | None = None) -> str:
+    """The name of a run ``attach`` is not given one: its ratio level, the loss after it when it is
+    not GRPO's / GSPO's clip, the model (a Hub id's or folder's last component) and the UTC start
+    (``when``: seconds since the epoch; now when None). "gspo-Qwen2.5-0.5B-1207-0930" (TRL's
+    GSPO recipe), "gspo-dapo-..." (TRL's default loss_type at the sequence level), "grpo-dapo-...",
+    "trl-..." for a loss gspo-dash does not know (``spec.ratio_name``, ``spec.algorithm_words``)."""
+    parsed = parse_algorithm(algorithm)
+    if parsed is None:
+        head = "trl"
+    else:
+        head = RATIO_NAMES[parsed.level].lower()
+        if parsed.loss not in ("grpo", "gspo"):
+            head += "-" + parsed.loss.replace("_", "-")
+    last = (model or "").rstrip("/\\").replace("\\", "/").rsplit("/", 1)[-1]
+    part = slug(last)[:MODEL_NAME_CHARS].strip("-.") if last else ""
+    stamp = time.strftime("%m%d-%H%M", time.gmtime(time.time() if when is None else when))
+    return "-".join(p for p in (head, part, stamp) if p)
 
 
 def tool_loss(trainer: Any) -> Any:

@@ -357,7 +357,7 @@ def stand_in_panels(found: dict[str, list[compare_view.StandIn]]) -> list[panels
 ctx = ui.page_header(
     "Compare runs",
     "Each chart is one metric over training for every shown run. Colour = run, line style = "
-    f"algorithm ({line_style.styles_sentence(['?'])}); a series of few points (validation) has "
+    f"the ratio the loss ran on ({line_style.styles_sentence(['?'])}); a series of few points (validation) has "
     "a marker at each point and is not smoothed. Clip fractions come in two units: the sequence unit "
     "(GSPO's ε, share of sequences) and the token unit (GRPO's ε, share of tokens); a run recorded "
     "by gspo-dash's hooks records both, an import what its log had (said per run below).",

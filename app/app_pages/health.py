@@ -3,7 +3,7 @@
 import pandas as pd
 import streamlit as st
 
-from app import data, ui
+from app import data, line_style, ui
 from app.health import ERROR, INFO, OK, WARNING, in_step_order
 from app.lag import lag_split
 
@@ -46,7 +46,7 @@ summary = pd.DataFrame(
     [
         {
             "run": ctx.label(run),
-            "algorithm": run.algorithm.upper(),
+            "algorithm": line_style.algorithm_text(run.algorithm),
             "status": run.status,
             "steps": len(t.df),
             "policy lag": f"{split.source}: {split.n_on} on / {split.n_off} off",
@@ -99,7 +99,7 @@ for run, t, split, report in results:
     worst = found[0].severity if found else OK
     n_bad = sum(f.severity in (ERROR, WARNING) for f in found)
     n_info = sum(f.severity == INFO for f in found)
-    head = f"{ui.md_escape(ctx.label(run))} · {ui.md_escape(run.algorithm.upper())} · {run.status} · {len(t.df)} steps"
+    head = f"{ui.md_escape(ctx.label(run))} · {ui.md_escape(line_style.algorithm_text(run.algorithm))} · {run.status} · {len(t.df)} steps"
     label = f"{head} — {n_bad} finding{'s' if n_bad != 1 else ''}"
     if n_info:  # info findings are not problems, but the table names them: say they are here
         label += f", {n_info} note{'s' if n_info != 1 else ''}"

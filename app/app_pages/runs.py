@@ -11,7 +11,7 @@ from app.eps_format import fmt_eps
 from app.health_counts import known_cell
 from app.records import SOURCE_PARQUET, RunRef
 from app.settings import import_root, import_source
-from gspo_metrics.spec import clip_unit_of
+from gspo_metrics.spec import clip_unit_of, ratio_name
 from training_hooks.findings.core import defaulted_settings
 
 STATUS_COLOR = {
@@ -63,6 +63,11 @@ def _import_form() -> None:
             algorithm = st.selectbox(
                 "Algorithm (the loss)",
                 ["guess from its config", *line_style.KNOWN_ALGORITHMS],
+                format_func=lambda a: (
+                    a
+                    if a not in line_style.KNOWN_ALGORITHMS
+                    else f"{line_style.algorithm_text(a)}: {a}"
+                ),
                 key="import_algorithm",
             )
             version = st.text_input(
@@ -181,6 +186,10 @@ def _health(run: RunRef) -> str:
 
 UNKNOWN = "unknown"
 UNIT_NAMES = {"seq": "sequence (GSPO)", "token": "token (GRPO)"}
+#: The Ratio filter's choices, by ``gspo_metrics.spec.ratio_name``: the primary axis of a run's
+#: algorithm (a DAPO-aggregation run on the sequence ratio is GSPO's, never GRPO's)
+RATIO_CHOICES = {"GSPO": "sequence ratio (GSPO)", "GRPO": "token ratio (GRPO)"}
+RATIO_UNKNOWN = "ratio level unknown"
 
 
 def _default_mark(run: RunRef, setting: str) -> str:
@@ -246,7 +255,9 @@ def _row(run: RunRef) -> dict:
         "name": run.name,
         "run id": run.key,
         "started (UTC)": _started(run),
-        "algorithm": run.algorithm.upper() if unit else UNKNOWN,
+        # (in its own column: "unknown", as every other unknown cell says)
+        "algorithm": line_style.algorithm_words(run.algorithm) or "unknown",
+        "ratio": RATIO_CHOICES.get(ratio_name(run.algorithm) or "", RATIO_UNKNOWN),
         "status": run.status,
         "health": _health(run),
         "last step": run.last_step,
@@ -279,6 +290,7 @@ COLUMNS = (  # ``_row``'s, in its order
     "last step",
     "last update",
     "source",
+    "ratio",
     "loss clips",
     "seq ε (low / high)",
     "token ε (low / high)",
@@ -289,11 +301,38 @@ COLUMNS = (  # ``_row``'s, in its order
 )
 
 
+def _algorithm_choices(runs: list[RunRef], chosen: list[str]) -> list[str]:
+    """Every algorithm among ``runs`` in words (``line_style.algorithm_text``), the sequence
+    ratio's first, then the token ratio's, then the unknown; plus any still ``chosen``."""
+
+    def order(text: str) -> tuple[int, str]:
+        level = text.split(" (", 1)[0]
+        rank = line_style.LEVEL_ORDER.index(level) if level in line_style.LEVEL_ORDER else 2
+        return rank, text
+
+    present = {line_style.algorithm_text(r.algorithm) for r in runs} | set(chosen)
+    return sorted(present, key=order)
+
+
 with st.container(horizontal=True):
     query = st.text_input(
         "Filter by name or config", key="runs_filter", placeholder="e.g. gspo lr=1e-06"
     )
-    algos = st.pills("Algorithm", ["GRPO", "GSPO"], selection_mode="multi", key="runs_algo")
+    ratios = st.pills(
+        "Ratio",
+        [*RATIO_CHOICES.values(), RATIO_UNKNOWN],
+        selection_mode="multi",
+        key="runs_ratio",
+        help="The ratio the loss is computed on: the sequence's s (GSPO, whatever the "
+        "aggregation: TRL's importance_sampling_level='sequence') or each token's r_t (GRPO).",
+    )
+    algos = st.multiselect(
+        "Algorithm",
+        _algorithm_choices(ctx.runs, list(st.session_state.get("runs_algo") or [])),
+        key="runs_algo",
+        placeholder="every algorithm",
+        help="The ratio level, then the aggregation or loss that ran on it (TRL's loss_type).",
+    )
     statuses = st.pills(
         "Status",
         ["running", "finished", "stopped early", "unknown", "failed", "crashed"],
@@ -311,6 +350,8 @@ if query:
             .str.lower()
             .str.contains(word, regex=False)
         )
+if ratios:
+    keep &= df["ratio"].isin(ratios)
 if algos:
     keep &= df["algorithm"].isin(algos)
 if statuses:
@@ -362,7 +403,7 @@ st.dataframe(
         "name": st.column_config.TextColumn(width=200, pinned=True),
         "run id": st.column_config.TextColumn(width=290),
         "started (UTC)": st.column_config.TextColumn(width=130),
-        "algorithm": st.column_config.TextColumn(width=85),
+        "algorithm": st.column_config.TextColumn(width=175),
         "status": st.column_config.TextColumn(width=80),
         "health": st.column_config.TextColumn(width=120),
         "last step": st.column_config.NumberColumn(format="%d", width="small"),

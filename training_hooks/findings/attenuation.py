@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from gspo_metrics.spec import parse_algorithm
+from gspo_metrics.spec import algorithm_words
 from training_hooks.findings import lag as lagmod
 from training_hooks.findings.core import (
     INFO,
@@ -64,9 +64,9 @@ def _rows(df: pd.DataFrame, split: lagmod.LagSplit, y: np.ndarray) -> tuple[np.n
 
 
 def loss_text(algorithm: str) -> str:
-    """The run's loss as the attenuation findings name it: "DAPO", "SAPO-SEQ", or "The loss"."""
-    parsed = parse_algorithm(algorithm)
-    return "The loss" if parsed is None else str(algorithm).upper()
+    """The run's loss as the attenuation findings name it (``spec.algorithm_words``): "GRPO (SAPO
+    loss)", "GSPO (CISPO loss)", or "The loss"."""
+    return algorithm_words(algorithm) or "The loss"
 
 
 def check_attenuation(

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from gspo_metrics.spec import GRPO_EPS, GSPO_EPS, parse_algorithm
+from gspo_metrics.spec import GRPO_EPS, GSPO_EPS, algorithm_words, parse_algorithm
 from training_hooks.findings import lag as lagmod
 from training_hooks.findings.core import (
     INFO,
@@ -55,6 +55,8 @@ NOT_JUDGED = "not_judged"
 #: Said wherever a recorded run's ε is the recorder's default (run.json ``setting_sources``).
 DEFAULT_EPS = "judged at the recorder's default ε"
 DEFAULT_EPS_WHY = "the recorder's default: the run did not state its ε"
+#: Said where every step's lag is known and none is off-policy (not "lag unknown": it is known).
+NO_OFF_POLICY = "no off-policy step: every step's policy lag is 0, judged on all of them"
 HIGH = "clip share too high"
 LOW = "clip share too low"
 
@@ -173,7 +175,8 @@ def check_clip_range(
     share, measure, exact = _clip_series(df, spec)
     if share is None:
         return cov.skipped(HIGH, f"{NOT_LOGGED} in the {spec.unit} unit", LOW)
-    r = _reading(df, split, facts, band, spec, known, share, measure, exact, label=parsed.loss)
+    label = algorithm_words(facts.algorithm) or band.upper()
+    r = _reading(df, split, facts, band, spec, known, share, measure, exact, label=label)
     if r is None:
         return cov.skipped(HIGH, "no step with a clip share", LOW)
     cov.ran(HIGH, r.caveat)
@@ -182,16 +185,14 @@ def check_clip_range(
     elif not exact:
         cov.skipped(LOW, "only the share where the clip binds is logged (a lower bound)")
     elif not r.lag_known:
-        cov.skipped(LOW, LAG_UNKNOWN)
+        cov.skipped(LOW, LAG_UNKNOWN if split.n_unknown else NO_OFF_POLICY)
     else:
         cov.ran(LOW)
     if r.mean > BANDS[band].warn_high.value:
         return [_clip_finding(df, r, high=True, eps_source=facts.eps_source)]
     if LOW in cov.checked:
         # the warm-up is left out only where it excuses: it raises the share, never lowers it
-        r = _reading(
-            df, split, facts, band, spec, known, share, measure, exact, False, label=parsed.loss
-        )
+        r = _reading(df, split, facts, band, spec, known, share, measure, exact, False, label=label)
         if r is not None and r.mean < BANDS[band].warn_low.value:
             return [_clip_finding(df, r, high=False, eps_source=facts.eps_source)]
     return []
@@ -220,7 +221,7 @@ def _reading(
     if mixed:
         caveat = ROWS_MIX + ": a lower bound"
     elif not off.any():
-        caveat = LAG_UNKNOWN + ": a lower bound"
+        caveat = LAG_UNKNOWN + ": a lower bound" if split.n_unknown else NO_OFF_POLICY
     if facts.eps_is_default:
         caveat = "; ".join(
             filter(None, (caveat, DEFAULT_EPS + f" {fmt_eps(known[0])}/{fmt_eps(known[1])}"))
@@ -266,7 +267,7 @@ class ClipReading:
     early: bool  # the run has no off-policy step past its warm-up: rows are the warm-up
     skipped: int  # warm-up steps left out of rows (0: none)
     eps_default: bool = False  # the ε is the recorder's default (the run did not state it)
-    label: str = ""  # the loss that ran ("dapo"; algo is the band's: "grpo" / "gspo")
+    label: str = ""  # the algorithm in words ("GSPO (DAPO aggregation)"; algo is the band's)
 
 
 def _clip_evidence(df: pd.DataFrame, r: ClipReading, bound: float, high: bool) -> str:
@@ -284,7 +285,7 @@ def _clip_evidence(df: pd.DataFrame, r: ClipReading, bound: float, high: bool) -
         )
     ref = spec.reference_eps
     text = (
-        f"{(r.label or r.algo).upper()} clips {pct(r.mean)} of {spec.what} (mean {r.measure} over {which}; "
+        f"{r.label or r.algo.upper()} clips {pct(r.mean)} of {spec.what} (mean {r.measure} over {which}; "
         f"ε {fmt_eps(r.eps[0])}/{fmt_eps(r.eps[1])} in the {spec.unit} unit"
         f"{', ' + DEFAULT_EPS_WHY if r.eps_default else ''}). Usual: "
         f"{pct(BANDS[r.algo].usual_low.value)}–{pct(BANDS[r.algo].usual_high.value)} at ε "
@@ -332,6 +333,17 @@ def _warmup_text(r: ClipReading, early: bool, high: bool, ceiling: float) -> str
     return ""
 
 
+def _gspo_eps_advice(eps: tuple[float, float]) -> str:
+    """The end of clip_high's advice on a sequence-unit clip: ask to check ε only where it is not
+    GSPO's 3e-4/4e-4 already (the run's ε is known here)."""
+    if all(np.isclose(e, g, rtol=1e-6, atol=0.0) for e, g in zip(eps, GSPO_EPS, strict=True)):
+        return f" (ε is GSPO's {fmt_eps(GSPO_EPS[0])}/{fmt_eps(GSPO_EPS[1])} already)."
+    return (
+        f", or check ε: {fmt_eps(eps[0])}/{fmt_eps(eps[1])} here, GSPO's sequence-unit ε is "
+        f"{fmt_eps(GSPO_EPS[0])}/{fmt_eps(GSPO_EPS[1])} (GRPO's token ε 0.2 is another unit)."
+    )
+
+
 def _clip_finding(
     df: pd.DataFrame, r: ClipReading, *, high: bool, eps_source: str | None = None
 ) -> Finding:
@@ -345,8 +357,7 @@ def _clip_finding(
         advice = (
             "The policy moves further per update than this ε allows, so the clip stops the "
             "gradient of many samples: lower the learning rate or the number of updates per "
-            "batch"
-            + (", or check ε is GSPO's sequence-unit 3e-4/4e-4, not GRPO's 0.2." if gspo else ".")
+            "batch" + (_gspo_eps_advice(r.eps) if gspo else ".")
         )
     wide = min(r.eps) >= 10 * min(r.spec.reference_eps)
     wrong_unit = wide and eps_source in (None, "paper")
@@ -369,7 +380,7 @@ def _clip_finding(
     return Finding(
         CLIP_HIGH if high else CLIP_LOW,
         WARNING if (high or wrong_unit) and not early else INFO,
-        f"{(r.label or r.algo).upper()} clips {'far more' if high else 'far less'} than usual "
+        f"{r.label or r.algo.upper()} clips {'far more' if high else 'far less'} than usual "
         f"({r.spec.unit} unit)",
         (_EARLY.format(n=r.pool) if early else "")
         + _clip_evidence(df, r, bound, high)

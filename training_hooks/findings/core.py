@@ -68,6 +68,10 @@ class RunFacts:
     #: max_completion_length, verl's data.max_response_length, ...) and its key; None: unstated.
     length_cap: float | None = None
     length_cap_key: str = ""
+    #: β, the coefficient of the loss's KL to a reference, as the run states it (TRL's beta,
+    #: verl's kl_loss_coef / use_kl_loss, ...: ``recipe.stated_kl_coef``); None: unstated.
+    kl_coef: float | None = None
+    kl_coef_origin: str = ""  # where kl_coef is stated ("config beta")
     stopped_early: str | None = None  # an import: how its source says it stopped before its end
     defaults: tuple[str, ...] = ()  # settings the recorder filled with its default (not stated)
     #: A recorded run's steps ``log_step`` dropped: (count, ((step, reason), ...)) from run.json's

@@ -55,6 +55,7 @@ from training_hooks.findings.raw import (
     check_no_signal,
     check_reward_components,
 )
+from training_hooks.findings.recipe import GSPO_RECIPE_DEPARTS, check_gspo_recipe, stated_kl_coef
 from training_hooks.findings.records import RECORDS_CUT, check_records_cut
 from training_hooks.findings.signal import (
     TASK_SATURATED,
@@ -137,6 +138,7 @@ CHECKS: tuple[Check, ...] = (
     Check((magnitudes.KL_REF_RISING,), magnitudes.check_kl_ref_rising),
     Check((magnitudes.LOSS_CONSTANT,), magnitudes.check_loss_constant, live=True),
     Check((RECORDS_CUT,), check_records_cut),
+    Check((GSPO_RECIPE_DEPARTS,), check_gspo_recipe),
 )
 
 
@@ -215,7 +217,7 @@ def explain_clip_low(found: list[Finding]) -> list[Finding]:
     )
     if low is None or cause is None:
         return found
-    head = low.evidence.split(" (", 1)[0]  # "GSPO clips 0% of sequences"
+    head = low.evidence.split(" (mean ", 1)[0]  # "GSPO (DAPO aggregation) clips 0% of sequences"
     note = (
         f" It also explains the clip share: {head} (ratios at 1 clip nothing), so the clip share "
         "is not reported as a finding of its own."
@@ -356,7 +358,9 @@ def facts_of(info: RunInfo | None, *, status: str | None = None, **overrides) ->
         imported=imp,
     )
     updates, origin = _updates(info)
+    kl_coef, kl_origin = stated_kl_coef(info)
     facts = replace(facts, updates_per_batch=updates, updates_origin=origin)
+    facts = replace(facts, kl_coef=kl_coef, kl_coef_origin=kl_origin)
     return replace(facts, **overrides)
 
 
@@ -398,18 +402,51 @@ def stated_max_grad_norm(info: RunInfo) -> float | None:
     return None
 
 
+def _recorded_trl_updates(config: Any) -> tuple[int | None, str]:
+    """(optimizer updates per generated batch, where that comes from) of a run ``attach``
+    recorded, from TRL's settings in its config: TRL generates every ``steps_per_generation x
+    num_iterations`` micro-batches and steps the optimizer every ``gradient_accumulation_steps``,
+    so updates = num_iterations x steps_per_generation / gradient_accumulation_steps. (None, "")
+    when one is not stated or the updates are not a whole number per batch."""
+    if not isinstance(config, Mapping):
+        return None, ""
+    keys = ("num_iterations", "steps_per_generation", "gradient_accumulation_steps")
+    got = [v for k in keys if isinstance(v := config.get(k), int) and not isinstance(v, bool)]
+    if len(got) < len(keys) or min(got) < 1:
+        return None, ""
+    iterations, per_generation, accumulation = got
+    if (iterations * per_generation) % accumulation:
+        return None, ""
+    updates = iterations * per_generation // accumulation
+    said = ", ".join(f"{k} = {v}" for k, v in zip(keys, got, strict=True))
+    return updates, f"{said}: TRL's settings in run.json"
+
+
 def _updates(info: RunInfo) -> tuple[int | None, str]:
-    """(optimizer updates per sampled batch, where that comes from) of an import: TRL's
-    ``num_iterations`` as stated, else TRL's default of 1, said as such; verl's
+    """(optimizer updates per sampled batch, where that comes from): a run ``attach`` recorded,
+    from TRL's settings in its config (``_recorded_trl_updates``); an import: TRL's
+    ``num_iterations`` as stated, else TRL's default of 1, said as such, times
+    ``steps_per_generation / gradient_accumulation_steps`` where both are stated; verl's
     ``one_update_per_row`` (ppo_epochs 1, one mini-batch per batch). (None, "") otherwise."""
     imp = info.imported
     if imp is None:
-        return None, ""
+        return _recorded_trl_updates(info.config) if info.source == "trl" else (None, "")
     if imp.tool == "trl":
         got = _setting(info, "num_iterations")
         if got is not None and isinstance(got[0], int) and not isinstance(got[0], bool):
-            return got[0], f"num_iterations = {got[0]}, {got[1]}"
-        return 1, "TRL's default num_iterations = 1; the log does not state it"
+            updates, origin = got[0], f"num_iterations = {got[0]}, {got[1]}"
+        else:
+            updates, origin = 1, "TRL's default num_iterations = 1; the log does not state it"
+        per = _setting(info, "steps_per_generation")
+        acc = _setting(info, "gradient_accumulation_steps")
+        if per is not None and acc is not None:
+            stated = {"num_iterations": updates, "steps_per_generation": per[0]}
+            more = _recorded_trl_updates({**stated, "gradient_accumulation_steps": acc[0]})[0]
+            if more is None:
+                return None, ""  # not a whole number of updates per generated batch
+            origin += f"; steps_per_generation = {per[0]}, gradient_accumulation_steps = {acc[0]}"
+            return more, f"{origin} ({per[1]})"
+        return updates, origin
     if imp.tool == "verl":
         got = _setting(info, "one_update_per_row")
         if got is not None and got[0] is True:
