@@ -143,7 +143,7 @@ def validate_extra_key(key: str) -> str:
 class ImportRecord:
     """How an imported run was read (``run.json``'s ``imported``); its text is untrusted."""
 
-    tool: str  # "trl" | "tinker" | "verl"
+    tool: str  # "trl" | "tinker" | "verl" | "jsonl" | "csv" | "roll"
     format: str  # the log format and generation detected, e.g. "TRL >=0.17 trainer_state.json"
     version: str | None = None  # the tool's exact version when a file beside the log says so
     version_range: str | None = None  # what the metric names imply, e.g. ">=0.20,<0.27"
@@ -178,6 +178,10 @@ class ImportRecord:
     reader_notes: tuple[str, ...] = ()  # what the reader found or assumed (steps, restarts, ...)
     cross_checks: tuple[str, ...] = ()  # another file of the same run compared with the one read
     segment: str | None = None  # which run of a file holding several: "2 of 5"
+    # a log read through a key map (jsonl, csv, roll): {"step": {"key", "from"}, "map": {our
+    # column: {"key", "from"}}}: the key read as the step and each meaning stated for a key
+    key_map: dict[str, Any] = field(default_factory=dict)
+    withheld: dict[str, str] = field(default_factory=dict)  # key -> what of it is not stored, why
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ImportRecord:

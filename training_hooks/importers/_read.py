@@ -49,6 +49,9 @@ class SourceLog:
     wall_clock: Mapping[int, float] = field(default_factory=dict)  # step -> the log's own clock
     wall_clock_text: str = ""  # where wall_clock came from
     printed_digits: int | None = None  # values printed as text with this many significant digits
+    key_map: Mapping[str, str] = field(default_factory=dict)  # the user's map: their key -> column
+    key_record: Mapping[str, Any] = field(default_factory=dict)  # ImportRecord.key_map
+    withheld: Mapping[str, str] = field(default_factory=dict)  # key -> values not stored, why
 
 
 @dataclass(frozen=True)
