@@ -398,7 +398,8 @@ class _TextCells:
         out = {}
         for key, got in self.seen.items():
             first = ", ".join(f"{v!r} at line {n}" for n, v in got[:3])
-            out[key] = f"{len(got)} values are not numbers ({first}): left null, not NaN"
+            what = "value is not a number" if len(got) == 1 else "values are not numbers"
+            out[key] = f"{len(got)} {what} ({first}): left null, not NaN"
         return out
 
     def notes(self) -> list[str]:
