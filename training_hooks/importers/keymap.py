@@ -58,7 +58,6 @@ MEANING_WORDS: dict[str, str] = {
     "kl": Step.KL_REF_MEAN,
     "entropy": Step.ENTROPY_MEAN,
     "length": Step.LENGTH_MEAN,
-    "loss": Step.LOSS,
 }
 
 #: Every ``--map`` target -> our column: the step table's metric columns, the clip-binding
@@ -333,7 +332,6 @@ def keymap_log(
             f"({few([str(s) for s in merged.duplicate_steps], 8)}): for each key the later "
             "record's value is kept"
         )
-    notes += text.notes()
     return SourceLog(
         tool=tool,
         file=file,
@@ -401,9 +399,6 @@ class _TextCells:
             what = "value is not a number" if len(got) == 1 else "values are not numbers"
             out[key] = f"{len(got)} {what} ({first}): left null, not NaN"
         return out
-
-    def notes(self) -> list[str]:
-        return [f"{k}: {why}" for k, why in self.withheld().items()]
 
 
 # ----------------------------------------------------------------------------- the tools
