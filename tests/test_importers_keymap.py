@@ -16,9 +16,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from app.provenance import source_lines
 from training_hooks import findings, importers, schema, tables
 from training_hooks.importers import _pick
 from training_hooks.importers._core import TOOLS
+from training_hooks.importers._describe import report_lines
 from training_hooks.importers._read import SourceLog
 from training_hooks.importers._spec import RunSettings, ToolSpec
 from training_hooks.importers.keymap import MEANINGS, key_map_of
@@ -110,6 +112,14 @@ def test_jsonl_key_map_puts_each_value_in_its_column_and_records_the_map(tmp_pat
     assert rec.settings["group_size"] == {"value": 4, "from": "--group-size"}
     facts = findings.facts_of(info)
     assert facts.sources[Step.REWARD_MEAN] == "mean_reward"  # Health names their key
+    lines = report_lines(rec, info)
+    assert "step: 'it' (--step)" in lines
+    assert "key map: reward_mean = 'mean_reward' (--map), kl_ref_mean = 'train/kl' (--map)" in lines
+    assert (
+        "withheld: mean_reward: 1 value is not a number ('n/a' at line 2): left null, not NaN"
+        in lines
+    )
+    assert "Step: 'it' (--step)." in source_lines(info)  # the dashboard's provenance
 
 
 def test_jsonl_gspo_epsilon_is_the_sequence_range_and_max_steps_gives_the_status(tmp_path):
