@@ -16,6 +16,7 @@ import pandas as pd
 from training_hooks.importers import TOOLS
 from training_hooks.importers._describe import (
     assumed_range,
+    key_map_lines,
     records_cut_text,
     status_text,
     value_text,
@@ -77,6 +78,7 @@ def source_lines(info: RunInfo) -> list[str]:
         lines.append(f"Wall time: {rec.wall_time}.")
     if rec.segment:
         lines.append(f"Run {rec.segment} of the runs that file holds one after another.")
+    lines += [f"{line[0].upper()}{line[1:]}." for line in key_map_lines(rec)]
     lines += [f"Read: {n}." for n in rec.reader_notes]
     lines += [f"Compared: {c}." for c in rec.cross_checks]
     return lines

@@ -98,6 +98,35 @@ class Case:
     path: Path
     segment: int | None
     label: Label | None
+    key_map: importers.KeyMap | None = None  # what a user states of a log of its own keys
+
+
+#: Logs whose keys are partly the run's own: how their user imports them (the tool, the step,
+#: the map of their keys and the settings their config files state, as the folder's README.md
+#: gives them). The bench imports them so; every other log is imported with nothing stated.
+KEY_MAPS: dict[str, tuple[str, dict]] = {
+    # ROLL's runtime with the repo's own reward and advantage keys. Its config (README: base.yaml
+    # + rdan.yaml): no reference model, init_kl_coef 0, max_steps 500, 64 prompts x 8.
+    # reward/selected_mean is the reward the run optimises (= reward/hard_pass_rate, 0/1);
+    # advantage/zero_rate is the share of responses with |A| <= 1e-8: with a 0/1 reward and a
+    # group baseline, the responses of groups scored alike, 8 a group: the zero-variance share.
+    "other/rdan-grpo-roll-beingamanforever/metrics.jsonl": (
+        "roll",
+        dict(
+            maps=["reward=reward/selected_mean", "zero_variance_fraction=advantage/zero_rate"],
+            sets=["enable_reference=false", "init_kl_coef=0", "max_steps=500"],
+            group_size=8,
+        ),
+    ),
+}
+
+
+def key_map_for(rel: str) -> tuple[str, importers.KeyMap | None]:
+    """The tool and key map ``KEY_MAPS`` states for the log ``rel`` ("", None: none)."""
+    if rel not in KEY_MAPS:
+        return "", None
+    tool, stated = KEY_MAPS[rel]
+    return tool, importers.key_map_of(tool, **stated)
 
 
 @dataclass
@@ -109,13 +138,15 @@ class Judged:
     info: schema.RunInfo | None = None
 
 
-def _segments(tool: str, path: Path, root: Path) -> list[int | None]:
+def _segments(
+    tool: str, path: Path, root: Path, key_map: importers.KeyMap | None = None
+) -> list[int | None]:
     """``[None]``, or one segment per run of a file that holds several (a log path reused across
     restarts); a log that cannot be read is one case (``judge`` says why)."""
     tool = tool or sniffed(path)
     try:
         if tool:
-            importers.import_run(tool, path, root=root / "probe")
+            importers.import_run(tool, path, root=root / "probe", key_map=key_map)
     except importers.SeveralRuns as e:
         return list(range(1, len(e.segments) + 1))
     except (ValueError, OSError):
@@ -139,9 +170,11 @@ def tune_cases(root: Path) -> tuple[list[Case], list[str]]:
         found = real_logs(folder) + [("", p) for p in sorted((folder / "other").rglob("*.jsonl"))]
         for tool, path in found:
             rel = str(path.relative_to(folder))
-            for seg in _segments(tool, path, root):
+            stated_tool, key_map = key_map_for(prefix + rel)
+            tool = stated_tool or tool
+            for seg in _segments(tool, path, root, key_map):
                 key = rel if seg is None else f"{rel}#{seg}"
-                cases.append(Case(prefix + key, TUNE, tool, path, seg, labels.get(key)))
+                cases.append(Case(prefix + key, TUNE, tool, path, seg, labels.get(key), key_map))
         missing = sorted(set(labels) - {c.key.removeprefix(prefix) for c in cases})
         notes += [f"{name}: labelled but not found: {k}" for k in missing]
     return cases, notes
@@ -181,7 +214,9 @@ def judge(case: Case, root: Path) -> Judged:
     if not tool:
         return Judged(case, NOT_READ, error="no importer reads this format")
     try:
-        res = importers.import_run(tool, case.path, root=root, segment=case.segment)
+        res = importers.import_run(
+            tool, case.path, root=root, segment=case.segment, key_map=case.key_map
+        )
     except (ValueError, OSError, importers.SeveralRuns) as e:
         return Judged(case, NOT_READ, error=f"{type(e).__name__}: {str(e).splitlines()[0]}")
     df, _ = tables.step_frame(res["run_dir"])

@@ -267,10 +267,13 @@ LABELS: dict[str, Label] = {
                 "gradient-norm spikes: 27.06 at step 170, 15.84 at 248 (typical 0.9-1.6)",
                 ("grad_norm_spike", "grad_norm_high"),
             ),
+            # actor/kl_loss with no reference model: ROLL then sets ref_log_probs =
+            # old_log_probs (rlvr_pipeline.py, enable_reference false), so it is the KL to the
+            # old policy (issue 47): kl_old_spike, not kl_ref_spike
             Problem(
                 "KL jumps to 0.0203 at step 171 and 0.0201 at 250, 15-30x its usual "
                 "0.0006-0.0014, after the gradient spikes",
-                ("kl_ref_spike",),
+                ("kl_old_spike",),
             ),
         ),
         basis=README,

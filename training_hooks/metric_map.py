@@ -43,6 +43,17 @@ and ``rollout_corr_helper.py`` v0.4-v0.7, tinker-cookbook ``rl/metrics.py``, ``r
   ``tinker/optim/kl_sample_train_v1``. ``optim/entropy`` is -mean log p of the sampled tokens (a
   one-sample estimate of the sampler's entropy). ``env/all/*`` are per episode: lengths, token and
   sequence counts are ours only for single-turn episodes (``turns_per_episode == 1``).
+* ROLL (``pipeline/rlvr/actor_worker.py`` from its first commit of 2025-05 to main of 2026-08, a
+  mean over the step's micro-batches; from v0.2.0 the names carry their reduction,
+  ``actor/kl_loss@sum``): ``actor/kl_loss`` is k3 of log pi_base - log pi_theta (clamped to
+  +-10) where the base is the reference model, or, with ``enable_reference`` false (its default
+  from 0.1.3), the old policy: the pipeline then sets ``ref_log_probs = old_log_probs``, so it is
+  a KL to the old policy (``kl_old_mean``). ``actor/approxkl`` is mean (log pi_theta -
+  log pi_old)^2 / 2 (k2, k3 to second order), ``actor/policykl`` its signed k1 (own name);
+  ``actor/clipfrac`` the share where the clip binds (``surr2 < surr1``), aggregated with
+  ``loss_agg_mode`` (seq-mean-token-mean by default: each sequence's share, averaged);
+  ``actor/ppo_ratio_*_clipfrac`` count a ratio out of range whatever the advantage's sign (not
+  where the clip binds; before 0.2.0 over the padded tensor): own names.
 """
 
 from __future__ import annotations
@@ -53,6 +64,7 @@ from typing import Any
 
 from training_hooks.schema import MLFLOW_PREFIX, STEP_COLUMN_NAMES, Step
 from training_hooks.tool_settings import IS_LEVEL as _LEVEL
+from training_hooks.tool_settings import ROLL as _ROLL
 from training_hooks.tool_settings import TINKER as _TINKER
 from training_hooks.tool_settings import TOOL_NAMES, read_settings
 from training_hooks.tool_settings import TRL as _TRL
@@ -119,6 +131,9 @@ _SINGLE_TURN = (("single_turn", (True,)),)  # Tinker: every turns_per_episode ==
 _ONE_UPDATE = (("one_update_per_row", (True,)),)  # verl: ppo_epochs 1 and one mini-batch
 _TOKEN_MEAN = (("loss_agg_mode", ("token-mean",)),)  # verl default
 _WINDOW = "; TRL averages it over the logging_steps optimizer steps of the row"
+_WITH_REF = (("enable_reference", (True,)),)  # ROLL: a reference model's log-probs
+_NO_REF = (("enable_reference", (False,)),)  # ROLL: ref_log_probs = old_log_probs
+_MICRO = "; mean over the step's micro-batches"
 
 
 def _trl_clip(name: str, token_col: str, seq_col: str, what: str) -> tuple[MetricMapping, ...]:
@@ -415,6 +430,89 @@ MAPPINGS: tuple[MetricMapping, ...] = (
         Step.POLICY_LAG,
         note="batches between the sampling and the trained policy (one optimizer step a batch)",
     ),
+    # ---------------------------------------------------------------- ROLL
+    *(
+        m
+        for suffix, since, until in (("", None, (0, 2, 0)), ("@sum", (0, 2, 0), None))
+        for m in (
+            MetricMapping(
+                _ROLL,
+                "actor/total_loss" + suffix,
+                Step.LOSS,
+                since,
+                until,
+                note="(weighted pg loss + kl_loss_coef x kl_loss when use_kl_loss) x rl_loss_coef "
+                "- entropy_loss_coef x entropy, aggregated with loss_agg_mode" + _MICRO,
+            ),
+            MetricMapping(
+                _ROLL,
+                "actor/kl_loss" + suffix,
+                Step.KL_REF_MEAN,
+                since,
+                until,
+                requires=_WITH_REF,
+                note="k3 with the ratio pi_ref/pi_theta (clamped to +-10), aggregated with "
+                "loss_agg_mode" + _MICRO,
+            ),
+            MetricMapping(
+                _ROLL,
+                "actor/kl_loss" + suffix,
+                Step.KL_OLD_MEAN,
+                since,
+                until,
+                requires=_NO_REF,
+                note="no reference model: ROLL sets ref_log_probs = old_log_probs, so this is "
+                "k3 with the ratio pi_old/pi_theta (ours: pi_theta/pi_old; equal to second "
+                "order), clamped to +-10, aggregated with loss_agg_mode" + _MICRO,
+            ),
+            MetricMapping(
+                _ROLL,
+                "actor/approxkl" + suffix,
+                Step.KL_OLD_MEAN,
+                since,
+                until,
+                yields=True,
+                note="k2 = mean (log pi_theta - log pi_old)^2 / 2: k3 to second order, "
+                "aggregated with loss_agg_mode" + _MICRO + "; actor/kl_loss goes first",
+            ),
+            MetricMapping(
+                _ROLL,
+                "actor/clipfrac" + suffix,
+                Derived.TOKEN_CLIP_BINDING,
+                since,
+                until,
+                requires=(("importance_sampling", ("token",)),),
+                note="share where the clip binds (surr2 < surr1), aggregated with loss_agg_mode "
+                "(seq-mean-token-mean by default: each sequence's share, averaged)" + _MICRO,
+            ),
+            MetricMapping(
+                _ROLL,
+                "actor/clipfrac" + suffix,
+                Derived.SEQ_CLIP_BINDING,
+                since,
+                until,
+                requires=(("importance_sampling", ("seq",)),),
+                note="token share where the sequence ratio's clip binds, aggregated with "
+                "loss_agg_mode" + _MICRO,
+            ),
+        )
+    ),
+    MetricMapping(
+        _ROLL,
+        "actor_train/grad_norm",
+        GRAD_NORM,
+        note="the strategy's <worker>/grad_norm: the norm before clipping, mean over the step's "
+        "optimizer steps",
+    ),
+    MetricMapping(
+        _ROLL,
+        "critic/score/mean",
+        Step.REWARD_MEAN,
+        note="mean response score (MetricsManager.add_values_metrics), before any KL penalty",
+    ),
+    MetricMapping(_ROLL, "token/response_length/mean", Step.LENGTH_MEAN),
+    MetricMapping(_ROLL, "token/response_length/max", Step.LENGTH_MAX),
+    MetricMapping(_ROLL, "token/response_length/min", Step.LENGTH_MIN),
 )
 
 OFF_WHEN: tuple[OffWhen, ...] = (

@@ -143,7 +143,7 @@ def validate_extra_key(key: str) -> str:
 class ImportRecord:
     """How an imported run was read (``run.json``'s ``imported``); its text is untrusted."""
 
-    tool: str  # "trl" | "tinker" | "verl"
+    tool: str  # "trl" | "tinker" | "verl" | "jsonl" | "csv" | "roll"
     format: str  # the log format and generation detected, e.g. "TRL >=0.17 trainer_state.json"
     version: str | None = None  # the tool's exact version when a file beside the log says so
     version_range: str | None = None  # what the metric names imply, e.g. ">=0.20,<0.27"
@@ -182,6 +182,10 @@ class ImportRecord:
     status_basis: str = ""  # how the status was decided, citing its sources
     records_cut: tuple[dict[str, Any], ...] = ()  # {"line", "kept", "reason"}: prefix kept
     step_axis: str = ""  # "" the trainer's optimizer steps; else what the step column counts
+    # a log read through a key map (jsonl, csv, roll): {"step": {"key", "from"}, "map": {our
+    # column: {"key", "from"}}}: the key read as the step and each meaning stated for a key
+    key_map: dict[str, Any] = field(default_factory=dict)
+    withheld: dict[str, str] = field(default_factory=dict)  # key -> what of it is not stored, why
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ImportRecord:

@@ -13,10 +13,20 @@ from typing import Any
 from gspo_metrics.spec import TOKEN_CLIP_LOSSES, parse_algorithm
 from training_hooks.schema import flatten
 
-#: The tools whose logs are imported, by the names their importers and rules use.
+#: The tools whose logs are imported, by the names their importers and rules use: ``jsonl`` and
+#: ``csv`` are any trainer's log read through a key map (``importers.keymap``); ``roll`` is
+#: ROLL's, its keys shipped in ``metric_map``.
 TRL, VERL, TINKER = "trl", "verl", "tinker"
+JSONL, CSV, ROLL = "jsonl", "csv", "roll"
 #: Each tool's name in text.
-TOOL_NAMES = {TRL: "TRL", VERL: "verl", TINKER: "Tinker"}
+TOOL_NAMES = {
+    TRL: "TRL",
+    VERL: "verl",
+    TINKER: "Tinker",
+    JSONL: "JSON lines with a key map",
+    CSV: "CSV with a key map",
+    ROLL: "ROLL",
+}
 #: TRL's setting for the clip unit ("token" or "sequence": its GSPO)
 IS_LEVEL = "importance_sampling_level"
 #: Our name of a setting -> where each tool's config holds it (dotted paths; a config nested
@@ -66,7 +76,37 @@ SETTING_KEYS: dict[str, dict[str, tuple[str, ...]]] = {
         "kl_penalty_coef": ("kl_penalty_coef",),
         "max_steps": ("max_steps",),  # a loop's config (rl/train.py has none)
     },
+    # any trainer (``--set NAME=VALUE`` or ``--config``): our own words. epsilon / epsilon_high
+    # are the clip range in the clip unit of --algorithm; max_steps the planned end (the status)
+    JSONL: {
+        k: (k,)
+        for k in (
+            "epsilon",
+            "epsilon_high",
+            "group_size",
+            "max_steps",
+            "max_grad_norm",
+            "one_update_per_row",
+        )
+    },
+    # ROLL's pipeline config (``roll/configs/base_config.py``, ``pipeline/rlvr/rlvr_config.py``)
+    ROLL: {
+        "pg_clip": ("pg_clip",),
+        "use_pg_clip_range": ("use_pg_clip_range",),
+        "pg_clip_low": ("pg_clip_low",),
+        "pg_clip_high": ("pg_clip_high",),
+        "importance_sampling": ("importance_sampling",),
+        "loss_agg_mode": ("loss_agg_mode",),
+        "enable_reference": ("enable_reference",),
+        "use_kl_loss": ("use_kl_loss",),
+        "init_kl_coef": ("init_kl_coef",),
+        "adv_estimator": ("adv_estimator",),
+        "group_size": ("num_return_sequences_in_group",),
+        "max_steps": ("max_steps",),
+        "max_grad_norm": ("max_grad_norm",),
+    },
 }
+SETTING_KEYS[CSV] = SETTING_KEYS[JSONL]
 
 #: A tool's loss aggregation -> ours (``RunInfo.reduction``); others are kept as "<tool>:<value>".
 REDUCTIONS: dict[tuple[str, str], str] = {
@@ -75,6 +115,8 @@ REDUCTIONS: dict[tuple[str, str], str] = {
     (TRL, "grpo"): "seq_mean_token_mean",
     (TRL, "bnpo"): "token_mean",
     (TRL, "dapo"): "token_mean",
+    (ROLL, "token-mean"): "token_mean",
+    (ROLL, "seq-mean-token-mean"): "seq_mean_token_mean",
 }
 
 

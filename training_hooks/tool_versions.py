@@ -26,6 +26,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from training_hooks.tool_settings import CSV as _CSV
+from training_hooks.tool_settings import JSONL as _JSONL
+from training_hooks.tool_settings import ROLL as _ROLL
 from training_hooks.tool_settings import TINKER as _TINKER
 from training_hooks.tool_settings import TOOL_NAMES
 from training_hooks.tool_settings import TRL as _TRL
@@ -81,6 +84,9 @@ VERSION_EVIDENCE: tuple[tuple[str, str, str, Version | None, Version | None, str
     (_TRL, "cispo_clip_ratio", "", (0, 27), None, "cispo_clip_ratio: TRL >= 0.27"),
     (_TRL, "tools/call_frequency", "", (0, 27), None, "tools/*: TRL >= 0.27"),
     (_TRL, "vespo/phi_seq_mean", "", (1, 0), None, "vespo/*: TRL >= 1.0"),
+    # ROLL's actor metrics carry their reduction in the name from v0.2.0 ("actor/pg_loss@sum")
+    (_ROLL, "actor/pg_loss@sum", "", (0, 2, 0), None, "actor/*@sum: ROLL >= 0.2.0"),
+    (_ROLL, "actor/pg_loss", "", None, (0, 2, 0), "actor/pg_loss without @sum: ROLL < 0.2.0"),
 )
 #: Names the Unsloth dialect logs itself in every version: they date nothing there.
 UNSLOTH_OWN = frozenset({"completion_length", "kl", "sampling/sampling_logp_difference/mean"})
@@ -89,6 +95,9 @@ _FORMAT_LABELS = {
     _TRL: "TRL GRPOTrainer log",
     _VERL: "verl metrics",
     _TINKER: "Tinker cookbook metrics",
+    _JSONL: "JSON lines read through a key map",
+    _CSV: "CSV read through a key map",
+    _ROLL: "ROLL metrics",
 }
 
 #: Named generations of a tool's log format: (since, until, name).
@@ -122,9 +131,17 @@ DEFAULTS: tuple[Default, ...] = (
     Default(_TRL, "use_bias_correction_kl", False, None, (0, 26), absent=True),
     Default(_TRL, "use_bias_correction_kl", False, (0, 26), (1, 10)),
     Default(_TRL, "use_bias_correction_kl", True, (1, 16), None),
+    # ROLL: a reference model always before 0.1.3 (enable_reference added 2025-11, default off)
+    Default(_ROLL, "enable_reference", True, None, (0, 1, 3), absent=True),
+    Default(_ROLL, "enable_reference", False, (0, 1, 3), None),
+    # ROLL's rlvr_config.importance_sampling: "token" in every version read (0.1.1 - 2026-08)
+    Default(_ROLL, "importance_sampling", "token", None, None),
 )
 #: The settings an import reports as assumed defaults when no file states them.
-REPORTED_DEFAULTS = {_TRL: ("num_iterations", "use_bias_correction_kl")}
+REPORTED_DEFAULTS = {
+    _TRL: ("num_iterations", "use_bias_correction_kl"),
+    _ROLL: ("enable_reference", "importance_sampling"),
+}
 
 
 def default_for(

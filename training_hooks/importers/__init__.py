@@ -1,10 +1,17 @@
-"""Import runs logged by TRL, Tinker cookbook and verl into gspo-dash run folders.
+"""Import runs logged by TRL, Tinker cookbook, verl and ROLL, and any trainer's JSON-lines or CSV
+log read through a key map, into gspo-dash run folders.
 
     python -m training_hooks.importers trl    OUTPUT_DIR | trainer_state.json | train.log |
                                               events.out.tfevents.* | wandb/run-*   --root runs
     python -m training_hooks.importers tinker LOG_DIR_OR_metrics.jsonl                --root runs
     python -m training_hooks.importers verl   EXPERIMENT.jsonl | job.log | events.out.tfevents.* |
                                               wandb/run-*                             --root runs
+    python -m training_hooks.importers jsonl  metrics.jsonl --step step --map reward=mean_reward
+                                              --map kl=train/kl [--set epsilon=0.2]
+                                              [--group-size 8]                --root runs
+    python -m training_hooks.importers csv    log.csv (the same)               --root runs
+    python -m training_hooks.importers roll   metrics.jsonl [--set enable_reference=false]
+                                              [--map reward=my/reward]        --root runs
     (--algorithm grpo|gspo, --config settings.json|.yaml, --name, --run-id, --replace,
      --segment N|all)
 
@@ -51,6 +58,7 @@ from training_hooks.importers._core import (
 )
 from training_hooks.importers._describe import ImportSummary, markdown_table, summarize
 from training_hooks.importers._segments import SeveralRuns
+from training_hooks.importers.keymap import KeyMap, key_map_of
 
 __all__ = [
     "AlreadyImported",
@@ -59,8 +67,10 @@ __all__ = [
     "UNKNOWN_ALGORITHM",
     "ImportResult",
     "ImportSummary",
+    "KeyMap",
     "SeveralRuns",
     "import_run",
+    "key_map_of",
     "main",
     "markdown_table",
     "summarize",

@@ -1,4 +1,8 @@
-"""``python -m training_hooks.importers trl|tinker|verl PATH --root ROOT [--algorithm ..] ...``
+"""``python -m training_hooks.importers trl|tinker|verl|jsonl|csv|roll PATH --root ROOT [...]``
+
+``jsonl`` and ``csv`` read any trainer's log through a key map (``--step KEY``, ``--map
+MEANING=KEY``, ``--set NAME=VALUE``, ``--group-size N``: ``importers.keymap``); ``roll`` is the
+same reader with ROLL's own keys mapped (``importers.roll``).
 
 Exit status: 0 imported (a report follows); 1 refused, nothing written: the log is in the root
 already (``--replace`` imports it again); 2 a bad path, file or argument (one line on stderr, the
@@ -15,12 +19,15 @@ from training_hooks.importers._core import SOURCES, TOOLS, AlreadyImported, impo
 from training_hooks.importers._describe import report_lines
 from training_hooks.importers._read import load_config
 from training_hooks.importers._segments import SeveralRuns
+from training_hooks.importers.keymap import key_map_of
 
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m training_hooks.importers",
-        description="Import a TRL, Tinker cookbook or verl run into a gspo-dash runs folder.",
+        description="Import a TRL, Tinker cookbook, verl or ROLL run, or any trainer's JSON-lines "
+        "or CSV log read through a key map (jsonl, csv: --step, --map, --set), into a gspo-dash "
+        "runs folder.",
     )
     p.add_argument("source", choices=SOURCES, help="the tool that logged the run")
     p.add_argument("path", help="; ".join(spec.path_hint for spec in TOOLS.values()))
@@ -63,11 +70,55 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         help="a JSON or YAML file of the run's settings; overrides what is found beside the log",
     )
+    keys = p.add_argument_group(
+        "a log of your own keys (jsonl, csv; roll for its own keys ROLL does not log)"
+    )
+    keys.add_argument(
+        "--step",
+        default=None,
+        metavar="KEY",
+        help="the key holding the step (integers; 3.0 is 3); default: roll's system/step, else "
+        "each record's index from 0 (said so in the import's record)",
+    )
+    keys.add_argument(
+        "--map",
+        action="append",
+        default=[],
+        metavar="MEANING=KEY",
+        help="what a key means: its values fill our column MEANING (e.g. --map "
+        "reward=mean_reward --map kl=train/kl; repeat for each); an unknown MEANING is refused "
+        "with the valid ones listed. Every other numeric key is kept under its own name",
+    )
+    keys.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a setting of the run (jsonl/csv: epsilon, epsilon_high, group_size, max_steps, "
+        "max_grad_norm, one_update_per_row; roll: ROLL's names, e.g. enable_reference=false, "
+        "pg_clip=0.2, max_steps=500); values read as JSON (true, 0.2)",
+    )
+    keys.add_argument(
+        "--group-size", type=int, default=None, metavar="N", help="completions per prompt"
+    )
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    args.key_map = None
+    if args.step is not None or args.map or args.set or args.group_size is not None:
+        try:  # a bad --map is refused whole (its list of meanings is longer than one line)
+            args.key_map = key_map_of(
+                args.source,
+                step=args.step,
+                maps=args.map,
+                sets=args.set,
+                group_size=args.group_size,
+            )
+        except ValueError as e:
+            parser.error(str(e))
     try:
         config = None
         if args.config:
@@ -106,7 +157,7 @@ def _segments(args: argparse.Namespace, config) -> list[int | None]:
     from training_hooks.importers import _pick
 
     try:
-        _pick.read(args.source, Path(args.path), config, None)
+        _pick.read(args.source, Path(args.path), config, None, args.key_map)
     except SeveralRuns as e:
         return list(range(1, len(e.segments) + 1))
     return [None]
@@ -126,6 +177,7 @@ def _import(args: argparse.Namespace, config, segment: int | None):
         replace=args.replace,
         segment=segment,
         tool_version=args.tool_version,
+        key_map=args.key_map,
     )
 
 

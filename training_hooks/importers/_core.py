@@ -23,14 +23,16 @@ from typing import Any
 from gspo_metrics.spec import UNKNOWN_ALGORITHM
 from training_hooks import schema, storage
 from training_hooks.findings.status import STATUS_STOPPED_EARLY, STATUS_UNKNOWN
-from training_hooks.importers import _pick, tinker, trl, verl
+from training_hooks.importers import _pick, keymap, roll, tinker, trl, verl
 from training_hooks.importers._end import Ending, judge
 from training_hooks.importers._read import SourceLog, numeric
 from training_hooks.importers._spec import RunSettings, Settings, ToolSpec
+from training_hooks.importers.keymap import KeyMap
 from training_hooks.metric_map import (
     Context,
     Resolution,
     SourceFormat,
+    candidate_columns,
     detect_format,
     parse_version,
     resolve,
@@ -39,7 +41,14 @@ from training_hooks.run_summary import try_summarise_run
 from training_hooks.tool_settings import Setting, read_settings
 from training_hooks.tool_versions import assumed_defaults
 
-TOOLS: dict[str, ToolSpec] = {"trl": trl.SPEC, "tinker": tinker.SPEC, "verl": verl.SPEC}
+TOOLS: dict[str, ToolSpec] = {
+    "trl": trl.SPEC,
+    "tinker": tinker.SPEC,
+    "verl": verl.SPEC,
+    "jsonl": keymap.SPEC_JSONL,
+    "csv": keymap.SPEC_CSV,
+    "roll": roll.SPEC,
+}
 SOURCES = tuple(TOOLS)
 _INT_COLUMNS = frozenset(n for n, t in schema.STEP_COLUMNS if t.startswith("int"))
 
@@ -84,8 +93,11 @@ def import_run(
     replace: bool = False,
     segment: int | None = None,
     tool_version: str | None = None,
+    key_map: KeyMap | None = None,
 ) -> ImportResult:
-    """Import one run logged by ``source`` ("trl", "tinker", "verl") from ``path`` into ``root``.
+    """Import one run logged by ``source`` (a tool of ``TOOLS``: "trl", "tinker", "verl";
+    "jsonl" / "csv" for any trainer's log read through ``key_map``; "roll") from ``path`` into
+    ``root``.
 
     Args:
         path: the log file (any name) or a folder holding it.
@@ -104,6 +116,9 @@ def import_run(
         tool_version: the version of the tool that wrote the log ("0.23.0"; for Unsloth, the TRL
             it ran on), when the files beside it do not say (``--tool-version``; also the config
             key ``tool_version``); it overrides a version a file states.
+        key_map: for "jsonl", "csv" and "roll": the step key, what the log's keys mean (our
+            column -> their key) and settings stated by the user (``keymap.key_map_of``: the
+            CLI's ``--step``, ``--map``, ``--set``, ``--group-size``); recorded in run.json.
     Raises:
         AlreadyImported: the log is in the root already and ``replace`` is false (a
             ``ValueError`` naming the run); the root is then unchanged.
@@ -117,7 +132,7 @@ def import_run(
     given = str(path)
     if not given.strip():
         raise ValueError("path is empty: give the log file or the folder holding it")
-    log = _pick.read(spec.name, Path(os.fspath(path)), config, segment)
+    log = _pick.read(spec.name, Path(os.fspath(path)), config, segment, key_map)
     digest = file_digest(log.file)
     earlier = earlier_imports(root, spec.name, log.file, digest, segment_text(log))
     if earlier and not replace:
@@ -130,6 +145,9 @@ def import_run(
     run_id = earlier[0][0] if earlier else run_id
     fmt = _format(spec.name, log, config, tool_version)
     settings = _settings(spec, log, fmt, config, algorithm)
+    if spec.end_of is not None and log.source_finished is None:
+        finished, text = spec.end_of(log, settings)
+        log = dataclasses.replace(log, source_finished=finished, end_text=text)
     ctx = Context(fmt, {k: s.value for k, s in settings.items()})
     mapped = map_log(spec, log, ctx)
     if not mapped.rows:
@@ -280,10 +298,13 @@ def _settings(
     config: Mapping[str, Any] | None,
     algorithm: str | None,
 ) -> Settings:
-    """Beside the log < the log's own fields < derived facts < ``--config`` < ``--algorithm``."""
-    settings: Settings = dict(log.settings)
+    """Beside the log < the log's own fields < derived facts < ``--config`` < ``--set`` <
+    ``--algorithm`` (a key-map log's ``--set`` come with it: ``log.settings``)."""
+    stated = {k: v for k, v in log.settings.items() if v.origin.startswith("--")}
+    settings: Settings = {k: v for k, v in log.settings.items() if k not in stated}
     if config:
         settings.update(read_settings(spec.name, config, "--config"))
+    settings.update(stated)
     if algorithm and spec.algorithm_setting:
         key, values = spec.algorithm_setting
         if algorithm in values:
@@ -303,8 +324,12 @@ def map_log(spec: ToolSpec, log: SourceLog, ctx: Context) -> Mapped:
     resolutions: dict[str, Resolution] = {}
     taken: set[str] = set(schema.STEP_KEY_COLUMNS)
     taken_by: dict[str, str] = {}
-    first = {n: resolve(n, ctx) for n in numeric_names}
-    for n in sorted(numeric_names, key=lambda n: (first[n].column is None, first[n].yields)):
+    first = {n: _stated(n, log) or resolve(n, ctx) for n in numeric_names}
+    # the user's --map first, then the names the tool's rules map (a yielding one last)
+    for n in sorted(
+        numeric_names,
+        key=lambda n: (n not in log.key_map, first[n].column is None, first[n].yields),
+    ):
         res = first[n]
         if res.stored is not None and res.stored in taken:
             free = next(
@@ -322,6 +347,29 @@ def map_log(spec: ToolSpec, log: SourceLog, ctx: Context) -> Mapped:
     )
     non_numeric = tuple(n for n in names if n not in resolutions)
     return Mapped(rows, resolutions, non_numeric, validation_only, int_notes)
+
+
+def _stated(name: str, log: SourceLog) -> Resolution | None:
+    """The meaning the user's ``--map`` gives ``name`` (it goes before any the tool's rules
+    give)."""
+    column = log.key_map.get(name)
+    return Resolution(name, column, column, "stated by --map") if column else None
+
+
+def withheld(spec: ToolSpec, log: SourceLog, mapped: Mapped) -> dict[str, str]:
+    """A key-map import's keys whose values are not (all) stored under the meaning a map gives
+    them: text cells left null (the reader's count), a shipped meaning not applied (a setting it
+    depends on unknown, another key filling its column), non-integer values of a count."""
+    if spec.name not in _pick.KEY_MAP_TOOLS:
+        return {}
+    out = dict(log.withheld)
+    for n, res in mapped.resolutions.items():
+        shipped = candidate_columns(spec.name, n)
+        if res.column is None and shipped:
+            out[n] = f"{' or '.join(sorted(shipped))} not filled: {res.reason}"
+        elif n in mapped.int_notes:
+            out[n] = mapped.int_notes[n]
+    return out
 
 
 def _rows(
@@ -452,6 +500,8 @@ def _record(
         reader_notes=log.notes,
         cross_checks=log.cross_checks,
         segment=segment_text(log),
+        key_map=dict(log.key_record),
+        withheld=withheld(spec, log, mapped),
     )
 
 

@@ -175,6 +175,7 @@ def report_lines(rec: schema.ImportRecord, info: schema.RunInfo | None = None) -
         lines.append(records_cut_text(rec))
     if rec.file_format:
         lines.append(f"read: {rec.file} ({rec.file_format})")
+    lines += key_map_lines(rec)
     lines += [f"note: {n}" for n in rec.reader_notes]
     lines += [f"cross-check: {c}" for c in rec.cross_checks]
     if rec.settings_files:
@@ -218,6 +219,31 @@ def report_lines(rec: schema.ImportRecord, info: schema.RunInfo | None = None) -
         )
     lines += _settings_lines(rec, info)
     lines.append(f"wall time: {rec.wall_time}")
+    return lines
+
+
+def key_map_lines(rec: schema.ImportRecord) -> list[str]:
+    """A key-map import's step key and map (who stated each), and what of a key was withheld
+    from its meaning; [] for the other imports."""
+    if not rec.key_map:
+        return []
+    step = rec.key_map.get("step") or {}
+    key = step.get("key") if isinstance(step, dict) else None
+    where = step.get("from", "?") if isinstance(step, dict) else "?"
+    lines = [f"step: {key!r} ({where})" if key else f"step: {where}"]
+    stated = rec.key_map.get("map") or {}
+    lines.append(
+        "key map: "
+        + (
+            ", ".join(
+                f"{c} = {v.get('key')!r} ({v.get('from')})"
+                for c, v in stated.items()
+                if isinstance(v, dict)
+            )
+            or "none stated (every key kept under its own name unless the tool's own map names it)"
+        )
+    )
+    lines += [f"withheld: {k}: {why}" for k, why in rec.withheld.items()]
     return lines
 
 

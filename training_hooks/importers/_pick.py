@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from training_hooks.importers import (
+    keymap,
+    roll,
     tfevents,
     tinker,
     trl,
@@ -41,6 +43,7 @@ from training_hooks.importers._sniff import (
     sniff,
     wrong_format,
 )
+from training_hooks.importers.keymap import KeyMap
 from training_hooks.tool_settings import read_settings
 
 CONSOLE_SUFFIXES = (".log", ".out", ".txt", ".err")
@@ -50,22 +53,54 @@ TRL_WHAT = "TRL log (trainer_state.json, console dicts, TensorBoard event file o
 VERL_WHAT = "verl log (file-logger JSON lines, console 'step:N' lines, event file or W&B run)"
 
 
+Reader = Callable[[Path, "Mapping[str, Any] | None", "int | None", "KeyMap | None"], SourceLog]
+
+
 def read(
-    tool: str, path: Path, config: Mapping[str, Any] | None = None, segment: int | None = None
+    tool: str,
+    path: Path,
+    config: Mapping[str, Any] | None = None,
+    segment: int | None = None,
+    key_map: KeyMap | None = None,
 ) -> SourceLog:
     """The run at ``path`` as ``tool`` logged it (``segment``: which run of a file holding
-    several, 1-based)."""
+    several, 1-based; ``key_map``: what the user states of a log of their own keys).
+
+    Routed by name: a tool of ``READERS`` by its reader here, any other tool of
+    ``_core.TOOLS`` by its own ``ToolSpec.read``; an unknown tool is refused (never read by
+    another tool's reader)."""
+    from training_hooks.importers._core import TOOLS
+
+    if tool not in TOOLS:
+        raise ValueError(f"source must be one of {tuple(TOOLS)}, got {tool!r}")
     if not path.exists():
         raise ValueError(f"path {str(path)!r} does not exist")
-    if tool == "trl":
-        log = _trl(path, config, segment)
-    elif tool == "verl":
-        log = _verl(path, config, segment)
+    if key_map is not None and tool not in KEY_MAP_TOOLS:
+        raise ValueError(
+            f"--step, --map, --set and --group-size are for {', '.join(KEY_MAP_TOOLS)} imports: "
+            f"a {tool} log's keys and settings are read by their meaning in {tool}"
+        )
+    reader = READERS.get(tool)
+    if reader is not None:
+        log = reader(path, config, segment, key_map)
     else:
-        log = _tinker(path, segment)
+        log = TOOLS[tool].read(path)
+    if log.tool != tool:  # a reader answering for another tool is a wiring fault
+        raise AssertionError(f"the {tool} import was read as a {log.tool} log")
     if log.segments:  # one name per run of the file, never one name for several runs
         log = dataclasses.replace(log, name=f"{log.name}-run{log.segment}")
     return log
+
+
+def _single(read_one: Callable[[Path, KeyMap | None], SourceLog]) -> Reader:
+    """A reader of one run a file (a segment other than 1 refused) that takes a key map."""
+
+    def reader(path, config, segment, key_map):
+        if segment not in (None, 1):
+            raise ValueError(f"segment {segment}: this reader reads one run a file")
+        return read_one(path, key_map)
+
+    return reader
 
 
 # ----------------------------------------------------------------------------- TRL
@@ -312,3 +347,17 @@ def _rel(file: Path, folder: Path) -> str:
         return str(file.relative_to(folder))
     except ValueError:
         return str(file)
+
+
+#: The tools read by a reader here (several formats, runs a file, a key map); every other tool
+#: of ``_core.TOOLS`` is read by its own ``ToolSpec.read``.
+READERS: dict[str, Reader] = {
+    "trl": lambda path, config, segment, key_map: _trl(path, config, segment),
+    "verl": lambda path, config, segment, key_map: _verl(path, config, segment),
+    "tinker": lambda path, config, segment, key_map: _tinker(path, segment),
+    keymap.JSONL: _single(keymap.read_jsonl),
+    keymap.CSV: _single(keymap.read_csv),
+    roll.SPEC.name: _single(roll.read),
+}
+#: The tools whose logs take a key map (``--step``, ``--map``, ``--set``, ``--group-size``).
+KEY_MAP_TOOLS = (keymap.JSONL, keymap.CSV, roll.SPEC.name)

@@ -53,6 +53,9 @@ class SourceLog:
     end: Evidence | None = None  # what the log says of its planned end and how far it got
     records_cut: tuple[dict[str, Any], ...] = ()  # cut records kept by their parsed prefix
     step_axis: str = ""  # "" the trainer's steps; else what the step column counts, and why
+    key_map: Mapping[str, str] = field(default_factory=dict)  # the user's map: their key -> column
+    key_record: Mapping[str, Any] = field(default_factory=dict)  # ImportRecord.key_map
+    withheld: Mapping[str, str] = field(default_factory=dict)  # key -> values not stored, why
 
 
 @dataclass(frozen=True)

@@ -53,6 +53,9 @@ VERL_CONSOLE = Kind(
     "verl_console", "a verl console log ('step:N - key:value - ...' lines)", ("verl",)
 )
 EVENT = Kind("tfevents", "a TensorBoard event file", ("trl", "verl"))
+ROLL_JSONL = Kind(
+    "roll_jsonl", 'a ROLL metrics.jsonl (flat JSON lines with "system/step")', ("roll",)
+)
 
 
 def sniff(path: Path) -> Kind | None:
@@ -93,6 +96,8 @@ def _json_kind(text: str) -> Kind | None:
             return TRAINER_STATE
         if "step" in obj and isinstance(obj.get("data"), dict):
             return VERL_JSONL
+        if "system/step" in obj and "step" not in obj:
+            return ROLL_JSONL
         if "step" in obj:
             return TINKER_JSONL
         return None

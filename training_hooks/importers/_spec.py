@@ -43,5 +43,9 @@ class ToolSpec:
     validation: tuple[str, ...] = ()
     derive: Callable[[dict[str, float]], dict[str, float]] = field(default=lambda row: {})
     derived_from: Mapping[str, str] = field(default_factory=dict)  # column -> its formula
+    end_of: Callable[[SourceLog, Settings], tuple[bool | None, str]] | None = None
+    """Whether the run reached its planned end, from every setting the import knows (``--set``,
+    ``--config`` too): (finished, how the source says so); for a reader that cannot tell
+    alone. Used only where the reader left ``source_finished`` unknown."""
     display_name: str = ""  # the tool's name in user text ("Tinker cookbook")
     path_hint: str = ""  # what the import reads, for the CLI's help and the dashboard's form
