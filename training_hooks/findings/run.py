@@ -88,7 +88,9 @@ from training_hooks.schema import STATUS_FINISHED, RunInfo, Seq, flatten
 #: wording, a docstring or a refactor that gives the same findings needs no bump.
 #: ``tests/test_checks_version.py`` holds the findings of a fixed set of runs against
 #: ``tests/checks_findings.json`` and fails when they change while this number does not.
-CHECKS_VERSION = 2  # 2: attenuation checks; clip checks only for hard-clip losses (issue 32)
+#: 3: the registry; reward progress and totals, magnitudes, length with truncation, KL by
+#: meaning, records cut, steps dropped, the GSPO recipe (issues 44, 45).
+CHECKS_VERSION = 3
 
 
 @dataclass(frozen=True)
