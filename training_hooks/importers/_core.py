@@ -125,24 +125,10 @@ def import_run(
         ValueError: a bad source, path or file (one line, naming it); the root is then unchanged.
     """
     spec = _tool(source)
-    if algorithm is not None and (not isinstance(algorithm, str) or not algorithm):
-        raise ValueError(f"algorithm must be a non-empty string, got {algorithm!r}")
-    if config is not None and not isinstance(config, Mapping):
-        raise ValueError(f"config must be a mapping, got {type(config).__name__}")
-    given = str(path)
-    if not given.strip():
-        raise ValueError("path is empty: give the log file or the folder holding it")
+    given = _checked_args(path, algorithm, config)
     log = _pick.read(spec.name, Path(os.fspath(path)), config, segment, key_map)
     digest = file_digest(log.file)
-    earlier = earlier_imports(root, spec.name, log.file, digest, segment_text(log))
-    if earlier and not replace:
-        raise AlreadyImported(*earlier[0])
-    if earlier and run_id not in (None, earlier[0][0]):
-        raise ValueError(
-            f"replace: the log was imported as run {earlier[0][0]}, but run_id {run_id!r} names "
-            "another folder; give no run_id to replace that run"
-        )
-    run_id = earlier[0][0] if earlier else run_id
+    run_id = _replaced_run(root, spec.name, log, digest, replace, run_id)
     fmt = _format(spec.name, log, config, tool_version)
     settings = _settings(spec, log, fmt, config, algorithm)
     if spec.end_of is not None and log.source_finished is None:
@@ -170,6 +156,34 @@ def import_run(
         columns=table.column_names,
         record=record,
     )
+
+
+def _checked_args(path: Any, algorithm: Any, config: Any) -> str:
+    """``import_run``'s path as given, after a ValueError for a bad algorithm, config or path."""
+    if algorithm is not None and (not isinstance(algorithm, str) or not algorithm):
+        raise ValueError(f"algorithm must be a non-empty string, got {algorithm!r}")
+    if config is not None and not isinstance(config, Mapping):
+        raise ValueError(f"config must be a mapping, got {type(config).__name__}")
+    given = str(path)
+    if not given.strip():
+        raise ValueError("path is empty: give the log file or the folder holding it")
+    return given
+
+
+def _replaced_run(
+    root: Any, tool: str, log: Any, digest: str, replace: bool, run_id: str | None
+) -> str | None:
+    """The run id to write: the earlier import's of this log when ``replace`` (AlreadyImported
+    without it; a ValueError when ``run_id`` names another folder), else ``run_id``."""
+    earlier = earlier_imports(root, tool, log.file, digest, segment_text(log))
+    if earlier and not replace:
+        raise AlreadyImported(*earlier[0])
+    if earlier and run_id not in (None, earlier[0][0]):
+        raise ValueError(
+            f"replace: the log was imported as run {earlier[0][0]}, but run_id {run_id!r} names "
+            "another folder; give no run_id to replace that run"
+        )
+    return earlier[0][0] if earlier else run_id
 
 
 def file_digest(file: str | os.PathLike) -> str:

@@ -293,15 +293,7 @@ def keymap_log(
     for column, key in key_map.columns.items():
         if key not in keys:
             raise ValueError(f"--map {column}={key}: {_absent(file, keys, key)}")
-    cells = {k: [value_of(r[k]) for _, r in records.rows if k in r] for k in keys}
-    numeric = {k for k, vs in cells.items() if any(isinstance(v, float) for v in vs)}
-    for column, key in key_map.columns.items():
-        if key not in numeric:
-            sample = next((v for v in cells[key] if v is not None), None)
-            raise ValueError(
-                f"--map {column}={key}: {key!r} holds no number in {file}"
-                + (f" (e.g. {sample!r})" if sample is not None else " (every value is empty)")
-            )
+    numeric = _numeric_keys(file, records, keys, key_map)
     if step_key is not None and step_key not in numeric:
         raise ValueError(f"{_step_flag(key_map, origin)} {step_key!r}: it holds no number")
     parsed, bad, text = [], list(records.malformed), _TextCells()
@@ -349,6 +341,21 @@ def keymap_log(
         key_record=_key_record(step_key, origin, key_map),
         withheld=text.withheld(),
     )
+
+
+def _numeric_keys(file: Path, records: Records, keys: list[str], key_map: KeyMap) -> set[str]:
+    """The keys holding a number in some record; a ValueError naming a mapped key that holds
+    none (with a sample of what it holds)."""
+    cells = {k: [value_of(r[k]) for _, r in records.rows if k in r] for k in keys}
+    numeric = {k for k, vs in cells.items() if any(isinstance(v, float) for v in vs)}
+    for column, key in key_map.columns.items():
+        if key not in numeric:
+            sample = next((v for v in cells[key] if v is not None), None)
+            raise ValueError(
+                f"--map {column}={key}: {key!r} holds no number in {file}"
+                + (f" (e.g. {sample!r})" if sample is not None else " (every value is empty)")
+            )
+    return numeric
 
 
 def _step(v: Any) -> int | None:
