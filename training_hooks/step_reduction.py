@@ -56,6 +56,8 @@ MINS = (
     "-length_max",
     "-abs_token_max",
     "-sampler_abs_diff_max",
+    "seq_abs_log_ratio_min_nonzero",
+    "token_abs_log_ratio_min_nonzero",
 )
 _SQUARED_ROWS = [SEQ_ROW[name] for name in SQUARED]
 _TOKEN_WEIGHTED_ROWS = [SEQ_ROW[name] for name in TOKEN_WEIGHTED]
@@ -72,13 +74,15 @@ def zero_variance_counts(rewards_P_G, lib):
     return np.array([zero_P.sum(), known_P.sum()], dtype=np.float64)
 
 
-def summarize(seq_K_B, counts, zero_var, loss, lib):
+def summarize(seq_K_B, counts, zero_var, loss, token_abs_min, lib):
     """The step summary of the (K, B) per-sequence rows: ``(sums, mins)`` as ``SUMS``, ``MINS``.
 
     One formula for both places it runs: torch tensors on the device (distributed: the vectors
     are then all-reduced with SUM and MIN) and numpy arrays on the host (one process, in
     ``StepRecord.materialize``); ``lib`` is ``torch`` or ``numpy``. ``counts`` as ``COUNTS``,
-    ``zero_var`` (2,) ``zero_variance_counts``, ``loss`` (1,) the loss (0 when none).
+    ``zero_var`` (2,) ``zero_variance_counts``, ``loss`` (1,) the loss (0 when none),
+    ``token_abs_min`` (1,) the smallest non-zero finite |log r_t| over the masked tokens
+    (``token_abs_log_ratio_min_nonzero``: +inf when none).
     """
     cat = torch.cat if lib is torch else np.concatenate
     sq_3_B = seq_K_B[_SQUARED_ROWS]
@@ -101,8 +105,24 @@ def summarize(seq_K_B, counts, zero_var, loss, lib):
         abs(seq_K_B[SEQ_ROW[Seq.TOKEN_LOG_RATIO_MAX]]),
     ).max()
     sampler_max = seq_K_B[SEQ_ROW[Seq.SAMPLER_LOGP_ABS_DIFF_MAX]].max()  # (NaN: not given)
+    moved_B = (slr_B != 0) & lib.isfinite(slr_B)  # the resolution: +inf when nothing moved
+    slr_res = lib.where(moved_B, abs(slr_B), lib.full_like(slr_B, math.inf)).min()
     mins = [slr_B.min(), -slr_B.max(), length_B.min(), -length_B.max(), -abs_max, -sampler_max]
+    mins += [slr_res, token_abs_min.reshape(())]
     return sums, lib.stack(mins)
+
+
+def token_abs_log_ratio_min_nonzero(logprobs, old_logprobs, mask):
+    """(1,) the smallest non-zero finite |log r_t| = |logprobs - old_logprobs| over the masked
+    tokens (+inf when none): the finest step a token ratio took, which the log-probs' dtype
+    bounds (bfloat16 keeps 8 significant bits: a log-prob near -3 moves in steps of 2^-6).
+    Computed in float32 at least, where a difference of two bfloat16 or float16 values is exact."""
+    dtype = torch.promote_types(
+        torch.promote_types(logprobs.dtype, old_logprobs.dtype), torch.float32
+    )
+    d = logprobs.detach().to(dtype) - old_logprobs.detach().to(dtype)
+    moved = (mask != 0) & (d != 0) & torch.isfinite(d)
+    return torch.where(moved, d.abs(), math.inf).amin().reshape(1)
 
 
 def _attenuation_sums(seq_K_B, length_B, lib):
@@ -129,6 +149,11 @@ def _p90(x: np.ndarray) -> float:
     lo = math.floor(h)
     hi = min(lo + 1, n - 1)
     return float(a[lo] + (h - lo) * (a[hi] - a[lo]))
+
+
+def _finite_or_nan(x: float) -> float:
+    """A minimum over nothing (+inf: no ratio moved) as NaN: no step was seen, not an infinite one."""
+    return float(x) if math.isfinite(x) else math.nan
 
 
 def _div(a: float, b: float) -> float:
@@ -194,6 +219,11 @@ def step_row(
         Step.ATTENUATION_MEAN: att_mean["all"],
         Step.ATTENUATION_POS_MEAN: att_mean["pos"],
         Step.ATTENUATION_NEG_MEAN: att_mean["neg"],
+        Step.LOGPROB_BITS: rec.logprob_bits,
+        Step.SEQ_LOG_RATIO_ABS_MIN_NONZERO: _finite_or_nan(low["seq_abs_log_ratio_min_nonzero"]),
+        Step.TOKEN_LOG_RATIO_ABS_MIN_NONZERO: _finite_or_nan(
+            low["token_abs_log_ratio_min_nonzero"]
+        ),
     }
     for v in STEP_MEANS:  # each declared step mean (``gspo_metrics.spec.StepMean``)
         m = v.step_mean
