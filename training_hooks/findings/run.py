@@ -52,6 +52,7 @@ from training_hooks.findings.dropped import STEPS_DROPPED, check_steps_dropped, 
 from training_hooks.findings.mismatch import check_sampler_mismatch
 from training_hooks.findings.onpolicy import check_clip_one_update
 from training_hooks.findings.raw import check_raw_values
+from training_hooks.findings.resolution import RATIO_RESOLUTION_COARSE, check_ratio_resolution
 from training_hooks.findings.signal import (
     check_learning_signal,
     check_truncation,
@@ -65,6 +66,7 @@ from training_hooks.findings.status import (
     check_status,
     import_status,
 )
+from training_hooks.findings.unscored import REWARD_UNSCORED, check_reward_unscored
 from training_hooks.findings.thresholds import RUN
 from training_hooks.schema import STATUS_FINISHED, RunInfo, Seq, flatten
 
@@ -97,7 +99,11 @@ class Check:
 #: The checks that declare themselves, each in its own module (its codes and thresholds beside
 #: it, or in ``thresholds``): one entry here runs it on the Health page (after the checks written
 #: out in ``run_health``) and, live, in the recorder. Adding one also bumps ``CHECKS_VERSION``.
-CHECKS: tuple[Check, ...] = (Check((STEPS_DROPPED,), check_steps_dropped),)
+CHECKS: tuple[Check, ...] = (
+    Check((STEPS_DROPPED,), check_steps_dropped),
+    Check((REWARD_UNSCORED,), check_reward_unscored, live=True),
+    Check((RATIO_RESOLUTION_COARSE,), check_ratio_resolution, live=True),
+)
 
 #: Every stable code a finding may carry (a contract: tests, the bench and the page match on them).
 CODES: tuple[str, ...] = (*BUILTIN_CODES, *(code for c in CHECKS for code in c.codes))
