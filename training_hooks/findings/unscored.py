@@ -96,7 +96,7 @@ def check_reward_unscored(
         if len(found) == 1
         else f"{len(found)} reward functions left completions unscored"
     )
-    evidence = " ".join(lines) + " " + _effect(found, none_scored, len(columns))
+    evidence = " ".join(lines) + " " + _effect(found, none_scored, len(columns), _once(df))
     advice = (
         f"Make {few(names, 3, ' and ')} return a score for every completion (or leave out of "
         "the batch what it cannot judge): beside the other functions' scores TRL reads a None "
@@ -133,8 +133,21 @@ def _function_line(u: _Unscored, steps: np.ndarray, n_seq: np.ndarray | None) ->
     )
 
 
-def _effect(found: list[_Unscored], none_scored: np.ndarray | None, n_functions: int) -> str:
-    """What TRL made of them: counted as 0 beside the other functions' scores, or left out."""
+def _once(df: pd.DataFrame) -> np.ndarray | None:
+    """The rows that count each batch of samples once (the first step of each ``rollout``: a
+    batch trained on at several steps carries the same counts at each); None when the table
+    does not say which rows share a batch."""
+    rollout = col(df, Step.ROLLOUT)
+    if rollout is None or not np.isfinite(rollout).all():
+        return None
+    return ~pd.Series(rollout).duplicated().to_numpy()
+
+
+def _effect(
+    found: list[_Unscored], none_scored: np.ndarray | None, n_functions: int, once
+) -> str:
+    """What TRL made of them: counted as 0 beside the other functions' scores, or left out.
+    ``once``: the rows that count each batch of samples once (None: unknown, summed over steps)."""
     if n_functions == 1:
         return (
             "It is the run's only reward function, so TRL left those completions out of their "
@@ -152,10 +165,16 @@ def _effect(found: list[_Unscored], none_scored: np.ndarray | None, n_functions:
             "from any function was not logged."
         )
     none = np.nan_to_num(none_scored)
-    partial = sum(int(np.clip(np.nan_to_num(u.counts) - none, 0, None).sum()) for u in found)
+    rows = np.ones(len(none), bool) if once is None else once
+    partial = sum(int(np.clip(np.nan_to_num(u.counts) - none, 0, None)[rows].sum()) for u in found)
+    how = (
+        "each batch of samples counted once"
+        if once is not None
+        else "summed over steps: a batch trained on at several steps counts at each"
+    )
     out = []
     if partial:
-        out.append(f"For {partial} of them (over the steps) another function did score: {zero}")
+        out.append(f"For {partial} of them ({how}) another function did score: {zero}")
     if none.sum() > 0:
         out.append(
             f"Up to {int(none.max())} a step had no score from any function: TRL left those out "
