@@ -102,7 +102,7 @@ def test_the_finding_counts_by_function_and_says_what_trl_did():
         "judge returned None for completions at 2 of 4 steps (steps 2, 3): up to 5 at step 2 "
         "(of the 16 it recorded)." in f.evidence
     )
-    assert "fmt returned None for completions at 1 of 4 steps (steps 3): up to 1 at step 3" in (
+    assert "fmt returned None for completions at 1 of 4 steps (step 3): up to 1 at step 3" in (
         f.evidence
     )
     # judge: 5 + (2 - 1) = 6 beside fmt's score; fmt: 1 - 1 = 0

@@ -126,10 +126,12 @@ def _function_line(u: _Unscored, steps: np.ndarray, n_seq: np.ndarray | None) ->
     if n_seq is not None and np.isfinite(n_seq[top]):
         of = f" (of the {int(n_seq[top])} it recorded)"
     logged = int(np.isfinite(u.counts).sum())
+    n = int(hit.sum())
+    where = f"step {int(steps[hit][0])}" if n == 1 else f"steps {fmt_steps(steps[hit])}"
     return (
-        f"{u.function} returned None for completions at {int(hit.sum())} of {logged} steps "
-        f"(steps {fmt_steps(steps[hit])}): up to {int(counts[top])} at step {int(steps[top])}"
-        f"{of}."
+        f"{u.function} returned None for completions at {n} of {logged} "
+        f"step{'s' if logged != 1 else ''} ({where}): up to {int(counts[top])} at step "
+        f"{int(steps[top])}{of}."
     )
 
 
