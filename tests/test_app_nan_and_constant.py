@@ -115,7 +115,9 @@ def test_correlation_text_says_why_it_is_undefined():
     )
     df[Seq.LENGTH] = 20
     got = aggregate.correlation_text(df, Seq.LENGTH, Seq.REWARD, "length", "reward")
-    assert got.endswith("every reward is 0 (constant: no signal) and every length is 20 (constant).")
+    assert got.endswith(
+        "every reward is 0 (constant: no signal) and every length is 20 (constant)."
+    )
     one = aggregate.correlation_text(df.iloc[:1], Seq.LENGTH, Seq.REWARD, "length", "reward")
     assert one == "Pearson correlation of length and reward: undefined (1 completion with both)."
 

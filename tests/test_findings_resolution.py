@@ -43,7 +43,9 @@ def _batch(dtype: torch.dtype, moves: dict[int, float]) -> dict:
     for b, d in moves.items():
         new[b, 5] = torch.tensor(-3.0 + d, dtype=dtype)
     rewards = torch.tensor([[1.0, 0.0, 0.0, 1.0], [0.0, 1.0, 1.0, 1.0]])
-    return dict(rewards=rewards, logprobs=new, old_logprobs=old, mask=torch.ones(B, T, dtype=torch.bool))
+    return dict(
+        rewards=rewards, logprobs=new, old_logprobs=old, mask=torch.ones(B, T, dtype=torch.bool)
+    )
 
 
 def test_logprob_bits_are_the_coarser_dtypes_significant_bits():
@@ -176,6 +178,13 @@ def test_the_check_judges_most_moved_steps_and_says_what_it_skipped():
     )
     cov = Coverage()
     assert check_ratio_resolution(tok, None, grpo, cov) == [] and NAME in cov.checked
+    cov = Coverage()  # an import: its log states no dtype, so the check is not listed
+    no_dtype = _table(8, res).drop(columns=[Step.LOGPROB_BITS])
+    assert (
+        check_ratio_resolution(no_dtype, None, RunFacts("gspo", seq_eps=GSPO_EPS, tool="verl"), cov)
+        == []
+    )
+    assert NAME not in cov.not_checked and NAME not in cov.checked
     for df, facts, why in (
         (_table(8, res).drop(columns=[Step.LOGPROB_BITS]), GSPO, "dtype was not recorded"),
         (_table(8, res), RunFacts(algorithm="gspo"), "ε"),

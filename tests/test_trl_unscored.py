@@ -94,7 +94,8 @@ def test_the_finding_counts_by_function_and_says_what_trl_did():
     """judge abstains on 0, 5, 2, 0 completions, 1 of them (step 3) scored by no function: 6
     were counted as 0 beside fmt's score (5 at step 2, 1 at step 3)."""
     cov = Coverage()
-    (f,) = check_reward_unscored(_steps([0, 5, 2, 0], [0, 0, 1, 0], [0, 0, 1, 0]), None, None, cov)
+    df = _steps([0, 5, 2, 0], [0, 0, 1, 0], [0, 0, 1, 0])
+    (f,) = check_reward_unscored(df, None, RunFacts(), cov)
     assert f.code == REWARD_UNSCORED and f.severity == "warning" and f.basis is None
     assert f.steps == (2, 3) and f.culprits == (2, 3)
     assert f.title == "2 reward functions left completions unscored"
@@ -128,6 +129,10 @@ def test_one_function_only_loses_the_signal_and_none_is_no_finding():
     plain = pd.DataFrame({Step.STEP: [1, 2], "rewards/judge/mean": [0.5, 0.5]})
     assert check_reward_unscored(plain, None, RunFacts(), cov) == []
     assert "not logged" in cov.not_checked[NAME]
+    # an import: no tool's log counts them; not applicable, so not listed either way
+    cov = Coverage()
+    assert check_reward_unscored(plain, None, RunFacts(tool="trl"), cov) == []
+    assert NAME not in cov.not_checked and NAME not in cov.checked
 
 
 def judge(completions, **kwargs):

@@ -265,7 +265,8 @@ def unscored_counts(rewards_per_func: torch.Tensor, names: list[str]) -> dict[st
     function scored: float32 0-d tensor counts (step extras)."""
     nan_N_F = torch.isnan(rewards_per_func)
     out = {
-        REWARD_UNSCORED_KEY.format(name): nan_N_F[:, i].sum().float() for i, name in enumerate(names)
+        REWARD_UNSCORED_KEY.format(name): nan_N_F[:, i].sum().float()
+        for i, name in enumerate(names)
     }
     out[REWARD_UNSCORABLE] = nan_N_F.all(dim=1).sum().float()
     return out

@@ -9,7 +9,7 @@ recorder's ``seq_log_ratio_abs_min_nonzero`` or ``token_log_ratio_abs_min_nonzer
 both edges of the band [log(1 - ε_low), log(1 + ε_high)], every ratio that moved at all lies
 outside it: that step's clip share counts rounding, not how far the policy moved.
 
-Judged on the steps whose log-probs have at most ``RESOLUTION.low_precision_bits`` significant bits
+Judged on a recorded run (an import's log states no dtype: not listed there) at the steps whose log-probs have at most ``RESOLUTION.low_precision_bits`` significant bits
 (``logprob_bits``; bfloat16, float16) and whose ratios moved. Float32 log-probs are not judged:
 their grid near -3 is 2^-22, so a coarse smallest step there is the policy's own move.
 """
@@ -105,9 +105,12 @@ def check_ratio_resolution(
     half-precision steps whose ratios moved, the smallest non-zero |log ratio| in the loss's clip
     unit lies beyond the band (``band_half_width``)."""
     bits = logged(df, Step.LOGPROB_BITS)
+    if bits is None and facts.tool is not None:
+        return []  # an import: no log format states the dtype (not applicable, not listed)
     if bits is None:
-        why = "the log-probs' dtype was not recorded (an import, or a run recorded before it was)"
-        return cov.skipped(NAME, why)
+        return cov.skipped(
+            NAME, "the log-probs' dtype was not recorded (a run recorded before it was)"
+        )
     unit_key = clip_unit_of(facts.algorithm)
     if unit_key is None:
         return cov.skipped(NAME, f"{SETTING_UNKNOWN}: the loss's hard clip (or it has none)")
@@ -145,7 +148,9 @@ def _finding(df, facts, unit: _Unit, eps, half, bits, res, judged, coarse) -> Fi
     grid = 2.0 ** (2 - b)  # the grid near -3 (in [2, 4): 2^(1 + 1 - p))
     at = res[coarse]
     eps_text = f"{fmt_eps(eps[0])}/{fmt_eps(eps[1])}"
-    default = " (the recorder's default: the run did not state its ε)" if facts.eps_is_default else ""
+    default = (
+        " (the recorder's default: the run did not state its ε)" if facts.eps_is_default else ""
+    )
     clip = col(df, unit.clip)
     clip_text = ""
     if clip is not None and np.isfinite(clip[coarse]).any():

@@ -7,7 +7,8 @@ reward, its group's mean and so every advantage of the group. A completion no fu
 "unscorable": TRL leaves it out of the group's mean and std and gives it advantage 0 (its signal
 is lost). The TRL hook counts both per step (``training_hooks.trl.unscored_counts``):
 ``rewards/<fn>/unscored`` per function and ``rewards/unscorable`` (``training_hooks.names``); any
-log that carries those columns is judged the same way. An unscored completion is a fact, not a
+log that carries those columns is judged the same way; an import without them is not listed (no
+tool's log counts them: a total reward that disagrees with its components is another check's). An unscored completion is a fact, not a
 statistic: one is enough for the warning.
 """
 
@@ -74,6 +75,8 @@ def check_reward_unscored(
     step; its evidence names each function, how many completions at which steps, and whether
     the other functions scored them (TRL then counts the abstainer as 0)."""
     columns = unscored_columns(df)
+    if not columns and facts.tool is not None:
+        return []  # an import: TRL's logs carry no such count (reward_total_mismatch's ground)
     if not columns:
         why = f"{NOT_LOGGED}: no per-function unscored counts, which TRL's hook records"
         return cov.skipped(NAME, why)
@@ -145,9 +148,7 @@ def _once(df: pd.DataFrame) -> np.ndarray | None:
     return ~pd.Series(rollout).duplicated().to_numpy()
 
 
-def _effect(
-    found: list[_Unscored], none_scored: np.ndarray | None, n_functions: int, once
-) -> str:
+def _effect(found: list[_Unscored], none_scored: np.ndarray | None, n_functions: int, once) -> str:
     """What TRL made of them: counted as 0 beside the other functions' scores, or left out.
     ``once``: the rows that count each batch of samples once (None: unknown, summed over steps)."""
     if n_functions == 1:
