@@ -414,6 +414,11 @@ class RunRecorder:
                 raise
             self.drop_step(step, e, device=getattr(logprobs, "device", None))
             return
+        self._logged(inputs)
+
+    def _logged(self, inputs: StepInputs) -> None:
+        """After a step was recorded: the run's group size and log-prob dtypes (its first
+        step's), its last step."""
         if self.group_size is None:
             self.group_size = inputs.group_size
             with self.state.lock:
