@@ -690,6 +690,11 @@ def _scenario(code: str) -> tuple[pd.DataFrame, dict]:
         )
     elif code == "steps_dropped":
         kw = {"facts": _facts(dropped_steps=(2, ((5, "ValueError: a"), (9, "ValueError: b"))))}
+    elif code == "reward_unscored":  # TRL's hook: a judge returned None 3 times at step 40
+        df["rewards/judge/unscored"] = np.where(df[Step.STEP] == 40, 3.0, 0.0)
+    elif code == "ratio_resolution_coarse":  # bfloat16: one 2^-6 step over 20 tokens, 7.8e-4
+        df[Step.LOGPROB_BITS] = 8
+        df[Step.SEQ_LOG_RATIO_ABS_MIN_NONZERO] = 2.0**-6 / 20
     elif code == health.ATTENUATION_ONE_SIDED:  # 4% of A > 0's gradient, 0.1% of A < 0's
         df[Step.ATTENUATION_MEAN] = np.where(off, 0.02, 0)
         df[Step.ATTENUATION_POS_MEAN] = np.where(off, 0.04, 0)
@@ -739,6 +744,8 @@ def test_codes_are_the_contract():
         "attenuation_low",
         "attenuation_one_sided",
         "steps_dropped",
+        "reward_unscored",
+        "ratio_resolution_coarse",
     )
 
 

@@ -392,4 +392,5 @@ def test_a_registered_check_runs_on_the_health_page(monkeypatch):
     assert seen == {"rows": 5, "algorithm": "gspo"}
     assert "scratch" in [f.code for f in report.findings]
     assert "scratch check" in report.checked
-    assert CODES == (*BUILTIN_CODES, "steps_dropped")  # the registered ones after the builtins
+    # the registered ones after the builtins
+    assert CODES == (*BUILTIN_CODES, "steps_dropped", "reward_unscored", "ratio_resolution_coarse")
