@@ -21,13 +21,13 @@ import torch
 from training_hooks import RunRecorder, schema
 from training_hooks.compute import logprob_bits, step_diagnostics
 from training_hooks.findings import facts_of, run_health
+from training_hooks.findings.core import Coverage, RunFacts
 from training_hooks.findings.resolution import (
     NAME,
     RATIO_RESOLUTION_COARSE,
     band_half_width,
     check_ratio_resolution,
 )
-from training_hooks.findings.core import Coverage, RunFacts
 from training_hooks.schema import Step
 
 P, G, T = 2, 4, 20

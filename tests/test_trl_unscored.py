@@ -146,7 +146,7 @@ def test_trl_run_with_an_abstaining_judge_is_recorded_and_found(model_dir, tmp_p
     count over each step's recorded completions, each sequence's reward is TRL's nansum (judge
     counted as 0 where it abstained), and Health warns with judge named."""
     from datasets import Dataset
-    from transformers import PrinterCallback, PreTrainedTokenizerFast
+    from transformers import PreTrainedTokenizerFast, PrinterCallback
     from trl import GRPOConfig, GRPOTrainer
 
     from training_hooks.trl import attach

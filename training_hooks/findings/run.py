@@ -66,8 +66,8 @@ from training_hooks.findings.status import (
     check_status,
     import_status,
 )
-from training_hooks.findings.unscored import REWARD_UNSCORED, check_reward_unscored
 from training_hooks.findings.thresholds import RUN
+from training_hooks.findings.unscored import REWARD_UNSCORED, check_reward_unscored
 from training_hooks.schema import STATUS_FINISHED, RunInfo, Seq, flatten
 
 #: The declared version of what the Health checks conclude. A run's summary

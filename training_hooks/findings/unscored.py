@@ -27,6 +27,7 @@ from training_hooks.findings.core import (
     Finding,
     RunFacts,
     col,
+    column,
     fmt_steps,
     listed,
     worst,
@@ -81,7 +82,7 @@ def check_reward_unscored(
         why = f"{NOT_LOGGED}: no per-function unscored counts, which TRL's hook records"
         return cov.skipped(NAME, why)
     cov.ran(NAME)
-    found = [_Unscored(fn, col(df, c)) for fn, c in columns.items()]  # type: ignore[arg-type]
+    found = [_Unscored(fn, column(df, c)) for fn, c in columns.items()]
     found = [u for u in found if u.hit.any()]
     if not found:
         return []
