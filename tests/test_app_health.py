@@ -694,6 +694,7 @@ def _scenario(code: str) -> tuple[pd.DataFrame, dict]:
         df["rewards/judge/unscored"] = np.where(df[Step.STEP] == 40, 3.0, 0.0)
     elif code == "ratio_resolution_coarse":  # bfloat16: one 2^-6 step over 20 tokens, 7.8e-4
         df[Step.LOGPROB_BITS] = 8
+        df[Step.SEQ_LOG_RATIO_GRID] = 2.0**-6 / 20
         df[Step.SEQ_LOG_RATIO_ABS_MIN_NONZERO] = 2.0**-6 / 20
     elif code == health.ATTENUATION_ONE_SIDED:  # 4% of A > 0's gradient, 0.1% of A < 0's
         df[Step.ATTENUATION_MEAN] = np.where(off, 0.02, 0)

@@ -104,6 +104,7 @@ def test_the_summary_vector_is_declared_part_by_part():
         "token_weighted": len(TOKEN_WEIGHTED),
         "attenuation": 6,  # (sum, count) of the known attenuations: all, A > 0, A < 0
         "loss": 1,
+        "grid": 2,  # ratio_grid.token_stats' two sums
     }
     assert SUMS.size == sum(sizes.values()) and len(MINS) == 8
 
@@ -116,7 +117,7 @@ def test_a_record_holds_its_parts_by_name(make_batch):
     assert list(rec.layout) == [
         "seq",
         "loss",
-        "token_abs_min",
+        "token_stats",
         "extra/gn",
         "token_rows",
         *TOKEN_PARTS,

@@ -65,6 +65,8 @@ def test_step_schema_golden():
         ("logprob_bits", "int64"),
         ("seq_log_ratio_abs_min_nonzero", "double"),
         ("token_log_ratio_abs_min_nonzero", "double"),
+        ("token_log_ratio_grid", "double"),
+        ("seq_log_ratio_grid", "double"),
         ("lr", "double"),
     ]
     assert schema.step_schema().metadata[schema.METADATA_KEY] == b"5"

@@ -101,8 +101,8 @@ def _step_mean(name: str) -> str:
 #    lack them (read as absent: unknown), nothing else changed.
 # 4: sequence column attenuation; step columns attenuation_mean, attenuation_pos_mean,
 #    attenuation_neg_mean (older files lack them: unknown).
-# 5: step columns logprob_bits, seq_log_ratio_abs_min_nonzero, token_log_ratio_abs_min_nonzero
-#    (the ratio's resolution; older files lack them: unknown).
+# 5: step columns logprob_bits, seq_log_ratio_abs_min_nonzero, token_log_ratio_abs_min_nonzero,
+#    token_log_ratio_grid, seq_log_ratio_grid (the ratio's resolution; older files lack them).
 # Later: a per-sequence value's ``since`` in gspo_metrics.spec (its column and its step mean's).
 SCHEMA_VERSION = max(5, *(v.since for v in PER_SEQUENCE))
 
@@ -204,6 +204,18 @@ class Step:
         _F,
         "smallest non-zero finite |log r_t| over M: the finest step a token ratio took (NaN when "
         "every log r_t is 0)",
+    )
+    TOKEN_LOG_RATIO_GRID = column(
+        "token_log_ratio_grid",
+        _F,
+        "mean over M of q_t, the grid step of the token's log-probs in their dtype (the coarser "
+        "of logprobs' and old_logprobs'; training_hooks.ratio_grid): the step log r_t moves in",
+    )
+    SEQ_LOG_RATIO_GRID = column(
+        "seq_log_ratio_grid",
+        _F,
+        "mean over S of sum_t q_t / L^2: the step log s moves in when one average token of its "
+        "sequence moves one grid step",
     )
 
 

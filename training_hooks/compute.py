@@ -48,13 +48,13 @@ from gspo_metrics.spec import CALLER_VALUES, GRPO_EPS, GSPO_EPS, PER_SEQUENCE
 
 from .inputs import StepInputs, buffer_dtype
 from .layout import SEQ_ROW, Layout, pack
+from .ratio_grid import significant_bits, token_stats
 from .schema import RECORD_TOKEN_COLUMNS, TOKEN_SAMPLE_REASONS, Seq, Step, Tok
 from .step_reduction import (
     MINS,
     SUMS,
     step_row,
     summarize,
-    token_abs_log_ratio_min_nonzero,
     zero_variance_counts,
 )
 
@@ -88,7 +88,7 @@ class StepRecord:
     ``host_buffer`` (float64) holds the parts named in ``layout``: ``seq`` (the (K, B) rows
     ``SEQ_ROWS``); distributed, the summary reduced over ranks (``sums``, ``mins``) and every
     rank's ``lengths`` (padded with -1); else the ``loss`` (if given), ``zero_var`` (if counted
-    on the device) and ``token_abs_min`` (the step's finest non-zero |log r_t|); ``extra/<key>`` per tensor extra; the token sample: ``token_rows`` (the
+    on the device) and ``token_stats`` (``ratio_grid.token_stats``); ``extra/<key>`` per tensor extra; the token sample: ``token_rows`` (the
     sequence index of each sampled row: ``token_culprits`` culprit candidates, by reason in
     ``CULPRITS`` order, then the baseline) and ``TOKEN_PARTS``.
     """
@@ -177,7 +177,7 @@ class StepRecord:
             dtype=np.float64,
         )
         loss = np.zeros(1) if loss is None else loss
-        return summarize(seq_K_B, counts, zero_var, loss, flat[layout["token_abs_min"]], np)
+        return summarize(seq_K_B, counts, zero_var, loss, flat[layout["token_stats"]], np)
 
 
 def _sequence_columns(rec: StepRecord, seq_K_B: np.ndarray) -> dict[str, np.ndarray]:
@@ -410,16 +410,16 @@ def _host_summary_parts(inputs: StepInputs, stack_dtype, dtype) -> dict[str, tor
     parts = {}
     if inputs.loss is not None:
         parts["loss"] = inputs.loss
-    parts["token_abs_min"] = _token_abs_min(inputs)
+    parts["token_stats"] = _token_stats(inputs)
     if inputs.rewards.dtype.itemsize > stack_dtype.itemsize:
         zero_var = zero_variance_counts(inputs.rewards, torch)
         parts["zero_var"] = zero_var.to(device=inputs.logprobs.device, dtype=dtype)
     return parts
 
 
-def _token_abs_min(inputs: StepInputs) -> torch.Tensor:
-    """(1,) ``token_abs_log_ratio_min_nonzero`` of the step's tokens, on their device."""
-    return token_abs_log_ratio_min_nonzero(inputs.logprobs, inputs.old_logprobs, inputs.mask)
+def _token_stats(inputs: StepInputs) -> torch.Tensor:
+    """(3,) ``ratio_grid.token_stats`` of the step's tokens, on their device."""
+    return token_stats(inputs.logprobs, inputs.old_logprobs, inputs.mask)
 
 
 def logprob_bits(*dtypes: torch.dtype) -> int | None:
@@ -427,7 +427,7 @@ def logprob_bits(*dtypes: torch.dtype) -> int | None:
     ``dtypes``: bfloat16 8, float16 11, float32 24, float64 53; None when one is not floating."""
     if not all(d.is_floating_point for d in dtypes):
         return None
-    return min(1 - round(math.log2(torch.finfo(d).eps)) for d in dtypes)
+    return min(significant_bits(d) for d in dtypes)
 
 
 def _distributed_summary(inputs: StepInputs, seq_K_B, dtype, world) -> dict[str, torch.Tensor]:
@@ -453,8 +453,8 @@ def _distributed_summary(inputs: StepInputs, seq_K_B, dtype, world) -> dict[str,
     loss = torch.zeros(1, dtype=dtype, device=device) if inputs.loss is None else inputs.loss
     seq64_K_B = seq_K_B.to(dtype)
     zero_var = zero_var.to(device=device, dtype=dtype)
-    token_abs_min = _token_abs_min(inputs).to(dtype)
-    sums, mins = summarize(seq64_K_B, counts, zero_var, loss, token_abs_min, torch)
+    stats = _token_stats(inputs).to(dtype)
+    sums, mins = summarize(seq64_K_B, counts, zero_var, loss, stats, torch)
     # and -B, whose minimum over ranks is minus the largest B (the gather's common length)
     mins_and_B = torch.cat([mins, torch.full((1,), -float(B), dtype=dtype, device=device)])
     dist.all_reduce(sums, op=dist.ReduceOp.SUM)

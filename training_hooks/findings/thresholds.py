@@ -315,17 +315,10 @@ class ResolutionThresholds:
     """The thresholds of the ratio's resolution against ε (``training_hooks.findings.resolution``),
     listed in ``THRESHOLDS`` as ``resolution_<field>``."""
 
-    low_precision_bits: Threshold = Threshold(
-        11,
-        "significant bits of the log-probs' dtype (bfloat16 8, float16 11, float32 24)",
-        "IEEE 754 / bfloat16 formats: at 11 bits or fewer a log-prob near -3 moves in steps of "
-        "2^-9 or coarser (bfloat16: 2^-6 = 0.0156), the size of GSPO's ε over a few dozen "
-        "tokens; float32's 2^-22 is far below any ε",
-    )
     coarse_share: Threshold = Threshold(
         0.5,
         "share of the steps whose ratios moved (the steps judged)",
-        OURS + "most steps: then the clip share of most of the run counts rounding",
+        OURS + "half the steps or more: then the clip share of much of the run counts rounding",
     )
 
 
