@@ -262,7 +262,7 @@ def _noisy_run(tmp_path, dtype: torch.dtype) -> tuple[pd.DataFrame, list[str]]:
             logits = torch.randn(16, T, 11, generator=gen)
             tok = torch.randint(0, 11, (16, T, 1), generator=gen)
 
-            def lp(x):
+            def lp(x, tok=tok):
                 return torch.log_softmax(x.to(dtype).float(), -1).to(dtype).gather(-1, tok)[..., 0]
 
             moved = logits + 1e-3 * torch.randn(16, T, 11, generator=gen)
