@@ -208,8 +208,8 @@ class Step:
     TOKEN_LOG_RATIO_GRID = column(
         "token_log_ratio_grid",
         _F,
-        "mean over M of q_t, the grid step of the token's log-probs in their dtype (the coarser "
-        "of logprobs' and old_logprobs'; training_hooks.ratio_grid): the step log r_t moves in",
+        "mean over M of q_t, the grid step of the token's log-prob in its dtype (of the coarser "
+        "dtype of logprobs and old_logprobs; training_hooks.ratio_grid): the step log r_t moves in",
     )
     SEQ_LOG_RATIO_GRID = column(
         "seq_log_ratio_grid",

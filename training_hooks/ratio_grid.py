@@ -5,8 +5,9 @@ holds a value x = m 2^e (0.5 <= |m| < 1, ``torch.frexp``) to multiples of its gr
 
     q(x) = 2^(e - p)        (bfloat16, x = -3: e = 2, q = 2^-6 = 0.0156; float32: 2^-22)
 
-A token's log-ratio d_t = log π - log π_old moves on the coarser of its two log-probs' grids, q_t,
-and GSPO's log s_b = (1/L_b) Σ_t d_t in steps of q_t / L_b when one token moves one step. Per step
+A token's log-ratio d_t = log π - log π_old moves on its log-probs' grid q_t (that of the coarser
+dtype of the two; log π's when both are alike), and GSPO's log s_b = (1/L_b) Σ_t d_t in steps of
+q_t / L_b when one token moves one step. Per step
 (``token_stats``, sums so that ranks add up exactly):
 
 * ``abs_min_nonzero``: the smallest non-zero finite |d_t| over the masked tokens (+inf: none moved);
@@ -54,7 +55,11 @@ def token_stats(logprobs: torch.Tensor, old_logprobs: torch.Tensor, mask: torch.
         d = logprobs.to(dtype) - old_logprobs.to(dtype)  # exact for two half-precision values
         moved = m & (d != 0) & torch.isfinite(d)
         abs_min = torch.where(moved, d.abs(), math.inf).amin()
-        q = torch.maximum(grid_step(logprobs), grid_step(old_logprobs)).to(dtype)
-        q_B = torch.where(m, q, 0.0).sum(-1)
+        # the coarser dtype's tensor (both alike: the current log-probs'; the two grids differ
+        # only where a change crosses a power of 2)
+        coarse = logprobs
+        if significant_bits(old_logprobs.dtype) < significant_bits(logprobs.dtype):
+            coarse = old_logprobs
+        q_B = torch.where(m, grid_step(coarse).to(dtype), 0.0).sum(-1)
         length_B = m.sum(-1).to(dtype).clamp(min=1.0)
         return torch.stack([abs_min, q_B.sum(), (q_B / length_B.square()).sum()])
