@@ -246,12 +246,27 @@ def hidden_move_example(df: pd.DataFrame, band: tuple[float, float] | None) -> H
 ZV_ALL_HIGH = "all at max reward"
 ZV_ALL_LOW = "all at min reward"
 ZV_OTHER = "all equal (other)"
+ZV_CONSTANT = "reward constant (no signal)"
+#: The classes of a zero-variance group, by its shared reward (``zero_variance_by_reward``).
+ZV_CLASSES = (ZV_ALL_HIGH, ZV_ALL_LOW, ZV_OTHER, ZV_CONSTANT)
+
+
+def constant_reward(df: pd.DataFrame) -> float | None:
+    """The one reward every sequence of ``df`` got (NaN, an unscored one, aside), or None when
+    they differ (or none has a reward): a constant reward gives no signal anywhere, whatever its
+    value, so its groups are neither "all correct" nor "all wrong"."""
+    r = pd.to_numeric(df[Seq.REWARD], errors="coerce").dropna() if Seq.REWARD in df else None
+    if r is None or not len(r) or r.min() != r.max():
+        return None
+    return float(r.iloc[0])
 
 
 def zero_variance_by_reward(df: pd.DataFrame) -> pd.DataFrame:
     """Per step, the share of groups whose rewards are all equal, split by that shared reward:
-    the run's highest reward (e.g. all correct), its lowest (all wrong), or another value.
-    Returns columns step, groups, and one column per class (fractions of the step's groups)."""
+    the highest reward of ``df`` (e.g. all correct), its lowest (all wrong), or another value;
+    when every reward of ``df`` is the same (``constant_reward``) there is no top or bottom, and
+    every such group is ``ZV_CONSTANT``. Returns columns step, groups, and one column per class
+    (fractions of the step's groups)."""
     for c in (Seq.STEP, Seq.GROUP, Seq.REWARD):
         if c not in df.columns:
             raise ValueError(f"df must have column {c!r}")
@@ -260,18 +275,37 @@ def zero_variance_by_reward(df: pd.DataFrame) -> pd.DataFrame:
     r_hi = float(df[Seq.REWARD].max())
     r_lo = float(df[Seq.REWARD].min())
     zero = g["min"] == g["max"]
-    g["cls"] = np.where(
-        ~zero,
-        "",
-        np.where(g["min"] >= r_hi, ZV_ALL_HIGH, np.where(g["min"] <= r_lo, ZV_ALL_LOW, ZV_OTHER)),
+    shared = np.where(
+        g["min"] >= r_hi, ZV_ALL_HIGH, np.where(g["min"] <= r_lo, ZV_ALL_LOW, ZV_OTHER)
     )
+    if r_hi == r_lo:  # one reward everywhere: no top, no bottom
+        shared = np.full(len(g), ZV_CONSTANT)
+    g["cls"] = np.where(~zero, "", shared)
     total = g.groupby(Seq.STEP).size().rename("groups")
     out = total.to_frame()
-    for name in (ZV_ALL_HIGH, ZV_ALL_LOW, ZV_OTHER):
+    for name in ZV_CLASSES:
         out[name] = g[g["cls"] == name].groupby(Seq.STEP).size().reindex(out.index).fillna(0)
         out[name] = out[name] / out["groups"]
     out.index.name = Seq.STEP
     return out.reset_index()
+
+
+def correlation_text(df: pd.DataFrame, x: str, y: str, x_name: str, y_name: str) -> str:
+    """ "Pearson correlation of length and reward: 0.12." over the rows where both are known,
+    or why it is undefined: fewer than two such rows, or a constant ``y`` or ``x`` (no variance:
+    a constant reward carries no signal, a fixed length is a padded or capped one)."""
+    d = df[[x, y]].apply(pd.to_numeric, errors="coerce").dropna()
+    head = f"Pearson correlation of {x_name} and {y_name}"
+    if len(d) < 2:
+        return f"{head}: undefined ({len(d)} completion{'s' if len(d) != 1 else ''} with both)."
+    flat = []
+    if d[y].min() == d[y].max():
+        flat.append(f"every {y_name} is {d[y].iloc[0]:.6g} (constant: no signal)")
+    if d[x].min() == d[x].max():
+        flat.append(f"every {x_name} is {d[x].iloc[0]:.6g} (constant)")
+    if flat:
+        return f"{head}: undefined, {' and '.join(flat)}."
+    return f"{head}: {float(d[x].corr(d[y])):.2f}."
 
 
 def sample_rows(df: pd.DataFrame, n: int) -> pd.DataFrame:

@@ -27,6 +27,7 @@ from app.aggregate import (
     OUT_NOT_BINDING,
     ZV_ALL_HIGH,
     ZV_ALL_LOW,
+    ZV_CONSTANT,
     ZV_OTHER,
     HiddenMove,
     StepHistogram,
@@ -321,7 +322,12 @@ def clip_by_length_figure(
 def zero_variance_figure(df: pd.DataFrame, *, max_points: int = 1500) -> go.Figure:
     """Stacked areas over steps: share of groups with no learning signal, by shared reward."""
     fig = go.Figure()
-    colors = {ZV_ALL_HIGH: "#2ca02c", ZV_ALL_LOW: "#d62728", ZV_OTHER: "#7f7f7f"}
+    colors = {
+        ZV_ALL_HIGH: "#2ca02c",
+        ZV_ALL_LOW: "#d62728",
+        ZV_OTHER: "#7f7f7f",
+        ZV_CONSTANT: "#bcbd22",
+    }
     if len(df) == 0:
         _empty_note(fig, "no groups")
     else:
@@ -330,9 +336,9 @@ def zero_variance_figure(df: pd.DataFrame, *, max_points: int = 1500) -> go.Figu
         if len(df) > max_points:  # bucket means keep the areas honest (shares, not extremes)
             b = np.linspace(0, len(df), max_points, endpoint=False).astype(np.int64)
             idx = np.unique(b)
-        for name in (ZV_ALL_LOW, ZV_ALL_HIGH, ZV_OTHER):
-            if name not in df.columns:
-                continue
+        for name in (ZV_ALL_LOW, ZV_ALL_HIGH, ZV_OTHER, ZV_CONSTANT):
+            if name not in df.columns or (name == ZV_CONSTANT and not df[name].any()):
+                continue  # (a constant reward's class only where the reward is constant)
             v = df[name].to_numpy(np.float64)
             if len(idx) < len(v):
                 v = np.add.reduceat(v, idx) / np.diff(np.append(idx, len(v)))
@@ -483,9 +489,12 @@ def token_bars_figure(
     tokens: Sequence[str] | None = None,
 ) -> go.Figure:
     """One sequence's token log-ratios as bars, the token clip band [log(1-ε), log(1+ε)] shaded,
-    bars outside it red, and the sequence's log s as a line. ``token_eps`` None (the run's token ε
+    bars outside it red, and the sequence's log s as a line. A NaN or ±inf log r_t has no bar: a
+    marked point at 0 names it ("NaN", "+inf"), and the title counts the NaNs apart (a NaN is
+    neither inside the band nor outside it; ±inf is outside). ``token_eps`` None (the run's token ε
     is unknown): no band, every bar blue, and the title says so."""
     v = np.asarray(token_log_ratios, dtype=np.float64)
+    nan = np.isnan(v)
     if token_eps is not None:
         lo, hi = math.log1p(-token_eps[0]), math.log1p(token_eps[1])
         outside = (v < lo) | (v > hi)
@@ -505,6 +514,7 @@ def token_bars_figure(
             + "<extra></extra>",
         )
     )
+    _mark_nonfinite(fig, v, text)
     if token_eps is not None:
         fig.add_hrect(
             y0=lo,
@@ -524,10 +534,11 @@ def token_bars_figure(
             annotation_position="bottom right",
         )
     fig.update_xaxes(token_ticks(tokens if text else None, len(v)))
+    nan_text = f", {int(nan.sum())} NaN" if nan.any() else ""
     title = (
-        f"Token log-ratios ({int(outside.sum())} of {len(v)} outside the token band)"
+        f"Token log-ratios ({int(outside.sum())} of {len(v)} outside the token band{nan_text})"
         if token_eps is not None
-        else f"Token log-ratios ({len(v)} tokens; token ε unknown: no band drawn)"
+        else f"Token log-ratios ({len(v)} tokens{nan_text}; token ε unknown: no band drawn)"
     )
     finite = np.abs(v[np.isfinite(v)])
     if token_eps is not None and len(finite) and 0 < finite.max() < 0.25 * min(-lo, hi):
@@ -537,6 +548,36 @@ def token_bars_figure(
     xtitle = "token (its text as recorded)" if text else "token position"
     _layout(fig, title, xtitle, "log r_t = log π/π_old (nats)", 320)
     return fig
+
+
+def nonfinite_text(x: float) -> str:
+    """How a page writes a non-finite number: "NaN", "+inf" or "-inf"."""
+    return "NaN" if math.isnan(x) else ("+inf" if x > 0 else "-inf")
+
+
+def _mark_nonfinite(fig: go.Figure, v: np.ndarray, text: list[str] | None) -> None:
+    """A NaN or ±inf value draws no bar: mark each at 0 with its name, so the token is seen."""
+    bad = np.flatnonzero(~np.isfinite(v))
+    if not len(bad):
+        return
+    names = [nonfinite_text(float(v[i])) for i in bad]
+    hover = [
+        f"token {i}<br>log r {n}" + (f"<br>{text[i]}" if text else "")
+        for i, n in zip(bad, names, strict=True)
+    ]
+    fig.add_trace(
+        go.Scatter(
+            x=bad,
+            y=np.zeros(len(bad)),
+            mode="markers+text",
+            text=names,
+            textposition="top center",
+            marker={"symbol": "x", "size": 12, "color": "#9467bd"},
+            name="NaN / inf (no bar)",
+            hovertext=hover,
+            hovertemplate="%{hovertext}<extra></extra>",
+        )
+    )
 
 
 TOKEN_LABELS_MAX = 60  # token texts under the bars; beyond, every k-th (the hover has them all)

@@ -714,6 +714,12 @@ def _scenario(code: str) -> tuple[pd.DataFrame, dict]:
         kw = {"facts": _facts(dropped_steps=(2, ((5, "ValueError: a"), (9, "ValueError: b"))))}
     elif code == "gspo_recipe_departs":  # the healthy GSPO run, stating TRL's default β 0.04
         kw = {"facts": _facts(kl_coef=0.04, kl_coef_origin="config beta")}
+    elif code == "reward_unscored":  # TRL's hook: a judge returned None 3 times at step 40
+        df["rewards/judge/unscored"] = np.where(df[Step.STEP] == 40, 3.0, 0.0)
+    elif code == "ratio_resolution_coarse":  # bfloat16: one 2^-6 step over 20 tokens, 7.8e-4
+        df[Step.LOGPROB_BITS] = 8
+        df[Step.SEQ_LOG_RATIO_GRID] = 2.0**-6 / 20
+        df[Step.SEQ_LOG_RATIO_ABS_MIN_NONZERO] = 2.0**-6 / 20
     elif code == health.ATTENUATION_ONE_SIDED:  # 4% of A > 0's gradient, 0.1% of A < 0's
         df[Step.ATTENUATION_MEAN] = np.where(off, 0.02, 0)
         df[Step.ATTENUATION_POS_MEAN] = np.where(off, 0.04, 0)
@@ -829,6 +835,8 @@ def test_codes_are_the_contract():
         "kl_ref_rising",
         "loss_constant",
         "gspo_recipe_departs",
+        "reward_unscored",
+        "ratio_resolution_coarse",
     }
     assert health.NOTE_CODES == ("stopped_early", "running", "not_judged")
 

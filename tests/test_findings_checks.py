@@ -433,6 +433,8 @@ def test_every_code_belongs_to_exactly_one_registered_check():
         "task_saturated",
         "grad_norm_high",  # (issue 44: the level needs no future)
         "loss_constant",
+        "reward_unscored",  # (issue 45)
+        "ratio_resolution_coarse",
     }
     assert not set(NOTE_CODES) & set(CODES)
     assert {health.OK_CODE, health.NO_STEPS}.isdisjoint({*CODES, *NOTE_CODES})

@@ -320,12 +320,12 @@ def test_parquet_layout_parts_compaction_and_run_json(tmp_path, make_batch):
         assert len(files) == 1 and files[0].startswith("compacted-"), files
         meta = pq.ParquetFile(os.path.join(rec.run_dir, table, files[0])).metadata
         assert meta.row_group(0).column(0).compression == "ZSTD"
-        assert meta.metadata[b"gspo_dash.schema_version"] == b"4"
+        assert meta.metadata[b"gspo_dash.schema_version"] == b"5"
     steps = pd.read_parquet(os.path.join(rec.run_dir, "steps"))
     assert list(steps.columns) == [*STEP_COLUMN_NAMES, "lr", "grad_norm"]
     assert set(REQUIRED_STEP) <= set(steps.columns)
     assert steps[Step.STEP].tolist() == list(range(23))
-    assert (steps[Step.SCHEMA_VERSION] == 4).all()
+    assert (steps[Step.SCHEMA_VERSION] == 5).all()
     # schema v2's lag and sampler columns: null (not 0) when the loop did not give them
     assert steps[[Step.ROLLOUT, Step.POLICY_LAG, Step.SAMPLER_KL_MEAN]].isna().all().all()
     assert steps["grad_norm"].iloc[:10].isna().all()  # NaN where not given

@@ -104,8 +104,9 @@ def test_the_summary_vector_is_declared_part_by_part():
         "token_weighted": len(TOKEN_WEIGHTED),
         "attenuation": 6,  # (sum, count) of the known attenuations: all, A > 0, A < 0
         "loss": 1,
+        "grid": 2,  # ratio_grid.token_stats' two sums
     }
-    assert SUMS.size == sum(sizes.values()) and len(MINS) == 6
+    assert SUMS.size == sum(sizes.values()) and len(MINS) == 8
 
 
 def test_a_record_holds_its_parts_by_name(make_batch):
@@ -113,7 +114,14 @@ def test_a_record_holds_its_parts_by_name(make_batch):
     b = make_batch(2, 2, 5)
     inputs = StepInputs.check(0, **b, loss=1.0, extra={"gn": torch.tensor(3.0)})
     rec = reduce_step(inputs, Reduction(token_samples=2))
-    assert list(rec.layout) == ["seq", "loss", "extra/gn", "token_rows", *TOKEN_PARTS]
+    assert list(rec.layout) == [
+        "seq",
+        "loss",
+        "token_stats",
+        "extra/gn",
+        "token_rows",
+        *TOKEN_PARTS,
+    ]
     assert rec.layout.parts["seq"][1] == (len(SEQ_ROWS), 4)
     # 2 culprit candidates for each of the 3 reasons, then the 2 baseline sequences
     assert rec.layout.parts["token_mask"][1] == (3 * 2 + 2, 5)

@@ -62,9 +62,14 @@ def test_step_schema_golden():
         ("attenuation_mean", "double"),
         ("attenuation_pos_mean", "double"),
         ("attenuation_neg_mean", "double"),
+        ("logprob_bits", "int64"),
+        ("seq_log_ratio_abs_min_nonzero", "double"),
+        ("token_log_ratio_abs_min_nonzero", "double"),
+        ("token_log_ratio_grid", "double"),
+        ("seq_log_ratio_grid", "double"),
         ("lr", "double"),
     ]
-    assert schema.step_schema().metadata[schema.METADATA_KEY] == b"4"
+    assert schema.step_schema().metadata[schema.METADATA_KEY] == b"5"
 
 
 def test_sequence_and_token_schema_golden():

@@ -101,8 +101,10 @@ def _step_mean(name: str) -> str:
 #    lack them (read as absent: unknown), nothing else changed.
 # 4: sequence column attenuation; step columns attenuation_mean, attenuation_pos_mean,
 #    attenuation_neg_mean (older files lack them: unknown).
+# 5: step columns logprob_bits, seq_log_ratio_abs_min_nonzero, token_log_ratio_abs_min_nonzero,
+#    token_log_ratio_grid, seq_log_ratio_grid (the ratio's resolution; older files lack them).
 # Later: a per-sequence value's ``since`` in gspo_metrics.spec (its column and its step mean's).
-SCHEMA_VERSION = max(4, *(v.since for v in PER_SEQUENCE))
+SCHEMA_VERSION = max(5, *(v.since for v in PER_SEQUENCE))
 
 _F = "float64"
 _VERSION = "the format's version (``SCHEMA_VERSION``), also in the file's metadata"
@@ -184,6 +186,36 @@ class Step:
     )
     ATTENUATION_NEG_MEAN = column(
         "attenuation_neg_mean", _F, "the same over those with A < 0 (NaN when none)"
+    )
+    LOGPROB_BITS = column(
+        "logprob_bits",
+        "int64",
+        "significant bits of the log-probs' floating dtype, the fewer of logprobs' and "
+        "old_logprobs' (bfloat16 8, float16 11, float32 24, float64 53): the grid log r_t lies on",
+    )
+    SEQ_LOG_RATIO_ABS_MIN_NONZERO = column(
+        "seq_log_ratio_abs_min_nonzero",
+        _F,
+        "smallest non-zero finite |log s| over S: the finest step a sequence ratio took (NaN "
+        "when every log s is 0)",
+    )
+    TOKEN_LOG_RATIO_ABS_MIN_NONZERO = column(
+        "token_log_ratio_abs_min_nonzero",
+        _F,
+        "smallest non-zero finite |log r_t| over M: the finest step a token ratio took (NaN when "
+        "every log r_t is 0)",
+    )
+    TOKEN_LOG_RATIO_GRID = column(
+        "token_log_ratio_grid",
+        _F,
+        "mean over M of q_t, the grid step of the token's log-prob in its dtype (of the coarser "
+        "dtype of logprobs and old_logprobs; training_hooks.ratio_grid): the step log r_t moves in",
+    )
+    SEQ_LOG_RATIO_GRID = column(
+        "seq_log_ratio_grid",
+        _F,
+        "mean over S of sum_t q_t / L^2: the step log s moves in when one average token of its "
+        "sequence moves one grid step",
     )
 
 

@@ -48,8 +48,15 @@ from gspo_metrics.spec import CALLER_VALUES, GRPO_EPS, GSPO_EPS, PER_SEQUENCE
 
 from .inputs import StepInputs, buffer_dtype
 from .layout import SEQ_ROW, Layout, pack
+from .ratio_grid import significant_bits, token_stats
 from .schema import RECORD_TOKEN_COLUMNS, TOKEN_SAMPLE_REASONS, Seq, Step, Tok
-from .step_reduction import MINS, SUMS, step_row, summarize, zero_variance_counts
+from .step_reduction import (
+    MINS,
+    SUMS,
+    step_row,
+    summarize,
+    zero_variance_counts,
+)
 
 DEFAULT_SEQ_EPS = GSPO_EPS  # (public names of training_hooks, kept: gspo_metrics.spec's defaults)
 DEFAULT_TOKEN_EPS = GRPO_EPS
@@ -80,8 +87,8 @@ class StepRecord:
 
     ``host_buffer`` (float64) holds the parts named in ``layout``: ``seq`` (the (K, B) rows
     ``SEQ_ROWS``); distributed, the summary reduced over ranks (``sums``, ``mins``) and every
-    rank's ``lengths`` (padded with -1); else the ``loss`` (if given) and ``zero_var`` (if counted
-    on the device); ``extra/<key>`` per tensor extra; the token sample: ``token_rows`` (the
+    rank's ``lengths`` (padded with -1); else the ``loss`` (if given), ``zero_var`` (if counted
+    on the device) and ``token_stats`` (``ratio_grid.token_stats``); ``extra/<key>`` per tensor extra; the token sample: ``token_rows`` (the
     sequence index of each sampled row: ``token_culprits`` culprit candidates, by reason in
     ``CULPRITS`` order, then the baseline) and ``TOKEN_PARTS``.
     """
@@ -101,6 +108,7 @@ class StepRecord:
     token_texts: list | None = None  # B rows of T decoded tokens (or None)
     rollout: int | None = None
     policy_lag: int | None = None
+    logprob_bits: int | None = None  # significant bits of the log-probs' dtype (the fewer)
     token_culprits: int = 0  # culprit candidates per reason at the head of ``token_rows``
     host_buffer: torch.Tensor | None = None
     layout: Layout | None = None
@@ -168,7 +176,8 @@ class StepRecord:
             [1.0, B, self.num_prompts, B if self.truncated_given else 0, float(loss is not None)],
             dtype=np.float64,
         )
-        return summarize(seq_K_B, counts, zero_var, np.zeros(1) if loss is None else loss, np)
+        loss = np.zeros(1) if loss is None else loss
+        return summarize(seq_K_B, counts, zero_var, loss, flat[layout["token_stats"]], np)
 
 
 def _sequence_columns(rec: StepRecord, seq_K_B: np.ndarray) -> dict[str, np.ndarray]:
@@ -348,6 +357,7 @@ def reduce_step(inputs: StepInputs, how: Reduction, workspace: dict | None = Non
         token_texts=inputs.token_texts,
         rollout=inputs.rollout,
         policy_lag=inputs.policy_lag,
+        logprob_bits=logprob_bits(inputs.logprobs.dtype, inputs.old_logprobs.dtype),
         token_culprits=k,
         host_buffer=host,
         layout=layout,
@@ -400,10 +410,24 @@ def _host_summary_parts(inputs: StepInputs, stack_dtype, dtype) -> dict[str, tor
     parts = {}
     if inputs.loss is not None:
         parts["loss"] = inputs.loss
+    parts["token_stats"] = _token_stats(inputs)
     if inputs.rewards.dtype.itemsize > stack_dtype.itemsize:
         zero_var = zero_variance_counts(inputs.rewards, torch)
         parts["zero_var"] = zero_var.to(device=inputs.logprobs.device, dtype=dtype)
     return parts
+
+
+def _token_stats(inputs: StepInputs) -> torch.Tensor:
+    """(3,) ``ratio_grid.token_stats`` of the step's tokens, on their device."""
+    return token_stats(inputs.logprobs, inputs.old_logprobs, inputs.mask)
+
+
+def logprob_bits(*dtypes: torch.dtype) -> int | None:
+    """Significant bits (the implicit leading one included) of the coarsest floating dtype of
+    ``dtypes``: bfloat16 8, float16 11, float32 24, float64 53; None when one is not floating."""
+    if not all(d.is_floating_point for d in dtypes):
+        return None
+    return min(significant_bits(d) for d in dtypes)
 
 
 def _distributed_summary(inputs: StepInputs, seq_K_B, dtype, world) -> dict[str, torch.Tensor]:
@@ -428,7 +452,9 @@ def _distributed_summary(inputs: StepInputs, seq_K_B, dtype, world) -> dict[str,
     zero_var = zero_variance_counts(inputs.rewards, torch)
     loss = torch.zeros(1, dtype=dtype, device=device) if inputs.loss is None else inputs.loss
     seq64_K_B = seq_K_B.to(dtype)
-    sums, mins = summarize(seq64_K_B, counts, zero_var.to(device=device, dtype=dtype), loss, torch)
+    zero_var = zero_var.to(device=device, dtype=dtype)
+    stats = _token_stats(inputs).to(dtype)
+    sums, mins = summarize(seq64_K_B, counts, zero_var, loss, stats, torch)
     # and -B, whose minimum over ranks is minus the largest B (the gather's common length)
     mins_and_B = torch.cat([mins, torch.full((1,), -float(B), dtype=dtype, device=device)])
     dist.all_reduce(sums, op=dist.ReduceOp.SUM)

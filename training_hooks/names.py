@@ -35,3 +35,19 @@ def few(items: list[str], limit: int, sep: str = ", ") -> str:
     """The first ``limit`` of ``items`` joined by ``sep``, then "... (N in all)" if there are more."""
     more = f"{sep}... ({len(items)} in all)" if len(items) > limit else ""
     return sep.join(items[:limit]) + more
+
+
+#: The step extra counting the completions a reward function returned no score for (TRL turns a
+#: ``None`` into NaN): ``rewards/<function>/unscored``, beside TRL's ``rewards/<function>/mean``.
+REWARD_UNSCORED_KEY = "rewards/{}/unscored"
+#: The step extra counting the completions no reward function scored (TRL's "unscorable" rows:
+#: reward NaN, advantage 0).
+REWARD_UNSCORABLE = "rewards/unscorable"
+_UNSCORED_RE = re.compile(r"(?:^|/)rewards/(.+)/unscored$")
+
+
+def unscored_function(column: object) -> str | None:
+    """The reward function a ``REWARD_UNSCORED_KEY`` column counts for (behind any prefix), else None:
+    ``unscored_function("rewards/judge/unscored") == "judge"``."""
+    m = _UNSCORED_RE.search(column) if isinstance(column, str) else None
+    return m.group(1) if m else None

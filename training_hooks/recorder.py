@@ -412,14 +412,36 @@ class RunRecorder:
                 raise
             self.drop_step(step, e, device=getattr(logprobs, "device", None))
             return
+        self._logged(inputs)
+
+    def _logged(self, inputs: StepInputs) -> None:
+        """After a step was recorded: the run's group size and log-prob dtypes (its first
+        step's), its last step."""
         if self.group_size is None:
             self.group_size = inputs.group_size
             with self.state.lock:
                 self.state.info.group_size = inputs.group_size
+        if self._logged_step is None:
+            self._note_dtypes(inputs)
         self._logged_step = inputs.step
         self.last_step = inputs.step if self.last_step is None else max(self.last_step, inputs.step)
         with self.state.lock:
             self.state.info.last_step = self.last_step
+
+    def _note_dtypes(self, inputs: StepInputs) -> None:
+        """run.json's ``other``: ``logprob_dtype`` (of ``logprobs``, e.g. "bfloat16") and, when
+        it differs, ``old_logprob_dtype``, as this recorder's first step gave them: the grid the
+        ratios lie on (its resolution against ε: the step table's ``logprob_bits`` and
+        ``seq_log_ratio_abs_min_nonzero``, the Health check ``ratio_resolution_coarse``)."""
+        new = str(inputs.logprobs.dtype).removeprefix("torch.")
+        old = str(inputs.old_logprobs.dtype).removeprefix("torch.")
+        with self.state.lock:
+            other = self.state.info.other
+            other["logprob_dtype"] = new
+            if old != new:
+                other["old_logprob_dtype"] = old
+            else:
+                other.pop("old_logprob_dtype", None)
 
     def _checked_inputs(self, step: int, **tensors: Any) -> StepInputs:
         """``StepInputs.check`` of one call, and its step after the last one logged."""

@@ -46,6 +46,7 @@ SUMS = Layout.of(
         "token_weighted": (len(TOKEN_WEIGHTED),),  # sums of length * row
         "attenuation": (2 * len(ATTENUATION_SIGNS),),  # (sum, count) of the known, per sign
         "loss": (1,),
+        "grid": (2,),  # ``ratio_grid.token_stats``' grid_sum and seq_grid_sum
     }
 )
 #: The summary's vector of minima (all-reduced with MIN): maxima are negated.
@@ -56,6 +57,8 @@ MINS = (
     "-length_max",
     "-abs_token_max",
     "-sampler_abs_diff_max",
+    "seq_abs_log_ratio_min_nonzero",
+    "token_abs_log_ratio_min_nonzero",
 )
 _SQUARED_ROWS = [SEQ_ROW[name] for name in SQUARED]
 _TOKEN_WEIGHTED_ROWS = [SEQ_ROW[name] for name in TOKEN_WEIGHTED]
@@ -72,13 +75,15 @@ def zero_variance_counts(rewards_P_G, lib):
     return np.array([zero_P.sum(), known_P.sum()], dtype=np.float64)
 
 
-def summarize(seq_K_B, counts, zero_var, loss, lib):
+def summarize(seq_K_B, counts, zero_var, loss, token_stats, lib):
     """The step summary of the (K, B) per-sequence rows: ``(sums, mins)`` as ``SUMS``, ``MINS``.
 
     One formula for both places it runs: torch tensors on the device (distributed: the vectors
     are then all-reduced with SUM and MIN) and numpy arrays on the host (one process, in
     ``StepRecord.materialize``); ``lib`` is ``torch`` or ``numpy``. ``counts`` as ``COUNTS``,
-    ``zero_var`` (2,) ``zero_variance_counts``, ``loss`` (1,) the loss (0 when none).
+    ``zero_var`` (2,) ``zero_variance_counts``, ``loss`` (1,) the loss (0 when none),
+    ``token_stats`` (3,) ``ratio_grid.token_stats`` of the step's tokens (the smallest non-zero
+    |log r_t|, a minimum; the grid sums, sums).
     """
     cat = torch.cat if lib is torch else np.concatenate
     sq_3_B = seq_K_B[_SQUARED_ROWS]
@@ -92,6 +97,7 @@ def summarize(seq_K_B, counts, zero_var, loss, lib):
         "token_weighted": (seq_K_B[_TOKEN_WEIGHTED_ROWS] * length_B).sum(1),
         "attenuation": _attenuation_sums(seq_K_B, length_B, lib),
         "loss": loss,
+        "grid": token_stats[1:3],
     }
     sums = cat([parts[name] for name in SUMS])
     slr_B = seq_K_B[SEQ_ROW[Seq.SEQ_LOG_RATIO]]
@@ -101,7 +107,10 @@ def summarize(seq_K_B, counts, zero_var, loss, lib):
         abs(seq_K_B[SEQ_ROW[Seq.TOKEN_LOG_RATIO_MAX]]),
     ).max()
     sampler_max = seq_K_B[SEQ_ROW[Seq.SAMPLER_LOGP_ABS_DIFF_MAX]].max()  # (NaN: not given)
+    moved_B = (slr_B != 0) & lib.isfinite(slr_B)  # the resolution: +inf when nothing moved
+    slr_res = lib.where(moved_B, abs(slr_B), lib.full_like(slr_B, math.inf)).min()
     mins = [slr_B.min(), -slr_B.max(), length_B.min(), -length_B.max(), -abs_max, -sampler_max]
+    mins += [slr_res, token_stats[0]]
     return sums, lib.stack(mins)
 
 
@@ -131,6 +140,11 @@ def _p90(x: np.ndarray) -> float:
     return float(a[lo] + (h - lo) * (a[hi] - a[lo]))
 
 
+def _finite_or_nan(x: float) -> float:
+    """A minimum over nothing (+inf: no ratio moved) as NaN: no step was seen, not an infinite one."""
+    return float(x) if math.isfinite(x) else math.nan
+
+
 def _div(a: float, b: float) -> float:
     return a / b if b > 0 else math.nan
 
@@ -147,6 +161,7 @@ def step_row(
     low = dict(zip(MINS, mins.tolist(), strict=True))
     (zero_var, judged), (adv_abs,) = sums[SUMS["zero_var"]], sums[SUMS["adv_abs"]]
     att = sums[SUMS["attenuation"]]
+    grid_sum, seq_grid_sum = sums[SUMS["grid"]]
     att_mean = {sign: _div(att[2 * i], att[2 * i + 1]) for i, sign in enumerate(ATTENUATION_SIGNS)}
     n, n_tok = count["sequences"], row_sum[Seq.LENGTH]
 
@@ -194,6 +209,13 @@ def step_row(
         Step.ATTENUATION_MEAN: att_mean["all"],
         Step.ATTENUATION_POS_MEAN: att_mean["pos"],
         Step.ATTENUATION_NEG_MEAN: att_mean["neg"],
+        Step.LOGPROB_BITS: rec.logprob_bits,
+        Step.SEQ_LOG_RATIO_ABS_MIN_NONZERO: _finite_or_nan(low["seq_abs_log_ratio_min_nonzero"]),
+        Step.TOKEN_LOG_RATIO_ABS_MIN_NONZERO: _finite_or_nan(
+            low["token_abs_log_ratio_min_nonzero"]
+        ),
+        Step.TOKEN_LOG_RATIO_GRID: _div(grid_sum, n_tok),
+        Step.SEQ_LOG_RATIO_GRID: _div(seq_grid_sum, n),
     }
     for v in STEP_MEANS:  # each declared step mean (``gspo_metrics.spec.StepMean``)
         m = v.step_mean

@@ -34,6 +34,9 @@ What is recorded, per optimizer step, on every rank (``RunRecorder.log_step``):
   (``global_step`` now minus at generation: 0, 1, ..., num_iterations - 1). When TRL skips the old
   log-probs (``num_iterations == 1`` and ``steps_per_generation == gradient_accumulation_steps``,
   no vLLM correction) its old log-probs are the current ones detached: lag 0;
+* per generation, each reward function's unscored completions (TRL's ``None``, a NaN in
+  ``rewards_per_func``; ``unscored_counts``) as ``rewards/<fn>/unscored``, and the completions
+  no function scored as ``rewards/unscorable`` (Health: ``reward_unscored``);
 * ``sampling_per_token_logps`` (the log-probs vLLM reported when it sampled, which TRL keeps for
   ``vllm_importance_sampling_correction``) as ``sampler_logprobs``, when TRL has them; TRL's
   ``grad_norm`` (the value it logs, captured from ``Trainer._get_grad_norm``) and
@@ -63,7 +66,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -73,6 +76,7 @@ from gspo_metrics.spec import clip_unit_of
 
 from ._trl_base import TrainerMethods
 from ._trl_rows import _concat, _StepRows
+from .names import REWARD_UNSCORABLE, REWARD_UNSCORED_KEY
 from .recorder import RunRecorder
 from .tool_versions import installed_version as _version
 from .trl_loss import default_run_name, loss_output, tool_loss, trl_algorithm
@@ -249,6 +253,24 @@ class _Generation:
     texts: list[str | None]  # this process's completions, by generation index
     reward_means: dict[str, torch.Tensor]  # rewards/<fn>/mean over every process (TRL's)
     prompts: list[str | None] | None = None  # this process's rows' prompts, by generation index
+    #: rewards/<fn>/unscored and rewards/unscorable over every process (``unscored_counts``)
+    unscored: dict[str, torch.Tensor] = field(default_factory=dict)
+
+
+def unscored_counts(rewards_per_func: torch.Tensor, names: list[str]) -> dict[str, torch.Tensor]:
+    """The completions of a generation batch (N, F) that each reward function left unscored: TRL
+    (1.0 - 1.16) turns a function's ``None`` into NaN, then sums the others with ``nansum``, so
+    an abstaining function counts as 0 in that completion's reward and moves its group's mean
+    and advantages; a completion no function scored is TRL's "unscorable" row (reward NaN,
+    advantage 0). ``rewards/<fn>/unscored`` per function, ``rewards/unscorable`` for those no
+    function scored: float32 0-d tensor counts (step extras)."""
+    nan_N_F = torch.isnan(rewards_per_func)
+    out = {
+        REWARD_UNSCORED_KEY.format(name): nan_N_F[:, i].sum().float()
+        for i, name in enumerate(names)
+    }
+    out[REWARD_UNSCORABLE] = nan_N_F.all(dim=1).sum().float()
+    return out
 
 
 def unsupported_layout(args: Any) -> str | None:
@@ -420,7 +442,12 @@ class GSPODashMixin(TrainerMethods):
         texts = [completion_text(c) for c in completions]
         prompt_texts = [completion_text(p) for p in prompts]  # a row's prompt (G rows share it)
         self._gd_generations[rollout] = _Generation(
-            rollout, int(self.state.global_step), texts, means, prompt_texts
+            rollout,
+            int(self.state.global_step),
+            texts,
+            means,
+            prompt_texts,
+            unscored_counts(rewards_per_func, list(self.reward_func_names)),
         )
         for old in [r for r in self._gd_generations if r < rollout - 1]:  # bounded memory
             del self._gd_generations[old]
@@ -552,7 +579,7 @@ class GSPODashMixin(TrainerMethods):
 
     def _gd_extra(self, rows: _StepRows, gen: _Generation | None) -> dict[str, Any]:
         """The step's extra columns: dropped groups, loss-masked rows, TRL's kl, learning rate,
-        TRL's grad_norm and per-function reward means."""
+        TRL's grad_norm, per-function reward means and unscored counts (``unscored_counts``)."""
         extra: dict[str, Any] = {
             "trl/dropped_groups": rows.dropped_groups,
             "trl/loss_masked_sequences": _concat(rows.buffer, "loss_masked").sum(),
@@ -562,6 +589,7 @@ class GSPODashMixin(TrainerMethods):
             extra["grad_norm"] = grad_norm
         if gen is not None:
             extra.update(gen.reward_means)
+            extra.update(gen.unscored)
         if rows["ref"] is not None and getattr(self.args, "use_bias_correction_kl", False):
             extra[TRL_KL] = self._gd_weighted_kl(
                 rows["logps"], rows["old"], rows["ref"], rows["mask"]
@@ -639,5 +667,6 @@ __all__ = [
     "bounded_text",
     "completion_text",
     "trl_settings",
+    "unscored_counts",
     "unsupported_layout",
 ]

@@ -22,10 +22,11 @@ df = t.df
 
 zv = aggregate.zero_variance_by_reward(df)
 st.plotly_chart(charts.zero_variance_figure(zv), key="zero_var")
-share = zv[[aggregate.ZV_ALL_HIGH, aggregate.ZV_ALL_LOW, aggregate.ZV_OTHER]].to_numpy().sum(1)
+share = zv[list(aggregate.ZV_CLASSES)].to_numpy().sum(1)
+constant = aggregate.constant_reward(df)
 half = len(zv) // 2
 change = ""
-if half:
+if half and constant is None:
     early, late = zv.iloc[:half], zv.iloc[half:]
     change = (
         f" From the first half of these steps to the second: all at the top "
@@ -33,11 +34,21 @@ if half:
         f"all at the bottom {early[aggregate.ZV_ALL_LOW].mean():.1%} → "
         f"{late[aggregate.ZV_ALL_LOW].mean():.1%}."
     )
-st.caption(
-    f"Mean over the {shown.counted(len(zv))} shown: {share.mean():.1%} of groups carry no signal "
-    f"({zv[aggregate.ZV_ALL_HIGH].mean():.1%} all at the run's top reward, "
-    f"{zv[aggregate.ZV_ALL_LOW].mean():.1%} all at its bottom reward)." + change
-)
+if constant is not None:
+    st.caption(
+        f"Every reward shown is {constant:.6g}: the reward is constant over the "
+        f"{shown.counted(len(zv))} shown, so every group carries no signal ({share.mean():.1%} "
+        "of groups). That is not a solved task (all at the top) nor a failed one (all at the "
+        "bottom): nothing tells one completion from another. Check that the reward function "
+        "reads the completions (a parsing error or a constant return scores every answer the "
+        "same)."
+    )
+else:
+    st.caption(
+        f"Mean over the {shown.counted(len(zv))} shown: {share.mean():.1%} of groups carry no "
+        f"signal ({zv[aggregate.ZV_ALL_HIGH].mean():.1%} all at the run's top reward, "
+        f"{zv[aggregate.ZV_ALL_LOW].mean():.1%} all at its bottom reward)." + change
+    )
 
 left, right = st.columns(2)
 with left:

@@ -88,10 +88,9 @@ with left:
         ),
         key="reward_vs_length",
     )
-    corr = df[[Seq.LENGTH, Seq.REWARD]].astype(float).corr().iloc[0, 1]
     st.caption(
         f"Mean reward per length bucket (quantiles, ± 1 s.e.) over the {len(df):,} completions "
-        f"shown; Pearson correlation of length and reward: {corr:.2f}. "
+        f"shown; {aggregate.correlation_text(df, Seq.LENGTH, Seq.REWARD, 'length', 'reward')} "
         + curve_words.shape_sentence(binned["bucket"], binned["mean"], "mean reward", ".3g")
     )
 with right:

@@ -9,10 +9,11 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from app import charts, data, eps_format, ui
+from app import cell_text, charts, data, eps_format, ui
 from app.lag import ALL, OFF, ON
 from training_hooks import columns
-from training_hooks.schema import Seq, Tok
+from training_hooks.names import REWARD_UNSCORABLE, unscored_function
+from training_hooks.schema import Seq, Step, Tok
 
 REASONS = {  # the recorder's reasons, culprits first (the order rows are listed in)
     "nonfinite": "NaN/inf inside the mask",
@@ -49,20 +50,63 @@ HEADERS = {
 }
 
 
-def column_config() -> dict:
-    """The sequence table's headers (``HEADERS``, a help tooltip each) and number formats."""
+S_FORMAT = "%.6f"  # the table's "s" column
+#: The values a run may not give (their NaN means "not given"): a column of them that is NaN in
+#: every row is not recorded, not a NaN (``gspo_metrics.spec``: "NaN without ...").
+OPTIONAL = (Seq.KL_REF, Seq.ENTROPY, Seq.SAMPLER_KL, Seq.SAMPLER_LOGP_ABS_DIFF_MAX, Seq.ATTENUATION)
+UNSCORED = "unscored (NaN)"  # a NaN reward: no reward was given for the completion
+AS_TEXT = " Shown as text: it holds NaN or ±inf, written out (a null would read as None)."
+
+
+def column_config(as_text: tuple[str, ...] = ()) -> dict:
+    """The sequence table's headers (``HEADERS``, a help tooltip each) and number formats; the
+    columns ``as_text`` hold NaN/inf written out (``cell_text``): text columns."""
     out = {
-        "s": st.column_config.NumberColumn("s", format="%.6f", help="sequence ratio exp(log s)"),
+        "s": st.column_config.NumberColumn("s", format=S_FORMAT, help="sequence ratio exp(log s)"),
         RECORD: st.column_config.TextColumn(
             RECORD, help="why the recorder kept this sequence's token log-ratios (empty: not kept)"
         ),
     }
+    if "s" in as_text:
+        out["s"] = st.column_config.TextColumn("s", help="sequence ratio exp(log s)." + AS_TEXT)
     for col, (header, meaning, fmt) in HEADERS.items():
-        if col in (Seq.SEQ_CLIPPED, Seq.TRUNCATED):
+        if col in as_text:
+            out[col] = st.column_config.TextColumn(header, help=meaning + "." + AS_TEXT)
+        elif col in (Seq.SEQ_CLIPPED, Seq.TRUNCATED):
             out[col] = st.column_config.CheckboxColumn(header, help=meaning)
         else:
             out[col] = st.column_config.NumberColumn(header, help=meaning, format=fmt)
     return out
+
+
+def unscored_note(run, step: int) -> str:
+    """What the step's extras say of reward functions that returned no score (TRL's None:
+    ``rewards/<fn>/unscored``), or "" when the run recorded none at this step."""
+    steps = data.load_steps(run).df
+    if not len(steps) or Step.STEP not in steps.columns:
+        return ""
+    row = steps[steps[Step.STEP] == step]
+    if not len(row):
+        return ""
+    counts = {}
+    for c in steps.columns:
+        fn = unscored_function(c)
+        v = row.iloc[0][c] if fn is not None else None
+        if v is not None and np.isfinite(v) and v > 0:
+            counts[fn] = int(v)
+    if not counts:
+        return ""
+    said = ", ".join(f"{ui.md_escape(fn)} for {n}" for fn, n in counts.items())
+    none = row.iloc[0].get(REWARD_UNSCORABLE)
+    none_text = ""
+    if none is not None and np.isfinite(none) and none > 0:
+        none_text = f" {int(none)} had no score from any function: their reward reads {UNSCORED}."
+    return (
+        f"At this step reward functions returned None (no score): {said} of the step's "
+        "completions. Where another function scored the completion, TRL counted the missing "
+        "score as 0 in its reward (its row shows that sum, not a score of 0); the table does not "
+        f"record which rows those are.{none_text}"
+    )
 
 
 ctx = ui.page_header(
@@ -176,6 +220,8 @@ if Seq.RANK in show_cols and df[Seq.RANK].nunique() <= 1:
 view = df[show_cols].copy()
 view.insert(0, "s", np.exp(view[Seq.SEQ_LOG_RATIO].astype(float)))
 view.insert(1, RECORD, [records.get(k, "") for k in keys])
+formats = {"s": S_FORMAT, **{c: fmt for c, (_, _, fmt) in HEADERS.items()}}
+view, as_text = cell_text.nonfinite_as_text(view, formats, {Seq.REWARD: UNSCORED}, OPTIONAL)
 with_tokens = [i for i, k in enumerate(keys) if k in records]
 sel = st.dataframe(
     view,
@@ -185,7 +231,7 @@ sel = st.dataframe(
     selection_default={"selection": {"rows": with_tokens[:1] or [0]}},
     hide_index=True,
     height=360,
-    column_config=column_config(),
+    column_config=column_config(tuple(as_text)),
 )
 lag_of = dict(zip(shown.split.step, shown.split.lag_class, strict=True))
 lag_words: dict[str | None, str] = {ON: "an on-policy step", OFF: "an off-policy step"}
@@ -195,7 +241,23 @@ st.caption(
     f"{len(view)} sequences at step {step} ({lag_word}); {len(with_tokens)} with token records"
     + (f", {n_culprit} kept because they explain the step (listed first)" if n_culprit else "")
     + ". Click a column header to sort."
+    + (
+        " Cells holding NaN or ±inf are written out (NaN, +inf, -inf); their columns ("
+        + ", ".join(HEADERS[c][0] if c in HEADERS else c for c in as_text)
+        + ") are shown as text and sort as text."
+        if as_text
+        else ""
+    )
 )
+n_unscored = int(df[Seq.REWARD].isna().sum()) if Seq.REWARD in df.columns else 0
+if n_unscored:
+    st.caption(
+        f"Reward {UNSCORED} on {n_unscored} of these {len(df)} sequences: the run gave no reward "
+        "for them (TRL: every reward function returned None; TRL left them out of their group's "
+        "mean and gave them advantage 0). Not a reward of 0."
+    )
+if note := unscored_note(run, step):
+    st.caption(note)
 rows = sel.selection.rows if sel is not None and hasattr(sel, "selection") else []
 if not rows:
     st.info("Select a row to see its tokens.", icon=":material/touch_app:")
@@ -229,13 +291,20 @@ if len(match):
             else "; the run's token ε is unknown, so no band is drawn"
         )
         + ". The dotted line is log s, the mean of the bars."
+        + (
+            f" {int((~np.isfinite(lr)).sum())} token(s) hold NaN or ±inf: no bar, marked ✕ at 0 "
+            "with its value (a NaN is counted apart, neither inside the band nor outside it; "
+            "log s is then not finite either)."
+            if not np.isfinite(lr).all()
+            else ""
+        )
     )
 else:
     st.info(
         "No token-level record for this sequence: the recorder keeps per-token log-ratios for a "
         "bounded sample of sequences per step (tokens/ table). Its summary: token log-ratio range "
-        f"[{row.get(Seq.TOKEN_LOG_RATIO_MIN, float('nan')):.3g}, "
-        f"{row.get(Seq.TOKEN_LOG_RATIO_MAX, float('nan')):.3g}].",
+        f"[{cell_text.number_text(row.get(Seq.TOKEN_LOG_RATIO_MIN, np.nan), '%.3g')}, "
+        f"{cell_text.number_text(row.get(Seq.TOKEN_LOG_RATIO_MAX, np.nan), '%.3g')}].",
         icon=":material/info:",
     )
     if records:

@@ -57,6 +57,7 @@ from training_hooks.findings.raw import (
 )
 from training_hooks.findings.recipe import GSPO_RECIPE_DEPARTS, check_gspo_recipe, stated_kl_coef
 from training_hooks.findings.records import RECORDS_CUT, check_records_cut
+from training_hooks.findings.resolution import RATIO_RESOLUTION_COARSE, check_ratio_resolution
 from training_hooks.findings.signal import (
     TASK_SATURATED,
     ZERO_VARIANCE,
@@ -78,6 +79,7 @@ from training_hooks.findings.status import (
     import_status,
 )
 from training_hooks.findings.thresholds import RUN
+from training_hooks.findings.unscored import REWARD_UNSCORED, check_reward_unscored
 from training_hooks.schema import STATUS_FINISHED, RunInfo, Seq, flatten
 
 #: The declared version of what the Health checks conclude. A run's summary
@@ -141,6 +143,8 @@ CHECKS: tuple[Check, ...] = (
     Check((magnitudes.LOSS_CONSTANT,), magnitudes.check_loss_constant, live=True),
     Check((RECORDS_CUT,), check_records_cut),
     Check((GSPO_RECIPE_DEPARTS,), check_gspo_recipe),
+    Check((REWARD_UNSCORED,), check_reward_unscored, live=True),
+    Check((RATIO_RESOLUTION_COARSE,), check_ratio_resolution, live=True),
 )
 
 

@@ -504,6 +504,21 @@ class MagnitudeThresholds:
 MAG = MagnitudeThresholds()
 
 
+@dataclass(frozen=True)
+class ResolutionThresholds:
+    """The thresholds of the ratio's resolution against ε (``training_hooks.findings.resolution``),
+    listed in ``THRESHOLDS`` as ``resolution_<field>``."""
+
+    coarse_share: Threshold = Threshold(
+        0.5,
+        "share of the steps whose ratios moved (the steps judged)",
+        OURS + "half the steps or more: then the clip share of much of the run counts rounding",
+    )
+
+
+RESOLUTION = ResolutionThresholds()
+
+
 _Group = (
     ClipBand
     | AttenuationThresholds
@@ -513,6 +528,7 @@ _Group = (
     | ProgressThresholds
     | LengthThresholds
     | MagnitudeThresholds
+    | ResolutionThresholds
 )
 
 
@@ -532,4 +548,5 @@ THRESHOLDS: dict[str, Threshold] = {
     **_listed(PROGRESS, "progress_"),
     **_listed(LENGTH, "length_"),
     **_listed(MAG),
+    **_listed(RESOLUTION, "resolution_"),
 }
