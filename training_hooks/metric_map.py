@@ -552,7 +552,8 @@ MAPPINGS: tuple[MetricMapping, ...] = (
         _SWIFT,
         "loss",
         Step.LOSS,
-        note="the Trainer's loss (policy loss + beta x KL, aggregated by loss_type)" + _SWIFT_WINDOW,
+        note="the Trainer's loss (policy loss + beta x KL, aggregated by loss_type)"
+        + _SWIFT_WINDOW,
     ),
     MetricMapping(
         _SWIFT,

@@ -73,8 +73,8 @@ def progress(value: Any) -> tuple[int, int] | None:
     return (int(m.group(1)), int(m.group(2))) if m else None
 
 
-def _lines(file: Path, objects: tuple[tuple[int, Any], ...]) -> _Lines:
-    out = _Lines([], [], {}, None, None, [])
+def _lines(objects: tuple[tuple[int, Any], ...], bad: tuple[dict[str, Any], ...]) -> _Lines:
+    out = _Lines([], [], {}, None, None, list(bad))
     for n, obj in objects:
         if not isinstance(obj, dict):
             out.bad.append({"line": n, "reason": f"not a JSON object ({type(obj).__name__})"})
@@ -95,7 +95,10 @@ def _lines(file: Path, objects: tuple[tuple[int, Any], ...]) -> _Lines:
             out.summary.update(metrics)
             out = dataclasses.replace(out, summary_line=(n, step))
             continue
-        if not all(k.startswith(VALIDATION) for k in metrics if is_number(metrics[k])):
+        if _validation_only({k: v for k, v in metrics.items() if k != "epoch"}):
+            # the callback's own keys (epoch, elapsed_time, ...) are its step's training line's
+            metrics = {k: v for k, v in metrics.items() if k.startswith(VALIDATION)}
+        else:
             out.planned.append((n, step, total))
         out.records.append(Record(n, step, metrics))
     return out
@@ -109,7 +112,7 @@ def read(path: Path, segment: int | None = None) -> SourceLog:
     args = load_config(file.parent / ARGS_FILE) or {}
     settings = read_settings(SWIFT, args, ARGS_FILE) if args else {}
     jl = read_json_lines(file)
-    got = _lines(file, jl.objects)
+    got = _lines(jl.objects, jl.malformed)
     if not got.records:
         first = f"; line {got.bad[0]['line']}: {got.bad[0]['reason']}" if got.bad else ""
         raise ValueError(
