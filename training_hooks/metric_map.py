@@ -64,6 +64,7 @@ from typing import Any
 
 from training_hooks.schema import MLFLOW_PREFIX, STEP_COLUMN_NAMES, Step
 from training_hooks.tool_settings import IS_LEVEL as _LEVEL
+from training_hooks.tool_settings import OPENRLHF as _OPENRLHF
 from training_hooks.tool_settings import ROLL as _ROLL
 from training_hooks.tool_settings import SWIFT as _SWIFT
 from training_hooks.tool_settings import TINKER as _TINKER
@@ -652,6 +653,70 @@ MAPPINGS: tuple[MetricMapping, ...] = (
     ),
     *_swift_clip(
         "clip_ratio/region_mean", Derived.TOKEN_CLIP_BINDING, Derived.SEQ_CLIP_BINDING, "all"
+    ),
+    # ---------------------------------------------------------------- OpenRLHF (0.11)
+    MetricMapping(
+        _OPENRLHF,
+        "rollout/reward_mean",
+        Step.REWARD_MEAN,
+        note="mean reward of the step's rollout batch (_compute_rollout_stats)",
+    ),
+    MetricMapping(
+        _OPENRLHF,
+        "rollout/reward_std",
+        Step.REWARD_STD,
+        note="the rollout batch's std with Bessel's correction (ours: population std)",
+    ),
+    MetricMapping(_OPENRLHF, "rollout/response_length_mean", Step.LENGTH_MEAN),
+    MetricMapping(
+        _OPENRLHF,
+        "rollout/truncated_rate",
+        Step.TRUNCATED_FRACTION,
+        note="share of the rollout batch's responses truncated at the generation limit",
+    ),
+    MetricMapping(
+        _OPENRLHF,
+        "ppo_clip_ratio",
+        Derived.TOKEN_CLIP_BINDING,
+        requires=(("policy_loss_type", ("ppo",)),),
+        note="token share where the clip binds (surr2 < surr1), token-weighted over the step's "
+        "micro-batches and epochs",
+    ),
+    MetricMapping(
+        _OPENRLHF,
+        "ppo_clip_ratio",
+        "",
+        requires=(("policy_loss_type", ("gspo",)),),
+        note="GSPO: the token share of sequences whose sequence ratio's clip binds (each "
+        "sequence weighed by its length; ours counts sequences)",
+    ),
+    MetricMapping(
+        _OPENRLHF,
+        "ppo_kl",
+        Step.KL_OLD_MEAN,
+        note="k1 mean of log pi_old - log pi_theta (signed; ours is k3), token-weighted over "
+        "the step's micro-batches",
+    ),
+    MetricMapping(
+        _OPENRLHF,
+        "actor_grad_norm",
+        GRAD_NORM,
+        note="the actor's gradient norm at the step's last optimizer step",
+    ),
+    MetricMapping(
+        _OPENRLHF,
+        "policy_loss",
+        "",
+        note="the clipped surrogate alone (no KL or entropy term), token-weighted over the "
+        "step's micro-batches and epochs: not the loss optimised",
+    ),
+    MetricMapping(
+        _OPENRLHF,
+        "kl",
+        "",
+        note="with algo.kl.use_loss the KL loss (estimator k1/k2/k3, token mean), else each "
+        "sample's mean KL to the reference from the experience maker: its meaning depends on "
+        "settings the console does not print",
     ),
 )
 

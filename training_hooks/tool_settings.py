@@ -129,6 +129,19 @@ SETTING_KEYS: dict[str, dict[str, tuple[str, ...]]] = {
         "log_entropy": ("log_entropy",),
         "use_liger_kernel": ("use_liger_kernel",),
     },
+    # OpenRLHF's arguments (train_ppo_ray; 0.11's nested names, older flat ones match the tail)
+    OPENRLHF: {
+        "policy_loss_type": ("policy_loss_type",),
+        "eps_clip_low_high": ("eps_clip_low_high",),
+        "eps_clip": ("eps_clip",),
+        "group_size": ("n_samples_per_prompt",),
+        "advantage_estimator": ("advantage.estimator", "advantage_estimator"),
+        "use_kl_loss": ("kl.use_loss", "use_kl_loss"),
+        "kl_estimator": ("kl.estimator", "kl_estimator"),
+        "init_kl_coef": ("kl.init_coef", "init_kl_coef"),
+        "num_episodes": ("num_episodes",),
+        "max_epochs": ("max_epochs",),
+    },
 }
 SETTING_KEYS[CSV] = SETTING_KEYS[JSONL]
 

@@ -109,6 +109,7 @@ _FORMAT_LABELS = {
     _CSV: "CSV read through a key map",
     _ROLL: "ROLL metrics",
     _SWIFT: "ms-swift GRPO logging.jsonl",
+    "openrlhf": "OpenRLHF metrics",
 }
 
 #: Named generations of a tool's log format: (since, until, name).
