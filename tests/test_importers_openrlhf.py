@@ -16,7 +16,6 @@ from pathlib import Path
 import pytest
 
 from training_hooks import importers, schema
-from training_hooks.importers import openrlhf
 from training_hooks.importers._cli import _parser
 from training_hooks.schema import Step
 

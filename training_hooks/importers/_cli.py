@@ -1,4 +1,4 @@
-"""``python -m training_hooks.importers trl|tinker|verl|jsonl|csv|roll PATH --root ROOT [...]``
+"""``python -m training_hooks.importers trl|tinker|verl|jsonl|csv|roll|swift|openrlhf PATH --root ROOT [...]``
 
 ``jsonl`` and ``csv`` read any trainer's log through a key map (``--step KEY``, ``--map
 MEANING=KEY``, ``--set NAME=VALUE``, ``--group-size N``: ``importers.keymap``); ``roll`` is the
@@ -25,7 +25,8 @@ from training_hooks.importers.keymap import key_map_of
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m training_hooks.importers",
-        description="Import a TRL, Tinker cookbook, verl or ROLL run, or any trainer's JSON-lines "
+        description="Import a TRL, Tinker cookbook, verl, ROLL, ms-swift or OpenRLHF run, or any "
+        "trainer's JSON-lines "
         "or CSV log read through a key map (jsonl, csv: --step, --map, --set), into a gspo-dash "
         "runs folder.",
     )
@@ -41,8 +42,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--algorithm",
         default=None,
-        help="grpo or gspo when the files beside the log do not say (TRL: gspo = "
-        "importance_sampling_level 'sequence'; verl: loss_mode gspo); default: from the config "
+        help="grpo or gspo when the files beside the log do not say (TRL, ms-swift: gspo = "
+        "importance_sampling_level 'sequence'; verl: loss_mode gspo; OpenRLHF: policy_loss_type "
+        "gspo); default: from the config "
         "beside the log, else 'unknown'",
     )
     p.add_argument(
