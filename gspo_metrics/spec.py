@@ -416,6 +416,10 @@ TRL_LOSS_TYPES: dict[str, str] = {
     "sapo": "sapo",
     "vespo": "vespo",
 }
+#: ms-swift 4.6's ``loss_type`` (GRPO) -> our loss (its ``real`` and ``fipo`` have none here).
+SWIFT_LOSS_TYPES: dict[str, str] = {
+    n: n for n in ("grpo", "bnpo", "dr_grpo", "dapo", "cispo", "sapo")
+}
 #: verl 0.9.1's ``policy_loss.loss_mode`` -> our loss.
 VERL_LOSS_MODES: dict[str, str] = {
     "vanilla": "grpo",
@@ -433,13 +437,13 @@ VERL_LOSS_MODES: dict[str, str] = {
 
 def tool_algorithm(tool: str, loss_name: object, level: object = None) -> str:
     """The ``algorithm`` label of a ``tool`` run ("trl" or "verl") whose loss the tool names
-    ``loss_name`` (TRL's ``loss_type``, verl's ``loss_mode``) at ratio ``level`` (TRL's
-    ``importance_sampling_level``; verl's ratios are per token). ``UNKNOWN_ALGORITHM`` when the
+    ``loss_name`` (TRL's and ms-swift's ``loss_type``, verl's ``loss_mode``) at ratio ``level``
+    (TRL's and ms-swift's ``importance_sampling_level``; verl's ratios are per token). ``UNKNOWN_ALGORITHM`` when the
     name is not stated (None) or not one of the tool's known names, or TRL's level is unstated:
     never a default."""
-    names = {"trl": TRL_LOSS_TYPES, "verl": VERL_LOSS_MODES}.get(tool)
+    names = {"trl": TRL_LOSS_TYPES, "verl": VERL_LOSS_MODES, "swift": SWIFT_LOSS_TYPES}.get(tool)
     if names is None:
-        raise ValueError(f"tool must be 'trl' or 'verl', got {tool!r}")
+        raise ValueError(f"tool must be 'trl', 'swift' or 'verl', got {tool!r}")
     loss = names.get(loss_name) if isinstance(loss_name, str) else None
     if loss is None:
         return UNKNOWN_ALGORITHM

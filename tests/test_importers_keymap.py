@@ -267,7 +267,7 @@ def test_help_lists_the_new_tools(capsys):
         importers.main(["--help"])
     assert e.value.code == 0
     out = capsys.readouterr().out
-    assert "{trl,tinker,verl,jsonl,csv,roll}" in out
+    assert "{trl,tinker,verl,jsonl,csv,roll,swift,openrlhf}" in out
     assert "--map MEANING=KEY" in out and "--step KEY" in out
 
 
@@ -284,6 +284,8 @@ def _fixtures(d: Path) -> dict[str, Path]:
         "jsonl": _jsonl(d / "j.jsonl", [{"step": 0, "r": 0.5}]),
         "csv": _write(d / "c.csv", "step,r\n0,0.5\n"),
         "roll": _jsonl(d / "metrics.jsonl", [{"system/step": 1.0, "actor/pg_loss": 0.1}]),
+        "swift": _jsonl(d / "logging.jsonl", [{"loss": 0.1, "global_step/max_steps": "1/5"}]),
+        "openrlhf": _write(d / "o.log", "✨ Global step 1: {'policy_loss': 0.1}\n"),
     }
 
 

@@ -10,7 +10,9 @@ from typing import Any
 
 from training_hooks.schema import Step
 from training_hooks.tool_settings import IS_LEVEL as _LEVEL
+from training_hooks.tool_settings import OPENRLHF as _OPENRLHF
 from training_hooks.tool_settings import ROLL as _ROLL
+from training_hooks.tool_settings import SWIFT as _SWIFT
 from training_hooks.tool_settings import TINKER as _TINKER
 from training_hooks.tool_settings import TRL as _TRL
 from training_hooks.tool_settings import VERL as _VERL
@@ -68,6 +70,39 @@ _WINDOW = "; TRL averages it over the logging_steps optimizer steps of the row"
 _WITH_REF = (("enable_reference", (True,)),)  # ROLL: a reference model's log-probs
 _NO_REF = (("enable_reference", (False,)),)  # ROLL: ref_log_probs = old_log_probs
 _MICRO = "; mean over the step's micro-batches"
+_NO_KL_REWARD = (("kl_in_reward", (False,)),)  # ms-swift: the KL is in the loss, not the reward
+_SWIFT_WINDOW = "; ms-swift averages it over the logging_steps optimizer steps of the line"
+
+
+def _swift_clip(name: str, token_col: str, seq_col: str, what: str) -> tuple[MetricMapping, ...]:
+    """ms-swift's clip_ratio/* (``grpo_trainer._compute_loss``, 3.4-4.6): the share of ``what``
+    where the clip binds (``(coef_1 < 1 - eps_low) & (A < 0)``, ``(coef_1 > 1 + eps_high) &
+    (A > 0)``), a token mean (``masked_batch_mean``) at the token level; at the sequence level
+    coef_1 is one ratio a sequence, and before 4.4 so is A: a share of sequences. From 4.4 A is
+    per token, so the share is over tokens (each sequence weighed by its length): own name. At
+    ``sequence_token`` (GSPO-token) it is over tokens in every version."""
+    note = f"share of {what} where the clip binds" + _SWIFT_WINDOW
+    seq = (
+        "token share of sequences where the sequence ratio's clip binds (ms-swift >= 4.4: "
+        "advantages per token, so each sequence is weighed by its length; ours counts sequences)"
+    )
+    level = _LEVEL
+    return (
+        MetricMapping(_SWIFT, name, token_col, (3, 4), requires=((level, ("token",)),), note=note),
+        MetricMapping(
+            _SWIFT, name, seq_col, (3, 4), (4, 4), requires=((level, ("sequence",)),), note=note
+        ),
+        MetricMapping(_SWIFT, name, "", (4, 4), requires=((level, ("sequence",)),), note=seq),
+        MetricMapping(
+            _SWIFT,
+            name,
+            "",
+            (3, 4),
+            requires=((level, ("sequence_token",)),),
+            note="GSPO-token: a token share of sequences where the clip binds (ours counts "
+            "sequences)",
+        ),
+    )
 
 
 def _trl_clip(name: str, token_col: str, seq_col: str, what: str) -> tuple[MetricMapping, ...]:
@@ -447,6 +482,176 @@ MAPPINGS: tuple[MetricMapping, ...] = (
     MetricMapping(_ROLL, "token/response_length/mean", Step.LENGTH_MEAN),
     MetricMapping(_ROLL, "token/response_length/max", Step.LENGTH_MAX),
     MetricMapping(_ROLL, "token/response_length/min", Step.LENGTH_MIN),
+    # ---------------------------------------------------------------- ms-swift GRPOTrainer
+    MetricMapping(
+        _SWIFT,
+        "loss",
+        Step.LOSS,
+        note="the Trainer's loss (policy loss + beta x KL, aggregated by loss_type)"
+        + _SWIFT_WINDOW,
+    ),
+    MetricMapping(
+        _SWIFT,
+        "grad_norm",
+        GRAD_NORM,
+        note="the Trainer's gradient norm before clipping; ours and TRL's grad_norm",
+    ),
+    MetricMapping(
+        _SWIFT,
+        "reward",
+        Step.REWARD_MEAN,
+        requires=_NO_KL_REWARD,
+        note="mean of the group means of the weighted sum of the reward functions"
+        + _SWIFT_WINDOW
+        + " (with kl_in_reward the reward minus beta x KL)",
+    ),
+    MetricMapping(
+        _SWIFT,
+        "reward_std",
+        "",
+        note="mean over groups of the within-group std (scale_rewards group / none / gdpo; the "
+        "batch std with 'batch'): not our batch std",
+    ),
+    MetricMapping(
+        _SWIFT,
+        "frac_reward_zero_std",
+        Step.ZERO_VARIANCE_FRACTION,
+        (3, 7),
+        note="share of groups whose rewards' std is 0 (torch.isclose)" + _SWIFT_WINDOW,
+    ),
+    MetricMapping(
+        _SWIFT, "completions/mean_length", Step.LENGTH_MEAN, (3, 3), note="mean" + _SWIFT_WINDOW
+    ),
+    MetricMapping(
+        _SWIFT,
+        "completions/min_length",
+        Step.LENGTH_MIN,
+        (3, 3),
+        requires=_ONE_LOG,
+        note=_SWIFT_WINDOW,
+    ),
+    MetricMapping(
+        _SWIFT,
+        "completions/max_length",
+        Step.LENGTH_MAX,
+        (3, 3),
+        requires=_ONE_LOG,
+        note=_SWIFT_WINDOW,
+    ),
+    MetricMapping(
+        _SWIFT,
+        "completions/clipped_ratio",
+        Step.TRUNCATED_FRACTION,
+        (3, 3),
+        note="share of completions truncated at max_completion_length" + _SWIFT_WINDOW,
+    ),
+    MetricMapping(
+        _SWIFT,
+        "kl",
+        Step.KL_REF_MEAN,
+        (3, 3),
+        requires=_NO_KL_REWARD,
+        note="k3 of log pi_ref - log pi_theta, token mean (clamped to +-10 from 4.2)"
+        + _SWIFT_WINDOW,
+    ),
+    MetricMapping(
+        _SWIFT,
+        "kl",
+        "",
+        (3, 3),
+        requires=(("kl_in_reward", (True,)),),
+        note="kl_in_reward: the mean over sequences of each one's summed log pi_old - log pi_ref "
+        "(k1, a sum over tokens)",
+    ),
+    MetricMapping(
+        _SWIFT,
+        "entropy/mean",
+        "",
+        (3, 7),
+        note="mean over completions of each completion's token-mean entropy (sequence-weighted; "
+        "ours is the token mean)",
+    ),
+    MetricMapping(
+        _SWIFT,
+        "clip_ratio",
+        "",
+        (3, 3),
+        note="3.3: the token share with the ratio out of range whatever the advantage's sign; from "
+        "3.5 the Liger loss path's clip share: neither is one of our binding fractions here",
+    ),
+    *_swift_clip(
+        "clip_ratio/low_mean", Step.TOKEN_CLIP_LOW_FRACTION, Step.SEQ_CLIP_LOW_FRACTION, "A<0"
+    ),
+    *_swift_clip(
+        "clip_ratio/high_mean", Step.TOKEN_CLIP_HIGH_FRACTION, Step.SEQ_CLIP_HIGH_FRACTION, "A>0"
+    ),
+    *_swift_clip(
+        "clip_ratio/region_mean", Derived.TOKEN_CLIP_BINDING, Derived.SEQ_CLIP_BINDING, "all"
+    ),
+    # ---------------------------------------------------------------- OpenRLHF (0.11)
+    MetricMapping(
+        _OPENRLHF,
+        "rollout/reward_mean",
+        Step.REWARD_MEAN,
+        note="mean reward of the step's rollout batch (_compute_rollout_stats)",
+    ),
+    MetricMapping(
+        _OPENRLHF,
+        "rollout/reward_std",
+        Step.REWARD_STD,
+        note="the rollout batch's std with Bessel's correction (ours: population std)",
+    ),
+    MetricMapping(_OPENRLHF, "rollout/response_length_mean", Step.LENGTH_MEAN),
+    MetricMapping(
+        _OPENRLHF,
+        "rollout/truncated_rate",
+        Step.TRUNCATED_FRACTION,
+        note="share of the rollout batch's responses truncated at the generation limit",
+    ),
+    MetricMapping(
+        _OPENRLHF,
+        "ppo_clip_ratio",
+        Derived.TOKEN_CLIP_BINDING,
+        requires=(("policy_loss_type", ("ppo",)),),
+        note="token share where the clip binds (surr2 < surr1), token-weighted over the step's "
+        "micro-batches and epochs",
+    ),
+    MetricMapping(
+        _OPENRLHF,
+        "ppo_clip_ratio",
+        "",
+        requires=(("policy_loss_type", ("gspo",)),),
+        note="GSPO: the token share of sequences whose sequence ratio's clip binds (each "
+        "sequence weighed by its length; ours counts sequences)",
+    ),
+    MetricMapping(
+        _OPENRLHF,
+        "ppo_kl",
+        Step.KL_OLD_MEAN,
+        note="k1 mean of log pi_old - log pi_theta (signed; ours is k3), token-weighted over "
+        "the step's micro-batches",
+    ),
+    MetricMapping(
+        _OPENRLHF,
+        "actor_grad_norm",
+        GRAD_NORM,
+        note="the actor's gradient norm at the step's last optimizer step",
+    ),
+    MetricMapping(
+        _OPENRLHF,
+        "policy_loss",
+        "",
+        note="the clipped surrogate alone (no KL or entropy term), token-weighted over the "
+        "step's micro-batches and epochs: not the loss optimised",
+    ),
+    MetricMapping(
+        _OPENRLHF,
+        "kl",
+        "",
+        note="with algo.kl.use_loss the KL loss (estimator k1/k2/k3, token mean), else each "
+        "sample's mean KL to the reference from the experience maker: its meaning depends on "
+        "settings the console does not print",
+    ),
 )
 
 OFF_WHEN: tuple[OffWhen, ...] = (

@@ -293,7 +293,11 @@ def _pick(
     if not all_missing:  # every mapping's stated settings rule it out
         return None, wrong_first or "its settings rule out every meaning known", []
     # a setting no file states leaves the meaning open (every one any mapping here needs, named)
-    changes = [x for x in all_missing if any(d.setting == x for d in DEFAULTS)]
+    changes = [
+        x
+        for x in all_missing
+        if any(d.setting == x and d.source == ctx.fmt.source for d in DEFAULTS)
+    ]
     why = f"{', '.join(all_missing)} not given (its meaning depends on it" + (
         f"; {_tool_name(ctx.fmt.source)}'s default for it changes within {ctx.fmt.range_text})"
         if changes

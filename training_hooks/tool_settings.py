@@ -18,6 +18,7 @@ from training_hooks.schema import flatten
 #: ROLL's, its keys shipped in ``metric_map``.
 TRL, VERL, TINKER = "trl", "verl", "tinker"
 JSONL, CSV, ROLL = "jsonl", "csv", "roll"
+SWIFT, OPENRLHF = "swift", "openrlhf"
 #: Each tool's name in text.
 TOOL_NAMES = {
     TRL: "TRL",
@@ -26,6 +27,8 @@ TOOL_NAMES = {
     JSONL: "JSON lines with a key map",
     CSV: "CSV with a key map",
     ROLL: "ROLL",
+    SWIFT: "ms-swift",
+    OPENRLHF: "OpenRLHF",
 }
 #: TRL's setting for the clip unit ("token" or "sequence": its GSPO)
 IS_LEVEL = "importance_sampling_level"
@@ -105,6 +108,40 @@ SETTING_KEYS: dict[str, dict[str, tuple[str, ...]]] = {
         "max_steps": ("max_steps",),
         "max_grad_norm": ("max_grad_norm",),
     },
+    # ms-swift's args.json (RLHFArguments after __post_init__: its resolved values)
+    SWIFT: {
+        "rlhf_type": ("rlhf_type",),
+        "epsilon": ("epsilon",),
+        "epsilon_high": ("epsilon_high",),
+        IS_LEVEL: (IS_LEVEL,),
+        "group_size": ("num_generations",),
+        "loss_type": ("loss_type",),
+        "beta": ("beta",),
+        "kl_in_reward": ("kl_in_reward",),
+        "scale_rewards": ("scale_rewards",),
+        "advantage_estimator": ("advantage_estimator",),
+        "num_iterations": ("num_iterations",),
+        "gradient_accumulation_steps": ("gradient_accumulation_steps",),
+        "max_grad_norm": ("max_grad_norm",),
+        "logging_steps": ("logging_steps",),
+        "max_steps": ("max_steps",),  # -1: run num_train_epochs
+        "num_train_epochs": ("num_train_epochs",),
+        "log_entropy": ("log_entropy",),
+        "use_liger_kernel": ("use_liger_kernel",),
+    },
+    # OpenRLHF's arguments (train_ppo_ray; 0.11's nested names, older flat ones match the tail)
+    OPENRLHF: {
+        "policy_loss_type": ("policy_loss_type",),
+        "eps_clip_low_high": ("eps_clip_low_high",),
+        "eps_clip": ("eps_clip",),
+        "group_size": ("n_samples_per_prompt",),
+        "advantage_estimator": ("advantage.estimator", "advantage_estimator"),
+        "use_kl_loss": ("kl.use_loss", "use_kl_loss"),
+        "kl_estimator": ("kl.estimator", "kl_estimator"),
+        "init_kl_coef": ("kl.init_coef", "init_kl_coef"),
+        "num_episodes": ("num_episodes",),
+        "max_epochs": ("max_epochs",),
+    },
 }
 SETTING_KEYS[CSV] = SETTING_KEYS[JSONL]
 
@@ -117,6 +154,9 @@ REDUCTIONS: dict[tuple[str, str], str] = {
     (TRL, "dapo"): "token_mean",
     (ROLL, "token-mean"): "token_mean",
     (ROLL, "seq-mean-token-mean"): "seq_mean_token_mean",
+    (SWIFT, "grpo"): "seq_mean_token_mean",
+    (SWIFT, "bnpo"): "token_mean",
+    (SWIFT, "dapo"): "token_mean",
 }
 
 

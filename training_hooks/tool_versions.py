@@ -29,6 +29,7 @@ from typing import Any
 from training_hooks.tool_settings import CSV as _CSV
 from training_hooks.tool_settings import JSONL as _JSONL
 from training_hooks.tool_settings import ROLL as _ROLL
+from training_hooks.tool_settings import SWIFT as _SWIFT
 from training_hooks.tool_settings import TINKER as _TINKER
 from training_hooks.tool_settings import TOOL_NAMES
 from training_hooks.tool_settings import TRL as _TRL
@@ -87,6 +88,15 @@ VERSION_EVIDENCE: tuple[tuple[str, str, str, Version | None, Version | None, str
     # ROLL's actor metrics carry their reduction in the name from v0.2.0 ("actor/pg_loss@sum")
     (_ROLL, "actor/pg_loss@sum", "", (0, 2, 0), None, "actor/*@sum: ROLL >= 0.2.0"),
     (_ROLL, "actor/pg_loss", "", None, (0, 2, 0), "actor/pg_loss without @sum: ROLL < 0.2.0"),
+    # ms-swift's GRPO trainer (swift/trainers/rlhf_trainer/grpo_trainer.py 3.x,
+    # swift/rlhf_trainers/grpo_trainer.py 4.x), read at every release tag 3.2-4.5 and 4.6.0
+    (_SWIFT, "completion_length", "", None, (3, 3), "completion_length: ms-swift < 3.3"),
+    (_SWIFT, "completions/mean_length", "", (3, 3), None, "completions/*: ms-swift >= 3.3"),
+    (_SWIFT, "clip_ratio/region_mean", "", (3, 4), None, "clip_ratio/*: ms-swift >= 3.4"),
+    (_SWIFT, "frac_reward_zero_std", "", (3, 7), None, "frac_reward_zero_std: ms-swift >= 3.7"),
+    (_SWIFT, "entropy/mean", "", (3, 7), None, "entropy/*: ms-swift >= 3.7"),
+    (_SWIFT, "cispo_clip_ratio", "", (3, 11), None, "cispo_clip_ratio: ms-swift >= 3.11"),
+    (_SWIFT, "teacher_kl", "", (4, 4), None, "teacher_kl: ms-swift >= 4.4"),
 )
 #: Names the Unsloth dialect logs itself in every version: they date nothing there.
 UNSLOTH_OWN = frozenset({"completion_length", "kl", "sampling/sampling_logp_difference/mean"})
@@ -98,6 +108,8 @@ _FORMAT_LABELS = {
     _JSONL: "JSON lines read through a key map",
     _CSV: "CSV read through a key map",
     _ROLL: "ROLL metrics",
+    _SWIFT: "ms-swift GRPO logging.jsonl",
+    "openrlhf": "OpenRLHF metrics",
 }
 
 #: Named generations of a tool's log format: (since, until, name).
@@ -136,11 +148,18 @@ DEFAULTS: tuple[Default, ...] = (
     Default(_ROLL, "enable_reference", False, (0, 1, 3), None),
     # ROLL's rlvr_config.importance_sampling: "token" in every version read (0.1.1 - 2026-08)
     Default(_ROLL, "importance_sampling", "token", None, None),
+    # ms-swift: the KL in the loss before kl_in_reward (3.10); from 3.10 its default for
+    # advantage_estimator grpo (rloo / reinforce_plus_plus: true)
+    Default(_SWIFT, "kl_in_reward", False, None, (3, 10), absent=True),
+    # importance_sampling_level: token before it existed (3.7) and its default since
+    Default(_SWIFT, "importance_sampling_level", "token", None, (3, 7), absent=True),
+    Default(_SWIFT, "importance_sampling_level", "token", (3, 7), None),
 )
 #: The settings an import reports as assumed defaults when no file states them.
 REPORTED_DEFAULTS = {
     _TRL: ("num_iterations", "use_bias_correction_kl"),
     _ROLL: ("enable_reference", "importance_sampling"),
+    _SWIFT: ("kl_in_reward", "importance_sampling_level"),
 }
 
 

@@ -1,4 +1,4 @@
-"""``python -m training_hooks.importers trl|tinker|verl|jsonl|csv|roll PATH --root ROOT [...]``
+"""``python -m training_hooks.importers trl|tinker|verl|jsonl|csv|roll|swift|openrlhf PATH --root ROOT [...]``
 
 ``jsonl`` and ``csv`` read any trainer's log through a key map (``--step KEY``, ``--map
 MEANING=KEY``, ``--set NAME=VALUE``, ``--group-size N``: ``importers.keymap``); ``roll`` is the
@@ -25,9 +25,9 @@ from training_hooks.importers.keymap import key_map_of
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m training_hooks.importers",
-        description="Import a TRL, Tinker cookbook, verl or ROLL run, or any trainer's JSON-lines "
-        "or CSV log read through a key map (jsonl, csv: --step, --map, --set), into a gspo-dash "
-        "runs folder.",
+        description="Import a TRL, Tinker cookbook, verl, ROLL, ms-swift or OpenRLHF run, or any "
+        "trainer's JSON-lines or CSV log read through a key map (jsonl, csv: --step, --map, "
+        "--set), into a gspo-dash runs folder.",
     )
     p.add_argument("source", choices=SOURCES, help="the tool that logged the run")
     p.add_argument("path", help="; ".join(spec.path_hint for spec in TOOLS.values()))
@@ -41,8 +41,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--algorithm",
         default=None,
-        help="grpo or gspo when the files beside the log do not say (TRL: gspo = "
-        "importance_sampling_level 'sequence'; verl: loss_mode gspo); default: from the config "
+        help="grpo or gspo when the files beside the log do not say (TRL, ms-swift: gspo = "
+        "importance_sampling_level 'sequence'; verl: loss_mode gspo; OpenRLHF: policy_loss_type "
+        "gspo); default: from the config "
         "beside the log, else 'unknown'",
     )
     p.add_argument(
@@ -70,6 +71,12 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         help="a JSON or YAML file of the run's settings; overrides what is found beside the log",
     )
+    _key_map_arguments(p)
+    return p
+
+
+def _key_map_arguments(p: argparse.ArgumentParser) -> None:
+    """``--step``, ``--map``, ``--set``, ``--group-size``: a log read through a key map."""
     keys = p.add_argument_group(
         "a log of your own keys (jsonl, csv; roll for its own keys ROLL does not log)"
     )
@@ -101,7 +108,6 @@ def _parser() -> argparse.ArgumentParser:
     keys.add_argument(
         "--group-size", type=int, default=None, metavar="N", help="completions per prompt"
     )
-    return p
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -23,7 +23,7 @@ from typing import Any
 from gspo_metrics.spec import UNKNOWN_ALGORITHM
 from training_hooks import schema, storage
 from training_hooks.findings.status import STATUS_STOPPED_EARLY, STATUS_UNKNOWN
-from training_hooks.importers import _pick, keymap, roll, tinker, trl, verl
+from training_hooks.importers import _pick, keymap, openrlhf, roll, swift, tinker, trl, verl
 from training_hooks.importers._end import Ending, judge
 from training_hooks.importers._read import SourceLog, numeric
 from training_hooks.importers._spec import RunSettings, Settings, ToolSpec
@@ -48,6 +48,8 @@ TOOLS: dict[str, ToolSpec] = {
     "jsonl": keymap.SPEC_JSONL,
     "csv": keymap.SPEC_CSV,
     "roll": roll.SPEC,
+    "swift": swift.SPEC,
+    "openrlhf": openrlhf.SPEC,
 }
 SOURCES = tuple(TOOLS)
 _INT_COLUMNS = frozenset(n for n, t in schema.STEP_COLUMNS if t.startswith("int"))

@@ -19,7 +19,9 @@ from typing import Any
 
 from training_hooks.importers import (
     keymap,
+    openrlhf,
     roll,
+    swift,
     tfevents,
     tinker,
     trl,
@@ -358,6 +360,8 @@ READERS: dict[str, Reader] = {
     keymap.JSONL: _single(keymap.read_jsonl),
     keymap.CSV: _single(keymap.read_csv),
     roll.SPEC.name: _single(roll.read),
+    swift.SPEC.name: lambda path, config, segment, key_map: swift.read(path, segment),
+    openrlhf.SPEC.name: lambda path, config, segment, key_map: openrlhf.read(path, segment),
 }
 #: The tools whose logs take a key map (``--step``, ``--map``, ``--set``, ``--group-size``).
 KEY_MAP_TOOLS = (keymap.JSONL, keymap.CSV, roll.SPEC.name)

@@ -212,7 +212,7 @@ def read(file: Path, tool: str, segment: int | None = None) -> SourceLog:
     found = scan(file, tool)
     if not found.records:
         raise ValueError(f"{file} holds no scalar in its {found.framing.records} events")
-    validation = ("eval_", "test_") if tool == "trl" else ("val-",)
+    validation = {"trl": ("eval_", "test_"), "openrlhf": ("eval/",)}.get(tool, ("val-",))
     segments = split_by_step(found.records, validation)
     seg = choose(segments, segment, file)
     summary: dict[str, Any] = {}
