@@ -170,8 +170,10 @@ def test_trl_without_settings_keeps_unit_dependent_names_and_leaves_settings_nul
     assert raw["reduction"] is None and raw["group_size"] is None and raw["created_at"] is None
     assert "importance_sampling_level not given" in info.imported.notes["clip_ratio/low_mean"]
     assert info.imported.source_finished is False  # global_step 5 of max_steps 200
-    assert info.imported.settings == {
-        "logging_steps": {"value": 10, "from": "trainer_state.json: logging_steps"}
+    assert info.imported.settings == {  # the Trainer's own fields the state records: stated
+        "logging_steps": {"value": 10, "from": "trainer_state.json: logging_steps"},
+        "max_steps": {"value": 200, "from": "trainer_state.json: max_steps"},
+        "num_train_epochs": {"value": 1, "from": "trainer_state.json: num_train_epochs"},
     }
 
 

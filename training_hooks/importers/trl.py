@@ -89,9 +89,16 @@ def output_folders(file: Path) -> list[Path]:
 
 
 def _state_settings(file: Path, state: Mapping[str, Any]) -> Settings:
+    """The Trainer's own settings the state file records (``logging_steps``, ``max_steps``,
+    ``num_train_epochs``): stated by the run, so never listed as unknown beside a status that
+    cites them."""
     out = {}
-    if as_step(state.get("logging_steps")) is not None:
-        out["logging_steps"] = Setting(int(state["logging_steps"]), f"{file.name}: logging_steps")
+    for key in ("logging_steps", "max_steps"):
+        if as_step(state.get(key)) is not None:
+            out[key] = Setting(int(state[key]), f"{file.name}: {key}")
+    epochs = state.get("num_train_epochs")
+    if isinstance(epochs, (int, float)) and not isinstance(epochs, bool) and epochs > 0:
+        out["num_train_epochs"] = Setting(epochs, f"{file.name}: num_train_epochs")
     return out
 
 
