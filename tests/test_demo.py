@@ -430,9 +430,20 @@ def test_demo_end_to_end_records_every_column(tmp_path, mlflow_uri, capsys):
         # the attenuation is unknown (NaN) for a sequence with no gradient (A = 0), so a step mean
         # is known exactly when the step has a sequence of that sign (checked below)
         att = (Step.ATTENUATION_MEAN, Step.ATTENUATION_POS_MEAN, Step.ATTENUATION_NEG_MEAN)
-        metrics = [c for c in schema.STEP_METRIC_COLUMNS if c not in att]
+        # the smallest non-zero |log ratio| is unknown (NaN) on a step where no ratio moved: the
+        # on-policy steps (lag 0), whose log-probs are the old ones, and here every step (this
+        # short run's reward is 0: no advantage, no gradient, the policy never moves)
+        nonzero = (Step.SEQ_LOG_RATIO_ABS_MIN_NONZERO, Step.TOKEN_LOG_RATIO_ABS_MIN_NONZERO)
+        on = steps[schema.Step.POLICY_LAG] == 0
+        assert steps.loc[on, list(nonzero)].isna().all().all()
+        moved = steps[list(nonzero)].stack().dropna()
+        assert (moved > 0).all()
+        if (steps[schema.Step.SEQ_LOG_RATIO_MEAN].abs() == 0).all():
+            assert moved.empty
+        metrics = [c for c in schema.STEP_METRIC_COLUMNS if c not in (*att, *nonzero)]
         numeric = steps[metrics + ["lr", "grad_norm"]]
-        assert math.isfinite(numeric.to_numpy(dtype=float).sum()), "a step metric is not finite"
+        bad = [c for c in numeric.columns if not numeric[c].map(math.isfinite).all()]
+        assert not bad, f"step metrics not finite: {bad}"
         assert (steps[schema.Step.NONFINITE_COUNT] == 0).all()
         assert (steps[schema.Step.NUM_SEQUENCES] == 8).all()  # 2 groups of 4 per minibatch
 

@@ -120,7 +120,8 @@ class RunState:
                 RuntimeWarning,
                 stacklevel=2,
             )
-        log.warning("gspo-dash %s sink %s: %s", sink, kind, message)
+        if warn:  # (else the caller warns in its own words: one message, not two)
+            log.warning("gspo-dash %s sink %s: %s", sink, kind, message)
 
 
 class RunRecorder:

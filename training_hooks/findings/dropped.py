@@ -64,7 +64,6 @@ def check_steps_dropped(
             f"{first}. Their rows are missing from every chart and check.",
             "Fix what the reason names at those steps (run.json 'faults' lists each, sink "
             "'log_step'); RunRecorder(strict=True) raises at the first refusal instead.",
-            steps=steps,
-            culprits=steps[:3],
+            steps=steps,  # (no culprits: a dropped step has nothing to open)
         )
     ]

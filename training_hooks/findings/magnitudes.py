@@ -325,7 +325,12 @@ def _constant(df, facts: RunFacts, c: Carrier, rows, value: float, steps) -> Fin
                 f"({zero} of {len(fin)} zero)"
             )
         if len(a) and len(b) and np.median(b) <= RAW.grad_collapse.value * np.median(a):
-            stopped.append(f"the gradient norm fell {np.median(a) / np.median(b):.3g}-fold")
+            fell = np.median(a) / np.median(b) if np.median(b) > 0 else math.inf
+            stopped.append(
+                f"the gradient norm fell {fell:.3g}-fold"
+                if math.isfinite(fell)
+                else "the gradient norm fell to 0"
+            )
     zv = col(df, Step.ZERO_VARIANCE_FRACTION)
     if zv is not None and np.isfinite(zv[late]).any():
         share = float(np.nanmedian(zv[late]))

@@ -265,6 +265,9 @@ def _solved(df: pd.DataFrame, run: Trend, span: Trend) -> tuple[str, str] | None
     share ``task_saturated`` reads); ("top", why): the reward at the top of its range over the
     run (``run``) with most groups zero-variance there, or exactly constant at its highest over
     the judged span (``span``), where which groups were all correct is unknown; None otherwise."""
+    v = run.values
+    if float(v.min()) >= float(v.max()):  # one reward for every completion: no signal, not solved
+        return None
     hi_col = first_logged(df, (ALL_HIGH_FRACTION, *FOREIGN_ALL_HIGH))
     got = late_median(df, hi_col, 4) if hi_col is not None else None
     if got is not None and got[0] >= RUN.saturated.value:

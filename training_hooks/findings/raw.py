@@ -113,12 +113,13 @@ def check_grad_norm(
     ``grad_over_clip`` x the stated ``max_grad_norm`` or more (what the log holds is the norm
     before clipping)."""
     name = grad_norm_column(df)
+    clip = "gradient norm against max_grad_norm"  # (listed whatever happens: the totals agree)
     if name is None:
-        return cov.skipped("gradient norm", NOT_LOGGED)
+        return cov.skipped("gradient norm", NOT_LOGGED, clip)
     g = column(df, name)
     active = _with_signal(df, g)
     if active.sum() < RUN.min_basis.value:
-        return cov.skipped("gradient norm", f"{TOO_FEW_STEPS} with a non-zero gradient")
+        return cov.skipped("gradient norm", f"{TOO_FEW_STEPS} with a non-zero gradient", clip)
     cov.ran("gradient norm", facts.logged_as(name))
     steps = steps_of(df)
     out = []
@@ -130,10 +131,12 @@ def check_grad_norm(
     if (over | local).any():
         out.append(_grad_spike(df, facts, name, g, over | local, base, local, local_med))
     if facts.max_grad_norm is None:
-        cov.skipped("gradient norm against max_grad_norm", f"{SETTING_UNKNOWN}: max_grad_norm")
+        cov.skipped(clip, f"{SETTING_UNKNOWN}: max_grad_norm")
     elif facts.max_grad_norm > 0:
-        cov.ran("gradient norm against max_grad_norm")
+        cov.ran(clip)
         out += _over_clip(name, g, facts, steps)
+    else:
+        cov.skipped(clip, "max_grad_norm is 0: no clipping")
     return out
 
 
@@ -346,6 +349,8 @@ def _collapse(g, gname, loss, late, facts: RunFacts) -> str:
 #: A reward function's mean per step as TRL logs it (``rewards/<fn>`` before 0.17, then
 #: ``rewards/<fn>/mean``), kept under its own name or behind the importer's ``trl/`` prefix.
 COMPONENT = re.compile(r"^(?:trl/)?rewards/(?P<fn>[^/]+?)(?:/mean)?$")
+#: Names under ``rewards/`` that count completions, not score them (``training_hooks.names``).
+UNSCORED_NAMES = ("unscorable",)
 
 
 def reward_components(df: pd.DataFrame) -> dict[str, str]:
@@ -353,7 +358,8 @@ def reward_components(df: pd.DataFrame) -> dict[str, str]:
     out: dict[str, str] = {}
     for c in df.columns:
         m = COMPONENT.match(c) if isinstance(c, str) else None
-        if m and logged(df, c) is not None:
+        # (the recorder's counts of unscored completions are no reward: ``rewards/unscorable``)
+        if m and m["fn"] not in UNSCORED_NAMES and logged(df, c) is not None:
             out.setdefault(m["fn"], c)
     return out
 
