@@ -206,7 +206,8 @@ def _with_reference(values, inputs, dtype, seq_eps, token_eps):
     (``reference_diagnostics``), at the cost of the reference pass on every step until it is
     written in ``gspo_metrics.eager`` too. ``inputs``: the seven tensors (or None) of the routes'
     argument order."""
-    ref = reference_diagnostics(*inputs, dtype, seq_eps, token_eps)
+    lp, old, mask, adv, ref_lp, ent, smp = inputs
+    ref = reference_diagnostics(lp, old, mask, adv, ref_lp, ent, smp, dtype, seq_eps, token_eps)
     return {name: values[name] if name in values else ref[name] for name in SEQUENCE_DIAGNOSTICS}
 
 
