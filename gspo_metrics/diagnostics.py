@@ -43,7 +43,7 @@ from .checks import (
     positive_logprob_probe,
 )
 from .eager import eager_diagnostics, stack_diagnostics
-from .losses import check_advantages
+from .losses_core import check_advantages
 from .ratios import check_token_shapes
 from .spec import GRPO_EPS, GSPO_EPS, SEQUENCE_DIAGNOSTICS, WHOLE_NUMBERS
 
