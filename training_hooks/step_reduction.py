@@ -156,6 +156,7 @@ class StepKeys(Protocol):
     algorithm: str
     rollout: int | None
     policy_lag: int | None
+    logprob_bits: int | None
     extra: dict[str, float]
 
 
