@@ -16,12 +16,22 @@ import pandas as pd
 import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
-from app import colors, compare_traces, compare_view, data, lag, panels, series_math, traces, ui
-from app import group_chart as gc
+from app import (
+    colors,
+    compare_traces,
+    compare_view,
+    data,
+    group_chart,
+    panels,
+    series_math,
+    traces,
+    ui,
+)
 from app import run_groups as rg
 from app import verdict as vd
 from app import verdict_stats as vs
 from app.records import RunRef, Table
+from training_hooks.findings import lag
 from training_hooks.schema import Step
 from training_hooks.tables import UNREAD_COLUMNS
 
@@ -175,7 +185,7 @@ def chart_slot(n_panels: int) -> DeltaGenerator:
         "The last chart counts the seeds at each x; the hover gives them too."
     )
     slot = st.empty()
-    slot.echarts_chart(gc.pending_option(), height=gc.height(n_panels))
+    slot.echarts_chart(group_chart.pending_option(), height=group_chart.height(n_panels))
     return slot
 
 
@@ -232,22 +242,22 @@ def grouped_option(
             g.name: [s for m in members if (s := columns.seed(m, p, steps)) is not None]
             for g, _, members in groups
         }
-        grid = gc.grid_x([s for ss in seeds.values() for s in ss])
-        points = gc.seed_points(sum(len(v) for v in seeds.values()), max_points)
+        grid = group_chart.grid_x([s for ss in seeds.values() for s in ss])
+        points = group_chart.seed_points(sum(len(v) for v in seeds.values()), max_points)
         curves = [
-            gc.group_curve(g.name, color, seeds[g.name], grid, points)
+            group_chart.group_curve(g.name, color, seeds[g.name], grid, points)
             for g, color, _ in groups
             if seeds[g.name]
         ]
         if curves:
             drawn.append((p.column_title or p.title, p.unit, curves))  # no p.second drawn
     spans = [(g.name, color, x_spans(members, x)) for g, color, members in groups]
-    grid, counts = gc.seed_counts([sp for _, _, sp in spans])
+    grid, counts = group_chart.seed_counts([sp for _, _, sp in spans])
     seeds_panel = [
         (name, color, grid, n) for (name, color, _), n in zip(spans, counts, strict=True)
     ]
     x_range = (float(grid[0]), float(grid[-1])) if len(grid) else None
-    return gc.grouped_option(
+    return group_chart.grouped_option(
         drawn, seeds_panel, x_name=compare_traces.X_AXES.get(x, x), x_range=x_range
     )
 
@@ -266,7 +276,9 @@ class _Columns:
         self.x, self.columns, self.smoothing = x, list(dict.fromkeys(columns)), smoothing
         self._read: dict[tuple[str, str], _Values | None] = {}
 
-    def seed(self, s: compare_traces.RunSeries, p: panels.Panel, steps: str) -> gc.Seed | None:
+    def seed(
+        self, s: compare_traces.RunSeries, p: panels.Panel, steps: str
+    ) -> group_chart.Seed | None:
         """Run ``s`` on panel ``p``'s column over the rows that panel shows under the "steps"
         choice ``steps`` (``compare_view.panel_subset``); None when it has no finite value."""
         subset = compare_view.panel_subset(p.off_policy_default, steps, s.lag)
@@ -276,7 +288,7 @@ class _Columns:
         if got is None or p.column not in got[1]:
             return None
         xs, (ys, ok) = got[0], got[1][p.column]
-        return gc.Seed(s.label, xs[ok], ys[ok]) if ok.any() else None
+        return group_chart.Seed(s.label, xs[ok], ys[ok]) if ok.any() else None
 
     def _values(self, s: compare_traces.RunSeries, subset: str) -> _Values | None:
         if self.x not in s.df.columns:
@@ -290,7 +302,7 @@ class _Columns:
             return xs[rows], {}
         y = np.column_stack([s.df[c].to_numpy(np.float64, na_value=np.nan)[rows] for c in have])
         ok = np.isfinite(y)
-        smooth = gc.ema_columns(y, self.smoothing) if self.smoothing else y
+        smooth = group_chart.ema_columns(y, self.smoothing) if self.smoothing else y
         return xs[rows], {c: (smooth[:, j], ok[:, j]) for j, c in enumerate(have)}
 
 

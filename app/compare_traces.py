@@ -26,11 +26,11 @@ from app.compare_view import (
     subset_text,
 )
 from app.eps_format import eps_text, fmt_eps
-from app.lag import ALL, LagSplit, lag_split
 from app.line_style import DOT, MARKER_SIZE, OPEN_TRIANGLE, SECOND_MARKER_SIZE, dash_for, is_sparse
 from app.panels import Panel, has_data
 from app.series_math import compact, downsample_indices, ema, envelope, readout_points
 from gspo_metrics.spec import clip_unit_of
+from training_hooks.findings.lag import ALL, LagSplit, lag_split
 from training_hooks.metric_map import Derived
 from training_hooks.schema import Step
 
@@ -159,7 +159,7 @@ class RunSeries:
     sources: dict[str, str] = field(default_factory=dict)
 
     def rows(self, subset: str) -> np.ndarray:
-        """Boolean mask over ``df``'s rows: the steps of ``subset`` (``app.lag.SUBSETS``)."""
+        """Boolean mask over ``df``'s rows: the steps of ``subset`` (``lag.SUBSETS``)."""
         if subset == ALL:
             return np.ones(len(self.df), bool)
         return (self.lag or lag_split(self.df)).mask(subset)
@@ -193,7 +193,7 @@ def run_traces(
     readout: float | None = None,
 ) -> list[Trace | Readout]:
     """The traces one run contributes to ``panel``: band, raw (faint when smoothed), EMA, second
-    column, on the steps of ``subset`` only (``app.lag.SUBSETS``; the EMA runs over those steps,
+    column, on the steps of ``subset`` only (``lag.SUBSETS``; the EMA runs over those steps,
     never across the others). At most ``max_points * trace_weight(...)`` points in all. Empty
     when the run lacks the column, the x axis or steps in the subset.
 

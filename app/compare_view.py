@@ -1,6 +1,6 @@
 """What the Compare page draws, decided from the runs' step tables (pure pandas/numpy, no Streamlit):
 
-- which steps each panel shows (the "steps" control: policy lag, ``app.lag``);
+- which steps each panel shows (the "steps" control: policy lag, ``training_hooks.findings.lag``);
 - which metrics a run logged beyond the schema become curves, which are constants (shown as a
   value), which are bookkeeping counters (not drawn), and their groups by name prefix (``actor/``,
   ``timing_s/``, ...), collapsed until the user asks;
@@ -19,9 +19,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from app import lag
 from app.panels import PANEL_COLUMNS, PANELS
 from app.series_math import finite_range
+from training_hooks.findings import lag
 from training_hooks.metric_map import Derived, candidate_columns, is_known_column
 from training_hooks.schema import STEP_COLUMNS, STEP_KEY_COLUMNS, RunInfo, Step
 
@@ -344,7 +344,7 @@ def clip_units_line(series: Sequence[tuple[str, pd.DataFrame]]) -> str:
 
 #: the schema's step columns Compare reads besides its panels' (with their bands and second
 #: lines): the x axes and what the derived ones come from (``training_hooks.tables.add_derived``:
-#: the clip binding shares, tokens seen, minutes elapsed), the policy lag's (``app.lag``) and the
+#: the clip binding shares, tokens seen, minutes elapsed), the policy lag's (``lag``) and the
 #: clip units' (``clip_units_line``)
 COMPARE_READS = frozenset(
     {

@@ -1,6 +1,7 @@
 """A run's Health count for the Runs page: from the summary its writer left in run.json
 (``training_hooks.run_summary``) while that still describes the run, else from its step table:
-the errors and warnings the Health page lists for the run (``health_cell``, ``known_cell``).
+the errors and warnings the Health page lists for the run (``health_cell``; the Runs page's cell
+while summaries are still being made: ``app.health_fill.known_cell``).
 """
 
 from __future__ import annotations
@@ -61,15 +62,3 @@ def cell_of(run: RunRef, s: RunSummary) -> tuple[int, int, int, int]:
 def health_counts(run: RunRef) -> tuple[int, int]:
     """(errors, warnings) the Health page lists for ``run`` (a Parquet run)."""
     return health_cell(run)[:2]
-
-
-def known_cell(run: RunRef) -> tuple[int, int, int, int] | str | None:
-    """``health_cell(run)`` when the run's summary is known now (run.json's, or one the
-    dashboard made or kept: ``app.health_fill.known``) without reading its tables; a sentence
-    when its summary could not be made; None while it is pending (never a count it lacks)."""
-    from app import health_fill
-
-    s = health_fill.known(run)
-    if s is None or isinstance(s, str):
-        return s
-    return cell_of(run, s)

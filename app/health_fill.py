@@ -15,6 +15,7 @@ import itertools
 import threading
 
 from app import data
+from app.health_counts import cell_of, valid_summary
 from app.kept_summaries import keep, read_kept
 from app.records import SOURCE_PARQUET, RunRef
 from training_hooks import storage
@@ -41,8 +42,6 @@ def _key(run: RunRef) -> tuple:
 def known(run: RunRef) -> RunSummary | Unreadable | None:
     """The run's summary if one is known now (module docstring), ``Unreadable`` when it could
     not be made, None while it is pending. Reads a kept summary once per state of the run."""
-    from app.health_counts import valid_summary
-
     if run.source != SOURCE_PARQUET or not run.stamp:
         return None
     s = valid_summary(run)
@@ -54,6 +53,17 @@ def known(run: RunRef) -> RunSummary | Unreadable | None:
     if hit is missing:
         hit = _KNOWN.put_if_absent(key, read_kept(run))
     return hit
+
+
+def known_cell(run: RunRef) -> tuple[int, int, int, int] | str | None:
+    """The Runs page's Health cell: ``app.health_counts.health_cell(run)`` when the run's summary
+    is known now (``known``: run.json's, or one the dashboard made or kept) without reading its
+    tables; a sentence when its summary could not be made; None while it is pending (never a
+    count it lacks)."""
+    s = known(run)
+    if s is None or isinstance(s, str):
+        return s
+    return cell_of(run, s)
 
 
 def pending(runs: list[RunRef]) -> list[RunRef]:

@@ -15,10 +15,10 @@ import streamlit as st
 
 from app import compare_traces, compare_view, panels
 from app.data import Memo, load_sequences, table_files
-from app.lag import LagSplit, lag_split
 from app.panels import Panel, PanelSplit
 from app.records import SOURCE_PARQUET, RunRef
 from app.series_math import finite_range
+from training_hooks.findings.lag import LagSplit, lag_split
 from training_hooks.schema import SEQUENCES_DIR, STEPS_DIR, Seq
 
 
@@ -132,7 +132,7 @@ _EXTRA_STATS = Memo(max_entries=256)
 
 
 def run_lag(df: pd.DataFrame, digest: str) -> LagSplit:
-    """``app.lag.lag_split`` of a run's step table ``df``, cached on the run's files (``digest``:
+    """``lag_split`` of a run's step table ``df``, cached on the run's files (``digest``:
     its ``run_digest``) and the table's length (one entry per row of ``df``)."""
     return _LAGS.get((digest, len(df)), lambda: lag_split(df))
 

@@ -19,10 +19,10 @@ import streamlit as st
 from app import data, health, provenance
 from app.colors import run_colors
 from app.discovery import discover, imported_tool, reading, root_signature
-from app.lag import ALL, OFF_POLICY, SUBSETS, LagSplit, lag_split
 from app.mlflow_store import typed_uri_problem
 from app.records import SOURCE_MLFLOW, RunRef, Table
 from app.settings import DEFAULT_ROOT, Settings, parse_settings
+from training_hooks.findings.lag import ALL, OFF_POLICY, SUBSETS, LagSplit, lag_split
 from training_hooks.schema import SEQUENCES_DIR, Seq, Step
 
 MAX_DEFAULT_RUNS = 6
@@ -524,7 +524,7 @@ def require_columns(run: RunRef, df, columns: list[str], problems: list[str]) ->
 class StepSubset:
     """The steps a single-run page shows: the "steps" control's choice over the run's lag split."""
 
-    subset: str  # one of app.lag.SUBSETS
+    subset: str  # one of lag.SUBSETS (training_hooks.findings.lag)
     split: LagSplit
 
     @property

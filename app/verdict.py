@@ -22,7 +22,7 @@ scored (absent: --metric for every group, all steps, as without them).
 ratio_level``: GSPO against GRPO by the ratio the loss ran on, whatever its aggregation;
 ``--by algorithm``: one group per loss label, "gspo", "dapo-seq", ...). The output
 names each group's column; "better" then compares two columns' scores, no more.
-``--steps``: the steps a score averages over, as Compare's "steps" control (``app.lag``): all (the
+``--steps``: the steps a score averages over, as Compare's "steps" control (``lag``): all (the
 default), on-policy or off-policy steps only (a clip share or a KL old→new is 0 by construction at
 an on-policy step), or auto (off-policy steps for a metric whose Compare panel shows them by
 default, of a run that has both kinds; else all). The final fraction is of those steps. The statistics are
@@ -40,10 +40,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from app import compare_view, lag, panels
+from app import compare_view, panels
 from app import run_groups as rg
 from app import verdict_stats as vs
 from app.records import RunRef, Table
+from training_hooks.findings import lag
 from training_hooks.schema import Step
 
 

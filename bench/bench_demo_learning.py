@@ -38,7 +38,7 @@ import time
 import pandas as pd
 
 from app import health
-from training_hooks import schema
+from training_hooks import schema, tables
 from training_hooks.demo.config import REGIME_BANDS
 from training_hooks.run_summary import page_findings
 from training_hooks.schema import Step
@@ -55,7 +55,7 @@ def report(run_dir: str) -> dict:
     """One run's numbers from its step table: reward, clip shares, entropy, zero-variance groups,
     truncation and KL by fifths of the rollout steps, and its Health findings."""
     info = schema.read_run_info(run_dir)
-    df = schema.read_table(run_dir, schema.STEPS_DIR)
+    df = tables.read_table(run_dir, schema.STEPS_DIR)
     per_rollout = df.groupby(Step.ROLLOUT)
     reward = per_rollout[Step.REWARD_MEAN].mean()  # minibatches hold equal numbers of sequences
     off = df[df[Step.POLICY_LAG] > 0]  # a step at lag 0 has ratio 1

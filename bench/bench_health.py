@@ -6,7 +6,7 @@ Trains short demo runs (``training_hooks.demo.train``, ``--steps`` rollouts of t
 ``DemoConfig``: epochs x minibatches optimizer steps each), each recorded by a ``RunRecorder`` (Parquet only) in a
 fresh folder: healthy GRPO and GSPO on every seed, then one run per fault of
 ``training_hooks.demo.faults`` (``--inject``). Then, per run, it reads the step table back
-(``schema.read_table``) and calls ``app.health.run_health`` as the Health page does
+(``tables.read_table``) and calls ``app.health.run_health`` as the Health page does
 (``app.health.report_for``: run.json's settings, and the sequences table's rewards for the solved /
 failed split of zero-variance groups), and prints a confusion table: the codes expected (the fault's), the codes found
 (warnings and errors; info findings apart), the expected codes missed and the extra codes, each
@@ -32,7 +32,7 @@ import numpy as np
 import torch
 
 from app import health
-from training_hooks import RunRecorder, schema
+from training_hooks import RunRecorder, schema, tables
 from training_hooks.demo import DemoConfig, train
 
 LR_SPIKE_AT = 40  # a rollout's first (lag-0) update: the next step, lag 1, is where it shows
@@ -163,8 +163,8 @@ def findings_like_the_page(run_dir: str) -> list[health.Finding]:
     run.json's settings (``facts_of``), and the solved / failed split of zero-variance groups from
     the sequences table's rewards."""
     info = schema.read_run_info(run_dir)
-    df = schema.read_table(run_dir, schema.STEPS_DIR)
-    seqs = schema.read_table(run_dir, schema.SEQUENCES_DIR, list(health.OUTCOME_COLUMNS))
+    df = tables.read_table(run_dir, schema.STEPS_DIR)
+    seqs = tables.read_table(run_dir, schema.SEQUENCES_DIR, list(health.OUTCOME_COLUMNS))
     df = health.with_group_outcomes(df, health.group_outcomes(seqs))
     return health.run_health(df, health.facts_of(info)).findings
 

@@ -12,9 +12,9 @@ Names are loaded lazily: ``gspo_metrics.spec`` (the clip-range defaults, the dec
 per-sequence diagnostics) imports no torch, so the on-disk schema and the dashboard can use it.
 
 Modules: ``spec`` (declarations), ``checks`` (argument checks), ``masked``, ``ratios``,
-``advantages``, ``losses`` (the loss registry, with its families ``losses_clip``,
-``losses_weight``, ``losses_soft``), ``tool_losses`` (``loss_for``: a TRL or verl run's settings
-as the loss it trains with), ``kl``, ``tinker`` (the math), ``diagnostics`` (the per-sequence
+``advantages``, ``losses`` (every loss, registered: ``losses_core`` and its families
+``losses_clip``, ``losses_weight``, ``losses_soft``), ``tool_losses`` (``loss_for``: a TRL or
+verl run's settings as the loss it trains with), ``kl``, ``tinker`` (the math), ``diagnostics`` (the per-sequence
 diagnostics: API and readable reference route) with the route every call runs, ``eager`` (torch
 ops on the inputs' device).
 

@@ -43,7 +43,7 @@ from .checks import (
     positive_logprob_probe,
 )
 from .eager import eager_diagnostics, stack_diagnostics
-from .losses import check_advantages
+from .losses_core import check_advantages
 from .ratios import check_token_shapes
 from .spec import GRPO_EPS, GSPO_EPS, SEQUENCE_DIAGNOSTICS, WHOLE_NUMBERS
 
@@ -157,7 +157,10 @@ def stacked_sequence_diagnostics(
             check_no_empty_rows(mask)
             check_logprobs_at_most_zero(mask, **named)
             return stack_diagnostics(reference_diagnostics(*args, seq_eps, token_eps))
-        out_K_B, probe = eager_diagnostics(*args, seq_eps, token_eps, workspace)
+        values, probe = eager_diagnostics(*args, seq_eps, token_eps, workspace)
+        if len(values) < len(SEQUENCE_DIAGNOSTICS):  # a diagnostic with no eager form (yet)
+            values = _with_reference(values, args[:-1], args[-1], seq_eps, token_eps)
+        out_K_B = stack_diagnostics(values)
         # One host sync for the data-dependent questions: is a row empty, is a log-prob above 0
         # (errors), is anything non-finite anywhere (then the reference route counts it; rare).
         # ``probe`` sums the row means of every input: an empty row (0 / 0) or a NaN/inf input
@@ -195,6 +198,17 @@ def check_diagnostics_inputs(
 
 
 # ----------------------------------------------------------------------------- the reference
+
+
+def _with_reference(values, inputs, dtype, seq_eps, token_eps):
+    """``values`` (the torch route's) completed by the reference route's equations for the
+    diagnostics that route has no form of: a new diagnostic needs only its equation
+    (``reference_diagnostics``), at the cost of the reference pass on every step until it is
+    written in ``gspo_metrics.eager`` too. ``inputs``: the seven tensors (or None) of the routes'
+    argument order."""
+    lp, old, mask, adv, ref_lp, ent, smp = inputs
+    ref = reference_diagnostics(lp, old, mask, adv, ref_lp, ent, smp, dtype, seq_eps, token_eps)
+    return {name: values[name] if name in values else ref[name] for name in SEQUENCE_DIAGNOSTICS}
 
 
 def reference_diagnostics(

@@ -10,7 +10,8 @@ caller then takes the reference route. Every (B, T) pass and every fresh (B, T) 
 memory traffic, so passes are few and the buffer is reused in place; every per-token quantity
 that is summed over T is written to a row of the buffer and all rows are summed in one
 reduction, so small batches pay for few tensor ops. A diagnostic this route has no form of is
-taken from the reference route (``_with_reference``).
+left out of its values; the caller takes it from the reference route
+(``diagnostics._with_reference``).
 """
 
 from __future__ import annotations
@@ -50,9 +51,10 @@ def eager_diagnostics(
     seq_eps,
     token_eps,
     workspace=None,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """The (K, B) stack and the probe: the sum of the row means of every input's masked values,
-    non-finite iff a row is empty (0 / 0) or an input is non-finite (barring overflow)."""
+) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+    """The diagnostics this route has a form of (name -> (B,), views of the buffer: stack them
+    before the next call) and the probe: the sum of the row means of every input's masked
+    values, non-finite iff a row is empty (0 / 0) or an input is non-finite (barring overflow)."""
     per_tok = advantages.dim() == 2
     has = (ref_logprobs is not None, entropy is not None, per_tok, sampler_logprobs is not None)
     row = _buffer_rows(*has)
@@ -90,25 +92,12 @@ def eager_diagnostics(
     values.update(_spread(d_B_T, mask_f, log_s_B, n_B, out=w[row["below"]]))
     below_above_2_B = means_R_B[row["below"] : row["above"] + 1]
     values.update(_clip_sides(values, below_above_2_B, seq_eps, dtype, low_high))
-    if len(values) < len(SEQUENCE_DIAGNOSTICS):  # a diagnostic with no eager form (yet)
-        values = _with_reference(values, inputs, dtype, seq_eps, token_eps)
-    return stack_diagnostics(values), probe
+    return values, probe
 
 
 def stack_diagnostics(values: dict[str, torch.Tensor]) -> torch.Tensor:
     """The (K, B) stack of named (B,) diagnostics, rows in ``SEQUENCE_DIAGNOSTICS`` order."""
     return torch.stack([values[name] for name in SEQUENCE_DIAGNOSTICS])
-
-
-def _with_reference(values, inputs, dtype, seq_eps, token_eps):
-    """``values`` completed by the reference route's equations for the diagnostics this route has
-    no form of: a new diagnostic needs only its equation (``diagnostics.reference_diagnostics``),
-    at the cost of the reference pass on every step until it is written here too."""
-    from .diagnostics import reference_diagnostics  # (that module imports this one)
-
-    lp, old, mask, adv, ref_lp, ent, smp = inputs
-    ref = reference_diagnostics(lp, old, mask, adv, ref_lp, ent, smp, dtype, seq_eps, token_eps)
-    return {name: values[name] if name in values else ref[name] for name in SEQUENCE_DIAGNOSTICS}
 
 
 def _write_rows(w, row, lp, old_logprobs, mask, adv, ref_logprobs, entropy, smp, tok_lo, tok_hi):

@@ -14,7 +14,7 @@ from typing import Any
 import torch
 
 from .checks import check_eps
-from .losses import (
+from .losses_core import (
     LossFn,
     LossOutput,
     clip_fractions,

@@ -12,7 +12,7 @@ import math
 import torch
 
 from .checks import check_number
-from .losses import LossOutput, loss_output, prepare_batch, register_loss, scalar, to_logprobs
+from .losses_core import LossOutput, loss_output, prepare_batch, register_loss, scalar, to_logprobs
 from .masked import masked_fill_zero
 
 

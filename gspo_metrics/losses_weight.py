@@ -14,7 +14,7 @@ import math
 import torch
 
 from .checks import check_number
-from .losses import (
+from .losses_core import (
     Batch,
     LossFn,
     LossOutput,

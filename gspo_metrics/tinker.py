@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .losses import clip_terms, gspo_token_log_ratio
+from .losses_core import clip_terms, gspo_token_log_ratio
 from .masked import masked_fill_zero, masked_mean
 from .spec import GSPO_EPS
 

@@ -23,7 +23,6 @@ from app import (
     compare_traces,
     compare_view,
     echarts_grid,
-    lag,
     plotly_traces,
     series_math,
     traces,
@@ -31,6 +30,7 @@ from app import (
 )
 from app.panels import PANELS, PANELS_BY_KEY, extra_panel
 from training_hooks import importers
+from training_hooks.findings import lag
 from training_hooks.metric_map import Derived
 from training_hooks.schema import STEPS_DIR, Step
 

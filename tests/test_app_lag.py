@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from app import lag
+from training_hooks.findings import lag
 from training_hooks.schema import Step
 
 

@@ -13,9 +13,8 @@ import pytest
 from app_runs import record_run, run_ids
 from test_app_pages import _assert_clean, _open
 
-from app import group_chart as gc
+from app import group_chart, ui
 from app import run_groups as rg
-from app import ui
 from app import verdict as vd
 from app.records import SOURCE_MLFLOW, SOURCE_PARQUET, RunRef
 from training_hooks.schema import STEPS_DIR, RunInfo, Step
@@ -135,17 +134,17 @@ def test_group_curve_no_extrapolation_and_seed_counts():
     """Seed a on x 0..4 (y = x), seed b on x 0..2 (y = 10 + x): on the shared grid 0..4 the
     mean is (x + 10 + x) / 2 where both are and a's value alone beyond 2 (b is not extrapolated);
     the band is there only at x <= 2; the seed counts are [2, 2, 2, 1, 1]."""
-    a = gc.Seed("a", np.arange(5.0), np.arange(5.0))
-    b = gc.Seed("b", np.arange(3.0), 10 + np.arange(3.0))
-    grid = gc.grid_x([a, b])
+    a = group_chart.Seed("a", np.arange(5.0), np.arange(5.0))
+    b = group_chart.Seed("b", np.arange(3.0), 10 + np.arange(3.0))
+    grid = group_chart.grid_x([a, b])
     np.testing.assert_array_equal(grid, np.arange(5.0))
-    g = gc.group_curve("G", "#000000", [a, b], grid)
+    g = group_chart.group_curve("G", "#000000", [a, b], grid)
     np.testing.assert_allclose(g.mean, [5, 6, 7, 3, 4])
     assert g.count.tolist() == [2, 2, 2, 1, 1]
     assert np.isfinite(g.lo[:3]).all() and np.isnan(g.lo[3:]).all()
     # between two grid steps a seed is interpolated inside its own range only
-    np.testing.assert_allclose(gc.on_grid(np.array([1.5, 2.5]), b), [11.5, np.nan])
-    grid2, (counts,) = gc.seed_counts([[(0.0, 4.0), (0.0, 2.0)]], n=5)
+    np.testing.assert_allclose(group_chart.on_grid(np.array([1.5, 2.5]), b), [11.5, np.nan])
+    grid2, (counts,) = group_chart.seed_counts([[(0.0, 4.0), (0.0, 2.0)]], n=5)
     assert counts[grid2 <= 2].min() == 2 and counts[grid2 > 2].max() == 1
 
 
@@ -154,8 +153,8 @@ def test_seed_lines_keep_a_spike():
     x = np.arange(5000.0)
     y = np.sin(x / 50)
     y[3333] = 40.0
-    seeds = [gc.Seed("a", x, y), gc.Seed("b", x, y)]
-    g = gc.group_curve("G", "#000000", seeds, gc.grid_x(seeds), 300)
+    seeds = [group_chart.Seed("a", x, y), group_chart.Seed("b", x, y)]
+    g = group_chart.group_curve("G", "#000000", seeds, group_chart.grid_x(seeds), 300)
     (s, _) = g.seeds
     assert len(s.x) <= 300 and s.y.max() == 40.0
 
@@ -182,7 +181,7 @@ def test_grouped_build_reads_each_run_once_as_seed_of_would():
     )
     df.loc[[3, 8], Step.REWARD_MEAN] = np.nan
     df.loc[[5], Step.TOKEN_CLIP_FRACTION] = np.nan
-    from app.lag import lag_split
+    from training_hooks.findings.lag import lag_split
 
     run = compare_traces.RunSeries("r", "r", "grpo", "#000000", df, lag=lag_split(df))
     shown = [p for p in panels.PANELS if p.column in (Step.REWARD_MEAN, Step.TOKEN_CLIP_FRACTION)]
@@ -193,7 +192,7 @@ def test_grouped_build_reads_each_run_once_as_seed_of_would():
         rows = df[
             run.rows(compare_view.panel_subset(p.off_policy_default, compare_view.AUTO, run.lag))
         ]
-        want = gc.seed_of("r", rows, Step.STEP, p.column, 0.6)
+        want = group_chart.seed_of("r", rows, Step.STEP, p.column, 0.6)
         assert got is not None and want is not None
         # 20 off-policy rows, one NaN (row 5, lag 1); 40 rows, two NaNs
         assert len(got.x) == (19 if p.off_policy_default else 38)
@@ -207,7 +206,7 @@ def test_ema_columns_is_ema_per_column():
     from app import series_math
 
     y = np.array([[1.0, 5.0], [np.nan, 4.0], [3.0, 3.0], [7.0, np.inf]])
-    e = gc.ema_columns(y, 0.5)
+    e = group_chart.ema_columns(y, 0.5)
     np.testing.assert_allclose(e[[0, 2, 3], 0], series_math.ema(np.array([1.0, 3.0, 7.0]), 0.5))
     np.testing.assert_allclose(e[:3, 1], series_math.ema(np.array([5.0, 4.0, 3.0]), 0.5))
     # by hand: (3 + 0.5 * 1) / 1.5 at the second finite value of column 0
@@ -478,11 +477,13 @@ def test_the_grouped_charts_take_their_pending_frames_place():
     """The frame shown until the grouped charts are drawn has their height, counted by hand (a
     40 px zoom slider, rows of 2 panels of 300 px with the seeds panel last, a 30 px legend), and
     says only that they are being drawn; the finished page holds the grouped chart, no frame."""
-    assert [gc.height(n) for n in (1, 2, 3, 14)] == [370, 670, 670, 2470]
+    assert [group_chart.height(n) for n in (1, 2, 3, 14)] == [370, 670, 670, 2470]
     for n in (1, 2, 3, 14):
-        _, height = gc.grouped_option([("t", "u", [])] * n, [], x_name="step", x_range=None)
-        assert height == gc.height(n)
-    pending = gc.pending_option()
+        _, height = group_chart.grouped_option(
+            [("t", "u", [])] * n, [], x_name="step", x_range=None
+        )
+        assert height == group_chart.height(n)
+    pending = group_chart.pending_option()
     assert pending["title"]["text"] == "Drawing the grouped charts…"
     assert "series" not in pending  # nothing drawn that could be read as data
 
@@ -521,11 +522,16 @@ def test_grouped_series_read_their_groups_columns():
     """Two groups on one panel share its datasets: each group's mean, band and seeds read its own
     columns (hand-made values), the mean's hover names its columns without the group's prefix."""
     x = np.arange(4.0)
-    a = [gc.Seed("a0", x, np.array([0.0, 1, 2, 3])), gc.Seed("a1", x, np.array([2.0, 3, 4, 5]))]
-    b = [gc.Seed("b0", x, np.array([10.0, 10, 10, 10]))]
-    grid = gc.grid_x(a + b)
-    ga, gb = (gc.group_curve(n, "#336699", s, grid) for n, s in (("A", a), ("B", b)))
-    option, _ = gc.grouped_option([("Loss", "nats", [ga, gb])], [], x_name="step", x_range=None)
+    a = [
+        group_chart.Seed("a0", x, np.array([0.0, 1, 2, 3])),
+        group_chart.Seed("a1", x, np.array([2.0, 3, 4, 5])),
+    ]
+    b = [group_chart.Seed("b0", x, np.array([10.0, 10, 10, 10]))]
+    grid = group_chart.grid_x(a + b)
+    ga, gb = (group_chart.group_curve(n, "#336699", s, grid) for n, s in (("A", a), ("B", b)))
+    option, _ = group_chart.grouped_option(
+        [("Loss", "nats", [ga, gb])], [], x_name="step", x_range=None
+    )
     spec = json.loads(json.dumps(option, allow_nan=False))
     by_id = {s["id"]: s for s in spec["series"]}
     assert [r[:2] for r in _points(spec, by_id["A|mean|0"])] == [[0, 1], [1, 2], [2, 3], [3, 4]]
@@ -536,7 +542,7 @@ def test_grouped_series_read_their_groups_columns():
     height = [r[1] for r in _points(spec, by_id["A|band-height|0"])]
     # the band as drawn: its low end and stacked height, within a rounding step of the band's
     # own ends, and inside the two seeds' values (a mean of 2 resampled values)
-    tol = (10 - 0) / gc.SPAN_STEPS
+    tol = (10 - 0) / group_chart.SPAN_STEPS
     np.testing.assert_allclose(low, ga.lo, atol=tol)
     np.testing.assert_allclose(np.add(low, height), ga.hi, atol=tol)
     assert all(
@@ -546,9 +552,9 @@ def test_grouped_series_read_their_groups_columns():
     seeds = _points(spec, by_id["A|seed|0"])
     assert seeds == [[0, 0], [1, 1], [2, 2], [3, 3], [3, None], [0, 2], [1, 3], [2, 4], [3, 5]]
     assert _points(spec, by_id["B|seed|0"]) == [[0, 10], [1, 10], [2, 10], [3, 10]]
-    other = gc.group_curve("C", "#336699", b, grid[:3])  # a grid of its own: refused
+    other = group_chart.group_curve("C", "#336699", b, grid[:3])  # a grid of its own: refused
     with pytest.raises(ValueError, match="share one x grid"):
-        gc.grouped_option([("Loss", "nats", [ga, other])], [], x_name="step", x_range=None)
+        group_chart.grouped_option([("Loss", "nats", [ga, other])], [], x_name="step", x_range=None)
     (dims,) = [d["dimensions"] for d in spec["dataset"] if "dimensions" in d]
     shown = {d["name"]: d.get("displayName") for d in dims}
     assert [shown[c] for c in by_id["B|mean|0"]["encode"]["tooltip"]] == [
@@ -564,11 +570,11 @@ def test_seed_lines_one_series_per_group_rounded_below_a_pixel():
     seeds, no line from one seed's end to the next one's start; x sent as ints, y within
     1/SPAN_STEPS of the panel's y extent, a one-step spike kept."""
     x = np.arange(5000.0)
-    seeds = [gc.Seed(f"s{k}", x, np.sin(x / 300 + k) / 3 + 0.123456789) for k in range(3)]
+    seeds = [group_chart.Seed(f"s{k}", x, np.sin(x / 300 + k) / 3 + 0.123456789) for k in range(3)]
     seeds[1].y[2500] = 5.0
-    grid = gc.grid_x(seeds)
-    g = gc.group_curve("G", "#336699", seeds, grid, 100)
-    option, _ = gc.grouped_option(
+    grid = group_chart.grid_x(seeds)
+    g = group_chart.group_curve("G", "#336699", seeds, grid, 100)
+    option, _ = group_chart.grouped_option(
         [("Loss", "nats", [g])], [("G", "#336699", grid, g.count)], x_name="step", x_range=(0, 4999)
     )
     (line,) = [s for s in option["series"] if s["id"].split("|")[1] == "seed"]
@@ -582,7 +588,7 @@ def test_seed_lines_one_series_per_group_rounded_below_a_pixel():
         assert all(type(p[0]) is int for p in part)
         np.testing.assert_array_equal(xs, g.seeds[k].x)
         extent = 5.0 - min(s.y.min() for s in g.seeds)
-        assert np.abs(ys - g.seeds[k].y).max() <= extent / gc.SPAN_STEPS
+        assert np.abs(ys - g.seeds[k].y).max() <= extent / group_chart.SPAN_STEPS
     assert max(p[1] for p in pts if p[1] is not None) == 5.0
     # the grid's inner x are short decimals, inside the seeds' x range
     assert grid[0] == 0 and grid[-1] == 4999 and grid[1] == 25.1

@@ -15,7 +15,7 @@ import pytest
 import torch
 from torch import nn
 
-from training_hooks import schema
+from training_hooks import schema, tables
 from training_hooks.demo import (
     DemoConfig,
     ProgressLine,
@@ -724,7 +724,7 @@ def test_default_demo_is_in_the_real_regime(tmp_path, capsys):
     capsys.readouterr()
     for res in results:
         info = schema.read_run_info(res.run_dir)
-        steps = schema.read_table(res.run_dir, schema.STEPS_DIR)
+        steps = tables.read_table(res.run_dir, schema.STEPS_DIR)
         S = schema.Step
         assert len(steps) == DemoConfig().optimizer_steps
         per_rollout = steps.groupby(S.ROLLOUT)

@@ -471,11 +471,10 @@ def test_a_nan_sequence_among_finite_ones_is_nan_alone(backend):
 
 
 def test_the_torch_route_takes_the_reference_for_a_diagnostic_it_has_no_form_of():
-    """``eager._with_reference``: the values the torch route computed are kept, one it has no
+    """``diagnostics._with_reference``: the values the torch route computed are kept, one it has no
     form of (here ``kl_old``, dropped) is the reference route's, in ``SEQUENCE_DIAGNOSTICS``
     order."""
-    from gspo_metrics.diagnostics import reference_diagnostics
-    from gspo_metrics.eager import _with_reference
+    from gspo_metrics.diagnostics import _with_reference, reference_diagnostics
     from gspo_metrics.spec import SEQUENCE_DIAGNOSTICS
 
     # log r = [0.1, 0.3 | pad] and [-0.2, 0.0, 0.2]: kl_old = mean_t (e^d - 1 - d)

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from app import health
-from training_hooks import RunRecorder, schema
+from training_hooks import RunRecorder, schema, tables
 from training_hooks.findings import LIVE_CODES, RunFacts, facts_of, live_findings
 from training_hooks.findings.live import (
     CUT,
@@ -72,8 +72,8 @@ def _record(root: Path, *, on_finding=None, every: int = 5) -> str:
 
 def _page_route(run_dir: str, upto: int) -> dict[str, health.Finding]:
     """The Health page's route (``app.health.report_for``'s parts) on the steps <= ``upto``."""
-    steps = schema.read_table(run_dir, schema.STEPS_DIR)
-    seqs = schema.read_table(run_dir, schema.SEQUENCES_DIR)[list(health.OUTCOME_COLUMNS)]
+    steps = tables.read_table(run_dir, schema.STEPS_DIR)
+    seqs = tables.read_table(run_dir, schema.SEQUENCES_DIR)[list(health.OUTCOME_COLUMNS)]
     info = schema.read_run_info(run_dir)
     df = health.with_group_outcomes(
         steps[steps[Step.STEP] <= upto], health.group_outcomes(seqs[seqs[Seq.STEP] <= upto])
@@ -114,8 +114,8 @@ def test_live_route_on_the_whole_table_equals_the_page(live_run):
     """On the whole table, ``live_findings`` (what the recorder's last evaluation runs) and the
     page's findings restricted to the live codes are the same findings."""
     run_dir, _ = live_run
-    steps = schema.read_table(run_dir, schema.STEPS_DIR)
-    seqs = schema.read_table(run_dir, schema.SEQUENCES_DIR)
+    steps = tables.read_table(run_dir, schema.STEPS_DIR)
+    seqs = tables.read_table(run_dir, schema.SEQUENCES_DIR)
     df = health.with_group_outcomes(steps, health.group_outcomes(seqs))
     facts = facts_of(schema.read_run_info(run_dir))
     live = [(f.code, f.severity, f.evidence) for f in live_findings(df, facts)]
@@ -176,7 +176,7 @@ def test_findings_off_and_a_failing_callback(tmp_path, capsys):
     info = json.loads(Path(run_dir, schema.RUN_JSON).read_text())
     assert info["status"] == "finished" and info["findings"]
     assert any(f["sink"] == "on_finding" and "callback broke" in f["error"] for f in info["faults"])
-    assert len(schema.read_table(run_dir, schema.STEPS_DIR)) == STEPS
+    assert len(tables.read_table(run_dir, schema.STEPS_DIR)) == STEPS
     assert "gspo-dash: step" in capsys.readouterr().err
 
 

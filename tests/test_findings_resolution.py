@@ -19,7 +19,7 @@ import pandas as pd
 import pytest
 import torch
 
-from training_hooks import RunRecorder, schema
+from training_hooks import RunRecorder, schema, tables
 from training_hooks.compute import logprob_bits, step_diagnostics
 from training_hooks.findings import facts_of, run_health
 from training_hooks.findings.core import Coverage, RunFacts
@@ -137,7 +137,7 @@ def _record(tmp_path, dtype: torch.dtype, moves: dict[int, float], name: str, st
         for s in range(steps):
             rec.log_step(s, **_batch(dtype, moves))
     info = schema.read_run_info(rec.run_dir)
-    steps_df = schema.read_table(rec.run_dir, schema.STEPS_DIR).sort_values(Step.STEP)
+    steps_df = tables.read_table(rec.run_dir, schema.STEPS_DIR).sort_values(Step.STEP)
     return info, steps_df
 
 
@@ -181,7 +181,7 @@ def test_mixed_dtypes_are_noted_and_the_coarser_one_counts(tmp_path):
     info = schema.read_run_info(rec.run_dir)
     assert info.other["logprob_dtype"] == "bfloat16"
     assert info.other["old_logprob_dtype"] == "float32"
-    steps = schema.read_table(rec.run_dir, schema.STEPS_DIR)
+    steps = tables.read_table(rec.run_dir, schema.STEPS_DIR)
     assert steps[Step.LOGPROB_BITS].tolist() == [8]
 
 
@@ -274,7 +274,7 @@ def _noisy_run(tmp_path, dtype: torch.dtype) -> tuple[pd.DataFrame, list[str]]:
                 mask=torch.ones(16, T, dtype=torch.bool),
             )
     info = schema.read_run_info(rec.run_dir)
-    steps = schema.read_table(rec.run_dir, schema.STEPS_DIR).sort_values(Step.STEP)
+    steps = tables.read_table(rec.run_dir, schema.STEPS_DIR).sort_values(Step.STEP)
     return steps, [f.code for f in run_health(steps, facts_of(info)).findings]
 
 

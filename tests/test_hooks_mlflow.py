@@ -15,8 +15,9 @@ from mlflow.tracking import MlflowClient
 from test_hooks import REQUIRED_SEQ, REQUIRED_STEP
 
 from training_hooks import RunRecorder, sync
-from training_hooks.schema import Step, mlflow_key, read_run_info, read_table
+from training_hooks.schema import Step, mlflow_key, read_run_info
 from training_hooks.sinks.mlflow import TAG_ALGORITHM, TAG_RUN_ID
+from training_hooks.tables import read_table
 
 
 def history(client: MlflowClient, run_id: str, column: str) -> list[tuple[int, float]]:

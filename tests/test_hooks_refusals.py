@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from training_hooks import RunRecorder, schema
+from training_hooks import RunRecorder, schema, tables
 from training_hooks.findings import facts_of, run_health
 from training_hooks.findings.dropped import STEPS_DROPPED, dropped_of
 from training_hooks.trl import _RecorderCallback
@@ -47,7 +47,7 @@ def test_a_later_refusal_drops_the_step_and_the_run_goes_on(tmp_path, make_batch
     count, kept = dropped_of(info.faults)
     assert count == 5 and [s for s, _ in kept] == [3, 5, 6, 7, 4]
     assert "logprobs" in kept[0][1] and "step 4" in kept[-1][1]
-    steps = schema.read_table(rec.run_dir, schema.STEPS_DIR)
+    steps = tables.read_table(rec.run_dir, schema.STEPS_DIR)
     assert sorted(steps["step"].tolist()) == [0, 1, 2, 4, 8, 9]
     report = run_health(steps.sort_values("step"), facts_of(info))
     found = {f.code: f for f in report.findings}[STEPS_DROPPED]
@@ -61,7 +61,7 @@ def test_no_drop_no_finding_and_an_import_is_not_judged(tmp_path, make_batch):
         for s in range(3):
             rec.log_step(s, **make_batch(seed=s))
     info = schema.read_run_info(rec.run_dir)
-    steps = schema.read_table(rec.run_dir, schema.STEPS_DIR)
+    steps = tables.read_table(rec.run_dir, schema.STEPS_DIR)
     report = run_health(steps, facts_of(info))
     assert STEPS_DROPPED not in {f.code for f in report.findings}
     assert "steps dropped by the recorder" in report.checked

@@ -24,7 +24,7 @@ from training_hooks.supersede import overlapping, superseded_steps
 
 
 def _steps_on_disk(run_dir) -> pd.DataFrame:
-    return schema.read_table(run_dir, schema.STEPS_DIR)
+    return tables.read_table(run_dir, schema.STEPS_DIR)
 
 
 def _app_read(run_dir, table: str, declared) -> pd.DataFrame:
@@ -67,7 +67,7 @@ def test_a_repeated_or_backwards_step_is_refused_naming_both(tmp_path, make_batc
         assert [f for f in info.faults if f["sink"] != "log_step"] == []
         assert info.last_step == 4 and info.status == "finished"
         assert _steps_on_disk(rec.run_dir)[Step.STEP].tolist() == [0, 1, 2, 3, 4]
-        seqs = schema.read_table(rec.run_dir, schema.SEQUENCES_DIR)
+        seqs = tables.read_table(rec.run_dir, schema.SEQUENCES_DIR)
         assert seqs.groupby(Seq.STEP).size().tolist() == [16] * 5
 
 
@@ -95,13 +95,13 @@ def _two_sessions(tmp_path, make_batch, *, compact_first: bool):
 def _check_superseded(run_dir, again) -> None:
     """Steps 0-5 once each; steps 3 and 4 hold session 2's batch only (8 sequences, its own
     sequence log-ratios), the others session 1's 16; read by the app's reader and by
-    ``schema.read_table`` alike."""
+    ``tables.read_table`` alike."""
     for steps, seqs in (
         (
             _app_read(run_dir, schema.STEPS_DIR, schema.STEP_COLUMNS),
             _app_read(run_dir, schema.SEQUENCES_DIR, schema.SEQUENCE_COLUMNS),
         ),
-        (_steps_on_disk(run_dir), schema.read_table(run_dir, schema.SEQUENCES_DIR)),
+        (_steps_on_disk(run_dir), tables.read_table(run_dir, schema.SEQUENCES_DIR)),
     ):
         steps = steps.sort_values(Step.STEP)
         assert steps[Step.STEP].tolist() == [0, 1, 2, 3, 4, 5]
@@ -113,7 +113,7 @@ def _check_superseded(run_dir, again) -> None:
             m = b["mask"].double()
             expected = ((b["logprobs"] - b["old_logprobs"]).double() * m).sum(1) / m.sum(1)
             np.testing.assert_allclose(rows[Seq.SEQ_LOG_RATIO], expected.numpy(), atol=1e-6)
-        tokens = schema.read_table(run_dir, schema.TOKENS_DIR)
+        tokens = tables.read_table(run_dir, schema.TOKENS_DIR)
         assert tokens[tokens[schema.Tok.STEP] == 3][schema.Tok.SAMPLE].max() < 4  # G = 4, P = 2
         assert tokens[tokens[schema.Tok.STEP] == 3][schema.Tok.GROUP].max() <= 1
 
@@ -269,7 +269,7 @@ def test_the_token_view_has_rows_with_the_default_settings(tmp_path, make_batch)
     over the batch (and the culprits), for the Sequences page's token view."""
     with RunRecorder(root=tmp_path, name="tok", findings_every=0) as rec:
         rec.log_step(0, **make_batch(8, 4, 10, seed=1))  # B = 32
-    tokens = schema.read_table(rec.run_dir, schema.TOKENS_DIR)
+    tokens = tables.read_table(rec.run_dir, schema.TOKENS_DIR)
     rows = set((tokens[schema.Tok.GROUP] * 4 + tokens[schema.Tok.SAMPLE]).tolist())
     spread = {round(i * 31 / 7) for i in range(8)}  # 0, 4, 9, 13, 18, 22, 27, 31
     assert spread <= rows and len(rows) <= 8 + 6  # + up to three culprits per reason

@@ -23,7 +23,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from training_hooks import importers, schema
+from training_hooks import importers, schema, tables
 from training_hooks.importers import _literal, _text
 from training_hooks.importers._literal import LiteralError, parse_literal
 from training_hooks.metric_map import Derived
@@ -32,7 +32,7 @@ from training_hooks.schema import Step
 
 def _import(tool, path, root, **kw) -> tuple[pd.DataFrame, schema.RunInfo]:
     res = importers.import_run(tool, path, root=root, **kw)
-    df = schema.read_table(res["run_dir"], schema.STEPS_DIR).set_index(Step.STEP)
+    df = tables.read_table(res["run_dir"], schema.STEPS_DIR).set_index(Step.STEP)
     return df, schema.read_run_info(res["run_dir"])
 
 

@@ -447,7 +447,7 @@ def test_the_real_roll_log_holds_its_source_values(tmp_path):
     source = {int(o["system/step"]): o for o in map(json.loads, ROLL_LOG.read_text().splitlines())}
     km = key_map_of("roll", maps=ROLL_MAPS, sets=ROLL_SETS, group_size=8)
     res = importers.import_run("roll", ROLL_LOG, root=tmp_path / "r", key_map=km)
-    df = schema.read_table(res["run_dir"], schema.STEPS_DIR).set_index("step").sort_index()
+    df = tables.read_table(res["run_dir"], schema.STEPS_DIR).set_index("step").sort_index()
     assert df.index.tolist() == list(range(1, 431))
     ours = {
         Step.KL_OLD_MEAN: "actor/kl_loss",

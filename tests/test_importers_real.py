@@ -25,7 +25,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from training_hooks import importers, schema
+from training_hooks import importers, schema, tables
 from training_hooks.importers import _text
 from training_hooks.importers._describe import dialect_of, report_lines
 from training_hooks.metric_map import Derived
@@ -188,7 +188,7 @@ def _import(
     tool: str, path: Path, root: Path, segment: int | None = None, **kw: Any
 ) -> tuple[pd.DataFrame, schema.RunInfo]:
     res = importers.import_run(tool, path, root=root, segment=segment, **kw)
-    df = schema.read_table(res["run_dir"], schema.STEPS_DIR).set_index(Step.STEP)
+    df = tables.read_table(res["run_dir"], schema.STEPS_DIR).set_index(Step.STEP)
     return df, schema.read_run_info(res["run_dir"])
 
 

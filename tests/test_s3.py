@@ -20,7 +20,7 @@ from test_importers import TRL_STEP, _trl_state
 
 from app import data
 from app.discovery import discover
-from training_hooks import RunRecorder, schema, storage, sync
+from training_hooks import RunRecorder, schema, storage, sync, tables
 from training_hooks.importers import _cli as importers_cli
 from training_hooks.schema import SEQUENCES_DIR, STEPS_DIR, Seq, Step
 
@@ -29,7 +29,7 @@ def _tables(run_dir: str) -> dict[str, pd.DataFrame]:
     """Every table of a run, without the columns that differ between two recordings."""
     out = {}
     for table in (STEPS_DIR, SEQUENCES_DIR, schema.TOKENS_DIR):
-        df = schema.read_table(run_dir, table)
+        df = tables.read_table(run_dir, table)
         out[table] = df.drop(columns=[Step.RUN_ID, Step.WALL_TIME], errors="ignore")
     return out
 
@@ -120,10 +120,10 @@ def test_resume_on_s3(s3_root, make_batch):
         assert rec.resumed and rec.last_step == 2
         _log(rec, range(3, 6), make_batch)
     run_dir = storage.join(s3_root, "resumed-1")
-    steps = schema.read_table(run_dir, STEPS_DIR)
+    steps = tables.read_table(run_dir, STEPS_DIR)
     assert list(steps[Step.STEP]) == [0, 1, 2, 3, 4, 5]
     assert list(steps[Step.LOSS]) == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
-    assert len(schema.read_table(run_dir, SEQUENCES_DIR)) == 6 * 8
+    assert len(tables.read_table(run_dir, SEQUENCES_DIR)) == 6 * 8
     info = schema.read_run_info(run_dir)
     assert info.status == "finished" and len(info.other["resumed_at"]) == 1
     listed = [f.name for f in storage.list_tree(run_dir)]
@@ -159,8 +159,8 @@ def test_a_reader_between_compaction_and_deletes_sees_each_row_once(
             ) as tmp:
                 pq.write_table(part, tmp)
         assert len(storage.list_files(storage.join(run_dir, table))) == 3
-    assert list(schema.read_table(run_dir, STEPS_DIR)[Step.STEP]) == [0, 1, 2, 3]
-    assert len(schema.read_table(run_dir, SEQUENCES_DIR, columns=[Seq.REWARD])) == 4 * 8
+    assert list(tables.read_table(run_dir, STEPS_DIR)[Step.STEP]) == [0, 1, 2, 3]
+    assert len(tables.read_table(run_dir, SEQUENCES_DIR, columns=[Seq.REWARD])) == 4 * 8
     data.clear_caches()
     (run,) = discover(root).runs
     assert list(data.load_steps(run).df[Step.STEP]) == [0, 1, 2, 3]
@@ -198,8 +198,8 @@ def test_an_s3_outage_is_a_fault_and_the_parts_are_retried(
         proxy.close()
     monkeypatch.setenv("AWS_ENDPOINT_URL", s3_server)
     run_dir = storage.join(s3_root, "outage")
-    assert list(schema.read_table(run_dir, STEPS_DIR)[Step.STEP]) == [0, 1, 2, 3, 4]
-    assert len(schema.read_table(run_dir, SEQUENCES_DIR)) == 5 * 8
+    assert list(tables.read_table(run_dir, STEPS_DIR)[Step.STEP]) == [0, 1, 2, 3, 4]
+    assert len(tables.read_table(run_dir, SEQUENCES_DIR)) == 5 * 8
     info = schema.read_run_info(run_dir)
     assert info.status == "finished" and info.faults and info.faults[0]["sink"] == "parquet"
 
@@ -246,9 +246,9 @@ def test_kill_9_mid_run_leaves_every_flushed_step_readable(s3_root):
         proc.wait(timeout=30)
         proc.stdout.close()
     assert proc.returncode == -signal.SIGKILL
-    steps = schema.read_table(run_dir, STEPS_DIR)
+    steps = tables.read_table(run_dir, STEPS_DIR)
     assert set(range(flushed + 1)) <= set(steps[Step.STEP])
-    seqs = schema.read_table(run_dir, SEQUENCES_DIR, columns=[Seq.STEP])
+    seqs = tables.read_table(run_dir, SEQUENCES_DIR, columns=[Seq.STEP])
     assert set(range(flushed + 1)) <= set(seqs[Seq.STEP])
     assert (seqs.groupby(Seq.STEP).size() == 8).all()
     data.clear_caches()
@@ -275,7 +275,7 @@ def test_importer_and_sync_with_an_s3_root(tmp_path, s3_root, mlflow_uri):
     assert importers_cli.main([*args, "--replace"]) == 0
     second = [f.name for f in storage.list_tree(run_dir)]
     assert len(second) == 2 and not set(first) & set(second) - {"run.json"}
-    steps = schema.read_table(run_dir, STEPS_DIR)
+    steps = tables.read_table(run_dir, STEPS_DIR)
     assert list(steps[Step.STEP]) == [1, 2, 3, 4]
     assert list(steps[Step.REWARD_MEAN]) == [0.25, 0.5, 0.75, 1.0]
     data.clear_caches()

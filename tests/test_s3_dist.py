@@ -16,7 +16,7 @@ from test_hooks_dist import PROMPTS, G, batch
 
 from app import data, ui
 from app.discovery import discover
-from training_hooks import RunRecorder, schema, storage
+from training_hooks import RunRecorder, schema, storage, tables
 from training_hooks.schema import SEQUENCES_DIR, STEPS_DIR, Seq, Step
 
 MIN_STEPS = 4
@@ -69,7 +69,7 @@ def test_two_ranks_write_one_s3_run_while_the_dashboard_reads(s3_root, tmp_path,
         run_dir = storage.join(s3_root, "ddp-s3")
         deadline = time.monotonic() + 180
         while time.monotonic() < deadline:  # wait for two flushed steps
-            if len(schema.read_table(run_dir, STEPS_DIR, columns=[Step.STEP])) >= 2:
+            if len(tables.read_table(run_dir, STEPS_DIR, columns=[Step.STEP])) >= 2:
                 break
             time.sleep(0.5)
         monkeypatch.setenv("GSPO_DASH_ROOT", s3_root)
@@ -93,8 +93,8 @@ def test_two_ranks_write_one_s3_run_while_the_dashboard_reads(s3_root, tmp_path,
     n = info.last_step + 1
     assert info.status == "finished" and info.other["world_size"] == 2 and info.faults == []
     assert n >= MIN_STEPS
-    assert list(schema.read_table(run_dir, STEPS_DIR)[Step.STEP]) == list(range(n))
-    seqs = schema.read_table(run_dir, SEQUENCES_DIR)
+    assert list(tables.read_table(run_dir, STEPS_DIR)[Step.STEP]) == list(range(n))
+    seqs = tables.read_table(run_dir, SEQUENCES_DIR)
     per_rank = seqs.groupby(Seq.RANK)[Seq.STEP].agg(["nunique", "size"])
     assert per_rank.to_dict("index") == {
         r: {"nunique": n, "size": n * PROMPTS[r] * G} for r in range(2)

@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from training_hooks import schema
+from training_hooks import schema, tables
 from training_hooks.schema import RunInfo, Seq, Step
 
 
@@ -275,11 +275,11 @@ def test_read_table_unifies_extras_and_keeps_last_write(tmp_path):
         folder / schema.part_name(1, 2, 0, 1),
     )
     (folder / ".tmp-half-written.parquet").write_bytes(b"PAR1 garbage")
-    df = schema.read_table(tmp_path, "steps")
+    df = tables.read_table(tmp_path, "steps")
     assert df[Step.STEP].tolist() == [0, 1, 2]
     assert df[Step.LOSS].tolist() == [1.0, 9.0, 3.0]  # step 1 from the later part
     assert pd.isna(df["lr"].iloc[0]) and df["lr"].iloc[2] == 0.2
-    assert schema.read_table(tmp_path, "sequences").empty
+    assert tables.read_table(tmp_path, "sequences").empty
     assert schema.TABLE_KEYS["sequences"] == (Seq.STEP, Seq.RANK, Seq.GROUP, Seq.SAMPLE)
 
 

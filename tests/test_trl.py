@@ -36,7 +36,7 @@ from transformers import (  # noqa: E402
 )
 from trl import GRPOConfig, GRPOTrainer  # noqa: E402
 
-from training_hooks import importers, schema  # noqa: E402
+from training_hooks import importers, schema, tables  # noqa: E402
 from training_hooks.findings import facts_of  # noqa: E402
 from training_hooks.schema import Step  # noqa: E402
 from training_hooks.trl import (  # noqa: E402
@@ -226,7 +226,7 @@ def test_recorded_metrics_equal_trl_logged_metrics(runs):
 
 
 def _our_table(trainer, table: str) -> pd.DataFrame:
-    return schema.read_table(trainer.gspo_dash_run_dir, table)
+    return tables.read_table(trainer.gspo_dash_run_dir, table)
 
 
 @pytest.mark.slow

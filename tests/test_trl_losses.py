@@ -24,7 +24,7 @@ import torch  # noqa: E402
 from test_trl import _train, model_dir  # noqa: E402, F401, F811  (model_dir: the fixture)
 
 from gspo_metrics import loss_for  # noqa: E402
-from training_hooks import schema  # noqa: E402
+from training_hooks import schema, tables  # noqa: E402
 from training_hooks.recorder import RunRecorder  # noqa: E402
 from training_hooks.schema import Seq, Step  # noqa: E402
 
@@ -79,8 +79,8 @@ def test_attach_records_cispo_and_sapo_as_such_with_their_attenuation(
     info = schema.read_run_info(run_dir)
     assert info.algorithm == loss_type and info.name == "trl-token"
     assert (info.token_eps_low, info.token_eps_high) == (0.2, 0.2)  # the defaults, not TRL's
-    seqs = schema.read_table(run_dir, schema.SEQUENCES_DIR).sort_values([Seq.STEP, Seq.GROUP])
-    table = schema.read_table(run_dir, schema.STEPS_DIR).set_index(Step.STEP)
+    seqs = tables.read_table(run_dir, schema.SEQUENCES_DIR).sort_values([Seq.STEP, Seq.GROUP])
+    table = tables.read_table(run_dir, schema.STEPS_DIR).set_index(Step.STEP)
     assert sorted(steps) == [1, 2] and table[Step.POLICY_LAG].tolist() == [0, 1]
     for step, inputs in steps.items():
         rows = seqs[seqs[Seq.STEP] == step].sort_values([Seq.GROUP, Seq.SAMPLE])

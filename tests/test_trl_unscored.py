@@ -21,7 +21,7 @@ pytest.importorskip("trl", reason="trl is not installed: pip install 'gspo-dash[
 import torch  # noqa: E402
 from test_trl import PROMPTS, model_dir, reward_a  # noqa: E402, F401  (model_dir: the fixture)
 
-from training_hooks import schema  # noqa: E402
+from training_hooks import schema, tables  # noqa: E402
 from training_hooks.findings import facts_of, run_health  # noqa: E402
 from training_hooks.findings.core import Coverage, RunFacts  # noqa: E402
 from training_hooks.findings.unscored import (  # noqa: E402
@@ -185,8 +185,8 @@ def test_trl_run_with_an_abstaining_judge_is_recorded_and_found(model_dir, tmp_p
         warnings.simplefilter("ignore")
         trainer.train()
     run_dir = trainer.gspo_dash_run_dir
-    steps = schema.read_table(run_dir, schema.STEPS_DIR).sort_values(Step.STEP)
-    seqs = schema.read_table(run_dir, schema.SEQUENCES_DIR)
+    steps = tables.read_table(run_dir, schema.STEPS_DIR).sort_values(Step.STEP)
+    seqs = tables.read_table(run_dir, schema.SEQUENCES_DIR)
     texts = seqs.groupby(Seq.STEP)[Seq.COMPLETION].apply(list)
     want = {s: sum(j is None for j in judge(t)) for s, t in texts.items()}
     got = dict(zip(steps[Step.STEP], steps["rewards/judge/unscored"], strict=True))

@@ -45,7 +45,7 @@ from verl.workers.engine.utils import postprocess_batch_func, prepare_micro_batc
 from verl.workers.engine_workers import TrainingWorker  # noqa: E402
 from verl.workers.utils.losses import ppo_loss  # noqa: E402
 
-from training_hooks import schema  # noqa: E402
+from training_hooks import schema, tables  # noqa: E402
 from training_hooks import verl as plugin  # noqa: E402
 from training_hooks.schema import Seq, Step  # noqa: E402
 
@@ -253,8 +253,8 @@ def hooked(tmp_path, monkeypatch):
 def _recorded(root) -> tuple[schema.RunInfo, pd.DataFrame, pd.DataFrame]:
     (run_dir,) = [p for p in root.iterdir() if p.is_dir()]
     info = schema.read_run_info(str(run_dir))
-    steps = schema.read_table(str(run_dir), schema.STEPS_DIR).set_index(Step.STEP).sort_index()
-    seqs = schema.read_table(str(run_dir), schema.SEQUENCES_DIR)
+    steps = tables.read_table(str(run_dir), schema.STEPS_DIR).set_index(Step.STEP).sort_index()
+    seqs = tables.read_table(str(run_dir), schema.SEQUENCES_DIR)
     return info, steps, seqs.sort_values([Seq.STEP, Seq.GROUP, Seq.SAMPLE])
 
 
@@ -593,7 +593,7 @@ def _runs(root) -> list[tuple[schema.RunInfo, pd.DataFrame]]:
     out = []
     for run_dir in sorted(p for p in root.iterdir() if p.is_dir()):
         info = schema.read_run_info(str(run_dir))
-        steps = schema.read_table(str(run_dir), schema.STEPS_DIR).set_index(Step.STEP)
+        steps = tables.read_table(str(run_dir), schema.STEPS_DIR).set_index(Step.STEP)
         out.append((info, steps.sort_index()))
     return sorted(out, key=lambda r: r[0].created_at)
 

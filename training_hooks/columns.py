@@ -278,6 +278,16 @@ class Tok:
     )
 
 
+class Derived:
+    """Columns the reader computes from the step table (``training_hooks.tables.add_derived``;
+    an importer may store them directly): plain names, not stored by the recorder."""
+
+    TOKEN_CLIP_BINDING = "token_clip_binding_fraction"  # token_clip_low + token_clip_high
+    SEQ_CLIP_BINDING = "seq_clip_binding_fraction"  # seq_clip_low + seq_clip_high
+    TOKENS_SEEN = "tokens_seen"  # cumulative num_tokens (an x axis)
+    ELAPSED_MIN = "elapsed_min"  # minutes since the run's first step (an x axis)
+
+
 del _F, _VERSION
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from training_hooks.schema import Step
+from training_hooks.schema import Derived, Step
 from training_hooks.tool_settings import IS_LEVEL as _LEVEL
 from training_hooks.tool_settings import OPENRLHF as _OPENRLHF
 from training_hooks.tool_settings import ROLL as _ROLL
@@ -19,15 +19,6 @@ from training_hooks.tool_settings import VERL as _VERL
 from training_hooks.tool_versions import UNSLOTH, Version
 
 Condition = tuple[str, tuple[Any, ...]]  # (setting, the values that give our meaning)
-
-
-class Derived:
-    """Columns the app computes from the step table (an importer may store them directly)."""
-
-    TOKEN_CLIP_BINDING = "token_clip_binding_fraction"  # token_clip_low + token_clip_high
-    SEQ_CLIP_BINDING = "seq_clip_binding_fraction"  # seq_clip_low + seq_clip_high
-    TOKENS_SEEN = "tokens_seen"  # cumulative num_tokens (an x axis)
-    ELAPSED_MIN = "elapsed_min"  # minutes since the run's first step (an x axis)
 
 
 @dataclass(frozen=True)

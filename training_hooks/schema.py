@@ -33,7 +33,7 @@ from dataclasses import MISSING, Field, asdict, dataclass, field, fields
 from typing import Any
 
 from . import storage
-from .columns import SCHEMA_VERSION, Seq, Step, Tok, column_list  # noqa: F401 -- this API
+from .columns import SCHEMA_VERSION, Derived, Seq, Step, Tok, column_list  # noqa: F401 -- this API
 from .names import flatten, slug  # noqa: F401 -- part of this module's API
 from .storage import atomic_path  # noqa: F401 -- part of this module's API
 
@@ -496,11 +496,7 @@ def data_files(run_dir: str | os.PathLike, table: str) -> list[str]:
     return [storage.join(folder, n) for n in names]
 
 
-def read_table(run_dir: str | os.PathLike, table: str, columns=None):
-    """A run's table as one DataFrame: every file (columns may differ by extras), a step logged
-    again from its newest write only (``training_hooks.supersede``), sorted by ``TABLE_KEYS``.
-    ``columns`` (default all) are read with the keys, dropped again unless asked for. (Pandas is
-    imported when a table is read: ``training_hooks.tables.read_whole_table``.)"""
-    from .tables import read_whole_table
-
-    return read_whole_table(run_dir, table, columns)
+#: ``DataFrame.attrs`` key of a table read from Parquet (``training_hooks.tables.read_files``):
+#: ``{column: (step, ...)}``, the steps whose stored value is NaN, a value the run logged. In the
+#: frame a null (not logged at that step) is NaN as well; only this tells the two apart.
+NAN_CELLS = "nan_cells"

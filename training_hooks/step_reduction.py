@@ -12,7 +12,7 @@ on the host (one process). ``step_row`` turns the totals into the row (each colu
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -22,9 +22,6 @@ from gspo_metrics.spec import STEP_MEANS
 
 from .layout import SEQ_ROW, SEQ_ROWS, Layout
 from .schema import Seq, Step
-
-if TYPE_CHECKING:
-    from .compute import StepRecord
 
 #: The counts that open the summary's sums (over ranks: ranks, sequences, groups, ...).
 COUNTS = ("ranks", "sequences", "groups", "truncated_n", "loss_n")
@@ -149,8 +146,22 @@ def _div(a: float, b: float) -> float:
     return a / b if b > 0 else math.nan
 
 
+class StepKeys(Protocol):
+    """What ``step_row`` reads of a step's record (``compute.StepRecord``) besides the summary:
+    the row's keys and the values the caller gave."""
+
+    run_id: str
+    step: int
+    wall_time: float
+    algorithm: str
+    rollout: int | None
+    policy_lag: int | None
+    logprob_bits: int | None
+    extra: dict[str, float]
+
+
 def step_row(
-    rec: StepRecord, sums: np.ndarray, mins: np.ndarray, lengths: np.ndarray
+    rec: StepKeys, sums: np.ndarray, mins: np.ndarray, lengths: np.ndarray
 ) -> dict[str, Any]:
     """The step-table row from the summary (``SUMS``, ``MINS``) and all ranks' lengths."""
     sums = sums.tolist()  # Python floats: cheaper scalar arithmetic

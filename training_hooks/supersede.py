@@ -7,7 +7,7 @@ a checkpoint: the newer write of a step replaces every row of that step the earl
 in each table. A sequence or token table keeps that step's batch only (two batches of one step are
 never merged, whatever their sizes), a step table one row per step.
 
-One rule, applied by every reader (``training_hooks.tables.read_files``, ``schema.read_table``) and
+One rule, applied by every reader (``training_hooks.tables``: ``read_files``, ``read_table``) and
 by compaction (``sinks.parquet.compact_parquet``), so a closed run's files hold one write per step:
 writes are ordered by the part name's counter (``seq``, which a resumed recorder continues), per
 rank (each rank writes its own rows). A file whose name does not parse (``schema.parse_part_name``)

@@ -17,7 +17,7 @@ import sys
 import tempfile
 from collections.abc import Sequence
 
-from . import schema, storage
+from . import schema, storage, tables
 from .sinks.mlflow import (
     ARTIFACT_PATH,
     MAX_METRICS_PER_BATCH,
@@ -61,7 +61,7 @@ def sync_run(
     from mlflow.entities import Metric, RunTag
 
     info = schema.read_run_info(run_dir)
-    steps = schema.read_table(run_dir, schema.STEPS_DIR)
+    steps = tables.read_table(run_dir, schema.STEPS_DIR)
     exp_id = get_or_create_experiment(client, experiment)
     run = find_run(client, exp_id, info.run_id)
     created = run is None

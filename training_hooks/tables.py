@@ -1,7 +1,9 @@
 """A run's Parquet tables read from its folder: the one reader the dashboard (``app.data``, which
 caches it) and a run's summary (``training_hooks.run_summary``, written by the recorder and the
-importers) share, so the table a summary judges is the table the pages judge. Pure pyarrow and
-pandas: no Streamlit, no torch.
+importers) share, so the table a summary judges is the table the pages judge; and
+``read_table``, a whole table for a script (``read_table(run_dir, "steps")``). Pure pyarrow and
+pandas: no Streamlit, no torch. What is read (names, types, files) is declared in
+``training_hooks.schema``; the reader imports only it, ``supersede`` and ``storage``.
 
 Bad data never raises here: an unreadable file, an older schema or a missing table come back as
 ``Table.problems`` (plain sentences naming the reason) beside whatever could be read.
@@ -21,14 +23,14 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from . import storage
-from .findings.core import NAN_CELLS
-from .metric_map import Derived
 from .schema import (
     METADATA_KEY,
+    NAN_CELLS,
     SCHEMA_VERSION,
     STEP_COLUMNS,
     STEPS_DIR,
     TABLE_KEYS,
+    Derived,
     Step,
     arrow_schema,
     data_files,
@@ -217,7 +219,7 @@ def _frame(read: list[tuple[str, pa.Table]], nans: dict[str, list[int]]) -> pd.D
 def add_nan_cells(into: dict[str, list[int]], t: pa.Table) -> None:
     """Adds to ``into`` the steps at which a float column of ``t`` holds NaN (a value the run
     logged), not null (a step the column was not logged at): pandas reads both as NaN, so the
-    frame carries them in ``attrs[NAN_CELLS]`` (``training_hooks.findings.core``)."""
+    frame carries them in ``attrs[NAN_CELLS]`` (``training_hooks.schema``)."""
     if Step.STEP not in t.column_names:
         return
     step = t.column(Step.STEP)
@@ -347,11 +349,12 @@ def step_frame(run_dir: str, listed: PartFiles | None = None) -> tuple[pd.DataFr
     return one_row_per_step(t).df, listed
 
 
-def read_whole_table(run_dir: str | os.PathLike, table: str, columns=None) -> pd.DataFrame:
-    """``schema.read_table``: every current file of a run's table (``schema.data_files``, columns
-    may differ by extras) in one DataFrame, a step logged again from its newest write only
-    (``training_hooks.supersede``), rows deduplicated on ``TABLE_KEYS`` keeping the last written,
-    sorted by the keys; ``columns`` (default all) read with the keys, dropped unless asked for."""
+def read_table(run_dir: str | os.PathLike, table: str, columns=None) -> pd.DataFrame:
+    """A run's table (``"steps"``, ``"sequences"``, ``"tokens"``) as one DataFrame, not cached:
+    every current file (``schema.data_files``, columns may differ by extras), a step logged
+    again from its newest write only (``training_hooks.supersede``), rows deduplicated on
+    ``TABLE_KEYS`` keeping the last written, sorted by the keys; ``columns`` (default all) read
+    with the keys, dropped unless asked for."""
     keys = TABLE_KEYS.get(table, ())
     want = None if columns is None else list(dict.fromkeys([*columns, *keys]))
     frames = []

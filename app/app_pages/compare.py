@@ -18,7 +18,6 @@ from app import (
     compare_view,
     data,
     echarts_grid,
-    lag,
     line_style,
     panels,
     series_math,
@@ -28,6 +27,7 @@ from app import (
 )
 from app import compare_groups as cg
 from app.records import SOURCE_PARQUET
+from training_hooks.findings import lag
 
 PANEL_POINT_BUDGET = 6_000  # points per chart across all its traces (the browser's cost)
 #: points per raw line by default: a chart is ~450 px wide, and MinMaxLTTB keeps the spikes

@@ -5,7 +5,7 @@ import streamlit as st
 
 from app import data, line_style, ui
 from app.health import ERROR, INFO, OK, WARNING, in_step_order
-from app.lag import lag_split
+from training_hooks.findings.lag import lag_split
 
 ICON = {
     ERROR: ":material/error:",

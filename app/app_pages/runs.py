@@ -8,7 +8,7 @@ import streamlit as st
 from app import data, health_fill, line_style, mlflow_store, ui
 from app.discovery import imported_tool
 from app.eps_format import fmt_eps
-from app.health_counts import known_cell
+from app.health_fill import known_cell
 from app.records import SOURCE_PARQUET, RunRef
 from app.settings import import_root, import_source
 from gspo_metrics.spec import clip_unit_of, ratio_name

@@ -10,8 +10,8 @@ import pandas as pd
 import streamlit as st
 
 from app import cell_text, charts, data, eps_format, ui
-from app.lag import ALL, OFF, ON
 from training_hooks import columns
+from training_hooks.findings.lag import ALL, OFF, ON
 from training_hooks.names import REWARD_UNSCORABLE, unscored_function
 from training_hooks.schema import Seq, Step, Tok
 

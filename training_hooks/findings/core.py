@@ -14,7 +14,13 @@ import pandas as pd
 from gspo_metrics.spec import clip_unit_of
 from training_hooks.findings import lag as lagmod
 from training_hooks.names import few
-from training_hooks.schema import STATUS_FINISHED, STEP_METRIC_COLUMNS, ImportRecord, Step
+from training_hooks.schema import (
+    NAN_CELLS,  # noqa: F401 -- the checks read it from here
+    STATUS_FINISHED,
+    STEP_METRIC_COLUMNS,
+    ImportRecord,
+    Step,
+)
 
 ERROR = "error"
 WARNING = "warning"
@@ -167,12 +173,6 @@ def column(df: pd.DataFrame, name: str) -> np.ndarray:
     if y is None:
         raise KeyError(f"the step table has no column {name!r}")
     return y
-
-
-#: ``DataFrame.attrs`` key of a table read from Parquet (``training_hooks.tables.read_files``):
-#: ``{column: (step, ...)}``, the steps whose stored value is NaN, a value the run logged. In the
-#: frame a null (not logged at that step) is NaN as well; only this tells the two apart.
-NAN_CELLS = "nan_cells"
 
 
 def logged(df: pd.DataFrame, name: str | None) -> np.ndarray | None:

@@ -1,7 +1,7 @@
 """Policy lag per step: on-policy or off-policy, declared by the loop or measured from the ratios.
 
 Pure pandas/numpy, no Streamlit, no torch: read by the Health checks (here and in the recorder)
-and by the chart pages (``app.lag`` is this module).
+and by the chart pages (``app`` imports it from here).
 
 A step is **on-policy** when the policy that sampled its batch (``old_logprobs``) is the policy being
 updated, so every ratio is 1 by construction and clip fractions and KL old→new are 0; it is

@@ -49,14 +49,13 @@ from __future__ import annotations
 
 from training_hooks.importers._cli import main
 from training_hooks.importers._core import (
-    SOURCES,
-    TOOLS,
     UNKNOWN_ALGORITHM,
     AlreadyImported,
     ImportResult,
     import_run,
 )
 from training_hooks.importers._describe import ImportSummary, markdown_table, summarize
+from training_hooks.importers._pick import SOURCES, TOOLS
 from training_hooks.importers._segments import SeveralRuns
 from training_hooks.importers.keymap import KeyMap, key_map_of
 

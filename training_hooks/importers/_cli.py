@@ -15,8 +15,9 @@ import sys
 from pathlib import Path
 
 from training_hooks import schema
-from training_hooks.importers._core import SOURCES, TOOLS, AlreadyImported, import_run
+from training_hooks.importers._core import AlreadyImported, import_run
 from training_hooks.importers._describe import report_lines
+from training_hooks.importers._pick import SOURCES, TOOLS
 from training_hooks.importers._read import load_config
 from training_hooks.importers._segments import SeveralRuns
 from training_hooks.importers.keymap import key_map_of

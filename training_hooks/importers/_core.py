@@ -23,8 +23,9 @@ from typing import Any
 from gspo_metrics.spec import UNKNOWN_ALGORITHM
 from training_hooks import schema, storage
 from training_hooks.findings.status import STATUS_STOPPED_EARLY, STATUS_UNKNOWN
-from training_hooks.importers import _pick, keymap, openrlhf, roll, swift, tinker, trl, verl
+from training_hooks.importers import _pick
 from training_hooks.importers._end import Ending, judge
+from training_hooks.importers._pick import SOURCES, TOOLS
 from training_hooks.importers._read import SourceLog, numeric
 from training_hooks.importers._spec import RunSettings, Settings, ToolSpec
 from training_hooks.importers.keymap import KeyMap
@@ -41,17 +42,6 @@ from training_hooks.run_summary import try_summarise_run
 from training_hooks.tool_settings import Setting, read_settings
 from training_hooks.tool_versions import assumed_defaults
 
-TOOLS: dict[str, ToolSpec] = {
-    "trl": trl.SPEC,
-    "tinker": tinker.SPEC,
-    "verl": verl.SPEC,
-    "jsonl": keymap.SPEC_JSONL,
-    "csv": keymap.SPEC_CSV,
-    "roll": roll.SPEC,
-    "swift": swift.SPEC,
-    "openrlhf": openrlhf.SPEC,
-}
-SOURCES = tuple(TOOLS)
 _INT_COLUMNS = frozenset(n for n, t in schema.STEP_COLUMNS if t.startswith("int"))
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from training_hooks import schema
+from training_hooks import schema, tables
 from training_hooks.metric_map import Derived
 from training_hooks.names import few
 from training_hooks.tool_settings import SETTING_KEYS, TOOL_NAMES
@@ -31,7 +31,7 @@ class ImportSummary:
 def summarize(run_dir: str | os.PathLike) -> ImportSummary:
     """Read an imported run back and say which of our columns it fills."""
     info = schema.read_run_info(run_dir)
-    steps = schema.read_table(run_dir, schema.STEPS_DIR)
+    steps = tables.read_table(run_dir, schema.STEPS_DIR)
     rec = info.imported or schema.ImportRecord(tool=info.source, format="")
     has = {c for c in steps.columns if steps[c].notna().any()}
     cols = (schema.Step.WALL_TIME, *OUR_COLUMNS)

@@ -45,6 +45,7 @@ from training_hooks.importers._sniff import (
     sniff,
     wrong_format,
 )
+from training_hooks.importers._spec import ToolSpec
 from training_hooks.importers.keymap import KeyMap
 from training_hooks.tool_settings import read_settings
 
@@ -68,11 +69,9 @@ def read(
     """The run at ``path`` as ``tool`` logged it (``segment``: which run of a file holding
     several, 1-based; ``key_map``: what the user states of a log of their own keys).
 
-    Routed by name: a tool of ``READERS`` by its reader here, any other tool of
-    ``_core.TOOLS`` by its own ``ToolSpec.read``; an unknown tool is refused (never read by
-    another tool's reader)."""
-    from training_hooks.importers._core import TOOLS
-
+    Routed by name: a tool of ``READERS`` by its reader here, any other tool of ``TOOLS`` by
+    its own ``ToolSpec.read``; an unknown tool is refused (never read by another tool's
+    reader)."""
     if tool not in TOOLS:
         raise ValueError(f"source must be one of {tuple(TOOLS)}, got {tool!r}")
     if not path.exists():
@@ -351,8 +350,20 @@ def _rel(file: Path, folder: Path) -> str:
         return str(file)
 
 
+#: Every tool an import reads, by name: its ``ToolSpec`` (settings, key mappings, display name).
+TOOLS: dict[str, ToolSpec] = {
+    "trl": trl.SPEC,
+    "tinker": tinker.SPEC,
+    "verl": verl.SPEC,
+    "jsonl": keymap.SPEC_JSONL,
+    "csv": keymap.SPEC_CSV,
+    "roll": roll.SPEC,
+    "swift": swift.SPEC,
+    "openrlhf": openrlhf.SPEC,
+}
+SOURCES = tuple(TOOLS)
 #: The tools read by a reader here (several formats, runs a file, a key map); every other tool
-#: of ``_core.TOOLS`` is read by its own ``ToolSpec.read``.
+#: of ``TOOLS`` is read by its own ``ToolSpec.read``.
 READERS: dict[str, Reader] = {
     "trl": lambda path, config, segment, key_map: _trl(path, config, segment),
     "verl": lambda path, config, segment, key_map: _verl(path, config, segment),
