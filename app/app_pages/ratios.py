@@ -2,6 +2,8 @@
 
 import math
 
+import numpy as np
+import pandas as pd
 import streamlit as st
 
 from app import aggregate, charts, curve_words, eps_format, ui
@@ -82,7 +84,10 @@ if hist.outside:
         "piled on its edges."
     )
 if len(lr) and (lr == 0).all():
-    notes.append("Every log s shown is exactly 0: the ratio is 1 on every sequence (on-policy).")
+    notes.append(
+        "Every log s shown is exactly 0: the ratio is 1 on every sequence (the log-probs equal the "
+        "old ones: on-policy steps, or a policy that did not move)."
+    )
 st.caption(" ".join(notes))
 
 left, right = st.columns(2)
@@ -93,9 +98,15 @@ with left:
         charts.token_vs_sequence_figure(sample, seq_eps=seq_eps, loss_unit=unit, example=example),
         key="tok_vs_seq",
     )
+    drawable = int(np.isfinite(pd.to_numeric(sample[Seq.SEQ_LOG_RATIO], errors="coerce")).sum())
     lines = [
-        f"Each dot is a sequence ({len(sample):,} of {len(df):,}"
+        f"Each dot is a sequence ({drawable:,} of {len(df):,}"
         + (", sampled" if len(sample) < len(df) else "")
+        + (
+            f"; {len(sample) - drawable:,} with a NaN log s not drawn"
+            if drawable < len(sample)
+            else ""
+        )
         + "). Height = spread of its token log-ratios (max - min)."
     ]
     if example is not None:
