@@ -378,9 +378,14 @@ def panel_view(
         if gspo:
             y_range = seq_band_range(gspo)
             out, total = count_outside(_shown(series, panel, subsets), y_range)
+            widest = max(gspo, key=lambda e: e[0] + e[1])
+            whose = (
+                "GSPO's band"
+                if len(set(gspo)) == 1
+                else f"the widest GSPO band of the runs (ε {fmt_eps(widest[0])}/{fmt_eps(widest[1])})"
+            )
             parts.append(
-                f"zoomed to {SEQ_BAND_ZOOM:g}x GSPO's band: {out} of {total} points outside "
-                "the view"
+                f"zoomed to {SEQ_BAND_ZOOM:g}x {whose}: {out} of {total} points outside the view"
             )
     floor = panel.noise_floor  # every value the drawn runs show below it: float noise
     top = None if floor is None else below_floor(_shown(series, panel, subsets, drawn), floor)
