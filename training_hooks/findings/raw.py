@@ -34,7 +34,7 @@ from training_hooks.findings.core import (
 )
 from training_hooks.findings.lag import LagSplit, steps_of
 from training_hooks.findings.meanings import carriers, caveats_text
-from training_hooks.findings.spikes import rolling_baseline
+from training_hooks.findings.spikes import EARLY_TEXT, early_rows, rolling_baseline
 from training_hooks.findings.status import GRAD_NORM_NAMES
 from training_hooks.findings.thresholds import RAW, RUN
 from training_hooks.schema import Step
@@ -201,42 +201,53 @@ def check_loss_scale(
     df: pd.DataFrame, split: LagSplit, facts: RunFacts, cov: Coverage
 ) -> list[Finding]:
     """``loss_spike``: steps whose |loss| is ``loss_spike`` x the 90th percentile of the run's
-    non-zero |loss| or more."""
-    y = logged(df, Step.LOSS)
-    a = np.abs(y) if y is not None else None
-    base = a[np.isfinite(a) & (a > 0)] if a is not None else np.array([])
-    if len(base) < RUN.min_basis.value:
-        return cov.skipped(
-            "loss scale", NOT_LOGGED if y is None else f"{TOO_FEW_STEPS} with a loss"
-        )
-    cov.ran("loss scale", facts.logged_as(Step.LOSS))
-    assert a is not None and y is not None
+    non-zero |loss| or more, in every column that carries the loss (``carriers``: ours, and a
+    tool's policy loss kept under its own name, verl's ``actor/pg_loss``); the first that spikes
+    speaks."""
+    found = carriers(df, Step.LOSS, facts)
+    judged = []
+    for c in found:
+        a = np.abs(column(df, c.column))
+        base = a[np.isfinite(a) & (a > 0)]
+        if len(base) >= RUN.min_basis.value:
+            judged.append((c, a, base))
+    if not judged:
+        return cov.skipped("loss scale", NOT_LOGGED if not found else f"{TOO_FEW_STEPS} with a loss")
+    cov.ran("loss scale", ", ".join(c.label for c, _, _ in judged))
+    for c, a, base in judged:
+        got = _loss_spike(df, c, a, base)
+        if got is not None:
+            return [got]
+    return []
+
+
+def _loss_spike(df: pd.DataFrame, c, a: np.ndarray, base: np.ndarray) -> Finding | None:
+    y = column(df, c.column)
     med = float(np.quantile(base, 0.9))
     with np.errstate(invalid="ignore"):
         over = np.isfinite(a) & (a >= RAW.loss_spike.value * med)
     if not over.any():
-        return []
+        return None
     steps = steps_of(df)
     idx = np.flatnonzero(over)
     w = idx[np.argmax(a[idx])]
     rest = a[np.isfinite(a) & ~over]
-    return [
-        Finding(
-            LOSS_SPIKE,
-            WARNING,
-            f"The loss jumps by orders of magnitude at {len(idx)} step{'s' if len(idx) > 1 else ''}",
-            f"{facts.logged_as(Step.LOSS)} = {y[w]:.4g} at step {steps[w]}, {a[w] / med:.3g}x the "
-            f"90th percentile of the run's |loss|, {med:.3g} (largest at any other step: {rest.max():.3g}; steps "
-            f"{fmt_steps(steps[idx])}; Health warns at {RAW.loss_spike.value:g}x).",
-            "A loss this far off its own scale is one batch with an extreme term: a ratio "
-            "exp(log pi - log pi_old) overflowing on a token whose log-probs disagree (an "
-            "unclipped importance-sampling loss has no bound), a reward outlier, or a sum over a "
-            "huge completion. Open the step's batch; if the update was taken, check the gradient "
-            "norm and the steps after it.",
-            *flagged(steps, idx, a),
-            basis=len(base),
-        )
-    ]
+    return Finding(
+        LOSS_SPIKE,
+        WARNING,
+        f"The loss jumps by orders of magnitude at {len(idx)} step{'s' if len(idx) > 1 else ''}",
+        f"{c.label} = {y[w]:.4g} at step {steps[w]}, {a[w] / med:.3g}x the "
+        f"90th percentile of the run's |loss|, {med:.3g} (largest at any other step: {rest.max():.3g}; steps "
+        f"{fmt_steps(steps[idx])}; Health warns at {RAW.loss_spike.value:g}x)."
+        + caveats_text([c]),
+        "A loss this far off its own scale is one batch with an extreme term: a ratio "
+        "exp(log pi - log pi_old) overflowing on a token whose log-probs disagree (an "
+        "unclipped importance-sampling loss has no bound), a reward outlier, or a sum over a "
+        "huge completion. Open the step's batch; if the update was taken, check the gradient "
+        "norm and the steps after it.",
+        *flagged(steps, idx, a),
+        basis=len(base),
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -328,13 +339,13 @@ def _collapse(g, gname, loss, late, facts: RunFacts) -> str:
     if g is not None:
         v = g[np.isfinite(g)]
         if len(v) >= 2 * RUN.min_basis.value:
-            early = float(np.median(v[: max(1, len(v) // 10)]))
+            early = float(np.median(v[: early_rows(len(v))]))
             end = g[late & np.isfinite(g)]
             end_med = float(np.median(end)) if len(end) else np.nan
             if early > 0 and end_med <= RAW.grad_collapse.value * early:
                 parts.append(
-                    f"{facts.logged_as(gname)} fell from a median {early:.3g} (first 10% of "
-                    f"steps) to {end_med:.3g} ({end_med / early:.2g}x; Health calls ≤ "
+                    f"{facts.logged_as(gname)} fell from a median {early:.3g} ({EARLY_TEXT}) "
+                    f"to {end_med:.3g} ({end_med / early:.2g}x; Health calls ≤ "
                     f"{RAW.grad_collapse.value:g}x a collapse)"
                 )
     return " and ".join(parts)

@@ -186,6 +186,14 @@ class RunThresholds:
         0.2, "share of sequences", OURS + "one in five hits the limit"
     )
     trend_min_steps: Threshold = Threshold(10, "steps per lag group", OURS + "fewer: not judged")
+    early_rows_max: Threshold = Threshold(
+        10,
+        "rows at most in a trend's early window (the first 10% of the rows, capped)",
+        OURS + "a trend's start is the level the run started at: a tenth of a long run spans "
+        "whatever happened in it (a length collapsing 1,759 -> 1 token within steps 1-12 of 261 "
+        "reads as an early median of 1 over the first 26 steps); ten rows still take a median "
+        "over noise, against factors of 2x, 0.5x and 0.2x",
+    )
     min_basis: Threshold = Threshold(
         5,
         "steps",
