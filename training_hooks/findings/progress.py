@@ -106,6 +106,14 @@ TOTAL_PREFIXES = ("", *(f"{tool}/" for tool in TOOL_NAMES), "train/")
 LR_NAMES = ("learning_rate", "lr", "actor_lr")
 
 
+#: {a total reward that is another less a KL penalty: (that other, the penalty's column)}: verl's
+#: ``critic/rewards/mean`` is ``critic/score/mean`` less the in-reward KL penalty where
+#: ``use_kl_in_reward`` (``actor/reward_kl_penalty`` logged). It gains when the penalty shrinks
+#: (a policy collapsing to one-token answers has almost no KL to sum), which is no progress on
+#: the task: the reward's progress is judged on the score where both are logged.
+PENALISED = {"critic/rewards/mean": ("critic/score/mean", "actor/reward_kl_penalty")}
+
+
 def reward_totals(df: pd.DataFrame) -> tuple[list[str], dict[str, str]]:
     """(the columns carrying the total reward, in ``TOTAL_REWARD_NAMES`` order, each with at least
     one value; {a column left out: the earlier one it repeats}). A column whose values equal an
@@ -123,6 +131,39 @@ def reward_totals(df: pd.DataFrame) -> tuple[list[str], dict[str, str]]:
             else:
                 same[c] = twin
     return found, same
+
+
+def task_totals(
+    df: pd.DataFrame, cols: list[str], facts: RunFacts
+) -> tuple[list[str], dict[str, str]]:
+    """(``cols`` less each total that is the task's score less a KL penalty, where the score and
+    the penalty are logged too (``PENALISED``); {a column left out: the penalty's column})."""
+    keep, shaped = [], {}
+    for c in cols:
+        name = c.split("/", 1)[1] if c.split("/", 1)[0] in TOOL_NAMES else c
+        got = PENALISED.get(name)
+        if got is not None:
+            score_there = _logged_as_any(facts, got[0], [o for o in cols if o != c])
+            pen = _own(df, got[1])
+            if score_there and pen is not None:
+                shaped[c] = pen
+                continue
+        keep.append(c)
+    return keep, shaped
+
+
+def _own(df: pd.DataFrame, name: str) -> str | None:
+    """``name`` as logged, or behind an importer's tool prefix, with a value; else None."""
+    for c in (name, *(f"{t}/{name}" for t in TOOL_NAMES)):
+        if c in df.columns and logged(df, c) is not None:
+            return c
+    return None
+
+
+def _logged_as_any(facts: RunFacts, name: str, cols: list[str]) -> bool:
+    """Whether one of ``cols`` holds the log's ``name`` (under its own name, a tool prefix, or
+    the column the importer mapped it to)."""
+    return any(c == name or c.endswith("/" + name) or name in facts.logged_as(c) for c in cols)
 
 
 def _same_values(a: np.ndarray, b: np.ndarray) -> bool:
@@ -237,11 +278,19 @@ def check_reward_progress(df: pd.DataFrame, split, facts: RunFacts, cov: Coverag
     own noise (module docstring); a note for a span too short or noisy to tell; nothing for a
     solved task."""
     cols, same = reward_totals(df)
+    cols, shaped = task_totals(df, cols, facts)
     trends = {c: _series(df, c) for c in cols}
     trends = {c: t for c, t in trends.items() if t.n >= RUN.min_basis.value}
     if not trends:
         return cov.skipped(PROGRESS_CHECK, NOT_LOGGED if not cols else TOO_FEW_STEPS)
-    cov.ran(PROGRESS_CHECK, ", ".join(facts.logged_as(c) for c in trends))
+    cov.ran(
+        PROGRESS_CHECK,
+        ", ".join(facts.logged_as(c) for c in trends)
+        + "".join(
+            f"; not {c}: the score less the KL penalty ({pen}), which gains as the penalty shrinks"
+            for c, pen in shaped.items()
+        ),
+    )
     best = max(trends, key=lambda c: (_RANK[trends[c].verdict], -list(trends).index(c)))
     whole, span = trends[best], "run"
     if whole.verdict == PROGRESSES:

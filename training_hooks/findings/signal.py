@@ -33,6 +33,7 @@ from training_hooks.findings.core import (
 from training_hooks.findings.lag import LagSplit
 from training_hooks.findings.thresholds import RUN
 from training_hooks.schema import Seq, Step
+from training_hooks.tool_settings import TOOL_NAMES
 
 # The stable codes of ``check_learning_signal``.
 ZERO_VARIANCE = "zero_variance"
@@ -207,7 +208,7 @@ def _check_zero_variance(df: pd.DataFrame, cov: Coverage) -> list[Finding]:
     hi_col = first_logged(df, (ALL_HIGH_FRACTION, *FOREIGN_ALL_HIGH))
     if got is None:
         if hi_col is None:
-            return cov.skipped("zero-variance groups", NOT_LOGGED)
+            return _from_batch_range(df, cov)
         got = late_median(df, hi_col, 4)  # no total: the solved share alone
         if got is None:  # logged, but not in the last quarter of the run
             return cov.skipped("zero-variance groups", "no value in the last quarter of the run")
@@ -232,6 +233,63 @@ def _check_zero_variance(df: pd.DataFrame, cov: Coverage) -> list[Finding]:
     if solved >= RUN.saturated.value:
         out.append(_saturated(solved, unsolved, hi_col, n))
     return out
+
+
+#: A batch's highest and lowest score as tools log them (found behind any prefix): verl's
+#: ``critic/score/max`` / ``critic/score/min`` (the reward function's score of every response in
+#: the batch).
+BATCH_RANGES = (("critic/score/max", "critic/score/min"),)
+
+
+def _from_batch_range(df: pd.DataFrame, cov: Coverage) -> list[Finding]:
+    """Without the zero-variance share: where a batch's highest score equals its lowest, every
+    completion of that batch scored alike, so every group in it is zero-variance (share 100%,
+    exactly); where they differ the share is unknown. Over the last quarter of the rows, when
+    more than half the rows that log both have max = min, the median share is 100%."""
+    def own(name: str) -> str | None:  # as logged, or behind an importer's tool prefix
+        return next((c for c in (name, *(f"{t}/{name}" for t in TOOL_NAMES)) if c in df), None)
+
+    pair = next(
+        (
+            (hi, lo)
+            for hi_name, lo_name in BATCH_RANGES
+            if (hi := own(hi_name)) is not None
+            and (lo := own(lo_name)) is not None
+            and logged(df, hi) is not None
+        ),
+        None,
+    )
+    if pair is None:
+        return cov.skipped("zero-variance groups", NOT_LOGGED)
+    late = slice(len(df) - max(1, len(df) // 4), None)
+    hi, lo = column(df, pair[0])[late], column(df, pair[1])[late]
+    both = np.isfinite(hi) & np.isfinite(lo)
+    n = int(both.sum())
+    if n < RUN.min_basis.value:
+        return cov.skipped("zero-variance groups", f"{NOT_LOGGED} (too few rows with {pair[0]})")
+    alike = both & (np.abs(hi - lo) <= 1e-12 * np.maximum(1.0, np.abs(hi)))
+    k = int(alike.sum())
+    note = (
+        f"the share is not logged; read from {pair[0]} = {pair[1]} (every completion of the batch "
+        f"scored alike: every group zero-variance) on {k} of the last quarter's {n} rows"
+    )
+    cov.ran("zero-variance groups", note)
+    if 2 * k <= n:
+        return []
+    level = _reward_level(df, 1.0)
+    return [
+        Finding(
+            ZERO_VARIANCE,
+            ERROR,
+            "Every group is zero-variance: every completion gets the same score",
+            f"{pair[0]} = {pair[1]} on {k} of the {n} rows of the last quarter of the run that log "
+            "both: every completion of those batches got the same score, so every group in them "
+            "has zero variance (the zero-variance share is not logged; on those rows it is 100%, "
+            f"so its median over the last quarter is 100%).{level}",
+            _ZV_ADVICE,
+            basis=n,
+        )
+    ]
 
 
 def _reward_level(df: pd.DataFrame, med: float) -> str:
@@ -286,11 +344,16 @@ def _zero_variance(med: float, split, n: int, severity: str, level: str = "") ->
         severity,
         head,
         text,
-        "Groups where every completion gets the same reward have zero advantage in GRPO and "
-        "GSPO alike. For all-wrong groups: easier prompts or a curriculum, a denser or partial-"
-        "credit reward, a larger group size; DAPO's dynamic sampling drops such groups.",
+        _ZV_ADVICE,
         basis=n,
     )
+
+
+_ZV_ADVICE = (
+    "Groups where every completion gets the same reward have zero advantage in GRPO and GSPO "
+    "alike. For all-wrong groups: easier prompts or a curriculum, a denser or partial-credit "
+    "reward, a larger group size; DAPO's dynamic sampling drops such groups."
+)
 
 
 def _saturated(solved: float, unsolved: float, source: str, n: int) -> Finding:
