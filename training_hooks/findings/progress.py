@@ -53,6 +53,7 @@ import pandas as pd
 from training_hooks.findings.core import (
     ERROR,
     INFO,
+    NAN_CELLS,
     NOT_LOGGED,
     TOO_FEW_STEPS,
     WARNING,
@@ -74,7 +75,8 @@ from training_hooks.findings.signal import (
     OTHER_SIGNALS,
     late_median,
 )
-from training_hooks.findings.thresholds import PROGRESS, RUN
+from training_hooks.findings.status import GRAD_NORM_NAMES
+from training_hooks.findings.thresholds import PROGRESS, RAW, RUN
 from training_hooks.schema import Step
 from training_hooks.tool_settings import TOOL_NAMES
 
@@ -375,6 +377,15 @@ def _progress_finding(df, col, trends, trend, span, solved, same, facts) -> Find
     evidence += _others(col, trends, same, facts) + _context(df)
     severity = _severity(df, verdict, trend)
     title = _title(verdict, span)
+    silent = _no_signal(df, facts) if verdict == UNDECIDED else ""
+    if silent and severity == INFO and trend.n >= PROGRESS.min_steps.value:
+        severity = WARNING if not _other_signal(df) else INFO
+        title = "No reward gain, and the updates carry no signal to make one"
+        evidence += (
+            f" The updates cannot move the reward: {silent}. With no signal a gain is not "
+            "expected, so the lack of one is no progress, though the noise alone cannot rule "
+            "out a small change."
+        )
     if solved is not None:  # ("top", why): the split is unknown
         severity, title = INFO, title + ", at the top of its range"
         evidence += f" It may be solved: {solved[1]}."
@@ -402,6 +413,44 @@ def _severity(df: pd.DataFrame, verdict: str, trend: Trend) -> str:
     if any(logged(df, c) is not None for c in others):  # distillation: a constant reward by design
         return INFO
     return ERROR if verdict == CONSTANT else WARNING
+
+
+def _other_signal(df: pd.DataFrame) -> bool:
+    """A training signal other than the reward is logged (distillation: a flat reward by design)."""
+    others = [
+        c for c in df.columns if isinstance(c, str) and any(k in c.lower() for k in OTHER_SIGNALS)
+    ]
+    return any(logged(df, c) is not None for c in others)
+
+
+def _no_signal(df: pd.DataFrame, facts: RunFacts) -> str:
+    """Why the updates carry no reward signal, in words ("" when the log does not show it): most
+    groups zero-variance over the last quarter (``RUN.zero_var_warn``: their advantages are all
+    0), or the gradient norm zero (``RAW.zero_grad``) or not finite on at least
+    ``PROGRESS.silent_share`` of the steps that log it (no update, or a NaN one)."""
+    zv = late_median(df, Step.ZERO_VARIANCE_FRACTION, 4)
+    if zv is not None and zv[0] >= RUN.zero_var_warn.value:
+        return (
+            f"a median {pct(zv[0])} of groups are zero-variance over the last quarter (every "
+            "advantage in them is 0)"
+        )
+    for gname in GRAD_NORM_NAMES:
+        if gname not in df.columns:
+            continue
+        g = column(df, gname)
+        nan_steps = np.asarray(df.attrs.get(NAN_CELLS, {}).get(gname, ()), np.int64)
+        logged_nan = np.isin(steps_of(df), nan_steps) & np.isnan(g)  # a NaN the run wrote
+        n = int((np.isfinite(g) | logged_nan).sum())
+        if n < RUN.min_basis.value:
+            continue
+        dead = logged_nan | (np.isfinite(g) & (np.abs(g) <= RAW.zero_grad.value))
+        if dead.sum() >= PROGRESS.silent_share.value * n:
+            return (
+                f"{facts.logged_as(gname)} is zero or NaN at {int(dead.sum())} of the {n} steps "
+                "that log it"
+            )
+        return ""
+    return ""
 
 
 def _title(verdict: str, span: str) -> str:

@@ -212,7 +212,9 @@ def check_loss_scale(
         if len(base) >= RUN.min_basis.value:
             judged.append((c, a, base))
     if not judged:
-        return cov.skipped("loss scale", NOT_LOGGED if not found else f"{TOO_FEW_STEPS} with a loss")
+        return cov.skipped(
+            "loss scale", NOT_LOGGED if not found else f"{TOO_FEW_STEPS} with a loss"
+        )
     cov.ran("loss scale", ", ".join(c.label for c, _, _ in judged))
     for c, a, base in judged:
         got = _loss_spike(df, c, a, base)
@@ -238,8 +240,7 @@ def _loss_spike(df: pd.DataFrame, c, a: np.ndarray, base: np.ndarray) -> Finding
         f"The loss jumps by orders of magnitude at {len(idx)} step{'s' if len(idx) > 1 else ''}",
         f"{c.label} = {y[w]:.4g} at step {steps[w]}, {a[w] / med:.3g}x the "
         f"90th percentile of the run's |loss|, {med:.3g} (largest at any other step: {rest.max():.3g}; steps "
-        f"{fmt_steps(steps[idx])}; Health warns at {RAW.loss_spike.value:g}x)."
-        + caveats_text([c]),
+        f"{fmt_steps(steps[idx])}; Health warns at {RAW.loss_spike.value:g}x)." + caveats_text([c]),
         "A loss this far off its own scale is one batch with an extreme term: a ratio "
         "exp(log pi - log pi_old) overflowing on a token whose log-probs disagree (an "
         "unclipped importance-sampling loss has no bound), a reward outlier, or a sum over a "

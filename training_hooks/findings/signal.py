@@ -246,6 +246,7 @@ def _from_batch_range(df: pd.DataFrame, cov: Coverage) -> list[Finding]:
     completion of that batch scored alike, so every group in it is zero-variance (share 100%,
     exactly); where they differ the share is unknown. Over the last quarter of the rows, when
     more than half the rows that log both have max = min, the median share is 100%."""
+
     def own(name: str) -> str | None:  # as logged, or behind an importer's tool prefix
         return next((c for c in (name, *(f"{t}/{name}" for t in TOOL_NAMES)) if c in df), None)
 

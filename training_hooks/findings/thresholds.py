@@ -355,6 +355,14 @@ class ProgressThresholds:
         "rows with a reward (in the judged span: the run, or its second half)",
         OURS + "fewer: at most a note (info); a run this short is too short to tell",
     )
+    silent_share: Threshold = Threshold(
+        0.5,
+        "share of the steps logging a gradient norm where it is zero or NaN",
+        OURS + "most updates move nothing (a zero norm) or nothing sound (a NaN norm): a reward "
+        "that shows no gain over at least min_steps rows is then no progress (a warning) though "
+        "its noise alone leaves the verdict open; the same holds with most groups zero-variance "
+        "over the last quarter (zero_var_warn)",
+    )
     top_of_range: Threshold = Threshold(
         0.05,
         "share of the reward's range (max - min over the run) below its max",
