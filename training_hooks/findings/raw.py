@@ -380,8 +380,11 @@ def check_reward_components(
     df: pd.DataFrame, split: LagSplit, facts: RunFacts, cov: Coverage
 ) -> list[Finding]:
     """``reward_component_pinned``: with two reward functions or more, one that stays near 0
-    (at most ``pinned_share`` of the total's level at the end and of its rise) while the total
-    rises or saturates (most groups zero-variance): what the policy learns is the others."""
+    (at most ``pinned_share`` of the total's level at the end and of its rise), or one exactly
+    constant at a value other than 0 on every step (at least ``min_basis``: every completion
+    scored alike by it, so it shifts every reward by the same amount and gives no advantage),
+    while the total rises or saturates (most groups zero-variance): what the policy learns is
+    the others."""
     comps = reward_components(df)
     total = logged(df, Step.REWARD_MEAN)
     if len(comps) < 2 or total is None:
@@ -405,7 +408,14 @@ def check_reward_components(
         y = column(df, c)
         c0, c1 = _quarters(y)
         lo, hi = float(np.nanmin(y)), float(np.nanmax(y))
-        if abs(c1) <= share * max(abs(t1), 1e-12) and (not rises or c1 - c0 <= share * rise):
+        steady = np.isfinite(y).sum() >= RUN.min_basis.value and lo == hi != 0.0
+        if steady:  # the same score for every completion at every step: a constant, no signal
+            pinned.append(
+                f"{c} is {lo:.4g} at every step (never moves: the same batch mean on every step "
+                "is the same score for every completion, a shift of every reward that gives no "
+                "advantage)"
+            )
+        elif abs(c1) <= share * max(abs(t1), 1e-12) and (not rises or c1 - c0 <= share * rise):
             never = lo == hi == 0.0
             pinned.append(
                 f"{c} is 0.0 at every step (never earned)"
