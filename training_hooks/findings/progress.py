@@ -424,12 +424,12 @@ def _other_signal(df: pd.DataFrame) -> bool:
 
 
 def _no_signal(df: pd.DataFrame, facts: RunFacts) -> str:
-    """Why the updates carry no reward signal, in words ("" when the log does not show it): most
-    groups zero-variance over the last quarter (``RUN.zero_var_warn``: their advantages are all
-    0), or the gradient norm zero (``RAW.zero_grad``) or not finite on at least
+    """Why the updates carry no reward signal, in words ("" when the log does not show it):
+    almost every group zero-variance over the last quarter (``RUN.zero_var_error``: their
+    advantages are all 0; with half of them, the other half can still teach), or the gradient norm zero (``RAW.zero_grad``) or not finite on at least
     ``PROGRESS.silent_share`` of the steps that log it (no update, or a NaN one)."""
     zv = late_median(df, Step.ZERO_VARIANCE_FRACTION, 4)
-    if zv is not None and zv[0] >= RUN.zero_var_warn.value:
+    if zv is not None and zv[0] >= RUN.zero_var_error.value:
         return (
             f"a median {pct(zv[0])} of groups are zero-variance over the last quarter (every "
             "advantage in them is 0)"

@@ -27,10 +27,11 @@ from training_hooks.findings.core import (
     col,
     column,
     first_logged,
+    listed,
     logged,
     pct,
 )
-from training_hooks.findings.lag import LagSplit
+from training_hooks.findings.lag import LagSplit, steps_of
 from training_hooks.findings.thresholds import RUN
 from training_hooks.schema import Seq, Step
 from training_hooks.tool_settings import TOOL_NAMES
@@ -216,7 +217,7 @@ def _check_zero_variance(df: pd.DataFrame, cov: Coverage) -> list[Finding]:
     med, n = got
     if hi_col is None:
         if med < RUN.zero_var_warn.value:
-            return []
+            return _earlier_phase(df, med, n)
         sev = ERROR if med >= RUN.zero_var_error.value else WARNING
         return [_zero_variance(med, None, n, sev, _reward_level(df, med))]
     total = col(df, Step.ZERO_VARIANCE_FRACTION)
@@ -233,6 +234,41 @@ def _check_zero_variance(df: pd.DataFrame, cov: Coverage) -> list[Finding]:
     if solved >= RUN.saturated.value:
         out.append(_saturated(solved, unsolved, hi_col, n))
     return out
+
+
+def _earlier_phase(df: pd.DataFrame, late: float, n: int) -> list[Finding]:
+    """``zero_variance`` (warning) for a part of the run: with the last quarter below
+    ``zero_var_warn``, the fifth of the rows (at least ``min_basis`` with a share) whose median
+    share is highest, when it is ``zero_var_warn`` or more: most of that fifth's groups gave no
+    signal, a share of the run's updates spent on nothing."""
+    y = column(df, Step.ZERO_VARIANCE_FRACTION)
+    rows = np.flatnonzero(np.isfinite(y))
+    parts = [(i, p) for i, p in enumerate(np.array_split(rows, 5)) if len(p) >= RUN.min_basis.value]
+    if not parts:
+        return []
+    which, worst = max(parts, key=lambda ip: float(np.median(y[ip[1]])))
+    which += 1
+    share = float(np.median(y[worst]))
+    if share < RUN.zero_var_warn.value:
+        return []
+    steps = steps_of(df)
+    mean = float(np.mean(y[rows[: len(rows) * which // 5]]))
+    return [
+        Finding(
+            ZERO_VARIANCE,
+            WARNING,
+            "Most groups were zero-variance over part of the run",
+            f"median zero_variance_fraction over fifth {which} of the rows (steps "
+            f"{steps[worst[0]]}–{steps[worst[-1]]}, {len(worst)} rows) = {pct(share)} of groups "
+            f"(mean {pct(mean)} over steps {steps[rows[0]]}–{steps[worst[-1]]}); over the last "
+            f"quarter of the run ({n} steps) the median is {pct(late)}: those steps' updates came "
+            "from a minority of the groups. Whether they were all-correct or all-wrong is not "
+            "logged.",
+            _ZV_ADVICE,
+            steps=listed(steps[worst]),
+            basis=len(worst),
+        )
+    ]
 
 
 #: A batch's highest and lowest score as tools log them (found behind any prefix): verl's
