@@ -29,6 +29,7 @@ from training_hooks.findings.core import (
     first_logged,
     flagged,
     fmt_steps,
+    listed,
     logged,
     pct,
 )
@@ -352,6 +353,44 @@ def _collapse(g, gname, loss, late, facts: RunFacts) -> str:
     return " and ".join(parts)
 
 
+def _kl_from_start(df: pd.DataFrame, found: list) -> list[Finding]:
+    """``kl_ref_high`` at the start: the policy starts as the reference, so its KL to the
+    reference over its first rows (``early_rows``; the first logged at step ``early_rows_max`` or
+    sooner) is ~0; a median of ``RAW.kl_ref_start`` or more there means the reference is another
+    model than the policy's start (the base model under an SFT adapter, a teacher)."""
+    steps = steps_of(df)
+    for c in found:
+        y = column(df, c.column)
+        rows = np.flatnonzero(np.isfinite(y))
+        if len(rows) < RUN.trend_min_steps.value or steps[rows[0]] > RUN.early_rows_max.value:
+            continue
+        first = rows[: max(RUN.min_basis.value, early_rows(len(rows)))]
+        med = float(np.median(y[first]))
+        if med < RAW.kl_ref_start.value:
+            continue
+        late = y[rows[-max(1, len(rows) // 4) :]]
+        return [
+            Finding(
+                KL_REF_HIGH,
+                WARNING,
+                "The policy starts far from the reference model",
+                f"median {c.label} over the run's first {len(first)} logged steps (steps "
+                f"{steps[first[0]]}–{steps[first[-1]]}) = {med:.3g} nats/token, from step "
+                f"{steps[first[0]]} on (over the last quarter {float(np.median(late)):.3g}); a "
+                "policy that starts as the reference has a KL near 0 over its first updates "
+                f"(Health warns at {RAW.kl_ref_start.value:g} there)." + caveats_text([c]),
+                "The reference is not the model the policy started from: typically the base "
+                "model while the policy is an SFT adapter or checkpoint on top of it (or a "
+                "teacher). The KL term then pulls the policy back toward the base from the first "
+                "step and can dominate the loss. Use the starting checkpoint as the reference "
+                "(merge the SFT adapter first), or set beta to 0 if that pull is not wanted.",
+                steps=listed(steps[first]),
+                basis=len(first),
+            )
+        ]
+    return []
+
+
 # ---------------------------------------------------------------------------------------------
 # Reward components
 
@@ -482,7 +521,7 @@ def check_kl_level(
     cov.ran(name, note)
     med, n, top = max(levels, key=lambda t: t[0])
     if med < RAW.kl_ref_high.value:
-        return []
+        return _kl_from_start(df, [c for _, _, c in levels])
     others = [f"{c.label} {m:.3g}" for m, _, c in levels if c is not top]
     return [
         Finding(

@@ -295,6 +295,13 @@ class RawThresholds:
         OURS + "a component that adds under a tenth of the rise and of the total is not what the "
         "policy is learning",
     )
+    kl_ref_start: Threshold = Threshold(
+        0.1,
+        "nats/token (median KL to the reference over the run's first logged steps)",
+        OURS + "a policy initialised as the reference has KL ~0 after its first updates; the top "
+        "of the 1e-3..1e-1 band whole GRPO runs sit in, reached in the first few steps, means "
+        "the reference is another model (the base under an SFT adapter: 0.48 at step 2)",
+    )
     kl_ref_high: Threshold = Threshold(
         1.0,
         "nats/token (median KL to the reference over the last quarter of the run)",
