@@ -288,11 +288,11 @@ def _from_batch_range(df: pd.DataFrame, cov: Coverage) -> list[Finding]:
 
     pair = next(
         (
-            (hi, lo)
+            (hi_col, lo_col)
             for hi_name, lo_name in BATCH_RANGES
-            if (hi := own(hi_name)) is not None
-            and (lo := own(lo_name)) is not None
-            and logged(df, hi) is not None
+            if (hi_col := own(hi_name)) is not None
+            and (lo_col := own(lo_name)) is not None
+            and logged(df, hi_col) is not None
         ),
         None,
     )
