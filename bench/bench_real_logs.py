@@ -118,6 +118,21 @@ KEY_MAPS: dict[str, tuple[str, dict]] = {
             group_size=8,
         ),
     ),
+    # Blind round 1 (bench/blind_logs/axiomforge-grpo-prm-prem01.json): the repo's own GRPO loop,
+    # one JSON object per iteration. Its user maps what the loop names plainly: the iteration is
+    # the step, mean_reward the batch's mean reward, loss the loss; its console log's 'Run config'
+    # and 'GRPO ITERATION 1/60' state K=10 completions per question and 60 planned iterations.
+    # Not mappable: the zero-variance share (skipped_groups / (n_groups + skipped_groups), a
+    # ratio no key holds) and the solved share.
+    "other/axiomforge-grpo-prm-prem01/metrics.jsonl": (
+        "jsonl",
+        dict(
+            step="iteration",
+            maps=["reward=mean_reward", "loss=loss"],
+            sets=["max_steps=60"],
+            group_size=10,
+        ),
+    ),
 }
 
 
@@ -194,7 +209,11 @@ def blind_cases(labels_dir: Path, logs_root: Path) -> tuple[list[Case], list[str
         if log.blob is not None and path.is_file() and git_blob_id(path) != log.blob:
             notes.append(f"blind: {log.key}: not the labelled file (blob differs; skipped)")
             continue
-        cases.append(Case(log.key, BLIND, log.importer, path, int(seg) if seg else None, log.label))
+        stated_tool, key_map = key_map_for(log.key)
+        tool = stated_tool or log.importer
+        cases.append(
+            Case(log.key, BLIND, tool, path, int(seg) if seg else None, log.label, key_map)
+        )
     return cases, notes
 
 

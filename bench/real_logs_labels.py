@@ -640,6 +640,9 @@ def parse_blind(data: Any, file: Path) -> BlindLog:
         basis=f"{file.name}: described blind",
     )
     label.check(str(file))
+    note = data.get("label_note")  # why a label was changed after review, in words
+    if note is not None and not (isinstance(note, str) and note.strip()):
+        raise LabelError(f"{file}: label_note is not a non-empty string")
     source = data.get("source")
     blob = source.get("blob") if isinstance(source, dict) else None
     if blob is not None and not (isinstance(blob, str) and re.fullmatch(r"[0-9a-f]{40}", blob)):

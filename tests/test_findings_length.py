@@ -93,7 +93,8 @@ def test_overlong_answers_cured_is_no_length_collapse():
     f = found[OVERLONG_CURED]
     assert f.severity == INFO
     assert f.evidence.startswith(
-        "median length_mean (tokens), first 10% of steps → last 10%: all steps: 306 → 100 (0.33x)."
+        "median length_mean (tokens), first 10% of steps (at most 10) → last 10%: all steps: "
+        "306 → 100 (0.33x)."
     )
     assert "truncated at the cap (truncated_fraction) 50% → 0%" in f.evidence
     assert "the answers that ended 100 → 100 tokens (derived:" in f.evidence
@@ -130,7 +131,8 @@ def test_answers_that_ended_halving_too_is_a_collapse():
     f = found[LENGTH_COLLAPSE]
     assert f.severity == WARNING
     assert f.evidence.startswith(
-        "median completions/mean_length (tokens), first 10% of steps → last 10%: all steps: "
+        "median completions/mean_length (tokens), first 10% of steps (at most 10) → last 10%: "
+        "all steps: "
         "406 → 100 (0.25x)."
     )
     assert "truncated at the cap (trl/completions/clipped_ratio) 50% → 0%" in f.evidence
@@ -412,7 +414,15 @@ EXPECTED = {
     "real_logs/trl/minesweeper-aaipl-srinath": {TRUNCATION},
     "real_logs/trl/pythia-grpo-vemz": {EOS_NEVER_SEEN},
     "real_logs/trl/rlvr-mac-sandbox-spbui00": {TRUNCATION},  # info: 3 steps
+    # info: 6,120 -> 2,620 tokens (first 10 rows -> last 10%) while truncation at the 8,192 cap
+    # fell 46.6% -> 0% and the reward rose -0.335 -> 0.14 (over its first 10% of rows the fall
+    # was already under way: 0.6x, no code before the early window was capped at 10 rows)
+    "real_logs/verl/asycn-verl-lr-sigfrac": {OVERLONG_CURED},
     "real_logs_2/trl/graphiso-melodiz-run-ec-ckpt50": {TRUNCATION},
+    # 56.9 -> 27.2 tokens (first 10 rows, at the 64-token cap at first -> last 10%: 0.48x) while
+    # the truncated share fell 37.5% -> 0%; the answers that ended shortened 52.5 -> 27.2 as
+    # well, so not only the overlong answers went away (its label allows length_collapse)
+    "real_logs_2/trl/gspo-kgaero-phase-b-ckpt1208": {LENGTH_COLLAPSE},
     "real_logs_2/trl/grp-oblit-joenaess": {EOS_NEVER_SEEN},
     "real_logs_2/trl/verified-reasoner-samyak-ckpt1134": {LENGTH_BLOWUP},
 }
@@ -495,9 +505,9 @@ def test_grp_oblit_every_completion_at_512_is_eos_never_seen(judged):
 
 
 def test_verified_reasoner_blowup_names_the_truncated_share(judged):
-    """verified-reasoner: length 192 → 625 (3.3x) while the share clipped rises 0% → 5% (medians
+    """verified-reasoner: length 181 → 625 (3.5x; the early median over its first 10 rows) while the share clipped rises 0% → 5% (medians
     of the first and last 10% of its 226 rows); the cap unstated, at least the longest logged."""
     f = _one(judged, "real_logs_2/trl/verified-reasoner")[LENGTH_BLOWUP]
     assert f.title == "Completion length blew up into the cap: 5% of completions truncated"
-    assert "all steps: 192 → 625 (3.3x)" in f.evidence
+    assert "all steps: 181 → 625 (3.5x)" in f.evidence
     assert "(truncated_fraction) rose 0% → 5%; the cap is at least 1983 tokens" in f.evidence

@@ -394,8 +394,11 @@ HOLDOUT = REAL.parent / "holdout" / "real_logs_2" if REAL is not None else None
 #: Each real log's magnitude codes at warning or error (every other log: none). The keys are
 #: "<folder>/<path under it>", a file of several runs "#N".
 EXPECTED = {
+    # kl_ref_high from the start (raw._kl_from_start): trl/kl 1.08 over steps 1-10 (its label
+    # names kl_ref_high); verified-reasoner 2.94 over steps 5-50 (from an SFT adapter)
     "real_logs/trl/gemma3-hint-hiding-ps-research/checkpoint-100/trainer_state.json": {
-        KL_REF_SPIKE
+        KL_REF_SPIKE,
+        KL_REF_HIGH,
     },
     "real_logs/trl/graphcross-lil-anchutka/checkpoint-600/trainer_state.json": {LOSS_CONSTANT},
     "real_logs_2/trl/graphiso-melodiz-run-ec-ckpt50/trainer_state.json": {GRAD_NORM_HIGH},
@@ -407,6 +410,7 @@ EXPECTED = {
     },
     "real_logs_2/trl/verified-reasoner-samyak-ckpt1134/trainer_state.json": {
         KL_REF_SPIKE,
+        KL_REF_HIGH,
         GRAD_NORM_SPIKE,
     },
 }

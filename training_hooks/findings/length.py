@@ -74,7 +74,7 @@ from training_hooks.findings.core import (
     pct,
 )
 from training_hooks.findings.lag import steps_of
-from training_hooks.findings.spikes import early_late, group_label
+from training_hooks.findings.spikes import EARLY_TEXT, early_late, early_rows, group_label
 from training_hooks.findings.thresholds import LENGTH, RUN
 from training_hooks.schema import RunInfo, Step, flatten
 
@@ -261,15 +261,15 @@ def _terminated(
 
 
 def _ends(y: np.ndarray | None) -> tuple[float, float] | None:
-    """(median of the first 10% of the finite values, of the last 10%); None with fewer than
-    ``trend_min_steps`` finite values."""
+    """(median of the first 10% of the finite values (at most ``early_rows_max``), of the last
+    10%); None with fewer than ``trend_min_steps`` finite values."""
     if y is None:
         return None
     v = y[np.isfinite(y)]
     if len(v) < RUN.trend_min_steps.value:
         return None
     k = max(1, len(v) // 10)
-    return float(np.median(v[:k])), float(np.median(v[-k:]))
+    return float(np.median(v[: early_rows(len(v))])), float(np.median(v[-k:]))
 
 
 def reward_rise(reward: np.ndarray | None) -> tuple[float, float, float] | None:
@@ -522,7 +522,7 @@ def _trends(df: pd.DataFrame, split: lagmod.LagSplit, ls: Lengths, cov: Coverage
     ratios = [b / a for _, a, b in per]
     basis = min(int(np.isfinite(y[groups == g]).sum()) for g, _, _ in per)
     what = "; ".join(f"{group_label(g)}: {a:.3g} → {b:.3g} ({b / a:.2g}x)" for g, a, b in per)
-    head = f"median {ls.mean_col} (tokens), first 10% of steps → last 10%: {what}."
+    head = f"median {ls.mean_col} (tokens), {EARLY_TEXT} → last 10%: {what}."
     ctx = context_of(ls)
     if all(r >= RUN.length_blowup.value for r in ratios):
         return [_blowup(ls, ctx, head, basis)]

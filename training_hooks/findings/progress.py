@@ -53,6 +53,7 @@ import pandas as pd
 from training_hooks.findings.core import (
     ERROR,
     INFO,
+    NAN_CELLS,
     NOT_LOGGED,
     TOO_FEW_STEPS,
     WARNING,
@@ -74,7 +75,8 @@ from training_hooks.findings.signal import (
     OTHER_SIGNALS,
     late_median,
 )
-from training_hooks.findings.thresholds import PROGRESS, RUN
+from training_hooks.findings.status import GRAD_NORM_NAMES
+from training_hooks.findings.thresholds import PROGRESS, RAW, RUN
 from training_hooks.schema import Step
 from training_hooks.tool_settings import TOOL_NAMES
 
@@ -106,6 +108,14 @@ TOTAL_PREFIXES = ("", *(f"{tool}/" for tool in TOOL_NAMES), "train/")
 LR_NAMES = ("learning_rate", "lr", "actor_lr")
 
 
+#: {a total reward that is another less a KL penalty: (that other, the penalty's column)}: verl's
+#: ``critic/rewards/mean`` is ``critic/score/mean`` less the in-reward KL penalty where
+#: ``use_kl_in_reward`` (``actor/reward_kl_penalty`` logged). It gains when the penalty shrinks
+#: (a policy collapsing to one-token answers has almost no KL to sum), which is no progress on
+#: the task: the reward's progress is judged on the score where both are logged.
+PENALISED = {"critic/rewards/mean": ("critic/score/mean", "actor/reward_kl_penalty")}
+
+
 def reward_totals(df: pd.DataFrame) -> tuple[list[str], dict[str, str]]:
     """(the columns carrying the total reward, in ``TOTAL_REWARD_NAMES`` order, each with at least
     one value; {a column left out: the earlier one it repeats}). A column whose values equal an
@@ -123,6 +133,39 @@ def reward_totals(df: pd.DataFrame) -> tuple[list[str], dict[str, str]]:
             else:
                 same[c] = twin
     return found, same
+
+
+def task_totals(
+    df: pd.DataFrame, cols: list[str], facts: RunFacts
+) -> tuple[list[str], dict[str, str]]:
+    """(``cols`` less each total that is the task's score less a KL penalty, where the score and
+    the penalty are logged too (``PENALISED``); {a column left out: the penalty's column})."""
+    keep, shaped = [], {}
+    for c in cols:
+        name = c.split("/", 1)[1] if c.split("/", 1)[0] in TOOL_NAMES else c
+        got = PENALISED.get(name)
+        if got is not None:
+            score_there = _logged_as_any(facts, got[0], [o for o in cols if o != c])
+            pen = _own(df, got[1])
+            if score_there and pen is not None:
+                shaped[c] = pen
+                continue
+        keep.append(c)
+    return keep, shaped
+
+
+def _own(df: pd.DataFrame, name: str) -> str | None:
+    """``name`` as logged, or behind an importer's tool prefix, with a value; else None."""
+    for c in (name, *(f"{t}/{name}" for t in TOOL_NAMES)):
+        if c in df.columns and logged(df, c) is not None:
+            return c
+    return None
+
+
+def _logged_as_any(facts: RunFacts, name: str, cols: list[str]) -> bool:
+    """Whether one of ``cols`` holds the log's ``name`` (under its own name, a tool prefix, or
+    the column the importer mapped it to)."""
+    return any(c == name or c.endswith("/" + name) or name in facts.logged_as(c) for c in cols)
 
 
 def _same_values(a: np.ndarray, b: np.ndarray) -> bool:
@@ -237,11 +280,19 @@ def check_reward_progress(df: pd.DataFrame, split, facts: RunFacts, cov: Coverag
     own noise (module docstring); a note for a span too short or noisy to tell; nothing for a
     solved task."""
     cols, same = reward_totals(df)
+    cols, shaped = task_totals(df, cols, facts)
     trends = {c: _series(df, c) for c in cols}
     trends = {c: t for c, t in trends.items() if t.n >= RUN.min_basis.value}
     if not trends:
         return cov.skipped(PROGRESS_CHECK, NOT_LOGGED if not cols else TOO_FEW_STEPS)
-    cov.ran(PROGRESS_CHECK, ", ".join(facts.logged_as(c) for c in trends))
+    cov.ran(
+        PROGRESS_CHECK,
+        ", ".join(facts.logged_as(c) for c in trends)
+        + "".join(
+            f"; not {c}: the score less the KL penalty ({pen}), which gains as the penalty shrinks"
+            for c, pen in shaped.items()
+        ),
+    )
     best = max(trends, key=lambda c: (_RANK[trends[c].verdict], -list(trends).index(c)))
     whole, span = trends[best], "run"
     if whole.verdict == PROGRESSES:
@@ -329,6 +380,15 @@ def _progress_finding(df, col, trends, trend, span, solved, same, facts) -> Find
     evidence += _others(col, trends, same, facts) + _context(df)
     severity = _severity(df, verdict, trend)
     title = _title(verdict, span)
+    silent = _no_signal(df, facts) if verdict == UNDECIDED else ""
+    if silent and severity == INFO and trend.n >= PROGRESS.min_steps.value:
+        severity = WARNING if not _other_signal(df) else INFO
+        title = "No reward gain, and the updates carry no signal to make one"
+        evidence += (
+            f" The updates cannot move the reward: {silent}. With no signal a gain is not "
+            "expected, so the lack of one is no progress, though the noise alone cannot rule "
+            "out a small change."
+        )
     if solved is not None:  # ("top", why): the split is unknown
         severity, title = INFO, title + ", at the top of its range"
         evidence += f" It may be solved: {solved[1]}."
@@ -356,6 +416,44 @@ def _severity(df: pd.DataFrame, verdict: str, trend: Trend) -> str:
     if any(logged(df, c) is not None for c in others):  # distillation: a constant reward by design
         return INFO
     return ERROR if verdict == CONSTANT else WARNING
+
+
+def _other_signal(df: pd.DataFrame) -> bool:
+    """A training signal other than the reward is logged (distillation: a flat reward by design)."""
+    others = [
+        c for c in df.columns if isinstance(c, str) and any(k in c.lower() for k in OTHER_SIGNALS)
+    ]
+    return any(logged(df, c) is not None for c in others)
+
+
+def _no_signal(df: pd.DataFrame, facts: RunFacts) -> str:
+    """Why the updates carry no reward signal, in words ("" when the log does not show it):
+    almost every group zero-variance over the last quarter (``RUN.zero_var_error``: their
+    advantages are all 0; with half of them, the other half can still teach), or the gradient norm zero (``RAW.zero_grad``) or not finite on at least
+    ``PROGRESS.silent_share`` of the steps that log it (no update, or a NaN one)."""
+    zv = late_median(df, Step.ZERO_VARIANCE_FRACTION, 4)
+    if zv is not None and zv[0] >= RUN.zero_var_error.value:
+        return (
+            f"a median {pct(zv[0])} of groups are zero-variance over the last quarter (every "
+            "advantage in them is 0)"
+        )
+    for gname in GRAD_NORM_NAMES:
+        if gname not in df.columns:
+            continue
+        g = column(df, gname)
+        nan_steps = np.asarray(df.attrs.get(NAN_CELLS, {}).get(gname, ()), np.int64)
+        logged_nan = np.isin(steps_of(df), nan_steps) & np.isnan(g)  # a NaN the run wrote
+        n = int((np.isfinite(g) | logged_nan).sum())
+        if n < RUN.min_basis.value:
+            continue
+        dead = logged_nan | (np.isfinite(g) & (np.abs(g) <= RAW.zero_grad.value))
+        if dead.sum() >= PROGRESS.silent_share.value * n:
+            return (
+                f"{facts.logged_as(gname)} is zero or NaN at {int(dead.sum())} of the {n} steps "
+                "that log it"
+            )
+        return ""
+    return ""
 
 
 def _title(verdict: str, span: str) -> str:

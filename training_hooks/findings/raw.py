@@ -29,12 +29,13 @@ from training_hooks.findings.core import (
     first_logged,
     flagged,
     fmt_steps,
+    listed,
     logged,
     pct,
 )
 from training_hooks.findings.lag import LagSplit, steps_of
 from training_hooks.findings.meanings import carriers, caveats_text
-from training_hooks.findings.spikes import rolling_baseline
+from training_hooks.findings.spikes import EARLY_TEXT, early_rows, rolling_baseline
 from training_hooks.findings.status import GRAD_NORM_NAMES
 from training_hooks.findings.thresholds import RAW, RUN
 from training_hooks.schema import Step
@@ -204,42 +205,54 @@ def check_loss_scale(
     df: pd.DataFrame, split: LagSplit, facts: RunFacts, cov: Coverage
 ) -> list[Finding]:
     """``loss_spike``: steps whose |loss| is ``loss_spike`` x the 90th percentile of the run's
-    non-zero |loss| or more."""
-    y = logged(df, Step.LOSS)
-    a = np.abs(y) if y is not None else None
-    base = a[np.isfinite(a) & (a > 0)] if a is not None else np.array([])
-    if len(base) < RUN.min_basis.value:
+    non-zero |loss| or more, in every column that carries the loss (``carriers``: ours, and a
+    tool's policy loss kept under its own name, verl's ``actor/pg_loss``); the first that spikes
+    speaks."""
+    found = carriers(df, Step.LOSS, facts)
+    judged = []
+    for c in found:
+        a = np.abs(column(df, c.column))
+        base = a[np.isfinite(a) & (a > 0)]
+        if len(base) >= RUN.min_basis.value:
+            judged.append((c, a, base))
+    if not judged:
         return cov.skipped(
-            "loss scale", NOT_LOGGED if y is None else f"{TOO_FEW_STEPS} with a loss"
+            "loss scale", NOT_LOGGED if not found else f"{TOO_FEW_STEPS} with a loss"
         )
-    cov.ran("loss scale", facts.logged_as(Step.LOSS))
-    assert a is not None and y is not None
+    cov.ran("loss scale", ", ".join(c.label for c, _, _ in judged))
+    for c, a, base in judged:
+        got = _loss_spike(df, c, a, base)
+        if got is not None:
+            return [got]
+    return []
+
+
+def _loss_spike(df: pd.DataFrame, c, a: np.ndarray, base: np.ndarray) -> Finding | None:
+    y = column(df, c.column)
     med = float(np.quantile(base, 0.9))
     with np.errstate(invalid="ignore"):
         over = np.isfinite(a) & (a >= RAW.loss_spike.value * med)
     if not over.any():
-        return []
+        return None
     steps = steps_of(df)
     idx = np.flatnonzero(over)
     w = idx[np.argmax(a[idx])]
     rest = a[np.isfinite(a) & ~over]
-    return [
-        Finding(
-            LOSS_SPIKE,
-            WARNING,
-            f"The loss jumps by orders of magnitude at {len(idx)} step{'s' if len(idx) > 1 else ''}",
-            f"{facts.logged_as(Step.LOSS)} = {y[w]:.4g} at step {steps[w]}, {a[w] / med:.3g}x the "
-            f"90th percentile of the run's |loss|, {med:.3g} (largest at any other step: {rest.max():.3g}; steps "
-            f"{fmt_steps(steps[idx])}; Health warns at {RAW.loss_spike.value:g}x).",
-            "A loss this far off its own scale is one batch with an extreme term: a ratio "
-            "exp(log pi - log pi_old) overflowing on a token whose log-probs disagree (an "
-            "unclipped importance-sampling loss has no bound), a reward outlier, or a sum over a "
-            "huge completion. Open the step's batch; if the update was taken, check the gradient "
-            "norm and the steps after it.",
-            *flagged(steps, idx, a),
-            basis=len(base),
-        )
-    ]
+    return Finding(
+        LOSS_SPIKE,
+        WARNING,
+        f"The loss jumps by orders of magnitude at {len(idx)} step{'s' if len(idx) > 1 else ''}",
+        f"{c.label} = {y[w]:.4g} at step {steps[w]}, {a[w] / med:.3g}x the "
+        f"90th percentile of the run's |loss|, {med:.3g} (largest at any other step: {rest.max():.3g}; steps "
+        f"{fmt_steps(steps[idx])}; Health warns at {RAW.loss_spike.value:g}x)." + caveats_text([c]),
+        "A loss this far off its own scale is one batch with an extreme term: a ratio "
+        "exp(log pi - log pi_old) overflowing on a token whose log-probs disagree (an "
+        "unclipped importance-sampling loss has no bound), a reward outlier, or a sum over a "
+        "huge completion. Open the step's batch; if the update was taken, check the gradient "
+        "norm and the steps after it.",
+        *flagged(steps, idx, a),
+        basis=len(base),
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -331,16 +344,54 @@ def _collapse(g, gname, loss, late, facts: RunFacts) -> str:
     if g is not None:
         v = g[np.isfinite(g)]
         if len(v) >= 2 * RUN.min_basis.value:
-            early = float(np.median(v[: max(1, len(v) // 10)]))
+            early = float(np.median(v[: early_rows(len(v))]))
             end = g[late & np.isfinite(g)]
             end_med = float(np.median(end)) if len(end) else np.nan
             if early > 0 and end_med <= RAW.grad_collapse.value * early:
                 parts.append(
-                    f"{facts.logged_as(gname)} fell from a median {early:.3g} (first 10% of "
-                    f"steps) to {end_med:.3g} ({end_med / early:.2g}x; Health calls ≤ "
+                    f"{facts.logged_as(gname)} fell from a median {early:.3g} ({EARLY_TEXT}) "
+                    f"to {end_med:.3g} ({end_med / early:.2g}x; Health calls ≤ "
                     f"{RAW.grad_collapse.value:g}x a collapse)"
                 )
     return " and ".join(parts)
+
+
+def _kl_from_start(df: pd.DataFrame, found: list) -> list[Finding]:
+    """``kl_ref_high`` at the start: the policy starts as the reference, so its KL to the
+    reference over its first rows (``early_rows``; the first logged at step ``early_rows_max`` or
+    sooner) is ~0; a median of ``RAW.kl_ref_start`` or more there means the reference is another
+    model than the policy's start (the base model under an SFT adapter, a teacher)."""
+    steps = steps_of(df)
+    for c in found:
+        y = column(df, c.column)
+        rows = np.flatnonzero(np.isfinite(y))
+        if len(rows) < RUN.trend_min_steps.value or steps[rows[0]] > RUN.early_rows_max.value:
+            continue
+        first = rows[: max(RUN.min_basis.value, early_rows(len(rows)))]
+        med = float(np.median(y[first]))
+        if med < RAW.kl_ref_start.value:
+            continue
+        late = y[rows[-max(1, len(rows) // 4) :]]
+        return [
+            Finding(
+                KL_REF_HIGH,
+                WARNING,
+                "The policy starts far from the reference model",
+                f"median {c.label} over the run's first {len(first)} logged steps (steps "
+                f"{steps[first[0]]}–{steps[first[-1]]}) = {med:.3g} nats/token, from step "
+                f"{steps[first[0]]} on (over the last quarter {float(np.median(late)):.3g}); a "
+                "policy that starts as the reference has a KL near 0 over its first updates "
+                f"(Health warns at {RAW.kl_ref_start.value:g} there)." + caveats_text([c]),
+                "The reference is not the model the policy started from: typically the base "
+                "model while the policy is an SFT adapter or checkpoint on top of it (or a "
+                "teacher). The KL term then pulls the policy back toward the base from the first "
+                "step and can dominate the loss. Use the starting checkpoint as the reference "
+                "(merge the SFT adapter first), or set beta to 0 if that pull is not wanted.",
+                steps=listed(steps[first]),
+                basis=len(first),
+            )
+        ]
+    return []
 
 
 # ---------------------------------------------------------------------------------------------
@@ -374,8 +425,11 @@ def check_reward_components(
     df: pd.DataFrame, split: LagSplit, facts: RunFacts, cov: Coverage
 ) -> list[Finding]:
     """``reward_component_pinned``: with two reward functions or more, one that stays near 0
-    (at most ``pinned_share`` of the total's level at the end and of its rise) while the total
-    rises or saturates (most groups zero-variance): what the policy learns is the others."""
+    (at most ``pinned_share`` of the total's level at the end and of its rise), or one exactly
+    constant at a value other than 0 on every step (at least ``min_basis``: every completion
+    scored alike by it, so it shifts every reward by the same amount and gives no advantage),
+    while the total rises or saturates (most groups zero-variance): what the policy learns is
+    the others."""
     comps = reward_components(df)
     total = logged(df, Step.REWARD_MEAN)
     if len(comps) < 2 or total is None:
@@ -399,7 +453,14 @@ def check_reward_components(
         y = column(df, c)
         c0, c1 = _quarters(y)
         lo, hi = float(np.nanmin(y)), float(np.nanmax(y))
-        if abs(c1) <= share * max(abs(t1), 1e-12) and (not rises or c1 - c0 <= share * rise):
+        steady = np.isfinite(y).sum() >= RUN.min_basis.value and lo == hi != 0.0
+        if steady:  # the same score for every completion at every step: a constant, no signal
+            pinned.append(
+                f"{c} is {lo:.4g} at every step (never moves: the same batch mean on every step "
+                "is the same score for every completion, a shift of every reward that gives no "
+                "advantage)"
+            )
+        elif abs(c1) <= share * max(abs(t1), 1e-12) and (not rises or c1 - c0 <= share * rise):
             never = lo == hi == 0.0
             pinned.append(
                 f"{c} is 0.0 at every step (never earned)"
@@ -466,7 +527,7 @@ def check_kl_level(
     cov.ran(name, note)
     med, n, top = max(levels, key=lambda t: t[0])
     if med < RAW.kl_ref_high.value:
-        return []
+        return _kl_from_start(df, [c for _, _, c in levels])
     others = [f"{c.label} {m:.3g}" for m, _, c in levels if c is not top]
     return [
         Finding(

@@ -27,12 +27,14 @@ from training_hooks.findings.core import (
     col,
     column,
     first_logged,
+    listed,
     logged,
     pct,
 )
-from training_hooks.findings.lag import LagSplit
+from training_hooks.findings.lag import LagSplit, steps_of
 from training_hooks.findings.thresholds import RUN
 from training_hooks.schema import Seq, Step
+from training_hooks.tool_settings import TOOL_NAMES
 
 # The stable codes of ``check_learning_signal``.
 ZERO_VARIANCE = "zero_variance"
@@ -207,7 +209,7 @@ def _check_zero_variance(df: pd.DataFrame, cov: Coverage) -> list[Finding]:
     hi_col = first_logged(df, (ALL_HIGH_FRACTION, *FOREIGN_ALL_HIGH))
     if got is None:
         if hi_col is None:
-            return cov.skipped("zero-variance groups", NOT_LOGGED)
+            return _from_batch_range(df, cov)
         got = late_median(df, hi_col, 4)  # no total: the solved share alone
         if got is None:  # logged, but not in the last quarter of the run
             return cov.skipped("zero-variance groups", "no value in the last quarter of the run")
@@ -215,7 +217,7 @@ def _check_zero_variance(df: pd.DataFrame, cov: Coverage) -> list[Finding]:
     med, n = got
     if hi_col is None:
         if med < RUN.zero_var_warn.value:
-            return []
+            return _earlier_phase(df, med, n)
         sev = ERROR if med >= RUN.zero_var_error.value else WARNING
         return [_zero_variance(med, None, n, sev, _reward_level(df, med))]
     total = col(df, Step.ZERO_VARIANCE_FRACTION)
@@ -232,6 +234,99 @@ def _check_zero_variance(df: pd.DataFrame, cov: Coverage) -> list[Finding]:
     if solved >= RUN.saturated.value:
         out.append(_saturated(solved, unsolved, hi_col, n))
     return out
+
+
+def _earlier_phase(df: pd.DataFrame, late: float, n: int) -> list[Finding]:
+    """``zero_variance`` (warning) for a part of the run: with the last quarter below
+    ``zero_var_warn``, the fifth of the rows (at least ``min_basis`` with a share) whose median
+    share is highest, when it is ``zero_var_warn`` or more: most of that fifth's groups gave no
+    signal, a share of the run's updates spent on nothing."""
+    y = column(df, Step.ZERO_VARIANCE_FRACTION)
+    rows = np.flatnonzero(np.isfinite(y))
+    parts = [(i, p) for i, p in enumerate(np.array_split(rows, 5)) if len(p) >= RUN.min_basis.value]
+    if not parts:
+        return []
+    which, worst = max(parts, key=lambda ip: float(np.median(y[ip[1]])))
+    which += 1
+    share = float(np.median(y[worst]))
+    if share < RUN.zero_var_warn.value:
+        return []
+    steps = steps_of(df)
+    mean = float(np.mean(y[rows[: len(rows) * which // 5]]))
+    return [
+        Finding(
+            ZERO_VARIANCE,
+            WARNING,
+            "Most groups were zero-variance over part of the run",
+            f"median zero_variance_fraction over fifth {which} of the rows (steps "
+            f"{steps[worst[0]]}–{steps[worst[-1]]}, {len(worst)} rows) = {pct(share)} of groups "
+            f"(mean {pct(mean)} over steps {steps[rows[0]]}–{steps[worst[-1]]}); over the last "
+            f"quarter of the run ({n} steps) the median is {pct(late)}: those steps' updates came "
+            "from a minority of the groups. Whether they were all-correct or all-wrong is not "
+            "logged.",
+            _ZV_ADVICE,
+            steps=listed(steps[worst]),
+            basis=len(worst),
+        )
+    ]
+
+
+#: A batch's highest and lowest score as tools log them (found behind any prefix): verl's
+#: ``critic/score/max`` / ``critic/score/min`` (the reward function's score of every response in
+#: the batch).
+BATCH_RANGES = (("critic/score/max", "critic/score/min"),)
+
+
+def _from_batch_range(df: pd.DataFrame, cov: Coverage) -> list[Finding]:
+    """Without the zero-variance share: where a batch's highest score equals its lowest, every
+    completion of that batch scored alike, so every group in it is zero-variance (share 100%,
+    exactly); where they differ the share is unknown. Over the last quarter of the rows, when
+    more than half the rows that log both have max = min, the median share is 100%."""
+
+    def own(name: str) -> str | None:  # as logged, or behind an importer's tool prefix
+        return next((c for c in (name, *(f"{t}/{name}" for t in TOOL_NAMES)) if c in df), None)
+
+    pair = next(
+        (
+            (hi_col, lo_col)
+            for hi_name, lo_name in BATCH_RANGES
+            if (hi_col := own(hi_name)) is not None
+            and (lo_col := own(lo_name)) is not None
+            and logged(df, hi_col) is not None
+        ),
+        None,
+    )
+    if pair is None:
+        return cov.skipped("zero-variance groups", NOT_LOGGED)
+    late = slice(len(df) - max(1, len(df) // 4), None)
+    hi, lo = column(df, pair[0])[late], column(df, pair[1])[late]
+    both = np.isfinite(hi) & np.isfinite(lo)
+    n = int(both.sum())
+    if n < RUN.min_basis.value:
+        return cov.skipped("zero-variance groups", f"{NOT_LOGGED} (too few rows with {pair[0]})")
+    alike = both & (np.abs(hi - lo) <= 1e-12 * np.maximum(1.0, np.abs(hi)))
+    k = int(alike.sum())
+    note = (
+        f"the share is not logged; read from {pair[0]} = {pair[1]} (every completion of the batch "
+        f"scored alike: every group zero-variance) on {k} of the last quarter's {n} rows"
+    )
+    cov.ran("zero-variance groups", note)
+    if 2 * k <= n:
+        return []
+    level = _reward_level(df, 1.0)
+    return [
+        Finding(
+            ZERO_VARIANCE,
+            ERROR,
+            "Every group is zero-variance: every completion gets the same score",
+            f"{pair[0]} = {pair[1]} on {k} of the {n} rows of the last quarter of the run that log "
+            "both: every completion of those batches got the same score, so every group in them "
+            "has zero variance (the zero-variance share is not logged; on those rows it is 100%, "
+            f"so its median over the last quarter is 100%).{level}",
+            _ZV_ADVICE,
+            basis=n,
+        )
+    ]
 
 
 def _reward_level(df: pd.DataFrame, med: float) -> str:
@@ -286,11 +381,16 @@ def _zero_variance(med: float, split, n: int, severity: str, level: str = "") ->
         severity,
         head,
         text,
-        "Groups where every completion gets the same reward have zero advantage in GRPO and "
-        "GSPO alike. For all-wrong groups: easier prompts or a curriculum, a denser or partial-"
-        "credit reward, a larger group size; DAPO's dynamic sampling drops such groups.",
+        _ZV_ADVICE,
         basis=n,
     )
+
+
+_ZV_ADVICE = (
+    "Groups where every completion gets the same reward have zero advantage in GRPO and GSPO "
+    "alike. For all-wrong groups: easier prompts or a curriculum, a denser or partial-credit "
+    "reward, a larger group size; DAPO's dynamic sampling drops such groups."
+)
 
 
 def _saturated(solved: float, unsolved: float, source: str, n: int) -> Finding:

@@ -308,7 +308,8 @@ def co_movers(df: pd.DataFrame, row: int) -> list[str]:
 
 def early_late(y: np.ndarray, groups: np.ndarray) -> list[tuple[str, float, float]]:
     """Per lag group with at least ``trend_min_steps`` finite values: (group, median of its first
-    10% of steps, median of its last 10%), rows in step order."""
+    10% of steps but at most ``early_rows_max`` of them (``early_rows``), median of its last
+    10%), rows in step order."""
     out = []
     for g in dict.fromkeys(groups.tolist()):
         v = y[groups == g]
@@ -316,8 +317,19 @@ def early_late(y: np.ndarray, groups: np.ndarray) -> list[tuple[str, float, floa
         if len(v) < RUN.trend_min_steps.value:
             continue
         k = max(1, len(v) // 10)
-        out.append((str(g), float(np.median(v[:k])), float(np.median(v[-k:]))))
+        out.append((str(g), float(np.median(v[: early_rows(len(v))])), float(np.median(v[-k:]))))
     return out
+
+
+#: The early window in words.
+EARLY_TEXT = f"first 10% of steps (at most {RUN.early_rows_max.value:g})"
+
+
+def early_rows(n: int) -> int:
+    """How many of ``n`` rows (in step order) make a trend's early window: the first 10%, at
+    least 1 and at most ``RUN.early_rows_max`` (the level the run started at, not a tenth of a
+    long run's history)."""
+    return max(1, min(n // 10, int(RUN.early_rows_max.value)))
 
 
 @dataclass(frozen=True)
@@ -377,7 +389,7 @@ def check_trends(
                 check.code,
                 WARNING,
                 check.title,
-                f"median {check.column} ({check.unit}), first 10% of steps → last 10%: {what}. "
+                f"median {check.column} ({check.unit}), {EARLY_TEXT} → last 10%: {what}. "
                 f"Health warns at {'≤' if check.falls else '≥'} {limit:g}x.",
                 check.advice,
                 basis=min(int(np.isfinite(y[groups == g]).sum()) for g, _, _ in per),

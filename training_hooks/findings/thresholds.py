@@ -186,6 +186,14 @@ class RunThresholds:
         0.2, "share of sequences", OURS + "one in five hits the limit"
     )
     trend_min_steps: Threshold = Threshold(10, "steps per lag group", OURS + "fewer: not judged")
+    early_rows_max: Threshold = Threshold(
+        10,
+        "rows at most in a trend's early window (the first 10% of the rows, capped)",
+        OURS + "a trend's start is the level the run started at: a tenth of a long run spans "
+        "whatever happened in it (a length collapsing 1,759 -> 1 token within steps 1-12 of 261 "
+        "reads as an early median of 1 over the first 26 steps); ten rows still take a median "
+        "over noise, against factors of 2x, 0.5x and 0.2x",
+    )
     min_basis: Threshold = Threshold(
         5,
         "steps",
@@ -287,6 +295,13 @@ class RawThresholds:
         OURS + "a component that adds under a tenth of the rise and of the total is not what the "
         "policy is learning",
     )
+    kl_ref_start: Threshold = Threshold(
+        0.1,
+        "nats/token (median KL to the reference over the run's first logged steps)",
+        OURS + "a policy initialised as the reference has KL ~0 after its first updates; the top "
+        "of the 1e-3..1e-1 band whole GRPO runs sit in, reached in the first few steps, means "
+        "the reference is another model (the base under an SFT adapter: 0.48 at step 2)",
+    )
     kl_ref_high: Threshold = Threshold(
         1.0,
         "nats/token (median KL to the reference over the last quarter of the run)",
@@ -346,6 +361,15 @@ class ProgressThresholds:
         20,
         "rows with a reward (in the judged span: the run, or its second half)",
         OURS + "fewer: at most a note (info); a run this short is too short to tell",
+    )
+    silent_share: Threshold = Threshold(
+        0.5,
+        "share of the steps logging a gradient norm where it is zero or NaN",
+        OURS + "most updates move nothing (a zero norm) or nothing sound (a NaN norm): a reward "
+        "that shows no gain over at least min_steps rows is then no progress (a warning) though "
+        "its noise alone leaves the verdict open; the same holds with almost every group "
+        "zero-variance over the last quarter (zero_var_error; at zero_var_warn, half the groups "
+        "still teach: on the tune logs a 0.40 -> 0.48 rise with 50% zero-variance is not flat)",
     )
     top_of_range: Threshold = Threshold(
         0.05,
