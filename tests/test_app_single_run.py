@@ -563,8 +563,20 @@ def test_runs_table_on_the_real_logs(app_env, tmp_path, real_logs):
     # frac_reward_zero_std 1.0 and reward 0.0 on most of its last rows: all-wrong groups
     # and its reward falls 0.022 -> 0.003 (no_reward_progress)
     assert health["agent-memory-redteam"].startswith("1 err · 1 warn")
-    assert (df["health"] == "ok").sum() == 1  # the clip-sweep verl run: its config says much
-    assert df["health"].str.startswith("nothing found, ").sum() >= 8
+    # the two healthy verl runs, whose configs say much (the sigfrac run's length fall is
+    # overlong answers ending as the reward rises: a note, overlong_cured, not a warning)
+    oks = sorted(df.loc[df["health"] == "ok", "name"])
+    assert oks == [
+        "deepseek1.5b_sync_8gpu_clip_low0.2_high0.28_seed0",
+        "deepseek1.5b_sync_8gpu_sigfrac_cfixed_lr1.25e-5_alpharlim0.05",
+    ]
+    # the Tinker runs with nothing to report, each saying how little could be checked
+    quiet = set(df.loc[df["health"].str.startswith("nothing found, "), "name"])
+    assert quiet == {
+        "rlvr-gptoss20b-v3b-joanvelja",
+        "cookbook-cog-rl-exp8",
+        *(f"bash-codeforces-astowolfo-run{i}" for i in range(1, 6)),
+    }
 
 
 # --------------------------------------------------------------------------------------------

@@ -144,7 +144,7 @@ SERIOUS = {
     "furixturi-tfevents": {health.REWARD_PINNED},
     "pythia": {health.EOS_NEVER_SEEN},
     "seriserendipia": {health.ZERO_VARIANCE, health.NO_SIGNAL},
-    "hiepdema": {health.ZERO_VARIANCE},
+    "hiepdema": {health.ZERO_VARIANCE, health.NO_REWARD_PROGRESS},  # reward 0.0 in 35 of 50 rows
     "gui-cursor": set(),
     "joanvelja": set(),
     "shaider10": {health.LOSS_SPIKE},
@@ -165,7 +165,10 @@ def test_graphcross_collapse_is_no_learning_signal(reports):
     f = found[health.NO_SIGNAL]
     assert f.severity == health.ERROR
     assert "trl loss is 0 at every one of its 60 steps" in f.evidence
-    assert "grad_norm fell from a median 0.237 (first 10% of steps) to 0.000331" in f.evidence
+    assert (
+        "grad_norm fell from a median 0.237 (first 10% of steps (at most 10)) to 0.000331"
+        in f.evidence
+    )
     assert "is the highest the run logs (0.0385 to 0.07)" in found[health.ZERO_VARIANCE].evidence
     assert health.GRAD_NORM_SPIKE not in found  # a gradient that decays is no explosion
 
@@ -219,7 +222,8 @@ def test_hiepdema_sparse_reward_is_failed_not_solved(reports):
 def test_shaider10_loss_spike_at_step_92(reports):
     _, found = _get(reports, "shaider10")
     f = found[health.LOSS_SPIKE]
-    assert f.steps == (92,) and "tinker loss:sum = 6.083e+11 at step 92" in f.evidence
+    assert f.steps == (92,)
+    assert "tinker loss:sum (stored as loss) = 6.083e+11 at step 92" in f.evidence
     assert "largest at any other step: 2.66e+04" in f.evidence
 
 
