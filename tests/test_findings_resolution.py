@@ -291,3 +291,19 @@ def test_the_same_move_clips_far_more_in_bfloat16_and_only_that_run_is_told(tmp_
     clip32 = f32[Step.SEQ_CLIP_FRACTION][odd].mean()
     assert clip16 >= 2 * clip32 > 0, (clip16, clip32)  # (0.5625, 0.1875) on CPU, torch 2.13
     assert RATIO_RESOLUTION_COARSE in codes16 and RATIO_RESOLUTION_COARSE not in codes32
+
+
+def test_clip_high_advice_is_led_by_the_rounding_when_both_fire():
+    """Two cards, one run: clip_high must not advise a lower learning rate alone while
+    ratio_resolution_coarse says the share is rounding; without the latter it is unchanged."""
+    from training_hooks.findings import CLIP_HIGH, WARNING, Finding
+    from training_hooks.findings.run import explain_clip_high
+
+    clip = Finding(CLIP_HIGH, WARNING, "GSPO clips far more", "56% of sequences", "Lower the lr.")
+    coarse = Finding(RATIO_RESOLUTION_COARSE, WARNING, "coarse", "4.69e-4 > 4e-4", "float32.")
+    got = {f.code: f for f in explain_clip_high([clip, coarse])}
+    assert got[CLIP_HIGH].advice.startswith("First rule out rounding: ")
+    assert (
+        got[CLIP_HIGH].advice.endswith("Lower the lr.") and got[RATIO_RESOLUTION_COARSE] == coarse
+    )
+    assert explain_clip_high([clip]) == [clip]

@@ -233,12 +233,28 @@ def explain_clip_low(found: list[Finding]) -> list[Finding]:
     ]
 
 
+def explain_clip_high(found: list[Finding]) -> list[Finding]:
+    """``found`` with ``clip_high``'s advice led by the rounding that ``ratio_resolution_coarse``
+    reports beside it: a ratio that moves on a grid coarser than ε clips by rounding, so the two
+    cards must not give opposite advice (lower the learning rate / the share is rounding).
+    Otherwise unchanged; both routes apply it."""
+    coarse = next((f for f in found if f.code == RATIO_RESOLUTION_COARSE), None)
+    if coarse is None:
+        return found
+    lead = (
+        "First rule out rounding: the log-probs' grid is coarser than ε here "
+        "(ratio_resolution_coarse), so much of this clip share can be rounding, not the policy "
+        "moving; give the recorder float32 log-probs before changing ε or the learning rate. "
+    )
+    return [replace(f, advice=lead + f.advice) if f.code == CLIP_HIGH else f for f in found]
+
+
 def live_findings(df: pd.DataFrame, facts: RunFacts) -> list[Finding]:
     """The findings of the live checks (``LIVE_CODES``; no note) on the table so far (the
     recorder's route)."""
     found = _judge(in_step_order(df), facts, Coverage(), live=True)
     live = codes_of(CHECKS, live=True)
-    return _finish(explain_clip_low([f for f in found if f.code in live]))
+    return _finish(explain_clip_high(explain_clip_low([f for f in found if f.code in live])))
 
 
 def run_health(df: pd.DataFrame, facts: RunFacts) -> HealthReport:
@@ -256,7 +272,7 @@ def run_health(df: pd.DataFrame, facts: RunFacts) -> HealthReport:
                 "Wait for the first flush (a few seconds) or check the run's root.",
             )
         )
-    found = _finish(explain_clip_low(found))
+    found = _finish(explain_clip_high(explain_clip_low(found)))
     if not any(f.severity in (ERROR, WARNING) for f in found):
         found.append(_nothing_unusual(df, cov))
     return HealthReport(found, dict(cov.checked), dict(cov.not_checked))
