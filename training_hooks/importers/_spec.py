@@ -49,3 +49,9 @@ class ToolSpec:
     alone. Used only where the reader left ``source_finished`` unknown."""
     display_name: str = ""  # the tool's name in user text ("Tinker cookbook")
     path_hint: str = ""  # what the import reads, for the CLI's help and the dashboard's form
+
+
+def no_facts(log: SourceLog, fmt: SourceFormat, settings: Settings) -> Settings:
+    """``ToolSpec.facts`` of a tool whose log states no settings beyond those already read
+    (ms-swift, OpenRLHF, a key-mapped log): none."""
+    return {}

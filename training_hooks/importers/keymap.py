@@ -44,8 +44,8 @@ from training_hooks.importers._read import (
     read_json_lines,
 )
 from training_hooks.importers._sniff import wrong_format
-from training_hooks.importers._spec import RunSettings, Settings, ToolSpec
-from training_hooks.metric_map import GRAD_NORM, Derived, SourceFormat
+from training_hooks.importers._spec import RunSettings, Settings, ToolSpec, no_facts
+from training_hooks.metric_map import GRAD_NORM, Derived
 from training_hooks.names import few, flatten
 from training_hooks.schema import STEP_METRIC_COLUMNS, Step
 from training_hooks.tool_settings import CSV, JSONL, SETTING_KEYS, Setting, _literal
@@ -466,15 +466,11 @@ def run_settings(s: Mapping[str, Any]) -> RunSettings:
     )
 
 
-def _no_facts(log: SourceLog, fmt: SourceFormat, settings: Settings) -> Settings:
-    return {}
-
-
 def _spec(name: str, read: Any, what: str, hint: str) -> ToolSpec:
     return ToolSpec(
         name=name,
         read=read,
-        facts=_no_facts,
+        facts=no_facts,
         run_settings=run_settings,
         algorithm_setting=("algorithm", ALGORITHMS),
         end_of=end_of,
