@@ -39,12 +39,12 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "tests"))
 
 import torch  # noqa: E402
 from datasets import Dataset  # noqa: E402
-from tokenizers import Tokenizer, models, pre_tokenizers  # noqa: E402
+from test_trl import PROMPTS, tiny_llama  # noqa: E402  (the tests' tiny model and prompts)
 from transformers import (  # noqa: E402
-    LlamaConfig,
     LlamaForCausalLM,
     PreTrainedTokenizerFast,
     PrinterCallback,
@@ -55,8 +55,6 @@ from app import line_style  # noqa: E402
 from training_hooks import findings, schema, tables  # noqa: E402
 from training_hooks.trl import attach  # noqa: E402
 
-WORDS = ["a", "b", "c", "d", "e", "f", "g", "h"]
-PROMPTS = [" ".join(WORDS[i : i + 3]) for i in range(6)]
 README_GSPO = dict(
     importance_sampling_level="sequence",
     loss_type="grpo",
@@ -105,34 +103,6 @@ def constant(completions, **kwargs):
 REWARDS = {"a": [reward_a], "a+judge": [reward_a, judge], "const": [constant]}
 
 
-def tiny_model(folder: Path) -> Path:
-    vocab = {"<pad>": 0, "<eos>": 1, "<unk>": 2, **{w: i + 3 for i, w in enumerate(WORDS)}}
-    tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
-    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=tok, pad_token="<pad>", eos_token="<eos>", unk_token="<unk>"
-    )
-    torch.manual_seed(0)
-    config = LlamaConfig(
-        vocab_size=len(vocab),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=4,
-        max_position_embeddings=64,
-        pad_token_id=0,
-        eos_token_id=1,
-        bos_token_id=1,
-    )
-    model = LlamaForCausalLM(config)
-    model.generation_config.eos_token_id = 1
-    model.generation_config.pad_token_id = 0
-    model.save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return folder
-
-
 def train(name: str, model_dir: Path, root: Path, steps: int) -> None:
     settings, rewards, dtype = RECIPES[name]
     args = GRPOConfig(
@@ -178,7 +148,7 @@ def main(argv: list[str]) -> int:
     p.add_argument("--only", nargs="*", default=list(RECIPES), choices=list(RECIPES))
     args = p.parse_args(argv)
     root = Path(args.root or tempfile.mkdtemp(prefix="trl-recipes-"))
-    model_dir = tiny_model(root / "tiny-llama")
+    model_dir = tiny_llama(root / "tiny-llama")
     failures = []
     for name in args.only:
         before = set((root / "runs").glob("*")) if (root / "runs").exists() else set()

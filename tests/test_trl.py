@@ -56,10 +56,9 @@ STEPS = 4
 TIME_KEYS = {"step_time", "train_runtime", "train_samples_per_second", "train_steps_per_second"}
 
 
-@pytest.fixture(scope="module")
-def model_dir(tmp_path_factory) -> Path:
-    """A random tiny Llama and a WordLevel tokenizer, saved like a Hub checkpoint."""
-    folder = tmp_path_factory.mktemp("tiny-llama")
+def tiny_llama(folder: Path) -> Path:
+    """A random tiny Llama and a WordLevel tokenizer over ``WORDS``, saved in ``folder`` like a
+    Hub checkpoint (also bench/bench_trl_recipes.py's model)."""
     vocab = {"<pad>": 0, "<eos>": 1, "<unk>": 2, **{w: i + 3 for i, w in enumerate(WORDS)}}
     tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
@@ -85,6 +84,12 @@ def model_dir(tmp_path_factory) -> Path:
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory) -> Path:
+    """``tiny_llama`` in a folder of the module's."""
+    return tiny_llama(tmp_path_factory.mktemp("tiny-llama"))
 
 
 def reward_a(completions, **kwargs):
