@@ -372,17 +372,31 @@ def skip_step_collectives(how: Reduction, device: torch.device) -> None:
     dist_on, _, world = dist_info(how.distributed)
     if not dist_on:
         return
-    import torch.distributed as dist
-
     dtype = buffer_dtype(device)
     sums = torch.zeros(SUMS.size, dtype=dtype, device=device)
-    mins_and_B = torch.full((len(MINS) + 1,), math.inf, dtype=dtype, device=device)
-    mins_and_B[-1] = 0.0  # -B with B = 0: the others' largest B sets the gather's length
+    mins = torch.full((len(MINS),), math.inf, dtype=dtype, device=device)
+    _step_collectives(sums, mins, sums.new_zeros(0), world)
+
+
+def _step_collectives(sums, mins, length_B, world: int):
+    """The step's three collectives, one code for a rank with sequences and one that dropped the
+    step: ``sums`` all-reduced with SUM (in place), ``mins`` with MIN, every rank's lengths
+    all-gathered (each padded with -1 to the largest B, found by a MIN of -B along the minima).
+    Returns ``(sums, mins, lengths)``."""
+    import torch.distributed as dist
+
+    B = len(length_B)
+    mins_and_B = torch.cat(
+        [mins, torch.full((1,), -float(B), dtype=mins.dtype, device=mins.device)]
+    )
     dist.all_reduce(sums, op=dist.ReduceOp.SUM)
     dist.all_reduce(mins_and_B, op=dist.ReduceOp.MIN)
-    bmax = int(-mins_and_B[-1].item())
-    padded = torch.full((bmax,), -1.0, dtype=dtype, device=device)
-    dist.all_gather([torch.empty_like(padded) for _ in range(world)], padded)
+    bmax = int(-mins_and_B[-1].item())  # one small sync
+    padded = torch.full((bmax,), -1.0, dtype=sums.dtype, device=sums.device)
+    padded[:B] = length_B
+    gathered = [torch.empty_like(padded) for _ in range(world)]
+    dist.all_gather(gathered, padded)
+    return sums, mins_and_B[: len(mins)], torch.cat(gathered)
 
 
 def _sequence_rows(inputs: StepInputs, diag_K_B: torch.Tensor) -> torch.Tensor:
@@ -434,8 +448,6 @@ def _distributed_summary(inputs: StepInputs, seq_K_B, dtype, world) -> dict[str,
     """The step summary on the device, reduced over ranks: ``sums`` (all-reduced with SUM),
     ``mins`` (MIN, maxima negated) and every rank's ``lengths`` (all-gathered for the exact p90,
     each padded with -1 to the largest B), so every step scalar is the concatenated batch's."""
-    import torch.distributed as dist
-
     device = seq_K_B.device
     B = seq_K_B.shape[1]
     counts = torch.tensor(
@@ -455,16 +467,8 @@ def _distributed_summary(inputs: StepInputs, seq_K_B, dtype, world) -> dict[str,
     zero_var = zero_var.to(device=device, dtype=dtype)
     stats = _token_stats(inputs).to(dtype)
     sums, mins = summarize(seq64_K_B, counts, zero_var, loss, stats, torch)
-    # and -B, whose minimum over ranks is minus the largest B (the gather's common length)
-    mins_and_B = torch.cat([mins, torch.full((1,), -float(B), dtype=dtype, device=device)])
-    dist.all_reduce(sums, op=dist.ReduceOp.SUM)
-    dist.all_reduce(mins_and_B, op=dist.ReduceOp.MIN)
-    bmax = int(-mins_and_B[-1].item())  # one small sync
-    padded = torch.full((bmax,), -1.0, dtype=dtype, device=device)
-    padded[:B] = seq64_K_B[SEQ_ROW[Seq.LENGTH]]
-    gathered = [torch.empty_like(padded) for _ in range(world)]
-    dist.all_gather(gathered, padded)
-    return {"sums": sums, "mins": mins_and_B[: len(MINS)], "lengths": torch.cat(gathered)}
+    sums, mins, lengths = _step_collectives(sums, mins, seq64_K_B[SEQ_ROW[Seq.LENGTH]], world)
+    return {"sums": sums, "mins": mins, "lengths": lengths}
 
 
 def _token_sample(inputs: StepInputs, advantages, seq_K_B, idx: list[int], k: int, dtype):
