@@ -216,7 +216,7 @@ CLIP_LOW_EXPLAINED_BY = (STALE_OLD_LOGPROBS, ZERO_VARIANCE)
 def explain_clip_low(found: list[Finding]) -> list[Finding]:
     """``found`` with ``clip_low`` folded into the error that explains it (``CLIP_LOW_EXPLAINED_BY``):
     that finding's evidence gains the clip share, and clip_low is dropped. Otherwise unchanged.
-    The one rule across checks; both routes apply it to every check's findings."""
+    A rule across checks; ``_finish`` applies it on both routes."""
     low = next((f for f in found if f.code == CLIP_LOW), None)
     cause = next(
         (f for f in found if f.code in CLIP_LOW_EXPLAINED_BY and f.severity == ERROR), None
@@ -237,7 +237,7 @@ def explain_clip_high(found: list[Finding]) -> list[Finding]:
     """``found`` with ``clip_high``'s advice led by the rounding that ``ratio_resolution_coarse``
     reports beside it: a ratio that moves on a grid coarser than ε clips by rounding, so the two
     cards must not give opposite advice (lower the learning rate / the share is rounding).
-    Otherwise unchanged; both routes apply it."""
+    Otherwise unchanged; ``_finish`` applies it on both routes."""
     coarse = next((f for f in found if f.code == RATIO_RESOLUTION_COARSE), None)
     if coarse is None:
         return found
@@ -254,7 +254,7 @@ def live_findings(df: pd.DataFrame, facts: RunFacts) -> list[Finding]:
     recorder's route)."""
     found = _judge(in_step_order(df), facts, Coverage(), live=True)
     live = codes_of(CHECKS, live=True)
-    return _finish(explain_clip_high(explain_clip_low([f for f in found if f.code in live])))
+    return _finish([f for f in found if f.code in live])
 
 
 def run_health(df: pd.DataFrame, facts: RunFacts) -> HealthReport:
@@ -272,7 +272,7 @@ def run_health(df: pd.DataFrame, facts: RunFacts) -> HealthReport:
                 "Wait for the first flush (a few seconds) or check the run's root.",
             )
         )
-    found = _finish(explain_clip_high(explain_clip_low(found)))
+    found = _finish(found)
     if not any(f.severity in (ERROR, WARNING) for f in found):
         found.append(_nothing_unusual(df, cov))
     return HealthReport(found, dict(cov.checked), dict(cov.not_checked))
@@ -324,10 +324,11 @@ def run_findings(
 
 
 def _finish(found: list[Finding]) -> list[Finding]:
-    """Most severe first, one per code; a judgement resting on fewer than ``min_basis`` steps
-    says so and is a note (info), never a warning or an error."""
+    """Both routes' last word: the rules across checks (``explain_clip_low``,
+    ``explain_clip_high``); most severe first, one per code; a judgement resting on fewer than
+    ``min_basis`` steps says so and is a note (info), never a warning or an error."""
     out = []
-    for f in found:
+    for f in explain_clip_high(explain_clip_low(found)):
         if f.basis is not None and f.basis < RUN.min_basis.value:
             few = f" This rests on {f.basis} step{'s' if f.basis != 1 else ''} only (fewer than "
             few += f"{RUN.min_basis.value:g}): a note, not a verdict."
