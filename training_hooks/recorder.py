@@ -40,6 +40,7 @@ from gspo_metrics.spec import UNKNOWN_ALGORITHM
 
 from . import schema, storage
 from .compute import Reduction, dist_info, reduce_step, skip_step_collectives
+from .findings.dropped import DROPPED_SINK, dropped_kind
 from .inputs import StepInputs
 from .recorder_settings import SETTING_SOURCES, RecorderSettings, takes_params_of
 from .schema import RunInfo, write_json_atomic
@@ -51,10 +52,7 @@ from .tool_versions import installed_version
 log = logging.getLogger("training_hooks")
 
 _MAX_FAULTS_PER_SINK = 20
-#: run.json's ``faults`` entries of the steps ``log_step`` dropped are this "sink"'s (Health's
-#: ``steps_dropped`` reads them); the first few drops also warn.
-DROPPED_SINK = "log_step"
-_DROP_WARNINGS = 3
+_DROP_WARNINGS = 3  # the first few dropped steps warn; run.json counts them all
 
 
 def new_run_id(name: str) -> str:
@@ -461,7 +459,7 @@ class RunRecorder:
         with self.state.lock:
             self._dropped += 1
             n = self._dropped
-        self.state.fault(DROPPED_SINK, f"step {step} dropped", reason, warn=False)
+        self.state.fault(DROPPED_SINK, dropped_kind(step), reason, warn=False)
         if n <= _DROP_WARNINGS:
             more = (
                 "; further dropped steps are counted in run.json, not warned"

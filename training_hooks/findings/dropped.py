@@ -18,9 +18,15 @@ import pandas as pd
 from training_hooks.findings.core import WARNING, Coverage, Finding, RunFacts
 
 STEPS_DROPPED = "steps_dropped"
-#: run.json's fault "sink" of a dropped step (``recorder.DROPPED_SINK``; stable: files keep it).
+#: run.json's fault "sink" of a dropped step, and its "kind" (``dropped_kind``; stable: files
+#: keep them). The recorder writes them (``RunRecorder.drop_step``), this module reads them.
 DROPPED_SINK = "log_step"
 _STEP_RE = re.compile(r"^step (-?\d+) dropped$")
+
+
+def dropped_kind(step: Any) -> str:
+    """The fault "kind" of dropped step ``step`` (``dropped_of`` reads the step back)."""
+    return f"step {step} dropped"
 
 
 def dropped_of(
