@@ -339,6 +339,40 @@ def test_fixed_weights_other_than_one_are_a_note():
     assert "total = 0.5 × rewards/a/mean + 2 × rewards/b/mean" in f.evidence
 
 
+def test_the_trainers_own_weights_are_the_plain_sum():
+    """reward = 0.5 a + 2 b where the run says the trainer applied {a: 0.5, b: 2} (attach reads
+    TRL's reward_weights tensor): the total equals its weighted components, no finding, and the
+    coverage note names the weights' origin."""
+    rng = np.random.default_rng(1)
+    a, b = rng.uniform(0, 1, 60), rng.uniform(0, 1, 60)
+    facts = RunFacts(
+        reward_weights={"a": 0.5, "b": 2.0}, reward_weights_origin="the run's reward_weights"
+    )
+    f, cov = total(frame(0.5 * a + 2 * b, **{"rewards/a/mean": a, "rewards/b/mean": b}), facts)
+    assert f is None
+    assert cov.checked[TOTAL_CHECK] == (
+        "reward_mean equals its components weighted by the run's reward_weights on 60 of 60 rows"
+    )
+    # the same total judged without the weights is a note that fits 0.5 and 2 itself
+    f, _ = total(frame(0.5 * a + 2 * b, **{"rewards/a/mean": a, "rewards/b/mean": b}))
+    assert f.severity == INFO
+
+
+def test_weights_the_trainer_applied_are_said_not_assumed():
+    """TRL's reward_weights unset: attach records the ones TRL applied, so the warning says where
+    the weights come from instead of "weights 1 were assumed"."""
+    comp = 0.064 + 0.016 * ((np.arange(120) * 7) % 11) / 10
+    origin = "TRL's reward_weights (unset: each function weighs 1, TRL's default)"
+    facts = RunFacts(reward_weights={"accuracy": 1.0}, reward_weights_origin=origin)
+    f, _ = total(frame(np.full(120, 0.0625), **{"rewards/accuracy/mean": comp}), facts)
+    assert f.severity == WARNING and "weights 1 were assumed" not in f.evidence
+    assert f.evidence.endswith(f"The weights are {origin}.")
+    # weights for other functions than the ones logged say nothing: assumed, and said so
+    facts = RunFacts(reward_weights={"other": 1.0}, reward_weights_origin=origin)
+    f, _ = total(frame(np.full(120, 0.0625), **{"rewards/accuracy/mean": comp}), facts)
+    assert "weights 1 were assumed" in f.evidence
+
+
 def test_total_that_is_one_component_alone_is_a_note():
     """med-record's shape: only one of five functions is weighted."""
     rng = np.random.default_rng(2)

@@ -336,6 +336,11 @@ def test_run_json_holds_the_trl_settings(runs):
     assert cfg["steps_per_generation"] == 1 and info.group_size == 4
     facts = facts_of(info)
     assert (facts.updates_per_batch, facts.max_grad_norm, facts.kl_coef) == (2, 1.0, 0.04)
+    # reward_weights unset: TRL applies 1 to each function, recorded as applied, not as stated
+    assert cfg["reward_weights"] is None and cfg["reward_funcs"]
+    assert cfg["reward_weights_applied"] == {fn: 1.0 for fn in cfg["reward_funcs"]}
+    assert facts.reward_weights == cfg["reward_weights_applied"]
+    assert facts.reward_weights_origin.startswith("TRL's reward_weights (unset")
     seqs = Path(recorded.gspo_dash_run_dir) / schema.SEQUENCES_DIR
     df = pd.read_parquet(sorted(seqs.glob("*.parquet")))
     assert len(df) == STEPS * 8 and set(df["group"]) == {0, 1} and set(df["sample"]) == {0, 1, 2, 3}

@@ -200,6 +200,7 @@ TRL_SETTINGS = (
     "sapo_temperature_neg",
     "seed",
     "max_steps",
+    "reward_weights",
 )
 
 
@@ -210,6 +211,10 @@ def trl_settings(trainer: Any) -> dict[str, Any]:
     out["epsilon_low_effective"] = float(trainer.epsilon_low)
     out["epsilon_high_effective"] = float(trainer.epsilon_high)
     out["reward_funcs"] = list(getattr(trainer, "reward_func_names", []))
+    applied: Any = getattr(trainer, "reward_weights", None)  # TRL: ones for reward_weights=None
+    weights = [float(w) for w in applied.tolist()] if hasattr(applied, "tolist") else []
+    if weights and len(out["reward_funcs"]) == len(weights):
+        out["reward_weights_applied"] = dict(zip(out["reward_funcs"], weights, strict=True))
     model = getattr(trainer, "model", None)
     cfg = getattr(model, "config", None)
     if cfg is not None:

@@ -78,6 +78,10 @@ class RunFacts:
     #: verl's kl_loss_coef / use_kl_loss, ...: ``recipe.stated_kl_coef``); None: unstated.
     kl_coef: float | None = None
     kl_coef_origin: str = ""  # where kl_coef is stated ("config beta")
+    #: The weight the trainer applied to each reward function in the total ({function: weight}:
+    #: ``attach`` reads TRL's ``reward_weights`` tensor) and where that comes from; None: unsaid.
+    reward_weights: Mapping[str, float] | None = None
+    reward_weights_origin: str = ""
     stopped_early: str | None = None  # an import: how its source says it stopped before its end
     defaults: tuple[str, ...] = ()  # settings the recorder filled with its default (not stated)
     #: A recorded run's steps ``log_step`` dropped: (count, ((step, reason), ...)) from run.json's

@@ -589,9 +589,12 @@ def _judge_total(df, total: str, comps: dict[str, str], facts: RunFacts) -> Find
         return None
     t, C, steps = t_all[ok], C_all[ok], steps_of(df)[ok]
     tol = PROGRESS.total_rel_tol.value * np.maximum(np.abs(t), np.abs(C).sum(axis=1)) + 1e-9
-    plain = C.sum(axis=1)
+    w0, stated = _applied_weights(comps, facts)
+    plain = C @ w0
     bad = np.abs(t - plain) > tol
     what = "its component" if len(comps) == 1 else f"the sum of its {len(comps)} components"
+    if stated and not np.all(w0 == 1):
+        what = f"its components weighted by {facts.reward_weights_origin}"
     if bad.sum() <= PROGRESS.total_mismatch_share.value * n:
         return f"{facts.logged_as(total)} equals {what} on {n - int(bad.sum())} of {n} rows"
     names = ", ".join(comps.values())
@@ -613,24 +616,49 @@ def _judge_total(df, total: str, comps: dict[str, str], facts: RunFacts) -> Find
     return _total_finding(head, stretches, C, t, tol, steps, comps, n, bad, facts, total)
 
 
+def _applied_weights(comps: dict[str, str], facts: RunFacts) -> tuple[np.ndarray, bool]:
+    """The weight of each component in the total, in ``comps``' order, as the trainer applied
+    them (``facts.reward_weights``), and True; ones and False where the run does not say."""
+    known = facts.reward_weights or {}
+    if comps and all(fn in known for fn in comps):
+        return np.array([known[fn] for fn in comps], dtype=float), True
+    return np.ones(len(comps)), False
+
+
 def _total_finding(head, stretches, C, t, tol, steps, comps, n, bad, facts, total) -> Finding:
     lengths = [b - a for a, b in stretches]
-    assumed = " reward_weights are not in the log: weights 1 were assumed."
+    stated = _applied_weights(comps, facts)[1]
+    assumed = (
+        f" The weights are {facts.reward_weights_origin}."
+        if stated
+        else " reward_weights are not in the log: weights 1 were assumed."
+    )
     if n < np.linalg.matrix_rank(C) + RUN.min_basis.value:
         severity, title = INFO, "The total reward is not the plain sum of its components"
         why = " Too few rows to tell whether other reward_weights explain it." + assumed
     elif len(stretches) == 1:
         w = fixed_weights(C, t, tol)
         assert w is not None
-        severity, title = INFO, "The total reward weighs its components other than 1"
+        severity, title = (
+            INFO,
+            "The total reward weighs its components other than "
+            + ("the trainer's weights" if stated else "1"),
+        )
         why = f" One fixed weighting reproduces it on every row: {_weights_text(w, comps)}" + (
             " (not unique: some components are constant or move together)"
             if np.linalg.matrix_rank(C) < C.shape[1]
             else ""
         )
         why += (
-            ". The run's reward_weights are not in the log; these fit (so would a share of "
-            "completions left unscored that stays the same on every row)."
+            (
+                f". The trainer applied {facts.reward_weights_origin}, not these: a share of "
+                "completions left unscored that stays the same on every row fits as well."
+            )
+            if stated
+            else (
+                ". The run's reward_weights are not in the log; these fit (so would a share of "
+                "completions left unscored that stays the same on every row)."
+            )
         )
     elif n / len(stretches) >= PROGRESS.weights_min_run.value:
         changes = [int(steps[a]) for a, _ in stretches[1:]]
@@ -638,8 +666,12 @@ def _total_finding(head, stretches, C, t, tol, steps, comps, n, bad, facts, tota
         why = (
             f" Weights fixed over stretches reproduce it: {len(stretches)} stretches of "
             f"{', '.join(str(x) for x in lengths[:8])} rows, changing at step{'s' if len(changes) > 1 else ''} "
-            f"{fmt_steps(changes)}: a weight schedule or an adaptive controller (reward_weights "
-            "are not in the log)."
+            f"{fmt_steps(changes)}: a weight schedule or an adaptive controller"
+            + (
+                f" ({facts.reward_weights_origin} as the run started)."
+                if stated
+                else " (reward_weights are not in the log)."
+            )
         )
     else:
         severity, title = WARNING, "The total reward disagrees with its components"

@@ -384,7 +384,26 @@ def facts_of(info: RunInfo | None, *, status: str | None = None, **overrides) ->
     kl_coef, kl_origin = stated_kl_coef(info)
     facts = replace(facts, updates_per_batch=updates, updates_origin=origin)
     facts = replace(facts, kl_coef=kl_coef, kl_coef_origin=kl_origin)
+    weights, weights_origin = applied_reward_weights(info.config)
+    facts = replace(facts, reward_weights=weights, reward_weights_origin=weights_origin)
     return replace(facts, **overrides)
+
+
+def applied_reward_weights(config: Any) -> tuple[dict[str, float] | None, str]:
+    """({reward function: weight}, where it comes from) as the trainer applied them to the total
+    (``reward_weights_applied``, which ``attach`` reads from TRL's trainer), or (None, "")."""
+    if not isinstance(config, Mapping):
+        return None, ""
+    got = config.get("reward_weights_applied")
+    if not isinstance(got, Mapping) or not got:
+        return None, ""
+    weights = {str(k): float(v) for k, v in got.items() if isinstance(v, int | float)}
+    if len(weights) != len(got):
+        return None, ""
+    stated = config.get("reward_weights")
+    if "reward_weights" in config and stated is None:
+        return weights, "TRL's reward_weights (unset: each function weighs 1, TRL's default)"
+    return weights, "the run's reward_weights"
 
 
 def _one_update_per_row(info: RunInfo) -> bool | None:
