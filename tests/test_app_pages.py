@@ -7,6 +7,7 @@ import json
 import re
 
 import numpy as np
+import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 from app_runs import HTML_COMPLETION, STEPS, run_ids
@@ -313,6 +314,49 @@ def test_runs_page_imports_a_verl_log(root_copy, app_env, tmp_path):
     df = at.dataframe[0].value
     assert "verl-exp" in set(df["name"]) and len(df) == 3
     assert any("Imported 3 steps" in s.value for s in at.success)
+
+
+def test_runs_page_imports_a_log_of_own_keys_through_a_key_map(root_copy, app_env, tmp_path):
+    """The form's key map (as the CLI's --step / --map / --set / --group-size): a JSON-lines log
+    of a loop's own keys becomes a run whose reward is the mapped key; a meaning we do not know
+    is an error naming it, and a key map for a tool that reads its own keys is refused."""
+    from training_hooks import schema
+
+    log = tmp_path / "loop.jsonl"
+    log.write_text(
+        "".join(json.dumps({"it": s, "mean_r": 0.25 * s, "odd": 7}) + "\n" for s in (1, 2, 3, 4))
+    )
+    app_env(root_copy)
+    at = _open("runs")
+    at.selectbox(key="import_source").select("jsonl")
+    at.text_input(key="import_path").input(str(log))
+    at.text_area(key="import_key_map").input("rewrd=mean_r")
+    at.button(key="import_submit").click().run()
+    assert not at.exception
+    assert any("'rewrd' is not one of our meanings" in _unescaped(e.value) for e in at.error)
+    at.text_area(key="import_key_map").input("reward=mean_r\n")
+    at.text_input(key="import_step_key").input("it")
+    at.text_area(key="import_settings").input("epsilon=0.2")
+    at.number_input(key="import_group_size").set_value(8)
+    at.text_input(key="import_name").input("own-loop")
+    at.button(key="import_submit").click().run()
+    _assert_clean(at)
+    assert any("Imported 4 steps" in s.value for s in at.success)
+    (run,) = [p for p in root_copy.iterdir() if p.name.startswith("own-loop")]
+    rec = schema.read_run_info(run).imported
+    assert rec.key_map == {
+        "map": {"reward_mean": {"from": "--map", "key": "mean_r"}},
+        "step": {"from": "--step", "key": "it"},
+    }
+    assert rec.settings["group_size"]["value"] == 8
+    assert rec.settings["epsilon"] == {"value": 0.2, "from": "--set epsilon"}
+    steps = pd.read_parquet(run / "steps")
+    assert steps["step"].tolist() == [1, 2, 3, 4]
+    assert steps["reward_mean"].tolist() == [0.25, 0.5, 0.75, 1.0]
+    # a key map given to a tool that reads its own keys: refused, nothing imported
+    at.selectbox(key="import_source").select("trl")
+    at.button(key="import_submit").click().run()
+    assert not at.exception and at.error
 
 
 def test_runs_page_imports_a_console_log_and_one_run_of_several(root_copy, app_env, tmp_path):

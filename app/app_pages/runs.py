@@ -48,7 +48,8 @@ def _import_form() -> None:
     if flash := st.session_state.pop(IMPORT_FLASH, None):
         st.success(flash, icon=":material/check_circle:")
     with st.expander(
-        "Import a run logged by TRL, Tinker or verl (state files, console logs, TensorBoard, W&B)",
+        "Import a run logged by TRL, Tinker, verl, ms-swift, OpenRLHF, ROLL or your own loop "
+        "(state files, console logs, TensorBoard, W&B, JSON lines, CSV)",
         icon=":material/upload_file:",
     ):
         with st.form("import_run"):
@@ -92,6 +93,32 @@ def _import_form() -> None:
                 step=1,
                 key="import_segment",
             )
+            step_col, size_col = st.columns(2)
+            step_key = step_col.text_input(
+                "Step key (your own log: the key holding the step)",
+                key="import_step_key",
+                help="Left empty: the tool's own step, else the record's index (said so).",
+            )
+            group_size = size_col.number_input(
+                "Completions per prompt (group size, if the log does not say)",
+                min_value=1,
+                value=None,
+                step=1,
+                key="import_group_size",
+            )
+            maps = st.text_area(
+                "Key map: what your log's keys mean, one MEANING=KEY a line (e.g. reward=mean_reward)",
+                key="import_key_map",
+                help="For a log of your own keys (jsonl, csv) or to override a tool's mapping; "
+                "a meaning we do not know is refused with the list of those we do. Unmapped keys "
+                "are kept under their own names.",
+            )
+            sets = st.text_area(
+                "Settings the log does not state, one NAME=VALUE a line (e.g. epsilon=0.0003)",
+                key="import_settings",
+                help="Recorded as stated by you in the run's provenance; a name the tool does not "
+                "know is refused.",
+            )
             replace = st.checkbox(
                 "Replace an earlier import of this log",
                 key="import_replace",
@@ -100,6 +127,11 @@ def _import_form() -> None:
             )
             submitted = st.form_submit_button("Import into the runs root", key="import_submit")
         if not submitted:
+            return
+        try:
+            key_map = _key_map(source, step_key, maps, sets, group_size)
+        except ValueError as e:
+            st.error(f"Key map: {ui.md_escape(e)}", icon=":material/error:")
             return
         _submit(
             source,
@@ -110,7 +142,27 @@ def _import_form() -> None:
             config={"logging_steps": int(logging_steps)} if logging_steps else None,
             segment=int(run_no) if run_no else None,
             tool_version=version.strip() or None,
+            key_map=key_map,
         )
+
+
+def _key_map(source: str, step: str, maps: str, sets: str, group_size):
+    """The form's key map (``importers.keymap.key_map_of``, as the CLI's ``--step``, ``--map``,
+    ``--set``, ``--group-size``), or None when none of its fields is filled. ValueError names a
+    bad line."""
+    from training_hooks.importers.keymap import key_map_of  # torch-free
+
+    map_lines = [x.strip() for x in maps.splitlines() if x.strip()]
+    set_lines = [x.strip() for x in sets.splitlines() if x.strip()]
+    if not (step.strip() or map_lines or set_lines or group_size):
+        return None
+    return key_map_of(
+        source,
+        step=step.strip() or None,
+        maps=map_lines,
+        sets=set_lines,
+        group_size=int(group_size) if group_size else None,
+    )
 
 
 def _submit(source: str, path: str, **options) -> None:
