@@ -256,7 +256,7 @@ def test_bad_settings_and_maps_are_refused():
 
 def test_a_key_map_is_refused_for_a_tool_that_reads_its_own_keys(tmp_path):
     log = _jsonl(tmp_path / "m.jsonl", [{"step": 0, "reward/mean": 0.5}])
-    with pytest.raises(ValueError, match="are for jsonl, csv, roll imports"):
+    with pytest.raises(ValueError, match="are for jsonl, csv, roll, text imports"):
         importers.import_run(
             "tinker", log, root=tmp_path / "r", key_map=key_map_of("tinker", maps=["reward=x"])
         )

@@ -365,7 +365,9 @@ def _stated(name: str, log: SourceLog) -> Resolution | None:
         return None
     said = (log.key_record.get("map") or {}).get(column)
     origin = said.get("from") if isinstance(said, dict) and said.get("key") == name else None
-    return Resolution(name, column, column, "stated by --map" if origin in (None, "--map") else origin)
+    return Resolution(
+        name, column, column, "stated by --map" if origin in (None, "--map") else origin
+    )
 
 
 def withheld(spec: ToolSpec, log: SourceLog, mapped: Mapped) -> dict[str, str]:

@@ -80,33 +80,72 @@ MEANINGS: dict[str, str] = {
 #: component as ``rewards/<name>/mean`` (the column the reward-component checks read).
 NAME_MEANINGS: dict[str, str] = {
     **dict.fromkeys(
-        ("reward", "rewards", "reward_mean", "mean_reward", "avg_reward", "average_reward",
-         "total_reward", "train_reward", "score", "mean_score"),
+        (
+            "reward",
+            "rewards",
+            "reward_mean",
+            "mean_reward",
+            "avg_reward",
+            "average_reward",
+            "total_reward",
+            "train_reward",
+            "score",
+            "mean_score",
+        ),
         Step.REWARD_MEAN,
     ),
     **dict.fromkeys(("reward_std", "rewards_std", "std_reward"), Step.REWARD_STD),
     **dict.fromkeys(
-        ("kl", "kl_ref", "ref_kl", "kl_ref_mean", "kl_div", "kl_divergence", "kl_to_ref",
-         "kl_mean", "mean_kl"),
+        (
+            "kl",
+            "kl_ref",
+            "ref_kl",
+            "kl_ref_mean",
+            "kl_div",
+            "kl_divergence",
+            "kl_to_ref",
+            "kl_mean",
+            "mean_kl",
+        ),
         Step.KL_REF_MEAN,
     ),
     **dict.fromkeys(
-        ("loss", "actor_loss", "policy_loss", "pg_loss", "grpo_loss", "gspo_loss", "train_loss",
-         "total_loss"),
+        (
+            "loss",
+            "actor_loss",
+            "policy_loss",
+            "pg_loss",
+            "grpo_loss",
+            "gspo_loss",
+            "train_loss",
+            "total_loss",
+        ),
         Step.LOSS,
     ),
     **dict.fromkeys(
-        ("len", "length", "avg_len", "avg_length", "mean_len", "mean_length", "avg_response_len",
-         "avg_response_length", "response_len", "response_length", "completion_length",
-         "avg_completion_length", "mean_response_length", "avg_gen_len", "gen_len"),
+        (
+            "len",
+            "length",
+            "avg_len",
+            "avg_length",
+            "mean_len",
+            "mean_length",
+            "avg_response_len",
+            "avg_response_length",
+            "response_len",
+            "response_length",
+            "completion_length",
+            "avg_completion_length",
+            "mean_response_length",
+            "avg_gen_len",
+            "gen_len",
+        ),
         Step.LENGTH_MEAN,
     ),
     **dict.fromkeys(("lr", "learning_rate"), "learning_rate"),
     **dict.fromkeys(("grad_norm", "gradient_norm", "grad_norm_pre_clip", "gnorm"), GRAD_NORM),
     **dict.fromkeys(("entropy", "entropy_mean", "avg_entropy", "mean_entropy"), Step.ENTROPY_MEAN),
-    **dict.fromkeys(
-        ("adv_std", "advantage_std", "advantages_std", "std_adv"), Step.ADVANTAGE_STD
-    ),
+    **dict.fromkeys(("adv_std", "advantage_std", "advantages_std", "std_adv"), Step.ADVANTAGE_STD),
     **dict.fromkeys(
         ("adv", "advantage", "advantages", "adv_mean", "advantage_mean", "advantages_mean"),
         Step.ADVANTAGE_MEAN,
@@ -154,8 +193,10 @@ def guess_meaning(name: str) -> str | None:
     key = name_key(name)
     if key in NAME_MEANINGS:
         return NAME_MEANINGS[key]
-    if key in COMPONENT_NAMES or key in SUCCESS_NAMES or (
-        key.endswith(COMPONENT_SUFFIX) and key != "reward"
+    if (
+        key in COMPONENT_NAMES
+        or key in SUCCESS_NAMES
+        or (key.endswith(COMPONENT_SUFFIX) and key != "reward")
     ):
         return component_column(name)
     return None

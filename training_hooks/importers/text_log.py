@@ -14,7 +14,8 @@ skipped and counted.
 ``Step 16``, ``iter 16``, a tqdm bar drawn in it (``16/500 [00:10<...]``); with an epoch marker
 beside an in-epoch count (MiniMind's ``Epoch:[e/E](n/M)``) the step is ``(e - 1) * M + n``. A
 loop prints one record a step: the records of the shape (set of keys) printed most are the
-steps; a shape printed as often is part of the same steps (the k-th of each is step k), and one
+steps (a shape whose markers repeat a step, a per-sample debug line, goes after one printed once
+a step); a shape printed as often is part of the same steps (the k-th of each is step k), and one
 with a marker on every line, rising line after line, at least three lines, each naming a
 step the main records hold, joins that step. Without a marker the k-th record is step k (from 1), labelled a
 record index on the axis, unless a shape with a marker confirms the count (its step equals the
@@ -39,6 +40,7 @@ unknown. These loops print no end-of-training line.
 
 from __future__ import annotations
 
+import bisect
 import math
 import re
 from collections import Counter
@@ -55,7 +57,6 @@ from training_hooks.importers.keymap import (
     TENSOR_STD,
     KeyMap,
     _spec,
-    component_column,
     guess_meaning,
     name_key,
 )
@@ -223,10 +224,11 @@ class Steps:
 def number(records: list[_Line]) -> Steps:
     """The steps of the records (module docstring)."""
     shapes = Counter(r.parsed.shape for r in records)
-    main, count = shapes.most_common(1)[0]
     by_shape: dict[tuple[str, ...], list[_Line]] = {}
     for r in records:
         by_shape.setdefault(r.parsed.shape, []).append(r)
+    main = max(shapes, key=lambda s: (_once_a_step(by_shape[s]), shapes[s], len(s)))
+    count = shapes[main]
     mains = by_shape[main]
     marked = all(r.parsed.marker is not None for r in mains)
     joined = [s for s, n in shapes.items() if s != main and n == count]
@@ -244,10 +246,7 @@ def number(records: list[_Line]) -> Steps:
             rows += [(k + 1, r.parsed.pairs, r.number) for k, r in enumerate(by_shape[s])]
         confirm = _confirming(by_shape, main, mains)
         if confirm:
-            how = (
-                f"the k-th record is step k: the loop's own markers confirm the count "
-                f"({confirm})"
-            )
+            how = f"the k-th record is step k: the loop's own markers confirm the count ({confirm})"
             axis = ""
         else:
             how = "the k-th record from 1 (no line states its step)"
@@ -261,6 +260,14 @@ def number(records: list[_Line]) -> Steps:
         else:
             skipped[s] = len(lines)
     return Steps(rows, marked, axis, skipped, how)
+
+
+def _once_a_step(lines: list[_Line]) -> bool:
+    """No line of the shape carries a marker, or every line does and they rise line after line."""
+    got = [r.parsed.marker.step for r in lines if r.parsed.marker is not None]
+    if not got:
+        return True
+    return len(got) == len(lines) and all(a < b for a, b in zip(got, got[1:], strict=False))
 
 
 MIN_SERIES = 3  # lines of a marked shape that make it a series of its own
@@ -296,8 +303,6 @@ def _confirming(
     for s, got in by_shape.items():
         if s == main or not all(r.parsed.marker is not None for r in got):
             continue
-        import bisect
-
         if all(_step(r) == bisect.bisect_left(lines, r.number) for r in got):
             return f"{len(got)} lines like {got[0].parsed.marker.text!r} at line {got[0].number}"  # type: ignore[union-attr]
     return ""
@@ -382,7 +387,9 @@ def read(path: Path, key_map: KeyMap | None = None) -> SourceLog:
     for column, key in key_map.columns.items():
         batch = f"{key}.mean" in keys
         if key not in keys and not batch:
-            raise ValueError(f"--map {column}={key}: no record of {file} holds it ({few(keys, 12)})")
+            raise ValueError(
+                f"--map {column}={key}: no record of {file} holds it ({few(keys, 12)})"
+            )
     meaning, record = guesses(keys, key_map)
     group = key_map.settings.get("group_size")
     g = int(group.value) if group is not None and isinstance(group.value, int) else None
@@ -457,7 +464,7 @@ def evidence(found: _Scan, steps: Steps, rows: dict[int, dict[str, Any]]) -> _en
         if r.number in used and r.parsed.marker is not None and r.parsed.marker.total
     ]
     if steps.marked and marks:
-        line, last = max(marks, key=lambda lm: (lm[1].step, lm[0]))  # type: ignore[union-attr]
+        line, last = max(marks, key=lambda lm: (lm[1].step, lm[0]))
         assert last is not None and last.total is not None
         where = f"the marker {last.text!r}, line {line}"
         planned.append(_end.Planned(last.total, where))
