@@ -256,7 +256,7 @@ def test_bad_settings_and_maps_are_refused():
 
 def test_a_key_map_is_refused_for_a_tool_that_reads_its_own_keys(tmp_path):
     log = _jsonl(tmp_path / "m.jsonl", [{"step": 0, "reward/mean": 0.5}])
-    with pytest.raises(ValueError, match="are for jsonl, csv, roll imports"):
+    with pytest.raises(ValueError, match="are for jsonl, csv, roll, text imports"):
         importers.import_run(
             "tinker", log, root=tmp_path / "r", key_map=key_map_of("tinker", maps=["reward=x"])
         )
@@ -267,7 +267,7 @@ def test_help_lists_the_new_tools(capsys):
         importers.main(["--help"])
     assert e.value.code == 0
     out = capsys.readouterr().out
-    assert "{trl,tinker,verl,jsonl,csv,roll,swift,openrlhf}" in out
+    assert "{trl,tinker,verl,jsonl,csv,roll,swift,openrlhf,text}" in out
     assert "--map MEANING=KEY" in out and "--step KEY" in out
 
 
@@ -286,6 +286,7 @@ def _fixtures(d: Path) -> dict[str, Path]:
         "roll": _jsonl(d / "metrics.jsonl", [{"system/step": 1.0, "actor/pg_loss": 0.1}]),
         "swift": _jsonl(d / "logging.jsonl", [{"loss": 0.1, "global_step/max_steps": "1/5"}]),
         "openrlhf": _write(d / "o.log", "✨ Global step 1: {'policy_loss': 0.1}\n"),
+        "text": _write(d / "loop.log", "step 1/5 reward: 0.5 loss: 0.1\n"),
     }
 
 

@@ -157,6 +157,7 @@ class ImportRecord:
     log_last_timestamp: float | None = None  # the log's own last timestamp, when it has one
     source_finished: bool | None = None  # the source run reached its planned end (None: unknown)
     stopped_early: str | None = None  # how the source says it stopped before its end
+    failed: bool = False  # the source shows no optimizer step ran (stopped_early says how)
     rows: int = 0  # steps written
     lines: int | None = None  # lines (JSONL) or log_history entries read
     malformed_lines: tuple[dict[str, Any], ...] = ()  # {"line": n, "reason": str}

@@ -17,7 +17,7 @@ from training_hooks.schema import flatten
 #: ``csv`` are any trainer's log read through a key map (``importers.keymap``); ``roll`` is
 #: ROLL's, its keys shipped in ``metric_map``.
 TRL, VERL, TINKER = "trl", "verl", "tinker"
-JSONL, CSV, ROLL = "jsonl", "csv", "roll"
+JSONL, CSV, ROLL, TEXT = "jsonl", "csv", "roll", "text"
 SWIFT, OPENRLHF = "swift", "openrlhf"
 #: Each tool's name in text.
 TOOL_NAMES = {
@@ -26,6 +26,7 @@ TOOL_NAMES = {
     TINKER: "Tinker",
     JSONL: "JSON lines with a key map",
     CSV: "CSV with a key map",
+    TEXT: "a loop's own text log",
     ROLL: "ROLL",
     SWIFT: "ms-swift",
     OPENRLHF: "OpenRLHF",
@@ -143,7 +144,7 @@ SETTING_KEYS: dict[str, dict[str, tuple[str, ...]]] = {
         "max_epochs": ("max_epochs",),
     },
 }
-SETTING_KEYS[CSV] = SETTING_KEYS[JSONL]
+SETTING_KEYS[CSV] = SETTING_KEYS[TEXT] = SETTING_KEYS[JSONL]
 
 #: A tool's loss aggregation -> ours (``RunInfo.reduction``); others are kept as "<tool>:<value>".
 REDUCTIONS: dict[tuple[str, str], str] = {

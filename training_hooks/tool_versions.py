@@ -107,6 +107,7 @@ _FORMAT_LABELS = {
     _TINKER: "Tinker cookbook metrics",
     _JSONL: "JSON lines read through a key map",
     _CSV: "CSV read through a key map",
+    "text": "a loop's own text log, keys mapped by name",
     _ROLL: "ROLL metrics",
     _SWIFT: "ms-swift GRPO logging.jsonl",
     "openrlhf": "OpenRLHF metrics",

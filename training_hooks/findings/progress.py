@@ -680,6 +680,15 @@ def _total_finding(head, stretches, C, t, tol, steps, comps, n, bad, facts, tota
             f"most {max(lengths)} consecutive rows ({len(stretches)} stretches over {n} rows), "
             "so the gap is not reward_weights, fixed or scheduled." + assumed
         )
+        guessed = _guessed_components(facts, comps)
+        if guessed:
+            severity = INFO
+            title = "The total reward is not a weighting of the components the log prints"
+            why += (
+                f" The components ({', '.join(guessed)}) were read by their names alone from "
+                "a loop's own log, which need not print every part of its reward (nor its "
+                "parts as scores: a rate is not a score): the gap may be the parts not printed."
+            )
     return Finding(
         REWARD_TOTAL_MISMATCH,
         severity,
@@ -689,6 +698,18 @@ def _total_finding(head, stretches, C, t, tol, steps, comps, n, bad, facts, tota
         steps=listed(steps[bad]),
         basis=n,
     )
+
+
+def _guessed_components(facts: RunFacts, comps: dict[str, str]) -> list[str]:
+    """The components whose meaning an import guessed from the key's name alone (run.json's
+    ``imported.key_map``): such a set is not known to hold every part of the reward."""
+    said = (facts.imported.key_map.get("map") or {}) if facts.imported is not None else {}
+    out = []
+    for c in comps.values():
+        got = said.get(c)
+        if isinstance(got, dict) and str(got.get("from", "")).startswith("guessed"):
+            out.append(str(got.get("key")))
+    return out
 
 
 def _weights_text(w: np.ndarray, comps: dict[str, str]) -> str:

@@ -114,6 +114,18 @@ def check_status(
                 "logs, then resume with the same run id.",
             )
         ]
+    if status == STATUS_FAILED and stopped_early:  # an import whose log shows it
+        return [
+            Finding(
+                FAILED,
+                ERROR,
+                "The run failed: no training step",
+                f"the imported log shows it: {stopped_early}.",
+                "Find why the trainer never stepped (it waits on a queue, a worker or a batch "
+                "that never fills; its process died while the others kept printing): the "
+                "rewards printed are rollouts of the initial policy, not training.",
+            )
+        ]
     if status == STATUS_FAILED:
         return [
             Finding(

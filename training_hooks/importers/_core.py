@@ -254,7 +254,9 @@ def _run_info(
         created_at=record.log_started_at,
         updated_at=record.imported_at or 0.0,
         ended_at=record.log_last_timestamp,
-        status=STATUS_UNKNOWN
+        status=schema.STATUS_FAILED
+        if record.failed
+        else STATUS_UNKNOWN
         if record.source_finished is None
         else schema.STATUS_FINISHED
         if record.source_finished
@@ -359,7 +361,13 @@ def _stated(name: str, log: SourceLog) -> Resolution | None:
     """The meaning the user's ``--map`` gives ``name`` (it goes before any the tool's rules
     give)."""
     column = log.key_map.get(name)
-    return Resolution(name, column, column, "stated by --map") if column else None
+    if not column:
+        return None
+    said = (log.key_record.get("map") or {}).get(column)
+    origin = said.get("from") if isinstance(said, dict) and said.get("key") == name else None
+    return Resolution(
+        name, column, column, "stated by --map" if origin in (None, "--map") else origin
+    )
 
 
 def withheld(spec: ToolSpec, log: SourceLog, mapped: Mapped) -> dict[str, str]:
@@ -479,6 +487,7 @@ def _record(
         stopped_early=(ending.text or "the source says it stopped before its planned end")
         if ending.finished is False
         else None,
+        failed=ending.failed,
         planned_end=ending.planned.to_json() if ending.planned is not None else None,
         status_basis=ending.text,
         records_cut=log.records_cut,

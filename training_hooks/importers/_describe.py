@@ -138,7 +138,15 @@ def status_text(rec: schema.ImportRecord) -> str:
     line)": how the source says the run ended, citing its sources; "" from an import written
     before the basis was kept that says nothing."""
     finished = rec.source_finished
-    word = "unknown" if finished is None else "finished" if finished else "stopped early"
+    word = (
+        "failed"
+        if rec.failed
+        else "unknown"
+        if finished is None
+        else "finished"
+        if finished
+        else "stopped early"
+    )
     basis = rec.status_basis or rec.stopped_early or ""
     if not basis and rec.source_finished is not False:
         return ""

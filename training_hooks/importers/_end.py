@@ -16,7 +16,10 @@ The verdict (``judge``):
 * its last step is below its planned end by more than a logging window, without an
   end-of-training line: stopped early;
 * otherwise (no source gives the planned end, or the last logged step is within a window of it
-  and no counter says more): unknown, never "finished" without evidence of the end.
+  and no counter says more): unknown, never "finished" without evidence of the end;
+* the trainer's own step counter (exact) still at 0 of a planned end, no source saying more, in
+  a log that holds records (rollouts printed, scored): no optimizer step ever ran, the run
+  failed (``Ending.failed``).
 
 Each verdict comes with the sentence that cites its sources (``Ending.text``): "planned 55,990
 steps (verl progress bar, line 412: 19/55990); last step 238 (its last step line); no
@@ -107,6 +110,8 @@ class Ending:
     finished: bool | None
     text: str
     planned: Planned | None = None
+    failed: bool = False
+    """No optimizer step ran (the trainer's counter never left 0): ``finished`` is False."""
 
 
 def from_epochs(epochs: float, source: str, step: int | None, epoch: float | None) -> Planned:
@@ -177,6 +182,12 @@ def judge(ev: Evidence) -> Ending:
         return Ending(True, text, planned)
     if ev.end_line:  # training returned before its planned end (an early-stopping callback)
         return Ending(True, text + "; it ended before its planned end", planned)
+    if reached.exact and reached.step == 0:
+        never = (
+            "; the trainer's step counter never left 0 while the log printed records: no "
+            "optimizer step ran"
+        )
+        return Ending(False, text + never, planned, failed=True)
     short = steps - reached.step
     window = 1 if reached.exact else max(ev.window, 1)
     if short < window + tolerance:

@@ -22,6 +22,7 @@ from training_hooks.importers import (
     openrlhf,
     roll,
     swift,
+    text_log,
     tfevents,
     tinker,
     trl,
@@ -360,6 +361,7 @@ TOOLS: dict[str, ToolSpec] = {
     "roll": roll.SPEC,
     "swift": swift.SPEC,
     "openrlhf": openrlhf.SPEC,
+    "text": text_log.SPEC,
 }
 SOURCES = tuple(TOOLS)
 #: The tools read by a reader here (several formats, runs a file, a key map); every other tool
@@ -370,9 +372,10 @@ READERS: dict[str, Reader] = {
     "tinker": lambda path, config, segment, key_map: _tinker(path, segment),
     keymap.JSONL: _single(keymap.read_jsonl),
     keymap.CSV: _single(keymap.read_csv),
+    text_log.SPEC.name: _single(text_log.read),
     roll.SPEC.name: _single(roll.read),
     swift.SPEC.name: lambda path, config, segment, key_map: swift.read(path, segment),
     openrlhf.SPEC.name: lambda path, config, segment, key_map: openrlhf.read(path, segment),
 }
 #: The tools whose logs take a key map (``--step``, ``--map``, ``--set``, ``--group-size``).
-KEY_MAP_TOOLS = (keymap.JSONL, keymap.CSV, roll.SPEC.name)
+KEY_MAP_TOOLS = (keymap.JSONL, keymap.CSV, roll.SPEC.name, text_log.SPEC.name)

@@ -53,6 +53,13 @@ VERL_CONSOLE = Kind(
     "verl_console", "a verl console log ('step:N - key:value - ...' lines)", ("verl",)
 )
 EVENT = Kind("tfevents", "a TensorBoard event file", ("trl", "verl"))
+TEXT_LOG = Kind(
+    "text_log",
+    "a loop's own text log (lines of 'key: value' numbers, one a step)",
+    ("text",),
+)
+#: Lines of one shape (the same keys) in the head that make a file a loop's own text log.
+TEXT_MIN_RECORDS = 3
 ROLL_JSONL = Kind(
     "roll_jsonl", 'a ROLL metrics.jsonl (flat JSON lines with "system/step")', ("roll",)
 )
@@ -116,6 +123,30 @@ def _console_kind(text: str) -> Kind | None:
                 return VERL_CONSOLE
             if TRL_DICT_START.search(piece):
                 return TRL_CONSOLE
+    return _text_kind(text)
+
+
+def _text_kind(text: str) -> Kind | None:
+    """A loop's own text log: ``TEXT_MIN_RECORDS`` record lines of one shape in the head
+    (``text_log.parse_line``; a JSON document is none)."""
+    from collections import Counter
+
+    from training_hooks.importers.text_log import parse_line
+
+    try:
+        json.loads(text.lstrip().split("\n", 1)[0])
+        return None  # a JSON document or JSON lines
+    except (ValueError, RecursionError):
+        pass
+    shapes: Counter[tuple[str, ...]] = Counter()
+    for raw in text.splitlines()[:-1]:  # the last line of the head may be cut
+        line = ANSI.sub("", raw) if "\x1b" in raw else raw
+        for piece in line.split("\r"):
+            parsed, _ = parse_line(piece)
+            if parsed.is_record:
+                shapes[parsed.shape] += 1
+                if shapes[parsed.shape] >= TEXT_MIN_RECORDS:
+                    return TEXT_LOG
     return None
 
 

@@ -1,0 +1,519 @@
+"""A training loop's own text log (``python -m training_hooks.importers text PATH``): the lines a
+hand-written GRPO loop prints, read as records.
+
+A **record** is a line carrying numeric pairs: ``key: value``, ``key=value``, ``key is value``
+(``Reward: 0.3031``, ``acc=0.56``, ``grpo_loss is -0.0 and kl is 0.0``; a key is up to four
+words), or a line made only of ``key value`` pairs (``loss 0.5 reward 0.3``). A value is a number,
+``nan`` or ``inf``, with an ``s``/``ms``/``%`` unit at most (``time: 7.25s``); ``tensor([...])``
+(or a bare ``[...]`` of numbers after a key) is a printed batch, kept as ``<key>.mean``,
+``<key>.std`` (population std of the values printed) and ``<key>.n``. A line is a record when it
+holds two pairs or more, one pair and a progress marker, or a printed batch; every other line is
+skipped and counted.
+
+**The step** is the line's own progress marker: ``(16/200)``, ``[16/200]``, ``step 16/200``,
+``Step 16``, ``iter 16``, a tqdm bar drawn in it (``16/500 [00:10<...]``); with an epoch marker
+beside an in-epoch count (MiniMind's ``Epoch:[e/E](n/M)``) the step is ``(e - 1) * M + n``. A
+loop prints one record a step: the records of the shape (set of keys) printed most are the
+steps (a shape whose markers repeat a step, a per-sample debug line, goes after one printed once
+a step); a shape printed as often is part of the same steps (the k-th of each is step k), and one
+with a marker on every line, rising line after line, at least three lines, each naming a
+step the main records hold, joins that step. Without a marker the k-th record is step k (from 1), labelled a
+record index on the axis, unless a shape with a marker confirms the count (its step equals the
+number of records printed before it, on every such line: ``[step 25]`` after the 25th record):
+the steps are then the loop's. Lines of other shapes are skipped and counted by shape.
+
+**Meanings**: each key through ``keymap.NAME_MEANINGS`` (and the reward-component names), each
+guess recorded as guessed (run.json ``imported.key_map``), ``--map MEANING=KEY`` overriding (a
+printed batch is named by its key: ``--map reward=rewards``). Every other key is kept under its
+own name. A printed batch of rewards or advantages whose values are all equal has every group in
+it tied: its zero-variance share is 1; with ``--group-size G`` (or ``--set group_size=G``) and a
+batch of a multiple of G values (completions of one prompt together), the share of tied groups
+is exact; otherwise it is unknown (null, never 0).
+
+**The end** (``_end``): the planned end is a marker's total ``M`` (``E * M`` with an epoch
+marker), the total of a progress bar counting at least as many as the records, or epochs
+(``Epoch 8/10`` headers: steps an epoch from where the last epoch began); how far it got, the
+marker's or the bar's count (exact). A trainer's counter still at 0 of its planned end after
+records were printed ran no optimizer step: the run failed (``_end``). Nothing says otherwise:
+unknown. These loops print no end-of-training line.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from training_hooks.importers import _end
+from training_hooks.importers._read import SourceLog, merge_by_step
+from training_hooks.importers._sniff import wrong_format
+from training_hooks.importers._text import BarSeen, LineStats, bars_in, cleaning_note, read_lines
+from training_hooks.importers.keymap import (
+    SUCCESS_NAMES,
+    TENSOR_STD,
+    KeyMap,
+    _spec,
+    guess_meaning,
+    name_key,
+)
+from training_hooks.names import few
+from training_hooks.schema import Step
+from training_hooks.tool_settings import TEXT
+
+FILE_FORMAT = "a loop's own text log"
+GUESSED = "guessed from its name (the text importer's meaning table)"
+MAX_SHAPES_NAMED = 4
+
+_NUM = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?:nan|inf)"
+_WORD = r"(?!(?:and|is|the|with|of|at)\b)[A-Za-z_][\w./-]*"
+_KEY = rf"{_WORD}(?: {_WORD}){{0,3}}"
+#: ``key: value``, ``key=value``, ``key is value``
+PAIR = re.compile(
+    rf"(?<![\w./-])(?P<key>{_KEY})\s*(?::|=|\s+is\s+)\s*(?P<value>{_NUM})(?:s|ms|%)?"
+    r"(?=[\s,;|)\]]|$)",
+    re.IGNORECASE,
+)
+#: a printed batch: ``key: tensor([...])``, ``key is tensor([...], device=...)``, ``key=[...]``
+BATCH = re.compile(
+    rf"(?<![\w./-])(?P<key>{_KEY})\s*(?::|=|\s+is\s+)\s*(?:tensor\()?\[(?P<values>[^\[\]]*)\]"
+    r"(?:,[^()]*)?\)?",
+    re.IGNORECASE,
+)
+SPACED = re.compile(rf"^(?:[\s,|]*[A-Za-z_][\w./-]*\s+(?:{_NUM}))+[\s,|]*$", re.IGNORECASE)
+SPACED_PAIR = re.compile(rf"(?P<key>[A-Za-z_][\w./-]*)\s+(?P<value>{_NUM})", re.IGNORECASE)
+EPOCH = re.compile(r"\bepoch\W{0,3}(?P<n>\d+)\s*/\s*(?P<total>\d+)\W?", re.IGNORECASE)
+STEP_WORD = re.compile(
+    r"\b(?:global[_ ]step|step|iter(?:ation)?)\b\s*[:=#]?\s*(?P<n>\d+)"
+    r"(?:\s*(?:/|of)\s*(?P<total>\d+))?",
+    re.IGNORECASE,
+)
+BRACKET = re.compile(r"[(\[]\s*(?P<n>\d+)\s*/\s*(?P<total>\d+)\s*[)\]]")
+
+
+@dataclass(frozen=True)
+class Marker:
+    """A line's progress marker: the step it states and the planned total (None: not said)."""
+
+    step: int
+    total: int | None
+    text: str
+
+
+@dataclass(frozen=True)
+class Parsed:
+    """One line read: its marker, its numeric pairs (printed batches as mean/std/n) and the
+    batches' raw values."""
+
+    marker: Marker | None
+    pairs: dict[str, float]
+    batches: dict[str, list[float]]
+
+    @property
+    def is_record(self) -> bool:
+        n = len(self.pairs) - 3 * len(self.batches)
+        return bool(self.batches) or n >= 2 or (n >= 1 and self.marker is not None)
+
+    @property
+    def shape(self) -> tuple[str, ...]:
+        return tuple(sorted(self.pairs))
+
+
+def parse_line(text: str) -> tuple[Parsed, tuple[int, int] | None]:
+    """A line's marker, pairs and batches; and its epoch marker (e, E) when it has one."""
+    rest = text
+    epoch = None
+    m = EPOCH.search(rest)
+    if m:
+        epoch = (int(m["n"]), int(m["total"]))
+        rest = rest[: m.start()] + " " + rest[m.end() :]
+    marker = None
+    bars = bars_in(0, rest)
+    if bars:
+        b = bars[-1]
+        marker = Marker(b.n, b.total, f"{b.n}/{b.total}")
+        rest = re.sub(r"\|[^|]*\|\s*\d+/\d+(?:\s*\[[^\]]*\])?", " ", rest)
+    for rx in (STEP_WORD, BRACKET):
+        m = rx.search(rest) if marker is None else None
+        if m:
+            total = int(m["total"]) if m["total"] else None
+            marker = Marker(int(m["n"]), total, m.group(0).strip())
+            rest = rest[: m.start()] + " " + rest[m.end() :]
+    if marker is not None and epoch is not None and marker.total:
+        e, big = epoch
+        marker = Marker(
+            (e - 1) * marker.total + marker.step,
+            big * marker.total,
+            f"epoch {e}/{big}, {marker.text}",
+        )
+    pairs: dict[str, float] = {}
+    batches: dict[str, list[float]] = {}
+    for m in BATCH.finditer(rest):
+        values = _numbers(m["values"])
+        if values is None:
+            continue
+        key = m["key"].strip()
+        batches[key] = values
+        mean = sum(values) / len(values) if values else math.nan
+        var = sum((v - mean) ** 2 for v in values) / len(values) if values else math.nan
+        pairs |= {f"{key}.mean": mean, f"{key}.std": math.sqrt(var), f"{key}.n": len(values)}
+    if batches:
+        rest = BATCH.sub(" ", rest)
+    for m in PAIR.finditer(rest):
+        pairs.setdefault(m["key"].strip(), float(m["value"]))
+    if not pairs and SPACED.match(rest):
+        for m in SPACED_PAIR.finditer(rest):
+            pairs.setdefault(m["key"], float(m["value"]))
+    return Parsed(marker, pairs, batches), epoch
+
+
+def _numbers(text: str) -> list[float] | None:
+    parts = [p.strip() for p in text.split(",") if p.strip()]
+    try:
+        return [float(p) for p in parts] if parts else None
+    except ValueError:
+        return None
+
+
+@dataclass
+class _Line:
+    number: int
+    parsed: Parsed
+
+
+@dataclass
+class _Scan:
+    records: list[_Line] = field(default_factory=list)
+    epochs: list[tuple[int, int, int]] = field(default_factory=list)  # (line, e, E)
+    bars: list[BarSeen] = field(default_factory=list)
+    other: int = 0
+
+
+def scan(file: Path) -> tuple[_Scan, LineStats]:
+    stats = LineStats()
+    out = _Scan()
+    for ln in read_lines(file, stats):
+        pieces = [p for p in ln.text.split("\r") if p.strip()] or [""]
+        any_record = False
+        for piece in pieces:
+            out.bars += bars_in(ln.number, piece)
+            parsed, epoch = parse_line(piece)
+            if epoch is not None:
+                out.epochs.append((ln.number, *epoch))
+            if parsed.is_record:
+                out.records.append(_Line(ln.number, parsed))
+                any_record = True
+        out.other += not any_record
+    return out, stats
+
+
+@dataclass(frozen=True)
+class Steps:
+    """The records as steps: {step: metrics}, how they were numbered, and what was skipped."""
+
+    rows: list[tuple[int, dict[str, float], int]]  # (step, metrics, line)
+    marked: bool  # the steps are the loop's own (a marker, or a marker confirming the count)
+    axis: str  # "" the loop's steps; else what the step column counts
+    skipped: Counter[tuple[str, ...]]  # other shapes' record lines, per shape
+    how: str
+
+
+def number(records: list[_Line]) -> Steps:
+    """The steps of the records (module docstring)."""
+    shapes = Counter(r.parsed.shape for r in records)
+    by_shape: dict[tuple[str, ...], list[_Line]] = {}
+    for r in records:
+        by_shape.setdefault(r.parsed.shape, []).append(r)
+    main = max(shapes, key=lambda s: (_once_a_step(by_shape[s]), shapes[s], len(s)))
+    count = shapes[main]
+    mains = by_shape[main]
+    marked = all(r.parsed.marker is not None for r in mains)
+    joined = [s for s, n in shapes.items() if s != main and n == count]
+    rows: list[tuple[int, dict[str, float], int]] = []
+    skipped: Counter[tuple[str, ...]] = Counter()
+    if marked:
+        rows = [(_step(r), r.parsed.pairs, r.number) for r in mains]
+        for s in joined:
+            rows += [(rows[k][0], r.parsed.pairs, r.number) for k, r in enumerate(by_shape[s])]
+        how = f"each record's own progress marker (e.g. {mains[0].parsed.marker.text!r})"  # type: ignore[union-attr]
+        axis = ""
+    else:
+        rows = [(k + 1, r.parsed.pairs, r.number) for k, r in enumerate(mains)]
+        for s in joined:
+            rows += [(k + 1, r.parsed.pairs, r.number) for k, r in enumerate(by_shape[s])]
+        confirm = _confirming(by_shape, main, mains)
+        if confirm:
+            how = f"the k-th record is step k: the loop's own markers confirm the count ({confirm})"
+            axis = ""
+        else:
+            how = "the k-th record from 1 (no line states its step)"
+            axis = RECORD_INDEX
+    marked = marked or not axis
+    for s, lines in by_shape.items():
+        if s == main or s in joined:
+            continue
+        if marked and not axis and _joins(lines, {st for st, _, _ in rows}):
+            rows += [(_step(r), r.parsed.pairs, r.number) for r in lines]
+        else:
+            skipped[s] = len(lines)
+    return Steps(rows, marked, axis, skipped, how)
+
+
+def _once_a_step(lines: list[_Line]) -> bool:
+    """No line of the shape carries a marker, or every line does and they rise line after line."""
+    got = [r.parsed.marker.step for r in lines if r.parsed.marker is not None]
+    if not got:
+        return True
+    return len(got) == len(lines) and all(a < b for a, b in zip(got, got[1:], strict=False))
+
+
+MIN_SERIES = 3  # lines of a marked shape that make it a series of its own
+
+
+def _joins(lines: list[_Line], steps: set[int]) -> bool:
+    """A shape of other keys joins the steps when each of its lines carries a marker, the
+    markers rise line after line (once a step), there are ``MIN_SERIES`` of them at least, and
+    each names a step the main records hold (a loop's periodic summary: ``[step 25] acc=..``)."""
+    if len(lines) < MIN_SERIES or any(r.parsed.marker is None for r in lines):
+        return False
+    got = [_step(r) for r in lines]
+    return all(a < b for a, b in zip(got, got[1:], strict=False)) and set(got) <= steps
+
+
+RECORD_INDEX = (
+    "record index: the k-th record of the loop's text log from 1, not a step the log states (no "
+    "line carries a step marker)"
+)
+
+
+def _step(r: _Line) -> int:
+    assert r.parsed.marker is not None
+    return r.parsed.marker.step
+
+
+def _confirming(
+    by_shape: dict[tuple[str, ...], list[_Line]], main: tuple[str, ...], mains: list[_Line]
+) -> str:
+    """A shape whose every line carries a marker equal to the number of main records printed
+    before it ("" when none): ``[step 25]`` after the 25th record."""
+    lines = [r.number for r in mains]
+    for s, got in by_shape.items():
+        if s == main or not all(r.parsed.marker is not None for r in got):
+            continue
+        if all(_step(r) == bisect.bisect_left(lines, r.number) for r in got):
+            return f"{len(got)} lines like {got[0].parsed.marker.text!r} at line {got[0].number}"  # type: ignore[union-attr]
+    return ""
+
+
+def guesses(keys: list[str], key_map: KeyMap) -> tuple[dict[str, str], dict[str, Any]]:
+    """{their key: our column} (the user's ``--map`` first, then the guesses), and the record
+    of who named each (run.json ``imported.key_map["map"]``)."""
+    stated = key_map.key_of()
+    out = dict(stated)
+    record: dict[str, Any] = {c: {"key": k, "from": "--map"} for k, c in stated.items()}
+    taken = set(stated.values())
+    batch_keys = {k.rsplit(".", 1)[0] for k in keys if k.endswith(".mean")}
+    for k in keys:
+        if k in out:
+            continue
+        base, _, stat = k.rpartition(".")
+        if base in batch_keys and stat in ("mean", "std", "n"):
+            if base in stated:  # --map reward=rewards: the batch named by its key
+                column = stated[base] if stat == "mean" else None
+                column = TENSOR_STD.get(stated[base]) if stat == "std" else column
+            else:
+                meaning = guess_meaning(base)
+                column = (
+                    meaning
+                    if stat == "mean"
+                    else TENSOR_STD.get(meaning or "")
+                    if stat == "std"
+                    else None
+                )
+        else:
+            column = guess_meaning(k)
+        if column is None or column in taken:
+            continue
+        out[k] = column
+        taken.add(column)
+        record[column] = {"key": k, "from": GUESSED}
+    if Step.REWARD_MEAN not in taken:  # a success rate is the reward a log without one has
+        rate = next((k for k in keys if name_key(k) in SUCCESS_NAMES and k in out), None)
+        if rate is not None:
+            del record[out[rate]]
+            out[rate] = Step.REWARD_MEAN
+            record[Step.REWARD_MEAN] = {
+                "key": rate,
+                "from": GUESSED + "; a success rate, read as the reward: the log has no total",
+            }
+    return out, record
+
+
+def _zero_variance(
+    batches: dict[str, list[float]], meaning: dict[str, str], group: int | None
+) -> float | None:
+    """The share of tied groups in a printed batch of rewards or advantages (module docstring);
+    None when unknown."""
+    for key, values in batches.items():
+        if meaning.get(f"{key}.mean") not in (Step.REWARD_MEAN, Step.ADVANTAGE_MEAN):
+            continue
+        if not values:
+            continue
+        if group and len(values) % group == 0:
+            groups = [values[i : i + group] for i in range(0, len(values), group)]
+            return sum(len(set(g)) == 1 for g in groups) / len(groups)
+        if len(set(values)) == 1:
+            return 1.0
+    return None
+
+
+def read(path: Path, key_map: KeyMap | None = None) -> SourceLog:
+    """The run a loop's own text log holds (module docstring)."""
+    key_map = key_map or KeyMap()
+    file = path if path.is_file() else _one_log(path)
+    found, stats = scan(file)
+    if not found.records:
+        raise wrong_format(file, TEXT, "text record (a line of 'key: value' numeric pairs)")
+    steps = number(found.records)
+    keys = list(dict.fromkeys(k for _, m, _ in steps.rows for k in m))
+    if key_map.step is not None:
+        raise ValueError(
+            "--step: a text log's step is each line's own progress marker (or the record index); "
+            "it takes no step key"
+        )
+    for column, key in key_map.columns.items():
+        batch = f"{key}.mean" in keys
+        if key not in keys and not batch:
+            raise ValueError(
+                f"--map {column}={key}: no record of {file} holds it ({few(keys, 12)})"
+            )
+    meaning, record = guesses(keys, key_map)
+    group = key_map.settings.get("group_size")
+    g = int(group.value) if group is not None and isinstance(group.value, int) else None
+    batch_of = {r.number: r.parsed.batches for r in found.records}
+    parsed = []
+    for step, metrics, line in steps.rows:
+        row = dict(metrics)
+        if Step.ZERO_VARIANCE_FRACTION not in meaning.values():
+            zv = _zero_variance(batch_of.get(line, {}), meaning, g)
+            if zv is not None:
+                row["tied_groups_share"] = zv
+        parsed.append((step, row))
+    if any("tied_groups_share" in m for _, m in parsed):
+        meaning["tied_groups_share"] = Step.ZERO_VARIANCE_FRACTION
+        record[Step.ZERO_VARIANCE_FRACTION] = {
+            "key": "tied_groups_share",
+            "from": "derived from the printed rewards or advantages: 1 where every value of a "
+            "batch is equal"
+            + (f", the share of tied groups of {g}" if g else ", else unknown (no --group-size)"),
+        }
+    merged = merge_by_step(parsed)
+    end = evidence(found, steps, merged.steps)
+    notes = [
+        f"{len(found.records)} record lines read among {stats.lines} lines; {found.other} other "
+        "lines (text without numeric pairs) skipped",
+        f"the step: {steps.how}",
+        *cleaning_note(stats),
+    ]
+    if steps.skipped:
+        shown = "; ".join(
+            f"{{{', '.join(s)}}} x{n}" for s, n in steps.skipped.most_common(MAX_SHAPES_NAMED)
+        )
+        more = len(steps.skipped) - MAX_SHAPES_NAMED
+        notes.append(
+            f"{sum(steps.skipped.values())} lines with numbers of {len(steps.skipped)} other "
+            f"shapes skipped (not printed once a step): {shown}"
+            + (f"; {more} more shapes" if more > 0 else "")
+        )
+    if merged.duplicate_steps:
+        notes.append(
+            f"{len(merged.duplicate_steps)} steps are printed by several records "
+            f"({few([str(s) for s in merged.duplicate_steps], 8)}): the later value is kept"
+        )
+    return SourceLog(
+        tool=TEXT,
+        file=file,
+        name=file.stem if file.stem not in ("log", "train", "grpo", "main") else file.parent.name,
+        steps=merged.steps,
+        lines=stats.lines,
+        duplicate_steps=merged.duplicate_steps,
+        settings=dict(key_map.settings),
+        file_format=FILE_FORMAT,
+        notes=tuple(notes),
+        end=end,
+        step_axis=steps.axis,
+        key_map=meaning,
+        key_record={
+            "step": {"key": None, "from": steps.how},
+            "map": record,
+        },
+    )
+
+
+def evidence(found: _Scan, steps: Steps, rows: dict[int, dict[str, Any]]) -> _end.Evidence:
+    """What the log says of its planned end and how far it got (module docstring)."""
+    planned: list[_end.Planned] = []
+    reached: list[_end.Reached] = []
+    used = {line for _, _, line in steps.rows}
+    marks = [
+        (r.number, r.parsed.marker)
+        for r in found.records
+        if r.number in used and r.parsed.marker is not None and r.parsed.marker.total
+    ]
+    if steps.marked and marks:
+        line, last = max(marks, key=lambda lm: (lm[1].step, lm[0]))
+        assert last is not None and last.total is not None
+        where = f"the marker {last.text!r}, line {line}"
+        planned.append(_end.Planned(last.total, where))
+        reached.append(_end.Reached(last.step, where, exact=True))
+    n_records = len(rows)
+    bars = [b for b in found.bars if b.total >= n_records]
+    if bars and not planned:
+        bar = max(bars, key=lambda b: (b.total, b.n, b.line))
+        planned.append(_end.Planned(bar.total, bar.text()))
+        reached.append(_end.Reached(bar.n, bar.text(), exact=True))
+    if found.epochs and not planned:
+        planned += _from_epochs(found, rows, steps)
+    if rows and not steps.axis:
+        reached.append(_end.Reached(max(rows), "its last record"))
+    return _end.Evidence(tuple(planned), tuple(reached), "", 1, False)
+
+
+def _from_epochs(found: _Scan, rows: dict[int, dict[str, Any]], steps: Steps) -> list[_end.Planned]:
+    """The planned steps from epoch headers: E epochs of (records before the last epoch began)
+    / (its number - 1) steps each; nothing where the last epoch seen is the first."""
+    line, e, total = found.epochs[-1]
+    done = sum(1 for r in found.records if r.number < line and r.parsed.shape == _main(steps))
+    if e < 2 or done == 0 or steps.axis:
+        return []
+    per = done / (e - 1)
+    if per != int(per):
+        return []
+    where = f"the epoch marker at line {line} (epoch {e}/{total}; {int(per)} steps an epoch)"
+    return [_end.Planned(round(total * per), where, float(total))]
+
+
+def _main(steps: Steps) -> tuple[str, ...]:
+    return tuple(sorted(steps.rows[0][1])) if steps.rows else ()
+
+
+def _one_log(folder: Path) -> Path:
+    found = sorted(
+        p for p in folder.iterdir() if p.is_file() and p.suffix in (".log", ".txt", ".out", "")
+    )
+    if len(found) == 1:
+        return found[0]
+    listed = f" ({len(found)}: {few([p.name for p in found], 4)}; pass one)" if found else ""
+    raise ValueError(f"path {str(folder)!r} holds no single text log{listed}")
+
+
+SPEC = _spec(
+    TEXT,
+    read,
+    "text lines",
+    "any trainer (text): a loop's own printed lines of 'key: value' numbers, each line's "
+    "progress marker its step; keys mapped by name (guessed, recorded so), --map overriding",
+)
