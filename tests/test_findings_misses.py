@@ -174,8 +174,39 @@ def test_a_component_constant_at_a_value_other_than_0_is_pinned():
     )
     (f,) = check_reward_components(df, None, RunFacts(), Coverage())
     assert "rewards/trace/mean is -0.5 at every step" in f.evidence
-    df["rewards/trace/mean"] = np.r_[np.full(n - 1, -0.5), -0.4]  # moves once: not constant
+    df["rewards/trace/mean"] = np.r_[np.full(n - 1, -0.5), -0.4]  # moves once in 40: 97.5%
     df[Step.REWARD_MEAN] = fmt + df["rewards/trace/mean"]
+    (f,) = check_reward_components(df, None, RunFacts(), Coverage())
+    assert "rewards/trace/mean is -0.5 on 39 of 40 steps" in f.evidence
+    df["rewards/trace/mean"] = np.r_[np.full(n - 3, -0.5), -0.4, -0.3, -0.6]  # 37 of 40: 92.5%
+    df[Step.REWARD_MEAN] = fmt + df["rewards/trace/mean"]
+    assert check_reward_components(df, None, RunFacts(), Coverage()) == []
+
+
+def test_a_steady_component_is_pinned_whatever_the_total_does():
+    """A format rate at 1.0 on 199 of 200 steps (0.62 once) beside a correctness rate near 0 and
+    a total that neither rises nor saturates: the format component gives no advantage on any
+    step it is 1.0, said as such; the near-0 component alone (gated on a rising total) is not."""
+    n = 200
+    rng = np.random.default_rng(0)
+    fmt = np.ones(n)
+    fmt[5] = 0.62
+    correct = np.where(rng.uniform(size=n) < 0.06, 0.125, 0.0)
+    df = pd.DataFrame(
+        {
+            Step.STEP: steps(n),
+            "rewards/fmt/mean": fmt,
+            "rewards/correct/mean": correct,
+            Step.REWARD_MEAN: 0.3 + 0.1 * np.sin(np.arange(n) * 0.7),  # flat: no rise
+        }
+    )
+    (f,) = check_reward_components(df, None, RunFacts(), Coverage())
+    assert f.severity == "warning"
+    assert f.title == "A reward component is the same on nearly every step: it gives no advantage"
+    assert f.evidence.startswith("rewards/fmt/mean is 1 on 199 of 200 steps")
+    assert "rewards/correct/mean" not in f.evidence
+    assert "teaches nothing" in f.advice
+    df["rewards/fmt/mean"] = rng.uniform(0.5, 1.0, n)  # a component that moves: nothing to say
     assert check_reward_components(df, None, RunFacts(), Coverage()) == []
 
 

@@ -425,11 +425,11 @@ def check_reward_components(
     df: pd.DataFrame, split: LagSplit, facts: RunFacts, cov: Coverage
 ) -> list[Finding]:
     """``reward_component_pinned``: with two reward functions or more, one that stays near 0
-    (at most ``pinned_share`` of the total's level at the end and of its rise), or one exactly
-    constant at a value other than 0 on every step (at least ``min_basis``: every completion
-    scored alike by it, so it shifts every reward by the same amount and gives no advantage),
-    while the total rises or saturates (most groups zero-variance): what the policy learns is
-    the others."""
+    (at most ``pinned_share`` of the total's level at the end and of its rise) while the total
+    rises or saturates (most groups zero-variance): what the policy learns is the others; or one
+    at one value other than 0 on at least ``pinned_steady_share`` of its steps (``_steady``:
+    every completion scored alike by it, so it shifts every reward by the same amount and gives
+    no advantage), whatever the total does."""
     comps = reward_components(df)
     total = logged(df, Step.REWARD_MEAN)
     if len(comps) < 2 or total is None:
@@ -445,23 +445,25 @@ def check_reward_components(
     zv_late = _quarters(zv)[1] if zv is not None and np.isfinite(zv).any() else 0.0
     rises = rise > 0 and rise >= RAW.pinned_share.value * max(abs(t0), abs(t1))
     saturates = zv_late >= RUN.zero_var_warn.value
-    if not (rises or saturates):
-        return []
     share = RAW.pinned_share.value
-    pinned, moving = [], []
+    pinned, moving, steady_only = [], [], True
     for c in comps.values():
         y = column(df, c)
         c0, c1 = _quarters(y)
         lo, hi = float(np.nanmin(y)), float(np.nanmax(y))
-        steady = np.isfinite(y).sum() >= RUN.min_basis.value and lo == hi != 0.0
-        if steady:  # the same score for every completion at every step: a constant, no signal
+        steady = _steady(y)
+        if steady is not None:  # the same score for every completion on (nearly) every step
+            value, k, n = steady
+            where = "at every step" if k == n else f"on {k} of {n} steps"
             pinned.append(
-                f"{c} is {lo:.4g} at every step (never moves: the same batch mean on every step "
-                "is the same score for every completion, a shift of every reward that gives no "
-                "advantage)"
+                f"{c} is {value:.4g} {where} (the same batch mean on every step is the same "
+                "score for every completion, a shift of every reward that gives no advantage)"
             )
+        elif not (rises or saturates):
+            continue
         elif abs(c1) <= share * max(abs(t1), 1e-12) and (not rises or c1 - c0 <= share * rise):
             never = lo == hi == 0.0
+            steady_only = False
             pinned.append(
                 f"{c} is 0.0 at every step (never earned)"
                 if never
@@ -471,30 +473,62 @@ def check_reward_components(
             moving.append((c1 - c0, c, c0, c1))
     if not pinned:
         return []
-    how = (
-        f"the total {facts.logged_as(Step.REWARD_MEAN)} rises {t0:.3g} → {t1:.3g} (medians of "
-        "the first and last quarter)"
-        if rises
-        else f"most groups are zero-variance at the end (median {pct(zv_late)} over the last "
-        "quarter): the total has saturated"
-    )
+    if rises or saturates:
+        how = (
+            f"the total {facts.logged_as(Step.REWARD_MEAN)} rises {t0:.3g} → {t1:.3g} (medians "
+            "of the first and last quarter)"
+            if rises
+            else f"most groups are zero-variance at the end (median {pct(zv_late)} over the "
+            "last quarter): the total has saturated"
+        )
+        title = "A reward component is never earned while the total " + (
+            "rises" if rises else "saturates"
+        )
+    else:
+        how = (
+            f"the total {facts.logged_as(Step.REWARD_MEAN)} goes {t0:.3g} → {t1:.3g} (medians "
+            "of the first and last quarter): its advantages come from the other components alone"
+        )
+        title = "A reward component is the same on nearly every step: it gives no advantage"
     if moving:
         d, c, c0, c1 = max(moving)
         how += f", and the rise is {c}'s ({c0:.3g} → {c1:.3g}: {pct(d / rise)} of it)"
+    advice = (
+        "The policy is learning the other components (often a format or length reward) and "
+        "not this one: the usual signature of a format-only or hacked reward. Read "
+        "completions that score high on the total; check this component's parser and "
+        "whether it can fire at all; weigh it up or gate the others on it."
+    )
+    if steady_only:
+        advice = (
+            "This component scores every completion alike (a format already learned, a check "
+            "that cannot fail or cannot pass): it costs compute and teaches nothing. Check that "
+            "it can tell completions apart; drop it, or replace it with one that grades "
+            "what is still wrong."
+        )
     return [
         Finding(
             REWARD_PINNED,
             WARNING,
-            "A reward component is never earned while the total "
-            + ("rises" if rises else "saturates"),
+            title,
             "; ".join(pinned) + f", while {how}.",
-            "The policy is learning the other components (often a format or length reward) and "
-            "not this one: the usual signature of a format-only or hacked reward. Read "
-            "completions that score high on the total; check this component's parser and "
-            "whether it can fire at all; weigh it up or gate the others on it.",
+            advice,
             basis=int(np.isfinite(total).sum()),
         )
     ]
+
+
+def _steady(y: np.ndarray) -> tuple[float, int, int] | None:
+    """(value, steps at it, logged steps) of a component at one value other than 0 on at least
+    ``pinned_steady_share`` of its logged steps (at least ``min_basis`` of them); else None."""
+    v = y[np.isfinite(y)]
+    if len(v) < RUN.min_basis.value:
+        return None
+    values, counts = np.unique(v, return_counts=True)
+    i = int(np.argmax(counts))
+    if values[i] == 0.0 or counts[i] < RAW.pinned_steady_share.value * len(v):
+        return None
+    return float(values[i]), int(counts[i]), len(v)
 
 
 # ---------------------------------------------------------------------------------------------

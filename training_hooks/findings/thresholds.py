@@ -295,6 +295,13 @@ class RawThresholds:
         OURS + "a component that adds under a tenth of the rise and of the total is not what the "
         "policy is learning",
     )
+    pinned_steady_share: Threshold = Threshold(
+        0.95,
+        "share of a component's logged steps at its most common value",
+        OURS + "a batch mean at one value on 19 steps of 20 is every completion scored alike on "
+        "those steps (a format reward already earned, a judge that always answers the same): "
+        "no advantage from it, whatever the total does; one off step does not make it a signal",
+    )
     kl_ref_start: Threshold = Threshold(
         0.1,
         "nats/token (median KL to the reference over the run's first logged steps)",
