@@ -118,6 +118,29 @@ KEY_MAPS: dict[str, tuple[str, dict]] = {
             group_size=8,
         ),
     ),
+    # A TRL callback's own JSON lines (README: `CountdownGRPOMetricsCallback.on_log` around TRL's
+    # GRPOTrainer; `grpo_trl.yaml`: group_size 5, max_steps 500, logging_steps 10, max_new_tokens
+    # 1024). Its user maps the keys the callback names plainly: TRL's `reward`,
+    # `frac_reward_zero_std`, `grad_norm`, `entropy` and `loss`, and the callback's
+    # `truncated_rate` (the share cut at max_new_tokens), `avg_gen_tokens` / `max_gen_tokens`.
+    "other/countdown-grpo-trl-beibeizzz/metrics.jsonl": (
+        "jsonl",
+        dict(
+            step="step",
+            maps=[
+                "reward=reward",
+                "zero_variance_fraction=frac_reward_zero_std",
+                "grad_norm=grad_norm",
+                "entropy=entropy",
+                "loss=loss",
+                "truncated_fraction=truncated_rate",
+                "length=avg_gen_tokens",
+                "length_max=max_gen_tokens",
+            ],
+            sets=["max_steps=500"],
+            group_size=5,
+        ),
+    ),
     # Blind round 1 (bench/blind_logs/axiomforge-grpo-prm-prem01.json): the repo's own GRPO loop,
     # one JSON object per iteration. Its user maps what the loop names plainly: the iteration is
     # the step, mean_reward the batch's mean reward, loss the loss; its console log's 'Run config'

@@ -15,9 +15,12 @@ Two sets (``bench/bench_real_logs.py --set tune|blind|all``):
 A label says, for one log (one run of a file that holds several: ``path#N``):
 
 - ``status``: what the source shows about reaching the run's planned end: "finished",
-  "stopped early", "crashed", "failed" or "unknown" (nothing says where the end was). A mid-run
-  checkpoint (``global_step`` < ``max_steps`` with ``should_training_stop`` false) and a restart
-  of a reused log path are "stopped early" too: the file ends before its planned end.
+  "stopped early", "crashed", "failed" or "unknown" (nothing says where the end was). A
+  restart of a reused log path is "stopped early": the file ends before its planned end. A
+  checkpoint's state in its ``checkpoint-N/`` folder with ``global_step`` < ``max_steps`` (and
+  ``should_training_stop`` false), alone, is "unknown": it was saved while training ran and says
+  only that the run reached N (issue 44); a ``trainer_state.json`` outside a checkpoint folder is
+  read as the run's last word.
 - ``problems``: each problem the description shows, with every code that legitimately names it;
   Health finds it with a warning or error under one of them. ``Problem(status=True)``: the run
   stopped before its planned end (the source says it stopped, died or was cut and this log is
@@ -316,7 +319,11 @@ LABELS: dict[str, Label] = {
         basis=README,
     ),
     "trl/gemma3-hint-hiding-ps-research/checkpoint-100/trainer_state.json": Label(
-        "stopped early",  # a mid-run checkpoint: global_step 100 of max_steps 300
+        # unknown from this file alone: the README says "a mid-run checkpoint (global_step 100
+        # of max_steps 300, `should_training_stop` false)", "The same commit's
+        # `checkpoint-300/trainer_state.json` ... shows the run reached 300/300" and "For this
+        # file, global_step 100 < max_steps 300 is a mid-run save, not an early stop."
+        "unknown",
         (
             Problem(
                 "the reward saturates: frac_reward_zero_std 1.0 on 52 of 100 steps (all-maximum "

@@ -838,7 +838,7 @@ def test_codes_are_the_contract():
         "reward_unscored",
         "ratio_resolution_coarse",
     }
-    assert health.NOTE_CODES == ("stopped_early", "running", "not_judged")
+    assert health.NOTE_CODES == ("stopped_early", "running", "end_unknown", "not_judged")
 
 
 def _shown(markdown: str) -> str:

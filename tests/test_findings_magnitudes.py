@@ -241,6 +241,35 @@ def test_gradient_level_against_a_stated_clip_without_a_duplicate():
     assert r.checked["gradient norm level"] == "grad_norm; against max_grad_norm: grad_over_clip"
 
 
+def test_few_steps_with_a_gradient_each_far_above_the_clip():
+    """24 logged steps, the gradient exactly 0 on 18, and 14.7, 35.5, 62.25, 45.75, 30.25, 49.25
+    on the 6 others with max_grad_norm 1.0: too few steps (6 < 22) for a level against the
+    start, but 6 >= min_basis 5: their median, (35.5 + 45.75) / 2 = 40.625, is 40.6x the clip
+    (>= 10x) and none is 100x (grad_over_clip silent): grad_norm_high over all 6. With 4 such
+    steps (< 5) the level is not judged."""
+    g = np.zeros(24)
+    g[[3, 6, 9, 12, 15, 18]] = [14.7, 35.5, 62.25, 45.75, 30.25, 49.25]
+    facts = RunFacts("unknown", tool="trl", max_grad_norm=1.0)
+    found = _found(_steps(24, grad_norm=g), facts)
+    assert GRAD_OVER_CLIP not in found
+    f = found[GRAD_NORM_HIGH]
+    assert f.steps == (4, 7, 10, 13, 16, 19)
+    assert f.evidence.startswith(
+        "grad_norm: its median over all 6 steps with a gradient (steps 4, 7, 10, 13, 16, 19) is "
+        "40.62, 40.6x the stated max_grad_norm 1 (Health warns at 10x)"
+    )
+    r = run_health(_steps(24, grad_norm=g), facts)
+    assert r.checked["gradient norm level"] == (
+        "grad_norm; against its start: too few steps with a gradient (fewer than 22)"
+    )
+    g[[15, 18]] = 0.0
+    r = run_health(_steps(24, grad_norm=g), facts)
+    assert GRAD_NORM_HIGH not in {x.code for x in r.findings}
+    assert r.not_checked["gradient norm level"] == (
+        "too few steps with a non-zero gradient (fewer than 5)"
+    )
+
+
 def test_gradient_norms_in_the_thousands_with_no_stated_clip():
     """grad_norm 800..1300 on 50 steps with 14,444 at step 49 and max_grad_norm not stated: the
     median (1,050: the middle of the line, one value moved) is >= 100: grad_norm_high. The same

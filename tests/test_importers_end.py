@@ -182,3 +182,146 @@ def test_sources_that_disagree_are_named():
     assert judge(ev).text.endswith(
         "; other sources differ: planned 400 steps (config.yaml: max_steps)"
     )
+
+
+# ------------------------------------------------- where a TRL state was saved (issue 44)
+
+
+def _ckpt(folder, step, max_steps=300, *, save_steps=50, stop=False, summary=False):
+    """A Trainer state at ``step`` (rows every 10 steps up to it) in ``folder``, as
+    ``_save_checkpoint`` writes it (``TrainerControl`` with should_training_stop ``stop``); with
+    ``summary`` the end-of-training row train() logs when it returns."""
+    import json
+
+    rows = [{"step": s, "loss": 0.01 * s, "reward": 0.5} for s in range(10, step + 1, 10)]
+    if summary:
+        rows.append({"step": step, "train_runtime": 123.0, "train_loss": 0.1})
+    control = {"args": {"should_save": True, "should_training_stop": stop}, "attributes": {}}
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "trainer_state.json").write_text(
+        json.dumps(
+            {
+                "log_history": rows,
+                "global_step": step,
+                "max_steps": max_steps,
+                "save_steps": save_steps,
+                "logging_steps": 10,
+                "stateful_callbacks": {"TrainerControl": control},
+            }
+        )
+    )
+    return folder / "trainer_state.json"
+
+
+def _status(tmp_path, path):
+    """run.json's status and its basis for an import of ``path``, and Health's status notes."""
+    from training_hooks import findings, importers
+
+    res = importers.import_run("trl", path, root=tmp_path / "runs", replace=True)
+    info = schema.read_run_info(res["run_dir"])
+    notes = findings.check_status(
+        info.status,
+        None,
+        info.last_step,
+        0.0,
+        info.imported.stopped_early,
+        info.imported.status_basis,
+    )
+    return info.status, info.imported.status_basis, notes
+
+
+def test_a_lone_mid_run_checkpoint_is_unknown_and_says_why(tmp_path):
+    """checkpoint-100/ of max_steps 300, should_training_stop false, nothing beside it: the
+    Trainer saved it while training ran, so it shows the run reached 100, not that it stopped
+    there: "unknown" (was "stopped early"), and Health's note gives the step and the plan."""
+    status, basis, notes = _status(tmp_path, _ckpt(tmp_path / "out" / "checkpoint-100", 100))
+    assert status == "unknown"
+    assert basis == (
+        "planned 300 steps (trainer_state.json: max_steps); reached step 100 "
+        "(trainer_state.json: global_step); checkpoint-100/ is a checkpoint, saved while "
+        "training ran: the run reached step 100 of its planned 300; whether it went on is not "
+        "in this folder (a later checkpoint-N/, the output folder's own trainer_state.json or "
+        "the run's console log would say)"
+    )
+    (note,) = notes
+    assert note.code == "end_unknown" and note.severity == INFO
+    assert note.evidence == basis + "; its last step here is 100."
+
+
+def test_a_later_checkpoint_that_reached_the_plan_makes_it_finished(tmp_path):
+    """checkpoint-100/ read with checkpoint-300/ (global_step 300 = max_steps) beside it: the
+    run reached its planned end: finished, citing the later checkpoint and saying this file
+    holds steps up to 100 only."""
+    out = tmp_path / "out"
+    _ckpt(out / "checkpoint-300", 300, stop=True)
+    status, basis, notes = _status(tmp_path, _ckpt(out / "checkpoint-100", 100))
+    assert status == "finished" and notes == []
+    assert "reached step 300 (a later checkpoint, checkpoint-300/trainer_state.json)" in basis
+    assert "this file (checkpoint-100/) holds the steps up to 100" in basis
+
+
+def test_the_output_folders_own_state_with_the_end_row_makes_it_finished(tmp_path):
+    """The output folder's trainer_state.json (Trainer.save_state after train()) holds the
+    end-of-training row: training returned, so the run finished although the checkpoint read
+    stops at 100 of 300 (here 300 = its global_step too)."""
+    out = tmp_path / "out"
+    _ckpt(out, 300, summary=True)
+    status, basis, _ = _status(tmp_path, _ckpt(out / "checkpoint-100", 100))
+    assert status == "finished"
+    assert "the end-of-training row (train_runtime) of out/trainer_state.json" in basis
+
+
+def test_several_checkpoints_every_save_steps_short_of_the_plan_stopped_early(tmp_path):
+    """checkpoints 100, 150 and 200 of max_steps 300, every save_steps 50: a run that reached 250
+    would have saved checkpoint-250 (a save_total_limit deletes the oldest, never the newest),
+    so the run stopped between 200 and 250: stopped early, read from the newest (the folder)."""
+    out = tmp_path / "out"
+    for s in (100, 150, 200):
+        _ckpt(out / f"checkpoint-{s}", s)
+    status, basis, notes = _status(tmp_path, out)
+    assert status == "stopped early" and [n.code for n in notes] == ["stopped_early"]
+    assert basis.endswith(
+        "the output folder out/ holds checkpoints 100, 150, 200 (every save_steps 50), the "
+        "newest 200: a run that reached step 250 would have saved checkpoint-250, so it stopped "
+        "between 200 and 250"
+    )
+
+
+@pytest.mark.parametrize(
+    ("steps", "save_steps", "max_steps"),
+    [
+        ((100, 200), 100, 250),  # the next save (300) falls past the plan: the end is unsaved
+        ((100, 150), 40, 300),  # 150 is not a multiple of save_steps 40: not saved every 40
+    ],
+)
+def test_checkpoints_that_prove_no_stop_leave_it_unknown(tmp_path, steps, save_steps, max_steps):
+    """The save rule proves a stop only where the next save falls within the plan and the
+    checkpoints are every save_steps apart; otherwise the newest is a mid-run save: unknown."""
+    out = tmp_path / "out"
+    for s in steps:
+        _ckpt(out / f"checkpoint-{s}", s, max_steps, save_steps=save_steps)
+    status, basis, _ = _status(tmp_path, out)
+    assert status == "unknown"
+    assert f"checkpoint-{steps[-1]}/ is a checkpoint, saved while training ran" in basis
+
+
+def test_a_state_outside_a_checkpoint_folder_is_the_runs_last_word(tmp_path):
+    """trainer_state.json in a plain folder, 100 of 300, no end-of-training row: read as the
+    state the run stopped in (stopped early), as before."""
+    status, basis, _ = _status(tmp_path, _ckpt(tmp_path / "run", 100))
+    assert status == "stopped early"
+    assert basis == (
+        "planned 300 steps (trainer_state.json: max_steps); reached step 100 "
+        "(trainer_state.json: global_step)"
+    )
+
+
+def test_should_training_stop_below_the_plan_is_an_end(tmp_path):
+    """A lone checkpoint-100/ of 300 saved with should_training_stop true: a callback was
+    stopping training there (early stopping): finished, ended before its planned end."""
+    status, basis, _ = _status(tmp_path, _ckpt(tmp_path / "out" / "checkpoint-100", 100, stop=True))
+    assert status == "finished"
+    assert basis.endswith(
+        "trainer_state.json: TrainerControl.should_training_stop true (the Trainer was "
+        "stopping); it ended before its planned end"
+    )

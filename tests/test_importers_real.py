@@ -1017,7 +1017,9 @@ PINNED = {
             "num_tokens",
             "reward_std",
         ],
-        "stopped early",  # global_step 100 of max_steps 300: a mid-run checkpoint
+        # global_step 100 of max_steps 300 in checkpoint-100/, nothing beside it: a save made
+        # while training ran shows the run reached 100, not where it ended (issue 44)
+        "unknown",
     ),
     "rlvr-mac-sandbox-spbui00": (
         [

@@ -98,6 +98,7 @@ from training_hooks.findings.spikes import (
 )
 from training_hooks.findings.status import (
     CRASHED,
+    END_UNKNOWN,
     FAILED,
     NONFINITE,
     ON_POLICY_ONLY,
@@ -172,6 +173,7 @@ __all__ = [
     "OVERLONG_CURED",
     "ON_POLICY_ONLY",
     "RUNNING",
+    "END_UNKNOWN",
     "SAMPLER_MISMATCH",
     "SEVERITY_ORDER",
     "STALE_OLD_LOGPROBS",

@@ -9,7 +9,10 @@ steps with a signal) ``grad_high_early`` x the median of the run's first 10% of 
 more; or, where ``max_grad_norm`` is stated, the median of the last half ``grad_high_clip`` x it
 or more (unless ``grad_over_clip`` already says so, at 100x); or, where it is not, the run's
 median ``grad_high_abs`` or more (not for Tinker, whose losses are sums over tokens). A level,
-where ``grad_norm_spike`` is one step.
+where ``grad_norm_spike`` is one step. The level against the start needs two windows of steps
+with a signal; the clip and the absolute scale need ``RUN.min_basis`` of them and, with fewer
+than two windows, take the median of all of them (a run whose gradient is 0 on most steps and
+14-62x the clip on the others is rescaled by the clip on every update that moved it).
 
 ``kl_ref_rising``: in any column carrying the KL to the reference (``meanings.carriers``), the
 median of the last 10% of its steps ``kl_rise_factor`` x the median of its first 10% or more and
@@ -40,6 +43,7 @@ from training_hooks.findings.core import (
     RunFacts,
     col,
     column,
+    fmt_steps,
     listed,
     pct,
 )
@@ -220,35 +224,46 @@ def check_grad_norm_high(df: pd.DataFrame, split, facts: RunFacts, cov: Coverage
     g = column(df, gname)
     rows = np.flatnonzero(_with_signal(df, g))
     w = int(MAG.grad_high_window.value)
-    if len(rows) < 2 * w:
-        return cov.skipped(name, f"{TOO_FEW_STEPS} with a non-zero gradient (fewer than {2 * w})")
+    few = int(RUN.min_basis.value)
+    if len(rows) < few:
+        return cov.skipped(name, f"{TOO_FEW_STEPS} with a non-zero gradient (fewer than {few})")
     steps = steps_of(df)
     v = g[rows]
-    said, at = [], np.zeros(len(df), bool)
-    early_rows, _, k = _ends(rows, len(df))
-    early = float(np.median(g[early_rows]))
-    level = rolling_level(v, w)
-    top = int(np.argmax(level))
-    if level[top] >= MAG.grad_high_early.value * early:
-        at[rows[top : top + w]] = True
-        said.append(
-            f"its median over steps {_span(steps[rows[top : top + w]])} is {level[top]:.4g}, "
-            f"{level[top] / early:.3g}x its median {early:.3g} over the run's first {k} steps "
-            f"with a gradient (Health warns at {MAG.grad_high_early.value:g}x a level held "
-            f"over {w} steps)"
-        )
-    clip, notes = facts.max_grad_norm, []
-    late = v[len(v) // 2 :]
+    said, at, notes = [], np.zeros(len(df), bool), []
+    if len(rows) >= 2 * w:  # a level against the run's start needs two windows of steps
+        early_rows, _, k = _ends(rows, len(df))
+        early = float(np.median(g[early_rows]))
+        level = rolling_level(v, w)
+        top = int(np.argmax(level))
+        if level[top] >= MAG.grad_high_early.value * early:
+            at[rows[top : top + w]] = True
+            said.append(
+                f"its median over steps {_span(steps[rows[top : top + w]])} is "
+                f"{level[top]:.4g}, {level[top] / early:.3g}x its median {early:.3g} over the "
+                f"run's first {k} steps with a gradient (Health warns at "
+                f"{MAG.grad_high_early.value:g}x a level held over {w} steps)"
+            )
+    else:
+        notes.append(f"against its start: too few steps with a gradient (fewer than {2 * w})")
+    clip = facts.max_grad_norm
+    # the last half of the steps with a gradient; all of them where they are too few to halve
+    half = len(v) // 2 if len(rows) >= 2 * w else 0
+    late = v[half:]
+    over = (
+        "the last half of those steps"
+        if half
+        else f"all {len(v)} steps with a gradient (steps {fmt_steps(steps[rows])})"
+    )
     if clip is not None and clip > 0:
         over_clip = bool((g[np.isfinite(g)] >= RAW.grad_over_clip.value * clip).any())
         med = float(np.median(late))
         if over_clip:
             notes.append("against max_grad_norm: grad_over_clip")
         elif med >= MAG.grad_high_clip.value * clip:
-            at[rows[len(v) // 2 :]] = True
+            at[rows[half:]] = True
             said.append(
-                f"its median over the last half of those steps is {med:.4g}, {med / clip:.3g}x "
-                f"the stated max_grad_norm {clip:g} (Health warns at "
+                f"its median over {over} is {med:.4g}, "
+                f"{med / clip:.3g}x the stated max_grad_norm {clip:g} (Health warns at "
                 f"{MAG.grad_high_clip.value:g}x): the clip rescales every one of those updates"
             )
     elif facts.tool in SUM_LOSS_TOOLS:

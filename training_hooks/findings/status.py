@@ -43,10 +43,11 @@ CRASHED = "crashed"
 FAILED = "failed"
 STATUS_CODES = (CRASHED, FAILED)  # ``check_run_status``
 #: ``check_run_status``'s notes (informational, outside ``CODES``): a live run; an import whose
-#: source says it stopped before its planned end.
+#: source says it stopped before its planned end; an import whose end nothing shows.
 RUNNING = "running"
 STOPPED_EARLY = "stopped_early"
-STATUS_NOTES = (STOPPED_EARLY, RUNNING)
+END_UNKNOWN = "end_unknown"
+STATUS_NOTES = (STOPPED_EARLY, RUNNING, END_UNKNOWN)
 NONFINITE = "nonfinite"  # ``check_nonfinite``
 STALE_OLD_LOGPROBS = "stale_old_logprobs"  # ``check_stale``
 ON_POLICY_ONLY = "on_policy_only"  # ``check_on_policy``
@@ -85,8 +86,9 @@ def check_run_status(
     """``check_status`` of what ``facts`` state (the run's status, heartbeat, last step, how an
     import stopped); always checked."""
     cov.ran("run status")
+    basis = facts.imported.status_basis if facts.imported is not None else None
     return check_status(
-        facts.status, facts.updated_at, facts.last_step, facts.now, facts.stopped_early
+        facts.status, facts.updated_at, facts.last_step, facts.now, facts.stopped_early, basis
     )
 
 
@@ -96,9 +98,12 @@ def check_status(
     last_step: int | None,
     now: float | None = None,
     stopped_early: str | None = None,
+    basis: str | None = None,
 ) -> list[Finding]:
     """A run that stopped without finishing (crashed: stale heartbeat), that failed, or (an
-    import) whose source says it stopped before its planned end (``stopped_early``: how)."""
+    import) whose source says it stopped before its planned end (``stopped_early``: how), or
+    whose end nothing shows (status "unknown": ``basis`` says what was read and why it does not
+    tell, e.g. a mid-run checkpoint)."""
     now = time.time() if now is None else now
     ago = f"{(now - updated_at) / 60:.0f} min ago" if updated_at else "at an unknown time"
     where = f" at step {last_step}" if last_step is not None else ""
@@ -146,6 +151,19 @@ def check_status(
                 f"{where and f'; its last step here is {last_step}'}.",
                 "Judge it as a partial run: trends and end-of-run verdicts describe the steps it "
                 "has, not a finished training. Import a later file of the run if there is one.",
+            )
+        ]
+    if status == STATUS_UNKNOWN:
+        return [
+            Finding(
+                END_UNKNOWN,
+                INFO,
+                "How the run ended is unknown",
+                f"{basis or 'the imported log says neither its planned end nor that it ended'}"
+                f"{where and f'; its last step here is {last_step}'}.",
+                "Neither 'finished' nor 'stopped early' is claimed. Judge it as the steps it has; "
+                "to tell, import the run's later file (its output folder with a later "
+                "checkpoint-N/ or the folder's own trainer_state.json, or its console log).",
             )
         ]
     if status == STATUS_RUNNING:

@@ -14,7 +14,9 @@ The verdict (``judge``):
 
 * the run reached its planned end, or the log holds an end-of-training line: finished;
 * its last step is below its planned end by more than a logging window, without an
-  end-of-training line: stopped early;
+  end-of-training line: stopped early, unless the file is a state saved while training ran (a
+  mid-run checkpoint, ``Evidence.mid_run``): that says only that the run reached its step, so
+  unknown;
 * otherwise (no source gives the planned end, or the last logged step is within a window of it
   and no counter says more): unknown, never "finished" without evidence of the end;
 * the trainer's own step counter (exact) still at 0 of a planned end, no source saying more, in
@@ -91,6 +93,13 @@ class Evidence:
     end_expected: bool = True
     """The format writes an end-of-training line when training returns (a TRL console or
     trainer_state, a verl console): its absence is then evidence."""
+    mid_run: str = ""
+    """Why the file's last step need not be the run's (a checkpoint's state, saved while training
+    ran: "checkpoint-100/ is a save made while training ran ..."); "" when the file is the run's
+    last word. A run short of its planned end is then unknown, not stopped early."""
+    note: str = ""
+    """What else the reader found about the end, added to the verdict's text (the output
+    folder's other checkpoints, a later state of the same run)."""
 
     def add(self, *, planned: Sequence[Planned] = (), reached: Sequence[Reached] = ()) -> Evidence:
         """More sources, less trusted than those found already (they come after them)."""
@@ -100,6 +109,8 @@ class Evidence:
             self.end_line,
             self.window,
             self.end_expected,
+            self.mid_run,
+            self.note,
         )
 
 
@@ -170,7 +181,7 @@ def judge(ev: Evidence) -> Ending:
         parts.append(ev.end_line)
     elif ev.end_expected:
         parts.append("no end-of-training line")
-    text = "; ".join(parts) + others
+    text = "; ".join(parts) + others + (f"; {ev.note}" if ev.note else "")
     steps = planned.steps if planned is not None else None
     if steps is None or reached is None:
         if ev.end_line:
@@ -196,6 +207,8 @@ def judge(ev: Evidence) -> Ending:
             "planned end: whether it reached it is unknown"
         )
         return Ending(None, text + near, planned)
+    if ev.mid_run:  # the file stops where it was saved, not (known to be) where the run did
+        return Ending(None, f"{text}; {ev.mid_run}", planned)
     return Ending(False, text, planned)
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -130,13 +131,143 @@ def end_evidence(
     if last is not None:
         reached.append(_end.Reached(last, "its last log_history row"))
     every = as_step(state.get("logging_steps"))
+    end_line = f"the end-of-training row (train_runtime) of {name}" if summary else ""
+    if not end_line and training_stop(state) is True:
+        end_line = f"{name}: TrainerControl.should_training_stop true (the Trainer was stopping)"
+    saved = saved_where(file, state, planned[0].steps if planned else None)
     return _end.Evidence(
         tuple(planned),
-        tuple(reached),
-        end_line=f"the end-of-training row (train_runtime) of {name}" if summary else "",
+        (*saved.reached, *reached),
+        end_line=end_line or saved.end_line,
         window=every if every is not None and every > 0 else 1,
         end_expected=False,
+        mid_run=saved.mid_run,
+        note=saved.note,
     )
+
+
+#: A checkpoint folder as ``transformers.Trainer`` names it (``checkpoint-<global_step>``).
+CHECKPOINT_DIR = re.compile(r"checkpoint-(\d+)")
+
+
+def training_stop(state: Mapping[str, Any]) -> bool | None:
+    """``stateful_callbacks.TrainerControl.args.should_training_stop`` as the state saved it (True
+    at the save of the last step, or once a callback stopped training); None when not saved."""
+    callbacks = state.get("stateful_callbacks")
+    control = callbacks.get("TrainerControl") if isinstance(callbacks, Mapping) else None
+    args = control.get("args") if isinstance(control, Mapping) else None
+    value = args.get("should_training_stop") if isinstance(args, Mapping) else None
+    return value if isinstance(value, bool) else None
+
+
+@dataclass(frozen=True)
+class Saved:
+    """What the state's place says of the run's end (``saved_where``)."""
+
+    reached: tuple[_end.Reached, ...] = ()
+    end_line: str = ""
+    mid_run: str = ""
+    note: str = ""
+
+
+def saved_where(file: Path, state: Mapping[str, Any], planned: int | None) -> Saved:
+    """What a ``checkpoint-N/trainer_state.json`` and the output folder around it prove of the
+    run's end. The Trainer saves a checkpoint's state while training runs (before the
+    end-of-training row is logged), so a checkpoint below its planned end shows only that the run
+    reached N: alone, it is a mid-run save (``Saved.mid_run``: unknown). Beside it:
+
+    * the output folder's own ``trainer_state.json`` (``Trainer.save_state``, called after
+      ``train()``): its ``global_step`` and its end-of-training row;
+    * a later ``checkpoint-M/``: the run reached M (its ``global_step``), and its
+      ``should_training_stop`` says the Trainer was stopping there;
+    * several checkpoints, every ``save_steps`` apart, the newest N with N + save_steps within
+      the planned end: a run that reached N + save_steps would have saved there (a
+      ``save_total_limit`` deletes the oldest, never the newest), so it stopped before it.
+
+    A state outside a checkpoint folder is read as the run's last word (``Saved()``)."""
+    own = CHECKPOINT_DIR.fullmatch(file.parent.name)
+    if own is None:
+        return Saved()
+    folder = file.parent.parent
+    step = as_step(state.get("global_step")) or int(own.group(1))
+    here = f"{file.parent.name}/"
+    ckpts = _checkpoints(folder)
+    reached: list[_end.Reached] = []
+    end_line = ""
+    top = _state_of(folder / STATE_FILE)
+    if top is not None:
+        where = f"{folder.name}/{STATE_FILE}"
+        top_step = as_step(top.get("global_step"))
+        if top_step is not None:
+            reached.append(_end.Reached(top_step, f"{where}: global_step", exact=True))
+        if any(isinstance(e, dict) and any(k in e for k in SUMMARY_KEYS) for e in _rows(top)):
+            end_line = f"the end-of-training row (train_runtime) of {where}"
+    newest = max(ckpts, default=step)
+    if newest > step:
+        later = _state_of(ckpts[newest] / STATE_FILE) or {}
+        where = f"a later checkpoint, {ckpts[newest].name}/{STATE_FILE}"
+        reached.append(_end.Reached(as_step(later.get("global_step")) or newest, where, exact=True))
+        if training_stop(later) is True and not end_line:
+            end_line = f"{where}: TrainerControl.should_training_stop true"
+    furthest = max([step, *(r.step for r in reached)])
+    note = (
+        f"this file ({here}) holds the steps up to {step}: import the output folder "
+        f"{folder.name}/ for the later ones"
+        if furthest > step
+        else ""
+    )
+    if top is not None or end_line or (planned is not None and furthest >= planned):
+        return Saved(tuple(reached), end_line, "", note)
+    every = as_step(state.get("save_steps"))
+    spaced = len(ckpts) >= 2 and every is not None and all(n % every == 0 for n in ckpts)
+    if spaced and every is not None and planned is not None and newest + every <= planned:
+        listed = ", ".join(str(n) for n in sorted(ckpts)[-4:])
+        stop = (
+            f"the output folder {folder.name}/ holds checkpoints {listed} (every save_steps "
+            f"{every}), the newest {newest}: a run that reached step {newest + every} would have "
+            f"saved checkpoint-{newest + every}, so it stopped between {newest} and {newest + every}"
+        )
+        return Saved(tuple(reached), "", "", "; ".join(t for t in (note, stop) if t))
+    newest_dir = f"{ckpts[newest].name}/" if newest in ckpts else here
+    return Saved(
+        tuple(reached),
+        "",
+        f"{newest_dir} is a checkpoint, saved while training ran: the run reached step "
+        f"{furthest}"
+        + (f" of its planned {planned:,}" if planned is not None else "")
+        + "; whether it went on is not in this folder (a later checkpoint-N/, the output "
+        "folder's own trainer_state.json or the run's console log would say)",
+        note,
+    )
+
+
+def _checkpoints(folder: Path) -> dict[int, Path]:
+    """The output folder's ``checkpoint-N/`` holding a state, by N."""
+    out = {}
+    try:
+        for p in folder.iterdir():
+            m = CHECKPOINT_DIR.fullmatch(p.name)
+            if m is not None and (p / STATE_FILE).is_file():
+                out[int(m.group(1))] = p
+    except OSError:
+        return {}
+    return out
+
+
+def _state_of(file: Path) -> Mapping[str, Any] | None:
+    """A trainer_state.json's fields (None when absent or unreadable)."""
+    try:
+        if not file.is_file():
+            return None
+        state = parse_json(file.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+    return state if isinstance(state, Mapping) else None
+
+
+def _rows(state: Mapping[str, Any]) -> list[Any]:
+    rows = state.get("log_history")
+    return rows if isinstance(rows, list) else []
 
 
 def _last_epoch(steps: Mapping[int, Mapping[str, Any]]) -> float | None:
