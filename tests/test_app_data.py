@@ -10,7 +10,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from app_runs import REPO, STEPS
+from app_runs import STEPS, app_modules
 
 from app import data, mlflow_store
 from app.discovery import discover, effective_status
@@ -26,9 +26,15 @@ def _run(root, name):
 
 def test_app_imports_no_torch(fresh_imports):
     """Importing every app module (and the schema it reads) never imports torch."""
-    modules = sorted(p.stem for p in (REPO / "app").glob("*.py") if p.stem != "main")
-    assert {"data", "discovery", "mlflow_store", "settings", "traces", "ui"} <= set(modules)
-    assert {f"app.{m}" for m in modules} <= fresh_imports.app_loaded  # every one was imported
+    modules = set(app_modules())
+    assert {
+        "app.data",
+        "app.discovery",
+        "app.compare.cache",
+        "app.compare.page",
+        "app.ui",
+    } <= modules
+    assert modules <= fresh_imports.app_loaded  # every one was imported
     assert "torch" not in fresh_imports.app_loaded, "torch imported"
     assert "training_hooks.schema" in fresh_imports.app_loaded
 
@@ -441,11 +447,11 @@ def test_skipped_columns_read_as_the_full_table_without_them(root_copy):
     are the full table's."""
     import pandas as pd
 
-    from app import compare_groups, compare_traces, compare_view
+    from app.compare import grouping, traces, view
     from training_hooks.tables import UNREAD_COLUMNS
 
     run = _run(root_copy, "gspo-small")
-    skip = compare_view.unread_step_columns(run.info)
+    skip = view.unread_step_columns(run.info)
     assert Step.NUM_GROUPS in skip and Step.RUN_ID in skip and Step.LOSS not in skip
     full, part = data.load_steps(run), data.load_steps(run, skip=skip)
     kept = [c for c in full.df.columns if c not in skip]
@@ -458,12 +464,10 @@ def test_skipped_columns_read_as_the_full_table_without_them(root_copy):
     assert UNREAD_COLUMNS not in full.df.attrs
 
     def series(df):
-        return [compare_traces.RunSeries(key="k", label="k", algorithm="gspo", color="#000", df=df)]
+        return [traces.RunSeries(key="k", label="k", algorithm="gspo", color="#000", df=df)]
 
-    assert compare_groups.metric_options(series(part.df)) == compare_groups.metric_options(
-        series(full.df)
-    )
-    assert Step.NUM_GROUPS in compare_groups.metric_options(series(part.df))
+    assert grouping.metric_options(series(part.df)) == grouping.metric_options(series(full.df))
+    assert Step.NUM_GROUPS in grouping.metric_options(series(part.df))
 
     folder = root_copy / run.key / STEPS_DIR
     first = sorted(folder.glob("*.parquet"))[0]
@@ -481,14 +485,14 @@ def test_skipped_columns_read_as_the_full_table_without_them(root_copy):
 def test_verdict_on_a_column_compare_left_unread(recorded_root):
     """Compare's verdict scores the tables the page read unless the scored column was left
     unread there: then each run's whole table is read, so the verdict is a full read's."""
-    from app import compare_groups, compare_view
     from app import run_groups as rg
+    from app.compare import grouping, view
 
     runs = discover(str(recorded_root)).runs
-    read = {r.key: data.load_steps(r, skip=compare_view.unread_step_columns(r.info)) for r in runs}
+    read = {r.key: data.load_steps(r, skip=view.unread_step_columns(r.info)) for r in runs}
     for metric in (Step.NUM_SEQUENCES, Step.LOSS):
-        got = compare_groups.report(runs, rg.ALGORITHM, metric, 0.5, read=read)
-        want = compare_groups.report(runs, rg.ALGORITHM, metric, 0.5)
+        got = grouping.report(runs, rg.ALGORITHM, metric, 0.5, read=read)
+        want = grouping.report(runs, rg.ALGORITHM, metric, 0.5)
         assert got.verdict.groups and got.verdict == want.verdict and not got.left_out
         assert [g.estimate for g in got.verdict.groups] == [g.estimate for g in want.verdict.groups]
         assert all(np.isfinite(g.estimate) for g in got.verdict.groups)

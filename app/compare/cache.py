@@ -13,11 +13,11 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from app import compare_traces, compare_view, panels
+from app.compare import panels, traces, view
+from app.compare.panels import Panel, PanelSplit
+from app.compare.series_math import finite_range
 from app.data import Memo, load_sequences, table_files
-from app.panels import Panel, PanelSplit
 from app.records import SOURCE_PARQUET, RunRef
-from app.series_math import finite_range
 from training_hooks.findings.lag import LagSplit, lag_split
 from training_hooks.schema import SEQUENCES_DIR, STEPS_DIR, Seq
 
@@ -35,15 +35,15 @@ def run_digest(run: RunRef) -> str:
 
 
 def run_traces(
-    series: compare_traces.RunSeries, panel: Panel, *, digest: str, **options
-) -> list[compare_traces.Trace | compare_traces.Readout]:
-    """``compare_traces.run_traces`` for one run, cached on the run's files (``digest``: its
+    series: traces.RunSeries, panel: Panel, *, digest: str, **options
+) -> list[traces.Trace | traces.Readout]:
+    """``traces.run_traces`` for one run, cached on the run's files (``digest``: its
     ``run_digest``), the panel and the options (the steps subset among them)."""
     key = repr((digest, _drawn_as(series), panel.key, sorted(options.items())))
     return _run_traces(key, series, panel, options)
 
 
-def _drawn_as(s: compare_traces.RunSeries) -> tuple:
+def _drawn_as(s: traces.RunSeries) -> tuple:
     """What a run's traces take from its series beyond its table: key, name, algorithm, colour,
     ε, bounds and mapped sources."""
     return (
@@ -60,11 +60,11 @@ def _drawn_as(s: compare_traces.RunSeries) -> tuple:
 @st.cache_data(show_spinner=False, max_entries=4096)
 def _run_traces(key: str, _series, _panel, _options: dict) -> list:
     # ``key`` alone is hashed: it names everything the traces depend on; the rest carry the data
-    return compare_traces.run_traces(_series, _panel, **_options)
+    return traces.run_traces(_series, _panel, **_options)
 
 
 def chart_key(
-    series: Sequence[compare_traces.RunSeries],
+    series: Sequence[traces.RunSeries],
     digests: Mapping[str, str],
     panels: Sequence[Panel],
     how: Mapping[str, object],
@@ -91,15 +91,13 @@ _SPLITS = Memo(max_entries=64)
 
 
 def with_rollout_position(df: pd.DataFrame, digest: str) -> pd.DataFrame:
-    """``compare_traces.with_rollout_position`` of a run's step table ``df``, the positions
+    """``traces.with_rollout_position`` of a run's step table ``df``, the positions
     cached on the run's files (``digest``: ``run_digest``)."""
 
     def position(d: pd.DataFrame) -> np.ndarray:
-        return _ROLLOUT.get(
-            (digest, len(d)), lambda: _read_only(compare_traces.rollout_position(d))
-        )
+        return _ROLLOUT.get((digest, len(d)), lambda: _read_only(traces.rollout_position(d)))
 
-    return compare_traces.with_rollout_position(df, position)
+    return traces.with_rollout_position(df, position)
 
 
 def _read_only(a: np.ndarray) -> np.ndarray:
@@ -108,7 +106,7 @@ def _read_only(a: np.ndarray) -> np.ndarray:
 
 
 def split_by_data(
-    series: Sequence[compare_traces.RunSeries],
+    series: Sequence[traces.RunSeries],
     digests: Mapping[str, str],
     chosen: Sequence[Panel],
     x: str,
@@ -137,10 +135,10 @@ def run_lag(df: pd.DataFrame, digest: str) -> LagSplit:
     return _LAGS.get((digest, len(df)), lambda: lag_split(df))
 
 
-def run_extra_stats(df: pd.DataFrame, digest: str) -> dict[str, compare_view.ExtraStats]:
-    """``compare_view.extra_stats`` of a run's step table ``df``, cached on the run's files and
+def run_extra_stats(df: pd.DataFrame, digest: str) -> dict[str, view.ExtraStats]:
+    """``view.extra_stats`` of a run's step table ``df``, cached on the run's files and
     the table's length."""
-    return dict(_EXTRA_STATS.get((digest, len(df)), lambda: compare_view.extra_stats(df)))
+    return dict(_EXTRA_STATS.get((digest, len(df)), lambda: view.extra_stats(df)))
 
 
 def run_reward_range(run: RunRef) -> tuple[float, float] | None:

@@ -1,7 +1,7 @@
 """Compare's grouped view: per group of runs (seeds of one configuration) and metric, the mean
 over its seeds with a pointwise 95% bootstrap band, its seeds as faint lines behind, and a last
 panel with the number of seeds at each x. Pure: curves in, one ECharts option out (the layout,
-titles, axes and zoom of ``app.echarts_grid``).
+titles, axes and zoom of ``app.compare.echarts_grid``).
 
 How a group's curve is made (``group_curve``): each seed's finite values, sorted by x and EMA
 smoothed over its own points when asked, are linearly interpolated onto the panel's x grid
@@ -22,9 +22,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from app import echarts_grid, series_math
 from app import verdict_stats as vs
 from app.colors import rgba
+from app.compare import echarts_grid, series_math
 
 GRID_POINTS = 200  # x points of a panel's means and bands (a panel is ~450 px wide)
 SEED_POINTS = 300  # points per faint seed line at most
