@@ -474,28 +474,22 @@ def test_split_by_data_folds_unlogged_panels():
     assert {p.column for p in sampler} == {Step.SAMPLER_KL_MEAN, Step.SAMPLER_LOGP_ABS_DIFF_MAX}
 
 
-def test_cached_split_and_rollout_follow_the_runs_files():
-    """``cache.split_by_data`` and ``cache.with_rollout_position`` are cached on a run's files
-    (its digest): the same digest gives the same split and positions as computed directly; a new
-    digest (the run's files changed) computes them again from the new table."""
-    from app.compare import cache, panels
+def test_split_and_rollout_follow_the_table():
+    """``panels.split_by_data`` and ``traces.with_rollout_position`` of a run's step table: a
+    column of NaN only is not logged; a rollout's k-th of n steps sits at r + k/n."""
+    from app.compare import panels
 
     ps = [PANELS_BY_KEY[k] for k in ("reward", "entropy")]
     old = pd.DataFrame({Step.STEP: [0, 1], Step.REWARD_MEAN: [0.5, 0.6], Step.ROLLOUT: [1, 1]})
     new = old.assign(**{Step.ENTROPY_MEAN: [1.0, 1.1], Step.ROLLOUT: [1, 2]})
-    first = cache.split_by_data([_series(old)], {"a": "d1"}, ps, Step.STEP)
+    first = panels.split_by_data([old], ps, Step.STEP)
     assert [p.key for p in first.drawn] == ["reward"] and first.unlogged == ps[1:]
-    assert cache.split_by_data([_series(old)], {"a": "d1"}, ps, Step.STEP) == first
-    again = cache.split_by_data([_series(new)], {"a": "d2"}, ps, Step.STEP)
-    assert again == panels.split_by_data([new], ps, Step.STEP) and again.drawn == ps
-    # the same columns, a new digest: the run's entropy went from NaN to values
+    assert panels.split_by_data([new], ps, Step.STEP).drawn == ps
     nan = new.assign(**{Step.ENTROPY_MEAN: [np.nan, np.nan]})
-    assert cache.split_by_data([_series(nan)], {"a": "d3"}, ps, Step.STEP).drawn == ps[:1]
-    assert cache.split_by_data([_series(new)], {"a": "d4"}, ps, Step.STEP).drawn == ps
+    assert panels.split_by_data([nan], ps, Step.STEP).drawn == ps[:1]
     x = traces.X_ROLLOUT
-    np.testing.assert_array_equal(cache.with_rollout_position(old, "d1")[x], [1.0, 1.5])
-    np.testing.assert_array_equal(cache.with_rollout_position(old, "d1")[x], [1.0, 1.5])
-    np.testing.assert_array_equal(cache.with_rollout_position(new, "d2")[x], [1.0, 2.0])
+    np.testing.assert_array_equal(traces.with_rollout_position(old)[x], [1.0, 1.5])
+    np.testing.assert_array_equal(traces.with_rollout_position(new)[x], [1.0, 2.0])
 
 
 def test_mapped_sources_only_declared_and_found_by_words():

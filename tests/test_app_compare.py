@@ -1119,9 +1119,10 @@ def test_a_step_part_landing_mid_rerun_leaves_no_split_of_other_rows(
     assert _arr(reward["x"]).tolist() == [0, 1, 2, 3, 4, 5, 99]  # every step is off-policy
 
 
-def test_run_lag_and_extra_stats_fit_the_table_they_are_given(lag_root):
-    """One digest may name two reads of a live run (a part landed between one session's listing
-    and its read): the cached split and stats of a shorter read never answer for a longer one."""
+def test_run_steps_are_one_read_and_its_lag_split_and_stats(lag_root):
+    """A run's cached steps (``cache.run_steps``) are one read: its lag split and extra stats are
+    those of the table it holds (so they always fit it), a hit gives the same numbers, and what
+    one reader does to its frame reaches no other reader."""
     from app import data
     from app.compare import cache
     from app.discovery import discover
@@ -1129,11 +1130,15 @@ def test_run_lag_and_extra_stats_fit_the_table_they_are_given(lag_root):
     (run,) = [r for r in discover(str(lag_root)).runs if r.name == "alt"]
     df = data.load_steps(run).df
     digest = cache.run_digest(run)
-    short = df.iloc[:-1]
-    assert len(cache.run_lag(short, digest).step) == STEPS - 1
-    assert cache.run_extra_stats(short, digest)["loss_scale"].points == STEPS - 1
-    split = cache.run_lag(df, digest)
+    steps = cache.run_steps(run, digest)
+    split = steps.lag
     assert split == lag.lag_split(df) and split.step == tuple(range(STEPS))
+    assert split.step == tuple(steps.df[Step.STEP]) == tuple(steps.table.df[Step.STEP])
     assert (split.n_on, split.n_off) == ((STEPS + 1) // 2, STEPS // 2)  # even steps on-policy
-    got = cache.run_extra_stats(df, digest)["loss_scale"]
+    got = steps.stats["loss_scale"]
     assert (got.points, got.low, got.high) == (STEPS, 2.0, 2.0 + 0.5 * (STEPS - 1))
+    steps.df["loss_scale"] = -1.0
+    steps.stats.clear()
+    again = cache.run_steps(run, digest)
+    assert again.stats["loss_scale"].points == STEPS and again.lag is split
+    np.testing.assert_array_equal(again.df["loss_scale"], 2.0 + 0.5 * np.arange(STEPS))

@@ -115,7 +115,7 @@ def test_projection_and_step_filter(recorded_root):
 
 
 def test_a_read_step_table_is_shared_but_never_changed_by_a_reader(recorded_root):
-    """Step tables are cached once for every session (``data._STEP_TABLES``): a second read is
+    """Step tables are cached once for every session (``data._step_table``): a second read is
     the same numbers without a new read, and what one reader does to its frame (a value
     written, a column added or replaced) reaches no other reader."""
     run = _run(recorded_root, "grpo-small")
@@ -135,11 +135,15 @@ def test_a_read_step_table_is_shared_but_never_changed_by_a_reader(recorded_root
     )
 
 
-def test_a_memo_makes_a_missing_value_once_while_other_callers_wait():
-    """Two sessions asking for one missing key: the first makes the value, the second waits for
-    it instead of making it again (a second read of every run after a Refresh); another key is
-    not held up, and a failed make leaves the key to the next caller."""
-    memo = data.Memo(max_entries=4)
+def test_a_chart_is_made_once_while_other_callers_wait():
+    """Two sessions asking for one missing chart (``cache.chart``, Streamlit's resource cache):
+    the first makes it, the second waits for it instead of making it again; another key is not
+    held up, and a failed make leaves the key to the next caller."""
+    from app.compare import cache
+
+    def chart(key, make):  # a test's own keys; options are (dict, height)
+        return cache.chart(f"test-made-once-{key}", lambda: ({"made": make()}, 0))[0]["made"]
+
     started, release = threading.Event(), threading.Event()
     calls: list[str] = []
 
@@ -154,12 +158,12 @@ def test_a_memo_makes_a_missing_value_once_while_other_callers_wait():
         return "made twice"
 
     got: dict[str, str] = {}
-    first = threading.Thread(target=lambda: got.setdefault("a", memo.get("k", slow)))
+    first = threading.Thread(target=lambda: got.setdefault("a", chart("k", slow)))
     first.start()
     assert started.wait(10)
-    second = threading.Thread(target=lambda: got.setdefault("b", memo.get("k", again)))
+    second = threading.Thread(target=lambda: got.setdefault("b", chart("k", again)))
     second.start()
-    assert memo.get("other", lambda: "free") == "free"  # not blocked by "k" being made
+    assert chart("other", lambda: "free") == "free"  # not blocked by "k" being made
     time.sleep(0.2)  # the second caller is waiting on "k"
     release.set()
     first.join(10)
@@ -170,8 +174,8 @@ def test_a_memo_makes_a_missing_value_once_while_other_callers_wait():
         raise OSError("unreadable")
 
     with pytest.raises(OSError):
-        memo.get("bad", fail)
-    assert memo.get("bad", lambda: "read") == "read"
+        chart("bad", fail)
+    assert chart("bad", lambda: "read") == "read"
 
 
 def test_live_run_refreshes(root_copy):

@@ -1,23 +1,25 @@
-"""The Compare page's per-run computations, cached per run: a selection change redraws only the runs
-it adds, and a run's traces, policy-lag split and extra-metric statistics are recomputed only when
-its step parts (size, mtime) change. A whole chart's option is cached too, on its runs' digests
-and every option it is drawn with.
+"""Compare's caches, Streamlit's own: one per run's step table (``run_steps``: the table and what
+Compare derives from it, made again only when the run's step parts (size, mtime) change) and one
+per chart (``chart``: its whole option, on its runs' digests and every option it is drawn with).
+The per-sequence rewards' range (the Reward band's bounds) is cached on the sequence parts.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 import streamlit as st
 
-from app.compare import panels, traces, view
-from app.compare.panels import Panel, PanelSplit
+from app import data
+from app.compare import traces, view
+from app.compare.panels import Panel
 from app.compare.series_math import finite_range
-from app.data import Memo, load_sequences, table_files
-from app.records import SOURCE_PARQUET, RunRef
+from app.records import SOURCE_PARQUET, RunRef, Table
 from training_hooks.findings.lag import LagSplit, lag_split
 from training_hooks.schema import SEQUENCES_DIR, STEPS_DIR, Seq
 
@@ -28,19 +30,50 @@ def run_digest(run: RunRef) -> str:
     call of that run (a run's steps folder is listed once, and a string hashes far faster than a
     tuple of every part's stamp)."""
     if run.source == SOURCE_PARQUET and run.path:
-        signature: tuple = (run.key, table_files(run, STEPS_DIR))
+        signature: tuple = (run.key, data.table_files(run, STEPS_DIR))
     else:
         signature = (run.key, run.metric_keys, run.updated_at)
     return hashlib.blake2b(repr(signature).encode(), digest_size=16).hexdigest()
 
 
-def run_traces(
-    series: traces.RunSeries, panel: Panel, *, digest: str, **options
-) -> list[traces.Trace | traces.Readout]:
-    """``traces.run_traces`` for one run, cached on the run's files (``digest``: its
-    ``run_digest``), the panel and the options (the steps subset among them)."""
-    key = repr((digest, _drawn_as(series), panel.key, sorted(options.items())))
-    return _run_traces(key, series, panel, options)
+@dataclass(frozen=True)
+class RunSteps:
+    """A run's step table as Compare reads it, and what Compare derives from it once per read:
+    ``df`` with the rollout axis's column (``traces.with_rollout_position``), its policy-lag split
+    and its extra columns' statistics (None and {} for an empty table)."""
+
+    table: Table  # as read (``data.load_steps``): the verdict scores it
+    df: pd.DataFrame
+    lag: LagSplit | None
+    stats: dict[str, view.ExtraStats]
+
+
+def run_steps(run: RunRef, digest: str) -> RunSteps:
+    """``RunSteps`` of ``run``, cached on its files (``digest``: its ``run_digest``, made before
+    the read: a part landing in between is then in the table read, never named by the digest
+    without being in it) and on the columns Compare leaves unread (``view.unread_step_columns``).
+    A hit hands out frames sharing the cached ones' data (pandas copies on write; pandas 2 copies
+    them whole: ``data.COPIES_ON_WRITE``)."""
+    got = _run_steps(digest, view.unread_step_columns(run.info), run)
+    deep = not data.COPIES_ON_WRITE
+    table = Table(got.table.df.copy(deep=deep), list(got.table.problems))
+    return dataclasses.replace(got, table=table, df=got.df.copy(deep=deep), stats=dict(got.stats))
+
+
+@st.cache_resource(show_spinner=False, max_entries=256)
+def _run_steps(digest: str, skip: tuple[str, ...], _run: RunRef) -> RunSteps:
+    # a resource, not data: shared by every session and not copied (a pickled copy of a few MB per
+    # run on each page load); ``run_steps`` hands out copies that share the data
+    t = data.load_steps(_run, skip=skip)
+    if not len(t.df):
+        return RunSteps(t, t.df, None, {})
+    df = traces.with_rollout_position(t.df, lambda d: _read_only(traces.rollout_position(d)))
+    return RunSteps(t, df, lag_split(t.df), view.extra_stats(t.df))
+
+
+def _read_only(a: np.ndarray) -> np.ndarray:
+    a.flags.writeable = False
+    return a
 
 
 def _drawn_as(s: traces.RunSeries) -> tuple:
@@ -57,12 +90,6 @@ def _drawn_as(s: traces.RunSeries) -> tuple:
     )
 
 
-@st.cache_data(show_spinner=False, max_entries=4096)
-def _run_traces(key: str, _series, _panel, _options: dict) -> list:
-    # ``key`` alone is hashed: it names everything the traces depend on; the rest carry the data
-    return traces.run_traces(_series, _panel, **_options)
-
-
 def chart_key(
     series: Sequence[traces.RunSeries],
     digests: Mapping[str, str],
@@ -77,68 +104,16 @@ def chart_key(
     return repr((runs, list(panels), drawn))
 
 
-#: whole chart options on their ``chart_key``, shared by every session and not copied on a hit
-#: (an option of a few MB would be unpickled on each page load): neither the pages nor
-#: ``st.echarts_chart`` change one
-CHARTS = Memo(max_entries=32)
+def chart(key: str, make: Callable[[], tuple[dict, int]]) -> tuple[dict, int]:
+    """A chart's (option, height) on its ``chart_key``, ``make()`` on a miss: shared by every
+    session and not copied on a hit (an option of a few MB would be unpickled on each page load;
+    neither the pages nor ``st.echarts_chart`` change one)."""
+    return _chart(key, make)
 
 
-#: per run's files (and its table's length): its rows' places on the rollout axis (read-only
-#: arrays, shared; a frame built from one is a copy)
-_ROLLOUT = Memo(max_entries=1024)
-#: per shown runs' files, chosen panels and x axis: which panels have data (``split_by_data``)
-_SPLITS = Memo(max_entries=64)
-
-
-def with_rollout_position(df: pd.DataFrame, digest: str) -> pd.DataFrame:
-    """``traces.with_rollout_position`` of a run's step table ``df``, the positions
-    cached on the run's files (``digest``: ``run_digest``)."""
-
-    def position(d: pd.DataFrame) -> np.ndarray:
-        return _ROLLOUT.get((digest, len(d)), lambda: _read_only(traces.rollout_position(d)))
-
-    return traces.with_rollout_position(df, position)
-
-
-def _read_only(a: np.ndarray) -> np.ndarray:
-    a.flags.writeable = False
-    return a
-
-
-def split_by_data(
-    series: Sequence[traces.RunSeries],
-    digests: Mapping[str, str],
-    chosen: Sequence[Panel],
-    x: str,
-) -> PanelSplit:
-    """``panels.split_by_data`` of the series' step tables, cached on their runs' files
-    (``digests``: run key -> ``run_digest``) and columns, the panels and the x axis."""
-    key = (
-        tuple((s.key, digests[s.key], tuple(s.df.columns)) for s in series),
-        tuple(chosen),
-        x,
-    )
-    got = _SPLITS.get(key, lambda: panels.split_by_data([s.df for s in series], chosen, x))
-    return PanelSplit(list(got.drawn), list(got.unlogged), list(got.off_axis))  # lists: a copy
-
-
-#: per run's files and its table's length: its lag split (frozen) and its extra columns' stats
-#: (copied out). The length too: a live run's part may land between one session's listing and
-#: its read, so one digest can name two reads (a split of the other one's rows would not fit)
-_LAGS = Memo(max_entries=256)  # a split of 10k steps holds ~0.6 MB of Python objects
-_EXTRA_STATS = Memo(max_entries=256)
-
-
-def run_lag(df: pd.DataFrame, digest: str) -> LagSplit:
-    """``lag_split`` of a run's step table ``df``, cached on the run's files (``digest``:
-    its ``run_digest``) and the table's length (one entry per row of ``df``)."""
-    return _LAGS.get((digest, len(df)), lambda: lag_split(df))
-
-
-def run_extra_stats(df: pd.DataFrame, digest: str) -> dict[str, view.ExtraStats]:
-    """``view.extra_stats`` of a run's step table ``df``, cached on the run's files and
-    the table's length."""
-    return dict(_EXTRA_STATS.get((digest, len(df)), lambda: view.extra_stats(df)))
+@st.cache_resource(show_spinner=False, max_entries=32)
+def _chart(key: str, _make: Callable[[], tuple[dict, int]]) -> tuple[dict, int]:
+    return _make()
 
 
 def run_reward_range(run: RunRef) -> tuple[float, float] | None:
@@ -146,12 +121,12 @@ def run_reward_range(run: RunRef) -> tuple[float, float] | None:
     the Reward panel's ± std band), cached on the run's sequence parts."""
     if run.source != SOURCE_PARQUET or not run.path or not run.has_sequences:
         return None
-    return _run_reward_range((run.key, table_files(run, SEQUENCES_DIR)), run)
+    return _run_reward_range((run.key, data.table_files(run, SEQUENCES_DIR)), run)
 
 
 @st.cache_data(show_spinner=False, max_entries=1024)
 def _run_reward_range(sig, _run: RunRef) -> tuple[float, float] | None:
-    t = load_sequences(_run, [Seq.REWARD])
+    t = data.load_sequences(_run, [Seq.REWARD])
     if Seq.REWARD not in t.df.columns:
         return None
     return finite_range([t.df[Seq.REWARD].to_numpy(np.float64, na_value=np.nan)])

@@ -208,7 +208,7 @@ def grouped_charts(
     members = [m for _, _, ms in groups for m in ms]
     opts: dict = {"x": x, "steps": steps, "smoothing": smoothing, "max_points": max_points}
     grouped = [(g.name, color, [m.key for m in ms]) for g, color, ms in groups]
-    option, height = cache.CHARTS.get(
+    option, height = cache.chart(
         cache.chart_key(members, digests, shown_panels, {"grouped": grouped, **opts}),
         functools.partial(grouped_option, groups, shown_panels, **opts),
     )

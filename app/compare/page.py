@@ -12,7 +12,7 @@ import functools
 import pandas as pd
 import streamlit as st
 
-from app import colors, data, line_style, ui
+from app import colors, line_style, ui
 from app.compare import cache, echarts_grid, grouping, panels, series_math, sources, traces, view
 from app.records import SOURCE_PARQUET
 from training_hooks.findings import lag
@@ -101,27 +101,25 @@ def load_series(
     The schema's columns no chart reads are left unread (``view.unread_step_columns``)."""
     series, stats, problems = [], {}, []
     for run in shown:
-        # the digest before the read: a part landing in between is then in the table read, not
-        # only in the digest (what is cached under the digest never lacks a step it names)
         digest = cache.run_digest(run)
-        t = data.load_steps(run, skip=view.unread_step_columns(run.info))
-        read[run.key] = t
-        problems += [f"{run.label}: {p}" for p in t.problems]
-        if not len(t.df):
+        steps = cache.run_steps(run, digest)
+        read[run.key] = steps.table
+        problems += [f"{run.label}: {p}" for p in steps.table.problems]
+        if not len(steps.df):
             problems.append(f"{run.label}: no steps to draw")
             continue
         digests[run.key] = digest
         label = ctx.label(run)
-        stats[label] = cache.run_extra_stats(t.df, digest)
+        stats[label] = steps.stats
         series.append(
             traces.RunSeries(
                 key=run.key,
                 label=label,
                 algorithm=run.algorithm,
                 color=ctx.colors.get(run.key, colors.PALETTE[0]),
-                df=cache.with_rollout_position(t.df, digest),
+                df=steps.df,
                 eps=ui.eps_of(run),
-                lag=cache.run_lag(t.df, digest),
+                lag=steps.lag,
                 sources=sources.mapped_sources(run.info),
             )
         )
@@ -166,11 +164,11 @@ def lag_caption(series: list[traces.RunSeries], choice: str) -> None:
 def draw_panels(series, panels, opts, digests, *, key: str, log_keys=(), zoom_band=True) -> None:
     """``panels`` in charts of PANELS_PER_FIGURE, each run on the steps its panel shows, every
     chart over the shown runs' one x span (``digests``: ``load_series``'). A chart's option is cached whole
-    (``cache.CHARTS``) on everything it is drawn from: a reload, a new tab or a colleague
+    (``cache.chart``) on everything it is drawn from: a reload, a new tab or a colleague
     on the same runs, files and options gets it at once."""
     spans = grouping.x_spans(series, opts["x"])  # each run's (lo, hi) of its finite x values
     span = (min(lo for lo, _ in spans), max(hi for _, hi in spans)) if spans else None
-    # a round spacing: changes of the selection mostly keep it, and with it the cached traces
+    # a round spacing: changes of the selection mostly keep it
     whole = opts["x"] in traces.WHOLE_X  # steps and tokens: readout at whole numbers
     n = echarts_grid.readout_size(len(series))
     readout = series_math.readout_spacing(*span, n, whole=whole) if span else None
@@ -183,18 +181,16 @@ def draw_panels(series, panels, opts, digests, *, key: str, log_keys=(), zoom_ba
     }
     for start in range(0, len(panels), PANELS_PER_FIGURE):
         chunk = panels[start : start + PANELS_PER_FIGURE]
-        option, height = cache.CHARTS.get(
+        option, height = cache.chart(
             cache.chart_key(series, digests, chunk, how),
-            functools.partial(grid_chart, series, chunk, digests, **how),
+            functools.partial(grid_chart, series, chunk, **how),
         )
         st.echarts_chart(option, height=height, key=f"{key}-{start // PANELS_PER_FIGURE}")
 
 
-def grid_chart(
-    series, chunk, digests, *, opts, log_keys, zoom_band, readout, x_range
-) -> tuple[dict, int]:
-    """(option, height) of one ECharts grid of the panels ``chunk``: every run's traces (cached
-    per run and panel) on the steps each panel shows, and the panels' views."""
+def grid_chart(series, chunk, *, opts, log_keys, zoom_band, readout, x_range) -> tuple[dict, int]:
+    """(option, height) of one ECharts grid of the panels ``chunk``: every run's traces on the
+    steps each panel shows, and the panels' views."""
     by_panel, views = [], []
     for p in chunk:
         subsets = {
@@ -209,10 +205,9 @@ def grid_chart(
             bands=opts["bands"],
         )
         per_run = {
-            s.key: cache.run_traces(
+            s.key: traces.run_traces(
                 s,
                 p,
-                digest=digests[s.key],
                 x=opts["x"],
                 smoothing=opts["smoothing"],
                 max_points=points,
@@ -421,8 +416,8 @@ def render() -> None:
         """The series for a per-run grid (with bounds) below the grouped charts too."""
         return with_bounds(series, runs_by_key) if grouped else series
 
-    split = cache.split_by_data(
-        series, digests, [panels.PANELS_BY_KEY[k] for k in chosen], opts["x"]
+    split = panels.split_by_data(
+        [s.df for s in series], [panels.PANELS_BY_KEY[k] for k in chosen], opts["x"]
     )
     shown_panels = split.drawn
     # the lines about the charts go in ``notes``, above the charts' place: grouped, that place is
