@@ -204,7 +204,7 @@ def test_ema_columns_is_ema_per_column():
     from app.compare import series_math
 
     y = np.array([[1.0, 5.0], [np.nan, 4.0], [3.0, 3.0], [7.0, np.inf]])
-    e = group_chart.ema_columns(y, 0.5)
+    e = series_math.ema_columns(y, 0.5)
     np.testing.assert_allclose(e[[0, 2, 3], 0], series_math.ema(np.array([1.0, 3.0, 7.0]), 0.5))
     np.testing.assert_allclose(e[:3, 1], series_math.ema(np.array([5.0, 4.0, 3.0]), 0.5))
     # by hand: (3 + 0.5 * 1) / 1.5 at the second finite value of column 0

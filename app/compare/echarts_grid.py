@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -474,12 +474,18 @@ _Y_FIELDS = {traces.Trace: ("y", "lo"), traces.Readout: ("y", "ema", "second")}
 def tiny(panel_traces: Sequence[traces.Trace | traces.Readout]) -> int | None:
     """k (floor of log10 of the largest |y|) when every finite y of ``traces`` is below TINY in
     size and one is not 0, else None."""
-    ends = series_math.finite_range(
-        np.abs(np.asarray(getattr(t, k), np.float64))
+    return tiny_exponent(
+        np.asarray(getattr(t, k), np.float64)
         for t in panel_traces
         for k in _Y_FIELDS[type(t)]
         if getattr(t, k) is not None
     )
+
+
+def tiny_exponent(values: Iterable[np.ndarray]) -> int | None:
+    """k = floor(log10 max |y|) over the finite ``values`` when all are below TINY in size and one
+    is not 0, else None."""
+    ends = series_math.finite_range(np.abs(v) for v in values)
     top = ends[1] if ends is not None else 0.0
     return math.floor(math.log10(top)) if 0 < top < TINY else None
 

@@ -80,21 +80,6 @@ def seed_of(label: str, df: pd.DataFrame, x: str, column: str, smoothing: float)
     return Seed(label, xs, series_math.ema(ys, smoothing) if smoothing else ys)
 
 
-def ema_columns(y: np.ndarray, weight: float) -> np.ndarray:
-    """``series_math.ema`` of each column of ``y`` (rows, columns) at once; a column's
-    non-finite values are skipped (at a finite value the result is the EMA of that column's
-    finite values alone)."""
-    if not 0 <= weight < 1:
-        raise ValueError(f"weight must be in [0, 1), got {weight}")
-    y = np.asarray(y, np.float64)
-    if y.ndim != 2:
-        raise ValueError(f"y must be (rows, columns), got shape {y.shape}")
-    if weight == 0 or not y.size:
-        return y.copy()
-    frame = pd.DataFrame(np.where(np.isfinite(y), y, np.nan))
-    return frame.ewm(alpha=1 - weight, adjust=True, ignore_na=True).mean().to_numpy(np.float64)
-
-
 def grid_x(seeds: Sequence[Seed], n: int = GRID_POINTS) -> np.ndarray:
     """Every seed's distinct x when there are at most ``n``, else ``n`` evenly spaced x over
     their span."""
@@ -425,13 +410,10 @@ def pending_option() -> dict:
 
 
 def tiny_exponent(curves: Sequence[GroupCurve]) -> int | None:
-    """k = floor(log10 max |y|) when every finite value the ``curves`` draw is below
-    ``echarts_grid.TINY`` in size and one is not 0, else None."""
-    ends = series_math.finite_range(
-        np.abs(v) for g in curves for v in (g.mean, g.lo, g.hi, *(s.y for s in g.seeds))
+    """``echarts_grid.tiny_exponent`` of every value the ``curves`` draw."""
+    return echarts_grid.tiny_exponent(
+        v for g in curves for v in (g.mean, g.lo, g.hi, *(s.y for s in g.seeds))
     )
-    top = ends[1] if ends is not None else 0.0
-    return math.floor(math.log10(top)) if 0 < top < echarts_grid.TINY else None
 
 
 def scaled(g: GroupCurve, factor: float) -> GroupCurve:

@@ -260,7 +260,7 @@ _Values = tuple[np.ndarray, dict[str, tuple[np.ndarray, np.ndarray]]]
 class _Columns:
     """The runs' values for every panel, read once per run and subset of steps: the rows of the
     subset with a finite x, sorted by x, and every shown panel's column there, EMA-smoothed all
-    at once (``group_chart.ema_columns``). ``seed`` then gives what ``group_chart.seed_of`` gives
+    at once (``series_math.ema_columns``). ``seed`` then gives what ``group_chart.seed_of`` gives
     on the panel's rows, without a frame or a smoothing per panel."""
 
     def __init__(self, x: str, columns: Sequence[str], smoothing: float) -> None:
@@ -291,7 +291,7 @@ class _Columns:
             return xs[rows], {}
         y = np.column_stack([s.df[c].to_numpy(np.float64, na_value=np.nan)[rows] for c in have])
         ok = np.isfinite(y)
-        smooth = group_chart.ema_columns(y, self.smoothing) if self.smoothing else y
+        smooth = series_math.ema_columns(y, self.smoothing) if self.smoothing else y
         return xs[rows], {c: (smooth[:, j], ok[:, j]) for j, c in enumerate(have)}
 
 
