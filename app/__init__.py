@@ -11,13 +11,13 @@ Modules, each one job (imports point down this list; ``training_hooks.schema`` a
 - ``data``: a run's tables (Parquet parts, cached on their size and mtime; steps, sequences,
   tokens), dispatching MLflow-only runs' step tables to ``mlflow_store``.
 - ``discovery``: which runs there are (run folders under the root plus MLflow-only runs).
-- ``colors`` (a colour per run), ``series_math`` (downsampling, EMA, envelopes, readout points),
-  ``eps_format`` (ε as text), ``line_style`` (dash by algorithm): pure helpers of the charts.
-- ``panels`` (Compare's panel registry), ``compare_traces`` (Compare's traces as plain records),
-  ``echarts_grid`` (those records -> one ECharts option).
+- ``colors`` (a colour per run), ``eps_format`` (ε as text), ``line_style`` (dash by algorithm):
+  pure helpers of the charts.
 - ``aggregate``, ``charts``, ``health``: pure DataFrame -> reductions / ``go.Figure`` (the
-  single-run pages' figures) / findings; ``plotly_traces``: Compare's records -> ``go.Figure``.
-- ``traces``: the Compare page's per-run trace cache (``compare_traces.run_traces`` behind the cache).
+  single-run pages' figures) / findings.
+- ``compare``: the Compare page as one package (its panels, traces, ECharts grid, grouped view
+  and caches); ``verdict`` (``python -m app.verdict``), ``run_groups``, ``verdict_stats``: runs
+  grouped over seeds and scored, for the shell and for Compare.
 - ``ui``: the sidebar and the widgets the pages share; ``app_pages/``: one script per page;
   ``pages``: the list of pages (plain data, read by the tests); ``main``: routing only.
 

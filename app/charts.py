@@ -1,7 +1,7 @@
 """Pure figure builders: DataFrames in, ``plotly.graph_objects.Figure`` out. No Streamlit here.
 
 The single-run pages' figures (ratios, groups, lengths, sequences), and the layout every Plotly
-figure shares (``app.plotly_traces`` draws the Compare page's traces with it).
+figure shares (``app.compare.plotly_traces`` draws the Compare page's traces with it).
 
 Conventions on every chart: one colour per run (``app.colors.run_colors``), line style by
 ratio level (GSPO's sequence ratio solid, GRPO's token ratio dashed, unknown dotted: ``app.line_style``), units on the axes, and at

@@ -23,7 +23,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -46,8 +46,6 @@ from training_hooks.schema import (
 )
 from training_hooks.storage import FileStamp
 from training_hooks.tables import PartFiles
-
-T = TypeVar("T")
 
 #: An object-store listing is reused this long (the live watcher polls every 5 s).
 LISTING_TTL_S = 3.0
@@ -179,8 +177,10 @@ def _listed_files(folder: str) -> tuple[FileStamp, ...]:
 
 
 class Memo:
-    """A bounded, thread-safe, process-wide memo keyed on stamps (shared by every session, values
-    not copied: store immutable ones). ``clear_caches`` empties every ``Memo``."""
+    """A bounded, thread-safe, process-wide store keyed on stamps (shared by every session, values
+    not copied: store immutable ones), for what is looked up without being made (``peek``) and put
+    by whoever made it (discovery's folder reads, the Runs page's summaries made off its thread):
+    a value made on a miss is ``st.cache_resource``'s job. ``clear_caches`` empties every ``Memo``."""
 
     ALL: list[Memo] = []
 
@@ -188,29 +188,7 @@ class Memo:
         self.max_entries = max_entries
         self._values: OrderedDict[Hashable, Any] = OrderedDict()
         self._lock = threading.Lock()
-        self._making: dict[Hashable, threading.Lock] = {}  # a lock per key being made
         Memo.ALL.append(self)
-
-    def get(self, key: Hashable, make: Callable[[], T]) -> T:
-        """The value under ``key``; on a miss ``make()`` once, while other callers of the same
-        key wait for its value (as ``st.cache_data`` does) instead of each making it."""
-        with self._lock:
-            if key in self._values:
-                self._values.move_to_end(key)
-                return self._values[key]
-            making = self._making.setdefault(key, threading.Lock())
-        with making:
-            with self._lock:
-                if key in self._values:
-                    self._values.move_to_end(key)
-                    return self._values[key]
-            try:
-                value = make()
-                self.put(key, value)
-            finally:
-                with self._lock:
-                    self._making.pop(key, None)
-        return value
 
     def __contains__(self, key: Hashable) -> bool:
         with self._lock:
@@ -245,6 +223,7 @@ class Memo:
 def clear_caches() -> None:
     """Forget every cached read, listing and memo (the Refresh button)."""
     st.cache_data.clear()
+    st.cache_resource.clear()
     _LISTINGS.clear()
     _LISTING_ERRORS.clear()
     for memo in Memo.ALL:
@@ -374,10 +353,7 @@ def _read_parts(
     return tables.read_files(folder, files, columns, step_range, _declared, skip_vanished)
 
 
-#: finished step tables, shared by every session: a hit is a shallow copy of the frame (pandas 3
-#: copies on write), not an unpickled one (a few MB per run on every page load); pandas 2 does
-#: not copy on write unless the process says so, so there a hit is a deep copy
-_STEP_TABLES = Memo(max_entries=256)
+#: pandas 3 copies on write: a frame sharing a cached one's data is a safe copy of it
 COPIES_ON_WRITE = int(pd.__version__.split(".", 1)[0]) >= 3
 
 
@@ -391,12 +367,25 @@ def _step_parts(
     skip: tuple[str, ...],
 ) -> Table:
     """A step table read (``tables.read_files``) and finished (``tables.one_row_per_step``),
-    cached whole on the parts' stamps and what was read (not ``declared``: the folder names the
-    table)."""
-    t = _STEP_TABLES.get(
-        (folder, files, columns, step_range, skip_vanished, skip),
-        lambda: tables.one_row_per_step(
-            tables.read_files(folder, files, columns, step_range, declared, skip_vanished, skip)
-        ),
-    )
+    cached whole on the parts' stamps and what was read (``_step_table``); a hit is a shallow
+    copy of the frame (pandas 3 copies on write; pandas 2 does not unless the process says so,
+    so there a hit is a deep copy)."""
+    t = _step_table(folder, files, columns, step_range, skip_vanished, skip, declared)
     return Table(t.df.copy(deep=not COPIES_ON_WRITE), list(t.problems))
+
+
+@st.cache_resource(show_spinner=False, max_entries=256)
+def _step_table(
+    folder: str,
+    files: PartFiles,
+    columns: tuple[str, ...] | None,
+    step_range: tuple[int, int] | None,
+    skip_vanished: bool,
+    skip: tuple[str, ...],
+    _declared: tuple[tuple[str, str], ...],
+) -> Table:
+    # a resource, not data: shared by every session and not copied (``st.cache_data`` would
+    # unpickle a few MB per run on every page load); ``_step_parts`` hands out copies
+    return tables.one_row_per_step(
+        tables.read_files(folder, files, columns, step_range, _declared, skip_vanished, skip)
+    )

@@ -40,9 +40,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from app import compare_view, panels
 from app import run_groups as rg
 from app import verdict_stats as vs
+from app.compare import panels, view
 from app.records import RunRef, Table
 from training_hooks.findings import lag
 from training_hooks.schema import Step
@@ -65,10 +65,10 @@ def parse_group_metrics(items: Sequence[str]) -> dict[str, str]:
 def _subset(df, column: str, steps: str) -> tuple[str, np.ndarray | None]:
     """(the subset of steps scored, its row mask; None: every row); ``report`` checks ``steps``."""
     off_default = any(p.off_policy_default for p in panels.PANELS if p.column == column)
-    if steps == lag.ALL or (steps == compare_view.AUTO and not off_default):
+    if steps == lag.ALL or (steps == view.AUTO and not off_default):
         return lag.ALL, None  # no lag split needed (the page's default on reward_mean)
     split = lag.lag_split(df)
-    subset = compare_view.panel_subset(off_default, steps, split)
+    subset = view.panel_subset(off_default, steps, split)
     return subset, None if subset == lag.ALL else split.mask(subset)
 
 
@@ -137,13 +137,13 @@ def report(
 ) -> Report:
     """Group ``runs`` by ``by``, score each on ``metric`` (``verdict_stats.final_score``), or on
     ``group_metrics[group]`` for a group named there, over the ``steps`` subset of its steps
-    (``compare_view.STEP_CHOICES``: Compare's "steps" control), and compare the groups; a run
+    (``view.STEP_CHOICES``: Compare's "steps" control), and compare the groups; a run
     without a finite value there is left out, with the reason. A group named in
     ``group_metrics`` that is not a group is an error."""
     if not 0 < final <= 1:
         raise ValueError(f"final must be in (0, 1], got {final}")
-    if steps not in compare_view.STEP_CHOICES:
-        raise ValueError(f"steps must be one of {compare_view.STEP_CHOICES}, got {steps!r}")
+    if steps not in view.STEP_CHOICES:
+        raise ValueError(f"steps must be one of {view.STEP_CHOICES}, got {steps!r}")
     grouping = rg.group_runs(runs, by)
     own = dict(group_metrics or {})
     unknown = sorted(set(own) - {g.name for g in grouping.groups})
@@ -249,9 +249,9 @@ def scored(r: Report) -> str:
     else:
         what = r.metric
     steps = {
-        **compare_view.SUBSET_TEXT,
+        **view.SUBSET_TEXT,
         lag.ALL: "logged steps",
-        compare_view.AUTO: "steps (off-policy ones for a clip or KL old→new column of a run with both)",
+        view.AUTO: "steps (off-policy ones for a clip or KL old→new column of a run with both)",
     }[r.steps]
     return f"{what}: mean over the final {r.final:.0%} of each run's {steps}"
 
@@ -296,7 +296,7 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--steps",
-        choices=compare_view.STEP_CHOICES,
+        choices=view.STEP_CHOICES,
         default=lag.ALL,
         help="the steps a score averages over (default all; off-policy: a clip share or KL "
         "old→new is 0 at on-policy steps; auto: as Compare's default)",

@@ -9,7 +9,7 @@
    seeds <= 0.3 s server-side").
 2. The grouped charts: ``--configs`` groups x ``--chart-seeds`` seeds x ``--steps`` steps on every
    built-in panel (synthetic random-walk columns, EMA 0.6 as the page's default), timed from the
-   runs' step tables to the ECharts option (``compare_groups.grouped_option``, uncached: the
+   runs' step tables to the ECharts option (``grouping.grouped_option``, uncached: the
    page caches it whole, so this is a first draw) and the option's JSON size. The browser's side of the same view is
    ``bench/bench_dashboard.py``'s.
 
@@ -26,10 +26,9 @@ import time
 import numpy as np
 import pandas as pd
 
-from app import compare_groups as cg
-from app import compare_traces, compare_view, panels
 from app import run_groups as rg
 from app import verdict_stats as vs
+from app.compare import grouping, panels, traces, view
 from app.records import RunRef
 from training_hooks.schema import Step
 
@@ -67,14 +66,14 @@ def bench_chart(configs: int, seeds: int, steps: int) -> tuple[float, int, int]:
     groups = []
     for i, dfs in enumerate(frames):
         series = [
-            compare_traces.RunSeries(f"g{i}-s{k}", f"g{i}-s{k}", "?", "#1f77b4", df)
+            traces.RunSeries(f"g{i}-s{k}", f"g{i}-s{k}", "?", "#1f77b4", df)
             for k, df in enumerate(dfs)
         ]
         refs = tuple(RunRef(s.key, s.key, "?", "finished", "parquet") for s in series)
         groups.append((rg.RunGroup(f"g{i}", f"g{i}", refs), "#1f77b4", series))
     t0 = time.perf_counter()
-    option, _ = cg.grouped_option(
-        groups, panels.PANELS, x=Step.STEP, steps=compare_view.AUTO, smoothing=0.6, max_points=500
+    option, _ = grouping.grouped_option(
+        groups, panels.PANELS, x=Step.STEP, steps=view.AUTO, smoothing=0.6, max_points=500
     )
     size = len(json.dumps(option))
     return time.perf_counter() - t0, size, len(option["title"]) - 1

@@ -10,6 +10,16 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 
+
+def app_modules() -> list[str]:
+    """Every dashboard module but the page scripts (``app/app_pages/``) and ``app/main.py``."""
+    return sorted(
+        "app." + ".".join(p.relative_to(REPO / "app").with_suffix("").parts)
+        for p in (REPO / "app").rglob("*.py")
+        if p.parent.name != "app_pages" and p.stem != "main"
+    )
+
+
 HTML_COMPLETION = "<b>bold?</b> **not bold** <script>alert(1)</script> # not a header"
 P, G, T, STEPS = 3, 4, 10, 6
 

@@ -33,7 +33,7 @@ _GC_THRESHOLD = gc.get_threshold()
 gc.set_threshold(50_000, *_GC_THRESHOLD[1:])
 
 import torch  # noqa: E402
-from app_runs import record_run  # noqa: E402
+from app_runs import app_modules, record_run  # noqa: E402
 from hypothesis import settings  # noqa: E402
 from s3_server import s3_root, s3_server  # noqa: E402, F401 -- fixtures (moto's S3 server)
 from servers import FIXTURE_SERVERS  # noqa: E402 -- the fixtures that start a server
@@ -165,7 +165,7 @@ class FreshImports:
     interpreter of its own."""
 
     def __init__(self):
-        self.app = sorted(f"app.{p.stem}" for p in (REPO / "app").glob("*.py") if p.stem != "main")
+        self.app = app_modules()
         self.app_loaded, self._then = loaded_by(
             [[*self.app, "training_hooks.metric_map"], ["training_hooks.importers"]]
         )

@@ -18,7 +18,7 @@ from app_runs import run_ids
 from test_app_pages import _assert_clean, _open
 
 from app import line_style
-from app.panels import PANELS_BY_KEY
+from app.compare.panels import PANELS_BY_KEY
 from gspo_metrics import get_loss
 from training_hooks import RunRecorder
 from training_hooks.schema import STEPS_DIR, Step

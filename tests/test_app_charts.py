@@ -10,8 +10,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from app import aggregate, charts, colors, compare_traces, echarts_grid, plotly_traces, series_math
-from app.panels import PANELS, PANELS_BY_KEY, extra_panel
+from app import aggregate, charts, colors
+from app.compare import echarts_grid, plotly_traces, series_math, traces
+from app.compare.panels import PANELS, PANELS_BY_KEY, extra_panel
 from training_hooks.metric_map import Derived
 from training_hooks.schema import Seq, Step
 
@@ -24,7 +25,7 @@ def _steps(n: int, **cols) -> pd.DataFrame:
 
 
 def _series(df, key="a", algo="gspo", color="#1f77b4", eps=None):
-    return compare_traces.RunSeries(key, key, algo, color, df, eps or {"seq": (3e-4, 4e-4)})
+    return traces.RunSeries(key, key, algo, color, df, eps or {"seq": (3e-4, 4e-4)})
 
 
 def test_ema_matches_hand_computation():
@@ -95,7 +96,7 @@ def test_compare_figure_axes_units_eps_and_log():
     )
     s = [_series(df)]
     panel = PANELS_BY_KEY["seq_clip"]
-    fig = plotly_traces.compare_figure(s, panel, x=compare_traces.X_TOKENS)
+    fig = plotly_traces.compare_figure(s, panel, x=traces.X_TOKENS)
     assert fig.layout.xaxis.title.text == "response tokens seen"
     assert "sequence unit, ε 3e-4/4e-4" in fig.layout.title.text
     assert fig.layout.yaxis.title.text == "fraction of sequences"
@@ -244,8 +245,8 @@ def test_grid_option_places_panels_on_their_own_axes():
         PANELS_BY_KEY["kl_ref"],
         PANELS_BY_KEY["entropy"],
     ]
-    traces = [compare_traces.run_traces(s[0], p, smoothing=0.5, bands=False) for p in panels]
-    option, height = echarts_grid.grid_option(s, panels, traces, log_panels=["kl_ref"])
+    drawn_traces = [traces.run_traces(s[0], p, smoothing=0.5, bands=False) for p in panels]
+    option, height = echarts_grid.grid_option(s, panels, drawn_traces, log_panels=["kl_ref"])
     assert [x["xAxisIndex"] for x in option["series"]] == [0, 0, 1, 1]  # entropy: no column
     assert [x["yAxisIndex"] for x in option["series"]] == [0, 0, 1, 1]
     assert [y["type"] for y in option["yAxis"]] == ["value", "log", "value"]
@@ -258,7 +259,7 @@ def test_grid_option_places_panels_on_their_own_axes():
     assert tops[0] == tops[1] == tops[2] - echarts_grid.GRID_ROW_PX
     assert height == echarts_grid.SLIDER_PX + 2 * echarts_grid.GRID_ROW_PX
     with pytest.raises(ValueError, match="one list per panel"):
-        echarts_grid.grid_option(s, panels, traces[:2])
+        echarts_grid.grid_option(s, panels, drawn_traces[:2])
 
 
 def test_run_colour_is_derived_from_its_key():
@@ -348,7 +349,7 @@ def test_unknown_algorithm_line_and_legend_are_dotted():
     runs = [_series(df, "g", "gspo"), _series(df, "r", "grpo"), _series(df, "u", "unknown")]
     p = PANELS_BY_KEY["loss"]
     option, _ = echarts_grid.grid_option(
-        runs, [p], [[t for s in runs for t in compare_traces.run_traces(s, p)]]
+        runs, [p], [[t for s in runs for t in traces.run_traces(s, p)]]
     )
     raw = {s["id"].split("|")[0]: s["lineStyle"]["type"] for s in option["series"]}
     assert raw == {"g": "solid", "r": "dashed", "u": "dotted"}
@@ -376,19 +377,19 @@ def test_sparse_series_markers_no_ema_and_one_point_visible():
     val[[9, 19, 29, 39]] = [0.20, 0.315, 0.25, 0.30]
     df = _steps(40, **{"val-core/AIME/acc/mean@16": val})
     p = extra_panel("val-core/AIME/acc/mean@16")
-    traces = compare_traces.run_traces(_series(df), p, smoothing=0.6)
-    assert [t.role for t in traces] == ["raw"]
-    assert traces[0].style.marker == 6 and max(traces[0].y) == np.float32(0.315)
+    drawn_traces = traces.run_traces(_series(df), p, smoothing=0.6)
+    assert [t.role for t in drawn_traces] == ["raw"]
+    assert drawn_traces[0].style.marker == 6 and max(drawn_traces[0].y) == np.float32(0.315)
     # the EMA it does not draw: m2 = (0.6*0.4*0.2 + 0.4*0.315) / (1 - 0.36) = 0.27188
     assert series_math.ema(val[[9, 19, 29, 39]], 0.6)[1] == pytest.approx(0.271875)
     one = _series(_steps(1, **{Step.REWARD_MEAN: [0.5]}))
-    (raw,) = compare_traces.run_traces(one, PANELS_BY_KEY["reward"], smoothing=0.6)
+    (raw,) = traces.run_traces(one, PANELS_BY_KEY["reward"], smoothing=0.6)
     option, _ = echarts_grid.grid_option([one], [PANELS_BY_KEY["reward"]], [[raw]])
     (line,) = option["series"]
     assert line["data"] == [[0, 0.5]] and line["showSymbol"] is True
     assert line["symbolSize"] == 6
     dense = _series(_steps(30, **{Step.LOSS: np.linspace(1, 0, 30)}))
-    smooth = compare_traces.run_traces(dense, PANELS_BY_KEY["loss"], smoothing=0.6)
+    smooth = traces.run_traces(dense, PANELS_BY_KEY["loss"], smoothing=0.6)
     assert [t.role for t in smooth] == ["raw", "ema"] and smooth[0].style.marker is None
 
 
@@ -401,10 +402,7 @@ def test_known_cumsum_leaves_unknown_unknown():
     np.testing.assert_array_equal(out.to_numpy(), [3.0, 7.0, np.nan, np.nan])
     df = add_derived(pd.DataFrame({Step.STEP: [0, 1], Step.NUM_TOKENS: [np.nan, np.nan]}))
     assert df[Derived.TOKENS_SEEN].isna().all()
-    assert (
-        compare_traces.run_traces(_series(df), PANELS_BY_KEY["loss"], x=compare_traces.X_TOKENS)
-        == []
-    )
+    assert traces.run_traces(_series(df), PANELS_BY_KEY["loss"], x=traces.X_TOKENS) == []
 
 
 def test_panel_view_names_runs_without_the_x_axis():
@@ -415,9 +413,9 @@ def test_panel_view_names_runs_without_the_x_axis():
     no_loss = _steps(3, **{Derived.TOKENS_SEEN: [10.0, 20, 30]})
     runs = [_series(with_tokens, "a"), _series(without, "b"), _series(no_loss, "c")]
     p = PANELS_BY_KEY["loss"]
-    view = compare_traces.panel_view(runs, p, {}, ["a"], x=compare_traces.X_TOKENS)
+    view = traces.panel_view(runs, p, {}, ["a"], x=traces.X_TOKENS)
     assert view.subtitle == "no token counts: b · no data: c"
-    alone = compare_traces.panel_view(runs[1:2], p, {}, [], x=compare_traces.X_TOKENS)
+    alone = traces.panel_view(runs[1:2], p, {}, [], x=traces.X_TOKENS)
     assert alone.empty_note == "no token counts in the selected runs"
 
 
@@ -426,23 +424,21 @@ def test_reward_band_within_observed_range_and_faint_log_s_band():
     [0, 1] and [0.6, 1.0]. The log s band's fill is fainter than the reward band's."""
     df = _steps(2, **{Step.REWARD_MEAN: [0.5, 0.9], Step.REWARD_STD: [0.5, 0.3]})
     p = PANELS_BY_KEY["reward"]
-    band = compare_traces.run_traces(_series(df), p)[0]
+    band = traces.run_traces(_series(df), p)[0]
     np.testing.assert_allclose(band.y, [1.0, 1.2], rtol=1e-6)  # upper edge
     np.testing.assert_allclose(band.lo, [0.0, 0.6], rtol=1e-6)  # lower edge
-    bounded = compare_traces.RunSeries(
-        "a", "a", "gspo", "#1f77b4", df, bounds={Step.REWARD_MEAN: (0, 1)}
-    )
-    band = compare_traces.run_traces(bounded, p)[0]
+    bounded = traces.RunSeries("a", "a", "gspo", "#1f77b4", df, bounds={Step.REWARD_MEAN: (0, 1)})
+    band = traces.run_traces(bounded, p)[0]
     np.testing.assert_allclose(band.y, [1.0, 1.0], rtol=1e-6)
     np.testing.assert_allclose(band.lo, [0.0, 0.6], rtol=1e-6)
     assert band.style.fill_opacity == 0.1
     area = echarts_grid.grid_option([bounded], [p], [[band]])[0]["series"][1]["areaStyle"]
     assert area["color"] == "rgba(31,119,180,0.1)"
     # the axis ends at the drawn extent only where the observed range is known
-    assert compare_traces.panel_view([bounded], p, {}, ["a"]).tight
-    assert not compare_traces.panel_view([_series(df)], p, {}, ["a"]).tight
+    assert traces.panel_view([bounded], p, {}, ["a"]).tight
+    assert not traces.panel_view([_series(df)], p, {}, ["a"]).tight
     y = echarts_grid.grid_option(
-        [bounded], [p], [[band]], views=[compare_traces.panel_view([bounded], p, {}, ["a"])]
+        [bounded], [p], [[band]], views=[traces.panel_view([bounded], p, {}, ["a"])]
     )
     # the band's drawn extent 0..1 (round: kept as it is, ``series_math.tight_extent``)
     assert (y[0]["yAxis"][0]["min"], y[0]["yAxis"][0]["max"]) == (0.0, 1.0)
@@ -454,13 +450,13 @@ def test_reward_band_within_observed_range_and_faint_log_s_band():
             Step.SEQ_LOG_RATIO_MAX: [1.0, 1],
         },
     )
-    band = compare_traces.run_traces(_series(seq), PANELS_BY_KEY["seq_log_ratio"])[0]
+    band = traces.run_traces(_series(seq), PANELS_BY_KEY["seq_log_ratio"])[0]
     assert band.style.fill_opacity == 0.04
 
 
 def test_split_by_data_folds_unlogged_panels():
     """A panel is drawn when one run has a finite value of its column; the rest go on one line."""
-    from app import panels
+    from app.compare import panels
 
     a = pd.DataFrame({Step.REWARD_MEAN: [0.5], Step.LOSS: [np.nan]})
     b = pd.DataFrame({Step.ENTROPY_MEAN: [1.0]})
@@ -478,28 +474,22 @@ def test_split_by_data_folds_unlogged_panels():
     assert {p.column for p in sampler} == {Step.SAMPLER_KL_MEAN, Step.SAMPLER_LOGP_ABS_DIFF_MAX}
 
 
-def test_cached_split_and_rollout_follow_the_runs_files():
-    """``traces.split_by_data`` and ``traces.with_rollout_position`` are cached on a run's files
-    (its digest): the same digest gives the same split and positions as computed directly; a new
-    digest (the run's files changed) computes them again from the new table."""
-    from app import panels, traces
+def test_split_and_rollout_follow_the_table():
+    """``panels.split_by_data`` and ``traces.with_rollout_position`` of a run's step table: a
+    column of NaN only is not logged; a rollout's k-th of n steps sits at r + k/n."""
+    from app.compare import panels
 
     ps = [PANELS_BY_KEY[k] for k in ("reward", "entropy")]
     old = pd.DataFrame({Step.STEP: [0, 1], Step.REWARD_MEAN: [0.5, 0.6], Step.ROLLOUT: [1, 1]})
     new = old.assign(**{Step.ENTROPY_MEAN: [1.0, 1.1], Step.ROLLOUT: [1, 2]})
-    first = traces.split_by_data([_series(old)], {"a": "d1"}, ps, Step.STEP)
+    first = panels.split_by_data([old], ps, Step.STEP)
     assert [p.key for p in first.drawn] == ["reward"] and first.unlogged == ps[1:]
-    assert traces.split_by_data([_series(old)], {"a": "d1"}, ps, Step.STEP) == first
-    again = traces.split_by_data([_series(new)], {"a": "d2"}, ps, Step.STEP)
-    assert again == panels.split_by_data([new], ps, Step.STEP) and again.drawn == ps
-    # the same columns, a new digest: the run's entropy went from NaN to values
+    assert panels.split_by_data([new], ps, Step.STEP).drawn == ps
     nan = new.assign(**{Step.ENTROPY_MEAN: [np.nan, np.nan]})
-    assert traces.split_by_data([_series(nan)], {"a": "d3"}, ps, Step.STEP).drawn == ps[:1]
-    assert traces.split_by_data([_series(new)], {"a": "d4"}, ps, Step.STEP).drawn == ps
-    x = compare_traces.X_ROLLOUT
-    np.testing.assert_array_equal(traces.with_rollout_position(old, "d1")[x], [1.0, 1.5])
-    np.testing.assert_array_equal(traces.with_rollout_position(old, "d1")[x], [1.0, 1.5])
-    np.testing.assert_array_equal(traces.with_rollout_position(new, "d2")[x], [1.0, 2.0])
+    assert panels.split_by_data([nan], ps, Step.STEP).drawn == ps[:1]
+    x = traces.X_ROLLOUT
+    np.testing.assert_array_equal(traces.with_rollout_position(old)[x], [1.0, 1.5])
+    np.testing.assert_array_equal(traces.with_rollout_position(new)[x], [1.0, 2.0])
 
 
 def test_mapped_sources_only_declared_and_found_by_words():
@@ -507,7 +497,7 @@ def test_mapped_sources_only_declared_and_found_by_words():
     holding HTML is dropped); "critic score" finds Reward through verl critic/score/mean."""
     from types import SimpleNamespace
 
-    from app import sources
+    from app.compare import sources
 
     imported = SimpleNamespace(
         tool="verl",
@@ -529,8 +519,8 @@ def test_mapped_sources_only_declared_and_found_by_words():
         "Found by source name: verl critic/score/mean is drawn as Reward (run a)."
     )
     df = _steps(30, **{Step.REWARD_MEAN: np.linspace(0, 1, 30)})
-    s = compare_traces.RunSeries("a", "a", "grpo", "#1f77b4", df, sources=found)
-    readout = compare_traces.run_traces(s, PANELS_BY_KEY["reward"], readout=1)[-1]
+    s = traces.RunSeries("a", "a", "grpo", "#1f77b4", df, sources=found)
+    readout = traces.run_traces(s, PANELS_BY_KEY["reward"], readout=1)[-1]
     option, _ = echarts_grid.grid_option([s], [PANELS_BY_KEY["reward"]], [[readout]])
     assert option["series"][0]["dimensions"] == ["optimizer step", "value (verl critic/score/mean)"]
 
@@ -542,18 +532,17 @@ def test_tiny_values_drawn_in_units_of_a_power_of_ten():
     p = PANELS_BY_KEY["sampler_kl"]
     df = _steps(30, **{Step.SAMPLER_KL_MEAN: np.r_[[2.5e-15, 1e-15], np.full(28, 1.5e-15)]})
     s = _series(df)
-    traces = compare_traces.run_traces(s, p, readout=1)
-    assert echarts_grid.tiny(traces) == -15  # floor(log10(2.5e-15))
-    option, _ = echarts_grid.grid_option([s], [p], [traces])
+    drawn_traces = traces.run_traces(s, p, readout=1)
+    assert echarts_grid.tiny(drawn_traces) == -15  # floor(log10(2.5e-15))
+    option, _ = echarts_grid.grid_option([s], [p], [drawn_traces])
     raw, readout = option["series"]
     assert raw["data"][:2] == [[0, 2.5], [1, 1.0]]
     assert option["yAxis"][0]["name"] == "nats / token (×1e-15)"
     assert readout["dimensions"] == ["optimizer step", "value ×1e-15"]
     assert readout["data"][0] == [0, 2.5]
     plain = _series(_steps(30, **{Step.SAMPLER_KL_MEAN: np.full(30, 0.01)}))
-    option, _ = echarts_grid.grid_option([plain], [p], [compare_traces.run_traces(plain, p)])
+    option, _ = echarts_grid.grid_option([plain], [p], [traces.run_traces(plain, p)])
     assert option["yAxis"][0]["name"] == "nats / token"
     assert (
-        echarts_grid.tiny([compare_traces.Readout("r", "r", "#000", np.arange(3), np.zeros(3))])
-        is None
+        echarts_grid.tiny([traces.Readout("r", "r", "#000", np.arange(3), np.zeros(3))]) is None
     )  # all 0

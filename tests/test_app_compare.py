@@ -19,16 +19,9 @@ from hypothesis import strategies as hs
 from hypothesis.extra import numpy as hnp
 from test_app_pages import _arr, _assert_clean, _grid, _open
 
-from app import (
-    compare_traces,
-    compare_view,
-    echarts_grid,
-    plotly_traces,
-    series_math,
-    traces,
-    ui,
-)
-from app.panels import PANELS, PANELS_BY_KEY, extra_panel
+from app import ui
+from app.compare import cache, echarts_grid, plotly_traces, series_math, traces, view
+from app.compare.panels import PANELS, PANELS_BY_KEY, extra_panel
 from training_hooks import importers
 from training_hooks.findings import lag
 from training_hooks.metric_map import Derived
@@ -47,39 +40,35 @@ def test_panel_subset_rule():
     choice applies as is; an unknown choice is refused."""
     both = lag.lag_split(pd.DataFrame({Step.STEP: [0, 1], Step.POLICY_LAG: [0, 1]}))
     on_only = lag.lag_split(pd.DataFrame({Step.STEP: [0, 1], Step.POLICY_LAG: [0, 0]}))
-    assert compare_view.panel_subset(True, compare_view.AUTO, both) == lag.OFF_POLICY
-    assert compare_view.panel_subset(False, compare_view.AUTO, both) == lag.ALL
-    assert compare_view.panel_subset(True, compare_view.AUTO, on_only) == lag.ALL
-    assert compare_view.panel_subset(True, compare_view.AUTO, None) == lag.ALL
-    assert compare_view.panel_subset(False, lag.ON_POLICY, on_only) == lag.ON_POLICY
+    assert view.panel_subset(True, view.AUTO, both) == lag.OFF_POLICY
+    assert view.panel_subset(False, view.AUTO, both) == lag.ALL
+    assert view.panel_subset(True, view.AUTO, on_only) == lag.ALL
+    assert view.panel_subset(True, view.AUTO, None) == lag.ALL
+    assert view.panel_subset(False, lag.ON_POLICY, on_only) == lag.ON_POLICY
     with pytest.raises(ValueError, match="choice must be one of"):
-        compare_view.panel_subset(True, "some", both)
+        view.panel_subset(True, "some", both)
 
 
 def test_subset_text_names_the_steps_per_run():
-    assert (
-        compare_view.subset_text({"a": lag.OFF_POLICY, "b": lag.OFF_POLICY}) == "off-policy steps"
-    )
-    assert compare_view.subset_text({"a": lag.OFF_POLICY, "b": lag.ALL}) == (
+    assert view.subset_text({"a": lag.OFF_POLICY, "b": lag.OFF_POLICY}) == "off-policy steps"
+    assert view.subset_text({"a": lag.OFF_POLICY, "b": lag.ALL}) == (
         "off-policy steps of a; all steps of b"
     )
     many = {f"r{i}": lag.ALL for i in range(4)} | {"x": lag.OFF_POLICY}
-    assert compare_view.subset_text(many) == "all steps of 4 of 5 runs; off-policy steps of x"
+    assert view.subset_text(many) == "all steps of 4 of 5 runs; off-policy steps of x"
 
 
 def test_counters_and_groups():
     """Bookkeeping counters by full name or prefix (a duration ending in /step is no counter);
     groups by the first name component."""
     for name in ("epoch", "rollout", "policy_lag", "num_groups", "training/global_step"):
-        assert compare_view.is_counter(name), name
-    assert compare_view.is_counter("progress/done_frac")
-    assert not compare_view.is_counter("timing_s/step") and not compare_view.is_counter(
-        "actor/grad_norm"
-    )
-    assert compare_view.metric_group("actor/pg_loss") == "actor/"
-    assert compare_view.metric_group("env/all/reward/total") == "env/"
-    assert compare_view.metric_group("grad_norm") == compare_view.OTHER_GROUP
-    assert compare_view.metric_group("/odd") == compare_view.OTHER_GROUP
+        assert view.is_counter(name), name
+    assert view.is_counter("progress/done_frac")
+    assert not view.is_counter("timing_s/step") and not view.is_counter("actor/grad_norm")
+    assert view.metric_group("actor/pg_loss") == "actor/"
+    assert view.metric_group("env/all/reward/total") == "env/"
+    assert view.metric_group("grad_norm") == view.OTHER_GROUP
+    assert view.metric_group("/odd") == view.OTHER_GROUP
 
 
 def test_extra_stats_and_classify():
@@ -100,20 +89,20 @@ def test_extra_stats_and_classify():
         }
     )
     imported = pd.DataFrame({Step.STEP: [0, 1], "lr": [2e-6, 2e-6], "actor/x": [1.0, 1.0]})
-    stats = {"own": compare_view.extra_stats(own), "imp": compare_view.extra_stats(imported)}
+    stats = {"own": view.extra_stats(own), "imp": view.extra_stats(imported)}
     assert set(stats["own"]) == {"lr", "loss_scale", "epoch", "actor/x"}
-    assert stats["own"]["loss_scale"] == compare_view.ExtraStats(2, 1.0, 3.0)
-    ex = compare_view.classify_extras(stats, own=["own"])
+    assert stats["own"]["loss_scale"] == view.ExtraStats(2, 1.0, 3.0)
+    ex = view.classify_extras(stats, own=["own"])
     assert ex.counters == ("epoch",)
     assert ex.constants == (
-        compare_view.Constant("lr", "own", 1e-6, 3),
-        compare_view.Constant("lr", "imp", 2e-6, 2),
+        view.Constant("lr", "own", 1e-6, 3),
+        view.Constant("lr", "imp", 2e-6, 2),
     )
     # actor/x varies in one run: a curve (its constant run is drawn too, as a flat line)
-    assert ex.groups == {compare_view.OTHER_GROUP: ("loss_scale",), "actor/": ("actor/x",)}
-    assert ex.default_groups == (compare_view.OTHER_GROUP,) and ex.n_curves == 2
-    assert compare_view.classify_extras(stats, own=[]).default_groups == ()
-    frame = compare_view.constants_frame(ex.constants)
+    assert ex.groups == {view.OTHER_GROUP: ("loss_scale",), "actor/": ("actor/x",)}
+    assert ex.default_groups == (view.OTHER_GROUP,) and ex.n_curves == 2
+    assert view.classify_extras(stats, own=[]).default_groups == ()
+    frame = view.constants_frame(ex.constants)
     assert frame.to_dict("records")[0] == {
         "metric": "lr",
         "run": "own",
@@ -124,16 +113,16 @@ def test_extra_stats_and_classify():
 
 def test_filter_names_words_in_any_order():
     names = ["actor/grad_norm", "critic/score/mean", "timing_s/gen", "grad_norm"]
-    assert compare_view.filter_names(names, "norm GRAD") == ["actor/grad_norm", "grad_norm"]
-    assert compare_view.filter_names(names, "") == names
-    assert compare_view.filter_names(names, "(.*") == []  # plain text, never a pattern
+    assert view.filter_names(names, "norm GRAD") == ["actor/grad_norm", "grad_norm"]
+    assert view.filter_names(names, "") == names
+    assert view.filter_names(names, "(.*") == []  # plain text, never a pattern
 
 
 # ------------------------------------------------------------------------- pure: chart builders
 
 
-def _series(df, key="r", algorithm="gspo", eps=None, label=None) -> compare_traces.RunSeries:
-    return compare_traces.RunSeries(
+def _series(df, key="r", algorithm="gspo", eps=None, label=None) -> traces.RunSeries:
+    return traces.RunSeries(
         key=key,
         label=label or key,
         algorithm=algorithm,
@@ -159,22 +148,20 @@ def test_run_traces_subset_and_ema_within_it():
     """Off-policy steps only: x = the odd steps, y = their values, and the EMA runs over those
     values alone (debiased EMA of [0.51, 0.53, 0.55, ...], never mixing in the zeros)."""
     s = _series(_alternating(40))
-    s = compare_traces.RunSeries(**{**vars(s), "lag": lag.lag_split(s.df)})
+    s = traces.RunSeries(**{**vars(s), "lag": lag.lag_split(s.df)})
     p = PANELS_BY_KEY["seq_clip"]
-    raw, smooth = compare_traces.run_traces(s, p, smoothing=0.5, subset=lag.OFF_POLICY)
+    raw, smooth = traces.run_traces(s, p, smoothing=0.5, subset=lag.OFF_POLICY)
     np.testing.assert_array_equal(raw.x, np.arange(1, 40, 2))
     np.testing.assert_allclose(raw.y, 0.5 + 0.01 * np.arange(1, 40, 2), rtol=1e-7)
     # EMA weight 0.5, debiased: m1 = 0.51; m2 = (0.5*0.51 + 0.53)/(1.5) = 0.52333...
     np.testing.assert_allclose(smooth.y[:2], [0.51, (0.5 * 0.51 + 0.53) / 1.5], rtol=1e-6)
     assert "off-policy steps" in raw.name
-    on = compare_traces.run_traces(s, p, subset=lag.ON_POLICY)[0]
+    on = traces.run_traces(s, p, subset=lag.ON_POLICY)[0]
     np.testing.assert_array_equal(on.x, np.arange(0, 40, 2))
     assert set(np.asarray(on.y).tolist()) == {0.0}
-    assert len(compare_traces.run_traces(s, p, subset=lag.ALL)[0].x) == 40
+    assert len(traces.run_traces(s, p, subset=lag.ALL)[0].x) == 40
     unknown = _series(pd.DataFrame({Step.STEP: [0, 1], Step.SEQ_CLIP_FRACTION: [0.1, 0.2]}))
-    assert (
-        compare_traces.run_traces(unknown, p, subset=lag.OFF_POLICY) == []
-    )  # lag unknown: no subset
+    assert traces.run_traces(unknown, p, subset=lag.OFF_POLICY) == []  # lag unknown: no subset
 
 
 def test_compact_keeps_values_in_smaller_types():
@@ -283,15 +270,15 @@ def test_run_traces_readout_shares_x_between_runs():
     b_loss = 10.0 + 5 * np.arange(20)  # 10, 15, 20, ... at steps 0, 2, 4, ...
     b = _series(pd.DataFrame({Step.STEP: np.arange(0, 40, 2), Step.LOSS: b_loss}), key="b")
     p = PANELS_BY_KEY["loss"]
-    ra = compare_traces.run_traces(a, p, smoothing=0.5, readout=2)[-1]
-    rb = compare_traces.run_traces(b, p, smoothing=0.5, readout=2)[-1]
+    ra = traces.run_traces(a, p, smoothing=0.5, readout=2)[-1]
+    rb = traces.run_traces(b, p, smoothing=0.5, readout=2)[-1]
     assert ra.role == rb.role == "readout"
     assert ra.x.tolist() == rb.x.tolist() == list(range(0, 40, 2))
     assert ra.y.tolist() == list(range(0, 40, 2)) and rb.y.tolist() == b_loss.tolist()
     # debiased EMA, weight 0.5, of b: 10; (0.5*10*0.5 + 0.5*15)/(1-0.25) = 13.33 at step 2
     np.testing.assert_allclose(rb.ema, series_math.ema(b_loss, 0.5))
     assert rb.ema[1] == pytest.approx((0.25 * 10 + 0.5 * 15) / 0.75)
-    assert [t.role for t in compare_traces.run_traces(a, p, smoothing=0.5)] == ["raw", "ema"]
+    assert [t.role for t in traces.run_traces(a, p, smoothing=0.5)] == ["raw", "ema"]
 
 
 def test_records_hold_plain_text_and_each_renderer_formats_it():
@@ -303,7 +290,7 @@ def test_records_hold_plain_text_and_each_renderer_formats_it():
     df[Step.REWARD_STD] = 0.1
     s = _series(df, label=name)
     p = PANELS_BY_KEY["reward"]
-    records = compare_traces.run_traces(s, p, smoothing=0.5, readout=1)
+    records = traces.run_traces(s, p, smoothing=0.5, readout=1)
     assert [t.role for t in records] == ["band", "raw", "ema", "readout"]
     assert all(t.label == name for t in records)
     band = records[0]
@@ -347,8 +334,8 @@ def test_grid_option_draws_every_trace_as_plain_json():
     df = pd.DataFrame({Step.STEP: np.arange(24), Step.REWARD_MEAN: 0.1 * np.arange(1, 25)})
     s = _series(df, algorithm="grpo")
     panels = [PANELS_BY_KEY["reward"], PANELS_BY_KEY["loss"]]
-    traces = [compare_traces.run_traces(s, p, smoothing=0.5, readout=1) for p in panels]
-    option, height = echarts_grid.grid_option([s], panels, traces)
+    drawn_traces = [traces.run_traces(s, p, smoothing=0.5, readout=1) for p in panels]
+    option, height = echarts_grid.grid_option([s], panels, drawn_traces)
     spec = _spec(option)
     assert (
         height == echarts_grid.SLIDER_PX + echarts_grid.GRID_ROW_PX
@@ -369,7 +356,7 @@ def test_grid_option_draws_every_trace_as_plain_json():
     (note,) = spec["graphic"]
     assert note["style"]["text"] == "no data for the selected runs"
     with pytest.raises(ValueError, match="one list per panel"):
-        echarts_grid.grid_option([s], panels, traces[:1])
+        echarts_grid.grid_option([s], panels, drawn_traces[:1])
 
 
 def test_grid_option_bands_stack_low_edge_and_height():
@@ -384,9 +371,7 @@ def test_grid_option_bands_stack_low_edge_and_height():
     )
     s = _series(df)
     p = PANELS_BY_KEY["reward"]
-    spec = _spec(
-        echarts_grid.grid_option([s], [p], [compare_traces.run_traces(s, p, bands=True)])[0]
-    )
+    spec = _spec(echarts_grid.grid_option([s], [p], [traces.run_traces(s, p, bands=True)])[0])
     low, height = _on_panel(spec, 0, "band-low")[0], _on_panel(spec, 0, "band-height")[0]
     assert low["stack"] == height["stack"] and "areaStyle" in height and "areaStyle" not in low
     assert low["stackStrategy"] == height["stackStrategy"] == "all"
@@ -401,18 +386,20 @@ def test_log_s_panel_zooms_on_gspo_band_and_counts_outside():
         {Step.STEP: np.arange(5), Step.SEQ_LOG_RATIO_MEAN: [0, 1e-3, -2e-3, 5e-4, 2e-3]}
     )
     p = PANELS_BY_KEY["seq_log_ratio"]
-    view = compare_traces.panel_view([_series(df)], p, {"r": lag.ALL}, ["r"])
-    lo, hi = view.y_range
+    panel_view = traces.panel_view([_series(df)], p, {"r": lag.ALL}, ["r"])
+    lo, hi = panel_view.y_range
     assert lo == pytest.approx(4 * math.log1p(-3e-4)) and hi == pytest.approx(4 * math.log1p(4e-4))
-    assert "2 of 5 points outside" in view.subtitle and view.subtitle.startswith("all steps")
+    assert "2 of 5 points outside" in panel_view.subtitle and panel_view.subtitle.startswith(
+        "all steps"
+    )
     # only GRPO runs: no zoom; zoom off: none either
-    grpo = compare_traces.panel_view([_series(df, algorithm="grpo")], p, {"r": lag.ALL}, ["r"])
+    grpo = traces.panel_view([_series(df, algorithm="grpo")], p, {"r": lag.ALL}, ["r"])
     assert grpo.y_range is None
-    off = compare_traces.panel_view([_series(df)], p, {"r": lag.ALL}, ["r"], zoom_band=False)
+    off = traces.panel_view([_series(df)], p, {"r": lag.ALL}, ["r"], zoom_band=False)
     assert off.y_range is None
     s = _series(df)
     spec = _spec(
-        echarts_grid.grid_option([s], [p], [compare_traces.run_traces(s, p)], views=[view])[0]
+        echarts_grid.grid_option([s], [p], [traces.run_traces(s, p)], views=[panel_view])[0]
     )
     assert [spec["yAxis"][0]["min"], spec["yAxis"][0]["max"]] == pytest.approx([lo, hi])
     lines = _on_panel(spec, 0, "band-line")
@@ -432,10 +419,10 @@ def test_empty_panel_note_sits_in_its_own_cell():
     df = pd.DataFrame({Step.STEP: np.arange(4), Step.REWARD_MEAN: [0.1, 0.2, 0.3, 0.4]})
     s = [_series(df)]
     panels = [PANELS_BY_KEY["reward"], PANELS_BY_KEY["kl_ref"]]
-    tr = [compare_traces.run_traces(s[0], p) for p in panels]
+    tr = [traces.run_traces(s[0], p) for p in panels]
     views = [
-        compare_view.PanelView(),
-        compare_view.PanelView(empty_note="no data in the off-policy steps shown"),
+        view.PanelView(),
+        view.PanelView(empty_note="no data in the off-policy steps shown"),
     ]
     spec = _spec(echarts_grid.grid_option(s, panels, tr, views=views)[0])
     (note,) = spec["graphic"]
@@ -454,9 +441,7 @@ def test_metric_names_are_text_in_the_grid():
     df = pd.DataFrame({Step.STEP: [0, 1, 2], name: [1.0, 2.0, 3.0]})
     s = _series(df, label="<b>run</b>")
     p = extra_panel(name)
-    spec = _spec(
-        echarts_grid.grid_option([s], [p], [compare_traces.run_traces(s, p, readout=1)])[0]
-    )
+    spec = _spec(echarts_grid.grid_option([s], [p], [traces.run_traces(s, p, readout=1)])[0])
     assert spec["title"][0]["text"] == name
     assert {x["name"] for x in spec["series"]} == {"<b>run</b>"}
     assert spec["series"][-1]["dimensions"] == ["optimizer step", "value"]  # no name from disk
@@ -470,8 +455,8 @@ def test_fraction_axes_start_at_zero():
     option, _ = echarts_grid.grid_option(
         s,
         [p],
-        [compare_traces.run_traces(s[0], p)],
-        views=[compare_traces.panel_view(s, p, {}, ["r"])],
+        [traces.run_traces(s[0], p)],
+        views=[traces.panel_view(s, p, {}, ["r"])],
     )
     assert option["yAxis"][0]["min"] == 0 and "max" not in option["yAxis"][0]
 
@@ -483,19 +468,19 @@ def test_readout_lists_one_value_per_run_beyond_eight_runs():
     no point (r8 starts at step 10)."""
     p = PANELS_BY_KEY["loss"]
 
-    def run(i: int, first: int = 0) -> compare_traces.RunSeries:  # loss = 10 i + step
+    def run(i: int, first: int = 0) -> traces.RunSeries:  # loss = 10 i + step
         steps = np.arange(first, 20)
         return _series(pd.DataFrame({Step.STEP: steps, Step.LOSS: 10.0 * i + steps}), key=f"r{i}")
 
     two = [run(0), run(1)]
-    traces = [t for s in two for t in compare_traces.run_traces(s, p, smoothing=0.5, readout=1)]
-    readouts = _on_panel(_spec(echarts_grid.grid_option(two, [p], [traces])[0]), 0, "readout")
+    drawn_traces = [t for s in two for t in traces.run_traces(s, p, smoothing=0.5, readout=1)]
+    readouts = _on_panel(_spec(echarts_grid.grid_option(two, [p], [drawn_traces])[0]), 0, "readout")
     assert [r["id"] for r in readouts] == ["r0|readout|0", "r1|readout|0"]
     assert all(r["dimensions"] == ["optimizer step", "value", "EMA"] for r in readouts)
 
     nine = [run(i) for i in range(8)] + [run(8, first=10)]
-    traces = [t for s in nine for t in compare_traces.run_traces(s, p, smoothing=0.5, readout=1)]
-    spec = _spec(echarts_grid.grid_option(nine, [p], [traces])[0])
+    drawn_traces = [t for s in nine for t in traces.run_traces(s, p, smoothing=0.5, readout=1)]
+    spec = _spec(echarts_grid.grid_option(nine, [p], [drawn_traces])[0])
     (readout,) = _on_panel(spec, 0, "readout")
     assert readout["id"] == "|readout|0"
     assert [d["displayName"] for d in readout["dimensions"]] == ["optimizer step"] + [
@@ -527,7 +512,7 @@ def test_chart_key_names_everything_a_chart_is_drawn_from():
 
     def key(series=None, digests=None, panels=panels, how=how) -> str:
         series = series or [_series(df, key="a"), _series(df, key="b")]
-        return traces.chart_key(series, digests or {"a": "d1", "b": "d2"}, panels, how)
+        return cache.chart_key(series, digests or {"a": "d1", "b": "d2"}, panels, how)
 
     base = key()
     reordered = {
@@ -578,14 +563,14 @@ def test_fifty_runs_stay_within_the_point_budget(key):
     series = [_series(pd.DataFrame(base), key=f"r{i}") for i in range(50)]
     p = PANELS_BY_KEY[key]
     opts = {"smoothing": 0.6, "bands": True}
-    pts = compare_traces.trace_points(p, 50, budget=6000, max_points=500, **opts)
+    pts = traces.trace_points(p, 50, budget=6000, max_points=500, **opts)
     total = sum(
-        len(t.x) * (2 if t.role == compare_traces.BAND else 1)  # a band: two edges
+        len(t.x) * (2 if t.role == traces.BAND else 1)  # a band: two edges
         for s in series
-        for t in compare_traces.run_traces(s, p, max_points=pts, **opts)
+        for t in traces.run_traces(s, p, max_points=pts, **opts)
     )
     assert 0.5 * 6000 < total <= 6000, (pts, total)
-    assert compare_traces.trace_points(p, 2, budget=6000, max_points=500, **opts) == 500
+    assert traces.trace_points(p, 2, budget=6000, max_points=500, **opts) == 500
 
 
 def test_legend_wraps_long_names():
@@ -680,7 +665,7 @@ def test_steps_control_filters_the_clip_panels(lag_root, app_env):
     # the grid is one ECharts chart (PROTOTYPE branch: no Plotly on the page)
     (el,) = [e for e in at.get("echarts_chart") if e.proto.id.rsplit("-", 2)[-2] == "grid"]
     assert not at.get("plotly_chart")
-    assert at.button_group(key="steps").value == compare_view.AUTO
+    assert at.button_group(key="steps").value == view.AUTO
     grid = _grid(at)
     clip = grid["Sequence-unit clip fraction — sequence unit, ε 3e-4/4e-4"]
     assert clip["subtitle"] == "off-policy steps of alt; all steps of onpol"
@@ -818,7 +803,7 @@ def test_fifty_runs_on_the_page_keep_the_budget(tmp_path, app_env):
 def test_derived_binding_column_still_a_panel():
     """The derived binding fractions are built-in panels, not extras."""
     assert PANELS_BY_KEY["seq_clip_binding"].column == Derived.SEQ_CLIP_BINDING
-    assert not compare_view.extra_stats(pd.DataFrame({Derived.SEQ_CLIP_BINDING: [0.1, 0.2]}))
+    assert not view.extra_stats(pd.DataFrame({Derived.SEQ_CLIP_BINDING: [0.1, 0.2]}))
 
 
 @pytest.fixture(scope="module")
@@ -1050,14 +1035,14 @@ def test_stand_ins_name_the_foreign_metric_per_chart_column(tmp_path):
     info = schema.read_run_info(root / rid)
     df = pd.DataFrame({"trl/kl": [0.02] * 3, "trl/clip_ratio/region_mean": [0.1] * 3})
     cols = [Step.KL_REF_MEAN, "token_clip_binding_fraction", "seq_clip_binding_fraction"]
-    found = compare_view.stand_ins([("a", info, df), ("b", None, df)], cols + [Step.ENTROPY_MEAN])
+    found = view.stand_ins([("a", info, df), ("b", None, df)], cols + [Step.ENTROPY_MEAN])
     assert set(found) == set(cols)
     (kl,) = found[Step.KL_REF_MEAN]
     assert (kl.run, kl.stored, kl.foreign) == ("a", "trl/kl", "kl")
     assert "use_bias_correction_kl" in kl.why
     assert found["seq_clip_binding_fraction"][0].stored == "trl/clip_ratio/region_mean"
     # a foreign column with no value in the run's table stands in for nothing
-    assert compare_view.stand_ins([("a", info, df.iloc[:0])], cols) == {}
+    assert view.stand_ins([("a", info, df.iloc[:0])], cols) == {}
 
 
 def test_clip_units_line_is_per_run():
@@ -1065,8 +1050,8 @@ def test_clip_units_line_is_per_run():
     both = pd.DataFrame({Step.SEQ_CLIP_FRACTION: [0.1], Step.TOKEN_CLIP_FRACTION: [0.2]})
     tok = pd.DataFrame({"token_clip_binding_fraction": [0.1]})
     none = pd.DataFrame({Step.LOSS: [1.0]})
-    assert compare_view.clip_units_line([("r", both)]).startswith("Every shown run records both")
-    line = compare_view.clip_units_line([("r", both), ("i", tok), ("n", none)])
+    assert view.clip_units_line([("r", both)]).startswith("Every shown run records both")
+    line = view.clip_units_line([("r", both), ("i", tok), ("n", none)])
     assert line == (
         "Clip units per run: both units: r; one unit only: i (token); no clip fraction: n "
         "(an import holds what its log had)."
@@ -1101,11 +1086,11 @@ def test_a_step_part_landing_mid_rerun_leaves_no_split_of_other_rows(
     root_copy, app_env, monkeypatch
 ):
     """A live run's part that lands between Compare's read of the run's steps and its
-    ``traces.run_digest``: what was cached for that read (lag split, extra stats, traces) never
+    ``cache.run_digest``: what was cached for that read (lag split, extra stats, traces) never
     serves the next rerun, which reads the new step. Before: the split of the 6 rows read was kept
     under the digest of the 7 steps on disk, and the next rerun's off-policy mask (6 entries) met
     the 7-row table (the page raised)."""
-    from app import traces
+    from app.compare import cache
 
     run_id = run_ids(root_copy)["grpo-small"]
     folder = root_copy / run_id / STEPS_DIR
@@ -1115,7 +1100,7 @@ def test_a_step_part_landing_mid_rerun_leaves_no_split_of_other_rows(
     extra = extra.set_column(
         extra.schema.get_field_index(Step.STEP), Step.STEP, pa.array([99], pa.int64())
     )
-    digest, landed = traces.run_digest, []
+    digest, landed = cache.run_digest, []
 
     def part_lands_first(run):
         if run.key == run_id and not landed:  # after the page's first read of the run's steps
@@ -1123,7 +1108,7 @@ def test_a_step_part_landing_mid_rerun_leaves_no_split_of_other_rows(
             landed.append(run.key)
         return digest(run)
 
-    monkeypatch.setattr(traces, "run_digest", part_lands_first)
+    monkeypatch.setattr(cache, "run_digest", part_lands_first)
     app_env(root_copy)
     at = _open("compare", {"runs": [run_id]})
     _assert_clean(at)
@@ -1134,20 +1119,26 @@ def test_a_step_part_landing_mid_rerun_leaves_no_split_of_other_rows(
     assert _arr(reward["x"]).tolist() == [0, 1, 2, 3, 4, 5, 99]  # every step is off-policy
 
 
-def test_run_lag_and_extra_stats_fit_the_table_they_are_given(lag_root):
-    """One digest may name two reads of a live run (a part landed between one session's listing
-    and its read): the cached split and stats of a shorter read never answer for a longer one."""
-    from app import data, traces
+def test_run_steps_are_one_read_and_its_lag_split_and_stats(lag_root):
+    """A run's cached steps (``cache.run_steps``) are one read: its lag split and extra stats are
+    those of the table it holds (so they always fit it), a hit gives the same numbers, and what
+    one reader does to its frame reaches no other reader."""
+    from app import data
+    from app.compare import cache
     from app.discovery import discover
 
     (run,) = [r for r in discover(str(lag_root)).runs if r.name == "alt"]
     df = data.load_steps(run).df
-    digest = traces.run_digest(run)
-    short = df.iloc[:-1]
-    assert len(traces.run_lag(short, digest).step) == STEPS - 1
-    assert traces.run_extra_stats(short, digest)["loss_scale"].points == STEPS - 1
-    split = traces.run_lag(df, digest)
+    digest = cache.run_digest(run)
+    steps = cache.run_steps(run, digest)
+    split = steps.lag
     assert split == lag.lag_split(df) and split.step == tuple(range(STEPS))
+    assert split.step == tuple(steps.df[Step.STEP]) == tuple(steps.table.df[Step.STEP])
     assert (split.n_on, split.n_off) == ((STEPS + 1) // 2, STEPS // 2)  # even steps on-policy
-    got = traces.run_extra_stats(df, digest)["loss_scale"]
+    got = steps.stats["loss_scale"]
     assert (got.points, got.low, got.high) == (STEPS, 2.0, 2.0 + 0.5 * (STEPS - 1))
+    steps.df["loss_scale"] = -1.0
+    steps.stats.clear()
+    again = cache.run_steps(run, digest)
+    assert again.stats["loss_scale"].points == STEPS and again.lag is split
+    np.testing.assert_array_equal(again.df["loss_scale"], 2.0 + 0.5 * np.arange(STEPS))

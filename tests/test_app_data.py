@@ -10,7 +10,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from app_runs import REPO, STEPS
+from app_runs import STEPS, app_modules
 
 from app import data, mlflow_store
 from app.discovery import discover, effective_status
@@ -26,9 +26,15 @@ def _run(root, name):
 
 def test_app_imports_no_torch(fresh_imports):
     """Importing every app module (and the schema it reads) never imports torch."""
-    modules = sorted(p.stem for p in (REPO / "app").glob("*.py") if p.stem != "main")
-    assert {"data", "discovery", "mlflow_store", "settings", "traces", "ui"} <= set(modules)
-    assert {f"app.{m}" for m in modules} <= fresh_imports.app_loaded  # every one was imported
+    modules = set(app_modules())
+    assert {
+        "app.data",
+        "app.discovery",
+        "app.compare.cache",
+        "app.compare.page",
+        "app.ui",
+    } <= modules
+    assert modules <= fresh_imports.app_loaded  # every one was imported
     assert "torch" not in fresh_imports.app_loaded, "torch imported"
     assert "training_hooks.schema" in fresh_imports.app_loaded
 
@@ -109,7 +115,7 @@ def test_projection_and_step_filter(recorded_root):
 
 
 def test_a_read_step_table_is_shared_but_never_changed_by_a_reader(recorded_root):
-    """Step tables are cached once for every session (``data._STEP_TABLES``): a second read is
+    """Step tables are cached once for every session (``data._step_table``): a second read is
     the same numbers without a new read, and what one reader does to its frame (a value
     written, a column added or replaced) reaches no other reader."""
     run = _run(recorded_root, "grpo-small")
@@ -129,11 +135,15 @@ def test_a_read_step_table_is_shared_but_never_changed_by_a_reader(recorded_root
     )
 
 
-def test_a_memo_makes_a_missing_value_once_while_other_callers_wait():
-    """Two sessions asking for one missing key: the first makes the value, the second waits for
-    it instead of making it again (a second read of every run after a Refresh); another key is
-    not held up, and a failed make leaves the key to the next caller."""
-    memo = data.Memo(max_entries=4)
+def test_a_chart_is_made_once_while_other_callers_wait():
+    """Two sessions asking for one missing chart (``cache.chart``, Streamlit's resource cache):
+    the first makes it, the second waits for it instead of making it again; another key is not
+    held up, and a failed make leaves the key to the next caller."""
+    from app.compare import cache
+
+    def chart(key, make):  # a test's own keys; options are (dict, height)
+        return cache.chart(f"test-made-once-{key}", lambda: ({"made": make()}, 0))[0]["made"]
+
     started, release = threading.Event(), threading.Event()
     calls: list[str] = []
 
@@ -148,12 +158,12 @@ def test_a_memo_makes_a_missing_value_once_while_other_callers_wait():
         return "made twice"
 
     got: dict[str, str] = {}
-    first = threading.Thread(target=lambda: got.setdefault("a", memo.get("k", slow)))
+    first = threading.Thread(target=lambda: got.setdefault("a", chart("k", slow)))
     first.start()
     assert started.wait(10)
-    second = threading.Thread(target=lambda: got.setdefault("b", memo.get("k", again)))
+    second = threading.Thread(target=lambda: got.setdefault("b", chart("k", again)))
     second.start()
-    assert memo.get("other", lambda: "free") == "free"  # not blocked by "k" being made
+    assert chart("other", lambda: "free") == "free"  # not blocked by "k" being made
     time.sleep(0.2)  # the second caller is waiting on "k"
     release.set()
     first.join(10)
@@ -164,8 +174,8 @@ def test_a_memo_makes_a_missing_value_once_while_other_callers_wait():
         raise OSError("unreadable")
 
     with pytest.raises(OSError):
-        memo.get("bad", fail)
-    assert memo.get("bad", lambda: "read") == "read"
+        chart("bad", fail)
+    assert chart("bad", lambda: "read") == "read"
 
 
 def test_live_run_refreshes(root_copy):
@@ -441,11 +451,11 @@ def test_skipped_columns_read_as_the_full_table_without_them(root_copy):
     are the full table's."""
     import pandas as pd
 
-    from app import compare_groups, compare_traces, compare_view
+    from app.compare import grouping, traces, view
     from training_hooks.tables import UNREAD_COLUMNS
 
     run = _run(root_copy, "gspo-small")
-    skip = compare_view.unread_step_columns(run.info)
+    skip = view.unread_step_columns(run.info)
     assert Step.NUM_GROUPS in skip and Step.RUN_ID in skip and Step.LOSS not in skip
     full, part = data.load_steps(run), data.load_steps(run, skip=skip)
     kept = [c for c in full.df.columns if c not in skip]
@@ -458,12 +468,10 @@ def test_skipped_columns_read_as_the_full_table_without_them(root_copy):
     assert UNREAD_COLUMNS not in full.df.attrs
 
     def series(df):
-        return [compare_traces.RunSeries(key="k", label="k", algorithm="gspo", color="#000", df=df)]
+        return [traces.RunSeries(key="k", label="k", algorithm="gspo", color="#000", df=df)]
 
-    assert compare_groups.metric_options(series(part.df)) == compare_groups.metric_options(
-        series(full.df)
-    )
-    assert Step.NUM_GROUPS in compare_groups.metric_options(series(part.df))
+    assert grouping.metric_options(series(part.df)) == grouping.metric_options(series(full.df))
+    assert Step.NUM_GROUPS in grouping.metric_options(series(part.df))
 
     folder = root_copy / run.key / STEPS_DIR
     first = sorted(folder.glob("*.parquet"))[0]
@@ -481,14 +489,14 @@ def test_skipped_columns_read_as_the_full_table_without_them(root_copy):
 def test_verdict_on_a_column_compare_left_unread(recorded_root):
     """Compare's verdict scores the tables the page read unless the scored column was left
     unread there: then each run's whole table is read, so the verdict is a full read's."""
-    from app import compare_groups, compare_view
     from app import run_groups as rg
+    from app.compare import grouping, view
 
     runs = discover(str(recorded_root)).runs
-    read = {r.key: data.load_steps(r, skip=compare_view.unread_step_columns(r.info)) for r in runs}
+    read = {r.key: data.load_steps(r, skip=view.unread_step_columns(r.info)) for r in runs}
     for metric in (Step.NUM_SEQUENCES, Step.LOSS):
-        got = compare_groups.report(runs, rg.ALGORITHM, metric, 0.5, read=read)
-        want = compare_groups.report(runs, rg.ALGORITHM, metric, 0.5)
+        got = grouping.report(runs, rg.ALGORITHM, metric, 0.5, read=read)
+        want = grouping.report(runs, rg.ALGORITHM, metric, 0.5)
         assert got.verdict.groups and got.verdict == want.verdict and not got.left_out
         assert [g.estimate for g in got.verdict.groups] == [g.estimate for g in want.verdict.groups]
         assert all(np.isfinite(g.estimate) for g in got.verdict.groups)

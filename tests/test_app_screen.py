@@ -18,17 +18,18 @@ import pytest
 from app_runs import run_ids
 from test_app_pages import _arr, _assert_clean, _grid, _open, _open_link, _unescaped
 
-from app import aggregate, compare_traces, echarts_grid, plotly_traces, series_math, ui
-from app.compare_view import PanelView
-from app.panels import K3_FLOOR, LOGP_DIFF_FLOOR, PANELS_BY_KEY
+from app import aggregate, ui
+from app.compare import echarts_grid, plotly_traces, series_math, traces
+from app.compare.panels import K3_FLOOR, LOGP_DIFF_FLOOR, PANELS_BY_KEY
+from app.compare.view import PanelView
 from app.records import RunRef
 from training_hooks.schema import SEQUENCES_DIR, STEPS_DIR, Seq, Step
 
 STEPS = 24  # 6 rollouts x 4 minibatches: lags 0, 1, 2, 3
 
 
-def _series(df, key="r", algorithm="gspo", label=None) -> compare_traces.RunSeries:
-    return compare_traces.RunSeries(
+def _series(df, key="r", algorithm="gspo", label=None) -> traces.RunSeries:
+    return traces.RunSeries(
         key=key,
         label=label or key,
         algorithm=algorithm,
@@ -64,9 +65,9 @@ def test_tight_extent_and_round_labels():
     assert not series_math.is_round(0.2141522) and not series_math.is_round(4 * math.log(0.98))
 
 
-def _line(key: str, x, y, role=compare_traces.RAW) -> compare_traces.Trace:
-    return compare_traces.Trace(
-        role, key, key, key, np.asarray(x), np.asarray(y), compare_traces.Style("#000000", width=1)
+def _line(key: str, x, y, role=traces.RAW) -> traces.Trace:
+    return traces.Trace(
+        role, key, key, key, np.asarray(x), np.asarray(y), traces.Style("#000000", width=1)
     )
 
 
@@ -74,11 +75,11 @@ def test_linked_panels_share_one_x_range():
     """A panel whose run logged steps 0-99 beside one of 0-499: both x axes run 0..500 (the
     chart's one range), and a page's range given as x_range wins."""
     panels = [PANELS_BY_KEY["reward"], PANELS_BY_KEY["sampler_kl"]]
-    traces = [[_line("a", range(500), np.ones(500))], [_line("a", range(100), np.ones(100))]]
+    drawn_traces = [[_line("a", range(500), np.ones(500))], [_line("a", range(100), np.ones(100))]]
     series = [_series(pd.DataFrame({Step.STEP: range(500)}), key="a")]
-    option, _ = echarts_grid.grid_option(series, panels, traces)
+    option, _ = echarts_grid.grid_option(series, panels, drawn_traces)
     assert [(a["min"], a["max"]) for a in option["xAxis"]] == [(0.0, 500.0)] * 2
-    option, _ = echarts_grid.grid_option(series, panels, traces, x_range=(0, 199))
+    option, _ = echarts_grid.grid_option(series, panels, drawn_traces, x_range=(0, 199))
     assert [(a["min"], a["max"]) for a in option["xAxis"]] == [(0.0, 200.0)] * 2
 
 
@@ -87,14 +88,14 @@ def test_tight_reward_axis_ends_on_round_numbers():
     step of the range), not at the values' seven digits; the tooltip keeps 4 digits."""
     panel = PANELS_BY_KEY["reward"]
     x = np.arange(10)
-    band = compare_traces.Trace(
-        compare_traces.BAND,
+    band = traces.Trace(
+        traces.BAND,
         "a",
         "a",
         "a band",
         x,
         np.full(10, 0.95),
-        compare_traces.Style("#000000"),
+        traces.Style("#000000"),
         np.full(10, 0.2141522),
     )
     series = [_series(pd.DataFrame({Step.STEP: x}), key="a")]
@@ -111,13 +112,8 @@ def test_plotly_hover_formats_x_by_axis():
     """Steps and tokens are whole numbers in the hover (%{x:,.0f}), wall time 4 digits."""
     t = _line("a", [0, 1], [0.5, 0.25])
     panel = PANELS_BY_KEY["reward"]
-    assert (
-        "%{x:,.0f}" in plotly_traces.plotly_trace(t, panel, compare_traces.X_STEP)["hovertemplate"]
-    )
-    assert (
-        "%{x:.4g}"
-        in plotly_traces.plotly_trace(t, panel, compare_traces.X_ELAPSED)["hovertemplate"]
-    )
+    assert "%{x:,.0f}" in plotly_traces.plotly_trace(t, panel, traces.X_STEP)["hovertemplate"]
+    assert "%{x:.4g}" in plotly_traces.plotly_trace(t, panel, traces.X_ELAPSED)["hovertemplate"]
 
 
 # ------------------------------------------------------------------------------ float noise
@@ -143,26 +139,24 @@ def test_noise_floor_said_and_drawn_at_zero():
     kl = np.linspace(1e-15, 8.5e-14, 20)
     quiet = _series(_mismatch_frame(kl, np.full(20, 3.3e-6)), key="q")
     panel = PANELS_BY_KEY["sampler_kl"]
-    view = compare_traces.panel_view([quiet], panel, {"q": "all"}, ["q"])
+    view = traces.panel_view([quiet], panel, {"q": "all"}, ["q"])
     assert (
         view.subtitle
         == "all steps · float noise: every value below 1e-5 (largest 8.5e-14), drawn at 0"
     )
     assert view.y_range == (0.0, 1e-5) and view.noise_floor == 1e-5
-    traces = compare_traces.run_traces(quiet, panel)
-    option, _ = echarts_grid.grid_option([quiet], [panel], [traces], views=[view])
+    drawn_traces = traces.run_traces(quiet, panel)
+    option, _ = echarts_grid.grid_option([quiet], [panel], [drawn_traces], views=[view])
     (axis,) = option["yAxis"]
     assert (axis["min"], axis["max"]) == (0.0, 1.0) and axis["name"] == "nats / token (×1e-5)"
     assert axis["axisLabel"] == {"showMinLabel": True, "showMaxLabel": True}
     drawn = [p[1] for s in option["series"] if s["id"] == "q|raw|0" for p in s["data"]]
     assert max(drawn) == pytest.approx(8.5e-9, rel=1e-3)
-    diff = compare_traces.panel_view(
-        [quiet], PANELS_BY_KEY["sampler_logp_diff"], {"q": "all"}, ["q"]
-    )
+    diff = traces.panel_view([quiet], PANELS_BY_KEY["sampler_logp_diff"], {"q": "all"}, ["q"])
     assert "float noise: every value below 4.5e-3 (largest 3.3e-6)" in diff.subtitle
 
     loud = _series(_mismatch_frame(np.full(20, 0.02), np.full(20, 0.5)), key="l")
-    both = compare_traces.panel_view([quiet, loud], panel, {"q": "all", "l": "all"}, ["q", "l"])
+    both = traces.panel_view([quiet, loud], panel, {"q": "all", "l": "all"}, ["q", "l"])
     assert "float noise" not in both.subtitle and both.y_range is None and both.noise_floor is None
 
 
@@ -177,21 +171,21 @@ def test_nan_step_is_a_gap_never_a_dip():
     y[5] = np.nan
     s = _series(pd.DataFrame({Step.STEP: np.arange(40), Step.SEQ_CLIP_FRACTION: y}))
     panel = PANELS_BY_KEY["seq_clip"]
-    traces = compare_traces.run_traces(s, panel, smoothing=0.6, readout=1.0)
-    raw, ema, readout = traces
+    drawn_traces = traces.run_traces(s, panel, smoothing=0.6, readout=1.0)
+    raw, ema, readout = drawn_traces
     for t in (raw, ema):
         x, v = np.asarray(t.x, np.float64), np.asarray(t.y, np.float64)
         (gap,) = np.flatnonzero(np.isnan(v))
         assert x[gap] == 5 and x[gap - 1] == 4 and x[gap + 1] == 6
         assert np.nanmin(v) > 0.4  # never a dip to 0
     assert 5 not in np.asarray(readout.x).tolist()
-    option, _ = echarts_grid.grid_option([s], [panel], [traces])
+    option, _ = echarts_grid.grid_option([s], [panel], [drawn_traces])
     line = next(d for d in option["series"] if d["id"] == "r|raw|0")
     assert [5, None] in line["data"]
     sparse = _series(
         pd.DataFrame({Step.STEP: np.arange(8), Step.SEQ_CLIP_FRACTION: [0.1, np.nan] * 4})
     )
-    (line,) = compare_traces.run_traces(sparse, panel)
+    (line,) = traces.run_traces(sparse, panel)
     assert not np.isnan(np.asarray(line.y, np.float64)).any()  # markers, no breaks
 
 
@@ -207,18 +201,16 @@ def test_p90_is_open_triangles_whatever_the_line_style():
     s = _series(df, algorithm="unknown")
     panel = PANELS_BY_KEY["length"]
     assert panel.title == "Completion length: mean (line), p90 (open triangles)"
-    traces = compare_traces.run_traces(s, panel)
-    option, _ = echarts_grid.grid_option([s], [panel], [traces])
+    drawn_traces = traces.run_traces(s, panel)
+    option, _ = echarts_grid.grid_option([s], [panel], [drawn_traces])
     by_role = {d["id"].split("|")[1]: d for d in option["series"]}
     assert by_role["raw"]["type"] == "line" and by_role["raw"]["lineStyle"]["type"] == "dotted"
     second = by_role["second"]
     assert second["type"] == "scatter" and second["symbol"] == "emptyTriangle"
     assert "lineStyle" not in second
-    (p90,) = [
-        t for t in traces if isinstance(t, compare_traces.Trace) and t.role == compare_traces.SECOND
-    ]
+    (p90,) = [t for t in drawn_traces if isinstance(t, traces.Trace) and t.role == traces.SECOND]
     assert (
-        plotly_traces.plotly_trace(p90, panel, compare_traces.X_STEP)["marker"]["symbol"]
+        plotly_traces.plotly_trace(p90, panel, traces.X_STEP)["marker"]["symbol"]
         == "triangle-up-open"
     )
 
@@ -320,10 +312,10 @@ def test_rollout_position_hand_computed():
     """Rollout 0 has steps 0-3: positions 0, 0.25, 0.5, 0.75; rollout 1 has two steps: 1, 1.5; an
     unknown rollout is NaN (never rollout 0)."""
     df = pd.DataFrame({Step.ROLLOUT: [0, 0, 0, 0, 1, 1, None]})
-    got = compare_traces.rollout_position(df)
+    got = traces.rollout_position(df)
     np.testing.assert_array_equal(got[:6], [0, 0.25, 0.5, 0.75, 1, 1.5])
     assert np.isnan(got[6])
-    assert compare_traces.X_ROLLOUT in compare_traces.with_rollout_position(df).columns
+    assert traces.X_ROLLOUT in traces.with_rollout_position(df).columns
 
 
 def test_lag_traces_hand_computed():
@@ -337,20 +329,18 @@ def test_lag_traces_hand_computed():
         }
     )
     s = _series(df)
-    assert compare_traces.declared_lags(s).tolist() == [
+    assert traces.declared_lags(s).tolist() == [
         0,
         1,
         2,
         3,
-    ] and compare_traces.splits_by_lag([s])
-    line, readout = compare_traces.lag_traces(s, PANELS_BY_KEY["kl_old"])
+    ] and traces.splits_by_lag([s])
+    line, readout = traces.lag_traces(s, PANELS_BY_KEY["kl_old"])
     np.testing.assert_array_equal(line.x, [0, 1, 2, 3])
     np.testing.assert_allclose(line.y, [0, 0.2, 0.4, 0.4], rtol=1e-6)
     assert readout.second.tolist() == [2, 2, 2, 1]
     on_off = _series(df.assign(**{Step.POLICY_LAG: [0, 1] * 4}))
-    assert not compare_traces.splits_by_lag(
-        [on_off]
-    )  # lags 0/1 only: the steps control says it all
+    assert not traces.splits_by_lag([on_off])  # lags 0/1 only: the steps control says it all
 
 
 # --------------------------------------------------------------------- pages, recorded runs
@@ -426,7 +416,7 @@ def test_compare_lag_split_rollout_axis_and_one_x_range(screen_root, app_env):
         np.testing.assert_allclose([p[1] for p in line["data"]], want.to_numpy(), rtol=1e-5)
         assert want.iloc[0] == 0 and want.iloc[3] > want.iloc[1] > 0  # further at a later lag
 
-    at.button_group(key="x").set_value(compare_traces.X_ROLLOUT).run()
+    at.button_group(key="x").set_value(traces.X_ROLLOUT).run()
     _assert_clean(at)
     reward = _grid(at)["Reward"]
     (raw,) = [

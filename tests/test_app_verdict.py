@@ -1,5 +1,5 @@
 """Runs grouped over seeds: the groups (``app.run_groups``), the grouped curves
-(``app.group_chart``), ``python -m app.verdict`` and Compare's verdict table, which must agree."""
+(``app.compare.group_chart``), ``python -m app.verdict`` and Compare's verdict table, which must agree."""
 
 from __future__ import annotations
 
@@ -13,9 +13,10 @@ import pytest
 from app_runs import record_run, run_ids
 from test_app_pages import _assert_clean, _open
 
-from app import group_chart, ui
 from app import run_groups as rg
+from app import ui
 from app import verdict as vd
+from app.compare import group_chart
 from app.records import SOURCE_MLFLOW, SOURCE_PARQUET, RunRef
 from training_hooks.schema import STEPS_DIR, RunInfo, Step
 
@@ -51,7 +52,7 @@ def test_groups_by_ratio_level_put_every_sequence_ratio_run_with_gspo():
     (which says its runs differ in algorithm), GRPO and token-level DAPO the GRPO group; an unknown
     algorithm is left out with the reason. The Compare page's default grouping is the ratio level
     when it makes two groups of 2+ distinct seeds, else the algorithm when its groups are so."""
-    from app.compare_groups import NONE, default_key
+    from app.compare.grouping import NONE, default_key
 
     runs = [
         _ref("s1", "gspo", config={"seed": 1}),
@@ -161,13 +162,12 @@ def test_seed_lines_keep_a_spike():
 
 def test_grouped_build_reads_each_run_once_as_seed_of_would():
     """Two routes to one seed: Compare's grouped build (each run read and smoothed once for every
-    panel, ``compare_groups._Columns``) against ``seed_of`` on the rows the panel shows, on a run
+    panel, ``grouping._Columns``) against ``seed_of`` on the rows the panel shows, on a run
     with NaNs, an unsorted step column and on/off-policy steps (the clip panel: off-policy
     rows only under the "auto" steps choice)."""
     import pandas as pd
 
-    from app import compare_groups as cg
-    from app import compare_traces, compare_view, panels
+    from app.compare import grouping, panels, traces, view
 
     rng = np.random.default_rng(3)
     n = 40
@@ -183,15 +183,13 @@ def test_grouped_build_reads_each_run_once_as_seed_of_would():
     df.loc[[5], Step.TOKEN_CLIP_FRACTION] = np.nan
     from training_hooks.findings.lag import lag_split
 
-    run = compare_traces.RunSeries("r", "r", "grpo", "#000000", df, lag=lag_split(df))
+    run = traces.RunSeries("r", "r", "grpo", "#000000", df, lag=lag_split(df))
     shown = [p for p in panels.PANELS if p.column in (Step.REWARD_MEAN, Step.TOKEN_CLIP_FRACTION)]
     assert {p.off_policy_default for p in shown} == {True, False}
-    columns = cg._Columns(Step.STEP, [p.column for p in shown], 0.6)
+    columns = grouping._Columns(Step.STEP, [p.column for p in shown], 0.6)
     for p in shown:
-        got = columns.seed(run, p, compare_view.AUTO)
-        rows = df[
-            run.rows(compare_view.panel_subset(p.off_policy_default, compare_view.AUTO, run.lag))
-        ]
+        got = columns.seed(run, p, view.AUTO)
+        rows = df[run.rows(view.panel_subset(p.off_policy_default, view.AUTO, run.lag))]
         want = group_chart.seed_of("r", rows, Step.STEP, p.column, 0.6)
         assert got is not None and want is not None
         # 20 off-policy rows, one NaN (row 5, lag 1); 40 rows, two NaNs
@@ -203,10 +201,10 @@ def test_grouped_build_reads_each_run_once_as_seed_of_would():
 def test_ema_columns_is_ema_per_column():
     """``ema_columns`` on a (rows, 2) array with a NaN: each column's EMA of its finite values,
     as ``series_math.ema`` on that column alone."""
-    from app import series_math
+    from app.compare import series_math
 
     y = np.array([[1.0, 5.0], [np.nan, 4.0], [3.0, 3.0], [7.0, np.inf]])
-    e = group_chart.ema_columns(y, 0.5)
+    e = series_math.ema_columns(y, 0.5)
     np.testing.assert_allclose(e[[0, 2, 3], 0], series_math.ema(np.array([1.0, 3.0, 7.0]), 0.5))
     np.testing.assert_allclose(e[:3, 1], series_math.ema(np.array([5.0, 4.0, 3.0]), 0.5))
     # by hand: (3 + 0.5 * 1) / 1.5 at the second finite value of column 0

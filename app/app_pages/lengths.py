@@ -3,18 +3,8 @@
 import numpy as np
 import streamlit as st
 
-from app import (
-    aggregate,
-    charts,
-    colors,
-    compare_traces,
-    curve_words,
-    data,
-    panels,
-    plotly_traces,
-    series_math,
-    ui,
-)
+from app import aggregate, charts, colors, curve_words, data, ui
+from app.compare import panels, plotly_traces, series_math, traces
 from training_hooks.schema import Seq, Step
 
 ctx = ui.page_header(
@@ -71,7 +61,7 @@ st.caption(
 
 if Step.TRUNCATED_FRACTION in sdf.columns and sdf[Step.TRUNCATED_FRACTION].notna().any():
     series = [
-        compare_traces.RunSeries(
+        traces.RunSeries(
             run.key, ctx.label(run), run.algorithm, ctx.colors.get(run.key, colors.PALETTE[0]), sdf
         )
     ]

@@ -6,7 +6,7 @@ panel's series on one canvas instead of an SVG per trace (docs/benchmarks.md, "D
 One chart holds every panel: panel i has grid i, x axis i and y axis i; its title (and the
 ``PanelView`` subtitle) sits above it, its unit on the y axis. Runs are coloured, the algorithm is
 the line style (``app.line_style``: dotted for an unknown one), a sparse series has markers. The
-traces are ``compare_traces.run_traces``' records (``Trace``: raw, ema, second, band;
+traces are ``traces.run_traces``' records (``Trace``: raw, ema, second, band;
 ``Readout``), their text plain: ECharts draws strings as plain text, so run and metric names from
 disk can never become markup. The tooltip alone is HTML: it shows series names (ECharts escapes
 them) and fixed column labels, never a metric name from disk.
@@ -24,15 +24,16 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
 
-from app import compare_traces, line_style, series_math
+from app import line_style
 from app.colors import rgba
-from app.compare_view import PanelView
-from app.panels import Panel
+from app.compare import series_math, traces
+from app.compare.panels import Panel
+from app.compare.view import PanelView
 
 #: The grid's look: Streamlit's chart grey for text, its lines at 20% (legible on the light and
 #: the dark theme alike), rows of fixed height.
@@ -83,10 +84,10 @@ def _on(i: int) -> dict:
     return {"xAxisIndex": i, "yAxisIndex": i, "animation": False}
 
 
-def _line_series(t: compare_traces.Trace, i: int) -> dict:
+def _line_series(t: traces.Trace, i: int) -> dict:
     """A raw or EMA line, or the second column's dots (role ``second``), on panel ``i``."""
     sty = t.style
-    dots = t.role == compare_traces.SECOND
+    dots = t.role == traces.SECOND
     s = {
         "id": f"{t.run}|{t.role}|{i}",
         "type": "scatter" if dots else "line",
@@ -115,7 +116,7 @@ def _line_series(t: compare_traces.Trace, i: int) -> dict:
     return s
 
 
-def _band_series(t: compare_traces.Trace, i: int) -> list[dict]:
+def _band_series(t: traces.Trace, i: int) -> list[dict]:
     """A band as two stacked areas: the lower edge (not drawn) and the band's height above it
     (filled)."""
     x, lo, hi = (np.asarray(v, np.float64) for v in (t.x, t.lo, t.y))
@@ -142,14 +143,12 @@ def _band_series(t: compare_traces.Trace, i: int) -> list[dict]:
     ]
 
 
-def _readout_series(
-    t: compare_traces.Readout, i: int, panel: Panel, x_name: str, scale: str = ""
-) -> dict:
+def _readout_series(t: traces.Readout, i: int, panel: Panel, x_name: str, scale: str = "") -> dict:
     """The run's hover on panel ``i``: an undrawn line whose tooltip shows the run's value, EMA
     and second column at the shared readout points (``series_math.readout_points``). ``scale``:
     the unit of values drawn in units of 10^k (``tiny``)."""
     # fixed labels: the tooltip is HTML, and a metric name from disk has no business there; a
-    # mapped column's source name is one of ``metric_map``'s own (``app.sources``)
+    # mapped column's source name is one of ``metric_map``'s own (``app.compare.sources``)
     columns = [("y", f"value ({t.source})" if t.source else "value")]
     if t.ema is not None:
         columns.append(("ema", "EMA"))
@@ -176,16 +175,16 @@ def _readout_series(
 
 
 def _band_lines(
-    series: Sequence[compare_traces.RunSeries],
+    series: Sequence[traces.RunSeries],
     panel: Panel,
     i: int,
-    traces: Sequence[compare_traces.Trace | compare_traces.Readout],
+    panel_traces: Sequence[traces.Trace | traces.Readout],
 ) -> list[dict]:
-    """GSPO's clip range on the sequence log-ratio panel ``i`` (``compare_traces.clip_band_lines``):
+    """GSPO's clip range on the sequence log-ratio panel ``i`` (``traces.clip_band_lines``):
     a dotted line across the x range of ``traces`` per bound, labelled at its left end, above
     every run's lines."""
-    lines = compare_traces.clip_band_lines(series, panel)
-    drawn = [t.x for t in traces if len(t.x)]
+    lines = traces.clip_band_lines(series, panel)
+    drawn = [t.x for t in panel_traces if len(t.x)]
     if not (lines and drawn):
         return []
     lo, hi = min(float(np.min(v)) for v in drawn), max(float(np.max(v)) for v in drawn)
@@ -231,11 +230,11 @@ def _cell(i: int) -> tuple[int, int]:
 
 
 def grid_option(
-    series: Sequence[compare_traces.RunSeries],
+    series: Sequence[traces.RunSeries],
     panels: Sequence[Panel],
-    traces_by_panel: Sequence[Sequence[compare_traces.Trace | compare_traces.Readout]],
+    traces_by_panel: Sequence[Sequence[traces.Trace | traces.Readout]],
     *,
-    x: str = compare_traces.X_STEP,
+    x: str = traces.X_STEP,
     log_panels: Sequence[str] = (),
     views: Sequence[PanelView] | None = None,
     x_range: tuple[float, float] | None = None,
@@ -243,12 +242,12 @@ def grid_option(
 ) -> tuple[dict, int]:
     """(option, height px) for ``st.echarts_chart``: ``panels`` as small multiples in rows of
     COLUMNS, x axes linked (a zoom on one zooms all) over one x range: ``x_range`` (the page's,
-    shared with its other charts) else the span of every panel's traces, widened to round ticks
+    shared with its other charts) else the span of every panel's panel_traces, widened to round ticks
     (``series_math.nice_extent``), so a panel whose runs logged fewer steps is drawn on its
     neighbours' axis. ``traces_by_panel[i]`` are ``run_traces`` records for panel i;
     ``views[i]`` its subtitle, y range, empty note, floors; ``log_panels`` the keys of panels with
-    a log y axis; ``x_name`` the x axis's name (default: ``compare_traces.X_AXES``'). A panel
-    without traces keeps its axes and says why."""
+    a log y axis; ``x_name`` the x axis's name (default: ``traces.X_AXES``'). A panel
+    without panel_traces keeps its axes and says why."""
     n = len(panels)
     views = list(views) if views is not None else [PanelView() for _ in panels]
     if n != len(traces_by_panel):
@@ -257,26 +256,28 @@ def grid_option(
         )
     if n != len(views):
         raise ValueError(f"views must have one PanelView per panel ({n}), got {len(views)}")
-    x_name = x_name or compare_traces.X_AXES.get(x, x)
+    x_name = x_name or traces.X_AXES.get(x, x)
     detail = len(series) <= READOUT_DETAIL_RUNS
     x_ends = _x_ends(x_range, traces_by_panel)
     grids, xs, ys, out, titles, notes = [], [], [], [], [], []
-    for i, (panel, traces, view) in enumerate(zip(panels, traces_by_panel, views, strict=True)):
+    for i, (panel, panel_traces, view) in enumerate(
+        zip(panels, traces_by_panel, views, strict=True)
+    ):
         grids.append(_plot_area(i))
-        titles.append(_title(i, compare_traces.panel_title(panel, series), view.subtitle))
+        titles.append(_title(i, traces.panel_title(panel, series), view.subtitle))
         xs.append(_x_axis(i, x, x_name, x_ends))
         log_y = panel.key in log_panels
-        zoomed = log_y or view.y_range or compare_traces.clip_band_lines(series, panel)
-        exp = None if zoomed else tiny(traces)
+        zoomed = log_y or view.y_range or traces.clip_band_lines(series, panel)
+        exp = None if zoomed else tiny(panel_traces)
         if view.noise_floor is not None and not log_y and view.noise_floor < TINY:
             exp = math.floor(math.log10(view.noise_floor))  # the axis in units of the floor's
         if exp is not None:
-            traces = [_scaled(t, exp) for t in traces]
-        ys.append(_y_axis(i, panel, view, log_y, exp, traces))
+            panel_traces = [_scaled(t, exp) for t in panel_traces]
+        ys.append(_y_axis(i, panel, view, log_y, exp, panel_traces))
         scale = f"×1e{exp}" if exp is not None else ""
-        out += _panel_series(traces, i, panel, x_name, detail, scale)
-        out += _band_lines(series, panel, i, traces)
-        if not traces:
+        out += _panel_series(panel_traces, i, panel, x_name, detail, scale)
+        out += _band_lines(series, panel, i, panel_traces)
+        if not panel_traces:
             notes.append(_empty_note(i, view.empty_note))
     option = {
         "animation": False,
@@ -299,22 +300,22 @@ def grid_option(
 
 
 def _panel_series(
-    traces: Sequence[compare_traces.Trace | compare_traces.Readout],
+    panel_traces: Sequence[traces.Trace | traces.Readout],
     i: int,
     panel: Panel,
     x_name: str,
     detail: bool,
     scale: str,
 ) -> list[dict]:
-    """The ECharts series of panel ``i``'s traces, in their order; with ``detail``, a readout
+    """The ECharts series of panel ``i``'s panel_traces, in their order; with ``detail``, a readout
     series per run, else one for every run of the panel, last."""
     out: list[dict] = []
-    readouts = [t for t in traces if isinstance(t, compare_traces.Readout)]
-    for t in traces:
-        if isinstance(t, compare_traces.Readout):
+    readouts = [t for t in panel_traces if isinstance(t, traces.Readout)]
+    for t in panel_traces:
+        if isinstance(t, traces.Readout):
             if detail:
                 out.append(_readout_series(t, i, panel, x_name, scale))
-        elif t.role == compare_traces.BAND:
+        elif t.role == traces.BAND:
             out += _band_series(t, i)
         else:
             out.append(_line_series(t, i))
@@ -324,7 +325,7 @@ def _panel_series(
 
 
 def _runs_readout_series(
-    readouts: Sequence[compare_traces.Readout], i: int, x_name: str, scale: str = ""
+    readouts: Sequence[traces.Readout], i: int, x_name: str, scale: str = ""
 ) -> dict:
     """Every run's hover on panel ``i`` in one undrawn line: rows at the union of the runs' readout
     points (shared multiples of one spacing), a column per run with its EMA when it has one, else
@@ -386,7 +387,7 @@ def _title(i: int, title: str, subtitle: str) -> dict:
 
 def _x_ends(
     x_range: tuple[float, float] | None,
-    traces_by_panel: Sequence[Sequence[compare_traces.Trace | compare_traces.Readout]],
+    traces_by_panel: Sequence[Sequence[traces.Trace | traces.Readout]],
 ) -> tuple[float, float] | None:
     """The chart's one x range: ``x_range``, else the span of every trace's x; widened to round
     ticks (``series_math.nice_extent``). None when there is nothing to span."""
@@ -406,7 +407,7 @@ def _x_axis(i: int, x: str, x_name: str, ends: tuple[float, float] | None = None
         "nameLocation": "middle",
         "nameGap": 24,
         # the readout's shared x points are whole steps and tokens: no decimals
-        "axisPointer": {"label": {"precision": 0 if x in compare_traces.WHOLE_X else "auto"}},
+        "axisPointer": {"label": {"precision": 0 if x in traces.WHOLE_X else "auto"}},
     }
     if ends is not None:
         axis["min"], axis["max"] = ends
@@ -448,7 +449,7 @@ def _zoom(n: int, x: str) -> list[dict]:
             "right": "4%",
             "showDataShadow": False,
             "filterMode": "none",
-            "labelPrecision": 0 if x in compare_traces.WHOLE_X else "auto",
+            "labelPrecision": 0 if x in traces.WHOLE_X else "auto",
             "textStyle": {"color": GRID_TEXT},
         },
         {
@@ -467,25 +468,29 @@ def _zoom(n: int, x: str) -> list[dict]:
 #: the cell, and the spec cannot carry a JavaScript label formatter
 TINY = 1e-3
 #: the y values of a trace (a band's lower edge among them) and of a readout
-_Y_FIELDS = {compare_traces.Trace: ("y", "lo"), compare_traces.Readout: ("y", "ema", "second")}
+_Y_FIELDS = {traces.Trace: ("y", "lo"), traces.Readout: ("y", "ema", "second")}
 
 
-def tiny(traces: Sequence[compare_traces.Trace | compare_traces.Readout]) -> int | None:
+def tiny(panel_traces: Sequence[traces.Trace | traces.Readout]) -> int | None:
     """k (floor of log10 of the largest |y|) when every finite y of ``traces`` is below TINY in
     size and one is not 0, else None."""
-    ends = series_math.finite_range(
-        np.abs(np.asarray(getattr(t, k), np.float64))
-        for t in traces
+    return tiny_exponent(
+        np.asarray(getattr(t, k), np.float64)
+        for t in panel_traces
         for k in _Y_FIELDS[type(t)]
         if getattr(t, k) is not None
     )
+
+
+def tiny_exponent(values: Iterable[np.ndarray]) -> int | None:
+    """k = floor(log10 max |y|) over the finite ``values`` when all are below TINY in size and one
+    is not 0, else None."""
+    ends = series_math.finite_range(np.abs(v) for v in values)
     top = ends[1] if ends is not None else 0.0
     return math.floor(math.log10(top)) if 0 < top < TINY else None
 
 
-def _scaled(
-    t: compare_traces.Trace | compare_traces.Readout, exp: int
-) -> compare_traces.Trace | compare_traces.Readout:
+def _scaled(t: traces.Trace | traces.Readout, exp: int) -> traces.Trace | traces.Readout:
     """A copy of ``t`` with its y values in units of 10^exp."""
     fields = _Y_FIELDS[type(t)]
     scaled: dict[str, Any] = {
@@ -502,7 +507,7 @@ def _y_axis(
     view: PanelView,
     log_y: bool,
     exp: int | None = None,
-    traces: Sequence[compare_traces.Trace | compare_traces.Readout] = (),
+    panel_traces: Sequence[traces.Trace | traces.Readout] = (),
 ) -> dict:
     """Panel ``i``'s y axis, named with its unit (and the 10^exp its values are drawn in, the
     ``traces``' own scale): log, or zoomed to ``view.y_range`` (in the same units; an end is
@@ -525,7 +530,7 @@ def _y_axis(
         # a zoom's ends are mostly no round numbers: no label there ("-0.0808")
         show = {"showMinLabel": series_math.is_round(lo), "showMaxLabel": series_math.is_round(hi)}
         axis["axisLabel"] = show
-    elif view.tight and (extent := _y_extent(traces)) is not None:
+    elif view.tight and (extent := _y_extent(panel_traces)) is not None:
         # the drawn extent is the values' observed range (``PanelView``), to a round step
         axis["min"], axis["max"] = series_math.tight_extent(*extent)
     elif view.nonnegative:
@@ -534,14 +539,14 @@ def _y_axis(
 
 
 def _y_extent(
-    traces: Sequence[compare_traces.Trace | compare_traces.Readout],
+    panel_traces: Sequence[traces.Trace | traces.Readout],
 ) -> tuple[float, float] | None:
     """(min, max) of every finite y the ``traces`` draw (a band's lower edge included; a readout
     draws nothing), or None."""
     return series_math.finite_range(
         v
-        for t in traces
-        if not isinstance(t, compare_traces.Readout)
+        for t in panel_traces
+        if not isinstance(t, traces.Readout)
         for v in (t.y, t.lo)
         if v is not None
     )
@@ -560,7 +565,7 @@ def legend_rows(chars: Sequence[int], width_px: int = LEGEND_WIDTH_PX) -> int:
     return rows
 
 
-def legend_option(series: Sequence[compare_traces.RunSeries]) -> tuple[dict, int]:
+def legend_option(series: Sequence[traces.RunSeries]) -> tuple[dict, int]:
     """(option, height px): a legend strip, one entry per run in its colour with its algorithm's
     dash (the grid draws no legend of its own)."""
     names = [f"{s.label} · {line_style.algorithm_text(s.algorithm)}" for s in series]

@@ -1,4 +1,4 @@
-"""The Compare page's traces (``app.compare_traces``' records) as Plotly: one small multiple per
+"""The Compare page's traces (``app.compare.traces``' records) as Plotly: one small multiple per
 panel (``compare_figure``), for a page that draws a panel alone with Plotly (Lengths). Plotly
 renders a few HTML tags and fills ``%{...}`` in hover templates, so every text from disk is
 escaped here (``charts.plot_text``)."""
@@ -10,48 +10,45 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from app import charts, compare_traces
+from app import charts
 from app.colors import rgba
+from app.compare import traces
+from app.compare.panels import Panel
+from app.compare.series_math import compact
 from app.line_style import PLOTLY_SYMBOL
-from app.panels import Panel
-from app.series_math import compact
 
 PANEL_HEIGHT = 260  # px, what Lengths (the one page drawing a panel alone) draws it at
 
 
-def compare_figure(
-    series: Sequence[compare_traces.RunSeries], panel: Panel, **options
-) -> go.Figure:
+def compare_figure(series: Sequence[traces.RunSeries], panel: Panel, **options) -> go.Figure:
     """One small multiple: ``panel``'s metric for every run, titled with its unit and eps, GSPO's
-    band lines on the log-ratio panel. ``options`` are ``compare_traces.run_traces``'s (x,
+    band lines on the log-ratio panel. ``options`` are ``traces.run_traces``'s (x,
     smoothing, log_y, max_points, bands, subset); a readout, which is no Plotly trace, is left
     out."""
-    x, log_y = options.get("x", compare_traces.X_STEP), options.get("log_y", False)
-    traces = []
+    x, log_y = options.get("x", traces.X_STEP), options.get("log_y", False)
+    figure_traces = []
     for s in series:
         source = s.sources.get(panel.column)
-        for t in compare_traces.run_traces(s, panel, **options):
-            if isinstance(t, compare_traces.Trace):
-                traces.append(plotly_trace(t, panel, x, source))
+        for t in traces.run_traces(s, panel, **options):
+            if isinstance(t, traces.Trace):
+                figure_traces.append(plotly_trace(t, panel, x, source))
     shapes, notes = _clip_band_lines(series, panel)
-    if not traces:
+    if not figure_traces:
         notes.append(charts.centered_note("no data for the selected runs"))
-    title = charts.plot_text(compare_traces.panel_title(panel, series))
-    layout = charts.layout_dict(
-        title, compare_traces.X_AXES.get(x, x), panel.unit, PANEL_HEIGHT, log_y
-    )
+    title = charts.plot_text(traces.panel_title(panel, series))
+    layout = charts.layout_dict(title, traces.X_AXES.get(x, x), panel.unit, PANEL_HEIGHT, log_y)
     layout.update(shapes=shapes, annotations=notes, showlegend=False)
-    # traces and layout are built here from known-good dicts: skip plotly's per-property validation
+    # figure_traces and layout are built here from known-good dicts: skip plotly's per-property validation
     # (it costs time on every chart, and the Compare page draws a dozen)
-    return go.Figure(data=traces, layout=layout, _validate=False)
+    return go.Figure(data=figure_traces, layout=layout, _validate=False)
 
 
-def plotly_trace(t: compare_traces.Trace, panel: Panel, x: str, source: str | None = None) -> dict:
+def plotly_trace(t: traces.Trace, panel: Panel, x: str, source: str | None = None) -> dict:
     """``t`` as a Plotly trace dict: a band as a closed polygon (x forward, then back; upper edge,
     then lower), filled; a line or dots with a hover naming the run, the x axis and the metric
     (``source``: the foreign metric the column was mapped from). Text escaped (``plot_text``)."""
     sty = t.style
-    if t.role == compare_traces.BAND:
+    if t.role == traces.BAND:
         if t.lo is None:
             raise ValueError(f"band trace {t.name!r} has no lower edge (lo)")
         return {
@@ -70,13 +67,11 @@ def plotly_trace(t: compare_traces.Trace, panel: Panel, x: str, source: str | No
         }
     what = charts.plot_text(panel.title)
     shown_as = what + (f" (from {charts.plot_text(source)})" if source else "")
-    if t.role == compare_traces.SECOND:
+    if t.role == traces.SECOND:
         shown_as = shown_as.replace(what, panel.second_label)
-    value = "%{y:.4g} (EMA)" if t.role == compare_traces.EMA else "%{y:.4g}"
-    at = (
-        "%{x:,.0f}" if x in compare_traces.WHOLE_X else "%{x:.4g}"
-    )  # steps and tokens are whole numbers
-    hover = f"{charts.plot_text(t.label)}<br>{compare_traces.X_AXES.get(x, x)} {at}<br>{shown_as} {value}"
+    value = "%{y:.4g} (EMA)" if t.role == traces.EMA else "%{y:.4g}"
+    at = "%{x:,.0f}" if x in traces.WHOLE_X else "%{x:.4g}"  # steps and tokens are whole numbers
+    hover = f"{charts.plot_text(t.label)}<br>{traces.X_AXES.get(x, x)} {at}<br>{shown_as} {value}"
     trace: dict[str, object] = {
         "type": "scatter",
         "x": t.x,
@@ -91,19 +86,19 @@ def plotly_trace(t: compare_traces.Trace, panel: Panel, x: str, source: str | No
     if sty.opacity is not None:
         trace["opacity"] = sty.opacity
     if sty.marker is not None:
-        mode = "markers" if t.role == compare_traces.SECOND else "lines+markers"
+        mode = "markers" if t.role == traces.SECOND else "lines+markers"
         marker = {"color": sty.color, "size": sty.marker, "symbol": PLOTLY_SYMBOL[sty.symbol]}
         trace.update(mode=mode, marker=marker)
     return trace
 
 
 def _clip_band_lines(
-    series: Sequence[compare_traces.RunSeries], panel: Panel
+    series: Sequence[traces.RunSeries], panel: Panel
 ) -> tuple[list[dict], list[dict]]:
     """(shapes, annotations): ``clip_band_lines`` as dotted lines across a Plotly figure,
     labelled."""
     shapes, notes = [], []
-    for y, text in compare_traces.clip_band_lines(series, panel):
+    for y, text in traces.clip_band_lines(series, panel):
         ref = {"xref": "x domain", "yref": "y"}
         shapes.append(
             {

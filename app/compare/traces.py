@@ -1,8 +1,8 @@
-"""The Compare page's traces in no renderer's terms: for one run and one panel (``app.panels``),
+"""The Compare page's traces in no renderer's terms: for one run and one panel (``app.compare.panels``),
 the lines it draws (raw, EMA, second column, band) as ``Trace`` records and the values its hover
 lists as a ``Readout``. Text here is plain (a run or metric name from disk as it is); each
 renderer formats the records its own way and escapes what its format needs
-(``app.echarts_grid`` for the Compare grid, ``app.plotly_traces`` for Plotly).
+(``app.compare.echarts_grid`` for the Compare grid, ``app.compare.plotly_traces`` for Plotly).
 """
 
 from __future__ import annotations
@@ -15,7 +15,9 @@ from typing import ClassVar
 import numpy as np
 import pandas as pd
 
-from app.compare_view import (
+from app.compare.panels import Panel, has_data
+from app.compare.series_math import compact, downsample_indices, ema, envelope, readout_points
+from app.compare.view import (
     SEQ_BAND_ZOOM,
     SUBSET_TEXT,
     PanelView,
@@ -27,8 +29,6 @@ from app.compare_view import (
 )
 from app.eps_format import eps_text, fmt_eps
 from app.line_style import DOT, MARKER_SIZE, OPEN_TRIANGLE, SECOND_MARKER_SIZE, dash_for, is_sparse
-from app.panels import Panel, has_data
-from app.series_math import compact, downsample_indices, ema, envelope, readout_points
 from gspo_metrics.spec import clip_unit_of
 from training_hooks.findings.lag import ALL, LagSplit, lag_split
 from training_hooks.metric_map import Derived

@@ -42,7 +42,7 @@ class Panel:
     nonnegative: bool = False  # values >= 0: the y axis starts at 0 (a flat 0 reads as 0)
     band_opacity: float = BAND_OPACITY  # the band's fill
     #: values below this in size are float noise, not signal (the panel says so and draws them
-    #: flat at 0: ``compare_traces.panel_view``); None: no such floor
+    #: flat at 0: ``traces.panel_view``); None: no such floor
     noise_floor: float | None = None
 
 

@@ -1,5 +1,5 @@
 """Compare's runs grouped over seeds: the grouping control, the verdict table (the same report as
-``python -m app.verdict``, on the shown runs) and the grouped charts (``app.group_chart``).
+``python -m app.verdict``, on the shown runs) and the grouped charts (``app.compare.group_chart``).
 
 Grouping by the ratio level (GSPO against GRPO, whatever the aggregation) is on by default when it
 makes two or more groups, each of 2 or more runs of distinct stated seeds; else by algorithm when
@@ -16,20 +16,11 @@ import pandas as pd
 import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
-from app import (
-    colors,
-    compare_traces,
-    compare_view,
-    data,
-    group_chart,
-    panels,
-    series_math,
-    traces,
-    ui,
-)
+from app import colors, data, ui
 from app import run_groups as rg
 from app import verdict as vd
 from app import verdict_stats as vs
+from app.compare import cache, group_chart, panels, series_math, traces, view
 from app.records import RunRef, Table
 from training_hooks.findings import lag
 from training_hooks.schema import Step
@@ -58,19 +49,19 @@ def _seeds(g: rg.RunGroup) -> bool:
     return len(seeds) >= 2 and None not in seeds and len(set(seeds)) == len(seeds)
 
 
-def metric_options(series: Sequence[compare_traces.RunSeries]) -> list[str]:
+def metric_options(series: Sequence[traces.RunSeries]) -> list[str]:
     """Step columns to score: the built-in panels' columns any shown run logged (panel order),
     then the other numeric columns (the ones a table left unread too: ``UNREAD_COLUMNS``)."""
     frames = [s.df for s in series]
     have = {c for df in frames for c, t in df.dtypes.items() if pd.api.types.is_numeric_dtype(t)}
     have |= {c for df in frames for c, num in df.attrs.get(UNREAD_COLUMNS, {}).items() if num}
     builtin = [p.column for p in panels.PANELS if p.column in have]
-    skip = {Step.STEP, *compare_traces.X_AXES}
+    skip = {Step.STEP, *traces.X_AXES}
     return builtin + sorted(have - set(builtin) - skip)
 
 
 def controls(
-    shown: Sequence[RunRef], series: Sequence[compare_traces.RunSeries]
+    shown: Sequence[RunRef], series: Sequence[traces.RunSeries]
 ) -> tuple[str, str | None, float, dict[str, str]]:
     """(group-by key or NONE, verdict metric (None: no numeric column to score), final
     fraction, {group: its own column} (``python -m app.verdict``'s ``--group-metric``))."""
@@ -192,7 +183,7 @@ def chart_slot(n_panels: int) -> DeltaGenerator:
 def grouped_charts(
     slot: DeltaGenerator,
     r: vd.Report,
-    series: Sequence[compare_traces.RunSeries],
+    series: Sequence[traces.RunSeries],
     shown_panels: Sequence[panels.Panel],
     digests: Mapping[str, str],
     *,
@@ -202,9 +193,9 @@ def grouped_charts(
     max_points: int,
 ) -> None:
     """The shown panels, one mean + band + faint seeds per group, and the seeds panel, drawn in
-    ``slot`` (``chart_slot``; ``digests``: each series' ``traces.run_digest``); each run
-    on the steps its panel shows (the "steps" control, ``compare_view.panel_subset``). The
-    option is cached whole on everything it is drawn from (``traces.chart_key``)."""
+    ``slot`` (``chart_slot``; ``digests``: each series' ``cache.run_digest``); each run
+    on the steps its panel shows (the "steps" control, ``view.panel_subset``). The
+    option is cached whole on everything it is drawn from (``cache.chart_key``)."""
     by_key = {s.key: s for s in series}
     groups = [
         (
@@ -217,15 +208,15 @@ def grouped_charts(
     members = [m for _, _, ms in groups for m in ms]
     opts: dict = {"x": x, "steps": steps, "smoothing": smoothing, "max_points": max_points}
     grouped = [(g.name, color, [m.key for m in ms]) for g, color, ms in groups]
-    option, height = traces.CHARTS.get(
-        traces.chart_key(members, digests, shown_panels, {"grouped": grouped, **opts}),
+    option, height = cache.chart(
+        cache.chart_key(members, digests, shown_panels, {"grouped": grouped, **opts}),
         functools.partial(grouped_option, groups, shown_panels, **opts),
     )
     slot.echarts_chart(option, height=height, key="grouped")
 
 
 def grouped_option(
-    groups: Sequence[tuple[rg.RunGroup, str, Sequence[compare_traces.RunSeries]]],
+    groups: Sequence[tuple[rg.RunGroup, str, Sequence[traces.RunSeries]]],
     shown_panels: Sequence[panels.Panel],
     *,
     x: str,
@@ -258,7 +249,7 @@ def grouped_option(
     ]
     x_range = (float(grid[0]), float(grid[-1])) if len(grid) else None
     return group_chart.grouped_option(
-        drawn, seeds_panel, x_name=compare_traces.X_AXES.get(x, x), x_range=x_range
+        drawn, seeds_panel, x_name=traces.X_AXES.get(x, x), x_range=x_range
     )
 
 
@@ -269,19 +260,17 @@ _Values = tuple[np.ndarray, dict[str, tuple[np.ndarray, np.ndarray]]]
 class _Columns:
     """The runs' values for every panel, read once per run and subset of steps: the rows of the
     subset with a finite x, sorted by x, and every shown panel's column there, EMA-smoothed all
-    at once (``group_chart.ema_columns``). ``seed`` then gives what ``group_chart.seed_of`` gives
+    at once (``series_math.ema_columns``). ``seed`` then gives what ``group_chart.seed_of`` gives
     on the panel's rows, without a frame or a smoothing per panel."""
 
     def __init__(self, x: str, columns: Sequence[str], smoothing: float) -> None:
         self.x, self.columns, self.smoothing = x, list(dict.fromkeys(columns)), smoothing
         self._read: dict[tuple[str, str], _Values | None] = {}
 
-    def seed(
-        self, s: compare_traces.RunSeries, p: panels.Panel, steps: str
-    ) -> group_chart.Seed | None:
+    def seed(self, s: traces.RunSeries, p: panels.Panel, steps: str) -> group_chart.Seed | None:
         """Run ``s`` on panel ``p``'s column over the rows that panel shows under the "steps"
-        choice ``steps`` (``compare_view.panel_subset``); None when it has no finite value."""
-        subset = compare_view.panel_subset(p.off_policy_default, steps, s.lag)
+        choice ``steps`` (``view.panel_subset``); None when it has no finite value."""
+        subset = view.panel_subset(p.off_policy_default, steps, s.lag)
         if (s.key, subset) not in self._read:
             self._read[s.key, subset] = self._values(s, subset)
         got = self._read[s.key, subset]
@@ -290,7 +279,7 @@ class _Columns:
         xs, (ys, ok) = got[0], got[1][p.column]
         return group_chart.Seed(s.label, xs[ok], ys[ok]) if ok.any() else None
 
-    def _values(self, s: compare_traces.RunSeries, subset: str) -> _Values | None:
+    def _values(self, s: traces.RunSeries, subset: str) -> _Values | None:
         if self.x not in s.df.columns:
             return None
         xs = s.df[self.x].to_numpy(np.float64, na_value=np.nan)
@@ -302,11 +291,11 @@ class _Columns:
             return xs[rows], {}
         y = np.column_stack([s.df[c].to_numpy(np.float64, na_value=np.nan)[rows] for c in have])
         ok = np.isfinite(y)
-        smooth = group_chart.ema_columns(y, self.smoothing) if self.smoothing else y
+        smooth = series_math.ema_columns(y, self.smoothing) if self.smoothing else y
         return xs[rows], {c: (smooth[:, j], ok[:, j]) for j, c in enumerate(have)}
 
 
-def x_spans(members: Sequence[compare_traces.RunSeries], x: str) -> list[tuple[float, float]]:
+def x_spans(members: Sequence[traces.RunSeries], x: str) -> list[tuple[float, float]]:
     """(lo, hi) of the x column's finite values, per member that has one."""
     spans = [
         series_math.finite_range([m.df[x].to_numpy(np.float64, na_value=np.nan)])

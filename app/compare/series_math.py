@@ -31,13 +31,22 @@ def ema(y: np.ndarray, weight: float) -> np.ndarray:
     """Debiased exponential moving average (TensorBoard's smoothing): weight 0 = raw, 0.99 = heavy.
 
     m_t = w m_{t-1} + (1-w) y_t,  shown as m_t / (1 - w^t); non-finite values are skipped."""
+    return ema_columns(np.asarray(y, np.float64)[:, None], weight)[:, 0]
+
+
+def ema_columns(y: np.ndarray, weight: float) -> np.ndarray:
+    """``ema`` of each column of ``y`` (rows, columns) at once; a column's
+    non-finite values are skipped (at a finite value the result is the EMA of that column's
+    finite values alone)."""
     if not 0 <= weight < 1:
         raise ValueError(f"weight must be in [0, 1), got {weight}")
-    y = np.asarray(y, dtype=np.float64)
-    if weight == 0 or len(y) == 0:
+    y = np.asarray(y, np.float64)
+    if y.ndim != 2:
+        raise ValueError(f"y must be (rows, columns), got shape {y.shape}")
+    if weight == 0 or not y.size:
         return y.copy()
-    s = pd.Series(np.where(np.isfinite(y), y, np.nan))
-    return s.ewm(alpha=1 - weight, adjust=True, ignore_na=True).mean().to_numpy()
+    frame = pd.DataFrame(np.where(np.isfinite(y), y, np.nan))
+    return frame.ewm(alpha=1 - weight, adjust=True, ignore_na=True).mean().to_numpy(np.float64)
 
 
 def envelope(

@@ -1,7 +1,7 @@
 """Compare's grouped view: per group of runs (seeds of one configuration) and metric, the mean
 over its seeds with a pointwise 95% bootstrap band, its seeds as faint lines behind, and a last
 panel with the number of seeds at each x. Pure: curves in, one ECharts option out (the layout,
-titles, axes and zoom of ``app.echarts_grid``).
+titles, axes and zoom of ``app.compare.echarts_grid``).
 
 How a group's curve is made (``group_curve``): each seed's finite values, sorted by x and EMA
 smoothed over its own points when asked, are linearly interpolated onto the panel's x grid
@@ -22,9 +22,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from app import echarts_grid, series_math
 from app import verdict_stats as vs
 from app.colors import rgba
+from app.compare import echarts_grid, series_math
 
 GRID_POINTS = 200  # x points of a panel's means and bands (a panel is ~450 px wide)
 SEED_POINTS = 300  # points per faint seed line at most
@@ -78,21 +78,6 @@ def seed_of(label: str, df: pd.DataFrame, x: str, column: str, smoothing: float)
         order = np.argsort(xs, kind="stable")
         xs, ys = xs[order], ys[order]
     return Seed(label, xs, series_math.ema(ys, smoothing) if smoothing else ys)
-
-
-def ema_columns(y: np.ndarray, weight: float) -> np.ndarray:
-    """``series_math.ema`` of each column of ``y`` (rows, columns) at once; a column's
-    non-finite values are skipped (at a finite value the result is the EMA of that column's
-    finite values alone)."""
-    if not 0 <= weight < 1:
-        raise ValueError(f"weight must be in [0, 1), got {weight}")
-    y = np.asarray(y, np.float64)
-    if y.ndim != 2:
-        raise ValueError(f"y must be (rows, columns), got shape {y.shape}")
-    if weight == 0 or not y.size:
-        return y.copy()
-    frame = pd.DataFrame(np.where(np.isfinite(y), y, np.nan))
-    return frame.ewm(alpha=1 - weight, adjust=True, ignore_na=True).mean().to_numpy(np.float64)
 
 
 def grid_x(seeds: Sequence[Seed], n: int = GRID_POINTS) -> np.ndarray:
@@ -425,13 +410,10 @@ def pending_option() -> dict:
 
 
 def tiny_exponent(curves: Sequence[GroupCurve]) -> int | None:
-    """k = floor(log10 max |y|) when every finite value the ``curves`` draw is below
-    ``echarts_grid.TINY`` in size and one is not 0, else None."""
-    ends = series_math.finite_range(
-        np.abs(v) for g in curves for v in (g.mean, g.lo, g.hi, *(s.y for s in g.seeds))
+    """``echarts_grid.tiny_exponent`` of every value the ``curves`` draw."""
+    return echarts_grid.tiny_exponent(
+        v for g in curves for v in (g.mean, g.lo, g.hi, *(s.y for s in g.seeds))
     )
-    top = ends[1] if ends is not None else 0.0
-    return math.floor(math.log10(top)) if 0 < top < echarts_grid.TINY else None
 
 
 def scaled(g: GroupCurve, factor: float) -> GroupCurve:

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from app.panels import PANEL_COLUMNS, PANELS
-from app.series_math import finite_range
+from app.compare.panels import PANEL_COLUMNS, PANELS
+from app.compare.series_math import finite_range
 from training_hooks.findings import lag
 from training_hooks.metric_map import Derived, candidate_columns, is_known_column
 from training_hooks.schema import STEP_COLUMNS, STEP_KEY_COLUMNS, RunInfo, Step
