@@ -19,18 +19,20 @@ from training_hooks.findings.progress import (
     NO_REWARD_PROGRESS,
     PROGRESS_CHECK,
     PROGRESSES,
-    REWARD_TOTAL_MISMATCH,
-    TOTAL_CHECK,
     UNDECIDED,
     Trend,
     check_reward_progress,
-    check_reward_total,
     reward_totals,
     step_noise,
-    weight_stretches,
 )
 from training_hooks.findings.run import CHECKS, CODES, LIVE_CODES
 from training_hooks.findings.thresholds import PROGRESS, THRESHOLDS
+from training_hooks.findings.total import (
+    REWARD_TOTAL_MISMATCH,
+    TOTAL_CHECK,
+    check_reward_total,
+    weight_stretches,
+)
 from training_hooks.schema import Step
 
 A = 0.1  # the amplitude of the noise pattern below

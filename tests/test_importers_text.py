@@ -12,7 +12,8 @@ import pytest
 from training_hooks import importers, schema, tables
 from training_hooks.importers._sniff import TEXT_LOG, sniff
 from training_hooks.importers.keymap import guess_meaning, name_key
-from training_hooks.importers.text_log import GUESSED, parse_line, read
+from training_hooks.importers.text_lines import parse_line
+from training_hooks.importers.text_log import GUESSED, read
 from training_hooks.schema import Step
 
 ROUND2 = Path("/work/fetched_logs2/other")

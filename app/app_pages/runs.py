@@ -93,32 +93,7 @@ def _import_form() -> None:
                 step=1,
                 key="import_segment",
             )
-            step_col, size_col = st.columns(2)
-            step_key = step_col.text_input(
-                "Step key (your own log: the key holding the step)",
-                key="import_step_key",
-                help="Left empty: the tool's own step, else the record's index (said so).",
-            )
-            group_size = size_col.number_input(
-                "Completions per prompt (group size, if the log does not say)",
-                min_value=1,
-                value=None,
-                step=1,
-                key="import_group_size",
-            )
-            maps = st.text_area(
-                "Key map: what your log's keys mean, one MEANING=KEY a line (e.g. reward=mean_reward)",
-                key="import_key_map",
-                help="For a log of your own keys (jsonl, csv) or to override a tool's mapping; "
-                "a meaning we do not know is refused with the list of those we do. Unmapped keys "
-                "are kept under their own names.",
-            )
-            sets = st.text_area(
-                "Settings the log does not state, one NAME=VALUE a line (e.g. epsilon=0.0003)",
-                key="import_settings",
-                help="Recorded as stated by you in the run's provenance; a name the tool does not "
-                "know is refused.",
-            )
+            key_fields = _key_map_fields()
             replace = st.checkbox(
                 "Replace an earlier import of this log",
                 key="import_replace",
@@ -129,7 +104,7 @@ def _import_form() -> None:
         if not submitted:
             return
         try:
-            key_map = _key_map(source, step_key, maps, sets, group_size)
+            key_map = _key_map(source, *key_fields)
         except ValueError as e:
             st.error(f"Key map: {ui.md_escape(e)}", icon=":material/error:")
             return
@@ -144,6 +119,38 @@ def _import_form() -> None:
             tool_version=version.strip() or None,
             key_map=key_map,
         )
+
+
+def _key_map_fields() -> tuple[str, str, str, int | None]:
+    """The form's fields for a log of a loop's own keys (the CLI's ``--step``, ``--map``,
+    ``--set``, ``--group-size``): (step key, map lines, settings lines, group size)."""
+    step_col, size_col = st.columns(2)
+    step_key = step_col.text_input(
+        "Step key (your own log: the key holding the step)",
+        key="import_step_key",
+        help="Left empty: the tool's own step, else the record's index (said so).",
+    )
+    group_size = size_col.number_input(
+        "Completions per prompt (group size, if the log does not say)",
+        min_value=1,
+        value=None,
+        step=1,
+        key="import_group_size",
+    )
+    maps = st.text_area(
+        "Key map: what your log's keys mean, one MEANING=KEY a line (e.g. reward=mean_reward)",
+        key="import_key_map",
+        help="For a log of your own keys (jsonl, csv) or to override a tool's mapping; "
+        "a meaning we do not know is refused with the list of those we do. Unmapped keys "
+        "are kept under their own names.",
+    )
+    sets = st.text_area(
+        "Settings the log does not state, one NAME=VALUE a line (e.g. epsilon=0.0003)",
+        key="import_settings",
+        help="Recorded as stated by you in the run's provenance; a name the tool does not "
+        "know is refused.",
+    )
+    return step_key, maps, sets, group_size
 
 
 def _key_map(source: str, step: str, maps: str, sets: str, group_size):

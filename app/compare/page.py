@@ -33,6 +33,16 @@ STEP_LABELS = {
 }
 
 
+#: The page's lead paragraph.
+INTRO = (
+    "Each chart is one metric over training for every shown run. Colour = run, line style = "
+    f"the ratio the loss ran on ({line_style.styles_sentence(['?'])}); a series of few points (validation) has "
+    "a marker at each point and is not smoothed. Clip fractions come in two units: the sequence unit "
+    "(GSPO's ε, share of sequences) and the token unit (GRPO's ε, share of tokens); a run recorded "
+    "by gspo-dash's hooks records both, an import what its log had (said per run below)."
+)
+
+
 def controls() -> dict:
     """The row of view controls; returns the options every panel is drawn with."""
     with st.container(horizontal=True, vertical_alignment="bottom"):
@@ -330,39 +340,9 @@ def stand_in_panels(found: dict[str, list[view.StandIn]]) -> list[panels.Panel]:
     return list(out.values())
 
 
-def render() -> None:
-    """The page, top to bottom: runs, controls, the verdict when grouped, the charts, the metrics
-    beyond the built-in panels."""
-    ctx = ui.page_header(
-        "Compare runs",
-        "Each chart is one metric over training for every shown run. Colour = run, line style = "
-        f"the ratio the loss ran on ({line_style.styles_sentence(['?'])}); a series of few points (validation) has "
-        "a marker at each point and is not smoothed. Clip fractions come in two units: the sequence unit "
-        "(GSPO's ε, share of sequences) and the token unit (GRPO's ε, share of tokens); a run recorded "
-        "by gspo-dash's hooks records both, an import what its log had (said per run below).",
-    )
-    shown = ui.shown_runs(
-        ctx,
-        empty="No runs to compare: the root is empty. See the Runs page.",
-        defaulted="No runs selected: showing the {n} most recent. Pick runs in the sidebar or on the "
-        "Runs page.",
-    )
-    opts = controls()
-    steps_read: dict = {}
-    digests: dict = {}
-    series, stats, problems = load_series(shown, ctx, steps_read, digests)
-    if not series:
-        st.warning(
-            "None of the shown runs has a readable step table yet.", icon=":material/warning:"
-        )
-        ui.notice_problems(shown, problems)
-        st.stop()
-
-    own = [
-        ctx.label(r) for r in shown if r.source == SOURCE_PARQUET and r.info and not r.info.imported
-    ]
-    extras = view.classify_extras(stats, own)
-    builtin = [p.key for p in panels.PANELS]
+def chart_options(builtin: list[str], series, opts: dict) -> tuple[list[str], bool, list[str]]:
+    """The "Charts and log scales" expander: (charts chosen, open log s zoomed, log-scale keys);
+    sets ``opts["bands"]``."""
     titles = {p.key: p.title for p in panels.PANELS}
     with st.expander("Charts and log scales", icon=":material/tune:"):
         chosen = st.multiselect(
@@ -390,7 +370,11 @@ def render() -> None:
             default=[],
             key="logy",
         )
+    return chosen, zoom_band, log_keys or []
 
+
+def verdict_section(shown, series, opts: dict, steps_read: dict):
+    """The grouping controls and, grouped, the verdict's table: (grouped by, the verdict or None)."""
     by, verdict_metric, verdict_final, own_metrics = grouping.controls(shown, series)
     verdict = None
     if by != grouping.NONE and verdict_metric is not None:
@@ -405,95 +389,55 @@ def render() -> None:
             )
     if verdict is not None:
         grouping.verdict_table(verdict)
-    grouped = verdict is not None and bool(verdict.grouping.groups)
-    runs_by_key = {r.key: r for r in shown}
-    if not grouped:
-        legend, legend_height = echarts_grid.legend_option(series)
-        st.echarts_chart(legend, height=legend_height, key="legend")
-        series = with_bounds(series, runs_by_key)
+    return by, verdict
 
-    def grid_series() -> list[traces.RunSeries]:
-        """The series for a per-run grid (with bounds) below the grouped charts too."""
-        return with_bounds(series, runs_by_key) if grouped else series
 
-    split = panels.split_by_data(
-        [s.df for s in series], [panels.PANELS_BY_KEY[k] for k in chosen], opts["x"]
+def chart_notes(series, split, opts: dict, runs_by_key: dict) -> dict:
+    """The lines above the charts (lag, points per run, x axis, clip units, metrics not logged or
+    logged under another name, zoom); returns the metrics logged under another name."""
+    lag_caption(series, opts["steps"])
+    plain = traces.trace_points(
+        panels.PANELS_BY_KEY["loss"],
+        len(series),
+        budget=PANEL_POINT_BUDGET,
+        max_points=opts["max_points"],
+        smoothing=opts["smoothing"],
+        bands=opts["bands"],
     )
-    shown_panels = split.drawn
-    # the lines about the charts go in ``notes``, above the charts' place: grouped, that place is
-    # shown at once (``chart_slot``), before the lines and the curves are computed
-    notes = st.container()
-    slot = grouping.chart_slot(len(shown_panels)) if grouped and shown_panels else None
-    with notes:
-        lag_caption(series, opts["steps"])
-        plain = traces.trace_points(
-            panels.PANELS_BY_KEY["loss"],
-            len(series),
-            budget=PANEL_POINT_BUDGET,
-            max_points=opts["max_points"],
-            smoothing=opts["smoothing"],
-            bands=opts["bands"],
+    if plain < opts["max_points"]:
+        st.caption(
+            f"{len(series)} runs share each chart's {PANEL_POINT_BUDGET:,} points: each run's line is "
+            f"cut to {plain} points to keep the page fast."
         )
-        if plain < opts["max_points"]:
-            st.caption(
-                f"{len(series)} runs share each chart's {PANEL_POINT_BUDGET:,} points: each run's line is "
-                f"cut to {plain} points to keep the page fast."
-            )
-        x_missing = [ui.md_escape(s.label) for s in series if not panels.has_data(s.df, opts["x"])]
-        if x_missing:
-            why = traces.X_UNLOGGED[opts["x"]]
-            st.caption(f"Left off this x axis ({why}): {', '.join(x_missing)}.")
+    x_missing = [ui.md_escape(s.label) for s in series if not panels.has_data(s.df, opts["x"])]
+    if x_missing:
+        why = traces.X_UNLOGGED[opts["x"]]
+        st.caption(f"Left off this x axis ({why}): {', '.join(x_missing)}.")
 
-        st.caption(ui.md_escape(view.clip_units_line([(s.label, s.df) for s in series])))
-        other_names = view.stand_ins(
-            [(s.label, runs_by_key[s.key].info, s.df) for s in series],
-            [p.column for p in split.unlogged],
+    st.caption(ui.md_escape(view.clip_units_line([(s.label, s.df) for s in series])))
+    other_names = view.stand_ins(
+        [(s.label, runs_by_key[s.key].info, s.df) for s in series],
+        [p.column for p in split.unlogged],
+    )
+    if unlogged := [p for p in split.unlogged if p.column not in other_names]:
+        st.caption(ui.md_escape(panels.not_logged_line(unlogged)))
+    if other_names:
+        titles_by_column = {p.column: p.title for p in split.unlogged}
+        st.caption(ui.md_escape(view.stand_in_sentence(titles_by_column, other_names)))
+    if split.off_axis:
+        why = f"Logged only by runs left off this x axis ({traces.X_UNLOGGED[opts['x']]})"
+        st.caption(ui.md_escape(panels.not_logged_line(split.off_axis, why)))
+    if split.drawn:
+        st.caption(
+            "X axes are linked: zoom with the slider above the charts (drag its ends) or ctrl + scroll "
+            "on a chart, and every chart follows; drag a zoomed chart to pan."
         )
-        if unlogged := [p for p in split.unlogged if p.column not in other_names]:
-            st.caption(ui.md_escape(panels.not_logged_line(unlogged)))
-        if other_names:
-            titles_by_column = {p.column: p.title for p in split.unlogged}
-            st.caption(ui.md_escape(view.stand_in_sentence(titles_by_column, other_names)))
-        if split.off_axis:
-            why = f"Logged only by runs left off this x axis ({traces.X_UNLOGGED[opts['x']]})"
-            st.caption(ui.md_escape(panels.not_logged_line(split.off_axis, why)))
-        if shown_panels:
-            st.caption(
-                "X axes are linked: zoom with the slider above the charts (drag its ends) or ctrl + scroll "
-                "on a chart, and every chart follows; drag a zoomed chart to pan."
-            )
-    if shown_panels:
-        if slot is not None and verdict is not None:
-            grouping.grouped_charts(
-                slot,
-                verdict,
-                series,
-                shown_panels,
-                digests,
-                x=opts["x"],
-                steps=opts["steps"],
-                smoothing=opts["smoothing"],
-                max_points=opts["max_points"],
-            )
-        else:
-            draw_panels(
-                series,
-                shown_panels,
-                opts,
-                digests,
-                key="grid",
-                log_keys=log_keys or [],
-                zoom_band=zoom_band,
-            )
-        draw_lag_split(series, shown_panels)
-    elif not chosen:
-        st.info("No built-in charts chosen (see 'Charts and log scales').", icon=":material/info:")
-    if other_names and st.toggle(
-        "Draw the metrics logged under another name (labelled with their own names)",
-        key="stand_ins",
-    ):
-        draw_panels(grid_series(), stand_in_panels(other_names), opts, digests, key="stand_in")
+    return other_names
 
+
+def below_charts(extras, series, shown_panels, opts, digests, grid_series, by, slot, grouped):
+    """Below the charts: the constants, the metrics beyond the built-in panels, and what each
+    chart means."""
     if extras.constants:
         names = list(dict.fromkeys(c.metric for c in extras.constants))
         named = ", ".join(ui.md_escape(n) for n in names[:3])
@@ -532,5 +476,96 @@ def render() -> None:
                     ]
                 )
             )
+
+
+def draw_charts(series, shown_panels, chosen, slot, verdict, opts, digests, log_keys, zoom_band):
+    """The built-in charts: grouped into ``slot`` with the verdict, else one per-run grid; then
+    the split by policy lag."""
+    if shown_panels:
+        if slot is not None and verdict is not None:
+            grouping.grouped_charts(
+                slot,
+                verdict,
+                series,
+                shown_panels,
+                digests,
+                x=opts["x"],
+                steps=opts["steps"],
+                smoothing=opts["smoothing"],
+                max_points=opts["max_points"],
+            )
+        else:
+            draw_panels(
+                series,
+                shown_panels,
+                opts,
+                digests,
+                key="grid",
+                log_keys=log_keys or [],
+                zoom_band=zoom_band,
+            )
+        draw_lag_split(series, shown_panels)
+    elif not chosen:
+        st.info("No built-in charts chosen (see 'Charts and log scales').", icon=":material/info:")
+
+
+def render() -> None:
+    """The page, top to bottom: runs, controls, the verdict when grouped, the charts, the metrics
+    beyond the built-in panels."""
+    ctx = ui.page_header("Compare runs", INTRO)
+    shown = ui.shown_runs(
+        ctx,
+        empty="No runs to compare: the root is empty. See the Runs page.",
+        defaulted="No runs selected: showing the {n} most recent. Pick runs in the sidebar or on the "
+        "Runs page.",
+    )
+    opts = controls()
+    steps_read: dict = {}
+    digests: dict = {}
+    series, stats, problems = load_series(shown, ctx, steps_read, digests)
+    if not series:
+        st.warning(
+            "None of the shown runs has a readable step table yet.", icon=":material/warning:"
+        )
+        ui.notice_problems(shown, problems)
+        st.stop()
+
+    own = [
+        ctx.label(r) for r in shown if r.source == SOURCE_PARQUET and r.info and not r.info.imported
+    ]
+    extras = view.classify_extras(stats, own)
+    builtin = [p.key for p in panels.PANELS]
+    chosen, zoom_band, log_keys = chart_options(builtin, series, opts)
+
+    by, verdict = verdict_section(shown, series, opts, steps_read)
+    grouped = verdict is not None and bool(verdict.grouping.groups)
+    runs_by_key = {r.key: r for r in shown}
+    if not grouped:
+        legend, legend_height = echarts_grid.legend_option(series)
+        st.echarts_chart(legend, height=legend_height, key="legend")
+        series = with_bounds(series, runs_by_key)
+
+    def grid_series() -> list[traces.RunSeries]:
+        """The series for a per-run grid (with bounds) below the grouped charts too."""
+        return with_bounds(series, runs_by_key) if grouped else series
+
+    split = panels.split_by_data(
+        [s.df for s in series], [panels.PANELS_BY_KEY[k] for k in chosen], opts["x"]
+    )
+    shown_panels = split.drawn
+    # the lines about the charts go in ``notes``, above the charts' place: grouped, that place is
+    # shown at once (``chart_slot``), before the lines and the curves are computed
+    notes = st.container()
+    slot = grouping.chart_slot(len(shown_panels)) if grouped and shown_panels else None
+    with notes:
+        other_names = chart_notes(series, split, opts, runs_by_key)
+    draw_charts(series, split.drawn, chosen, slot, verdict, opts, digests, log_keys, zoom_band)
+    if other_names and st.toggle(
+        "Draw the metrics logged under another name (labelled with their own names)",
+        key="stand_ins",
+    ):
+        draw_panels(grid_series(), stand_in_panels(other_names), opts, digests, key="stand_in")
+
+    below_charts(extras, series, shown_panels, opts, digests, grid_series, by, slot, grouped)
 
     ui.notice_problems(shown, problems)

@@ -56,7 +56,7 @@ from training_hooks.findings.length import (
 )
 from training_hooks.findings.mismatch import SAMPLER_MISMATCH
 from training_hooks.findings.onpolicy import CLIP_ONE_UPDATE
-from training_hooks.findings.progress import NO_REWARD_PROGRESS, REWARD_TOTAL_MISMATCH
+from training_hooks.findings.progress import NO_REWARD_PROGRESS
 from training_hooks.findings.raw import (
     GRAD_NORM_SPIKE,
     GRAD_OVER_CLIP,
@@ -130,6 +130,7 @@ from training_hooks.findings.thresholds import (
     RunThresholds,
     Threshold,
 )
+from training_hooks.findings.total import REWARD_TOTAL_MISMATCH
 
 __all__ = [
     "ATTENUATION_HIGH",

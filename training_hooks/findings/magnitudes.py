@@ -215,6 +215,15 @@ def rolling_level(v: np.ndarray, w: int) -> np.ndarray:
     return np.median(win, axis=1)
 
 
+_GRAD_HIGH_ADVICE = (
+    "A gradient this large for many steps is a loss on the wrong scale (summed over tokens "
+    "instead of averaged, a reward on a large scale, a missing normalisation), or an update that "
+    "diverges: with a clip, the clip and not the learning rate sets every step; without one, the "
+    "steps are as large as the norm. Check max_grad_norm and the loss's reduction, and where the "
+    "norm left its early level."
+)
+
+
 def check_grad_norm_high(df: pd.DataFrame, split, facts: RunFacts, cov: Coverage) -> list[Finding]:
     """``grad_norm_high`` (see the module docstring): the reasons that hold, in one finding."""
     name = "gradient norm level"
@@ -289,11 +298,7 @@ def check_grad_norm_high(df: pd.DataFrame, split, facts: RunFacts, cov: Coverage
             "The gradient norm sits far above its usual level",
             f"{facts.logged_as(gname)}: " + "; ".join(said) + ". The logged norm is the one "
             "before clipping.",
-            "A gradient this large for many steps is a loss on the wrong scale (summed over "
-            "tokens instead of averaged, a reward on a large scale, a missing normalisation), "
-            "or an update that diverges: with a clip, the clip and not the learning rate sets "
-            "every step; without one, the steps are as large as the norm. Check max_grad_norm "
-            "and the loss's reduction, and where the norm left its early level.",
+            _GRAD_HIGH_ADVICE,
             listed(steps[at]),
             basis=len(v),
         )

@@ -473,7 +473,14 @@ def check_reward_components(
             moving.append((c1 - c0, c, c0, c1))
     if not pinned:
         return []
-    if rises or saturates:
+    return [_pinned_finding(pinned, moving, steady_only, (t0, t1), rises, zv_late, facts, total)]
+
+
+def _pinned_finding(pinned, moving, steady_only, quarters, rises, zv_late, facts, total):
+    """``reward_component_pinned``'s finding: the components said, what the total does."""
+    t0, t1 = quarters
+    rise = t1 - t0
+    if rises or zv_late >= RUN.zero_var_warn.value:
         how = (
             f"the total {facts.logged_as(Step.REWARD_MEAN)} rises {t0:.3g} → {t1:.3g} (medians "
             "of the first and last quarter)"
@@ -506,16 +513,14 @@ def check_reward_components(
             "it can tell completions apart; drop it, or replace it with one that grades "
             "what is still wrong."
         )
-    return [
-        Finding(
-            REWARD_PINNED,
-            WARNING,
-            title,
-            "; ".join(pinned) + f", while {how}.",
-            advice,
-            basis=int(np.isfinite(total).sum()),
-        )
-    ]
+    return Finding(
+        REWARD_PINNED,
+        WARNING,
+        title,
+        "; ".join(pinned) + f", while {how}.",
+        advice,
+        basis=int(np.isfinite(total).sum()),
+    )
 
 
 def _steady(y: np.ndarray) -> tuple[float, int, int] | None:

@@ -18,7 +18,7 @@ from typing import Any
 import pandas as pd
 
 from training_hooks.findings import lag as lagmod
-from training_hooks.findings import magnitudes, progress
+from training_hooks.findings import magnitudes, progress, total
 from training_hooks.findings.attenuation import ATTENUATION_CODES, check_attenuation
 from training_hooks.findings.clip import CLIP_HIGH, CLIP_LOW, NOT_JUDGED, check_clip_range
 from training_hooks.findings.core import (
@@ -137,7 +137,7 @@ CHECKS: tuple[Check, ...] = (
     Check((KL_REF_HIGH,), check_kl_level),
     Check((STEPS_DROPPED,), check_steps_dropped),
     Check((progress.NO_REWARD_PROGRESS,), progress.check_reward_progress),
-    Check((progress.REWARD_TOTAL_MISMATCH,), progress.check_reward_total),
+    Check((total.REWARD_TOTAL_MISMATCH,), total.check_reward_total),
     Check((magnitudes.GRAD_NORM_HIGH,), magnitudes.check_grad_norm_high, live=True),
     Check((magnitudes.KL_REF_RISING,), magnitudes.check_kl_ref_rising),
     Check((magnitudes.LOSS_CONSTANT,), magnitudes.check_loss_constant, live=True),

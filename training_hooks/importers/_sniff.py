@@ -128,10 +128,10 @@ def _console_kind(text: str) -> Kind | None:
 
 def _text_kind(text: str) -> Kind | None:
     """A loop's own text log: ``TEXT_MIN_RECORDS`` record lines of one shape in the head
-    (``text_log.parse_line``; a JSON document is none)."""
+    (``text_lines.parse_line``; a JSON document is none)."""
     from collections import Counter
 
-    from training_hooks.importers.text_log import parse_line
+    from training_hooks.importers.text_lines import parse_line
 
     try:
         json.loads(text.lstrip().split("\n", 1)[0])

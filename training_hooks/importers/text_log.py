@@ -41,8 +41,6 @@ unknown. These loops print no end-of-training line.
 from __future__ import annotations
 
 import bisect
-import math
-import re
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -60,6 +58,7 @@ from training_hooks.importers.keymap import (
     guess_meaning,
     name_key,
 )
+from training_hooks.importers.text_lines import Parsed, parse_line
 from training_hooks.names import few
 from training_hooks.schema import Step
 from training_hooks.tool_settings import TEXT
@@ -67,115 +66,6 @@ from training_hooks.tool_settings import TEXT
 FILE_FORMAT = "a loop's own text log"
 GUESSED = "guessed from its name (the text importer's meaning table)"
 MAX_SHAPES_NAMED = 4
-
-_NUM = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?:nan|inf)"
-_WORD = r"(?!(?:and|is|the|with|of|at)\b)[A-Za-z_][\w./-]*"
-_KEY = rf"{_WORD}(?: {_WORD}){{0,3}}"
-#: ``key: value``, ``key=value``, ``key is value``
-PAIR = re.compile(
-    rf"(?<![\w./-])(?P<key>{_KEY})\s*(?::|=|\s+is\s+)\s*(?P<value>{_NUM})(?:s|ms|%)?"
-    r"(?=[\s,;|)\]]|$)",
-    re.IGNORECASE,
-)
-#: a printed batch: ``key: tensor([...])``, ``key is tensor([...], device=...)``, ``key=[...]``
-BATCH = re.compile(
-    rf"(?<![\w./-])(?P<key>{_KEY})\s*(?::|=|\s+is\s+)\s*(?:tensor\()?\[(?P<values>[^\[\]]*)\]"
-    r"(?:,[^()]*)?\)?",
-    re.IGNORECASE,
-)
-SPACED = re.compile(rf"^(?:[\s,|]*[A-Za-z_][\w./-]*\s+(?:{_NUM}))+[\s,|]*$", re.IGNORECASE)
-SPACED_PAIR = re.compile(rf"(?P<key>[A-Za-z_][\w./-]*)\s+(?P<value>{_NUM})", re.IGNORECASE)
-EPOCH = re.compile(r"\bepoch\W{0,3}(?P<n>\d+)\s*/\s*(?P<total>\d+)\W?", re.IGNORECASE)
-STEP_WORD = re.compile(
-    r"\b(?:global[_ ]step|step|iter(?:ation)?)\b\s*[:=#]?\s*(?P<n>\d+)"
-    r"(?:\s*(?:/|of)\s*(?P<total>\d+))?",
-    re.IGNORECASE,
-)
-BRACKET = re.compile(r"[(\[]\s*(?P<n>\d+)\s*/\s*(?P<total>\d+)\s*[)\]]")
-
-
-@dataclass(frozen=True)
-class Marker:
-    """A line's progress marker: the step it states and the planned total (None: not said)."""
-
-    step: int
-    total: int | None
-    text: str
-
-
-@dataclass(frozen=True)
-class Parsed:
-    """One line read: its marker, its numeric pairs (printed batches as mean/std/n) and the
-    batches' raw values."""
-
-    marker: Marker | None
-    pairs: dict[str, float]
-    batches: dict[str, list[float]]
-
-    @property
-    def is_record(self) -> bool:
-        n = len(self.pairs) - 3 * len(self.batches)
-        return bool(self.batches) or n >= 2 or (n >= 1 and self.marker is not None)
-
-    @property
-    def shape(self) -> tuple[str, ...]:
-        return tuple(sorted(self.pairs))
-
-
-def parse_line(text: str) -> tuple[Parsed, tuple[int, int] | None]:
-    """A line's marker, pairs and batches; and its epoch marker (e, E) when it has one."""
-    rest = text
-    epoch = None
-    m = EPOCH.search(rest)
-    if m:
-        epoch = (int(m["n"]), int(m["total"]))
-        rest = rest[: m.start()] + " " + rest[m.end() :]
-    marker = None
-    bars = bars_in(0, rest)
-    if bars:
-        b = bars[-1]
-        marker = Marker(b.n, b.total, f"{b.n}/{b.total}")
-        rest = re.sub(r"\|[^|]*\|\s*\d+/\d+(?:\s*\[[^\]]*\])?", " ", rest)
-    for rx in (STEP_WORD, BRACKET):
-        m = rx.search(rest) if marker is None else None
-        if m:
-            total = int(m["total"]) if m["total"] else None
-            marker = Marker(int(m["n"]), total, m.group(0).strip())
-            rest = rest[: m.start()] + " " + rest[m.end() :]
-    if marker is not None and epoch is not None and marker.total:
-        e, big = epoch
-        marker = Marker(
-            (e - 1) * marker.total + marker.step,
-            big * marker.total,
-            f"epoch {e}/{big}, {marker.text}",
-        )
-    pairs: dict[str, float] = {}
-    batches: dict[str, list[float]] = {}
-    for m in BATCH.finditer(rest):
-        values = _numbers(m["values"])
-        if values is None:
-            continue
-        key = m["key"].strip()
-        batches[key] = values
-        mean = sum(values) / len(values) if values else math.nan
-        var = sum((v - mean) ** 2 for v in values) / len(values) if values else math.nan
-        pairs |= {f"{key}.mean": mean, f"{key}.std": math.sqrt(var), f"{key}.n": len(values)}
-    if batches:
-        rest = BATCH.sub(" ", rest)
-    for m in PAIR.finditer(rest):
-        pairs.setdefault(m["key"].strip(), float(m["value"]))
-    if not pairs and SPACED.match(rest):
-        for m in SPACED_PAIR.finditer(rest):
-            pairs.setdefault(m["key"], float(m["value"]))
-    return Parsed(marker, pairs, batches), epoch
-
-
-def _numbers(text: str) -> list[float] | None:
-    parts = [p.strip() for p in text.split(",") if p.strip()]
-    try:
-        return [float(p) for p in parts] if parts else None
-    except ValueError:
-        return None
 
 
 @dataclass
@@ -379,17 +269,7 @@ def read(path: Path, key_map: KeyMap | None = None) -> SourceLog:
         raise wrong_format(file, TEXT, "text record (a line of 'key: value' numeric pairs)")
     steps = number(found.records)
     keys = list(dict.fromkeys(k for _, m, _ in steps.rows for k in m))
-    if key_map.step is not None:
-        raise ValueError(
-            "--step: a text log's step is each line's own progress marker (or the record index); "
-            "it takes no step key"
-        )
-    for column, key in key_map.columns.items():
-        batch = f"{key}.mean" in keys
-        if key not in keys and not batch:
-            raise ValueError(
-                f"--map {column}={key}: no record of {file} holds it ({few(keys, 12)})"
-            )
+    _check_key_map(key_map, keys, file)
     meaning, record = guesses(keys, key_map)
     group = key_map.settings.get("group_size")
     g = int(group.value) if group is not None and isinstance(group.value, int) else None
@@ -451,6 +331,21 @@ def read(path: Path, key_map: KeyMap | None = None) -> SourceLog:
             "map": record,
         },
     )
+
+
+def _check_key_map(key_map: KeyMap, keys: list[str], file: Path) -> None:
+    """ValueError for a ``--step`` (a text log's step is its lines' marker) or a ``--map`` key
+    no record holds (a printed batch is named by its key)."""
+    if key_map.step is not None:
+        raise ValueError(
+            "--step: a text log's step is each line's own progress marker (or the record index); "
+            "it takes no step key"
+        )
+    for column, key in key_map.columns.items():
+        if key not in keys and f"{key}.mean" not in keys:
+            raise ValueError(
+                f"--map {column}={key}: no record of {file} holds it ({few(keys, 12)})"
+            )
 
 
 def evidence(found: _Scan, steps: Steps, rows: dict[int, dict[str, Any]]) -> _end.Evidence:
