@@ -19,14 +19,12 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import replace
 
-import pyarrow.parquet as pq
-
 from app import data
 from app.data import PartFiles, part_files
 from app.kept_summaries import cached_object
 from app.mlflow_store import mlflow_runs
 from app.records import SOURCE_PARQUET, Discovery, RunRef, short_error
-from training_hooks import storage
+from training_hooks import storage, tables
 from training_hooks.findings import import_status
 from training_hooks.importers._describe import records_cut_text
 from training_hooks.run_summary import is_current
@@ -331,14 +329,14 @@ def _read_run_ref(root: str, name: str, stamp: tuple) -> RunRef | None:
             info = _run_info(root, run_dir, stamp)
         except (OSError, ValueError, TypeError) as e:
             problems.append(f"run.json is unreadable: {e}")
-    tables = _summary_tables(root, info, stamp) or _table_files(root, name, stamp)
-    step_files = tables[STEPS_DIR]
+    files = _summary_tables(root, info, stamp) or _table_files(root, name, stamp)
+    step_files = files[STEPS_DIR]
     if not has_json and not step_files:
         return None
     if not has_json:
         problems.append("run.json is missing: name, algorithm, eps and status are unknown")
-    has_sequences = bool(tables[SEQUENCES_DIR])
-    has_tokens = bool(tables[TOKENS_DIR])
+    has_sequences = bool(files[SEQUENCES_DIR])
+    has_tokens = bool(files[TOKENS_DIR])
     if not step_files:
         problems.append("no step table yet (steps/*.parquet)")
     if step_files and not has_sequences and not imported_tool(info):  # imports: step metrics only
@@ -350,7 +348,9 @@ def _read_run_ref(root: str, name: str, stamp: tuple) -> RunRef | None:
         return RunRef(
             key=name,
             name=name,
-            algorithm=_peek_algorithm(run_dir, step_files),
+            algorithm=str(
+                tables.first_value(run_dir, STEPS_DIR, Step.ALGORITHM, step_files) or "?"
+            ),
             status="unknown",
             source=SOURCE_PARQUET,
             path=run_dir,
@@ -423,16 +423,3 @@ def import_problems(rec: ImportRecord) -> list[str]:
             f"each metric kept): {steps}{more}"
         )
     return out
-
-
-def _peek_algorithm(run_dir: str, step_files: PartFiles) -> str:
-    """The algorithm column of the first readable step part ("?" when none is)."""
-    for name, size, _ in step_files:
-        try:
-            source = storage.open_input(storage.join(run_dir, STEPS_DIR, name), size)
-            t = pq.read_table(source, columns=[Step.ALGORITHM])
-            if t.num_rows:
-                return str(t.column(0)[0].as_py())
-        except Exception:  # noqa: BLE001 - a bad file is reported by the table reader
-            continue
-    return "?"
