@@ -12,6 +12,7 @@ shows up on the next rerun and an unchanged root of thousands of runs costs a li
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import os
 import threading
@@ -21,13 +22,12 @@ from dataclasses import replace
 
 from app import data
 from app.data import PartFiles, part_files
-from app.kept_summaries import cached_object
 from app.mlflow_store import mlflow_runs
 from app.records import SOURCE_PARQUET, Discovery, RunRef, short_error
 from training_hooks import storage, tables
 from training_hooks.findings import import_status
 from training_hooks.importers._describe import records_cut_text
-from training_hooks.run_summary import is_current
+from training_hooks.run_summary import cache_dir, describes, eps_pairs
 from training_hooks.schema import (
     RUN_JSON,
     SCHEMA_VERSION,
@@ -277,12 +277,16 @@ def _table_files(root: str, name: str, stamp: tuple) -> dict[str, PartFiles]:
     return {t: tuple(sorted(files)) for t, files in out.items()}
 
 
-def _summary_tables(root: str, info: RunInfo | None, stamp: tuple) -> dict[str, tuple] | None:
+def _summary_tables(run_dir: str, info: RunInfo | None, stamp: tuple) -> dict[str, tuple] | None:
     """A local run's tables as its summary records them (which hold data files), when the
-    summary is current (its folder stamps are the ones discovered): the folders need no listing.
-    None otherwise. (Only which tables have files is read from the result.)"""
+    summary still describes the run (``run_summary.describes``: its folder stamps are the ones
+    discovered): the folders need no listing. None otherwise. (Only which tables have files is
+    read from the result.)"""
     s = info.summary if info is not None else None
-    if s is None or storage.is_uri(root) or not is_current(s, stamp[1], stamp[2]):
+    if s is None or info is None or storage.is_uri(run_dir):
+        return None
+    algorithm = str(info.algorithm or "?")
+    if not describes(s, path=run_dir, stamp=stamp, algorithm=algorithm, eps=eps_pairs(info)):
         return None
     return {t: (FileStamp(RUN_SUMMARY_PART, 0, 0),) if t in s.tables else () for t in TABLE_DIRS}
 
@@ -290,10 +294,17 @@ def _summary_tables(root: str, info: RunInfo | None, stamp: tuple) -> dict[str, 
 RUN_SUMMARY_PART = "(from the run's summary)"  # stands for a table's files, never read
 
 
+def cached_object(run_dir: str, stamp: tuple[int, int]) -> str:
+    """The local cache's folder for an object-store run's run.json as listed with ``stamp``
+    (size, mtime): one folder per state of the object."""
+    name = hashlib.sha1(str(run_dir).encode()).hexdigest()[:32]
+    return os.path.join(os.path.dirname(cache_dir()), "run_json", f"{name}-{stamp[0]}-{stamp[1]}")
+
+
 def _run_info(root: str, run_dir: str, stamp: tuple) -> RunInfo:
     """The run's run.json. On an object store, from the local cache while the object's listed
-    (size, mtime) is the one cached (``kept_summaries.cached_object``), else read and cached: a
-    second server start reads no run.json that did not change."""
+    (size, mtime) is the one cached (``cached_object``), else read and cached: a second server
+    start reads no run.json that did not change."""
     if not storage.is_uri(root):
         return read_run_info(run_dir)
     listed = next(((size, mtime) for rel, size, mtime in stamp if rel == RUN_JSON), None)
@@ -329,7 +340,7 @@ def _read_run_ref(root: str, name: str, stamp: tuple) -> RunRef | None:
             info = _run_info(root, run_dir, stamp)
         except (OSError, ValueError, TypeError) as e:
             problems.append(f"run.json is unreadable: {e}")
-    files = _summary_tables(root, info, stamp) or _table_files(root, name, stamp)
+    files = _summary_tables(run_dir, info, stamp) or _table_files(root, name, stamp)
     step_files = files[STEPS_DIR]
     if not has_json and not step_files:
         return None
