@@ -27,9 +27,9 @@ def _steps_on_disk(run_dir) -> pd.DataFrame:
     return tables.read_table(run_dir, schema.STEPS_DIR)
 
 
-def _app_read(run_dir, table: str, declared) -> pd.DataFrame:
+def _app_read(run_dir, table: str) -> pd.DataFrame:
     """The table as the dashboard reads it (``tables.read_listed``, no caching)."""
-    t = tables.read_listed(str(run_dir), table, None, None, declared)
+    t = tables.read_listed(str(run_dir), table, None, None)
     assert t is not None and not t.problems, t and t.problems
     return t.df
 
@@ -98,8 +98,8 @@ def _check_superseded(run_dir, again) -> None:
     ``tables.read_table`` alike."""
     for steps, seqs in (
         (
-            _app_read(run_dir, schema.STEPS_DIR, schema.STEP_COLUMNS),
-            _app_read(run_dir, schema.SEQUENCES_DIR, schema.SEQUENCE_COLUMNS),
+            _app_read(run_dir, schema.STEPS_DIR),
+            _app_read(run_dir, schema.SEQUENCES_DIR),
         ),
         (_steps_on_disk(run_dir), tables.read_table(run_dir, schema.SEQUENCES_DIR)),
     ):

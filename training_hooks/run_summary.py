@@ -39,7 +39,6 @@ from typing import Any, Protocol
 
 from . import findings, storage, tables
 from .schema import (
-    SEQUENCE_COLUMNS,
     SEQUENCES_DIR,
     STATUS_FINISHED,
     STATUS_RUNNING,
@@ -149,9 +148,7 @@ def page_report(
         df, _ = tables.step_frame(str(run_dir))
     seqs = None
     if sequences is None or SEQUENCES_DIR in sequences:
-        seqs = tables.read_listed(
-            str(run_dir), SEQUENCES_DIR, findings.OUTCOME_COLUMNS, None, SEQUENCE_COLUMNS
-        )
+        seqs = tables.read_listed(str(run_dir), SEQUENCES_DIR, findings.OUTCOME_COLUMNS, None)
     facts = findings.facts_of(info, status=status)
     if algorithm is not None:
         facts = replace(facts, algorithm=algorithm)

@@ -201,12 +201,9 @@ SUMMARY_VERSION = 1  # the layout of RunSummary below
 class RunSummary:
     """What the Runs page shows of a run without reading its step table (``run.json``'s
     ``summary``): written by the recorder when it closes and by the importers, from the step table
-    as the app reads it and the app's health checks (``training_hooks.run_summary``).
-
-    The app trusts it only while it describes the data on disk: same ``version``, same
-    ``checks`` (the checks' code), the same step parts (``step_files``; locally the steps
-    folder's ``steps_dir`` stamp, which every part written or removed changes), and the run's
-    algorithm and eps unchanged; otherwise it reads the table, as without a summary."""
+    as the app reads it and the app's health checks. Made, judged still valid (while it
+    describes the data on disk: ``run_summary.describes``) and kept by
+    ``training_hooks.run_summary``; otherwise the app reads the table, as without a summary."""
 
     version: int
     """``SUMMARY_VERSION`` of the writer."""

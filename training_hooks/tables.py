@@ -29,7 +29,6 @@ from .schema import (
     METADATA_KEY,
     NAN_CELLS,
     SCHEMA_VERSION,
-    STEP_COLUMNS,
     STEPS_DIR,
     TABLE_COLUMNS,
     TABLE_KEYS,
@@ -315,12 +314,11 @@ def read_listed(
     table: str,
     columns: tuple[str, ...] | None,
     step_range: tuple[int, int] | None,
-    expected: tuple[tuple[str, str], ...],
     read: Callable[..., Table] = read_files,
     listed: Callable[[str], PartFiles] = list_now,
 ) -> Table | None:
-    """A run's ``table`` (columns ``expected``: (name, type) pairs) from the parts ``listed``
-    lists, by ``read`` (None when the table has no part). The app passes its cached listing and
+    """A run's ``table`` (its declared columns: ``schema.TABLE_COLUMNS``) from the parts
+    ``listed`` lists, by ``read`` (None when the table has no part). The app passes its cached listing and
     reader. A part gone between the listing and the read (compaction) makes it list the folder
     again, now, once."""
     folder = storage.join(run_dir, table)
@@ -329,7 +327,7 @@ def read_listed(
         if not files:
             return None
         try:
-            return read(folder, files, columns, step_range, expected, attempt > 0)
+            return read(folder, files, columns, step_range, TABLE_COLUMNS[table], attempt > 0)
         except Vanished:
             continue
     return None  # (not reached: the second attempt skips vanished files)
@@ -343,7 +341,7 @@ def step_frame(run_dir: str, listed: PartFiles | None = None) -> tuple[pd.DataFr
     ``load_steps`` is this read, cached. ``listed``: the folder's parts when already listed."""
     folder = storage.join(run_dir, STEPS_DIR)
     listed = list_now(folder) if listed is None else listed
-    t = read_files(folder, listed, None, None, STEP_COLUMNS, skip_vanished=True)
+    t = read_files(folder, listed, None, None, TABLE_COLUMNS[STEPS_DIR], skip_vanished=True)
     return one_row_per_step(t).df, listed
 
 
