@@ -27,7 +27,7 @@ from app.records import SOURCE_PARQUET, Discovery, RunRef, short_error
 from training_hooks import storage, tables
 from training_hooks.findings import import_status
 from training_hooks.importers._describe import records_cut_text
-from training_hooks.run_summary import cache_dir, describes, eps_pairs
+from training_hooks.run_summary import cache_dir, describes, eps_pairs, folder_stamp
 from training_hooks.schema import (
     RUN_JSON,
     SCHEMA_VERSION,
@@ -68,14 +68,6 @@ class RootUnreadable(Exception):
     """The root itself cannot be listed (missing, not a folder, the store refused)."""
 
 
-def _stat_stamp(path: str) -> tuple[int, int] | None:
-    try:
-        st_ = os.stat(path)
-    except OSError:
-        return None
-    return (st_.st_size, st_.st_mtime_ns)
-
-
 def _folder_stamps(root: str) -> dict[str, tuple]:
     """Per run folder under ``root``, a stamp that changes whenever the folder's run.json or
     table files do. Local: the (size, mtime) of run.json and of the steps and sequences folders
@@ -99,9 +91,9 @@ def _folder_stamps(root: str) -> dict[str, tuple]:
     base = root.rstrip(os.sep) or os.sep
     return {
         name: (
-            _stat_stamp(f"{base}/{name}/{RUN_JSON}"),
-            _stat_stamp(f"{base}/{name}/{STEPS_DIR}"),
-            _stat_stamp(f"{base}/{name}/{SEQUENCES_DIR}"),
+            folder_stamp(f"{base}/{name}", RUN_JSON),
+            folder_stamp(f"{base}/{name}", STEPS_DIR),
+            folder_stamp(f"{base}/{name}", SEQUENCES_DIR),
         )
         for name in dirs
     }

@@ -69,9 +69,9 @@ def eps_pairs(info: RunInfo) -> dict[str, tuple[float, float]]:
 
 
 def folder_stamp(run_dir: str, table: str) -> tuple[int, int] | None:
-    """(size, mtime_ns) of a local run's ``table`` folder (None on an object store, or when it
-    does not exist): every part written or removed there changes it (the stamp
-    ``app.discovery`` takes of the steps and sequences folders)."""
+    """(size, mtime_ns) of a local run's ``table`` folder (or file: ``run.json``); None on an
+    object store, or when it does not exist: every part written or removed there changes it
+    (the stamps ``app.discovery`` takes of a run folder)."""
     if storage.is_uri(run_dir):
         return None
     try:
