@@ -34,11 +34,8 @@ from app.records import SOURCE_MLFLOW, SOURCE_PARQUET, RunRef, Table, short_erro
 from training_hooks import storage, tables
 from training_hooks.metric_map import Derived
 from training_hooks.schema import (
-    SEQUENCE_COLUMNS,
     SEQUENCES_DIR,
-    STEP_COLUMNS,
     STEPS_DIR,
-    TOKEN_COLUMNS,
     TOKENS_DIR,
     Seq,
     Step,
@@ -257,7 +254,7 @@ def load_steps(
         cols = tuple(dict.fromkeys(columns))
         want = tuple(dict.fromkeys((Step.STEP, Step.WALL_TIME, *_sources_of(cols))))
     parts = functools.partial(_step_parts, skip=tuple(sorted(set(skip))))
-    read = _read_listed(run.path or "", STEPS_DIR, want, None, STEP_COLUMNS, parts)
+    read = _read_listed(run.path or "", STEPS_DIR, want, None, parts)
     if read is None:  # no step file yet
         return tables.one_row_per_step(Table(pd.DataFrame(columns=list(want or ())), []))
     return read
@@ -273,7 +270,7 @@ def load_sequences(
         return Table(pd.DataFrame(), [f"{run.label}: no sequences table (MLflow-only run)"])
     cols = tuple(dict.fromkeys(columns)) if columns is not None else None
     rng = (int(step_range[0]), int(step_range[1])) if step_range is not None else None
-    t = _read_listed(run.path, SEQUENCES_DIR, cols, rng, SEQUENCE_COLUMNS)
+    t = _read_listed(run.path, SEQUENCES_DIR, cols, rng)
     if t is None:
         return Table(pd.DataFrame(), [f"{run.label}: no sequences table"])
     return Table(t.df, [f"{run.label}: {p}" for p in t.problems])
@@ -283,7 +280,7 @@ def load_tokens(run: RunRef, step: int) -> Table:
     """The per-token rows (sampled sequences) of one step; empty when the run has no tokens/."""
     if run.source != SOURCE_PARQUET or not run.path:
         return Table(pd.DataFrame(), [])
-    t = _read_listed(run.path, TOKENS_DIR, None, (int(step), int(step)), TOKEN_COLUMNS)
+    t = _read_listed(run.path, TOKENS_DIR, None, (int(step), int(step)))
     if t is None:
         return Table(pd.DataFrame(), [])
     return Table(t.df, [f"{run.label}: {p}" for p in t.problems])
@@ -329,14 +326,11 @@ def _read_listed(
     table: str,
     columns: tuple[str, ...] | None,
     step_range: tuple[int, int] | None,
-    expected: tuple[tuple[str, str], ...],
     read: Callable[..., Table] | None = None,
 ) -> Table | None:
     """``tables.read_listed`` from the shared listing (``part_files``), by ``read`` (default the
     cached ``_read_parts``)."""
-    return tables.read_listed(
-        run_dir, table, columns, step_range, expected, read or _read_parts, part_files
-    )
+    return tables.read_listed(run_dir, table, columns, step_range, read or _read_parts, part_files)
 
 
 @st.cache_data(show_spinner=False, max_entries=256)

@@ -12,6 +12,7 @@ shows up on the next rerun and an unchanged root of thousands of runs costs a li
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import os
 import threading
@@ -19,17 +20,14 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import replace
 
-import pyarrow.parquet as pq
-
 from app import data
 from app.data import PartFiles, part_files
-from app.kept_summaries import cached_object
 from app.mlflow_store import mlflow_runs
 from app.records import SOURCE_PARQUET, Discovery, RunRef, short_error
-from training_hooks import storage
+from training_hooks import storage, tables
 from training_hooks.findings import import_status
 from training_hooks.importers._describe import records_cut_text
-from training_hooks.run_summary import is_current
+from training_hooks.run_summary import cache_dir, describes, eps_pairs, folder_stamp
 from training_hooks.schema import (
     RUN_JSON,
     SCHEMA_VERSION,
@@ -70,14 +68,6 @@ class RootUnreadable(Exception):
     """The root itself cannot be listed (missing, not a folder, the store refused)."""
 
 
-def _stat_stamp(path: str) -> tuple[int, int] | None:
-    try:
-        st_ = os.stat(path)
-    except OSError:
-        return None
-    return (st_.st_size, st_.st_mtime_ns)
-
-
 def _folder_stamps(root: str) -> dict[str, tuple]:
     """Per run folder under ``root``, a stamp that changes whenever the folder's run.json or
     table files do. Local: the (size, mtime) of run.json and of the steps and sequences folders
@@ -101,9 +91,9 @@ def _folder_stamps(root: str) -> dict[str, tuple]:
     base = root.rstrip(os.sep) or os.sep
     return {
         name: (
-            _stat_stamp(f"{base}/{name}/{RUN_JSON}"),
-            _stat_stamp(f"{base}/{name}/{STEPS_DIR}"),
-            _stat_stamp(f"{base}/{name}/{SEQUENCES_DIR}"),
+            folder_stamp(f"{base}/{name}", RUN_JSON),
+            folder_stamp(f"{base}/{name}", STEPS_DIR),
+            folder_stamp(f"{base}/{name}", SEQUENCES_DIR),
         )
         for name in dirs
     }
@@ -279,12 +269,16 @@ def _table_files(root: str, name: str, stamp: tuple) -> dict[str, PartFiles]:
     return {t: tuple(sorted(files)) for t, files in out.items()}
 
 
-def _summary_tables(root: str, info: RunInfo | None, stamp: tuple) -> dict[str, tuple] | None:
+def _summary_tables(run_dir: str, info: RunInfo | None, stamp: tuple) -> dict[str, tuple] | None:
     """A local run's tables as its summary records them (which hold data files), when the
-    summary is current (its folder stamps are the ones discovered): the folders need no listing.
-    None otherwise. (Only which tables have files is read from the result.)"""
+    summary still describes the run (``run_summary.describes``: its folder stamps are the ones
+    discovered): the folders need no listing. None otherwise. (Only which tables have files is
+    read from the result.)"""
     s = info.summary if info is not None else None
-    if s is None or storage.is_uri(root) or not is_current(s, stamp[1], stamp[2]):
+    if s is None or info is None or storage.is_uri(run_dir):
+        return None
+    algorithm = str(info.algorithm or "?")
+    if not describes(s, path=run_dir, stamp=stamp, algorithm=algorithm, eps=eps_pairs(info)):
         return None
     return {t: (FileStamp(RUN_SUMMARY_PART, 0, 0),) if t in s.tables else () for t in TABLE_DIRS}
 
@@ -292,10 +286,17 @@ def _summary_tables(root: str, info: RunInfo | None, stamp: tuple) -> dict[str, 
 RUN_SUMMARY_PART = "(from the run's summary)"  # stands for a table's files, never read
 
 
+def cached_object(run_dir: str, stamp: tuple[int, int]) -> str:
+    """The local cache's folder for an object-store run's run.json as listed with ``stamp``
+    (size, mtime): one folder per state of the object."""
+    name = hashlib.sha1(str(run_dir).encode()).hexdigest()[:32]
+    return os.path.join(os.path.dirname(cache_dir()), "run_json", f"{name}-{stamp[0]}-{stamp[1]}")
+
+
 def _run_info(root: str, run_dir: str, stamp: tuple) -> RunInfo:
     """The run's run.json. On an object store, from the local cache while the object's listed
-    (size, mtime) is the one cached (``kept_summaries.cached_object``), else read and cached: a
-    second server start reads no run.json that did not change."""
+    (size, mtime) is the one cached (``cached_object``), else read and cached: a second server
+    start reads no run.json that did not change."""
     if not storage.is_uri(root):
         return read_run_info(run_dir)
     listed = next(((size, mtime) for rel, size, mtime in stamp if rel == RUN_JSON), None)
@@ -331,14 +332,14 @@ def _read_run_ref(root: str, name: str, stamp: tuple) -> RunRef | None:
             info = _run_info(root, run_dir, stamp)
         except (OSError, ValueError, TypeError) as e:
             problems.append(f"run.json is unreadable: {e}")
-    tables = _summary_tables(root, info, stamp) or _table_files(root, name, stamp)
-    step_files = tables[STEPS_DIR]
+    files = _summary_tables(run_dir, info, stamp) or _table_files(root, name, stamp)
+    step_files = files[STEPS_DIR]
     if not has_json and not step_files:
         return None
     if not has_json:
         problems.append("run.json is missing: name, algorithm, eps and status are unknown")
-    has_sequences = bool(tables[SEQUENCES_DIR])
-    has_tokens = bool(tables[TOKENS_DIR])
+    has_sequences = bool(files[SEQUENCES_DIR])
+    has_tokens = bool(files[TOKENS_DIR])
     if not step_files:
         problems.append("no step table yet (steps/*.parquet)")
     if step_files and not has_sequences and not imported_tool(info):  # imports: step metrics only
@@ -350,7 +351,9 @@ def _read_run_ref(root: str, name: str, stamp: tuple) -> RunRef | None:
         return RunRef(
             key=name,
             name=name,
-            algorithm=_peek_algorithm(run_dir, step_files),
+            algorithm=str(
+                tables.first_value(run_dir, STEPS_DIR, Step.ALGORITHM, step_files) or "?"
+            ),
             status="unknown",
             source=SOURCE_PARQUET,
             path=run_dir,
@@ -423,16 +426,3 @@ def import_problems(rec: ImportRecord) -> list[str]:
             f"each metric kept): {steps}{more}"
         )
     return out
-
-
-def _peek_algorithm(run_dir: str, step_files: PartFiles) -> str:
-    """The algorithm column of the first readable step part ("?" when none is)."""
-    for name, size, _ in step_files:
-        try:
-            source = storage.open_input(storage.join(run_dir, STEPS_DIR, name), size)
-            t = pq.read_table(source, columns=[Step.ALGORITHM])
-            if t.num_rows:
-                return str(t.column(0)[0].as_py())
-        except Exception:  # noqa: BLE001 - a bad file is reported by the table reader
-            continue
-    return "?"

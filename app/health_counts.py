@@ -7,34 +7,10 @@ while summaries are still being made: ``app.health_fill.known_cell``).
 from __future__ import annotations
 
 from app import data, ui
-from app.records import SOURCE_PARQUET, RunRef
-from training_hooks import findings, storage
-from training_hooks.run_summary import checks_version, is_current
-from training_hooks.schema import STEPS_DIR, SUMMARY_VERSION, RunSummary, is_data_file
-
-
-def valid_summary(run: RunRef) -> RunSummary | None:
-    """The run's summary when it describes the run as discovered (``run.stamp``): written by
-    this version of the summary and of the checks, from the step parts on disk now (locally the
-    steps and sequences folders' stamps, ``training_hooks.run_summary.is_current``; on an object
-    store the listed step parts' names and sizes), for the run's algorithm and eps. None
-    otherwise (or without one)."""
-    s = run.info.summary if run.info is not None else None
-    if s is None or run.source != SOURCE_PARQUET or not run.stamp:
-        return None
-    eps = ui.eps_of(run)
-    if (s.algorithm, s.seq_eps, s.token_eps) != (run.algorithm, eps.get("seq"), eps.get("token")):
-        return None
-    if not storage.is_uri(run.path or ""):  # local: (run.json, steps, sequences) stamps
-        return s if is_current(s, run.stamp[1], run.stamp[2]) else None
-    if s.version != SUMMARY_VERSION or s.checks != checks_version():
-        return None
-    listed = tuple(  # an object store: (name, size, mtime) of each of the run's objects
-        (rel.split("/", 1)[1], size)
-        for rel, size, _ in run.stamp
-        if rel.startswith(STEPS_DIR + "/") and is_data_file(rel.split("/", 1)[1])
-    )
-    return s if listed == s.step_files else None
+from app.records import RunRef
+from training_hooks import findings
+from training_hooks.run_summary import valid_summary
+from training_hooks.schema import RunSummary
 
 
 def health_cell(run: RunRef) -> tuple[int, int, int, int]:

@@ -1,11 +1,11 @@
 """The Runs page's Health column as it comes: the summaries no run.json holds (runs written by
 another writer or an older gspo-dash, summaries set aside by a new ``CHECKS_VERSION``) are made
-off the page's thread, newest runs first, and kept (``app.kept_summaries``), so the page draws
-at once and the next server start on the same root has them all.
+off the page's thread, newest runs first, and kept (``training_hooks.run_summary.keep``), so the
+page draws at once and the next server start on the same root has them all.
 
-``known(run)`` is the run's summary when one is known now: run.json's while it describes the
-run (``app.health_counts.valid_summary``), else one this process made or kept, else None (the cell is
-pending).
+``known(run)`` is the run's summary when one is known now: run.json's while it describes the run
+(``training_hooks.run_summary.valid_summary``), else one this process made or kept, else None
+(the cell is pending).
 """
 
 from __future__ import annotations
@@ -15,11 +15,10 @@ import itertools
 import threading
 
 from app import data
-from app.health_counts import cell_of, valid_summary
-from app.kept_summaries import keep, read_kept
+from app.health_counts import cell_of
 from app.records import SOURCE_PARQUET, RunRef
 from training_hooks import storage
-from training_hooks.run_summary import try_summarise_run
+from training_hooks.run_summary import keep, read_kept, try_summarise_run, valid_summary
 from training_hooks.schema import RunSummary
 
 #: the worker threads for an object store, whose reads wait on the network (a local root's are

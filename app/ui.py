@@ -23,6 +23,7 @@ from app.mlflow_store import typed_uri_problem
 from app.records import SOURCE_MLFLOW, RunRef, Table
 from app.settings import DEFAULT_ROOT, Settings, parse_settings
 from training_hooks.findings.lag import ALL, OFF_POLICY, SUBSETS, LagSplit, lag_split
+from training_hooks.run_summary import eps_pairs
 from training_hooks.schema import SEQUENCES_DIR, Seq, Step
 
 MAX_DEFAULT_RUNS = 6
@@ -591,12 +592,8 @@ def fmt_ago(ts: float | None) -> str:
 
 
 def eps_of(run: RunRef) -> dict[str, tuple[float, float]]:
-    if (i := run.info) is None:
-        return {}
-    pairs = {"seq": (i.seq_eps_low, i.seq_eps_high), "token": (i.token_eps_low, i.token_eps_high)}
-    return {  # an unknown ε: left out
-        unit: (lo, hi) for unit, (lo, hi) in pairs.items() if lo is not None and hi is not None
-    }
+    """The run's stated eps pairs by unit (``run_summary.eps_pairs``: an unknown ε left out)."""
+    return {} if run.info is None else eps_pairs(run.info)
 
 
 def import_details(run: RunRef, *, key: str) -> None:

@@ -168,7 +168,7 @@ def _run(at) -> float:
 
 
 PENDING = "checking…"  # the Runs page's pending Health cell (app/app_pages/runs.py)
-KEPT_FILE = "dash_summary.json"  # a summary the dashboard kept beside a run (app.kept_summaries)
+KEPT_FILE = "dash_summary.json"  # a summary the dashboard kept beside a run (training_hooks.run_summary.keep)
 
 
 def forget_kept(root: str) -> int:

@@ -39,7 +39,7 @@ def main(argv: list[str]) -> int:
                 runs = [(k, f"{label} (run {k} of {n})") for k in range(1, n + 1)]
             for segment, name in runs:
                 res = importers.import_run(tool, path, root=root, segment=segment)
-                rows.append((name, importers.summarize(res["run_dir"])))
+                rows.append((name, importers.describe(res["run_dir"])))
     print(importers.markdown_table(rows))
     print()
     for label, s in rows:

@@ -40,7 +40,7 @@ from servers import FIXTURE_SERVERS  # noqa: E402 -- the fixtures that start a s
 
 pytest_plugins = ("servers",)
 
-# the dashboard's local cache of summaries (app.kept_summaries): the session's own, never ~/.cache
+# the dashboard's local cache of summaries (training_hooks.run_summary.keep): the session's own, never ~/.cache
 os.environ.setdefault("GSPO_DASH_CACHE", os.path.join(__import__("tempfile").mkdtemp(), "cache"))
 
 

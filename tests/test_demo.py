@@ -25,8 +25,8 @@ from training_hooks.demo import (
     build,
     main,
     parse_args,
+    results_table,
     run,
-    summary_table,
     train,
 )
 from training_hooks.demo.config import DEMO_GSPO_EPS
@@ -574,7 +574,7 @@ def test_cli_reports_a_bad_config_by_its_option(capsys):
     assert "--group-size must be >= 2" in capsys.readouterr().err
 
 
-def test_summary_fifths_and_off_policy_means():
+def test_results_table_fifths_and_off_policy_means():
     """10 rollouts: first fifth = mean of 2 rollouts, last = last 2; '*' skips the lag-0 steps;
     the rate leaves the first rollout out; one run is "the run", never "both runs"."""
     cfg = DemoConfig(steps=10, minibatches=2)
@@ -591,7 +591,7 @@ def test_summary_fifths_and_off_policy_means():
     assert res.mean("seq_clip_fraction", off_policy_only=True) == pytest.approx(0.6)
     assert res.mean("token_clip_fraction", off_policy_only=True) == pytest.approx(0.02)
     assert res.rollouts_per_s == pytest.approx(9 / 4.5)  # rollouts 2-10 in 5.5 - 1.0 s
-    text = summary_table([res])
+    text = results_table([res])
     row = text.splitlines()[1].split()
     # entropy: steps 0-3 -> 1 - 0.02 * 1.5 = 0.97; steps 16-19 -> 1 - 0.02 * 17.5 = 0.65
     assert row == ["gspo", "0.200", "0.800", "2.00%", "60.0%", "0.97/0.65", "0.000/0.000"] + [
@@ -604,9 +604,9 @@ def test_summary_fifths_and_off_policy_means():
     injected = RunResult(
         DemoConfig(steps=10, minibatches=2, inject=("lr-spike@8",)), stats, rewards
     )
-    two = summary_table([res, injected])
+    two = results_table([res, injected])
     assert "faults injected in gspo: none\nfaults injected in gspo: lr-spike@8 (at step 8)" in two
-    assert "faults injected in both runs: lr-spike@8 (at step 8)" in summary_table([injected] * 2)
+    assert "faults injected in both runs: lr-spike@8 (at step 8)" in results_table([injected] * 2)
 
 
 def test_header_states_eps_and_faults():

@@ -20,16 +20,16 @@ from training_hooks.findings.clip import DEFAULT_EPS, DEFAULT_EPS_WHY
 from training_hooks.findings.run import facts_of
 from training_hooks.schema import Seq, Step, read_run_info
 from training_hooks.sinks import mlflow as mlflow_sink
-from training_hooks.supersede import overlapping, superseded_steps
+from training_hooks.supersede import overlapping, superseded_rows
 
 
 def _steps_on_disk(run_dir) -> pd.DataFrame:
     return tables.read_table(run_dir, schema.STEPS_DIR)
 
 
-def _app_read(run_dir, table: str, declared) -> pd.DataFrame:
+def _app_read(run_dir, table: str) -> pd.DataFrame:
     """The table as the dashboard reads it (``tables.read_listed``, no caching)."""
-    t = tables.read_listed(str(run_dir), table, None, None, declared)
+    t = tables.read_listed(str(run_dir), table, None, None)
     assert t is not None and not t.problems, t and t.problems
     return t.df
 
@@ -98,8 +98,8 @@ def _check_superseded(run_dir, again) -> None:
     ``tables.read_table`` alike."""
     for steps, seqs in (
         (
-            _app_read(run_dir, schema.STEPS_DIR, schema.STEP_COLUMNS),
-            _app_read(run_dir, schema.SEQUENCES_DIR, schema.SEQUENCE_COLUMNS),
+            _app_read(run_dir, schema.STEPS_DIR),
+            _app_read(run_dir, schema.SEQUENCES_DIR),
         ),
         (_steps_on_disk(run_dir), tables.read_table(run_dir, schema.SEQUENCES_DIR)),
     ):
@@ -140,9 +140,10 @@ def test_a_resumed_run_logging_steps_again_replaces_their_rows(tmp_path, make_ba
     assert info.summary.steps == 6
 
 
-def test_superseded_steps_by_write_order_per_rank():
+def test_superseded_rows_by_write_order_per_rank():
     """The newest write (the name's counter, not its step range) keeps a step; ranks apart;
-    a name that does not parse neither supersedes nor is superseded."""
+    a name that does not parse neither supersedes nor is superseded; a compacted file (counter
+    9) is the newest write of every step it holds."""
     part = schema.part_name
     files = [
         (part(0, 5, 0, 0), [0, 1, 2, 3, 4, 5]),
@@ -151,14 +152,21 @@ def test_superseded_steps_by_write_order_per_rank():
         (part(0, 5, 1, 3), [0, 1, 2, 3, 4, 5]),  # rank 1: alone
         ("foreign.parquet", [3, 4]),
     ]
-    got = {k: v.tolist() for k, v in superseded_steps(files).items()}
-    assert got == {
-        part(3, 4, 0, 2): [],
-        part(4, 7, 0, 1): [4],
-        part(0, 5, 0, 0): [3, 4, 5],
-        part(0, 5, 1, 3): [],
-        "foreign.parquet": [],
+    got = {
+        k: v.tolist() for k, v in superseded_rows([n for n, _ in files], dict(files).get).items()
     }
+    assert got == {part(4, 7, 0, 1): [4], part(0, 5, 0, 0): [3, 4, 5]}
+    compacted = schema.compacted_name(0, 7, 0, 9)
+    with_compacted = dict([*files, (compacted, list(range(8)))])
+    got = superseded_rows(list(with_compacted), with_compacted.get)
+    assert {k: v.tolist() for k, v in got.items()} == {
+        part(0, 5, 0, 0): [0, 1, 2, 3, 4, 5],
+        part(3, 4, 0, 2): [3, 4],
+        part(4, 7, 0, 1): [4, 5, 6, 7],
+    }
+    asked = []
+    apart = [part(0, 4, 0, 0), part(5, 9, 0, 1)]
+    assert superseded_rows(apart, lambda n: asked.append(n)) == {} and asked == []  # not read
     assert overlapping(n for n, _ in files)
     assert not overlapping([part(0, 4, 0, 0), part(5, 9, 0, 1), part(0, 9, 1, 2)])
 

@@ -589,12 +589,12 @@ def test_reimport_says_already_imported_and_leaves_the_root(tmp_path):
     assert schema.read_run_info(root / run_id).imported.imported_at > rec.imported_at
 
 
-def test_summary_says_which_of_our_columns_are_filled(tmp_path):
-    """summarize(): rows, our columns with a value and without (the README's real-log table)."""
+def test_description_says_which_of_our_columns_are_filled(tmp_path):
+    """describe(): rows, our columns with a value and without (the README's real-log table)."""
     f = tmp_path / "e.jsonl"
     f.write_text("".join(json.dumps(r) + "\n" for r in _verl_lines([1, 2])))
     res = importers.import_run("verl", f, root=tmp_path / "runs")
-    s = importers.summarize(res["run_dir"])
+    s = importers.describe(res["run_dir"])
     assert s.tool == "verl" and s.rows == 2 and s.version == "unknown"
     assert Step.REWARD_MEAN in s.filled and Step.WALL_TIME in s.filled
     assert Step.KL_REF_MEAN in s.unknown and Step.REWARD_MEAN not in s.unknown

@@ -271,7 +271,7 @@ def test_trl_model_card_beside_pins_the_version(tmp_path):
     assert "within-group std" in info.imported.notes["reward_std"]
     df = pd.read_parquet(next((tmp_path / "r").rglob("*.parquet"))).set_index(Step.STEP)
     assert df.loc[2, "trl/reward_std"] == 0.25 and df.loc[2, Step.ENTROPY_MEAN] == 1.0
-    assert importers.summarize(res["run_dir"]).label == "TRL 0.16-0.2x, version 0.23.0"
+    assert importers.describe(res["run_dir"]).label == "TRL 0.16-0.2x, version 0.23.0"
 
 
 @pytest.mark.parametrize(

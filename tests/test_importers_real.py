@@ -523,14 +523,14 @@ def _parses(line: str) -> bool:
 
 @pytest.mark.slow
 def test_readme_table_rows(tmp_path):
-    """The README's table: one row per real log, computed by importers.summarize."""
+    """The README's table: one row per real log, computed by importers.describe."""
     rows = []
     have_tb = importlib.util.find_spec("tensorboard") is not None
     logs = [(t, p) for t, p in LOGS if have_tb or kind_of(p) != "tfevents"]
     for tool, path in logs:
         runs = len(source_runs(tool, path))  # a file of several runs: its last one
         res = importers.import_run(tool, path, root=tmp_path, segment=runs if runs > 1 else None)
-        rows.append((str(path.relative_to(REAL)), importers.summarize(res["run_dir"])))
+        rows.append((str(path.relative_to(REAL)), importers.describe(res["run_dir"])))
     table = importers.markdown_table(rows)
     assert len(table.splitlines()) == 2 + len(logs)
     by_log = dict(rows)

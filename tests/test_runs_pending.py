@@ -14,12 +14,12 @@ import time
 import pytest
 from app_runs import record_run
 
-from app import data, health_fill, kept_summaries, ui
+from app import data, health_fill, ui
 from app.discovery import discover
 from app.health import ERROR, WARNING
-from app.kept_summaries import KEPT_FILE, kept_key, read_kept
 from training_hooks import findings, schema
 from training_hooks import run_summary as summary_module
+from training_hooks.run_summary import KEPT_FILE, kept_key, read_kept
 
 PENDING = "checking…"
 
@@ -55,7 +55,7 @@ def app_at(monkeypatch, tmp_path):
 
     from app.pages import MAIN
 
-    monkeypatch.setenv(kept_summaries.ENV_CACHE, str(tmp_path / "cache"))
+    monkeypatch.setenv(summary_module.ENV_CACHE, str(tmp_path / "cache"))
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     monkeypatch.chdir(tmp_path)
 
@@ -172,7 +172,7 @@ def test_a_second_server_fills_every_cell_from_the_kept_summaries(made, tmp_path
     first = _health(at)
     assert PENDING not in first.values()
     assert all(os.path.exists(os.path.join(root, r, KEPT_FILE)) for r in os.listdir(root))
-    assert not os.path.exists(kept_summaries.cache_dir())  # nothing in the local cache
+    assert not os.path.exists(summary_module.cache_dir())  # nothing in the local cache
     at2 = app_at(root)
     orig = summary_module.summarise_run
     summary_module.summarise_run = None  # type: ignore[assignment]  (called: TypeError)
@@ -209,7 +209,7 @@ def test_read_only_mode_keeps_summaries_in_the_local_cache_only(made, tmp_path, 
     at.run()
     first = _health(at)
     assert _files(root) == before
-    assert len(os.listdir(kept_summaries.cache_dir())) == 3
+    assert len(os.listdir(summary_module.cache_dir())) == 3
     at2 = app_at(root, read_only=True)
     at2.run()
     assert _health(at2) == first and PENDING not in first.values()

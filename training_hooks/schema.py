@@ -16,7 +16,8 @@ written to a temporary name and renamed, on an object store (``ROOT`` = ``s3://b
 ``gs://...``) it is one object uploaded whole (``training_hooks.storage``). Names sort by the first
 step they hold (``part-<first step:09d>-<last step:09d>-<rank>-<seq>.parquet``), and
 ``compacted-*.parquet`` replaces the small parts when a run closes (written first, then the parts
-are deleted: a reader in between sees rows twice, and readers de-duplicate on ``TABLE_KEYS``).
+are deleted: a reader in between sees both, and the compacted file, a newer write, supersedes
+the parts' rows: ``training_hooks.supersede``).
 
 App code never spells a column name as a bare string: it uses the column constants (``Step.LOSS``,
 declared with their Arrow type and meaning in ``training_hooks.columns``, re-exported here).
@@ -28,7 +29,7 @@ import json
 import math
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import MISSING, Field, asdict, dataclass, field, fields
 from typing import Any
 
@@ -201,12 +202,9 @@ SUMMARY_VERSION = 1  # the layout of RunSummary below
 class RunSummary:
     """What the Runs page shows of a run without reading its step table (``run.json``'s
     ``summary``): written by the recorder when it closes and by the importers, from the step table
-    as the app reads it and the app's health checks (``training_hooks.run_summary``).
-
-    The app trusts it only while it describes the data on disk: same ``version``, same
-    ``checks`` (the checks' code), the same step parts (``step_files``; locally the steps
-    folder's ``steps_dir`` stamp, which every part written or removed changes), and the run's
-    algorithm and eps unchanged; otherwise it reads the table, as without a summary."""
+    as the app reads it and the app's health checks. Made, judged still valid (while it
+    describes the data on disk: ``run_summary.describes``) and kept by
+    ``training_hooks.run_summary``; otherwise the app reads the table, as without a summary."""
 
     version: int
     """``SUMMARY_VERSION`` of the writer."""
@@ -459,42 +457,12 @@ TABLE_KEYS = {
     SEQUENCES_DIR: (Seq.STEP, Seq.RANK, Seq.GROUP, Seq.SAMPLE),
     TOKENS_DIR: (Tok.STEP, Tok.RANK, Tok.GROUP, Tok.SAMPLE),
 }
-
-
-def superseded(names: Iterable[str]) -> set[str]:
-    """The files among ``names`` whose rows a compacted file also holds: same rank, an earlier
-    write counter, a step range inside the compacted file's. A reader listing a folder between
-    compaction's write and its deletes sees both; reading only the others reads each row once."""
-    parsed = [(n, p) for n in names if (p := parse_part_name(n)) is not None]
-    compacted = [p for n, p in parsed if n.startswith("compacted-")]
-    return {
-        n
-        for n, p in parsed
-        if any(
-            c["rank"] == p["rank"]
-            and c["seq"] > p["seq"]
-            and c["first"] <= p["first"]
-            and p["last"] <= c["last"]
-            for c in compacted
-        )
-    }
-
-
-def data_files(run_dir: str | os.PathLike, table: str) -> list[str]:
-    """Paths of a table's finished Parquet files, oldest write first (by the writer's counter);
-    files a compacted file supersedes are left out."""
-    folder = storage.join(run_dir, table)
-    names = [f.name for f in storage.list_files(folder) if is_data_file(f.name)]
-    old = superseded(names)
-    names = [n for n in names if n not in old]
-    info = {n: parse_part_name(n) for n in names}
-
-    def order(n: str) -> tuple[int, int]:
-        i = info[n]
-        return (i["rank"], i["seq"]) if i else (-1, 0)
-
-    names.sort(key=order)
-    return [storage.join(folder, n) for n in names]
+#: The declared (name, Arrow type) columns of each table.
+TABLE_COLUMNS = {
+    STEPS_DIR: STEP_COLUMNS,
+    SEQUENCES_DIR: SEQUENCE_COLUMNS,
+    TOKENS_DIR: TOKEN_COLUMNS,
+}
 
 
 #: ``DataFrame.attrs`` key of a table read from Parquet (``training_hooks.tables.read_files``):

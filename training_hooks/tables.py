@@ -1,9 +1,11 @@
-"""A run's Parquet tables read from its folder: the one reader the dashboard (``app.data``, which
-caches it) and a run's summary (``training_hooks.run_summary``, written by the recorder and the
-importers) share, so the table a summary judges is the table the pages judge; and
-``read_table``, a whole table for a script (``read_table(run_dir, "steps")``). Pure pyarrow and
-pandas: no Streamlit, no torch. What is read (names, types, files) is declared in
-``training_hooks.schema``; the reader imports only it, ``supersede`` and ``storage``.
+"""A run's Parquet tables read from its folder: the one place that opens them. The dashboard
+(``app.data``, which caches it, and ``app.discovery``), a run's summary
+(``training_hooks.run_summary``, written by the recorder and the importers) and scripts
+(``read_table(run_dir, "steps")``) all read through ``read_files``, so the table a summary judges
+is the table the pages judge, and every reader leaves out the rows a newer write supersedes
+(``training_hooks.supersede``, the one rule). Pure pyarrow and pandas: no Streamlit, no torch.
+What is read (names, types, files) is declared in ``training_hooks.schema``; the reader imports
+only it, ``supersede`` and ``storage``.
 
 Bad data never raises here: an unreadable file, an older schema or a missing table come back as
 ``Table.problems`` (plain sentences naming the reason) beside whatever could be read.
@@ -27,16 +29,14 @@ from .schema import (
     METADATA_KEY,
     NAN_CELLS,
     SCHEMA_VERSION,
-    STEP_COLUMNS,
     STEPS_DIR,
+    TABLE_COLUMNS,
     TABLE_KEYS,
     Derived,
     Step,
     arrow_schema,
-    data_files,
     is_data_file,
     parse_part_name,
-    superseded,
 )
 from .storage import FileStamp
 from .supersede import latest_frames, overlapping
@@ -53,6 +53,8 @@ class Table:
 
     df: pd.DataFrame
     problems: list[str]
+    unreadable: tuple[str, ...] = ()
+    """The problems of files that could not be read at all (``read_table`` raises on them)."""
 
 
 def short_error(e: Exception) -> str:
@@ -122,7 +124,7 @@ def read_files(
 ) -> Table:
     """Read ``files`` of ``folder`` (each file's columns among ``columns``, its rows in
     ``step_range``), each ``declared`` (name, type) column cast to its type (``conform``), the
-    rows of a step a newer write holds again left out (``training_hooks.supersede``);
+    rows a newer write supersedes left out (``training_hooks.supersede``);
     unreadable files, columns of the wrong type and missing declared columns become problems. A
     vanished file raises ``Vanished`` (never cached) unless ``skip_vanished``.
 
@@ -133,6 +135,7 @@ def read_files(
     read: list[tuple[str, pa.Table]] = []
     nans: dict[str, list[int]] = {}
     problems: list[str] = []
+    unreadable: list[str] = []
     missing: set[str] = set()
     versions: set[int | None] = set()
     unread: dict[str, bool] = {}
@@ -172,17 +175,17 @@ def read_files(
             if not skip_vanished:
                 raise Vanished(name) from e
         except Exception as e:  # noqa: BLE001 - any unreadable file is reported, not raised
-            problems.append(f"{table}/{name} is unreadable ({short_error(e)})")
-    problems += schema_problems(table, missing, versions)
+            unreadable.append(f"{table}/{name} is unreadable ({short_error(e)})")
+    problems += unreadable + schema_problems(table, missing, versions)
     df = _frame(read, nans)
     if df is None:
-        return Table(pd.DataFrame(columns=list(columns or ())), problems)
+        return Table(pd.DataFrame(columns=list(columns or ())), problems, tuple(unreadable))
     if columns is not None and Step.STEP not in columns and Step.STEP in df.columns:
         df = df.drop(columns=[Step.STEP])
     df.attrs[NAN_CELLS] = {c: tuple(sorted(set(v))) for c, v in nans.items()}
     if skipped:
         df.attrs[UNREAD_COLUMNS] = dict(sorted(unread.items()))
-    return Table(df, problems)
+    return Table(df, problems, tuple(unreadable))
 
 
 def _frame(read: list[tuple[str, pa.Table]], nans: dict[str, list[int]]) -> pd.DataFrame | None:
@@ -306,32 +309,25 @@ def list_now(folder: str) -> PartFiles:
     return tuple(f for f in storage.list_files(folder) if is_data_file(f.name))
 
 
-def current(files: PartFiles) -> PartFiles:
-    """``files`` without the parts a compacted part supersedes (``schema.superseded``)."""
-    old = superseded(f.name for f in files)
-    return tuple(f for f in files if f.name not in old)
-
-
 def read_listed(
     run_dir: str,
     table: str,
     columns: tuple[str, ...] | None,
     step_range: tuple[int, int] | None,
-    expected: tuple[tuple[str, str], ...],
     read: Callable[..., Table] = read_files,
     listed: Callable[[str], PartFiles] = list_now,
 ) -> Table | None:
-    """A run's ``table`` (columns ``expected``: (name, type) pairs) from the parts ``listed``
-    lists, by ``read`` (None when the table has no part). The app passes its cached listing and
-    reader. Parts a compacted part supersedes are skipped (``schema.superseded``); a part gone
-    between the listing and the read (compaction) makes it list the folder again, now, once."""
+    """A run's ``table`` (its declared columns: ``schema.TABLE_COLUMNS``) from the parts
+    ``listed`` lists, by ``read`` (None when the table has no part). The app passes its cached listing and
+    reader. A part gone between the listing and the read (compaction) makes it list the folder
+    again, now, once."""
     folder = storage.join(run_dir, table)
     for attempt in range(2):
         files = listed(folder) if attempt == 0 else list_now(folder)
         if not files:
             return None
         try:
-            return read(folder, current(files), columns, step_range, expected, attempt > 0)
+            return read(folder, files, columns, step_range, TABLE_COLUMNS[table], attempt > 0)
         except Vanished:
             continue
     return None  # (not reached: the second attempt skips vanished files)
@@ -340,38 +336,49 @@ def read_listed(
 def step_frame(run_dir: str, listed: PartFiles | None = None) -> tuple[pd.DataFrame, PartFiles]:
     """A run folder's step table exactly as the app's ``load_steps`` gives it (all columns, one
     row per step, derived columns), read now and not cached, with the step parts listed (all of
-    them, superseded ones included, as discovery lists them). For writers of a run's summary
+    them, as discovery lists them). For writers of a run's summary
     (``training_hooks.run_summary``), whose findings must be the pages' findings; the app's
     ``load_steps`` is this read, cached. ``listed``: the folder's parts when already listed."""
     folder = storage.join(run_dir, STEPS_DIR)
     listed = list_now(folder) if listed is None else listed
-    t = read_files(folder, current(listed), None, None, STEP_COLUMNS, skip_vanished=True)
+    t = read_files(folder, listed, None, None, TABLE_COLUMNS[STEPS_DIR], skip_vanished=True)
     return one_row_per_step(t).df, listed
 
 
 def read_table(run_dir: str | os.PathLike, table: str, columns=None) -> pd.DataFrame:
-    """A run's table (``"steps"``, ``"sequences"``, ``"tokens"``) as one DataFrame, not cached:
-    every current file (``schema.data_files``, columns may differ by extras), a step logged
-    again from its newest write only (``training_hooks.supersede``), rows deduplicated on
-    ``TABLE_KEYS`` keeping the last written, sorted by the keys; ``columns`` (default all) read
-    with the keys, dropped unless asked for."""
+    """A run's table (``"steps"``, ``"sequences"``, ``"tokens"``) as one DataFrame, read now and
+    not cached: ``read_files`` over every file, oldest write first (columns may differ by
+    extras), rows deduplicated on ``TABLE_KEYS`` keeping the last written, sorted by the keys;
+    ``columns`` (default all) read with the keys, dropped unless asked for. A file that cannot be
+    read raises ValueError."""
     keys = TABLE_KEYS.get(table, ())
-    want = None if columns is None else list(dict.fromkeys([*columns, *keys]))
-    frames = []
-    for path in data_files(run_dir, table):
-        try:
-            pf = pq.ParquetFile(storage.open_input(path))
-        except FileNotFoundError:  # compacted away between the listing and the read
-            continue
-        names = pf.schema_arrow.names
-        read = pf.read(columns=None if want is None else [c for c in want if c in names])
-        frames.append((storage.basename(path), read.to_pandas()))
-    if not frames:
-        return pd.DataFrame(columns=list(columns) if columns else [])
-    df = pd.concat(latest_frames(frames), ignore_index=True)
+    want = None if columns is None else tuple(dict.fromkeys([*columns, *keys]))
+    folder = storage.join(str(run_dir), table)
+    files = tuple(sorted(list_now(folder), key=_write_order))
+    t = read_files(folder, files, want, None, TABLE_COLUMNS.get(table, ()), skip_vanished=True)
+    if t.unreadable:
+        raise ValueError("; ".join(t.unreadable))
+    df = t.df
     present = [k for k in keys if k in df.columns]
-    if present:
+    if present and len(df):
         df = df.drop_duplicates(subset=present, keep="last").sort_values(present, ignore_index=True)
     if columns is not None:
         df = df[[c for c in columns if c in df.columns]]
     return df
+
+
+def _write_order(f: FileStamp) -> tuple[int, int]:
+    """A file's place in write order: (rank, counter); a name that does not parse first."""
+    p = parse_part_name(f.name)
+    return (p["rank"], p["seq"]) if p else (-1, 0)
+
+
+def first_value(run_dir: str, table: str, column: str, files: PartFiles) -> object:
+    """``column``'s value in the first row of the first of ``files`` (a table's parts) that has
+    one, None when none has."""
+    folder = storage.join(run_dir, table)
+    for f in files:
+        t = read_files(folder, (f,), (column,), None, TABLE_COLUMNS[table], skip_vanished=True)
+        if column in t.df.columns and len(t.df):
+            return t.df[column].iloc[0]
+    return None

@@ -42,7 +42,7 @@ for run in shown:
     split = lag_split(in_step_order(t.df))
     results.append((run, t, split, ui.health_report(run, t.df)))
 
-summary = pd.DataFrame(
+per_run = pd.DataFrame(
     [
         {
             "run": ctx.label(run),
@@ -60,7 +60,7 @@ summary = pd.DataFrame(
         for found in [report.findings]
     ]
 )
-st.dataframe(summary, hide_index=True)
+st.dataframe(per_run, hide_index=True)
 
 
 def live_line(run) -> str:

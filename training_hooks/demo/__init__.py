@@ -48,7 +48,7 @@ For benchmarks and tests, ``train(DemoConfig(...), recorder)`` runs one loop wit
 Modules: ``config`` (``DemoConfig``, ``Session``: every setting, declared once), ``cli`` (the
 command line, generated from them), ``loop`` (``build``, ``train`` and its steps), ``policy`` (the
 transformer, its sampler and log-probabilities), ``task`` (prompts and the checker), ``faults``
-(``--inject``), ``report`` (header, progress line, summary table, phases).
+(``--inject``), ``report`` (header, progress line, results table, phases).
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ from __future__ import annotations
 from .cli import main, parse_args, record_run, run
 from .config import ALGORITHMS, DemoConfig, Session
 from .loop import RunResult, StepStats, build, train, warm_start
-from .report import ProgressLine, summary_table
+from .report import ProgressLine, results_table
 
 __all__ = [
     "ALGORITHMS",
@@ -70,7 +70,7 @@ __all__ = [
     "parse_args",
     "record_run",
     "run",
-    "summary_table",
+    "results_table",
     "train",
     "warm_start",
 ]

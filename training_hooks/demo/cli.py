@@ -22,7 +22,7 @@ from typing import Any
 from .config import DemoConfig, Session
 from .faults import fault_help
 from .loop import RunResult, build, train
-from .report import Phase, ProgressLine, header, phases_text, run_label, summary_table
+from .report import Phase, ProgressLine, header, phases_text, results_table, run_label
 
 DESCRIPTION = (
     "Train a small transformer policy with GRPO and GSPO on a synthetic verifiable task and "
@@ -179,7 +179,7 @@ def cpu_text() -> str:
 
 
 def run(argv: Sequence[str] | None = None) -> list[RunResult]:
-    """The command line: train and record every requested algorithm, print the summary, the
+    """The command line: train and record every requested algorithm, print the results table, the
     time of each phase and the commands that open the runs."""
     import torch
 
@@ -214,7 +214,7 @@ def run(argv: Sequence[str] | None = None) -> list[RunResult]:
     what = "each run's set-up (recorder, policy copy), printing"
     phases.append(Phase("other", elapsed - known, what))
     print()
-    print(summary_table(results, session.seeds))
+    print(results_table(results, session.seeds))
     print()
     print(phases_text(phases, None if started is None else started + elapsed))
     print(cpu_text())

@@ -1,4 +1,4 @@
-"""What the demo prints: the header, a progress line per run while it trains, the summary table
+"""What the demo prints: the header, a progress line per run while it trains, the results table
 and the time of each phase. Every number says what it covers (which rollouts, which steps, what
 a time includes)."""
 
@@ -169,7 +169,7 @@ def _first_last(r: RunResult, name: str) -> tuple[float, float]:
     return field_mean(first, name), field_mean(last, name)
 
 
-def summary_table(results: Sequence[RunResult], seeds: int = 1) -> str:
+def results_table(results: Sequence[RunResult], seeds: int = 1) -> str:
     """The end-of-demo table: reward first vs last fifth, the off-policy clip shares in both
     units, entropy and truncation first vs last fifth, the training time and rate; then what
     each column covers. One row per run (``run_label``: with its seed when ``seeds`` > 1)."""

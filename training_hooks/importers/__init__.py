@@ -54,7 +54,7 @@ from training_hooks.importers._core import (
     ImportResult,
     import_run,
 )
-from training_hooks.importers._describe import ImportSummary, markdown_table, summarize
+from training_hooks.importers._describe import ImportDescription, describe, markdown_table
 from training_hooks.importers._pick import SOURCES, TOOLS
 from training_hooks.importers._segments import SeveralRuns
 from training_hooks.importers.keymap import KeyMap, key_map_of
@@ -65,12 +65,12 @@ __all__ = [
     "TOOLS",
     "UNKNOWN_ALGORITHM",
     "ImportResult",
-    "ImportSummary",
+    "ImportDescription",
     "KeyMap",
     "SeveralRuns",
     "import_run",
     "key_map_of",
     "main",
     "markdown_table",
-    "summarize",
+    "describe",
 ]

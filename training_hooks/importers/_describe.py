@@ -16,7 +16,7 @@ OUR_COLUMNS = schema.STEP_METRIC_COLUMNS + (Derived.TOKEN_CLIP_BINDING, Derived.
 
 
 @dataclass(frozen=True)
-class ImportSummary:
+class ImportDescription:
     run_id: str
     tool: str
     format: str
@@ -28,7 +28,7 @@ class ImportSummary:
     settings_unknown: tuple[str, ...]  # run.json settings left null
 
 
-def summarize(run_dir: str | os.PathLike) -> ImportSummary:
+def describe(run_dir: str | os.PathLike) -> ImportDescription:
     """Read an imported run back and say which of our columns it fills."""
     info = schema.read_run_info(run_dir)
     steps = tables.read_table(run_dir, schema.STEPS_DIR)
@@ -37,7 +37,7 @@ def summarize(run_dir: str | os.PathLike) -> ImportSummary:
     cols = (schema.Step.WALL_TIME, *OUR_COLUMNS)
     filled = tuple(c for c in cols if c in has)
     unknown = tuple(c for c in cols if c not in has and c in schema.STEP_COLUMN_NAMES)
-    return ImportSummary(
+    return ImportDescription(
         run_id=info.run_id,
         tool=rec.tool,
         format=rec.format,
@@ -56,8 +56,8 @@ def _label(rec: schema.ImportRecord) -> str:
     return rec.format if rec.version_range else f"{rec.format}, version unknown"
 
 
-def markdown_table(rows: list[tuple[str, ImportSummary]]) -> str:
-    """One line per (log label, summary): tool and version, rows, our columns filled / unknown."""
+def markdown_table(rows: list[tuple[str, ImportDescription]]) -> str:
+    """One line per (log label, description): tool and version, rows, our columns filled / unknown."""
     out = [
         "| log | tool, version | rows | our columns filled | our columns unknown |",
         "| --- | --- | --- | --- | --- |",

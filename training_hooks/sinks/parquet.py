@@ -18,6 +18,7 @@ import numpy as np
 
 from .. import schema, storage
 from ..schema import RECORD_TOKEN_COLUMNS, SCHEMA_VERSION, Seq, Step, Tok, parse_part_name
+from ..supersede import superseded_rows
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -182,7 +183,16 @@ def compact_parquet(paths: list[str], target: str) -> None:
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    dropped = _superseded_rows(paths)
+    named = {storage.basename(p): p for p in paths}
+
+    def steps_of(name: str):
+        return (
+            pq.ParquetFile(storage.open_input(named[name]))
+            .read(columns=[Step.STEP])[Step.STEP]
+            .to_numpy()
+        )
+
+    dropped = superseded_rows(list(named), steps_of)
     schemas = [pq.read_schema(storage.open_input(p)) for p in paths]
     unified = pa.unify_schemas(schemas, promote_options="permissive")
     unified = unified.with_metadata(schemas[0].metadata or {})
@@ -191,8 +201,7 @@ def compact_parquet(paths: list[str], target: str) -> None:
             pending, rows = [], 0
             for p in paths:
                 t = pq.ParquetFile(storage.open_input(p)).read()  # (not pq.read_table: no dataset)
-                drop = dropped.get(storage.basename(p))
-                if drop is not None and len(drop):
+                if (drop := dropped.get(storage.basename(p))) is not None:
                     t = t.filter(pc.invert(pc.is_in(t[Step.STEP], value_set=pa.array(drop))))
                 for f in unified:
                     if f.name not in t.column_names:
@@ -204,23 +213,6 @@ def compact_parquet(paths: list[str], target: str) -> None:
                     pending, rows = [], 0
             if pending:
                 writer.write_table(pa.concat_tables(pending))
-
-
-def _superseded_rows(paths: list[str]) -> dict[str, np.ndarray]:
-    """File name -> the steps whose rows a newer file of ``paths`` holds (read only when the
-    names' step ranges overlap: a resumed run that logged steps again)."""
-    import pyarrow.parquet as pq
-
-    from ..supersede import overlapping, superseded_steps
-
-    names = [storage.basename(p) for p in paths]
-    if not overlapping(names):
-        return {}
-    steps = [
-        (n, pq.ParquetFile(storage.open_input(p)).read(columns=[Step.STEP])[Step.STEP].to_numpy())
-        for n, p in zip(names, paths, strict=True)
-    ]
-    return superseded_steps(steps)
 
 
 def step_table(records: list[StepRecord], extra_keys: tuple[str, ...] = ()):
