@@ -136,10 +136,10 @@ def seq_clip_state(df: pd.DataFrame, band: tuple[float, float] | None) -> np.nda
         binds = np.where(np.isfinite(share), (share > 0).astype(np.float64), np.nan)
     if band is not None and Seq.ADVANTAGE in df.columns and Seq.SEQ_LOG_RATIO in df.columns:
         a = df[Seq.ADVANTAGE].to_numpy(np.float64, na_value=np.nan)
-        lr = df[Seq.SEQ_LOG_RATIO].to_numpy(np.float64, na_value=np.nan)
+        log_s = df[Seq.SEQ_LOG_RATIO].to_numpy(np.float64, na_value=np.nan)
         with np.errstate(invalid="ignore"):
-            by_sign = ((lr > band[1]) & (a > 0)) | ((lr < band[0]) & (a < 0))
-        known = np.isfinite(a) & np.isfinite(lr)
+            by_sign = ((log_s > band[1]) & (a > 0)) | ((log_s < band[0]) & (a < 0))
+        known = np.isfinite(a) & np.isfinite(log_s)
         binds = np.where(np.isnan(binds) & known, by_sign.astype(np.float64), binds)
     out[outside] = OUT
     out[outside & (binds == 1)] = BINDS

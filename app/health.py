@@ -4,8 +4,8 @@ trains) for a ``RunRef``, with the run's settings from its run.json and, for run
 sequences, the split of zero-variance groups into solved and failed from their rewards
 (``report_of``, which a run's summary uses too).
 
-The names below are re-exported from ``training_hooks.findings`` so that the pages, the bench and
-the tests keep reading ``app.health.CODES``, ``app.health.run_findings``, ... (a contract).
+The codes, severities and checks have one home, ``training_hooks.findings``: the pages, the bench
+and the tests import them from there; this module adds only what needs a ``RunRef``.
 """
 
 from __future__ import annotations
@@ -14,11 +14,9 @@ from dataclasses import replace
 
 import pandas as pd
 
-from training_hooks.findings import *  # noqa: F403 -- the page-facing names, one home
 from training_hooks.findings import HealthReport, facts_of, report_of
-from training_hooks.findings import __all__ as _FINDINGS_ALL
 
-__all__ = [*_FINDINGS_ALL, "report_for"]
+__all__ = ["report_for"]
 
 
 def report_for(run, steps_df: pd.DataFrame, sequences: pd.DataFrame | None = None) -> HealthReport:

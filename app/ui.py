@@ -22,6 +22,7 @@ from app.discovery import discover, imported_tool, reading, root_signature
 from app.mlflow_store import typed_uri_problem
 from app.records import SOURCE_MLFLOW, RunRef, Table
 from app.settings import DEFAULT_ROOT, Settings, parse_settings
+from training_hooks import findings
 from training_hooks.findings.lag import ALL, OFF_POLICY, SUBSETS, LagSplit, lag_split
 from training_hooks.run_summary import eps_pairs
 from training_hooks.schema import SEQUENCES_DIR, Seq, Step
@@ -470,7 +471,7 @@ def step_window(steps: np.ndarray) -> tuple[int, int]:
 def health_report(run: RunRef, steps_df):
     """The ``HealthReport`` of one run's step table (``app.health.report_for``): its run.json's
     settings, and the solved / failed split of zero-variance groups when it recorded sequences."""
-    seqs = data.load_sequences(run, health.OUTCOME_COLUMNS).df if run.has_sequences else None
+    seqs = data.load_sequences(run, findings.OUTCOME_COLUMNS).df if run.has_sequences else None
     return health.report_for(run, steps_df, seqs)
 
 

@@ -37,8 +37,7 @@ import time
 
 import pandas as pd
 
-from app import health
-from training_hooks import schema, tables
+from training_hooks import findings, schema, tables
 from training_hooks.demo.config import REGIME_BANDS
 from training_hooks.run_summary import page_findings
 from training_hooks.schema import Step
@@ -72,8 +71,8 @@ def report(run_dir: str) -> dict:
         "zero_var": fifths(per_rollout[Step.ZERO_VARIANCE_FRACTION].mean()),
         "truncated": fifths(per_rollout[Step.TRUNCATED_FRACTION].mean()),
         "kl_ref_last": fifths(per_rollout[Step.KL_REF_MEAN].mean())[1],
-        "alarms": [f.code for f in found if f.severity in (health.ERROR, health.WARNING)],
-        "notes": [f.code for f in found if f.severity == health.INFO],
+        "alarms": [f.code for f in found if f.severity in (findings.ERROR, findings.WARNING)],
+        "notes": [f.code for f in found if f.severity == findings.INFO],
         "status": info.status,
     }
 

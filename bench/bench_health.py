@@ -31,8 +31,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from app import health
-from training_hooks import RunRecorder, schema, tables
+from training_hooks import RunRecorder, findings, schema, tables
 from training_hooks.demo import DemoConfig, train
 
 LR_SPIKE_AT = 40  # a rollout's first (lag-0) update: the next step, lag 1, is where it shows
@@ -55,7 +54,7 @@ class Case:
 #: Codes that a fault run may also show, being true of the demo's task late in a run: a state,
 #: not the fault. A healthy run has no excuse: any warning or error on it fails the goal.
 TRUE_LATE: dict[str, str] = {
-    health.ZERO_VARIANCE: "late in a run most groups are all-correct (easy prompts learnt) or "
+    findings.ZERO_VARIANCE: "late in a run most groups are all-correct (easy prompts learnt) or "
     "all-wrong (4-symbol rev/sort): the demo's task saturates",
 }
 
@@ -68,32 +67,37 @@ def cases(seeds: list[int]) -> list[Case]:
             "gspo",
             0,
             (f"lr-spike@{LR_SPIKE_AT}",),
-            (health.KL_OLD_SPIKE, health.LOG_RATIO_SPIKE),
+            (findings.KL_OLD_SPIKE, findings.LOG_RATIO_SPIKE),
             LR_SPIKE_AT + 1,  # measured at the next step (before its own update)
-            ((health.KL_REF_SPIKE, "the spiked update also moved the policy from the reference"),),
+            (
+                (
+                    findings.KL_REF_SPIKE,
+                    "the spiked update also moved the policy from the reference",
+                ),
+            ),
         ),
         Case(
             f"nan-logprobs@{NAN_AT}", "grpo", 0, (f"nan-logprobs@{NAN_AT}",), ("nonfinite",), NAN_AT
         ),
         Case(
-            "stale-old-logprobs", "gspo", 0, ("stale-old-logprobs",), (health.STALE_OLD_LOGPROBS,)
+            "stale-old-logprobs", "gspo", 0, ("stale-old-logprobs",), (findings.STALE_OLD_LOGPROBS,)
         ),
-        Case("sampler-noise", "grpo", 0, ("sampler-noise",), (health.SAMPLER_MISMATCH,)),
+        Case("sampler-noise", "grpo", 0, ("sampler-noise",), (findings.SAMPLER_MISMATCH,)),
         Case(
             "entropy-collapse",
             "gspo",
             0,
             ("entropy-collapse",),
-            (health.ENTROPY_COLLAPSE,),
+            (findings.ENTROPY_COLLAPSE,),
             also_true=(
-                (health.ZERO_VARIANCE, "a near-deterministic policy samples G equal completions"),
+                (findings.ZERO_VARIANCE, "a near-deterministic policy samples G equal completions"),
                 (
-                    health.KL_REF_SPIKE,
+                    findings.KL_REF_SPIKE,
                     "a near-deterministic policy that samples one of its rare tokens pays its "
                     "k3 to the reference: e^(log pi_ref - log pi) is huge on that token",
                 ),
                 (
-                    health.NO_SIGNAL,
+                    findings.NO_SIGNAL,
                     "its groups of equal completions have advantage 0: a zero gradient norm at "
                     "a third of the steps",
                 ),
@@ -104,9 +108,9 @@ def cases(seeds: list[int]) -> list[Case]:
             "grpo",
             0,
             ("length-collapse",),
-            (health.LENGTH_COLLAPSE,),
+            (findings.LENGTH_COLLAPSE,),
             also_true=(
-                (health.KL_REF_HIGH, "the collapsed policy writes what the reference would not"),
+                (findings.KL_REF_HIGH, "the collapsed policy writes what the reference would not"),
             ),
         ),
         Case(
@@ -114,9 +118,9 @@ def cases(seeds: list[int]) -> list[Case]:
             "gspo",
             0,
             ("all-same-reward",),
-            (health.ZERO_VARIANCE,),
+            (findings.ZERO_VARIANCE,),
             also_true=(
-                (health.NO_SIGNAL, "every advantage is 0: the gradient is 0 at every step"),
+                (findings.NO_SIGNAL, "every advantage is 0: the gradient is 0 at every step"),
             ),
         ),
     ]
@@ -128,8 +132,8 @@ class Outcome:
     case: Case
     seconds: float
     reward: tuple[float, float]  # mean reward over the first and the last fifth of the rollouts
-    found: dict[str, health.Finding] = field(default_factory=dict)  # warning/error, by code
-    info: dict[str, health.Finding] = field(default_factory=dict)
+    found: dict[str, findings.Finding] = field(default_factory=dict)  # warning/error, by code
+    info: dict[str, findings.Finding] = field(default_factory=dict)
     live: dict[str, int] = field(default_factory=dict)  # reported while training: code -> step
 
     @property
@@ -158,21 +162,23 @@ class Outcome:
         return out
 
 
-def findings_like_the_page(run_dir: str) -> list[health.Finding]:
+def findings_like_the_page(run_dir: str) -> list[findings.Finding]:
     """The findings the Health page shows (``app.health.report_for``): the step table with
     run.json's settings (``facts_of``), and the solved / failed split of zero-variance groups from
     the sequences table's rewards."""
     info = schema.read_run_info(run_dir)
     df = tables.read_table(run_dir, schema.STEPS_DIR)
-    seqs = tables.read_table(run_dir, schema.SEQUENCES_DIR, list(health.OUTCOME_COLUMNS))
-    df = health.with_group_outcomes(df, health.group_outcomes(seqs))
-    return health.run_health(df, health.facts_of(info)).findings
+    seqs = tables.read_table(run_dir, schema.SEQUENCES_DIR, list(findings.OUTCOME_COLUMNS))
+    df = findings.with_group_outcomes(df, findings.group_outcomes(seqs))
+    return findings.run_health(df, findings.facts_of(info)).findings
 
 
 def live_codes(run_dir: str) -> dict[str, int]:
     """The warnings and errors the recorder reported while the run trained: code -> step."""
     found = schema.read_run_info(run_dir).other.get("findings", [])
-    return {f["code"]: f["step"] for f in found if f["severity"] in (health.ERROR, health.WARNING)}
+    return {
+        f["code"]: f["step"] for f in found if f["severity"] in (findings.ERROR, findings.WARNING)
+    }
 
 
 def run_case(case: Case, steps: int, root: str) -> Outcome:
@@ -193,16 +199,16 @@ def run_case(case: Case, steps: int, root: str) -> Outcome:
     seconds = time.perf_counter() - t0
     out = Outcome(case, seconds, result.fifths(), live=live_codes(rec.run_dir))
     for f in findings_like_the_page(rec.run_dir):
-        if f.severity in (health.ERROR, health.WARNING):
+        if f.severity in (findings.ERROR, findings.WARNING):
             out.found[f.code] = f
-        elif f.severity == health.INFO:
+        elif f.severity == findings.INFO:
             out.info[f.code] = f
     return out
 
 
-def _codes(findings: dict[str, health.Finding]) -> str:
+def _codes(found: dict[str, findings.Finding]) -> str:
     parts = []
-    for code, f in findings.items():
+    for code, f in found.items():
         steps = (
             f" @{','.join(map(str, f.steps[:4]))}{'…' if len(f.steps) > 4 else ''}"
             if f.steps

@@ -13,10 +13,10 @@ import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from app import health
 from app.discovery import discover
 from app.pages import MAIN
 from app.ui import md_escape
+from training_hooks import findings
 from training_hooks.schema import STEPS_DIR, RunInfo, Step, write_json_atomic
 
 N = 200  # steps: even = on-policy (lag 0), odd = off-policy (lag 1), as in the demo's minibatches
@@ -69,7 +69,7 @@ def _table(n: int = N, *, seed: int = 0, declared: bool = True, lags=(0, 1)) -> 
 
 
 def _find(df, algorithm="gspo", status="finished", seq_eps=GSPO_EPS, token_eps=GRPO_EPS, **kw):
-    found = health.run_findings(
+    found = findings.run_findings(
         df, algorithm=algorithm, status=status, seq_eps=seq_eps, token_eps=token_eps, **kw
     )
     codes = [f.code for f in found]
@@ -78,7 +78,7 @@ def _find(df, algorithm="gspo", status="finished", seq_eps=GSPO_EPS, token_eps=G
 
 
 def _bad(found: dict) -> set[str]:
-    return {c for c, f in found.items() if f.severity in (health.ERROR, health.WARNING)}
+    return {c for c, f in found.items() if f.severity in (findings.ERROR, findings.WARNING)}
 
 
 @pytest.mark.parametrize("declared", [True, False], ids=["lag-declared", "lag-measured"])
@@ -88,14 +88,14 @@ def test_alternating_lags_with_a_trend_do_not_alarm(declared, algorithm, seed):
     """Lags alternating 0/1, every metric drifting: a single OK finding, whether the lag is
     declared or measured from the ratios."""
     found = _find(_table(seed=seed, declared=declared), algorithm)
-    assert list(found) == [health.OK_CODE], {c: f.evidence for c, f in found.items()}
-    assert found[health.OK_CODE].evidence.startswith(f"{N} steps checked.")
+    assert list(found) == [findings.OK_CODE], {c: f.evidence for c, f in found.items()}
+    assert found[findings.OK_CODE].evidence.startswith(f"{N} steps checked.")
 
 
 def test_kl_old_growing_with_the_lag_does_not_alarm():
     """Lags cycling 0, 1, 2, 3 (a batch reused for 4 minibatches): KL old→new at lag 3 is 9x the
     one at lag 1 (lag²) and |log s| 3x; each lag is judged against its own: OK."""
-    assert list(_find(_table(seed=3, lags=(0, 1, 2, 3)))) == [health.OK_CODE]
+    assert list(_find(_table(seed=3, lags=(0, 1, 2, 3)))) == [findings.OK_CODE]
 
 
 def test_on_policy_float_noise_does_not_make_off_policy_steps_spikes():
@@ -107,8 +107,8 @@ def test_on_policy_float_noise_does_not_make_off_policy_steps_spikes():
     df.loc[on, Step.KL_OLD_MEAN] = 1e-12
     df.loc[on, Step.SEQ_LOG_RATIO_MAX] = 1e-9
     df.loc[40, Step.KL_OLD_MEAN] = 1e-9  # a "1000x spike" in float noise: on-policy, never judged
-    assert list(_find(df)) == [health.OK_CODE]
-    pooled, _ = health.spike_mask(df[Step.KL_OLD_MEAN].to_numpy(), np.zeros(N, int))
+    assert list(_find(df)) == [findings.OK_CODE]
+    pooled, _ = findings.spike_mask(df[Step.KL_OLD_MEAN].to_numpy(), np.zeros(N, int))
     assert pooled[~on & (np.arange(N) >= 4)].all()  # the rows with 4 rows before them
 
 
@@ -117,9 +117,9 @@ def test_stale_minibatches_are_judged_against_their_own_lag():
     with the lag-1 steps (sigma 0.2 in log: a bar of ~1.2 nats) every lag-4 step is a spike
     (log 16 = 2.8); against the other lag-4 steps none is."""
     df = _table(lags=(1,) * 9 + (4,))
-    assert list(_find(df)) == [health.OK_CODE]
+    assert list(_find(df)) == [findings.OK_CODE]
     lag4 = (df[Step.POLICY_LAG] == 4).to_numpy()
-    pooled, _ = health.spike_mask(df[Step.KL_OLD_MEAN].to_numpy(), np.zeros(N, int))
+    pooled, _ = findings.spike_mask(df[Step.KL_OLD_MEAN].to_numpy(), np.zeros(N, int))
     assert pooled[lag4].mean() > 0.5
 
 
@@ -135,11 +135,11 @@ def test_single_spike_named_at_its_step_only():
     df.loc[41, Step.SEQ_LOG_RATIO_MAX] *= 20
     df.loc[80, Step.KL_REF_MEAN] *= 10
     found = _find(df)
-    assert _bad(found) == {health.KL_OLD_SPIKE, health.LOG_RATIO_SPIKE, health.KL_REF_SPIKE}
-    assert found[health.KL_OLD_SPIKE].steps == (123,) == found[health.KL_OLD_SPIKE].culprits
-    assert found[health.LOG_RATIO_SPIKE].steps == (41,)
-    assert found[health.KL_REF_SPIKE].steps == (80,)
-    f = found[health.KL_OLD_SPIKE]
+    assert _bad(found) == {findings.KL_OLD_SPIKE, findings.LOG_RATIO_SPIKE, findings.KL_REF_SPIKE}
+    assert found[findings.KL_OLD_SPIKE].steps == (123,) == found[findings.KL_OLD_SPIKE].culprits
+    assert found[findings.LOG_RATIO_SPIKE].steps == (41,)
+    assert found[findings.KL_REF_SPIKE].steps == (80,)
+    f = found[findings.KL_OLD_SPIKE]
     assert "worst at step 123" in f.evidence and "same-lag neighbours" in f.evidence
     # 1e-4 * (1 + 123/200) * noise * 50 = 8.1e-3 * noise: the evidence quotes the stored value
     assert f"kl_old_mean = {df.loc[123, Step.KL_OLD_MEAN]:.3g}" in f.evidence
@@ -151,9 +151,9 @@ def test_a_steep_start_is_not_a_spike():
     is a spike."""
     df = _table()
     df.loc[1, Step.KL_OLD_MEAN] *= 20
-    assert health.KL_OLD_SPIKE not in _find(df)
+    assert findings.KL_OLD_SPIKE not in _find(df)
     df.loc[11, Step.KL_OLD_MEAN] *= 20
-    assert _find(df)[health.KL_OLD_SPIKE].steps == (11,)
+    assert _find(df)[findings.KL_OLD_SPIKE].steps == (11,)
 
 
 def test_a_4x_jump_is_not_a_spike():
@@ -161,9 +161,9 @@ def test_a_4x_jump_is_not_a_spike():
     df = _table()
     df[Step.KL_OLD_MEAN] = np.where(df[Step.POLICY_LAG] == 1, 1e-4, 0.0)  # perfectly flat
     df.loc[121, Step.KL_OLD_MEAN] = 4e-4
-    assert health.KL_OLD_SPIKE not in _find(df)
+    assert findings.KL_OLD_SPIKE not in _find(df)
     df.loc[121, Step.KL_OLD_MEAN] = 5.1e-4  # just above 5x a flat median (MAD 0): a spike
-    assert _find(df)[health.KL_OLD_SPIKE].steps == (121,)
+    assert _find(df)[findings.KL_OLD_SPIKE].steps == (121,)
 
 
 def test_clip_judged_on_off_policy_steps_in_the_algorithms_unit():
@@ -173,8 +173,8 @@ def test_clip_judged_on_off_policy_steps_in_the_algorithms_unit():
     off = df[Step.POLICY_LAG] == 1
     df[Step.SEQ_CLIP_FRACTION] = np.where(off, 0.6, 0.0)
     assert np.median(df[Step.SEQ_CLIP_FRACTION]) == pytest.approx(0.3)
-    f = _find(df)[health.CLIP_HIGH]
-    assert f.severity == health.WARNING and "GSPO clips far more" in f.title
+    f = _find(df)[findings.CLIP_HIGH]
+    assert f.severity == findings.WARNING and "GSPO clips far more" in f.title
     assert f.evidence.startswith(
         "GSPO clips 60% of sequences (mean seq_clip_fraction over 70 off-policy steps after the "
         "first 30; "
@@ -185,10 +185,10 @@ def test_clip_judged_on_off_policy_steps_in_the_algorithms_unit():
     assert f.steps == tuple(range(61, N, 2))[:50] and len(f.culprits) == 3
     # GRPO: its own unit is tokens; 8% of tokens is above 5%, 0.5% is inside 0.03-1%
     df[Step.TOKEN_CLIP_FRACTION] = np.where(off, 0.08, 0.0)
-    f = _find(df, "grpo")[health.CLIP_HIGH]
+    f = _find(df, "grpo")[findings.CLIP_HIGH]
     assert f.evidence.startswith("GRPO clips 8% of tokens (mean token_clip_fraction")
     df[Step.TOKEN_CLIP_FRACTION] = np.where(off, 0.005, 0.0)
-    assert health.CLIP_HIGH not in _find(df, "grpo")
+    assert findings.CLIP_HIGH not in _find(df, "grpo")
 
 
 def test_clip_low():
@@ -196,13 +196,13 @@ def test_clip_low():
     wrong unit, most likely); GRPO clipping 1e-5 of tokens at its usual ε: clip_low as info."""
     df = _table()
     df[Step.SEQ_CLIP_FRACTION] = 0.0
-    f = _find(df, seq_eps=(0.2, 0.2))[health.CLIP_LOW]
-    assert f.severity == health.WARNING and "ε 0.2/0.2" in f.evidence
+    f = _find(df, seq_eps=(0.2, 0.2))[findings.CLIP_LOW]
+    assert f.severity == findings.WARNING and "ε 0.2/0.2" in f.evidence
     assert "GSPO with GRPO's token ε 0.2 never clips" in f.advice
     off = df[Step.POLICY_LAG] == 1
     df[Step.TOKEN_CLIP_FRACTION] = np.where(off, 1e-5, 0.0)
-    f = _find(df, "grpo")[health.CLIP_LOW]
-    assert f.severity == health.INFO and "GRPO clips 0.001% of tokens" in f.evidence
+    f = _find(df, "grpo")[findings.CLIP_LOW]
+    assert f.severity == findings.INFO and "GRPO clips 0.001% of tokens" in f.evidence
 
 
 def test_clip_share_is_the_mean_of_the_off_policy_steps_not_the_median():
@@ -217,13 +217,13 @@ def test_clip_share_is_the_mean_of_the_off_policy_steps_not_the_median():
     share[off[::5]] = 0.05
     df[Step.TOKEN_CLIP_FRACTION] = share
     assert np.median(share[off]) == 0.0 and share[off].mean() == pytest.approx(0.01)
-    assert not {health.CLIP_HIGH, health.CLIP_LOW} & set(_find(df, "grpo"))
+    assert not {findings.CLIP_HIGH, findings.CLIP_LOW} & set(_find(df, "grpo"))
     share[:] = 0.0
     share[off[7]] = 0.001
     df[Step.TOKEN_CLIP_FRACTION] = share
     df[Step.TOKEN_CLIP_LOW_FRACTION] = df[Step.TOKEN_CLIP_HIGH_FRACTION] = share / 2  # all bind
-    f = _find(df, "grpo")[health.CLIP_LOW]
-    assert f.severity == health.INFO
+    f = _find(df, "grpo")[findings.CLIP_LOW]
+    assert f.severity == findings.INFO
     assert f.evidence.startswith(
         "GRPO clips 0.001% of tokens (mean token_clip_fraction over 100 off-policy steps; "
         "ε 0.2/0.2 in the token unit)."
@@ -232,7 +232,7 @@ def test_clip_share_is_the_mean_of_the_off_policy_steps_not_the_median():
 
 
 @pytest.mark.parametrize(
-    "n, severity", [(58, health.INFO), (68, health.INFO), (70, health.WARNING)]
+    "n, severity", [(58, findings.INFO), (68, findings.INFO), (70, findings.WARNING)]
 )
 def test_clip_on_the_first_off_policy_steps_is_a_note(n, severity):
     """GSPO clipping 60% of sequences on every off-policy step (lags 0/1: n/2 of them). The first
@@ -241,15 +241,15 @@ def test_clip_on_the_first_off_policy_steps_is_a_note(n, severity):
     35 the warm-up is left out and the 5 steps after it are judged: a warning."""
     df = _table(n)
     df[Step.SEQ_CLIP_FRACTION] = np.where(df[Step.POLICY_LAG] == 1, 0.6, 0.0)
-    f = _find(df)[health.CLIP_HIGH]
+    f = _find(df)[findings.CLIP_HIGH]
     assert f.severity == severity
     note = (
         "A note, not yet a warning: these are the run's first "
         f"{n // 2} off-policy steps, whose updates are its largest"
     )
     # the note's reason comes first: a live line is cut at its end
-    assert f.evidence.startswith(note) == (severity == health.INFO)
-    judged = f"{n // 2}" if severity == health.INFO else "5 off-policy steps after the first 30"
+    assert f.evidence.startswith(note) == (severity == findings.INFO)
+    judged = f"{n // 2}" if severity == findings.INFO else "5 off-policy steps after the first 30"
     clip = f"GSPO clips 60% of sequences (mean seq_clip_fraction over {judged}"
     assert f.evidence.index(clip) == (
         f.evidence.index(". ", len(note)) + 2 if note in f.evidence else 0
@@ -263,12 +263,12 @@ def test_the_warm_up_excuse_has_a_ceiling():
     df = _table(40)
     off = df[Step.POLICY_LAG] == 1
     df[Step.SEQ_CLIP_FRACTION] = np.where(off, 0.988, 0.0)
-    f = _find(df)[health.CLIP_HIGH]
-    assert f.severity == health.WARNING
+    f = _find(df)[findings.CLIP_HIGH]
+    assert f.severity == findings.WARNING
     assert f.evidence.startswith("GSPO clips 98.8% of sequences (mean seq_clip_fraction over 20")
     assert "These are the run's first 20 off-policy steps, but above 90%" in f.evidence
     df[Step.SEQ_CLIP_FRACTION] = np.where(off, 0.6, 0.0)
-    assert _find(df)[health.CLIP_HIGH].severity == health.INFO
+    assert _find(df)[findings.CLIP_HIGH].severity == findings.INFO
 
 
 def test_an_80_step_run_is_not_judged_on_its_warm_up():
@@ -283,11 +283,11 @@ def test_an_80_step_run_is_not_judged_on_its_warm_up():
     share[off[30:]] = 0.2
     assert np.mean(share[off]) == pytest.approx(0.49625)
     df[Step.SEQ_CLIP_FRACTION] = share
-    assert health.CLIP_HIGH not in _find(df)
+    assert findings.CLIP_HIGH not in _find(df)
     share[off[30:]] = 0.6
     df[Step.SEQ_CLIP_FRACTION] = share
-    f = _find(df)[health.CLIP_HIGH]
-    assert f.severity == health.WARNING and f.basis == 50
+    f = _find(df)[findings.CLIP_HIGH]
+    assert f.severity == findings.WARNING and f.basis == 50
     assert "over 50 off-policy steps after the first 30" in f.evidence
 
 
@@ -298,23 +298,23 @@ def test_a_stated_eps_is_not_called_the_wrong_unit(source):
     eps_source "demo", "option"), a note (info) that says so."""
     df = _table()
     df[Step.SEQ_CLIP_FRACTION] = 0.0
-    facts = health.RunFacts("gspo", seq_eps=(0.2, 0.2), token_eps=GRPO_EPS, eps_source=source)
-    f = {x.code: x for x in health.run_health(df, facts).findings}[health.CLIP_LOW]
+    facts = findings.RunFacts("gspo", seq_eps=(0.2, 0.2), token_eps=GRPO_EPS, eps_source=source)
+    f = {x.code: x for x in findings.run_health(df, facts).findings}[findings.CLIP_LOW]
     chosen = source in ("demo", "option")
-    assert f.severity == (health.INFO if chosen else health.WARNING)
+    assert f.severity == (findings.INFO if chosen else findings.WARNING)
     assert (f"The run states this ε as its own (eps_source = '{source}')" in f.advice) == chosen
     assert ("GRPO's token ε 0.2 never clips" in f.advice) == (not chosen)
     if source is None:
         return
     info = RunInfo(run_id="d", name="d", algorithm="gspo", config={"eps_source": source})
-    assert health.facts_of(info).eps_source == source
+    assert findings.facts_of(info).eps_source == source
     assert (
-        health.facts_of(
+        findings.facts_of(
             RunInfo(run_id="d", name="d", algorithm="gspo", config={"eps_source": 3})
         ).eps_source
         is None
     )
-    assert health.facts_of(RunInfo(run_id="d", name="d", algorithm="gspo")).eps_source is None
+    assert findings.facts_of(RunInfo(run_id="d", name="d", algorithm="gspo")).eps_source is None
 
 
 @pytest.mark.parametrize(
@@ -333,9 +333,9 @@ def test_unknown_eps_or_algorithm_is_not_judged(kw):
     df = _table()
     df[Step.SEQ_CLIP_FRACTION] = np.where(df[Step.POLICY_LAG] == 1, 0.9, 0.0)
     found = _find(df, **kw)
-    assert health.CLIP_HIGH not in found and health.CLIP_LOW not in found
-    assert found[health.NOT_JUDGED].severity == health.INFO
-    assert "the clip share" in found[health.NOT_JUDGED].title
+    assert findings.CLIP_HIGH not in found and findings.CLIP_LOW not in found
+    assert found[findings.NOT_JUDGED].severity == findings.INFO
+    assert "the clip share" in found[findings.NOT_JUDGED].title
 
 
 def test_unknown_lag_judges_only_clip_high():
@@ -343,12 +343,12 @@ def test_unknown_lag_judges_only_clip_high():
     over all steps is still clip_high (on-policy steps could only lower it), 0% is no clip_low."""
     df = _table().drop(columns=[Step.POLICY_LAG, Step.TOKEN_LOG_RATIO_ABS_MAX])
     df[Step.SEQ_CLIP_FRACTION] = 0.6
-    f = _find(df)[health.CLIP_HIGH]
+    f = _find(df)[findings.CLIP_HIGH]
     # judged on the most recent clip_window (100) of the 200 steps
     assert "over the last 100 of 200 steps, none known off-policy" in f.evidence
     assert "The lag is unknown" in f.evidence
     df[Step.SEQ_CLIP_FRACTION] = 0.0
-    assert not {health.CLIP_HIGH, health.CLIP_LOW} & set(_find(df))
+    assert not {findings.CLIP_HIGH, findings.CLIP_LOW} & set(_find(df))
 
 
 def test_binding_share_is_a_lower_bound():
@@ -358,24 +358,24 @@ def test_binding_share_is_a_lower_bound():
     off = df[Step.POLICY_LAG] == 1
     df[Step.SEQ_CLIP_LOW_FRACTION] = np.where(off, 0.3, 0.0)
     df[Step.SEQ_CLIP_HIGH_FRACTION] = np.where(off, 0.3, 0.0)
-    f = _find(df)[health.CLIP_HIGH]
+    f = _find(df)[findings.CLIP_HIGH]
     assert "GSPO clips 60% of sequences (mean seq_clip_low_fraction + " in f.evidence
     df[Step.SEQ_CLIP_LOW_FRACTION] = df[Step.SEQ_CLIP_HIGH_FRACTION] = 0.0
-    assert health.CLIP_LOW not in _find(df)
+    assert findings.CLIP_LOW not in _find(df)
 
 
 def test_on_policy_only():
     """Every step at lag 0 (declared or measured): on_policy_only (info), and the clip fractions
     of 0 are not called clip_low."""
     df = _table(lags=(0,))
-    f = _find(df)[health.ON_POLICY_ONLY]
-    assert f.severity == health.INFO
+    f = _find(df)[findings.ON_POLICY_ONLY]
+    assert f.severity == findings.INFO
     assert f.evidence == f"{N} on-policy steps, declared (policy_lag = 0); no off-policy step."
-    assert health.CLIP_LOW not in _find(df)
+    assert findings.CLIP_LOW not in _find(df)
     assert "so its ratios are 1 and nothing is clipped" in f.advice
     assert "pass policy_lag" not in f.advice  # declared: no doubt about stale old log-probs
     measured = _find(_table(lags=(0,), declared=False))
-    f = measured[health.ON_POLICY_ONLY]
+    f = measured[findings.ON_POLICY_ONLY]
     assert f.evidence == (
         f"{N} on-policy steps, measured (every token |log-ratio| ≤ 1e-05); no off-policy step."
     )
@@ -384,15 +384,15 @@ def test_on_policy_only():
     df[Step.TOKEN_LOG_RATIO_ABS_MAX] = 0.2
     df[Step.KL_OLD_MEAN] = 1e-4
     found = _find(df)
-    assert "measure only the sampler/trainer mismatch" in found[health.ON_POLICY_ONLY].advice
-    assert found[health.SAMPLER_MISMATCH].severity == health.INFO
+    assert "measure only the sampler/trainer mismatch" in found[findings.ON_POLICY_ONLY].advice
+    assert found[findings.SAMPLER_MISMATCH].severity == findings.INFO
 
 
 def test_row_nanmedian_equals_numpy():
     """The sorted-row median equals np.nanmedian on rows with NaN holes (two routes)."""
     w = np.random.default_rng(0).normal(size=(500, 25))
     w[w > 1.2] = np.nan  # ~12% holes, every row keeps values
-    np.testing.assert_allclose(health.row_nanmedian(w), np.nanmedian(w, axis=1), rtol=0, atol=0)
+    np.testing.assert_allclose(findings.row_nanmedian(w), np.nanmedian(w, axis=1), rtol=0, atol=0)
 
 
 def test_stale_old_logprobs():
@@ -404,15 +404,15 @@ def test_stale_old_logprobs():
         df[c] = 0.0
     df[Step.KL_OLD_MEAN] = 0.0
     df[Step.SEQ_CLIP_FRACTION] = 0.0
-    f = _find(df)[health.STALE_OLD_LOGPROBS]
-    assert f.severity == health.ERROR
+    f = _find(df)[findings.STALE_OLD_LOGPROBS]
+    assert f.severity == findings.ERROR
     assert f.evidence.startswith("100 of 100 steps with a declared policy_lag ≥ 1")
     assert f.steps[:3] == (1, 3, 5) and f.culprits == (1, 3, 5)
-    assert health.ON_POLICY_ONLY not in _find(df)  # declared off-policy: not "on-policy only"
+    assert findings.ON_POLICY_ONLY not in _find(df)  # declared off-policy: not "on-policy only"
     df2 = _table()
     odd = np.flatnonzero(off)
     df2.loc[odd[:40], Step.TOKEN_LOG_RATIO_ABS_MAX] = 0.0
-    assert health.STALE_OLD_LOGPROBS not in _find(df2)
+    assert findings.STALE_OLD_LOGPROBS not in _find(df2)
 
 
 def test_ratios_of_one_after_a_null_update_are_not_stale():
@@ -425,10 +425,10 @@ def test_ratios_of_one_after_a_null_update_are_not_stale():
     for c in (Step.TOKEN_LOG_RATIO_ABS_MAX, Step.SEQ_LOG_RATIO_MIN, Step.SEQ_LOG_RATIO_MAX):
         df[c] = 0.0
     df[Step.ZERO_VARIANCE_FRACTION] = np.where(off, 0.5, 1.0)  # the updates before lag 1: null
-    assert health.STALE_OLD_LOGPROBS not in _find(df)
+    assert findings.STALE_OLD_LOGPROBS not in _find(df)
     half = len(df) // 2
     df.loc[half:, Step.ZERO_VARIANCE_FRACTION] = 0.5
-    f = _find(df)[health.STALE_OLD_LOGPROBS]
+    f = _find(df)[findings.STALE_OLD_LOGPROBS]
     assert f.evidence.startswith("50 of 50 steps with a declared policy_lag ≥ 1")
     assert f.steps[0] == half + 1
 
@@ -441,18 +441,18 @@ def test_sampler_mismatch_at_lag_zero():
     on = (df[Step.POLICY_LAG] == 0).to_numpy()
     df.loc[on, Step.TOKEN_LOG_RATIO_ABS_MAX] = 0.05
     df.loc[on, Step.KL_OLD_MEAN] = 2e-4
-    f = _find(df)[health.SAMPLER_MISMATCH]
-    assert f.severity == health.INFO
+    f = _find(df)[findings.SAMPLER_MISMATCH]
+    assert f.severity == findings.INFO
     assert f.evidence.startswith(
         "at 100 of 100 steps with policy_lag 0 the ratios are not 1: max token |log-ratio| up to "
         "0.05, k3 old→new median 0.0002 (inside the usual band of a dense model (1e-05–0.001))"
     )
     assert f.steps[:3] == (0, 2, 4)
     df.loc[[10, 12], Step.KL_OLD_MEAN] = 0.2
-    f = _find(df)[health.SAMPLER_MISMATCH]
-    assert f.severity == health.WARNING and f.culprits[:2] == (10, 12)
+    f = _find(df)[findings.SAMPLER_MISMATCH]
+    assert f.severity == findings.WARNING and f.culprits[:2] == (10, 12)
     # the same ratios without a declared lag read as off-policy steps: no mismatch can be told
-    assert health.SAMPLER_MISMATCH not in _find(df.drop(columns=[Step.POLICY_LAG]))
+    assert findings.SAMPLER_MISMATCH not in _find(df.drop(columns=[Step.POLICY_LAG]))
 
 
 def test_sampler_mismatch_systematic_shift_names_its_cause():
@@ -463,14 +463,14 @@ def test_sampler_mismatch_systematic_shift_names_its_cause():
     df.loc[on, Step.TOKEN_LOG_RATIO_ABS_MAX] = 0.3
     df.loc[on, Step.SEQ_LOG_RATIO_MEAN] = np.log(0.9)
     df.loc[on, Step.SEQ_LOG_RATIO_STD] = 0.01
-    f = _find(df)[health.SAMPLER_MISMATCH]
-    assert f.severity == health.WARNING
+    f = _find(df)[findings.SAMPLER_MISMATCH]
+    assert f.severity == findings.WARNING
     assert "median log s = -0.105 per token (ratio 0.9)" in f.evidence
     assert "top-p/top-k applied when sampling only" in f.evidence
     assert "a kept mass ≈ 0.90" in f.evidence
     # a spread as large as the shift is noise, not a shift (0.105 < 3 x 0.05)
     df.loc[on, Step.SEQ_LOG_RATIO_STD] = 0.05
-    assert health.SAMPLER_MISMATCH not in _find(df)  # and no k3 column at lag 0 to size it
+    assert findings.SAMPLER_MISMATCH not in _find(df)  # and no k3 column at lag 0 to size it
 
 
 def test_sampler_mismatch_from_recorded_and_foreign_metrics():
@@ -479,35 +479,35 @@ def test_sampler_mismatch_from_recorded_and_foreign_metrics():
     prefix (< 0.5): warning. Values inside every band: nothing."""
     df = _table()
     df[Step.SAMPLER_KL_MEAN] = 5e-3
-    f = _find(df)[health.SAMPLER_MISMATCH]
-    assert f.severity == health.INFO and "above the usual band of a dense model" in f.evidence
+    f = _find(df)[findings.SAMPLER_MISMATCH]
+    assert f.severity == findings.INFO and "above the usual band of a dense model" in f.evidence
     assert "sampler_kl_mean: median 0.005 over 200 steps" in f.evidence
     df[Step.SAMPLER_KL_MEAN] = 5e-6  # below the 1e-5 floor: float noise
     df["rollout_corr/chi2_token"] = 0.001
-    assert health.SAMPLER_MISMATCH not in _find(df)
+    assert findings.SAMPLER_MISMATCH not in _find(df)
     df.loc[[7, 8, 9], "rollout_corr/chi2_token"] = 1.5
-    f = _find(df)[health.SAMPLER_MISMATCH]
-    assert f.severity == health.WARNING and f.steps == (7, 8, 9)
+    f = _find(df)[findings.SAMPLER_MISMATCH]
+    assert f.severity == findings.WARNING and f.steps == (7, 8, 9)
     assert "beyond verl's alarm bound at 3 steps" in f.evidence
     df = _table()
     df["trl/sampling/importance_sampling_ratio/mean"] = 1.0
-    assert health.SAMPLER_MISMATCH not in _find(df)
+    assert findings.SAMPLER_MISMATCH not in _find(df)
     df.loc[50, "trl/sampling/importance_sampling_ratio/mean"] = 0.4
-    assert _find(df)[health.SAMPLER_MISMATCH].steps == (50,)
+    assert _find(df)[findings.SAMPLER_MISMATCH].steps == (50,)
 
 
 def test_zero_variance_groups():
     """Median zero-variance share over the last quarter: 0.6 warns, 0.95 is an error, 0.4 is ok."""
     df = _table()
     df[Step.ZERO_VARIANCE_FRACTION] = 0.6
-    assert _find(df)[health.ZERO_VARIANCE].severity == health.WARNING
+    assert _find(df)[findings.ZERO_VARIANCE].severity == findings.WARNING
     df[Step.ZERO_VARIANCE_FRACTION] = 0.95
-    f = _find(df)[health.ZERO_VARIANCE]
-    assert f.severity == health.ERROR and "= 95% of groups" in f.evidence
+    f = _find(df)[findings.ZERO_VARIANCE]
+    assert f.severity == findings.ERROR and "= 95% of groups" in f.evidence
     df[Step.ZERO_VARIANCE_FRACTION] = np.r_[np.full(N - 10, 0.95), np.full(10, 0.4)]
-    assert _find(df)[health.ZERO_VARIANCE].severity == health.ERROR  # last quarter is 50 steps
+    assert _find(df)[findings.ZERO_VARIANCE].severity == findings.ERROR  # last quarter is 50 steps
     df[Step.ZERO_VARIANCE_FRACTION] = 0.4
-    assert health.ZERO_VARIANCE not in _find(df)
+    assert findings.ZERO_VARIANCE not in _find(df)
 
 
 def test_entropy_and_length_trends():
@@ -516,15 +516,15 @@ def test_entropy_and_length_trends():
     A trend in one lag group only does not fire (every group must cross)."""
     df = _table()
     df[Step.ENTROPY_MEAN] = np.linspace(0.8, 0.1, N)
-    f = _find(df)[health.ENTROPY_COLLAPSE]
+    f = _find(df)[findings.ENTROPY_COLLAPSE]
     # lag 0 steps 0, 2, ..., 198: first 10 at 0.8 - 0.7 x (0..18)/199, median (steps 8, 10)
     # 0.8 - 0.7 x 9/199 = 0.768; last 10 (steps 180..198) median 0.8 - 0.7 x 189/199 = 0.135
     assert "steps at lag 0 (on-policy): 0.768 → 0.135 (0.18x); steps at lag 1:" in f.evidence
     df = _table()
     df[Step.LENGTH_MEAN] = np.linspace(200, 80, N)
-    assert _bad(_find(df)) == {health.LENGTH_COLLAPSE}
+    assert _bad(_find(df)) == {findings.LENGTH_COLLAPSE}
     df[Step.LENGTH_MEAN] = np.linspace(200, 500, N)
-    assert _bad(_find(df)) == {health.LENGTH_BLOWUP}
+    assert _bad(_find(df)) == {findings.LENGTH_BLOWUP}
     off = (df[Step.POLICY_LAG] == 1).to_numpy()
     df[Step.LENGTH_MEAN] = np.where(off, np.linspace(200, 500, N), 200.0)
     assert _bad(_find(df)) == set()
@@ -534,7 +534,7 @@ def test_truncation():
     """30% truncated over the last 20 steps (the last 10% of 200): warns with the share."""
     df = _table()
     df[Step.TRUNCATED_FRACTION] = np.r_[np.zeros(N - 20), np.full(20, 0.3)]
-    f = _find(df)[health.TRUNCATION]
+    f = _find(df)[findings.TRUNCATION]
     assert "the last 20 steps (the last 10%, at least 5) = 30% of sequences" in f.evidence
 
 
@@ -545,40 +545,42 @@ def test_nonfinite_values_and_validation_only_rows():
     df = _table()
     df.loc[[5, 9], Step.NONFINITE_COUNT] = [3, 1]
     df.loc[11, Step.LOSS] = np.nan
-    f = _find(df)[health.NONFINITE]
-    assert f.severity == health.ERROR and f.steps == (5, 9, 11) and f.culprits == (5, 9, 11)
+    f = _find(df)[findings.NONFINITE]
+    assert f.severity == findings.ERROR and f.steps == (5, 9, 11) and f.culprits == (5, 9, 11)
     assert "4 non-finite input values" in f.evidence and "loss is NaN at step 11" in f.evidence
     clean = _table().drop(index=0)  # step 0 becomes a validation-only row
     val = {c: np.nan for c in clean.columns} | {Step.STEP: 0, "val-core/acc/mean@16": 0.31}
     df = pd.concat([pd.DataFrame([val]), clean], ignore_index=True)
     df[Step.KL_REF_MEAN] = np.nan  # never logged
     found = _find(df)
-    assert health.NONFINITE not in found and list(found) == [health.OK_CODE]
+    assert findings.NONFINITE not in found and list(found) == [findings.OK_CODE]
     df.loc[df[Step.STEP] == 0, Step.LOSS] = np.inf  # but an inf is one anywhere
-    assert _find(df)[health.NONFINITE].steps == (0,)
+    assert _find(df)[findings.NONFINITE].steps == (0,)
 
 
 def test_crashed_and_failed_runs():
     """A crashed run (stale heartbeat) and a failed run are errors with the last step and age."""
     found = _find(_table(), status="crashed", updated_at=1000.0, last_step=41, now=1600.0)
-    f = found[health.CRASHED]
-    assert f.severity == health.ERROR and "10 min ago at step 41" in f.evidence
-    assert health.OK_CODE not in found
-    f = _find(_table(), status="failed", updated_at=1000.0, last_step=3, now=2000.0)[health.FAILED]
-    assert f.severity == health.ERROR and "status 'failed' at step 3" in f.evidence
-    assert health.RUNNING in _find(_table(), status="running", updated_at=1.0, now=61.0)
+    f = found[findings.CRASHED]
+    assert f.severity == findings.ERROR and "10 min ago at step 41" in f.evidence
+    assert findings.OK_CODE not in found
+    f = _find(_table(), status="failed", updated_at=1000.0, last_step=3, now=2000.0)[
+        findings.FAILED
+    ]
+    assert f.severity == findings.ERROR and "status 'failed' at step 3" in f.evidence
+    assert findings.RUNNING in _find(_table(), status="running", updated_at=1.0, now=61.0)
 
 
 def test_empty_table():
     """An empty step table gives an info finding, no exception."""
-    assert health.NO_STEPS in _find(pd.DataFrame(columns=[Step.STEP]))
+    assert findings.NO_STEPS in _find(pd.DataFrame(columns=[Step.STEP]))
 
 
 def test_rolling_baseline_follows_a_line():
     """On y = 2 step (one group) the centred window's median is the row's own value and the MAD is
     the line's spread; interleaved groups are judged apart; < 8 neighbours are not judged."""
     y = 2.0 * np.arange(40)
-    med, mad = health.rolling_baseline(y, np.zeros(40, int))
+    med, mad = findings.rolling_baseline(y, np.zeros(40, int))
     # row 20: neighbours are rows 8..32 without 20 (12 each side), values 16..64 step 2 without
     # 40; median of the 24 values = (38 + 42) / 2 = 40 = y[20]. |v - 40| = 2, 2, 4, 4, ..., 24,
     # 24: the 12th and 13th of the 24 sorted are 12 and 14 -> MAD 13.
@@ -586,15 +588,15 @@ def test_rolling_baseline_follows_a_line():
     # the first 4 rows have fewer than 4 rows before them: not judged (a run's start is steep)
     assert np.isnan(med[:4]).all() and np.isfinite(med[4:]).all()
     g = np.arange(40) % 2
-    med, _ = health.rolling_baseline(np.where(g == 1, 100.0, 1.0), g)
+    med, _ = findings.rolling_baseline(np.where(g == 1, 100.0, 1.0), g)
     assert set(med[g == 1][4:]) == {100.0} and set(med[g == 0][4:]) == {1.0}
     assert np.isnan(med[:8]).all()  # 4 rows of each group
-    med, _ = health.rolling_baseline(np.arange(8.0), np.zeros(8, int))  # 7 neighbours at most
+    med, _ = findings.rolling_baseline(np.arange(8.0), np.zeros(8, int))  # 7 neighbours at most
     assert np.isnan(med).all()
 
 
 def test_every_threshold_names_its_source():
-    for name, t in health.THRESHOLDS.items():
+    for name, t in findings.THRESHOLDS.items():
         assert t.source and t.unit, name
 
 
@@ -645,64 +647,64 @@ def _scenario(code: str) -> tuple[pd.DataFrame, dict]:
     """The smallest change to the healthy table that raises ``code``."""
     df, kw = _table(), {}
     off = (df[Step.POLICY_LAG] == 1).to_numpy()
-    if code == health.ON_POLICY_ONLY:
+    if code == findings.ON_POLICY_ONLY:
         df = _table(lags=(0,))
-    elif code == health.STALE_OLD_LOGPROBS:
+    elif code == findings.STALE_OLD_LOGPROBS:
         df[Step.TOKEN_LOG_RATIO_ABS_MAX] = 0.0
-    elif code == health.SAMPLER_MISMATCH:
+    elif code == findings.SAMPLER_MISMATCH:
         df[Step.SAMPLER_KL_MEAN] = 0.2
-    elif code in (health.CLIP_HIGH, health.CLIP_LOW):
-        df[Step.SEQ_CLIP_FRACTION] = np.where(off, 0.9 if code == health.CLIP_HIGH else 0.0, 0)
-    elif code == health.ZERO_VARIANCE:
+    elif code in (findings.CLIP_HIGH, findings.CLIP_LOW):
+        df[Step.SEQ_CLIP_FRACTION] = np.where(off, 0.9 if code == findings.CLIP_HIGH else 0.0, 0)
+    elif code == findings.ZERO_VARIANCE:
         df[Step.ZERO_VARIANCE_FRACTION] = 0.7
-    elif code == health.TASK_SATURATED:  # the same share, every such group all-correct
+    elif code == findings.TASK_SATURATED:  # the same share, every such group all-correct
         df[Step.ZERO_VARIANCE_FRACTION] = 0.7
         df["zero_variance_high_fraction"] = 0.7
-    elif code in (health.KL_REF_SPIKE, health.KL_OLD_SPIKE, health.LOG_RATIO_SPIKE):
+    elif code in (findings.KL_REF_SPIKE, findings.KL_OLD_SPIKE, findings.LOG_RATIO_SPIKE):
         column = {
-            health.KL_REF_SPIKE: Step.KL_REF_MEAN,
-            health.KL_OLD_SPIKE: Step.KL_OLD_MEAN,
-            health.LOG_RATIO_SPIKE: Step.SEQ_LOG_RATIO_MAX,
+            findings.KL_REF_SPIKE: Step.KL_REF_MEAN,
+            findings.KL_OLD_SPIKE: Step.KL_OLD_MEAN,
+            findings.LOG_RATIO_SPIKE: Step.SEQ_LOG_RATIO_MAX,
         }[code]
         df.loc[101, column] *= 100
-    elif code == health.ENTROPY_COLLAPSE:
+    elif code == findings.ENTROPY_COLLAPSE:
         df[Step.ENTROPY_MEAN] = np.linspace(0.8, 0.05, N)
-    elif code in (health.LENGTH_COLLAPSE, health.LENGTH_BLOWUP):
-        df[Step.LENGTH_MEAN] = np.linspace(200, 50 if code == health.LENGTH_COLLAPSE else 900, N)
-    elif code == health.TRUNCATION:
+    elif code in (findings.LENGTH_COLLAPSE, findings.LENGTH_BLOWUP):
+        df[Step.LENGTH_MEAN] = np.linspace(200, 50 if code == findings.LENGTH_COLLAPSE else 900, N)
+    elif code == findings.TRUNCATION:
         df[Step.TRUNCATED_FRACTION] = 0.5
-    elif code == health.EOS_NEVER_SEEN:  # every completion at the 64-token cap, min = max = mean
+    elif code == findings.EOS_NEVER_SEEN:  # every completion at the 64-token cap, min = max = mean
         df[Step.TRUNCATED_FRACTION] = 1.0
         df[Step.LENGTH_MIN] = df[Step.LENGTH_MAX] = df[Step.LENGTH_MEAN] = 64.0
-    elif code == health.OVERLONG_CURED:  # fewer cut at the cap, shorter, and the reward rises
+    elif code == findings.OVERLONG_CURED:  # fewer cut at the cap, shorter, and the reward rises
         df[Step.LENGTH_MEAN] = np.linspace(200, 80, N)
         df[Step.TRUNCATED_FRACTION] = np.linspace(0.5, 0.0, N)
         df[Step.REWARD_MEAN] = np.linspace(0.1, 0.9, N)
-    elif code == health.NONFINITE:
+    elif code == findings.NONFINITE:
         df.loc[17, Step.LOSS] = np.inf
-    elif code in (health.CRASHED, health.FAILED):
+    elif code in (findings.CRASHED, findings.FAILED):
         kw = {"status": code, "updated_at": 1.0, "now": 7200.0}
-    elif code == health.GRAD_NORM_SPIKE:
+    elif code == findings.GRAD_NORM_SPIKE:
         df["grad_norm"] = np.linspace(0.5, 1.0, N)
         df.loc[101, "grad_norm"] = 50.0
-    elif code == health.GRAD_OVER_CLIP:
+    elif code == findings.GRAD_OVER_CLIP:
         df["grad_norm"] = 1.0
         kw = {"facts": _facts(max_grad_norm=0.005)}
-    elif code == health.LOSS_SPIKE:
+    elif code == findings.LOSS_SPIKE:
         df.loc[101, Step.LOSS] = 1e3
-    elif code == health.NO_SIGNAL:
+    elif code == findings.NO_SIGNAL:
         df["grad_norm"] = np.where(np.arange(N) % 2, 0.0, 0.8)
-    elif code == health.REWARD_PINNED:
+    elif code == findings.REWARD_PINNED:
         df["rewards/format/mean"] = df[Step.REWARD_MEAN]
         df["rewards/accuracy/mean"] = 0.0
-    elif code == health.KL_REF_HIGH:
+    elif code == findings.KL_REF_HIGH:
         df[Step.KL_REF_MEAN] = 2.0
-    elif code == health.CLIP_ONE_UPDATE:
+    elif code == findings.CLIP_ONE_UPDATE:
         df[Step.TOKEN_CLIP_FRACTION] = 0.1
         kw = {"facts": _facts(updates_per_batch=1, updates_origin="num_iterations = 1")}
-    elif code in (health.ATTENUATION_HIGH, health.ATTENUATION_LOW):  # on the off-policy steps
+    elif code in (findings.ATTENUATION_HIGH, findings.ATTENUATION_LOW):  # on the off-policy steps
         df[Step.ATTENUATION_MEAN] = np.where(
-            off, 0.8 if code == health.ATTENUATION_HIGH else 1e-6, 0
+            off, 0.8 if code == findings.ATTENUATION_HIGH else 1e-6, 0
         )
     elif code == "records_cut":  # 3 of 20 verl step lines cut at W&B's 4,096 characters
         from training_hooks.schema import ImportRecord
@@ -720,13 +722,15 @@ def _scenario(code: str) -> tuple[pd.DataFrame, dict]:
         df[Step.LOGPROB_BITS] = 8
         df[Step.SEQ_LOG_RATIO_GRID] = 2.0**-6 / 20
         df[Step.SEQ_LOG_RATIO_ABS_MIN_NONZERO] = 2.0**-6 / 20
-    elif code == health.ATTENUATION_ONE_SIDED:  # 4% of A > 0's gradient, 0.1% of A < 0's
+    elif code == findings.ATTENUATION_ONE_SIDED:  # 4% of A > 0's gradient, 0.1% of A < 0's
         df[Step.ATTENUATION_MEAN] = np.where(off, 0.02, 0)
         df[Step.ATTENUATION_POS_MEAN] = np.where(off, 0.04, 0)
         df[Step.ATTENUATION_NEG_MEAN] = np.where(off, 0.001, 0)
-    elif code == health.NO_REWARD_PROGRESS:
+    elif code == findings.NO_REWARD_PROGRESS:
         df[Step.REWARD_MEAN] = 0.5
-    elif code == health.REWARD_TOTAL_MISMATCH:  # the total 0-20% below its only component, per row
+    elif (
+        code == findings.REWARD_TOTAL_MISMATCH
+    ):  # the total 0-20% below its only component, per row
         df["rewards/answer/mean"] = df[Step.REWARD_MEAN] * (1 + 0.1 * (np.arange(N) % 3))
     elif code == "grad_norm_high":  # 0.5 on the first half, 8.0 on the second: 16x its start
         df["grad_norm"] = np.where(np.arange(N) < N // 2, 0.5, 8.0)
@@ -738,12 +742,12 @@ def _scenario(code: str) -> tuple[pd.DataFrame, dict]:
     return df, kw
 
 
-def _facts(**kw) -> health.RunFacts:
+def _facts(**kw) -> findings.RunFacts:
     """The facts ``_find`` states, plus ``kw``."""
-    return health.RunFacts("gspo", seq_eps=GSPO_EPS, token_eps=GRPO_EPS, **kw)
+    return findings.RunFacts("gspo", seq_eps=GSPO_EPS, token_eps=GRPO_EPS, **kw)
 
 
-@pytest.mark.parametrize("code", health.CODES)
+@pytest.mark.parametrize("code", findings.CODES)
 def test_every_code_fires_on_its_scenario(code):
     """Each code of the contract, on a one-change variant of the healthy run: that code fires (and
     the healthy run itself raises none, see above)."""
@@ -751,12 +755,12 @@ def test_every_code_fires_on_its_scenario(code):
     assert code in _find(df, **kw)
 
 
-def _scenario_facts(kw: dict) -> health.RunFacts:
+def _scenario_facts(kw: dict) -> findings.RunFacts:
     """The facts ``_find(df, **kw)`` judges with."""
     return kw["facts"] if "facts" in kw else _facts(**kw)
 
 
-@pytest.mark.parametrize("code", health.CODES)
+@pytest.mark.parametrize("code", findings.CODES)
 def test_each_code_comes_from_the_one_check_that_declares_it(code, monkeypatch):
     """On its scenario, ``code`` is reported by the entry of ``findings.run.CHECKS`` that declares
     it, and every check reports only its own codes (or notes): the registry says who says what."""
@@ -783,21 +787,21 @@ def test_each_code_comes_from_the_one_check_that_declares_it(code, monkeypatch):
         assert len(checks) == 1 and got in (*checks[0].codes, *checks[0].notes), got
 
 
-@pytest.mark.parametrize("code", health.CODES)
+@pytest.mark.parametrize("code", findings.CODES)
 def test_the_recorder_reports_a_code_exactly_when_its_check_is_live(code):
     """``live_findings`` on the whole scenario table: a code of a live check is reported as on
     the page; one of a check that needs the run's future (trends, status, raw values, ...) never."""
     df, kw = _scenario(code)
-    live = {f.code for f in health.live_findings(df, _scenario_facts(kw))}
-    assert (code in live) == (code in health.LIVE_CODES)
-    assert live <= set(health.LIVE_CODES)
+    live = {f.code for f in findings.live_findings(df, _scenario_facts(kw))}
+    assert (code in live) == (code in findings.LIVE_CODES)
+    assert live <= set(findings.LIVE_CODES)
 
 
 def test_codes_are_the_contract():
     """The stable codes, each once (their order is the registry's: ``findings.run.CHECKS``), and
     the informational notes outside them."""
-    assert len(set(health.CODES)) == len(health.CODES)
-    assert set(health.CODES) == {
+    assert len(set(findings.CODES)) == len(findings.CODES)
+    assert set(findings.CODES) == {
         "on_policy_only",
         "stale_old_logprobs",
         "sampler_mismatch",
@@ -838,7 +842,7 @@ def test_codes_are_the_contract():
         "reward_unscored",
         "ratio_resolution_coarse",
     }
-    assert health.NOTE_CODES == ("stopped_early", "running", "end_unknown", "not_judged")
+    assert findings.NOTE_CODES == ("stopped_early", "running", "end_unknown", "not_judged")
 
 
 def _shown(markdown: str) -> str:

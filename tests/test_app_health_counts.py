@@ -15,10 +15,10 @@ from app_runs import REPO, record_run
 
 from app import data, ui
 from app.discovery import discover
-from app.health import ERROR, WARNING
 from app.health_counts import health_counts
 from training_hooks import run_summary as summary_module
 from training_hooks import tables
+from training_hooks.findings import ERROR, WARNING
 from training_hooks.run_summary import valid_summary
 from training_hooks.schema import RUN_JSON, STEPS_DIR, SUMMARY_VERSION, RunInfo, read_run_info
 

@@ -712,7 +712,7 @@ def test_default_demo_is_in_the_real_regime(tmp_path, capsys):
     run's share of its off-policy tokens, GSPO of its off-policy sequences (its own ε, stated in
     run.json), the entropy does not collapse and the Health page finds no warning or error
     (REGIME_BANDS, docs/demo.md)."""
-    from app import health
+    from training_hooks import findings
     from training_hooks.demo.config import REGIME_BANDS
     from training_hooks.run_summary import page_findings
 
@@ -745,5 +745,5 @@ def test_default_demo_is_in_the_real_regime(tmp_path, capsys):
         kept = entropy.iloc[-k:].mean() / entropy.iloc[:k].mean()
         assert within("entropy_kept", kept), (info.algorithm, kept)
         found = page_findings(res.run_dir, info)  # what the Health page lists
-        alarms = [f.code for f in found if f.severity in (health.ERROR, health.WARNING)]
+        alarms = [f.code for f in found if f.severity in (findings.ERROR, findings.WARNING)]
         assert alarms == [], (info.algorithm, alarms)

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from app import health
+from training_hooks import findings
 from training_hooks.findings import RunFacts, run_health
 from training_hooks.findings.core import LAG_UNKNOWN, NOT_LOGGED, ROWS_MIX, SETTING_UNKNOWN
 from training_hooks.metric_map import Derived
@@ -17,7 +17,7 @@ from training_hooks.schema import Step
 GSPO = RunFacts("gspo", seq_eps=(3e-4, 4e-4), token_eps=(0.2, 0.2))
 
 
-def _codes(report) -> dict[str, health.Finding]:
+def _codes(report) -> dict[str, findings.Finding]:
     return {f.code: f for f in report.findings}
 
 
@@ -33,7 +33,7 @@ def test_reward_only_log_says_nearly_nothing_was_checked():
     facts = RunFacts("unknown", tool="tinker", sources={Step.REWARD_MEAN: "reward/mean"})
     report = run_health(df, facts)
     (ok,) = report.findings
-    assert ok.code == health.OK_CODE
+    assert ok.code == findings.OK_CODE
     assert ok.title == "Nothing unusual in the little that could be checked"
     assert "not a clean bill of health" in ok.evidence
     line = report.checked_line()
@@ -59,7 +59,7 @@ def test_a_healthy_recorded_run_says_what_ran():
         },
     )
     report = run_health(df, GSPO)
-    assert [f.code for f in report.findings] == [health.OK_CODE]
+    assert [f.code for f in report.findings] == [findings.OK_CODE]
     assert {"stale old log-probs", "clip share too high", "clip share too low"} <= set(
         report.checked
     )
@@ -78,13 +78,13 @@ def test_constant_reward_is_one_finding():
         },
     )
     found = _codes(run_health(df, RunFacts()))
-    f = found[health.ZERO_VARIANCE]
-    assert f.severity == health.ERROR and f.title.startswith("The reward carries no signal")
+    f = found[findings.ZERO_VARIANCE]
+    assert f.severity == findings.ERROR and f.title.startswith("The reward carries no signal")
     assert f.evidence == "reward_mean = 0 at every one of the 30 steps that log it."
-    assert health.TASK_SATURATED not in found
+    assert findings.TASK_SATURATED not in found
     df["env/teacher_kl"] = np.linspace(0.5, 0.2, 30)
-    f = _codes(run_health(df, RunFacts()))[health.ZERO_VARIANCE]
-    assert f.severity == health.INFO and "env/teacher_kl" in f.evidence
+    f = _codes(run_health(df, RunFacts()))[findings.ZERO_VARIANCE]
+    assert f.severity == findings.INFO and "env/teacher_kl" in f.evidence
 
 
 def test_solved_groups_are_saturation_not_zero_variance():
@@ -95,16 +95,16 @@ def test_solved_groups_are_saturation_not_zero_variance():
     base = {Step.REWARD_MEAN: np.linspace(0.6, 1.0, n), Step.ZERO_VARIANCE_FRACTION: np.ones(n)}
     solved = _steps(n, **base, **{"env/all/by_group/frac_all_good": np.ones(n)})
     found = _codes(run_health(solved, RunFacts()))
-    assert health.ZERO_VARIANCE not in found
-    f = found[health.TASK_SATURATED]
-    assert f.severity == health.INFO and "= 100%" in f.evidence and "harder prompts" in f.advice
+    assert findings.ZERO_VARIANCE not in found
+    f = found[findings.TASK_SATURATED]
+    assert f.severity == findings.INFO and "= 100%" in f.evidence and "harder prompts" in f.advice
     failed = _steps(n, **base, **{"env/all/by_group/frac_all_good": np.full(n, 0.05)})
     found = _codes(run_health(failed, RunFacts()))
-    f = found[health.ZERO_VARIANCE]
-    assert f.severity == health.ERROR and "too hard" in f.title
+    f = found[findings.ZERO_VARIANCE]
+    assert f.severity == findings.ERROR and "too hard" in f.title
     # 1 - 0.05 = 95% not at the highest reward
     assert "95% not at the highest reward (all wrong: too hard), 5% all at it" in f.evidence
-    assert health.TASK_SATURATED not in found
+    assert findings.TASK_SATURATED not in found
 
 
 def test_our_split_from_sequence_rewards():
@@ -117,7 +117,7 @@ def test_our_split_from_sequence_rewards():
             "reward": [1, 1, 0, 0, 1, 0, 1, 1],
         }
     )
-    out = health.group_outcomes(seq)
+    out = findings.group_outcomes(seq)
     assert out.to_dict("records") == [
         {"step": 0, "zero_variance_high_fraction": 0.5, "zero_variance_low_fraction": 0.25}
     ]
@@ -126,11 +126,11 @@ def test_our_split_from_sequence_rewards():
 def test_a_finding_on_few_steps_says_so_and_is_a_note():
     """Truncation 50% on the one logged step: not a warning, a note saying it rests on 1 step."""
     df = _steps(1, **{Step.TRUNCATED_FRACTION: [0.5], Step.REWARD_MEAN: [0.3]})
-    f = _codes(run_health(df, RunFacts()))[health.TRUNCATION]
-    assert f.severity == health.INFO
+    f = _codes(run_health(df, RunFacts()))[findings.TRUNCATION]
+    assert f.severity == findings.INFO
     assert f.evidence.endswith("This rests on 1 step only (fewer than 5): a note, not a verdict.")
     df = _steps(50, **{Step.TRUNCATED_FRACTION: np.full(50, 0.5), Step.REWARD_MEAN: np.ones(50)})
-    assert _codes(run_health(df, RunFacts()))[health.TRUNCATION].severity == health.WARNING
+    assert _codes(run_health(df, RunFacts()))[findings.TRUNCATION].severity == findings.WARNING
 
 
 @pytest.mark.parametrize("share", [0.08, 0.0])
@@ -147,16 +147,16 @@ def test_clip_share_on_rows_that_mix_updates(share):
     assert report.not_checked["clip share too low"] == ROWS_MIX
     assert report.checked["clip share too high"] == ROWS_MIX + ": a lower bound"
     found = _codes(report)
-    assert health.CLIP_LOW not in found
+    assert findings.CLIP_LOW not in found
     if share:
-        f = found[health.CLIP_HIGH]
+        f = found[findings.CLIP_HIGH]
         assert f.evidence.startswith(
             "GRPO clips 8% of tokens (mean token_clip_binding_fraction (where it binds) over "
             "50 steps; ε 0.2/0.28 in the token unit)."
         )
         assert "Each row averages several optimizer updates, on- and off-policy" in f.evidence
     else:
-        assert health.CLIP_HIGH not in found
+        assert findings.CLIP_HIGH not in found
 
 
 def test_spike_names_what_else_moved():
@@ -181,7 +181,7 @@ def test_spike_names_what_else_moved():
             Step.REWARD_MEAN: np.linspace(0, 1, n),
         },
     )
-    f = _codes(run_health(df, GSPO))[health.KL_OLD_SPIKE]
+    f = _codes(run_health(df, GSPO))[findings.KL_OLD_SPIKE]
     assert f.steps == (41,)
     assert f.evidence.endswith("At step 41 also: lr 30x at step 40; actor/grad_norm 5x at step 41.")
 
@@ -215,7 +215,7 @@ def test_spike_names_what_else_moved():
 def test_mismatch_names_the_metric_it_read(column, value, facts, named):
     df = _steps(20, **{column: np.full(20, value), Step.REWARD_MEAN: np.linspace(0, 1, 20)})
     report = run_health(df, facts)
-    f = _codes(report)[health.SAMPLER_MISMATCH]
+    f = _codes(report)[findings.SAMPLER_MISMATCH]
     assert f.evidence.startswith(named), f.evidence
     assert "recorded (sampler_logprobs)" not in f.evidence
     assert report.checked["sampler/trainer mismatch"] == named.split(" (stored")[0].split(":")[0]
@@ -294,16 +294,16 @@ def test_clip_low_is_folded_into_stale_old_logprobs():
     so in its evidence and clip_low is not a finding of its own. With ratios that moved (0.3) the
     same 0% clip share is clip_low (info: GSPO at its paper ε)."""
     found = _codes(run_health(_off_policy_table(token_ratio=0.0), GSPO))
-    assert health.CLIP_LOW not in found
-    stale = found[health.STALE_OLD_LOGPROBS]
-    assert stale.severity == health.ERROR
+    assert findings.CLIP_LOW not in found
+    stale = found[findings.STALE_OLD_LOGPROBS]
+    assert stale.severity == findings.ERROR
     assert stale.evidence.endswith(
         " It also explains the clip share: GSPO clips 0% of sequences (ratios at 1 clip nothing), "
         "so the clip share is not reported as a finding of its own."
     )
     moved = _codes(run_health(_off_policy_table(token_ratio=0.3), GSPO))
-    assert health.STALE_OLD_LOGPROBS not in moved
-    assert moved[health.CLIP_LOW].severity == health.INFO
+    assert findings.STALE_OLD_LOGPROBS not in moved
+    assert moved[findings.CLIP_LOW].severity == findings.INFO
 
 
 def test_clip_low_is_folded_into_a_reward_without_signal():
@@ -317,15 +317,15 @@ def test_clip_low_is_folded_into_a_reward_without_signal():
         **{Step.REWARD_MEAN: np.full(n, 0.5), Step.ZERO_VARIANCE_FRACTION: np.ones(n)},
     )
     found = _codes(run_health(flat, GSPO))
-    assert health.CLIP_LOW not in found and health.STALE_OLD_LOGPROBS not in found
-    zv = found[health.ZERO_VARIANCE]
-    assert zv.severity == health.ERROR
+    assert findings.CLIP_LOW not in found and findings.STALE_OLD_LOGPROBS not in found
+    zv = found[findings.ZERO_VARIANCE]
+    assert zv.severity == findings.ERROR
     assert "It also explains the clip share: GSPO clips 0% of sequences" in zv.evidence
     some = _off_policy_table(**{Step.ZERO_VARIANCE_FRACTION: np.full(n, 0.6)})
     found = _codes(run_health(some, GSPO))
-    assert found[health.ZERO_VARIANCE].severity == health.WARNING
-    assert health.CLIP_LOW in found
-    assert "It also explains" not in found[health.ZERO_VARIANCE].evidence
+    assert found[findings.ZERO_VARIANCE].severity == findings.WARNING
+    assert findings.CLIP_LOW in found
+    assert "It also explains" not in found[findings.ZERO_VARIANCE].evidence
 
 
 @pytest.mark.parametrize("kl_spike", [True, False])
@@ -345,14 +345,14 @@ def test_a_log_ratio_spike_corroborated_by_kl_old(kl_spike):
         kl[101] = 1e-2
     z = np.log(30) / (1.4826 * 0.5)
     assert z == pytest.approx(4.588, abs=1e-3)
-    assert health.RUN.spike_mads_corroborated.value < z < health.RUN.spike_mads.value
+    assert findings.RUN.spike_mads_corroborated.value < z < findings.RUN.spike_mads.value
     cols = {Step.KL_OLD_MEAN: kl, Step.SEQ_LOG_RATIO_MAX: log_s, Step.SEQ_LOG_RATIO_MIN: -log_s}
     found = _codes(run_health(_off_policy_table(**cols), GSPO))
     if not kl_spike:
-        assert health.KL_OLD_SPIKE not in found and health.LOG_RATIO_SPIKE not in found
+        assert findings.KL_OLD_SPIKE not in found and findings.LOG_RATIO_SPIKE not in found
         return
-    assert found[health.KL_OLD_SPIKE].steps == (101,)
-    f = found[health.LOG_RATIO_SPIKE]
+    assert found[findings.KL_OLD_SPIKE].steps == (101,)
+    f = found[findings.LOG_RATIO_SPIKE]
     assert f.steps == (101,)
     assert f.evidence.startswith(
         "worst at step 101: max |log s| (sequence) = 0.3, 30x the median 0.01 of its same-lag "
@@ -437,18 +437,18 @@ def test_every_code_belongs_to_exactly_one_registered_check():
         "ratio_resolution_coarse",
     }
     assert not set(NOTE_CODES) & set(CODES)
-    assert {health.OK_CODE, health.NO_STEPS}.isdisjoint({*CODES, *NOTE_CODES})
+    assert {findings.OK_CODE, findings.NO_STEPS}.isdisjoint({*CODES, *NOTE_CODES})
     for name in ("CLIP_HIGH", "TASK_SATURATED", "ATTENUATION_ONE_SIDED", "NOT_JUDGED", "RUNNING"):
-        assert getattr(health, name) in {*CODES, *NOTE_CODES}  # still importable by name
+        assert getattr(findings, name) in {*CODES, *NOTE_CODES}  # importable by name
 
 
 def test_a_code_declared_twice_is_refused():
     """Two entries (or one twice) declaring a code: ``codes_of`` raises, naming the code."""
     from training_hooks.findings import run
 
-    twice = (*run.CHECKS, run.Check((health.CLIP_HIGH,), lambda df, split, facts, cov: []))
+    twice = (*run.CHECKS, run.Check((findings.CLIP_HIGH,), lambda df, split, facts, cov: []))
     with pytest.raises(ValueError, match="clip_high"):
         run.codes_of(twice)
-    note_as_code = (*run.CHECKS, run.Check((health.NOT_JUDGED,), lambda *a: []))
+    note_as_code = (*run.CHECKS, run.Check((findings.NOT_JUDGED,), lambda *a: []))
     with pytest.raises(ValueError, match="not_judged"):
         run.codes_of(note_as_code, live=True)

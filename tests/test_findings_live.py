@@ -14,8 +14,7 @@ import pandas as pd
 import pytest
 import torch
 
-from app import health
-from training_hooks import RunRecorder, schema, tables
+from training_hooks import RunRecorder, findings, schema, tables
 from training_hooks.findings import LIVE_CODES, RunFacts, facts_of, live_findings
 from training_hooks.findings.live import (
     CUT,
@@ -70,15 +69,15 @@ def _record(root: Path, *, on_finding=None, every: int = 5) -> str:
         return rec.run_dir
 
 
-def _page_route(run_dir: str, upto: int) -> dict[str, health.Finding]:
+def _page_route(run_dir: str, upto: int) -> dict[str, findings.Finding]:
     """The Health page's route (``app.health.report_for``'s parts) on the steps <= ``upto``."""
     steps = tables.read_table(run_dir, schema.STEPS_DIR)
-    seqs = tables.read_table(run_dir, schema.SEQUENCES_DIR)[list(health.OUTCOME_COLUMNS)]
+    seqs = tables.read_table(run_dir, schema.SEQUENCES_DIR)[list(findings.OUTCOME_COLUMNS)]
     info = schema.read_run_info(run_dir)
-    df = health.with_group_outcomes(
-        steps[steps[Step.STEP] <= upto], health.group_outcomes(seqs[seqs[Seq.STEP] <= upto])
+    df = findings.with_group_outcomes(
+        steps[steps[Step.STEP] <= upto], findings.group_outcomes(seqs[seqs[Seq.STEP] <= upto])
     )
-    return {f.code: f for f in health.run_health(df, facts_of(info)).findings}
+    return {f.code: f for f in findings.run_health(df, facts_of(info)).findings}
 
 
 @pytest.fixture(scope="module")
@@ -101,7 +100,7 @@ def test_each_live_finding_is_what_the_page_says_on_the_same_table(live_run):
     run_dir, _ = live_run
     recorded = json.loads(Path(run_dir, schema.RUN_JSON).read_text())["findings"]
     codes = [f["code"] for f in recorded]
-    assert {health.CLIP_HIGH, health.NONFINITE} <= set(codes), codes
+    assert {findings.CLIP_HIGH, findings.NONFINITE} <= set(codes), codes
     for f in recorded:
         page = _page_route(run_dir, f["step"])
         assert f["code"] in page, (f["step"], f["code"])
@@ -116,12 +115,12 @@ def test_live_route_on_the_whole_table_equals_the_page(live_run):
     run_dir, _ = live_run
     steps = tables.read_table(run_dir, schema.STEPS_DIR)
     seqs = tables.read_table(run_dir, schema.SEQUENCES_DIR)
-    df = health.with_group_outcomes(steps, health.group_outcomes(seqs))
+    df = findings.with_group_outcomes(steps, findings.group_outcomes(seqs))
     facts = facts_of(schema.read_run_info(run_dir))
     live = [(f.code, f.severity, f.evidence) for f in live_findings(df, facts)]
     page = [
         (f.code, f.severity, f.evidence)
-        for f in health.run_health(df, facts).findings
+        for f in findings.run_health(df, facts).findings
         if f.code in LIVE_CODES
     ]
     assert live == page and live
@@ -132,10 +131,10 @@ def test_nonfinite_is_found_at_its_step_and_reported_once(live_run):
     """The NaN at step 23 is reported once, by the first evaluation after it (every 5 steps: the
     table ends at step 24), naming step 23; on_finding ran on the findings thread."""
     run_dir, got = live_run
-    nonfinite = [f for f, _ in got if f.code == health.NONFINITE]
+    nonfinite = [f for f, _ in got if f.code == findings.NONFINITE]
     assert len(nonfinite) == 1
     f = nonfinite[0]
-    assert f.step == 24 and f.steps == (NAN_AT,) and f.severity == health.ERROR
+    assert f.step == 24 and f.steps == (NAN_AT,) and f.severity == findings.ERROR
     assert f.line.startswith(
         f"gspo-dash: step 24: nonfinite (error, {LIVE_NOTE}): 1 non-finite input values"
     )
@@ -265,13 +264,13 @@ def test_live_findings_report_escalation_and_skip_thin_notes():
     assert live.evaluate() == [] and seen == []  # last quarter: 2 steps -> a note, skipped
     add(12, 0.6)
     (f,) = live.evaluate()
-    assert (f.code, f.severity, f.step) == (health.ZERO_VARIANCE, health.WARNING, 19)
+    assert (f.code, f.severity, f.step) == (findings.ZERO_VARIANCE, findings.WARNING, 19)
     add(20, 0.6)
     assert live.evaluate() == []  # the same code at the same severity: said once
     add(40, 0.95)
     (g,) = live.evaluate()
-    assert (g.code, g.severity) == (health.ZERO_VARIANCE, health.ERROR)
-    assert [x.code for x in seen] == [health.ZERO_VARIANCE] * 2
+    assert (g.code, g.severity) == (findings.ZERO_VARIANCE, findings.ERROR)
+    assert [x.code for x in seen] == [findings.ZERO_VARIANCE] * 2
 
 
 def test_live_outcome_split_equals_the_page_split():
@@ -288,7 +287,7 @@ def test_live_outcome_split_equals_the_page_split():
     live_split = live.table()[
         [Step.STEP, "zero_variance_high_fraction", "zero_variance_low_fraction"]
     ]
-    page_split = health.group_outcomes(pd.DataFrame(rows))
+    page_split = findings.group_outcomes(pd.DataFrame(rows))
     pd.testing.assert_frame_equal(live_split, page_split)
     np.testing.assert_allclose(page_split["zero_variance_high_fraction"], [1 / 3, 2 / 3])
     np.testing.assert_allclose(page_split["zero_variance_low_fraction"], [1 / 3, 0.0])
@@ -316,7 +315,7 @@ def test_each_live_finding_tags_the_mlflow_run(tmp_path, mlflow_uri):
             )
     info = schema.read_run_info(rec.run_dir)
     lines = {f["code"]: f for f in info.other["findings"]}
-    assert health.CLIP_HIGH in lines
+    assert findings.CLIP_HIGH in lines
     tags = MlflowClient(mlflow_uri).get_run(info.mlflow["run_id"]).data.tags
     for code, f in lines.items():
         assert tags[f"gspo_dash.finding.{code}"].startswith(f"gspo-dash: step {f['step']}: {code}")
@@ -328,8 +327,8 @@ def test_a_resumed_run_does_not_report_its_findings_again():
     earlier = {
         "run_id": "r",
         "step": 19,
-        "code": health.ZERO_VARIANCE,
-        "severity": health.WARNING,
+        "code": findings.ZERO_VARIANCE,
+        "severity": findings.WARNING,
         "title": "t",
         "evidence": "e",
         "advice": "a",
@@ -343,7 +342,9 @@ def test_a_resumed_run_does_not_report_its_findings_again():
     assert live.evaluate() == []
     for s in range(40, 200):
         live.add({Step.STEP: s, Step.ZERO_VARIANCE_FRACTION: 0.95})
-    assert [(f.code, f.severity) for f in live.evaluate()] == [(health.ZERO_VARIANCE, health.ERROR)]
+    assert [(f.code, f.severity) for f in live.evaluate()] == [
+        (findings.ZERO_VARIANCE, findings.ERROR)
+    ]
 
 
 @pytest.mark.slow  # records a run with RunRecorder (torch, threads): a few seconds

@@ -13,8 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from app import health
-from training_hooks import importers, schema, tables
+from training_hooks import findings, importers, schema, tables
 from training_hooks.findings import NAN_CELLS, RAW, THRESHOLDS, RunFacts, facts_of, run_health
 from training_hooks.findings.clip import CLIP_BANDS
 from training_hooks.findings.core import SETTING_UNKNOWN
@@ -39,7 +38,7 @@ def _steps(n: int, **cols) -> pd.DataFrame:
     return pd.DataFrame({Step.STEP: np.arange(1, n + 1), **cols})
 
 
-def _codes(df: pd.DataFrame, facts: RunFacts = TRL) -> dict[str, health.Finding]:
+def _codes(df: pd.DataFrame, facts: RunFacts = TRL) -> dict[str, findings.Finding]:
     return {f.code: f for f in run_health(df, facts).findings}
 
 
@@ -93,12 +92,12 @@ def test_a_logged_nan_is_found_a_step_not_logged_is_not():
     df = _steps(12, **{Step.LOSS: loss, "grad_norm": g, "env/all/extra": other})
     df.attrs[NAN_CELLS] = {"grad_norm": (7,)}
     r = run_health(df, TRL)
-    f = {x.code: x for x in r.findings}[health.NONFINITE]
+    f = {x.code: x for x in r.findings}[findings.NONFINITE]
     assert f.evidence == "grad_norm is NaN at step 7; env/all/extra is inf at step 3."
     assert f.steps == (3, 7)
     assert r.checked["non-finite values"] == "every numeric column"
     df.attrs[NAN_CELLS] = {}
-    f = _codes(df)[health.NONFINITE]
+    f = _codes(df)[findings.NONFINITE]
     assert f.evidence == "env/all/extra is inf at step 3." and f.steps == (3,)
 
 
@@ -110,7 +109,7 @@ def test_a_recorded_run_keeps_the_old_reading_plus_the_gradient_norm():
     lr = np.full(20, 1e-5)
     lr[9] = np.nan
     df = _steps(20, **{Step.REWARD_MEAN: np.linspace(0, 1, 20), "grad_norm": g, "lr": lr})
-    f = _codes(df, RunFacts())[health.NONFINITE]
+    f = _codes(df, RunFacts())[findings.NONFINITE]
     assert f.evidence == "grad_norm is NaN at step 5." and f.steps == (5,)
 
 
@@ -130,7 +129,7 @@ def test_import_route_nan_against_absent(tmp_path):
     df, _ = tables.step_frame(res["run_dir"])
     assert df.attrs[NAN_CELLS] == {"grad_norm": (3,)}
     info = schema.read_run_info(res["run_dir"])
-    f = {x.code: x for x in run_health(df, facts_of(info)).findings}[health.NONFINITE]
+    f = {x.code: x for x in run_health(df, facts_of(info)).findings}[findings.NONFINITE]
     assert f.evidence == "grad_norm is NaN at step 3." and f.steps == (3,)
 
 
@@ -142,8 +141,8 @@ def test_gradient_norm_explosion():
     """40 steps at 1.0..1.39 (p90 ~1.35) and one at 50 (step 30): 37x, a spike at step 30 only."""
     g = np.linspace(1.0, 1.39, 40)
     g[29] = 50.0
-    f = _codes(_steps(40, grad_norm=g))[health.GRAD_NORM_SPIKE]
-    assert f.severity == health.WARNING and f.steps == (30,)
+    f = _codes(_steps(40, grad_norm=g))[findings.GRAD_NORM_SPIKE]
+    assert f.severity == findings.WARNING and f.steps == (30,)
     assert f.evidence.startswith("grad_norm = 50 at step 30, ")
 
 
@@ -151,9 +150,9 @@ def test_a_decaying_or_sparse_gradient_is_no_explosion():
     """A gradient that falls from 0.3 to 2e-4 after 5 steps (graphcross's shape), and a sparse
     run where 1 step in 10 has a gradient of 0.3 and the rest 1e-5 (p90 = 0.3): no spike."""
     decay = np.r_[np.full(5, 0.3), np.full(55, 2e-4)]
-    assert health.GRAD_NORM_SPIKE not in _codes(_steps(60, grad_norm=decay))
+    assert findings.GRAD_NORM_SPIKE not in _codes(_steps(60, grad_norm=decay))
     sparse = np.where(np.arange(50) % 10 == 0, 0.3, 1e-5)
-    assert health.GRAD_NORM_SPIKE not in _codes(_steps(50, grad_norm=sparse))
+    assert findings.GRAD_NORM_SPIKE not in _codes(_steps(50, grad_norm=sparse))
 
 
 def test_gradient_far_above_max_grad_norm():
@@ -162,11 +161,11 @@ def test_gradient_far_above_max_grad_norm():
     unstated, listed as not checked."""
     g = np.linspace(1000.0, 14444.0, 30)
     df = _steps(30, grad_norm=g)
-    f = _codes(df, RunFacts(tool="trl", max_grad_norm=0.01))[health.GRAD_OVER_CLIP]
-    assert f.severity == health.WARNING and len(f.steps) == 30
+    f = _codes(df, RunFacts(tool="trl", max_grad_norm=0.01))[findings.GRAD_OVER_CLIP]
+    assert f.severity == findings.WARNING and len(f.steps) == 30
     assert "grad_norm reaches 14444 (median 7.72e+03) where max_grad_norm is 0.01" in f.evidence
     ok = _steps(30, grad_norm=np.linspace(1.2, 1.5, 30))
-    assert health.GRAD_OVER_CLIP not in _codes(ok, RunFacts(tool="trl", max_grad_norm=1.0))
+    assert findings.GRAD_OVER_CLIP not in _codes(ok, RunFacts(tool="trl", max_grad_norm=1.0))
     r = run_health(ok, TRL)
     assert (
         r.not_checked["gradient norm against max_grad_norm"] == f"{SETTING_UNKNOWN}: max_grad_norm"
@@ -176,16 +175,16 @@ def test_gradient_far_above_max_grad_norm():
 def test_max_grad_norm_is_read_from_what_the_run_states():
     """From the config (TRL's max_grad_norm, verl's actor grad_clip); never a default."""
     info = schema.RunInfo(run_id="r", name="r", algorithm="unknown", config={"max_grad_norm": 0.3})
-    assert health.facts_of(info).max_grad_norm == 0.3
+    assert findings.facts_of(info).max_grad_norm == 0.3
     verl = {"actor_rollout_ref": {"actor": {"grad_clip": 1.0}}}
     assert (
-        health.facts_of(
+        findings.facts_of(
             schema.RunInfo(run_id="r", name="r", algorithm="unknown", config=verl)
         ).max_grad_norm
         == 1.0
     )
     assert (
-        health.facts_of(
+        findings.facts_of(
             schema.RunInfo(run_id="r", name="r", algorithm="unknown", config={})
         ).max_grad_norm
         is None
@@ -202,10 +201,10 @@ def test_loss_off_its_own_scale():
     rng = np.random.default_rng(0)
     loss = rng.uniform(1e3, 2.7e4, 100) * rng.choice([-1, 1], 100)
     loss[91] = 6.08e11
-    f = _codes(_steps(100, **{Step.LOSS: loss}))[health.LOSS_SPIKE]
+    f = _codes(_steps(100, **{Step.LOSS: loss}))[findings.LOSS_SPIKE]
     assert f.steps == (92,) and f.evidence.startswith("loss = 6.08e+11 at step 92, ")
     loss[91] = 2e4
-    assert health.LOSS_SPIKE not in _codes(_steps(100, **{Step.LOSS: loss}))
+    assert findings.LOSS_SPIKE not in _codes(_steps(100, **{Step.LOSS: loss}))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -216,12 +215,12 @@ def test_zero_gradient_steps():
     """grad_norm exactly 0 at 34 of 100 steps: a warning naming 34 of 100; at 10 of 100 nothing."""
     g = np.full(100, 0.7)
     g[np.arange(0, 100, 3)[:34]] = 0.0
-    f = _codes(_steps(100, grad_norm=g))[health.NO_SIGNAL]
-    assert f.severity == health.WARNING
+    f = _codes(_steps(100, grad_norm=g))[findings.NO_SIGNAL]
+    assert f.severity == findings.WARNING
     assert "grad_norm is zero (≤ 1e-08) at 34 of 100 steps (34%; first at step 1)" in f.evidence
     g = np.full(100, 0.7)
     g[:10] = 0.0
-    assert health.NO_SIGNAL not in _codes(_steps(100, grad_norm=g))
+    assert findings.NO_SIGNAL not in _codes(_steps(100, grad_norm=g))
 
 
 def test_a_run_collapsed_from_its_first_step():
@@ -230,11 +229,11 @@ def test_a_run_collapsed_from_its_first_step():
     n = 200
     df = _steps(n, **{Step.REWARD_MEAN: np.full(n, -0.875), Step.LOSS: np.zeros(n)})
     df["grad_norm"] = 1e-3 * np.exp(np.random.default_rng(1).normal(0, 0.1, n))
-    f = _codes(df)[health.NO_SIGNAL]
-    assert f.severity == health.ERROR and "loss is 0 at every one of its 200 steps" in f.evidence
+    f = _codes(df)[findings.NO_SIGNAL]
+    assert f.severity == findings.ERROR and "loss is 0 at every one of its 200 steps" in f.evidence
     assert "the reward is flat (-0.875–-0.875, 10–90%)" in f.evidence
     df[Step.REWARD_MEAN] = np.linspace(0.57, 0.83, n)
-    assert health.NO_SIGNAL not in _codes(df)
+    assert findings.NO_SIGNAL not in _codes(df)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -248,12 +247,12 @@ def test_a_component_near_zero_while_the_total_rises():
     fmt = np.linspace(0.01, 0.13, n)
     acc = np.tile([0.005, 0.02, 0.008], 4)
     df = _steps(n, **{Step.REWARD_MEAN: fmt + acc, "rewards/format": fmt, "rewards/acc": acc})
-    f = _codes(df)[health.REWARD_PINNED]
+    f = _codes(df)[findings.REWARD_PINNED]
     assert f.evidence.startswith("rewards/acc stays at 0.005–0.02")
     assert "the rise is rewards/format's" in f.evidence
     df["rewards/acc"] = np.linspace(0.01, 0.2, n)
     df[Step.REWARD_MEAN] = df["rewards/format"] + df["rewards/acc"]
-    assert health.REWARD_PINNED not in _codes(df)
+    assert findings.REWARD_PINNED not in _codes(df)
 
 
 def test_a_component_never_earned_while_the_total_saturates():
@@ -269,7 +268,7 @@ def test_a_component_never_earned_while_the_total_saturates():
             "rewards/format_reward/mean": np.full(n, 2.0),
         },
     )
-    f = _codes(df)[health.REWARD_PINNED]
+    f = _codes(df)[findings.REWARD_PINNED]
     assert f.title == "A reward component is never earned while the total saturates"
     assert f.evidence.startswith("rewards/correctness_reward/mean is 0.0 at every step")
 
@@ -284,12 +283,12 @@ def test_kl_level_and_spike():
     38 at one step, 35x its ~1.1 median: a kl_ref_spike at that step."""
     n = 40
     high = _steps(n, **{Step.KL_REF_MEAN: np.linspace(0.5, 2.0, n)})
-    assert "(10 steps) = 1.83 nats/token" in _codes(high)[health.KL_REF_HIGH].evidence
+    assert "(10 steps) = 1.83 nats/token" in _codes(high)[findings.KL_REF_HIGH].evidence
     low = _steps(n, **{Step.KL_REF_MEAN: np.linspace(0.01, 0.05, n)})
-    assert health.KL_REF_HIGH not in _codes(low)
+    assert findings.KL_REF_HIGH not in _codes(low)
     kl = 1.1 * np.exp(np.random.default_rng(2).normal(0, 0.1, n))
     kl[25] = 38.0
-    f = _codes(_steps(n, **{Step.KL_REF_MEAN: kl}))[health.KL_REF_SPIKE]
+    f = _codes(_steps(n, **{Step.KL_REF_MEAN: kl}))[findings.KL_REF_SPIKE]
     assert f.steps == (26,)
 
 
@@ -310,14 +309,14 @@ def test_clipping_at_one_update_points_at_the_mismatch():
     df = _steps(50, **{"trl/clip_ratio/region_mean": np.linspace(0.25, 0.33, 50)})
     r = run_health(df, facts)
     found = {f.code: f for f in r.findings}
-    f = found[health.CLIP_ONE_UPDATE]
-    assert f.severity == health.WARNING
+    f = found[findings.CLIP_ONE_UPDATE]
+    assert f.severity == findings.WARNING
     assert f.evidence.startswith("mean trl/clip_ratio/region_mean = 29% of tokens or sequences")
     assert "mismatch between the log-probs" in f.advice and "learning rate will not" in f.advice
-    assert "lower the learning rate" not in f.advice and health.CLIP_HIGH not in found
+    assert "lower the learning rate" not in f.advice and findings.CLIP_HIGH not in found
     assert r.checked["clip at one update per batch"] == facts.updates_origin
     df["trl/clip_ratio/region_mean"] = 0.0
-    assert health.CLIP_ONE_UPDATE not in _codes(df, facts)
+    assert findings.CLIP_ONE_UPDATE not in _codes(df, facts)
 
 
 def test_updates_per_batch_unknown_is_not_checked():

@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 from test_importers_real import real_logs_dir
 
-from app import data, health, ui
+from app import data, ui
 from app.discovery import discover
+from training_hooks import findings
 from training_hooks.findings.core import LAG_UNKNOWN, ROWS_MIX
 
 REAL = real_logs_dir()
@@ -47,7 +48,7 @@ LOGS = {
 
 
 @pytest.fixture(scope="module")
-def reports(real_logs, tmp_path_factory) -> dict[str, health.HealthReport]:
+def reports(real_logs, tmp_path_factory) -> dict[str, findings.HealthReport]:
     """Each log (of the session's import of every real log, ``real_logs``) read as the Health page
     reads it, from a copy of its run folder."""
     folders = {}
@@ -86,16 +87,16 @@ def test_tinker_solved_task_is_saturated_not_an_error(reports):
     """Tinker's arithmetic run ends with every group all-correct (frac_all_good 1.0): the task is
     saturated (a note), not a zero-variance error. Its mismatch check read Tinker's own metric."""
     r, found = _get(reports, "tinker-arithmetic")
-    assert health.ZERO_VARIANCE not in found
-    f = found[health.TASK_SATURATED]
-    assert f.severity == health.INFO and "env/all/by_group/frac_all_good" in f.evidence
+    assert findings.ZERO_VARIANCE not in found
+    f = found[findings.TASK_SATURATED]
+    assert f.severity == findings.INFO and "env/all/by_group/frac_all_good" in f.evidence
     assert r.checked["sampler/trainer mismatch"] == "tinker optim/kl_sample_train_v2"
     assert r.not_checked["stale old log-probs"] == "token log-ratios not logged"
 
 
 def test_reward_only_tinker_log_is_not_a_clean_bill(reports):
     r, found = _get(reports, "tinker-reward-only")
-    assert found[health.OK_CODE].title == "Nothing unusual in the little that could be checked"
+    assert found[findings.OK_CODE].title == "Nothing unusual in the little that could be checked"
     assert list(r.checked) == [
         "run status",
         "non-finite values",
@@ -114,7 +115,7 @@ def test_verl_rows_that_mix_updates(reports):
     assert r.checked["clip share too high"] == ROWS_MIX + ": a lower bound"
     assert r.not_checked["clip share too low"] == ROWS_MIX
     assert r.not_checked["on- / off-policy steps"] == LAG_UNKNOWN
-    f = found[health.SAMPLER_MISMATCH]
+    f = found[findings.SAMPLER_MISMATCH]
     assert f.evidence.startswith("verl rollout_corr/k3_kl (stored as sampler_kl_mean): median")
     assert "Each row spans several optimizer updates" in f.evidence
 
@@ -122,32 +123,35 @@ def test_verl_rows_that_mix_updates(reports):
 def test_trl_split_unknown_is_said(reports):
     """TRL logs frac_reward_zero_std but not which groups were solved: the finding says so."""
     r, found = _get(reports, "trl-0.23")
-    f = found[health.ZERO_VARIANCE]
+    f = found[findings.ZERO_VARIANCE]
     assert "whether they are all-correct (solved) or all-wrong is not logged" in f.evidence
     assert r.checked["zero-variance groups"] == "solved / failed split not logged"
 
 
 def _serious(r) -> set[str]:
-    return {f.code for f in r.findings if f.severity in (health.ERROR, health.WARNING)}
+    return {f.code for f in r.findings if f.severity in (findings.ERROR, findings.WARNING)}
 
 
 #: Each labelled log's warnings and errors, pinned (the README's "What each of the newer logs
 #: shows"; bench/bench_real_logs.py scores the same against its description).
 SERIOUS = {
     "graphcross": {
-        health.ZERO_VARIANCE,
-        health.NO_SIGNAL,
-        health.LENGTH_COLLAPSE,
+        findings.ZERO_VARIANCE,
+        findings.NO_SIGNAL,
+        findings.LENGTH_COLLAPSE,
         "loss_constant",  # 0.0 in all 60 rows
     },
-    "furixturi": {health.REWARD_PINNED},
-    "furixturi-tfevents": {health.REWARD_PINNED},
-    "pythia": {health.EOS_NEVER_SEEN},
-    "seriserendipia": {health.ZERO_VARIANCE, health.NO_SIGNAL},
-    "hiepdema": {health.ZERO_VARIANCE, health.NO_REWARD_PROGRESS},  # reward 0.0 in 35 of 50 rows
+    "furixturi": {findings.REWARD_PINNED},
+    "furixturi-tfevents": {findings.REWARD_PINNED},
+    "pythia": {findings.EOS_NEVER_SEEN},
+    "seriserendipia": {findings.ZERO_VARIANCE, findings.NO_SIGNAL},
+    "hiepdema": {
+        findings.ZERO_VARIANCE,
+        findings.NO_REWARD_PROGRESS,
+    },  # reward 0.0 in 35 of 50 rows
     "gui-cursor": set(),
     "joanvelja": set(),
-    "shaider10": {health.LOSS_SPIKE},
+    "shaider10": {findings.LOSS_SPIKE},
     **{f"astowolfo-{k}": set() for k in range(1, 6)},
 }
 
@@ -162,20 +166,20 @@ def test_graphcross_collapse_is_no_learning_signal(reports):
     """Loss 0.0 in all 60 rows, grad_norm 0.18-0.31 (steps 10-50) -> ~3e-4, reward flat at 0.07
     over the last half: an error; the zero-variance share's reward is the run's highest (0.07)."""
     r, found = _get(reports, "graphcross")
-    f = found[health.NO_SIGNAL]
-    assert f.severity == health.ERROR
+    f = found[findings.NO_SIGNAL]
+    assert f.severity == findings.ERROR
     assert "trl loss is 0 at every one of its 60 steps" in f.evidence
     assert (
         "grad_norm fell from a median 0.237 (first 10% of steps (at most 10)) to 0.000331"
         in f.evidence
     )
-    assert "is the highest the run logs (0.0385 to 0.07)" in found[health.ZERO_VARIANCE].evidence
-    assert health.GRAD_NORM_SPIKE not in found  # a gradient that decays is no explosion
+    assert "is the highest the run logs (0.0385 to 0.07)" in found[findings.ZERO_VARIANCE].evidence
+    assert findings.GRAD_NORM_SPIKE not in found  # a gradient that decays is no explosion
 
 
 def test_furixturi_accuracy_is_pinned_while_format_rises(reports):
     _, found = _get(reports, "furixturi")
-    f = found[health.REWARD_PINNED]
+    f = found[findings.REWARD_PINNED]
     assert f.evidence.startswith("rewards/accuracy_reward stays at 0.00469–0.0211")
     assert "the rise is rewards/format_reward's (0.0152 → 0.117" in f.evidence
 
@@ -184,7 +188,7 @@ def test_tensorboard_step_without_a_loss_is_not_a_nan(reports):
     """The event file's step 113 holds rewards but no train/loss: not logged, not NaN; every
     numeric column was read for non-finite values."""
     r, found = _get(reports, "furixturi-tfevents")
-    assert health.NONFINITE not in found
+    assert findings.NONFINITE not in found
     assert r.checked["non-finite values"] == "every numeric column"
 
 
@@ -192,36 +196,36 @@ def test_pythia_every_completion_at_the_cap_is_eos_never_seen(reports):
     """clipped_ratio 1.0 with min = max = mean = 48 (windowed means of each step's) on all 10
     rows: the lengths are padded lengths, judged as eos_never_seen instead of plain truncation."""
     r, found = _get(reports, "pythia")
-    f = found[health.EOS_NEVER_SEEN]
-    assert f.severity == health.WARNING
+    f = found[findings.EOS_NEVER_SEEN]
+    assert f.severity == findings.WARNING
     assert f.evidence.startswith("on 10 of the 10 steps that log them (100%) every completion")
     assert "trl/completions/min_length = trl/completions/max_length = length_mean = 48" in (
         f.evidence
     )
-    assert health.TRUNCATION not in found
+    assert findings.TRUNCATION not in found
     assert r.checked["truncation"] == "10 steps judged as end of sequence never seen"
 
 
 def test_seriserendipia_zero_gradient_steps(reports):
     _, found = _get(reports, "seriserendipia")
-    f = found[health.NO_SIGNAL]
-    assert f.severity == health.WARNING
+    f = found[findings.NO_SIGNAL]
+    assert f.severity == findings.WARNING
     assert "grad_norm is zero (≤ 1e-08) at 78 of 231 steps (33.8%; first at step 8)" in f.evidence
 
 
 def test_hiepdema_sparse_reward_is_failed_not_solved(reports):
     _, found = _get(reports, "hiepdema")
-    f = found[health.ZERO_VARIANCE]
-    assert f.severity == health.ERROR
+    f = found[findings.ZERO_VARIANCE]
+    assert f.severity == findings.ERROR
     assert "is the lowest the run logs (its range: 0 to 0.05): the groups are all-wrong" in (
         f.evidence
     )
-    assert health.GRAD_NORM_SPIKE not in found  # rare steps with a signal are no explosion
+    assert findings.GRAD_NORM_SPIKE not in found  # rare steps with a signal are no explosion
 
 
 def test_shaider10_loss_spike_at_step_92(reports):
     _, found = _get(reports, "shaider10")
-    f = found[health.LOSS_SPIKE]
+    f = found[findings.LOSS_SPIKE]
     assert f.steps == (92,)
     assert "tinker loss:sum (stored as loss) = 6.083e+11 at step 92" in f.evidence
     assert "largest at any other step: 2.66e+04" in f.evidence
@@ -231,7 +235,7 @@ def test_gui_cursor_one_update_per_batch_clips_nothing(reports):
     """verl with ppo_epochs 1 and one mini-batch: the clip at one update per batch is checked
     (pg_clipfrac 0.0 at every step: nothing), the usual-band clip checks are not."""
     r, found = _get(reports, "gui-cursor")
-    assert health.CLIP_ONE_UPDATE not in found
+    assert findings.CLIP_ONE_UPDATE not in found
     assert r.checked["clip at one update per batch"] == (
         "ppo_epochs=1, ppo_mini_batch_size=32, train_batch_size=32"
     )

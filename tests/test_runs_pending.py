@@ -16,9 +16,9 @@ from app_runs import record_run
 
 from app import data, health_fill, ui
 from app.discovery import discover
-from app.health import ERROR, WARNING
 from training_hooks import findings, schema
 from training_hooks import run_summary as summary_module
+from training_hooks.findings import ERROR, WARNING
 from training_hooks.run_summary import KEPT_FILE, kept_key, read_kept
 
 PENDING = "checking…"

@@ -4,7 +4,7 @@ import pandas as pd
 import streamlit as st
 
 from app import data, line_style, ui
-from app.health import ERROR, INFO, OK, WARNING, in_step_order
+from training_hooks.findings import ERROR, INFO, OK, WARNING, in_step_order
 from training_hooks.findings.lag import lag_split
 
 ICON = {

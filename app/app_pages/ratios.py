@@ -37,7 +37,7 @@ band_name = charts.seq_band_name(seq_eps, unit)
 df = t.df
 n_steps = int(df[Seq.STEP].nunique())
 band = (math.log1p(-seq_eps[0]), math.log1p(seq_eps[1])) if seq_eps else None
-lr = df[Seq.SEQ_LOG_RATIO]
+log_s = df[Seq.SEQ_LOG_RATIO]
 
 
 st.subheader("Sequence log-ratio distribution over steps")
@@ -56,7 +56,7 @@ if scale == ZOOM and band:
 elif scale == LINEAR:
     hist = aggregate.step_histogram(df, Seq.SEQ_LOG_RATIO)
 else:
-    hist = aggregate.step_histogram(df, Seq.SEQ_LOG_RATIO, axis=aggregate.symlog_for(lr, band))
+    hist = aggregate.step_histogram(df, Seq.SEQ_LOG_RATIO, axis=aggregate.symlog_for(log_s, band))
 hlines = []
 if band and seq_eps:  # (band is known exactly when seq_eps is)
     hlines = [
@@ -74,7 +74,7 @@ st.plotly_chart(
 )
 notes = [f"{hist.rows:,} sequences on {shown.counted(n_steps)}."]
 if band:
-    inside = aggregate.share_inside(lr, *band)
+    inside = aggregate.share_inside(log_s, *band)
     notes.append(f"Red dashed lines: {band_name}; {inside:.1%} of these sequences lie inside it.")
 else:
     notes.append("The sequence ε is unknown (not in run.json): no band drawn.")
@@ -83,7 +83,7 @@ if hist.outside:
         f"{hist.outside:,} sequences beyond the axis range (0.5-99.5% quantiles or the zoom) are "
         "piled on its edges."
     )
-if len(lr) and (lr == 0).all():
+if len(log_s) and (log_s == 0).all():
     notes.append(
         "Every log s shown is exactly 0: the ratio is 1 on every sequence (the log-probs equal the "
         "old ones: on-policy steps, or a policy that did not move)."

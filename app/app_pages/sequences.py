@@ -274,12 +274,15 @@ match = tdf[_ident(tdf, Tok) == key] if len(tdf) else tdf
 token_eps = ui.eps_of(run).get("token")
 if len(match):
     rec = match.iloc[0]
-    lr = np.asarray(rec[Tok.TOKEN_LOG_RATIOS], dtype=np.float64)
+    token_log_r = np.asarray(rec[Tok.TOKEN_LOG_RATIOS], dtype=np.float64)
     tokens = rec.get(Tok.TOKENS)
     tokens = [str(x) for x in tokens] if tokens is not None else None
     st.plotly_chart(
         charts.token_bars_figure(
-            lr, token_eps=token_eps, seq_log_ratio=float(row[Seq.SEQ_LOG_RATIO]), tokens=tokens
+            token_log_r,
+            token_eps=token_eps,
+            seq_log_ratio=float(row[Seq.SEQ_LOG_RATIO]),
+            tokens=tokens,
         ),
         key="token_bars",
     )
@@ -292,10 +295,10 @@ if len(match):
         )
         + ". The dotted line is log s, the mean of the bars."
         + (
-            f" {int((~np.isfinite(lr)).sum())} token(s) hold NaN or ±inf: no bar, marked ✕ at 0 "
+            f" {int((~np.isfinite(token_log_r)).sum())} token(s) hold NaN or ±inf: no bar, marked ✕ at 0 "
             "with its value (a NaN is counted apart, neither inside the band nor outside it; "
             "log s is then not finite either)."
-            if not np.isfinite(lr).all()
+            if not np.isfinite(token_log_r).all()
             else ""
         )
     )
