@@ -4,9 +4,8 @@ Every time is the median of several repeats, and each row also gives its ratio t
 forward+backward measured in the same run (ratios survive a noisy, shared machine better than
 seconds do). The baseline row "seed loop" is the Tinker seed's reference code applied sequence by
 sequence, the obvious way to write GSPO without vectorising. ``sequence_diagnostics`` (both clip
-units, both KL estimates, entropy) is timed on both of its routes: eager torch ops (what every
-call runs) and the readable reference route (the tests' oracle), at the benchmark's size and at
-the demo's (64 sequences of 6 tokens).
+units, both KL estimates, entropy; eager torch ops, its one form) is timed at the benchmark's
+size and at the demo's (64 sequences of 6 tokens).
 
     python bench/bench_losses.py [--B 512] [--T 1024] [--repeats 7] [--threads N]
 """
@@ -72,16 +71,14 @@ def benchmarks(x: dict[str, torch.Tensor]) -> list[tuple[str, object]]:
             total = total - torch.minimum(ratio * adv[b], clipped * adv[b]).sum()
         total.backward()
 
-    def diags(backend, rows=None, cols=None):  # rows/cols: the demo's batch, 64 x at most 6
+    def diags(rows=None, cols=None):  # rows/cols: the demo's batch, 64 x at most 6
         sel = [t[:rows, :cols].contiguous() for t in (logits, old, x["ref"], x["ent"])]
         m = mask[:rows, :cols].clone()
         m[:, 0] = True
         a = adv[:rows].contiguous()
 
         def run():
-            sequence_diagnostics(
-                sel[0], sel[1], m, a, ref_logprobs=sel[2], entropy=sel[3], backend=backend
-            )
+            sequence_diagnostics(sel[0], sel[1], m, a, ref_logprobs=sel[2], entropy=sel[3])
 
         return run
 
@@ -94,10 +91,8 @@ def benchmarks(x: dict[str, torch.Tensor]) -> list[tuple[str, object]]:
         ("gspo_loss fwd+bwd (token_mean)", fwd_bwd(gspo_loss)),
         ("gspo_loss fwd+bwd (seq_mean_token_mean)", fwd_bwd(gspo_loss, "seq_mean_token_mean")),
         ("gspo_loss forward only (no grad)", forward_only),
-        ("sequence_diagnostics, torch route", diags("torch")),
-        ("sequence_diagnostics, reference route", diags("reference")),
-        ("  same at B=64, T=6, torch route", diags("torch", 64, 6)),
-        ("  same at B=64, T=6, reference route", diags("reference", 64, 6)),
+        ("sequence_diagnostics", diags()),
+        ("  same at B=64, T=6", diags(64, 6)),
         ("seed loop: Tinker reference per sequence", seed_loop),
     ]
 

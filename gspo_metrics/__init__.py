@@ -15,8 +15,8 @@ Modules: ``spec`` (declarations), ``checks`` (argument checks), ``masked``, ``ra
 ``advantages``, ``losses`` (every loss, registered: ``losses_core`` and its families
 ``losses_clip``, ``losses_weight``, ``losses_soft``), ``tool_losses`` (``loss_for``: a TRL or
 verl run's settings as the loss it trains with), ``kl``, ``tinker`` (the math), ``diagnostics`` (the per-sequence
-diagnostics: API and readable reference route) with the route every call runs, ``eager`` (torch
-ops on the inputs' device).
+diagnostics: one form of each, torch ops on the inputs' device; their equations are the tests'
+oracle, ``tests/diagnostics_oracle.py``).
 
 Nothing here does I/O, reads globals or transfers to the host, except ``gspo_metrics.tinker``
 (whose metrics are floats by Tinker's contract) and the argument checks (one bool for "every row

@@ -65,15 +65,6 @@ def check_nonempty_rows(mask_B_T: torch.Tensor, name: str = "mask") -> torch.Ten
     return counts_B
 
 
-def check_no_empty_rows(mask: torch.Tensor, name: str = "mask") -> None:
-    """``check_nonempty_rows`` without the counts, for a mask of any dtype: on a bool mask a
-    row maximum of its 0/1 bytes, cheaper on CPU than ``any`` or a count."""
-    if mask.dtype != torch.bool or mask.numel() == 0:  # (amax of an empty T is an error)
-        check_nonempty_rows(as_bool_mask(mask, name), name)
-    elif bool(mask.view(torch.uint8).amax(-1).min() == 0):
-        check_nonempty_rows(mask, name)  # raises, naming the rows
-
-
 #: A log-probability is <= 0; a stored one may sit above 0 by float rounding (a log-softmax's two
 #: terms rounded apart): up to this many machine epsilons of its dtype, and never less than 1e-3.
 LOGPROB_TOLERANCE_EPS = 32

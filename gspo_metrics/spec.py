@@ -11,11 +11,9 @@ diagnostic in the routes' stack, the recorder's per-sequence rows and columns
 their reduction (``training_hooks.step_reduction``).
 
 Adding a diagnostic is one entry here (its column, type, meaning, its step mean if any, the
-tables' version that adds it) plus its equation in the reference route
-(``gspo_metrics.diagnostics.reference_diagnostics``). The eager-torch route
-(``gspo_metrics.eager``) takes the reference's value of a diagnostic it has no form of (the cost
-of a reference pass per step, until a form is written there); the test comparing the routes
-iterates over this list. The sequence table's column, the step table's mean column, the step
+tables' version that adds it) plus its form in ``gspo_metrics.diagnostics._diagnostics`` (the
+import fails while a declared diagnostic has none) and, in the tests, its equation in the oracle
+(``tests/diagnostics_oracle.py``); the test comparing the two iterates over this list. The sequence table's column, the step table's mean column, the step
 reduction and the tables' version follow from the entry.
 """
 

@@ -1,10 +1,12 @@
-"""sequence_diagnostics: both clip units agree with the losses' own statistics, plus hand cases."""
+"""sequence_diagnostics: both clip units agree with the losses' own statistics, plus hand cases;
+the product's one form of each diagnostic agrees with its equation (``diagnostics_oracle``)."""
 
 import decimal
 import math
 
 import pytest
 import torch
+from diagnostics_oracle import oracle_diagnostics
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -17,7 +19,9 @@ from gspo_metrics import (
 )
 
 F64 = torch.float64
-BACKENDS = ["torch", "reference"]  # the two routes; every hand case runs on each
+#: The product's form ("torch", ``sequence_diagnostics``) and the tests' equations ("oracle",
+#: ``diagnostics_oracle``); every hand case runs on each.
+BACKENDS = ["torch", "oracle"]
 
 
 @pytest.fixture(params=BACKENDS)
@@ -25,10 +29,17 @@ def backend(request):
     return request.param
 
 
+def diagnose(*args, backend: str, **kw) -> dict[str, torch.Tensor]:
+    """``sequence_diagnostics`` (backend "torch") or the oracle's answer ("oracle")."""
+    if backend == "oracle":
+        return oracle_diagnostics(*args, **kw)
+    return sequence_diagnostics(*args, backend=backend, **kw)
+
+
 def test_explainer_case_sequence_ratio_one_hides_token_moves(backend):
     """[4,.5,.5,1]: s = 1 (no sequence clip) while 3 of 4 tokens are outside GRPO's 0.8..1.2."""
     logp = torch.log(torch.tensor([[4.0, 0.5, 0.5, 1.0]], dtype=F64))
-    d = sequence_diagnostics(
+    d = diagnose(
         logp, torch.zeros_like(logp), torch.ones(1, 4), torch.ones(1, dtype=F64), backend=backend
     )
     assert abs(d["seq_log_ratio"].item()) < 1e-15 and d["seq_clipped"].item() == 0.0
@@ -56,7 +67,7 @@ def test_explainer_case_sequence_ratio_one_hides_token_moves(backend):
     backend=st.sampled_from(BACKENDS),
 )
 def test_both_units_agree_with_the_losses(b, t, seed, per_token_adv, spread, backend):
-    """Sequence-unit stats equal gspo_loss's, token-unit stats equal grpo_loss's (two routes)."""
+    """Sequence-unit stats equal gspo_loss's, token-unit stats equal grpo_loss's (on both)."""
     gen = torch.Generator().manual_seed(seed)
     old = -torch.rand(b, t, generator=gen, dtype=F64) * 3
     logp = old + spread * torch.randn(b, t, generator=gen, dtype=F64)
@@ -67,9 +78,7 @@ def test_both_units_agree_with_the_losses(b, t, seed, per_token_adv, spread, bac
         if per_token_adv
         else torch.randn(b, generator=gen, dtype=F64)
     )
-    d = sequence_diagnostics(
-        logp, old, mask, adv, seq_eps=(3e-4, 4e-4), token_eps=(0.2, 0.28), backend=backend
-    )
+    d = diagnose(logp, old, mask, adv, seq_eps=(3e-4, 4e-4), token_eps=(0.2, 0.28), backend=backend)
     g = gspo_loss(logp, old, adv, mask).per_sequence
     r = grpo_loss(logp, old, adv, mask, eps_low=0.2, eps_high=0.28).per_sequence
     close = lambda a, e: torch.testing.assert_close(a, e, rtol=1e-12, atol=1e-12)  # noqa: E731
@@ -97,7 +106,7 @@ def test_nonfinite_counted_inside_mask_only(backend):
     logp = torch.tensor([[0.0, float("nan"), 0.0], [float("inf"), 0.0, float("nan")]], dtype=F64)
     mask = torch.tensor([[1, 1, 1], [0, 1, 1]])
     ent = torch.tensor([[float("inf"), 1.0, 1.0], [1.0, 1.0, 1.0]], dtype=F64)
-    d = sequence_diagnostics(
+    d = diagnose(
         logp, torch.zeros_like(logp), mask, torch.ones(2, dtype=F64), entropy=ent, backend=backend
     )
     # row 0: nan logp at t=1 and inf entropy at t=0 -> 2 positions; row 1: nan at t=2 (inf at t=0 is padding)
@@ -110,7 +119,7 @@ def test_kl_ref_and_entropy_masked_means(backend):
     ref = torch.tensor([[-1.5, -2.0, float("nan")]], dtype=F64)
     ent = torch.tensor([[0.5, 1.5, float("inf")]], dtype=F64)
     mask = torch.tensor([[1, 1, 0]])
-    d = sequence_diagnostics(
+    d = diagnose(
         logp, logp, mask, torch.zeros(1, dtype=F64), ref_logprobs=ref, entropy=ent, backend=backend
     )
     assert d["kl_ref"].item() == pytest.approx((math.exp(-0.5) + 0.5 - 1) / 2)
@@ -130,17 +139,17 @@ def test_sampler_mismatch_by_hand(backend):
     old = torch.tensor([[-1.0, -2.0, -0.5]], dtype=F64)
     smp = torch.tensor([[-1.2, -1.5, 9.0]], dtype=F64)
     mask = torch.tensor([[1, 1, 0]])
-    d = sequence_diagnostics(
+    d = diagnose(
         old + 0.1, old, mask, torch.ones(1, dtype=F64), sampler_logprobs=smp, backend=backend
     )
-    u = [-1.0 - -1.2, -2.0 - -1.5]  # the float64 differences the routes see
+    u = [-1.0 - -1.2, -2.0 - -1.5]  # the float64 differences both see
     want = sum(math.expm1(x) - x for x in u) / 2
     assert want == pytest.approx(0.0639667089364017, rel=1e-14)
     assert d["sampler_kl"].item() == pytest.approx(want, rel=1e-14)
     assert d["sampler_logp_abs_diff_max"].item() == 0.5
     assert d["kl_old"].item() == pytest.approx(math.expm1(0.1) - 0.1, rel=1e-12)
     assert d["nonfinite_count"].item() == 0
-    without = sequence_diagnostics(old + 0.1, old, mask, torch.ones(1, dtype=F64), backend=backend)
+    without = diagnose(old + 0.1, old, mask, torch.ones(1, dtype=F64), backend=backend)
     assert math.isnan(without["sampler_kl"].item())  # not given: unknown, not 0
     assert math.isnan(without["sampler_logp_abs_diff_max"].item())
 
@@ -152,9 +161,7 @@ def test_sampler_nonfinite_inside_mask_counted_padding_ignored(backend):
     old = torch.tensor([[-1.0, -1.0, -1.0], [-1.0, -1.0, -1.0], [-1.0, -1.0, -1.0]], dtype=F64)
     smp = torch.tensor([[-1.0, nan, -1.0], [-1.5, -1.0, inf], [-1.0, -inf, -1.0]], dtype=F64)
     mask = torch.tensor([[1, 1, 1], [1, 1, 0], [1, 1, 1]])
-    d = sequence_diagnostics(
-        old, old, mask, torch.ones(3, dtype=F64), sampler_logprobs=smp, backend=backend
-    )
+    d = diagnose(old, old, mask, torch.ones(3, dtype=F64), sampler_logprobs=smp, backend=backend)
     assert d["nonfinite_count"].tolist() == [1, 0, 1]
     assert math.isnan(d["sampler_kl"][0].item())
     assert math.isnan(d["sampler_logp_abs_diff_max"][0].item())
@@ -207,7 +214,7 @@ def test_mask_of_any_dtype_and_the_padding_garbage_give_the_same_numbers(
                 x[~mask] = fill * (i + 1) * (-1) ** i
         lp, o, r, e, u = xs
         kw = dict(ref_logprobs=r, entropy=e, sampler_logprobs=u)
-        return sequence_diagnostics(lp, o, m, adv, backend=backend, **kw)
+        return diagnose(lp, o, m, adv, backend=backend, **kw)
 
     want = run(mask)
     for got in (run(mask.long()), run(mask.float() * 3), run(mask, fill=1e30)):
@@ -226,7 +233,7 @@ def _random_step(g, B, T, dtype, per_token_adv, spread=0.05, fill=0.6):
     mask[torch.arange(B), torch.randint(0, T, (B,), generator=g)] = True  # no empty row
     adv = torch.randn(B, T, generator=g) if per_token_adv else torch.randn(B, generator=g)
     sampler = old + spread * torch.randn(B, T, generator=g, dtype=F64)
-    # finite garbage under the padding: a route that reads it gives other numbers
+    # finite garbage under the padding: a form that reads it gives other numbers
     for x in (logp, ref, ent, sampler):
         x[~mask] = -1e4
     cast = [x.to(dtype) for x in (logp, old, ref, ent)]
@@ -243,30 +250,30 @@ def _random_step(g, B, T, dtype, per_token_adv, spread=0.05, fill=0.6):
     spread=st.sampled_from([1e-5, 1e-2, 0.5, 3.0]),
     with_ref=st.booleans(),
 )
-def test_torch_route_agrees_with_the_reference(B, T, seed, per_token_adv, dtype, spread, with_ref):
-    """The eager-torch route gives the reference route's diagnostics, every one declared in
+def test_the_form_agrees_with_the_oracle(B, T, seed, per_token_adv, dtype, spread, with_ref):
+    """The product's form gives the oracle's diagnostics, every one declared in
     ``SEQUENCE_DIAGNOSTICS``: to float64 rounding for float64 inputs, and within float32
-    rounding of the float64 answer for float32 inputs (the torch route sums in float32)."""
+    rounding of the float64 answer for float32 inputs (the form sums in float32)."""
     g = torch.Generator().manual_seed(seed)
     logp, old, ref, ent, mask, adv, smp = _random_step(g, B, T, dtype, per_token_adv, spread)
     kw = dict(ref_logprobs=ref, entropy=ent, sampler_logprobs=smp) if with_ref else {}
-    routes = {b: sequence_diagnostics(logp, old, mask, adv, backend=b, **kw) for b in BACKENDS}
-    eager, reference = routes["torch"], routes["reference"]
-    exact = sequence_diagnostics(  # float64 reference: the answer for float32 inputs
+    routes = {b: diagnose(logp, old, mask, adv, backend=b, **kw) for b in BACKENDS}
+    eager, oracle = routes["torch"], routes["oracle"]
+    exact = diagnose(  # float64 oracle: the answer for float32 inputs
         logp.double(),
         old.double(),
         mask,
         adv.double(),
-        backend="reference",
+        backend="oracle",
         **{k: v.double() for k, v in kw.items()},
     )
     for route in routes.values():
         assert list(route) == list(SEQUENCE_DIAGNOSTICS)
     for k in SEQUENCE_DIAGNOSTICS:
-        assert eager[k].dtype == reference[k].dtype, k
+        assert eager[k].dtype == oracle[k].dtype, k
         if dtype == F64:
             torch.testing.assert_close(
-                eager[k], reference[k], rtol=1e-10, atol=1e-12, equal_nan=True, msg=k
+                eager[k], oracle[k], rtol=1e-10, atol=1e-12, equal_nan=True, msg=k
             )
         elif k in ("seq_clipped", "seq_clip_low", "seq_clip_high"):
             # log s within float32 rounding of a bound may fall either side of it: compare only
@@ -292,12 +299,12 @@ def test_torch_route_agrees_with_the_reference(B, T, seed, per_token_adv, dtype,
 )
 def test_k3_keeps_full_precision_for_small_log_ratios(d, backend):
     """kl_old of one token with log r = d is k3 = e^d - 1 - d, about d^2/2 near 0, where
-    exp(d) - 1 - d loses every digit. Both routes take expm1(d) - d, whose only loss is the
+    exp(d) - 1 - d loses every digit. Both take expm1(d) - d, whose only loss is the
     subtraction's rounding (about ulp(d) / (d^2 / 2) = 4.4e-16 / |d| relative): it must match the
     value computed with 50 decimal digits within that, from tiny to large |d|."""
     old = torch.tensor([[-1.0]], dtype=F64)
     logp = old + d
-    out = sequence_diagnostics(
+    out = diagnose(
         logp, old, torch.ones(1, 1), torch.ones(1, dtype=F64), ref_logprobs=old, backend=backend
     )
 
@@ -306,7 +313,7 @@ def test_k3_keeps_full_precision_for_small_log_ratios(d, backend):
             x = decimal.Decimal(x)  # the float64 value, exactly
             return float(x.exp() - 1 - x)
 
-    d_exact = (logp - old).item()  # the float64 log r the routes see
+    d_exact = (logp - old).item()  # the float64 log r both see
     rel = 1e-14 + (1e-15 / abs(d_exact) if d_exact else 0.0)
     assert out["kl_old"].item() == pytest.approx(k3(d_exact), rel=rel, abs=1e-300)
     assert out["kl_ref"].item() == pytest.approx(k3(-d_exact), rel=rel, abs=1e-300)
@@ -314,7 +321,7 @@ def test_k3_keeps_full_precision_for_small_log_ratios(d, backend):
 
 def test_nonfinite_inputs_propagate_into_their_rows(backend):
     """NaN and inf at masked positions: counted per row, and the row's sums and extremes carry
-    them; per-token advantages too. (The torch route hands such a step to the reference.)"""
+    them; per-token advantages too. (The form computes such a step again, ``_nonfinite_step``.)"""
     nan, inf = float("nan"), float("inf")
     logp = torch.tensor([[0.1, nan, 0.0], [inf, 0.2, 0.0], [0.0, 0.1, 0.3], [0.1, 0.2, 0.3]])
     old = torch.zeros(4, 3)
@@ -323,7 +330,7 @@ def test_nonfinite_inputs_propagate_into_their_rows(backend):
     mask = torch.tensor([[1, 1, 1], [0, 1, 1], [1, 1, 1], [1, 1, 1]])
     smp = torch.tensor([[0.0, 0.0, 0.0], [nan, 0.1, 0.0], [0.0, 0.0, 0.0], [0.0, 0.0, inf]])
     kw = dict(ref_logprobs=ref, sampler_logprobs=smp)
-    out = sequence_diagnostics(logp, old, mask, adv, backend=backend, **kw)
+    out = diagnose(logp, old, mask, adv, backend=backend, **kw)
     # row 3: NaN advantage at t = 1 and inf sampler log-prob at t = 2; row 1: NaN under padding
     assert out["nonfinite_count"].tolist() == [1, 0, 1, 2]
     # row 0's NaN log r reaches its log s, KL and extremes; row 1's padded NaN reaches nothing
@@ -342,8 +349,8 @@ def test_nonfinite_inputs_propagate_into_their_rows(backend):
     assert out["token_clip_fraction"][3].item() == pytest.approx(2 / 3)  # known: d = .2, .3
 
 
-def test_strided_and_half_precision_inputs_give_the_reference_numbers():
-    """Non-contiguous views and bf16 inputs: the torch route gives the reference route's numbers
+def test_strided_and_half_precision_inputs_give_the_oracles_numbers():
+    """Non-contiguous views and bf16 inputs: the form gives the oracle's numbers
     (half precision reduced in float32)."""
     g = torch.Generator().manual_seed(3)
     logp, old, ref, ent, mask, adv, smp = _random_step(g, 6, 20, torch.float32, True)
@@ -352,13 +359,13 @@ def test_strided_and_half_precision_inputs_give_the_reference_numbers():
     strided = wide[:, ::2]
     assert not strided.is_contiguous()
     kw = dict(sampler_logprobs=smp)
-    a = sequence_diagnostics(strided, old, mask.t().contiguous().t(), adv, backend="torch", **kw)
-    b = sequence_diagnostics(logp, old, mask, adv, backend="reference", **kw)
+    a = diagnose(strided, old, mask.t().contiguous().t(), adv, backend="torch", **kw)
+    b = diagnose(logp, old, mask, adv, backend="oracle", **kw)
     for k in SEQUENCE_DIAGNOSTICS:
         torch.testing.assert_close(a[k], b[k], rtol=1e-5, atol=1e-6, equal_nan=True, msg=k)
     kw = dict(sampler_logprobs=smp.bfloat16())
-    h = sequence_diagnostics(logp.bfloat16(), old.bfloat16(), mask, adv, backend="torch", **kw)
-    e = sequence_diagnostics(logp.bfloat16(), old.bfloat16(), mask, adv, backend="reference", **kw)
+    h = diagnose(logp.bfloat16(), old.bfloat16(), mask, adv, backend="torch", **kw)
+    e = diagnose(logp.bfloat16(), old.bfloat16(), mask, adv, backend="oracle", **kw)
     assert h["seq_log_ratio"].dtype == torch.float32
     for k in SEQUENCE_DIAGNOSTICS:
         torch.testing.assert_close(h[k], e[k], rtol=1e-5, atol=1e-6, equal_nan=True, msg=k)
@@ -368,7 +375,7 @@ def test_empty_row_and_bad_backend_are_named(backend):
     x = torch.zeros(2, 3)
     mask = torch.tensor([[1, 0, 0], [0, 0, 0]])
     with pytest.raises(ValueError, match=r"mask.*row.*1"):
-        sequence_diagnostics(x, x, mask, torch.ones(2), backend=backend)
+        diagnose(x, x, mask, torch.ones(2), backend=backend)
     with pytest.raises(ValueError, match="unknown backend 'numba'"):
         sequence_diagnostics(x, x, torch.ones(2, 3), torch.ones(2), backend="numba")
 
@@ -384,9 +391,9 @@ _ODD_VALUES = [0.0, -0.0, 5e-324, -5e-324, 1e-300, 0.49, -0.51, 7.0, -40.0, 1e30
     odd=st.lists(st.sampled_from(_ODD_VALUES + [float("inf"), float("nan")]), max_size=6),
     dtype=st.sampled_from([torch.float32, F64]),
 )
-def test_sampler_extremes_equal_the_reference_bit_for_bit(B, T, seed, odd, dtype):
-    """The largest |log pi_old - log pi_sampler| of the torch route (max(amax u, -amin u)) is
-    exactly the reference route's masked max: signed zeros, subnormals, huge values, inf and
+def test_sampler_extremes_equal_the_oracle_bit_for_bit(B, T, seed, odd, dtype):
+    """The largest |log pi_old - log pi_sampler| of the form (max(amax u, -amin u)) is
+    exactly the oracle's masked max: signed zeros, subnormals, huge values, inf and
     NaN, inside and outside the mask."""
     g = torch.Generator().manual_seed(seed)
     old = torch.randn(B, T, generator=g, dtype=F64)
@@ -404,7 +411,7 @@ def test_sampler_extremes_equal_the_reference_bit_for_bit(B, T, seed, odd, dtype
     u = old.double() - smp.double()
     want = torch.where(mask, u.abs(), 0.0).amax(dim=1).to(dtype)  # (NaN wins amax)
     torch.testing.assert_close(eager, want, rtol=0, atol=0, equal_nan=True)
-    ref = sequence_diagnostics(old, old, mask, adv, sampler_logprobs=smp, backend="reference")
+    ref = diagnose(old, old, mask, adv, sampler_logprobs=smp, backend="oracle")
     torch.testing.assert_close(
         eager, ref["sampler_logp_abs_diff_max"], rtol=0, atol=0, equal_nan=True
     )
@@ -418,7 +425,7 @@ def test_all_nan_logprobs_give_nan_diagnostics_never_zero(backend):
     logp = torch.full((2, 3), nan, dtype=F64)
     mask = torch.tensor([[1, 1, 0], [1, 1, 1]])
     adv = torch.tensor([1.0, -1.0], dtype=F64)
-    d = sequence_diagnostics(logp, torch.zeros_like(logp), mask, adv, backend=backend)
+    d = diagnose(logp, torch.zeros_like(logp), mask, adv, backend=backend)
     assert d["length"].tolist() == [2, 3]
     assert d["nonfinite_count"].tolist() == [2, 3]  # every masked position, none of the padding
     assert d["advantage"].tolist() == [1.0, -1.0]
@@ -443,7 +450,7 @@ def test_a_nan_sequence_among_finite_ones_is_nan_alone(backend):
     logp = torch.tensor([[l15, 0.0], [nan, nan], [l05, 7.0]], dtype=F64)
     mask = torch.tensor([[1, 1], [1, 1], [1, 0]])
     adv = torch.tensor([1.0, 1.0, -1.0], dtype=F64)
-    d = sequence_diagnostics(logp, torch.zeros_like(logp), mask, adv, backend=backend)
+    d = diagnose(logp, torch.zeros_like(logp), mask, adv, backend=backend)
     want = {
         "length": [2, 2, 1],
         "advantage": [1.0, 1.0, -1.0],
@@ -470,24 +477,52 @@ def test_a_nan_sequence_among_finite_ones_is_nan_alone(backend):
         torch.testing.assert_close(d[k], expect, rtol=1e-12, atol=1e-15, equal_nan=True, msg=k)
 
 
-def test_the_torch_route_takes_the_reference_for_a_diagnostic_it_has_no_form_of():
-    """``diagnostics._with_reference``: the values the torch route computed are kept, one it has no
-    form of (here ``kl_old``, dropped) is the reference route's, in ``SEQUENCE_DIAGNOSTICS``
-    order."""
-    from gspo_metrics.diagnostics import _with_reference, reference_diagnostics
-    from gspo_metrics.spec import SEQUENCE_DIAGNOSTICS
+def test_a_declared_diagnostic_without_its_form_fails_the_import_check():
+    """``check_every_diagnostic_has_a_form`` (run when ``gspo_metrics.diagnostics`` is imported):
+    a diagnostic declared but not computed, and one computed but not declared, are an
+    ImportError naming each; the real declaration passes."""
+    from gspo_metrics.diagnostics import check_every_diagnostic_has_a_form
 
-    # log r = [0.1, 0.3 | pad] and [-0.2, 0.0, 0.2]: kl_old = mean_t (e^d - 1 - d)
-    old = torch.full((2, 3), -1.0)
-    lp = old + torch.tensor([[0.1, 0.3, 5.0], [-0.2, 0.0, 0.2]])
-    mask = torch.tensor([[1, 1, 0], [1, 1, 1]], dtype=torch.bool)
-    adv = torch.tensor([1.0, -1.0])
-    inputs = (lp, old, mask, adv, None, None, None)
-    ref = reference_diagnostics(*inputs, torch.float32, (3e-4, 4e-4), (0.2, 0.2))
-    kept = {name: torch.full((2,), 7.0) for name in SEQUENCE_DIAGNOSTICS if name != "kl_old"}
-    out = _with_reference(kept, inputs, torch.float32, (3e-4, 4e-4), (0.2, 0.2))
-    assert list(out) == list(SEQUENCE_DIAGNOSTICS)
-    assert all(out[name] is kept[name] for name in kept)
-    k3 = [sum(math.expm1(d) - d for d in row) / len(row) for row in ([0.1, 0.3], [-0.2, 0.0, 0.2])]
-    torch.testing.assert_close(out["kl_old"], torch.tensor(k3), rtol=1e-5, atol=1e-7)
-    torch.testing.assert_close(out["kl_old"], ref["kl_old"])
+    check_every_diagnostic_has_a_form()
+    with pytest.raises(ImportError, match=r"no form: \['new_metric'\]"):
+        check_every_diagnostic_has_a_form((*SEQUENCE_DIAGNOSTICS, "new_metric"))
+    with pytest.raises(ImportError, match=r"no declaration: \['kl_old'\]"):
+        check_every_diagnostic_has_a_form(tuple(n for n in SEQUENCE_DIAGNOSTICS if n != "kl_old"))
+
+
+_NONFINITE = [math.nan, math.inf, -math.inf]
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    B=st.integers(1, 6),
+    T=st.integers(1, 12),
+    seed=st.integers(0, 10_000),
+    per_token_adv=st.booleans(),
+    dtype=st.sampled_from([torch.float32, F64]),
+    odd=st.lists(
+        st.tuples(
+            st.sampled_from(["logp", "old", "ref", "ent", "smp", "adv"]),
+            st.integers(0, 10_000),
+            st.sampled_from(_NONFINITE),
+        ),
+        min_size=1,
+        max_size=5,
+    ),
+)
+def test_a_step_holding_nan_or_inf_gets_the_oracles_numbers(B, T, seed, per_token_adv, dtype, odd):
+    """NaN and +-inf anywhere (any input, the advantages too, inside or
+    outside the mask): the form's second pass (``_nonfinite_step``) gives the oracle's numbers,
+    NaN for NaN, every diagnostic (float64: to rounding; float32: within float32 rounding)."""
+    g = torch.Generator().manual_seed(seed)
+    logp, old, ref, ent, mask, adv, smp = _random_step(g, B, T, dtype, per_token_adv, 0.3)
+    tensors = {"logp": logp, "old": old, "ref": ref, "ent": ent, "smp": smp, "adv": adv}
+    for name, at, value in odd:
+        flat = tensors[name].view(-1)
+        flat[at % flat.numel()] = value
+    kw = dict(ref_logprobs=ref, entropy=ent, sampler_logprobs=smp)
+    got = diagnose(logp, old, mask, adv, backend="torch", **kw)
+    want = diagnose(logp, old, mask, adv, backend="oracle", **kw)
+    tol = dict(rtol=1e-10, atol=1e-12) if dtype == F64 else dict(rtol=2e-6, atol=1e-6)
+    for k in SEQUENCE_DIAGNOSTICS:
+        torch.testing.assert_close(got[k], want[k], equal_nan=True, msg=k, **tol)

@@ -11,6 +11,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 import torch
+from diagnostics_oracle import oracle_diagnostics
 
 from gspo_metrics import group_advantages, gspo_loss, sequence_diagnostics
 from training_hooks import RunRecorder, step_diagnostics
@@ -237,11 +238,11 @@ def test_step_scalars_equal_aggregates_of_the_sequence_table(make_batch):
 
 
 @pytest.mark.parametrize("seed", [0, 1])
-def test_recorded_full_inputs_equal_the_readable_route(tmp_path, make_batch, seed):
+def test_recorded_full_inputs_equal_the_oracle(tmp_path, make_batch, seed):
     """Two routes to one answer: a step logged with every input (reference and sampler
-    log-probs, entropy, rollout and lag), read back from Parquet, holds the readable route's
-    diagnostics (``backend="reference"``, float64) rounded to float32, and step scalars equal to
-    the reference rows' aggregates."""
+    log-probs, entropy, rollout and lag), read back from Parquet, holds the oracle's diagnostics
+    (``diagnostics_oracle``, the equations, float64) rounded to float32, and step scalars equal
+    to the oracle rows' aggregates."""
     b = make_batch(8, 8, 300, seed=seed, spread=0.3, ref=True, entropy=True, truncated=True)
     gen = torch.Generator().manual_seed(seed + 10)
     b["sampler_logprobs"] = b["old_logprobs"] + 0.2 * torch.randn(64, 300, generator=gen)
@@ -253,12 +254,11 @@ def test_recorded_full_inputs_equal_the_readable_route(tmp_path, make_batch, see
     seq = pd.read_parquet(os.path.join(run_dir, "sequences"))
     step = pd.read_parquet(os.path.join(run_dir, "steps")).iloc[0]
     optional = ("ref_logprobs", "entropy", "sampler_logprobs")
-    ref = sequence_diagnostics(
+    ref = oracle_diagnostics(
         b["logprobs"].double(),
         b["old_logprobs"].double(),
         b["mask"],
         adv.double(),
-        backend="reference",
         **{k: b[k].double() for k in optional},
     )
     for name, want in ref.items():

@@ -19,6 +19,7 @@ from training_hooks import (
     DEFAULT_TOKEN_EPS,
     RecorderSettings,
     RunRecorder,
+    StepArgs,
     StepInputs,
     step_diagnostics,
 )
@@ -46,14 +47,14 @@ def test_step_inputs_check_normalises(make_batch):
     the record is frozen and reduces to the loss and the rewards' mean."""
     b = make_batch(2, 2, 5)
     b["rewards"] = torch.tensor([[1, 0], [2, 2]])
-    inputs = StepInputs.check(
+    args = StepArgs(
         3,
         **b,
         truncated=[True, False, False, True],
         extra={"lr": 1e-3, "gn": torch.tensor([2.5]), "x": None},
         loss=torch.tensor(0.25),
-        wall_time=12.0,
     )
+    inputs = StepInputs.check(args, wall_time=12.0)
     assert inputs.rewards.dtype == torch.float32 and inputs.rewards.tolist() == [[1, 0], [2, 2]]
     assert inputs.truncated.tolist() == [True, False, False, True]
     assert inputs.extra["lr"] == 1e-3 and np.isnan(inputs.extra["x"])
@@ -69,11 +70,11 @@ def test_step_inputs_check_normalises(make_batch):
 def test_step_inputs_check_names_the_bad_argument(make_batch):
     b = make_batch(2, 2, 5)
     with pytest.raises(ValueError, match=r"rewards has shape \(2, 2\) but the run's group_size"):
-        StepInputs.check(0, **b, group_size=3)
+        StepInputs.check(StepArgs(0, **b), group_size=3)
     with pytest.raises(ValueError, match="loss must be a scalar"):
-        StepInputs.check(0, **b, loss=torch.zeros(2))
+        StepInputs.check(StepArgs(0, **b, loss=torch.zeros(2)))
     with pytest.raises(ValueError, match="step must be >= 0"):
-        StepInputs.check(-1, **b)
+        StepInputs.check(StepArgs(-1, **b))
 
 
 def test_layout_reads_each_part_back_by_name():
@@ -112,7 +113,7 @@ def test_the_summary_vector_is_declared_part_by_part():
 def test_a_record_holds_its_parts_by_name(make_batch):
     """One process: the rows, the loss, each tensor extra and the token sample, no summary."""
     b = make_batch(2, 2, 5)
-    inputs = StepInputs.check(0, **b, loss=1.0, extra={"gn": torch.tensor(3.0)})
+    inputs = StepInputs.check(StepArgs(0, **b, loss=1.0, extra={"gn": torch.tensor(3.0)}))
     rec = reduce_step(inputs, Reduction(token_samples=2))
     assert list(rec.layout) == [
         "seq",
@@ -132,6 +133,42 @@ def test_a_record_holds_its_parts_by_name(make_batch):
     culprits = {*np.argsort(abs(seq["seq_log_ratio"]))[-2:], *np.argsort(tok_max)[-2:]}
     got = {2 * g + s for g, s in zip(rec.tokens["group"], rec.tokens["sample"], strict=True)}
     assert got == {0, 3} | culprits  # baseline: 0 and 3 spread over B = 4
+
+
+def test_step_args_are_log_steps_and_step_diagnostics_arguments(tmp_path, make_batch):
+    """``log_step``'s and ``step_diagnostics``' signatures are ``StepArgs``' /
+    ``DiagnosticsArgs``' fields (names, order, defaults, annotations; ``step`` positional in
+    ``log_step``, every one a keyword in ``step_diagnostics``, whose ``step`` defaults to 0),
+    every field's shape and meaning is listed in both docstrings, and a misspelt keyword is a
+    TypeError naming the call and the valid names, before anything is recorded."""
+    from training_hooks.compute import DiagnosticsArgs
+    from training_hooks.params import DOC
+
+    for call, source, skip in (
+        (RunRecorder.log_step, StepArgs, 1),
+        (step_diagnostics, DiagnosticsArgs, 0),
+    ):
+        params = list(inspect.signature(call).parameters.values())[skip:]
+        fields = dataclasses.fields(source)
+        assert [p.name for p in params] == [f.name for f in fields]
+        for p, f in zip(params, fields, strict=True):
+            default = inspect.Parameter.empty if f.default is dataclasses.MISSING else f.default
+            assert (p.default, p.annotation) == (default, f.type), f.name
+            assert f"``{f.name}``: {f.metadata[DOC]}" in inspect.getdoc(call), f.name
+    kinds = [p.kind for p in inspect.signature(RunRecorder.log_step).parameters.values()]
+    assert kinds[1] == inspect.Parameter.POSITIONAL_OR_KEYWORD  # step
+    assert set(kinds[2:]) == {inspect.Parameter.KEYWORD_ONLY}
+    assert len(kinds) == 18  # self and the 17 arguments of log_step
+    assert inspect.signature(step_diagnostics).parameters["step"].default == 0
+    b = make_batch(2, 2, 5)
+    with RunRecorder(root=tmp_path, name="typo") as rec:
+        with pytest.raises(TypeError, match=r"RunRecorder.log_step\(\).*'rolout'.*policy_lag"):
+            rec.log_step(0, **b, rolout=1)
+        with pytest.raises(TypeError, match=r"log_step\(\) missing a required argument: 'step'"):
+            rec.log_step(**b)
+        rec.log_step(0, **b, rollout=1)  # spelt right
+    with pytest.raises(TypeError, match=r"step_diagnostics\(\).*'seq_epss'"):
+        step_diagnostics(**b, seq_epss=(0.1, 0.1))
 
 
 def test_recorder_settings_are_the_recorders_arguments(tmp_path):
@@ -204,12 +241,12 @@ def test_groups_with_unknown_rewards_are_not_judged_zero_variance(make_batch, re
     b["advantages"] = torch.zeros(6)
     nan = math.nan
     b["rewards"] = torch.tensor([[1.0, 1.0], [nan, 0.0], [0.0, 2.0]], dtype=reward_dtype)
-    row = reduce_step(StepInputs.check(0, **b), Reduction()).materialize().row
+    row = reduce_step(StepInputs.check(StepArgs(0, **b)), Reduction()).materialize().row
     assert row[Step.ZERO_VARIANCE_GROUPS] == 1  # group 0; group 1 unknown; group 2 varied
     assert row[Step.ZERO_VARIANCE_FRACTION] == 0.5  # of the 2 judged, not of 3
     assert row[Step.NUM_GROUPS] == 3
     b["rewards"] = torch.full((3, 2), nan, dtype=reward_dtype)
-    row = reduce_step(StepInputs.check(0, **b), Reduction()).materialize().row
+    row = reduce_step(StepInputs.check(StepArgs(0, **b)), Reduction()).materialize().row
     assert row[Step.ZERO_VARIANCE_GROUPS] is None
     assert math.isnan(row[Step.ZERO_VARIANCE_FRACTION])
     assert math.isnan(row[Step.REWARD_MEAN]) and row[Step.NUM_GROUPS] == 3

@@ -2,8 +2,8 @@
 
     from training_hooks import RunRecorder, step_diagnostics
 
-``RunRecorder`` (settings: ``RecorderSettings``) checks a step's inputs once (``StepInputs``),
-computes every diagnostic with ``gspo_metrics`` on the tensors' device (``compute.reduce_step``),
+``RunRecorder`` (settings: ``RecorderSettings``) checks a step's inputs once (``log_step``'s
+arguments: ``StepArgs``; checked: ``StepInputs``), computes every diagnostic with ``gspo_metrics`` on the tensors' device (``compute.reduce_step``),
 moves the small per-sequence results to the host in one transfer, and hands them to background
 sinks (``ParquetSink``, the source of truth; ``MlflowSink``). ``step_diagnostics`` returns the same
 numbers without recording them. The on-disk format is declared in ``training_hooks.schema``.
@@ -22,6 +22,7 @@ _EXPORTS = {
     "DEFAULT_TOKEN_EPS": "compute",
     "StepRecord": "compute",
     "step_diagnostics": "compute",
+    "StepArgs": "inputs",
     "StepInputs": "inputs",
     "RecorderSettings": "recorder",
     "RunRecorder": "recorder",
@@ -46,6 +47,7 @@ __all__ = [
     "RunState",
     "Sink",
     "SinkWorker",
+    "StepArgs",
     "StepInputs",
     "StepRecord",
     "new_run_id",
@@ -60,7 +62,7 @@ if TYPE_CHECKING:
         StepRecord,
         step_diagnostics,
     )
-    from .inputs import StepInputs
+    from .inputs import StepArgs, StepInputs
     from .recorder import RecorderSettings, RunRecorder, RunState, new_run_id
     from .sinks import MlflowSink, NullSink, ParquetSink, Sink, SinkWorker, resolve_tracking_uri
 

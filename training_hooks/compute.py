@@ -35,7 +35,7 @@ from __future__ import annotations
 import functools
 import math
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,8 +46,9 @@ from gspo_metrics import group_advantages
 from gspo_metrics.diagnostics import stacked_sequence_diagnostics
 from gspo_metrics.spec import CALLER_VALUES, GRPO_EPS, GSPO_EPS, PER_SEQUENCE
 
-from .inputs import StepInputs, buffer_dtype
+from .inputs import StepArgs, StepInputs, buffer_dtype
 from .layout import SEQ_ROW, Layout, pack
+from .params import DOC, takes_fields_of
 from .ratio_grid import significant_bits, token_stats
 from .schema import RECORD_TOKEN_COLUMNS, TOKEN_SAMPLE_REASONS, Seq, Step, Tok
 from .step_reduction import (
@@ -513,55 +514,41 @@ def _to_host(parts: Mapping[str, torch.Tensor], dtype, device) -> tuple[torch.Te
 # ----------------------------------------------------------------------------- the entry point
 
 
-def step_diagnostics(
-    *,
-    rewards: torch.Tensor,
-    logprobs: torch.Tensor,
-    old_logprobs: torch.Tensor,
-    mask: torch.Tensor,
-    advantages: torch.Tensor | None = None,
-    ref_logprobs: torch.Tensor | None = None,
-    loss: Any = None,
-    entropy: torch.Tensor | None = None,
-    truncated: torch.Tensor | None = None,
-    extra: Mapping[str, Any] | None = None,
-    completions: Sequence[str | None] | None = None,
-    rollout: int | None = None,
-    policy_lag: int | None = None,
-    sampler_logprobs: torch.Tensor | None = None,
-    seq_eps: tuple[float, float] = DEFAULT_SEQ_EPS,
-    token_eps: tuple[float, float] = DEFAULT_TOKEN_EPS,
-    step: int = 0,
-    algorithm: str = "",
-    distributed: bool | None = False,
-):
+@dataclass(frozen=True, eq=False, kw_only=True)
+class DiagnosticsArgs(StepArgs):
+    """``step_diagnostics``' arguments: ``log_step``'s (``StepArgs``; every one a keyword here,
+    ``step`` 0 by default) and the recorder settings the reduction reads."""
+
+    step: int = field(default=0, metadata={DOC: "the step (a step-table key), an int >= 0"})
+    seq_eps: tuple[float, float] = field(
+        default=DEFAULT_SEQ_EPS, metadata={DOC: "(eps_low, eps_high) of the sequence unit"}
+    )
+    token_eps: tuple[float, float] = field(
+        default=DEFAULT_TOKEN_EPS, metadata={DOC: "(eps_low, eps_high) of the token unit"}
+    )
+    algorithm: str = field(default="", metadata={DOC: "the run's algorithm label"})
+    distributed: bool | None = field(
+        default=False,
+        metadata={DOC: "None: reduce the step scalars over an initialised process group"},
+    )
+
+
+@takes_fields_of(DiagnosticsArgs)
+def step_diagnostics(args: DiagnosticsArgs):
     """The recorder's numbers without a recorder: ``(step_row, sequences)``.
 
     ``step_row`` is the step-table row (``Step.*`` column -> float/int, plus ``extra`` keys);
     ``sequences`` a pandas DataFrame with one row per sequence (``Seq.*`` columns). Same
-    arguments and code path as ``RunRecorder.log_step``; with ``distributed=None`` the step
-    scalars are reduced over an initialised ``torch.distributed`` group.
+    arguments (``DiagnosticsArgs``: ``log_step``'s, listed below) and code path as
+    ``RunRecorder.log_step``; with ``distributed=None`` the step scalars are reduced over an
+    initialised ``torch.distributed`` group.
     """
     import pandas as pd
 
-    inputs = StepInputs.check(
-        step,
-        rewards=rewards,
-        logprobs=logprobs,
-        old_logprobs=old_logprobs,
-        mask=mask,
-        advantages=advantages,
-        ref_logprobs=ref_logprobs,
-        loss=loss,
-        entropy=entropy,
-        truncated=truncated,
-        extra=extra,
-        completions=completions,
-        rollout=rollout,
-        policy_lag=policy_lag,
-        sampler_logprobs=sampler_logprobs,
+    inputs = StepInputs.check(args)
+    how = Reduction(
+        args.seq_eps, args.token_eps, distributed=args.distributed, algorithm=args.algorithm
     )
-    how = Reduction(seq_eps, token_eps, distributed=distributed, algorithm=algorithm)
     rec = reduce_step(inputs, how).materialize()
     rec_row, rec_seq = rec.materialized()
     row = {k: v for k, v in rec_row.items() if k not in (Step.RUN_ID, Step.ALGORITHM)}

@@ -1,8 +1,10 @@
-"""``StepInputs``: one optimizer step's inputs, checked once, carried to the reduction.
+"""One optimizer step's inputs: ``StepArgs`` as given, ``StepInputs`` checked once.
 
-``RunRecorder.log_step`` and ``step_diagnostics`` build it with ``StepInputs.check`` (their
-keyword arguments); ``training_hooks.compute.reduce_step`` reduces it. Adding a step input is one
-field here, its check in ``check``, and its use in the reduction.
+``StepArgs`` declares ``RunRecorder.log_step``'s arguments once (name, type, default, shape and
+meaning); ``log_step`` and ``step_diagnostics`` take their signatures from it
+(``params.takes_params_of``), ``StepInputs.check`` checks one, and
+``training_hooks.compute.reduce_step`` reduces the result. Adding a step input is one field in
+``StepArgs``, its checked form in ``StepInputs`` and ``check``, and its use in the reduction.
 
 Axes: P prompts, G completions per prompt, B = P*G sequences (group by group), T token positions.
 """
@@ -12,7 +14,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
 import numpy as np
@@ -20,6 +22,7 @@ import torch
 
 from gspo_metrics.checks import check_float, check_tensor
 
+from .params import DOC
 from .schema import validate_extra_key
 
 
@@ -29,11 +32,74 @@ def buffer_dtype(device: torch.device) -> torch.dtype:
     return torch.float32 if device.type == "mps" else torch.float64
 
 
+def _arg(doc: str) -> dict[str, str]:
+    return {DOC: doc}
+
+
+@dataclass(frozen=True, eq=False)
+class StepArgs:
+    """``RunRecorder.log_step``'s arguments as the caller gave them, unchecked: the one
+    declaration of them (each field's metadata says its shape and meaning; ``log_step``'s
+    docstring lists them). B = P*G sequences, T token positions."""
+
+    step: int = field(metadata=_arg("the optimizer step: an int >= 0, above the last logged"))
+    _: KW_ONLY
+    rewards: torch.Tensor = field(
+        metadata=_arg("(P, G) rewards, the sequences ordered group by group (B = P*G)")
+    )
+    logprobs: torch.Tensor = field(metadata=_arg("(B, T) log pi_theta of the sampled tokens"))
+    old_logprobs: torch.Tensor = field(metadata=_arg("(B, T) log pi_old of the same tokens"))
+    mask: torch.Tensor = field(metadata=_arg("(B, T) any dtype, nonzero marks a token"))
+    advantages: torch.Tensor | None = field(
+        default=None, metadata=_arg("(B,) or (B, T); default ``group_advantages(rewards)``")
+    )
+    ref_logprobs: torch.Tensor | None = field(
+        default=None, metadata=_arg("(B, T) log pi_ref, for the KL to the reference policy")
+    )
+    loss: Any = field(
+        default=None, metadata=_arg("the step's ``LossOutput`` (its attenuation too) or scalar")
+    )
+    entropy: torch.Tensor | None = field(
+        default=None, metadata=_arg("(B, T) per-token entropy of pi_theta")
+    )
+    truncated: torch.Tensor | None = field(
+        default=None, metadata=_arg("(B,) bool: the sequence hit the length limit")
+    )
+    extra: Mapping[str, Any] | None = field(
+        default=None, metadata=_arg("name -> scalar (number or one-element tensor)")
+    )
+    completions: Sequence[str | None] | None = field(
+        default=None, metadata=_arg("B strings: the model's output only")
+    )
+    rollout: int | None = field(
+        default=None, metadata=_arg("int >= 0: the batch of samples this step trains on")
+    )
+    policy_lag: int | None = field(
+        default=None,
+        metadata=_arg(
+            "int >= 0: optimizer steps since the policy that produced ``old_logprobs`` "
+            "(0: on-policy; a second minibatch or epoch on one batch: 1, 2, ...)"
+        ),
+    )
+    sampler_logprobs: torch.Tensor | None = field(
+        default=None,
+        metadata=_arg(
+            "(B, T) the log-probs the inference engine (vLLM, SGLang) reported when it sampled"
+        ),
+    )
+    prompts: Sequence[str | None] | None = field(
+        default=None, metadata=_arg("P strings: a group's prompt, stored apart")
+    )
+    token_texts: Sequence[Sequence[str] | None] | None = field(
+        default=None, metadata=_arg("B rows of T decoded tokens (one per position), or None")
+    )
+
+
 @dataclass(frozen=True, eq=False)
 class StepInputs:
     """One step's inputs, checked (``check``): the step-level arguments here, the token-level
-    ones by the diagnostics. The fields are ``RunRecorder.log_step``'s arguments (shapes and
-    meanings documented there); a field's docstring says what ``check`` made of it."""
+    ones by the diagnostics. The fields are ``StepArgs``' (shapes and meanings declared there);
+    a field's docstring says what ``check`` made of it."""
 
     step: int
     rewards: torch.Tensor
@@ -75,61 +141,39 @@ class StepInputs:
 
     @classmethod
     def check(
-        cls,
-        step: object,
-        *,
-        rewards: object,
-        logprobs: object,
-        old_logprobs: torch.Tensor,
-        mask: torch.Tensor,
-        advantages: torch.Tensor | None = None,
-        ref_logprobs: torch.Tensor | None = None,
-        loss: Any = None,
-        entropy: torch.Tensor | None = None,
-        truncated: object = None,
-        extra: object = None,
-        completions: object = None,
-        prompts: object = None,
-        token_texts: object = None,
-        rollout: object = None,
-        policy_lag: object = None,
-        sampler_logprobs: torch.Tensor | None = None,
-        group_size: int | None = None,
-        wall_time: float | None = None,
+        cls, args: StepArgs, *, group_size: int | None = None, wall_time: float | None = None
     ) -> StepInputs:
-        """The checked inputs of ``log_step``'s keyword arguments: ValueError naming the
-        argument (and its shape) for a bad step, rewards, truncated, extra, completions,
-        prompts, token_texts, rollout, policy_lag or loss, or rewards whose G is not the run's
-        ``group_size``.
+        """The checked inputs of one ``log_step`` call: ValueError naming the argument (and its
+        shape) for a bad step, rewards, truncated, extra, completions, prompts, token_texts,
+        rollout, policy_lag or loss, or rewards whose G is not the run's ``group_size``.
         ``wall_time``: default now."""
         wall_time = time.time() if wall_time is None else wall_time
-        step = _check_int(step, "step")
-        rollout = _check_count(rollout, "rollout")
-        policy_lag = _check_count(policy_lag, "policy_lag")
-        logprobs = check_tensor(logprobs, "logprobs", 2, "(B, T)")
+        step = _check_int(args.step, "step")  # (checked in this order: the first error raises)
+        rollout = _check_count(args.rollout, "rollout")
+        policy_lag = _check_count(args.policy_lag, "policy_lag")
+        logprobs = check_tensor(args.logprobs, "logprobs", 2, "(B, T)")
         B = logprobs.shape[0]
-        rewards_P_G = _check_rewards(rewards, B, group_size)
-        if truncated is not None:
-            truncated = _check_truncated(truncated, B)
-        host_extra, tensor_extra = _check_extra(extra)
-        completions = _check_texts(completions, B, "completions", "B")
-        prompts = _check_texts(prompts, rewards_P_G.shape[0], "prompts", "P")
-        token_texts = _check_token_texts(token_texts, B, logprobs.shape[1])
+        rewards_P_G = _check_rewards(args.rewards, B, group_size)
+        truncated = None if args.truncated is None else _check_truncated(args.truncated, B)
+        host_extra, tensor_extra = _check_extra(args.extra)
+        completions = _check_texts(args.completions, B, "completions", "B")
+        prompts = _check_texts(args.prompts, rewards_P_G.shape[0], "prompts", "P")
+        token_texts = _check_token_texts(args.token_texts, B, logprobs.shape[1])
         return cls(
             step=step,
             rewards=rewards_P_G,
             logprobs=logprobs,
-            old_logprobs=old_logprobs,
-            mask=mask,
-            advantages=advantages,
-            ref_logprobs=ref_logprobs,
-            entropy=entropy,
-            sampler_logprobs=sampler_logprobs,
+            old_logprobs=args.old_logprobs,
+            mask=args.mask,
+            advantages=args.advantages,
+            ref_logprobs=args.ref_logprobs,
+            entropy=args.entropy,
+            sampler_logprobs=args.sampler_logprobs,
             rollout=rollout,
             policy_lag=policy_lag,
             truncated=truncated,
-            loss=_loss_tensor(loss, logprobs.device),
-            attenuation=_loss_attenuation(loss, B),
+            loss=_loss_tensor(args.loss, logprobs.device),
+            attenuation=_loss_attenuation(args.loss, B),
             extra=host_extra,
             tensor_extra=tensor_extra,
             completions=completions,

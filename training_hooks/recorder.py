@@ -31,7 +31,6 @@ import threading
 import time
 import warnings
 import weakref
-from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
@@ -41,8 +40,9 @@ from gspo_metrics.spec import UNKNOWN_ALGORITHM
 from . import schema, storage
 from .compute import Reduction, dist_info, reduce_step, skip_step_collectives
 from .findings.dropped import DROPPED_SINK, dropped_kind
-from .inputs import StepInputs
-from .recorder_settings import SETTING_SOURCES, RecorderSettings, takes_params_of
+from .inputs import StepArgs, StepInputs
+from .params import takes_params_of
+from .recorder_settings import SETTING_SOURCES, RecorderSettings
 from .schema import RunInfo, write_json_atomic
 from .sinks import NullSink, ParquetSink, Sink, SinkWorker
 from .sinks.findings import findings_sink
@@ -340,76 +340,30 @@ class RunRecorder:
             self.state.info.mlflow = dict(details)
 
     # ------------------------------------------------------------------ the API
-    def log_step(
-        self,
-        step: int,
-        *,
-        rewards: torch.Tensor,
-        logprobs: torch.Tensor,
-        old_logprobs: torch.Tensor,
-        mask: torch.Tensor,
-        advantages: torch.Tensor | None = None,
-        ref_logprobs: torch.Tensor | None = None,
-        loss: Any = None,
-        entropy: torch.Tensor | None = None,
-        truncated: torch.Tensor | None = None,
-        extra: Mapping[str, Any] | None = None,
-        completions: Sequence[str | None] | None = None,
-        rollout: int | None = None,
-        policy_lag: int | None = None,
-        sampler_logprobs: torch.Tensor | None = None,
-        prompts: Sequence[str | None] | None = None,
-        token_texts: Sequence[Sequence[str] | None] | None = None,
-    ) -> None:
+    @takes_params_of(StepArgs)
+    def log_step(self, args: StepArgs) -> None:
         """Record one optimizer step (see the module docstring). Never waits on disk or network.
 
-        Shapes: ``rewards`` (P, G), sequences ordered group by group; ``logprobs``,
-        ``old_logprobs``, ``mask`` (any dtype, nonzero marks a token), ``ref_logprobs``,
-        ``entropy``, ``sampler_logprobs`` (B, T) with B = P*G; ``advantages`` (B,) or (B, T)
-        (default: ``group_advantages(rewards)``); ``loss`` a ``LossOutput`` (or scalar);
-        ``truncated`` (B,) bool; ``extra`` name -> scalar; ``completions`` B strings (the model's
-        output only); ``prompts`` P strings (a group's prompt, stored apart); ``token_texts`` B
-        rows of T decoded tokens (one per position; kept for the sequences whose token
-        log-ratios are kept, to label them; read when the step is written, after this returns,
-        so leave them unchanged). Bad input raises ValueError before anything is recorded on the
-        first call (the user is watching); after it, a refused value drops that step, with a
-        RuntimeWarning and a fault in run.json, and training goes on (``strict=True``: raises).
-        Distributed: every rank must call it for every step (it runs collectives).
-
-        Policy lag: ``rollout`` is the index of the batch of samples this step trains on,
-        ``policy_lag`` the number of optimizer steps since the policy that produced
-        ``old_logprobs`` (0: on-policy; a second minibatch or epoch on one batch: 1, 2, ...);
-        non-negative ints, null in the step table when not given. ``sampler_logprobs``: the
-        log-probs the inference engine (vLLM, SGLang) reported when it sampled the tokens, for
-        the sampler/trainer mismatch (``sampler_kl_mean``, ``sampler_logp_abs_diff_max``).
+        ``log_step(step, *, rewards, logprobs, old_logprobs, mask, ...)``: the arguments are the
+        fields of ``training_hooks.inputs.StepArgs``, declared only there (name, type, default,
+        shape and meaning; listed below), B = P*G sequences ordered group by group. ``token_texts``
+        are read when the step is written, after this returns: leave them unchanged. Bad input
+        raises ValueError before anything is recorded on the first call (the user is watching);
+        after it, a refused value drops that step, with a RuntimeWarning and a fault in run.json,
+        and training goes on (``strict=True``: raises). Distributed: every rank must call it for
+        every step (it runs collectives). ``rollout`` and ``policy_lag`` are null in the step
+        table when not given; ``sampler_logprobs`` give the sampler/trainer mismatch
+        (``sampler_kl_mean``, ``sampler_logp_abs_diff_max``).
         """
         if self._closed:
             raise RuntimeError(f"run {self.run_id!r} is closed; log_step after close()")
         try:
-            inputs = self._checked_inputs(
-                step,
-                rewards=rewards,
-                logprobs=logprobs,
-                old_logprobs=old_logprobs,
-                mask=mask,
-                advantages=advantages,
-                ref_logprobs=ref_logprobs,
-                loss=loss,
-                entropy=entropy,
-                truncated=truncated,
-                extra=extra,
-                completions=completions,
-                prompts=prompts,
-                token_texts=token_texts,
-                rollout=rollout,
-                policy_lag=policy_lag,
-                sampler_logprobs=sampler_logprobs,
-            )
+            inputs = self._checked_inputs(args)
             self._reduce(inputs)
         except (ValueError, TypeError) as e:  # after the first step: dropped, unless strict
             if self._logged_step is None or self.settings.strict:
                 raise
-            self.drop_step(step, e, device=getattr(logprobs, "device", None))
+            self.drop_step(args.step, e, device=getattr(args.logprobs, "device", None))
             return
         self._logged(inputs)
 
@@ -442,9 +396,9 @@ class RunRecorder:
             else:
                 other.pop("old_logprob_dtype", None)
 
-    def _checked_inputs(self, step: int, **tensors: Any) -> StepInputs:
+    def _checked_inputs(self, args: StepArgs) -> StepInputs:
         """``StepInputs.check`` of one call, and its step after the last one logged."""
-        inputs = StepInputs.check(step, **tensors, group_size=self.group_size)
+        inputs = StepInputs.check(args, group_size=self.group_size)
         self._check_step_order(inputs.step)
         return inputs
 

@@ -1,19 +1,18 @@
 """``RecorderSettings``: everything a ``RunRecorder`` is told when it starts, checked once.
 
 A frozen dataclass so the settings are one value and one declaration: ``RunRecorder``'s
-arguments are its fields, taken by ``takes_params_of`` (not written out again), and a bad setting
+arguments are its fields, taken by ``params.takes_params_of`` (not written out again), and a bad setting
 is a ValueError naming it before any folder or sink exists.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import os
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass
-from typing import Any, Concatenate, ParamSpec, TypeVar
+from typing import Any
 
 from gspo_metrics.checks import check_eps_pair
 from gspo_metrics.spec import GRPO_EPS, GSPO_EPS, UNKNOWN_ALGORITHM
@@ -29,41 +28,6 @@ DEFAULT_TOKEN_SAMPLES = 8
 DEFAULTS: dict[str, Any] = {"seq_eps": GSPO_EPS, "token_eps": GRPO_EPS, "reduction": "sum"}
 STATED, DEFAULT = "stated", "default"
 SETTING_SOURCES = "setting_sources"  # run.json's key
-
-P = ParamSpec("P")
-T = TypeVar("T")
-S = TypeVar("S")
-
-
-def takes_params_of(
-    source: Callable[P, T],
-) -> Callable[[Callable[[S, T], None]], Callable[Concatenate[S, P], None]]:
-    """Decorate ``__init__(self, settings)`` so it takes ``source``'s parameters instead:
-    ``source(*args, **kwargs)`` is built and passed on. mypy checks the keyword names and types
-    at call sites against ``source`` (a ``ParamSpec``), ``inspect.signature`` shows them, and an
-    unknown keyword is a TypeError naming the class and the valid names."""
-    sig = inspect.signature(source)
-    valid = ", ".join(sig.parameters)
-    owner = getattr(source, "__name__", "the settings") + "'"
-
-    def decorate(init: Callable[[S, T], None]) -> Callable[Concatenate[S, P], None]:
-        def __init__(self: S, /, *args: P.args, **kwargs: P.kwargs) -> None:
-            try:
-                sig.bind(*args, **kwargs)
-            except TypeError as e:  # as Python's own message, naming the class, not ``source``
-                raise TypeError(
-                    f"{type(self).__name__}() {e}; its arguments are {owner} fields: {valid}"
-                ) from None
-            init(self, source(*args, **kwargs))
-
-        __init__.__doc__, __init__.__qualname__ = init.__doc__, init.__qualname__
-        __init__.__module__ = init.__module__
-        self_param = inspect.Parameter("self", inspect.Parameter.POSITIONAL_ONLY)
-        params = [self_param, *sig.parameters.values()]
-        __init__.__signature__ = sig.replace(parameters=params)  # type: ignore[attr-defined]  # read by inspect.signature
-        return __init__
-
-    return decorate
 
 
 def _config_dict(config: Any) -> dict[str, Any]:
