@@ -647,14 +647,17 @@ def _console(name: str) -> tuple[str, Path]:
     return found[0]
 
 
-def test_verl_console_log_that_stopped_one_step_short(tmp_path):
+def test_verl_console_log_that_died_one_step_short(tmp_path):
     """The econ run's console: its config plans 700 steps, its bar reaches 699/700 and the file
-    ends in a traceback without 'Final validation metrics': stopped early, the basis citing the
-    config and the bar."""
+    ends in a traceback without 'Final validation metrics': crashed (the README: it died saving
+    the step-700 checkpoint), the basis quoting the last exception line, then citing the config
+    and the bar."""
     tool, path = _console("econ-grpo-uqcxu9")
     _, info = _import(tool, path, tmp_path)
     rec = info.imported
-    assert info.status == "stopped early" and rec.source_finished is False
+    assert info.status == "crashed" and rec.source_finished is False
+    assert rec.crashed.startswith('the log ends in an error after step 699: "RuntimeError: ')
+    assert rec.status_basis.startswith(rec.crashed + "; planned 700 steps")
     assert rec.planned_end == {
         "steps": 700,
         "epochs": None,
@@ -996,7 +999,7 @@ PINNED = {
             "response_length/min",
         ],
         [],
-        "stopped early",  # step 699 of 700 (its bar: 699/700), then a traceback
+        "crashed",  # step 699 of 700 (its bar: 699/700), then a traceback
     ),
     "gemma3-hint-hiding-ps-research": (
         [
@@ -1054,7 +1057,8 @@ def test_each_real_log_maps_what_its_meaning_allows(tool, path, imported_info):
     mapped, withheld, status = PINNED[log_id(path)]
     assert sorted(rec.mapped) == mapped
     assert sorted(rec.renamed) == withheld
-    assert info.status == status and (rec.stopped_early is not None) == (status == "stopped early")
+    ended_early = status in ("stopped early", "crashed")
+    assert info.status == status and (rec.stopped_early is not None) == ended_early
     for name in withheld:
         assert rec.notes.get(name) and "None" not in rec.notes[name], name
     lines = report_lines(rec, info)

@@ -100,13 +100,24 @@ def check_status(
     stopped_early: str | None = None,
     basis: str | None = None,
 ) -> list[Finding]:
-    """A run that stopped without finishing (crashed: stale heartbeat), that failed, or (an
-    import) whose source says it stopped before its planned end (``stopped_early``: how), or
-    whose end nothing shows (status "unknown": ``basis`` says what was read and why it does not
-    tell, e.g. a mid-run checkpoint)."""
+    """A run that stopped without finishing (crashed: stale heartbeat; an import whose log ends
+    on an error after its last step, ``stopped_early`` quoting it), that failed, or (an import)
+    whose source says it stopped before its planned end (``stopped_early``: how), or whose end
+    nothing shows (status "unknown": ``basis`` says what was read and why it does not tell, e.g.
+    a mid-run checkpoint)."""
     now = time.time() if now is None else now
     ago = f"{(now - updated_at) / 60:.0f} min ago" if updated_at else "at an unknown time"
     where = f" at step {last_step}" if last_step is not None else ""
+    if status == STATUS_CRASHED and stopped_early:  # an import whose log ends on an error
+        return [
+            Finding(
+                CRASHED,
+                ERROR,
+                "The run crashed: its log ends in an error",
+                f"{stopped_early}.",
+                crash_advice(stopped_early),
+            )
+        ]
     if status == STATUS_CRASHED:
         return [
             Finding(
@@ -177,6 +188,41 @@ def check_status(
             )
         ]
     return []
+
+
+#: What to do about the error an imported log ends on, by what the quote names (the first that
+#: matches; ``CRASH_ADVICE_ANY`` otherwise).
+CRASH_ADVICE = (
+    (
+        ("out of memory", "OutOfMemoryError"),
+        "The GPU ran out of memory: lower the per-device micro-batch (or raise gradient "
+        "accumulation to keep the batch), the response length or the rollout engine's memory "
+        "share (vLLM gpu_memory_utilization), or turn on gradient checkpointing / offload; then "
+        "resume from the last saved checkpoint.",
+    ),
+    (
+        ("NCCL", "collective"),
+        "A collective timed out: one rank hung or died first. Find that rank's own error above "
+        "the timeout (its traceback, an OOM); raise the timeout only if a step legitimately takes "
+        "longer (long generation, a slow checkpoint save). Then resume from the last checkpoint.",
+    ),
+    (
+        ("killed", "Killed", "SIGKILL"),
+        "The process was killed without a Python error: usually the kernel's OOM killer on host "
+        "memory (check dmesg; lower dataloader workers, CPU offload, the rollout buffer) or a "
+        "scheduler's limit. Resume from the last saved checkpoint.",
+    ),
+)
+CRASH_ADVICE_ANY = (
+    "The process died on the error quoted: fix its cause (the traceback above it in the log "
+    "names the call), then resume from the last checkpoint the run saved. The steps before it "
+    "are judged as they are; end-of-run verdicts describe a run that did not finish."
+)
+
+
+def crash_advice(quote: str) -> str:
+    """The advice for a log ending on ``quote`` (``CRASH_ADVICE``)."""
+    return next((a for keys, a in CRASH_ADVICE if any(k in quote for k in keys)), CRASH_ADVICE_ANY)
 
 
 #: Step metrics whose NaN is a finding on a table that cannot tell a NaN from a value not logged

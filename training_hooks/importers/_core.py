@@ -236,7 +236,8 @@ def _run_info(
 ) -> schema.RunInfo:
     """run.json of an import: settings only where a file stated them (else null), the log's own
     times where it has them, ``updated_at`` = when it was imported; status "finished" where the
-    source shows its end, "stopped early" where it stopped before its planned end
+    source shows its end, "crashed" where it ends on an error after its last step
+    (``record.crashed`` quotes it), "stopped early" where it stopped before its planned end
     (``record.stopped_early``), else "unknown" (``record.status_basis`` says why)."""
     seq, tok = run.seq_eps or (None, None), run.token_eps or (None, None)
     return schema.RunInfo(
@@ -256,6 +257,8 @@ def _run_info(
         ended_at=record.log_last_timestamp,
         status=schema.STATUS_FAILED
         if record.failed
+        else schema.STATUS_CRASHED
+        if record.crashed
         else STATUS_UNKNOWN
         if record.source_finished is None
         else schema.STATUS_FINISHED
@@ -488,6 +491,7 @@ def _record(
         if ending.finished is False
         else None,
         failed=ending.failed,
+        crashed=ending.crashed,
         planned_end=ending.planned.to_json() if ending.planned is not None else None,
         status_basis=ending.text,
         records_cut=log.records_cut,

@@ -141,6 +141,8 @@ def status_text(rec: schema.ImportRecord) -> str:
     word = (
         "failed"
         if rec.failed
+        else "crashed"
+        if rec.crashed
         else "unknown"
         if finished is None
         else "finished"

@@ -26,13 +26,39 @@ The verdict (``judge``):
 Each verdict comes with the sentence that cites its sources (``Ending.text``): "planned 55,990
 steps (verl progress bar, line 412: 19/55990); last step 238 (its last step line); no
 end-of-training line".
+
+**What a text log says after its last step** (``Signs``, fed every line by the console and text
+readers; ``Signs.verdict`` reads one run's lines after its last record). A process that dies
+writes its reason last; one that returns writes its end-of-training line. So:
+
+* an **error** after the run's last record and before any end-of-training line makes the run
+  *crashed* (``Evidence.crash``), whatever the plan says (a run that died saving its last
+  checkpoint did not finish, though its steps ran). An error is: a Python exception line (``Name:
+  message``, ``Name`` a dotted identifier ending in Error, Exception, Exit, Timeout or Failure)
+  after a traceback header that begins its line (``Traceback (most recent call last):``; a
+  header after a logger's prefix, ``ERROR:...:Traceback``, is a caught exception the program
+  logged and went on from); CUDA out of memory; an NCCL (collective) timeout; the process killed
+  (``Killed``, SIGKILL, a worker's exit code -9), a segmentation fault or abort. The quote is the
+  last such line, verbatim, one line, cut to ``QUOTE_CHARS``;
+* an **interrupt** there instead (``KeyboardInterrupt``, a scheduler cancelling the job or its
+  time limit, ``Terminated``): *stopped early*, quoting it;
+* an error of a kind the run already printed between two of its records and went on from (the
+  same exception name, the same marker) is not its end: it is noted, and the plan decides;
+* an end-of-training line after the last record wins: an error after it (pushing the model, an
+  evaluation) or before it (one the trainer survived) is noted, the run finished;
+* nothing after the last record: the plan decides (above), never "finished" without evidence.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from training_hooks.importers._text import Line
 
 #: What an unknown end names as the sources it looked for.
 SOURCES_LOOKED_FOR = (
@@ -100,17 +126,14 @@ class Evidence:
     note: str = ""
     """What else the reader found about the end, added to the verdict's text (the output
     folder's other checkpoints, a later state of the same run)."""
+    crash: Sign | None = None
+    """The error (or interrupt) the log ends on after its last record, before any
+    end-of-training line (``Signs.verdict``): the run crashed (or was stopped)."""
 
     def add(self, *, planned: Sequence[Planned] = (), reached: Sequence[Reached] = ()) -> Evidence:
         """More sources, less trusted than those found already (they come after them)."""
-        return Evidence(
-            (*self.planned, *planned),
-            (*self.reached, *reached),
-            self.end_line,
-            self.window,
-            self.end_expected,
-            self.mid_run,
-            self.note,
+        return dataclasses.replace(
+            self, planned=(*self.planned, *planned), reached=(*self.reached, *reached)
         )
 
 
@@ -123,6 +146,9 @@ class Ending:
     planned: Planned | None = None
     failed: bool = False
     """No optimizer step ran (the trainer's counter never left 0): ``finished`` is False."""
+    crashed: str = ""
+    """The run died on an error after its last step: the sentence quoting it ("the log ends in
+    an error after step 699: "RuntimeError: ..." (line 6538, ...)"); ``finished`` is False."""
 
 
 def from_epochs(epochs: float, source: str, step: int | None, epoch: float | None) -> Planned:
@@ -182,6 +208,8 @@ def judge(ev: Evidence) -> Ending:
     elif ev.end_expected:
         parts.append("no end-of-training line")
     text = "; ".join(parts) + others + (f"; {ev.note}" if ev.note else "")
+    if ev.crash is not None and not ev.end_line:
+        return _crashed(ev, ev.crash, planned, reached, text)
     steps = planned.steps if planned is not None else None
     if steps is None or reached is None:
         if ev.end_line:
@@ -212,6 +240,24 @@ def judge(ev: Evidence) -> Ending:
     return Ending(False, text, planned)
 
 
+def _crashed(
+    ev: Evidence, sign: Sign, planned: Planned | None, reached: Reached | None, text: str
+) -> Ending:
+    """The verdict of a log that ends on an error (crashed) or an interrupt (stopped early),
+    quoting it first; a trainer's counter still at 0 is a failed run all the same."""
+    after = f"after step {reached.step:,}" if reached is not None else "after its last record"
+    verb = "was stopped" if sign.stop else "ends in an error"
+    quote = f'the log {verb} {after}: "{sign.text}" (line {sign.line:,}, {sign.what})'
+    steps = planned.steps if planned is not None else None
+    if steps is not None and reached is not None and reached.step >= steps:
+        quote += "; it had reached its planned end, and died before training returned"
+    text = f"{quote}; {text}" if text else quote
+    if sign.stop:
+        return Ending(False, text, planned)
+    never = reached is not None and reached.exact and reached.step == 0 and bool(steps)
+    return Ending(False, text, planned, failed=never, crashed=quote)
+
+
 def _others(ev: Evidence, planned: Planned | None) -> str:
     """ "; also ..." for other sources of the planned end that disagree with the one used."""
     if planned is None:
@@ -226,3 +272,148 @@ def _others(ev: Evidence, planned: Planned | None) -> str:
     if not differ:
         return ""
     return "; other sources differ: " + ", ".join(p.text() for p in differ[:3])
+
+
+# ----------------------------------------------------------------- what a text log ends on
+
+#: The longest quote of an error line kept (the rest is cut, marked "…").
+QUOTE_CHARS = 300
+#: A Python traceback's header, where the interpreter prints it: at the start of its line.
+TRACEBACK = re.compile(r"^Traceback \(most recent call last\):\s*$")
+#: A Python exception line: a dotted name ending in Error, Exception, ... (Ray's
+#: ``RayTaskError(RuntimeError)`` form too), then ``: message`` or nothing.
+EXCEPTION = re.compile(
+    r"^(?P<name>(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|Timeout|Failure))"
+    r"(?:\([\w.]*\))?(?::\s.*|:)?$"
+)
+#: Exceptions that are a stop asked for (Ctrl-C), not a fault.
+STOP_EXCEPTIONS = ("KeyboardInterrupt",)
+#: Lines that say how a process died without a traceback: (pattern, what it means, a stop?).
+#: A shell's report of a job it ran that died ("run.sh: line 12: 4242 Killed  python train.py").
+_SHELL = r"^(?:\S.*\bline \d+:\s+\d+\s+)?"
+#: What follows "Killed" / "Terminated" in a shell's report: nothing, or the command.
+_COMMAND = r"(?:\s*$|\s+\S*(?:python|torchrun|accelerate|deepspeed|\.py|\.sh))"
+FATAL: tuple[tuple[re.Pattern[str], str, bool], ...] = (
+    (
+        re.compile(r"CUDA out of memory|CUDA error: out of memory|OutOfMemoryError"),
+        "CUDA out of memory",
+        False,
+    ),
+    (
+        re.compile(
+            r"Watchdog caught collective operation timeout|"
+            r"(?:ProcessGroupNCCL|NCCL (?:communicator|operation|watchdog)).{0,120}"
+            r"(?:[Tt]imeout|timed out)"
+        ),
+        "an NCCL (collective) timeout",
+        False,
+    ),
+    (
+        re.compile(_SHELL + "Killed" + _COMMAND + r"|Signal 9 \(SIGKILL\)|exitcode\s*:\s*-9\b"),
+        "the process was killed (SIGKILL: the kernel's OOM killer, a scheduler or a user)",
+        False,
+    ),
+    (
+        re.compile(_SHELL + r"(?:Segmentation fault|Aborted|Bus error)\b|^Fatal Python error:"),
+        "the process died on a signal",
+        False,
+    ),
+    (
+        re.compile(r"\bCANCELLED AT \S+|DUE TO TIME LIMIT|" + _SHELL + "Terminated" + _COMMAND),
+        "the job was cancelled or hit its time limit",
+        True,
+    ),
+)
+#: An end-of-training line a hand-written loop prints ("Training complete", "training done",
+#: "Finished training"): only read after the loop's last record.
+LOOP_END = re.compile(
+    r"^\W*(?:(?:training|train)\b[^.]{0,40}?\b(?:done|finished|complete|completed|ended)\b"
+    r"|(?:finished|completed|done)\s+(?:the\s+)?training\b"
+    r"|all\s+done\b)",
+    re.I,
+)
+#: Lines a traceback zone stays open over without an exception line before it closes.
+TRACEBACK_LINES = 2000
+
+
+@dataclass(frozen=True)
+class Sign:
+    """One line that says how a process ended (an error, an interrupt)."""
+
+    line: int
+    text: str
+    """The line, verbatim (colour codes and a Ray prefix removed), cut to ``QUOTE_CHARS``."""
+    what: str
+    """What it is: "a Python exception, after its traceback", "CUDA out of memory"."""
+    kind: str
+    """Its kind, to tell one the run went on from: the exception's name, or ``what``."""
+    stop: bool = False
+    """An interrupt (Ctrl-C, a scheduler): a stop asked for, not a fault."""
+
+
+def _quote(text: str) -> str:
+    text = text.strip()
+    return text if len(text) <= QUOTE_CHARS else text[: QUOTE_CHARS - 1] + "…"
+
+
+@dataclass
+class Signs:
+    """The lines of a text log that say how its process ended, collected as a reader goes
+    (``feed`` each line; see the module docstring for what counts)."""
+
+    loop_end: bool = False
+    """Read a hand-written loop's own end line (``LOOP_END``) too."""
+    errors: list[Sign] = field(default_factory=list)
+    ends: list[tuple[int, str]] = field(default_factory=list)
+    _open: int = 0  # lines left in the traceback zone now open (0: none open)
+
+    def feed(self, ln: Line) -> None:
+        text = ln.text.rstrip()
+        if TRACEBACK.match(text):
+            self._open = TRACEBACK_LINES
+            return
+        if self._open:
+            self._open -= 1
+            m = EXCEPTION.match(text)
+            if m is not None:
+                name = m.group("name").rsplit(".", 1)[-1]
+                stop = name in STOP_EXCEPTIONS
+                what = "an interrupt" if stop else "a Python exception, after its traceback"
+                self.errors.append(Sign(ln.number, _quote(text), what, name, stop))
+                return
+        for pattern, what, stop in FATAL:
+            if pattern.search(text):
+                self.errors.append(Sign(ln.number, _quote(text), what, what, stop))
+                return
+        if self.loop_end and LOOP_END.search(text):
+            self.ends.append((ln.number, _quote(text)))
+
+    def loop_end_after(self, last: int, hi: int) -> tuple[int, str] | None:
+        """The loop's own end line (``LOOP_END``) after its last record (line ``last``), through
+        line ``hi``: (line, its text); None when there is none."""
+        got = [(n, t) for n, t in self.ends if last < n <= hi]
+        return got[-1] if got else None
+
+    def verdict(self, first: int, last: int, hi: int, end: int | None) -> tuple[Sign | None, str]:
+        """The sign the run of lines ``first``-``hi`` ended on (its last record at line
+        ``last``, its end-of-training line at ``end``), and a note on the signs that are not
+        its end (module docstring): (None, "") when nothing follows its last record."""
+        after = [s for s in self.errors if last < s.line <= hi]
+        if not after:
+            return None, ""
+        sign = after[-1]
+        if end is not None and end > last:
+            when = "after" if sign.line > end else "before"
+            went = "training had returned" if when == "after" else "training went on, and returned"
+            return None, (
+                f'an error {when} the end-of-training line: "{sign.text}" (line {sign.line:,}); '
+                + went
+            )
+        seen = [s for s in self.errors if first <= s.line < last and s.kind == sign.kind]
+        if seen:
+            return None, (
+                f'the log ends on "{sign.text}" (line {sign.line:,}), but the run printed '
+                f"{len(seen)} of its kind between its steps and went on (first at line "
+                f"{seen[0].line:,}): not taken as its end"
+            )
+        return sign, ""

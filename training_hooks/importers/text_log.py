@@ -34,8 +34,13 @@ is exact; otherwise it is unknown (null, never 0).
 marker), the total of a progress bar counting at least as many as the records, or epochs
 (``Epoch 8/10`` headers: steps an epoch from where the last epoch began); how far it got, the
 marker's or the bar's count (exact). A trainer's counter still at 0 of its planned end after
-records were printed ran no optimizer step: the run failed (``_end``). Nothing says otherwise:
-unknown. These loops print no end-of-training line.
+records were printed ran no optimizer step: the run failed (``_end``). A loop prints no standard
+end-of-training line; its own (``Training complete``, ``training done``, ``Finished training``,
+``All done``: ``_end.LOOP_END``) after its last step record is one. After the last step record and
+before such a line, a Python exception after its traceback, CUDA out of memory, an NCCL timeout or
+the process killed (``_end.Signs``) is how the run ended: crashed, quoting that line (stopped early
+for a ``KeyboardInterrupt`` or a scheduler's cancel), unless the loop printed the same error
+between its steps and went on. Nothing says otherwise: unknown.
 """
 
 from __future__ import annotations
@@ -80,12 +85,15 @@ class _Scan:
     epochs: list[tuple[int, int, int]] = field(default_factory=list)  # (line, e, E)
     bars: list[BarSeen] = field(default_factory=list)
     other: int = 0
+    signs: _end.Signs = field(default_factory=lambda: _end.Signs(loop_end=True))
+    lines: int = 0  # lines in the file
 
 
 def scan(file: Path) -> tuple[_Scan, LineStats]:
     stats = LineStats()
     out = _Scan()
     for ln in read_lines(file, stats):
+        out.signs.feed(ln)
         pieces = [p for p in ln.text.split("\r") if p.strip()] or [""]
         any_record = False
         for piece in pieces:
@@ -97,6 +105,7 @@ def scan(file: Path) -> tuple[_Scan, LineStats]:
                 out.records.append(_Line(ln.number, parsed))
                 any_record = True
         out.other += not any_record
+    out.lines = stats.lines
     return out, stats
 
 
@@ -374,7 +383,15 @@ def evidence(found: _Scan, steps: Steps, rows: dict[int, dict[str, Any]]) -> _en
         planned += _from_epochs(found, rows, steps)
     if rows and not steps.axis:
         reached.append(_end.Reached(max(rows), "its last record"))
-    return _end.Evidence(tuple(planned), tuple(reached), "", 1, False)
+    lines = [line for _, _, line in steps.rows]
+    if not lines:
+        return _end.Evidence(tuple(planned), tuple(reached), "", 1, False)
+    end = found.signs.loop_end_after(max(lines), found.lines)
+    crash, note = found.signs.verdict(
+        min(lines), max(lines), found.lines, end[0] if end is not None else None
+    )
+    end_line = f"its own end line '{end[1]}' (line {end[0]:,})" if end is not None else ""
+    return _end.Evidence(tuple(planned), tuple(reached), end_line, 1, False, note=note, crash=crash)
 
 
 def _from_epochs(found: _Scan, rows: dict[int, dict[str, Any]], steps: Steps) -> list[_end.Planned]:

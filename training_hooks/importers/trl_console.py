@@ -22,7 +22,11 @@ record index). The bar's total, Unsloth's banner (``Total steps = 500``) and ``m
 ``num_train_epochs`` give the planned end, the bar's count how far the run got
 (``_end``). An eval record (``eval_*`` keys only)
 takes the step of the training record before it; the end-of-training record (``train_runtime``)
-is the summary. The epoch (or ``num_tokens``) going back, or a record after the summary, starts
+is the summary, printed when ``train()`` returns. After the run's last record and before any such
+summary, a Python exception after its traceback, CUDA out of memory, an NCCL timeout or the process
+killed (``_end.Signs``) is how it ended: crashed, quoting that line (stopped early for a
+``KeyboardInterrupt`` or a scheduler's cancel), unless the run printed the same error between its
+records and went on; an error after the summary (saving, pushing the model) leaves it finished. The epoch (or ``num_tokens``) going back, or a record after the summary, starts
 another run: a file holding several is imported one run at a time (``_segments``).
 """
 
@@ -92,6 +96,7 @@ class Dicts:
     bars: list[BarSeen] = field(default_factory=list)  # progress bars drawn
     banner: list[tuple[int, str, float]] = field(default_factory=list)  # (line, what, value)
     cut: list[dict[str, Any]] = field(default_factory=list)  # records kept by their prefix
+    signs: _end.Signs = field(default_factory=_end.Signs)  # errors and interrupts printed
 
 
 def scan(file: Path) -> Dicts:
@@ -99,6 +104,7 @@ def scan(file: Path) -> Dicts:
     bar's redraw or in a burst)."""
     out = Dicts([], [], LineStats())
     for ln in read_lines(file, out.stats):
+        out.signs.feed(ln)
         found = False
         for piece in redraws(ln.text):
             pos = 0
@@ -374,7 +380,12 @@ def read(
         duplicate_steps=merged.duplicate_steps,
         settings={**settings, **({"logging_steps": run.how.setting} if run.how.setting else {})},
         summary=run.summary,
-        end=end_evidence(run, settings, merged.steps),
+        end=end_evidence(
+            run,
+            settings,
+            merged.steps,
+            _end_signs(found, runs[seg.index - 1][0], _next_line(runs, seg.index, found)),
+        ),
         records_cut=_cut_steps(found.cut, run.records, first, last),
         step_axis="" if run.how.every else RECORD_INDEX,
         file_format=file_format,
@@ -441,10 +452,30 @@ def _place(
     return Placed(records, summary, how, plan, summary_line)
 
 
-def end_evidence(run: Placed, settings: Settings, steps: Mapping[int, Any]) -> _end.Evidence:
+def _next_line(runs: Sequence[tuple[list[Entry], str]], index: int, found: Dicts) -> int:
+    """The last line of run ``index`` (1-based): the line before the next run's first record,
+    else the file's last."""
+    return runs[index][0][0].line - 1 if index < len(runs) else found.stats.lines
+
+
+def _end_signs(found: Dicts, entries: Sequence[Entry], hi: int) -> tuple[_end.Sign | None, str]:
+    """The error or interrupt a run's lines end on after its last record (through line
+    ``hi``), unless its end-of-training record follows it (``_end.Signs.verdict``)."""
+    lines = [e.line for e in entries if e.kind != SUMMARY]
+    ends = [e.line for e in entries if e.kind == SUMMARY]
+    return found.signs.verdict(lines[0], lines[-1], hi, ends[-1] if ends else None)
+
+
+def end_evidence(
+    run: Placed,
+    settings: Settings,
+    steps: Mapping[int, Any],
+    signs: tuple[_end.Sign | None, str] = (None, ""),
+) -> _end.Evidence:
     """What a console run says of its end: the bar's total, the banner's total steps (or
     epochs), max_steps / num_train_epochs stated; the bar's count (the trainer's own), the last
-    record's step (when logging_steps places them); the end-of-training record."""
+    record's step (when logging_steps places them); the end-of-training record; ``signs``: the
+    error after its last record and a note (``_end_signs``)."""
     plan, every = run.plan, run.how.every
     last = max(steps) if steps and every else None
     epoch = next(
@@ -478,7 +509,10 @@ def end_evidence(run: Placed, settings: Settings, steps: Mapping[int, Any]) -> _
         if run.summary
         else ""
     )
-    return _end.Evidence(tuple(planned), tuple(reached), end, every or 1, end_expected=True)
+    crash, note = signs
+    return _end.Evidence(
+        tuple(planned), tuple(reached), end, every or 1, end_expected=True, note=note, crash=crash
+    )
 
 
 def _has_train(entries: Sequence[Entry]) -> bool:

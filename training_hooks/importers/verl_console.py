@@ -10,7 +10,10 @@ prefixed lines) and read here for the settings, as the file logger's ``.config.j
 so is ``Total training steps: N``. The planned end is that (or the config's
 ``total_training_steps``) and the ``Training Progress`` bar's total; how far it got, the bar's
 count and the last step line; ``Final validation metrics`` is the line fit() prints as it returns
-(``_end`` judges). A metric line cut short (the job killed mid-write; W&B's ``output.log``, which
+(``_end`` judges). After the run's last step line, a Python exception after its traceback, CUDA out
+of memory, an NCCL timeout or the process killed (``_end.Signs``) is how it ended: crashed, quoting
+that line, unless ``Final validation metrics`` follows it or the run printed the same error between
+its steps and went on; a ``KeyboardInterrupt`` or a scheduler's cancel is a stop (stopped early). A metric line cut short (the job killed mid-write; W&B's ``output.log``, which
 keeps 4,096 characters of a line) or damaged keeps the metrics before the cut or the damage,
 never a value the cut may have shortened, and is counted (``records_cut``); a line with none
 before it is skipped and counted. A file holding several runs (a restart appending to the same log) is split by
@@ -74,6 +77,7 @@ class _Scan:
     bars: list[BarSeen] = field(default_factory=list)  # "Training Progress" bars drawn
     final: list[int] = field(default_factory=list)  # lines of "Final validation metrics"
     cut: list[dict[str, Any]] = field(default_factory=list)  # step lines kept by their prefix
+    signs: _end.Signs = field(default_factory=_end.Signs)  # errors and interrupts printed
 
 
 def parse_step_line(text: str) -> tuple[int, dict[str, float]] | str:
@@ -118,6 +122,7 @@ def scan(file: Path) -> tuple[_Scan, LineStats]:
     out = _Scan([], [], [], [], [])
     dump: _Dump | None = None
     for ln in read_lines(file, stats):
+        out.signs.feed(ln)
         text = ln.text.strip()
         if dump is not None and ln.prefix == dump.prefix:
             if not VERL_STEP_LINE.match(text):
@@ -248,17 +253,23 @@ def read(path: Path, segment: int | None = None) -> SourceLog:
         notes=tuple(notes),
         segment=seg.index if len(segments) > 1 else None,
         segments=len(segments) if len(segments) > 1 else None,
-        end=end_evidence(found, lo, hi, merged.steps, settings),
+        end=end_evidence(found, (lo, first, seg.records[-1].line, hi), merged.steps, settings),
         records_cut=tuple(d for d in found.cut if lo <= d["line"] <= hi),
     )
 
 
 def end_evidence(
-    found: _Scan, lo: int, hi: int, steps: Mapping[int, Mapping[str, Any]], settings: Settings
+    found: _Scan,
+    lines: tuple[int, int, int, int],
+    steps: Mapping[int, Mapping[str, Any]],
+    settings: Settings,
 ) -> _end.Evidence:
-    """What lines ``lo``-``hi`` (one run's) say of its end: total_training_steps (the config,
-    the ``Total training steps`` line), the ``Training Progress`` bar's total and count, the
-    last step line, ``Final validation metrics`` (fit() prints it at its last step)."""
+    """What one run's lines say of its end (``lines``: the first line after the run before it,
+    its first and last step line, the last line before the next run): total_training_steps (the config, the ``Total training
+    steps`` line), the ``Training Progress`` bar's total and count, the last step line, ``Final
+    validation metrics`` (fit() prints it at its last step), the error or interrupt after its
+    last step line (``_end.Signs``)."""
+    lo, first, last_line, hi = lines
     last = max(steps) if steps else None
     planned = _end.from_settings(settings, last, None)
     bars = bars_by_total([b for b in found.bars if lo <= b.line <= hi])
@@ -275,7 +286,8 @@ def end_evidence(
         if final
         else ""
     )
-    return _end.Evidence(tuple(planned), tuple(reached), end, 1, True)
+    crash, note = found.signs.verdict(first, last_line, hi, final[-1] if final else None)
+    return _end.Evidence(tuple(planned), tuple(reached), end, 1, True, note=note, crash=crash)
 
 
 def _settings(
