@@ -92,6 +92,46 @@ def check_run_status(
     )
 
 
+def _ended_badly(status: str, stopped_early: str | None, ago: str, where: str) -> Finding:
+    """``check_status``'s finding for a crashed or failed run: an import's log quoting how
+    (``stopped_early``), else the recorder's heartbeat or its closing status."""
+    if status == STATUS_CRASHED and stopped_early:  # an import whose log ends on an error
+        return Finding(
+            CRASHED,
+            ERROR,
+            "The run crashed: its log ends in an error",
+            f"{stopped_early}.",
+            crash_advice(stopped_early),
+        )
+    if status == STATUS_CRASHED:
+        return Finding(
+            CRASHED,
+            ERROR,
+            "Stopped without finishing (crashed)",
+            f"status is still 'running' but the last heartbeat was {ago}{where}.",
+            "The process died without closing the recorder (kill -9, OOM killer, node "
+            "failure). Every step older than the flush interval is on disk; check the job's "
+            "logs, then resume with the same run id.",
+        )
+    if status == STATUS_FAILED and stopped_early:  # an import whose log shows it
+        return Finding(
+            FAILED,
+            ERROR,
+            "The run failed: no training step",
+            f"the imported log shows it: {stopped_early}.",
+            "Find why the trainer never stepped (it waits on a queue, a worker or a batch "
+            "that never fills; its process died while the others kept printing): the "
+            "rewards printed are rollouts of the initial policy, not training.",
+        )
+    return Finding(  # failed
+        FAILED,
+        ERROR,
+        "The run failed",
+        f"the recorder closed with status 'failed'{where}, last update {ago}.",
+        "The training loop raised; see run.json's faults and the job's traceback.",
+    )
+
+
 def check_status(
     status: str,
     updated_at: float | None,
@@ -108,50 +148,8 @@ def check_status(
     now = time.time() if now is None else now
     ago = f"{(now - updated_at) / 60:.0f} min ago" if updated_at else "at an unknown time"
     where = f" at step {last_step}" if last_step is not None else ""
-    if status == STATUS_CRASHED and stopped_early:  # an import whose log ends on an error
-        return [
-            Finding(
-                CRASHED,
-                ERROR,
-                "The run crashed: its log ends in an error",
-                f"{stopped_early}.",
-                crash_advice(stopped_early),
-            )
-        ]
-    if status == STATUS_CRASHED:
-        return [
-            Finding(
-                CRASHED,
-                ERROR,
-                "Stopped without finishing (crashed)",
-                f"status is still 'running' but the last heartbeat was {ago}{where}.",
-                "The process died without closing the recorder (kill -9, OOM killer, node "
-                "failure). Every step older than the flush interval is on disk; check the job's "
-                "logs, then resume with the same run id.",
-            )
-        ]
-    if status == STATUS_FAILED and stopped_early:  # an import whose log shows it
-        return [
-            Finding(
-                FAILED,
-                ERROR,
-                "The run failed: no training step",
-                f"the imported log shows it: {stopped_early}.",
-                "Find why the trainer never stepped (it waits on a queue, a worker or a batch "
-                "that never fills; its process died while the others kept printing): the "
-                "rewards printed are rollouts of the initial policy, not training.",
-            )
-        ]
-    if status == STATUS_FAILED:
-        return [
-            Finding(
-                FAILED,
-                ERROR,
-                "The run failed",
-                f"the recorder closed with status 'failed'{where}, last update {ago}.",
-                "The training loop raised; see run.json's faults and the job's traceback.",
-            )
-        ]
+    if status in (STATUS_CRASHED, STATUS_FAILED):
+        return [_ended_badly(status, stopped_early, ago, where)]
     if status == STATUS_STOPPED_EARLY:
         return [
             Finding(
