@@ -92,7 +92,7 @@ from training_hooks.schema import STATUS_FINISHED, RunInfo, Seq, flatten
 #: ``tests/checks_findings.json`` and fails when they change while this number does not.
 #: 3: the registry; reward progress and totals, magnitudes, length with truncation, KL by
 #: meaning, records cut, steps dropped, the GSPO recipe (issues 44, 45).
-CHECKS_VERSION = 4
+CHECKS_VERSION = 5
 
 
 @dataclass(frozen=True)
