@@ -105,9 +105,26 @@ class RunFacts:
 
     def logged_as(self, column: str) -> str:
         """``column`` as the run's log named it: ``"verl rollout_corr/k3_kl"`` for an import's
-        mapped column, the column itself otherwise."""
+        mapped column, the column itself otherwise; a meaning the import guessed from the key's
+        name alone (a loop's own text log) says so."""
         foreign = self.sources.get(column)
-        return f"{self.tool or 'source'} {foreign}" if foreign else column
+        if not foreign:
+            return column
+        guessed = " (its meaning guessed from the name)" if column in self.guessed else ""
+        return f"{self.tool or 'source'} {foreign}{guessed}"
+
+    @property
+    def guessed(self) -> frozenset[str]:
+        """The columns whose meaning an import guessed from the log's key names (run.json
+        ``imported.key_map``'s ``map``, "from" starting "guessed")."""
+        said = self.imported.key_map.get("map") if self.imported is not None else None
+        if not isinstance(said, Mapping):
+            return frozenset()
+        return frozenset(
+            c
+            for c, got in said.items()
+            if isinstance(got, Mapping) and str(got.get("from", "")).startswith("guessed")
+        )
 
     def source_of(self, column: str) -> str:
         """``logged_as``, with the column it is stored as when that differs:

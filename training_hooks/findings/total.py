@@ -225,15 +225,9 @@ def _total_finding(head, stretches, C, t, tol, steps, comps, n, bad, facts, tota
 
 
 def _guessed_components(facts: RunFacts, comps: dict[str, str]) -> list[str]:
-    """The components whose meaning an import guessed from the key's name alone (run.json's
-    ``imported.key_map``): such a set is not known to hold every part of the reward."""
-    said = (facts.imported.key_map.get("map") or {}) if facts.imported is not None else {}
-    out = []
-    for c in comps.values():
-        got = said.get(c)
-        if isinstance(got, dict) and str(got.get("from", "")).startswith("guessed"):
-            out.append(str(got.get("key")))
-    return out
+    """The components whose meaning an import guessed from the key's name alone
+    (``RunFacts.guessed``): such a set is not known to hold every part of the reward."""
+    return [facts.sources.get(c, c) for c in comps.values() if c in facts.guessed]
 
 
 def _weights_text(w: np.ndarray, comps: dict[str, str]) -> str:
