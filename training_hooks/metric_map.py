@@ -62,21 +62,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from training_hooks.metric_keys import (  # noqa: F401 -- re-exported (metric_map's API)
-    GRAD_NORM,
-    MAPPINGS,
-    OFF_WHEN,
-    Condition,
-    Derived,
-    MetricMapping,
-    OffWhen,
-)
-from training_hooks.schema import MLFLOW_PREFIX, STEP_COLUMN_NAMES
-from training_hooks.tool_settings import IS_LEVEL as _LEVEL
-from training_hooks.tool_settings import TINKER as _TINKER
+from training_hooks.schema import MLFLOW_PREFIX, STEP_COLUMN_NAMES, Derived
 from training_hooks.tool_settings import TOOL_NAMES, read_settings
-from training_hooks.tool_settings import TRL as _TRL
-from training_hooks.tool_settings import VERL as _VERL
 from training_hooks.tool_versions import (  # noqa: F401 -- re-exported (metric_map's API)
     DEFAULTS,
     UNSLOTH,
@@ -89,6 +76,19 @@ from training_hooks.tool_versions import (  # noqa: F401 -- re-exported (metric_
     parse_version,
     value_text,
 )
+from training_hooks.trainers import TRAINERS
+from training_hooks.trainers.facts import (  # noqa: F401 -- re-exported (metric_map's API)
+    GRAD_NORM,
+    Condition,
+    MetricMapping,
+    OffWhen,
+)
+from training_hooks.trainers.trl import IS_LEVEL as _LEVEL
+
+#: Every trainer's metric names (``Trainer.mappings``), in ``TRAINERS``' order.
+MAPPINGS: tuple[MetricMapping, ...] = tuple(m for t in TRAINERS.values() for m in t.mappings)
+#: Every trainer's metrics logged although their feature is off (``Trainer.off_when``).
+OFF_WHEN: tuple[OffWhen, ...] = tuple(o for t in TRAINERS.values() for o in t.off_when)
 
 #: Prefixes stripped before lookup: HF's wandb/tensorboard style "train/" namespace.
 STRIP_PREFIXES = ("train/",)
@@ -100,16 +100,11 @@ del _m
 
 
 def detect_source(names: Iterable[str]) -> str | None:
-    """The tool whose metric names these are (``None`` when nothing identifies one)."""
+    """The tool whose metric names these are (``None`` when nothing identifies one): the first,
+    in ``Trainer.identify_order``, whose ``Trainer.identify`` says so."""
     names = set(names)
-    if any(n.startswith(("actor/", "critic/", "timing_s/", "response_length/")) for n in names):
-        return _VERL
-    if any(n.startswith(("env/all/", "optim/kl_sample_train")) for n in names) or (
-        "reward/mean" in names and "progress/batch" in names
-    ):
-        return _TINKER
-    trl = {m.name for m in MAPPINGS if m.source == _TRL} | {e[1] for e in VERSION_EVIDENCE}
-    return _TRL if names & trl else None
+    tried = sorted((t for t in TRAINERS.values() if t.identify), key=lambda t: t.identify_order)
+    return next((t.name for t in tried if t.identify and t.identify(names)), None)
 
 
 # ------------------------------------------------------------------------- resolving a name
@@ -142,10 +137,10 @@ def resolve(name: str, ctx: Context) -> Resolution:
         col = name[len(MLFLOW_PREFIX) :]
         return Resolution(name, col, col)
     key = _lookup_key(name)
-    for off in OFF_WHEN:
+    trainer = TRAINERS.get(ctx.fmt.source)
+    for off in trainer.off_when if trainer else ():
         if (
             off.name == key
-            and off.source == ctx.fmt.source
             and off.setting in ctx.settings
             and _matches(ctx.settings[off.setting], off.values)
         ):

@@ -10,6 +10,7 @@ from typing import Any
 from training_hooks.importers._read import SourceLog
 from training_hooks.metric_map import SourceFormat
 from training_hooks.tool_settings import Setting
+from training_hooks.trainers import display_name
 
 Settings = dict[str, Setting]
 
@@ -47,8 +48,12 @@ class ToolSpec:
     """Whether the run reached its planned end, from every setting the import knows (``--set``,
     ``--config`` too): (finished, how the source says so); for a reader that cannot tell
     alone. Used only where the reader left ``source_finished`` unknown."""
-    display_name: str = ""  # the tool's name in user text ("Tinker cookbook")
     path_hint: str = ""  # what the import reads, for the CLI's help and the dashboard's form
+
+    @property
+    def display_name(self) -> str:
+        """The tool's one name in user text (its ``Trainer.display_name``: "Tinker cookbook")."""
+        return display_name(self.name)
 
 
 def no_facts(log: SourceLog, fmt: SourceFormat, settings: Settings) -> Settings:

@@ -606,7 +606,6 @@ def _spec(name: str, read: Any, what: str, hint: str) -> ToolSpec:
         run_settings=run_settings,
         algorithm_setting=("algorithm", ALGORITHMS),
         end_of=end_of,
-        display_name=f"a log of its own keys ({what})",
         path_hint=hint,
     )
 

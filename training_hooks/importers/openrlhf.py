@@ -176,7 +176,6 @@ SPEC = ToolSpec(
     algorithm_setting=("policy_loss_type", {"grpo": "ppo", "gspo": "gspo"}),
     validation=VALIDATION,
     end_of=end_of,
-    display_name="OpenRLHF",
     path_hint="OpenRLHF: a TensorBoard event file (<tensorboard_dir>/<run_name>/), a W&B run "
     "folder (wandb/run-*: its output.log and config.yaml) or a console log ('Global step N: "
     "{...}' lines)",

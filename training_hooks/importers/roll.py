@@ -110,7 +110,6 @@ SPEC = ToolSpec(
     end_of=keymap.end_of,
     derive=derive,
     derived_from={Step.TRUNCATED_FRACTION: f"{CLIPPED} / {BATCH}"},
-    display_name="ROLL",
     path_hint="ROLL: its metrics.jsonl (one flat object per step, system/step the step) or its "
     "folder; settings by --set (enable_reference, importance_sampling, pg_clip, max_steps, ...)",
 )

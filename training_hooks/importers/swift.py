@@ -259,7 +259,6 @@ SPEC = ToolSpec(
     duration="step_time",
     per_step=True,
     validation=VALIDATION,
-    display_name="ms-swift",
     path_hint="ms-swift: an output folder (its logging.jsonl; args.json beside it is read) or "
     "the logging.jsonl",
 )

@@ -138,7 +138,6 @@ SPEC = ToolSpec(
     validation=("test/",),
     derive=derive,
     derived_from={Step.ZERO_VARIANCE_FRACTION: f"{ALL_GOOD} + {ALL_BAD}"},
-    display_name="Tinker cookbook",
     path_hint="Tinker cookbook: the log dir or its metrics.jsonl (any name; config.json beside "
     "it is read)",
 )

@@ -377,7 +377,6 @@ SPEC = ToolSpec(
     duration="step_time",
     per_step=True,
     validation=("eval_",),
-    display_name="TRL",
     path_hint="TRL / Unsloth: an output dir (newest checkpoint-*/trainer_state.json), a "
     "trainer_state.json, a console log (one dict per logging step), a TensorBoard event file "
     "(runs/*/events.out.tfevents.*) or a W&B run folder (wandb/run-*)",

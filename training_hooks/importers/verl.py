@@ -147,7 +147,6 @@ SPEC = ToolSpec(
     algorithm_setting=("loss_mode", ALGORITHM_MODES),
     duration="timing_s/step",
     validation=("val-",),
-    display_name="verl",
     path_hint="verl: the file logger's <project>/<experiment>.jsonl (any name), a console log "
     "('step:N - ...' lines), a TensorBoard event file or a W&B run folder",
 )

@@ -1,0 +1,122 @@
+"""verl (``RayPPOTrainer``'s metrics: the file logger, console, W&B, TensorBoard, MLflow): what its
+logs and configs say, as data (``facts.Trainer``): where its Hydra config holds each setting,
+its ``loss_agg_mode`` under our name, and what each metric name means (``dp_actor.py`` and
+``rollout_corr_helper.py`` v0.4-v0.7; ``training_hooks.metric_map``'s docstring says why)."""
+
+from __future__ import annotations
+
+from training_hooks.schema import Derived, Step
+from training_hooks.trainers.facts import GRAD_NORM, MetricMapping, OffWhen, Trainer
+
+VERL = "verl"
+_VERL = VERL
+_ONE_UPDATE = (("one_update_per_row", (True,)),)  # verl: ppo_epochs 1 and one mini-batch
+_TOKEN_MEAN = (("loss_agg_mode", ("token-mean",)),)  # verl default
+
+MAPPINGS: tuple[MetricMapping, ...] = (
+    MetricMapping(_VERL, "critic/score/mean", Step.REWARD_MEAN, note="mean sequence score"),
+    MetricMapping(_VERL, "response_length/mean", Step.LENGTH_MEAN),
+    MetricMapping(_VERL, "response_length/min", Step.LENGTH_MIN),
+    MetricMapping(_VERL, "response_length/max", Step.LENGTH_MAX),
+    MetricMapping(
+        _VERL,
+        "response_length/clip_ratio",
+        Step.TRUNCATED_FRACTION,
+        note="share of responses that reached max_response_length",
+    ),
+    MetricMapping(
+        _VERL,
+        "actor/pg_clipfrac",
+        Derived.TOKEN_CLIP_BINDING,
+        requires=(("loss_mode", ("vanilla",)),),
+        note="token share where the clip binds, mean over micro-batches",
+    ),
+    MetricMapping(
+        _VERL,
+        "actor/pg_clipfrac",
+        Derived.SEQ_CLIP_BINDING,
+        requires=(("loss_mode", ("gspo",)),),
+        note="token share where GSPO's sequence clip binds, mean over micro-batches",
+    ),
+    MetricMapping(
+        _VERL,
+        "actor/ppo_kl",
+        Step.KL_OLD_MEAN,
+        note="k1 mean of log pi_old - log pi_theta (signed; ours is k3), mean over micro-batches",
+    ),
+    MetricMapping(
+        _VERL,
+        "actor/entropy",
+        Step.ENTROPY_MEAN,
+        assumes=_TOKEN_MEAN,
+        note="aggregated with loss_agg_mode, mean over micro-batches",
+    ),
+    MetricMapping(
+        _VERL,
+        "actor/kl_loss",
+        Step.KL_REF_MEAN,
+        requires=(("use_kl_loss", (True,)), ("kl_loss_type", ("low_var_kl", "k3"))) + _ONE_UPDATE,
+        assumes=_TOKEN_MEAN,
+        note="k3 (low_var_kl, clamped to +-10) aggregated with loss_agg_mode",
+    ),
+    MetricMapping(
+        _VERL,
+        "actor/pg_loss",
+        Step.LOSS,
+        requires=_ONE_UPDATE,
+        note="summed over the row's mini-batches (verl >= 0.7) or scaled per micro-batch",
+    ),
+    MetricMapping(
+        _VERL,
+        "actor/grad_norm",
+        GRAD_NORM,
+        note="L2 norm before clipping (clip_grad_norm_'s return), mean over the row's "
+        "optimizer steps when it holds several mini-batches; ours and TRL's grad_norm",
+    ),
+    MetricMapping(
+        _VERL,
+        "rollout_corr/k3_kl",
+        Step.SAMPLER_KL_MEAN,
+        note="k3 of KL(pi_rollout || pi_train), token mean; from verl 0.6.1 the actor recomputes "
+        "it against the current policy per micro-batch, so with several mini-batches it also "
+        "holds the policy's own drift (actor/ppo_kl)",
+    ),
+    MetricMapping(
+        _VERL,
+        "rollout_corr/kl",
+        "",
+        note="k1 mean of log p_rollout - log p_train (signed); sampler_kl_mean is rollout_corr/k3_kl",
+    ),
+)
+
+SETTING_KEYS: dict[str, tuple[str, ...]] = {
+    "clip_ratio_low": ("actor_rollout_ref.actor.clip_ratio_low",),
+    "clip_ratio_high": ("actor_rollout_ref.actor.clip_ratio_high",),
+    "clip_ratio": ("actor_rollout_ref.actor.clip_ratio",),
+    "loss_agg_mode": ("actor_rollout_ref.actor.loss_agg_mode",),
+    "loss_mode": ("actor_rollout_ref.actor.policy_loss.loss_mode",),
+    "use_kl_loss": ("actor_rollout_ref.actor.use_kl_loss",),
+    "kl_loss_type": ("actor_rollout_ref.actor.kl_loss_type",),
+    "ppo_epochs": ("actor_rollout_ref.actor.ppo_epochs",),
+    "ppo_mini_batch_size": ("actor_rollout_ref.actor.ppo_mini_batch_size",),
+    "group_size": ("actor_rollout_ref.rollout.n",),
+    "train_batch_size": ("data.train_batch_size",),
+    "adv_estimator": ("algorithm.adv_estimator",),
+    "total_training_steps": ("trainer.total_training_steps",),
+}
+_PREFIXES = ("actor/", "critic/", "timing_s/", "response_length/")
+
+TRAINER = Trainer(
+    name=VERL,
+    display_name="verl",
+    format_label="verl metrics",
+    setting_keys=SETTING_KEYS,
+    reductions={"token-mean": "token_mean", "seq-mean-token-mean": "seq_mean_token_mean"},
+    mappings=MAPPINGS,
+    off_when=(
+        OffWhen(_VERL, "actor/kl_loss", "use_kl_loss", (False,), "use_kl_loss=false: logged 0.0"),
+    ),
+    identify=lambda names: any(n.startswith(_PREFIXES) for n in names),
+    identify_order=1,
+    length_cap="data.max_response_length",
+)
