@@ -11,14 +11,15 @@ that reads it. What was found, read and compared is said in the record.
 from __future__ import annotations
 
 import dataclasses
+import importlib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from training_hooks.importers import keymap, openrlhf, roll, swift, text_log, tinker, trl, verl
 from training_hooks.importers._read import SourceLog
 from training_hooks.importers._spec import ToolSpec
 from training_hooks.importers.keymap import KeyMap
+from training_hooks.trainers import TRAINERS, Trainer
 
 
 def read(
@@ -48,22 +49,18 @@ def read(
     return log
 
 
-#: Every tool an import reads, by name: its ``ToolSpec`` (its readers' dispatch, settings, display
-#: name; its facts are ``training_hooks.trainers.TRAINERS``').
-TOOLS: dict[str, ToolSpec] = {
-    spec.name: spec
-    for spec in (
-        trl.SPEC,
-        tinker.SPEC,
-        verl.SPEC,
-        keymap.SPEC_JSONL,
-        keymap.SPEC_CSV,
-        roll.SPEC,
-        swift.SPEC,
-        openrlhf.SPEC,
-        text_log.SPEC,
-    )
-}
+def _spec(trainer: Trainer) -> ToolSpec:
+    """The ``ToolSpec`` that ``trainer.importer`` names ("module" or "module:NAME")."""
+    module, _, name = trainer.importer.partition(":")
+    spec = getattr(importlib.import_module(module), name or "SPEC", None)
+    if not isinstance(spec, ToolSpec) or spec.name != trainer.name:
+        raise AssertionError(f"{trainer.importer} holds no ToolSpec named {trainer.name!r}")
+    return spec
+
+
+#: Every tool an import reads, by name: its ``ToolSpec`` (its readers' dispatch, the settings its
+#: config states), the one each trainer of ``training_hooks.trainers.TRAINERS`` names.
+TOOLS: dict[str, ToolSpec] = {name: _spec(t) for name, t in TRAINERS.items()}
 SOURCES = tuple(TOOLS)
 #: The tools whose logs take a key map (``--step``, ``--map``, ``--set``, ``--group-size``).
 KEY_MAP_TOOLS = tuple(name for name, spec in TOOLS.items() if spec.takes_key_map)

@@ -86,11 +86,14 @@ class Trainer:
     as assumed defaults when no file states them. ``identify``: whether a set of metric names is
     this tool's (a run with no tool named: MLflow); tools are tried in ``identify_order``.
     ``length_cap``: the setting that sets the completion-length cap (the advice names it).
-    ``sum_loss``: its losses are sums over tokens (a gradient norm has no absolute scale)."""
+    ``sum_loss``: its losses are sums over tokens (a gradient norm has no absolute scale).
+    ``importer``: where its reading lives (``importers._pick.TOOLS`` imports it by this name: the
+    importers import these facts, never the other way)."""
 
     name: str
     display_name: str
     format_label: str
+    importer: str  # the module of its ``ToolSpec`` (``SPEC``; "module:NAME" for another name)
     setting_keys: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     reductions: Mapping[str, str] = field(default_factory=dict)
     mappings: tuple[MetricMapping, ...] = ()

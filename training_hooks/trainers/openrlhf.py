@@ -93,6 +93,7 @@ TRAINER = Trainer(
     name=OPENRLHF,
     display_name="OpenRLHF",
     format_label="OpenRLHF metrics",
+    importer="training_hooks.importers.openrlhf",
     setting_keys=SETTING_KEYS,
     mappings=MAPPINGS,
 )

@@ -120,6 +120,7 @@ TRAINER = Trainer(
     name=ROLL,
     display_name="ROLL",
     format_label="ROLL metrics",
+    importer="training_hooks.importers.roll",
     setting_keys=SETTING_KEYS,
     reductions={"token-mean": "token_mean", "seq-mean-token-mean": "seq_mean_token_mean"},
     mappings=MAPPINGS,

@@ -183,6 +183,7 @@ TRAINER = Trainer(
     name=SWIFT,
     display_name="ms-swift",
     format_label="ms-swift GRPO logging.jsonl",
+    importer="training_hooks.importers.swift",
     setting_keys=SETTING_KEYS,
     reductions={"grpo": "seq_mean_token_mean", "bnpo": "token_mean", "dapo": "token_mean"},
     mappings=MAPPINGS,

@@ -12,5 +12,6 @@ TRAINER = Trainer(
     name=TEXT,
     display_name="a log of its own keys (text lines)",
     format_label="a loop's own text log, keys mapped by name",
+    importer="training_hooks.importers.text_log",
     setting_keys=SETTING_KEYS,
 )

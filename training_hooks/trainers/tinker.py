@@ -83,6 +83,7 @@ TRAINER = Trainer(
     name=TINKER,
     display_name="Tinker cookbook",
     format_label="Tinker cookbook metrics",
+    importer="training_hooks.importers.tinker",
     setting_keys=SETTING_KEYS,
     mappings=MAPPINGS,
     label_suffix=_label_suffix,

@@ -289,6 +289,7 @@ TRAINER = Trainer(
     name=TRL,
     display_name="TRL",
     format_label="TRL GRPOTrainer log",
+    importer="training_hooks.importers.trl",
     setting_keys=SETTING_KEYS,
     reductions={"grpo": "seq_mean_token_mean", "bnpo": "token_mean", "dapo": "token_mean"},
     mappings=MAPPINGS,

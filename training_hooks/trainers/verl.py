@@ -110,6 +110,7 @@ TRAINER = Trainer(
     name=VERL,
     display_name="verl",
     format_label="verl metrics",
+    importer="training_hooks.importers.verl",
     setting_keys=SETTING_KEYS,
     reductions={"token-mean": "token_mean", "seq-mean-token-mean": "seq_mean_token_mean"},
     mappings=MAPPINGS,
