@@ -6,12 +6,10 @@ where each tool's config (or the MLflow params) holds them (``read_settings``: i
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gspo_metrics.spec import TOKEN_CLIP_LOSSES, parse_algorithm
 from training_hooks.schema import flatten
 from training_hooks.trainers import TRAINERS, keymap, openrlhf, roll, swift, text, tinker, trl, verl
 
@@ -69,12 +67,3 @@ def reduction_of(source: str, value: Any) -> str | None:
         return None
     ours = TRAINERS[source].reductions if source in TRAINERS else {}
     return ours.get(str(value), f"{source}:{value}")
-
-
-def verl_token_eps(algorithm: str | None, eps: tuple[float, float]) -> tuple[float, float]:
-    """The token unit's eps of verl's clip_ratio_low/high: as they are, but GMPO's, which clip
-    log r_t in [-low, high], are r_t's range [e^-low, e^high] (the eps 1 - e^-low, e^high - 1)."""
-    parsed = parse_algorithm(algorithm)
-    if parsed is None or parsed.loss not in TOKEN_CLIP_LOSSES:
-        return eps
-    return (-math.expm1(-eps[0]), math.expm1(eps[1]))

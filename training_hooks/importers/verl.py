@@ -34,8 +34,8 @@ from training_hooks.importers._read import (
 from training_hooks.importers._sniff import EVENT, VERL_CONSOLE, VERL_JSONL, sniff, wrong_format
 from training_hooks.importers._spec import RunSettings, Settings, ToolSpec
 from training_hooks.metric_map import SourceFormat
-from training_hooks.tool_settings import Setting, read_settings, reduction_of, verl_token_eps
-from training_hooks.trainers.verl import VERL
+from training_hooks.tool_settings import Setting, read_settings, reduction_of
+from training_hooks.trainers.verl import VERL, token_eps
 
 RECORD = 'verl file-logger record ({"step": N, "data": {...}})'
 WHAT = "verl log (file-logger JSON lines, console 'step:N' lines, event file or W&B run)"
@@ -179,7 +179,7 @@ def run_settings(s: Mapping[str, Any]) -> RunSettings:
     return RunSettings(
         algorithm=algorithm,
         seq_eps=eps if unit == "seq" else None,
-        token_eps=verl_token_eps(algorithm, eps) if unit == "token" and eps is not None else None,
+        token_eps=token_eps(algorithm, eps) if unit == "token" and eps is not None else None,
         reduction=reduction_of("verl", s.get("loss_agg_mode")),
         group_size=as_step(s.get("group_size")),
     )

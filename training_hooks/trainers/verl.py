@@ -5,6 +5,9 @@ its ``loss_agg_mode`` under our name, and what each metric name means (``dp_acto
 
 from __future__ import annotations
 
+import math
+
+from gspo_metrics.spec import TOKEN_CLIP_LOSSES, parse_algorithm
 from training_hooks.schema import Derived, Step
 from training_hooks.trainers.facts import GRAD_NORM, MetricMapping, OffWhen, Trainer
 
@@ -121,3 +124,12 @@ TRAINER = Trainer(
     identify_order=1,
     length_cap="data.max_response_length",
 )
+
+
+def token_eps(algorithm: str | None, eps: tuple[float, float]) -> tuple[float, float]:
+    """The token unit's eps of verl's clip_ratio_low/high: as they are, but GMPO's, which clip
+    log r_t in [-low, high], are r_t's range [e^-low, e^high] (the eps 1 - e^-low, e^high - 1)."""
+    parsed = parse_algorithm(algorithm)
+    if parsed is None or parsed.loss not in TOKEN_CLIP_LOSSES:
+        return eps
+    return (-math.expm1(-eps[0]), math.expm1(eps[1]))
