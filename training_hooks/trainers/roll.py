@@ -1,8 +1,20 @@
 """ROLL (``pipeline/rlvr``): what its metrics and pipeline config say, as data
 (``facts.Trainer``): where ``base_config.py`` / ``rlvr_config.py`` hold each setting, its
 ``loss_agg_mode`` under our name, what each metric name means (``actor_worker.py`` from its first
-commit of 2025-05 to main of 2026-08; ``training_hooks.metric_map``'s docstring says why), which
-names date a log and the defaults that decide a setting no file states."""
+commit of 2025-05 to main of 2026-08), which names date a log and the defaults that decide a
+setting no file states.
+
+Definitions (each a mean over the step's micro-batches; from v0.2.0 the names carry their
+reduction, ``actor/kl_loss@sum``): ``actor/kl_loss`` is k3 of log pi_base - log pi_theta (clamped to
++-10) where the base is the reference model, or, with ``enable_reference`` false (its default
+from 0.1.3), the old policy: the pipeline then sets ``ref_log_probs = old_log_probs``, so it is
+a KL to the old policy (``kl_old_mean``). ``actor/approxkl`` is mean (log pi_theta -
+log pi_old)^2 / 2 (k2, k3 to second order), ``actor/policykl`` its signed k1 (own name);
+``actor/clipfrac`` the share where the clip binds (``surr2 < surr1``), aggregated with
+``loss_agg_mode`` (seq-mean-token-mean by default: each sequence's share, averaged);
+``actor/ppo_ratio_*_clipfrac`` count a ratio out of range whatever the advantage's sign (not
+where the clip binds; before 0.2.0 over the padded tensor): own names.
+"""
 
 from __future__ import annotations
 

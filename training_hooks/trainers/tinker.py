@@ -1,7 +1,14 @@
 """Tinker cookbook (``ml_log.JsonLogger``'s ``metrics.jsonl``, a recipe loop's own): what its logs
 and ``config.json`` say, as data (``facts.Trainer``): where the config holds each setting and what
-each metric name means (``rl/metrics.py``, ``rl/metric_util.py``; ``training_hooks.metric_map``'s
-docstring says why). Its losses are sums over tokens."""
+each metric name means (``rl/metrics.py``, ``rl/metric_util.py``). Its losses are sums over tokens.
+
+Definitions: ``optim/kl_sample_train_v1`` is the mean of d = log p_sampler - log p_trainer (k1),
+``_v2`` is mean(d^2)/2 (k2). Per token k3 = e^-d - 1 + d = d^2/2 - d^3/6 + ..., so v2 agrees with
+k3 to second order and is >= 0 like it: v2 fills ``sampler_kl_mean``, v1 is
+``tinker/optim/kl_sample_train_v1``. ``optim/entropy`` is -mean log p of the sampled tokens (a
+one-sample estimate of the sampler's entropy). ``env/all/*`` are per episode: lengths, token and
+sequence counts are ours only for single-turn episodes (``turns_per_episode == 1``).
+"""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """TRL's ``GRPOTrainer`` (and Unsloth's trainer over it): what its logs and configs say, as data
 (``facts.Trainer``): where ``GRPOConfig`` holds each setting, its ``loss_type`` under our name,
-what each metric name means by TRL version and setting (read from ``grpo_trainer.py`` v0.14-v1.16;
-``training_hooks.metric_map``'s docstring says why), which names date a log, and the defaults
-that decide a setting no file states.
+what each metric name means by TRL version and setting (read from ``grpo_trainer.py`` v0.14-v1.16:
+below), which names date a log, and the defaults that decide a setting no file states.
 
 Unsloth's GRPO trainer is TRL's ``GRPOTrainer`` with Unsloth's ``compute_loss`` (its compiled
 ``UnslothGRPOTrainer.py``): every TRL key keeps TRL's meaning, and ``compute_loss`` logs two keys
@@ -12,6 +11,17 @@ over sequences of each one's token-mean k3 to the reference), plus, with vLLM,
 ``sampling/sampling_logp_difference/*`` and ``sampling/importance_sampling_ratio/*`` per
 micro-batch. So ``completion_length`` beside TRL >= 0.17's ``completions/*`` is Unsloth's, not
 evidence of TRL <= 0.16: the Unsloth dialect (``UNSLOTH``) dates the log by its other names.
+
+Definitions: ``reward_std`` is the mean over groups of the within-group std until 0.26 (a different
+quantity: ``trl/reward_std``), the Bessel-corrected batch std from 0.27 (ours is the population
+std: equal up to sqrt(B/(B-1))). TRL <= 0.15 ``kl`` averages each sequence's token mean
+(sequence-weighted, ``trl/kl``); 0.16-0.25 it is the token mean of k3, as ours; from 0.26
+``use_bias_correction_kl`` (default False until 1.9, True in 1.16) multiplies k3 by the ratio.
+TRL's ``clip_ratio/*`` count where the clip *binds* (ratio out of range on the side A pushes): our
+binding fractions, in token units or (``importance_sampling_level="sequence"``, TRL >= 0.20)
+sequence units. TRL averages every metric over ``logging_steps`` optimizer steps, so its per-batch
+minima/maxima are ours only when ``logging_steps == 1``. ``num_tokens`` is cumulative prompt +
+completion tokens (``trl/num_tokens``).
 """
 
 from __future__ import annotations

@@ -1,7 +1,17 @@
 """verl (``RayPPOTrainer``'s metrics: the file logger, console, W&B, TensorBoard, MLflow): what its
 logs and configs say, as data (``facts.Trainer``): where its Hydra config holds each setting,
 its ``loss_agg_mode`` under our name, and what each metric name means (``dp_actor.py`` and
-``rollout_corr_helper.py`` v0.4-v0.7; ``training_hooks.metric_map``'s docstring says why)."""
+``rollout_corr_helper.py`` v0.4-v0.7).
+
+Definitions: ``actor/pg_clipfrac`` is the token share where the clip binds (``pg_losses2 >
+pg_losses1``); ``actor/ppo_kl`` the k1 mean of log(pi_old/pi_theta) (signed; ours is k3 of the same direction);
+``actor/kl_loss`` is logged as 0.0 when ``use_kl_loss`` is off, and (like ``actor/pg_loss``) is
+summed over the step's mini-batches from 0.7 and scaled per micro-batch before; a verl row is one
+rollout batch (``ppo_epochs`` x mini-batches optimizer steps). ``rollout_corr/k3_kl`` is k3 of
+KL(pi_rollout || pi_train) (our ``sampler_kl_mean``), ``rollout_corr/kl`` its k1
+(``verl/rollout_corr/kl``); ``training/rollout_probs_diff_*`` compare probabilities, not log-probs
+(own names).
+"""
 
 from __future__ import annotations
 
