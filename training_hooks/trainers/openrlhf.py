@@ -8,30 +8,29 @@ from training_hooks.schema import Derived, Step
 from training_hooks.trainers.facts import GRAD_NORM, MetricMapping, Trainer
 
 OPENRLHF = "openrlhf"
-_OPENRLHF = OPENRLHF
 
 MAPPINGS: tuple[MetricMapping, ...] = (
     MetricMapping(
-        _OPENRLHF,
+        OPENRLHF,
         "rollout/reward_mean",
         Step.REWARD_MEAN,
         note="mean reward of the step's rollout batch (_compute_rollout_stats)",
     ),
     MetricMapping(
-        _OPENRLHF,
+        OPENRLHF,
         "rollout/reward_std",
         Step.REWARD_STD,
         note="the rollout batch's std with Bessel's correction (ours: population std)",
     ),
-    MetricMapping(_OPENRLHF, "rollout/response_length_mean", Step.LENGTH_MEAN),
+    MetricMapping(OPENRLHF, "rollout/response_length_mean", Step.LENGTH_MEAN),
     MetricMapping(
-        _OPENRLHF,
+        OPENRLHF,
         "rollout/truncated_rate",
         Step.TRUNCATED_FRACTION,
         note="share of the rollout batch's responses truncated at the generation limit",
     ),
     MetricMapping(
-        _OPENRLHF,
+        OPENRLHF,
         "ppo_clip_ratio",
         Derived.TOKEN_CLIP_BINDING,
         requires=(("policy_loss_type", ("ppo",)),),
@@ -39,7 +38,7 @@ MAPPINGS: tuple[MetricMapping, ...] = (
         "micro-batches and epochs",
     ),
     MetricMapping(
-        _OPENRLHF,
+        OPENRLHF,
         "ppo_clip_ratio",
         "",
         requires=(("policy_loss_type", ("gspo",)),),
@@ -47,27 +46,27 @@ MAPPINGS: tuple[MetricMapping, ...] = (
         "sequence weighed by its length; ours counts sequences)",
     ),
     MetricMapping(
-        _OPENRLHF,
+        OPENRLHF,
         "ppo_kl",
         Step.KL_OLD_MEAN,
         note="k1 mean of log pi_old - log pi_theta (signed; ours is k3), token-weighted over "
         "the step's micro-batches",
     ),
     MetricMapping(
-        _OPENRLHF,
+        OPENRLHF,
         "actor_grad_norm",
         GRAD_NORM,
         note="the actor's gradient norm at the step's last optimizer step",
     ),
     MetricMapping(
-        _OPENRLHF,
+        OPENRLHF,
         "policy_loss",
         "",
         note="the clipped surrogate alone (no KL or entropy term), token-weighted over the "
         "step's micro-batches and epochs: not the loss optimised",
     ),
     MetricMapping(
-        _OPENRLHF,
+        OPENRLHF,
         "kl",
         "",
         note="with algo.kl.use_loss the KL loss (estimator k1/k2/k3, token mean), else each "

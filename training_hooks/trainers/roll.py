@@ -22,7 +22,6 @@ from training_hooks.schema import Derived, Step
 from training_hooks.trainers.facts import GRAD_NORM, Default, MetricMapping, Trainer
 
 ROLL = "roll"
-_ROLL = ROLL
 _WITH_REF = (("enable_reference", (True,)),)  # ROLL: a reference model's log-probs
 _NO_REF = (("enable_reference", (False,)),)  # ROLL: ref_log_probs = old_log_probs
 _MICRO = "; mean over the step's micro-batches"
@@ -33,7 +32,7 @@ MAPPINGS: tuple[MetricMapping, ...] = (
         for suffix, since, until in (("", None, (0, 2, 0)), ("@sum", (0, 2, 0), None))
         for m in (
             MetricMapping(
-                _ROLL,
+                ROLL,
                 "actor/total_loss" + suffix,
                 Step.LOSS,
                 since,
@@ -42,7 +41,7 @@ MAPPINGS: tuple[MetricMapping, ...] = (
                 "- entropy_loss_coef x entropy, aggregated with loss_agg_mode" + _MICRO,
             ),
             MetricMapping(
-                _ROLL,
+                ROLL,
                 "actor/kl_loss" + suffix,
                 Step.KL_REF_MEAN,
                 since,
@@ -52,7 +51,7 @@ MAPPINGS: tuple[MetricMapping, ...] = (
                 "loss_agg_mode" + _MICRO,
             ),
             MetricMapping(
-                _ROLL,
+                ROLL,
                 "actor/kl_loss" + suffix,
                 Step.KL_OLD_MEAN,
                 since,
@@ -63,7 +62,7 @@ MAPPINGS: tuple[MetricMapping, ...] = (
                 "order), clamped to +-10, aggregated with loss_agg_mode" + _MICRO,
             ),
             MetricMapping(
-                _ROLL,
+                ROLL,
                 "actor/approxkl" + suffix,
                 Step.KL_OLD_MEAN,
                 since,
@@ -73,7 +72,7 @@ MAPPINGS: tuple[MetricMapping, ...] = (
                 "aggregated with loss_agg_mode" + _MICRO + "; actor/kl_loss goes first",
             ),
             MetricMapping(
-                _ROLL,
+                ROLL,
                 "actor/clipfrac" + suffix,
                 Derived.TOKEN_CLIP_BINDING,
                 since,
@@ -83,7 +82,7 @@ MAPPINGS: tuple[MetricMapping, ...] = (
                 "(seq-mean-token-mean by default: each sequence's share, averaged)" + _MICRO,
             ),
             MetricMapping(
-                _ROLL,
+                ROLL,
                 "actor/clipfrac" + suffix,
                 Derived.SEQ_CLIP_BINDING,
                 since,
@@ -95,21 +94,21 @@ MAPPINGS: tuple[MetricMapping, ...] = (
         )
     ),
     MetricMapping(
-        _ROLL,
+        ROLL,
         "actor_train/grad_norm",
         GRAD_NORM,
         note="the strategy's <worker>/grad_norm: the norm before clipping, mean over the step's "
         "optimizer steps",
     ),
     MetricMapping(
-        _ROLL,
+        ROLL,
         "critic/score/mean",
         Step.REWARD_MEAN,
         note="mean response score (MetricsManager.add_values_metrics), before any KL penalty",
     ),
-    MetricMapping(_ROLL, "token/response_length/mean", Step.LENGTH_MEAN),
-    MetricMapping(_ROLL, "token/response_length/max", Step.LENGTH_MAX),
-    MetricMapping(_ROLL, "token/response_length/min", Step.LENGTH_MIN),
+    MetricMapping(ROLL, "token/response_length/mean", Step.LENGTH_MEAN),
+    MetricMapping(ROLL, "token/response_length/max", Step.LENGTH_MAX),
+    MetricMapping(ROLL, "token/response_length/min", Step.LENGTH_MIN),
 )
 
 SETTING_KEYS: dict[str, tuple[str, ...]] = {
@@ -143,10 +142,10 @@ TRAINER = Trainer(
     ),
     defaults=(
         # a reference model always before 0.1.3 (enable_reference added 2025-11, default off)
-        Default(_ROLL, "enable_reference", True, None, (0, 1, 3), absent=True),
-        Default(_ROLL, "enable_reference", False, (0, 1, 3), None),
+        Default(ROLL, "enable_reference", True, None, (0, 1, 3), absent=True),
+        Default(ROLL, "enable_reference", False, (0, 1, 3), None),
         # rlvr_config.importance_sampling: "token" in every version read (0.1.1 - 2026-08)
-        Default(_ROLL, "importance_sampling", "token", None, None),
+        Default(ROLL, "importance_sampling", "token", None, None),
     ),
     reported_defaults=("enable_reference", "importance_sampling"),
 )

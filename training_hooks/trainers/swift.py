@@ -12,8 +12,6 @@ from training_hooks.trainers.facts import GRAD_NORM, Default, MetricMapping, Tra
 from training_hooks.trainers.trl import IS_LEVEL
 
 SWIFT = "swift"
-_SWIFT = SWIFT
-_LEVEL = IS_LEVEL
 _ONE_LOG = (("logging_steps", (1,)),)  # a line is one optimizer step, not a window mean
 _NO_KL_REWARD = (("kl_in_reward", (False,)),)  # ms-swift: the KL is in the loss, not the reward
 _SWIFT_WINDOW = "; ms-swift averages it over the logging_steps optimizer steps of the line"
@@ -31,15 +29,15 @@ def _swift_clip(name: str, token_col: str, seq_col: str, what: str) -> tuple[Met
         "token share of sequences where the sequence ratio's clip binds (ms-swift >= 4.4: "
         "advantages per token, so each sequence is weighed by its length; ours counts sequences)"
     )
-    level = _LEVEL
+    level = IS_LEVEL
     return (
-        MetricMapping(_SWIFT, name, token_col, (3, 4), requires=((level, ("token",)),), note=note),
+        MetricMapping(SWIFT, name, token_col, (3, 4), requires=((level, ("token",)),), note=note),
         MetricMapping(
-            _SWIFT, name, seq_col, (3, 4), (4, 4), requires=((level, ("sequence",)),), note=note
+            SWIFT, name, seq_col, (3, 4), (4, 4), requires=((level, ("sequence",)),), note=note
         ),
-        MetricMapping(_SWIFT, name, "", (4, 4), requires=((level, ("sequence",)),), note=seq),
+        MetricMapping(SWIFT, name, "", (4, 4), requires=((level, ("sequence",)),), note=seq),
         MetricMapping(
-            _SWIFT,
+            SWIFT,
             name,
             "",
             (3, 4),
@@ -52,20 +50,20 @@ def _swift_clip(name: str, token_col: str, seq_col: str, what: str) -> tuple[Met
 
 MAPPINGS: tuple[MetricMapping, ...] = (
     MetricMapping(
-        _SWIFT,
+        SWIFT,
         "loss",
         Step.LOSS,
         note="the Trainer's loss (policy loss + beta x KL, aggregated by loss_type)"
         + _SWIFT_WINDOW,
     ),
     MetricMapping(
-        _SWIFT,
+        SWIFT,
         "grad_norm",
         GRAD_NORM,
         note="the Trainer's gradient norm before clipping; ours and TRL's grad_norm",
     ),
     MetricMapping(
-        _SWIFT,
+        SWIFT,
         "reward",
         Step.REWARD_MEAN,
         requires=_NO_KL_REWARD,
@@ -74,24 +72,24 @@ MAPPINGS: tuple[MetricMapping, ...] = (
         + " (with kl_in_reward the reward minus beta x KL)",
     ),
     MetricMapping(
-        _SWIFT,
+        SWIFT,
         "reward_std",
         "",
         note="mean over groups of the within-group std (scale_rewards group / none / gdpo; the "
         "batch std with 'batch'): not our batch std",
     ),
     MetricMapping(
-        _SWIFT,
+        SWIFT,
         "frac_reward_zero_std",
         Step.ZERO_VARIANCE_FRACTION,
         (3, 7),
         note="share of groups whose rewards' std is 0 (torch.isclose)" + _SWIFT_WINDOW,
     ),
     MetricMapping(
-        _SWIFT, "completions/mean_length", Step.LENGTH_MEAN, (3, 3), note="mean" + _SWIFT_WINDOW
+        SWIFT, "completions/mean_length", Step.LENGTH_MEAN, (3, 3), note="mean" + _SWIFT_WINDOW
     ),
     MetricMapping(
-        _SWIFT,
+        SWIFT,
         "completions/min_length",
         Step.LENGTH_MIN,
         (3, 3),
@@ -99,7 +97,7 @@ MAPPINGS: tuple[MetricMapping, ...] = (
         note=_SWIFT_WINDOW,
     ),
     MetricMapping(
-        _SWIFT,
+        SWIFT,
         "completions/max_length",
         Step.LENGTH_MAX,
         (3, 3),
@@ -107,14 +105,14 @@ MAPPINGS: tuple[MetricMapping, ...] = (
         note=_SWIFT_WINDOW,
     ),
     MetricMapping(
-        _SWIFT,
+        SWIFT,
         "completions/clipped_ratio",
         Step.TRUNCATED_FRACTION,
         (3, 3),
         note="share of completions truncated at max_completion_length" + _SWIFT_WINDOW,
     ),
     MetricMapping(
-        _SWIFT,
+        SWIFT,
         "kl",
         Step.KL_REF_MEAN,
         (3, 3),
@@ -123,7 +121,7 @@ MAPPINGS: tuple[MetricMapping, ...] = (
         + _SWIFT_WINDOW,
     ),
     MetricMapping(
-        _SWIFT,
+        SWIFT,
         "kl",
         "",
         (3, 3),
@@ -132,7 +130,7 @@ MAPPINGS: tuple[MetricMapping, ...] = (
         "(k1, a sum over tokens)",
     ),
     MetricMapping(
-        _SWIFT,
+        SWIFT,
         "entropy/mean",
         "",
         (3, 7),
@@ -140,7 +138,7 @@ MAPPINGS: tuple[MetricMapping, ...] = (
         "ours is the token mean)",
     ),
     MetricMapping(
-        _SWIFT,
+        SWIFT,
         "clip_ratio",
         "",
         (3, 3),
@@ -199,10 +197,10 @@ TRAINER = Trainer(
     defaults=(
         # the KL in the loss before kl_in_reward (3.10); from 3.10 its default for
         # advantage_estimator grpo (rloo / reinforce_plus_plus: true)
-        Default(_SWIFT, "kl_in_reward", False, None, (3, 10), absent=True),
+        Default(SWIFT, "kl_in_reward", False, None, (3, 10), absent=True),
         # importance_sampling_level: token before it existed (3.7) and its default since
-        Default(_SWIFT, "importance_sampling_level", "token", None, (3, 7), absent=True),
-        Default(_SWIFT, "importance_sampling_level", "token", (3, 7), None),
+        Default(SWIFT, "importance_sampling_level", "token", None, (3, 7), absent=True),
+        Default(SWIFT, "importance_sampling_level", "token", (3, 7), None),
     ),
     reported_defaults=("kl_in_reward", "importance_sampling_level"),
 )

@@ -16,47 +16,44 @@ from training_hooks.schema import Step
 from training_hooks.trainers.facts import MetricMapping, Trainer
 
 TINKER = "tinker"
-_TINKER = TINKER
 _SINGLE_TURN = (("single_turn", (True,)),)  # Tinker: every turns_per_episode == 1
 
 MAPPINGS: tuple[MetricMapping, ...] = (
-    MetricMapping(_TINKER, "env/all/reward/total", Step.REWARD_MEAN, note="mean total per episode"),
-    MetricMapping(_TINKER, "env/all/ac_tokens_per_turn", Step.LENGTH_MEAN, requires=_SINGLE_TURN),
-    MetricMapping(_TINKER, "env/all/total_ac_tokens", Step.NUM_TOKENS, requires=_SINGLE_TURN),
-    MetricMapping(_TINKER, "env/all/total_episodes", Step.NUM_SEQUENCES, requires=_SINGLE_TURN),
+    MetricMapping(TINKER, "env/all/reward/total", Step.REWARD_MEAN, note="mean total per episode"),
+    MetricMapping(TINKER, "env/all/ac_tokens_per_turn", Step.LENGTH_MEAN, requires=_SINGLE_TURN),
+    MetricMapping(TINKER, "env/all/total_ac_tokens", Step.NUM_TOKENS, requires=_SINGLE_TURN),
+    MetricMapping(TINKER, "env/all/total_episodes", Step.NUM_SEQUENCES, requires=_SINGLE_TURN),
     MetricMapping(
-        _TINKER,
+        TINKER,
         "optim/kl_sample_train_v2",
         Step.SAMPLER_KL_MEAN,
         note="k2 = mean(d^2)/2, d = log p_sampler - log p_trainer: k3 to second order in d",
     ),
     MetricMapping(
-        _TINKER,
+        TINKER,
         "optim/kl_sample_train_v1",
         "",
         note="k1 = mean(log p_sampler - log p_trainer): signed; sampler_kl_mean is _v2",
     ),
     MetricMapping(
-        _TINKER,
+        TINKER,
         "optim/entropy",
         Step.ENTROPY_MEAN,
         note="-mean log p of the sampled tokens under the sampler (a one-sample estimate)",
     ),
     MetricMapping(
-        _TINKER, "reward/mean", Step.REWARD_MEAN, note="a recipe loop's mean reward per rollout"
+        TINKER, "reward/mean", Step.REWARD_MEAN, note="a recipe loop's mean reward per rollout"
     ),
+    MetricMapping(TINKER, "mean_reward", Step.REWARD_MEAN, note="a loop's mean reward per rollout"),
     MetricMapping(
-        _TINKER, "mean_reward", Step.REWARD_MEAN, note="a loop's mean reward per rollout"
-    ),
-    MetricMapping(
-        _TINKER,
+        TINKER,
         "loss:sum",
         Step.LOSS,
         note="the loss forward_backward returned, summed over the batch's tokens (Tinker's "
         "losses are sums, not means)",
     ),
     MetricMapping(
-        _TINKER,
+        TINKER,
         "off_policy/lag_batches",
         Step.POLICY_LAG,
         note="batches between the sampling and the trained policy (one optimizer step a batch)",

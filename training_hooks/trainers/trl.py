@@ -41,9 +41,7 @@ from training_hooks.trainers.facts import (
 TRL = "trl"
 #: TRL's setting for the clip unit ("token" or "sequence": its GSPO)
 IS_LEVEL = "importance_sampling_level"
-_LEVEL = IS_LEVEL
 UNSLOTH = "unsloth"  # the dialect of TRL's logs written through Unsloth's GRPO trainer
-_TRL = TRL
 
 _ONE_LOG = (("logging_steps", (1,)),)  # TRL: a row is one optimizer step, not a window mean
 _MOA = (("multi_objective_aggregation", ("sum_then_normalize",)),)  # TRL >= 0.27 default
@@ -54,9 +52,11 @@ _WINDOW = "; TRL averages it over the logging_steps optimizer steps of the row"
 def _trl_clip(name: str, token_col: str, seq_col: str, what: str) -> tuple[MetricMapping, ...]:
     note = f"share of {what} where the clip binds{_WINDOW}"
     return (
-        MetricMapping(_TRL, name, token_col, (0, 17), (0, 20), note=note + " (token ratios only)"),
-        MetricMapping(_TRL, name, token_col, (0, 20), requires=((_LEVEL, ("token",)),), note=note),
-        MetricMapping(_TRL, name, seq_col, (0, 20), requires=((_LEVEL, ("sequence",)),), note=note),
+        MetricMapping(TRL, name, token_col, (0, 17), (0, 20), note=note + " (token ratios only)"),
+        MetricMapping(TRL, name, token_col, (0, 20), requires=((IS_LEVEL, ("token",)),), note=note),
+        MetricMapping(
+            TRL, name, seq_col, (0, 20), requires=((IS_LEVEL, ("sequence",)),), note=note
+        ),
     )
 
 
@@ -79,23 +79,23 @@ def _trl_liger_clip() -> tuple[MetricMapping, ...]:
         ("", (0, 17), (1, 14), (("loss_type", ("cispo",)),), cispo),
         ("", (0, 17), (1, 14), (("loss_type", ("sapo", "vespo")),), gated),
         (token, (0, 17), (1, 0), (), binds),
-        (token, (1, 0), (1, 14), ((_LEVEL, ("token",)),), binds),
-        ("", (1, 0), (1, 14), ((_LEVEL, ("sequence",)),), seq),
+        (token, (1, 0), (1, 14), ((IS_LEVEL, ("token",)),), binds),
+        ("", (1, 0), (1, 14), ((IS_LEVEL, ("sequence",)),), seq),
     )
-    return tuple(MetricMapping(_TRL, "clip_ratio", *r[:4], note=r[4]) for r in rules)
+    return tuple(MetricMapping(TRL, "clip_ratio", *r[:4], note=r[4]) for r in rules)
 
 
 MAPPINGS: tuple[MetricMapping, ...] = (
     # ---------------------------------------------------------------- TRL GRPOTrainer
     MetricMapping(
-        _TRL, "loss", Step.LOSS, note="the Trainer's loss (policy loss + beta*KL)" + _WINDOW
+        TRL, "loss", Step.LOSS, note="the Trainer's loss (policy loss + beta*KL)" + _WINDOW
     ),
-    MetricMapping(_TRL, "reward", Step.REWARD_MEAN, until=(0, 27), note="mean reward" + _WINDOW),
+    MetricMapping(TRL, "reward", Step.REWARD_MEAN, until=(0, 27), note="mean reward" + _WINDOW),
     MetricMapping(
-        _TRL, "reward", Step.REWARD_MEAN, (0, 27), assumes=_MOA, note="mean reward" + _WINDOW
+        TRL, "reward", Step.REWARD_MEAN, (0, 27), assumes=_MOA, note="mean reward" + _WINDOW
     ),
     MetricMapping(
-        _TRL,
+        TRL,
         "reward_std",
         Step.REWARD_STD,
         (0, 22),
@@ -104,23 +104,23 @@ MAPPINGS: tuple[MetricMapping, ...] = (
         note="batch std with Bessel's correction (scale_rewards='batch')" + _WINDOW,
     ),
     MetricMapping(
-        _TRL,
+        TRL,
         "reward_std",
         "",
         until=(0, 27),
         note="mean over groups of the within-group std: not a batch std",
     ),
     MetricMapping(
-        _TRL,
+        TRL,
         "reward_std",
         Step.REWARD_STD,
         (0, 27),
         assumes=_MOA,
         note="batch std with Bessel's correction (ours: population std)" + _WINDOW,
     ),
-    MetricMapping(_TRL, "frac_reward_zero_std", Step.ZERO_VARIANCE_FRACTION, (0, 18), (0, 22)),
+    MetricMapping(TRL, "frac_reward_zero_std", Step.ZERO_VARIANCE_FRACTION, (0, 18), (0, 22)),
     MetricMapping(
-        _TRL,
+        TRL,
         "frac_reward_zero_std",
         Step.ZERO_VARIANCE_FRACTION,
         (0, 22),
@@ -128,37 +128,33 @@ MAPPINGS: tuple[MetricMapping, ...] = (
         assumes=_GROUP_STD,
     ),
     MetricMapping(
-        _TRL,
+        TRL,
         "frac_reward_zero_std",
         Step.ZERO_VARIANCE_FRACTION,
         (0, 27),
         assumes=_GROUP_STD + _MOA,
     ),
+    MetricMapping(TRL, "completion_length", Step.LENGTH_MEAN, until=(0, 17), note="mean" + _WINDOW),
+    MetricMapping(TRL, "completions/mean_length", Step.LENGTH_MEAN, (0, 17), note="mean" + _WINDOW),
     MetricMapping(
-        _TRL, "completion_length", Step.LENGTH_MEAN, until=(0, 17), note="mean" + _WINDOW
+        TRL, "completions/min_length", Step.LENGTH_MIN, (0, 17), requires=_ONE_LOG, note=_WINDOW
     ),
     MetricMapping(
-        _TRL, "completions/mean_length", Step.LENGTH_MEAN, (0, 17), note="mean" + _WINDOW
+        TRL, "completions/max_length", Step.LENGTH_MAX, (0, 17), requires=_ONE_LOG, note=_WINDOW
     ),
     MetricMapping(
-        _TRL, "completions/min_length", Step.LENGTH_MIN, (0, 17), requires=_ONE_LOG, note=_WINDOW
-    ),
-    MetricMapping(
-        _TRL, "completions/max_length", Step.LENGTH_MAX, (0, 17), requires=_ONE_LOG, note=_WINDOW
-    ),
-    MetricMapping(
-        _TRL,
+        TRL,
         "completions/clipped_ratio",
         Step.TRUNCATED_FRACTION,
         (0, 17),
         note="share of completions that did not end with EOS" + _WINDOW,
     ),
     MetricMapping(
-        _TRL, "kl", "", until=(0, 16), note="mean over sequences of each one's token-mean k3"
+        TRL, "kl", "", until=(0, 16), note="mean over sequences of each one's token-mean k3"
     ),
-    MetricMapping(_TRL, "kl", Step.KL_REF_MEAN, (0, 16), (0, 26), note="k3, token mean" + _WINDOW),
+    MetricMapping(TRL, "kl", Step.KL_REF_MEAN, (0, 16), (0, 26), note="k3, token mean" + _WINDOW),
     MetricMapping(
-        _TRL,
+        TRL,
         "kl",
         Step.KL_REF_MEAN,
         (0, 26),
@@ -166,7 +162,7 @@ MAPPINGS: tuple[MetricMapping, ...] = (
         note="k3, token mean; times the importance ratio when use_bias_correction_kl" + _WINDOW,
     ),
     MetricMapping(
-        _TRL, "entropy", Step.ENTROPY_MEAN, (0, 20), note="token mean of the full entropy" + _WINDOW
+        TRL, "entropy", Step.ENTROPY_MEAN, (0, 20), note="token mean of the full entropy" + _WINDOW
     ),
     *_trl_clip(
         "clip_ratio/low_mean", Step.TOKEN_CLIP_LOW_FRACTION, Step.SEQ_CLIP_LOW_FRACTION, "A<0"
@@ -178,7 +174,7 @@ MAPPINGS: tuple[MetricMapping, ...] = (
         "clip_ratio/region_mean", Derived.TOKEN_CLIP_BINDING, Derived.SEQ_CLIP_BINDING, "all"
     ),
     MetricMapping(
-        _TRL,
+        TRL,
         "clip_ratio",
         "",
         (0, 16),
@@ -189,14 +185,14 @@ MAPPINGS: tuple[MetricMapping, ...] = (
     ),
     *_trl_liger_clip(),
     MetricMapping(
-        _TRL,
+        TRL,
         "num_tokens",
         "",
         (0, 16),
         note="cumulative prompt + completion tokens (num_input_tokens_seen), not per step",
     ),
     MetricMapping(
-        _TRL,
+        TRL,
         "sampling/sampling_logp_difference/max",
         Step.SAMPLER_LOGP_ABS_DIFF_MAX,
         (0, 23),
@@ -205,7 +201,7 @@ MAPPINGS: tuple[MetricMapping, ...] = (
     ),
     # ------------------------------------------- Unsloth's GRPO trainer (TRL's, its compute_loss)
     MetricMapping(
-        _TRL,
+        TRL,
         "completion_length",
         Step.LENGTH_MEAN,
         dialect=UNSLOTH,
@@ -214,7 +210,7 @@ MAPPINGS: tuple[MetricMapping, ...] = (
         "(the main process's)" + _WINDOW + "; TRL's completions/mean_length goes first",
     ),
     MetricMapping(
-        _TRL,
+        TRL,
         "kl",
         "",
         dialect=UNSLOTH,
@@ -222,7 +218,7 @@ MAPPINGS: tuple[MetricMapping, ...] = (
         "token-mean k3 to the reference (sequence-weighted; ours is the token mean)",
     ),
     MetricMapping(
-        _TRL,
+        TRL,
         "sampling/sampling_logp_difference/max",
         "",
         dialect=UNSLOTH,
@@ -265,12 +261,12 @@ def _unsloth_names(names: set[str]) -> list[str]:
 
 DEFAULTS: tuple[Default, ...] = (
     # GRPOConfig.num_iterations (TRL >= 0.16; one update per generation batch before it)
-    Default(_TRL, "num_iterations", 1, None, (0, 16), absent=True),
-    Default(_TRL, "num_iterations", 1, (0, 16), None),
+    Default(TRL, "num_iterations", 1, None, (0, 16), absent=True),
+    Default(TRL, "num_iterations", 1, (0, 16), None),
     # GRPOConfig.use_bias_correction_kl (TRL >= 0.26): False as read at 1.9, True at 1.16
-    Default(_TRL, "use_bias_correction_kl", False, None, (0, 26), absent=True),
-    Default(_TRL, "use_bias_correction_kl", False, (0, 26), (1, 10)),
-    Default(_TRL, "use_bias_correction_kl", True, (1, 16), None),
+    Default(TRL, "use_bias_correction_kl", False, None, (0, 26), absent=True),
+    Default(TRL, "use_bias_correction_kl", False, (0, 26), (1, 10)),
+    Default(TRL, "use_bias_correction_kl", True, (1, 16), None),
 )
 
 SETTING_KEYS: dict[str, tuple[str, ...]] = {
@@ -303,7 +299,7 @@ TRAINER = Trainer(
     setting_keys=SETTING_KEYS,
     reductions={"grpo": "seq_mean_token_mean", "bnpo": "token_mean", "dapo": "token_mean"},
     mappings=MAPPINGS,
-    off_when=(OffWhen(_TRL, "kl", "beta", (0, 0.0), "beta = 0: no reference model, no KL"),),
+    off_when=(OffWhen(TRL, "kl", "beta", (0, 0.0), "beta = 0: no reference model, no KL"),),
     evidence=EVIDENCE,
     defaults=DEFAULTS,
     reported_defaults=("num_iterations", "use_bias_correction_kl"),

@@ -22,50 +22,49 @@ from training_hooks.schema import Derived, Step
 from training_hooks.trainers.facts import GRAD_NORM, MetricMapping, OffWhen, Trainer
 
 VERL = "verl"
-_VERL = VERL
 _ONE_UPDATE = (("one_update_per_row", (True,)),)  # verl: ppo_epochs 1 and one mini-batch
 _TOKEN_MEAN = (("loss_agg_mode", ("token-mean",)),)  # verl default
 
 MAPPINGS: tuple[MetricMapping, ...] = (
-    MetricMapping(_VERL, "critic/score/mean", Step.REWARD_MEAN, note="mean sequence score"),
-    MetricMapping(_VERL, "response_length/mean", Step.LENGTH_MEAN),
-    MetricMapping(_VERL, "response_length/min", Step.LENGTH_MIN),
-    MetricMapping(_VERL, "response_length/max", Step.LENGTH_MAX),
+    MetricMapping(VERL, "critic/score/mean", Step.REWARD_MEAN, note="mean sequence score"),
+    MetricMapping(VERL, "response_length/mean", Step.LENGTH_MEAN),
+    MetricMapping(VERL, "response_length/min", Step.LENGTH_MIN),
+    MetricMapping(VERL, "response_length/max", Step.LENGTH_MAX),
     MetricMapping(
-        _VERL,
+        VERL,
         "response_length/clip_ratio",
         Step.TRUNCATED_FRACTION,
         note="share of responses that reached max_response_length",
     ),
     MetricMapping(
-        _VERL,
+        VERL,
         "actor/pg_clipfrac",
         Derived.TOKEN_CLIP_BINDING,
         requires=(("loss_mode", ("vanilla",)),),
         note="token share where the clip binds, mean over micro-batches",
     ),
     MetricMapping(
-        _VERL,
+        VERL,
         "actor/pg_clipfrac",
         Derived.SEQ_CLIP_BINDING,
         requires=(("loss_mode", ("gspo",)),),
         note="token share where GSPO's sequence clip binds, mean over micro-batches",
     ),
     MetricMapping(
-        _VERL,
+        VERL,
         "actor/ppo_kl",
         Step.KL_OLD_MEAN,
         note="k1 mean of log pi_old - log pi_theta (signed; ours is k3), mean over micro-batches",
     ),
     MetricMapping(
-        _VERL,
+        VERL,
         "actor/entropy",
         Step.ENTROPY_MEAN,
         assumes=_TOKEN_MEAN,
         note="aggregated with loss_agg_mode, mean over micro-batches",
     ),
     MetricMapping(
-        _VERL,
+        VERL,
         "actor/kl_loss",
         Step.KL_REF_MEAN,
         requires=(("use_kl_loss", (True,)), ("kl_loss_type", ("low_var_kl", "k3"))) + _ONE_UPDATE,
@@ -73,21 +72,21 @@ MAPPINGS: tuple[MetricMapping, ...] = (
         note="k3 (low_var_kl, clamped to +-10) aggregated with loss_agg_mode",
     ),
     MetricMapping(
-        _VERL,
+        VERL,
         "actor/pg_loss",
         Step.LOSS,
         requires=_ONE_UPDATE,
         note="summed over the row's mini-batches (verl >= 0.7) or scaled per micro-batch",
     ),
     MetricMapping(
-        _VERL,
+        VERL,
         "actor/grad_norm",
         GRAD_NORM,
         note="L2 norm before clipping (clip_grad_norm_'s return), mean over the row's "
         "optimizer steps when it holds several mini-batches; ours and TRL's grad_norm",
     ),
     MetricMapping(
-        _VERL,
+        VERL,
         "rollout_corr/k3_kl",
         Step.SAMPLER_KL_MEAN,
         note="k3 of KL(pi_rollout || pi_train), token mean; from verl 0.6.1 the actor recomputes "
@@ -95,7 +94,7 @@ MAPPINGS: tuple[MetricMapping, ...] = (
         "holds the policy's own drift (actor/ppo_kl)",
     ),
     MetricMapping(
-        _VERL,
+        VERL,
         "rollout_corr/kl",
         "",
         note="k1 mean of log p_rollout - log p_train (signed); sampler_kl_mean is rollout_corr/k3_kl",
@@ -128,7 +127,7 @@ TRAINER = Trainer(
     reductions={"token-mean": "token_mean", "seq-mean-token-mean": "seq_mean_token_mean"},
     mappings=MAPPINGS,
     off_when=(
-        OffWhen(_VERL, "actor/kl_loss", "use_kl_loss", (False,), "use_kl_loss=false: logged 0.0"),
+        OffWhen(VERL, "actor/kl_loss", "use_kl_loss", (False,), "use_kl_loss=false: logged 0.0"),
     ),
     identify=lambda names: any(n.startswith(_PREFIXES) for n in names),
     identify_order=1,
