@@ -383,3 +383,31 @@ def test_every_key_trl_1_16_logs_is_known_on_each_loss_path(loss):
         res = resolve(name, ctx)
         assert res.stored == (column or name), (name, res)
         assert "another trainer's key" not in res.reason
+
+
+# ----------------------------------------------------------------------------- one module a trainer
+
+
+def test_each_trainer_module_holds_only_its_own_facts_and_names_its_importer():
+    """TOOLS is TRAINERS' importers, in the same order; a trainer's rules, off-when rules and
+    defaults all name that trainer (a rule copied from another module would apply to the wrong
+    tool); its one display name is what the CLI's spec, the reports and the checks' words say."""
+    from training_hooks.importers._pick import TOOLS
+    from training_hooks.tool_settings import TOOL_NAMES
+    from training_hooks.trainers import TRAINERS
+
+    assert list(TOOLS) == list(TRAINERS) == list(importers.SOURCES)
+    assert len(TRAINERS) == 9
+    for name, t in TRAINERS.items():
+        assert TOOLS[name].name == name and TOOLS[name].display_name == t.display_name
+        assert TOOL_NAMES[name] == t.display_name
+        assert {m.source for m in t.mappings} <= {name}
+        assert {o.source for o in t.off_when} | {d.source for d in t.defaults} <= {name}
+        assert set(t.reported_defaults) <= {d.setting for d in t.defaults}
+    assert TRAINERS["tinker"].display_name == "Tinker cookbook"  # one name (was also "Tinker")
+    assert [n for n, spec in TOOLS.items() if spec.takes_key_map] == [
+        "jsonl",
+        "csv",
+        "roll",
+        "text",
+    ]

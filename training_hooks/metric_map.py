@@ -1,7 +1,4 @@
-"""Metric names of other trainers -> gspo-dash step columns: one table, per tool and version.
-
-Used by the importers (TRL ``trainer_state.json``, Tinker ``metrics.jsonl``, verl's file logger)
-and by the dashboard for runs that live only in an MLflow store. Torch-free.
+"""Metric names of other trainers -> gspo-dash step columns, per tool and version. Torch-free.
 
 Each ``MetricMapping`` says which versions of the tool it holds for (``since`` / ``until``), which
 settings must be known to hold (``requires``: the clip unit, a default that changed between
@@ -12,48 +9,14 @@ differs from our column in the detected version (``column=""``), or whose meanin
 ``<tool>/<name>`` and never fills ours. The range is cut to the name's own versions (the log
 holds it, so it is at least as new as the name's first ``since``); a required setting no file
 states is taken from the tool's default where one default decides it over the segment
-(``tool_versions.DEFAULTS``, reported as assumed). A ``dialect`` rule (Unsloth's trainer)
-replaces the tool's rules for its name. Names not in the table keep their own names. A metric the
-tool logs as 0 because the feature is off (``OFF_WHEN``) is not stored at all (unknown, not zero).
+(``Trainer.defaults``, reported as assumed). A ``dialect`` rule (Unsloth's trainer) replaces the
+tool's rules for its name. Names not in the table keep their own names. A metric the tool logs as
+0 because the feature is off (``Trainer.off_when``) is not stored at all (unknown, not zero).
 
-Definitions, read from each tool's source (TRL ``grpo_trainer.py`` v0.14-v1.16, verl ``dp_actor.py``
-and ``rollout_corr_helper.py`` v0.4-v0.7, tinker-cookbook ``rl/metrics.py``, ``rl/metric_util.py``):
-
-* TRL ``reward_std`` is the mean over groups of the within-group std until 0.26 (a different
-  quantity: ``trl/reward_std``), the Bessel-corrected batch std from 0.27 (ours is the population
-  std: equal up to sqrt(B/(B-1))). TRL <= 0.15 ``kl`` averages each sequence's token mean
-  (sequence-weighted, ``trl/kl``); 0.16-0.25 it is the token mean of k3, as ours; from 0.26
-  ``use_bias_correction_kl`` (default False until 1.9, True in 1.16) multiplies k3 by the ratio.
-  TRL's ``clip_ratio/*`` count where the clip *binds* (ratio out of range on the side A pushes): our
-  binding fractions, in token units or (``importance_sampling_level="sequence"``, TRL >= 0.20)
-  sequence units. TRL averages every metric over ``logging_steps`` optimizer steps, so its per-batch
-  minima/maxima are ours only when ``logging_steps == 1``. ``num_tokens`` is cumulative prompt +
-  completion tokens (``trl/num_tokens``).
-* verl ``actor/pg_clipfrac`` is the token share where the clip binds (``pg_losses2 > pg_losses1``);
-  ``actor/ppo_kl`` the k1 mean of log(pi_old/pi_theta) (signed; ours is k3 of the same direction);
-  ``actor/kl_loss`` is logged as 0.0 when ``use_kl_loss`` is off, and (like ``actor/pg_loss``) is
-  summed over the step's mini-batches from 0.7 and scaled per micro-batch before; a verl row is one
-  rollout batch (``ppo_epochs`` x mini-batches optimizer steps). ``rollout_corr/k3_kl`` is k3 of
-  KL(pi_rollout || pi_train) (our ``sampler_kl_mean``), ``rollout_corr/kl`` its k1
-  (``verl/rollout_corr/kl``); ``training/rollout_probs_diff_*`` compare probabilities, not log-probs
-  (own names).
-* Tinker ``optim/kl_sample_train_v1`` is the mean of d = log p_sampler - log p_trainer (k1),
-  ``_v2`` is mean(d^2)/2 (k2). Per token k3 = e^-d - 1 + d = d^2/2 - d^3/6 + ..., so v2 agrees with
-  k3 to second order and is >= 0 like it: v2 fills ``sampler_kl_mean``, v1 is
-  ``tinker/optim/kl_sample_train_v1``. ``optim/entropy`` is -mean log p of the sampled tokens (a
-  one-sample estimate of the sampler's entropy). ``env/all/*`` are per episode: lengths, token and
-  sequence counts are ours only for single-turn episodes (``turns_per_episode == 1``).
-* ROLL (``pipeline/rlvr/actor_worker.py`` from its first commit of 2025-05 to main of 2026-08, a
-  mean over the step's micro-batches; from v0.2.0 the names carry their reduction,
-  ``actor/kl_loss@sum``): ``actor/kl_loss`` is k3 of log pi_base - log pi_theta (clamped to
-  +-10) where the base is the reference model, or, with ``enable_reference`` false (its default
-  from 0.1.3), the old policy: the pipeline then sets ``ref_log_probs = old_log_probs``, so it is
-  a KL to the old policy (``kl_old_mean``). ``actor/approxkl`` is mean (log pi_theta -
-  log pi_old)^2 / 2 (k2, k3 to second order), ``actor/policykl`` its signed k1 (own name);
-  ``actor/clipfrac`` the share where the clip binds (``surr2 < surr1``), aggregated with
-  ``loss_agg_mode`` (seq-mean-token-mean by default: each sequence's share, averaged);
-  ``actor/ppo_ratio_*_clipfrac`` count a ratio out of range whatever the advantage's sign (not
-  where the clip binds; before 0.2.0 over the padded tensor): own names.
+The tables are each trainer's (``Trainer.mappings``, ``off_when``, ``evidence``, ``defaults`` in
+``training_hooks.trainers.<tool>``, whose docstring gives the definitions as read from the tool's
+source); this module applies them. Used by the importers and by the dashboard for runs that live
+only in an MLflow store.
 """
 
 from __future__ import annotations
@@ -62,21 +25,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from training_hooks.metric_keys import (  # noqa: F401 -- re-exported (metric_map's API)
-    GRAD_NORM,
-    MAPPINGS,
-    OFF_WHEN,
-    Condition,
-    Derived,
-    MetricMapping,
-    OffWhen,
-)
-from training_hooks.schema import MLFLOW_PREFIX, STEP_COLUMN_NAMES
-from training_hooks.tool_settings import IS_LEVEL as _LEVEL
-from training_hooks.tool_settings import TINKER as _TINKER
+from training_hooks.schema import MLFLOW_PREFIX, STEP_COLUMN_NAMES, Derived
 from training_hooks.tool_settings import TOOL_NAMES, read_settings
-from training_hooks.tool_settings import TRL as _TRL
-from training_hooks.tool_settings import VERL as _VERL
 from training_hooks.tool_versions import (  # noqa: F401 -- re-exported (metric_map's API)
     DEFAULTS,
     UNSLOTH,
@@ -89,6 +39,19 @@ from training_hooks.tool_versions import (  # noqa: F401 -- re-exported (metric_
     parse_version,
     value_text,
 )
+from training_hooks.trainers import TRAINERS
+from training_hooks.trainers.facts import (  # noqa: F401 -- re-exported (metric_map's API)
+    GRAD_NORM,
+    Condition,
+    MetricMapping,
+    OffWhen,
+)
+from training_hooks.trainers.trl import IS_LEVEL as _LEVEL
+
+#: Every trainer's metric names (``Trainer.mappings``), in ``TRAINERS``' order.
+MAPPINGS: tuple[MetricMapping, ...] = tuple(m for t in TRAINERS.values() for m in t.mappings)
+#: Every trainer's metrics logged although their feature is off (``Trainer.off_when``).
+OFF_WHEN: tuple[OffWhen, ...] = tuple(o for t in TRAINERS.values() for o in t.off_when)
 
 #: Prefixes stripped before lookup: HF's wandb/tensorboard style "train/" namespace.
 STRIP_PREFIXES = ("train/",)
@@ -100,16 +63,11 @@ del _m
 
 
 def detect_source(names: Iterable[str]) -> str | None:
-    """The tool whose metric names these are (``None`` when nothing identifies one)."""
+    """The tool whose metric names these are (``None`` when nothing identifies one): the first,
+    in ``Trainer.identify_order``, whose ``Trainer.identify`` says so."""
     names = set(names)
-    if any(n.startswith(("actor/", "critic/", "timing_s/", "response_length/")) for n in names):
-        return _VERL
-    if any(n.startswith(("env/all/", "optim/kl_sample_train")) for n in names) or (
-        "reward/mean" in names and "progress/batch" in names
-    ):
-        return _TINKER
-    trl = {m.name for m in MAPPINGS if m.source == _TRL} | {e[1] for e in VERSION_EVIDENCE}
-    return _TRL if names & trl else None
+    tried = sorted((t for t in TRAINERS.values() if t.identify), key=lambda t: t.identify_order)
+    return next((t.name for t in tried if t.identify and t.identify(names)), None)
 
 
 # ------------------------------------------------------------------------- resolving a name
@@ -142,10 +100,10 @@ def resolve(name: str, ctx: Context) -> Resolution:
         col = name[len(MLFLOW_PREFIX) :]
         return Resolution(name, col, col)
     key = _lookup_key(name)
-    for off in OFF_WHEN:
+    trainer = TRAINERS.get(ctx.fmt.source)
+    for off in trainer.off_when if trainer else ():
         if (
             off.name == key
-            and off.source == ctx.fmt.source
             and off.setting in ctx.settings
             and _matches(ctx.settings[off.setting], off.values)
         ):

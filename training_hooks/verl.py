@@ -383,7 +383,7 @@ class _Run:
         from gspo_metrics.tool_losses import loss_for
 
         from .recorder import RunRecorder
-        from .tool_settings import verl_token_eps
+        from .trainers.verl import token_eps as verl_token_eps
 
         loss_mode = _loss_mode(config)
         # the loss of loss_mode: vanilla "grpo", "gspo", geo_mean "gmpo"...; "unknown" for a mode

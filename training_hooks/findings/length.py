@@ -77,6 +77,7 @@ from training_hooks.findings.lag import steps_of
 from training_hooks.findings.spikes import EARLY_TEXT, early_late, early_rows, group_label
 from training_hooks.findings.thresholds import LENGTH, RUN
 from training_hooks.schema import RunInfo, Step, flatten
+from training_hooks.trainers import TRAINERS
 
 LENGTH_COLLAPSE = "length_collapse"
 LENGTH_BLOWUP = "length_blowup"
@@ -117,12 +118,6 @@ CAP_KEYS = (
     "max_new_tokens",
 )
 TOP_CAP_KEYS = ("max_tokens",)
-#: The setting that sets the cap, by tool (the advice names it).
-CAP_SETTING = {
-    "trl": "max_completion_length",
-    "verl": "data.max_response_length",
-    "tinker": "max_tokens",
-}
 
 
 def stated_length_cap(info: RunInfo) -> tuple[float | None, str]:
@@ -192,7 +187,8 @@ def read_lengths(df: pd.DataFrame, facts: RunFacts) -> Lengths:
     lo_col, hi_col = logged_of(df, MIN_NAMES, facts.tool), logged_of(df, MAX_NAMES, facts.tool)
     trunc_col = logged_of(df, TRUNCATED_NAMES, facts.tool)
     mean, lo, hi, trunc = col(df, mean_col), col(df, lo_col), col(df, hi_col), col(df, trunc_col)
-    setting = CAP_SETTING.get(facts.tool or "", "the generation limit")
+    trainer = TRAINERS.get(facts.tool or "")  # the setting that sets the cap, by tool
+    setting = trainer.length_cap if trainer and trainer.length_cap else "the generation limit"
     all_cut = LENGTH.eos_all_truncated.value
     cap: float | None = facts.length_cap
     if cap is not None:

@@ -52,6 +52,7 @@ from training_hooks.findings.meanings import Carrier, carriers, caveats_text
 from training_hooks.findings.raw import _with_signal, grad_norm_column
 from training_hooks.findings.thresholds import MAG, RAW, RUN
 from training_hooks.schema import Step
+from training_hooks.trainers import TRAINERS
 
 GRAD_NORM_HIGH = "grad_norm_high"
 KL_REF_RISING = "kl_ref_rising"
@@ -59,9 +60,6 @@ LOSS_CONSTANT = "loss_constant"
 
 #: What a constant loss in a TRL log may be: TRL's Trainer logs round(loss, 4).
 TRL_ROUNDS = " TRL rounds the logged loss to 4 decimals, so 0.0 there is |loss| < 5e-5."
-
-#: Tools whose losses are sums over tokens: a gradient norm has no absolute scale there.
-SUM_LOSS_TOOLS = ("tinker",)
 
 # ---------------------------------------------------------------------------------------------
 # The reward's gain against its own noise
@@ -275,7 +273,7 @@ def check_grad_norm_high(df: pd.DataFrame, split, facts: RunFacts, cov: Coverage
                 f"{med / clip:.3g}x the stated max_grad_norm {clip:g} (Health warns at "
                 f"{MAG.grad_high_clip.value:g}x): the clip rescales every one of those updates"
             )
-    elif facts.tool in SUM_LOSS_TOOLS:
+    elif facts.tool in TRAINERS and TRAINERS[facts.tool].sum_loss:  # no absolute scale there
         notes.append(f"no absolute scale: {facts.tool}'s losses are sums over tokens")
     else:
         med = float(np.median(v))

@@ -377,7 +377,7 @@ def withheld(spec: ToolSpec, log: SourceLog, mapped: Mapped) -> dict[str, str]:
     """A key-map import's keys whose values are not (all) stored under the meaning a map gives
     them: text cells left null (the reader's count), a shipped meaning not applied (a setting it
     depends on unknown, another key filling its column), non-integer values of a count."""
-    if spec.name not in _pick.KEY_MAP_TOOLS:
+    if not spec.takes_key_map:
         return {}
     out = dict(log.withheld)
     for n, res in mapped.resolutions.items():

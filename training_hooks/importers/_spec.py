@@ -10,8 +10,14 @@ from typing import Any
 from training_hooks.importers._read import SourceLog
 from training_hooks.metric_map import SourceFormat
 from training_hooks.tool_settings import Setting
+from training_hooks.trainers import display_name
 
 Settings = dict[str, Setting]
+#: A tool's reader: ``(path, config, segment, key_map) -> SourceLog``: the run at ``path`` (a file
+#: or a folder holding it; ``config``: ``--config``'s settings; ``segment``: which run of a file
+#: holding several, 1-based; ``key_map``: a ``keymap.KeyMap``, what the user states of a log of
+#: their own keys, for a tool that ``takes_key_map``: typed ``Any`` as ``keymap`` imports this).
+Reader = Callable[[Path, "Mapping[str, Any] | None", "int | None", Any], SourceLog]
 
 
 @dataclass(frozen=True)
@@ -34,7 +40,7 @@ class ToolSpec:
     prefixes of validation/eval metrics (a row holding only those is validation-only)."""
 
     name: str
-    read: Callable[[Path], SourceLog]
+    read: Reader  # the tool's readers' dispatch: which reader reads the path given
     facts: Callable[[SourceLog, SourceFormat, Settings], Settings]
     run_settings: Callable[[Mapping[str, Any]], RunSettings]
     algorithm_setting: tuple[str, dict[str, Any]] | None = None  # --algorithm -> a setting
@@ -47,8 +53,30 @@ class ToolSpec:
     """Whether the run reached its planned end, from every setting the import knows (``--set``,
     ``--config`` too): (finished, how the source says so); for a reader that cannot tell
     alone. Used only where the reader left ``source_finished`` unknown."""
-    display_name: str = ""  # the tool's name in user text ("Tinker cookbook")
     path_hint: str = ""  # what the import reads, for the CLI's help and the dashboard's form
+    takes_key_map: bool = False  # --step, --map, --set, --group-size (``keymap.KeyMap``)
+
+    @property
+    def display_name(self) -> str:
+        """The tool's one name in user text (its ``Trainer.display_name``: "Tinker cookbook")."""
+        return display_name(self.name)
+
+
+def one_run(read: Callable[[Path, Any], SourceLog]) -> Reader:
+    """The ``Reader`` of a reader of one run a file (a segment other than 1 refused) that takes a
+    key map: ``read(path, key_map)``."""
+
+    def reader(path, config, segment, key_map):
+        if segment not in (None, 1):
+            raise ValueError(f"segment {segment}: this reader reads one run a file")
+        return read(path, key_map)
+
+    return reader
+
+
+def runs(read: Callable[[Path, int | None], SourceLog]) -> Reader:
+    """The ``Reader`` of a reader of ``read(path, segment)``."""
+    return lambda path, config, segment, key_map: read(path, segment)
 
 
 def no_facts(log: SourceLog, fmt: SourceFormat, settings: Settings) -> Settings:

@@ -45,7 +45,7 @@ from training_hooks.importers._read import (
     read_json_lines,
 )
 from training_hooks.importers._sniff import wrong_format
-from training_hooks.importers._spec import RunSettings, Settings, ToolSpec, no_facts
+from training_hooks.importers._spec import RunSettings, Settings, ToolSpec, no_facts, one_run
 from training_hooks.metric_map import GRAD_NORM, Derived
 from training_hooks.names import few, flatten
 from training_hooks.schema import STEP_METRIC_COLUMNS, Step
@@ -601,13 +601,13 @@ def run_settings(s: Mapping[str, Any]) -> RunSettings:
 def _spec(name: str, read: Any, what: str, hint: str) -> ToolSpec:
     return ToolSpec(
         name=name,
-        read=read,
+        read=one_run(read),
         facts=no_facts,
         run_settings=run_settings,
         algorithm_setting=("algorithm", ALGORITHMS),
         end_of=end_of,
-        display_name=f"a log of its own keys ({what})",
         path_hint=hint,
+        takes_key_map=True,
     )
 
 

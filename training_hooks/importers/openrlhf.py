@@ -30,7 +30,7 @@ from training_hooks.importers._literal import parse_literal
 from training_hooks.importers._read import SourceLog, as_step, is_number, load_config, merge_by_step
 from training_hooks.importers._segments import Record, choose, segment_notes, split_by_step
 from training_hooks.importers._sniff import EVENT, EVENT_FILE, sniff
-from training_hooks.importers._spec import RunSettings, ToolSpec, no_facts
+from training_hooks.importers._spec import RunSettings, ToolSpec, no_facts, runs
 from training_hooks.importers._text import read_lines
 from training_hooks.tool_settings import OPENRLHF, read_settings
 
@@ -170,13 +170,12 @@ def end_of(log: SourceLog, settings: Mapping[str, Any]) -> tuple[bool | None, st
 
 SPEC = ToolSpec(
     name=OPENRLHF,
-    read=read,
+    read=runs(read),
     facts=no_facts,
     run_settings=run_settings,
     algorithm_setting=("policy_loss_type", {"grpo": "ppo", "gspo": "gspo"}),
     validation=VALIDATION,
     end_of=end_of,
-    display_name="OpenRLHF",
     path_hint="OpenRLHF: a TensorBoard event file (<tensorboard_dir>/<run_name>/), a W&B run "
     "folder (wandb/run-*: its output.log and config.yaml) or a console log ('Global step N: "
     "{...}' lines)",

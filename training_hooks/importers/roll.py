@@ -26,7 +26,7 @@ from typing import Any
 
 from training_hooks.importers import keymap
 from training_hooks.importers._read import SourceLog, as_step, find_file, is_number
-from training_hooks.importers._spec import RunSettings, Settings, ToolSpec
+from training_hooks.importers._spec import RunSettings, Settings, ToolSpec, one_run
 from training_hooks.metric_map import SourceFormat
 from training_hooks.schema import Step
 from training_hooks.tool_settings import ROLL, Setting, reduction_of
@@ -103,14 +103,14 @@ def derive(row: dict[str, float]) -> dict[str, float]:
 
 SPEC = ToolSpec(
     name=ROLL,
-    read=read,
+    read=one_run(read),
     facts=facts,
     run_settings=run_settings,
     algorithm_setting=("importance_sampling", {"grpo": "token", "gspo": "seq"}),
     end_of=keymap.end_of,
+    takes_key_map=True,
     derive=derive,
     derived_from={Step.TRUNCATED_FRACTION: f"{CLIPPED} / {BATCH}"},
-    display_name="ROLL",
     path_hint="ROLL: its metrics.jsonl (one flat object per step, system/step the step) or its "
     "folder; settings by --set (enable_reference, importance_sampling, pg_clip, max_steps, ...)",
 )

@@ -43,7 +43,7 @@ from training_hooks.importers._read import (
     read_json_lines,
 )
 from training_hooks.importers._segments import Record, choose, segment_notes, split_by_step
-from training_hooks.importers._spec import RunSettings, ToolSpec, no_facts
+from training_hooks.importers._spec import RunSettings, ToolSpec, no_facts, runs
 from training_hooks.tool_settings import IS_LEVEL, SWIFT, read_settings, reduction_of
 
 LOG_FILE = "logging.jsonl"
@@ -252,14 +252,13 @@ def run_settings(s: Mapping[str, Any]) -> RunSettings:
 
 SPEC = ToolSpec(
     name=SWIFT,
-    read=read,
+    read=runs(read),
     facts=no_facts,
     run_settings=run_settings,
     algorithm_setting=(IS_LEVEL, {"gspo": "sequence", "grpo": "token"}),
     duration="step_time",
     per_step=True,
     validation=VALIDATION,
-    display_name="ms-swift",
     path_hint="ms-swift: an output folder (its logging.jsonl; args.json beside it is read) or "
     "the logging.jsonl",
 )

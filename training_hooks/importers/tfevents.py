@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from training_hooks.importers import _end, trl
+from training_hooks.importers import _end, trl_state
 from training_hooks.importers._crc import masked_crc32c
 from training_hooks.importers._read import SourceLog, merge_by_step
 from training_hooks.importers._segments import Record, choose, segment_notes, split_by_step
@@ -39,7 +39,7 @@ EXTRA = "tensorboard"
 INSTALL = "pip install 'gspo-dash[tensorboard]'"
 MAX_FILE_BYTES = 4_000_000_000
 MAX_RECORD_BYTES = 256 * 1024 * 1024  # a longer "length" is damage, not a record
-TRL_SUMMARY = (*trl.SUMMARY_KEYS, "train_loss", "total_flos")
+TRL_SUMMARY = (*trl_state.SUMMARY_KEYS, "train_loss", "total_flos")
 #: TensorFlow's DataType numbers -> how a value of that type is packed in ``tensor_content``.
 _PACKED = {1: "<f", 2: "<d", 3: "<i", 4: "<B", 5: "<h", 6: "<b", 9: "<q", 10: "<?", 19: "<e"}
 _BFLOAT16 = 14
@@ -243,7 +243,7 @@ def read(file: Path, tool: str, segment: int | None = None) -> SourceLog:
         last_timestamp=max(clock.values()) if clock else None,
         summary=summary,
         end=end_evidence(tool, seg.records, merged.steps, summary, settings),
-        dialect_evidence=trl.unsloth_evidence(output_dir(file) / trl.STATE_FILE)
+        dialect_evidence=trl_state.unsloth_evidence(output_dir(file) / trl_state.STATE_FILE)
         if tool == "trl"
         else (),
         file_format=FILE_FORMAT,
@@ -290,7 +290,7 @@ def _settings(
     output dir (a model card's TRL version); verl: none."""
     if tool != "trl":
         return {}, (), None, {}
-    settings, files, version, config = trl._beside(output_dir(file) / trl.STATE_FILE)
+    settings, files, version, config = trl_state._beside(output_dir(file) / trl_state.STATE_FILE)
     text = found.texts.get("args/text_summary")
     args = _json(text) if text else None
     if args:

@@ -1,5 +1,6 @@
-"""Tinker cookbook: ``metrics.jsonl`` (``ml_log.JsonLogger``; a recipe's own loop writes the same
-shape) -> a SourceLog.
+"""Tinker cookbook: its importer (``SPEC``) and its reader: ``metrics.jsonl``
+(``ml_log.JsonLogger``; a recipe's own loop writes the same shape) -> a SourceLog. What its names
+and settings mean is ``training_hooks.trainers.tinker``'s.
 
 One ``{"step": N, metric: value}`` object a line. ``rl/train.py`` logs ``env/all/*`` (per episode),
 ``optim/*``, ``time/*``, ``progress/*``; a recipe's loop its own names (``reward/mean``, ...). The
@@ -15,6 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from training_hooks.importers._files import json_runs
 from training_hooks.importers._read import (
     SourceLog,
     as_step,
@@ -23,10 +25,12 @@ from training_hooks.importers._read import (
     load_config,
     numeric,
 )
+from training_hooks.importers._sniff import TINKER_JSONL, sniff, wrong_format
 from training_hooks.importers._spec import RunSettings, Settings, ToolSpec
 from training_hooks.metric_map import SourceFormat
 from training_hooks.schema import Step
 from training_hooks.tool_settings import Setting, read_settings
+from training_hooks.trainers.tinker import TINKER
 
 TURNS = "env/all/turns_per_episode"
 DONE = "progress/done_frac"
@@ -41,6 +45,21 @@ def _parse(obj: Any) -> tuple[int, Mapping[str, Any]] | str:
     if step is None:
         return "no integer 'step'"
     return step, {k: v for k, v in obj.items() if k != "step"}
+
+
+def read_run(
+    path: Path, config: Mapping[str, Any] | None, segment: int | None, key_map: Any = None
+) -> SourceLog:
+    """The run of a ``metrics.jsonl`` (a file of another format is refused, naming it)."""
+    if path.is_file():
+        kind = sniff(path)
+        if kind not in (None, TINKER_JSONL):
+            raise wrong_format(path, TINKER, "Tinker metrics record")
+    return json_runs(read(path), _parse, ("test/",), segment, "Tinker metrics.jsonl", _ended)
+
+
+def _ended(steps: Mapping[int, Any], settings: Settings) -> tuple[bool | None, str, None]:
+    return (*end_of(steps, settings), None)
 
 
 def read(path: Path) -> SourceLog:
@@ -130,15 +149,14 @@ def derive(row: dict[str, float]) -> dict[str, float]:
 
 
 SPEC = ToolSpec(
-    name="tinker",
-    read=read,
+    name=TINKER,
+    read=read_run,
     facts=facts,
     run_settings=run_settings,
     duration="time/total",
     validation=("test/",),
     derive=derive,
     derived_from={Step.ZERO_VARIANCE_FRACTION: f"{ALL_GOOD} + {ALL_BAD}"},
-    display_name="Tinker cookbook",
     path_hint="Tinker cookbook: the log dir or its metrics.jsonl (any name; config.json beside "
     "it is read)",
 )

@@ -60,7 +60,7 @@ from training_hooks.importers._text import (
     read_lines,
     redraws,
 )
-from training_hooks.importers.trl import SUMMARY_KEYS
+from training_hooks.importers.trl_state import SUMMARY_KEYS
 from training_hooks.tool_settings import Setting
 
 FILE_FORMAT = "TRL console log"

@@ -1,6 +1,11 @@
-"""verl's file logger (``trainer.logger=[...,'file']``): ``<project>/<experiment>.jsonl`` -> a
-SourceLog.
+"""verl: its importer (``SPEC``) and its file logger's reader.
 
+Which reader reads a path (``read_run``): the file logger's JSON lines (``read``, below), a console
+log (``verl_console``), a W&B run (``wandb_run``) or a TensorBoard event file (``tfevents``); a
+file by what its first bytes show (``_sniff``), not by its name. What its names and settings mean
+is ``training_hooks.trainers.verl``'s.
+
+The file logger (``trainer.logger=[...,'file']``) writes ``<project>/<experiment>.jsonl``.
 Each line is ``{"step": N, "data": {metric: value}}``; a validation line (``val_before_train``, or a
 resumed run's first line) holds only ``val-core/*``/``val-aux/*`` keys. The run's resolved config
 is read from beside the log when there is one: ``<experiment>.config.json`` (``{"config": {...},
@@ -17,7 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from gspo_metrics.spec import VERL_LOSS_MODES, clip_unit_of, tool_algorithm
-from training_hooks.importers import _end
+from training_hooks.importers import _end, tfevents, verl_console, wandb_run
+from training_hooks.importers._files import consoles_in, events_in, found, json_runs, one
 from training_hooks.importers._read import (
     SourceLog,
     as_step,
@@ -25,11 +31,54 @@ from training_hooks.importers._read import (
     json_lines_log,
     load_config,
 )
+from training_hooks.importers._sniff import EVENT, VERL_CONSOLE, VERL_JSONL, sniff, wrong_format
 from training_hooks.importers._spec import RunSettings, Settings, ToolSpec
 from training_hooks.metric_map import SourceFormat
-from training_hooks.tool_settings import Setting, read_settings, reduction_of, verl_token_eps
+from training_hooks.tool_settings import Setting, read_settings, reduction_of
+from training_hooks.trainers.verl import VERL, token_eps
 
 RECORD = 'verl file-logger record ({"step": N, "data": {...}})'
+WHAT = "verl log (file-logger JSON lines, console 'step:N' lines, event file or W&B run)"
+
+
+def read_run(
+    path: Path, config: Mapping[str, Any] | None, segment: int | None, key_map: Any = None
+) -> SourceLog:
+    """The verl run at ``path`` (a file by its first bytes, a folder by what it holds)."""
+    if path.is_file():
+        kind = sniff(path)
+        if kind is EVENT:
+            return tfevents.read(path, VERL, segment)
+        if path.name == wandb_run.CONSOLE and wandb_run.run_folder(path) is not None:
+            return wandb_run.read(wandb_run.run_folder(path) or path, VERL, config, segment)
+        if kind is VERL_CONSOLE:
+            return verl_console.read(path, segment)
+        if kind not in (None, VERL_JSONL):
+            raise wrong_format(path, VERL, WHAT)
+    if path.is_file() or any(path.glob("*.jsonl")):
+        return json_runs(
+            read(path), _parse, ("val-",), segment, "verl file-logger JSON lines", _ended
+        )
+    run = wandb_run.run_folder(path)
+    if run is not None:
+        return found(wandb_run.read(run, VERL, config, segment), path)
+    events = events_in(path)
+    if events:
+        return found(
+            tfevents.read(one(events, path, "TensorBoard event files"), VERL, segment), path
+        )
+    consoles = consoles_in(path, VERL_CONSOLE)
+    if consoles:
+        return found(verl_console.read(one(consoles, path, "verl console logs"), segment), path)
+    raise ValueError(
+        f"path {str(path)!r} holds no {WHAT}: no *.jsonl, wandb/run-*, "
+        "events.out.tfevents.* or *.log / *.out / *.txt with 'step:N - ...' lines"
+    )
+
+
+def _ended(steps: Mapping[int, Any], settings: Settings) -> tuple[None, str, _end.Evidence]:
+    """A run of a file-logger log: its end evidence (``end_of``); ``import_run`` judges it."""
+    return None, "", end_of(steps, settings)
 
 
 def _parse(obj: Any) -> tuple[int, Mapping[str, Any]] | str:
@@ -130,7 +179,7 @@ def run_settings(s: Mapping[str, Any]) -> RunSettings:
     return RunSettings(
         algorithm=algorithm,
         seq_eps=eps if unit == "seq" else None,
-        token_eps=verl_token_eps(algorithm, eps) if unit == "token" and eps is not None else None,
+        token_eps=token_eps(algorithm, eps) if unit == "token" and eps is not None else None,
         reduction=reduction_of("verl", s.get("loss_agg_mode")),
         group_size=as_step(s.get("group_size")),
     )
@@ -140,14 +189,13 @@ def run_settings(s: Mapping[str, Any]) -> RunSettings:
 ALGORITHM_MODES = {tool_algorithm("verl", mode): mode for mode in VERL_LOSS_MODES}
 
 SPEC = ToolSpec(
-    name="verl",
-    read=read,
+    name=VERL,
+    read=read_run,
     facts=facts,
     run_settings=run_settings,
     algorithm_setting=("loss_mode", ALGORITHM_MODES),
     duration="timing_s/step",
     validation=("val-",),
-    display_name="verl",
     path_hint="verl: the file logger's <project>/<experiment>.jsonl (any name), a console log "
     "('step:N - ...' lines), a TensorBoard event file or a W&B run folder",
 )
