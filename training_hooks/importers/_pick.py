@@ -30,6 +30,7 @@ from training_hooks.importers import (
     verl,
     verl_console,
     wandb_run,
+    wandb_store,
 )
 from training_hooks.importers._agree import compare
 from training_hooks.importers._read import SourceLog, merge_by_step, read_json_lines
@@ -42,6 +43,7 @@ from training_hooks.importers._sniff import (
     TRL_CONSOLE,
     VERL_CONSOLE,
     VERL_JSONL,
+    WANDB_STORE,
     Kind,
     sniff,
     wrong_format,
@@ -83,7 +85,9 @@ def read(
             f"a {tool} log's keys and settings are read by their meaning in {tool}"
         )
     reader = READERS.get(tool)
-    if reader is not None:
+    if tool in (keymap.JSONL, text_log.SPEC.name) and _own_wandb(path):
+        log = wandb_store.own_log(path, tool, key_map)
+    elif reader is not None:
         log = reader(path, config, segment, key_map)
     else:
         log = TOOLS[tool].read(path)
@@ -92,6 +96,18 @@ def read(
     if log.segments:  # one name per run of the file, never one name for several runs
         log = dataclasses.replace(log, name=f"{log.name}-run{log.segment}")
     return log
+
+
+def _own_wandb(path: Path) -> bool:
+    """``path`` is a loop's own W&B run read by its .wandb: the file itself, or a W&B run folder
+    holding one."""
+    if path.is_file():
+        return sniff(path) is WANDB_STORE
+    try:
+        run = wandb_run.run_folder(path)
+    except ValueError:
+        return False
+    return run is not None and wandb_store.find_store(run) is not None
 
 
 def _single(read_one: Callable[[Path, KeyMap | None], SourceLog]) -> Reader:
@@ -113,7 +129,9 @@ def _trl(path: Path, config: Mapping[str, Any] | None, segment: int | None) -> S
         kind = sniff(path)
         if kind is EVENT:
             return _trl_events(path, segment)
-        if path.name == wandb_run.CONSOLE and wandb_run.run_folder(path) is not None:
+        if (path.name == wandb_run.CONSOLE or kind is WANDB_STORE) and wandb_run.run_folder(
+            path
+        ) is not None:
             return wandb_run.read(wandb_run.run_folder(path) or path, "trl", config, segment)
         if kind is TRL_CONSOLE:
             return _trl_console(path, config, segment)
@@ -211,7 +229,9 @@ def _verl(path: Path, config: Mapping[str, Any] | None, segment: int | None) -> 
         kind = sniff(path)
         if kind is EVENT:
             return tfevents.read(path, "verl", segment)
-        if path.name == wandb_run.CONSOLE and wandb_run.run_folder(path) is not None:
+        if (path.name == wandb_run.CONSOLE or kind is WANDB_STORE) and wandb_run.run_folder(
+            path
+        ) is not None:
             return wandb_run.read(wandb_run.run_folder(path) or path, "verl", config, segment)
         if kind is VERL_CONSOLE:
             return verl_console.read(path, segment)

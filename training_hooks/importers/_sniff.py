@@ -60,6 +60,11 @@ TEXT_LOG = Kind(
 )
 #: Lines of one shape (the same keys) in the head that make a file a loop's own text log.
 TEXT_MIN_RECORDS = 3
+WANDB_STORE = Kind(
+    "wandb_store",
+    "a W&B run file (run-<id>.wandb: the run's logged history; a loop's own keys read by jsonl)",
+    ("trl", "verl", "jsonl"),
+)
 ROLL_JSONL = Kind(
     "roll_jsonl", 'a ROLL metrics.jsonl (flat JSON lines with "system/step")', ("roll",)
 )
@@ -74,6 +79,10 @@ def sniff(path: Path) -> Kind | None:
         return None
     if EVENT_FILE.match(path.name) or is_tfrecord(head):
         return EVENT
+    from training_hooks.importers.wandb_store import is_store
+
+    if is_store(head):
+        return WANDB_STORE
     text = head.decode("utf-8", errors="replace")
     if text.lstrip()[:1] in "{[":
         kind = _json_kind(text)
