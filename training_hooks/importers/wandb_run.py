@@ -167,6 +167,10 @@ def _with_console(ev: _end.Evidence, console: Path, tool: str, settings: Setting
     ev = dataclasses.replace(ev.add(planned=got.planned, reached=got.reached))
     if ev.crash is None and got.crash is not None:
         ev = dataclasses.replace(ev, crash=got.crash)
+    if ev.end_line.startswith("W&B's exit record") and any(p.steps for p in got.planned):
+        ev = dataclasses.replace(  # a clean exit is no end of training where a plan is stated
+            ev, end_line=got.end_line, note=f"{ev.end_line}: the process exited cleanly"
+        )
     return ev
 
 
