@@ -41,7 +41,12 @@ def read(
             f"--step, --map, --set and --group-size are for {', '.join(KEY_MAP_TOOLS)} imports: "
             f"a {tool} log's keys and settings are read by their meaning in {tool}"
         )
-    log = TOOLS[tool].read(path, config, segment, key_map)
+    if tool in OWN_KEYS and _own_wandb(path):  # a loop's own W&B run: its .wandb's history
+        from training_hooks.importers import wandb_store
+
+        log = wandb_store.own_log(path, tool, key_map)
+    else:
+        log = TOOLS[tool].read(path, config, segment, key_map)
     if log.tool != tool:  # a reader answering for another tool is a wiring fault
         raise AssertionError(f"the {tool} import was read as a {log.tool} log")
     if log.segments:  # one name per run of the file, never one name for several runs
@@ -64,3 +69,22 @@ TOOLS: dict[str, ToolSpec] = {name: _spec(t) for name, t in TRAINERS.items()}
 SOURCES = tuple(TOOLS)
 #: The tools whose logs take a key map (``--step``, ``--map``, ``--set``, ``--group-size``).
 KEY_MAP_TOOLS = tuple(name for name, spec in TOOLS.items() if spec.takes_key_map)
+
+#: The tools that read a log of a loop's own keys, whose W&B run (a folder, or its ``.wandb``) is
+#: read from the ``.wandb``'s history (``wandb_store.own_log``).
+OWN_KEYS = ("jsonl", "text")
+
+
+def _own_wandb(path: Path) -> bool:
+    """``path`` is a loop's own W&B run read by its .wandb: the file itself, or a W&B run folder
+    holding one."""
+    from training_hooks.importers import wandb_run, wandb_store
+    from training_hooks.importers._sniff import WANDB_STORE, sniff
+
+    if path.is_file():
+        return sniff(path) is WANDB_STORE
+    try:
+        run = wandb_run.run_folder(path)
+    except ValueError:
+        return False
+    return run is not None and wandb_store.find_store(run) is not None

@@ -60,6 +60,11 @@ TEXT_LOG = Kind(
 )
 #: Lines of one shape (the same keys) in the head that make a file a loop's own text log.
 TEXT_MIN_RECORDS = 3
+WANDB_STORE = Kind(
+    "wandb_store",
+    "a W&B run file (run-<id>.wandb: the run's logged history; a loop's own keys read by jsonl)",
+    ("trl", "verl", "jsonl"),
+)
 ROLL_JSONL = Kind(
     "roll_jsonl", 'a ROLL metrics.jsonl (flat JSON lines with "system/step")', ("roll",)
 )
@@ -74,12 +79,31 @@ def sniff(path: Path) -> Kind | None:
         return None
     if EVENT_FILE.match(path.name) or is_tfrecord(head):
         return EVENT
+    if is_store(head):
+        return WANDB_STORE
     text = head.decode("utf-8", errors="replace")
     if text.lstrip()[:1] in "{[":
         kind = _json_kind(text)
         if kind is not None:
             return kind
     return _console_kind(text)
+
+
+#: A W&B datastore's (``run-<id>.wandb``) 7-byte header: ident, magic, version
+#: (``wandb_store`` reads the rest).
+HEADER = struct.Struct("<4sHB")
+HEADER_IDENT = b":W&B"
+HEADER_MAGIC = 0xBEE1
+HEADER_VERSION = 0
+HEADER_LEN = 7
+
+
+def is_store(head: bytes) -> bool:
+    """The first bytes are a W&B datastore header."""
+    if len(head) < HEADER_LEN:
+        return False
+    ident, magic, version = HEADER.unpack_from(head, 0)
+    return bool(ident == HEADER_IDENT and magic == HEADER_MAGIC and version == HEADER_VERSION)
 
 
 def is_tfrecord(head: bytes) -> bool:

@@ -17,7 +17,14 @@ from training_hooks.importers import tfevents, trl_console, trl_state, wandb_run
 from training_hooks.importers._agree import compare
 from training_hooks.importers._files import MAX_COMPARED, consoles_in, events_in, found, one, rel
 from training_hooks.importers._read import SourceLog, as_step, parse_json
-from training_hooks.importers._sniff import EVENT, TRAINER_STATE, TRL_CONSOLE, sniff, wrong_format
+from training_hooks.importers._sniff import (
+    EVENT,
+    TRAINER_STATE,
+    TRL_CONSOLE,
+    WANDB_STORE,
+    sniff,
+    wrong_format,
+)
 from training_hooks.importers._spec import RunSettings, Settings, ToolSpec
 from training_hooks.metric_map import SourceFormat
 from training_hooks.tool_settings import Setting, read_settings, reduction_of
@@ -34,7 +41,9 @@ def read_run(
         kind = sniff(path)
         if kind is EVENT:
             return _events(path, segment)
-        if path.name == wandb_run.CONSOLE and wandb_run.run_folder(path) is not None:
+        if (path.name == wandb_run.CONSOLE or kind is WANDB_STORE) and wandb_run.run_folder(
+            path
+        ) is not None:
             return wandb_run.read(wandb_run.run_folder(path) or path, TRL, config, segment)
         if kind is TRL_CONSOLE:
             return _console(path, config, segment)

@@ -31,7 +31,14 @@ from training_hooks.importers._read import (
     json_lines_log,
     load_config,
 )
-from training_hooks.importers._sniff import EVENT, VERL_CONSOLE, VERL_JSONL, sniff, wrong_format
+from training_hooks.importers._sniff import (
+    EVENT,
+    VERL_CONSOLE,
+    VERL_JSONL,
+    WANDB_STORE,
+    sniff,
+    wrong_format,
+)
 from training_hooks.importers._spec import RunSettings, Settings, ToolSpec
 from training_hooks.metric_map import SourceFormat
 from training_hooks.tool_settings import Setting, read_settings, reduction_of
@@ -49,7 +56,9 @@ def read_run(
         kind = sniff(path)
         if kind is EVENT:
             return tfevents.read(path, VERL, segment)
-        if path.name == wandb_run.CONSOLE and wandb_run.run_folder(path) is not None:
+        if (path.name == wandb_run.CONSOLE or kind is WANDB_STORE) and wandb_run.run_folder(
+            path
+        ) is not None:
             return wandb_run.read(wandb_run.run_folder(path) or path, VERL, config, segment)
         if kind is VERL_CONSOLE:
             return verl_console.read(path, segment)

@@ -6,7 +6,14 @@ logging step there (read by ``trl_console``), verl its ``step:N - ...`` lines (`
 ``_step`` is W&B's own counter, not the trainer's step) and ``train/global_step``, the final
 optimizer step; ``files/requirements.txt`` pins the exact tool version (``trl==0.24.0``);
 ``files/config.yaml`` (``key: {value: ...}``) the run's settings and ``files/wandb-metadata.json``
-its start time, when they were kept. The binary ``.wandb`` file is not read.
+its start time, when they were kept.
+
+The binary ``run-<id>.wandb`` beside ``files/`` (``wandb_store``) is read first when its history
+holds per-step metrics: it holds every value at full precision, as logged, with the trainer's
+step (TRL's ``train/global_step``) and the exit code, where the console holds what was printed
+(rounded, long lines cut at 4,096 characters, nothing at all for a run whose loop printed no
+metrics). ``output.log`` is read when the .wandb is absent or holds no metrics; the import's notes
+and ``file_format`` say which was read.
 
 The summary is compared with the console's last record (at the precision the console printed):
 an import says whether the two files of the run agree, and where they do not.
@@ -21,7 +28,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from training_hooks.importers import _end, trl_console, verl_console
+from training_hooks.importers import _end, trl_console, verl_console, wandb_store
 from training_hooks.importers._read import MAX_CONFIG_BYTES, SourceLog, is_number, load_config
 from training_hooks.importers._sniff import VERL_CONSOLE, sniff
 from training_hooks.importers._spec import Settings
@@ -43,10 +50,10 @@ def run_folder(path: Path) -> Path | None:
         path = path.parent
     if path.name == FILES and (path / CONSOLE).is_file():
         return path.parent
-    if (path / FILES / CONSOLE).is_file():
+    if _is_run(path):
         return path
     base = path / "wandb" if (path / "wandb").is_dir() else path
-    runs = sorted(p for p in base.glob("run-*") if (p / FILES / CONSOLE).is_file())
+    runs = sorted(p for p in base.glob("*run-*") if p.is_dir() and _is_run(p))
     if len(runs) > 1:
         raise ValueError(
             f"{base} holds {len(runs)} W&B runs ({', '.join(p.name for p in runs[:4])}"
@@ -55,16 +62,35 @@ def run_folder(path: Path) -> Path | None:
     return runs[0] if runs else None
 
 
+def _is_run(path: Path) -> bool:
+    """A W&B run folder: its console (``files/output.log``) or its binary run file is there."""
+    return (path / FILES / CONSOLE).is_file() or wandb_store.find_store(path) is not None
+
+
 def read(run: Path, tool: str, config: Mapping[str, Any] | None, segment: int | None) -> SourceLog:
-    """The run in W&B run folder ``run`` as ``tool`` ("trl" or "verl") logged it."""
+    """The run in W&B run folder ``run`` as ``tool`` ("trl" or "verl") logged it: its .wandb
+    history where it holds metrics, else its console (module docstring)."""
     files = run / FILES
     console = files / CONSOLE
     summary = load_config(files / SUMMARY) or {}
     version = _pinned(files / "requirements.txt", tool)
     cfg = _config(files / "config.yaml")
-    settings: Settings = read_settings(tool, cfg, "config.yaml") if cfg else {}
+    store_file = wandb_store.find_store(run)
+    store = wandb_store.read_store(store_file) if store_file is not None else None
+    if store is not None and not cfg:
+        cfg = dict(store.config)
+    origin = (
+        "config.yaml"
+        if (files / "config.yaml").is_file() or store_file is None
+        else f"{store_file.name} config"
+    )
+    settings: Settings = read_settings(tool, cfg, origin) if cfg else {}
     if config:
         settings.update(read_settings(tool, config, "--config"))
+    if store is not None and (wandb_store.has_history(store) or not console.is_file()):
+        return _from_store(run, store, tool, settings, segment, cfg, version)
+    if not console.is_file():
+        raise ValueError(f"{run} holds no {FILES}/{CONSOLE} and its .wandb no history")
     if tool == "verl" or sniff(console) is VERL_CONSOLE:
         if tool != "verl":
             raise ValueError(f"{console} holds verl console lines: {VERL_CONSOLE.hint(run)}")
@@ -106,6 +132,56 @@ def read(run: Path, tool: str, config: Mapping[str, Any] | None, segment: int | 
             *log.notes,
         ),
     )
+
+
+def _from_store(
+    run: Path, store, tool: str, settings: Settings, segment, cfg, version
+) -> SourceLog:
+    """The run from its .wandb history (``wandb_store.tool_log``); the console read only for the
+    end of the run (its progress bar, an error after the last step)."""
+    files = run / FILES
+    console = files / CONSOLE
+    if segment not in (None, 1):
+        raise ValueError(f"segment {segment}: a .wandb file holds one run")
+    log = wandb_store.tool_log(run, store, tool, settings)
+    if console.is_file() and log.end is not None:
+        log = dataclasses.replace(log, end=_with_console(log.end, console, tool, settings))
+    why = (
+        f"; {CONSOLE} not read (the .wandb holds every logged value at full precision)"
+        if console.is_file()
+        else ""
+    )
+    return dataclasses.replace(
+        log,
+        version=version,
+        config={**cfg, **log.config},
+        settings_files=tuple(
+            str(files / n) for n in ("requirements.txt", "config.yaml") if (files / n).is_file()
+        ),
+        notes=(f"W&B run {run.name}: read {store.file.name}{why}", *log.notes),
+    )
+
+
+def _with_console(ev: _end.Evidence, console: Path, tool: str, settings: Settings) -> _end.Evidence:
+    """The .wandb's end evidence with the console's (a progress bar's planned total and count,
+    an error after the last step), which the .wandb does not hold."""
+    try:
+        if tool == "verl":
+            got = verl_console.read(console, None).end
+        else:
+            got = trl_console.read(console, settings, None).end
+    except ValueError:
+        return ev
+    if got is None:
+        return ev
+    ev = dataclasses.replace(ev.add(planned=got.planned, reached=got.reached))
+    if ev.crash is None and got.crash is not None:
+        ev = dataclasses.replace(ev, crash=got.crash)
+    if ev.end_line.startswith("W&B's exit record") and any(p.steps for p in got.planned):
+        ev = dataclasses.replace(  # a clean exit is no end of training where a plan is stated
+            ev, end_line=got.end_line, note=f"{ev.end_line}: the process exited cleanly"
+        )
+    return ev
 
 
 #: The trainer's own step counter in wandb-summary.json (its value at the last log), per tool.

@@ -1,0 +1,233 @@
+"""The .wandb reader (importers/wandb_store): hand-built files from a test-only encoder, and real
+W&B run files from public repositories (skipped when /work/dev_wandb is absent)."""
+
+from __future__ import annotations
+
+import json
+import struct
+import zlib
+from pathlib import Path
+
+import pytest
+
+from training_hooks.importers import _pick, wandb_store
+from training_hooks.importers._sniff import WANDB_STORE, sniff
+from training_hooks.importers.wandb_store import BLOCK_LEN, FIRST, FULL, LAST, MIDDLE, read_store
+
+DEV = Path("/work/dev_wandb")
+
+
+# ----------------------------------------------------------------------------- test encoder
+
+
+def _varint(n: int) -> bytes:
+    n &= (1 << 64) - 1
+    out = bytearray()
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        out.append(b | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def _field(num: int, value: int | bytes | str) -> bytes:
+    if isinstance(value, int):
+        return _varint(num << 3) + _varint(value)
+    data = value.encode() if isinstance(value, str) else value
+    return _varint(num << 3 | 2) + _varint(len(data)) + data
+
+
+def _item(key: str, value: object) -> bytes:
+    return _field(1, key) + _field(16, json.dumps(value))
+
+
+def history(step: int, values: dict[str, object], stamp: float = 1000.0) -> bytes:
+    items = {**values, "_step": step, "_timestamp": stamp + step, "_runtime": float(step)}
+    body = b"".join(_field(1, _item(k, v)) for k, v in items.items())
+    return _field(2, body + _field(2, _field(1, step)))
+
+
+def exit_record(code: int) -> bytes:
+    return _field(18, _field(1, code) if code else b"")
+
+
+def run_record(run_id: str, name: str, seconds: int) -> bytes:
+    return _field(17, _field(1, run_id) + _field(8, name) + _field(17, _field(1, seconds)))
+
+
+def config(values: dict[str, object]) -> bytes:
+    return _field(5, b"".join(_field(1, _item(k, {"value": v})) for k, v in values.items()))
+
+
+def _chunk(kind: int, data: bytes, bad: bool = False) -> bytes:
+    crc = zlib.crc32(data, zlib.crc32(bytes([kind]))) & 0xFFFFFFFF
+    return struct.pack("<IHB", crc ^ (1 if bad else 0), len(data), kind) + data
+
+
+def encode(records: list[bytes], bad: int | None = None) -> bytes:
+    """A datastore as wandb writes it (datastore.py's _write_data); record ``bad``'s first chunk
+    with a wrong checksum."""
+    out = bytearray(struct.pack("<4sHB", b":W&B", 0xBEE1, 0))
+    for i, rec in enumerate(records):
+        left = BLOCK_LEN - len(out) % BLOCK_LEN
+        if left < 7:
+            out += b"\0" * left
+            left = BLOCK_LEN
+        if len(rec) + 7 <= left:
+            out += _chunk(FULL, rec, i == bad)
+            continue
+        room = left - 7
+        out += _chunk(FIRST, rec[:room], i == bad)
+        rest = rec[room:]
+        while len(rest) > BLOCK_LEN - 7:
+            out += _chunk(MIDDLE, rest[: BLOCK_LEN - 7])
+            rest = rest[BLOCK_LEN - 7 :]
+        out += _chunk(LAST, rest)
+    return bytes(out)
+
+
+def _write(tmp: Path, data: bytes) -> Path:
+    run = tmp / "run-20250101_000000-abc"
+    run.mkdir(parents=True, exist_ok=True)
+    f = run / "run-abc.wandb"
+    f.write_bytes(data)
+    return f
+
+
+# ----------------------------------------------------------------------------- hand-built
+
+
+def test_history_values_run_and_exit(tmp_path):
+    recs = [run_record("abc", "my-run", 1_700_000_000), config({"max_steps": 3})]
+    recs += [history(s, {"loss": 1.0 / (s + 1), "kl": 0.01 * s, "flag": True}) for s in range(3)]
+    recs.append(exit_record(0))
+    s = read_store(_write(tmp_path, encode(recs)))
+    assert s.records == 6 and not s.cut
+    assert [r.step for r in s.rows] == [0, 1, 2]
+    assert s.rows[2].values == {"loss": 1.0 / 3, "kl": 0.02, "flag": 1}
+    assert s.rows[1].timestamp == 1001.0 and s.rows[2].runtime == 2.0
+    assert (s.run_id, s.display_name, s.start_time) == ("abc", "my-run", 1_700_000_000)
+    assert s.config == {"max_steps": 3}
+    assert s.exit_code == 0 and s.exit_record == 6
+
+
+def test_negative_exit_code_and_media_skipped(tmp_path):
+    recs = [history(0, {"reward": 0.5, "table": {"_type": "table-file", "path": "x"}})]
+    s = read_store(_write(tmp_path, encode([*recs, exit_record(-9)])))
+    assert s.exit_code == -9
+    assert s.rows[0].values == {"reward": 0.5}
+    assert s.skipped_values == {"table": 1}
+
+
+def test_record_across_a_block_boundary(tmp_path):
+    """A record larger than a block: FIRST, MIDDLE, LAST; the values after it read too."""
+    big = {f"k{i:05d}": float(i) for i in range(4000)}  # over 2 blocks: FIRST, MIDDLE, LAST
+    data = encode([history(0, {"a": 1.0}), history(1, big), history(2, {"a": 3.0})])
+    kinds = [data[i + 6] for i in range(BLOCK_LEN, len(data), BLOCK_LEN)]
+    assert kinds[0] == MIDDLE and LAST in kinds
+    s = read_store(_write(tmp_path, data))
+    assert not s.cut and [r.step for r in s.rows] == [0, 1, 2]
+    assert s.rows[1].values["k03999"] == 3999.0 and len(s.rows[1].values) == 4000
+    assert s.rows[2].values == {"a": 3.0}
+
+
+def test_bad_checksum_loses_its_block_only(tmp_path):
+    """A damaged chunk: the rest of its block is skipped, counted; later blocks read."""
+    small = [history(s, {"loss": float(s)}) for s in range(5)]
+    pad = history(5, {f"p{i:05d}": 0.0 for i in range(3000)})  # crosses into block 2
+    after = [history(s, {"loss": float(s)}) for s in range(6, 9)]
+    data = encode([*small, pad, *after], bad=2)
+    s = read_store(_write(tmp_path, data))
+    assert [r.step for r in s.rows] == [0, 1, 6, 7, 8]
+    assert len(s.cut) == 2  # the bad chunk; the orphaned MIDDLE/LAST of the big record
+    assert "bad checksum" in s.cut[0]["reason"] and s.cut[0]["line"] == 3
+    assert s.rows[-1].values == {"loss": 8.0}
+
+
+def test_cut_tail_keeps_what_came_before(tmp_path):
+    data = encode([history(s, {"loss": float(s)}) for s in range(4)])
+    s = read_store(_write(tmp_path, data[:-5]))
+    assert [r.step for r in s.rows] == [0, 1, 2]
+    assert len(s.cut) == 1 and "cut inside a record" in s.cut[0]["reason"]
+    assert s.exit_code is None
+
+
+def test_not_a_store(tmp_path):
+    f = tmp_path / "run-x.wandb"
+    f.write_bytes(b"hello world")
+    with pytest.raises(ValueError, match="no W&B datastore"):
+        read_store(f)
+
+
+def test_own_loop_import_status_and_guess(tmp_path):
+    """A loop's own keys through jsonl: _step the step, meanings guessed and recorded, the
+    planned end from config against the last step; no exit record -> short of plan: stopped."""
+    recs = [config({"max_steps": 10})]
+    recs += [history(s, {"loss": 1.0 - 0.1 * s, "reward": 0.1 * s}) for s in range(4)]
+    f = _write(tmp_path, encode(recs))
+    assert sniff(f) is WANDB_STORE
+    log = _pick.read("jsonl", f.parent)
+    assert sorted(log.steps) == [0, 1, 2, 3]
+    assert log.steps[3]["reward"] == pytest.approx(0.3)
+    assert log.key_record["map"]["reward_mean"]["key"] == "reward"
+    assert "guessed" in log.key_record["map"]["reward_mean"]["from"]
+    from training_hooks.importers._end import judge
+
+    assert log.end is not None
+    ending = judge(log.end)
+    assert ending.finished is False and "planned 10 steps" in ending.text
+
+
+def test_trl_run_by_global_step(tmp_path):
+    recs = [config({"logging_steps": 5, "max_steps": 10})]
+    recs += [history(i, {"train/loss": 0.5, "train/global_step": 5 * (i + 1)}) for i in range(2)]
+    f = _write(tmp_path, encode([*recs, exit_record(0)]))
+    log = _pick.read("trl", f.parent)
+    assert sorted(log.steps) == [5, 10] and log.steps[10] == {"loss": 0.5}
+    from training_hooks.importers._end import judge
+
+    assert log.end is not None and judge(log.end).finished is True
+
+
+# ----------------------------------------------------------------------------- real files
+
+
+def _dev(name: str) -> Path:
+    p = DEV / name
+    if not p.is_dir():
+        pytest.skip(f"{p} absent")
+    return p
+
+
+def test_real_offline_run_only_wandb():
+    """aaravM123/distributed-llm-training offline-run-20250929_110552-o4q5c25o: output.log is
+    empty; the .wandb holds 1,564 loss rows, exit code 0."""
+    run = _dev("aarav-o4q5c25o")
+    s = read_store(run / "run-o4q5c25o.wandb")
+    assert len(s.metric_rows) == 1564 and not s.cut and s.exit_code == 0
+    assert s.rows[0].values == {"loss": 2.312753200531006}
+    assert s.rows[-1].step == 1563 and s.rows[-1].values["loss"] == 1.0031369924545288
+    assert s.wandb_version == "0.22.0"
+
+
+def test_real_trl_run_cut_in_flight():
+    """tsebaka/T-Lab-2024-LLM-Alignment run-20241216_132720-chk58nkd: a TRL run copied while it
+    ran (no exit record, its last record cut): steps 30..810 by train/global_step, stopped
+    early against 1 epoch."""
+    run = _dev("tsebaka-chk58nkd")
+    log = _pick.read("trl", run)
+    assert min(log.steps) == 30 and max(log.steps) == 810 and len(log.steps) == 27
+    assert log.steps[810]["loss"] == 0.02
+    assert len(log.records_cut) == 1
+    from training_hooks.importers._end import judge
+
+    assert log.end is not None and judge(log.end).finished is False
+
+
+def test_real_crashed_exit_code():
+    """sunzk111/RL_final_project run-20251221_102025-aqaqqkam: exit_code 1 -> crashed."""
+    run = _dev("sunzk-aqaqqkam")
+    s = wandb_store.read_store(run / "run-aqaqqkam.wandb")
+    assert s.exit_code == 1 and len(s.metric_rows) == 432
+    assert s.summary["global_step"] == 24576
