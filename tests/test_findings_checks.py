@@ -107,6 +107,33 @@ def test_solved_groups_are_saturation_not_zero_variance():
     assert findings.TASK_SATURATED not in found
 
 
+def test_mostly_solved_zero_variance_is_not_called_too_hard():
+    """The last quarter (10 of 40 rows): zero-variance share .5 .5 .5 .5 .5 .5 .25 .25 .25 .25
+    (median 50%), all at the highest reward .5 .5 .5 .5 .25 .25 .25 .25 .25 .25 (median 25%), so
+    not at it 0 0 0 0 .25 .25 0 0 0 0 (median 0%). Medians do not add up: 50% >= zero_var_warn >
+    25% solved, yet no group is all wrong on 8 of the 10 rows. Pooled, (2 + 0.5 + 1) / (3 + 1) =
+    87.5% of the zero-variance groups are solved: a warning, not "too hard"."""
+    n = 40
+    total = np.r_[np.full(30, 0.1), np.full(6, 0.5), np.full(4, 0.25)]
+    high = np.r_[np.zeros(30), np.full(4, 0.5), np.full(6, 0.25)]
+    df = _steps(
+        n,
+        **{
+            Step.REWARD_MEAN: np.linspace(0.3, 0.6, n),
+            Step.ZERO_VARIANCE_FRACTION: total,
+            findings.signal.ALL_HIGH_FRACTION: high,
+        },
+    )
+    found = _codes(run_health(df, RunFacts()))
+    f = found[findings.ZERO_VARIANCE]
+    assert f.severity == findings.WARNING
+    assert f.title == "Most groups are zero-variance: little or no learning signal"
+    assert "too hard" not in f.evidence
+    assert "a median 25% all at the highest reward" in f.evidence and "0% not at it" in f.evidence
+    assert "87.5% of the zero-variance groups are solved" in f.evidence
+    assert findings.TASK_SATURATED not in found  # 25% solved per step: under saturated (50%)
+
+
 def test_our_split_from_sequence_rewards():
     """``group_outcomes``: rewards 0/1, groups of 2. Step 0: [1,1] [0,0] [1,0] [1,1]: solved 2/4,
     failed 1/4. The run's highest reward is 1, its lowest 0."""

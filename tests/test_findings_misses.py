@@ -210,6 +210,28 @@ def test_a_steady_component_is_pinned_whatever_the_total_does():
     assert check_reward_components(df, None, RunFacts(), Coverage()) == []
 
 
+def test_a_steady_component_beside_a_rising_total_is_not_called_never_earned():
+    """gemma3-hint-hiding's shape: a leakage check at 1.0 on every step beside an answer reward
+    rising 1.5 -> 5 (total = their sum, 2.5 -> 6): the leakage check is earned on every step,
+    by every completion alike, so the title says it is the same on every step, not "never
+    earned"; the rise is the answer reward's (3.5 of 3.5: 100%)."""
+    n = 40
+    answer = np.r_[np.full(n // 2, 1.5), np.full(n // 2, 5.0)]
+    df = pd.DataFrame(
+        {
+            Step.STEP: steps(n),
+            "rewards/check_leakage/mean": np.ones(n),
+            "rewards/check_answer/mean": answer,
+            Step.REWARD_MEAN: 1.0 + answer,
+        }
+    )
+    (f,) = check_reward_components(df, None, RunFacts(), Coverage())
+    assert f.title == "A reward component is the same on nearly every step while the total rises"
+    assert f.evidence.startswith("rewards/check_leakage/mean is 1 at every step")
+    assert "the rise is rewards/check_answer/mean's (1.5 → 5: 100% of it)" in f.evidence
+    assert "teaches nothing" in f.advice
+
+
 # ------------------------------------------------------------------------------ KL at the start
 
 

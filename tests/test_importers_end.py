@@ -248,6 +248,18 @@ def test_a_lone_mid_run_checkpoint_is_unknown_and_says_why(tmp_path):
     assert note.evidence == basis + "; its last step here is 100."
 
 
+def test_an_unknown_end_advises_no_other_tools_files():
+    """A JSON-lines log that states no end (basis "the log does not say"): the note's advice
+    names no TRL file (no checkpoint-N/, no trainer_state.json: this log has neither)."""
+    from training_hooks import findings
+
+    (note,) = findings.check_status("unknown", None, 58, 0.0, None, "the log does not say")
+    assert note.code == "end_unknown"
+    assert note.evidence == "the log does not say; its last step here is 58."
+    assert "checkpoint" not in note.advice and "trainer_state" not in note.advice
+    assert "a later or fuller log of the same run" in note.advice
+
+
 def test_a_later_checkpoint_that_reached_the_plan_makes_it_finished(tmp_path):
     """checkpoint-100/ read with checkpoint-300/ (global_step 300 = max_steps) beside it: the
     run reached its planned end: finished, citing the later checkpoint and saying this file

@@ -488,9 +488,13 @@ def _pinned_finding(pinned, moving, steady_only, quarters, rises, zv_late, facts
             else f"most groups are zero-variance at the end (median {pct(zv_late)} over the "
             "last quarter): the total has saturated"
         )
-        title = "A reward component is never earned while the total " + (
-            "rises" if rises else "saturates"
-        )
+        # a component at one value other than 0 is earned (always, alike): only one that stays
+        # near 0 is "never earned"
+        title = (
+            "A reward component is the same on nearly every step while the total "
+            if steady_only
+            else "A reward component is never earned while the total "
+        ) + ("rises" if rises else "saturates")
     else:
         how = (
             f"the total {facts.logged_as(Step.REWARD_MEAN)} goes {t0:.3g} → {t1:.3g} (medians "

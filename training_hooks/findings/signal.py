@@ -227,10 +227,15 @@ def _check_zero_variance(df: pd.DataFrame, cov: Coverage) -> list[Finding]:
     rest = total - hi if total is not None else np.full(len(df), np.nan)
     rest_late = rest[late][np.isfinite(rest[late])]
     unsolved = float(np.median(rest_late)) if len(rest_late) else 0.0
+    pooled = float("nan")  # the solved share of the zero-variance groups, over the rows with both
+    if total is not None:
+        both = np.isfinite(total[late]) & np.isfinite(hi[late])
+        if (zero := float(total[late][both].sum())) > 0:
+            pooled = float(hi[late][both].sum()) / zero
     out = []
     if unsolved >= RUN.zero_var_warn.value or (med >= RUN.zero_var_warn.value > solved):
         sev = ERROR if unsolved >= RUN.zero_var_error.value else WARNING
-        out.append(_zero_variance(med, (solved, unsolved, hi_col), n, sev))
+        out.append(_zero_variance(med, (solved, unsolved, hi_col, pooled), n, sev))
     if solved >= RUN.saturated.value:
         out.append(_saturated(solved, unsolved, hi_col, n))
     return out
@@ -369,13 +374,21 @@ def _zero_variance(med: float, split, n: int, severity: str, level: str = "") ->
             else "; the solved / failed split is not logged, but the reward tells." + level
         )
         head = "Most groups are zero-variance: little or no learning signal"
-    else:
-        solved, unsolved, source = split
+    elif split[1] >= RUN.zero_var_warn.value:
+        solved, unsolved, source = split[:3]
         text += (
             f": {pct(unsolved)} not at the highest reward (all wrong: too hard), {pct(solved)} "
             f"all at it (solved; {source})."
         )
         head = "Most groups are zero-variance and not solved: the prompts are too hard"
+    else:  # neither share alone is most groups: a mix (medians per step do not add up)
+        solved, unsolved, source, pooled = split
+        text += (
+            f"; per step, a median {pct(solved)} all at the highest reward (solved; {source}) and "
+            f"{pct(unsolved)} not at it (all wrong or in between); pooled over those steps, "
+            f"{pct(pooled)} of the zero-variance groups are solved."
+        )
+        head = "Most groups are zero-variance: little or no learning signal"
     return Finding(
         ZERO_VARIANCE,
         severity,

@@ -171,8 +171,8 @@ def check_status(
                 f"{basis or 'the imported log says neither its planned end nor that it ended'}"
                 f"{where and f'; its last step here is {last_step}'}.",
                 "Neither 'finished' nor 'stopped early' is claimed. Judge it as the steps it has; "
-                "to tell, import the run's later file (its output folder with a later "
-                "checkpoint-N/ or the folder's own trainer_state.json, or its console log).",
+                "to tell, import a later or fuller log of the same run if there is one (where the "
+                "log's format names which, the evidence above says it).",
             )
         ]
     if status == STATUS_RUNNING:
