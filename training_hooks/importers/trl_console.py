@@ -74,6 +74,10 @@ TOTAL_STEPS = re.compile(r"Total (?:optimization )?steps = (?P<n>\d[\d,]*)")
 NUM_EPOCHS = re.compile(r"Num Epochs = (?P<n>\d[\d,]*(?:\.\d+)?)")
 
 
+#: Why a record the file's last line cut mid-write is cut (``Entry.cut``).
+CUT_AT_END = "the file's last line, cut mid-write"
+
+
 @dataclass
 class Entry:
     line: int
@@ -125,7 +129,7 @@ def _one(piece: str, start: int, line: int, ended: bool, out: Dicts) -> int:
     try:
         value, end = parse_literal(piece, start)
     except LiteralError as e:
-        cut = "the file's last line, cut mid-write" if e.incomplete and not ended else str(e)
+        cut = CUT_AT_END if e.incomplete and not ended else str(e)
         if not _keep_prefix(dict_prefix(piece, start), line, cut, out):
             if e.incomplete and not ended:
                 out.truncated = line
@@ -460,10 +464,21 @@ def _next_line(runs: Sequence[tuple[list[Entry], str]], index: int, found: Dicts
 
 def _end_signs(found: Dicts, entries: Sequence[Entry], hi: int) -> tuple[_end.Sign | None, str]:
     """The error or interrupt a run's lines end on after its last record (through line
-    ``hi``), unless its end-of-training record follows it (``_end.Signs.verdict``)."""
-    lines = [e.line for e in entries if e.kind != SUMMARY]
+    ``hi``), unless its end-of-training record follows it (``_end.Signs.verdict``). A record
+    cut mid-write at the file's end is one the process never finished writing: the last record
+    is the whole one before it, so an error printed between the two (a disk full, the process
+    dying while it wrote) is the run's end."""
+    kept = [e for e in entries if e.kind != SUMMARY]
+    if len(kept) > 1 and kept[-1].line == found.stats.lines and _cut_at_end(kept[-1], found):
+        kept = kept[:-1]
+    lines = [e.line for e in kept]
     ends = [e.line for e in entries if e.kind == SUMMARY]
     return found.signs.verdict(lines[0], lines[-1], hi, ends[-1] if ends else None)
+
+
+def _cut_at_end(e: Entry, found: Dicts) -> bool:
+    """``e`` is a record the file's last line cut mid-write (kept by its prefix, or dropped)."""
+    return e.cut == CUT_AT_END or (e.kind == DAMAGED and found.truncated == e.line)
 
 
 def end_evidence(

@@ -65,6 +65,14 @@ MAPPINGS: tuple[MetricMapping, ...] = (
     ),
     MetricMapping(
         VERL,
+        "actor/entropy_loss",
+        Step.ENTROPY_MEAN,
+        assumes=_TOKEN_MEAN,
+        note="verl < 0.4's name of the entropy itself (policy_loss = pg_loss - entropy_loss x "
+        "entropy_coeff), aggregated with loss_agg_mode, mean over micro-batches",
+    ),
+    MetricMapping(
+        VERL,
         "actor/kl_loss",
         Step.KL_REF_MEAN,
         requires=(("use_kl_loss", (True,)), ("kl_loss_type", ("low_var_kl", "k3"))) + _ONE_UPDATE,
