@@ -70,6 +70,10 @@ class RunFacts:
     updates_per_batch: int | None = None
     updates_origin: str = ""  # where updates_per_batch comes from ("TRL's default ...")
     max_grad_norm: float | None = None  # the gradient clip the run states (None: unstated)
+    #: Completions per prompt (the group a group-relative advantage compares within) as the run
+    #: states it (TRL num_generations, verl rollout.n, ...), and where; None: unstated.
+    group_size: int | None = None
+    group_size_origin: str = ""
     #: The completion-length cap the run's config states (``length.stated_length_cap``: TRL's
     #: max_completion_length, verl's data.max_response_length, ...) and its key; None: unstated.
     length_cap: float | None = None

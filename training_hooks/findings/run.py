@@ -384,6 +384,8 @@ def facts_of(info: RunInfo | None, *, status: str | None = None, **overrides) ->
     kl_coef, kl_origin = stated_kl_coef(info)
     facts = replace(facts, updates_per_batch=updates, updates_origin=origin)
     facts = replace(facts, kl_coef=kl_coef, kl_coef_origin=kl_origin)
+    size, size_origin = stated_group_size(info)
+    facts = replace(facts, group_size=size, group_size_origin=size_origin)
     weights, weights_origin = applied_reward_weights(info.config)
     facts = replace(facts, reward_weights=weights, reward_weights_origin=weights_origin)
     return replace(facts, **overrides)
@@ -404,6 +406,25 @@ def applied_reward_weights(config: Any) -> tuple[dict[str, float] | None, str]:
     if "reward_weights" in config and stated is None:
         return weights, "TRL's reward_weights (unset: each function weighs 1, TRL's default)"
     return weights, "the run's reward_weights"
+
+
+#: Advantage estimators (verl's ``algorithm.adv_estimator``) that compare a completion with the
+#: other completions of its prompt's group; any other (gae, reinforce_plus_plus, remax) has its own
+#: baseline, and a group of one is its design.
+GROUP_ESTIMATORS = ("grpo", "rloo", "opo", "grpo_passk", "gspo", "drgrpo", "gpg")
+
+
+def stated_group_size(info: RunInfo) -> tuple[int | None, str]:
+    """(completions per prompt, where the run states it) for an import whose advantage is
+    group-relative (its estimator stated as one of ``GROUP_ESTIMATORS``, or unstated); (None, "")
+    when the run does not state it or its estimator has a baseline of its own."""
+    got = _setting(info, "group_size")
+    if got is None or not isinstance(got[0], int) or isinstance(got[0], bool) or got[0] < 1:
+        return None, ""
+    est = _setting(info, "adv_estimator")
+    if est is not None and str(est[0]).lower() not in GROUP_ESTIMATORS:
+        return None, ""
+    return got[0], got[1] + (f" (adv_estimator {est[0]})" if est is not None else "")
 
 
 def _one_update_per_row(info: RunInfo) -> bool | None:

@@ -167,7 +167,27 @@ def check_learning_signal(
         if (flat := _constant_reward(df, reward)) is not None:
             cov.ran("zero-variance groups", "the reward is constant")
             return [flat]
+    if facts.group_size == 1:
+        cov.ran("zero-variance groups", f"group size 1 ({facts.group_size_origin})")
+        return [_group_of_one(facts)]
     return _check_zero_variance(df, cov)
+
+
+def _group_of_one(facts: RunFacts) -> Finding:
+    """``zero_variance`` for a run whose every group is one completion: no group comparison."""
+    return Finding(
+        ZERO_VARIANCE,
+        WARNING,
+        "Groups of one completion: no group to compare within",
+        "The run samples one completion per prompt (group size 1: "
+        f"{facts.group_size_origin}), with a group-relative advantage: every group has zero "
+        "variance by construction (100% of groups), so the advantage has no group baseline. "
+        "verl's GRPO then uses the raw score as the advantage (mean 0, std 1 for a group of "
+        "one); an estimator that subtracts the group mean gives 0.",
+        "GRPO and GSPO learn from differences within a prompt's group: sample several "
+        "completions per prompt (rollout.n / num_generations of 4-16), or use an estimator with "
+        "its own baseline (REINFORCE++, a critic) if one sample per prompt is intended.",
+    )
 
 
 def _constant_reward(df: pd.DataFrame, reward: np.ndarray) -> Finding | None:

@@ -75,6 +75,26 @@ def rolling_baseline(y: np.ndarray, groups: np.ndarray) -> tuple[np.ndarray, np.
     return med, mad
 
 
+def neighbour_max(y: np.ndarray, groups: np.ndarray) -> np.ndarray:
+    """Per row: the largest finite value of the rows ``rolling_baseline`` compares it with (same
+    group, within ``spike_window`` group rows on each side, the row left out); NaN where
+    ``rolling_baseline`` gives none."""
+    h = int(RUN.spike_window.value)
+    need = int(RUN.spike_min_neighbours.value)
+    past = int(RUN.spike_min_past.value)
+    top = np.full(len(y), np.nan)
+    for g in dict.fromkeys(groups.tolist()):
+        idx = np.flatnonzero(groups == g)
+        padded = np.concatenate([np.full(h, np.nan), y[idx], np.full(h, np.nan)])
+        win = np.lib.stride_tricks.sliding_window_view(padded, 2 * h + 1).copy()
+        win[:, h] = np.nan
+        ok = np.isfinite(win).sum(axis=1) >= need
+        ok &= np.isfinite(win[:, :h]).sum(axis=1) >= past
+        if ok.any():
+            top[idx[ok]] = np.nanmax(win[ok], axis=1)
+    return top
+
+
 def row_nanmedian(w: np.ndarray) -> np.ndarray:
     """Median of each row's finite values (each row has at least one): the two middle values of
     the sorted row (sorting puts NaN last), averaged: one sort, where ``np.nanmedian`` copies
@@ -91,19 +111,22 @@ def spike_mask(
 ) -> tuple[np.ndarray, np.ndarray]:
     """(spike rows, the rolling median they were judged against). Judged on log y, since KL and
     |log-ratio| series are positive and heavy-tailed (the demo's KL old→new spans four orders of
-    magnitude within a few steps): a spike is
+    magnitude within a few steps): a spike is ``y > spike_factor * e^med`` and either
     ``log y - med > spike_mads * 1.4826 * MAD`` (median and MAD of the same-lag neighbours' log y;
-    1.4826 MAD is the standard deviation of Gaussian noise) and ``y > spike_factor * e^med``.
+    1.4826 MAD is the standard deviation of Gaussian noise) or ``y > spike_over_max`` x the
+    largest of those neighbours (a noisy series' MAD can hide a jump above every one of them).
     Values <= 0 (a KL that was never positive, a k1 estimate below 0) are not judged. ``mads``
     replaces ``spike_mads`` (the lower bar of a corroborated spike, ``check_spikes``)."""
     with np.errstate(divide="ignore", invalid="ignore"):
         ly = np.log(np.where(y > 0, y, np.nan))
     med, mad = rolling_baseline(ly, groups)
+    top = neighbour_max(ly, groups)
     judged = np.isfinite(ly) & np.isfinite(med)
     with np.errstate(invalid="ignore"):
         jump = ly - med
         k = RUN.spike_mads.value if mads is None else mads
-        high = (jump > k * 1.4826 * mad) & (jump > np.log(RUN.spike_factor.value))
+        over = (jump > k * 1.4826 * mad) | (ly - top > np.log(RUN.spike_over_max.value))
+        high = over & (jump > np.log(RUN.spike_factor.value))
     return judged & high, np.exp(med)
 
 

@@ -165,6 +165,14 @@ class RunThresholds:
     spike_factor: Threshold = Threshold(
         5.0, "x the rolling median", OURS + "half an order of magnitude"
     )
+    spike_over_max: Threshold = Threshold(
+        3.0,
+        "x the largest of the same-lag neighbours (with spike_factor x their median)",
+        OURS + "a step three times above every one of its 8-24 neighbours is an outlier whatever "
+        "their scatter: a KL scattered over an order of magnitude step to step has a robust "
+        "sigma of log y near 0.6, so spike_mads asks for 30-40x its median, and a single step "
+        "at 15x the median and 3.8x the largest neighbour went unsaid",
+    )
     spike_window: Threshold = Threshold(12, "same-lag steps each side", OURS)
     spike_min_neighbours: Threshold = Threshold(8, "same-lag steps", OURS + "fewer: not judged")
     spike_min_past: Threshold = Threshold(
