@@ -175,6 +175,8 @@ TENSOR_STD: dict[str, str] = {
 COMPONENT_NAMES = ("fmt", "format", "format_reward", "correct", "correctness", "accuracy_reward")
 SUCCESS_NAMES = ("acc", "accuracy", "correct", "correct_rate", "success", "pass_rate", "solve_rate")
 COMPONENT_SUFFIX = "_reward"
+#: ``rewards/<name>`` (and ``rewards/<name>/mean``): one reward function's score, as TRL names it.
+COMPONENT_KEY = re.compile(r"^rewards?/([^/]+)(?:/mean)?$")
 
 
 def name_key(name: str) -> str:
@@ -192,6 +194,9 @@ def guess_meaning(name: str) -> str | None:
     key = name_key(name)
     if key in NAME_MEANINGS:
         return NAME_MEANINGS[key]
+    sub = COMPONENT_KEY.match(name)
+    if sub is not None:  # TRL's own naming of a reward function's score: rewards/<name>
+        return component_column(sub.group(1))
     if (
         key in COMPONENT_NAMES
         or key in SUCCESS_NAMES

@@ -17,7 +17,8 @@ else the record's index (said so).
 ``config.yaml`` / ``.yml``, ``*_summary.json``, ``*_args.json``, ``*_config.yaml``): flattened with
 "/", a key's last part through ``PLANNED_KEYS`` (the planned number of steps: ``max_steps``,
 ``num_train_iters``, ``total_rounds``, ...; ``num_train_epochs`` as epochs) and
-``GROUP_KEYS`` (``group_size``, ``num_generations``, ``n_samples``, ``num_chains``, ...). A bare
+``GROUP_KEYS`` (``group_size``, ``num_generations``, ``n_samples``, ``num_chains``, ...), and
+``CLIP_KEYS`` (``max_grad_norm``). A bare
 ``steps`` / ``rounds`` / ``iterations`` is a plan only in a config (a summary's ``steps`` counts
 the steps done). Two keys of one meaning that disagree are read as neither (said). Each setting
 read is said with its file and key.
@@ -99,6 +100,8 @@ GROUP_KEYS = (
     "num_rollouts",
     "n_rollouts",
 )
+#: A settings key -> the gradient-norm clip (``max_grad_norm``).
+CLIP_KEYS = ("max_grad_norm", "clip_grad_norm", "grad_clip_norm")
 #: A summary's count of the steps that ran.
 DONE_KEYS = ("steps", "total_steps_done", "steps_done", "num_steps_done", "global_step")
 
@@ -382,6 +385,10 @@ def read_sidecars(log: Path) -> Sidecar:
         for key, v in flat.items():
             last = key.rsplit("/", 1)[-1].lower()
             n = _count(v)
+            if last in CLIP_KEYS and isinstance(v, int | float) and not isinstance(v, bool):
+                if v > 0:
+                    found.setdefault("max_grad_norm", {})[v] = f"{p.name}: {key}"
+                continue
             if n is None:
                 if last in EPOCH_KEYS and isinstance(v, float) and v > 0:
                     found.setdefault("num_train_epochs", {})[v] = f"{p.name}: {key}"
@@ -408,7 +415,7 @@ def read_sidecars(log: Path) -> Sidecar:
 
 def with_sidecars(log: SourceLog) -> SourceLog:
     """``log`` with what the settings files beside it state (``read_sidecars``: the
-    planned end, the group size; a ``--set`` wins) and, where they state a plan or the loop's
+    planned end, the group size, the gradient clip; a ``--set`` wins) and, where they state a plan or the loop's
     summary counts its steps, the evidence of the run's end."""
     side = read_sidecars(log.file)
     if not side.files:
