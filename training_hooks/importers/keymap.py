@@ -8,13 +8,17 @@
 
 The map says what the log's keys mean: ``--map MEANING=KEY`` stores KEY's values in our column
 MEANING (``MEANINGS``: our step columns, the gradient norm, and the short words of
-``MEANING_WORDS``). The import records it (run.json ``imported.key_map``: the step key and every
-meaning with its key and who stated it). Every other numeric key is kept under its own name, or as
-``<tool>/<key>`` where its name is one of our columns: a name alone never claims our meaning.
+``MEANING_WORDS``). A numeric key the map does not name takes the meaning its name has
+(``NAME_MEANINGS``, the table the ``text`` importer uses), recorded as guessed (run.json
+``imported.key_map``: the step key and every meaning with its key and who stated or guessed it);
+a key whose name means nothing of ours is kept under its own name, or as ``<tool>/<key>`` where
+that name is one of our columns. ROLL's reader (``roll``) guesses nothing: its keys are shipped.
 
 The step is ``--step KEY`` (integer values; ``3.0`` is 3); a record without one is skipped and
-counted. Without ``--step`` the step is the record's index in the file from 0, and the record
-says so. Several records of one step are merged, the later record's value winning per key
+counted. Without ``--step``: a key of ``own_log.STEP_KEYS`` (step, global_step, iteration, round,
+...) that every record holds as a never-falling integer, said as guessed; else the record's index
+in the file from 0, and the record says so. A JSON document of records and the settings file
+beside the log: ``own_log``. Several records of one step are merged, the later record's value winning per key
 (``duplicate_steps``; the report says so).
 
 Values: JSON numbers (``true``/``false`` as 1/0) and text that is a number (``"0.5"``, ``"nan"``:
