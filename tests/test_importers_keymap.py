@@ -23,7 +23,7 @@ from training_hooks.importers._core import TOOLS
 from training_hooks.importers._describe import report_lines
 from training_hooks.importers._read import SourceLog
 from training_hooks.importers._spec import RunSettings, ToolSpec
-from training_hooks.importers.keymap import MEANINGS, key_map_of
+from training_hooks.importers.keymap import GUESSED, MEANINGS, STEP_GUESSED, key_map_of
 from training_hooks.schema import Step
 
 
@@ -60,8 +60,9 @@ def _cells(steps: Steps, column: str) -> list:
 
 def test_jsonl_key_map_puts_each_value_in_its_column_and_records_the_map(tmp_path):
     """--map reward=mean_reward, kl=train/kl (nested): our columns hold those values, cell by
-    cell; 'loss' (unmapped, one of our names) is kept as jsonl/loss, never our loss; the text
-    'n/a' is left null and counted; step 2 logged twice keeps the later record's values."""
+    cell; 'loss' (unmapped) takes the meaning its name has (our loss, recorded as guessed) and
+    'acc' (a success rate; the reward is mapped) a reward component's column; the text 'n/a' is
+    left null and counted; step 2 logged twice keeps the later record's values."""
     log = _jsonl(
         tmp_path / "metrics.jsonl",
         [
@@ -83,9 +84,9 @@ def test_jsonl_key_map_puts_each_value_in_its_column_and_records_the_map(tmp_pat
     assert df["step"] == [0, 1, 2]
     assert _cells(df, Step.REWARD_MEAN) == [0.25, None, 0.75]  # 'n/a' null; step 2: the later
     assert _cells(df, Step.KL_REF_MEAN) == [0.001, 0.002, 0.004]
-    assert _cells(df, "jsonl/loss") == [0.5, 0.4, 0.3]  # "0.3" is a number written as text
-    assert _cells(df, Step.LOSS) == [None, None, None]  # their loss was not mapped: not ours
-    assert _cells(df, "acc") == [None, None, 1.0]
+    assert _cells(df, Step.LOSS) == [0.5, 0.4, 0.3]  # guessed by name; "0.3" is a number as text
+    assert _cells(df, "rewards/acc/mean") == [None, None, 1.0]
+    assert "acc" not in df.columns and "jsonl/loss" not in df.columns
     assert "phase" not in df.columns
     info = schema.read_run_info(res["run_dir"])
     rec = info.imported
@@ -95,10 +96,19 @@ def test_jsonl_key_map_puts_each_value_in_its_column_and_records_the_map(tmp_pat
         "map": {
             "reward_mean": {"key": "mean_reward", "from": "--map"},
             "kl_ref_mean": {"key": "train/kl", "from": "--map"},
+            "loss": {"key": "loss", "from": GUESSED},
+            "rewards/acc/mean": {"key": "acc", "from": GUESSED},
         },
     }
-    assert rec.mapped == {"mean_reward": "reward_mean", "train/kl": "kl_ref_mean"}
-    assert rec.renamed == {"loss": "jsonl/loss"}
+    assert rec.mapped == {
+        "mean_reward": "reward_mean",
+        "train/kl": "kl_ref_mean",
+        "loss": "loss",
+        "acc": "rewards/acc/mean",
+    }
+    assert rec.renamed == {}
+    facts = findings.facts_of(info)
+    assert facts.guessed == frozenset({"loss", "rewards/acc/mean"})  # said on every finding
     assert rec.withheld == {
         "mean_reward": "1 value is not a number ('n/a' at line 2): left null, not NaN"
     }
@@ -114,7 +124,11 @@ def test_jsonl_key_map_puts_each_value_in_its_column_and_records_the_map(tmp_pat
     assert facts.sources[Step.REWARD_MEAN] == "mean_reward"  # Health names their key
     lines = report_lines(rec, info)
     assert "step: 'it' (--step)" in lines
-    assert "key map: reward_mean = 'mean_reward' (--map), kl_ref_mean = 'train/kl' (--map)" in lines
+    said = next(ln for ln in lines if ln.startswith("key map: "))
+    assert said.startswith(
+        "key map: reward_mean = 'mean_reward' (--map), kl_ref_mean = 'train/kl' (--map), "
+        f"loss = 'loss' ({GUESSED})"
+    )
     assert (
         "withheld: mean_reward: 1 value is not a number ('n/a' at line 2): left null, not NaN"
         in lines
@@ -143,14 +157,27 @@ def test_jsonl_gspo_epsilon_is_the_sequence_range_and_max_steps_gives_the_status
     assert findings.facts_of(info0).status == "finished"
 
 
-def test_jsonl_without_step_uses_the_record_index_and_says_so(tmp_path):
+def test_jsonl_without_step_takes_a_step_key_by_its_name_and_says_so(tmp_path):
+    """No --step: 'step' (integers, never falling) is the step, said as guessed from its name."""
     log = _jsonl(tmp_path / "x.jsonl", [{"step": 10, "r": 1.0}, {"step": 20, "r": 2.0}])
     res = importers.import_run(
         "jsonl", log, root=tmp_path / "r", key_map=key_map_of("jsonl", maps=["reward=r"])
     )
     df = _steps(res["run_dir"])
-    assert df["step"] == [0, 1]
+    assert df["step"] == [10, 20]
     assert _cells(df, Step.REWARD_MEAN) == [1.0, 2.0]
+    rec = schema.read_run_info(res["run_dir"]).imported
+    assert rec.key_map["step"] == {"key": "step", "from": STEP_GUESSED}
+
+
+def test_jsonl_without_a_step_key_uses_the_record_index_and_says_so(tmp_path):
+    """A 'step' that falls (10, 5) is no step: the record index, said so."""
+    log = _jsonl(tmp_path / "x.jsonl", [{"step": 10, "r": 1.0}, {"step": 5, "r": 2.0}])
+    res = importers.import_run(
+        "jsonl", log, root=tmp_path / "r", key_map=key_map_of("jsonl", maps=["reward=r"])
+    )
+    df = _steps(res["run_dir"])
+    assert df["step"] == [0, 1]
     assert _cells(df, "step") == [0, 1]  # the record's own 'step' is not read as the step
     rec = schema.read_run_info(res["run_dir"]).imported
     assert rec.key_map["step"] == {"key": None, "from": "the record index from 0 (no --step)"}

@@ -68,6 +68,22 @@ WANDB_STORE = Kind(
 ROLL_JSONL = Kind(
     "roll_jsonl", 'a ROLL metrics.jsonl (flat JSON lines with "system/step")', ("roll",)
 )
+OWN_JSON = Kind(
+    "own_json",
+    "a loop's own JSON log (JSON lines, or one document of records: a list of objects, an "
+    "object holding one list of them, or objects keyed by step)",
+    ("jsonl",),
+)
+OWN_CSV = Kind("own_csv", "a loop's own CSV log (a header row of its keys)", ("csv",))
+#: The head of a JSON document of records: a list of objects; objects keyed by an integer (the
+#: step); an object whose first list-valued member, after scalar members only, is of objects.
+JSON_DOCUMENT = re.compile(
+    r"""^\s*(?:\[\s*\{|\{\s*"-?\d+"\s*:\s*\{|\{(?:\s*"[^"]*"\s*:\s*(?:"[^"]*"|[-\w.+]+)\s*,)*"""
+    r"""\s*"[^"]*"\s*:\s*\[\s*\{)"""
+)
+#: Rows of a CSV log the head must show under its header (as many cells, a number among them).
+CSV_MIN_ROWS = 2
+CSV_DELIMITERS = (",", ";", "\t")
 
 
 def sniff(path: Path) -> Kind | None:
@@ -86,7 +102,33 @@ def sniff(path: Path) -> Kind | None:
         kind = _json_kind(text)
         if kind is not None:
             return kind
-    return _console_kind(text)
+        if JSON_DOCUMENT.match(text):
+            return OWN_JSON
+    return _console_kind(text) or _csv_kind(text)
+
+
+def _csv_kind(text: str) -> Kind | None:
+    """A header row of two names or more (none a number) and ``CSV_MIN_ROWS`` rows of as many
+    cells under it, each with a number."""
+    lines = [ln for ln in text.lstrip("\ufeff").splitlines()[:-1] if ln.strip()]
+    if len(lines) < CSV_MIN_ROWS + 1:
+        return None
+    for sep in CSV_DELIMITERS:
+        names = [c.strip().strip('"') for c in lines[0].split(sep)]
+        if len(names) < 2 or not all(names) or any(_number(c) for c in names):
+            continue
+        rows = [ln.split(sep) for ln in lines[1 : CSV_MIN_ROWS + 1]]
+        if all(len(r) == len(names) and any(_number(c) for c in r) for r in rows):
+            return OWN_CSV
+    return None
+
+
+def _number(cell: str) -> bool:
+    try:
+        float(cell.strip().strip('"'))
+    except ValueError:
+        return False
+    return True
 
 
 #: A W&B datastore's (``run-<id>.wandb``) 7-byte header: ident, magic, version
@@ -131,7 +173,7 @@ def _json_kind(text: str) -> Kind | None:
             return ROLL_JSONL
         if "step" in obj:
             return TINKER_JSONL
-        return None
+        return OWN_JSON
     if re.search(r'"log_history"\s*:', text):
         return TRAINER_STATE
     return None

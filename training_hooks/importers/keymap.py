@@ -8,13 +8,17 @@
 
 The map says what the log's keys mean: ``--map MEANING=KEY`` stores KEY's values in our column
 MEANING (``MEANINGS``: our step columns, the gradient norm, and the short words of
-``MEANING_WORDS``). The import records it (run.json ``imported.key_map``: the step key and every
-meaning with its key and who stated it). Every other numeric key is kept under its own name, or as
-``<tool>/<key>`` where its name is one of our columns: a name alone never claims our meaning.
+``MEANING_WORDS``). A numeric key the map does not name takes the meaning its name has
+(``NAME_MEANINGS``, the table the ``text`` importer uses), recorded as guessed (run.json
+``imported.key_map``: the step key and every meaning with its key and who stated or guessed it);
+a key whose name means nothing of ours is kept under its own name, or as ``<tool>/<key>`` where
+that name is one of our columns. ROLL's reader (``roll``) guesses nothing: its keys are shipped.
 
 The step is ``--step KEY`` (integer values; ``3.0`` is 3); a record without one is skipped and
-counted. Without ``--step`` the step is the record's index in the file from 0, and the record
-says so. Several records of one step are merged, the later record's value winning per key
+counted. Without ``--step``: a key of ``own_log.STEP_KEYS`` (step, global_step, iteration, round,
+...) that every record holds as a never-falling integer, said as guessed; else the record's index
+in the file from 0, and the record says so. A JSON document of records and the settings file
+beside the log: ``own_log``. Several records of one step are merged, the later record's value winning per key
 (``duplicate_steps``; the report says so).
 
 Values: JSON numbers (``true``/``false`` as 1/0) and text that is a number (``"0.5"``, ``"nan"``:
@@ -27,9 +31,7 @@ not stored (``dropped_non_numeric``). Nested JSON objects are flattened with "/"
 
 from __future__ import annotations
 
-import csv
 import difflib
-import io
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -37,17 +39,18 @@ from pathlib import Path
 from typing import Any
 
 from gspo_metrics.spec import LOSS_INFO, SEQUENCE_SUFFIX, clip_unit_of
+from training_hooks.importers import own_log
 from training_hooks.importers._read import (
     SourceLog,
     as_step,
     is_number,
     merge_by_step,
-    read_json_lines,
 )
 from training_hooks.importers._sniff import wrong_format
 from training_hooks.importers._spec import RunSettings, Settings, ToolSpec, no_facts, one_run
+from training_hooks.importers.own_log import Records, csv_records, json_records, with_sidecars
 from training_hooks.metric_map import GRAD_NORM, Derived
-from training_hooks.names import few, flatten
+from training_hooks.names import few
 from training_hooks.schema import STEP_METRIC_COLUMNS, Step
 from training_hooks.tool_settings import CSV, JSONL, SETTING_KEYS, Setting, _literal
 
@@ -176,6 +179,8 @@ TENSOR_STD: dict[str, str] = {
 COMPONENT_NAMES = ("fmt", "format", "format_reward", "correct", "correctness", "accuracy_reward")
 SUCCESS_NAMES = ("acc", "accuracy", "correct", "correct_rate", "success", "pass_rate", "solve_rate")
 COMPONENT_SUFFIX = "_reward"
+#: ``rewards/<name>`` (and ``rewards/<name>/mean``): one reward function's score, as TRL names it.
+COMPONENT_KEY = re.compile(r"^rewards?/([^/]+)(?:/mean)?$")
 
 
 def name_key(name: str) -> str:
@@ -193,6 +198,9 @@ def guess_meaning(name: str) -> str | None:
     key = name_key(name)
     if key in NAME_MEANINGS:
         return NAME_MEANINGS[key]
+    sub = COMPONENT_KEY.match(name)
+    if sub is not None:  # TRL's own naming of a reward function's score: rewards/<name>
+        return component_column(sub.group(1))
     if (
         key in COMPONENT_NAMES
         or key in SUCCESS_NAMES
@@ -311,74 +319,59 @@ def key_map_of(
     )
 
 
+GUESSED = "guessed from its name (the meaning table keymap.NAME_MEANINGS)"
+
+
+def guesses(
+    keys: list[str], key_map: KeyMap, how: str = GUESSED
+) -> tuple[dict[str, str], dict[str, Any]]:
+    """{their key: our column} (the user's ``--map`` first, then the guesses), and the record
+    of who named each (run.json ``imported.key_map["map"]``)."""
+    stated = key_map.key_of()
+    out = dict(stated)
+    record: dict[str, Any] = {c: {"key": k, "from": "--map"} for k, c in stated.items()}
+    taken = set(stated.values())
+    batch_keys = {k.rsplit(".", 1)[0] for k in keys if k.endswith(".mean")}
+    for k in keys:
+        if k in out:
+            continue
+        base, _, stat = k.rpartition(".")
+        if base in batch_keys and stat in ("mean", "std", "n"):
+            if base in stated:  # --map reward=rewards: the batch named by its key
+                column = stated[base] if stat == "mean" else None
+                column = TENSOR_STD.get(stated[base]) if stat == "std" else column
+            else:
+                meaning = guess_meaning(base)
+                column = (
+                    meaning
+                    if stat == "mean"
+                    else TENSOR_STD.get(meaning or "")
+                    if stat == "std"
+                    else None
+                )
+        else:
+            column = guess_meaning(k)
+        if column is None or column in taken:
+            continue
+        out[k] = column
+        taken.add(column)
+        record[column] = {"key": k, "from": how}
+    if Step.REWARD_MEAN not in taken:  # a success rate is the reward a log without one has
+        rate = next((k for k in keys if name_key(k) in SUCCESS_NAMES and k in out), None)
+        if rate is not None:
+            del record[out[rate]]
+            out[rate] = Step.REWARD_MEAN
+            record[Step.REWARD_MEAN] = {
+                "key": rate,
+                "from": how + "; a success rate, read as the reward: the log has no total",
+            }
+    return out, record
+
+
 # ----------------------------------------------------------------------------- reading
 
 
-@dataclass(frozen=True)
-class Records:
-    """A file's records: (line number, {key: raw value}), and what could not be read."""
-
-    rows: tuple[tuple[int, dict[str, Any]], ...]
-    malformed: tuple[dict[str, Any], ...]
-    truncated_last_line: int | None
-    lines: int
-    what: str  # the file's kind in words
-
-
-def json_records(file: Path) -> Records:
-    """Every JSON object of a JSON-lines file, nested objects flattened with "/"."""
-    jl = read_json_lines(file)
-    rows, bad = [], list(jl.malformed)
-    for n, obj in jl.objects:
-        if isinstance(obj, dict):
-            rows.append((n, flatten(obj, "/")))
-        else:
-            bad.append({"line": n, "reason": f"not a JSON object ({type(obj).__name__})"})
-    bad.sort(key=lambda d: d["line"])
-    return Records(tuple(rows), tuple(bad), jl.truncated_last_line, jl.lines, "JSON lines")
-
-
-def csv_records(file: Path) -> Records:
-    """Every row of a CSV file under its header's names (the delimiter sniffed among , ; tab)."""
-    try:
-        text = file.read_bytes().decode("utf-8-sig")
-    except UnicodeDecodeError as e:
-        raise ValueError(f"{file} is not UTF-8 text ({e.reason} at byte {e.start})") from None
-    try:
-        dialect: Any = csv.Sniffer().sniff(text[:65536], delimiters=",;\t")
-    except csv.Error:
-        dialect = csv.excel
-    reader = csv.reader(io.StringIO(text, newline=""), dialect)
-    try:
-        header = next(reader)
-    except StopIteration:
-        raise ValueError(f"{file} is empty: a CSV log needs a header row") from None
-    except csv.Error as e:
-        raise ValueError(f"{file}: the header row is not CSV ({e})") from None
-    names = [h.strip() for h in header]
-    if not any(names) or "" in names:
-        raise ValueError(f"{file}: the header row has an empty column name: {header!r}")
-    twice = sorted({n for n in names if names.count(n) > 1})
-    if twice:
-        raise ValueError(f"{file}: the header names {', '.join(map(repr, twice))} twice")
-    raw: list[tuple[int, list[str]]] = []
-    bad: list[dict[str, Any]] = []
-    try:
-        for cells in reader:
-            if cells and any(c.strip() for c in cells):
-                raw.append((reader.line_num, cells))
-    except csv.Error as e:
-        bad.append({"line": reader.line_num, "reason": f"not CSV ({e}); the rest not read"})
-    rows, truncated = [], None
-    for k, (n, cells) in enumerate(raw):
-        if len(cells) == len(names):
-            rows.append((n, dict(zip(names, cells, strict=True))))
-        elif len(cells) < len(names) and k == len(raw) - 1:
-            truncated = n  # a last row cut short: a copy or a run still writing
-        else:
-            bad.append({"line": n, "reason": f"{len(cells)} cells, the header has {len(names)}"})
-    lines = text.count("\n") + (0 if text.endswith("\n") or not text else 1)
-    return Records(tuple(rows), tuple(bad), truncated, lines, "CSV")
+BOOLEAN_TEXT = {"true": 1.0, "false": 0.0}
 
 
 def value_of(v: Any) -> float | None | str:
@@ -392,6 +385,8 @@ def value_of(v: Any) -> float | None | str:
         s = v.strip()
         if not s:
             return None
+        if s.lower() in BOOLEAN_TEXT:  # a CSV of Python's True / False: 1 / 0, as JSON's
+            return BOOLEAN_TEXT[s.lower()]
         try:
             return float(s)
         except ValueError:
@@ -407,19 +402,22 @@ def keymap_log(
     *,
     default_step: str | None = None,
     default_origin: str = "",
+    guess: bool = False,
 ) -> SourceLog:
     """The records as a ``SourceLog``: the step from ``key_map.step`` (else ``default_step``, the
-    format's own step key, said to come from ``default_origin``; else the record index), the
-    map's keys checked against the file, text cells of numeric keys counted and left out.
-    ValueError naming a step or mapped key no record holds, or a file holding no record."""
+    format's own step key, said to come from ``default_origin``; else, with ``guess``, a key
+    that holds a step by its name (``own_log.step_key_of``); else the record index), the map's
+    keys checked against the file, text cells of numeric keys counted and left out. With
+    ``guess`` every numeric key the map does not name gets the meaning its name has
+    (``guesses``), recorded as guessed. ValueError naming a step or mapped key no record holds,
+    or a file holding no record."""
     key_map = key_map or KeyMap()
     if not records.rows:
         first = records.malformed[0] if records.malformed else None
         why = f"; line {first['line']}: {first['reason']}" if first else ""
         raise ValueError(f"{file} holds no {records.what} record{why}")
     keys = list(dict.fromkeys(k for _, r in records.rows for k in r))
-    step_key = key_map.step or default_step
-    origin = "--step" if key_map.step else default_origin if default_step else ""
+    step_key, origin = _step_key(records, keys, key_map, default_step, default_origin, guess)
     if step_key is not None and step_key not in keys:
         raise ValueError(f"{_step_flag(key_map, origin)} {step_key!r}: {_absent(file, keys)}")
     for column, key in key_map.columns.items():
@@ -469,10 +467,55 @@ def keymap_log(
         settings_files=(),
         file_format=records.what,
         notes=tuple(notes),
-        key_map=key_map.key_of(),
-        key_record=_key_record(step_key, origin, key_map),
+        **_meanings(keys, numeric, step_key, origin, key_map, guess),
         withheld=text.withheld(),
     )
+
+
+STEP_GUESSED = (
+    "guessed from its name (keymap's step keys: step, global_step, iteration, round, ...): every "
+    "record holds it as an integer, never falling"
+)
+STEP_OF_DOCUMENT = "the document's keys: each record is keyed by its step"
+
+
+def _step_key(
+    records: Records,
+    keys: list[str],
+    key_map: KeyMap,
+    default_step: str | None,
+    default_origin: str,
+    guess: bool,
+) -> tuple[str | None, str]:
+    """The key holding the step and who named it ("" for the record index)."""
+    if key_map.step:
+        return key_map.step, "--step"
+    if default_step:
+        return default_step, default_origin
+    if not guess:
+        return None, ""
+    if own_log.STEP_OF_KEY in keys:
+        return own_log.STEP_OF_KEY, STEP_OF_DOCUMENT
+    found = own_log.step_key_of(records.rows)
+    return (found, STEP_GUESSED) if found else (None, "")
+
+
+def _meanings(
+    keys: list[str],
+    numeric: set[str],
+    step_key: str | None,
+    origin: str,
+    key_map: KeyMap,
+    guess: bool,
+) -> dict[str, Any]:
+    """``SourceLog.key_map`` and ``key_record``: the map stated, and with ``guess`` each other
+    numeric key's meaning by its name (recorded as guessed)."""
+    record = _key_record(step_key, origin, key_map)
+    if not guess:
+        return {"key_map": key_map.key_of(), "key_record": record}
+    named = [k for k in keys if k in numeric and k != step_key]
+    meaning, said = guesses(named, key_map)
+    return {"key_map": meaning, "key_record": {**record, "map": said}}
 
 
 def _numeric_keys(file: Path, records: Records, keys: list[str], key_map: KeyMap) -> set[str]:
@@ -559,12 +602,12 @@ def read_jsonl(path: Path, key_map: KeyMap | None = None) -> SourceLog:
     records = json_records(file)
     if not records.rows:
         raise wrong_format(file, JSONL, "JSON-lines record (one JSON object a line)")
-    return keymap_log(JSONL, file, records, key_map)
+    return with_sidecars(keymap_log(JSONL, file, records, key_map, guess=True))
 
 
 def read_csv(path: Path, key_map: KeyMap | None = None) -> SourceLog:
     file = find_log(path, (".csv", ".tsv"), "CSV log (*.csv)")
-    return keymap_log(CSV, file, csv_records(file), key_map)
+    return with_sidecars(keymap_log(CSV, file, csv_records(file), key_map, guess=True))
 
 
 def end_of(log: SourceLog, settings: Settings) -> tuple[bool | None, str]:

@@ -56,12 +56,10 @@ from training_hooks.importers._read import SourceLog, merge_by_step
 from training_hooks.importers._sniff import wrong_format
 from training_hooks.importers._text import BarSeen, LineStats, bars_in, cleaning_note, read_lines
 from training_hooks.importers.keymap import (
-    SUCCESS_NAMES,
-    TENSOR_STD,
+    GUESSED,  # noqa: F401  (where the tests and readers name it)
     KeyMap,
     _spec,
-    guess_meaning,
-    name_key,
+    guesses,
 )
 from training_hooks.importers.text_lines import Parsed, parse_line
 from training_hooks.names import few
@@ -69,7 +67,6 @@ from training_hooks.schema import Step
 from training_hooks.tool_settings import TEXT
 
 FILE_FORMAT = "a loop's own text log"
-GUESSED = "guessed from its name (the text importer's meaning table)"
 MAX_SHAPES_NAMED = 4
 
 
@@ -205,50 +202,6 @@ def _confirming(
         if all(_step(r) == bisect.bisect_left(lines, r.number) for r in got):
             return f"{len(got)} lines like {got[0].parsed.marker.text!r} at line {got[0].number}"  # type: ignore[union-attr]
     return ""
-
-
-def guesses(keys: list[str], key_map: KeyMap) -> tuple[dict[str, str], dict[str, Any]]:
-    """{their key: our column} (the user's ``--map`` first, then the guesses), and the record
-    of who named each (run.json ``imported.key_map["map"]``)."""
-    stated = key_map.key_of()
-    out = dict(stated)
-    record: dict[str, Any] = {c: {"key": k, "from": "--map"} for k, c in stated.items()}
-    taken = set(stated.values())
-    batch_keys = {k.rsplit(".", 1)[0] for k in keys if k.endswith(".mean")}
-    for k in keys:
-        if k in out:
-            continue
-        base, _, stat = k.rpartition(".")
-        if base in batch_keys and stat in ("mean", "std", "n"):
-            if base in stated:  # --map reward=rewards: the batch named by its key
-                column = stated[base] if stat == "mean" else None
-                column = TENSOR_STD.get(stated[base]) if stat == "std" else column
-            else:
-                meaning = guess_meaning(base)
-                column = (
-                    meaning
-                    if stat == "mean"
-                    else TENSOR_STD.get(meaning or "")
-                    if stat == "std"
-                    else None
-                )
-        else:
-            column = guess_meaning(k)
-        if column is None or column in taken:
-            continue
-        out[k] = column
-        taken.add(column)
-        record[column] = {"key": k, "from": GUESSED}
-    if Step.REWARD_MEAN not in taken:  # a success rate is the reward a log without one has
-        rate = next((k for k in keys if name_key(k) in SUCCESS_NAMES and k in out), None)
-        if rate is not None:
-            del record[out[rate]]
-            out[rate] = Step.REWARD_MEAN
-            record[Step.REWARD_MEAN] = {
-                "key": rate,
-                "from": GUESSED + "; a success rate, read as the reward: the log has no total",
-            }
-    return out, record
 
 
 def _zero_variance(

@@ -1,0 +1,467 @@
+"""A loop's own log of its own keys, read with nothing stated (the ``jsonl`` / ``csv`` imports
+without ``--step`` or ``--map``): its records from a JSON document, the key holding its step,
+and the settings file its loop wrote beside it.
+
+**A JSON document of records** (one document, not one object a line): a list of objects
+(``[{...}, {...}]``), an object holding exactly one list of objects (``{"history": [...]}``;
+its key named), or an object whose every key is an integer and every value an object
+(``{"0": {...}, "1": {...}}``: the key is the record's step, said as such). Each record keeps
+the line it starts on; a document cut short keeps every record before the cut and says where
+(``truncated_last_line``).
+
+**The step** where the user names none (``--step``): the first key of ``STEP_KEYS`` that every
+record holds as an integer, never falling (a repeat is merged), said as "guessed from its name";
+else the record's index (said so).
+
+**The settings file beside the log** (``SIDECARS``: ``args.json``, ``config.json``,
+``config.yaml`` / ``.yml``, ``*_summary.json``, ``*_args.json``, ``*_config.yaml``): flattened with
+"/", a key's last part through ``PLANNED_KEYS`` (the planned number of steps: ``max_steps``,
+``num_train_iters``, ``total_rounds``, ...; ``num_train_epochs`` as epochs) and
+``GROUP_KEYS`` (``group_size``, ``num_generations``, ``n_samples``, ``num_chains``, ...), and
+``CLIP_KEYS`` (``max_grad_norm``). A bare
+``steps`` / ``rounds`` / ``iterations`` is a plan only in a config (a summary's ``steps`` counts
+the steps done). Two keys of one meaning that disagree are read as neither (said). Each setting
+read is said with its file and key.
+
+**A summary** (``*_summary.json``) that the loop writes after its last step is its end record:
+when it states how many steps ran (``steps``, ``total_steps_done``, ...) and that count is the
+log's last step (or its count of records), training returned: the run ended where its own loop
+stopped it (a time budget, an early stop), even short of the planned end.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from training_hooks.importers._end import Evidence, Planned, Reached
+from training_hooks.importers._read import SourceLog, as_step, read_json_lines
+from training_hooks.names import flatten
+from training_hooks.tool_settings import Setting
+
+#: Keys that hold a step, most trusted first (a loop's own names for its optimizer step or round).
+STEP_KEYS = (
+    "step",
+    "global_step",
+    "train/global_step",
+    "trainer/global_step",
+    "_step",
+    "iteration",
+    "iter",
+    "round",
+    "round_num",
+    "update",
+    "system/step",
+)
+
+#: A settings key (its last "/" part, lowercased) -> the planned number of optimizer steps.
+PLANNED_KEYS = (
+    "max_steps",
+    "total_steps",
+    "total_training_steps",
+    "num_train_steps",
+    "num_training_steps",
+    "train_steps",
+    "num_steps",
+    "n_steps",
+    "num_train_iters",
+    "num_iterations",
+    "num_iters",
+    "max_iters",
+    "max_iterations",
+    "total_iterations",
+    "num_rounds",
+    "total_rounds",
+    "max_rounds",
+    "n_rounds",
+)
+#: A bare count of steps: a plan only in a config file (a summary's counts what ran).
+BARE_PLANNED_KEYS = ("steps", "iterations", "rounds", "iters")
+EPOCH_KEYS = ("num_train_epochs", "num_epochs", "epochs")
+#: A settings key -> completions sampled per prompt (the GRPO group).
+GROUP_KEYS = (
+    "group_size",
+    "num_generations",
+    "n_generations",
+    "num_samples",
+    "n_samples",
+    "samples_per_prompt",
+    "num_samples_per_prompt",
+    "n_samples_per_prompt",
+    "num_chains",
+    "rollout_n",
+    "num_rollouts",
+    "n_rollouts",
+)
+#: A settings key -> the gradient-norm clip (``max_grad_norm``).
+CLIP_KEYS = ("max_grad_norm", "clip_grad_norm", "grad_clip_norm")
+#: A summary's count of the steps that ran.
+DONE_KEYS = ("steps", "total_steps_done", "steps_done", "num_steps_done", "global_step")
+
+#: Settings files a loop writes beside its log (matched on the file name, lowercased).
+SIDECARS = re.compile(
+    r"^(?:args|config|hparams|params|.*_args|.*_config|.*_summary|summary)\.(?:json|ya?ml)$"
+)
+
+
+@dataclass(frozen=True)
+class Document:
+    """A JSON document's records: (line, flattened object), what could not be read."""
+
+    rows: tuple[tuple[int, dict[str, Any]], ...]
+    malformed: tuple[dict[str, Any], ...]
+    truncated_last_line: int | None
+    lines: int
+    what: str
+    keyed_steps: bool  # each record's step is its key in the document
+
+
+def _line_of(text: str, pos: int) -> int:
+    return text.count("\n", 0, pos) + 1
+
+
+def _skip(text: str, i: int) -> int:
+    while i < len(text) and text[i] in " \t\r\n":
+        i += 1
+    return i
+
+
+def _elements(
+    text: str, i: int, close: str, keyed: bool
+) -> tuple[list[tuple[int, Any, Any]], int | None]:
+    """The members of the list (``keyed`` False) or object opening at ``text[i]``: (line, key,
+    value) each; and the line where the document is cut (None when it closes)."""
+    dec = json.JSONDecoder()
+    out: list[tuple[int, Any, Any]] = []
+    i = _skip(text, i + 1)
+    while i < len(text) and text[i] != close:
+        start = i
+        try:
+            key = None
+            if keyed:
+                key, i = dec.raw_decode(text, i)
+                i = _skip(text, i)
+                if text[i : i + 1] != ":":
+                    return out, _line_of(text, start)
+                i = _skip(text, i + 1)
+            value, i = dec.raw_decode(text, i)
+        except (ValueError, RecursionError):
+            return out, _line_of(text, start)
+        out.append((_line_of(text, start), key, value))
+        i = _skip(text, i)
+        if text[i : i + 1] == ",":
+            i = _skip(text, i + 1)
+    return out, None if i < len(text) else _line_of(text, len(text))
+
+
+def document_records(text: str) -> Document | None:
+    """The records of a JSON document of records (module docstring); None when ``text`` is no
+    such document."""
+    i = _skip(text, 0)
+    lines = text.count("\n") + (0 if text.endswith("\n") or not text else 1)
+    if text[i : i + 1] == "[":
+        items, cut = _elements(text, i, "]", False)
+        return _records(items, cut, lines, "JSON document (a list of records)", False)
+    if text[i : i + 1] != "{":
+        return None
+    members, cut = _elements(text, i, "}", True)
+    if members and all(_is_int(k) and isinstance(v, dict) for _, k, v in members):
+        rows = [(n, {**flatten(v, "/")}) for n, _, v in members]
+        keyed = [(n, k, r) for (n, k, _), (_, r) in zip(members, rows, strict=True)]
+        return Document(
+            tuple((n, {STEP_OF_KEY: int(k), **r}) for n, k, r in keyed),
+            (),
+            cut,
+            lines,
+            "JSON document (records keyed by step)",
+            True,
+        )
+    lists = [(n, k, v) for n, k, v in members if _record_list(v)]
+    if len(lists) != 1 or cut is not None:
+        return None
+    line, key, _ = lists[0]
+    start = text.index("[", _offset_of_line(text, line))
+    items, _ = _elements(text, start, "]", False)
+    return _records(items, None, lines, f"JSON document (the records under {key!r})", False)
+
+
+#: The step column of records keyed by step (the document's keys).
+STEP_OF_KEY = "(document key)"
+
+
+def _offset_of_line(text: str, line: int) -> int:
+    pos = 0
+    for _ in range(line - 1):
+        pos = text.index("\n", pos) + 1
+    return pos
+
+
+def _is_int(k: Any) -> bool:
+    return isinstance(k, str) and re.fullmatch(r"-?\d+", k.strip()) is not None
+
+
+def _record_list(v: Any) -> bool:
+    return isinstance(v, list) and bool(v) and all(isinstance(x, dict) for x in v)
+
+
+def _records(
+    items: list[tuple[int, Any, Any]], cut: int | None, lines: int, what: str, keyed: bool
+) -> Document | None:
+    if not items or not any(isinstance(v, dict) for _, _, v in items):
+        return None
+    rows, bad = [], []
+    for n, _, v in items:
+        if isinstance(v, dict):
+            rows.append((n, flatten(v, "/")))
+        else:
+            bad.append({"line": n, "reason": f"not a JSON object ({type(v).__name__})"})
+    return Document(tuple(rows), tuple(bad), cut, lines, what, keyed)
+
+
+def is_step_series(values: list[Any]) -> bool:
+    """Every value an integer (``3.0`` is 3), never falling."""
+    got = []
+    for v in values:
+        if isinstance(v, bool) or not isinstance(v, int | float | str):
+            return False
+        try:
+            x = float(v)
+        except ValueError:
+            return False
+        if x != x or x != int(x):
+            return False
+        got.append(int(x))
+    return bool(got) and all(a <= b for a, b in zip(got, got[1:], strict=False))
+
+
+def step_key_of(rows: tuple[tuple[int, dict[str, Any]], ...]) -> str | None:
+    """The first key of ``STEP_KEYS`` every record holds as a never-falling integer."""
+    for key in STEP_KEYS:
+        if all(key in r for _, r in rows) and is_step_series([r[key] for _, r in rows]):
+            return key
+    return None
+
+
+# ----------------------------------------------------------------------------- records
+
+
+@dataclass(frozen=True)
+class Records:
+    """A file's records: (line number, {key: raw value}), and what could not be read."""
+
+    rows: tuple[tuple[int, dict[str, Any]], ...]
+    malformed: tuple[dict[str, Any], ...]
+    truncated_last_line: int | None
+    lines: int
+    what: str  # the file's kind in words
+
+
+def json_records(file: Path) -> Records:
+    """Every JSON object of a JSON-lines file, nested objects flattened with "/"; a file that is
+    one JSON document of records (``document_records``: a list of objects, an object
+    holding one such list, or objects keyed by step) read as its records."""
+    jl = read_json_lines(file)
+    rows, bad = [], list(jl.malformed)
+    for n, obj in jl.objects:
+        if isinstance(obj, dict):
+            rows.append((n, flatten(obj, "/")))
+        else:
+            bad.append({"line": n, "reason": f"not a JSON object ({type(obj).__name__})"})
+    if len(rows) < 2 and (bad or jl.truncated_last_line is not None):
+        doc = document_records(file.read_text(encoding="utf-8-sig", errors="replace"))
+        if doc is not None and len(doc.rows) > len(rows):
+            return Records(doc.rows, doc.malformed, doc.truncated_last_line, doc.lines, doc.what)
+    bad.sort(key=lambda d: d["line"])
+    return Records(tuple(rows), tuple(bad), jl.truncated_last_line, jl.lines, "JSON lines")
+
+
+def csv_records(file: Path) -> Records:
+    """Every row of a CSV file under its header's names (the delimiter sniffed among , ; tab)."""
+    try:
+        text = file.read_bytes().decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{file} is not UTF-8 text ({e.reason} at byte {e.start})") from None
+    try:
+        dialect: Any = csv.Sniffer().sniff(text[:65536], delimiters=",;\t")
+    except csv.Error:
+        dialect = csv.excel
+    reader = csv.reader(io.StringIO(text, newline=""), dialect)
+    try:
+        header = next(reader)
+    except StopIteration:
+        raise ValueError(f"{file} is empty: a CSV log needs a header row") from None
+    except csv.Error as e:
+        raise ValueError(f"{file}: the header row is not CSV ({e})") from None
+    names = [h.strip() for h in header]
+    if not any(names) or "" in names:
+        raise ValueError(f"{file}: the header row has an empty column name: {header!r}")
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise ValueError(f"{file}: the header names {', '.join(map(repr, twice))} twice")
+    raw: list[tuple[int, list[str]]] = []
+    bad: list[dict[str, Any]] = []
+    try:
+        for cells in reader:
+            if cells and any(c.strip() for c in cells):
+                raw.append((reader.line_num, cells))
+    except csv.Error as e:
+        bad.append({"line": reader.line_num, "reason": f"not CSV ({e}); the rest not read"})
+    rows, truncated = [], None
+    for k, (n, cells) in enumerate(raw):
+        if len(cells) == len(names):
+            rows.append((n, dict(zip(names, cells, strict=True))))
+        elif len(cells) < len(names) and k == len(raw) - 1:
+            truncated = n  # a last row cut short: a copy or a run still writing
+        else:
+            bad.append({"line": n, "reason": f"{len(cells)} cells, the header has {len(names)}"})
+    lines = text.count("\n") + (0 if text.endswith("\n") or not text else 1)
+    return Records(tuple(rows), tuple(bad), truncated, lines, "CSV")
+
+
+# ----------------------------------------------------------------------------- settings file
+
+
+@dataclass
+class Sidecar:
+    """What the settings files beside a log say."""
+
+    settings: dict[str, Setting] = field(default_factory=dict)
+    files: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    done: tuple[int, str] | None = None  # a summary's count of steps run, and where
+    config: dict[str, Any] = field(default_factory=dict)
+
+
+def sidecar_files(log: Path) -> list[Path]:
+    """The settings files in the log's folder (module docstring), by name."""
+    return sorted(
+        p
+        for p in log.parent.iterdir()
+        if p.is_file() and p != log and SIDECARS.match(p.name.lower())
+    )
+
+
+def _load(p: Path) -> dict[str, Any] | None:
+    try:
+        text = p.read_text(encoding="utf-8-sig")
+        if p.suffix.lower() == ".json":
+            obj = json.loads(text)
+        else:
+            import yaml
+
+            obj = yaml.safe_load(text)
+    except (OSError, ValueError, UnicodeDecodeError, ImportError):
+        return None
+    except Exception:  # yaml's own errors  # noqa: BLE001
+        return None
+    return flatten(obj, "/") if isinstance(obj, dict) else None
+
+
+def _count(v: Any) -> int | None:
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        return None
+    return int(v) if v == int(v) and v > 0 else None
+
+
+def read_sidecars(log: Path) -> Sidecar:
+    """The planned end, the epochs and the group size the settings files beside ``log`` state,
+    each with its file and key (module docstring)."""
+    out = Sidecar()
+    found: dict[str, dict[int | float, str]] = {}
+    for p in sidecar_files(log):
+        flat = _load(p)
+        if flat is None:
+            continue
+        out.files.append(p.name)
+        out.config.update({f"{p.name}:{k}": v for k, v in flat.items()})
+        summary = "summary" in p.stem.lower()
+        for key, v in flat.items():
+            last = key.rsplit("/", 1)[-1].lower()
+            n = _count(v)
+            if last in CLIP_KEYS and isinstance(v, int | float) and not isinstance(v, bool):
+                if v > 0:
+                    found.setdefault("max_grad_norm", {})[v] = f"{p.name}: {key}"
+                continue
+            if n is None:
+                if last in EPOCH_KEYS and isinstance(v, float) and v > 0:
+                    found.setdefault("num_train_epochs", {})[v] = f"{p.name}: {key}"
+                continue
+            where = f"{p.name}: {key}"
+            if summary and "/" not in key and last in DONE_KEYS and out.done is None:
+                out.done = (n, where)
+                continue
+            if last in PLANNED_KEYS or (last in BARE_PLANNED_KEYS and not summary):
+                found.setdefault("max_steps", {})[n] = where
+            elif last in EPOCH_KEYS:
+                found.setdefault("num_train_epochs", {})[n] = where
+            elif last in GROUP_KEYS:
+                found.setdefault("group_size", {})[n] = where
+    for name, got in found.items():
+        if len(got) == 1:
+            ((value, where),) = got.items()
+            out.settings[name] = Setting(value, where)
+        else:
+            said = "; ".join(f"{v:g} ({w})" for v, w in got.items())
+            out.notes.append(f"{name}: the settings files disagree ({said}): read as neither")
+    return out
+
+
+def with_sidecars(log: SourceLog) -> SourceLog:
+    """``log`` with what the settings files beside it state (``read_sidecars``: the
+    planned end, the group size, the gradient clip; a ``--set`` wins) and, where they state a plan or the loop's
+    summary counts its steps, the evidence of the run's end."""
+    side = read_sidecars(log.file)
+    if not side.files:
+        return log
+    settings = {**side.settings, **log.settings}
+    read = [
+        f"{k} = {s.value:g} ({s.origin})" for k, s in side.settings.items() if k not in log.settings
+    ]
+    notes = [
+        f"settings files beside the log: {', '.join(side.files)}"
+        + (f"; read {'; '.join(read)}" if read else "; none states a planned end or group size"),
+        *side.notes,
+    ]
+    return dataclasses.replace(
+        log,
+        settings=settings,
+        settings_files=tuple(side.files),
+        notes=(*log.notes, *notes),
+        end=_evidence(log, settings, side.done),
+    )
+
+
+def _evidence(
+    log: SourceLog, settings: Mapping[str, Setting], done: tuple[int, str] | None
+) -> Evidence | None:
+    """The planned end (``max_steps``), the last step (counted from 1: a log from step 0 has run
+    ``last + 1``), and a summary's count of steps run that equals it (the loop's end record);
+    None where neither a plan nor such a summary is known."""
+    if not log.steps or log.step_axis:
+        return None
+    first, last = min(log.steps), max(log.steps)
+    ran = last + 1 if first == 0 else last
+    planned = settings.get("max_steps")
+    total = as_step(planned.value) if planned is not None else None
+    end_line = ""
+    if done is not None and done[0] in (ran, last, len(log.steps)):
+        end_line = (
+            f"the loop's summary ({done[1]} = {done[0]}) counts the steps the log holds: it was "
+            "written after the last step"
+        )
+    if total is None and not end_line:
+        return None
+    src = "its last record" + (f" (step {last}; its steps count from 0)" if first == 0 else "")
+    return Evidence(
+        planned=(Planned(total, f"{planned.origin}"),) if planned and total else (),
+        reached=(Reached(ran, src),),
+        end_line=end_line,
+        end_expected=False,
+    )
