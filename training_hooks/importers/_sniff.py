@@ -158,6 +158,17 @@ def is_tfrecord(head: bytes) -> bool:
     return masked_crc32c(head[:8]) == crc
 
 
+def _second_record(text: str) -> bool:
+    """The head's second non-empty line is a JSON object too (JSON lines, not one object)."""
+    lines = [x.strip() for x in text.lstrip().split("\n")[1:3] if x.strip()]
+    if not lines:
+        return False
+    try:
+        return isinstance(json.loads(lines[0]), dict)
+    except (ValueError, RecursionError):
+        return False
+
+
 def _json_kind(text: str) -> Kind | None:
     line = text.lstrip().split("\n", 1)[0].strip()
     try:
@@ -173,7 +184,7 @@ def _json_kind(text: str) -> Kind | None:
             return ROLL_JSONL
         if "step" in obj:
             return TINKER_JSONL
-        return OWN_JSON
+        return OWN_JSON if _second_record(text) else None  # one lone object is no log of records
     if re.search(r'"log_history"\s*:', text):
         return TRAINER_STATE
     return None
