@@ -24,6 +24,8 @@ b6e29505884ea60c79ca12091f1f75bd39d2f955 (2026-08-21):
 * ``RunRecord``: ``run_id`` 1, ``entity`` 2, ``project`` 3, ``config`` 4, ``display_name`` 8,
   ``starting_step`` 14, ``start_time`` 17 (``google.protobuf.Timestamp``: ``seconds`` 1,
   ``nanos`` 2), ``resumed`` 18, ``telemetry`` 19;
+* ``OutputRecord`` (``output`` 4) / ``OutputRawRecord`` (``output_raw`` 13): ``line`` 3, the
+  console's text as the process wrote it (raw: pieces of lines, carriage returns kept);
 * ``RunExitRecord``: ``exit_code`` 1 (int32); ``TelemetryRecord``: ``python_version`` 4,
   ``cli_version`` 5 (wandb's own version), ``huggingface_version`` 6.
 
@@ -42,6 +44,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import re
 import struct
 import zlib
 from collections.abc import Iterator, Mapping
@@ -54,6 +57,7 @@ from training_hooks.importers._crc import masked_crc32c
 from training_hooks.importers._read import SourceLog, as_step, merge_by_step
 from training_hooks.importers._sniff import HEADER_LEN, is_store
 from training_hooks.importers._spec import Settings
+from training_hooks.importers._text import clean
 from training_hooks.names import few
 from training_hooks.tool_settings import Setting
 
@@ -73,8 +77,10 @@ VARINT, FIXED64, LEN, FIXED32 = 0, 1, 2, 5
 RECORD_NUM = 1
 RECORD_HISTORY = 2
 RECORD_SUMMARY = 3
+RECORD_OUTPUT = 4
 RECORD_CONFIG = 5
 RECORD_TELEMETRY = 11
+RECORD_OUTPUT_RAW = 13
 RECORD_RUN = 17
 RECORD_EXIT = 18
 
@@ -100,6 +106,8 @@ TIMESTAMP_SECONDS = 1
 TIMESTAMP_NANOS = 2
 
 EXIT_CODE = 1
+OUTPUT_TIME = 2  # OutputRecord / OutputRawRecord: output_type 1, timestamp 2, line 3
+OUTPUT_LINE = 3
 
 TELEMETRY_PYTHON_VERSION = 4
 TELEMETRY_CLI_VERSION = 5
@@ -150,6 +158,9 @@ class Store:
     cut: list[dict[str, Any]] = field(default_factory=list)  # damage, as records_cut
     skipped_values: dict[str, int] = field(default_factory=dict)  # non-numeric key -> count
     bad_records: int = 0  # whole records whose protobuf did not decode
+    # the console's pieces: (record, its time (seconds since the epoch) or None, text)
+    console: list[tuple[int, float | None, str]] = field(default_factory=list)  # output_raw
+    console_cooked: list[tuple[int, float | None, str]] = field(default_factory=list)  # output
 
     @property
     def metric_rows(self) -> list[Row]:
@@ -404,14 +415,18 @@ def _run(store: Store, buf: bytes) -> None:
         elif num == RUN_TELEMETRY and isinstance(v, bytes):
             _telemetry(store, v)
         elif num == RUN_START_TIME and isinstance(v, bytes):
-            secs = nanos = 0
-            for n2, w2, t in fields(v):
-                if n2 == TIMESTAMP_SECONDS and w2 == VARINT and isinstance(t, int):
-                    secs = _int64(t)
-                elif n2 == TIMESTAMP_NANOS and w2 == VARINT and isinstance(t, int):
-                    nanos = _int64(t)
-            if secs > 0:
-                store.start_time = secs + nanos / 1e9
+            store.start_time = _timestamp(v) or store.start_time
+
+
+def _timestamp(buf: bytes) -> float | None:
+    """A ``google.protobuf.Timestamp``: seconds since the epoch (None when not after it)."""
+    secs = nanos = 0
+    for num, wire, t in fields(buf):
+        if num == TIMESTAMP_SECONDS and wire == VARINT and isinstance(t, int):
+            secs = _int64(t)
+        elif num == TIMESTAMP_NANOS and wire == VARINT and isinstance(t, int):
+            nanos = _int64(t)
+    return secs + nanos / 1e9 if secs > 0 else None
 
 
 def _exit(store: Store, buf: bytes) -> None:
@@ -437,6 +452,15 @@ def _record(store: Store, buf: bytes) -> None:
             _run(store, v)
         elif num == RECORD_EXIT:
             _exit(store, v)
+        elif num in (RECORD_OUTPUT_RAW, RECORD_OUTPUT):
+            text, when = "", None
+            for n2, _, x in fields(v):
+                if n2 == OUTPUT_LINE:
+                    text += _text(x)
+                elif n2 == OUTPUT_TIME and isinstance(x, bytes):
+                    when = _timestamp(x)
+            target = store.console if num == RECORD_OUTPUT_RAW else store.console_cooked
+            target.append((store.records, when, text))
         elif num == RECORD_TELEMETRY:
             _telemetry(store, v)
 
@@ -483,6 +507,91 @@ def find_store(run: Path) -> Path | None:
     return found[0] if len(found) == 1 else None
 
 
+# ----------------------------------------------------------------------------- its console
+
+#: W&B's warning on a log call whose step is below the run's current step: W&B writes none of
+#: that call's values ("Tried to log to step 0 that is less than the current step 2. Steps must
+#: be monotonically increasing, so this data will be ignored."; wandb >= 0.10).
+IGNORED_STEP = re.compile(
+    r"Tried to log to step (?P<step>\d+) that is less than the current step (?P<current>\d+)"
+)
+_BREAKS = re.compile(r"\r\n|\n|\r")
+
+
+def console_lines(store: Store) -> list[tuple[int, float | None, str]]:
+    """The console W&B kept in the file (``output_raw``, else ``output`` records), as lines:
+    (the number of the record that ends the line, that record's time, its text). The pieces are
+    joined in order and split at line breaks (a carriage return too: a progress bar's redraws are
+    lines of their own); a last piece with no break is a line."""
+    out: list[tuple[int, float | None, str]] = []
+    part = ""
+    rec, when = 0, None
+    for rec, when, text in store.console or store.console_cooked:
+        pieces = _BREAKS.split(part + text)
+        part = pieces.pop()
+        out.extend((rec, when, p) for p in pieces)
+    if part:
+        out.append((rec, when, part))
+    return out
+
+
+@dataclass(frozen=True)
+class ConsoleEnd:
+    """What the console says of the end (``console_end``)."""
+
+    sign: _end.Sign | None = None  # the error or interrupt it ends on, after the last history row
+    loop_end: str = ""  # the loop's own end-of-training line after it, with where it is
+    note: str = ""  # an error not taken as the end (``_end.Signs.verdict``)
+
+
+def console_end(store: Store, lines: list[tuple[int, float | None, str]]) -> ConsoleEnd:
+    """The console's lines after the last history row, read as a text log's (``_end.Signs``):
+    an error or an interrupt there before any end-of-training line of the loop's own
+    (``_end.LOOP_END``) is how the process ended; such a line is the end of training. "After"
+    by the clock where the row and the lines carry one (W&B writes a step's row when the next
+    step begins or the run finishes: after the console's last words, by record order), else by
+    record order."""
+    rows = store.metric_rows
+    if not lines or not rows:
+        return ConsoleEnd()
+    signs = _end.Signs(loop_end=True)
+    row = rows[-1]
+    last = 0  # the console's last line at (or before) the last history row
+    for i, (rec, when, text) in enumerate(lines, 1):
+        signs.feed(clean(i, text, True))
+        by_clock = row.timestamp is not None and when is not None
+        if (when <= row.timestamp) if by_clock else (rec < row.record):  # type: ignore[operator]
+            last = i
+    got = signs.loop_end_after(last, len(lines))
+    sign, note = signs.verdict(1, last, len(lines), got[0] if got else None)
+    where = f"of the console W&B kept in {store.file.name}"
+    if sign is not None:
+        sign = dataclasses.replace(sign, what=f"{sign.what}, line {sign.line:,} {where}")
+    ended = f'the loop\'s end line "{got[1]}" (line {got[0]:,} {where})' if got else ""
+    return ConsoleEnd(sign, ended if sign is None else "", note)
+
+
+def ignored_steps(store: Store, lines: list[tuple[int, float | None, str]]) -> list[dict[str, Any]]:
+    """Each log call W&B refused (``IGNORED_STEP`` in its console): its values are not in the
+    file. As ``records_cut`` entries: ``{"line": the console line, "step": the step asked,
+    "kept": 0, "reason": ...}``."""
+    out = []
+    for i, (_, _, text) in enumerate(lines, 1):
+        m = IGNORED_STEP.search(text)
+        if m is not None:
+            step, current = int(m.group("step")), int(m.group("current"))
+            out.append(
+                {
+                    "line": i,
+                    "step": step,
+                    "kept": 0,
+                    "reason": f"W&B ignored a log call (step {step} below its current step "
+                    f"{current}: none of its values were written; console of {store.file.name})",
+                }
+            )
+    return out
+
+
 # ----------------------------------------------------------------------------- as a SourceLog
 
 #: The trainer's own step counter in a history row, per tool (TRL: the Trainer's
@@ -505,21 +614,32 @@ def end_evidence(
     window: int = 1,
 ) -> _end.Evidence:
     """How the run ended, by the .wandb: the planned end its settings state, the last step its
-    history logged, its exit record. ``exit_code`` non-zero: it failed, the code quoted; 0: the
-    process exited cleanly, which is the end of training only where no planned end is stated
-    (a loop that breaks out early exits 0 too: a stated plan decides). No exit record (a process
-    killed, a copy taken while it ran): the plan decides, never "finished" without evidence."""
+    history logged, its exit record and its console (``console_end``). ``exit_code`` 0: the
+    process exited cleanly, which is the end of training where the console holds the loop's own
+    end line after the last row or no planned end is stated (a loop that breaks out early exits
+    0 too: a stated plan decides). Non-zero: it failed, unless its console ends on an interrupt
+    (Ctrl-C: ``KeyboardInterrupt`` exits 255), a stop asked for; the console's error, where it
+    names one, is quoted before the bare code. No exit record (a process killed, a copy taken
+    while it ran): the console's last error, else the plan decides, never "finished" without
+    evidence."""
     name = store.file.name
     planned = _end.from_settings(settings, last, epoch)
     reached = [_end.Reached(last, f"{name}: its last history row")] if last is not None else []
+    con = console_end(store, console_lines(store))
     end_line = note = ""
     crash = None
+    said = f"W&B's exit record, exit_code {store.exit_code} (record {store.exit_record or 0:,} of {name})"
     if store.exit_code == 0:
-        said = f"W&B's exit record, exit_code 0 (record {store.exit_record:,} of {name})"
-        if any(p.steps is not None for p in planned):
+        if con.loop_end:
+            end_line = f"{con.loop_end}; {said}"
+        elif any(p.steps is not None for p in planned):
             note = f"{said}: the process exited cleanly; the planned end decides"
         else:
             end_line = said
+    elif con.sign is not None:
+        crash = con.sign
+        if store.exit_code is not None:
+            crash = dataclasses.replace(crash, what=f"{crash.what}; {said}")
     elif store.exit_code is not None:
         crash = _end.Sign(
             store.exit_record or 0,
@@ -533,7 +653,7 @@ def end_evidence(
         end_line=end_line,
         window=max(window, 1),
         crash=crash,
-        note=note,
+        note="; ".join(n for n in (note, con.note) if n),
     )
 
 
