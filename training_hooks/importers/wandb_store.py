@@ -564,10 +564,10 @@ def console_end(store: Store, lines: list[tuple[int, float | None, str]]) -> Con
             last = i
     got = signs.loop_end_after(last, len(lines))
     sign, note = signs.verdict(1, last, len(lines), got[0] if got else None)
-    where = f"of the console W&B kept in {store.file.name}"
+    where = f"the console W&B kept in {store.file.name}"
     if sign is not None:
-        sign = dataclasses.replace(sign, what=f"{sign.what}, line {sign.line:,} {where}")
-    ended = f'the loop\'s end line "{got[1]}" (line {got[0]:,} {where})' if got else ""
+        sign = dataclasses.replace(sign, what=f"{sign.what}, in {where}")
+    ended = f'the loop\'s end line "{got[1]}" (line {got[0]:,} of {where})' if got else ""
     return ConsoleEnd(sign, ended if sign is None else "", note)
 
 
