@@ -467,13 +467,14 @@ def _recorded_trl_updates(config: Any) -> tuple[int | None, str]:
 def _updates(info: RunInfo) -> tuple[int | None, str]:
     """(optimizer updates per sampled batch, where that comes from): a run ``attach`` recorded,
     from TRL's settings in its config (``_recorded_trl_updates``); an import: TRL's
-    ``num_iterations`` as stated, else TRL's default of 1, said as such, times
+    ``num_iterations`` as stated, else TRL's default of 1, said as such (not for a loop's own
+    keys read through a key map, e.g. a W&B run of no TRL Trainer read under ``trl``), times
     ``steps_per_generation / gradient_accumulation_steps`` where both are stated; verl's
     ``one_update_per_row`` (ppo_epochs 1, one mini-batch per batch). (None, "") otherwise."""
     imp = info.imported
     if imp is None:
         return _recorded_trl_updates(info.config) if info.source == "trl" else (None, "")
-    if imp.tool == "trl":
+    if imp.tool == "trl" and not imp.key_map:  # (a key map: a loop's own keys, not TRL's)
         got = _setting(info, "num_iterations")
         if got is not None and isinstance(got[0], int) and not isinstance(got[0], bool):
             updates, origin = got[0], f"num_iterations = {got[0]}, {got[1]}"

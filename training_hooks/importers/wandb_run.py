@@ -143,6 +143,21 @@ def _from_store(
     console = files / CONSOLE
     if segment not in (None, 1):
         raise ValueError(f"segment {segment}: a .wandb file holds one run")
+    if not wandb_store.logs_tool(store, tool):  # a loop's own run that used W&B
+        log = wandb_store.own_log(store.file, tool, None, store)
+        why = (
+            f"its history holds none of the keys every {tool} W&B run logs "
+            f"({', '.join(wandb_store.TOOL_SIGNS[tool])}): read as a loop's own keys, each "
+            "meaning guessed from its name"
+        )
+        return dataclasses.replace(
+            log,
+            version=version,
+            settings_files=tuple(
+                str(files / n) for n in ("requirements.txt", "config.yaml") if (files / n).is_file()
+            ),
+            notes=(f"W&B run {run.name}: read {store.file.name}; {why}", *log.notes),
+        )
     log = wandb_store.tool_log(run, store, tool, settings)
     if console.is_file() and log.end is not None:
         log = dataclasses.replace(log, end=_with_console(log.end, console, tool, settings))

@@ -751,18 +751,71 @@ def _store_notes(store: Store, duplicates: tuple[int, ...]) -> list[str]:
     return out
 
 
-def own_log(path: Path, tool: str, key_map: Any) -> SourceLog:
-    """A loop's own W&B run (the ``jsonl`` / ``text`` imports): every numeric history key kept
-    under its own name, W&B's ``_step`` the step (``--step KEY`` names another), each key's
-    meaning guessed from its name (``text_log.guesses``: the text importer's table, recorded as
-    guessed; ``--map`` overrides)."""
+#: What every W&B run of a tool logs: TRL's (HF's ``WandbCallback``) ``train/global_step`` on each
+#: log call; verl's metric sections. A history with none of it is a loop's own run that used W&B,
+#: not the tool's (``logs_tool``).
+TOOL_SIGNS: dict[str, tuple[str, ...]] = {
+    "trl": ("train/global_step",),
+    "verl": ("actor/", "critic/", "response_length/", "timing_s/", "training/global_step"),
+}
+#: W&B's section of the training split (its panels group ``train/x``): the name after it carries
+#: the meaning.
+TRAIN_SECTIONS = ("train/", "training/")
+#: Sections of values that are no training step's (held-out evaluation, end-of-run summaries):
+#: a key there is never guessed as a training meaning (``eval/reward`` is not the reward).
+OTHER_SECTIONS = ("eval", "evaluation", "val", "valid", "validation", "test", "final", "best")
+
+
+def logs_tool(store: Store, tool: str) -> bool:
+    """The history holds a key every W&B run of ``tool`` logs (``TOOL_SIGNS``; True for a tool
+    with none listed)."""
+    signs = TOOL_SIGNS.get(tool)
+    if not signs:
+        return True
+    return any(k.startswith(signs) for r in store.metric_rows for k in r.values)
+
+
+def _guesses(keys: list[str], key_map: Any) -> tuple[dict[str, str], dict[str, Any]]:
+    """``text_log.guesses`` with a training section dropped from a key (``train/reward_mean`` is
+    guessed as ``reward_mean``) where no key of that name is logged as well; keys of an
+    evaluation or summary section (``OTHER_SECTIONS``) not guessed."""
     from training_hooks.importers import keymap, text_log
+
+    plain = set(keys)
+    alias = {}
+    for k in keys:
+        sec = next((s for s in TRAIN_SECTIONS if k.startswith(s)), None)
+        base = k[len(sec) :] if sec else k
+        alias[k if base != k and (base in plain or base in alias) else base] = k
+    guessed = [
+        a for a, k in alias.items() if "/" not in k or k.split("/")[0].lower() not in OTHER_SECTIONS
+    ]
+    meaning, record = text_log.guesses(guessed, key_map or keymap.KeyMap())
+    back = {alias.get(k, k): c for k, c in meaning.items()}
+    for said in record.values():
+        if (
+            isinstance(said, dict)
+            and said.get("key") in alias
+            and alias[said["key"]] != said["key"]
+        ):
+            said["key"] = alias[said["key"]]
+            said["from"] = f"{said.get('from', '')}; W&B's training section ({said['key']}) dropped"
+    return back, record
+
+
+def own_log(path: Path, tool: str, key_map: Any, store: Store | None = None) -> SourceLog:
+    """A loop's own W&B run (the ``jsonl`` / ``text`` imports, or a ``trl`` / ``verl`` one whose
+    history holds none of the tool's keys: ``logs_tool``): every numeric history key kept under
+    its own name, W&B's ``_step`` the step (``--step KEY`` names another), each key's meaning
+    guessed from its name (``text_log.guesses``: the text importer's table, recorded as guessed,
+    a training section ``train/`` dropped first; ``--map`` overrides)."""
+    from training_hooks.importers import keymap
 
     run = path.parent if path.is_file() else path
     file = path if path.is_file() else find_store(run)
     if file is None:
         raise ValueError(f"{path} holds no single run-<id>.wandb")
-    store = read_store(file)
+    store = store if store is not None and store.file == file else read_store(file)
     rows = tuple(
         (r.record, {STEP_KEY: r.step, **r.values}) for r in store.metric_rows if r.step is not None
     )
@@ -771,9 +824,7 @@ def own_log(path: Path, tool: str, key_map: Any) -> SourceLog:
         tool, file, records, key_map, default_step=STEP_KEY, default_origin="W&B's _step"
     )
     keys = list(dict.fromkeys(k for _, r in rows for k in r if k != (key_map and key_map.step)))
-    meaning, record = text_log.guesses(
-        [k for k in keys if k != STEP_KEY], key_map or keymap.KeyMap()
-    )
+    meaning, record = _guesses([k for k in keys if k != STEP_KEY], key_map)
     settings = dict(log.settings)
     for k in OWN_PLANNED:
         if k in store.config and k not in settings:
