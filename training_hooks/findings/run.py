@@ -37,7 +37,12 @@ from training_hooks.findings.core import (
     stated_eps_source,
     train_mask,
 )
-from training_hooks.findings.dropped import STEPS_DROPPED, check_steps_dropped, dropped_of
+from training_hooks.findings.dropped import (
+    STEPS_DROPPED,
+    check_steps_dropped,
+    dropped_of,
+    logger_dropped,
+)
 from training_hooks.findings.length import CODES as LENGTH_CODES
 from training_hooks.findings.length import check_length, stated_length_cap
 from training_hooks.findings.mismatch import SAMPLER_MISMATCH, check_sampler_mismatch
@@ -377,7 +382,7 @@ def facts_of(info: RunInfo | None, *, status: str | None = None, **overrides) ->
         length_cap_key=cap_key,
         stopped_early=imp.stopped_early if imp is not None else None,
         defaults=defaulted_settings(info.other),
-        dropped_steps=dropped_of(info.faults) if imp is None else None,
+        dropped_steps=dropped_of(info.faults) if imp is None else logger_dropped(imp.records_cut),
         imported=imp,
     )
     updates, origin = _updates(info)

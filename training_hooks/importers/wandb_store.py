@@ -573,8 +573,9 @@ def console_end(store: Store, lines: list[tuple[int, float | None, str]]) -> Con
 
 def ignored_steps(store: Store, lines: list[tuple[int, float | None, str]]) -> list[dict[str, Any]]:
     """Each log call W&B refused (``IGNORED_STEP`` in its console): its values are not in the
-    file. As ``records_cut`` entries: ``{"line": the console line, "step": the step asked,
-    "kept": 0, "reason": ...}``."""
+    file. As ``records_cut`` entries marked ``"dropped": True`` (the run's logger dropped them,
+    not the import: Health's ``steps_dropped``): ``{"line": the console line, "step": the step
+    asked, "kept": 0, "dropped": True, "reason": ...}``."""
     out = []
     for i, (_, _, text) in enumerate(lines, 1):
         m = IGNORED_STEP.search(text)
@@ -585,6 +586,7 @@ def ignored_steps(store: Store, lines: list[tuple[int, float | None, str]]) -> l
                     "line": i,
                     "step": step,
                     "kept": 0,
+                    "dropped": True,
                     "reason": f"W&B ignored a log call (step {step} below its current step "
                     f"{current}: none of its values were written; console of {store.file.name})",
                 }
@@ -723,7 +725,7 @@ def tool_log(run: Path, store: Store, tool: str, settings: Settings) -> SourceLo
         wall_clock=_wall_clock(rows),
         wall_clock_text=f"{store.file.name}: each history row's _timestamp",
         end=end,
-        records_cut=tuple(store.cut),
+        records_cut=(*store.cut, *ignored_steps(store, console_lines(store))),
         config=dict(store.config),
     )
 
@@ -852,7 +854,7 @@ def own_log(path: Path, tool: str, key_map: Any, store: Store | None = None) -> 
         wall_clock=stamps if (key_map is None or key_map.step is None) else {},
         wall_clock_text=f"{file.name}: each history row's _timestamp",
         end=end_evidence(store, settings, last, epoch),
-        records_cut=tuple(store.cut),
+        records_cut=(*store.cut, *ignored_steps(store, console_lines(store))),
         key_map=meaning,
         key_record={**log.key_record, "map": record},
         notes=(
