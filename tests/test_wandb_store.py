@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from training_hooks.importers import _pick, wandb_store
+from training_hooks.findings.dropped import logger_dropped
+from training_hooks.importers import _pick, wandb_end, wandb_store
+from training_hooks.importers._end import judge
 from training_hooks.importers._sniff import WANDB_STORE, sniff
 from training_hooks.importers.wandb_store import BLOCK_LEN, FIRST, FULL, LAST, MIDDLE, read_store
 
@@ -58,6 +60,11 @@ def run_record(run_id: str, name: str, seconds: int) -> bytes:
 
 def config(values: dict[str, object]) -> bytes:
     return _field(5, b"".join(_field(1, _item(k, {"value": v})) for k, v in values.items()))
+
+
+def console(text: str, seconds: float) -> bytes:
+    """An output_raw record: a piece of the console, written at ``seconds``."""
+    return _field(13, _field(1, 1) + _field(2, _field(1, int(seconds))) + _field(3, text))
 
 
 def _chunk(kind: int, data: bytes, bad: bool = False) -> bytes:
@@ -190,6 +197,96 @@ def test_trl_run_by_global_step(tmp_path):
     assert log.end is not None and judge(log.end).finished is True
 
 
+def test_console_pieces_become_lines(tmp_path):
+    recs = [console(t, 1000) for t in ("a", "b\nc\r", "d\n", "e")]
+    s = read_store(_write(tmp_path, encode(recs)))
+    assert [t for _, _, t in wandb_end.console_lines(s)] == ["ab", "c", "d", "e"]
+
+
+def _interrupted(last: str, code: int) -> list[bytes]:
+    """Four rows (clock 1000-1003) with a line printed at each, a traceback ending on ``last``
+    at 1010, then the last row written by W&B at finish (after the console, by record order:
+    its clock says 1003) and the exit record."""
+    recs = [config({"max_steps": 10})]
+    for s in range(3):
+        recs += [history(s, {"loss": 0.5}), console(f"step {s}\n", 1000 + s)]
+    tb = ["Traceback (most recent call last):\n", '  File "train.py", line 9, in <module>\n', last]
+    recs += [console(t, 1010) for t in tb]
+    return [*recs, history(3, {"loss": 0.5}), exit_record(code)]
+
+
+def test_interrupt_in_the_console_is_a_stop_over_exit_255(tmp_path):
+    """Ctrl-C: exit_code 255 with a KeyboardInterrupt after the last row -> stopped early, not
+    crashed; the stop and the code both quoted."""
+    f = _write(tmp_path, encode(_interrupted("KeyboardInterrupt\n", 255)))
+    log = _pick.read("jsonl", f.parent)
+    assert log.end is not None and log.end.crash is not None and log.end.crash.stop
+    ending = judge(log.end)
+    assert ending.finished is False and ending.crashed == ""
+    assert "was stopped after step 3" in ending.text and "exit_code 255" in ending.text
+
+
+def test_error_in_the_console_is_quoted_over_the_code(tmp_path):
+    f = _write(tmp_path, encode(_interrupted("RuntimeError: boom\n", 1)))
+    log = _pick.read("jsonl", f.parent)
+    assert log.end is not None
+    ending = judge(log.end)
+    assert ending.finished is False and '"RuntimeError: boom"' in ending.crashed
+    assert "exit_code 1" in ending.text
+    # no console: the bare code decides, as before
+    recs = [r for r in _interrupted("x", 1) if not r.startswith(_field(13, b"")[:1])]
+    log = _pick.read("jsonl", _write(tmp_path / "b", encode(recs)).parent)
+    assert log.end is not None and judge(log.end).crashed.startswith("the log ends in an error")
+    assert '"exit_code 1"' in judge(log.end).crashed
+
+
+WARN = (
+    "\x1b[34m\x1b[1mwandb\x1b[0m: \x1b[33mWARNING\x1b[0m Tried to log to step {} that is less "
+    "than the current step {}. Steps must be monotonically increasing, so this data will be "
+    "ignored. See https://wandb.me/define-metric to log data out of order.\n"
+)
+
+
+def test_own_loop_under_trl_guesses_and_dropped_points(tmp_path):
+    """A loop's own W&B run (no train/global_step) imported as trl: read as own keys, train/
+    dropped for the guess, eval/ not guessed, no TRL num_iterations default assumed; W&B's two
+    ignored log calls are steps_dropped (2 points, steps 0 and 5), not records_cut."""
+    from training_hooks import findings, importers, schema, tables
+
+    recs = []
+    for s in range(10):
+        recs.append(history(s, {"train/reward_mean": 0.5, "train/clip_fraction": 0.2}))
+        if s in (2, 6):
+            recs.append(console(WARN.format(0 if s == 2 else 5, s), 1000 + s))
+    recs += [history(10, {"eval/reward": 0.7}), exit_record(0)]
+    f = _write(tmp_path, encode(recs))
+    log = _pick.read("trl", f.parent)
+    assert log.tool == "trl"
+    assert any("none of the keys every trl W&B run logs" in n for n in log.notes)
+    assert log.key_map == {
+        "train/reward_mean": "reward_mean",
+        "train/clip_fraction": "token_clip_fraction",
+    }
+    assert [d["step"] for d in log.records_cut if d.get("dropped")] == [0, 5]
+    res = importers.import_run("trl", f.parent, root=tmp_path / "runs")
+    df, _ = tables.step_frame(res["run_dir"])
+    facts = findings.facts_of(schema.read_run_info(res["run_dir"]))
+    assert facts.dropped_steps is not None and facts.dropped_steps[0] == 2
+    assert facts.updates_per_batch is None  # no TRL default for a loop's own keys
+    codes = {x.code: x for x in findings.run_health(df, facts).findings}
+    assert "records_cut" not in codes
+    dropped = codes["steps_dropped"]
+    assert dropped.severity == "warning" and dropped.steps == (0, 5)
+    assert "refused 2 log calls" in dropped.evidence
+
+
+def test_logger_dropped_counts_only_marked_entries():
+    cut = [{"line": 3, "step": None, "kept": 0, "reason": "bad checksum"}]
+    assert logger_dropped(cut) is None
+    cut.append({"line": 9, "step": 4, "kept": 0, "dropped": True, "reason": "W&B ignored"})
+    assert logger_dropped(cut) == (1, ((4, "W&B ignored"),))
+
+
 # ----------------------------------------------------------------------------- real files
 
 
@@ -226,8 +323,33 @@ def test_real_trl_run_cut_in_flight():
 
 
 def test_real_crashed_exit_code():
-    """sunzk111/RL_final_project run-20251221_102025-aqaqqkam: exit_code 1 -> crashed."""
+    """sunzk111/RL_final_project run-20251221_102025-aqaqqkam: exit_code 1 -> crashed, on the
+    AttributeError its console ends on (line 60 of the console the .wandb keeps)."""
     run = _dev("sunzk-aqaqqkam")
     s = wandb_store.read_store(run / "run-aqaqqkam.wandb")
     assert s.exit_code == 1 and len(s.metric_rows) == 432
     assert s.summary["global_step"] == 24576
+    lines = wandb_end.console_lines(s)
+    got = wandb_end.console_end(s, lines)
+    assert len(lines) == 60 and got.sign is not None and got.sign.line == 60
+    assert got.sign.text == "AttributeError: 'RecordVideo' object has no attribute 'enabled'"
+
+
+R3 = Path("/work/fetched_logs3/other")
+
+
+def test_real_interrupted_gspo_loop():
+    """vivekvar-dl/GSPO-DeepSeek-R1-Distill-Qwen-1.5B run-20250730_130156-gu0thyes (round 3 of
+    the blind logs): a KeyboardInterrupt traceback closes the console, exit_code 255 -> stopped
+    early; 94 'data will be ignored' warnings -> 94 points dropped; 558 train/reward_mean rows."""
+    run = R3 / "vivekvar-gspo-qwen7b-gsm8k-interrupted/wandb/run-20250730_130156-gu0thyes"
+    if not run.is_dir():
+        pytest.skip(f"{run} absent")
+    log = _pick.read("trl", run)
+    assert log.key_map["train/reward_mean"] == "reward_mean"
+    assert sum(1 for m in log.steps.values() if "train/reward_mean" in m) == 558
+    assert len([d for d in log.records_cut if d.get("dropped")]) == 94
+    assert log.end is not None
+    ending = judge(log.end)
+    assert ending.finished is False and ending.crashed == ""
+    assert '"KeyboardInterrupt" (line 14,330' in ending.text and "exit_code 255" in ending.text

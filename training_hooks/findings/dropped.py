@@ -46,20 +46,54 @@ def dropped_of(
     return count, tuple(kept)
 
 
+def logger_dropped(
+    records_cut: Sequence[Mapping[str, Any]],
+) -> tuple[int, tuple[tuple[int | None, str], ...]] | None:
+    """``(count, kept)`` of the points an imported run's own logger dropped (an import's
+    ``records_cut`` entries marked ``"dropped"``: W&B's "this data will be ignored" on a log call
+    below its current step), as ``dropped_of``; None when the import names none."""
+    got = [d for d in records_cut if isinstance(d, Mapping) and d.get("dropped")]
+    if not got:
+        return None
+    return len(got), tuple(
+        (d["step"] if isinstance(d.get("step"), int) else None, str(d.get("reason", "")))
+        for d in got
+    )
+
+
 def check_steps_dropped(
     df: pd.DataFrame, split: Any, facts: RunFacts, cov: Coverage
 ) -> list[Finding]:
-    """A warning naming the dropped steps and why, on a run recorded by ``RunRecorder`` (an
-    import has no such record: not judged there, its damaged records are ``records_cut``)."""
+    """A warning naming the dropped steps and why, on a run recorded by ``RunRecorder``, or on an
+    import whose run's logger says it dropped logged points (``logger_dropped``; an import
+    naming none is not judged, its damaged records are ``records_cut``)."""
     if facts.dropped_steps is None:
         return []
     count, kept = facts.dropped_steps
-    cov.ran("steps dropped by the recorder")
+    imported = facts.imported is not None
+    cov.ran("points dropped by the run's logger" if imported else "steps dropped by the recorder")
     if count == 0:
         return []
     steps = tuple(s for s, _ in kept if s is not None)
     first = kept[0][1].splitlines()[0][:240] if kept else ""
     shown = ", ".join(str(s) for s in steps[:8]) + (", ..." if count > len(steps[:8]) else "")
+    if imported:
+        asked = sorted(set(steps))
+        return [
+            Finding(
+                STEPS_DROPPED,
+                WARNING,
+                f"{count} logged point{'s' if count != 1 else ''} dropped by the run's logger",
+                f"The run's logger refused {count} log call{'s' if count != 1 else ''} and wrote "
+                f"none of their values (at steps {', '.join(map(str, asked[:8]))}"
+                f"{', ...' if len(asked) > 8 else ''}). First: {first}. Those values are in no "
+                "file the import read: missing from every chart and check.",
+                "Log every value of a step in one call, or with W&B give each series its own "
+                "step axis (wandb.define_metric('eval/*', step_metric='step')) so a later call "
+                "for an earlier step is kept.",
+                steps=steps,
+            )
+        ]
     return [
         Finding(
             STEPS_DROPPED,

@@ -37,7 +37,12 @@ from training_hooks.findings.core import (
     stated_eps_source,
     train_mask,
 )
-from training_hooks.findings.dropped import STEPS_DROPPED, check_steps_dropped, dropped_of
+from training_hooks.findings.dropped import (
+    STEPS_DROPPED,
+    check_steps_dropped,
+    dropped_of,
+    logger_dropped,
+)
 from training_hooks.findings.length import CODES as LENGTH_CODES
 from training_hooks.findings.length import check_length, stated_length_cap
 from training_hooks.findings.mismatch import SAMPLER_MISMATCH, check_sampler_mismatch
@@ -377,7 +382,7 @@ def facts_of(info: RunInfo | None, *, status: str | None = None, **overrides) ->
         length_cap_key=cap_key,
         stopped_early=imp.stopped_early if imp is not None else None,
         defaults=defaulted_settings(info.other),
-        dropped_steps=dropped_of(info.faults) if imp is None else None,
+        dropped_steps=dropped_of(info.faults) if imp is None else logger_dropped(imp.records_cut),
         imported=imp,
     )
     updates, origin = _updates(info)
@@ -488,13 +493,14 @@ def _recorded_trl_updates(config: Any) -> tuple[int | None, str]:
 def _updates(info: RunInfo) -> tuple[int | None, str]:
     """(optimizer updates per sampled batch, where that comes from): a run ``attach`` recorded,
     from TRL's settings in its config (``_recorded_trl_updates``); an import: TRL's
-    ``num_iterations`` as stated, else TRL's default of 1, said as such, times
+    ``num_iterations`` as stated, else TRL's default of 1, said as such (not for a loop's own
+    keys read through a key map, e.g. a W&B run of no TRL Trainer read under ``trl``), times
     ``steps_per_generation / gradient_accumulation_steps`` where both are stated; verl's
     ``one_update_per_row`` (ppo_epochs 1, one mini-batch per batch). (None, "") otherwise."""
     imp = info.imported
     if imp is None:
         return _recorded_trl_updates(info.config) if info.source == "trl" else (None, "")
-    if imp.tool == "trl":
+    if imp.tool == "trl" and not imp.key_map:  # (a key map: a loop's own keys, not TRL's)
         got = _setting(info, "num_iterations")
         if got is not None and isinstance(got[0], int) and not isinstance(got[0], bool):
             updates, origin = got[0], f"num_iterations = {got[0]}, {got[1]}"

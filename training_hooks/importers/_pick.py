@@ -42,9 +42,9 @@ def read(
             f"a {tool} log's keys and settings are read by their meaning in {tool}"
         )
     if tool in OWN_KEYS and _own_wandb(path):  # a loop's own W&B run: its .wandb's history
-        from training_hooks.importers import wandb_store
+        from training_hooks.importers import wandb_history
 
-        log = wandb_store.own_log(path, tool, key_map)
+        log = wandb_history.own_log(path, tool, key_map)
     else:
         log = TOOLS[tool].read(path, config, segment, key_map)
     if log.tool != tool:  # a reader answering for another tool is a wiring fault
@@ -71,7 +71,7 @@ SOURCES = tuple(TOOLS)
 KEY_MAP_TOOLS = tuple(name for name, spec in TOOLS.items() if spec.takes_key_map)
 
 #: The tools that read a log of a loop's own keys, whose W&B run (a folder, or its ``.wandb``) is
-#: read from the ``.wandb``'s history (``wandb_store.own_log``).
+#: read from the ``.wandb``'s history (``wandb_history.own_log``).
 OWN_KEYS = ("jsonl", "text")
 
 

@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from training_hooks.importers import _end, trl_console, verl_console, wandb_store
+from training_hooks.importers import _end, trl_console, verl_console, wandb_history, wandb_store
 from training_hooks.importers._read import MAX_CONFIG_BYTES, SourceLog, is_number, load_config
 from training_hooks.importers._sniff import VERL_CONSOLE, sniff
 from training_hooks.importers._spec import Settings
@@ -137,13 +137,28 @@ def read(run: Path, tool: str, config: Mapping[str, Any] | None, segment: int | 
 def _from_store(
     run: Path, store, tool: str, settings: Settings, segment, cfg, version
 ) -> SourceLog:
-    """The run from its .wandb history (``wandb_store.tool_log``); the console read only for the
+    """The run from its .wandb history (``wandb_history.tool_log``); the console read only for the
     end of the run (its progress bar, an error after the last step)."""
     files = run / FILES
     console = files / CONSOLE
     if segment not in (None, 1):
         raise ValueError(f"segment {segment}: a .wandb file holds one run")
-    log = wandb_store.tool_log(run, store, tool, settings)
+    if not wandb_history.logs_tool(store, tool):  # a loop's own run that used W&B
+        log = wandb_history.own_log(store.file, tool, None, store)
+        why = (
+            f"its history holds none of the keys every {tool} W&B run logs "
+            f"({', '.join(wandb_history.TOOL_SIGNS[tool])}): read as a loop's own keys, each "
+            "meaning guessed from its name"
+        )
+        return dataclasses.replace(
+            log,
+            version=version,
+            settings_files=tuple(
+                str(files / n) for n in ("requirements.txt", "config.yaml") if (files / n).is_file()
+            ),
+            notes=(f"W&B run {run.name}: read {store.file.name}; {why}", *log.notes),
+        )
+    log = wandb_history.tool_log(run, store, tool, settings)
     if console.is_file() and log.end is not None:
         log = dataclasses.replace(log, end=_with_console(log.end, console, tool, settings))
     why = (

@@ -24,6 +24,8 @@ b6e29505884ea60c79ca12091f1f75bd39d2f955 (2026-08-21):
 * ``RunRecord``: ``run_id`` 1, ``entity`` 2, ``project`` 3, ``config`` 4, ``display_name`` 8,
   ``starting_step`` 14, ``start_time`` 17 (``google.protobuf.Timestamp``: ``seconds`` 1,
   ``nanos`` 2), ``resumed`` 18, ``telemetry`` 19;
+* ``OutputRecord`` (``output`` 4) / ``OutputRawRecord`` (``output_raw`` 13): ``line`` 3, the
+  console's text as the process wrote it (raw: pieces of lines, carriage returns kept);
 * ``RunExitRecord``: ``exit_code`` 1 (int32); ``TelemetryRecord``: ``python_version`` 4,
   ``cli_version`` 5 (wandb's own version), ``huggingface_version`` 6.
 
@@ -39,7 +41,6 @@ is counted (``Store.cut``: ``records_cut`` of the import), never silent.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 import struct
@@ -49,13 +50,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from training_hooks.importers import _end
 from training_hooks.importers._crc import masked_crc32c
-from training_hooks.importers._read import SourceLog, as_step, merge_by_step
 from training_hooks.importers._sniff import HEADER_LEN, is_store
-from training_hooks.importers._spec import Settings
-from training_hooks.names import few
-from training_hooks.tool_settings import Setting
 
 # ----------------------------------------------------------------------------- the datastore
 
@@ -73,8 +69,10 @@ VARINT, FIXED64, LEN, FIXED32 = 0, 1, 2, 5
 RECORD_NUM = 1
 RECORD_HISTORY = 2
 RECORD_SUMMARY = 3
+RECORD_OUTPUT = 4
 RECORD_CONFIG = 5
 RECORD_TELEMETRY = 11
+RECORD_OUTPUT_RAW = 13
 RECORD_RUN = 17
 RECORD_EXIT = 18
 
@@ -100,6 +98,8 @@ TIMESTAMP_SECONDS = 1
 TIMESTAMP_NANOS = 2
 
 EXIT_CODE = 1
+OUTPUT_TIME = 2  # OutputRecord / OutputRawRecord: output_type 1, timestamp 2, line 3
+OUTPUT_LINE = 3
 
 TELEMETRY_PYTHON_VERSION = 4
 TELEMETRY_CLI_VERSION = 5
@@ -150,6 +150,9 @@ class Store:
     cut: list[dict[str, Any]] = field(default_factory=list)  # damage, as records_cut
     skipped_values: dict[str, int] = field(default_factory=dict)  # non-numeric key -> count
     bad_records: int = 0  # whole records whose protobuf did not decode
+    # the console's pieces: (record, its time (seconds since the epoch) or None, text)
+    console: list[tuple[int, float | None, str]] = field(default_factory=list)  # output_raw
+    console_cooked: list[tuple[int, float | None, str]] = field(default_factory=list)  # output
 
     @property
     def metric_rows(self) -> list[Row]:
@@ -404,14 +407,18 @@ def _run(store: Store, buf: bytes) -> None:
         elif num == RUN_TELEMETRY and isinstance(v, bytes):
             _telemetry(store, v)
         elif num == RUN_START_TIME and isinstance(v, bytes):
-            secs = nanos = 0
-            for n2, w2, t in fields(v):
-                if n2 == TIMESTAMP_SECONDS and w2 == VARINT and isinstance(t, int):
-                    secs = _int64(t)
-                elif n2 == TIMESTAMP_NANOS and w2 == VARINT and isinstance(t, int):
-                    nanos = _int64(t)
-            if secs > 0:
-                store.start_time = secs + nanos / 1e9
+            store.start_time = _timestamp(v) or store.start_time
+
+
+def _timestamp(buf: bytes) -> float | None:
+    """A ``google.protobuf.Timestamp``: seconds since the epoch (None when not after it)."""
+    secs = nanos = 0
+    for num, wire, t in fields(buf):
+        if num == TIMESTAMP_SECONDS and wire == VARINT and isinstance(t, int):
+            secs = _int64(t)
+        elif num == TIMESTAMP_NANOS and wire == VARINT and isinstance(t, int):
+            nanos = _int64(t)
+    return secs + nanos / 1e9 if secs > 0 else None
 
 
 def _exit(store: Store, buf: bytes) -> None:
@@ -437,6 +444,15 @@ def _record(store: Store, buf: bytes) -> None:
             _run(store, v)
         elif num == RECORD_EXIT:
             _exit(store, v)
+        elif num in (RECORD_OUTPUT_RAW, RECORD_OUTPUT):
+            text, when = "", None
+            for n2, _, x in fields(v):
+                if n2 == OUTPUT_LINE:
+                    text += _text(x)
+                elif n2 == OUTPUT_TIME and isinstance(x, bytes):
+                    when = _timestamp(x)
+            target = store.console if num == RECORD_OUTPUT_RAW else store.console_cooked
+            target.append((store.records, when, text))
         elif num == RECORD_TELEMETRY:
             _telemetry(store, v)
 
@@ -483,211 +499,9 @@ def find_store(run: Path) -> Path | None:
     return found[0] if len(found) == 1 else None
 
 
-# ----------------------------------------------------------------------------- as a SourceLog
-
-#: The trainer's own step counter in a history row, per tool (TRL: the Trainer's
-#: ``train/global_step``; verl logs with ``step=global_step``, so W&B's ``_step`` is its step).
-TRAINER_STEP = {"trl": "train/global_step"}
-#: Planned-end keys of a loop's own config (its names vary): steps, then epochs.
-OWN_PLANNED = ("max_steps", "total_steps", "total_training_steps", "num_train_epochs")
+# ----------------------------------------------------------------------------- its history
 
 
 def has_history(store: Store) -> bool:
     """The file holds per-step metrics (history rows with a value of the run's own)."""
     return bool(store.metric_rows)
-
-
-def end_evidence(
-    store: Store,
-    settings: Mapping[str, Setting],
-    last: int | None,
-    epoch: float | None,
-    window: int = 1,
-) -> _end.Evidence:
-    """How the run ended, by the .wandb: the planned end its settings state, the last step its
-    history logged, its exit record. ``exit_code`` non-zero: it failed, the code quoted; 0: the
-    process exited cleanly, which is the end of training only where no planned end is stated
-    (a loop that breaks out early exits 0 too: a stated plan decides). No exit record (a process
-    killed, a copy taken while it ran): the plan decides, never "finished" without evidence."""
-    name = store.file.name
-    planned = _end.from_settings(settings, last, epoch)
-    reached = [_end.Reached(last, f"{name}: its last history row")] if last is not None else []
-    end_line = note = ""
-    crash = None
-    if store.exit_code == 0:
-        said = f"W&B's exit record, exit_code 0 (record {store.exit_record:,} of {name})"
-        if any(p.steps is not None for p in planned):
-            note = f"{said}: the process exited cleanly; the planned end decides"
-        else:
-            end_line = said
-    elif store.exit_code is not None:
-        crash = _end.Sign(
-            store.exit_record or 0,
-            f"exit_code {store.exit_code}",
-            f"the record number in {name}: W&B's exit record, the process failed",
-            "W&B exit code",
-        )
-    return _end.Evidence(
-        planned=tuple(planned),
-        reached=tuple(reached),
-        end_line=end_line,
-        window=max(window, 1),
-        crash=crash,
-        note=note,
-    )
-
-
-def _wall_clock(rows: list[tuple[int, Row]]) -> dict[int, float]:
-    return {s: r.timestamp for s, r in rows if r.timestamp is not None}
-
-
-def tool_log(run: Path, store: Store, tool: str, settings: Settings) -> SourceLog:
-    """The history of ``store`` as ``tool`` ("trl", "verl") logged it: TRL's names turned back
-    into the Trainer's (``train/loss`` -> ``loss``, ``eval/loss`` -> ``eval_loss``, as for its
-    TensorBoard events), the step its trainer's counter (TRL ``train/global_step``; verl's
-    ``_step``, which verl sets to its global step); rows of one step merged."""
-    from training_hooks.importers.tfevents import _name
-
-    step_key = TRAINER_STEP.get(tool)
-    rows: list[tuple[int, Row]] = []
-    records: list[tuple[int, dict[str, Any]]] = []
-    by_w: list[str] = []
-    for r in store.metric_rows:
-        own = r.values.get(step_key) if step_key else None
-        step = as_step(own) if own is not None else r.step
-        if step is None:
-            continue
-        if step_key and own is None:
-            by_w.append(str(r.record))
-        metrics = {
-            (_name(k, tool) if tool == "trl" else k): v
-            for k, v in r.values.items()
-            if k != step_key
-        }
-        rows.append((step, r))
-        records.append((step, metrics))
-    if not records:
-        raise ValueError(f"{store.file} holds no history row with a step")
-    merged = merge_by_step(records)
-    last = max(merged.steps)
-    epochs = [m["epoch"] for _, m in records if _finite(m.get("epoch"))]
-    window = settings.get("logging_steps")
-    w = window.value if window is not None and isinstance(window.value, int) else 1
-    end = end_evidence(store, settings, last, float(epochs[-1]) if epochs else None, w)
-    notes = [
-        f"read {store.file.name} (W&B's binary run file): {store.records:,} records, "
-        f"{len(store.metric_rows):,} history rows with metrics, {len(merged.steps):,} steps"
-        + (f"; wandb {store.wandb_version}" if store.wandb_version else ""),
-        (
-            f"the step: {step_key} of each row (the trainer's counter; W&B's _step counts log calls)"
-            if step_key
-            else f"the step: W&B's _step ({tool} logs with step=its global step)"
-        ),
-    ]
-    if by_w:
-        notes.append(f"{len(by_w)} rows without {step_key} placed at W&B's _step")
-    notes += _store_notes(store, merged.duplicate_steps)
-    return SourceLog(
-        tool=tool,
-        file=store.file,
-        name=store.display_name or run.name,
-        steps=merged.steps,
-        lines=store.records,
-        duplicate_steps=merged.duplicate_steps,
-        settings=settings,
-        summary=dict(store.summary),
-        started_at=store.start_time,
-        last_timestamp=max(_wall_clock(rows).values(), default=None),
-        file_format="W&B run file (.wandb) in a W&B run folder",
-        notes=tuple(notes),
-        wall_clock=_wall_clock(rows),
-        wall_clock_text=f"{store.file.name}: each history row's _timestamp",
-        end=end,
-        records_cut=tuple(store.cut),
-        config=dict(store.config),
-    )
-
-
-def _store_notes(store: Store, duplicates: tuple[int, ...]) -> list[str]:
-    out = []
-    if store.skipped_values:
-        keys = sorted(store.skipped_values)
-        out.append(
-            f"{len(keys)} history keys hold no number (media, tables, text) and are not read: "
-            + few(keys, 6)
-        )
-    if duplicates:
-        out.append(
-            f"{len(duplicates)} steps are logged by several history rows "
-            f"({few([str(s) for s in duplicates], 8)}): for each key the later value is kept"
-        )
-    if store.cut:
-        out.append(
-            f"{len(store.cut)} damaged or cut places in {store.file.name}: the records there are "
-            "lost, every record before and after them read"
-        )
-    if store.exit_code is None:
-        out.append(f"{store.file.name} holds no exit record (the run was killed or still running)")
-    return out
-
-
-def own_log(path: Path, tool: str, key_map: Any) -> SourceLog:
-    """A loop's own W&B run (the ``jsonl`` / ``text`` imports): every numeric history key kept
-    under its own name, W&B's ``_step`` the step (``--step KEY`` names another), each key's
-    meaning guessed from its name (``text_log.guesses``: the text importer's table, recorded as
-    guessed; ``--map`` overrides)."""
-    from training_hooks.importers import keymap, text_log
-
-    run = path.parent if path.is_file() else path
-    file = path if path.is_file() else find_store(run)
-    if file is None:
-        raise ValueError(f"{path} holds no single run-<id>.wandb")
-    store = read_store(file)
-    rows = tuple(
-        (r.record, {STEP_KEY: r.step, **r.values}) for r in store.metric_rows if r.step is not None
-    )
-    records = keymap.Records(rows, (), None, store.records, "W&B run file (.wandb)")
-    log = keymap.keymap_log(
-        tool, file, records, key_map, default_step=STEP_KEY, default_origin="W&B's _step"
-    )
-    keys = list(dict.fromkeys(k for _, r in rows for k in r if k != (key_map and key_map.step)))
-    meaning, record = text_log.guesses(
-        [k for k in keys if k != STEP_KEY], key_map or keymap.KeyMap()
-    )
-    settings = dict(log.settings)
-    for k in OWN_PLANNED:
-        if k in store.config and k not in settings:
-            name = "max_steps" if k == "total_steps" else k
-            settings.setdefault(name, Setting(store.config[k], f"{file.name} config: {k}"))
-    stamps = {
-        s: r.timestamp for r in store.metric_rows if (s := r.step) is not None and r.timestamp
-    }
-    last = max(log.steps) if log.steps else None
-    epoch = next(
-        (
-            float(m["epoch"])
-            for _, m in sorted(log.steps.items(), reverse=True)
-            if _finite(m.get("epoch"))
-        ),
-        None,
-    )
-    return dataclasses.replace(
-        log,
-        name=store.display_name or run.name,
-        settings=settings,
-        config=dict(store.config),
-        summary=dict(store.summary),
-        started_at=store.start_time,
-        wall_clock=stamps if (key_map is None or key_map.step is None) else {},
-        wall_clock_text=f"{file.name}: each history row's _timestamp",
-        end=end_evidence(store, settings, last, epoch),
-        records_cut=tuple(store.cut),
-        key_map=meaning,
-        key_record={**log.key_record, "map": record},
-        notes=(
-            f"read {file.name} (W&B's binary run file): {store.records:,} records, "
-            f"{len(rows):,} history rows with metrics",
-            *log.notes,
-            *_store_notes(store, ()),
-        ),
-    )
