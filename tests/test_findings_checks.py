@@ -360,7 +360,7 @@ def test_a_log_ratio_spike_corroborated_by_kl_old(kl_spike):
     """Off-policy (lag-1) steps: KL old→new 1e-4 e^(±0.1) and max |log s| 0.01 e^(±0.5),
     alternating, so each step's 24 same-lag neighbours have median 1e-4 / 0.01 and MAD 0.1 / 0.5
     nats. Step 101's |log s| is 0.3: 30x, ln 30 / (1.4826 x 0.5) = 4.59 robust sigmas, under
-    spike_mads (6), over spike_mads_corroborated (4). It is a log_ratio_spike when KL old→new
+    spike_mads (6), over spike_mads_corroborated (4), and 2.5x its largest neighbour (0.12). It is a log_ratio_spike when KL old→new
     spikes at the same step (100x: ln 100 / (1.4826 x 0.1) = 31 sigmas), not otherwise."""
     n = 200
     off = np.arange(n) % 2 == 1
@@ -368,6 +368,9 @@ def test_a_log_ratio_spike_corroborated_by_kl_old(kl_spike):
     kl = np.where(off, 1e-4 * np.exp(0.1 * sign), 0.0)
     log_s = np.where(off, 0.01 * np.exp(0.5 * sign), 0.0)
     log_s[101] = 0.3
+    # two same-lag neighbours at 0.12 (both of the high phase: the median stays): 0.3 is 2.5x
+    # the largest neighbour, under spike_over_max (3x every neighbour is a spike on its own)
+    log_s[[97, 105]] = 0.12
     if kl_spike:
         kl[101] = 1e-2
     z = np.log(30) / (1.4826 * 0.5)
