@@ -37,7 +37,8 @@ size, clip unit, updates per batch) come from the files beside the log or printe
 ``--config`` overrides them, and what none states stays null in run.json. A bad file raises
 ``ValueError`` with a one-line reason (the CLI exits 2; a file of another format is named, with
 the command that reads it) and leaves the root unchanged. A file holding several runs one after
-another raises ``SeveralRuns`` naming where each starts; ``segment=N`` imports one. A log already
+another raises ``SeveralRuns`` naming where each starts (unless exactly one of them is an RL run:
+that one is read, the others named as skipped); ``segment=N`` imports one. A log already
 in the root (the same file, or the same content, and the same run of it) is not imported twice:
 ``AlreadyImported`` ("already imported as run X", the CLI exits 1), unless ``replace=True``
 (``--replace``) imports it again over that run.

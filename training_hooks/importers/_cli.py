@@ -164,10 +164,11 @@ def _segments(args: argparse.Namespace, config) -> list[int | None]:
     from training_hooks.importers import _pick
 
     try:
-        _pick.read(args.source, Path(args.path), config, None, args.key_map)
+        log = _pick.read(args.source, Path(args.path), config, None, args.key_map)
     except SeveralRuns as e:
         return list(range(1, len(e.segments) + 1))
-    return [None]
+    # a file whose only RL run is read without a choice still holds its other runs
+    return list(range(1, log.segments + 1)) if log.segments else [None]
 
 
 def _import(args: argparse.Namespace, config, segment: int | None):

@@ -44,7 +44,7 @@ def json_runs(
         if not isinstance(got, str):
             records.append(Record(n, *got))
     segments = split_by_step(records, validation)
-    seg = choose(segments, segment, log.file)
+    seg = choose(segments, segment, log.file, log.tool)
     notes = segment_notes(seg, len(segments))
     log = dataclasses.replace(log, file_format=log.file_format or what)
     if len(segments) == 1:

@@ -9,16 +9,54 @@ over); a record that logs again a later step is a resume from a checkpoint (its 
 the earlier ones, and the import says so); a record whose step is lower than the one before but
 logs new metrics (an eval line written late) is merged and said. A file holding several runs is
 imported one run at a time (``segment``), never merged.
+
+Without a ``segment``, a file of several runs is refused (``SeveralRuns``) unless exactly one of
+them is an RL run (``rl_run``): one whose training records log a metric that only an RL trainer
+logs (``RL_COLUMNS``: reward, KL, completion length, the zero-variance share, clip shares, as the
+tool's own metric table maps its names; or a reward component, ``rewards/<name>``). The others
+(an SFT phase before GRPO, an eval-only pass) are skipped, and the import says which run it read
+and which it skipped, with their lines and why. Two RL runs are refused as before.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from training_hooks.metric_map import candidate_columns
+from training_hooks.schema import Derived, Step
+
 T = TypeVar("T")
+
+#: Our columns that only an RL trainer fills (a supervised or eval phase logs loss, gradient
+#: norm, entropy and token counts, none of these): a run logging one of them is an RL run.
+RL_COLUMNS: frozenset[str] = frozenset(
+    {
+        Step.REWARD_MEAN,
+        Step.REWARD_STD,
+        Step.ZERO_VARIANCE_FRACTION,
+        Step.KL_REF_MEAN,
+        Step.KL_OLD_MEAN,
+        Step.LENGTH_MEAN,
+        Step.LENGTH_MIN,
+        Step.LENGTH_MAX,
+        Step.TRUNCATED_FRACTION,
+        Step.SAMPLER_KL_MEAN,
+        Step.POLICY_LAG,
+        Derived.TOKEN_CLIP_BINDING,
+        Derived.SEQ_CLIP_BINDING,
+        Step.TOKEN_CLIP_LOW_FRACTION,
+        Step.TOKEN_CLIP_HIGH_FRACTION,
+        Step.SEQ_CLIP_LOW_FRACTION,
+        Step.SEQ_CLIP_HIGH_FRACTION,
+    }
+)
+#: A reward component's key (TRL's and ms-swift's ``rewards/<name>/mean``, ``rewards/<name>``).
+REWARD_COMPONENT = re.compile(r"^(?:train/)?rewards?/[^/]+(?:/mean)?$")
 
 
 @dataclass(frozen=True)
@@ -38,6 +76,7 @@ class Segment:
     records: tuple[Record, ...]
     why: str  # "" for the first; else where and why a new run starts here
     notes: tuple[str, ...] = field(default=())  # resumes and out-of-order records within it
+    skipped: tuple[str, ...] = field(default=())  # the file's other runs, when read as its RL run
 
     @property
     def lines(self) -> tuple[int, int]:
@@ -123,14 +162,58 @@ def split_at(items: Sequence[T], starts: Mapping[int, str]) -> list[tuple[list[T
     return out
 
 
-def choose(segments: Sequence[Segment], segment: int | None, file: Path | str) -> Segment:
-    """The run to import: the only one, or the ``segment``-th (1-based); several without a
-    choice raise ``SeveralRuns`` naming where each starts."""
+def rl_keys(tool: str, seg: Segment) -> list[str]:
+    """The names in ``seg``'s records that only an RL trainer logs (``RL_COLUMNS`` through
+    ``tool``'s metric table, or a reward component), in first-seen order."""
+    out: dict[str, None] = {}
+    for rec in seg.records:
+        for name in rec.metrics:
+            if name not in out and (
+                REWARD_COMPONENT.match(name) or candidate_columns(tool, name) & RL_COLUMNS
+            ):
+                out[name] = None
+    return list(out)
+
+
+def rl_run(segments: Sequence[Segment], tool: str) -> Segment | None:
+    """The file's only RL run (``rl_keys``), carrying in ``skipped`` what each other run is and
+    why it is skipped; ``None`` when no run or several log RL metrics."""
+    keys = {s.index: rl_keys(tool, s) for s in segments}
+    rl = [s for s in segments if keys[s.index]]
+    if len(rl) != 1:
+        return None
+    seg = rl[0]
+    shown = ", ".join(keys[seg.index][:5]) + (", ..." if len(keys[seg.index]) > 5 else "")
+    skipped = [
+        f"read without --segment as the file's only RL run (it alone logs {tool}'s RL metrics: "
+        f"{shown})"
+    ]
+    for other in segments:
+        if other is seg:
+            continue
+        names = sorted({n for r in other.records for n in r.metrics})
+        logs = ", ".join(names[:6]) + (", ..." if len(names) > 6 else "")
+        skipped.append(
+            f"skipped {other.describe()} (no RL metric: it logs {logs or 'nothing'}: an SFT, "
+            f"eval or other non-RL phase); import it with --segment {other.index}"
+        )
+    return dataclasses.replace(seg, skipped=tuple(skipped))
+
+
+def choose(
+    segments: Sequence[Segment], segment: int | None, file: Path | str, tool: str = ""
+) -> Segment:
+    """The run to import: the only one, the ``segment``-th (1-based), or, without a choice, the
+    only RL run as ``tool``'s metrics say (``rl_run``); several RL runs without a choice raise
+    ``SeveralRuns`` naming where each starts."""
     if not segments:
         raise ValueError(f"{file} holds no records")
     if segment is None:
         if len(segments) > 1:
-            raise SeveralRuns(file, segments)
+            only = rl_run(segments, tool) if tool else None
+            if only is None:
+                raise SeveralRuns(file, segments)
+            return only
         return segments[0]
     if isinstance(segment, bool) or not isinstance(segment, int):
         raise ValueError(f"segment must be a run number (1-{len(segments)}), got {segment!r}")
@@ -149,5 +232,6 @@ def segment_notes(seg: Segment, count: int) -> list[str]:
     return [
         f"the file holds {count} runs one after another; this is {seg.describe()}"
         + (f", starting at {seg.why}" if seg.why else ""),
+        *seg.skipped,
         *seg.notes,
     ]

@@ -99,7 +99,7 @@ def _console(file: Path, segment: int | None, run: Path | None) -> SourceLog:
     if not records:
         raise ValueError(f"{file} holds no OpenRLHF 'Global step N: {{...}}' line")
     segments = split_by_step(records, VALIDATION)
-    seg = choose(segments, segment, file)
+    seg = choose(segments, segment, file, "openrlhf")
     merged = merge_by_step((r.step, r.metrics) for r in seg.records)
     settings, files, config = _settings(run)
     last = seg.index == len(segments)

@@ -119,7 +119,7 @@ def read(path: Path, segment: int | None = None) -> SourceLog:
             f"{file} holds no ms-swift log line (a JSON object with {PROGRESS!r} 'N/M'){first}"
         )
     segments = split_by_step(got.records, VALIDATION)
-    seg = choose(segments, segment, file)
+    seg = choose(segments, segment, file, "swift")
     last = seg.index == len(segments)
     a, b = seg.lines
     notes = segment_notes(seg, len(segments))

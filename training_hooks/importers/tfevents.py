@@ -214,7 +214,7 @@ def read(file: Path, tool: str, segment: int | None = None) -> SourceLog:
         raise ValueError(f"{file} holds no scalar in its {found.framing.records} events")
     validation = {"trl": ("eval_", "test_"), "openrlhf": ("eval/",)}.get(tool, ("val-",))
     segments = split_by_step(found.records, validation)
-    seg = choose(segments, segment, file)
+    seg = choose(segments, segment, file, tool)
     summary: dict[str, Any] = {}
     recs = []
     for r in seg.records:

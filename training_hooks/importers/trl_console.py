@@ -368,7 +368,7 @@ def read(
         for i, (entries, _) in enumerate(runs)
     ]
     segments = [Segment(i + 1, tuple(p.records), runs[i][1]) for i, p in enumerate(placed)]
-    seg = choose(segments, segment, file)
+    seg = choose(segments, segment, file, "trl")
     run = placed[seg.index - 1]
     merged = merge_by_step((r.step, r.metrics) for r in run.records)
     notes = [run.how.text, *_notes(found, seg, len(segments), runs[seg.index - 1][0])]

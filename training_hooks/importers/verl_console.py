@@ -201,7 +201,7 @@ def read(path: Path, segment: int | None = None) -> SourceLog:
             + first_bad(found.malformed)
         )
     segments = split_by_step(found.records, validation=("val-",))
-    seg = choose(segments, segment, path)
+    seg = choose(segments, segment, path, "verl")
     first = seg.records[0].line
     settings, cfg, origin = _settings(path, found, first)
     merged = merge_by_step((r.step, r.metrics) for r in seg.records)

@@ -1,0 +1,144 @@
+"""A file of several runs whose only RL run is read without ``--segment`` (``_segments.rl_run``):
+an SFT phase then GRPO in one TRL console log, an eval-only pass beside a Tinker run; two GRPO
+runs still refused. The real case: round 3's SCU_TSC docker log (/work/fetched_logs3, skipped
+when absent)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from training_hooks import importers, schema, tables
+from training_hooks.importers import _segments
+from training_hooks.importers._segments import Record, Segment
+from training_hooks.schema import Step
+
+SCU_TSC = Path("/work/fetched_logs3/trl/scu-tsc-qwen05b-grpo-console/.docker_run.log")
+
+# an SFT phase: loss-only dicts and its end-of-training record (lines 1-3)
+SFT = (
+    "{'loss': 2.5, 'grad_norm': 3.0, 'learning_rate': 2e-05, 'epoch': 0.5}\n"
+    "{'loss': 1.5, 'grad_norm': 2.0, 'learning_rate': 1e-05, 'epoch': 1.0}\n"
+    "{'train_runtime': 10.0, 'train_loss': 2.0, 'epoch': 1.0}\n"
+)
+
+
+def _grpo(rewards: list[float]) -> str:
+    """GRPO dicts: reward, kl, completion length, the zero-variance share, one per line."""
+    return "".join(
+        f"{{'loss': 0.01, 'reward': {r}, 'reward_std': 0.0, 'kl': 0.05, "
+        f"'completions/mean_length': 8.0, 'frac_reward_zero_std': 1.0, "
+        f"'epoch': {0.1 * (i + 1):.1f}}}\n"
+        for i, r in enumerate(rewards)
+    )
+
+
+def _import(tool, path, root, **kw) -> tuple[pd.DataFrame, schema.RunInfo]:
+    res = importers.import_run(tool, path, root=root, **kw)
+    df = tables.read_table(res["run_dir"], schema.STEPS_DIR).set_index(Step.STEP)
+    return df, schema.read_run_info(res["run_dir"])
+
+
+def test_sft_then_grpo_reads_the_grpo_run_and_says_what_it_skipped(tmp_path, capsys):
+    """Lines 1-3 an SFT run (no RL key), lines 4-6 GRPO: run 2 read without --segment, its
+    3 records at steps 2, 4, 6 (logging_steps 2); the notes name run 2 and the skipped run 1
+    with its lines and why, on screen too."""
+    f = tmp_path / "train.log"
+    f.write_text(SFT + _grpo([0.25, 0.5, 0.75]))
+    df, info = _import("trl", f, tmp_path / "runs", config={"logging_steps": 2})
+    assert list(df.index) == [2, 4, 6]
+    assert list(df[Step.REWARD_MEAN]) == [0.25, 0.5, 0.75]
+    assert list(df[Step.ZERO_VARIANCE_FRACTION]) == [1.0, 1.0, 1.0]
+    rec = info.imported
+    assert rec.segment == "2 of 2" and info.name.endswith("-run2")
+    notes = " | ".join(rec.reader_notes)
+    assert "this is run 2: lines 4-6, steps 2-6" in notes
+    assert "read without --segment as the file's only RL run" in notes
+    assert "reward" in notes and "frac_reward_zero_std" in notes
+    assert (
+        "skipped run 1: lines 1-2, steps 2-4 (no RL metric: it logs epoch, grad_norm, "
+        "learning_rate, loss: an SFT, eval or other non-RL phase); import it with --segment 1"
+    ) in notes
+    # the CLI prints the same notes
+    code = importers.main(["trl", str(f), "--root", str(tmp_path / "cli")])
+    out = capsys.readouterr().out
+    assert code == 0 and "skipped run 1: lines 1-2" in out
+    # the SFT run is still there to import by its number
+    sft, one = _import("trl", f, tmp_path / "runs", segment=1, config={"logging_steps": 2})
+    assert list(sft[Step.LOSS]) == [2.5, 1.5] and one.imported.segment == "1 of 2"
+
+
+def test_grpo_then_grpo_is_still_refused(tmp_path):
+    """Two runs that both log reward and KL: no run is the only RL one, so --segment is asked."""
+    f = tmp_path / "train.log"
+    f.write_text(_grpo([0.25, 0.5]) + "{'train_runtime': 1.0, 'epoch': 0.2}\n" + _grpo([0.5]))
+    with pytest.raises(importers.SeveralRuns, match=r"holds 2 runs.*--segment N \(1-2"):
+        importers.import_run("trl", f, root=tmp_path / "runs")
+
+
+def test_cli_segment_all_still_imports_the_skipped_run(tmp_path, capsys):
+    """--segment all imports both runs, the SFT one too, though a plain import reads run 2."""
+    f = tmp_path / "train.log"
+    f.write_text(SFT + _grpo([0.25, 0.5]))
+    root = tmp_path / "runs"
+    code = importers.main(["trl", str(f), "--root", str(root), "--segment", "all"])
+    out = capsys.readouterr().out
+    assert code == 0 and out.count("imported ") == 2 and len(list(root.iterdir())) == 2
+
+
+def test_an_eval_only_run_is_skipped(tmp_path):
+    """verl's file logger: a training run (step 0 a validation before training, steps 1-3 the
+    score) then a validation-only run (``val_only``: step 0 again, its testing time logged
+    again, so a new run at line 5): run 1 read, run 2 skipped and said."""
+    rows = [(0, {"val-core/gsm8k/reward/mean@1": 0.2, "timing_s/testing": 5.0})]
+    rows += [(s, {"critic/score/mean": r, "timing_s/step": 9.0}) for s, r in ((1, 0.25), (2, 0.5))]
+    rows += [(3, {"critic/score/mean": 0.75, "timing_s/step": 9.0})]
+    rows += [(0, {"val-core/gsm8k/reward/mean@1": 0.7, "timing_s/testing": 5.0})]
+    f = tmp_path / "verl.jsonl"
+    f.write_text("".join(json.dumps({"step": s, "data": d}) + "\n" for s, d in rows))
+    df, info = _import("verl", f, tmp_path / "runs")
+    assert list(df[Step.REWARD_MEAN].dropna()) == [0.25, 0.5, 0.75]
+    assert df.loc[0, "val-core/gsm8k/reward/mean@1"] == 0.2  # run 1's own validation
+    rec = info.imported
+    assert rec.segment == "1 of 2"
+    notes = " | ".join(rec.reader_notes)
+    assert "read without --segment as the file's only RL run" in notes
+    assert (
+        "skipped run 2: line 5, step 0 (no RL metric: it logs timing_s/testing, "
+        "val-core/gsm8k/reward/mean@1: an SFT, eval or other non-RL phase)"
+    ) in notes
+
+
+def test_rl_run_picks_by_the_tools_own_names():
+    """``rl_run`` on hand-built segments: verl's critic/score/mean marks the RL run; two runs
+    with none (both loss-only) or two with RL keys give None; a reward component counts."""
+    sft = Segment(1, (Record(1, 1, {"actor/pg_loss": 0.1, "actor/grad_norm": 1.0}),), "")
+    rl = Segment(2, (Record(5, 1, {"critic/score/mean": 0.5}),), "line 5 (step 1 after step 1)")
+    got = _segments.rl_run([sft, rl], "verl")
+    assert got is not None and got.index == 2
+    assert got.skipped[1].startswith("skipped run 1: line 1, step 1 (no RL metric")
+    assert _segments.rl_run([sft, sft], "verl") is None
+    assert _segments.rl_run([rl, rl], "verl") is None
+    comp = Segment(1, (Record(1, 1, {"rewards/format/mean": 1.0}),), "")
+    assert _segments.rl_keys("trl", comp) == ["rewards/format/mean"]
+    assert _segments.rl_keys("trl", sft) == []
+
+
+@pytest.mark.skipif(not SCU_TSC.exists(), reason="round 3's fetched logs are absent")
+def test_real_scu_tsc_sft_then_grpo(tmp_path):
+    """The SCU_TSC docker log: an SFT phase (40 loss dicts, lines 187-226, its end-of-training
+    record at 227) then GRPO from line 434: the GRPO run read, 69 records every 5 steps (the bar
+    347/1404), 5-345; planned 1,404 steps, so stopped early; reward pinned at 0.5 on most rows."""
+    df, info = _import("trl", SCU_TSC, tmp_path / "runs")
+    rec = info.imported
+    assert rec.segment == "2 of 2"
+    assert list(df.index) == list(range(5, 346, 5))
+    assert rec.settings["logging_steps"]["value"] == 5
+    assert info.status == "stopped early" and rec.planned_end["steps"] == 1404
+    assert (df[Step.REWARD_MEAN] == 0.5).sum() >= 50
+    notes = " | ".join(rec.reader_notes)
+    assert "this is run 2: lines 434-7871, steps 5-345" in notes
+    assert "skipped run 1: lines 187-226" in notes and "--segment 1" in notes
