@@ -237,7 +237,7 @@ def test_a_steady_component_beside_a_rising_total_is_not_called_never_earned():
 
 def kl_frame(first: float, start_step: int = 2) -> pd.DataFrame:
     n = 50
-    kl = np.r_[np.full(10, first), np.full(n - 10, 0.3)]
+    kl = np.r_[np.full(10, first), np.full(n - 10, 0.2)]  # later under kl_ref_high (0.3)
     return pd.DataFrame({Step.STEP: np.arange(start_step, start_step + 2 * n, 2), "trl/kl": kl})
 
 

@@ -279,13 +279,21 @@ def test_a_component_never_earned_while_the_total_saturates():
 
 def test_kl_level_and_spike():
     """KL to the reference 0.5 -> 2.0 nats/token: the median of its last 10 steps is
-    0.5 + 1.5 x 34.5 / 39 = 1.83, kl_ref_high; 0.01..0.05: nothing. A KL of
+    0.5 + 1.5 x 34.5 / 39 = 1.83 >= 0.3, kl_ref_high; 0.01..0.05: nothing. A KL of
     38 at one step, 35x its ~1.1 median: a kl_ref_spike at that step."""
     n = 40
     high = _steps(n, **{Step.KL_REF_MEAN: np.linspace(0.5, 2.0, n)})
     assert "(10 steps) = 1.83 nats/token" in _codes(high)[findings.KL_REF_HIGH].evidence
     low = _steps(n, **{Step.KL_REF_MEAN: np.linspace(0.01, 0.05, n)})
     assert findings.KL_REF_HIGH not in _codes(low)
+    # from ~0 (no start finding: the first steps' median is under kl_ref_start 0.1): 0.001 ->
+    # 0.4 ends at a last-quarter median 0.001 + 0.399 x 34.5 / 39 = 0.354 >= 0.3, a warning;
+    # 0.001 -> 0.3 at 0.001 + 0.299 x 34.5 / 39 = 0.2655 < 0.3, none
+    f = _codes(_steps(n, **{Step.KL_REF_MEAN: np.linspace(0.001, 0.4, n)}))[findings.KL_REF_HIGH]
+    assert f.severity == findings.WARNING and "(10 steps) = 0.354 nats/token" in f.evidence
+    assert "Health warns at 0.3;" in f.evidence
+    below = _codes(_steps(n, **{Step.KL_REF_MEAN: np.linspace(0.001, 0.3, n)}))
+    assert findings.KL_REF_HIGH not in below
     kl = 1.1 * np.exp(np.random.default_rng(2).normal(0, 0.1, n))
     kl[25] = 38.0
     f = _codes(_steps(n, **{Step.KL_REF_MEAN: kl}))[findings.KL_REF_SPIKE]
@@ -340,3 +348,27 @@ def test_trl_updates_per_batch_stated_or_default(settings, expected):
     assert facts.updates_per_batch == expected[0]
     if expected[1]:
         assert facts.updates_origin == expected[1]
+
+
+# ---------------------------------------------------------------------------------------------
+# A loop's own flag that it skipped the update
+
+
+def test_a_loops_skipped_flag_is_no_learning_signal():
+    """A loop that logs ``skipped`` (1: no update at that step) on 6 of 20 steps (30% >= the
+    zero_grad_share 25%): no_learning_signal, a warning naming the 6 steps; on 4 of 20 (20%):
+    none. A column named skipped holding a count (a 2 among its values) is another meaning:
+    not read, even at 10 of 20 steps non-zero."""
+    loss = np.full(20, 0.05)
+    flag = np.zeros(20)
+    flag[[2, 4, 6, 9, 10, 12]] = 1.0  # steps 3, 5, 7, 10, 11, 13
+    f = _codes(_steps(20, loss=loss, skipped=flag))[findings.NO_SIGNAL]
+    assert f.severity == findings.WARNING
+    assert (
+        "the loop flags 6 of the 20 steps that log skipped as skipped (30%; steps 3, 5, 7, 10, "
+        "11, 13): no update was made at them"
+    ) in f.evidence
+    flag[[10, 12]] = 0.0
+    assert findings.NO_SIGNAL not in _codes(_steps(20, loss=loss, skipped=flag))
+    count = np.where(np.arange(20) % 2 == 0, 2.0, 0.0)
+    assert findings.NO_SIGNAL not in _codes(_steps(20, loss=loss, skipped=count))

@@ -39,6 +39,7 @@ from training_hooks.findings.spikes import EARLY_TEXT, early_rows, rolling_basel
 from training_hooks.findings.status import GRAD_NORM_NAMES
 from training_hooks.findings.thresholds import RAW, RUN
 from training_hooks.schema import Step
+from training_hooks.tool_settings import TOOL_NAMES
 
 # The stable codes of this module's checks, each beside the check that reports it.
 GRAD_NORM_SPIKE = "grad_norm_spike"  # ``check_grad_norm``
@@ -267,11 +268,33 @@ def _flat(r: np.ndarray) -> tuple[bool, float, float]:
     return bool(hi - lo <= RAW.flat_reward.value * scale), float(lo), float(hi)
 
 
+#: A loop's own flag that it made no update at a step (1/True: skipped), as logged or behind an
+#: importer's tool prefix: a hand-rolled GRPO loop that ``continue``s past a batch whose groups
+#: are all zero-variance logs ``skipped``. Read only where every value is 0 or 1 (a flag): a count
+#: of skipped samples under the same name is another meaning.
+SKIP_NAMES = ("skipped", "update_skipped", "skipped_update", "skip_update")
+
+
+def skipped_updates(df: pd.DataFrame) -> tuple[str, int, int, np.ndarray] | None:
+    """(column, steps flagged skipped, steps that log the flag, the flagged rows) of the first
+    ``SKIP_NAMES`` column whose logged values are all 0 or 1; None without one."""
+    for c in SKIP_NAMES:
+        for name in (c, *(f"{t}/{c}" for t in TOOL_NAMES)):
+            y = logged(df, name)
+            if y is None:
+                continue
+            fin = np.isfinite(y)
+            if fin.sum() and np.isin(y[fin], (0.0, 1.0)).all():
+                return name, int((y[fin] == 1.0).sum()), int(fin.sum()), fin & (y == 1.0)
+    return None
+
+
 def check_no_signal(
     df: pd.DataFrame, split: LagSplit, facts: RunFacts, cov: Coverage
 ) -> list[Finding]:
-    """``no_learning_signal``: a share of the steps with a zero gradient norm (``zero_grad_share``,
-    a warning), or, with the reward flat over the run's last half, a loss 0 at every step or a
+    """``no_learning_signal``: a share of the steps with a zero gradient norm, or flagged by the
+    loop itself as skipped (no update: ``SKIP_NAMES``), of ``zero_grad_share`` or more (a
+    warning), or, with the reward flat over the run's last half, a loss 0 at every step or a
     gradient norm collapsed to ``grad_collapse`` of its start (an error)."""
     gname = grad_norm_column(df)
     g = column(df, gname) if gname is not None else None
@@ -300,6 +323,13 @@ def check_no_signal(
                 f"{int(zero.sum())} of {int(fin.sum())} steps ({pct(zero.sum() / fin.sum())}; "
                 f"first at step {steps[np.argmax(zero)]}): those updates change nothing"
             )
+    skip = skipped_updates(df)
+    if skip is not None and skip[1] / skip[2] >= RAW.zero_grad_share.value:
+        name, k, m, rows = skip
+        said.append(
+            f"the loop flags {k} of the {m} steps that log {facts.logged_as(name)} as skipped "
+            f"({pct(k / m)}; steps {fmt_steps(steps[rows])}): no update was made at them"
+        )
     r = reward[late & np.isfinite(reward)] if reward is not None else np.array([])
     flat = _flat(r) if len(r) >= RUN.min_basis.value else None
     if flat is not None and flat[0]:
