@@ -142,3 +142,58 @@ def test_real_scu_tsc_sft_then_grpo(tmp_path):
     notes = " | ".join(rec.reader_notes)
     assert "this is run 2: lines 434-7871, steps 5-345" in notes
     assert "skipped run 1: lines 187-226" in notes and "--segment 1" in notes
+
+
+# ------------------------------------------------------------- a log_history list dumped on its own
+
+
+def _history(phases: int, steps: int = 3) -> list[dict]:
+    """``trainer.state.log_history`` of ``phases`` trainings of ``steps`` steps each, one after
+    another (steps start at 1 again), each ending with its end-of-training row."""
+    out: list[dict] = []
+    for p in range(phases):
+        for s in range(1, steps + 1):
+            out.append(
+                {"loss": 0.1 * s, "reward": p + 0.25 * s, "kl": 0.01, "epoch": s / steps, "step": s}
+            )
+        out.append({"train_runtime": 10.0 + p, "train_loss": 0.2, "epoch": 1.0, "step": steps})
+    return out
+
+
+def test_a_log_history_list_is_read_as_a_trl_state(tmp_path):
+    """``json.dump(trainer.state.log_history, f)``: a JSON list of the Trainer's rows (each with
+    "step" and "epoch") is a TRL state without its other fields: sniffed as such, read, finished
+    by its end-of-training row, and said to lack max_steps / global_step."""
+    from training_hooks.importers._sniff import OWN_JSON, TRAINER_STATE, sniff
+
+    log = tmp_path / "training_log.json"
+    log.write_text(json.dumps(_history(1), indent=2))
+    assert sniff(log) is TRAINER_STATE
+    res = importers.import_run("trl", log, root=tmp_path / "runs")
+    df = tables.read_table(res["run_dir"], schema.STEPS_DIR)
+    assert df[Step.STEP].tolist() == [1, 2, 3]
+    assert df[Step.REWARD_MEAN].tolist() == [0.25, 0.5, 0.75]
+    rec = schema.read_run_info(res["run_dir"])
+    assert rec.status == schema.STATUS_FINISHED
+    assert any("log_history list on its own" in n for n in rec.imported.reader_notes)
+    # a list of a loop's own records (no "epoch"): not a TRL state
+    own = tmp_path / "own.json"
+    own.write_text(json.dumps([{"step": s, "reward": 0.1 * s} for s in (1, 2, 3)], indent=2))
+    assert sniff(own) is OWN_JSON
+
+
+def test_phases_of_a_log_history_list_are_runs_of_the_file(tmp_path):
+    """Two trainings dumped in one log_history (steps 1-3, then 1-3 again): two runs, never
+    merged by step (the second would overwrite the first); refused without --segment, and the
+    second read with its own end-of-training row."""
+    log = tmp_path / "training_log.json"
+    log.write_text(json.dumps(_history(2)))
+    with pytest.raises(_segments.SeveralRuns, match="holds 2 runs one after another"):
+        importers.import_run("trl", log, root=tmp_path / "runs")
+    res = importers.import_run("trl", log, root=tmp_path / "runs", segment=2)
+    df = tables.read_table(res["run_dir"], schema.STEPS_DIR)
+    assert df[Step.STEP].tolist() == [1, 2, 3]
+    assert df[Step.REWARD_MEAN].tolist() == [1.25, 1.5, 1.75]
+    rec = schema.read_run_info(res["run_dir"])
+    assert rec.status == schema.STATUS_FINISHED
+    assert rec.imported.summary["train_runtime"] == 11.0

@@ -102,6 +102,8 @@ def sniff(path: Path) -> Kind | None:
         kind = _json_kind(text)
         if kind is not None:
             return kind
+        if _log_history_list(text):
+            return TRAINER_STATE
         if JSON_DOCUMENT.match(text):
             return OWN_JSON
     return _console_kind(text) or _csv_kind(text)
@@ -156,6 +158,21 @@ def is_tfrecord(head: bytes) -> bool:
 
     (crc,) = struct.unpack("<I", head[8:12])
     return masked_crc32c(head[:8]) == crc
+
+
+def _log_history_list(text: str) -> bool:
+    """A JSON list whose first object holds the ``"step"`` and ``"epoch"`` keys the HF Trainer
+    writes in every ``log_history`` row: a ``trainer.state.log_history`` dumped on its own
+    (``json.dump(trainer.state.log_history, f)``), which the TRL reader reads as a state file."""
+    body = text.lstrip()
+    if not body.startswith("["):
+        return False
+    first = body[1:].lstrip()
+    end = first.find("}")
+    if not first.startswith("{") or end < 0:
+        return False
+    head = first[:end]
+    return bool(re.search(r'"step"\s*:', head) and re.search(r'"epoch"\s*:', head))
 
 
 def _second_record(text: str) -> bool:

@@ -76,9 +76,7 @@ def _state_in(folder: Path) -> Path | None:
 
 def _state(path: Path, segment: int | None) -> SourceLog:
     """A trainer_state.json, compared with the event files of its output dir."""
-    if segment not in (None, 1):
-        raise ValueError(f"segment {segment}: a trainer_state.json holds one run")
-    log = dataclasses.replace(trl_state.read(path), file_format="trainer_state.json")
+    log = dataclasses.replace(trl_state.read(path, segment), file_format="trainer_state.json")
     out = trl_state.output_folders(log.file)[-1]
     events = events_in(out)[:MAX_COMPARED]
     checks: list[str] = []

@@ -27,6 +27,7 @@ from training_hooks.importers._read import (
     merge_by_step,
     parse_json,
 )
+from training_hooks.importers._segments import Record, choose, segment_notes, split_by_step
 from training_hooks.importers._spec import Settings
 from training_hooks.tool_settings import Setting, read_settings
 
@@ -40,27 +41,45 @@ NOT_ARGS = re.compile(
 MODEL_CARD_TRL = re.compile(r"^\s*[-*]\s*TRL:\s*v?([0-9][0-9A-Za-z.+-]*)\s*$", re.MULTILINE)
 
 
-def read(path: Path) -> SourceLog:
+def read(path: Path, segment: int | None = None) -> SourceLog:
+    """The run of a state file (module docstring); a ``log_history`` whose steps start again
+    (training phases dumped one after another) holds several runs: ``_segments.choose``."""
     file = find_file(path, (STATE_FILE,), "*trainer_state*.json", "TRL trainer_state.json")
     try:
         state = parse_json(file.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, ValueError) as e:
         raise ValueError(f"{file} is not valid JSON: {str(e).splitlines()[0]}") from e
+    notes: tuple[str, ...] = ()
+    if isinstance(state, list):  # trainer.state.log_history dumped on its own
+        state = {"log_history": state}
+        notes = (
+            f"{file.name} is a log_history list on its own (the state's other fields: "
+            "max_steps, global_step, logging_steps, are not in it)",
+        )
     history = state.get("log_history") if isinstance(state, dict) else None
     if not isinstance(history, list):
         raise ValueError(f"{file} has no 'log_history' list: not a trainer_state.json")
-    records, malformed, summary = [], [], {}
+    records, malformed, summaries = [], [], []
     for i, entry in enumerate(history):
         step = as_step(entry.get("step")) if isinstance(entry, dict) else None
         if step is None:
             malformed.append({"entry": i, "reason": "not an object with an integer 'step'"})
         elif any(k in entry for k in SUMMARY_KEYS):
-            summary.update({k: v for k, v in entry.items() if k != "step"})
+            summaries.append((i, {k: v for k, v in entry.items() if k != "step"}))
         else:
-            records.append((step, {k: v for k, v in entry.items() if k != "step"}))
+            records.append(Record(i, step, {k: v for k, v in entry.items() if k != "step"}))
     if not records:
         raise ValueError(f"{file} has no training entries in its log_history")
-    merged = merge_by_step(records)
+    segments = split_by_step(records)
+    seg = choose(segments, segment, file, "trl")
+    if len(segments) > 1:
+        notes += tuple(s.replace("line ", "entry ") for s in segment_notes(seg, len(segments)))
+    later = segments[seg.index].lines[0] if seg.index < len(segments) else len(history)
+    summary: dict[str, Any] = {}
+    for i, row in summaries:  # the end-of-training rows within this run's entries
+        if seg.lines[0] <= i < later:
+            summary.update(row)
+    merged = merge_by_step((r.step, r.metrics) for r in seg.records)
     settings, files, version, config = _beside(file)
     settings = {**settings, **_state_settings(file, state)}  # the state's own fields win
     return SourceLog(
@@ -78,6 +97,7 @@ def read(path: Path) -> SourceLog:
         end=end_evidence(file, state, merged.steps, summary, settings),
         summary=summary,
         dialect_evidence=unsloth_evidence(file),
+        notes=notes,
     )
 
 
