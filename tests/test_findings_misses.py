@@ -95,6 +95,33 @@ def test_zero_variance_from_score_max_equal_min():
     assert "on 5 of the last quarter's 10 rows" in cov.checked["zero-variance groups"]
 
 
+def test_zero_variance_from_a_mean_of_group_stds_at_zero():
+    """TRL <= 0.26's reward_std (kept as trl/reward_std) is the mean over groups of each group's
+    std: exactly 0 only where every group is tied. 7 of the last quarter's 10 rows at 0: the
+    median share is 100% (error, said from that column); 5 of 10: unknown, nothing said."""
+    n = 40
+    std = np.full(n, 0.05)
+    late = np.arange(30, 40)
+    std[late[:7]] = 0.0
+    df = pd.DataFrame(
+        {Step.STEP: steps(n), Step.REWARD_MEAN: np.linspace(0.0, 1.0, n), "trl/reward_std": std}
+    )
+    (f,) = check_learning_signal(df, None, RunFacts(), Coverage())
+    assert f.code == ZERO_VARIANCE and f.severity == ERROR
+    assert f.evidence.startswith(
+        "trl/reward_std = 0 (the mean over groups of each group's reward std) on 7 of the 10 rows"
+    )
+    std[late[5:7]] = 0.05
+    df["trl/reward_std"] = std
+    cov = Coverage()
+    assert check_learning_signal(df, None, RunFacts(), cov) == []
+    assert "on 5 of the last quarter's 10 rows" in cov.checked["zero-variance groups"]
+    # ms-swift's reward_std is a batch std under scale_rewards=batch: not read as a mean of
+    # within-group stds
+    df = df.rename(columns={"trl/reward_std": "swift/reward_std"})
+    assert check_learning_signal(df, None, RunFacts(), Coverage()) == []
+
+
 def test_zero_variance_over_one_fifth_only():
     # 100 rows: the share 0.8 over rows 1-20, 0.1 after: the first fifth's median 80% >= 50%
     zv = np.r_[np.full(20, 0.8), np.full(80, 0.1)]

@@ -302,38 +302,31 @@ def _earlier_phase(df: pd.DataFrame, late: float, n: int) -> list[Finding]:
 BATCH_RANGES = (("critic/score/max", "critic/score/min"),)
 
 
+#: A per-step mean over groups of each group's reward std, as tools log it: TRL's ``reward_std``
+#: up to 0.26 (kept as ``trl/reward_std``: ``trainers/trl.py``). Being a mean of stds (each >= 0),
+#: it is exactly 0 only where every group's std is 0.
+GROUP_STD_MEANS = ("trl/reward_std",)
+
+
 def _from_batch_range(df: pd.DataFrame, cov: Coverage) -> list[Finding]:
-    """Without the zero-variance share: where a batch's highest score equals its lowest, every
-    completion of that batch scored alike, so every group in it is zero-variance (share 100%,
-    exactly); where they differ the share is unknown. Over the last quarter of the rows, when
-    more than half the rows that log both have max = min, the median share is 100%."""
-
-    def own(name: str) -> str | None:  # as logged, or behind an importer's tool prefix
-        return next((c for c in (name, *(f"{t}/{name}" for t in TOOL_NAMES)) if c in df), None)
-
-    pair = next(
-        (
-            (hi_col, lo_col)
-            for hi_name, lo_name in BATCH_RANGES
-            if (hi_col := own(hi_name)) is not None
-            and (lo_col := own(lo_name)) is not None
-            and logged(df, hi_col) is not None
-        ),
-        None,
-    )
-    if pair is None:
+    """Without the zero-variance share: where a batch's highest score equals its lowest
+    (``BATCH_RANGES``), or the mean over groups of the within-group reward std is exactly 0
+    (``GROUP_STD_MEANS``), every group of that row is zero-variance (share 100%, exactly); where
+    they differ the share is unknown. Over the last quarter of the rows, when more than half the
+    rows that log it are such rows, the median share is 100%."""
+    got = _tied_rows(df)
+    if got is None:
         return cov.skipped("zero-variance groups", NOT_LOGGED)
+    name, what, alike, both = got
     late = slice(len(df) - max(1, len(df) // 4), None)
-    hi, lo = column(df, pair[0])[late], column(df, pair[1])[late]
-    both = np.isfinite(hi) & np.isfinite(lo)
+    alike, both = alike[late], both[late]
     n = int(both.sum())
     if n < RUN.min_basis.value:
-        return cov.skipped("zero-variance groups", f"{NOT_LOGGED} (too few rows with {pair[0]})")
-    alike = both & (np.abs(hi - lo) <= 1e-12 * np.maximum(1.0, np.abs(hi)))
-    k = int(alike.sum())
+        return cov.skipped("zero-variance groups", f"{NOT_LOGGED} (too few rows with {name})")
+    k = int((alike & both).sum())
     note = (
-        f"the share is not logged; read from {pair[0]} = {pair[1]} (every completion of the batch "
-        f"scored alike: every group zero-variance) on {k} of the last quarter's {n} rows"
+        f"the share is not logged; read from {what} (every group zero-variance) on {k} of the "
+        f"last quarter's {n} rows"
     )
     cov.ran("zero-variance groups", note)
     if 2 * k <= n:
@@ -343,15 +336,44 @@ def _from_batch_range(df: pd.DataFrame, cov: Coverage) -> list[Finding]:
         Finding(
             ZERO_VARIANCE,
             ERROR,
-            "Every group is zero-variance: every completion gets the same score",
-            f"{pair[0]} = {pair[1]} on {k} of the {n} rows of the last quarter of the run that log "
-            "both: every completion of those batches got the same score, so every group in them "
-            "has zero variance (the zero-variance share is not logged; on those rows it is 100%, "
-            f"so its median over the last quarter is 100%).{level}",
+            "Every group is zero-variance on most steps: every completion of a group gets the "
+            "same score",
+            f"{what} on {k} of the {n} rows of the last quarter of the run that log it: every "
+            "group of those rows has zero variance (the zero-variance share is not logged; on "
+            f"those rows it is 100%, so its median over the last quarter is 100%).{level}",
             _ZV_ADVICE,
             basis=n,
         )
     ]
+
+
+def _tied_rows(df: pd.DataFrame) -> tuple[str, str, np.ndarray, np.ndarray] | None:
+    """(column, the rule in words, rows where every group is tied, rows that log it) from the
+    first source a run logs: a batch's score range (max = min), else a mean of within-group
+    stds (= 0); None without either."""
+
+    def own(name: str) -> str | None:  # as logged, or behind an importer's tool prefix
+        return next((c for c in (name, *(f"{t}/{name}" for t in TOOL_NAMES)) if c in df), None)
+
+    for hi_name, lo_name in BATCH_RANGES:
+        hi_col, lo_col = own(hi_name), own(lo_name)
+        if hi_col is not None and lo_col is not None and logged(df, hi_col) is not None:
+            hi, lo = column(df, hi_col), column(df, lo_col)
+            both = np.isfinite(hi) & np.isfinite(lo)
+            alike = both & (np.abs(hi - lo) <= 1e-12 * np.maximum(1.0, np.abs(hi)))
+            return (
+                hi_col,
+                f"{hi_col} = {lo_col} (every completion of the batch scored alike)",
+                (alike),
+                both,
+            )
+    for name in GROUP_STD_MEANS:
+        if name in df and logged(df, name) is not None:
+            y = column(df, name)
+            both = np.isfinite(y)
+            what = f"{name} = 0 (the mean over groups of each group's reward std)"
+            return name, what, both & (y == 0.0), both
+    return None
 
 
 def _reward_level(df: pd.DataFrame, med: float) -> str:
