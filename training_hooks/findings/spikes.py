@@ -107,7 +107,7 @@ def row_nanmedian(w: np.ndarray) -> np.ndarray:
 
 
 def spike_mask(
-    y: np.ndarray, groups: np.ndarray, mads: float | None = None
+    y: np.ndarray, groups: np.ndarray, mads: float | None = None, over_max: bool = True
 ) -> tuple[np.ndarray, np.ndarray]:
     """(spike rows, the rolling median they were judged against). Judged on log y, since KL and
     |log-ratio| series are positive and heavy-tailed (the demo's KL old→new spans four orders of
@@ -116,7 +116,8 @@ def spike_mask(
     1.4826 MAD is the standard deviation of Gaussian noise) or ``y > spike_over_max`` x the
     largest of those neighbours (a noisy series' MAD can hide a jump above every one of them).
     Values <= 0 (a KL that was never positive, a k1 estimate below 0) are not judged. ``mads``
-    replaces ``spike_mads`` (the lower bar of a corroborated spike, ``check_spikes``)."""
+    replaces ``spike_mads`` (the lower bar of a corroborated spike, ``check_spikes``);
+    ``over_max`` False judges by the robust sigmas alone (``SpikeCheck.over_max``)."""
     with np.errstate(divide="ignore", invalid="ignore"):
         ly = np.log(np.where(y > 0, y, np.nan))
     med, mad = rolling_baseline(ly, groups)
@@ -125,7 +126,9 @@ def spike_mask(
     with np.errstate(invalid="ignore"):
         jump = ly - med
         k = RUN.spike_mads.value if mads is None else mads
-        over = (jump > k * 1.4826 * mad) | (ly - top > np.log(RUN.spike_over_max.value))
+        over = jump > k * 1.4826 * mad
+        if over_max:
+            over |= ly - top > np.log(RUN.spike_over_max.value)
         high = over & (jump > np.log(RUN.spike_factor.value))
     return judged & high, np.exp(med)
 
@@ -137,6 +140,11 @@ class SpikeCheck:
     off_policy_only: bool  # on-policy steps are 0 by construction (KL old→new, log-ratio)
     advice: str
     sibling: str | None = None  # the code that measures the same movement another way
+    #: Also a step ``spike_over_max`` x above every neighbour (``spike_mask``): the KL to the
+    #: reference only. KL old→new and |log-ratio| off-policy are heavy-tailed by nature (the
+    #: demo's healthy runs put a step 3x above its neighbours by chance) and corroborate each
+    #: other instead (``sibling``).
+    over_max: bool = False
 
 
 _SPIKE_ADVICE = (
@@ -169,6 +177,7 @@ SPIKE_CHECKS = (
         "The policy jumped away from the reference model at these steps. "
         + _SPIKE_ADVICE
         + ". A larger KL coefficient or a smaller learning rate damps it.",
+        over_max=True,
     ),
 )
 
@@ -214,7 +223,7 @@ def check_spikes(
         for label, y, caveat in series:
             if check.off_policy_only:
                 y = np.where(on, np.nan, y)
-            mask, med = spike_mask(y, groups)
+            mask, med = spike_mask(y, groups, over_max=check.over_max)
             if np.isfinite(med).any():
                 judged.setdefault(check.code, []).append(_Judged(label, y, med, mask, caveat))
         if check.code not in judged:
@@ -227,7 +236,7 @@ def check_spikes(
         found = judged.get(check.code, [])
         if check.sibling in judged and found:  # one series each (KL old→new, |log-ratio|)
             j = found[0]
-            near = spike_mask(j.y, groups, RUN.spike_mads_corroborated.value)[0]
+            near = spike_mask(j.y, groups, RUN.spike_mads_corroborated.value, over_max=False)[0]
             found = [replace(j, mask=j.mask | (near & judged[check.sibling][0].mask))]
         fired = [j for j in found if j.mask.any()]
         if fired:
