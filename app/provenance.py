@@ -16,6 +16,7 @@ import pandas as pd
 from training_hooks.importers import TOOLS
 from training_hooks.importers._describe import (
     assumed_range,
+    dropped_calls_text,
     key_map_lines,
     records_cut_text,
     status_text,
@@ -59,8 +60,10 @@ def source_lines(info: RunInfo) -> list[str]:
         lines.append(f"Status: {status}.")
     if rec.step_axis:
         lines.append(f"Step axis: {rec.step_axis}.")
-    if rec.records_cut:
+    if records_cut_text(rec):
         lines.append(f"Records cut: {records_cut_text(rec)}.")
+    if dropped_calls_text(rec):
+        lines.append(f"Points dropped: {dropped_calls_text(rec)}.")
     if rec.assumed_defaults:
         lines.append(
             "Assumed defaults (no file states them): "

@@ -337,3 +337,39 @@ def test_should_training_stop_below_the_plan_is_an_end(tmp_path):
         "trainer_state.json: TrainerControl.should_training_stop true (the Trainer was "
         "stopping); it ended before its planned end"
     )
+
+
+def test_points_the_logger_dropped_are_no_cut_records():
+    """W&B's "this data will be ignored" entries (``dropped``) are the run's logger's loss, not
+    records the import cut: the pages say them as dropped log calls, and count the cut ones
+    apart (a .wandb with 94 refused log calls said "94 records cut or damaged")."""
+    from app.discovery import import_problems
+    from app.provenance import source_lines
+
+    dropped = tuple(
+        {"line": 500 + k, "step": 5 * k, "kept": 0, "dropped": True, "reason": "W&B ignored"}
+        for k in range(3)
+    )
+    rec = schema.ImportRecord(
+        tool="jsonl",
+        format="x",
+        records_cut=({"line": 7, "kept": 4, "reason": "cut"}, *dropped),
+    )
+    info = schema.RunInfo(run_id="r", name="r", algorithm="grpo", imported=rec, source="jsonl")
+    lines = source_lines(info)
+    assert (
+        "Records cut: 1 record cut or damaged, kept by the metrics before the cut (the rest of "
+        "each is missing): line 7." in lines
+    )
+    assert (
+        "Points dropped: 3 log calls dropped by the run's logger (none of their values written; "
+        "Health's steps_dropped): at steps 0, 5, 10 (console line 500, 501, 502)." in lines
+    )
+    problems = import_problems(rec)
+    assert "import: 1 record cut or damaged" in " ".join(problems)
+    only_dropped = schema.ImportRecord(tool="jsonl", format="x", records_cut=dropped)
+    only = schema.RunInfo(
+        run_id="r", name="r", algorithm="grpo", imported=only_dropped, source="jsonl"
+    )
+    assert not any(x.startswith("Records cut") for x in source_lines(only))
+    assert not any("cut or damaged" in p for p in import_problems(only_dropped))

@@ -156,14 +156,30 @@ def status_text(rec: schema.ImportRecord) -> str:
 
 
 def records_cut_text(rec: schema.ImportRecord) -> str:
-    """ "2 records cut or damaged, kept by the metrics before the cut: line 12, 40" ("" none)."""
-    cut = [d for d in rec.records_cut if isinstance(d, dict)]
+    """ "2 records cut or damaged, kept by the metrics before the cut: line 12, 40" ("" none).
+    Log calls the run's logger dropped (entries marked ``dropped``: W&B's "this data will be
+    ignored") are no cut of the import: ``dropped_calls_text`` says them."""
+    cut = [d for d in rec.records_cut if isinstance(d, dict) and not d.get("dropped")]
     if not cut:
         return ""
     where = few([str(d.get("line", "?")) for d in cut], 12)
     return (
         f"{len(cut)} record{'s' if len(cut) != 1 else ''} cut or damaged, kept by the metrics "
         f"before the cut (the rest of each is missing): line {where}"
+    )
+
+
+def dropped_calls_text(rec: schema.ImportRecord) -> str:
+    """ "94 log calls dropped by the run's logger (none of their values written): at steps 0, 5,
+    ... (console line 521, ...)" ("" none): the ``records_cut`` entries marked ``dropped``."""
+    got = [d for d in rec.records_cut if isinstance(d, dict) and d.get("dropped")]
+    if not got:
+        return ""
+    steps = few([str(d.get("step", "?")) for d in got], 8)
+    lines = few([str(d.get("line", "?")) for d in got], 6)
+    return (
+        f"{len(got)} log call{'s' if len(got) != 1 else ''} dropped by the run's logger (none of "
+        f"their values written; Health's steps_dropped): at steps {steps} (console line {lines})"
     )
 
 
@@ -181,8 +197,9 @@ def report_lines(rec: schema.ImportRecord, info: schema.RunInfo | None = None) -
         lines.append(f"status: {status}")
     if rec.step_axis:
         lines.append(f"step axis: {rec.step_axis}")
-    if rec.records_cut:
-        lines.append(records_cut_text(rec))
+    for text in (records_cut_text(rec), dropped_calls_text(rec)):
+        if text:
+            lines.append(text)
     if rec.file_format:
         lines.append(f"read: {rec.file} ({rec.file_format})")
     lines += key_map_lines(rec)
