@@ -22,6 +22,7 @@ from training_hooks.importers._describe import (
     status_text,
     value_text,
     version_text,
+    wall_time_text,
 )
 from training_hooks.importers._describe import unknown_settings as unknown_settings  # re-export
 from training_hooks.schema import ImportRecord, RunInfo
@@ -78,7 +79,7 @@ def source_lines(info: RunInfo) -> list[str]:
         when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(rec.imported_at))
         lines.append(f"Imported at {when}; {rec.rows} rows from {rec.lines or '?'} entries.")
     if rec.wall_time:
-        lines.append(f"Wall time: {rec.wall_time}.")
+        lines.append(f"Wall time: {wall_time_text(rec)}.")
     if rec.segment:
         lines.append(f"Run {rec.segment} of the runs that file holds one after another.")
     lines += [f"{line[0].upper()}{line[1:]}." for line in key_map_lines(rec)]

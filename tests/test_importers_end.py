@@ -373,3 +373,17 @@ def test_points_the_logger_dropped_are_no_cut_records():
     )
     assert not any(x.startswith("Records cut") for x in source_lines(only))
     assert not any("cut or damaged" in p for p in import_problems(only_dropped))
+
+
+def test_no_wall_time_is_said_in_words():
+    """run.json's "null" wall time (no time in the log) reads "none" on the pages, not JSON."""
+    from app.provenance import source_lines
+
+    def lines(text: str) -> list[str]:
+        rec = schema.ImportRecord(tool="csv", format="x", wall_time=text)
+        info = schema.RunInfo(run_id="r", name="r", algorithm="grpo", imported=rec, source="csv")
+        return source_lines(info)
+
+    assert "Wall time: none (the log holds no time the import reads)." in lines("null")
+    assert "Wall time: none: the log has no step_time." in lines("null: the log has no step_time")
+    assert "Wall time: x: each row's _timestamp." in lines("x: each row's _timestamp")

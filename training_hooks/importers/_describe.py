@@ -155,6 +155,15 @@ def status_text(rec: schema.ImportRecord) -> str:
     return f"{word} ({basis})" if basis else word
 
 
+def wall_time_text(rec: schema.ImportRecord) -> str:
+    """How the wall_time column was built, in words: run.json's "null" (no time in the log) is
+    said as "none" ("null: the log has no step_time" -> "none: the log has no step_time")."""
+    text = rec.wall_time
+    if text == "null":
+        return "none (the log holds no time the import reads)"
+    return "none" + text[len("null") :] if text.startswith("null:") else text
+
+
 def records_cut_text(rec: schema.ImportRecord) -> str:
     """ "2 records cut or damaged, kept by the metrics before the cut: line 12, 40" ("" none).
     Log calls the run's logger dropped (entries marked ``dropped``: W&B's "this data will be
@@ -245,7 +254,7 @@ def report_lines(rec: schema.ImportRecord, info: schema.RunInfo | None = None) -
             + ", ".join(rec.dropped_non_numeric)
         )
     lines += _settings_lines(rec, info)
-    lines.append(f"wall time: {rec.wall_time}")
+    lines.append(f"wall time: {wall_time_text(rec)}")
     return lines
 
 
