@@ -346,9 +346,9 @@ def test_points_the_logger_dropped_are_no_cut_records():
     from app.discovery import import_problems
     from app.provenance import source_lines
 
-    dropped = tuple(
-        {"line": 500 + k, "step": 5 * k, "kept": 0, "dropped": True, "reason": "W&B ignored"}
-        for k in range(3)
+    dropped = tuple(  # two calls at step 0 (each step named once)
+        {"line": 500 + k, "step": 5 * max(k - 1, 0), "kept": 0, "dropped": True, "reason": "W&B"}
+        for k in range(4)
     )
     rec = schema.ImportRecord(
         tool="jsonl",
@@ -362,8 +362,8 @@ def test_points_the_logger_dropped_are_no_cut_records():
         "each is missing): line 7." in lines
     )
     assert (
-        "Points dropped: 3 log calls dropped by the run's logger (none of their values written; "
-        "Health's steps_dropped): at steps 0, 5, 10 (console line 500, 501, 502)." in lines
+        "Points dropped: 4 log calls dropped by the run's logger (none of their values written; "
+        "Health's steps_dropped): at steps 0, 5, 10 (console line 500, 501, 502, 503)." in lines
     )
     problems = import_problems(rec)
     assert "import: 1 record cut or damaged" in " ".join(problems)

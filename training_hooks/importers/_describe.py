@@ -184,11 +184,13 @@ def dropped_calls_text(rec: schema.ImportRecord) -> str:
     got = [d for d in rec.records_cut if isinstance(d, dict) and d.get("dropped")]
     if not got:
         return ""
-    steps = few([str(d.get("step", "?")) for d in got], 8)
+    asked = sorted({d["step"] for d in got if isinstance(d.get("step"), int)})
+    steps = few([str(s) for s in asked], 8)
     lines = few([str(d.get("line", "?")) for d in got], 6)
     return (
         f"{len(got)} log call{'s' if len(got) != 1 else ''} dropped by the run's logger (none of "
-        f"their values written; Health's steps_dropped): at steps {steps} (console line {lines})"
+        f"their values written; Health's steps_dropped): at step{'s' if len(asked) != 1 else ''} "
+        f"{steps} (console line {lines})"
     )
 
 
