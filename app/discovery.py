@@ -26,7 +26,7 @@ from app.mlflow_store import mlflow_runs
 from app.records import SOURCE_PARQUET, Discovery, RunRef, short_error
 from training_hooks import storage, tables
 from training_hooks.findings import import_status
-from training_hooks.importers._describe import records_cut_text
+from training_hooks.importers._describe import dropped_calls_text, records_cut_text
 from training_hooks.run_summary import cache_dir, describes, eps_pairs, folder_stamp
 from training_hooks.schema import (
     RUN_JSON,
@@ -410,8 +410,10 @@ def import_problems(rec: ImportRecord) -> list[str]:
         )
         more = f" and {len(bad) - MAX_LINES_NAMED} more" if len(bad) > MAX_LINES_NAMED else ""
         out.append(f"import: {len(bad)} malformed line(s) of the log skipped: {named}{more}")
-    if rec.records_cut:
+    if records_cut_text(rec):
         out.append(f"import: {records_cut_text(rec)}")
+    if dropped_calls_text(rec):
+        out.append(f"log: {dropped_calls_text(rec)}")
     if rec.step_axis:
         out.append(f"import: its step axis is a {rec.step_axis}")
     if rec.truncated_last_line is not None:

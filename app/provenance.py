@@ -16,11 +16,13 @@ import pandas as pd
 from training_hooks.importers import TOOLS
 from training_hooks.importers._describe import (
     assumed_range,
+    dropped_calls_text,
     key_map_lines,
     records_cut_text,
     status_text,
     value_text,
     version_text,
+    wall_time_text,
 )
 from training_hooks.importers._describe import unknown_settings as unknown_settings  # re-export
 from training_hooks.schema import ImportRecord, RunInfo
@@ -59,8 +61,10 @@ def source_lines(info: RunInfo) -> list[str]:
         lines.append(f"Status: {status}.")
     if rec.step_axis:
         lines.append(f"Step axis: {rec.step_axis}.")
-    if rec.records_cut:
+    if records_cut_text(rec):
         lines.append(f"Records cut: {records_cut_text(rec)}.")
+    if dropped_calls_text(rec):
+        lines.append(f"Points dropped: {dropped_calls_text(rec)}.")
     if rec.assumed_defaults:
         lines.append(
             "Assumed defaults (no file states them): "
@@ -75,7 +79,7 @@ def source_lines(info: RunInfo) -> list[str]:
         when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(rec.imported_at))
         lines.append(f"Imported at {when}; {rec.rows} rows from {rec.lines or '?'} entries.")
     if rec.wall_time:
-        lines.append(f"Wall time: {rec.wall_time}.")
+        lines.append(f"Wall time: {wall_time_text(rec)}.")
     if rec.segment:
         lines.append(f"Run {rec.segment} of the runs that file holds one after another.")
     lines += [f"{line[0].upper()}{line[1:]}." for line in key_map_lines(rec)]

@@ -362,12 +362,18 @@ def test_a_loops_skipped_flag_is_no_learning_signal():
     loss = np.full(20, 0.05)
     flag = np.zeros(20)
     flag[[2, 4, 6, 9, 10, 12]] = 1.0  # steps 3, 5, 7, 10, 11, 13
-    f = _codes(_steps(20, loss=loss, skipped=flag))[findings.NO_SIGNAL]
+    r = run_health(_steps(20, loss=loss, skipped=flag), TRL)
+    f = {x.code: x for x in r.findings}[findings.NO_SIGNAL]
     assert f.severity == findings.WARNING
     assert (
-        "the loop flags 6 of the 20 steps that log skipped as skipped (30%; steps 3, 5, 7, 10, "
-        "11, 13): no update was made at them"
+        "skipped (the loop's no-update flag: its meaning guessed from the name) is 1 at 6 of the "
+        "20 steps that log it (30%; steps 3, 5, 7, 10, 11, 13): no update was made at them"
     ) in f.evidence
+    # what it read, not a gradient norm the run does not log
+    assert r.checked["learning signal"] == (
+        "loss; skipped (the loop's no-update flag: its meaning guessed from the name)"
+    )
+    assert "learning signal" in run_health(_steps(20), TRL).not_checked
     flag[[10, 12]] = 0.0
     assert findings.NO_SIGNAL not in _codes(_steps(20, loss=loss, skipped=flag))
     count = np.where(np.arange(20) % 2 == 0, 2.0, 0.0)

@@ -337,3 +337,53 @@ def test_should_training_stop_below_the_plan_is_an_end(tmp_path):
         "trainer_state.json: TrainerControl.should_training_stop true (the Trainer was "
         "stopping); it ended before its planned end"
     )
+
+
+def test_points_the_logger_dropped_are_no_cut_records():
+    """W&B's "this data will be ignored" entries (``dropped``) are the run's logger's loss, not
+    records the import cut: the pages say them as dropped log calls, and count the cut ones
+    apart (a .wandb with 94 refused log calls said "94 records cut or damaged")."""
+    from app.discovery import import_problems
+    from app.provenance import source_lines
+
+    dropped = tuple(  # two calls at step 0 (each step named once)
+        {"line": 500 + k, "step": 5 * max(k - 1, 0), "kept": 0, "dropped": True, "reason": "W&B"}
+        for k in range(4)
+    )
+    rec = schema.ImportRecord(
+        tool="jsonl",
+        format="x",
+        records_cut=({"line": 7, "kept": 4, "reason": "cut"}, *dropped),
+    )
+    info = schema.RunInfo(run_id="r", name="r", algorithm="grpo", imported=rec, source="jsonl")
+    lines = source_lines(info)
+    assert (
+        "Records cut: 1 record cut or damaged, kept by the metrics before the cut (the rest of "
+        "each is missing): line 7." in lines
+    )
+    assert (
+        "Points dropped: 4 log calls dropped by the run's logger (none of their values written; "
+        "Health's steps_dropped): at steps 0, 5, 10 (console line 500, 501, 502, 503)." in lines
+    )
+    problems = import_problems(rec)
+    assert "import: 1 record cut or damaged" in " ".join(problems)
+    only_dropped = schema.ImportRecord(tool="jsonl", format="x", records_cut=dropped)
+    only = schema.RunInfo(
+        run_id="r", name="r", algorithm="grpo", imported=only_dropped, source="jsonl"
+    )
+    assert not any(x.startswith("Records cut") for x in source_lines(only))
+    assert not any("cut or damaged" in p for p in import_problems(only_dropped))
+
+
+def test_no_wall_time_is_said_in_words():
+    """run.json's "null" wall time (no time in the log) reads "none" on the pages, not JSON."""
+    from app.provenance import source_lines
+
+    def lines(text: str) -> list[str]:
+        rec = schema.ImportRecord(tool="csv", format="x", wall_time=text)
+        info = schema.RunInfo(run_id="r", name="r", algorithm="grpo", imported=rec, source="csv")
+        return source_lines(info)
+
+    assert "Wall time: none (the log holds no time the import reads)." in lines("null")
+    assert "Wall time: none: the log has no step_time." in lines("null: the log has no step_time")
+    assert "Wall time: x: each row's _timestamp." in lines("x: each row's _timestamp")

@@ -224,3 +224,27 @@ def test_real_tathagata_csv_with_its_summary(tmp_path):
     assert _cells(df, Step.KL_REF_MEAN)[0] == 0.000805
     assert info.group_size == 8
     assert facts.status == "finished"
+
+
+def test_a_guessed_kl_is_said_guessed_in_its_spike(tmp_path):
+    """A loop's own ``kl`` (mapped to kl_ref_mean by its name alone) spiking to 38 at record 25
+    (35x its ~1.1 neighbours): kl_ref_spike names it as the log does, its meaning guessed, and
+    the Checked line says which column it read."""
+    import numpy as np
+
+    kl = 1.1 * np.exp(np.random.default_rng(2).normal(0, 0.1, 40))
+    kl[25] = 38.0
+    log = tmp_path / "log.jsonl"
+    log.write_text(
+        "".join(json.dumps({"step": i, "kl": float(v)}) + "\n" for i, v in enumerate(kl))
+    )
+    res = importers.import_run("jsonl", log, root=tmp_path / "runs")
+    info = schema.read_run_info(res["run_dir"])
+    import pandas as pd
+
+    df = pd.DataFrame(_steps(res["run_dir"]))
+    report = findings.run_health(df, findings.facts_of(info))
+    f = {x.code: x for x in report.findings}[findings.KL_REF_SPIKE]
+    said = "jsonl kl (its meaning guessed from the name) (stored as kl_ref_mean)"
+    assert f.evidence.startswith(f"worst at step 25: {said} = 38,")
+    assert report.checked["KL to reference spikes"] == said

@@ -176,6 +176,7 @@ def test_a_log_history_list_is_read_as_a_trl_state(tmp_path):
     rec = schema.read_run_info(res["run_dir"])
     assert rec.status == schema.STATUS_FINISHED
     assert any("log_history list on its own" in n for n in rec.imported.reader_notes)
+    assert rec.imported.file_format == "log_history list"  # not said to be a trainer_state.json
     # a list of a loop's own records (no "epoch"): not a TRL state
     own = tmp_path / "own.json"
     own.write_text(json.dumps([{"step": s, "reward": 0.1 * s} for s in (1, 2, 3)], indent=2))
@@ -197,3 +198,8 @@ def test_phases_of_a_log_history_list_are_runs_of_the_file(tmp_path):
     rec = schema.read_run_info(res["run_dir"])
     assert rec.status == schema.STATUS_FINISHED
     assert rec.imported.summary["train_runtime"] == 11.0
+    # a list's entries (0-based), never "lines": run 2 is entries 4-6 (entry 3: run 1's end row)
+    assert any(
+        "this is run 2: entries 4-6 (from 0), steps 1-3, starting at entry 4" in n
+        for n in rec.imported.reader_notes
+    ), rec.imported.reader_notes

@@ -273,6 +273,10 @@ def _flat(r: np.ndarray) -> tuple[bool, float, float]:
 #: are all zero-variance logs ``skipped``. Read only where every value is 0 or 1 (a flag): a count
 #: of skipped samples under the same name is another meaning.
 SKIP_NAMES = ("skipped", "update_skipped", "skipped_update", "skip_update")
+#: How a ``SKIP_NAMES`` column is read, said wherever it is used: a meaning from its name alone.
+SKIP_GUESSED = "the loop's no-update flag: its meaning guessed from the name"
+#: ``check_no_signal``'s name in the coverage lists (what it read is its note).
+SIGNAL_CHECK = "learning signal"
 
 
 def skipped_updates(df: pd.DataFrame) -> tuple[str, int, int, np.ndarray] | None:
@@ -305,11 +309,16 @@ def check_no_signal(
         if y is not None:
             train |= np.isfinite(y)
     if g is None and loss is None:
-        return cov.skipped("learning signal (loss, gradient norm)", NOT_LOGGED)
+        return cov.skipped(SIGNAL_CHECK, f"{NOT_LOGGED}: no loss, no gradient norm")
     n = int(train.sum())
     if n < 2 * RUN.min_basis.value:
-        return cov.skipped("learning signal (loss, gradient norm)", TOO_FEW_STEPS)
-    cov.ran("learning signal (loss, gradient norm)")
+        return cov.skipped(SIGNAL_CHECK, TOO_FEW_STEPS)
+    skip = skipped_updates(df)
+    read = [facts.logged_as(gname)] if g is not None and gname is not None else []
+    read += [facts.source_of(Step.LOSS)] if loss is not None else []
+    if skip is not None:
+        read.append(f"{facts.logged_as(skip[0])} ({SKIP_GUESSED})")
+    cov.ran(SIGNAL_CHECK, "; ".join(read))
     steps = steps_of(df)
     late = np.zeros(len(df), bool)
     late[np.flatnonzero(train)[n // 2 :]] = True
@@ -323,11 +332,10 @@ def check_no_signal(
                 f"{int(zero.sum())} of {int(fin.sum())} steps ({pct(zero.sum() / fin.sum())}; "
                 f"first at step {steps[np.argmax(zero)]}): those updates change nothing"
             )
-    skip = skipped_updates(df)
     if skip is not None and skip[1] / skip[2] >= RAW.zero_grad_share.value:
         name, k, m, rows = skip
         said.append(
-            f"the loop flags {k} of the {m} steps that log {facts.logged_as(name)} as skipped "
+            f"{facts.logged_as(name)} ({SKIP_GUESSED}) is 1 at {k} of the {m} steps that log it "
             f"({pct(k / m)}; steps {fmt_steps(steps[rows])}): no update was made at them"
         )
     r = reward[late & np.isfinite(reward)] if reward is not None else np.array([])

@@ -182,13 +182,25 @@ SPIKE_CHECKS = (
 )
 
 
-def _spike_series(df: pd.DataFrame, code: str) -> list[tuple[str, np.ndarray, str]]:
+def _spike_series(
+    df: pd.DataFrame, code: str, facts: RunFacts | None = None
+) -> list[tuple[str, np.ndarray, str]]:
     """(column label, per-step values, caveat) of each series a spike check reads; [] when the
     run logs none. KL to the reference: every column that carries it (``meanings.carriers``:
     ``kl_ref_mean``, TRL's ``kl`` kept as ``trl/kl``, verl's ``actor/kl_loss``, ...), each with
-    the caveat of its uncertain definition."""
+    the caveat of its uncertain definition, labelled as the run's log names it (an import's
+    mapped key, its meaning guessed from the name where it was: ``facts.source_of``)."""
     if code == KL_REF_SPIKE:
-        return [(c.label, column(df, c.column), c.caveat) for c in carriers(df, Step.KL_REF_MEAN)]
+        return [
+            (
+                facts.source_of(c.column)
+                if facts is not None and facts.sources.get(c.column)
+                else c.label,
+                column(df, c.column),
+                c.caveat,
+            )
+            for c in carriers(df, Step.KL_REF_MEAN)
+        ]
     if code != KL_OLD_SPIKE:  # the log-ratio: the sequence's where logged, else the token's
         lo, hi = col(df, Step.SEQ_LOG_RATIO_MIN), col(df, Step.SEQ_LOG_RATIO_MAX)
         if lo is not None and hi is not None and np.isfinite(hi).any():
@@ -216,7 +228,7 @@ def check_spikes(
     judged: dict[str, list[_Judged]] = {}
     for check in SPIKE_CHECKS:
         name = f"{check.label} spikes"
-        series = [s for s in _spike_series(df, check.code) if np.isfinite(s[1]).any()]
+        series = [s for s in _spike_series(df, check.code, facts) if np.isfinite(s[1]).any()]
         if not series:
             cov.skipped(name, NOT_LOGGED)
             continue
@@ -260,7 +272,7 @@ class _Judged:
 
 def _coverage_note(judged: list[_Judged]) -> str:
     """The Checked line's note: the columns read when there are several, or a foreign one."""
-    if len(judged) == 1 and not judged[0].caveat:
+    if len(judged) == 1 and not judged[0].caveat and " (stored as " not in judged[0].label:
         return ""
     note = ", ".join(j.label for j in judged)
     if any(j.caveat for j in judged):

@@ -155,15 +155,42 @@ def status_text(rec: schema.ImportRecord) -> str:
     return f"{word} ({basis})" if basis else word
 
 
+def wall_time_text(rec: schema.ImportRecord) -> str:
+    """How the wall_time column was built, in words: run.json's "null" (no time in the log) is
+    said as "none" ("null: the log has no step_time" -> "none: the log has no step_time")."""
+    text = rec.wall_time
+    if text == "null":
+        return "none (the log holds no time the import reads)"
+    return "none" + text[len("null") :] if text.startswith("null:") else text
+
+
 def records_cut_text(rec: schema.ImportRecord) -> str:
-    """ "2 records cut or damaged, kept by the metrics before the cut: line 12, 40" ("" none)."""
-    cut = [d for d in rec.records_cut if isinstance(d, dict)]
+    """ "2 records cut or damaged, kept by the metrics before the cut: line 12, 40" ("" none).
+    Log calls the run's logger dropped (entries marked ``dropped``: W&B's "this data will be
+    ignored") are no cut of the import: ``dropped_calls_text`` says them."""
+    cut = [d for d in rec.records_cut if isinstance(d, dict) and not d.get("dropped")]
     if not cut:
         return ""
     where = few([str(d.get("line", "?")) for d in cut], 12)
     return (
         f"{len(cut)} record{'s' if len(cut) != 1 else ''} cut or damaged, kept by the metrics "
         f"before the cut (the rest of each is missing): line {where}"
+    )
+
+
+def dropped_calls_text(rec: schema.ImportRecord) -> str:
+    """ "94 log calls dropped by the run's logger (none of their values written): at steps 0, 5,
+    ... (console line 521, ...)" ("" none): the ``records_cut`` entries marked ``dropped``."""
+    got = [d for d in rec.records_cut if isinstance(d, dict) and d.get("dropped")]
+    if not got:
+        return ""
+    asked = sorted({d["step"] for d in got if isinstance(d.get("step"), int)})
+    steps = few([str(s) for s in asked], 8)
+    lines = few([str(d.get("line", "?")) for d in got], 6)
+    return (
+        f"{len(got)} log call{'s' if len(got) != 1 else ''} dropped by the run's logger (none of "
+        f"their values written; Health's steps_dropped): at step{'s' if len(asked) != 1 else ''} "
+        f"{steps} (console line {lines})"
     )
 
 
@@ -181,8 +208,9 @@ def report_lines(rec: schema.ImportRecord, info: schema.RunInfo | None = None) -
         lines.append(f"status: {status}")
     if rec.step_axis:
         lines.append(f"step axis: {rec.step_axis}")
-    if rec.records_cut:
-        lines.append(records_cut_text(rec))
+    for text in (records_cut_text(rec), dropped_calls_text(rec)):
+        if text:
+            lines.append(text)
     if rec.file_format:
         lines.append(f"read: {rec.file} ({rec.file_format})")
     lines += key_map_lines(rec)
@@ -228,7 +256,7 @@ def report_lines(rec: schema.ImportRecord, info: schema.RunInfo | None = None) -
             + ", ".join(rec.dropped_non_numeric)
         )
     lines += _settings_lines(rec, info)
-    lines.append(f"wall time: {rec.wall_time}")
+    lines.append(f"wall time: {wall_time_text(rec)}")
     return lines
 
 

@@ -76,7 +76,10 @@ def _state_in(folder: Path) -> Path | None:
 
 def _state(path: Path, segment: int | None) -> SourceLog:
     """A trainer_state.json, compared with the event files of its output dir."""
-    log = dataclasses.replace(trl_state.read(path, segment), file_format="trainer_state.json")
+    log = trl_state.read(path, segment)
+    listed = log.notes and trl_state.LIST_NOTE in log.notes[0]
+    kind = "log_history list" if listed else "trainer_state.json"
+    log = dataclasses.replace(log, file_format=kind)
     out = trl_state.output_folders(log.file)[-1]
     events = events_in(out)[:MAX_COMPARED]
     checks: list[str] = []

@@ -33,6 +33,8 @@ from training_hooks.tool_settings import Setting, read_settings
 
 SUMMARY_KEYS = ("train_runtime", "train_samples_per_second", "train_steps_per_second")
 STATE_FILE = "trainer_state.json"
+#: The note of a state file that is ``trainer.state.log_history`` dumped on its own.
+LIST_NOTE = "is a log_history list on its own"
 #: Files beside a checkpoint that are not training arguments (model, tokenizer, adapter, ...).
 NOT_ARGS = re.compile(
     r"^(trainer_state|config|generation_config|adapter_config|tokenizer(_config)?|"
@@ -53,7 +55,7 @@ def read(path: Path, segment: int | None = None) -> SourceLog:
     if isinstance(state, list):  # trainer.state.log_history dumped on its own
         state = {"log_history": state}
         notes = (
-            f"{file.name} is a log_history list on its own (the state's other fields: "
+            f"{file.name} {LIST_NOTE} (the state's other fields: "
             "max_steps, global_step, logging_steps, are not in it)",
         )
     history = state.get("log_history") if isinstance(state, dict) else None
@@ -73,7 +75,10 @@ def read(path: Path, segment: int | None = None) -> SourceLog:
     segments = split_by_step(records)
     seg = choose(segments, segment, file, "trl")
     if len(segments) > 1:
-        notes += tuple(s.replace("line ", "entry ") for s in segment_notes(seg, len(segments)))
+        notes += tuple(  # a list's entries, numbered from 0 as the list indexes them
+            re.sub(r"\blines (\d+)-(\d+)", r"entries \1-\2 (from 0)", s).replace("line ", "entry ")
+            for s in segment_notes(seg, len(segments))
+        )
     later = segments[seg.index].lines[0] if seg.index < len(segments) else len(history)
     summary: dict[str, Any] = {}
     for i, row in summaries:  # the end-of-training rows within this run's entries
