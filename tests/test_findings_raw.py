@@ -17,6 +17,7 @@ from training_hooks import findings, importers, schema, tables
 from training_hooks.findings import NAN_CELLS, RAW, THRESHOLDS, RunFacts, facts_of, run_health
 from training_hooks.findings.clip import CLIP_BANDS
 from training_hooks.findings.core import SETTING_UNKNOWN
+from training_hooks.findings.raw import SIGNAL_CHECK
 from training_hooks.findings.thresholds import (
     ATTENUATION,
     BANDS,
@@ -212,12 +213,25 @@ def test_loss_off_its_own_scale():
 
 
 def test_zero_gradient_steps():
-    """grad_norm exactly 0 at 34 of 100 steps: a warning naming 34 of 100; at 10 of 100 nothing."""
+    """grad_norm exactly 0 at 34 of 100 steps: a warning naming 34 of 100; at 10 of 100 nothing;
+    at exactly every 4th row and only there: a logging position (the norm read after zero_grad
+    on one micro-step of 4), said on the Checked line, not judged."""
     g = np.full(100, 0.7)
-    g[np.arange(0, 100, 3)[:34]] = 0.0
+    g[np.random.default_rng(0).choice(np.arange(1, 100), 33, replace=False)] = 0.0
+    g[0] = 0.0
     f = _codes(_steps(100, grad_norm=g))[findings.NO_SIGNAL]
     assert f.severity == findings.WARNING
     assert "grad_norm is zero (≤ 1e-08) at 34 of 100 steps (34%; first at step 1)" in f.evidence
+    g = np.full(100, 0.7)
+    g[3::4] = 0.0
+    report = run_health(_steps(100, grad_norm=g), TRL)
+    assert findings.NO_SIGNAL not in {x.code for x in report.findings}
+    assert (
+        "zero on one logged row in every 4, always the same one, and only there"
+        in report.checked[SIGNAL_CHECK]
+    )
+    g[5] = 0.0  # one zero off the cycle: judged again (26 of 100 >= 25%)
+    assert findings.NO_SIGNAL in _codes(_steps(100, grad_norm=g))
     g = np.full(100, 0.7)
     g[:10] = 0.0
     assert findings.NO_SIGNAL not in _codes(_steps(100, grad_norm=g))

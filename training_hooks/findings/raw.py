@@ -293,6 +293,29 @@ def skipped_updates(df: pd.DataFrame) -> tuple[str, int, int, np.ndarray] | None
     return None
 
 
+def _cycle_note(name: str, period: int) -> str:
+    return (
+        f"; {name} is zero on one logged row in every {period}, always the same one, and only "
+        "there: read where the loop logs it (after zero_grad), not judged"
+    )
+
+
+def _periodic(zero: np.ndarray) -> int | None:
+    """k when the zero rows of a logged series are exactly every k-th row (2 <= k <= 8, one
+    phase, at least ``min_basis`` of them) and the others are not zero: a value read at a fixed
+    place of the loop's cycle (a gradient norm logged after ``zero_grad`` on one micro-step of
+    k), not k-th steps without signal. None otherwise."""
+    idx = np.flatnonzero(zero)
+    if len(idx) < RUN.min_basis.value:
+        return None
+    for k in range(2, 9):
+        phase = idx[0] % k
+        want = np.arange(phase, len(zero), k)
+        if len(idx) == len(want) and np.array_equal(idx, want):
+            return k
+    return None
+
+
 def check_no_signal(
     df: pd.DataFrame, split: LagSplit, facts: RunFacts, cov: Coverage
 ) -> list[Finding]:
@@ -326,7 +349,11 @@ def check_no_signal(
     if g is not None:
         fin = np.isfinite(g)
         zero = fin & (g <= RAW.zero_grad.value)
-        if fin.sum() and zero.sum() / fin.sum() >= RAW.zero_grad_share.value:
+        if (period := _periodic(zero[fin])) is not None:  # a logging position, not no signal
+            cov.ran(
+                SIGNAL_CHECK, "; ".join(read) + _cycle_note(facts.logged_as(gname or ""), period)
+            )
+        elif fin.sum() and zero.sum() / fin.sum() >= RAW.zero_grad_share.value:
             said.append(
                 f"{facts.logged_as(gname or '')} is zero (≤ {RAW.zero_grad.value:g}) at "
                 f"{int(zero.sum())} of {int(fin.sum())} steps ({pct(zero.sum() / fin.sum())}; "
