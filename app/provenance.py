@@ -83,7 +83,7 @@ def source_lines(info: RunInfo) -> list[str]:
     if rec.segment:
         lines.append(f"Run {rec.segment} of the runs that file holds one after another.")
     lines += [f"{line[0].upper()}{line[1:]}." for line in key_map_lines(rec)]
-    lines += [f"Read: {n}." for n in rec.reader_notes]
+    lines += [f"Read: {n.removeprefix('read ')}." for n in rec.reader_notes]
     lines += [f"Compared: {c}." for c in rec.cross_checks]
     return lines
 

@@ -152,7 +152,10 @@ def check_clip_range(
     run that takes one update per batch is judged by ``clip_at_one_update`` instead (nothing
     should clip there, whatever ε: ``findings.onpolicy``)."""
     if facts.updates_per_batch == 1:
-        why = "one update per batch: judged as clip at one update per batch"
+        why = (
+            "one update per batch: nothing should clip whatever ε, which 'clip at one update "
+            "per batch' reads where the clip share is logged"
+        )
         return cov.skipped(HIGH, why, LOW)
     parsed = parse_algorithm(facts.algorithm)
     if parsed is not None and parsed.clip_unit is None:  # CISPO's cap, SAPO's gate, ...
