@@ -31,6 +31,13 @@ from training_hooks.metric_map import candidate_columns
 from training_hooks.schema import Step
 from training_hooks.tool_settings import TOOL_NAMES
 
+
+def as_logged(name: str) -> tuple[str, ...]:
+    """``name`` as a run logs it, then behind each importer's tool prefix (``trl/<name>``, ...):
+    the columns a check reads for a name that only an import keeps."""
+    return (name, *(f"{t}/{name}" for t in TOOL_NAMES))
+
+
 _JUDGED = "the magnitude is judged, not the exact value"
 
 

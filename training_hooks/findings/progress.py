@@ -57,6 +57,7 @@ from training_hooks.findings.core import (
     pct,
 )
 from training_hooks.findings.lag import steps_of
+from training_hooks.findings.meanings import as_logged
 from training_hooks.findings.signal import (
     ALL_HIGH_FRACTION,
     FOREIGN_ALL_HIGH,
@@ -142,7 +143,7 @@ def task_totals(
 
 def _own(df: pd.DataFrame, name: str) -> str | None:
     """``name`` as logged, or behind an importer's tool prefix, with a value; else None."""
-    for c in (name, *(f"{t}/{name}" for t in TOOL_NAMES)):
+    for c in as_logged(name):
         if c in df.columns and logged(df, c) is not None:
             return c
     return None

@@ -34,12 +34,11 @@ from training_hooks.findings.core import (
     pct,
 )
 from training_hooks.findings.lag import LagSplit, steps_of
-from training_hooks.findings.meanings import carriers, caveats_text
+from training_hooks.findings.meanings import as_logged, carriers, caveats_text
 from training_hooks.findings.spikes import EARLY_TEXT, early_rows, rolling_baseline
 from training_hooks.findings.status import GRAD_NORM_NAMES
 from training_hooks.findings.thresholds import RAW, RUN
 from training_hooks.schema import Step
-from training_hooks.tool_settings import TOOL_NAMES
 
 # The stable codes of this module's checks, each beside the check that reports it.
 GRAD_NORM_SPIKE = "grad_norm_spike"  # ``check_grad_norm``
@@ -283,7 +282,7 @@ def skipped_updates(df: pd.DataFrame) -> tuple[str, int, int, np.ndarray] | None
     """(column, steps flagged skipped, steps that log the flag, the flagged rows) of the first
     ``SKIP_NAMES`` column whose logged values are all 0 or 1; None without one."""
     for c in SKIP_NAMES:
-        for name in (c, *(f"{t}/{c}" for t in TOOL_NAMES)):
+        for name in as_logged(c):
             y = logged(df, name)
             if y is None:
                 continue

@@ -32,9 +32,9 @@ from training_hooks.findings.core import (
     pct,
 )
 from training_hooks.findings.lag import LagSplit, steps_of
+from training_hooks.findings.meanings import as_logged
 from training_hooks.findings.thresholds import RUN
 from training_hooks.schema import Seq, Step
-from training_hooks.tool_settings import TOOL_NAMES
 
 # The stable codes of ``check_learning_signal``.
 ZERO_VARIANCE = "zero_variance"
@@ -353,7 +353,7 @@ def _tied_rows(df: pd.DataFrame) -> tuple[str, str, np.ndarray, np.ndarray] | No
     stds (= 0); None without either."""
 
     def own(name: str) -> str | None:  # as logged, or behind an importer's tool prefix
-        return next((c for c in (name, *(f"{t}/{name}" for t in TOOL_NAMES)) if c in df), None)
+        return next((c for c in as_logged(name) if c in df), None)
 
     for hi_name, lo_name in BATCH_RANGES:
         hi_col, lo_col = own(hi_name), own(lo_name)
