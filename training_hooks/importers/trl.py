@@ -21,7 +21,6 @@ from training_hooks.importers._sniff import (
     EVENT,
     TRAINER_STATE,
     TRL_CONSOLE,
-    WANDB_STORE,
     sniff,
     wrong_format,
 )
@@ -41,10 +40,8 @@ def read_run(
         kind = sniff(path)
         if kind is EVENT:
             return _events(path, segment)
-        if (path.name == wandb_run.CONSOLE or kind is WANDB_STORE) and wandb_run.run_folder(
-            path
-        ) is not None:
-            return wandb_run.read(wandb_run.run_folder(path) or path, TRL, config, segment)
+        if (run := wandb_run.run_of_file(path, kind)) is not None:
+            return wandb_run.read(run, TRL, config, segment)
         if kind is TRL_CONSOLE:
             return _console(path, config, segment)
         if kind not in (None, TRAINER_STATE):

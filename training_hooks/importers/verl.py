@@ -35,7 +35,6 @@ from training_hooks.importers._sniff import (
     EVENT,
     VERL_CONSOLE,
     VERL_JSONL,
-    WANDB_STORE,
     sniff,
     wrong_format,
 )
@@ -56,10 +55,8 @@ def read_run(
         kind = sniff(path)
         if kind is EVENT:
             return tfevents.read(path, VERL, segment)
-        if (path.name == wandb_run.CONSOLE or kind is WANDB_STORE) and wandb_run.run_folder(
-            path
-        ) is not None:
-            return wandb_run.read(wandb_run.run_folder(path) or path, VERL, config, segment)
+        if (run := wandb_run.run_of_file(path, kind)) is not None:
+            return wandb_run.read(run, VERL, config, segment)
         if kind is VERL_CONSOLE:
             return verl_console.read(path, segment)
         if kind not in (None, VERL_JSONL):

@@ -30,7 +30,7 @@ from typing import Any
 
 from training_hooks.importers import _end, trl_console, verl_console, wandb_history, wandb_store
 from training_hooks.importers._read import MAX_CONFIG_BYTES, SourceLog, is_number, load_config
-from training_hooks.importers._sniff import VERL_CONSOLE, sniff
+from training_hooks.importers._sniff import VERL_CONSOLE, WANDB_STORE, Kind, sniff
 from training_hooks.importers._spec import Settings
 from training_hooks.tool_settings import read_settings
 
@@ -41,6 +41,14 @@ SUMMARY = "wandb-summary.json"
 PINNED = re.compile(
     r"^\s*(?P<name>[A-Za-z0-9_.-]+)\s*==\s*(?P<version>[0-9][0-9A-Za-z.+!-]*)\s*$", re.MULTILINE
 )
+
+
+def run_of_file(path: Path, kind: Kind | None) -> Path | None:
+    """The W&B run folder a file belongs to when the file is that run's console
+    (``files/output.log``) or its ``.wandb`` (``kind``: what ``sniff`` saw); else None."""
+    if path.name != CONSOLE and kind is not WANDB_STORE:
+        return None
+    return run_folder(path)
 
 
 def run_folder(path: Path) -> Path | None:
