@@ -68,6 +68,12 @@ class Record:
     metrics: Mapping[str, Any]
 
 
+#: How a reader numbers its records: (one, several, after a range). A text file's lines; a JSON
+#: list's entries, numbered from 0 as the list indexes them (a TRL log_history).
+LINES = ("line", "lines", "")
+ENTRIES = ("entry", "entries", " (from 0)")
+
+
 @dataclass(frozen=True)
 class Segment:
     """One run of a file: its records in file order and why it starts where it does."""
@@ -77,6 +83,7 @@ class Segment:
     why: str  # "" for the first; else where and why a new run starts here
     notes: tuple[str, ...] = field(default=())  # resumes and out-of-order records within it
     skipped: tuple[str, ...] = field(default=())  # the file's other runs, when read as its RL run
+    unit: tuple[str, str, str] = LINES  # how its records are numbered (``LINES``, ``ENTRIES``)
 
     @property
     def lines(self) -> tuple[int, int]:
@@ -89,7 +96,8 @@ class Segment:
 
     def describe(self) -> str:
         (a, b), (s, t) = self.lines, self.steps
-        where = f"line {a}" if a == b else f"lines {a}-{b}"
+        one, several, after = self.unit
+        where = f"{one} {a}" if a == b else f"{several} {a}-{b}{after}"
         return f"run {self.index}: {where}, step{'' if s == t else 's'} {s}" + (
             "" if s == t else f"-{t}"
         )
@@ -108,9 +116,13 @@ class SeveralRuns(ValueError):
         self.segments = tuple(segments)
 
 
-def split_by_step(records: Iterable[Record], validation: tuple[str, ...] = ()) -> list[Segment]:
+def split_by_step(
+    records: Iterable[Record], validation: tuple[str, ...] = (), unit: tuple[str, str, str] = LINES
+) -> list[Segment]:
     """The runs of a file whose records carry steps (see the module docstring). Metrics whose
-    names start with ``validation`` (eval lines sharing a train step) never start a run."""
+    names start with ``validation`` (eval lines sharing a train step) never start a run;
+    ``unit`` says how the records are numbered."""
+    one = unit[0]
     segments: list[list[Record]] = [[]]
     whys = [""]
     notes: list[list[str]] = [[]]
@@ -122,25 +134,26 @@ def split_by_step(records: Iterable[Record], validation: tuple[str, ...] = ()) -
         again = names & seen.get(rec.step, set())
         if cur and again and rec.step <= cur[0].step:
             assert prev is not None
-            whys.append(f"line {rec.line} (step {rec.step} after step {prev.step})")
+            whys.append(f"{one} {rec.line} (step {rec.step} after step {prev.step})")
             segments.append([])
             notes.append([])
             seen = {}
         elif again:
             notes[-1].append(
-                f"line {rec.line}: step {rec.step} logged again after step {prev.step if prev else '?'}"
+                f"{one} {rec.line}: step {rec.step} logged again after step "
+                f"{prev.step if prev else '?'}"
                 " (a resume from a checkpoint): its later values kept"
             )
         elif prev is not None and cur and rec.step < prev.step:
             notes[-1].append(
-                f"line {rec.line}: step {rec.step} written after step {prev.step} (out of order), "
+                f"{one} {rec.line}: step {rec.step} written after step {prev.step} (out of order), "
                 "merged with its step"
             )
         segments[-1].append(rec)
         seen.setdefault(rec.step, set()).update(names)
         prev = rec
     return [
-        Segment(i + 1, tuple(recs), whys[i], tuple(notes[i]))
+        Segment(i + 1, tuple(recs), whys[i], tuple(notes[i]), unit=unit)
         for i, recs in enumerate(segments)
         if recs
     ]

@@ -27,7 +27,13 @@ from training_hooks.importers._read import (
     merge_by_step,
     parse_json,
 )
-from training_hooks.importers._segments import Record, choose, segment_notes, split_by_step
+from training_hooks.importers._segments import (
+    ENTRIES,
+    Record,
+    choose,
+    segment_notes,
+    split_by_step,
+)
 from training_hooks.importers._spec import Settings
 from training_hooks.tool_settings import Setting, read_settings
 
@@ -72,13 +78,10 @@ def read(path: Path, segment: int | None = None) -> SourceLog:
             records.append(Record(i, step, {k: v for k, v in entry.items() if k != "step"}))
     if not records:
         raise ValueError(f"{file} has no training entries in its log_history")
-    segments = split_by_step(records)
+    segments = split_by_step(records, unit=ENTRIES)
     seg = choose(segments, segment, file, "trl")
     if len(segments) > 1:
-        notes += tuple(  # a list's entries, numbered from 0 as the list indexes them
-            re.sub(r"\blines (\d+)-(\d+)", r"entries \1-\2 (from 0)", s).replace("line ", "entry ")
-            for s in segment_notes(seg, len(segments))
-        )
+        notes += tuple(segment_notes(seg, len(segments)))
     later = segments[seg.index].lines[0] if seg.index < len(segments) else len(history)
     summary: dict[str, Any] = {}
     for i, row in summaries:  # the end-of-training rows within this run's entries
