@@ -160,6 +160,16 @@ def from_epochs(epochs: float, source: str, step: int | None, epoch: float | Non
     return Planned(steps, source, epochs)
 
 
+def last_epoch(steps: Mapping[int, Mapping[str, Any]]) -> float | None:
+    """The ``epoch`` of the last step that logs one as a number (the trainer's fractional epoch,
+    which ``from_epochs`` scales a planned number of epochs by); None without one."""
+    for s in sorted(steps, reverse=True):
+        v = steps[s].get("epoch")
+        if isinstance(v, int | float) and not isinstance(v, bool):
+            return float(v)
+    return None
+
+
 def from_settings(
     settings: Mapping[str, Any], step: int | None, epoch: float | None
 ) -> list[Planned]:

@@ -179,7 +179,7 @@ def _evidence(
             plans.append(_end.Planned(total, f"{name} line {n}: {PROGRESS} {step}/{total}"))
     train = [s for s, m in steps.items() if not _validation_only(m)]
     last = max(train) if train else None
-    plans += _end.from_settings(settings, last, _last_epoch(steps))
+    plans += _end.from_settings(settings, last, _end.last_epoch(steps))
     reached: list[_end.Reached] = []
     if summary_line is not None:
         n, step = summary_line
@@ -206,14 +206,6 @@ def _evidence(
 def _validation_only(metrics: Mapping[str, Any]) -> bool:
     names = [k for k, v in metrics.items() if is_number(v)]
     return bool(names) and all(k.startswith(VALIDATION) for k in names)
-
-
-def _last_epoch(steps: Mapping[int, Mapping[str, Any]]) -> float | None:
-    for s in sorted(steps, reverse=True):
-        v = steps[s].get("epoch")
-        if is_number(v):
-            return float(v)
-    return None
 
 
 #: ms-swift's ``importance_sampling_level`` -> the ratio level of the algorithm label:

@@ -141,7 +141,7 @@ def end_evidence(
     checkpoint's state is saved before that row is logged, so its absence is no evidence."""
     name = file.name
     last = max(steps) if steps else None
-    epoch = _last_epoch(steps)
+    epoch = _end.last_epoch(steps)
     planned: list[_end.Planned] = []
     max_steps = as_step(state.get("max_steps"))
     if max_steps is not None and max_steps > 0:
@@ -294,15 +294,6 @@ def _state_of(file: Path) -> Mapping[str, Any] | None:
 def _rows(state: Mapping[str, Any]) -> list[Any]:
     rows = state.get("log_history")
     return rows if isinstance(rows, list) else []
-
-
-def _last_epoch(steps: Mapping[int, Mapping[str, Any]]) -> float | None:
-    """The ``epoch`` of the last row that logs one (the Trainer's fractional epoch)."""
-    for s in sorted(steps, reverse=True):
-        v = steps[s].get("epoch")
-        if is_number(v):
-            return float(v)
-    return None
 
 
 MODEL_CARD_TAGS = re.compile(r"^tags:\s*\n((?:\s*-\s*.+\n?)+)", re.MULTILINE)
