@@ -220,9 +220,6 @@ ALGORITHMS: dict[str, str] = {
     },
 }
 
-#: Keys that look like a step: named in the note of an import without ``--step``.
-STEP_LIKE = ("step", "global_step", "train/global_step", "iteration", "iter", "system/step")
-
 
 @dataclass(frozen=True)
 class KeyMap:
@@ -549,7 +546,7 @@ def _absent(file: Path, keys: list[str], key: str | None = None) -> str:
 
 
 def _index_note(keys: list[str], n: int) -> str:
-    like = [k for k in STEP_LIKE if k in keys]
+    like = [k for k in own_log.STEP_KEYS if k in keys]  # a step's name, not usable as one
     return (
         f"no --step: the step is each record's index in the file (0 to {n - 1}), not a step the "
         "log states"
